@@ -1,0 +1,9 @@
+//! pincer: a coding agent for editors, speaking the Agent Client Protocol.
+//!
+//! The binary (`src/main.rs`) only parses the command line; everything else
+//! lives here, in the layers DESIGN.md describes: `llm` (provider wire
+//! formats), `agent` (the loop), `tools`, `acp` (the editor-facing server),
+//! and `config` (files, paths, model selection).
+
+pub mod llm;
+pub mod tools;

@@ -1,0 +1,418 @@
+//! The model layer: provider-neutral messages, a streaming interface and the
+//! wire formats of the providers pincer talks to.
+//!
+//! Everything above this module (the agent loop, sessions, ACP) sees only the
+//! types defined here. A provider is one file that turns a [`Request`] into an
+//! HTTP request and turns the provider's server-sent events back into
+//! [`StreamEvent`]s; the shared code here does the HTTP round-trip, the
+//! incremental SSE decoding with an idle timeout, error classification and the
+//! assembly of the final [`AssistantMessage`].
+
+pub mod anthropic;
+pub mod catalog;
+pub mod openai_completions;
+pub mod sse;
+mod stream;
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use catalog::{Api, Model, Pricing};
+pub use stream::{MessageBuilder, StreamConfig, stream};
+
+/// A credential that never shows itself in logs, errors or `Debug` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Content a user message or a tool result can carry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Content {
+    Text {
+        text: String,
+    },
+    /// Base64-encoded image data.
+    Image {
+        data: String,
+        mime_type: String,
+    },
+}
+
+impl Content {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text { text: text.into() }
+    }
+}
+
+/// One block of an assistant message, in the order the model produced them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AssistantContent {
+    Text {
+        text: String,
+    },
+    Thinking {
+        thinking: String,
+        /// Anthropic's signature, required to send the block back.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+        /// Anthropic's `redacted_thinking`: `thinking` then holds the opaque data.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        redacted: bool,
+    },
+    ToolCall(ToolCall),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's call id; results pair with calls by this id only.
+    pub id: String,
+    pub name: String,
+    /// The parsed arguments. When the model sent JSON that does not parse,
+    /// this is the raw text as a JSON string and `arguments_error` says why.
+    pub arguments: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments_error: Option<String>,
+}
+
+/// Why the model stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// A natural end of the turn.
+    #[default]
+    Stop,
+    /// The output token limit was reached.
+    Length,
+    /// The model asked for tools.
+    ToolUse,
+    /// The provider refused (safety filter).
+    Refusal,
+    /// The request or stream failed; `error_message` says how.
+    Error,
+    /// The run was cancelled while the model streamed.
+    Aborted,
+}
+
+/// Token counts and their cost in USD.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    #[serde(default)]
+    pub cost: Cost,
+}
+
+impl Usage {
+    /// Everything the request put into the context window.
+    pub fn context_tokens(&self) -> u64 {
+        self.input + self.output + self.cache_read + self.cache_write
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: f64,
+    pub cache_write: f64,
+    pub total: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    pub content: Vec<AssistantContent>,
+    pub provider: String,
+    pub api: Api,
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_profile: Option<String>,
+    pub stop_reason: StopReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    pub usage: Usage,
+}
+
+impl AssistantMessage {
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.content.iter().filter_map(|c| match c {
+            AssistantContent::ToolCall(call) => Some(call),
+            _ => None,
+        })
+    }
+
+    /// The visible text of the reply, blocks joined.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|c| match c {
+                AssistantContent::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultMessage {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub content: Vec<Content>,
+    pub is_error: bool,
+}
+
+/// A message of the conversation as the model sees it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    User { content: Vec<Content> },
+    Assistant(AssistantMessage),
+    ToolResult(ToolResultMessage),
+}
+
+/// A tool as offered to the model.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// How hard the model should think before answering.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum ThinkingLevel {
+    #[default]
+    Off,
+    Minimal,
+    Low,
+    Medium,
+    High,
+}
+
+impl ThinkingLevel {
+    pub const ALL: [ThinkingLevel; 5] = [
+        ThinkingLevel::Off,
+        ThinkingLevel::Minimal,
+        ThinkingLevel::Low,
+        ThinkingLevel::Medium,
+        ThinkingLevel::High,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThinkingLevel::Off => "off",
+            ThinkingLevel::Minimal => "minimal",
+            ThinkingLevel::Low => "low",
+            ThinkingLevel::Medium => "medium",
+            ThinkingLevel::High => "high",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+
+    /// Anthropic's extended-thinking budget for this level.
+    pub fn anthropic_budget(self) -> Option<u64> {
+        match self {
+            ThinkingLevel::Off => None,
+            ThinkingLevel::Minimal => Some(1024),
+            ThinkingLevel::Low => Some(2048),
+            ThinkingLevel::Medium => Some(8192),
+            ThinkingLevel::High => Some(16384),
+        }
+    }
+}
+
+/// One model call: everything a provider needs besides the model and key.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    pub system: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    pub thinking: ThinkingLevel,
+    /// Output token cap; `None` means the model's default cap.
+    pub max_tokens: Option<u64>,
+}
+
+/// An incremental piece of the model's answer, provider-neutral.
+///
+/// Providers emit these in stream order; [`MessageBuilder`] turns them into an
+/// [`AssistantMessage`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamEvent {
+    TextDelta(String),
+    ThinkingDelta(String),
+    /// Closes the current thinking block with its signature.
+    ThinkingSignature(String),
+    /// An opaque, redacted thinking block (Anthropic).
+    RedactedThinking(String),
+    ToolCallStart {
+        id: String,
+        name: String,
+    },
+    /// A piece of the JSON arguments of the call with this id.
+    ToolCallDelta {
+        id: String,
+        json: String,
+    },
+    /// The usage so far; each event replaces the previous one.
+    Usage(Usage),
+    /// The provider's stop reason, already mapped.
+    Stop(StopReason),
+}
+
+/// What went wrong talking to a provider. Failover, retries and compaction
+/// branch on the variant, never on the message text.
+#[derive(Clone, Debug, thiserror::Error, PartialEq)]
+pub enum LlmError {
+    #[error("{provider} rejected the credentials: {message}")]
+    Auth { provider: String, message: String },
+    #[error("{provider} rate limit: {message}")]
+    RateLimit {
+        provider: String,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("{provider} billing problem: {message}")]
+    Billing { provider: String, message: String },
+    #[error("{provider} is overloaded: {message}")]
+    Overloaded { provider: String, message: String },
+    #[error("the conversation is too long for the model's context window: {message}")]
+    ContextOverflow { provider: String, message: String },
+    #[error("{provider} does not know this model: {message}")]
+    ModelNotFound { provider: String, message: String },
+    #[error("{provider} rejected the request (HTTP {status}): {message}")]
+    BadRequest {
+        provider: String,
+        status: u16,
+        message: String,
+    },
+    #[error("{provider} server error (HTTP {status}): {message}")]
+    Server {
+        provider: String,
+        status: u16,
+        message: String,
+    },
+    #[error("could not reach {provider}: {message}")]
+    Network { provider: String, message: String },
+    #[error("{provider} sent nothing for {seconds} s; gave up waiting")]
+    Timeout { provider: String, seconds: u64 },
+    #[error("{provider} sent a malformed stream: {message}")]
+    MalformedStream { provider: String, message: String },
+}
+
+impl LlmError {
+    /// Whether trying the same request again may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            LlmError::RateLimit { .. }
+                | LlmError::Overloaded { .. }
+                | LlmError::Server { .. }
+                | LlmError::Network { .. }
+                | LlmError::Timeout { .. }
+        )
+    }
+
+    /// Classifies an HTTP error answer. `message` is the provider's own error
+    /// text (already extracted from its JSON body when there was one) and
+    /// `kind` the provider's error type string, if any.
+    pub fn from_http(
+        provider: &str,
+        status: u16,
+        kind: Option<&str>,
+        message: String,
+        retry_after: Option<Duration>,
+    ) -> Self {
+        let provider = provider.to_string();
+        let lower = message.to_lowercase();
+        let kind = kind.unwrap_or_default();
+        let overflow = lower.contains("context length")
+            || lower.contains("context_length")
+            || lower.contains("prompt is too long")
+            || lower.contains("maximum context")
+            || lower.contains("too many tokens")
+            || kind == "context_length_exceeded";
+        match status {
+            401 | 403 => LlmError::Auth { provider, message },
+            402 => LlmError::Billing { provider, message },
+            429 if kind == "insufficient_quota" || lower.contains("quota") => {
+                LlmError::Billing { provider, message }
+            }
+            429 => LlmError::RateLimit {
+                provider,
+                message,
+                retry_after,
+            },
+            404 => LlmError::ModelNotFound { provider, message },
+            413 => LlmError::ContextOverflow { provider, message },
+            400 if overflow => LlmError::ContextOverflow { provider, message },
+            400 if lower.contains("credit balance") || lower.contains("billing") => {
+                LlmError::Billing { provider, message }
+            }
+            408 | 504 => LlmError::Timeout {
+                provider,
+                seconds: 0,
+            },
+            529 | 503 => LlmError::Overloaded { provider, message },
+            500..=599 if kind == "overloaded_error" => LlmError::Overloaded { provider, message },
+            500..=599 => LlmError::Server {
+                provider,
+                status,
+                message,
+            },
+            _ => LlmError::BadRequest {
+                provider,
+                status,
+                message,
+            },
+        }
+    }
+}
+
+/// An HTTP request a provider wants sent. Header values may hold secrets;
+/// this type is never logged.
+pub struct HttpRequest {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: serde_json::Value,
+}
+
+/// The per-provider part of a streaming call.
+pub trait WireFormat: Send {
+    /// Turns one decoded server-sent event into stream events.
+    fn on_event(&mut self, event: &sse::Event) -> Result<Vec<StreamEvent>, LlmError>;
+    /// Whether the provider's final event has been seen. A stream that ends
+    /// without it is cut off, not finished.
+    fn finished(&self) -> bool;
+}

@@ -1,0 +1,515 @@
+//! The shared half of every streaming call: send the request, classify HTTP
+//! errors, decode SSE incrementally with an idle timeout on every read, feed
+//! the provider's [`WireFormat`], and insist on the provider's final event.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use futures::stream::{BoxStream, StreamExt};
+
+use super::{
+    Api, AssistantContent, AssistantMessage, HttpRequest, LlmError, Model, Request, Secret,
+    StopReason, StreamEvent, ToolCall, Usage, WireFormat, anthropic, openai_completions, sse,
+};
+
+/// Limits of one streaming call.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamConfig {
+    /// Longest silence between two reads before the call fails. Providers
+    /// send pings while a model thinks, so a long silence means a dead peer.
+    pub idle_timeout: Duration,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Streams one model call. Dropping the stream aborts the HTTP request.
+pub fn stream(
+    client: &reqwest::Client,
+    model: &Model,
+    key: Option<&Secret>,
+    request: &Request,
+    config: StreamConfig,
+) -> BoxStream<'static, Result<StreamEvent, LlmError>> {
+    let (http, parser): (HttpRequest, Box<dyn WireFormat>) = match model.api {
+        Api::AnthropicMessages => (
+            anthropic::build_request(model, key, request),
+            Box::new(anthropic::Parser::new(&model.provider)),
+        ),
+        Api::OpenaiCompletions => (
+            openai_completions::build_request(model, key, request),
+            Box::new(openai_completions::Parser::new(&model.provider)),
+        ),
+    };
+    let provider = model.provider.clone();
+    let api = model.api;
+    let mut builder = client.post(&http.url).json(&http.body);
+    for (name, value) in &http.headers {
+        builder = builder.header(name, value);
+    }
+    let state = State::Start {
+        request: builder,
+        provider,
+        api,
+        parser,
+        idle: config.idle_timeout,
+    };
+    futures::stream::unfold(state, step).boxed()
+}
+
+enum State {
+    Start {
+        request: reqwest::RequestBuilder,
+        provider: String,
+        api: Api,
+        parser: Box<dyn WireFormat>,
+        idle: Duration,
+    },
+    Streaming(Box<Streaming>),
+    Done,
+}
+
+struct Streaming {
+    body: BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    decoder: sse::Decoder,
+    parser: Box<dyn WireFormat>,
+    pending: VecDeque<StreamEvent>,
+    provider: String,
+    idle: Duration,
+}
+
+async fn step(state: State) -> Option<(Result<StreamEvent, LlmError>, State)> {
+    match state {
+        State::Done => None,
+        State::Start {
+            request,
+            provider,
+            api,
+            parser,
+            idle,
+        } => match connect(request, &provider, api, idle).await {
+            Ok(body) => {
+                let streaming = Streaming {
+                    body,
+                    decoder: sse::Decoder::new(),
+                    parser,
+                    pending: VecDeque::new(),
+                    provider,
+                    idle,
+                };
+                next_event(Box::new(streaming)).await
+            }
+            Err(error) => Some((Err(error), State::Done)),
+        },
+        State::Streaming(streaming) => next_event(streaming).await,
+    }
+}
+
+async fn connect(
+    request: reqwest::RequestBuilder,
+    provider: &str,
+    api: Api,
+    idle: Duration,
+) -> Result<BoxStream<'static, reqwest::Result<bytes::Bytes>>, LlmError> {
+    let send = request.send();
+    let response = match tokio::time::timeout(idle, send).await {
+        Err(_) => {
+            return Err(LlmError::Timeout {
+                provider: provider.to_string(),
+                seconds: idle.as_secs(),
+            });
+        }
+        Ok(Err(error)) => {
+            return Err(LlmError::Network {
+                provider: provider.to_string(),
+                message: describe_reqwest_error(&error),
+            });
+        }
+        Ok(Ok(response)) => response,
+    };
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response.bytes_stream().boxed());
+    }
+    let retry_after = retry_after(response.headers());
+    let body = match tokio::time::timeout(idle, response.text()).await {
+        Ok(Ok(body)) => body,
+        _ => String::new(),
+    };
+    Err(match api {
+        Api::AnthropicMessages => {
+            anthropic::error_from_response(provider, status.as_u16(), retry_after, &body)
+        }
+        Api::OpenaiCompletions => {
+            openai_completions::error_from_response(provider, status.as_u16(), retry_after, &body)
+        }
+    })
+}
+
+async fn next_event(mut s: Box<Streaming>) -> Option<(Result<StreamEvent, LlmError>, State)> {
+    loop {
+        if let Some(event) = s.pending.pop_front() {
+            return Some((Ok(event), State::Streaming(s)));
+        }
+        if s.parser.finished() {
+            return None;
+        }
+        let chunk = match tokio::time::timeout(s.idle, s.body.next()).await {
+            Err(_) => {
+                let error = LlmError::Timeout {
+                    provider: s.provider.clone(),
+                    seconds: s.idle.as_secs(),
+                };
+                return Some((Err(error), State::Done));
+            }
+            Ok(None) => {
+                s.decoder.finish();
+                let error = LlmError::MalformedStream {
+                    provider: s.provider.clone(),
+                    message: "the stream ended before the final event".to_string(),
+                };
+                return Some((Err(error), State::Done));
+            }
+            Ok(Some(Err(error))) => {
+                let error = LlmError::Network {
+                    provider: s.provider.clone(),
+                    message: describe_reqwest_error(&error),
+                };
+                return Some((Err(error), State::Done));
+            }
+            Ok(Some(Ok(chunk))) => chunk,
+        };
+        for event in s.decoder.feed(&chunk) {
+            match s.parser.on_event(&event) {
+                Ok(events) => s.pending.extend(events),
+                Err(error) => return Some((Err(error), State::Done)),
+            }
+            if s.parser.finished() {
+                break;
+            }
+        }
+    }
+}
+
+fn describe_reqwest_error(error: &reqwest::Error) -> String {
+    // reqwest's Display omits the cause ("error sending request"); the
+    // source chain says what actually happened (connection refused, DNS…).
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+/// `retry-after-ms` (OpenAI) or `retry-after` in seconds.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let get = |name: &str| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
+    if let Some(ms) = get("retry-after-ms").filter(|v| v.is_finite() && *v >= 0.0) {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    get("retry-after")
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// Assembles an [`AssistantMessage`] from stream events, in the order the
+/// model produced its blocks.
+#[derive(Debug)]
+pub struct MessageBuilder {
+    content: Vec<AssistantContent>,
+    /// Raw argument JSON per call, by index into `content`.
+    arguments: Vec<(usize, String)>,
+    usage: Usage,
+    stop: Option<StopReason>,
+}
+
+impl Default for MessageBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MessageBuilder {
+    pub fn new() -> Self {
+        Self {
+            content: Vec::new(),
+            arguments: Vec::new(),
+            usage: Usage::default(),
+            stop: None,
+        }
+    }
+
+    pub fn apply(&mut self, event: &StreamEvent) {
+        match event {
+            StreamEvent::TextDelta(text) => match self.content.last_mut() {
+                Some(AssistantContent::Text { text: current }) => current.push_str(text),
+                _ => self
+                    .content
+                    .push(AssistantContent::Text { text: text.clone() }),
+            },
+            StreamEvent::ThinkingDelta(text) => match self.content.last_mut() {
+                Some(AssistantContent::Thinking {
+                    thinking,
+                    signature: None,
+                    redacted: false,
+                }) => thinking.push_str(text),
+                _ => self.content.push(AssistantContent::Thinking {
+                    thinking: text.clone(),
+                    signature: None,
+                    redacted: false,
+                }),
+            },
+            StreamEvent::ThinkingSignature(sig) => {
+                if let Some(AssistantContent::Thinking { signature, .. }) = self
+                    .content
+                    .iter_mut()
+                    .rev()
+                    .find(|c| matches!(c, AssistantContent::Thinking { redacted: false, .. }))
+                {
+                    signature.get_or_insert_with(String::new).push_str(sig);
+                }
+            }
+            StreamEvent::RedactedThinking(data) => self.content.push(AssistantContent::Thinking {
+                thinking: data.clone(),
+                signature: None,
+                redacted: true,
+            }),
+            StreamEvent::ToolCallStart { id, name } => {
+                self.arguments.push((self.content.len(), String::new()));
+                self.content.push(AssistantContent::ToolCall(ToolCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    arguments: serde_json::Value::Object(Default::default()),
+                    arguments_error: None,
+                }));
+            }
+            StreamEvent::ToolCallDelta { id, json } => {
+                let content = &self.content;
+                if let Some((_, raw)) = self.arguments.iter_mut().rev().find(|(index, _)| {
+                    matches!(&content[*index], AssistantContent::ToolCall(call) if call.id == *id)
+                }) {
+                    raw.push_str(json);
+                }
+            }
+            StreamEvent::Usage(usage) => self.usage = *usage,
+            StreamEvent::Stop(reason) => self.stop = Some(*reason),
+        }
+    }
+
+    /// The text streamed so far, for partial results.
+    pub fn has_content(&self) -> bool {
+        !self.content.is_empty()
+    }
+
+    /// Finishes the message. `error` marks a failed or aborted stream: the
+    /// message keeps what arrived, but unfinished tool calls are dropped so
+    /// that no call without a result reaches the history.
+    pub fn finish(
+        mut self,
+        model: &Model,
+        auth_profile: Option<String>,
+        error: Option<(StopReason, String)>,
+    ) -> AssistantMessage {
+        for (index, raw) in std::mem::take(&mut self.arguments) {
+            if let Some(AssistantContent::ToolCall(call)) = self.content.get_mut(index) {
+                if raw.trim().is_empty() {
+                    continue;
+                }
+                match serde_json::from_str::<serde_json::Value>(&raw) {
+                    Ok(value) => call.arguments = value,
+                    Err(e) => {
+                        call.arguments = serde_json::Value::String(raw);
+                        call.arguments_error = Some(format!("arguments are not valid JSON: {e}"));
+                    }
+                }
+            }
+        }
+        let (stop_reason, error_message) = match error {
+            Some((reason, message)) => {
+                self.content
+                    .retain(|c| !matches!(c, AssistantContent::ToolCall(_)));
+                (reason, Some(message))
+            }
+            None => {
+                let has_calls = self
+                    .content
+                    .iter()
+                    .any(|c| matches!(c, AssistantContent::ToolCall(_)));
+                match self.stop.unwrap_or(StopReason::Stop) {
+                    StopReason::Stop if has_calls => (StopReason::ToolUse, None),
+                    other => (other, None),
+                }
+            }
+        };
+        let mut usage = self.usage;
+        usage.cost = price(model, &usage);
+        AssistantMessage {
+            content: self.content,
+            provider: model.provider.clone(),
+            api: model.api,
+            model: model.id.clone(),
+            auth_profile,
+            stop_reason,
+            error_message,
+            usage,
+        }
+    }
+}
+
+fn price(model: &Model, usage: &Usage) -> super::Cost {
+    let per = |tokens: u64, usd_per_million: f64| tokens as f64 * usd_per_million / 1_000_000.0;
+    let p = &model.pricing;
+    let input = per(usage.input, p.input);
+    let output = per(usage.output, p.output);
+    let cache_read = per(usage.cache_read, p.cache_read);
+    let cache_write = per(usage.cache_write, p.cache_write);
+    super::Cost {
+        input,
+        output,
+        cache_read,
+        cache_write,
+        total: input + output + cache_read + cache_write,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{Pricing, catalog::Catalog};
+    use pretty_assertions::assert_eq;
+
+    fn model() -> Model {
+        let mut m = Catalog::new(&Default::default(), &|_| None)
+            .resolve("anthropic/claude-sonnet-4-5")
+            .unwrap();
+        m.pricing = Pricing {
+            input: 3.0,
+            output: 15.0,
+            cache_read: 0.3,
+            cache_write: 3.75,
+        };
+        m
+    }
+
+    #[test]
+    fn builds_interleaved_blocks_and_prices_usage() {
+        let mut b = MessageBuilder::new();
+        for e in [
+            StreamEvent::ThinkingDelta("let me ".into()),
+            StreamEvent::ThinkingDelta("look".into()),
+            StreamEvent::ThinkingSignature("sig".into()),
+            StreamEvent::TextDelta("Reading".into()),
+            StreamEvent::TextDelta(" it.".into()),
+            StreamEvent::ToolCallStart {
+                id: "call_1".into(),
+                name: "read".into(),
+            },
+            StreamEvent::ToolCallDelta {
+                id: "call_1".into(),
+                json: "{\"path\":".into(),
+            },
+            StreamEvent::ToolCallDelta {
+                id: "call_1".into(),
+                json: "\"a.txt\"}".into(),
+            },
+            StreamEvent::ToolCallStart {
+                id: "call_2".into(),
+                name: "read".into(),
+            },
+            StreamEvent::Usage(Usage {
+                input: 1_000_000,
+                output: 100_000,
+                ..Default::default()
+            }),
+            StreamEvent::Stop(StopReason::ToolUse),
+        ] {
+            b.apply(&e);
+        }
+        let message = b.finish(&model(), None, None);
+        assert_eq!(
+            message.content,
+            vec![
+                AssistantContent::Thinking {
+                    thinking: "let me look".into(),
+                    signature: Some("sig".into()),
+                    redacted: false
+                },
+                AssistantContent::Text {
+                    text: "Reading it.".into()
+                },
+                AssistantContent::ToolCall(ToolCall {
+                    id: "call_1".into(),
+                    name: "read".into(),
+                    arguments: serde_json::json!({"path": "a.txt"}),
+                    arguments_error: None,
+                }),
+                AssistantContent::ToolCall(ToolCall {
+                    id: "call_2".into(),
+                    name: "read".into(),
+                    arguments: serde_json::json!({}),
+                    arguments_error: None,
+                }),
+            ]
+        );
+        assert_eq!(message.stop_reason, StopReason::ToolUse);
+        assert_eq!(message.usage.cost.input, 3.0);
+        assert_eq!(message.usage.cost.output, 1.5);
+        assert_eq!(message.usage.cost.total, 4.5);
+    }
+
+    #[test]
+    fn broken_argument_json_is_kept_with_an_error() {
+        let mut b = MessageBuilder::new();
+        b.apply(&StreamEvent::ToolCallStart {
+            id: "c".into(),
+            name: "read".into(),
+        });
+        b.apply(&StreamEvent::ToolCallDelta {
+            id: "c".into(),
+            json: "{\"path\": ".into(),
+        });
+        let message = b.finish(&model(), None, None);
+        let call = message.tool_calls().next().unwrap();
+        assert_eq!(call.arguments, serde_json::json!("{\"path\": "));
+        assert!(call.arguments_error.is_some());
+    }
+
+    #[test]
+    fn a_failed_stream_keeps_text_but_drops_unfinished_calls() {
+        let mut b = MessageBuilder::new();
+        b.apply(&StreamEvent::TextDelta("partial".into()));
+        b.apply(&StreamEvent::ToolCallStart {
+            id: "c".into(),
+            name: "read".into(),
+        });
+        let message = b.finish(
+            &model(),
+            None,
+            Some((StopReason::Aborted, "cancelled".into())),
+        );
+        assert_eq!(
+            message.content,
+            vec![AssistantContent::Text {
+                text: "partial".into()
+            }]
+        );
+        assert_eq!(message.stop_reason, StopReason::Aborted);
+    }
+
+    #[test]
+    fn retry_after_headers() {
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert("retry-after", "7".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
+        h.insert("retry-after-ms", "1500".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
+    }
+}

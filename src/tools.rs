@@ -1,0 +1,220 @@
+//! The coding tools and the trait the agent loop runs them through.
+//!
+//! A tool declares its model-facing JSON schema (generated from a typed input
+//! struct, so doc comments become descriptions), how a call looks to a person
+//! (title, kind, locations), whether a call needs the user's permission, and
+//! how to run. Failures the model should see are results with `is_error`.
+
+pub mod read;
+
+use std::path::{Path, PathBuf};
+
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+use crate::llm::Content;
+
+/// What a tool call does, in the editor's vocabulary (ACP `ToolKind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolKind {
+    Read,
+    Edit,
+    Delete,
+    Move,
+    Search,
+    Execute,
+    Think,
+    Fetch,
+    Other,
+}
+
+/// A file a tool call touches, for the editor to follow along.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub path: PathBuf,
+    /// 1-based line.
+    pub line: Option<u32>,
+}
+
+/// How a call is shown to a person.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallInfo {
+    pub title: String,
+    pub kind: ToolKind,
+    pub locations: Vec<Location>,
+}
+
+/// What a call returns to the model (and, as `details`, to the editor).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolOutput {
+    pub content: Vec<Content>,
+    pub is_error: bool,
+    /// Structured output for the editor (`rawOutput`); not sent to the model.
+    pub details: serde_json::Value,
+}
+
+impl ToolOutput {
+    pub fn ok(text: impl Into<String>) -> Self {
+        Self {
+            content: vec![Content::text(text)],
+            is_error: false,
+            details: serde_json::Value::Null,
+        }
+    }
+
+    pub fn error(text: impl Into<String>) -> Self {
+        Self {
+            content: vec![Content::text(text)],
+            is_error: true,
+            details: serde_json::Value::Null,
+        }
+    }
+}
+
+/// Everything a running call may use.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    /// The session's working directory; relative paths resolve against it.
+    pub cwd: PathBuf,
+    /// Cancelled when the user cancels the run.
+    pub cancel: CancellationToken,
+    /// Whether the model accepts images (otherwise tools describe them).
+    pub image_input: bool,
+}
+
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// One paragraph for the model.
+    fn description(&self) -> &'static str;
+    /// JSON Schema of the arguments.
+    fn parameters(&self) -> serde_json::Value;
+    /// Title, kind and locations of a call, for the editor.
+    fn describe(&self, args: &serde_json::Value, cwd: &Path) -> CallInfo;
+    /// `Some(reason)` when this call must be approved by the user first.
+    fn needs_permission(&self, args: &serde_json::Value, cwd: &Path) -> Option<String>;
+    /// Whether the tool changes the machine (write, edit, commands). Such
+    /// tools are not offered in read-only modes.
+    fn mutating(&self) -> bool;
+    fn execute<'a>(
+        &'a self,
+        args: serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, ToolOutput>;
+}
+
+/// The JSON Schema of a typed tool input, in the plain form providers accept
+/// (no `$schema`, no title).
+pub fn schema_for<T: JsonSchema>() -> serde_json::Value {
+    let schema = schemars::SchemaGenerator::new(schemars::generate::SchemaSettings::draft07())
+        .into_root_schema_for::<T>();
+    let mut value = schema.to_value();
+    if let Some(object) = value.as_object_mut() {
+        object.remove("$schema");
+        object.remove("title");
+    }
+    value
+}
+
+/// Parses a call's arguments, or explains to the model what was wrong.
+pub fn parse_args<T: DeserializeOwned>(tool: &str, args: serde_json::Value) -> Result<T, ToolOutput> {
+    serde_json::from_value(args).map_err(|e| {
+        ToolOutput::error(format!(
+            "Invalid arguments for {tool}: {e}. Check the tool's parameter schema and call it again."
+        ))
+    })
+}
+
+/// Resolves a path a model gave: `~` is the home directory, relative paths
+/// are relative to the session's cwd. The path is not canonicalised (it may
+/// not exist yet).
+pub fn resolve_path(cwd: &Path, path: &str) -> PathBuf {
+    let expanded = if path == "~" {
+        directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf())
+    } else if let Some(rest) = path.strip_prefix("~/") {
+        directories::BaseDirs::new().map(|d| d.home_dir().join(rest))
+    } else {
+        None
+    };
+    let path = expanded.unwrap_or_else(|| PathBuf::from(path));
+    let joined = if path.is_absolute() {
+        path
+    } else {
+        cwd.join(path)
+    };
+    normalize(&joined)
+}
+
+/// Removes `.` and resolves `..` lexically, so `cwd/../x` is seen as outside.
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Whether `path` lies inside `root`, following symlinks where they exist so
+/// a link inside the project that points out of it counts as outside.
+pub fn is_inside(root: &Path, path: &Path) -> bool {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let mut probe = path.to_path_buf();
+    let mut tail = Vec::new();
+    // Canonicalise the longest existing prefix; the rest cannot be a link.
+    let resolved = loop {
+        if let Ok(c) = probe.canonicalize() {
+            let mut c = c;
+            for part in tail.iter().rev() {
+                c.push(part);
+            }
+            break c;
+        }
+        match (probe.file_name().map(|n| n.to_os_string()), probe.parent()) {
+            (Some(name), Some(parent)) => {
+                tail.push(name);
+                probe = parent.to_path_buf();
+            }
+            _ => break path.to_path_buf(),
+        }
+    };
+    resolved.starts_with(&root)
+}
+
+/// The built-in tool set.
+pub fn builtin() -> Vec<std::sync::Arc<dyn Tool>> {
+    vec![std::sync::Arc::new(read::ReadTool)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_resolve_against_cwd_and_dotdot_leaves_it() {
+        let cwd = Path::new("/work/project");
+        assert_eq!(resolve_path(cwd, "src/a.rs"), PathBuf::from("/work/project/src/a.rs"));
+        assert_eq!(resolve_path(cwd, "../other/x"), PathBuf::from("/work/other/x"));
+        assert_eq!(resolve_path(cwd, "/etc/hosts"), PathBuf::from("/etc/hosts"));
+    }
+
+    #[test]
+    fn inside_follows_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "x").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        assert!(is_inside(dir.path(), &dir.path().join("new/file.txt")));
+        #[cfg(unix)]
+        assert!(!is_inside(dir.path(), &dir.path().join("link/secret")));
+        assert!(!is_inside(dir.path(), outside.path()));
+    }
+}
