@@ -5,5 +5,10 @@
 //! formats), `agent` (the loop), `tools`, `acp` (the editor-facing server),
 //! and `config` (files, paths, model selection).
 
+pub mod acp;
+pub mod agent;
+pub mod cli;
+pub mod config;
+pub mod context;
 pub mod llm;
 pub mod tools;

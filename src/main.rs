@@ -1,1 +1,96 @@
-fn main() {}
+//! The `pincer` command: parses the command line and hands over to the library.
+#![allow(clippy::print_stderr)]
+
+use clap::{Parser, Subcommand};
+use pincer::cli::run::{RunMode, RunOptions};
+
+/// A coding agent for editors, speaking the Agent Client Protocol.
+#[derive(Parser, Debug)]
+#[command(name = "pincer", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve the Agent Client Protocol on stdin/stdout (what editors run).
+    Acp {
+        /// Model for new sessions, as provider/model (e.g. anthropic/claude-sonnet-4-5).
+        #[arg(long, value_name = "PROVIDER/MODEL")]
+        model: Option<String>,
+    },
+    /// Run one prompt headless in the current directory and print the answer.
+    Run {
+        /// What to ask.
+        prompt: String,
+        /// Model to use, as provider/model.
+        #[arg(long, value_name = "PROVIDER/MODEL")]
+        model: Option<String>,
+        /// Print the session/update notifications an editor would get, then the result, as NDJSON.
+        #[arg(long)]
+        json: bool,
+        /// What may happen without asking.
+        #[arg(long, value_enum, default_value = "read-only")]
+        mode: RunMode,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("pincer: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(async {
+        match cli.command {
+            Command::Acp { model } => {
+                match pincer::acp::serve_stdio(pincer::acp::ServeOptions { model }).await {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        eprintln!("pincer: {e}");
+                        1
+                    }
+                }
+            }
+            Command::Run {
+                prompt,
+                model,
+                json,
+                mode,
+            } => match pincer::cli::run::run(RunOptions {
+                prompt,
+                model,
+                json,
+                mode,
+            })
+            .await
+            {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("pincer: {e:#}");
+                    1
+                }
+            },
+        }
+    });
+    // Stdin is read on a blocking thread that cannot be interrupted; do not
+    // wait for it when the work is done.
+    runtime.shutdown_background();
+    std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// Logs go to stderr only: in `pincer acp`, stdout belongs to the protocol.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,agent_client_protocol=error"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}

@@ -1,0 +1,296 @@
+//! The ACP server behind `pincer acp`: editors talk NDJSON JSON-RPC on
+//! stdin/stdout, and this module maps their requests onto sessions and the
+//! agent loop, and the loop's events onto `session/update`s.
+//!
+//! Request handlers answer at once; a prompt turn runs as a task of its own,
+//! so `session/cancel` (and everything else) is handled while a turn
+//! streams. Each session keeps its history behind an async lock that a turn
+//! holds for its whole run, so a second prompt for a busy session waits its
+//! turn instead of interleaving.
+
+mod session;
+pub mod transport;
+pub mod updates;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse,
+    CancelNotification, ClientCapabilities, ConfigOptionUpdate, Implementation, InitializeRequest,
+    InitializeResponse, McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities,
+    PromptRequest, PromptResponse, SessionNotification, SessionUpdate,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+};
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::{Agent, Client, ConnectTo, Error};
+
+use crate::config::Settings;
+use session::Session;
+pub use transport::Drain;
+
+/// Options of `pincer acp`.
+#[derive(Clone, Debug, Default)]
+pub struct ServeOptions {
+    /// `--model`: the model new sessions start with.
+    pub model: Option<String>,
+}
+
+/// Serves ACP on stdin/stdout until stdin closes and every request received
+/// has been answered.
+pub async fn serve_stdio(options: ServeOptions) -> Result<(), Error> {
+    let drain = Drain::new();
+    let transport = transport::lines(tokio::io::stdin(), tokio::io::stdout(), drain.clone());
+    serve(transport, drain, options).await
+}
+
+/// Serves ACP over any transport (tests use in-memory pipes).
+pub async fn serve(
+    transport: impl ConnectTo<Agent> + 'static,
+    drain: Arc<Drain>,
+    options: ServeOptions,
+) -> Result<(), Error> {
+    let server = Arc::new(Server {
+        options,
+        drain,
+        http: reqwest::Client::builder()
+            .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(Error::into_internal_error)?,
+        client: Mutex::new(ClientCapabilities::default()),
+        sessions: Mutex::new(HashMap::new()),
+    });
+    let (s1, s2, s3, s4, s5, s6) = (
+        server.clone(),
+        server.clone(),
+        server.clone(),
+        server.clone(),
+        server.clone(),
+        server.clone(),
+    );
+    Agent
+        .v1()
+        .name("pincer")
+        .on_receive_request(
+            async move |req: InitializeRequest, responder, _cx| responder.respond(s1.initialize(req)),
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |_req: AuthenticateRequest, responder, _cx| match s2.authenticate() {
+                Ok(()) => responder.respond(AuthenticateResponse::new()),
+                Err(e) => responder.respond_with_error(e),
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: NewSessionRequest, responder, _cx| match s3.new_session(req) {
+                Ok(response) => responder.respond(response),
+                Err(e) => responder.respond_with_error(e),
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: PromptRequest, responder, cx: ConnectionTo<Client>| {
+                let server = s4.clone();
+                cx.clone().spawn(async move {
+                    let result = server.prompt(req, cx).await;
+                    let sent = match result {
+                        Ok(response) => responder.respond(response),
+                        Err(e) => responder.respond_with_error(e),
+                    };
+                    if let Err(e) = sent {
+                        tracing::warn!(error = %e, "could not answer session/prompt");
+                    }
+                    // An error here would tear down the whole connection.
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: SetSessionConfigOptionRequest, responder, cx: ConnectionTo<Client>| {
+                match s5.set_config_option(req, &cx) {
+                    Ok(response) => responder.respond(response),
+                    Err(e) => responder.respond_with_error(e),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |notification: CancelNotification, _cx| {
+                s6.cancel(&notification.session_id.0);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_to(transport)
+        .await
+}
+
+struct Server {
+    options: ServeOptions,
+    drain: Arc<Drain>,
+    http: reqwest::Client,
+    client: Mutex<ClientCapabilities>,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The auth-required error (-32000) with the sentence that fixes it.
+fn auth_required(hint: String) -> Error {
+    Error::new(Error::auth_required().code, hint.clone()).data(serde_json::json!({ "message": hint }))
+}
+
+fn invalid_params(message: impl Into<String>) -> Error {
+    let message = message.into();
+    Error::invalid_params().data(serde_json::json!({ "message": message }))
+}
+
+impl Server {
+    fn initialize(&self, req: InitializeRequest) -> InitializeResponse {
+        *lock(&self.client) = req.client_capabilities.clone();
+        // pincer speaks version 1; a client asking for more gets 1 and
+        // decides, per the negotiation rules.
+        InitializeResponse::new(agent_client_protocol::schema::ProtocolVersion::V1)
+            .agent_capabilities(
+                AgentCapabilities::new()
+                    .load_session(false)
+                    .prompt_capabilities(
+                        PromptCapabilities::new()
+                            .image(true)
+                            .audio(false)
+                            .embedded_context(true),
+                    )
+                    .mcp_capabilities(McpCapabilities::new().http(false).sse(false)),
+            )
+            .auth_methods(auth_methods())
+            .agent_info(
+                Implementation::new("pincer", env!("CARGO_PKG_VERSION")).title("pincer"),
+            )
+    }
+
+    fn settings(&self, cwd: &std::path::Path) -> Result<Settings, Error> {
+        Settings::load_from_process(cwd).map_err(|e| invalid_params(e.to_string()))
+    }
+
+    fn authenticate(&self) -> Result<(), Error> {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let settings = self.settings(&cwd)?;
+        let model = settings
+            .default_model(self.options.model.as_deref())
+            .map_err(|e| invalid_params(e.to_string()))?;
+        if settings.has_credentials(&model) {
+            Ok(())
+        } else {
+            Err(auth_required(settings.credential_hint(&model)))
+        }
+    }
+
+    fn new_session(&self, req: NewSessionRequest) -> Result<NewSessionResponse, Error> {
+        if !req.cwd.is_absolute() {
+            return Err(invalid_params(format!(
+                "cwd must be an absolute path, got {}",
+                req.cwd.display()
+            )));
+        }
+        if !req.mcp_servers.is_empty() {
+            tracing::info!(
+                count = req.mcp_servers.len(),
+                "MCP servers were passed; pincer does not connect to MCP servers yet"
+            );
+        }
+        let settings = self.settings(&req.cwd)?;
+        let model = settings
+            .default_model(self.options.model.as_deref())
+            .map_err(|e| invalid_params(e.to_string()))?;
+        if !settings.has_credentials(&model) {
+            return Err(auth_required(settings.credential_hint(&model)));
+        }
+        let id = format!("sess_{}", uuid::Uuid::new_v4().simple());
+        let session = Arc::new(Session::new(id.clone(), req.cwd, settings, model));
+        let options = session.config_options();
+        lock(&self.sessions).insert(id.clone(), session);
+        Ok(NewSessionResponse::new(id).config_options(options))
+    }
+
+    fn session(&self, id: &str) -> Result<Arc<Session>, Error> {
+        lock(&self.sessions)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| agent_client_protocol::v1::schema::Error::session_not_found(id.to_string()).into())
+    }
+
+    async fn prompt(
+        &self,
+        req: PromptRequest,
+        cx: ConnectionTo<Client>,
+    ) -> Result<PromptResponse, Error> {
+        let session = self.session(&req.session_id.0)?;
+        let client = lock(&self.client).clone();
+        session
+            .prompt(req.prompt, &self.http, cx, client, self.drain.clone())
+            .await
+    }
+
+    fn set_config_option(
+        &self,
+        req: SetSessionConfigOptionRequest,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<SetSessionConfigOptionResponse, Error> {
+        let session = self.session(&req.session_id.0)?;
+        let Some(value) = req.value.as_value_id() else {
+            return Err(invalid_params(format!(
+                "{} takes one of its listed values, not a boolean",
+                req.config_id.0
+            )));
+        };
+        session
+            .set_config_option(&req.config_id.0, &value.0)
+            .map_err(invalid_params)?;
+        let options = session.config_options();
+        let update = SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options.clone()));
+        if let Err(e) = cx.send_notification(SessionNotification::new(req.session_id, update)) {
+            tracing::warn!(error = %e, "could not send config_option_update");
+        }
+        Ok(SetSessionConfigOptionResponse::new(options))
+    }
+
+    fn cancel(&self, id: &str) {
+        match lock(&self.sessions).get(id) {
+            Some(session) => session.cancel(),
+            None => tracing::debug!(session = id, "cancel for an unknown session"),
+        }
+    }
+}
+
+/// How a person supplies credentials. pincer reads keys from the
+/// environment, so each method names a variable; `authenticate` re-checks.
+fn auth_methods() -> Vec<AuthMethod> {
+    [
+        (
+            "anthropic-api-key",
+            "Anthropic API key",
+            "Set ANTHROPIC_API_KEY in the environment pincer starts with (for Zed: \"env\" in its agent_servers entry), then restart the agent.",
+        ),
+        (
+            "openai-api-key",
+            "OpenAI API key",
+            "Set OPENAI_API_KEY (and OPENAI_BASE_URL for a compatible server) in the environment pincer starts with, then restart the agent.",
+        ),
+        (
+            "local-model",
+            "Local model (Ollama, llama.cpp, vLLM)",
+            "Choose a local model with PINCER_MODEL=ollama/<model> or a [providers] entry in config.toml; no key is needed.",
+        ),
+    ]
+    .into_iter()
+    .map(|(id, name, description)| {
+        AuthMethod::Agent(AuthMethodAgent::new(id, name).description(description))
+    })
+    .collect()
+}

@@ -1,0 +1,306 @@
+//! How agent events look to an editor: the pure mapping from
+//! [`AgentEvent`]s to ACP `session/update`s, and from ACP prompt content to
+//! the model's [`Content`]. `pincer run --json` prints the same updates.
+
+use std::path::Path;
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, Cost, EmbeddedResourceResource, ImageContent, SessionUpdate,
+    StopReason, TextContent, ToolCall as AcpToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind as AcpToolKind, UsageUpdate,
+};
+
+use crate::agent::{AgentEvent, RunStop};
+use crate::llm::Content;
+use crate::tools::{ToolKind, ToolOutput};
+
+/// The ACP stop reason of a run that did not fail.
+pub fn stop_reason(stop: &RunStop) -> Option<StopReason> {
+    Some(match stop {
+        RunStop::EndTurn => StopReason::EndTurn,
+        RunStop::MaxTokens => StopReason::MaxTokens,
+        RunStop::Refusal => StopReason::Refusal,
+        RunStop::Cancelled => StopReason::Cancelled,
+        RunStop::MaxTurns => StopReason::MaxTurnRequests,
+        RunStop::Failed(_) => return None,
+    })
+}
+
+fn text_chunk(text: &str) -> ContentChunk {
+    ContentChunk::new(ContentBlock::Text(TextContent::new(text)))
+}
+
+fn kind(kind: ToolKind) -> AcpToolKind {
+    match kind {
+        ToolKind::Read => AcpToolKind::Read,
+        ToolKind::Edit => AcpToolKind::Edit,
+        ToolKind::Delete => AcpToolKind::Delete,
+        ToolKind::Move => AcpToolKind::Move,
+        ToolKind::Search => AcpToolKind::Search,
+        ToolKind::Execute => AcpToolKind::Execute,
+        ToolKind::Think => AcpToolKind::Think,
+        ToolKind::Fetch => AcpToolKind::Fetch,
+        ToolKind::Other => AcpToolKind::Other,
+    }
+}
+
+fn output_content(output: &ToolOutput) -> Vec<ToolCallContent> {
+    output
+        .content
+        .iter()
+        .map(|c| {
+            let block = match c {
+                Content::Text { text } => ContentBlock::Text(TextContent::new(text.as_str())),
+                Content::Image { data, mime_type } => {
+                    ContentBlock::Image(ImageContent::new(data.as_str(), mime_type.as_str()))
+                }
+            };
+            ToolCallContent::from(block)
+        })
+        .collect()
+}
+
+/// The `rawOutput` of a finished call: the tool's details, or its text.
+fn raw_output(output: &ToolOutput) -> serde_json::Value {
+    if !output.details.is_null() {
+        return output.details.clone();
+    }
+    let text: Vec<&str> = output
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            Content::Text { text } => Some(text.as_str()),
+            Content::Image { .. } => None,
+        })
+        .collect();
+    serde_json::json!({ "output": text.join("\n"), "isError": output.is_error })
+}
+
+/// The update an editor should see for an event, if any. `total_cost` is the
+/// session's running cost in USD, reported with usage.
+pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpdate> {
+    Some(match event {
+        AgentEvent::TextDelta(text) => SessionUpdate::AgentMessageChunk(text_chunk(text)),
+        AgentEvent::ThinkingDelta(text) => SessionUpdate::AgentThoughtChunk(text_chunk(text)),
+        AgentEvent::ToolExecutionStart { call, info } => {
+            let locations = info
+                .locations
+                .iter()
+                .map(|l| ToolCallLocation::new(l.path.clone()).line(l.line))
+                .collect::<Vec<_>>();
+            SessionUpdate::ToolCall(
+                AcpToolCall::new(call.id.clone(), info.title.clone())
+                    .kind(kind(info.kind))
+                    .status(ToolCallStatus::InProgress)
+                    .locations(locations)
+                    .raw_input(call.arguments.clone()),
+            )
+        }
+        AgentEvent::ToolExecutionEnd {
+            call_id, output, ..
+        } => {
+            let status = if output.is_error {
+                ToolCallStatus::Failed
+            } else {
+                ToolCallStatus::Completed
+            };
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                call_id.clone(),
+                ToolCallUpdateFields::new()
+                    .status(status)
+                    .content(output_content(output))
+                    .raw_output(raw_output(output)),
+            ))
+        }
+        AgentEvent::TurnEnd {
+            context_tokens,
+            context_window,
+            ..
+        } => SessionUpdate::UsageUpdate(
+            UsageUpdate::new(*context_tokens, *context_window).cost(Cost::new(total_cost, "USD")),
+        ),
+        AgentEvent::AgentStart
+        | AgentEvent::TurnStart
+        | AgentEvent::MessageStart
+        | AgentEvent::MessageEnd(_)
+        | AgentEvent::Retry { .. }
+        | AgentEvent::AgentEnd { .. } => return None,
+    })
+}
+
+/// Why a prompt block could not be used.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum PromptError {
+    #[error("audio prompts are not supported")]
+    Audio,
+    #[error("this kind of prompt content is not supported")]
+    Unsupported,
+}
+
+/// Turns ACP prompt blocks into what the model sees. Linked files are read
+/// (`resource_link`), embedded ones inlined (`resource`), images passed on.
+pub async fn prompt_content(
+    blocks: Vec<ContentBlock>,
+    cwd: &Path,
+) -> Result<Vec<Content>, PromptError> {
+    let mut out = Vec::with_capacity(blocks.len());
+    for block in blocks {
+        match block {
+            ContentBlock::Text(text) => out.push(Content::text(text.text)),
+            ContentBlock::Image(image) => out.push(Content::Image {
+                data: image.data,
+                mime_type: image.mime_type,
+            }),
+            ContentBlock::Audio(_) => return Err(PromptError::Audio),
+            ContentBlock::ResourceLink(link) => {
+                out.push(Content::text(read_link(&link.uri, &link.name, cwd).await));
+            }
+            ContentBlock::Resource(resource) => match resource.resource {
+                EmbeddedResourceResource::TextResourceContents(text) => {
+                    out.push(Content::text(file_block(&text.uri, &text.text)));
+                }
+                EmbeddedResourceResource::BlobResourceContents(blob) => {
+                    match blob.mime_type.as_deref() {
+                        Some(mime) if mime.starts_with("image/") => out.push(Content::Image {
+                            data: blob.blob,
+                            mime_type: mime.to_string(),
+                        }),
+                        mime => out.push(Content::text(format!(
+                            "[Attached binary resource {} ({}) is not shown.]",
+                            blob.uri,
+                            mime.unwrap_or("unknown type")
+                        ))),
+                    }
+                }
+                _ => return Err(PromptError::Unsupported),
+            },
+            _ => return Err(PromptError::Unsupported),
+        }
+    }
+    Ok(out)
+}
+
+fn file_block(uri: &str, text: &str) -> String {
+    format!("<file uri=\"{uri}\">\n{text}\n</file>")
+}
+
+/// Limit on a linked file pulled into the prompt; bigger files are cut and
+/// the model is told to read the rest with its tools.
+const MAX_LINKED_BYTES: usize = 256 * 1024;
+
+async fn read_link(uri: &str, name: &str, cwd: &Path) -> String {
+    let Some(path) = file_path(uri, cwd) else {
+        return format!("[Linked resource {name}: {uri}]");
+    };
+    match tokio::fs::metadata(&path).await {
+        Ok(meta) if meta.is_dir() => {
+            return format!(
+                "[Linked directory {}; use the tools to look inside.]",
+                path.display()
+            );
+        }
+        Err(e) => return format!("[Linked file {} could not be read: {e}]", path.display()),
+        Ok(_) => {}
+    }
+    match tokio::fs::read(&path).await {
+        Ok(bytes) => {
+            let cut = bytes.len() > MAX_LINKED_BYTES;
+            let bytes = &bytes[..bytes.len().min(MAX_LINKED_BYTES)];
+            let text = String::from_utf8_lossy(bytes);
+            let mut block = file_block(uri, &text);
+            if cut {
+                block.push_str(&format!(
+                    "\n[The file is longer than {} KB; read the rest of {} with the read tool.]",
+                    MAX_LINKED_BYTES / 1024,
+                    path.display()
+                ));
+            }
+            block
+        }
+        Err(e) => format!("[Linked file {} could not be read: {e}]", path.display()),
+    }
+}
+
+/// The local path of a `file://` URI, without Zed's `#L5:15` or `?symbol=`.
+fn file_path(uri: &str, cwd: &Path) -> Option<std::path::PathBuf> {
+    let mut url = url::Url::parse(uri).ok()?;
+    if url.scheme() != "file" {
+        return None;
+    }
+    url.set_fragment(None);
+    url.set_query(None);
+    let path = url.to_file_path().ok()?;
+    Some(if path.is_absolute() {
+        path
+    } else {
+        cwd.join(path)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_client_protocol::v1::schema::{
+        BlobResourceContents, EmbeddedResource, ResourceLink, TextResourceContents,
+    };
+    use pretty_assertions::assert_eq;
+
+    #[tokio::test]
+    async fn links_are_read_and_resources_inlined() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a b.rs");
+        std::fs::write(&file, "fn main() {}").unwrap();
+        let uri = url::Url::from_file_path(&file).unwrap().to_string();
+        let blocks = vec![
+            ContentBlock::Text(TextContent::new("look at")),
+            ContentBlock::ResourceLink(ResourceLink::new("a b.rs", format!("{uri}#L1:1"))),
+            ContentBlock::Resource(EmbeddedResource::new(
+                EmbeddedResourceResource::TextResourceContents(TextResourceContents::new(
+                    "fn x() {}",
+                    "file:///x.rs",
+                )),
+            )),
+            ContentBlock::Resource(EmbeddedResource::new(
+                EmbeddedResourceResource::BlobResourceContents(
+                    BlobResourceContents::new("aGk=", "file:///p.png").mime_type("image/png"),
+                ),
+            )),
+            ContentBlock::Image(ImageContent::new("aW1n", "image/jpeg")),
+        ];
+        let content = prompt_content(blocks, dir.path()).await.unwrap();
+        assert_eq!(
+            content,
+            vec![
+                Content::text("look at"),
+                Content::text(format!("<file uri=\"{uri}#L1:1\">\nfn main() {{}}\n</file>")),
+                Content::text("<file uri=\"file:///x.rs\">\nfn x() {}\n</file>"),
+                Content::Image {
+                    data: "aGk=".into(),
+                    mime_type: "image/png".into()
+                },
+                Content::Image {
+                    data: "aW1n".into(),
+                    mime_type: "image/jpeg".into()
+                },
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn missing_linked_files_are_reported_to_the_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let content = prompt_content(
+            vec![ContentBlock::ResourceLink(ResourceLink::new(
+                "gone",
+                "file:///definitely/not/here.txt",
+            ))],
+            dir.path(),
+        )
+        .await
+        .unwrap();
+        let Content::Text { text } = &content[0] else {
+            panic!("expected text")
+        };
+        assert!(text.starts_with("[Linked file /definitely/not/here.txt could not be read"));
+    }
+}

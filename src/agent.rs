@@ -1,0 +1,469 @@
+//! The agent loop: prompt → stream from the model → run the tools it asks
+//! for → feed back the results → repeat until the model stops.
+//!
+//! The loop knows nothing of ACP or any other frontend. It reports every step
+//! as an [`AgentEvent`] to an [`AgentHost`], which also answers permission
+//! questions. The invariants of DESIGN.md hold here: every tool call gets a
+//! start, an end and a result (even when it is refused, fails or is
+//! cancelled); results pair with calls by id; the history passes
+//! [`transform_context`] and [`convert_to_llm`] before each model call; a
+//! cancelled run stops the stream and the tools and records what happened.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::llm::{
+    self, AssistantMessage, Content, LlmError, Message, MessageBuilder, Model, Request, Secret,
+    StopReason, StreamConfig, StreamEvent, ThinkingLevel, ToolCall, ToolResultMessage, ToolSpec,
+    Usage,
+};
+use crate::tools::{CallInfo, Tool, ToolContext, ToolOutput};
+
+/// An entry of a session's history. Only `Llm` entries reach the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AgentMessage {
+    Llm { message: Message },
+    /// Something pincer told the user (a retry, a failure). App-only.
+    Notice { text: String },
+}
+
+/// Prepares the history for the next model call: pruning, compaction and
+/// injections happen here. Nothing needs transforming yet.
+pub fn transform_context(history: &[AgentMessage]) -> Vec<AgentMessage> {
+    history.to_vec()
+}
+
+/// Keeps what the model may see: user, assistant and tool-result messages.
+pub fn convert_to_llm(history: Vec<AgentMessage>) -> Vec<Message> {
+    history
+        .into_iter()
+        .filter_map(|entry| match entry {
+            AgentMessage::Llm { message } => Some(message),
+            AgentMessage::Notice { .. } => None,
+        })
+        .collect()
+}
+
+/// What the loop reports, in order: `AgentStart`, per turn `TurnStart`, the
+/// streamed message, a start and end per tool call, `TurnEnd`; `AgentEnd`
+/// closes the run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AgentEvent {
+    AgentStart,
+    TurnStart,
+    MessageStart,
+    TextDelta(String),
+    ThinkingDelta(String),
+    MessageEnd(Box<AssistantMessage>),
+    ToolExecutionStart {
+        call: ToolCall,
+        info: CallInfo,
+    },
+    ToolExecutionEnd {
+        call_id: String,
+        tool_name: String,
+        output: ToolOutput,
+    },
+    TurnEnd {
+        /// Tokens the context held at the last model call.
+        context_tokens: u64,
+        context_window: u64,
+        /// The turn's usage, with cost.
+        usage: Usage,
+    },
+    /// A transient provider failure; the call is retried after `delay`.
+    Retry {
+        attempt: u32,
+        delay: Duration,
+        error: String,
+    },
+    AgentEnd {
+        stop: RunStop,
+    },
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RunStop {
+    EndTurn,
+    MaxTokens,
+    Refusal,
+    Cancelled,
+    MaxTurns,
+    /// The provider failed and retries did not help.
+    Failed(LlmError),
+}
+
+/// The user's answer to a permission question.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Permission {
+    Allow,
+    Reject,
+    /// The question was withdrawn (the run was cancelled).
+    Cancelled,
+}
+
+/// The frontend side of a run.
+pub trait AgentHost: Send + Sync {
+    fn emit(&self, event: AgentEvent);
+    /// Asks the user whether `call` may run; `reason` says why it is asked.
+    fn request_permission<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        info: &'a CallInfo,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Permission>;
+}
+
+/// How to reach the model and how long to keep going.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    pub model: Model,
+    pub key: Option<Secret>,
+    pub thinking: ThinkingLevel,
+    pub system_prompt: String,
+    pub max_turns: u32,
+    pub stream: StreamConfig,
+    pub max_retries: u32,
+    pub retry_base_delay: Duration,
+}
+
+/// Runs one prompt to completion. New messages are appended to `history` as
+/// they complete, so a caller that persists it after every message loses
+/// nothing if the run dies.
+#[allow(clippy::too_many_arguments)]
+pub async fn run(
+    client: &reqwest::Client,
+    config: &AgentConfig,
+    tools: &[Arc<dyn Tool>],
+    cwd: &std::path::Path,
+    history: &mut Vec<AgentMessage>,
+    prompt: Vec<Content>,
+    host: &dyn AgentHost,
+    cancel: &CancellationToken,
+) -> RunStop {
+    host.emit(AgentEvent::AgentStart);
+    history.push(AgentMessage::Llm {
+        message: Message::User { content: prompt },
+    });
+    let stop = run_turns(client, config, tools, cwd, history, host, cancel).await;
+    host.emit(AgentEvent::AgentEnd { stop: stop.clone() });
+    stop
+}
+
+async fn run_turns(
+    client: &reqwest::Client,
+    config: &AgentConfig,
+    tools: &[Arc<dyn Tool>],
+    cwd: &std::path::Path,
+    history: &mut Vec<AgentMessage>,
+    host: &dyn AgentHost,
+    cancel: &CancellationToken,
+) -> RunStop {
+    let specs: Vec<ToolSpec> = tools
+        .iter()
+        .map(|t| ToolSpec {
+            name: t.name().to_string(),
+            description: t.description().to_string(),
+            parameters: t.parameters(),
+        })
+        .collect();
+    let mut turns = 0;
+    loop {
+        if cancel.is_cancelled() {
+            return RunStop::Cancelled;
+        }
+        if turns >= config.max_turns {
+            return RunStop::MaxTurns;
+        }
+        turns += 1;
+        host.emit(AgentEvent::TurnStart);
+        let request = Request {
+            system: config.system_prompt.clone(),
+            messages: convert_to_llm(transform_context(history)),
+            tools: specs.clone(),
+            thinking: config.thinking,
+            max_tokens: None,
+        };
+        let (message, failure) = stream_with_retries(client, config, &request, host, cancel).await;
+        let usage = message.usage;
+        let stop_reason = message.stop_reason;
+        let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
+        host.emit(AgentEvent::MessageEnd(Box::new(message.clone())));
+        history.push(AgentMessage::Llm {
+            message: Message::Assistant(message),
+        });
+
+        let mut cancelled = stop_reason == StopReason::Aborted;
+        for call in &calls {
+            let output = if cancelled || cancel.is_cancelled() {
+                cancelled = true;
+                let info = describe(tools, call, cwd);
+                host.emit(AgentEvent::ToolExecutionStart {
+                    call: call.clone(),
+                    info,
+                });
+                ToolOutput::error("Cancelled by the user before this tool ran.")
+            } else {
+                let output = execute_call(config, tools, cwd, call, host, cancel).await;
+                cancelled = cancel.is_cancelled();
+                output
+            };
+            host.emit(AgentEvent::ToolExecutionEnd {
+                call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                output: output.clone(),
+            });
+            history.push(AgentMessage::Llm {
+                message: Message::ToolResult(ToolResultMessage {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    content: output.content,
+                    is_error: output.is_error,
+                }),
+            });
+        }
+        host.emit(AgentEvent::TurnEnd {
+            context_tokens: usage.context_tokens(),
+            context_window: config.model.context_window,
+            usage,
+        });
+        if cancelled || cancel.is_cancelled() {
+            return RunStop::Cancelled;
+        }
+        match stop_reason {
+            StopReason::Error => {
+                return RunStop::Failed(failure.unwrap_or_else(|| LlmError::MalformedStream {
+                    provider: config.model.provider.clone(),
+                    message: "the model call failed without an error".to_string(),
+                }));
+            }
+            StopReason::Aborted => return RunStop::Cancelled,
+            _ if !calls.is_empty() => continue,
+            StopReason::Length => return RunStop::MaxTokens,
+            StopReason::Refusal => return RunStop::Refusal,
+            StopReason::Stop | StopReason::ToolUse => return RunStop::EndTurn,
+        }
+    }
+}
+
+fn describe(tools: &[Arc<dyn Tool>], call: &ToolCall, cwd: &std::path::Path) -> CallInfo {
+    match tools.iter().find(|t| t.name() == call.name) {
+        Some(tool) => tool.describe(&call.arguments, cwd),
+        None => CallInfo {
+            title: call.name.clone(),
+            kind: crate::tools::ToolKind::Other,
+            locations: Vec::new(),
+        },
+    }
+}
+
+/// Runs one call through lookup, argument checks and permission, always
+/// returning a result for the model.
+async fn execute_call(
+    config: &AgentConfig,
+    tools: &[Arc<dyn Tool>],
+    cwd: &std::path::Path,
+    call: &ToolCall,
+    host: &dyn AgentHost,
+    cancel: &CancellationToken,
+) -> ToolOutput {
+    let info = describe(tools, call, cwd);
+    host.emit(AgentEvent::ToolExecutionStart {
+        call: call.clone(),
+        info: info.clone(),
+    });
+    let Some(tool) = tools.iter().find(|t| t.name() == call.name) else {
+        let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+        return ToolOutput::error(format!(
+            "Tool {} not found. Available tools: {}.",
+            call.name,
+            names.join(", ")
+        ));
+    };
+    if let Some(error) = &call.arguments_error {
+        return ToolOutput::error(format!(
+            "The arguments for {} could not be parsed ({error}). Send them again as one JSON object.",
+            call.name
+        ));
+    }
+    if let Some(reason) = tool.needs_permission(&call.arguments, cwd) {
+        let answer = tokio::select! {
+            answer = host.request_permission(call, &info, &reason) => answer,
+            () = cancel.cancelled() => Permission::Cancelled,
+        };
+        match answer {
+            Permission::Allow => {}
+            Permission::Reject => {
+                return ToolOutput::error(format!(
+                    "The user did not allow this call ({reason}). Do not retry it; ask the user or continue another way."
+                ));
+            }
+            Permission::Cancelled => {
+                return ToolOutput::error("Cancelled by the user before this tool ran.");
+            }
+        }
+    }
+    let ctx = ToolContext {
+        cwd: cwd.to_path_buf(),
+        cancel: cancel.child_token(),
+        image_input: config.model.image_input,
+    };
+    let output = tool.execute(call.arguments.clone(), &ctx).await;
+    ctx.cancel.cancel();
+    output
+}
+
+/// One model call, retried on transient failures before anything streamed.
+/// Returns the message (with `StopReason::Error` on failure) and the typed
+/// error that ended it, if any.
+async fn stream_with_retries(
+    client: &reqwest::Client,
+    config: &AgentConfig,
+    request: &Request,
+    host: &dyn AgentHost,
+    cancel: &CancellationToken,
+) -> (AssistantMessage, Option<LlmError>) {
+    let mut attempt = 0;
+    let mut started = false;
+    loop {
+        let (builder, error) = match stream_once(client, config, request, host, cancel, &mut started).await {
+            Attempt::Done(message) => return (message, None),
+            Attempt::Failed { builder, error } => (builder, error),
+        };
+        if !(error.is_transient() && attempt < config.max_retries && !builder.has_content()) {
+            if !started {
+                host.emit(AgentEvent::MessageStart);
+            }
+            let message = builder.finish(
+                &config.model,
+                None,
+                Some((StopReason::Error, error.to_string())),
+            );
+            return (message, Some(error));
+        }
+        attempt += 1;
+        let delay = retry_delay(config.retry_base_delay, attempt, &error);
+        tracing::warn!(%error, attempt, ?delay, "model call failed; retrying");
+        host.emit(AgentEvent::Retry {
+            attempt,
+            delay,
+            error: error.to_string(),
+        });
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = cancel.cancelled() => {
+                if !started {
+                    host.emit(AgentEvent::MessageStart);
+                }
+                let message = builder.finish(
+                    &config.model,
+                    None,
+                    Some((StopReason::Aborted, CANCELLED.to_string())),
+                );
+                return (message, None);
+            }
+        }
+    }
+}
+
+const CANCELLED: &str = "Cancelled by the user";
+
+enum Attempt {
+    Done(AssistantMessage),
+    Failed {
+        builder: MessageBuilder,
+        error: LlmError,
+    },
+}
+
+/// Streams one attempt. `MessageStart` is emitted with the first event
+/// (`started` remembers it across attempts).
+async fn stream_once(
+    client: &reqwest::Client,
+    config: &AgentConfig,
+    request: &Request,
+    host: &dyn AgentHost,
+    cancel: &CancellationToken,
+    started: &mut bool,
+) -> Attempt {
+    let mut stream = llm::stream(
+        client,
+        &config.model,
+        config.key.as_ref(),
+        request,
+        config.stream,
+    );
+    let mut builder = MessageBuilder::new();
+    loop {
+        let next = tokio::select! {
+            next = stream.next() => next,
+            () = cancel.cancelled() => None,
+        };
+        let next = match next {
+            Some(next) => next,
+            None if cancel.is_cancelled() => {
+                if !*started {
+                    *started = true;
+                    host.emit(AgentEvent::MessageStart);
+                }
+                return Attempt::Done(builder.finish(
+                    &config.model,
+                    None,
+                    Some((StopReason::Aborted, CANCELLED.to_string())),
+                ));
+            }
+            None => {
+                if !*started {
+                    *started = true;
+                    host.emit(AgentEvent::MessageStart);
+                }
+                return Attempt::Done(builder.finish(&config.model, None, None));
+            }
+        };
+        let event = match next {
+            Ok(event) => event,
+            Err(error) => return Attempt::Failed { builder, error },
+        };
+        if !*started {
+            *started = true;
+            host.emit(AgentEvent::MessageStart);
+        }
+        match &event {
+            StreamEvent::TextDelta(text) => host.emit(AgentEvent::TextDelta(text.clone())),
+            StreamEvent::ThinkingDelta(text) => host.emit(AgentEvent::ThinkingDelta(text.clone())),
+            _ => {}
+        }
+        builder.apply(&event);
+    }
+}
+
+/// Exponential backoff with jitter, never shorter than the provider's
+/// `retry-after`.
+fn retry_delay(base: Duration, attempt: u32, error: &LlmError) -> Duration {
+    let exp = base.saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
+    let jitter = exp.mul_f64(jitter_fraction() * 0.25);
+    let delay = exp + jitter;
+    match error {
+        LlmError::RateLimit {
+            retry_after: Some(after),
+            ..
+        } => delay.max(*after),
+        _ => delay,
+    }
+    .min(Duration::from_secs(60))
+}
+
+fn jitter_fraction() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    f64::from(nanos % 1000) / 1000.0
+}

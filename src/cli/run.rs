@@ -1,0 +1,224 @@
+//! `pincer run "prompt"`: one prompt, headless, in the current directory.
+//!
+//! Without `--json` the answer streams to stdout as plain text and tool
+//! activity goes to stderr. With `--json` stdout carries exactly the
+//! `session/update` notifications an editor would receive, then the prompt's
+//! result, one JSON object per line. Nobody can be asked for permission, so
+//! `--mode` decides in advance what may run.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use agent_client_protocol::v1::schema::{PromptResponse, SessionNotification};
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use crate::acp::updates;
+use crate::agent::{self, AgentConfig, AgentEvent, AgentHost, Permission, RunStop};
+use crate::config::Settings;
+use crate::llm::{Content, StreamConfig, ToolCall};
+use crate::tools::{self, CallInfo, ToolKind};
+
+/// What a headless run may do without asking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RunMode {
+    /// Anything that would need permission is refused.
+    ReadOnly,
+    /// File edits are allowed; commands and other risky calls are refused.
+    AcceptEdits,
+    /// Everything is allowed.
+    Bypass,
+}
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub prompt: String,
+    pub model: Option<String>,
+    pub json: bool,
+    pub mode: RunMode,
+}
+
+/// Runs the prompt; the result is the process exit code.
+pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
+    let cwd = std::env::current_dir()?;
+    let settings = Settings::load_from_process(&cwd)?;
+    let model = settings.default_model(options.model.as_deref())?;
+    if !settings.has_credentials(&model) {
+        eprintln!("pincer: {}", settings.credential_hint(&model));
+        return Ok(2);
+    }
+    let tools = tools::builtin();
+    let config = AgentConfig {
+        key: settings.api_key(&model),
+        thinking: settings.thinking(),
+        system_prompt: crate::context::system_prompt(&cwd, &model, &tools),
+        max_turns: settings.max_turns(),
+        stream: StreamConfig {
+            idle_timeout: Duration::from_secs(settings.config.stream_idle_timeout.unwrap_or(120)),
+        },
+        max_retries: settings.config.max_retries.unwrap_or(3),
+        retry_base_delay: Duration::from_millis(settings.config.retry_base_delay_ms.unwrap_or(2000)),
+        model,
+    };
+    let http = reqwest::Client::builder()
+        .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
+        .build()?;
+    let cancel = CancellationToken::new();
+    let ctrl_c = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            ctrl_c.cancel();
+        }
+    });
+    let host = PrintHost {
+        session_id: format!("run_{}", uuid::Uuid::new_v4().simple()),
+        json: options.json,
+        mode: options.mode,
+        cost: Mutex::new(0.0),
+        ended_with_newline: Mutex::new(true),
+    };
+    let mut history = Vec::new();
+    let stop = agent::run(
+        &http,
+        &config,
+        &tools,
+        &cwd,
+        &mut history,
+        vec![Content::text(options.prompt)],
+        &host,
+        &cancel,
+    )
+    .await;
+    let mut out = std::io::stdout().lock();
+    if !options.json && !*lock(&host.ended_with_newline) {
+        writeln!(out)?;
+    }
+    let code = match updates::stop_reason(&stop) {
+        Some(reason) => {
+            if options.json {
+                writeln!(out, "{}", serde_json::to_string(&PromptResponse::new(reason))?)?;
+            }
+            match stop {
+                RunStop::EndTurn => 0,
+                RunStop::MaxTokens => {
+                    eprintln!("pincer: the answer was cut off at the model's output limit");
+                    3
+                }
+                RunStop::Refusal => {
+                    eprintln!("pincer: the model refused to answer");
+                    4
+                }
+                RunStop::Cancelled => {
+                    eprintln!("pincer: cancelled");
+                    130
+                }
+                RunStop::MaxTurns => {
+                    eprintln!(
+                        "pincer: stopped after {} model calls (max_turns in config.toml)",
+                        config.max_turns
+                    );
+                    5
+                }
+                RunStop::Failed(_) => 1,
+            }
+        }
+        None => {
+            let message = match &stop {
+                RunStop::Failed(error) => error.to_string(),
+                other => format!("{other:?}"),
+            };
+            if options.json {
+                let error = serde_json::json!({ "error": { "message": message } });
+                writeln!(out, "{error}")?;
+            }
+            eprintln!("pincer: {message}");
+            1
+        }
+    };
+    out.flush()?;
+    Ok(code)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+struct PrintHost {
+    session_id: String,
+    json: bool,
+    mode: RunMode,
+    cost: Mutex<f64>,
+    ended_with_newline: Mutex<bool>,
+}
+
+impl AgentHost for PrintHost {
+    fn emit(&self, event: AgentEvent) {
+        if let AgentEvent::MessageEnd(message) = &event {
+            *lock(&self.cost) += message.usage.cost.total;
+        }
+        if self.json {
+            let cost = *lock(&self.cost);
+            if let Some(update) = updates::session_update(&event, cost) {
+                let notification = SessionNotification::new(self.session_id.clone(), update);
+                let line = serde_json::json!({
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": notification,
+                });
+                let mut out = std::io::stdout().lock();
+                // A closed pipe (`| head`) is not worth a panic.
+                let _ = writeln!(out, "{line}");
+            }
+            return;
+        }
+        match event {
+            AgentEvent::TextDelta(text) => {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+                *lock(&self.ended_with_newline) = text.ends_with('\n');
+            }
+            AgentEvent::ToolExecutionStart { info, .. } => eprintln!("→ {}", info.title),
+            AgentEvent::ToolExecutionEnd { output, .. } if output.is_error => {
+                let text: Vec<String> = output
+                    .content
+                    .iter()
+                    .filter_map(|c| match c {
+                        Content::Text { text } => Some(text.clone()),
+                        Content::Image { .. } => None,
+                    })
+                    .collect();
+                eprintln!("  ✗ {}", text.join(" "));
+            }
+            AgentEvent::Retry { error, delay, .. } => {
+                eprintln!("pincer: {error}; retrying in {:.1} s", delay.as_secs_f64());
+            }
+            _ => {}
+        }
+    }
+
+    fn request_permission<'a>(
+        &'a self,
+        _call: &'a ToolCall,
+        info: &'a CallInfo,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Permission> {
+        let allowed = match self.mode {
+            RunMode::ReadOnly => false,
+            RunMode::AcceptEdits => matches!(info.kind, ToolKind::Edit | ToolKind::Move | ToolKind::Delete),
+            RunMode::Bypass => true,
+        };
+        if !allowed && !self.json {
+            eprintln!("  refused ({reason}); pass --mode to allow more");
+        }
+        Box::pin(async move {
+            if allowed {
+                Permission::Allow
+            } else {
+                Permission::Reject
+            }
+        })
+    }
+}

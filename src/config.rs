@@ -1,0 +1,345 @@
+//! Where pincer keeps its state, what the config files say, and which model
+//! and credentials a session starts with.
+//!
+//! Everything lives under `$PINCER_HOME` when it is set; otherwise under the
+//! platform's config and data directories. The user's `config.toml` is
+//! overridden, key by key, by the nearest `.pincer/config.toml` at or above
+//! the project directory.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::llm::catalog::{Catalog, CatalogError, ProviderConfig};
+use crate::llm::{Model, Secret, ThinkingLevel};
+
+/// The directories pincer reads and writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Paths {
+    pub config_dir: PathBuf,
+    pub data_dir: PathBuf,
+}
+
+impl Paths {
+    /// `$PINCER_HOME` for both, else the platform directories.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        if let Some(home) = env("PINCER_HOME") {
+            let home = PathBuf::from(home);
+            return Ok(Self {
+                config_dir: home.clone(),
+                data_dir: home,
+            });
+        }
+        let dirs = directories::ProjectDirs::from("", "", "pincer").ok_or(ConfigError::NoHome)?;
+        Ok(Self {
+            config_dir: dirs.config_dir().to_path_buf(),
+            data_dir: dirs.data_dir().to_path_buf(),
+        })
+    }
+
+    pub fn user_config_file(&self) -> PathBuf {
+        self.config_dir.join("config.toml")
+    }
+}
+
+/// The contents of a `config.toml`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Default model, `provider/model`.
+    pub model: Option<String>,
+    /// Default thinking level.
+    pub thinking: Option<ThinkingLevel>,
+    /// Model calls per prompt before the run stops with `max_turn_requests`.
+    pub max_turns: Option<u32>,
+    /// Seconds without a byte from the provider before a stream fails.
+    pub stream_idle_timeout: Option<u64>,
+    /// Retries of transient provider failures (rate limits, overload, 5xx).
+    pub max_retries: Option<u32>,
+    /// Base of the exponential retry backoff, in milliseconds.
+    pub retry_base_delay_ms: Option<u64>,
+    pub providers: BTreeMap<String, ProviderConfig>,
+}
+
+pub const DEFAULT_MAX_TURNS: u32 = 100;
+
+impl Config {
+    /// Layers `other` over `self`: set keys win, providers merge by name.
+    fn overlay(mut self, other: Config) -> Config {
+        self.model = other.model.or(self.model);
+        self.thinking = other.thinking.or(self.thinking);
+        self.max_turns = other.max_turns.or(self.max_turns);
+        self.stream_idle_timeout = other.stream_idle_timeout.or(self.stream_idle_timeout);
+        self.max_retries = other.max_retries.or(self.max_retries);
+        self.retry_base_delay_ms = other.retry_base_delay_ms.or(self.retry_base_delay_ms);
+        for (name, provider) in other.providers {
+            match self.providers.get_mut(&name) {
+                None => {
+                    self.providers.insert(name, provider);
+                }
+                Some(base) => {
+                    base.api = provider.api.or(base.api);
+                    base.base_url = provider.base_url.or(base.base_url.take());
+                    base.api_key_env = provider.api_key_env.or(base.api_key_env.take());
+                    base.headers.extend(provider.headers);
+                    for model in provider.models {
+                        base.models.retain(|m| m.id != model.id);
+                        base.models.push(model);
+                    }
+                }
+            }
+        }
+        self
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot find a home directory for pincer's state; set PINCER_HOME")]
+    NoHome,
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error(transparent)]
+    Model(#[from] CatalogError),
+}
+
+fn read_config(path: &Path) -> Result<Option<Config>, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    toml::from_str(&text)
+        .map(Some)
+        .map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+}
+
+/// The project config nearest to `cwd` (`cwd/.pincer/config.toml`, then its
+/// ancestors').
+fn project_config_path(cwd: &Path) -> Option<PathBuf> {
+    cwd.ancestors()
+        .map(|dir| dir.join(".pincer").join("config.toml"))
+        .find(|p| p.is_file())
+}
+
+/// Everything resolved at start-up: paths, merged config, model catalog, and
+/// the process environment the providers' variables come from.
+#[derive(Clone)]
+pub struct Settings {
+    pub paths: Paths,
+    pub config: Config,
+    pub catalog: Catalog,
+    env: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The environment holds API keys; never print it.
+        f.debug_struct("Settings")
+            .field("paths", &self.paths)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Settings {
+    /// Loads the user config and the project config for `cwd`.
+    pub fn load(cwd: &Path, env: BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        let lookup = |k: &str| env.get(k).filter(|v| !v.is_empty()).cloned();
+        let paths = Paths::from_env(&lookup)?;
+        let mut config = read_config(&paths.user_config_file())?.unwrap_or_default();
+        if let Some(project) = project_config_path(cwd) {
+            if let Some(project) = read_config(&project)? {
+                config = config.overlay(project);
+            }
+        }
+        let catalog = Catalog::new(&config.providers, &lookup);
+        Ok(Self {
+            paths,
+            config,
+            catalog,
+            env,
+        })
+    }
+
+    /// Loads with the process environment.
+    pub fn load_from_process(cwd: &Path) -> Result<Self, ConfigError> {
+        Self::load(cwd, std::env::vars().collect())
+    }
+
+    pub fn env(&self, key: &str) -> Option<&str> {
+        self.env.get(key).map(String::as_str).filter(|v| !v.is_empty())
+    }
+
+    /// The API key for a model's provider, if one is configured.
+    pub fn api_key(&self, model: &Model) -> Option<Secret> {
+        let provider = self.catalog.provider(&model.provider)?;
+        let var = provider.api_key_env.as_deref()?;
+        self.env(var).map(Secret::new)
+    }
+
+    /// Whether a model can be called: it has a key or needs none.
+    pub fn has_credentials(&self, model: &Model) -> bool {
+        self.catalog
+            .provider(&model.provider)
+            .is_some_and(|p| p.key_optional || self.api_key(model).is_some())
+    }
+
+    /// What a person must do to give pincer credentials for this model.
+    pub fn credential_hint(&self, model: &Model) -> String {
+        match self
+            .catalog
+            .provider(&model.provider)
+            .and_then(|p| p.api_key_env.clone())
+        {
+            Some(var) => format!(
+                "No API key for {provider}: set the {var} environment variable (for Zed, under \"env\" in the agent_servers entry) and restart pincer, or choose another model with --model or PINCER_MODEL.",
+                provider = model.provider
+            ),
+            None => format!("No credentials for provider {}.", model.provider),
+        }
+    }
+
+    /// The model to start with: an explicit choice (`--model`), then
+    /// `PINCER_MODEL`, then the config's `model`, then a default of the
+    /// first provider that has a key.
+    pub fn default_model(&self, explicit: Option<&str>) -> Result<Model, ConfigError> {
+        let chosen = explicit
+            .map(str::to_string)
+            .or_else(|| self.env("PINCER_MODEL").map(str::to_string))
+            .or_else(|| self.config.model.clone());
+        if let Some(id) = chosen {
+            return Ok(self.catalog.resolve(&id)?);
+        }
+        let fallback = [
+            ("ANTHROPIC_API_KEY", "anthropic/claude-sonnet-4-5"),
+            ("OPENAI_API_KEY", "openai/gpt-5"),
+            ("OPENROUTER_API_KEY", "openrouter/anthropic/claude-sonnet-4.5"),
+        ]
+        .into_iter()
+        .find(|(var, _)| self.env(var).is_some())
+        .map_or("anthropic/claude-sonnet-4-5", |(_, id)| id);
+        Ok(self.catalog.resolve(fallback)?)
+    }
+
+    pub fn thinking(&self) -> ThinkingLevel {
+        self.config.thinking.unwrap_or_default()
+    }
+
+    pub fn max_turns(&self) -> u32 {
+        self.config.max_turns.unwrap_or(DEFAULT_MAX_TURNS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn env_with(home: &Path, pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        let mut env: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        env.insert("PINCER_HOME".into(), home.display().to_string());
+        env
+    }
+
+    #[test]
+    fn pincer_home_holds_everything() {
+        let home = tempfile::tempdir().unwrap();
+        let s = Settings::load(home.path(), env_with(home.path(), &[])).unwrap();
+        assert_eq!(s.paths.config_dir, home.path());
+        assert_eq!(s.paths.data_dir, home.path());
+    }
+
+    #[test]
+    fn default_model_follows_the_available_key() {
+        let home = tempfile::tempdir().unwrap();
+        let s = Settings::load(home.path(), env_with(home.path(), &[("OPENAI_API_KEY", "k")]))
+            .unwrap();
+        assert_eq!(s.default_model(None).unwrap().full_id(), "openai/gpt-5");
+        let s = Settings::load(
+            home.path(),
+            env_with(home.path(), &[("ANTHROPIC_API_KEY", "k"), ("OPENAI_API_KEY", "k")]),
+        )
+        .unwrap();
+        assert_eq!(
+            s.default_model(None).unwrap().full_id(),
+            "anthropic/claude-sonnet-4-5"
+        );
+        let s = Settings::load(
+            home.path(),
+            env_with(
+                home.path(),
+                &[("OPENAI_API_KEY", "k"), ("PINCER_MODEL", "ollama/qwen3")],
+            ),
+        )
+        .unwrap();
+        assert_eq!(s.default_model(None).unwrap().full_id(), "ollama/qwen3");
+        assert_eq!(
+            s.default_model(Some("anthropic/claude-haiku-4-5"))
+                .unwrap()
+                .full_id(),
+            "anthropic/claude-haiku-4-5"
+        );
+    }
+
+    #[test]
+    fn project_config_overrides_user_config() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join("config.toml"),
+            "model = \"openai/gpt-5\"\nmax_turns = 7\n[providers.lab]\nbase_url = \"http://lab:1/v1\"\napi_key_env = \"LAB_KEY\"\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(project.path().join(".pincer")).unwrap();
+        std::fs::write(
+            project.path().join(".pincer/config.toml"),
+            "model = \"lab/coder\"\n[providers.lab]\nbase_url = \"http://lab:2/v1\"\n",
+        )
+        .unwrap();
+        let sub = project.path().join("src");
+        std::fs::create_dir_all(&sub).unwrap();
+        let s = Settings::load(&sub, env_with(home.path(), &[("LAB_KEY", "secret")])).unwrap();
+        assert_eq!(s.max_turns(), 7);
+        let model = s.default_model(None).unwrap();
+        assert_eq!(model.full_id(), "lab/coder");
+        assert_eq!(model.base_url, "http://lab:2/v1");
+        assert_eq!(s.api_key(&model), Some(Secret::new("secret")));
+    }
+
+    #[test]
+    fn broken_config_names_the_file() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), "model = [").unwrap();
+        let err = Settings::load(home.path(), env_with(home.path(), &[])).unwrap_err();
+        assert!(matches!(err, ConfigError::Parse { ref path, .. } if path.ends_with("config.toml")));
+    }
+
+    #[test]
+    fn missing_key_hint_names_the_variable() {
+        let home = tempfile::tempdir().unwrap();
+        let s = Settings::load(home.path(), env_with(home.path(), &[])).unwrap();
+        let model = s.default_model(None).unwrap();
+        assert!(!s.has_credentials(&model));
+        assert!(s.credential_hint(&model).contains("ANTHROPIC_API_KEY"));
+        let local = s.catalog.resolve("ollama/qwen3").unwrap();
+        assert!(s.has_credentials(&local));
+    }
+}
