@@ -1292,8 +1292,7 @@ mod tests {
             events,
             vec![
                 start("call_0_n", "read"),
-                args("call_0_n", "{\"a\""),
-                args("call_0_n", ":1}"),
+                args("call_0_n", "{\"a\":1}"),
                 // Never named: started at the finish so the model sees it fail.
                 start("call_1_n", ""),
                 args("call_1_n", "{}"),

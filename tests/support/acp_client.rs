@@ -1,0 +1,234 @@
+//! A small ACP client for end-to-end tests: spawns the real `pincer acp`
+//! binary with its own `PINCER_HOME` and working directory, writes requests
+//! as NDJSON and reads what comes back, checking that every stdout line is a
+//! JSON-RPC message.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A temporary home and project for one test.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        std::fs::create_dir_all(dir.path().join("work")).unwrap();
+        Self { dir }
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    /// The project directory (the session cwd), canonical so that paths in
+    /// updates compare equal.
+    pub fn work(&self) -> PathBuf {
+        self.dir.path().join("work").canonicalize().unwrap()
+    }
+
+    pub fn write(&self, relative: &str, contents: &str) -> PathBuf {
+        let path = self.work().join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+
+    /// A `pincer` command with a clean environment: no real keys, no real
+    /// home, logs quiet.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pincer"));
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home())
+            .env("PINCER_HOME", self.home())
+            .env("RUST_LOG", "warn")
+            .current_dir(self.work())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        cmd
+    }
+}
+
+/// A running `pincer acp`.
+pub struct Acp {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::UnboundedReceiver<Value>,
+    /// Messages read but not yet consumed.
+    backlog: VecDeque<Value>,
+    next_id: i64,
+    pub stderr: tokio::task::JoinHandle<String>,
+}
+
+impl Acp {
+    pub fn spawn(mut cmd: Command) -> Self {
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+                assert_eq!(value["jsonrpc"], "2.0", "not JSON-RPC: {line}");
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = tokio::spawn(async move {
+            let mut text = String::new();
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                text.push_str(&line);
+                text.push('\n');
+            }
+            text
+        });
+        Self {
+            stdin: child.stdin.take(),
+            child,
+            lines: rx,
+            backlog: VecDeque::new(),
+            next_id: 0,
+            stderr,
+        }
+    }
+
+    pub async fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is closed");
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// Sends a request and returns its id.
+    pub async fn send(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_raw(&line.to_string()).await;
+        id
+    }
+
+    pub async fn notify(&mut self, method: &str, params: Value) {
+        let line = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        self.send_raw(&line.to_string()).await;
+    }
+
+    pub async fn respond(&mut self, id: &Value, result: Value) {
+        let line = json!({"jsonrpc": "2.0", "id": id, "result": result});
+        self.send_raw(&line.to_string()).await;
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// The next message from pincer, within `TIMEOUT`.
+    pub async fn next(&mut self) -> Value {
+        if let Some(v) = self.backlog.pop_front() {
+            return v;
+        }
+        match tokio::time::timeout(TIMEOUT, self.lines.recv()).await {
+            Ok(Some(v)) => v,
+            Ok(None) => panic!("pincer closed stdout"),
+            Err(_) => panic!("no message from pincer within {TIMEOUT:?}"),
+        }
+    }
+
+    /// Reads until the response to `id`; returns it and everything before.
+    pub async fn until_response(&mut self, id: i64) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
+        loop {
+            let message = self.next().await;
+            if message.get("method").is_none() && message["id"] == json!(id) {
+                return (message, before);
+            }
+            before.push(message);
+        }
+    }
+
+    /// Sends a request and waits for its result (panics on an error).
+    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params).await;
+        let (response, _) = self.until_response(id).await;
+        assert!(response.get("error").is_none(), "{method} failed: {response}");
+        response["result"].clone()
+    }
+
+    pub async fn initialize(&mut self) -> Value {
+        self.call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+        )
+        .await
+    }
+
+    pub async fn new_session(&mut self, cwd: &Path) -> String {
+        let result = self
+            .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .await;
+        result["sessionId"].as_str().unwrap().to_string()
+    }
+
+    /// Waits for the process to exit within `TIMEOUT`.
+    pub async fn wait_exit(&mut self) -> std::process::ExitStatus {
+        tokio::time::timeout(TIMEOUT, self.child.wait())
+            .await
+            .expect("pincer did not exit")
+            .unwrap()
+    }
+}
+
+/// A session/update's `update`, with volatile fields normalised.
+pub fn updates_of(messages: &[Value]) -> Vec<Value> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| m["params"]["update"].clone())
+        .collect()
+}
+
+/// Joins consecutive message/thought chunks so tests don't depend on how a
+/// stream was split.
+pub fn coalesce(updates: Vec<Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for update in updates {
+        let kind = update["sessionUpdate"].as_str().unwrap_or_default().to_string();
+        if kind == "agent_message_chunk" || kind == "agent_thought_chunk" {
+            if let Some(last) = out.last_mut() {
+                if last["sessionUpdate"] == kind.as_str() {
+                    let joined = format!(
+                        "{}{}",
+                        last["content"]["text"].as_str().unwrap_or_default(),
+                        update["content"]["text"].as_str().unwrap_or_default()
+                    );
+                    last["content"]["text"] = Value::String(joined);
+                    continue;
+                }
+            }
+        }
+        out.push(update);
+    }
+    out
+}

@@ -1,0 +1,383 @@
+//! A mock model server for tests and benchmarks: a real HTTP server on
+//! 127.0.0.1 that answers the Anthropic Messages (`/v1/messages`) and OpenAI
+//! Chat Completions (`/v1/chat/completions`) endpoints with queued replies,
+//! usually SSE bodies from `fixtures/`.
+//!
+//! It records every request and checks it the way the real APIs do: each
+//! tool result must answer a call the model made in the previous assistant
+//! message, and each call must be answered. A malformed request gets a 400
+//! and is listed in `violations()`, which tests assert to be empty.
+#![allow(dead_code)]
+
+use std::collections::{HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::Response;
+use serde_json::Value;
+use tokio::sync::Notify;
+
+/// One queued answer.
+#[derive(Clone)]
+pub enum Reply {
+    /// An SSE body, sent event by event with `delay` between events, after
+    /// `gate` (if any) has been opened.
+    Sse {
+        body: String,
+        delay: Duration,
+        gate: Option<Arc<Notify>>,
+    },
+    /// The first `prefix` events of `body`, then nothing: the stream stays
+    /// open until the client goes away.
+    Stall { body: String, events: usize },
+    /// An HTTP error.
+    Status {
+        status: u16,
+        body: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl Reply {
+    pub fn sse(body: impl Into<String>) -> Self {
+        Reply::Sse {
+            body: body.into(),
+            delay: Duration::ZERO,
+            gate: None,
+        }
+    }
+
+    pub fn fixture(path: &str) -> Self {
+        Self::sse(fixture(path))
+    }
+
+    pub fn status(status: u16, body: impl Into<String>) -> Self {
+        Reply::Status {
+            status,
+            body: body.into(),
+            headers: Vec::new(),
+        }
+    }
+}
+
+/// Reads `fixtures/<path>`.
+pub fn fixture(path: &str) -> String {
+    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("fixture {}: {e}", full.display()))
+}
+
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    replies: VecDeque<Reply>,
+    requests: Vec<Recorded>,
+    violations: Vec<String>,
+}
+
+#[derive(Clone)]
+pub struct MockModel {
+    pub addr: SocketAddr,
+    inner: Arc<Mutex<Inner>>,
+    arrived: Arc<Notify>,
+    _server: Arc<tokio::task::JoinHandle<()>>,
+}
+
+impl MockModel {
+    pub async fn start() -> Self {
+        let inner = Arc::new(Mutex::new(Inner::default()));
+        let arrived = Arc::new(Notify::new());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state((inner.clone(), arrived.clone()));
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self {
+            addr,
+            inner,
+            arrived,
+            _server: Arc::new(server),
+        }
+    }
+
+    /// For `ANTHROPIC_BASE_URL` (a host root).
+    pub fn anthropic_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// For `OPENAI_BASE_URL` (including `/v1`).
+    pub fn openai_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn push(&self, reply: Reply) {
+        self.inner.lock().unwrap().replies.push_back(reply);
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.inner.lock().unwrap().requests.clone()
+    }
+
+    pub fn violations(&self) -> Vec<String> {
+        self.inner.lock().unwrap().violations.clone()
+    }
+
+    /// Waits until `n` requests have arrived, or panics after `timeout`.
+    pub async fn wait_for_requests(&self, n: usize, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.arrived.notified();
+            if self.inner.lock().unwrap().requests.len() >= n {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                panic!(
+                    "expected {n} model requests, got {}",
+                    self.inner.lock().unwrap().requests.len()
+                );
+            }
+        }
+    }
+}
+
+type AppState = (Arc<Mutex<Inner>>, Arc<Notify>);
+
+async fn handle(
+    State((inner, arrived)): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_string();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let headers: Vec<(String, String)> = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string()))
+        .collect();
+    let problem = match path.as_str() {
+        "/v1/messages" => check_anthropic(&body).err(),
+        "/v1/chat/completions" => check_openai(&body).err(),
+        other => Some(format!("unexpected path {other}")),
+    };
+    let reply = {
+        let mut inner = inner.lock().unwrap();
+        inner.requests.push(Recorded {
+            path,
+            headers,
+            body,
+        });
+        if let Some(problem) = &problem {
+            inner.violations.push(problem.clone());
+        }
+        let reply = inner.replies.pop_front();
+        if reply.is_none() && problem.is_none() {
+            inner
+                .violations
+                .push("a model request arrived with no reply queued".to_string());
+        }
+        reply
+    };
+    arrived.notify_waiters();
+    if let Some(problem) = problem {
+        return error_response(400, &problem);
+    }
+    match reply {
+        None => error_response(500, "mock: no reply queued"),
+        Some(Reply::Status {
+            status,
+            body,
+            headers,
+        }) => {
+            let mut response = Response::builder().status(status);
+            for (k, v) in headers {
+                response = response.header(k, v);
+            }
+            response
+                .header("content-type", "application/json")
+                .body(Body::from(body))
+                .unwrap()
+        }
+        Some(Reply::Sse { body, delay, gate }) => {
+            let events = split_events(&body);
+            let stream = async_stream(events, delay, gate);
+            sse_response(Body::from_stream(stream))
+        }
+        Some(Reply::Stall { body, events: count }) => {
+            let mut events = split_events(&body);
+            events.truncate(count);
+            let head = futures::stream::iter(
+                events
+                    .into_iter()
+                    .map(|e| Ok::<_, std::io::Error>(Bytes::from(e))),
+            );
+            let stream = futures::StreamExt::chain(head, futures::stream::pending());
+            sse_response(Body::from_stream(stream))
+        }
+    }
+}
+
+fn sse_response(body: Body) -> Response {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(body)
+        .unwrap()
+}
+
+fn error_response(status: u16, message: &str) -> Response {
+    let body = serde_json::json!({
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": message}
+    });
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+/// Splits an SSE body into events, each keeping its blank-line terminator.
+fn split_events(body: &str) -> Vec<String> {
+    let normalized = body.replace("\r\n", "\n");
+    normalized
+        .split_inclusive("\n\n")
+        .map(str::to_string)
+        .collect()
+}
+
+fn async_stream(
+    events: Vec<String>,
+    delay: Duration,
+    gate: Option<Arc<Notify>>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
+    futures::stream::unfold(
+        (events.into_iter(), delay, gate, true),
+        |(mut events, delay, gate, first)| async move {
+            if first {
+                if let Some(gate) = &gate {
+                    gate.notified().await;
+                }
+            } else if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let event = events.next()?;
+            Some((Ok(Bytes::from(event)), (events, delay, gate, false)))
+        },
+    )
+}
+
+/// Anthropic's rules: roles alternate starting with user; every tool_use in
+/// an assistant message is answered by a tool_result in the next user
+/// message, and every tool_result answers such a tool_use.
+pub fn check_anthropic(body: &Value) -> Result<(), String> {
+    let messages = body["messages"]
+        .as_array()
+        .ok_or("messages is missing")?;
+    if body["model"].as_str().is_none() {
+        return Err("model is missing".into());
+    }
+    if body["max_tokens"].as_u64().is_none() {
+        return Err("max_tokens is missing".into());
+    }
+    let mut open: HashSet<String> = HashSet::new();
+    let mut expected_role = "user";
+    for (i, message) in messages.iter().enumerate() {
+        let role = message["role"].as_str().unwrap_or_default();
+        if role != expected_role {
+            return Err(format!("message {i} has role {role}, expected {expected_role}"));
+        }
+        expected_role = if role == "user" { "assistant" } else { "user" };
+        let blocks = message["content"].as_array().cloned().unwrap_or_default();
+        if role == "user" {
+            let mut answered = HashSet::new();
+            for block in &blocks {
+                if block["type"] == "tool_result" {
+                    let id = block["tool_use_id"].as_str().unwrap_or_default().to_string();
+                    if !open.contains(&id) {
+                        return Err(format!("tool_result {id} answers no tool_use"));
+                    }
+                    answered.insert(id);
+                }
+            }
+            if answered != open {
+                return Err(format!("tool_use ids without a result: {:?}", open.difference(&answered)));
+            }
+            open.clear();
+        } else {
+            for block in &blocks {
+                if block["type"] == "text" && block["text"].as_str().unwrap_or_default().is_empty() {
+                    return Err(format!("message {i} has an empty text block"));
+                }
+                if block["type"] == "tool_use" {
+                    open.insert(block["id"].as_str().unwrap_or_default().to_string());
+                }
+            }
+        }
+    }
+    if !open.is_empty() {
+        return Err(format!("tool_use ids without a result: {open:?}"));
+    }
+    Ok(())
+}
+
+/// OpenAI's rules: every `tool` message answers a call of the preceding
+/// assistant message, and every call is answered before the next
+/// non-tool message.
+pub fn check_openai(body: &Value) -> Result<(), String> {
+    let messages = body["messages"]
+        .as_array()
+        .ok_or("messages is missing")?;
+    if body["model"].as_str().is_none() {
+        return Err("model is missing".into());
+    }
+    let mut open: HashSet<String> = HashSet::new();
+    for (i, message) in messages.iter().enumerate() {
+        let role = message["role"].as_str().unwrap_or_default();
+        match role {
+            "tool" => {
+                let id = message["tool_call_id"].as_str().unwrap_or_default();
+                if !open.remove(id) {
+                    return Err(format!("tool message {i} answers no call ({id})"));
+                }
+            }
+            _ => {
+                if !open.is_empty() {
+                    return Err(format!("calls without a result before message {i}: {open:?}"));
+                }
+                if role == "assistant" {
+                    for call in message["tool_calls"].as_array().cloned().unwrap_or_default() {
+                        open.insert(call["id"].as_str().unwrap_or_default().to_string());
+                    }
+                }
+            }
+        }
+    }
+    if !open.is_empty() {
+        return Err(format!("calls without a result: {open:?}"));
+    }
+    Ok(())
+}

@@ -1,0 +1,3 @@
+#![allow(dead_code)]
+pub mod acp_client;
+pub mod mock_model;
