@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse,
     CancelNotification, ClientCapabilities, ConfigOptionUpdate, Implementation, InitializeRequest,
@@ -23,7 +24,6 @@ use agent_client_protocol::v1::schema::{
     PromptRequest, PromptResponse, SessionNotification, SessionUpdate,
     SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
 };
-use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, Client, ConnectTo, Error};
 
 use crate::config::Settings;
@@ -73,7 +73,9 @@ pub async fn serve(
         .v1()
         .name("pincer")
         .on_receive_request(
-            async move |req: InitializeRequest, responder, _cx| responder.respond(s1.initialize(req)),
+            async move |req: InitializeRequest, responder, _cx| {
+                responder.respond(s1.initialize(req))
+            },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
@@ -138,12 +140,15 @@ struct Server {
 
 /// Locks a mutex whose data stays consistent even if a holder panicked.
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The auth-required error (-32000) with the sentence that fixes it.
 fn auth_required(hint: String) -> Error {
-    Error::new(Error::auth_required().code, hint.clone()).data(serde_json::json!({ "message": hint }))
+    Error::new(Error::auth_required().code, hint.clone())
+        .data(serde_json::json!({ "message": hint }))
 }
 
 fn invalid_params(message: impl Into<String>) -> Error {
@@ -169,9 +174,7 @@ impl Server {
                     .mcp_capabilities(McpCapabilities::new().http(false).sse(false)),
             )
             .auth_methods(auth_methods())
-            .agent_info(
-                Implementation::new("pincer", env!("CARGO_PKG_VERSION")).title("pincer"),
-            )
+            .agent_info(Implementation::new("pincer", env!("CARGO_PKG_VERSION")).title("pincer"))
     }
 
     fn settings(&self, cwd: &std::path::Path) -> Result<Settings, Error> {
@@ -219,10 +222,9 @@ impl Server {
     }
 
     fn session(&self, id: &str) -> Result<Arc<Session>, Error> {
-        lock(&self.sessions)
-            .get(id)
-            .cloned()
-            .ok_or_else(|| agent_client_protocol::v1::schema::Error::session_not_found(id.to_string()).into())
+        lock(&self.sessions).get(id).cloned().ok_or_else(|| {
+            agent_client_protocol::v1::schema::Error::session_not_found(id.to_string()).into()
+        })
     }
 
     async fn prompt(

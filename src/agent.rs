@@ -28,9 +28,13 @@ use crate::tools::{CallInfo, Tool, ToolContext, ToolOutput};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum AgentMessage {
-    Llm { message: Message },
+    Llm {
+        message: Message,
+    },
     /// Something pincer told the user (a retry, a failure). App-only.
-    Notice { text: String },
+    Notice {
+        text: String,
+    },
 }
 
 /// Prepares the history for the next model call: pruning, compaction and
@@ -333,10 +337,11 @@ async fn stream_with_retries(
     let mut attempt = 0;
     let mut started = false;
     loop {
-        let (builder, error) = match stream_once(client, config, request, host, cancel, &mut started).await {
-            Attempt::Done(message) => return (message, None),
-            Attempt::Failed { builder, error } => (builder, error),
-        };
+        let (builder, error) =
+            match stream_once(client, config, request, host, cancel, &mut started).await {
+                Attempt::Done(message) => return (message, None),
+                Attempt::Failed { builder, error } => (builder, error),
+            };
         if !(error.is_transient() && attempt < config.max_retries && !builder.has_content()) {
             if !started {
                 host.emit(AgentEvent::MessageStart);

@@ -162,10 +162,10 @@ impl Settings {
         let lookup = |k: &str| env.get(k).filter(|v| !v.is_empty()).cloned();
         let paths = Paths::from_env(&lookup)?;
         let mut config = read_config(&paths.user_config_file())?.unwrap_or_default();
-        if let Some(project) = project_config_path(cwd) {
-            if let Some(project) = read_config(&project)? {
-                config = config.overlay(project);
-            }
+        if let Some(path) = project_config_path(cwd)
+            && let Some(project) = read_config(&path)?
+        {
+            config = config.overlay(project);
         }
         let catalog = Catalog::new(&config.providers, &lookup);
         Ok(Self {
@@ -182,7 +182,10 @@ impl Settings {
     }
 
     pub fn env(&self, key: &str) -> Option<&str> {
-        self.env.get(key).map(String::as_str).filter(|v| !v.is_empty())
+        self.env
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 
     /// The API key for a model's provider, if one is configured.
@@ -228,7 +231,10 @@ impl Settings {
         let fallback = [
             ("ANTHROPIC_API_KEY", "anthropic/claude-sonnet-4-5"),
             ("OPENAI_API_KEY", "openai/gpt-5"),
-            ("OPENROUTER_API_KEY", "openrouter/anthropic/claude-sonnet-4.5"),
+            (
+                "OPENROUTER_API_KEY",
+                "openrouter/anthropic/claude-sonnet-4.5",
+            ),
         ]
         .into_iter()
         .find(|(var, _)| self.env(var).is_some())
@@ -270,12 +276,18 @@ mod tests {
     #[test]
     fn default_model_follows_the_available_key() {
         let home = tempfile::tempdir().unwrap();
-        let s = Settings::load(home.path(), env_with(home.path(), &[("OPENAI_API_KEY", "k")]))
-            .unwrap();
+        let s = Settings::load(
+            home.path(),
+            env_with(home.path(), &[("OPENAI_API_KEY", "k")]),
+        )
+        .unwrap();
         assert_eq!(s.default_model(None).unwrap().full_id(), "openai/gpt-5");
         let s = Settings::load(
             home.path(),
-            env_with(home.path(), &[("ANTHROPIC_API_KEY", "k"), ("OPENAI_API_KEY", "k")]),
+            env_with(
+                home.path(),
+                &[("ANTHROPIC_API_KEY", "k"), ("OPENAI_API_KEY", "k")],
+            ),
         )
         .unwrap();
         assert_eq!(
@@ -329,7 +341,9 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("config.toml"), "model = [").unwrap();
         let err = Settings::load(home.path(), env_with(home.path(), &[])).unwrap_err();
-        assert!(matches!(err, ConfigError::Parse { ref path, .. } if path.ends_with("config.toml")));
+        assert!(
+            matches!(err, ConfigError::Parse { ref path, .. } if path.ends_with("config.toml"))
+        );
     }
 
     #[test]

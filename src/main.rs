@@ -39,7 +39,10 @@ enum Command {
 fn main() -> std::process::ExitCode {
     init_logging();
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("pincer: cannot start the async runtime: {e}");

@@ -118,7 +118,10 @@ pub fn schema_for<T: JsonSchema>() -> serde_json::Value {
 }
 
 /// Parses a call's arguments, or explains to the model what was wrong.
-pub fn parse_args<T: DeserializeOwned>(tool: &str, args: serde_json::Value) -> Result<T, ToolOutput> {
+pub fn parse_args<T: DeserializeOwned>(
+    tool: &str,
+    args: serde_json::Value,
+) -> Result<T, ToolOutput> {
     serde_json::from_value(args).map_err(|e| {
         ToolOutput::error(format!(
             "Invalid arguments for {tool}: {e}. Check the tool's parameter schema and call it again."
@@ -200,8 +203,14 @@ mod tests {
     #[test]
     fn relative_paths_resolve_against_cwd_and_dotdot_leaves_it() {
         let cwd = Path::new("/work/project");
-        assert_eq!(resolve_path(cwd, "src/a.rs"), PathBuf::from("/work/project/src/a.rs"));
-        assert_eq!(resolve_path(cwd, "../other/x"), PathBuf::from("/work/other/x"));
+        assert_eq!(
+            resolve_path(cwd, "src/a.rs"),
+            PathBuf::from("/work/project/src/a.rs")
+        );
+        assert_eq!(
+            resolve_path(cwd, "../other/x"),
+            PathBuf::from("/work/other/x")
+        );
         assert_eq!(resolve_path(cwd, "/etc/hosts"), PathBuf::from("/etc/hosts"));
     }
 

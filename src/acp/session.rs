@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ClientCapabilities, ContentBlock, ContentChunk, Notice, NoticeSeverity, PermissionOption,
     PermissionOptionKind, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
     SessionNotification, SessionUpdate, TextContent, ToolCallUpdate, ToolCallUpdateFields,
 };
-use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Client, Error};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
@@ -81,7 +81,9 @@ impl Session {
             .catalog
             .listed_models()
             .filter(|m| self.settings.has_credentials(m))
-            .map(|m| SessionConfigSelectOption::new(m.full_id(), m.name.clone()).description(m.full_id()))
+            .map(|m| {
+                SessionConfigSelectOption::new(m.full_id(), m.name.clone()).description(m.full_id())
+            })
             .collect();
         if !models.iter().any(|o| o.value.0.as_ref() == current) {
             models.insert(
@@ -206,7 +208,9 @@ impl Session {
         .await;
         match (updates::stop_reason(&stop), stop) {
             (Some(reason), _) => Ok(PromptResponse::new(reason)),
-            (None, RunStop::Failed(error)) => Err(provider_error(&error, &self.settings, &config.model)),
+            (None, RunStop::Failed(error)) => {
+                Err(provider_error(&error, &self.settings, &config.model))
+            }
             (None, _) => Err(Error::internal_error()),
         }
     }
@@ -215,10 +219,9 @@ impl Session {
 /// The JSON-RPC error a failed run answers with.
 fn provider_error(error: &LlmError, settings: &Settings, model: &Model) -> Error {
     match error {
-        LlmError::Auth { .. } => auth_required(format!(
-            "{error}. {}",
-            settings.credential_hint(model)
-        )),
+        LlmError::Auth { .. } => {
+            auth_required(format!("{error}. {}", settings.credential_hint(model)))
+        }
         _ => Error::new(Error::internal_error().code, error.to_string())
             .data(serde_json::json!({ "message": error.to_string() })),
     }

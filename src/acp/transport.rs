@@ -64,7 +64,9 @@ impl Drain {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, DrainState> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn on_incoming(&self, line: &str) {
@@ -120,7 +122,11 @@ type LineStream = Pin<Box<dyn Stream<Item = std::io::Result<String>> + Send>>;
 type LineSink = Pin<Box<dyn Sink<String, Error = std::io::Error> + Send>>;
 
 /// The transport over any reader and writer (stdin/stdout in production).
-pub fn lines<R, W>(reader: R, writer: W, drain: Arc<Drain>) -> agent_client_protocol::Lines<LineSink, LineStream>
+pub fn lines<R, W>(
+    reader: R,
+    writer: W,
+    drain: Arc<Drain>,
+) -> agent_client_protocol::Lines<LineSink, LineStream>
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -161,7 +167,10 @@ where
             Ok::<_, std::io::Error>((writer, drain))
         },
     );
-    agent_client_protocol::Lines::new(Box::pin(outgoing) as LineSink, Box::pin(incoming) as LineStream)
+    agent_client_protocol::Lines::new(
+        Box::pin(outgoing) as LineSink,
+        Box::pin(incoming) as LineStream,
+    )
 }
 
 #[cfg(test)]

@@ -272,7 +272,9 @@ mod tests {
             content,
             vec![
                 Content::text("look at"),
-                Content::text(format!("<file uri=\"{uri}#L1:1\">\nfn main() {{}}\n</file>")),
+                Content::text(format!(
+                    "<file uri=\"{uri}#L1:1\">\nfn main() {{}}\n</file>"
+                )),
                 Content::text("<file uri=\"file:///x.rs\">\nfn x() {}\n</file>"),
                 Content::Image {
                     data: "aGk=".into(),

@@ -59,7 +59,9 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
             idle_timeout: Duration::from_secs(settings.config.stream_idle_timeout.unwrap_or(120)),
         },
         max_retries: settings.config.max_retries.unwrap_or(3),
-        retry_base_delay: Duration::from_millis(settings.config.retry_base_delay_ms.unwrap_or(2000)),
+        retry_base_delay: Duration::from_millis(
+            settings.config.retry_base_delay_ms.unwrap_or(2000),
+        ),
         model,
     };
     let http = reqwest::Client::builder()
@@ -98,7 +100,11 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
     let code = match updates::stop_reason(&stop) {
         Some(reason) => {
             if options.json {
-                writeln!(out, "{}", serde_json::to_string(&PromptResponse::new(reason))?)?;
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(&PromptResponse::new(reason))?
+                )?;
             }
             match stop {
                 RunStop::EndTurn => 0,
@@ -142,7 +148,9 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 struct PrintHost {
@@ -207,7 +215,10 @@ impl AgentHost for PrintHost {
     ) -> BoxFuture<'a, Permission> {
         let allowed = match self.mode {
             RunMode::ReadOnly => false,
-            RunMode::AcceptEdits => matches!(info.kind, ToolKind::Edit | ToolKind::Move | ToolKind::Delete),
+            RunMode::AcceptEdits => matches!(
+                info.kind,
+                ToolKind::Edit | ToolKind::Move | ToolKind::Delete
+            ),
             RunMode::Bypass => true,
         };
         if !allowed && !self.json {

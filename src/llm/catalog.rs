@@ -258,8 +258,8 @@ impl Catalog {
     /// move the official SDKs.
     pub fn new(config: &BTreeMap<String, ProviderConfig>, env: EnvLookup<'_>) -> Self {
         let mut providers = BTreeMap::new();
-        let anthropic_base = env("ANTHROPIC_BASE_URL")
-            .unwrap_or_else(|| "https://api.anthropic.com".to_string());
+        let anthropic_base =
+            env("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".to_string());
         providers.insert(
             "anthropic".to_string(),
             builtin_provider(
@@ -373,7 +373,12 @@ impl Catalog {
             .get(provider)
             .ok_or_else(|| CatalogError::UnknownProvider {
                 provider: provider.to_string(),
-                known: self.providers.keys().cloned().collect::<Vec<_>>().join(", "),
+                known: self
+                    .providers
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })?;
         if p.base_url.is_empty() {
             return Err(CatalogError::NoBaseUrl(provider.to_string()));
@@ -396,7 +401,9 @@ impl Catalog {
 pub enum CatalogError {
     #[error("model id `{0}` is not of the form provider/model (e.g. anthropic/claude-sonnet-4-5)")]
     BadId(String),
-    #[error("unknown provider `{provider}`; known providers: {known}. Define it under [providers.{provider}] in config.toml")]
+    #[error(
+        "unknown provider `{provider}`; known providers: {known}. Define it under [providers.{provider}] in config.toml"
+    )]
     UnknownProvider { provider: String, known: String },
     #[error("provider `{0}` has no base_url; set [providers.{0}] base_url in config.toml")]
     NoBaseUrl(String),
@@ -524,7 +531,10 @@ mod tests {
         };
         let catalog = Catalog::new(&BTreeMap::new(), &env);
         assert_eq!(
-            catalog.resolve("anthropic/claude-haiku-4-5").unwrap().base_url,
+            catalog
+                .resolve("anthropic/claude-haiku-4-5")
+                .unwrap()
+                .base_url,
             "http://127.0.0.1:9"
         );
         assert_eq!(

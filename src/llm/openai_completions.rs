@@ -387,9 +387,7 @@ impl Parser {
         };
         let id = call
             .id
-            .get_or_insert_with(|| {
-                format!("call_{}_{nonce}", call.index.unwrap_or(slot as u64))
-            })
+            .get_or_insert_with(|| format!("call_{}_{nonce}", call.index.unwrap_or(slot as u64)))
             .clone();
         call.started = true;
         out.push(StreamEvent::ToolCallStart {
@@ -577,8 +575,8 @@ impl ErrorInfo {
                 Some(error @ Value::Object(_)) => Some(Self::from_object(error)),
                 Some(Value::Null) | None => {
                     let is_error = map.get("object").and_then(Value::as_str) == Some("error")
-                        || map.get("message").is_some_and(Value::is_string)
-                            && map.get("choices").is_none();
+                        || (map.get("message").is_some_and(Value::is_string)
+                            && map.get("choices").is_none());
                     if is_error {
                         Some(Self::from_object(value))
                     } else {
@@ -615,7 +613,8 @@ impl ErrorInfo {
             .and_then(|code| u16::try_from(code).ok())
             .filter(|code| (400..=599).contains(code));
         Self {
-            message: field("message").unwrap_or_else(|| truncate(&error.to_string(), ERROR_BODY_LIMIT)),
+            message: field("message")
+                .unwrap_or_else(|| truncate(&error.to_string(), ERROR_BODY_LIMIT)),
             kind,
             status,
         }
@@ -747,7 +746,10 @@ mod tests {
                     }),
                 ]),
                 tool_result("call_01", vec![text_content("hello")]),
-                tool_result("call_02", vec![text_content("Read shot.png"), image("UE5HMg==")]),
+                tool_result(
+                    "call_02",
+                    vec![text_content("Read shot.png"), image("UE5HMg==")],
+                ),
                 Message::User {
                     content: vec![text_content("Thanks."), text_content("Now summarise.")],
                 },
@@ -950,7 +952,11 @@ mod tests {
         builder.finish(model, None, None)
     }
 
-    fn reply(content: Vec<AssistantContent>, stop_reason: StopReason, usage: Usage) -> AssistantMessage {
+    fn reply(
+        content: Vec<AssistantContent>,
+        stop_reason: StopReason,
+        usage: Usage,
+    ) -> AssistantMessage {
         AssistantMessage {
             content,
             provider: "openai".to_string(),
@@ -1121,7 +1127,8 @@ mod tests {
             reply(
                 vec![
                     AssistantContent::Thinking {
-                        thinking: "The user greets me. A short friendly answer will do.".to_string(),
+                        thinking: "The user greets me. A short friendly answer will do."
+                            .to_string(),
                         signature: None,
                         redacted: false,
                     },
@@ -1304,8 +1311,15 @@ mod tests {
     #[test]
     fn finish_reasons_map_to_stop_reasons() {
         assert_eq!(
-            ["stop", "length", "tool_calls", "function_call", "content_filter", "eos"]
-                .map(map_finish_reason),
+            [
+                "stop",
+                "length",
+                "tool_calls",
+                "function_call",
+                "content_filter",
+                "eos"
+            ]
+            .map(map_finish_reason),
             [
                 StopReason::Stop,
                 StopReason::Length,
@@ -1388,9 +1402,15 @@ mod tests {
             matches!(&error, LlmError::MalformedStream { provider, .. } if provider == "vllm"),
             "{error:?}"
         );
-        let error = feed(&mut Parser::new("vllm"), r#"{"choices":[{"delta":{"content":7}}]}"#)
-            .unwrap_err();
-        assert!(matches!(error, LlmError::MalformedStream { .. }), "{error:?}");
+        let error = feed(
+            &mut Parser::new("vllm"),
+            r#"{"choices":[{"delta":{"content":7}}]}"#,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(error, LlmError::MalformedStream { .. }),
+            "{error:?}"
+        );
     }
 
     #[test]
@@ -1410,7 +1430,8 @@ mod tests {
 
     #[test]
     fn error_responses_are_classified() {
-        let openai = |status, retry_after, body| error_from_response("openai", status, retry_after, body);
+        let openai =
+            |status, retry_after, body| error_from_response("openai", status, retry_after, body);
         assert_eq!(
             openai(
                 401,
@@ -1442,7 +1463,9 @@ mod tests {
             ),
             LlmError::Billing {
                 provider: "openai".to_string(),
-                message: "You exceeded your current plan, please check your plan and billing details.".to_string(),
+                message:
+                    "You exceeded your current plan, please check your plan and billing details."
+                        .to_string(),
             }
         );
         assert_eq!(

@@ -49,29 +49,36 @@ pub fn stream(
     let provider = model.provider.clone();
     let api = model.api;
     let mut builder = client.post(&http.url).json(&http.body);
-    for (name, value) in &http.headers {
+    // `.json()` already set the content type; reqwest would add a second.
+    for (name, value) in http
+        .headers
+        .iter()
+        .filter(|(name, _)| !name.eq_ignore_ascii_case("content-type"))
+    {
         builder = builder.header(name, value);
     }
-    let state = State::Start {
+    let state = State::Start(Box::new(Start {
         request: builder,
         provider,
         api,
         parser,
         idle: config.idle_timeout,
-    };
+    }));
     futures::stream::unfold(state, step).boxed()
 }
 
 enum State {
-    Start {
-        request: reqwest::RequestBuilder,
-        provider: String,
-        api: Api,
-        parser: Box<dyn WireFormat>,
-        idle: Duration,
-    },
+    Start(Box<Start>),
     Streaming(Box<Streaming>),
     Done,
+}
+
+struct Start {
+    request: reqwest::RequestBuilder,
+    provider: String,
+    api: Api,
+    parser: Box<dyn WireFormat>,
+    idle: Duration,
 }
 
 struct Streaming {
@@ -86,26 +93,29 @@ struct Streaming {
 async fn step(state: State) -> Option<(Result<StreamEvent, LlmError>, State)> {
     match state {
         State::Done => None,
-        State::Start {
-            request,
-            provider,
-            api,
-            parser,
-            idle,
-        } => match connect(request, &provider, api, idle).await {
-            Ok(body) => {
-                let streaming = Streaming {
-                    body,
-                    decoder: sse::Decoder::new(),
-                    parser,
-                    pending: VecDeque::new(),
-                    provider,
-                    idle,
-                };
-                next_event(Box::new(streaming)).await
+        State::Start(start) => {
+            let Start {
+                request,
+                provider,
+                api,
+                parser,
+                idle,
+            } = *start;
+            match connect(request, &provider, api, idle).await {
+                Ok(body) => {
+                    let streaming = Streaming {
+                        body,
+                        decoder: sse::Decoder::new(),
+                        parser,
+                        pending: VecDeque::new(),
+                        provider,
+                        idle,
+                    };
+                    next_event(Box::new(streaming)).await
+                }
+                Err(error) => Some((Err(error), State::Done)),
             }
-            Err(error) => Some((Err(error), State::Done)),
-        },
+        }
         State::Streaming(streaming) => next_event(streaming).await,
     }
 }
@@ -268,11 +278,16 @@ impl MessageBuilder {
                 }),
             },
             StreamEvent::ThinkingSignature(sig) => {
-                if let Some(AssistantContent::Thinking { signature, .. }) = self
-                    .content
-                    .iter_mut()
-                    .rev()
-                    .find(|c| matches!(c, AssistantContent::Thinking { redacted: false, .. }))
+                if let Some(AssistantContent::Thinking { signature, .. }) =
+                    self.content.iter_mut().rev().find(|c| {
+                        matches!(
+                            c,
+                            AssistantContent::Thinking {
+                                redacted: false,
+                                ..
+                            }
+                        )
+                    })
                 {
                     signature.get_or_insert_with(String::new).push_str(sig);
                 }

@@ -172,7 +172,10 @@ impl Acp {
     pub async fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params).await;
         let (response, _) = self.until_response(id).await;
-        assert!(response.get("error").is_none(), "{method} failed: {response}");
+        assert!(
+            response.get("error").is_none(),
+            "{method} failed: {response}"
+        );
         response["result"].clone()
     }
 
@@ -214,19 +217,21 @@ pub fn updates_of(messages: &[Value]) -> Vec<Value> {
 pub fn coalesce(updates: Vec<Value>) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     for update in updates {
-        let kind = update["sessionUpdate"].as_str().unwrap_or_default().to_string();
-        if kind == "agent_message_chunk" || kind == "agent_thought_chunk" {
-            if let Some(last) = out.last_mut() {
-                if last["sessionUpdate"] == kind.as_str() {
-                    let joined = format!(
-                        "{}{}",
-                        last["content"]["text"].as_str().unwrap_or_default(),
-                        update["content"]["text"].as_str().unwrap_or_default()
-                    );
-                    last["content"]["text"] = Value::String(joined);
-                    continue;
-                }
-            }
+        let kind = update["sessionUpdate"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if (kind == "agent_message_chunk" || kind == "agent_thought_chunk")
+            && let Some(last) = out.last_mut()
+            && last["sessionUpdate"] == kind.as_str()
+        {
+            let joined = format!(
+                "{}{}",
+                last["content"]["text"].as_str().unwrap_or_default(),
+                update["content"]["text"].as_str().unwrap_or_default()
+            );
+            last["content"]["text"] = Value::String(joined);
+            continue;
         }
         out.push(update);
     }

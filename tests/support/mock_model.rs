@@ -225,7 +225,10 @@ async fn handle(
             let stream = async_stream(events, delay, gate);
             sse_response(Body::from_stream(stream))
         }
-        Some(Reply::Stall { body, events: count }) => {
+        Some(Reply::Stall {
+            body,
+            events: count,
+        }) => {
             let mut events = split_events(&body);
             events.truncate(count);
             let head = futures::stream::iter(
@@ -294,9 +297,7 @@ fn async_stream(
 /// an assistant message is answered by a tool_result in the next user
 /// message, and every tool_result answers such a tool_use.
 pub fn check_anthropic(body: &Value) -> Result<(), String> {
-    let messages = body["messages"]
-        .as_array()
-        .ok_or("messages is missing")?;
+    let messages = body["messages"].as_array().ok_or("messages is missing")?;
     if body["model"].as_str().is_none() {
         return Err("model is missing".into());
     }
@@ -308,7 +309,9 @@ pub fn check_anthropic(body: &Value) -> Result<(), String> {
     for (i, message) in messages.iter().enumerate() {
         let role = message["role"].as_str().unwrap_or_default();
         if role != expected_role {
-            return Err(format!("message {i} has role {role}, expected {expected_role}"));
+            return Err(format!(
+                "message {i} has role {role}, expected {expected_role}"
+            ));
         }
         expected_role = if role == "user" { "assistant" } else { "user" };
         let blocks = message["content"].as_array().cloned().unwrap_or_default();
@@ -316,7 +319,10 @@ pub fn check_anthropic(body: &Value) -> Result<(), String> {
             let mut answered = HashSet::new();
             for block in &blocks {
                 if block["type"] == "tool_result" {
-                    let id = block["tool_use_id"].as_str().unwrap_or_default().to_string();
+                    let id = block["tool_use_id"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
                     if !open.contains(&id) {
                         return Err(format!("tool_result {id} answers no tool_use"));
                     }
@@ -324,12 +330,16 @@ pub fn check_anthropic(body: &Value) -> Result<(), String> {
                 }
             }
             if answered != open {
-                return Err(format!("tool_use ids without a result: {:?}", open.difference(&answered)));
+                return Err(format!(
+                    "tool_use ids without a result: {:?}",
+                    open.difference(&answered)
+                ));
             }
             open.clear();
         } else {
             for block in &blocks {
-                if block["type"] == "text" && block["text"].as_str().unwrap_or_default().is_empty() {
+                if block["type"] == "text" && block["text"].as_str().unwrap_or_default().is_empty()
+                {
                     return Err(format!("message {i} has an empty text block"));
                 }
                 if block["type"] == "tool_use" {
@@ -348,9 +358,7 @@ pub fn check_anthropic(body: &Value) -> Result<(), String> {
 /// assistant message, and every call is answered before the next
 /// non-tool message.
 pub fn check_openai(body: &Value) -> Result<(), String> {
-    let messages = body["messages"]
-        .as_array()
-        .ok_or("messages is missing")?;
+    let messages = body["messages"].as_array().ok_or("messages is missing")?;
     if body["model"].as_str().is_none() {
         return Err("model is missing".into());
     }
@@ -366,10 +374,16 @@ pub fn check_openai(body: &Value) -> Result<(), String> {
             }
             _ => {
                 if !open.is_empty() {
-                    return Err(format!("calls without a result before message {i}: {open:?}"));
+                    return Err(format!(
+                        "calls without a result before message {i}: {open:?}"
+                    ));
                 }
                 if role == "assistant" {
-                    for call in message["tool_calls"].as_array().cloned().unwrap_or_default() {
+                    for call in message["tool_calls"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                    {
                         open.insert(call["id"].as_str().unwrap_or_default().to_string());
                     }
                 }
