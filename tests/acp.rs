@@ -10,6 +10,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::acp_client::{Acp, Sandbox, coalesce, updates_of};
 use support::mock_model::{MockModel, Reply, fixture};
+use support::sse::anthropic_tool_call;
 
 fn anthropic(sandbox: &Sandbox, mock: &MockModel) -> tokio::process::Command {
     let mut cmd = sandbox.command(&["acp"]);
@@ -28,19 +29,6 @@ fn normalize(value: Value, sandbox: &Sandbox) -> Value {
 
 fn prompt(session: &str, text: &str) -> Value {
     json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
-}
-
-/// An Anthropic stream in which the model calls one tool.
-fn tool_use_sse(id: &str, name: &str, input: &Value) -> String {
-    let partial = serde_json::to_string(&input.to_string()).unwrap();
-    format!(
-        "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_t\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"usage\":{{\"input_tokens\":10,\"output_tokens\":1}}}}}}\n\n\
-event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"tool_use\",\"id\":\"{id}\",\"name\":\"{name}\",\"input\":{{}}}}}}\n\n\
-event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":{partial}}}}}\n\n\
-event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\n\
-event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"tool_use\"}},\"usage\":{{\"output_tokens\":20}}}}\n\n\
-event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
-    )
 }
 
 #[tokio::test]
@@ -425,7 +413,7 @@ async fn requests_piped_without_waiting_are_handled_in_order_then_pincer_exits()
     let mock = MockModel::start().await;
     // The model wants a file outside the project, which needs permission;
     // stdin is already closed, so nobody can grant it.
-    mock.push(Reply::sse(tool_use_sse(
+    mock.push(Reply::sse(anthropic_tool_call(
         "toolu_out",
         "read",
         &json!({"path": secret}),
@@ -496,7 +484,7 @@ async fn permission_is_asked_for_reads_outside_the_project() {
     std::fs::write(&file, "outside\n").unwrap();
     let mock = MockModel::start().await;
     for _ in 0..2 {
-        mock.push(Reply::sse(tool_use_sse(
+        mock.push(Reply::sse(anthropic_tool_call(
             "toolu_p",
             "read",
             &json!({"path": file}),
@@ -688,4 +676,67 @@ async fn transient_provider_failures_are_retried_and_reported() {
         updates[0]
     );
     assert_eq!(mock.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_custom_provider_from_the_project_config_needs_no_key() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("openai/text.sse"));
+    sandbox.write(
+        ".pincer/config.toml",
+        &format!(
+            "model = \"local/qwen3-coder\"\n[providers.local]\napi = \"openai-completions\"\nbase_url = \"{}\"\nheaders = {{ \"X-Team\" = \"tools\" }}\n[[providers.local.models]]\nid = \"qwen3-coder\"\ncontext_window = 32768\n",
+            mock.openai_url()
+        ),
+    );
+    // No key of any provider in the environment.
+    let mut acp = Acp::spawn(sandbox.command(&["acp"]));
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp.send("session/prompt", prompt(&session, "hi")).await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    let usage = updates_of(&before).pop().unwrap();
+    assert_eq!(usage["sessionUpdate"], "usage_update");
+    assert_eq!(usage["size"], json!(32768));
+    let request = &mock.requests()[0];
+    assert_eq!(request.body["model"], "qwen3-coder");
+    assert_eq!(request.header("authorization"), None);
+    assert_eq!(request.header("x-team"), Some("tools"));
+    assert_eq!(request.body["messages"][0]["role"], "system");
+    assert!(request.body.get("max_tokens").is_some());
+}
+
+#[tokio::test]
+async fn the_model_flag_and_pincer_model_choose_the_model() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    for (flag, env, expected) in [
+        (
+            Some("anthropic/claude-opus-4-5"),
+            Some("anthropic/claude-haiku-4-5"),
+            "claude-opus-4-5",
+        ),
+        (None, Some("anthropic/claude-haiku-4-5"), "claude-haiku-4-5"),
+    ] {
+        let mut args = vec!["acp"];
+        if let Some(flag) = flag {
+            args.extend(["--model", flag]);
+        }
+        let mut cmd = sandbox.command(&args);
+        cmd.env("ANTHROPIC_API_KEY", "test-key")
+            .env("ANTHROPIC_BASE_URL", mock.anthropic_url());
+        if let Some(env) = env {
+            cmd.env("PINCER_MODEL", env);
+        }
+        let mut acp = Acp::spawn(cmd);
+        acp.initialize().await;
+        let session = acp.new_session(&sandbox.work()).await;
+        let id = acp.send("session/prompt", prompt(&session, "hi")).await;
+        acp.until_response(id).await;
+        assert_eq!(mock.requests().last().unwrap().body["model"], expected);
+    }
 }

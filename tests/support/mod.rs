@@ -1,3 +1,4 @@
 #![allow(dead_code)]
 pub mod acp_client;
 pub mod mock_model;
+pub mod sse;

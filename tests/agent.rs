@@ -1,0 +1,451 @@
+//! The agent loop through the library API, against the mock model server:
+//! event order and the invariants of DESIGN.md (every call gets a start, an
+//! end and a result; pairing by id; cancellation; what each assistant
+//! message records).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use pincer::agent::{self, AgentConfig, AgentEvent, AgentHost, AgentMessage, Permission, RunStop};
+use pincer::llm::catalog::Catalog;
+use pincer::llm::{
+    Api, AssistantContent, Content, LlmError, Message, Secret, StopReason, StreamConfig,
+    ThinkingLevel, ToolCall,
+};
+use pincer::tools::{self, CallInfo};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use support::mock_model::{MockModel, Reply};
+use support::sse::{anthropic_tool_call, anthropic_tool_calls};
+use tokio_util::sync::CancellationToken;
+
+struct Recorder {
+    events: Mutex<Vec<AgentEvent>>,
+    permission: Permission,
+    /// Cancelled when a permission is asked, to cancel mid-batch.
+    cancel_on_permission: Option<CancellationToken>,
+}
+
+impl Recorder {
+    fn new(permission: Permission) -> Self {
+        Self {
+            events: Mutex::new(Vec::new()),
+            permission,
+            cancel_on_permission: None,
+        }
+    }
+
+    /// Event names, with tool events tagged by call id.
+    fn names(&self) -> Vec<String> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| !matches!(e, AgentEvent::TextDelta(_) | AgentEvent::ThinkingDelta(_)))
+            .map(|e| match e {
+                AgentEvent::AgentStart => "agent_start".to_string(),
+                AgentEvent::TurnStart => "turn_start".to_string(),
+                AgentEvent::MessageStart => "message_start".to_string(),
+                AgentEvent::MessageEnd(_) => "message_end".to_string(),
+                AgentEvent::ToolExecutionStart { call, .. } => format!("tool_start {}", call.id),
+                AgentEvent::ToolExecutionEnd {
+                    call_id, output, ..
+                } => format!("tool_end {call_id} error={}", output.is_error),
+                AgentEvent::TurnEnd { .. } => "turn_end".to_string(),
+                AgentEvent::Retry { .. } => "retry".to_string(),
+                AgentEvent::AgentEnd { .. } => "agent_end".to_string(),
+                AgentEvent::TextDelta(_) | AgentEvent::ThinkingDelta(_) => unreachable!(),
+            })
+            .collect()
+    }
+}
+
+impl AgentHost for Recorder {
+    fn emit(&self, event: AgentEvent) {
+        self.events.lock().unwrap().push(event);
+    }
+
+    fn request_permission<'a>(
+        &'a self,
+        _call: &'a ToolCall,
+        _info: &'a CallInfo,
+        _reason: &'a str,
+    ) -> BoxFuture<'a, Permission> {
+        if let Some(token) = &self.cancel_on_permission {
+            token.cancel();
+        }
+        let answer = self.permission;
+        Box::pin(async move { answer })
+    }
+}
+
+fn config(mock: &MockModel) -> AgentConfig {
+    let url = mock.anthropic_url();
+    let catalog = Catalog::new(&Default::default(), &|k| {
+        (k == "ANTHROPIC_BASE_URL").then(|| url.clone())
+    });
+    AgentConfig {
+        model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
+        key: Some(Secret::new("test-key")),
+        thinking: ThinkingLevel::Off,
+        system_prompt: "You are a test.".to_string(),
+        max_turns: 10,
+        stream: StreamConfig {
+            idle_timeout: Duration::from_secs(5),
+        },
+        max_retries: 0,
+        retry_base_delay: Duration::from_millis(1),
+    }
+}
+
+fn tool_results(history: &[AgentMessage]) -> Vec<(String, bool, String)> {
+    history
+        .iter()
+        .filter_map(|m| match m {
+            AgentMessage::Llm {
+                message: Message::ToolResult(r),
+            } => {
+                let text = match &r.content[0] {
+                    Content::Text { text } => text.clone(),
+                    Content::Image { .. } => "<image>".to_string(),
+                };
+                Some((r.tool_call_id.clone(), r.is_error, text))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn events_come_in_order_and_every_call_gets_a_result() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("a.txt"), "alpha\n").unwrap();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_calls(&[
+        ("call_ok", "read", r#"{"path":"a.txt"}"#),
+        ("call_unknown", "teleport", r#"{"to":"mars"}"#),
+        ("call_badjson", "read", r#"{"path": "a.t"#),
+        ("call_badargs", "read", r#"{"offset": 3}"#),
+    ])));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let host = Recorder::new(Permission::Allow);
+    let mut history = Vec::new();
+    let stop = agent::run(
+        &reqwest::Client::new(),
+        &config(&mock),
+        &tools::builtin(),
+        project.path(),
+        &mut history,
+        vec![Content::text("go")],
+        &host,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(stop, RunStop::EndTurn);
+    assert_eq!(
+        host.names(),
+        vec![
+            "agent_start",
+            "turn_start",
+            "message_start",
+            "message_end",
+            "tool_start call_ok",
+            "tool_end call_ok error=false",
+            "tool_start call_unknown",
+            "tool_end call_unknown error=true",
+            "tool_start call_badjson",
+            "tool_end call_badjson error=true",
+            "tool_start call_badargs",
+            "tool_end call_badargs error=true",
+            "turn_end",
+            "turn_start",
+            "message_start",
+            "message_end",
+            "turn_end",
+            "agent_end",
+        ]
+    );
+    let results = tool_results(&history);
+    assert_eq!(
+        results
+            .iter()
+            .map(|(id, err, _)| (id.as_str(), *err))
+            .collect::<Vec<_>>(),
+        vec![
+            ("call_ok", false),
+            ("call_unknown", true),
+            ("call_badjson", true),
+            ("call_badargs", true),
+        ]
+    );
+    assert_eq!(results[0].2, "alpha");
+    assert_eq!(
+        results[1].2,
+        "Tool teleport not found. Available tools: read."
+    );
+    assert!(
+        results[2].2.contains("could not be parsed"),
+        "{}",
+        results[2].2
+    );
+    assert!(
+        results[3].2.starts_with("Invalid arguments for read"),
+        "{}",
+        results[3].2
+    );
+    // The model saw all four results, paired by id.
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn assistant_messages_record_where_they_came_from() {
+    let project = tempfile::tempdir().unwrap();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let host = Recorder::new(Permission::Allow);
+    let mut history = Vec::new();
+    agent::run(
+        &reqwest::Client::new(),
+        &config(&mock),
+        &tools::builtin(),
+        project.path(),
+        &mut history,
+        vec![Content::text("hi")],
+        &host,
+        &CancellationToken::new(),
+    )
+    .await;
+    let AgentMessage::Llm {
+        message: Message::Assistant(message),
+    } = &history[1]
+    else {
+        panic!("expected the assistant message, got {:?}", history[1]);
+    };
+    assert_eq!(message.provider, "anthropic");
+    assert_eq!(message.api, Api::AnthropicMessages);
+    assert_eq!(message.model, "claude-sonnet-4-5");
+    assert_eq!(message.stop_reason, StopReason::Stop);
+    assert_eq!(message.error_message, None);
+    assert_eq!(
+        message.content,
+        vec![AssistantContent::Text {
+            text: "Hello from the mock model.".to_string()
+        }]
+    );
+    assert!(message.usage.input > 0 && message.usage.output > 0);
+    assert!(message.usage.cost.total > 0.0);
+}
+
+#[tokio::test]
+async fn cancelling_mid_batch_still_answers_every_call() {
+    let project = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let far = outside.path().join("x.txt");
+    std::fs::write(&far, "x").unwrap();
+    std::fs::write(project.path().join("a.txt"), "alpha\n").unwrap();
+    let mock = MockModel::start().await;
+    let far_args = json!({"path": far}).to_string();
+    mock.push(Reply::sse(anthropic_tool_calls(&[
+        ("call_1", "read", r#"{"path":"a.txt"}"#),
+        ("call_2", "read", &far_args),
+        ("call_3", "read", r#"{"path":"a.txt"}"#),
+    ])));
+    let cancel = CancellationToken::new();
+    let mut host = Recorder::new(Permission::Cancelled);
+    host.cancel_on_permission = Some(cancel.clone());
+    let mut history = Vec::new();
+    let stop = agent::run(
+        &reqwest::Client::new(),
+        &config(&mock),
+        &tools::builtin(),
+        project.path(),
+        &mut history,
+        vec![Content::text("go")],
+        &host,
+        &cancel,
+    )
+    .await;
+    assert_eq!(stop, RunStop::Cancelled);
+    let results = tool_results(&history);
+    assert_eq!(
+        results,
+        vec![
+            ("call_1".to_string(), false, "alpha".to_string()),
+            (
+                "call_2".to_string(),
+                true,
+                "Cancelled by the user before this tool ran.".to_string()
+            ),
+            (
+                "call_3".to_string(),
+                true,
+                "Cancelled by the user before this tool ran.".to_string()
+            ),
+        ]
+    );
+    let names = host.names();
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("tool_start")).count(),
+        3
+    );
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("tool_end")).count(),
+        3
+    );
+    assert_eq!(names.last().map(String::as_str), Some("agent_end"));
+    assert_eq!(mock.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_failure_after_streaming_began_is_not_retried_and_keeps_the_text() {
+    let project = tempfile::tempdir().unwrap();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/overloaded_midstream.sse"));
+    let mut cfg = config(&mock);
+    cfg.max_retries = 3;
+    let host = Recorder::new(Permission::Allow);
+    let mut history = Vec::new();
+    let stop = agent::run(
+        &reqwest::Client::new(),
+        &cfg,
+        &tools::builtin(),
+        project.path(),
+        &mut history,
+        vec![Content::text("hi")],
+        &host,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert!(
+        matches!(stop, RunStop::Failed(LlmError::Overloaded { .. })),
+        "{stop:?}"
+    );
+    assert_eq!(mock.requests().len(), 1);
+    let AgentMessage::Llm {
+        message: Message::Assistant(message),
+    } = &history[1]
+    else {
+        panic!("expected the assistant message");
+    };
+    assert_eq!(message.stop_reason, StopReason::Error);
+    assert!(
+        message
+            .error_message
+            .as_deref()
+            .unwrap()
+            .contains("Overloaded")
+    );
+    assert!(!message.text().is_empty());
+}
+
+#[tokio::test]
+async fn a_stream_cut_off_before_its_end_is_an_error() {
+    let project = tempfile::tempdir().unwrap();
+    let mock = MockModel::start().await;
+    let full = support::mock_model::fixture("anthropic/text.sse");
+    let cut = &full[..full.find("event: message_delta").unwrap()];
+    mock.push(Reply::sse(cut));
+    let host = Recorder::new(Permission::Allow);
+    let mut history = Vec::new();
+    let stop = agent::run(
+        &reqwest::Client::new(),
+        &config(&mock),
+        &tools::builtin(),
+        project.path(),
+        &mut history,
+        vec![Content::text("hi")],
+        &host,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert!(
+        matches!(stop, RunStop::Failed(LlmError::MalformedStream { .. })),
+        "{stop:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_silent_provider_hits_the_idle_timeout() {
+    let project = tempfile::tempdir().unwrap();
+    let mock = MockModel::start().await;
+    mock.push(Reply::Stall {
+        body: support::mock_model::fixture("anthropic/text.sse"),
+        events: 2,
+    });
+    let mut cfg = config(&mock);
+    cfg.stream.idle_timeout = Duration::from_millis(300);
+    let host = Recorder::new(Permission::Allow);
+    let mut history = Vec::new();
+    let stop = agent::run(
+        &reqwest::Client::new(),
+        &cfg,
+        &tools::builtin(),
+        project.path(),
+        &mut history,
+        vec![Content::text("hi")],
+        &host,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert!(
+        matches!(stop, RunStop::Failed(LlmError::Timeout { .. })),
+        "{stop:?}"
+    );
+}
+
+#[tokio::test]
+async fn notices_never_reach_the_model() {
+    let history = vec![
+        AgentMessage::Llm {
+            message: Message::User {
+                content: vec![Content::text("hi")],
+            },
+        },
+        AgentMessage::Notice {
+            text: "retrying".to_string(),
+        },
+    ];
+    assert_eq!(
+        agent::convert_to_llm(agent::transform_context(&history)),
+        vec![Message::User {
+            content: vec![Content::text("hi")]
+        }]
+    );
+}
+
+#[tokio::test]
+async fn permission_rejected_becomes_an_error_result_the_model_sees() {
+    let project = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let far = outside.path().join("x.txt");
+    std::fs::write(&far, "x").unwrap();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "call_far",
+        "read",
+        &json!({"path": far}),
+    )));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let host = Recorder::new(Permission::Reject);
+    let mut history = Vec::new();
+    let stop = agent::run(
+        &reqwest::Client::new(),
+        &config(&mock),
+        &tools::builtin(),
+        project.path(),
+        &mut history,
+        vec![Content::text("go")],
+        &host,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(stop, RunStop::EndTurn);
+    let results = tool_results(&history);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].1);
+    assert!(results[0].2.contains("did not allow"), "{}", results[0].2);
+}
