@@ -55,7 +55,20 @@ pub fn stream(
         .iter()
         .filter(|(name, _)| !name.eq_ignore_ascii_case("content-type"))
     {
-        builder = builder.header(name, value);
+        match reqwest::header::HeaderValue::from_str(value) {
+            Ok(mut value) => {
+                // Keeps keys out of reqwest's and hyper's debug output.
+                let lower = name.to_ascii_lowercase();
+                if lower == "authorization" || lower.contains("api-key") || lower.contains("token")
+                {
+                    value.set_sensitive(true);
+                }
+                builder = builder.header(name, value);
+            }
+            Err(_) => {
+                tracing::warn!(header = %name, "skipping a header whose value is not valid HTTP")
+            }
+        }
     }
     let state = State::Start(Box::new(Start {
         request: builder,
