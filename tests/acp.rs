@@ -105,7 +105,7 @@ async fn prompt_with_a_tool_round_trip_streams_every_step() {
                 "toolCallId": "toolu_01",
                 "status": "completed",
                 "content": [{"type": "content", "content": {"type": "text", "text": "hello"}}],
-                "rawOutput": {"path": "$WORK/hello.txt", "start_line": 1, "end_line": 1, "total_lines": 1, "truncated": false}
+                "rawOutput": {"path": "$WORK/hello.txt", "startLine": 1, "endLine": 1, "totalLines": 1, "truncated": false}
             },
             {"sessionUpdate": "usage_update", "used": 1867, "size": 200000, "cost": {"amount": 0.007647, "currency": "USD"}},
             {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "The file says hello."}},

@@ -258,7 +258,7 @@ fn image_output(request: &Request, bytes: &[u8], mime_type: &str, image_input: b
     let given = &request.given;
     let details = json!({
         "path": request.resolved.display().to_string(),
-        "mime_type": mime_type,
+        "mimeType": mime_type,
         "bytes": bytes.len(),
     });
     if !image_input {
@@ -305,9 +305,9 @@ fn text_output(request: &Request, text: &str) -> ToolOutput {
     let details = |end_line: usize, truncated: bool| {
         json!({
             "path": path,
-            "start_line": start,
-            "end_line": end_line,
-            "total_lines": total,
+            "startLine": start,
+            "endLine": end_line,
+            "totalLines": total,
             "truncated": truncated,
         })
     };
@@ -453,9 +453,9 @@ mod tests {
     ) -> serde_json::Value {
         json!({
             "path": path,
-            "start_line": start,
-            "end_line": end,
-            "total_lines": total,
+            "startLine": start,
+            "endLine": end,
+            "totalLines": total,
             "truncated": truncated,
         })
     }
@@ -701,7 +701,7 @@ mod tests {
     async fn png_is_detected_by_content_and_sent_as_an_image() {
         let f = Fixture::new();
         let path = f.write("not-really.txt", PNG);
-        let details = json!({"path": path, "mime_type": "image/png", "bytes": PNG.len()});
+        let details = json!({"path": path, "mimeType": "image/png", "bytes": PNG.len()});
         assert_eq!(
             f.read(json!({"path": "not-really.txt"})).await,
             ToolOutput {
@@ -728,7 +728,7 @@ mod tests {
             text(
                 "Read image file not-really.txt [image/png, 67 bytes]. The image was omitted \
                  because the current model does not accept images.",
-                json!({"path": path, "mime_type": "image/png", "bytes": 67})
+                json!({"path": path, "mimeType": "image/png", "bytes": 67})
             )
         );
     }
