@@ -71,6 +71,19 @@ impl ToolOutput {
             details: serde_json::Value::Null,
         }
     }
+
+    /// The text parts, joined by newlines (images left out).
+    pub fn text(&self) -> String {
+        let parts: Vec<&str> = self
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                Content::Text { text } => Some(text.as_str()),
+                Content::Image { .. } => None,
+            })
+            .collect();
+        parts.join("\n")
+    }
 }
 
 /// Everything a running call may use.

@@ -65,15 +65,7 @@ fn raw_output(output: &ToolOutput) -> serde_json::Value {
     if !output.details.is_null() {
         return output.details.clone();
     }
-    let text: Vec<&str> = output
-        .content
-        .iter()
-        .filter_map(|c| match c {
-            Content::Text { text } => Some(text.as_str()),
-            Content::Image { .. } => None,
-        })
-        .collect();
-    serde_json::json!({ "output": text.join("\n"), "isError": output.is_error })
+    serde_json::json!({ "output": output.text(), "isError": output.is_error })
 }
 
 /// The update an editor should see for an event, if any. `total_cost` is the

@@ -190,15 +190,7 @@ impl AgentHost for PrintHost {
             }
             AgentEvent::ToolExecutionStart { info, .. } => eprintln!("→ {}", info.title),
             AgentEvent::ToolExecutionEnd { output, .. } if output.is_error => {
-                let text: Vec<String> = output
-                    .content
-                    .iter()
-                    .filter_map(|c| match c {
-                        Content::Text { text } => Some(text.clone()),
-                        Content::Image { .. } => None,
-                    })
-                    .collect();
-                eprintln!("  ✗ {}", text.join(" "));
+                eprintln!("  ✗ {}", output.text());
             }
             AgentEvent::Retry { error, delay, .. } => {
                 eprintln!("pincer: {error}; retrying in {:.1} s", delay.as_secs_f64());
