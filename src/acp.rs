@@ -41,8 +41,12 @@ pub struct ServeOptions {
 /// has been answered.
 pub async fn serve_stdio(options: ServeOptions) -> Result<(), Error> {
     let drain = Drain::new();
-    let transport = transport::lines(tokio::io::stdin(), tokio::io::stdout(), drain.clone());
-    serve(transport, drain, options).await
+    let transport = transport::lines(tokio::io::stdin(), std::io::stdout(), drain.clone());
+    // The connection runs on a runtime worker rather than the thread that
+    // waits for it, which saves a thread hand-off per message.
+    tokio::spawn(serve(transport, drain, options))
+        .await
+        .map_err(Error::into_internal_error)?
 }
 
 /// Serves ACP over any transport (tests use in-memory pipes).

@@ -406,10 +406,15 @@ async fn stream_once(
         config.stream,
     );
     let mut builder = MessageBuilder::new();
+    // An event read ahead while joining deltas; `Some(None)` is the end.
+    let mut peeked: Option<Option<Result<StreamEvent, LlmError>>> = None;
     loop {
-        let next = tokio::select! {
-            next = stream.next() => next,
-            () = cancel.cancelled() => None,
+        let next = match peeked.take() {
+            Some(next) => next,
+            None => tokio::select! {
+                next = stream.next() => next,
+                () = cancel.cancelled() => None,
+            },
         };
         let next = match next {
             Some(next) => next,
@@ -440,12 +445,45 @@ async fn stream_once(
             *started = true;
             host.emit(AgentEvent::MessageStart);
         }
+        let event = join_ready_deltas(event, &mut stream, &mut peeked);
         match &event {
             StreamEvent::TextDelta(text) => host.emit(AgentEvent::TextDelta(text.clone())),
             StreamEvent::ThinkingDelta(text) => host.emit(AgentEvent::ThinkingDelta(text.clone())),
             _ => {}
         }
         builder.apply(&event);
+    }
+}
+
+/// Joins a text or thinking delta with the deltas of the same kind that have
+/// already arrived. A fast stream then costs one editor update per network
+/// read instead of one per token, while a slow one is passed on as it comes.
+/// The first event of another kind is left in `peeked`.
+fn join_ready_deltas(
+    event: StreamEvent,
+    stream: &mut futures::stream::BoxStream<'static, Result<StreamEvent, LlmError>>,
+    peeked: &mut Option<Option<Result<StreamEvent, LlmError>>>,
+) -> StreamEvent {
+    use futures::FutureExt;
+    let (mut text, thinking) = match event {
+        StreamEvent::TextDelta(text) => (text, false),
+        StreamEvent::ThinkingDelta(text) => (text, true),
+        other => return other,
+    };
+    while let Some(next) = stream.next().now_or_never() {
+        match next {
+            Some(Ok(StreamEvent::TextDelta(more))) if !thinking => text.push_str(&more),
+            Some(Ok(StreamEvent::ThinkingDelta(more))) if thinking => text.push_str(&more),
+            other => {
+                *peeked = Some(other);
+                break;
+            }
+        }
+    }
+    if thinking {
+        StreamEvent::ThinkingDelta(text)
+    } else {
+        StreamEvent::TextDelta(text)
     }
 }
 

@@ -11,7 +11,7 @@ use agent_client_protocol::v1::schema::{
     ClientCapabilities, ContentBlock, ContentChunk, Notice, NoticeSeverity, PermissionOption,
     PermissionOptionKind, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
-    SessionNotification, SessionUpdate, TextContent, ToolCallUpdate, ToolCallUpdateFields,
+    SessionId, SessionNotification, SessionUpdate, TextContent, ToolCallUpdate, ToolCallUpdateFields,
 };
 use agent_client_protocol::{Client, Error};
 use futures::future::BoxFuture;
@@ -28,7 +28,7 @@ pub const MODEL_OPTION: &str = "model";
 pub const THOUGHT_OPTION: &str = "thought_level";
 
 pub struct Session {
-    id: String,
+    id: SessionId,
     cwd: PathBuf,
     settings: Settings,
     tools: Vec<Arc<dyn Tool>>,
@@ -52,7 +52,7 @@ impl Session {
     pub fn new(id: String, cwd: PathBuf, settings: Settings, model: Model) -> Self {
         let thinking = clamp_thinking(&model, settings.thinking());
         Self {
-            id,
+            id: SessionId::new(id),
             cwd,
             settings,
             tools: tools::builtin(),
@@ -296,7 +296,11 @@ impl AgentHost for AcpHost {
             });
             return;
         }
-        let total_cost = lock(&self.session.state).total_cost;
+        // Only usage reports carry the cost; deltas skip the lock.
+        let total_cost = match event {
+            AgentEvent::TurnEnd { .. } => lock(&self.session.state).total_cost,
+            _ => 0.0,
+        };
         if let Some(update) = updates::session_update(&event, total_cost) {
             self.send(update);
         }

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::{Sink, Stream};
 use serde::Deserialize;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -121,7 +121,46 @@ impl Drain {
 type LineStream = Pin<Box<dyn Stream<Item = std::io::Result<String>> + Send>>;
 type LineSink = Pin<Box<dyn Sink<String, Error = std::io::Error> + Send>>;
 
+/// Lines waiting for the writer; a full queue makes the sender wait, so a
+/// slow reader on the other end of stdout cannot make pincer's memory grow.
+const OUTGOING_QUEUE: usize = 1024;
+
+/// Writes queued lines on a thread of its own: every line that is waiting
+/// goes out in one write and one flush. (Handing each line to tokio's
+/// blocking pool cost more CPU than everything else pincer does per
+/// streamed token.)
+fn write_lines(
+    rx: &mut tokio::sync::mpsc::Receiver<String>,
+    mut writer: impl std::io::Write,
+    drain: &Drain,
+) {
+    let mut batch: Vec<String> = Vec::with_capacity(64);
+    let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        while batch.len() < OUTGOING_QUEUE {
+            match rx.try_recv() {
+                Ok(line) => batch.push(line),
+                Err(_) => break,
+            }
+        }
+        buffer.clear();
+        for line in &batch {
+            buffer.extend_from_slice(line.as_bytes());
+            buffer.push(b'\n');
+        }
+        if let Err(e) = writer.write_all(&buffer).and_then(|()| writer.flush()) {
+            tracing::debug!(error = %e, "stdout is closed");
+            return;
+        }
+        for line in batch.drain(..) {
+            drain.on_outgoing(&line);
+        }
+    }
+}
+
 /// The transport over any reader and writer (stdin/stdout in production).
+/// The writer is driven by a thread of its own.
 pub fn lines<R, W>(
     reader: R,
     writer: W,
@@ -129,7 +168,7 @@ pub fn lines<R, W>(
 ) -> agent_client_protocol::Lines<LineSink, LineStream>
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
-    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+    W: std::io::Write + Send + 'static,
 {
     let incoming = futures::stream::unfold(
         (BufReader::new(reader), drain.clone()),
@@ -155,18 +194,19 @@ where
             }
         },
     );
-    let outgoing = futures::sink::unfold(
-        (writer, drain),
-        |(mut writer, drain), line: String| async move {
-            let mut bytes = line.into_bytes();
-            bytes.push(b'\n');
-            writer.write_all(&bytes).await?;
-            writer.flush().await?;
-            bytes.pop();
-            drain.on_outgoing(std::str::from_utf8(&bytes).unwrap_or_default());
-            Ok::<_, std::io::Error>((writer, drain))
-        },
-    );
+    let (lines_tx, mut lines_rx) = tokio::sync::mpsc::channel::<String>(OUTGOING_QUEUE);
+    let writer = std::thread::Builder::new()
+        .name("pincer-stdout".to_string())
+        .spawn(move || write_lines(&mut lines_rx, writer, &drain));
+    if let Err(e) = writer {
+        tracing::error!(error = %e, "cannot start the stdout writer thread");
+    }
+    let outgoing = futures::sink::unfold(lines_tx, |tx, line: String| async move {
+        tx.send(line)
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdout is closed"))?;
+        Ok::<_, std::io::Error>(tx)
+    });
     agent_client_protocol::Lines::new(
         Box::pin(outgoing) as LineSink,
         Box::pin(incoming) as LineStream,
