@@ -406,84 +406,119 @@ async fn stream_once(
         config.stream,
     );
     let mut builder = MessageBuilder::new();
-    // An event read ahead while joining deltas; `Some(None)` is the end.
-    let mut peeked: Option<Option<Result<StreamEvent, LlmError>>> = None;
+    let mut deltas = DeltaThrottle::new(DELTA_INTERVAL);
     loop {
-        let next = match peeked.take() {
-            Some(next) => next,
-            None => tokio::select! {
-                next = stream.next() => next,
-                () = cancel.cancelled() => None,
-            },
+        let flush_at = deltas.deadline();
+        let next = tokio::select! {
+            next = stream.next() => next,
+            () = sleep_until(flush_at), if flush_at.is_some() => {
+                deltas.flush(host);
+                continue;
+            }
+            () = cancel.cancelled() => None,
         };
         let next = match next {
             Some(next) => next,
-            None if cancel.is_cancelled() => {
-                if !*started {
-                    *started = true;
-                    host.emit(AgentEvent::MessageStart);
-                }
-                return Attempt::Done(builder.finish(
-                    &config.model,
-                    None,
-                    Some((StopReason::Aborted, CANCELLED.to_string())),
-                ));
-            }
             None => {
+                deltas.flush(host);
                 if !*started {
                     *started = true;
                     host.emit(AgentEvent::MessageStart);
                 }
-                return Attempt::Done(builder.finish(&config.model, None, None));
+                let aborted = cancel
+                    .is_cancelled()
+                    .then(|| (StopReason::Aborted, CANCELLED.to_string()));
+                return Attempt::Done(builder.finish(&config.model, None, aborted));
             }
         };
         let event = match next {
             Ok(event) => event,
-            Err(error) => return Attempt::Failed { builder, error },
+            Err(error) => {
+                deltas.flush(host);
+                return Attempt::Failed { builder, error };
+            }
         };
         if !*started {
             *started = true;
             host.emit(AgentEvent::MessageStart);
         }
-        let event = join_ready_deltas(event, &mut stream, &mut peeked);
         match &event {
-            StreamEvent::TextDelta(text) => host.emit(AgentEvent::TextDelta(text.clone())),
-            StreamEvent::ThinkingDelta(text) => host.emit(AgentEvent::ThinkingDelta(text.clone())),
+            StreamEvent::TextDelta(text) => deltas.push(false, text, host),
+            StreamEvent::ThinkingDelta(text) => deltas.push(true, text, host),
             _ => {}
         }
         builder.apply(&event);
     }
 }
 
-/// Joins a text or thinking delta with the deltas of the same kind that have
-/// already arrived. A fast stream then costs one editor update per network
-/// read instead of one per token, while a slow one is passed on as it comes.
-/// The first event of another kind is left in `peeked`.
-fn join_ready_deltas(
-    event: StreamEvent,
-    stream: &mut futures::stream::BoxStream<'static, Result<StreamEvent, LlmError>>,
-    peeked: &mut Option<Option<Result<StreamEvent, LlmError>>>,
-) -> StreamEvent {
-    use futures::FutureExt;
-    let (mut text, thinking) = match event {
-        StreamEvent::TextDelta(text) => (text, false),
-        StreamEvent::ThinkingDelta(text) => (text, true),
-        other => return other,
-    };
-    while let Some(next) = stream.next().now_or_never() {
-        match next {
-            Some(Ok(StreamEvent::TextDelta(more))) if !thinking => text.push_str(&more),
-            Some(Ok(StreamEvent::ThinkingDelta(more))) if thinking => text.push_str(&more),
-            other => {
-                *peeked = Some(other);
-                break;
-            }
+/// How often, at most, streamed text reaches the frontend while tokens
+/// arrive faster than that: about a display frame. The first delta after a
+/// quiet spell goes out at once, so a slow stream is not delayed.
+const DELTA_INTERVAL: Duration = Duration::from_millis(16);
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Joins text (or thinking) deltas that arrive within one interval into one
+/// event. A fast stream then costs the editor one update per frame instead of
+/// one per token; what the model sent is unchanged.
+struct DeltaThrottle {
+    interval: Duration,
+    thinking: bool,
+    text: String,
+    last_emit: Option<tokio::time::Instant>,
+}
+
+impl DeltaThrottle {
+    fn new(interval: Duration) -> Self {
+        Self {
+            interval,
+            thinking: false,
+            text: String::new(),
+            last_emit: None,
         }
     }
-    if thinking {
-        StreamEvent::ThinkingDelta(text)
-    } else {
-        StreamEvent::TextDelta(text)
+
+    fn push(&mut self, thinking: bool, text: &str, host: &dyn AgentHost) {
+        if thinking != self.thinking {
+            self.flush(host);
+            self.thinking = thinking;
+        }
+        self.text.push_str(text);
+        let due = self
+            .last_emit
+            .is_none_or(|last| last.elapsed() >= self.interval);
+        if due {
+            self.flush(host);
+        }
+    }
+
+    /// When the buffered text must go out.
+    fn deadline(&self) -> Option<tokio::time::Instant> {
+        if self.text.is_empty() {
+            return None;
+        }
+        Some(
+            self.last_emit
+                .map_or_else(tokio::time::Instant::now, |last| last + self.interval),
+        )
+    }
+
+    fn flush(&mut self, host: &dyn AgentHost) {
+        if self.text.is_empty() {
+            return;
+        }
+        let text = std::mem::take(&mut self.text);
+        host.emit(if self.thinking {
+            AgentEvent::ThinkingDelta(text)
+        } else {
+            AgentEvent::TextDelta(text)
+        });
+        self.last_emit = Some(tokio::time::Instant::now());
     }
 }
 

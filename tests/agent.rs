@@ -449,3 +449,80 @@ async fn permission_rejected_becomes_an_error_result_the_model_sees() {
     assert!(results[0].1);
     assert!(results[0].2.contains("did not allow"), "{}", results[0].2);
 }
+
+fn text_deltas(host: &Recorder) -> Vec<String> {
+    host.events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TextDelta(text) => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An Anthropic text reply streamed as `n` deltas `t0 t1 …`.
+fn many_deltas(n: usize) -> String {
+    let mut body = String::from(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+    );
+    for i in 0..n {
+        body.push_str(&format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"t{i} \"}}}}\n\n"
+        ));
+    }
+    body.push_str(
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":9}}\n\n\
+event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+    body
+}
+
+async fn run_text(mock: &MockModel) -> Recorder {
+    let project = tempfile::tempdir().unwrap();
+    let host = Recorder::new(Permission::Allow);
+    let mut history = Vec::new();
+    let stop = agent::run(
+        &reqwest::Client::new(),
+        &config(mock),
+        &tools::builtin(),
+        project.path(),
+        &mut history,
+        vec![Content::text("hi")],
+        &host,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(stop, RunStop::EndTurn);
+    host
+}
+
+#[tokio::test]
+async fn a_fast_stream_reaches_the_frontend_in_fewer_bigger_updates() {
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(many_deltas(3000)));
+    let host = run_text(&mock).await;
+    let deltas = text_deltas(&host);
+    let expected: String = (0..3000).map(|i| format!("t{i} ")).collect();
+    assert_eq!(deltas.concat(), expected);
+    assert!(
+        deltas.len() < 1000,
+        "3000 deltas arriving at once were sent as {} updates",
+        deltas.len()
+    );
+}
+
+#[tokio::test]
+async fn a_slow_stream_is_passed_on_delta_by_delta() {
+    let mock = MockModel::start().await;
+    mock.push(Reply::Sse {
+        body: many_deltas(5),
+        delay: Duration::from_millis(100),
+        gate: None,
+    });
+    let host = run_text(&mock).await;
+    assert_eq!(text_deltas(&host), vec!["t0 ", "t1 ", "t2 ", "t3 ", "t4 "]);
+}

@@ -10,8 +10,8 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ClientCapabilities, ContentBlock, ContentChunk, Notice, NoticeSeverity, PermissionOption,
     PermissionOptionKind, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
-    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
-    SessionId, SessionNotification, SessionUpdate, TextContent, ToolCallUpdate, ToolCallUpdateFields,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
+    SessionNotification, SessionUpdate, TextContent, ToolCallUpdate, ToolCallUpdateFields,
 };
 use agent_client_protocol::{Client, Error};
 use futures::future::BoxFuture;
