@@ -39,10 +39,14 @@ enum Command {
 fn main() -> std::process::ExitCode {
     init_logging();
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `pincer acp` waits on pipes and sockets almost all the time; one
+    // thread avoids a cross-thread wake-up per streamed event. Blocking work
+    // (files, processes) runs on tokio's blocking pool either way.
+    let mut builder = match cli.command {
+        Command::Acp { .. } => tokio::runtime::Builder::new_current_thread(),
+        Command::Run { .. } => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("pincer: cannot start the async runtime: {e}");
