@@ -8,6 +8,7 @@
 //! holds for its whole run, so a second prompt for a busy session waits its
 //! turn instead of interleaving.
 
+mod editor;
 mod session;
 pub mod transport;
 pub mod updates;

@@ -9,6 +9,8 @@
 //! [`transform_context`] and [`convert_to_llm`] before each model call; a
 //! cancelled run stops the stream and the tools and records what happened.
 
+pub mod permission;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +24,10 @@ use crate::llm::{
     StopReason, StreamConfig, StreamEvent, ThinkingLevel, ToolCall, ToolResultMessage, ToolSpec,
     Usage,
 };
-use crate::tools::{CallInfo, Tool, ToolContext, ToolOutput};
+use crate::tools::{
+    CallInfo, Display, LocalWorkspace, Terminals, Tool, ToolContext, ToolOutput, Workspace,
+};
+pub use permission::{Answer, Decision, Mode, Permissions};
 
 /// An entry of a session's history. Only `Llm` entries reach the model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -69,6 +74,11 @@ pub enum AgentEvent {
         call: ToolCall,
         info: CallInfo,
     },
+    /// What a running call has produced so far (replaces earlier updates).
+    ToolExecutionUpdate {
+        call_id: String,
+        display: Vec<Display>,
+    },
     ToolExecutionEnd {
         call_id: String,
         tool_name: String,
@@ -104,25 +114,26 @@ pub enum RunStop {
     Failed(LlmError),
 }
 
-/// The user's answer to a permission question.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Permission {
-    Allow,
-    Reject,
-    /// The question was withdrawn (the run was cancelled).
-    Cancelled,
-}
-
 /// The frontend side of a run.
 pub trait AgentHost: Send + Sync {
     fn emit(&self, event: AgentEvent);
-    /// Asks the user whether `call` may run; `reason` says why it is asked.
+    /// Asks the user whether `call` may run; `reason` says why it is asked
+    /// and `preview` shows what it would do (the diff of an edit).
     fn request_permission<'a>(
         &'a self,
         call: &'a ToolCall,
         info: &'a CallInfo,
         reason: &'a str,
-    ) -> BoxFuture<'a, Permission>;
+        preview: Vec<Display>,
+    ) -> BoxFuture<'a, Answer>;
+    /// Where tools read and write files.
+    fn workspace(&self) -> Arc<dyn Workspace> {
+        Arc::new(LocalWorkspace)
+    }
+    /// Terminals the frontend runs commands in, if it offers them.
+    fn terminals(&self) -> Option<Arc<dyn Terminals>> {
+        None
+    }
 }
 
 /// How to reach the model and how long to keep going.
@@ -136,6 +147,8 @@ pub struct AgentConfig {
     pub stream: StreamConfig,
     pub max_retries: u32,
     pub retry_base_delay: Duration,
+    /// The session's mode and remembered answers.
+    pub permissions: Arc<Permissions>,
 }
 
 /// Runs one prompt to completion. New messages are appended to `history` as
@@ -170,14 +183,6 @@ async fn run_turns(
     host: &dyn AgentHost,
     cancel: &CancellationToken,
 ) -> RunStop {
-    let specs: Vec<ToolSpec> = tools
-        .iter()
-        .map(|t| ToolSpec {
-            name: t.name().to_string(),
-            description: t.description().to_string(),
-            parameters: t.parameters(),
-        })
-        .collect();
     let mut turns = 0;
     loop {
         if cancel.is_cancelled() {
@@ -188,10 +193,21 @@ async fn run_turns(
         }
         turns += 1;
         host.emit(AgentEvent::TurnStart);
+        // The mode may change between turns (the user switches it).
+        let mode = config.permissions.mode();
+        let specs: Vec<ToolSpec> = tools
+            .iter()
+            .filter(|t| mode.offers(t.as_ref()))
+            .map(|t| ToolSpec {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+                parameters: t.parameters(),
+            })
+            .collect();
         let request = Request {
             system: config.system_prompt.clone(),
             messages: convert_to_llm(transform_context(history)),
-            tools: specs.clone(),
+            tools: specs,
             thinking: config.thinking,
             max_tokens: None,
         };
@@ -213,7 +229,7 @@ async fn run_turns(
                     call: call.clone(),
                     info,
                 });
-                ToolOutput::error("Cancelled by the user before this tool ran.")
+                ToolOutput::error(CANCELLED_BEFORE_RUN)
             } else {
                 let output = execute_call(config, tools, cwd, call, host, cancel).await;
                 cancelled = cancel.is_cancelled();
@@ -297,32 +313,68 @@ async fn execute_call(
             call.name
         ));
     }
-    if let Some(reason) = tool.needs_permission(&call.arguments, cwd) {
-        let answer = tokio::select! {
-            answer = host.request_permission(call, &info, &reason) => answer,
-            () = cancel.cancelled() => Permission::Cancelled,
-        };
-        match answer {
-            Permission::Allow => {}
-            Permission::Reject => {
-                return ToolOutput::error(format!(
-                    "The user did not allow this call ({reason}). Do not retry it; ask the user or continue another way."
-                ));
-            }
-            Permission::Cancelled => {
-                return ToolOutput::error("Cancelled by the user before this tool ran.");
-            }
-        }
-    }
+    let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
     let ctx = ToolContext {
         cwd: cwd.to_path_buf(),
         cancel: cancel.child_token(),
         image_input: config.model.image_input,
+        workspace: host.workspace(),
+        terminals: host.terminals(),
+        progress: Arc::new(move |display| {
+            // The receiver lives until the call ends; later sends are moot.
+            let _ = progress_tx.send(display);
+        }),
     };
-    let output = tool.execute(call.arguments.clone(), &ctx).await;
+    match config.permissions.decide(tool.as_ref(), &info, &call.arguments) {
+        Decision::Allow => {}
+        Decision::Reject(reason) => {
+            return ToolOutput::error(format!(
+                "Not run: {reason}. Do not retry it; continue another way or ask the user."
+            ));
+        }
+        Decision::Ask(reason) => {
+            let preview = tool.preview(&call.arguments, &ctx).await;
+            let answer = tokio::select! {
+                answer = host.request_permission(call, &info, &reason, preview) => answer,
+                () = cancel.cancelled() => Answer::Cancelled,
+            };
+            match answer {
+                Answer::AllowOnce => {}
+                Answer::AllowAlways => {
+                    config.permissions.remember(true, tool.as_ref(), &call.arguments);
+                }
+                Answer::RejectOnce | Answer::RejectAlways => {
+                    if answer == Answer::RejectAlways {
+                        config.permissions.remember(false, tool.as_ref(), &call.arguments);
+                    }
+                    return ToolOutput::error(format!(
+                        "The user declined this call ({reason}). Do not retry it; ask the user or continue another way."
+                    ));
+                }
+                Answer::Cancelled => {
+                    // Withdrawing the question ends the turn.
+                    cancel.cancel();
+                    return ToolOutput::error(CANCELLED_BEFORE_RUN);
+                }
+            }
+        }
+    }
+    let run = tool.execute(call.arguments.clone(), &ctx);
+    tokio::pin!(run);
+    let output = loop {
+        tokio::select! {
+            output = &mut run => break output,
+            Some(display) = progress_rx.recv() => host.emit(AgentEvent::ToolExecutionUpdate {
+                call_id: call.id.clone(),
+                display,
+            }),
+        }
+    };
     ctx.cancel.cancel();
     output
 }
+
+const CANCELLED_BEFORE_RUN: &str = "Cancelled by the user before this tool ran.";
 
 /// One model call, retried on transient failures before anything streamed.
 /// Returns the message (with `StopReason::Error` on failure) and the typed

@@ -55,6 +55,8 @@ pub struct Config {
     pub max_turns: Option<u32>,
     /// Seconds without a byte from the provider before a stream fails.
     pub stream_idle_timeout: Option<u64>,
+    /// The mode new sessions start in: default, accept-edits, plan, bypass.
+    pub default_mode: Option<crate::agent::Mode>,
     /// Retries of transient provider failures (rate limits, overload, 5xx).
     pub max_retries: Option<u32>,
     /// Base of the exponential retry backoff, in milliseconds.
@@ -72,6 +74,7 @@ impl Config {
         self.max_turns = other.max_turns.or(self.max_turns);
         self.stream_idle_timeout = other.stream_idle_timeout.or(self.stream_idle_timeout);
         self.max_retries = other.max_retries.or(self.max_retries);
+        self.default_mode = other.default_mode.or(self.default_mode);
         self.retry_base_delay_ms = other.retry_base_delay_ms.or(self.retry_base_delay_ms);
         for (name, provider) in other.providers {
             match self.providers.get_mut(&name) {
@@ -240,6 +243,38 @@ impl Settings {
         .find(|(var, _)| self.env(var).is_some())
         .map_or("anthropic/claude-sonnet-4-5", |(_, id)| id);
         Ok(self.catalog.resolve(fallback)?)
+    }
+
+    /// How a run reaches `model`, with this config's limits and retries.
+    pub fn agent_config(
+        &self,
+        model: Model,
+        thinking: ThinkingLevel,
+        system_prompt: String,
+        permissions: std::sync::Arc<crate::agent::Permissions>,
+    ) -> crate::agent::AgentConfig {
+        crate::agent::AgentConfig {
+            key: self.api_key(&model),
+            model,
+            thinking,
+            system_prompt,
+            max_turns: self.max_turns(),
+            stream: crate::llm::StreamConfig {
+                idle_timeout: std::time::Duration::from_secs(
+                    self.config.stream_idle_timeout.unwrap_or(120),
+                ),
+            },
+            max_retries: self.config.max_retries.unwrap_or(3),
+            retry_base_delay: std::time::Duration::from_millis(
+                self.config.retry_base_delay_ms.unwrap_or(2000),
+            ),
+            permissions,
+        }
+    }
+
+    /// The mode sessions start in.
+    pub fn default_mode(&self) -> crate::agent::Mode {
+        self.config.default_mode.unwrap_or_default()
     }
 
     pub fn thinking(&self) -> ThinkingLevel {

@@ -8,6 +8,7 @@
 pub mod read;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
@@ -46,6 +47,20 @@ pub struct CallInfo {
     pub locations: Vec<Location>,
 }
 
+/// What the editor shows for a call, besides the text the model gets.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Display {
+    Text(String),
+    /// A file change; `old_text` is `None` for a new file.
+    Diff {
+        path: PathBuf,
+        old_text: Option<String>,
+        new_text: String,
+    },
+    /// A terminal the editor created (ACP `terminal/create`), shown live.
+    Terminal(String),
+}
+
 /// What a call returns to the model (and, as `details`, to the editor).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolOutput {
@@ -53,6 +68,9 @@ pub struct ToolOutput {
     pub is_error: bool,
     /// Structured output for the editor (`rawOutput`); not sent to the model.
     pub details: serde_json::Value,
+    /// What the editor shows in place of `content` (a diff, a terminal);
+    /// empty means `content` itself.
+    pub display: Vec<Display>,
 }
 
 impl ToolOutput {
@@ -61,6 +79,7 @@ impl ToolOutput {
             content: vec![Content::text(text)],
             is_error: false,
             details: serde_json::Value::Null,
+            display: Vec::new(),
         }
     }
 
@@ -69,6 +88,7 @@ impl ToolOutput {
             content: vec![Content::text(text)],
             is_error: true,
             details: serde_json::Value::Null,
+            display: Vec::new(),
         }
     }
 
@@ -86,8 +106,72 @@ impl ToolOutput {
     }
 }
 
+/// Reports what a running call has produced so far (it replaces what the
+/// editor shows for the call).
+pub type Progress = Arc<dyn Fn(Vec<Display>) + Send + Sync>;
+
+/// Where files are read and written: the local disk, or the editor (which
+/// sees unsaved buffers and puts edits into its review UI).
+pub trait Workspace: Send + Sync {
+    /// The text of a file as the user sees it.
+    fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, std::io::Result<String>>;
+    /// Replaces a file's text, creating the file (its directory exists).
+    fn write_text<'a>(&'a self, path: &'a Path, text: &'a str) -> BoxFuture<'a, std::io::Result<()>>;
+}
+
+/// Files on the local disk.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LocalWorkspace;
+
+impl Workspace for LocalWorkspace {
+    fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, std::io::Result<String>> {
+        Box::pin(tokio::fs::read_to_string(path))
+    }
+
+    fn write_text<'a>(&'a self, path: &'a Path, text: &'a str) -> BoxFuture<'a, std::io::Result<()>> {
+        Box::pin(tokio::fs::write(path, text))
+    }
+}
+
+/// A command to run in an editor terminal (ACP `terminal/create`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TerminalCommand {
+    pub command: String,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    pub env: Vec<(String, String)>,
+    /// Bytes of output the editor keeps (it drops the oldest).
+    pub output_byte_limit: Option<u64>,
+}
+
+/// How a terminal's process ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TerminalExit {
+    pub exit_code: Option<u32>,
+    pub signal: Option<String>,
+}
+
+/// What an editor terminal has printed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TerminalOutput {
+    pub output: String,
+    pub truncated: bool,
+    pub exit: Option<TerminalExit>,
+}
+
+/// Terminals the editor runs for pincer (when it advertises `terminal`).
+pub trait Terminals: Send + Sync {
+    /// Starts the command; returns the terminal id.
+    fn create(&self, command: TerminalCommand) -> BoxFuture<'_, std::io::Result<String>>;
+    fn output<'a>(&'a self, id: &'a str) -> BoxFuture<'a, std::io::Result<TerminalOutput>>;
+    fn wait_for_exit<'a>(&'a self, id: &'a str) -> BoxFuture<'a, std::io::Result<TerminalExit>>;
+    fn kill<'a>(&'a self, id: &'a str) -> BoxFuture<'a, std::io::Result<()>>;
+    /// Frees the terminal; the editor keeps showing its output.
+    fn release<'a>(&'a self, id: &'a str) -> BoxFuture<'a, std::io::Result<()>>;
+}
+
 /// Everything a running call may use.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ToolContext {
     /// The session's working directory; relative paths resolve against it.
     pub cwd: PathBuf,
@@ -95,6 +179,34 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// Whether the model accepts images (otherwise tools describe them).
     pub image_input: bool,
+    pub workspace: Arc<dyn Workspace>,
+    /// Editor terminals, when the editor offers them.
+    pub terminals: Option<Arc<dyn Terminals>>,
+    pub progress: Progress,
+}
+
+impl ToolContext {
+    /// A context on the local disk with no editor attached.
+    pub fn local(cwd: PathBuf) -> Self {
+        Self {
+            cwd,
+            cancel: CancellationToken::new(),
+            image_input: true,
+            workspace: Arc::new(LocalWorkspace),
+            terminals: None,
+            progress: Arc::new(|_| {}),
+        }
+    }
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("cwd", &self.cwd)
+            .field("image_input", &self.image_input)
+            .field("terminals", &self.terminals.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 pub trait Tool: Send + Sync {
@@ -103,13 +215,27 @@ pub trait Tool: Send + Sync {
     fn description(&self) -> &'static str;
     /// JSON Schema of the arguments.
     fn parameters(&self) -> serde_json::Value;
-    /// Title, kind and locations of a call, for the editor.
+    /// Title, kind and locations of a call, for the editor. The locations
+    /// are also the paths the permission check looks at.
     fn describe(&self, args: &serde_json::Value, cwd: &Path) -> CallInfo;
-    /// `Some(reason)` when this call must be approved by the user first.
-    fn needs_permission(&self, args: &serde_json::Value, cwd: &Path) -> Option<String>;
     /// Whether the tool changes the machine (write, edit, commands). Such
-    /// tools are not offered in read-only modes.
+    /// calls ask first, and are not offered in read-only modes.
     fn mutating(&self) -> bool;
+    /// What "always allow" remembers for this call: for a shell command the
+    /// prefix of each command in it ("cargo test"), empty for the tool as a
+    /// whole.
+    fn permission_scopes(&self, _args: &serde_json::Value) -> Vec<String> {
+        Vec::new()
+    }
+    /// What the editor should show when asking permission (the diff of an
+    /// edit), computed without changing anything.
+    fn preview<'a>(
+        &'a self,
+        _args: &'a serde_json::Value,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Vec<Display>> {
+        Box::pin(async { Vec::new() })
+    }
     fn execute<'a>(
         &'a self,
         args: serde_json::Value,
@@ -205,8 +331,8 @@ pub fn is_inside(root: &Path, path: &Path) -> bool {
 }
 
 /// The built-in tool set.
-pub fn builtin() -> Vec<std::sync::Arc<dyn Tool>> {
-    vec![std::sync::Arc::new(read::ReadTool)]
+pub fn builtin() -> Vec<Arc<dyn Tool>> {
+    vec![Arc::new(read::ReadTool)]
 }
 
 #[cfg(test)]

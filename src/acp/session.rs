@@ -1,10 +1,8 @@
 //! One ACP session: its working directory, model and thinking level, its
 //! history, and the token that cancels its current turn.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
@@ -17,21 +15,24 @@ use agent_client_protocol::{Client, Error};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use super::editor::{EditorFiles, EditorTerminals};
 use super::transport::Drain;
 use super::{auth_required, invalid_params, lock, updates};
-use crate::agent::{self, AgentConfig, AgentEvent, AgentHost, AgentMessage, Permission, RunStop};
+use crate::agent::{self, AgentEvent, AgentHost, AgentMessage, Answer, Mode, Permissions, RunStop};
 use crate::config::Settings;
-use crate::llm::{LlmError, Model, StreamConfig, ThinkingLevel, ToolCall};
-use crate::tools::{self, CallInfo, Tool};
+use crate::llm::{LlmError, Model, ThinkingLevel, ToolCall};
+use crate::tools::{self, CallInfo, Display, Terminals, Tool, Workspace};
 
 pub const MODEL_OPTION: &str = "model";
 pub const THOUGHT_OPTION: &str = "thought_level";
+pub const MODE_OPTION: &str = "mode";
 
 pub struct Session {
     id: SessionId,
     cwd: PathBuf,
     settings: Settings,
     tools: Vec<Arc<dyn Tool>>,
+    permissions: Arc<Permissions>,
     state: Mutex<State>,
     /// Held by a turn for its whole run; later prompts wait here.
     history: tokio::sync::Mutex<Vec<AgentMessage>>,
@@ -43,26 +44,27 @@ struct State {
     /// The running turn's token; replaced at the start of every turn.
     cancel: CancellationToken,
     total_cost: f64,
-    /// Tools the user allowed or rejected "always" in this session.
-    always_allow: HashSet<String>,
-    always_reject: HashSet<String>,
 }
 
 impl Session {
     pub fn new(id: String, cwd: PathBuf, settings: Settings, model: Model) -> Self {
         let thinking = clamp_thinking(&model, settings.thinking());
+        let permissions = Arc::new(Permissions::new(
+            settings.default_mode(),
+            vec![cwd.clone()],
+            Some(Permissions::project_file(&cwd)),
+        ));
         Self {
             id: SessionId::new(id),
             cwd,
             settings,
             tools: tools::builtin(),
+            permissions,
             state: Mutex::new(State {
                 model,
                 thinking,
                 cancel: CancellationToken::new(),
                 total_cost: 0.0,
-                always_allow: HashSet::new(),
-                always_reject: HashSet::new(),
             }),
             history: tokio::sync::Mutex::new(Vec::new()),
         }
@@ -96,7 +98,15 @@ impl Session {
             .into_iter()
             .map(|l| SessionConfigSelectOption::new(l.as_str(), level_name(l)))
             .collect();
+        let mode = self.permissions.mode();
+        let modes: Vec<SessionConfigSelectOption> = Mode::ALL
+            .into_iter()
+            .map(|m| SessionConfigSelectOption::new(m.id(), m.name()).description(m.description()))
+            .collect();
         vec![
+            SessionConfigOption::select(MODE_OPTION, "Mode", mode.id(), modes)
+                .category(SessionConfigOptionCategory::Mode)
+                .description("What pincer may do without asking"),
             SessionConfigOption::select(MODEL_OPTION, "Model", current, models)
                 .category(SessionConfigOptionCategory::Model)
                 .description("The model that answers in this session"),
@@ -146,8 +156,13 @@ impl Session {
                 state.thinking = level;
                 Ok(())
             }
+            MODE_OPTION => {
+                let mode = Mode::parse(value).ok_or_else(|| unknown_mode(value))?;
+                self.permissions.set_mode(mode);
+                Ok(())
+            }
             other => Err(format!(
-                "unknown config option `{other}`; options are `{MODEL_OPTION}` and `{THOUGHT_OPTION}`"
+                "unknown config option `{other}`; options are `{MODE_OPTION}`, `{MODEL_OPTION}` and `{THOUGHT_OPTION}`"
             )),
         }
     }
@@ -171,29 +186,37 @@ impl Session {
                 return Err(auth_required(self.settings.credential_hint(&state.model)));
             }
             state.cancel = CancellationToken::new();
-            let config = AgentConfig {
-                key: self.settings.api_key(&state.model),
-                model: state.model.clone(),
-                thinking: state.thinking,
-                system_prompt: crate::context::system_prompt(&self.cwd, &state.model, &self.tools),
-                max_turns: self.settings.max_turns(),
-                stream: StreamConfig {
-                    idle_timeout: Duration::from_secs(
-                        self.settings.config.stream_idle_timeout.unwrap_or(120),
-                    ),
-                },
-                max_retries: self.settings.config.max_retries.unwrap_or(3),
-                retry_base_delay: Duration::from_millis(
-                    self.settings.config.retry_base_delay_ms.unwrap_or(2000),
-                ),
-            };
+            let system_prompt =
+                crate::context::system_prompt(&self.cwd, &state.model, &self.tools);
+            let config = self.settings.agent_config(
+                state.model.clone(),
+                state.thinking,
+                system_prompt,
+                self.permissions.clone(),
+            );
             (config, state.cancel.clone())
         };
+        let files = Arc::new(EditorFiles {
+            cx: cx.clone(),
+            session: self.id.clone(),
+            drain: drain.clone(),
+            read: client.fs.read_text_file,
+            write: client.fs.write_text_file,
+        });
+        let terminals: Option<Arc<dyn Terminals>> = client.terminal.then(|| {
+            Arc::new(EditorTerminals {
+                cx: cx.clone(),
+                session: self.id.clone(),
+                drain: drain.clone(),
+            }) as Arc<dyn Terminals>
+        });
         let host = AcpHost {
             session: self.clone(),
             cx,
             notices: client.session.as_ref().is_some_and(|s| s.notices.is_some()),
             drain,
+            files,
+            terminals,
         };
         let stop = agent::run(
             http,
@@ -259,6 +282,8 @@ struct AcpHost {
     cx: ConnectionTo<Client>,
     notices: bool,
     drain: Arc<Drain>,
+    files: Arc<EditorFiles>,
+    terminals: Option<Arc<dyn Terminals>>,
 }
 
 impl AcpHost {
@@ -306,78 +331,84 @@ impl AgentHost for AcpHost {
         }
     }
 
+    fn workspace(&self) -> Arc<dyn Workspace> {
+        self.files.clone()
+    }
+
+    fn terminals(&self) -> Option<Arc<dyn Terminals>> {
+        self.terminals.clone()
+    }
+
     fn request_permission<'a>(
         &'a self,
         call: &'a ToolCall,
         info: &'a CallInfo,
         reason: &'a str,
-    ) -> BoxFuture<'a, Permission> {
+        preview: Vec<Display>,
+    ) -> BoxFuture<'a, Answer> {
         Box::pin(async move {
-            {
-                let state = lock(&self.session.state);
-                if state.always_reject.contains(&call.name) {
-                    return Permission::Reject;
-                }
-                if state.always_allow.contains(&call.name) {
-                    return Permission::Allow;
-                }
-            }
             if self.drain.is_closed() {
-                return Permission::Reject;
+                return Answer::RejectOnce;
             }
             let options = vec![
-                PermissionOption::new("allow_once", "Allow once", PermissionOptionKind::AllowOnce),
-                PermissionOption::new(
-                    "allow_always",
-                    format!("Always allow {}", call.name),
-                    PermissionOptionKind::AllowAlways,
-                ),
-                PermissionOption::new("reject_once", "Reject", PermissionOptionKind::RejectOnce),
-                PermissionOption::new(
-                    "reject_always",
-                    format!("Always reject {}", call.name),
-                    PermissionOptionKind::RejectAlways,
-                ),
+                PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
+                PermissionOption::new(ALLOW_ALWAYS, "Always allow", PermissionOptionKind::AllowAlways),
+                PermissionOption::new(REJECT_ONCE, "Reject", PermissionOptionKind::RejectOnce),
+                PermissionOption::new(REJECT_ALWAYS, "Always reject", PermissionOptionKind::RejectAlways),
             ];
-            let fields = ToolCallUpdateFields::new()
-                .title(format!("{} — {reason}", info.title))
+            let mut fields = ToolCallUpdateFields::new()
+                .title(info.title.clone())
+                .kind(updates::kind(info.kind))
                 .raw_input(call.arguments.clone());
+            if !preview.is_empty() {
+                fields = fields.content(updates::display_content(&preview));
+            }
             let request = RequestPermissionRequest::new(
                 self.session.id.clone(),
                 ToolCallUpdate::new(call.id.clone(), fields),
                 options,
-            );
+            )
+            .meta(meta_reason(reason));
             let answer = tokio::select! {
                 answer = self.cx.send_request(request).block_task() => answer,
                 // The editor is gone and can no longer answer.
-                () = self.drain.closed() => return Permission::Reject,
+                () = self.drain.closed() => return Answer::RejectOnce,
             };
-            let outcome = match answer {
-                Ok(response) => response.outcome,
+            match answer {
+                Ok(response) => match response.outcome {
+                    RequestPermissionOutcome::Selected(selected) => {
+                        match selected.option_id.0.as_ref() {
+                            ALLOW_ONCE => Answer::AllowOnce,
+                            ALLOW_ALWAYS => Answer::AllowAlways,
+                            REJECT_ALWAYS => Answer::RejectAlways,
+                            _ => Answer::RejectOnce,
+                        }
+                    }
+                    RequestPermissionOutcome::Cancelled => Answer::Cancelled,
+                    _ => Answer::RejectOnce,
+                },
                 Err(e) => {
                     tracing::warn!(error = %e, "permission request failed; treating it as rejected");
-                    return Permission::Reject;
+                    Answer::RejectOnce
                 }
-            };
-            match outcome {
-                RequestPermissionOutcome::Selected(selected) => {
-                    let mut state = lock(&self.session.state);
-                    match selected.option_id.0.as_ref() {
-                        "allow_once" => Permission::Allow,
-                        "allow_always" => {
-                            state.always_allow.insert(call.name.clone());
-                            Permission::Allow
-                        }
-                        "reject_always" => {
-                            state.always_reject.insert(call.name.clone());
-                            Permission::Reject
-                        }
-                        _ => Permission::Reject,
-                    }
-                }
-                RequestPermissionOutcome::Cancelled => Permission::Cancelled,
-                _ => Permission::Reject,
             }
         })
     }
+}
+
+const ALLOW_ONCE: &str = "allow_once";
+const ALLOW_ALWAYS: &str = "allow_always";
+const REJECT_ONCE: &str = "reject_once";
+const REJECT_ALWAYS: &str = "reject_always";
+
+/// Why pincer asks, for clients that show it (ACP has no field for it).
+fn meta_reason(reason: &str) -> agent_client_protocol::v1::schema::Meta {
+    let mut meta = agent_client_protocol::v1::schema::Meta::new();
+    meta.insert("pincer".to_string(), serde_json::json!({ "reason": reason }));
+    meta
+}
+
+fn unknown_mode(value: &str) -> String {
+    let ids: Vec<&str> = Mode::ALL.into_iter().map(Mode::id).collect();
+    format!("unknown mode `{value}`; modes are: {}", ids.join(", "))
 }

@@ -5,14 +5,14 @@
 use std::path::Path;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, Cost, EmbeddedResourceResource, ImageContent, SessionUpdate,
+    ContentBlock, ContentChunk, Cost, Diff, Terminal, EmbeddedResourceResource, ImageContent, SessionUpdate,
     StopReason, TextContent, ToolCall as AcpToolCall, ToolCallContent, ToolCallLocation,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind as AcpToolKind, UsageUpdate,
 };
 
 use crate::agent::{AgentEvent, RunStop};
 use crate::llm::Content;
-use crate::tools::{ToolKind, ToolOutput};
+use crate::tools::{Display, ToolKind, ToolOutput};
 
 /// The ACP stop reason of a run that did not fail.
 pub fn stop_reason(stop: &RunStop) -> Option<StopReason> {
@@ -30,7 +30,7 @@ fn text_chunk(text: &str) -> ContentChunk {
     ContentChunk::new(ContentBlock::Text(TextContent::new(text)))
 }
 
-fn kind(kind: ToolKind) -> AcpToolKind {
+pub fn kind(kind: ToolKind) -> AcpToolKind {
     match kind {
         ToolKind::Read => AcpToolKind::Read,
         ToolKind::Edit => AcpToolKind::Edit,
@@ -56,6 +56,26 @@ fn output_content(output: &ToolOutput) -> Vec<ToolCallContent> {
                 }
             };
             ToolCallContent::from(block)
+        })
+        .collect()
+}
+
+/// What the editor shows for a call's displays (diffs, terminals, text).
+pub fn display_content(display: &[Display]) -> Vec<ToolCallContent> {
+    display
+        .iter()
+        .map(|d| match d {
+            Display::Text(text) => {
+                ToolCallContent::from(ContentBlock::Text(TextContent::new(text.as_str())))
+            }
+            Display::Diff {
+                path,
+                old_text,
+                new_text,
+            } => ToolCallContent::Diff(
+                Diff::new(path.clone(), new_text.as_str()).old_text(old_text.clone()),
+            ),
+            Display::Terminal(id) => ToolCallContent::Terminal(Terminal::new(id.clone())),
         })
         .collect()
 }
@@ -96,12 +116,23 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
             } else {
                 ToolCallStatus::Completed
             };
+            let content = if output.display.is_empty() {
+                output_content(output)
+            } else {
+                display_content(&output.display)
+            };
             SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
                 call_id.clone(),
                 ToolCallUpdateFields::new()
                     .status(status)
-                    .content(output_content(output))
+                    .content(content)
                     .raw_output(raw_output(output)),
+            ))
+        }
+        AgentEvent::ToolExecutionUpdate { call_id, display } => {
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                call_id.clone(),
+                ToolCallUpdateFields::new().content(display_content(display)),
             ))
         }
         AgentEvent::TurnEnd {

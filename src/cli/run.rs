@@ -8,28 +8,38 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::Write;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{PromptResponse, SessionNotification};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::acp::updates;
-use crate::agent::{self, AgentConfig, AgentEvent, AgentHost, Permission, RunStop};
+use crate::agent::{self, AgentEvent, AgentHost, Answer, Mode, Permissions, RunStop};
 use crate::config::Settings;
-use crate::llm::{Content, StreamConfig, ToolCall};
-use crate::tools::{self, CallInfo, ToolKind};
+use crate::llm::{Content, ToolCall};
+use crate::tools::{self, CallInfo, Display};
 
 /// What a headless run may do without asking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum RunMode {
-    /// Anything that would need permission is refused.
+    /// Read and search only; anything that would need permission is refused.
+    #[value(alias = "plan")]
     ReadOnly,
-    /// File edits are allowed; commands and other risky calls are refused.
+    /// File edits inside the project are allowed; commands are refused.
     AcceptEdits,
     /// Everything is allowed.
     Bypass,
+}
+
+impl RunMode {
+    fn mode(self) -> Mode {
+        match self {
+            RunMode::ReadOnly => Mode::Plan,
+            RunMode::AcceptEdits => Mode::AcceptEdits,
+            RunMode::Bypass => Mode::Bypass,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -50,20 +60,15 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
         return Ok(2);
     }
     let tools = tools::builtin();
-    let config = AgentConfig {
-        key: settings.api_key(&model),
-        thinking: settings.thinking(),
-        system_prompt: crate::context::system_prompt(&cwd, &model, &tools),
-        max_turns: settings.max_turns(),
-        stream: StreamConfig {
-            idle_timeout: Duration::from_secs(settings.config.stream_idle_timeout.unwrap_or(120)),
-        },
-        max_retries: settings.config.max_retries.unwrap_or(3),
-        retry_base_delay: Duration::from_millis(
-            settings.config.retry_base_delay_ms.unwrap_or(2000),
-        ),
-        model,
-    };
+    // Remembered "always" answers of the project apply; nothing new is
+    // remembered, since nobody is asked.
+    let permissions = Arc::new(Permissions::new(
+        options.mode.mode(),
+        vec![cwd.clone()],
+        Some(Permissions::project_file(&cwd)),
+    ));
+    let system_prompt = crate::context::system_prompt(&cwd, &model, &tools);
+    let config = settings.agent_config(model, settings.thinking(), system_prompt, permissions);
     let http = reqwest::Client::builder()
         .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
         .build()?;
@@ -77,7 +82,6 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
     let host = PrintHost {
         session_id: format!("run_{}", uuid::Uuid::new_v4().simple()),
         json: options.json,
-        mode: options.mode,
         cost: Mutex::new(0.0),
         ended_with_newline: Mutex::new(true),
     };
@@ -156,7 +160,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct PrintHost {
     session_id: String,
     json: bool,
-    mode: RunMode,
     cost: Mutex<f64>,
     ended_with_newline: Mutex<bool>,
 }
@@ -202,26 +205,14 @@ impl AgentHost for PrintHost {
     fn request_permission<'a>(
         &'a self,
         _call: &'a ToolCall,
-        info: &'a CallInfo,
+        _info: &'a CallInfo,
         reason: &'a str,
-    ) -> BoxFuture<'a, Permission> {
-        let allowed = match self.mode {
-            RunMode::ReadOnly => false,
-            RunMode::AcceptEdits => matches!(
-                info.kind,
-                ToolKind::Edit | ToolKind::Move | ToolKind::Delete
-            ),
-            RunMode::Bypass => true,
-        };
-        if !allowed && !self.json {
+        _preview: Vec<Display>,
+    ) -> BoxFuture<'a, Answer> {
+        // Nobody can be asked; the mode already allowed what it allows.
+        if !self.json {
             eprintln!("  refused ({reason}); pass --mode to allow more");
         }
-        Box::pin(async move {
-            if allowed {
-                Permission::Allow
-            } else {
-                Permission::Reject
-            }
-        })
+        Box::pin(async { Answer::RejectOnce })
     }
 }

@@ -90,20 +90,6 @@ impl Tool for ReadTool {
         }
     }
 
-    fn needs_permission(&self, args: &serde_json::Value, cwd: &Path) -> Option<String> {
-        let path = args.get("path").and_then(serde_json::Value::as_str)?;
-        let resolved = super::resolve_path(cwd, path);
-        if super::is_inside(cwd, &resolved) {
-            None
-        } else {
-            Some(format!(
-                "Reading {} is outside the working directory {}",
-                resolved.display(),
-                cwd.display()
-            ))
-        }
-    }
-
     fn mutating(&self) -> bool {
         false
     }
@@ -290,6 +276,7 @@ fn image_output(request: &Request, bytes: &[u8], mime_type: &str, image_input: b
         ],
         is_error: false,
         details,
+        display: Vec::new(),
     }
 }
 
@@ -418,11 +405,7 @@ mod tests {
     impl Fixture {
         fn new() -> Self {
             let dir = tempfile::tempdir().unwrap();
-            let ctx = ToolContext {
-                cwd: dir.path().to_path_buf(),
-                cancel: CancellationToken::new(),
-                image_input: true,
-            };
+            let ctx = ToolContext::local(dir.path().to_path_buf());
             Self { dir, ctx }
         }
 
@@ -765,36 +748,6 @@ mod tests {
         assert_eq!(sniff_image(b"RIFF\x24\x00\x00\x00WAVEfmt "), None);
         assert_eq!(sniff_image(b"GIF8"), None);
         assert_eq!(sniff_image(b"plain text"), None);
-    }
-
-    #[test]
-    fn permission_is_needed_only_outside_the_working_directory() {
-        let f = Fixture::new();
-        let cwd = f.dir.path();
-        let outside = cwd.parent().unwrap().join("outside.txt");
-        let reason = format!(
-            "Reading {} is outside the working directory {}",
-            outside.display(),
-            cwd.display()
-        );
-        assert_eq!(
-            ReadTool.needs_permission(&json!({"path": "../outside.txt"}), cwd),
-            Some(reason.clone())
-        );
-        assert_eq!(
-            ReadTool.needs_permission(&json!({"path": outside.display().to_string()}), cwd),
-            Some(reason)
-        );
-        assert_eq!(
-            ReadTool.needs_permission(&json!({"path": "src/main.rs"}), cwd),
-            None
-        );
-        let inside_absolute = cwd.join("a.txt").display().to_string();
-        assert_eq!(
-            ReadTool.needs_permission(&json!({"path": inside_absolute}), cwd),
-            None
-        );
-        assert!(!ReadTool.mutating());
     }
 
     #[test]

@@ -1,0 +1,360 @@
+//! Whether a tool call may run without asking: the session mode, the
+//! answers the user chose to have remembered ("always allow `cargo test`"),
+//! and whether the call reaches outside the workspace.
+//!
+//! Remembered answers are kept per session and persisted per project in
+//! `.pincer/permissions.toml`, so they survive a restart. A rule is a tool
+//! name, optionally with a command prefix (`bash:cargo test`); a shell
+//! command made of several commands is allowed only when every one of them
+//! is.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::tools::{CallInfo, Tool, ToolKind, is_inside};
+
+/// How much the agent may do without asking.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Ask before anything that changes the machine or leaves the workspace.
+    #[default]
+    Default,
+    /// File edits inside the workspace are allowed; commands still ask.
+    AcceptEdits,
+    /// Read-only: tools that change anything are not offered.
+    Plan,
+    /// Never ask.
+    Bypass,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 4] = [Mode::Default, Mode::AcceptEdits, Mode::Plan, Mode::Bypass];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Mode::Default => "default",
+            Mode::AcceptEdits => "accept-edits",
+            Mode::Plan => "plan",
+            Mode::Bypass => "bypass",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Default => "Ask",
+            Mode::AcceptEdits => "Accept edits",
+            Mode::Plan => "Plan (read-only)",
+            Mode::Bypass => "Bypass permissions",
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Mode::Default => "Ask before edits, commands and anything outside the project",
+            Mode::AcceptEdits => "Edit files in the project without asking; ask before commands",
+            Mode::Plan => "Read and search only; nothing is changed",
+            Mode::Bypass => "Run everything without asking",
+        }
+    }
+
+    pub fn parse(id: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.id() == id)
+    }
+
+    /// Whether a tool is offered to the model at all in this mode.
+    pub fn offers(self, tool: &dyn Tool) -> bool {
+        !(self == Mode::Plan && tool.mutating())
+    }
+}
+
+/// What to do with a call before running it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    /// Ask the user; the text says why.
+    Ask(String),
+    /// Refuse without asking; the text says why.
+    Reject(String),
+}
+
+/// The user's answer to a permission request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+    RejectAlways,
+    /// The request was withdrawn: the turn is being cancelled.
+    Cancelled,
+}
+
+/// A remembered answer: a tool, optionally narrowed to a command prefix.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Rule {
+    pub tool: String,
+    pub prefix: Option<String>,
+}
+
+impl Rule {
+    fn parse(text: &str) -> Rule {
+        match text.split_once(':') {
+            Some((tool, prefix)) => Rule {
+                tool: tool.trim().to_lowercase(),
+                prefix: Some(normalize_words(prefix)),
+            },
+            None => Rule {
+                tool: text.trim().to_lowercase(),
+                prefix: None,
+            },
+        }
+    }
+
+    fn to_text(&self) -> String {
+        match &self.prefix {
+            Some(prefix) => format!("{}:{prefix}", self.tool),
+            None => self.tool.clone(),
+        }
+    }
+
+    /// Whether this rule covers `scope` (a command) of `tool`.
+    fn covers(&self, tool: &str, scope: Option<&str>) -> bool {
+        if !self.tool.eq_ignore_ascii_case(tool) {
+            return false;
+        }
+        match (&self.prefix, scope) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(prefix), Some(scope)) => {
+                let mut words = scope.split_whitespace();
+                prefix.split_whitespace().all(|p| words.next() == Some(p))
+            }
+        }
+    }
+}
+
+fn normalize_words(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The file that keeps a project's remembered answers.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+struct RulesFile {
+    allow: Vec<String>,
+    reject: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    mode: Mode,
+    allow: BTreeSet<Rule>,
+    reject: BTreeSet<Rule>,
+}
+
+/// A session's permission state: its mode and remembered answers.
+#[derive(Debug)]
+pub struct Permissions {
+    state: Mutex<State>,
+    /// Directories calls may touch without asking.
+    roots: Vec<PathBuf>,
+    /// Where remembered answers are persisted, if anywhere.
+    file: Option<PathBuf>,
+}
+
+impl Permissions {
+    /// Loads the project's remembered answers from `file`. A broken file is
+    /// reported and ignored: it must not stop the session.
+    pub fn new(mode: Mode, roots: Vec<PathBuf>, file: Option<PathBuf>) -> Self {
+        let mut state = State {
+            mode,
+            ..State::default()
+        };
+        if let Some(path) = &file {
+            match std::fs::read_to_string(path) {
+                Ok(text) => match toml::from_str::<RulesFile>(&text) {
+                    Ok(rules) => {
+                        state.allow = rules.allow.iter().map(|r| Rule::parse(r)).collect();
+                        state.reject = rules.reject.iter().map(|r| Rule::parse(r)).collect();
+                    }
+                    Err(e) => tracing::warn!(path = %path.display(), error = %e, "ignoring unreadable permissions file"),
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot read permissions file"),
+            }
+        }
+        Self {
+            state: Mutex::new(state),
+            roots,
+            file,
+        }
+    }
+
+    /// The project's rule file: `<project>/.pincer/permissions.toml`.
+    pub fn project_file(project: &Path) -> PathBuf {
+        project.join(".pincer").join("permissions.toml")
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.lock().mode
+    }
+
+    pub fn set_mode(&self, mode: Mode) {
+        self.lock().mode = mode;
+    }
+
+    /// The remembered rules, as written in the file.
+    pub fn rules(&self) -> (Vec<String>, Vec<String>) {
+        let state = self.lock();
+        (
+            state.allow.iter().map(Rule::to_text).collect(),
+            state.reject.iter().map(Rule::to_text).collect(),
+        )
+    }
+
+    fn outside(&self, info: &CallInfo) -> Vec<PathBuf> {
+        info.locations
+            .iter()
+            .filter(|l| !self.roots.iter().any(|root| is_inside(root, &l.path)))
+            .map(|l| l.path.clone())
+            .collect()
+    }
+
+    /// Decides about one call.
+    pub fn decide(&self, tool: &dyn Tool, info: &CallInfo, args: &serde_json::Value) -> Decision {
+        let scopes = tool.permission_scopes(args);
+        let state = self.lock();
+        let name = tool.name();
+        let matches = |rules: &BTreeSet<Rule>, scope: Option<&str>| {
+            rules.iter().any(|r| r.covers(name, scope))
+        };
+        let rejected = if scopes.is_empty() {
+            matches(&state.reject, None)
+        } else {
+            scopes.iter().any(|s| matches(&state.reject, Some(s)))
+        };
+        if rejected {
+            return Decision::Reject(format!(
+                "the user chose to always reject {}",
+                describe_scopes(name, &scopes)
+            ));
+        }
+        if state.mode == Mode::Plan && tool.mutating() {
+            return Decision::Reject(
+                "the session is in plan mode, which is read-only".to_string(),
+            );
+        }
+        if state.mode == Mode::Bypass {
+            return Decision::Allow;
+        }
+        let outside = self.outside(info);
+        if !tool.mutating() && outside.is_empty() {
+            return Decision::Allow;
+        }
+        let edit = matches!(info.kind, ToolKind::Edit | ToolKind::Delete | ToolKind::Move);
+        if state.mode == Mode::AcceptEdits && edit && outside.is_empty() {
+            return Decision::Allow;
+        }
+        let allowed = if scopes.is_empty() {
+            matches(&state.allow, None)
+        } else {
+            scopes.iter().all(|s| matches(&state.allow, Some(s)))
+        };
+        if allowed {
+            return Decision::Allow;
+        }
+        Decision::Ask(match outside.first() {
+            Some(path) => format!("{} is outside the project", path.display()),
+            None => info.title.clone(),
+        })
+    }
+
+    /// Remembers an "always" answer for a call and persists it.
+    pub fn remember(&self, allow: bool, tool: &dyn Tool, args: &serde_json::Value) {
+        let scopes = tool.permission_scopes(args);
+        let rules: Vec<Rule> = if scopes.is_empty() {
+            vec![Rule {
+                tool: tool.name().to_string(),
+                prefix: None,
+            }]
+        } else {
+            scopes
+                .iter()
+                .map(|s| Rule {
+                    tool: tool.name().to_string(),
+                    prefix: Some(normalize_words(s)),
+                })
+                .collect()
+        };
+        let file = {
+            let mut state = self.lock();
+            let set = if allow {
+                &mut state.allow
+            } else {
+                &mut state.reject
+            };
+            set.extend(rules);
+            RulesFile {
+                allow: state.allow.iter().map(Rule::to_text).collect(),
+                reject: state.reject.iter().map(Rule::to_text).collect(),
+            }
+        };
+        if let Some(path) = &self.file {
+            if let Err(e) = write_rules(path, &file) {
+                tracing::warn!(path = %path.display(), error = %e, "cannot save permissions");
+            }
+        }
+    }
+}
+
+fn describe_scopes(tool: &str, scopes: &[String]) -> String {
+    if scopes.is_empty() {
+        tool.to_string()
+    } else {
+        format!("`{}`", scopes.join("`, `"))
+    }
+}
+
+fn write_rules(path: &Path, rules: &RulesFile) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let text = toml::to_string(rules).map_err(std::io::Error::other)?;
+    let header = "# Answers pincer remembers for this project (\"always allow\" / \"always reject\").\n# Entries are a tool name, or tool:command-prefix for shell commands.\n";
+    let tmp = path.with_extension("toml.tmp");
+    std::fs::write(&tmp, format!("{header}{text}"))?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_match_whole_words() {
+        let rule = Rule::parse("bash:cargo  test");
+        assert!(rule.covers("bash", Some("cargo test --all")));
+        assert!(rule.covers("bash", Some("cargo test")));
+        assert!(!rule.covers("bash", Some("cargo testify")));
+        assert!(!rule.covers("bash", Some("cargo build")));
+        assert!(!rule.covers("bash", None));
+        assert!(!rule.covers("write", Some("cargo test")));
+        assert!(Rule::parse("edit").covers("edit", None));
+        assert_eq!(rule.to_text(), "bash:cargo test");
+    }
+
+    #[test]
+    fn modes_round_trip_their_ids() {
+        for mode in Mode::ALL {
+            assert_eq!(Mode::parse(mode.id()), Some(mode));
+        }
+        assert_eq!(Mode::parse("yolo"), None);
+    }
+}
