@@ -20,10 +20,11 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse,
-    CancelNotification, ClientCapabilities, ConfigOptionUpdate, Implementation, InitializeRequest,
-    InitializeResponse, McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities,
-    PromptRequest, PromptResponse, SessionNotification, SessionUpdate,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    CancelNotification, ClientCapabilities, ConfigOptionUpdate, CurrentModeUpdate, Implementation,
+    InitializeRequest, InitializeResponse, McpCapabilities, NewSessionRequest, NewSessionResponse,
+    PromptCapabilities, PromptRequest, PromptResponse, SessionId, SessionNotification,
+    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error};
 
@@ -66,7 +67,8 @@ pub async fn serve(
         client: Mutex::new(ClientCapabilities::default()),
         sessions: Mutex::new(HashMap::new()),
     });
-    let (s1, s2, s3, s4, s5, s6) = (
+    let (s1, s2, s3, s4, s5, s6, s7) = (
+        server.clone(),
         server.clone(),
         server.clone(),
         server.clone(),
@@ -121,6 +123,15 @@ pub async fn serve(
                     Ok(response) => responder.respond(response),
                     Err(e) => responder.respond_with_error(e),
                 }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: SetSessionModeRequest, responder, cx: ConnectionTo<Client>| match s7
+                .set_mode(req, &cx)
+            {
+                Ok(response) => responder.respond(response),
+                Err(e) => responder.respond_with_error(e),
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -222,8 +233,11 @@ impl Server {
         let id = format!("sess_{}", uuid::Uuid::new_v4().simple());
         let session = Arc::new(Session::new(id.clone(), req.cwd, settings, model));
         let options = session.config_options();
-        lock(&self.sessions).insert(id.clone(), session);
-        Ok(NewSessionResponse::new(id).config_options(options))
+        lock(&self.sessions).insert(id.clone(), session.clone());
+        let modes = session.mode_state();
+        Ok(NewSessionResponse::new(id)
+            .config_options(options)
+            .modes(modes))
     }
 
     fn session(&self, id: &str) -> Result<Arc<Session>, Error> {
@@ -260,11 +274,45 @@ impl Server {
             .set_config_option(&req.config_id.0, &value.0)
             .map_err(invalid_params)?;
         let options = session.config_options();
-        let update = SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options.clone()));
-        if let Err(e) = cx.send_notification(SessionNotification::new(req.session_id, update)) {
-            tracing::warn!(error = %e, "could not send config_option_update");
+        if req.config_id.0.as_ref() == session::MODE_OPTION {
+            notify(
+                cx,
+                &req.session_id,
+                SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+                    session.mode_state().current_mode_id,
+                )),
+            );
         }
+        notify(
+            cx,
+            &req.session_id,
+            SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options.clone())),
+        );
         Ok(SetSessionConfigOptionResponse::new(options))
+    }
+
+    /// `session/set_mode`, the older way to pick a mode; kept in step with
+    /// the `mode` config option.
+    fn set_mode(
+        &self,
+        req: SetSessionModeRequest,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<SetSessionModeResponse, Error> {
+        let session = self.session(&req.session_id.0)?;
+        session
+            .set_config_option(session::MODE_OPTION, &req.mode_id.0)
+            .map_err(invalid_params)?;
+        notify(
+            cx,
+            &req.session_id,
+            SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(req.mode_id.clone())),
+        );
+        notify(
+            cx,
+            &req.session_id,
+            SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(session.config_options())),
+        );
+        Ok(SetSessionModeResponse::new())
     }
 
     fn cancel(&self, id: &str) {
@@ -272,6 +320,12 @@ impl Server {
             Some(session) => session.cancel(),
             None => tracing::debug!(session = id, "cancel for an unknown session"),
         }
+    }
+}
+
+fn notify(cx: &ConnectionTo<Client>, session: &SessionId, update: SessionUpdate) {
+    if let Err(e) = cx.send_notification(SessionNotification::new(session.clone(), update)) {
+        tracing::warn!(error = %e, "could not send session/update");
     }
 }
 

@@ -325,7 +325,10 @@ async fn execute_call(
             let _ = progress_tx.send(display);
         }),
     };
-    match config.permissions.decide(tool.as_ref(), &info, &call.arguments) {
+    match config
+        .permissions
+        .decide(tool.as_ref(), &info, &call.arguments)
+    {
         Decision::Allow => {}
         Decision::Reject(reason) => {
             return ToolOutput::error(format!(
@@ -341,11 +344,15 @@ async fn execute_call(
             match answer {
                 Answer::AllowOnce => {}
                 Answer::AllowAlways => {
-                    config.permissions.remember(true, tool.as_ref(), &call.arguments);
+                    config
+                        .permissions
+                        .remember(true, tool.as_ref(), &call.arguments);
                 }
                 Answer::RejectOnce | Answer::RejectAlways => {
                     if answer == Answer::RejectAlways {
-                        config.permissions.remember(false, tool.as_ref(), &call.arguments);
+                        config
+                            .permissions
+                            .remember(false, tool.as_ref(), &call.arguments);
                     }
                     return ToolOutput::error(format!(
                         "The user declined this call ({reason}). Do not retry it; ask the user or continue another way."

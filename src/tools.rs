@@ -116,7 +116,11 @@ pub trait Workspace: Send + Sync {
     /// The text of a file as the user sees it.
     fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, std::io::Result<String>>;
     /// Replaces a file's text, creating the file (its directory exists).
-    fn write_text<'a>(&'a self, path: &'a Path, text: &'a str) -> BoxFuture<'a, std::io::Result<()>>;
+    fn write_text<'a>(
+        &'a self,
+        path: &'a Path,
+        text: &'a str,
+    ) -> BoxFuture<'a, std::io::Result<()>>;
 }
 
 /// Files on the local disk.
@@ -128,7 +132,11 @@ impl Workspace for LocalWorkspace {
         Box::pin(tokio::fs::read_to_string(path))
     }
 
-    fn write_text<'a>(&'a self, path: &'a Path, text: &'a str) -> BoxFuture<'a, std::io::Result<()>> {
+    fn write_text<'a>(
+        &'a self,
+        path: &'a Path,
+        text: &'a str,
+    ) -> BoxFuture<'a, std::io::Result<()>> {
         Box::pin(tokio::fs::write(path, text))
     }
 }
@@ -257,6 +265,9 @@ pub fn schema_for<T: JsonSchema>() -> serde_json::Value {
 }
 
 /// Parses a call's arguments, or explains to the model what was wrong.
+// The error is the call's result, returned once per call; boxing it would
+// only add noise to every tool.
+#[allow(clippy::result_large_err)]
 pub fn parse_args<T: DeserializeOwned>(
     tool: &str,
     args: serde_json::Value,

@@ -551,12 +551,15 @@ async fn config_options_switch_model_and_thinking() {
         .await;
     let session = result["sessionId"].as_str().unwrap().to_string();
     let options = result["configOptions"].as_array().unwrap();
-    assert_eq!(options[0]["id"], "model");
-    assert_eq!(options[0]["category"], "model");
-    assert_eq!(options[0]["currentValue"], "anthropic/claude-sonnet-4-5");
-    assert_eq!(options[1]["id"], "thought_level");
-    assert_eq!(options[1]["category"], "thought_level");
-    assert_eq!(options[1]["currentValue"], "off");
+    assert_eq!(options[0]["id"], "mode");
+    assert_eq!(options[0]["category"], "mode");
+    assert_eq!(options[0]["currentValue"], "default");
+    assert_eq!(options[1]["id"], "model");
+    assert_eq!(options[1]["category"], "model");
+    assert_eq!(options[1]["currentValue"], "anthropic/claude-sonnet-4-5");
+    assert_eq!(options[2]["id"], "thought_level");
+    assert_eq!(options[2]["category"], "thought_level");
+    assert_eq!(options[2]["currentValue"], "off");
 
     let id = acp
         .send(
@@ -566,8 +569,8 @@ async fn config_options_switch_model_and_thinking() {
         .await;
     let (response, before) = acp.until_response(id).await;
     let options = response["result"]["configOptions"].clone();
-    assert_eq!(options[0]["currentValue"], "anthropic/claude-haiku-4-5");
-    assert_eq!(options.as_array().unwrap().len(), 2);
+    assert_eq!(options[1]["currentValue"], "anthropic/claude-haiku-4-5");
+    assert_eq!(options.as_array().unwrap().len(), 3);
     let update = updates_of(&before);
     assert_eq!(
         update,

@@ -10,13 +10,15 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use pincer::agent::{self, AgentConfig, AgentEvent, AgentHost, AgentMessage, Permission, RunStop};
+use pincer::agent::{
+    self, AgentConfig, AgentEvent, AgentHost, AgentMessage, Answer, Mode, Permissions, RunStop,
+};
 use pincer::llm::catalog::Catalog;
 use pincer::llm::{
     Api, AssistantContent, Content, LlmError, Message, Secret, StopReason, StreamConfig,
     ThinkingLevel, ToolCall,
 };
-use pincer::tools::{self, CallInfo};
+use pincer::tools::{self, CallInfo, Display};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use support::mock_model::{MockModel, Reply};
@@ -25,13 +27,13 @@ use tokio_util::sync::CancellationToken;
 
 struct Recorder {
     events: Mutex<Vec<AgentEvent>>,
-    permission: Permission,
+    permission: Answer,
     /// Cancelled when a permission is asked, to cancel mid-batch.
     cancel_on_permission: Option<CancellationToken>,
 }
 
 impl Recorder {
-    fn new(permission: Permission) -> Self {
+    fn new(permission: Answer) -> Self {
         Self {
             events: Mutex::new(Vec::new()),
             permission,
@@ -52,6 +54,7 @@ impl Recorder {
                 AgentEvent::MessageStart => "message_start".to_string(),
                 AgentEvent::MessageEnd(_) => "message_end".to_string(),
                 AgentEvent::ToolExecutionStart { call, .. } => format!("tool_start {}", call.id),
+                AgentEvent::ToolExecutionUpdate { call_id, .. } => format!("tool_update {call_id}"),
                 AgentEvent::ToolExecutionEnd {
                     call_id, output, ..
                 } => format!("tool_end {call_id} error={}", output.is_error),
@@ -74,7 +77,8 @@ impl AgentHost for Recorder {
         _call: &'a ToolCall,
         _info: &'a CallInfo,
         _reason: &'a str,
-    ) -> BoxFuture<'a, Permission> {
+        _preview: Vec<Display>,
+    ) -> BoxFuture<'a, Answer> {
         if let Some(token) = &self.cancel_on_permission {
             token.cancel();
         }
@@ -83,7 +87,7 @@ impl AgentHost for Recorder {
     }
 }
 
-fn config(mock: &MockModel) -> AgentConfig {
+fn config(mock: &MockModel, project: &std::path::Path) -> AgentConfig {
     let url = mock.anthropic_url();
     let catalog = Catalog::new(&Default::default(), &|k| {
         (k == "ANTHROPIC_BASE_URL").then(|| url.clone())
@@ -99,6 +103,11 @@ fn config(mock: &MockModel) -> AgentConfig {
         },
         max_retries: 0,
         retry_base_delay: Duration::from_millis(1),
+        permissions: std::sync::Arc::new(Permissions::new(
+            Mode::Default,
+            vec![project.to_path_buf()],
+            None,
+        )),
     }
 }
 
@@ -132,11 +141,11 @@ async fn events_come_in_order_and_every_call_gets_a_result() {
         ("call_badargs", "read", r#"{"offset": 3}"#),
     ])));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let host = Recorder::new(Permission::Allow);
+    let host = Recorder::new(Answer::AllowOnce);
     let mut history = Vec::new();
     let stop = agent::run(
         &reqwest::Client::new(),
-        &config(&mock),
+        &config(&mock, project.path()),
         &tools::builtin(),
         project.path(),
         &mut history,
@@ -206,11 +215,11 @@ async fn assistant_messages_record_where_they_came_from() {
     let project = tempfile::tempdir().unwrap();
     let mock = MockModel::start().await;
     mock.push(Reply::fixture("anthropic/text.sse"));
-    let host = Recorder::new(Permission::Allow);
+    let host = Recorder::new(Answer::AllowOnce);
     let mut history = Vec::new();
     agent::run(
         &reqwest::Client::new(),
-        &config(&mock),
+        &config(&mock, project.path()),
         &tools::builtin(),
         project.path(),
         &mut history,
@@ -255,12 +264,12 @@ async fn cancelling_mid_batch_still_answers_every_call() {
         ("call_3", "read", r#"{"path":"a.txt"}"#),
     ])));
     let cancel = CancellationToken::new();
-    let mut host = Recorder::new(Permission::Cancelled);
+    let mut host = Recorder::new(Answer::Cancelled);
     host.cancel_on_permission = Some(cancel.clone());
     let mut history = Vec::new();
     let stop = agent::run(
         &reqwest::Client::new(),
-        &config(&mock),
+        &config(&mock, project.path()),
         &tools::builtin(),
         project.path(),
         &mut history,
@@ -305,9 +314,9 @@ async fn a_failure_after_streaming_began_is_not_retried_and_keeps_the_text() {
     let project = tempfile::tempdir().unwrap();
     let mock = MockModel::start().await;
     mock.push(Reply::fixture("anthropic/overloaded_midstream.sse"));
-    let mut cfg = config(&mock);
+    let mut cfg = config(&mock, project.path());
     cfg.max_retries = 3;
-    let host = Recorder::new(Permission::Allow);
+    let host = Recorder::new(Answer::AllowOnce);
     let mut history = Vec::new();
     let stop = agent::run(
         &reqwest::Client::new(),
@@ -349,11 +358,11 @@ async fn a_stream_cut_off_before_its_end_is_an_error() {
     let full = support::mock_model::fixture("anthropic/text.sse");
     let cut = &full[..full.find("event: message_delta").unwrap()];
     mock.push(Reply::sse(cut));
-    let host = Recorder::new(Permission::Allow);
+    let host = Recorder::new(Answer::AllowOnce);
     let mut history = Vec::new();
     let stop = agent::run(
         &reqwest::Client::new(),
-        &config(&mock),
+        &config(&mock, project.path()),
         &tools::builtin(),
         project.path(),
         &mut history,
@@ -376,9 +385,9 @@ async fn a_silent_provider_hits_the_idle_timeout() {
         body: support::mock_model::fixture("anthropic/text.sse"),
         events: 2,
     });
-    let mut cfg = config(&mock);
+    let mut cfg = config(&mock, project.path());
     cfg.stream.idle_timeout = Duration::from_millis(300);
-    let host = Recorder::new(Permission::Allow);
+    let host = Recorder::new(Answer::AllowOnce);
     let mut history = Vec::new();
     let stop = agent::run(
         &reqwest::Client::new(),
@@ -430,11 +439,11 @@ async fn permission_rejected_becomes_an_error_result_the_model_sees() {
         &json!({"path": far}),
     )));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let host = Recorder::new(Permission::Reject);
+    let host = Recorder::new(Answer::RejectOnce);
     let mut history = Vec::new();
     let stop = agent::run(
         &reqwest::Client::new(),
-        &config(&mock),
+        &config(&mock, project.path()),
         &tools::builtin(),
         project.path(),
         &mut history,
@@ -447,7 +456,7 @@ async fn permission_rejected_becomes_an_error_result_the_model_sees() {
     let results = tool_results(&history);
     assert_eq!(results.len(), 1);
     assert!(results[0].1);
-    assert!(results[0].2.contains("did not allow"), "{}", results[0].2);
+    assert!(results[0].2.contains("declined"), "{}", results[0].2);
 }
 
 fn text_deltas(host: &Recorder) -> Vec<String> {
@@ -483,11 +492,11 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
 
 async fn run_text(mock: &MockModel) -> Recorder {
     let project = tempfile::tempdir().unwrap();
-    let host = Recorder::new(Permission::Allow);
+    let host = Recorder::new(Answer::AllowOnce);
     let mut history = Vec::new();
     let stop = agent::run(
         &reqwest::Client::new(),
-        &config(mock),
+        &config(mock, project.path()),
         &tools::builtin(),
         project.path(),
         &mut history,

@@ -122,7 +122,7 @@ async fn run_read_only_refuses_what_needs_permission() {
         .cloned()
         .unwrap();
     assert!(!tool["content"].as_str().unwrap().contains("secret"));
-    assert!(tool["content"].as_str().unwrap().contains("did not allow"));
+    assert!(tool["content"].as_str().unwrap().contains("declined"));
 }
 
 #[tokio::test]

@@ -22,7 +22,11 @@ use crate::tools::{
 
 /// Sends a request to the editor and waits for the answer, unless the
 /// editor is gone (stdin closed), which is an error.
-async fn ask<R>(cx: &ConnectionTo<Client>, drain: &Drain, request: R) -> std::io::Result<R::Response>
+async fn ask<R>(
+    cx: &ConnectionTo<Client>,
+    drain: &Drain,
+    request: R,
+) -> std::io::Result<R::Response>
 where
     R: JsonRpcRequest + Send + 'static,
     R::Response: Send + 'static,
@@ -67,13 +71,20 @@ impl Workspace for EditorFiles {
         })
     }
 
-    fn write_text<'a>(&'a self, path: &'a Path, text: &'a str) -> BoxFuture<'a, std::io::Result<()>> {
+    fn write_text<'a>(
+        &'a self,
+        path: &'a Path,
+        text: &'a str,
+    ) -> BoxFuture<'a, std::io::Result<()>> {
         if !self.write {
             return LocalWorkspace.write_text(path, text);
         }
         Box::pin(async move {
-            let request =
-                WriteTextFileRequest::new(self.session.clone(), path.to_path_buf(), text.to_string());
+            let request = WriteTextFileRequest::new(
+                self.session.clone(),
+                path.to_path_buf(),
+                text.to_string(),
+            );
             ask(&self.cx, &self.drain, request).await.map(|_| ())
         })
     }
@@ -106,7 +117,11 @@ impl Terminals for EditorTerminals {
                 .cwd(command.cwd)
                 .env(env)
                 .output_byte_limit(command.output_byte_limit);
-            Ok(ask(&self.cx, &self.drain, request).await?.terminal_id.0.to_string())
+            Ok(ask(&self.cx, &self.drain, request)
+                .await?
+                .terminal_id
+                .0
+                .to_string())
         })
     }
 

@@ -9,7 +9,8 @@ use agent_client_protocol::v1::schema::{
     ClientCapabilities, ContentBlock, ContentChunk, Notice, NoticeSeverity, PermissionOption,
     PermissionOptionKind, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
-    SessionNotification, SessionUpdate, TextContent, ToolCallUpdate, ToolCallUpdateFields,
+    SessionMode, SessionModeState, SessionNotification, SessionUpdate, TextContent, ToolCallUpdate,
+    ToolCallUpdateFields,
 };
 use agent_client_protocol::{Client, Error};
 use futures::future::BoxFuture;
@@ -121,6 +122,15 @@ impl Session {
         ]
     }
 
+    /// The modes, in ACP's older `modes` form.
+    pub fn mode_state(&self) -> SessionModeState {
+        let modes = Mode::ALL
+            .into_iter()
+            .map(|m| SessionMode::new(m.id(), m.name()).description(m.description()))
+            .collect();
+        SessionModeState::new(self.permissions.mode().id(), modes)
+    }
+
     /// Changes an option; the error says what is accepted.
     pub fn set_config_option(&self, id: &str, value: &str) -> Result<(), String> {
         match id {
@@ -186,8 +196,7 @@ impl Session {
                 return Err(auth_required(self.settings.credential_hint(&state.model)));
             }
             state.cancel = CancellationToken::new();
-            let system_prompt =
-                crate::context::system_prompt(&self.cwd, &state.model, &self.tools);
+            let system_prompt = crate::context::system_prompt(&self.cwd, &state.model, &self.tools);
             let config = self.settings.agent_config(
                 state.model.clone(),
                 state.thinking,
@@ -352,9 +361,17 @@ impl AgentHost for AcpHost {
             }
             let options = vec![
                 PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
-                PermissionOption::new(ALLOW_ALWAYS, "Always allow", PermissionOptionKind::AllowAlways),
+                PermissionOption::new(
+                    ALLOW_ALWAYS,
+                    "Always allow",
+                    PermissionOptionKind::AllowAlways,
+                ),
                 PermissionOption::new(REJECT_ONCE, "Reject", PermissionOptionKind::RejectOnce),
-                PermissionOption::new(REJECT_ALWAYS, "Always reject", PermissionOptionKind::RejectAlways),
+                PermissionOption::new(
+                    REJECT_ALWAYS,
+                    "Always reject",
+                    PermissionOptionKind::RejectAlways,
+                ),
             ];
             let mut fields = ToolCallUpdateFields::new()
                 .title(info.title.clone())
@@ -404,7 +421,10 @@ const REJECT_ALWAYS: &str = "reject_always";
 /// Why pincer asks, for clients that show it (ACP has no field for it).
 fn meta_reason(reason: &str) -> agent_client_protocol::v1::schema::Meta {
     let mut meta = agent_client_protocol::v1::schema::Meta::new();
-    meta.insert("pincer".to_string(), serde_json::json!({ "reason": reason }));
+    meta.insert(
+        "pincer".to_string(),
+        serde_json::json!({ "reason": reason }),
+    );
     meta
 }
 

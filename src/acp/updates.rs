@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, Cost, Diff, Terminal, EmbeddedResourceResource, ImageContent, SessionUpdate,
-    StopReason, TextContent, ToolCall as AcpToolCall, ToolCallContent, ToolCallLocation,
+    ContentBlock, ContentChunk, Cost, Diff, EmbeddedResourceResource, ImageContent, SessionUpdate,
+    StopReason, Terminal, TextContent, ToolCall as AcpToolCall, ToolCallContent, ToolCallLocation,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind as AcpToolKind, UsageUpdate,
 };
 

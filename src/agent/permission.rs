@@ -180,10 +180,14 @@ impl Permissions {
                         state.allow = rules.allow.iter().map(|r| Rule::parse(r)).collect();
                         state.reject = rules.reject.iter().map(|r| Rule::parse(r)).collect();
                     }
-                    Err(e) => tracing::warn!(path = %path.display(), error = %e, "ignoring unreadable permissions file"),
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "ignoring unreadable permissions file")
+                    }
                 },
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot read permissions file"),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot read permissions file")
+                }
             }
         }
         Self {
@@ -247,9 +251,7 @@ impl Permissions {
             ));
         }
         if state.mode == Mode::Plan && tool.mutating() {
-            return Decision::Reject(
-                "the session is in plan mode, which is read-only".to_string(),
-            );
+            return Decision::Reject("the session is in plan mode, which is read-only".to_string());
         }
         if state.mode == Mode::Bypass {
             return Decision::Allow;
@@ -258,7 +260,10 @@ impl Permissions {
         if !tool.mutating() && outside.is_empty() {
             return Decision::Allow;
         }
-        let edit = matches!(info.kind, ToolKind::Edit | ToolKind::Delete | ToolKind::Move);
+        let edit = matches!(
+            info.kind,
+            ToolKind::Edit | ToolKind::Delete | ToolKind::Move
+        );
         if state.mode == Mode::AcceptEdits && edit && outside.is_empty() {
             return Decision::Allow;
         }
@@ -306,10 +311,10 @@ impl Permissions {
                 reject: state.reject.iter().map(Rule::to_text).collect(),
             }
         };
-        if let Some(path) = &self.file {
-            if let Err(e) = write_rules(path, &file) {
-                tracing::warn!(path = %path.display(), error = %e, "cannot save permissions");
-            }
+        if let Some(path) = &self.file
+            && let Err(e) = write_rules(path, &file)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "cannot save permissions");
         }
     }
 }

@@ -386,7 +386,6 @@ fn shell_quote(s: &str) -> String {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
-    use tokio_util::sync::CancellationToken;
 
     /// The smallest valid PNG (1×1, transparent).
     const PNG: &[u8] = &[
@@ -697,6 +696,7 @@ mod tests {
                 ],
                 is_error: false,
                 details,
+                display: Vec::new(),
             }
         );
     }
