@@ -22,9 +22,10 @@ use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse,
     CancelNotification, ClientCapabilities, ConfigOptionUpdate, CurrentModeUpdate, Implementation,
     InitializeRequest, InitializeResponse, McpCapabilities, NewSessionRequest, NewSessionResponse,
-    PromptCapabilities, PromptRequest, PromptResponse, SessionId, SessionNotification,
-    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse,
+    PromptCapabilities, PromptRequest, PromptResponse, SessionAdditionalDirectoriesCapabilities,
+    SessionCapabilities, SessionId, SessionNotification, SessionUpdate,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error};
 
@@ -187,7 +188,10 @@ impl Server {
                             .audio(false)
                             .embedded_context(true),
                     )
-                    .mcp_capabilities(McpCapabilities::new().http(false).sse(false)),
+                    .mcp_capabilities(McpCapabilities::new().http(false).sse(false))
+                    .session_capabilities(SessionCapabilities::new().additional_directories(
+                        SessionAdditionalDirectoriesCapabilities::new(),
+                    )),
             )
             .auth_methods(auth_methods())
             .agent_info(Implementation::new("pincer", env!("CARGO_PKG_VERSION")).title("pincer"))
@@ -231,7 +235,19 @@ impl Server {
             return Err(auth_required(settings.credential_hint(&model)));
         }
         let id = format!("sess_{}", uuid::Uuid::new_v4().simple());
-        let session = Arc::new(Session::new(id.clone(), req.cwd, settings, model));
+        if let Some(dir) = req.additional_directories.iter().find(|d| !d.is_absolute()) {
+            return Err(invalid_params(format!(
+                "additionalDirectories must be absolute paths, got {}",
+                dir.display()
+            )));
+        }
+        let session = Arc::new(Session::new(
+            id.clone(),
+            req.cwd,
+            req.additional_directories,
+            settings,
+            model,
+        ));
         let options = session.config_options();
         lock(&self.sessions).insert(id.clone(), session.clone());
         let modes = session.mode_state();

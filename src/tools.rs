@@ -121,6 +121,10 @@ pub trait Workspace: Send + Sync {
         path: &'a Path,
         text: &'a str,
     ) -> BoxFuture<'a, std::io::Result<()>>;
+    /// Whether `read_text` asks the editor, which may differ from the disk.
+    fn reads_from_editor(&self) -> bool {
+        false
+    }
 }
 
 /// Files on the local disk.

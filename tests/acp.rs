@@ -54,7 +54,7 @@ async fn initialize_reports_honest_capabilities() {
             "loadSession": false,
             "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             "mcpCapabilities": {"http": false, "sse": false},
-            "sessionCapabilities": {},
+            "sessionCapabilities": {"additionalDirectories": {}},
             "auth": {}
         })
     );

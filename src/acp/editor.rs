@@ -53,6 +53,10 @@ pub struct EditorFiles {
 }
 
 impl Workspace for EditorFiles {
+    fn reads_from_editor(&self) -> bool {
+        self.read
+    }
+
     fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, std::io::Result<String>> {
         if !self.read {
             return LocalWorkspace.read_text(path);

@@ -48,11 +48,20 @@ struct State {
 }
 
 impl Session {
-    pub fn new(id: String, cwd: PathBuf, settings: Settings, model: Model) -> Self {
+    /// A session working in `cwd`; `additional` directories may also be
+    /// touched without asking.
+    pub fn new(
+        id: String,
+        cwd: PathBuf,
+        additional: Vec<PathBuf>,
+        settings: Settings,
+        model: Model,
+    ) -> Self {
         let thinking = clamp_thinking(&model, settings.thinking());
+        let roots = std::iter::once(cwd.clone()).chain(additional).collect();
         let permissions = Arc::new(Permissions::new(
             settings.default_mode(),
-            vec![cwd.clone()],
+            roots,
             Some(Permissions::project_file(&cwd)),
         ));
         Self {

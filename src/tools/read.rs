@@ -180,6 +180,13 @@ async fn read(input: ReadInput, ctx: &ToolContext) -> ToolOutput {
             ));
         }
     };
+    // The editor may hold unsaved changes; its buffer is what the user sees.
+    if ctx.workspace.reads_from_editor() {
+        return match ctx.workspace.read_text(&request.resolved).await {
+            Ok(buffer) => text_output(&request, buffer.strip_prefix('\u{feff}').unwrap_or(&buffer)),
+            Err(e) => ToolOutput::error(format!("{}: {e}", request.given)),
+        };
+    }
     text_output(&request, text.strip_prefix('\u{feff}').unwrap_or(text))
 }
 
