@@ -5,7 +5,14 @@
 //! (title, kind, locations), whether a call needs the user's permission, and
 //! how to run. Failures the model should see are results with `is_error`.
 
+pub mod bash;
+pub mod edit;
+pub mod find;
+pub mod grep;
+pub mod ls;
+pub mod process;
 pub mod read;
+pub mod write;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -345,9 +352,19 @@ pub fn is_inside(root: &Path, path: &Path) -> bool {
     resolved.starts_with(&root)
 }
 
-/// The built-in tool set.
+/// The built-in tool set, fresh for one session (background processes
+/// belong to the session that started them).
 pub fn builtin() -> Vec<Arc<dyn Tool>> {
-    vec![Arc::new(read::ReadTool)]
+    vec![
+        Arc::new(read::ReadTool),
+        Arc::new(write::WriteTool),
+        Arc::new(edit::EditTool),
+        Arc::new(bash::BashTool::default()),
+        Arc::new(process::ProcessTool::new()),
+        Arc::new(grep::GrepTool),
+        Arc::new(find::FindTool),
+        Arc::new(ls::LsTool),
+    ]
 }
 
 #[cfg(test)]

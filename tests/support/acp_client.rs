@@ -237,3 +237,63 @@ pub fn coalesce(updates: Vec<Value>) -> Vec<Value> {
     }
     out
 }
+
+impl Acp {
+    /// Initializes with the given client capabilities.
+    pub async fn initialize_with(&mut self, capabilities: Value) -> Value {
+        self.call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": capabilities, "clientInfo": {"name": "test", "version": "0"}}),
+        )
+        .await
+    }
+
+    /// Reads until the response to `id`, answering every request pincer
+    /// makes of the client with `answer(method, params)`. Returns the
+    /// response and every message before it (requests included).
+    pub async fn drive(
+        &mut self,
+        id: i64,
+        mut answer: impl FnMut(&str, &Value) -> Value,
+    ) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
+        loop {
+            let message = self.next().await;
+            if message.get("method").is_none() && message["id"] == json!(id) {
+                return (message, before);
+            }
+            if let (Some(method), Some(request_id)) =
+                (message["method"].as_str(), message.get("id"))
+            {
+                let result = answer(method, &message["params"]);
+                let request_id = request_id.clone();
+                self.respond(&request_id, result).await;
+            }
+            before.push(message);
+        }
+    }
+}
+
+/// The requests pincer made of the client, by method.
+pub fn requests_of<'a>(messages: &'a [Value], method: &str) -> Vec<&'a Value> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == method && m.get("id").is_some())
+        .collect()
+}
+
+/// Whether a process whose command line contains `marker` is running.
+pub fn process_running(marker: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        std::fs::read(entry.path().join("cmdline"))
+            .map(|cmd| {
+                String::from_utf8_lossy(&cmd)
+                    .replace('\0', " ")
+                    .contains(marker)
+            })
+            .unwrap_or(false)
+    })
+}

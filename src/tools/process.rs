@@ -1,0 +1,1655 @@
+//! The `process` tool: commands that keep running in the background while the
+//! conversation goes on — dev servers, file watchers, REPLs.
+//!
+//! `bash` waits for its command to end, so it cannot host a server the model
+//! then wants to test against. Here a command starts under its own
+//! pseudo-terminal (so it prints and prompts as it would for a person) in its
+//! own process group, and the model comes back to it by id (`p1`, `p2`, …):
+//! it polls for what was printed since it last looked, types input, lists
+//! what is running, and kills it. Output is cleaned of terminal escapes as it
+//! arrives and held in a bounded buffer until polled, so a chatty watcher
+//! nobody polls costs at most a megabyte.
+//!
+//! The processes belong to the session: pincer creates one tool instance per
+//! session and the registry lives in it. Dropping the registry — the session
+//! ends — terminates every process group it started (SIGTERM, then SIGKILL
+//! after a short grace), so nothing outlives the session. The threads that
+//! read a terminal or wait for a process hold only that process's output
+//! buffer, never the registry, and end when the process group is gone.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use portable_pty::{CommandBuilder, MasterPty, PtyPair, PtySize, native_pty_system};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::{CallInfo, Tool, ToolContext, ToolKind, ToolOutput};
+
+/// How long `start` waits for the first output.
+const START_WAIT: Duration = Duration::from_secs(1);
+/// Once output has appeared, this much silence ends `start`'s wait early.
+const START_QUIET: Duration = Duration::from_millis(200);
+/// How long a killed group gets to exit after SIGTERM before SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+/// How long to wait for the group to vanish after SIGKILL.
+const KILL_WAIT: Duration = Duration::from_secs(1);
+/// How long to wait for the terminal to deliver a killed process's last output.
+const KILL_DRAIN: Duration = Duration::from_millis(500);
+/// How long `send` waits for the terminal to take the input.
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often waits check on a process.
+const CHECK_INTERVAL: Duration = Duration::from_millis(20);
+/// Most lines one result shows.
+const MAX_LINES: usize = 2_000;
+/// Most bytes of output one result shows.
+const MAX_BYTES: usize = 50 * 1024;
+/// Most unpolled output kept per process; older output is dropped first.
+const MAX_BUFFERED: usize = 1024 * 1024;
+/// Longest a command is shown in titles and headers.
+const MAX_TITLE_CHARS: usize = 100;
+/// An escape string (OSC, DCS…) longer than this is taken as garbage.
+const MAX_ESCAPE_STRING: usize = 4 * 1024;
+
+/// What a `process` call does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(inline)]
+pub enum Action {
+    Start,
+    List,
+    Poll,
+    Send,
+    Kill,
+}
+
+impl Action {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Start => "start",
+            Self::List => "list",
+            Self::Poll => "poll",
+            Self::Send => "send",
+            Self::Kill => "kill",
+        }
+    }
+}
+
+// Arguments of a `process` call; the field docs are the schema the model sees.
+// One flat object rather than a tagged union, because providers require a
+// top-level `"type": "object"` schema.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ProcessInput {
+    /// "start" runs `command` in the background and returns its id with its first output; "list" shows this session's processes; "poll" returns what `id` printed since the last poll and its state; "send" types `input` into `id`; "kill" stops `id` and everything it started.
+    pub action: Action,
+    /// For start: the shell command line to run with bash in the working directory, e.g. "npm run dev".
+    pub command: Option<String>,
+    /// For poll, send and kill: the id that start returned, e.g. "p1".
+    pub id: Option<String>,
+    /// For send: the text to type into the process, exactly as given. No newline is added: end it with "\n" to submit a line. Control characters act as keys ("\u0003" is Ctrl-C, "\u0004" is Ctrl-D).
+    pub input: Option<String>,
+}
+
+/// Runs and tracks one session's background processes.
+#[derive(Default)]
+pub struct ProcessTool {
+    registry: Arc<Mutex<Registry>>,
+}
+
+impl ProcessTool {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Tool for ProcessTool {
+    fn name(&self) -> &'static str {
+        "process"
+    }
+
+    fn description(&self) -> &'static str {
+        "Run and manage long-running commands in the background for this session, such as dev \
+         servers, file watchers or REPLs; use bash instead for commands that finish on their \
+         own. action=start runs `command` with bash in the working directory under a terminal \
+         and returns an id (p1, p2, …) with the output of its first second. action=poll returns \
+         what `id` printed since the last poll (at most the last 2000 lines or 50 KB) and whether \
+         it is still running. action=send types `input` into `id`; no newline is added, so \
+         include \"\\n\" to submit a line. action=kill stops `id` and every process it started. \
+         action=list shows every process with its state and runtime. Processes are stopped when \
+         the session ends."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        super::schema_for::<ProcessInput>()
+    }
+
+    fn describe(&self, args: &serde_json::Value, _cwd: &Path) -> CallInfo {
+        let field = |name: &str| args.get(name).and_then(serde_json::Value::as_str);
+        let id = field("id").unwrap_or("process");
+        let title = match field("action") {
+            Some("start") => match field("command") {
+                Some(command) => format!("Start: {}", short_command(command)),
+                None => "Start a background process".to_string(),
+            },
+            Some("list") => "List background processes".to_string(),
+            Some("poll") => format!("Poll {id}"),
+            Some("send") => format!("Send input to {id}"),
+            Some("kill") => format!("Kill {id}"),
+            _ => "Background process".to_string(),
+        };
+        CallInfo {
+            title,
+            kind: ToolKind::Execute,
+            locations: Vec::new(),
+        }
+    }
+
+    fn mutating(&self) -> bool {
+        true
+    }
+
+    /// `start` is scoped by the commands it runs, like `bash`; the other
+    /// actions by name, so polling can be allowed once without allowing
+    /// every command.
+    fn permission_scopes(&self, args: &serde_json::Value) -> Vec<String> {
+        let field = |name: &str| args.get(name).and_then(serde_json::Value::as_str);
+        let action = field("action").unwrap_or_default();
+        if action == "start"
+            && let Some(command) = field("command")
+        {
+            let prefixes = super::bash::command_prefixes(command);
+            if !prefixes.is_empty() {
+                return prefixes;
+            }
+        }
+        if action.is_empty() {
+            vec!["process".to_string()]
+        } else {
+            vec![format!("process {action}")]
+        }
+    }
+
+    fn execute<'a>(
+        &'a self,
+        args: serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let input: ProcessInput = match super::parse_args(self.name(), args) {
+                Ok(input) => input,
+                Err(output) => return output,
+            };
+            let result = match input.action {
+                Action::Start => self.start(input.command, ctx).await,
+                Action::List => Ok(self.list()),
+                Action::Poll => self.poll(input.id),
+                Action::Send => self.send(input.id, input.input).await,
+                Action::Kill => self.kill(input.id, &ctx.cancel).await,
+            };
+            result.unwrap_or_else(|error| error)
+        })
+    }
+}
+
+// The error is the call's result, returned once per call.
+#[allow(clippy::result_large_err)]
+impl ProcessTool {
+    async fn start(
+        &self,
+        command: Option<String>,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolOutput> {
+        let command = match command {
+            Some(command) if !command.trim().is_empty() => command,
+            _ => {
+                return Err(ToolOutput::error(
+                    "start needs `command`: the shell command line to run in the background, \
+                     e.g. \"npm run dev\".",
+                ));
+            }
+        };
+        let spawned = spawn(&command, &ctx.cwd).map_err(|e| {
+            ToolOutput::error(format!(
+                "Could not start `{}` in {}: {e}",
+                short_command(&command),
+                ctx.cwd.display()
+            ))
+        })?;
+        let handle = {
+            let mut registry = lock(&self.registry);
+            registry.started += 1;
+            let handle = Handle {
+                id: format!("p{}", registry.started),
+                command,
+                pgid: spawned.pgid,
+                started: Instant::now(),
+                shared: spawned.shared,
+                writer: Arc::new(Mutex::new(spawned.writer)),
+            };
+            registry.entries.push(Entry {
+                handle: handle.clone(),
+                _master: spawned.master,
+            });
+            handle
+        };
+
+        // Wait for the first output (a server's "listening on"), but not for
+        // a process that keeps printing.
+        let shared = Arc::clone(&handle.shared);
+        wait_until(START_WAIT, &ctx.cancel, move || {
+            let output = shared.lock();
+            (output.exit.is_some() && output.closed)
+                || output
+                    .last_output
+                    .is_some_and(|at| at.elapsed() >= START_QUIET)
+        })
+        .await;
+
+        let id = &handle.id;
+        let report = handle.report();
+        let header = format!(
+            "Started {id}: {}\nState: {}\nOutput so far:",
+            short_command(&handle.command),
+            report.state
+        );
+        Ok(report.output(
+            header,
+            "(none yet)",
+            &format!(
+                "Use poll with id \"{id}\" for new output, send to type into it, kill to stop it."
+            ),
+        ))
+    }
+
+    fn list(&self) -> ToolOutput {
+        let handles: Vec<Handle> = lock(&self.registry)
+            .entries
+            .iter()
+            .map(|entry| entry.handle.clone())
+            .collect();
+        if handles.is_empty() {
+            return ToolOutput {
+                details: json!({ "processes": [] }),
+                ..ToolOutput::ok(
+                    "No background processes in this session. Start one with action \"start\".",
+                )
+            };
+        }
+        let mut lines = vec![format!("Background processes ({}):", handles.len())];
+        let mut details = Vec::new();
+        for handle in &handles {
+            let exit = handle.shared.lock().exit.clone();
+            lines.push(format!(
+                "{}: {} — {}",
+                handle.id,
+                state_phrase(handle.started, exit.as_ref()),
+                short_command(&handle.command)
+            ));
+            details.push(handle.details(exit.as_ref()));
+        }
+        ToolOutput {
+            details: json!({ "processes": details }),
+            ..ToolOutput::ok(lines.join("\n"))
+        }
+    }
+
+    fn poll(&self, id: Option<String>) -> Result<ToolOutput, ToolOutput> {
+        let handle = self.find(Action::Poll, id.as_deref())?;
+        let report = handle.report();
+        let header = format!(
+            "{}: {}\nState: {}\nNew output:",
+            handle.id,
+            short_command(&handle.command),
+            report.state
+        );
+        Ok(report.output(header, "(none since the last poll)", ""))
+    }
+
+    async fn send(
+        &self,
+        id: Option<String>,
+        input: Option<String>,
+    ) -> Result<ToolOutput, ToolOutput> {
+        let handle = self.find(Action::Send, id.as_deref())?;
+        let input = match input {
+            Some(input) if !input.is_empty() => input,
+            _ => {
+                return Err(ToolOutput::error(
+                    "send needs `input`: the text to type into the process. No newline is \
+                     added, so end it with \"\\n\" to submit a line.",
+                ));
+            }
+        };
+        if let Some(exit) = handle.shared.lock().exit.clone() {
+            return Err(ToolOutput::error(format!(
+                "{} has already {}, so it cannot take input. Poll it for its last output, or \
+                 start the command again.",
+                handle.id,
+                exit.ended.phrase()
+            )));
+        }
+
+        let writer = Arc::clone(&handle.writer);
+        let bytes = input.clone().into_bytes();
+        let (done, written) = tokio::sync::oneshot::channel();
+        // A write blocks while the terminal's input buffer is full (the
+        // program is not reading), so it runs off the async runtime.
+        std::thread::Builder::new()
+            .name("pincer-process-input".to_string())
+            .spawn(move || {
+                let mut writer = lock(&writer);
+                let result = writer.write_all(&bytes).and_then(|()| writer.flush());
+                let _ = done.send(result);
+            })
+            .map_err(|e| ToolOutput::error(format!("Could not send input: {e}")))?;
+        match tokio::time::timeout(SEND_TIMEOUT, written).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => {
+                return Err(ToolOutput::error(format!(
+                    "Could not send input to {}: {e}. Poll it to see whether it is still running.",
+                    handle.id
+                )));
+            }
+            Ok(Err(_)) | Err(_) => {
+                return Err(ToolOutput::error(format!(
+                    "{} is not reading its input: the terminal did not take it within {}s. \
+                     Poll it to see what it is doing, or kill it.",
+                    handle.id,
+                    SEND_TIMEOUT.as_secs()
+                )));
+            }
+        }
+
+        let mut text = format!(
+            "Sent {} bytes to {}. Poll it to see the response.",
+            input.len(),
+            handle.id
+        );
+        if !input.ends_with(['\n', '\r']) && !input.chars().any(char::is_control) {
+            text.push_str(
+                " The input does not end with a newline; a program reading lines waits until \
+                 you send \"\\n\".",
+            );
+        }
+        Ok(ToolOutput {
+            details: handle.details(None),
+            ..ToolOutput::ok(text)
+        })
+    }
+
+    async fn kill(
+        &self,
+        id: Option<String>,
+        cancel: &CancellationToken,
+    ) -> Result<ToolOutput, ToolOutput> {
+        let handle = self.find(Action::Kill, id.as_deref())?;
+        let was_running = handle.shared.lock().exit.is_none();
+        let mut steps = Vec::new();
+        if group_alive(handle.pgid) {
+            let _ = killpg(handle.pgid, Signal::SIGTERM);
+            let gone = {
+                let handle = handle.clone();
+                move || handle.shared.lock().exit.is_some() && !group_alive(handle.pgid)
+            };
+            if !wait_until(KILL_GRACE, cancel, gone.clone()).await {
+                let _ = killpg(handle.pgid, Signal::SIGKILL);
+                steps.push(format!(
+                    "It was still running {}s after SIGTERM, so it got SIGKILL.",
+                    KILL_GRACE.as_secs()
+                ));
+                if !wait_until(KILL_WAIT, &CancellationToken::new(), gone).await {
+                    steps.push(
+                        "Some of its processes have not ended yet (they may be stuck in the \
+                         kernel); check with list."
+                            .to_string(),
+                    );
+                }
+            }
+            if !was_running {
+                steps.insert(
+                    0,
+                    "Its shell had already exited; the processes it left running were stopped."
+                        .to_string(),
+                );
+            }
+        } else if !was_running {
+            steps.push("It had already ended; nothing was left to stop.".to_string());
+        }
+        // The terminal may still hold the last lines the group printed.
+        let shared = Arc::clone(&handle.shared);
+        wait_until(KILL_DRAIN, cancel, move || shared.lock().closed).await;
+
+        let report = handle.report();
+        let verb = if was_running { "Killed" } else { "Stopped" };
+        let header = format!(
+            "{verb} {}: {}\nState: {}\nFinal output:",
+            handle.id,
+            short_command(&handle.command),
+            report.state
+        );
+        Ok(report.output(header, "(none since the last poll)", &steps.join(" ")))
+    }
+
+    /// The process `id` names, or an error that says which ids exist.
+    fn find(&self, action: Action, id: Option<&str>) -> Result<Handle, ToolOutput> {
+        let registry = lock(&self.registry);
+        let Some(id) = id.map(str::trim).filter(|id| !id.is_empty()) else {
+            return Err(ToolOutput::error(format!(
+                "{} needs `id`: the id that start returned, e.g. \"p1\". Use action \"list\" to \
+                 see the ids.",
+                action.name()
+            )));
+        };
+        let bare = id.strip_prefix('p').unwrap_or(id);
+        if let Some(entry) = registry
+            .entries
+            .iter()
+            .find(|entry| entry.handle.id[1..] == *bare)
+        {
+            return Ok(entry.handle.clone());
+        }
+        let known: Vec<&str> = registry
+            .entries
+            .iter()
+            .map(|entry| entry.handle.id.as_str())
+            .collect();
+        Err(ToolOutput::error(if known.is_empty() {
+            format!(
+                "No background process has id \"{id}\": this session has not started any. \
+                 Start one with action \"start\"."
+            )
+        } else {
+            format!(
+                "No background process has id \"{id}\". This session's processes are {}; use \
+                 action \"list\" to see them.",
+                known.join(", ")
+            )
+        }))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The registry
+
+#[derive(Default)]
+struct Registry {
+    /// How many processes were started; the next id is one more.
+    started: u64,
+    entries: Vec<Entry>,
+}
+
+/// A started process, owned by the registry. Dropping it stops the process
+/// group.
+struct Entry {
+    handle: Handle,
+    /// Keeps the terminal open for the process.
+    _master: Box<dyn MasterPty + Send>,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        let pgid = self.handle.pgid;
+        if !group_alive(pgid) {
+            return;
+        }
+        let _ = killpg(pgid, Signal::SIGTERM);
+        // Drop may run on an async worker, which must not block for the
+        // grace period; the escalation gets a thread that ends with it.
+        let escalation = std::thread::Builder::new()
+            .name("pincer-process-kill".to_string())
+            .spawn(move || {
+                let deadline = Instant::now() + KILL_GRACE;
+                while Instant::now() < deadline {
+                    if !group_alive(pgid) {
+                        return;
+                    }
+                    std::thread::sleep(CHECK_INTERVAL);
+                }
+                let _ = killpg(pgid, Signal::SIGKILL);
+            });
+        if escalation.is_err() {
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+/// What a call needs of a process, cloned out so the registry is not
+/// locked while the call waits.
+#[derive(Clone)]
+struct Handle {
+    id: String,
+    command: String,
+    /// The shell's pid, which is also its process group (and session) id.
+    pgid: Pid,
+    started: Instant,
+    shared: Arc<Shared>,
+    writer: Arc<Mutex<Box<dyn Write + Send>>>,
+}
+
+impl Handle {
+    /// Takes the unpolled output and reads the state.
+    fn report(&self) -> Report {
+        let (taken, dropped, exit) = {
+            let mut output = self.shared.lock();
+            let taken = std::mem::take(&mut output.unread);
+            let dropped = std::mem::take(&mut output.dropped);
+            (taken, dropped, output.exit.clone())
+        };
+        let (text, cut) = bound(&taken, dropped);
+        Report {
+            state: state_phrase(self.started, exit.as_ref()),
+            details: self.details(exit.as_ref()),
+            text,
+            cut,
+        }
+    }
+
+    fn details(&self, exit: Option<&Exit>) -> serde_json::Value {
+        let end = exit.map_or_else(Instant::now, |exit| exit.at);
+        let runtime = end.saturating_duration_since(self.started);
+        let (code, signal) = match exit.map(|exit| &exit.ended) {
+            Some(Ended::Code(code)) => (Some(*code), None),
+            Some(Ended::Signal(signal)) => (None, Some(signal.as_str())),
+            _ => (None, None),
+        };
+        json!({
+            "id": self.id,
+            "command": self.command,
+            "pid": self.pgid.as_raw(),
+            "state": if exit.is_some() { "exited" } else { "running" },
+            "exitCode": code,
+            "signal": signal,
+            "runtimeMs": u64::try_from(runtime.as_millis()).unwrap_or(u64::MAX),
+        })
+    }
+}
+
+/// Output taken for one result, with the process's state.
+struct Report {
+    state: String,
+    details: serde_json::Value,
+    text: String,
+    /// Bytes of output left out of `text` (0 when all of it is there).
+    cut: usize,
+}
+
+impl Report {
+    /// `header`, then the output (or `none`), then `footer` if any.
+    fn output(self, header: String, none: &str, footer: &str) -> ToolOutput {
+        let mut text = header;
+        if self.cut > 0 {
+            text.push_str(&format!(
+                "\n[{:.1} KB of earlier output not shown: one result holds the last {MAX_LINES} \
+                 lines or 50 KB. Poll more often, or redirect the output to a file \
+                 (`command > out.log 2>&1`) and read that.]",
+                self.cut as f64 / 1024.0
+            ));
+        }
+        let shown = self.text.strip_suffix('\n').unwrap_or(&self.text);
+        if shown.is_empty() && self.cut == 0 {
+            text.push(' ');
+            text.push_str(none);
+        } else {
+            text.push('\n');
+            text.push_str(shown);
+        }
+        if !footer.is_empty() {
+            text.push_str("\n\n");
+            text.push_str(footer);
+        }
+        let mut details = self.details;
+        if let Some(object) = details.as_object_mut() {
+            object.insert("output".to_string(), json!(self.text));
+            object.insert("truncated".to_string(), json!(self.cut > 0));
+        }
+        ToolOutput {
+            details,
+            ..ToolOutput::ok(text)
+        }
+    }
+}
+
+/// "running for 5s", "exited with code 0 after 2s".
+fn state_phrase(started: Instant, exit: Option<&Exit>) -> String {
+    match exit {
+        None => format!("running for {}", format_duration(started.elapsed())),
+        Some(exit) => format!(
+            "{} after {}",
+            exit.ended.phrase(),
+            format_duration(exit.at.saturating_duration_since(started))
+        ),
+    }
+}
+
+fn format_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m {}s", secs / 60, secs % 60),
+        _ => format!("{}h {}m", secs / 3600, secs % 3600 / 60),
+    }
+}
+
+/// The first line of a command, shortened for titles.
+fn short_command(command: &str) -> String {
+    let trimmed = command.trim();
+    let first_line = trimmed.lines().next().unwrap_or_default();
+    let mut short: String = first_line.chars().take(MAX_TITLE_CHARS).collect();
+    if short.len() < trimmed.len() {
+        short.push_str(" …");
+    }
+    short
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Whether any process of the group is left (zombies included).
+fn group_alive(pgid: Pid) -> bool {
+    !matches!(killpg(pgid, None), Err(Errno::ESRCH))
+}
+
+/// Checks `done` until it holds or `timeout` passes (or `cancel` fires);
+/// returns whether it held.
+async fn wait_until(
+    timeout: Duration,
+    cancel: &CancellationToken,
+    done: impl Fn() -> bool,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if done() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return done(),
+            () = tokio::time::sleep(CHECK_INTERVAL) => {}
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Starting a process
+
+/// A started process before it has an id.
+struct Spawned {
+    pgid: Pid,
+    shared: Arc<Shared>,
+    writer: Box<dyn Write + Send>,
+    master: Box<dyn MasterPty + Send>,
+}
+
+/// Starts `bash -c command` on a new terminal, with a thread that reaps it
+/// and one that reads its output.
+fn spawn(command: &str, cwd: &Path) -> Result<Spawned, String> {
+    if !cwd.is_dir() {
+        return Err("the working directory does not exist".to_string());
+    }
+    let PtyPair { slave, master } = native_pty_system()
+        .openpty(PtySize {
+            rows: 50,
+            cols: 200,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .map_err(|e| format!("could not open a pseudo-terminal: {e:#}"))?;
+    let mut builder = CommandBuilder::new("bash");
+    builder.arg("-c");
+    builder.arg(command);
+    builder.cwd(cwd);
+    builder.env("PWD", cwd);
+    builder.env("TERM", "dumb");
+    builder.env("PAGER", "cat");
+    builder.env("GIT_PAGER", "cat");
+    builder.env("GIT_TERMINAL_PROMPT", "0");
+    // portable-pty makes the shell a session leader, so its pid is also
+    // the id of a new process group holding everything it starts.
+    let mut child = slave
+        .spawn_command(builder)
+        .map_err(|e| format!("could not start bash: {e:#}"))?;
+    // Only the process group may hold the slave side, so reading the
+    // terminal ends when the group is gone.
+    drop(slave);
+
+    let Some(pid) = child.process_id().and_then(|pid| i32::try_from(pid).ok()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err("bash started without a process id".to_string());
+    };
+    let pgid = Pid::from_raw(pid);
+    let shared = Arc::new(Shared::default());
+
+    let waited = Arc::clone(&shared);
+    let waiter = std::thread::Builder::new()
+        .name("pincer-process-wait".to_string())
+        .spawn(move || {
+            let ended = match child.wait() {
+                Ok(status) => match status.signal() {
+                    Some(signal) => Ended::Signal(signal.to_string()),
+                    None => Ended::Code(status.exit_code()),
+                },
+                Err(e) => Ended::Unknown(e.to_string()),
+            };
+            waited.lock().exit = Some(Exit {
+                ended,
+                at: Instant::now(),
+            });
+        });
+    if let Err(e) = waiter {
+        // The child went with the failed closure, unreaped; at least stop it.
+        let _ = killpg(pgid, Signal::SIGKILL);
+        return Err(format!("could not start a thread: {e}"));
+    }
+
+    let streams = master
+        .try_clone_reader()
+        .map_err(|e| format!("could not read the pseudo-terminal: {e:#}"))
+        .and_then(|reader| {
+            let writer = master
+                .take_writer()
+                .map_err(|e| format!("could not write to the pseudo-terminal: {e:#}"))?;
+            Ok((reader, writer))
+        })
+        .and_then(|(reader, writer)| {
+            let read = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("pincer-process-read".to_string())
+                .spawn(move || read_output(reader, &read))
+                .map_err(|e| format!("could not start a thread: {e}"))?;
+            Ok(writer)
+        });
+    match streams {
+        Ok(writer) => Ok(Spawned {
+            pgid,
+            shared,
+            writer,
+            master,
+        }),
+        Err(e) => {
+            let _ = killpg(pgid, Signal::SIGKILL);
+            Err(e)
+        }
+    }
+}
+
+/// Moves what the terminal prints into the shared buffer until the terminal
+/// closes (every process holding it has ended).
+fn read_output(mut reader: Box<dyn Read + Send>, shared: &Shared) {
+    let mut buffer = vec![0; 16 * 1024];
+    loop {
+        match reader.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => shared.lock().push(&buffer[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    shared.lock().close();
+}
+
+// ---------------------------------------------------------------------------
+// Output
+
+/// What the reader and waiter threads share with the registry.
+#[derive(Debug, Default)]
+struct Shared {
+    output: Mutex<Output>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Output> {
+        lock(&self.output)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Output {
+    cleaner: Cleaner,
+    /// Cleaned output not yet returned by a call.
+    unread: String,
+    /// Bytes of unread output dropped to bound memory.
+    dropped: usize,
+    /// When output last arrived.
+    last_output: Option<Instant>,
+    /// The terminal closed: no more output will come.
+    closed: bool,
+    exit: Option<Exit>,
+}
+
+impl Output {
+    fn push(&mut self, bytes: &[u8]) {
+        self.cleaner.feed(bytes, &mut self.unread);
+        self.last_output = Some(Instant::now());
+        if self.unread.len() > MAX_BUFFERED {
+            // Keep the newer half, from a line start where there is one, so
+            // trimming is rare and each poll still has more than it shows.
+            let mut cut = self
+                .unread
+                .ceil_char_boundary(self.unread.len() - MAX_BUFFERED / 2);
+            if let Some(newline) = self.unread[cut..].find('\n') {
+                cut += newline + 1;
+            }
+            self.unread.drain(..cut);
+            self.dropped += cut;
+        }
+    }
+
+    fn close(&mut self) {
+        self.cleaner.finish(&mut self.unread);
+        self.closed = true;
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Exit {
+    ended: Ended,
+    /// When the exit was seen (the waiter sees it at once).
+    at: Instant,
+}
+
+/// How the shell ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Ended {
+    Code(u32),
+    /// The signal's description ("Terminated", "Killed").
+    Signal(String),
+    /// Waiting failed; the process is gone but how it ended is not known.
+    Unknown(String),
+}
+
+impl Ended {
+    fn phrase(&self) -> String {
+        match self {
+            Self::Code(code) => format!("exited with code {code}"),
+            Self::Signal(signal) => format!("ended by signal ({signal})"),
+            Self::Unknown(error) => format!("ended (exit status unknown: {error})"),
+        }
+    }
+}
+
+/// The last `MAX_LINES` lines and `MAX_BYTES` of `text`, cut at a line start
+/// where possible, and how many bytes were left out (including `dropped`,
+/// output already discarded before).
+fn bound(text: &str, dropped: usize) -> (String, usize) {
+    let mut start = 0;
+    let lines = text.split_inclusive('\n').count();
+    if lines > MAX_LINES {
+        let skip = lines - MAX_LINES;
+        start = text
+            .match_indices('\n')
+            .nth(skip - 1)
+            .map_or(0, |(at, _)| at + 1);
+    }
+    if text.len() - start > MAX_BYTES {
+        start = text.ceil_char_boundary(text.len() - MAX_BYTES);
+        // Start at a whole line unless the last line alone is too long.
+        if let Some(newline) = text[start..].find('\n')
+            && start + newline + 1 < text.len()
+        {
+            start += newline + 1;
+        }
+    }
+    (text[start..].to_string(), start + dropped)
+}
+
+/// Where the cleaner is inside an escape sequence.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Escape {
+    #[default]
+    None,
+    /// After ESC.
+    Esc,
+    /// ESC followed by intermediate bytes (`ESC ( B`).
+    EscIntermediate,
+    /// A control sequence (`ESC [ … final`).
+    Csi,
+    /// A string (OSC, DCS, SOS, PM, APC) up to BEL or ST.
+    String,
+    /// ESC inside a string: `\` ends it.
+    StringEsc,
+}
+
+/// Turns what a program writes to a terminal into plain text as it
+/// arrives: escape sequences (colours, cursor moves, titles) and control
+/// characters are dropped, `\r\n` becomes `\n`, a lone `\r` (a progress bar
+/// redrawing its line) replaces the line still unread, and backspace removes
+/// a character. State is kept across chunks, since a read can end inside an
+/// escape sequence or a UTF-8 character.
+#[derive(Debug, Default)]
+struct Cleaner {
+    escape: Escape,
+    /// Length of the escape string being skipped.
+    string_len: usize,
+    /// A `\r` came last: what follows overwrites the line, unless it is `\n`.
+    carriage_return: bool,
+    /// Text bytes not yet decoded (the start of a UTF-8 character whose end
+    /// is in the next chunk).
+    text: Vec<u8>,
+}
+
+impl Cleaner {
+    fn feed(&mut self, bytes: &[u8], out: &mut String) {
+        for &byte in bytes {
+            self.byte(byte, out);
+        }
+        self.flush(out, false);
+    }
+
+    /// Output ended: a cut-off UTF-8 character becomes a replacement character.
+    fn finish(&mut self, out: &mut String) {
+        self.flush(out, true);
+    }
+
+    fn byte(&mut self, byte: u8, out: &mut String) {
+        match self.escape {
+            Escape::None => self.text_byte(byte, out),
+            Escape::Esc => match byte {
+                b'[' => self.escape = Escape::Csi,
+                b']' | b'P' | b'X' | b'^' | b'_' => {
+                    self.escape = Escape::String;
+                    self.string_len = 0;
+                }
+                0x20..=0x2f => self.escape = Escape::EscIntermediate,
+                0x1b => {}
+                0x30..=0x7e => self.escape = Escape::None,
+                _ => {
+                    self.escape = Escape::None;
+                    self.text_byte(byte, out);
+                }
+            },
+            Escape::EscIntermediate => match byte {
+                0x20..=0x2f => {}
+                0x30..=0x7e => self.escape = Escape::None,
+                0x1b => self.escape = Escape::Esc,
+                _ => {
+                    self.escape = Escape::None;
+                    self.text_byte(byte, out);
+                }
+            },
+            Escape::Csi => match byte {
+                // Parameters and intermediates.
+                0x20..=0x3f => {}
+                // The final byte.
+                0x40..=0x7e => self.escape = Escape::None,
+                0x1b => self.escape = Escape::Esc,
+                // Malformed: drop the sequence, keep the byte.
+                _ => {
+                    self.escape = Escape::None;
+                    self.text_byte(byte, out);
+                }
+            },
+            Escape::String => match byte {
+                0x07 => self.escape = Escape::None,
+                0x1b => self.escape = Escape::StringEsc,
+                _ => {
+                    self.string_len += 1;
+                    // An unterminated string must not swallow the rest.
+                    if byte == b'\n' || self.string_len > MAX_ESCAPE_STRING {
+                        self.escape = Escape::None;
+                        self.text_byte(byte, out);
+                    }
+                }
+            },
+            Escape::StringEsc => {
+                if byte == b'\\' {
+                    self.escape = Escape::None;
+                } else {
+                    self.escape = Escape::Esc;
+                    self.byte(byte, out);
+                }
+            }
+        }
+    }
+
+    fn text_byte(&mut self, byte: u8, out: &mut String) {
+        match byte {
+            0x1b => {
+                self.flush(out, true);
+                self.escape = Escape::Esc;
+            }
+            b'\n' => {
+                self.flush(out, true);
+                out.push('\n');
+                self.carriage_return = false;
+            }
+            b'\r' => {
+                self.flush(out, true);
+                self.carriage_return = true;
+            }
+            0x08 => {
+                self.flush(out, true);
+                if !out.is_empty() && !out.ends_with('\n') {
+                    out.pop();
+                }
+            }
+            b'\t' | 0x20..=0x7e | 0x80..=0xff => {
+                if self.carriage_return {
+                    self.carriage_return = false;
+                    let line_start = out.rfind('\n').map_or(0, |at| at + 1);
+                    out.truncate(line_start);
+                }
+                self.text.push(byte);
+            }
+            // Other control characters (bell, NUL, DEL…).
+            _ => {}
+        }
+    }
+
+    /// Decodes the pending text bytes into `out`. Unless `complete`, a
+    /// UTF-8 character cut off at the end is kept for the next chunk.
+    fn flush(&mut self, out: &mut String, complete: bool) {
+        let keep = if complete {
+            0
+        } else {
+            incomplete_utf8_tail(&self.text)
+        };
+        let end = self.text.len() - keep;
+        out.push_str(&String::from_utf8_lossy(&self.text[..end]));
+        self.text.drain(..end);
+    }
+}
+
+/// How many bytes at the end of `bytes` start a UTF-8 character that is not
+/// complete yet.
+fn incomplete_utf8_tail(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(3) {
+        let byte = bytes[bytes.len() - back];
+        if byte & 0xc0 == 0x80 {
+            continue;
+        }
+        let needed = match byte {
+            0xf0..=0xff => 4,
+            0xe0..=0xef => 3,
+            0xc0..=0xdf => 2,
+            _ => 1,
+        };
+        return if needed > back { back } else { 0 };
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::Value;
+
+    /// Long enough for a loaded machine, short of the processes' own 30 s.
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        ctx: ToolContext,
+        tool: ProcessTool,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let ctx = ToolContext::local(dir.path().to_path_buf());
+            Self {
+                _dir: dir,
+                ctx,
+                tool: ProcessTool::new(),
+            }
+        }
+
+        async fn call(&self, args: Value) -> ToolOutput {
+            self.tool.execute(args, &self.ctx).await
+        }
+
+        async fn start(&self, command: &str) -> ToolOutput {
+            let output = self
+                .call(json!({"action": "start", "command": command}))
+                .await;
+            assert!(!output.is_error, "{}", output.text());
+            output
+        }
+
+        async fn poll(&self, id: &str) -> ToolOutput {
+            self.call(json!({"action": "poll", "id": id})).await
+        }
+
+        /// Polls `id` until the output gathered over the polls satisfies
+        /// `done`; returns that output.
+        async fn poll_until(&self, id: &str, done: impl Fn(&str) -> bool) -> String {
+            let deadline = Instant::now() + DEADLINE;
+            let mut gathered = String::new();
+            loop {
+                let output = self.poll(id).await;
+                assert!(!output.is_error, "{}", output.text());
+                gathered.push_str(output.details["output"].as_str().unwrap());
+                if done(&gathered) {
+                    return gathered;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "gave up polling {id}; got {gathered:?}"
+                );
+                tokio::time::sleep(CHECK_INTERVAL).await;
+            }
+        }
+
+        /// Polls `id` until it has exited; returns the last poll.
+        async fn poll_until_exited(&self, id: &str) -> ToolOutput {
+            let deadline = Instant::now() + DEADLINE;
+            loop {
+                let output = self.poll(id).await;
+                if output.details["state"] == "exited" {
+                    return output;
+                }
+                assert!(Instant::now() < deadline, "{id} did not exit");
+                tokio::time::sleep(CHECK_INTERVAL).await;
+            }
+        }
+    }
+
+    /// Details without what changes from run to run.
+    fn stable(details: &Value) -> Value {
+        let mut details = details.clone();
+        if let Some(object) = details.as_object_mut() {
+            object.remove("pid");
+            object.remove("runtimeMs");
+        }
+        details
+    }
+
+    /// Whether `pid` is a live process (a zombie has already ended).
+    fn alive(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => false,
+            Ok(stat) => {
+                let state = stat
+                    .rsplit_once(')')
+                    .and_then(|(_, rest)| rest.trim_start().chars().next());
+                !matches!(state, Some('Z' | 'X') | None)
+            }
+        }
+    }
+
+    /// Live processes whose command line mentions `marker`.
+    fn pids_with(marker: &str) -> Vec<i32> {
+        let mut pids = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                continue;
+            };
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                continue;
+            };
+            if String::from_utf8_lossy(&cmdline).contains(marker) && alive(pid) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
+    async fn wait_for(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + DEADLINE;
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(CHECK_INTERVAL).await;
+        }
+    }
+
+    /// The number after `name=` in `text`.
+    fn number_after(text: &str, name: &str) -> i32 {
+        let at = text.find(&format!("{name}=")).unwrap() + name.len() + 1;
+        text[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn start_returns_early_output_and_poll_returns_what_follows() {
+        let f = Fixture::new();
+        let started = f.start("echo ready; sleep 0.5; echo later; sleep 30").await;
+        assert_eq!(started.details["id"], "p1");
+        assert_eq!(started.details["output"], "ready\n");
+        assert!(
+            started.text().starts_with("Started p1: echo ready;"),
+            "{}",
+            started.text()
+        );
+        let later = f.poll_until("p1", |out| out.contains("later")).await;
+        // What start showed is not repeated.
+        assert_eq!(later, "later\n");
+
+        let quiet = f.poll("p1").await;
+        assert_eq!(
+            stable(&quiet.details),
+            json!({
+                "id": "p1",
+                "command": "echo ready; sleep 0.5; echo later; sleep 30",
+                "state": "running",
+                "exitCode": null,
+                "signal": null,
+                "output": "",
+                "truncated": false,
+            })
+        );
+        let text = quiet.text();
+        assert!(
+            text.ends_with("New output: (none since the last poll)"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn send_types_into_the_process_and_poll_shows_the_echo() {
+        let f = Fixture::new();
+        f.start("cat").await;
+        let sent = f
+            .call(json!({"action": "send", "id": "p1", "input": "hello\n"}))
+            .await;
+        assert_eq!(
+            sent.text(),
+            "Sent 6 bytes to p1. Poll it to see the response."
+        );
+        // The terminal echoes the line, then cat prints it.
+        let output = f.poll_until("p1", |out| out == "hello\nhello\n").await;
+        assert_eq!(output, "hello\nhello\n");
+
+        let partial = f
+            .call(json!({"action": "send", "id": "p1", "input": "abc"}))
+            .await;
+        assert_eq!(
+            partial.text(),
+            "Sent 3 bytes to p1. Poll it to see the response. The input does not end with a \
+             newline; a program reading lines waits until you send \"\\n\"."
+        );
+    }
+
+    #[tokio::test]
+    async fn ctrl_c_interrupts_the_process() {
+        let f = Fixture::new();
+        f.start("sleep 30").await;
+        f.call(json!({"action": "send", "id": "p1", "input": "\u{3}"}))
+            .await;
+        let exited = f.poll_until_exited("p1").await;
+        assert_eq!(exited.details["signal"], "Interrupt");
+    }
+
+    #[tokio::test]
+    async fn kill_ends_the_whole_process_group() {
+        let f = Fixture::new();
+        let started = f
+            .start("sleep 300 & echo \"child=$!\"; echo \"shell=$$\"; wait")
+            .await;
+        let mut output = started.details["output"].as_str().unwrap().to_string();
+        if !output.contains("shell=") {
+            output.push_str(&f.poll_until("p1", |out| out.contains("shell=")).await);
+        }
+        let child = number_after(&output, "child");
+        let shell = number_after(&output, "shell");
+        assert!(alive(child) && alive(shell));
+
+        let killed = f.call(json!({"action": "kill", "id": "p1"})).await;
+        assert!(!killed.is_error, "{}", killed.text());
+        assert_eq!(
+            stable(&killed.details),
+            json!({
+                "id": "p1",
+                "command": "sleep 300 & echo \"child=$!\"; echo \"shell=$$\"; wait",
+                "state": "exited",
+                "exitCode": null,
+                "signal": "Terminated",
+                "output": "",
+                "truncated": false,
+            })
+        );
+        assert!(
+            killed.text().starts_with("Killed p1: sleep 300 & echo"),
+            "{}",
+            killed.text()
+        );
+        wait_for("the group to end", || !alive(child) && !alive(shell)).await;
+
+        // Killing it again finds nothing to stop.
+        let again = f.call(json!({"action": "kill", "id": "p1"})).await;
+        assert!(
+            again
+                .text()
+                .ends_with("It had already ended; nothing was left to stop."),
+            "{}",
+            again.text()
+        );
+    }
+
+    #[tokio::test]
+    async fn kill_stops_what_an_exited_shell_left_running() {
+        let f = Fixture::new();
+        let marker = format!("pincer-leftover-{}", uuid::Uuid::new_v4());
+        // The leftover ignores the SIGHUP the kernel sends when the shell,
+        // the terminal's session leader, exits (set before the fork, so
+        // there is no race with that exit).
+        f.start(&format!("trap '' HUP; (sleep 300; echo {marker}) &"))
+            .await;
+        f.poll_until_exited("p1").await;
+        assert!(!pids_with(&marker).is_empty());
+
+        let killed = f.call(json!({"action": "kill", "id": "p1"})).await;
+        assert!(
+            killed.text().ends_with(
+                "Its shell had already exited; the processes it left running were stopped."
+            ),
+            "{}",
+            killed.text()
+        );
+        wait_for("the leftover to end", || pids_with(&marker).is_empty()).await;
+    }
+
+    #[tokio::test]
+    async fn list_shows_each_process_and_its_state() {
+        let f = Fixture::new();
+        let empty = f.call(json!({"action": "list"})).await;
+        assert_eq!(
+            empty,
+            ToolOutput {
+                details: json!({"processes": []}),
+                ..ToolOutput::ok(
+                    "No background processes in this session. Start one with action \"start\"."
+                )
+            }
+        );
+
+        f.start("sleep 30").await;
+        f.start("exit 3").await;
+        f.poll_until_exited("p2").await;
+        let list = f.call(json!({"action": "list"})).await;
+        let processes: Vec<Value> = list.details["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(stable)
+            .collect();
+        assert_eq!(
+            processes,
+            vec![
+                json!({"id": "p1", "command": "sleep 30", "state": "running", "exitCode": null, "signal": null}),
+                json!({"id": "p2", "command": "exit 3", "state": "exited", "exitCode": 3, "signal": null}),
+            ]
+        );
+        let lines: Vec<String> = list.text().lines().map(str::to_string).collect();
+        assert_eq!(lines[0], "Background processes (2):");
+        assert!(lines[1].starts_with("p1: running for "), "{}", lines[1]);
+        assert!(lines[1].ends_with(" — sleep 30"), "{}", lines[1]);
+        assert!(
+            lines[2].starts_with("p2: exited with code 3 after "),
+            "{}",
+            lines[2]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_exited_process_shows_its_exit_code_and_refuses_input() {
+        let f = Fixture::new();
+        f.start("echo bye; exit 7").await;
+        let exited = f.poll_until_exited("p1").await;
+        assert_eq!(exited.details["exitCode"], 7);
+        assert!(
+            exited.text().contains("State: exited with code 7 after "),
+            "{}",
+            exited.text()
+        );
+        assert_eq!(
+            f.call(json!({"action": "send", "id": "p1", "input": "x\n"}))
+                .await,
+            ToolOutput::error(
+                "p1 has already exited with code 7, so it cannot take input. Poll it for its \
+                 last output, or start the command again."
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn unknown_and_missing_ids_say_which_exist() {
+        let f = Fixture::new();
+        assert_eq!(
+            f.poll("p9").await,
+            ToolOutput::error(
+                "No background process has id \"p9\": this session has not started any. Start \
+                 one with action \"start\"."
+            )
+        );
+        f.start("sleep 30").await;
+        assert_eq!(
+            f.call(json!({"action": "kill", "id": "p9"})).await,
+            ToolOutput::error(
+                "No background process has id \"p9\". This session's processes are p1; use \
+                 action \"list\" to see them."
+            )
+        );
+        assert_eq!(
+            f.call(json!({"action": "poll"})).await,
+            ToolOutput::error(
+                "poll needs `id`: the id that start returned, e.g. \"p1\". Use action \"list\" \
+                 to see the ids."
+            )
+        );
+        assert_eq!(
+            f.call(json!({"action": "start"})).await,
+            ToolOutput::error(
+                "start needs `command`: the shell command line to run in the background, e.g. \
+                 \"npm run dev\"."
+            )
+        );
+        assert_eq!(
+            f.call(json!({"action": "send", "id": "p1"})).await,
+            ToolOutput::error(
+                "send needs `input`: the text to type into the process. No newline is added, \
+                 so end it with \"\\n\" to submit a line."
+            )
+        );
+        // A bare number names the process too.
+        assert!(!f.poll("1").await.is_error);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_tool_kills_its_processes() {
+        let f = Fixture::new();
+        let marker = format!("pincer-drop-{}", uuid::Uuid::new_v4());
+        // The shell stays (it has work after sleep), its command line marked.
+        let started = f.start(&format!("sleep 30; echo {marker}")).await;
+        let shell = i32::try_from(started.details["pid"].as_i64().unwrap()).unwrap();
+        assert_eq!(pids_with(&marker), vec![shell]);
+
+        let Fixture { tool, _dir, .. } = f;
+        drop(tool);
+        wait_for("the dropped tool's processes to end", || {
+            pids_with(&marker).is_empty() && !alive(shell)
+        })
+        .await;
+    }
+
+    #[test]
+    fn schema_is_an_object_with_action_required() {
+        assert_eq!(
+            ProcessTool::new().parameters(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "action": {
+                        "type": "string",
+                        "enum": ["start", "list", "poll", "send", "kill"],
+                        "description": "\"start\" runs `command` in the background and returns its id with its first output; \"list\" shows this session's processes; \"poll\" returns what `id` printed since the last poll and its state; \"send\" types `input` into `id`; \"kill\" stops `id` and everything it started."
+                    },
+                    "command": {
+                        "type": ["string", "null"],
+                        "description": "For start: the shell command line to run with bash in the working directory, e.g. \"npm run dev\"."
+                    },
+                    "id": {
+                        "type": ["string", "null"],
+                        "description": "For poll, send and kill: the id that start returned, e.g. \"p1\"."
+                    },
+                    "input": {
+                        "type": ["string", "null"],
+                        "description": "For send: the text to type into the process, exactly as given. No newline is added: end it with \"\\n\" to submit a line. Control characters act as keys (\"\\u0003\" is Ctrl-C, \"\\u0004\" is Ctrl-D)."
+                    }
+                },
+                "required": ["action"]
+            })
+        );
+    }
+
+    #[test]
+    fn describe_titles_each_action() {
+        let tool = ProcessTool::new();
+        let title = |args: Value| {
+            let info = tool.describe(&args, Path::new("/work"));
+            assert_eq!(info.kind, ToolKind::Execute);
+            info.title
+        };
+        assert_eq!(
+            title(json!({"action": "start", "command": "npm run dev"})),
+            "Start: npm run dev"
+        );
+        assert_eq!(
+            title(json!({"action": "start", "command": "make\nmake install"})),
+            "Start: make …"
+        );
+        assert_eq!(title(json!({"action": "poll", "id": "p1"})), "Poll p1");
+        assert_eq!(
+            title(json!({"action": "send", "id": "p2", "input": "q"})),
+            "Send input to p2"
+        );
+        assert_eq!(title(json!({"action": "kill", "id": "p1"})), "Kill p1");
+        assert_eq!(
+            title(json!({"action": "list"})),
+            "List background processes"
+        );
+        assert!(tool.mutating());
+    }
+
+    #[test]
+    fn permission_scopes_are_the_commands_for_start_and_the_action_otherwise() {
+        let tool = ProcessTool::new();
+        assert_eq!(
+            tool.permission_scopes(
+                &json!({"action": "start", "command": "npm install && npm run dev"})
+            ),
+            vec!["npm install".to_string(), "npm run".to_string()]
+        );
+        assert_eq!(
+            tool.permission_scopes(&json!({"action": "poll", "id": "p1"})),
+            vec!["process poll".to_string()]
+        );
+        assert_eq!(
+            tool.permission_scopes(&json!({"action": "list"})),
+            vec!["process list".to_string()]
+        );
+        assert_eq!(
+            tool.permission_scopes(&json!({"action": "start"})),
+            vec!["process start".to_string()]
+        );
+    }
+
+    /// Feeds `input` to a cleaner split at every byte boundary (and in one
+    /// piece); every split must give the same text.
+    fn clean_split(input: &[u8]) -> String {
+        let whole = {
+            let mut cleaner = Cleaner::default();
+            let mut out = String::new();
+            cleaner.feed(input, &mut out);
+            cleaner.finish(&mut out);
+            out
+        };
+        for at in 0..=input.len() {
+            let mut cleaner = Cleaner::default();
+            let mut out = String::new();
+            cleaner.feed(&input[..at], &mut out);
+            cleaner.feed(&input[at..], &mut out);
+            cleaner.finish(&mut out);
+            assert_eq!(out, whole, "split at {at}");
+        }
+        whole
+    }
+
+    #[test]
+    fn cleaner_removes_escapes_and_keeps_text() {
+        assert_eq!(
+            clean_split(b"\x1b[1;32mgreen\x1b[0m plain\r\n\x1b]0;title\x07next\x1b(B\r\n"),
+            "green plain\nnext\n"
+        );
+        assert_eq!(
+            clean_split("caf\u{e9} \u{1f600}\r\n".as_bytes()),
+            "caf\u{e9} \u{1f600}\n"
+        );
+        assert_eq!(
+            clean_split(b"a\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\b"),
+            "alinkb"
+        );
+        assert_eq!(clean_split(b"bell\x07 nul\x00 ok\tx"), "bell nul ok\tx");
+    }
+
+    #[test]
+    fn carriage_return_redraws_the_line_and_backspace_erases() {
+        assert_eq!(
+            clean_split(b"first\r\n10%\r50%\r\x1b[K100%\r\ndone"),
+            "first\n100%\ndone"
+        );
+        assert_eq!(clean_split(b"abx\x08c\n\x08z"), "abc\nz");
+    }
+
+    #[test]
+    fn invalid_and_cut_off_utf8_become_replacement_characters() {
+        assert_eq!(clean_split(b"a\xffb"), "a\u{fffd}b");
+        assert_eq!(clean_split(b"end\xe2\x82"), "end\u{fffd}");
+    }
+
+    #[test]
+    fn unpolled_output_is_bounded_and_the_cut_is_counted() {
+        let mut output = Output::default();
+        let line = format!("{}\n", "x".repeat(1023));
+        for _ in 0..1100 {
+            output.push(line.as_bytes());
+        }
+        assert!(output.unread.len() <= MAX_BUFFERED);
+        assert_eq!(output.unread.len() + output.dropped, 1100 * 1024);
+        assert!(output.unread.starts_with('x'));
+    }
+
+    #[test]
+    fn bound_keeps_the_last_lines_and_bytes() {
+        assert_eq!(bound("a\nb\n", 0), ("a\nb\n".to_string(), 0));
+        assert_eq!(bound("a\nb\n", 10), ("a\nb\n".to_string(), 10));
+
+        let many: String = (1..=2_005).map(|i| format!("{i}\n")).collect();
+        let (kept, cut) = bound(&many, 0);
+        let expected: String = (6..=2_005).map(|i| format!("{i}\n")).collect();
+        assert_eq!(kept, expected);
+        assert_eq!(cut, many.len() - expected.len());
+
+        let wide = format!("{}\n", "y".repeat(999)).repeat(60);
+        let (kept, cut) = bound(&wide, 0);
+        assert_eq!(kept, format!("{}\n", "y".repeat(999)).repeat(51));
+        assert_eq!(cut, 9 * 1000);
+
+        let one_line = "z".repeat(60_000);
+        let (kept, cut) = bound(&one_line, 0);
+        assert_eq!(kept, "z".repeat(MAX_BYTES));
+        assert_eq!(cut, 60_000 - MAX_BYTES);
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(format_duration(Duration::from_millis(900)), "0s");
+        assert_eq!(format_duration(Duration::from_secs(75)), "1m 15s");
+        assert_eq!(format_duration(Duration::from_secs(7_260)), "2h 1m");
+    }
+}
