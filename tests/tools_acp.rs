@@ -576,3 +576,34 @@ async fn writing_outside_the_project_asks_even_in_accept_edits() {
     assert_eq!(requests_of(&before, "session/request_permission").len(), 1);
     assert!(!target.exists());
 }
+
+#[tokio::test]
+async fn background_processes_end_when_the_editor_goes_away() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "bg",
+        "process",
+        &json!({"action": "start", "command": "echo serving; sleep 30.6161"}),
+    )));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn(&sandbox, &mock);
+    let session = session(&mut acp, &sandbox, json!({})).await;
+    set_mode(&mut acp, &session, "bypass").await;
+    let id = acp.send("session/prompt", prompt(&session, "serve")).await;
+    let (response, _) = acp.drive(id, |m, _| panic!("unexpected {m}")).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    let results = tool_results(&mock, 1);
+    assert!(results[0].2.contains("serving"), "{:?}", results[0]);
+    assert!(process_running("sleep 30.6161"));
+    acp.close_stdin();
+    assert!(acp.wait_exit().await.success());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while process_running("sleep 30.6161") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a background process outlived pincer"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
