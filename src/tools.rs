@@ -12,6 +12,7 @@ pub mod grep;
 pub mod ls;
 pub mod process;
 pub mod read;
+pub mod shell;
 pub mod write;
 
 use std::path::{Path, PathBuf};

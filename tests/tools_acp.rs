@@ -385,7 +385,11 @@ async fn each_permission_answer_does_what_it_says() {
     let (response, _) = acp
         .drive(id, |_, _| json!({"outcome": {"outcome": "cancelled"}}))
         .await;
-    assert_eq!(response["result"], json!({"stopReason": "cancelled"}), "{response}");
+    assert_eq!(
+        response["result"],
+        json!({"stopReason": "cancelled"}),
+        "{response}"
+    );
 }
 
 #[tokio::test]

@@ -17,21 +17,23 @@
 //! read a terminal or wait for a process hold only that process's output
 //! buffer, never the registry, and end when the process group is gone.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use portable_pty::{CommandBuilder, MasterPty, PtyPair, PtySize, native_pty_system};
+use portable_pty::MasterPty;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::shell::{
+    self, CHECK_INTERVAL, Cleaner, MAX_BYTES, MAX_LINES, group_alive, signal_group, wait_until,
+};
 use super::{CallInfo, Tool, ToolContext, ToolKind, ToolOutput};
 
 /// How long `start` waits for the first output.
@@ -46,18 +48,10 @@ const KILL_WAIT: Duration = Duration::from_secs(1);
 const KILL_DRAIN: Duration = Duration::from_millis(500);
 /// How long `send` waits for the terminal to take the input.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often waits check on a process.
-const CHECK_INTERVAL: Duration = Duration::from_millis(20);
-/// Most lines one result shows.
-const MAX_LINES: usize = 2_000;
-/// Most bytes of output one result shows.
-const MAX_BYTES: usize = 50 * 1024;
 /// Most unpolled output kept per process; older output is dropped first.
 const MAX_BUFFERED: usize = 1024 * 1024;
 /// Longest a command is shown in titles and headers.
 const MAX_TITLE_CHARS: usize = 100;
-/// An escape string (OSC, DCS…) longer than this is taken as garbage.
-const MAX_ESCAPE_STRING: usize = 4 * 1024;
 
 /// What a `process` call does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -165,7 +159,7 @@ impl Tool for ProcessTool {
         if action == "start"
             && let Some(command) = field("command")
         {
-            let prefixes = super::bash::command_prefixes(command);
+            let prefixes = shell::command_prefixes(command);
             if !prefixes.is_empty() {
                 return prefixes;
             }
@@ -394,13 +388,8 @@ impl ProcessTool {
         let was_running = handle.shared.lock().exit.is_none();
         let mut steps = Vec::new();
         if group_alive(handle.pgid) {
-            let _ = killpg(handle.pgid, Signal::SIGTERM);
-            let gone = {
-                let handle = handle.clone();
-                move || handle.shared.lock().exit.is_some() && !group_alive(handle.pgid)
-            };
-            if !wait_until(KILL_GRACE, cancel, gone.clone()).await {
-                let _ = killpg(handle.pgid, Signal::SIGKILL);
+            let gone = || handle.shared.lock().exit.is_some() && !group_alive(handle.pgid);
+            if !shell::terminate_group(handle.pgid, KILL_GRACE, cancel, gone).await {
                 steps.push(format!(
                     "It was still running {}s after SIGTERM, so it got SIGKILL.",
                     KILL_GRACE.as_secs()
@@ -500,7 +489,7 @@ impl Drop for Entry {
         if !group_alive(pgid) {
             return;
         }
-        let _ = killpg(pgid, Signal::SIGTERM);
+        signal_group(pgid, Signal::SIGTERM);
         // Drop may run on an async worker, which must not block for the
         // grace period; the escalation gets a thread that ends with it.
         let escalation = std::thread::Builder::new()
@@ -513,10 +502,10 @@ impl Drop for Entry {
                     }
                     std::thread::sleep(CHECK_INTERVAL);
                 }
-                let _ = killpg(pgid, Signal::SIGKILL);
+                signal_group(pgid, Signal::SIGKILL);
             });
         if escalation.is_err() {
-            let _ = killpg(pgid, Signal::SIGKILL);
+            signal_group(pgid, Signal::SIGKILL);
         }
     }
 }
@@ -653,33 +642,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Whether any process of the group is left (zombies included).
-fn group_alive(pgid: Pid) -> bool {
-    !matches!(killpg(pgid, None), Err(Errno::ESRCH))
-}
-
-/// Checks `done` until it holds or `timeout` passes (or `cancel` fires);
-/// returns whether it held.
-async fn wait_until(
-    timeout: Duration,
-    cancel: &CancellationToken,
-    done: impl Fn() -> bool,
-) -> bool {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if done() {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::select! {
-            () = cancel.cancelled() => return done(),
-            () = tokio::time::sleep(CHECK_INTERVAL) => {}
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Starting a process
 
@@ -697,38 +659,11 @@ fn spawn(command: &str, cwd: &Path) -> Result<Spawned, String> {
     if !cwd.is_dir() {
         return Err("the working directory does not exist".to_string());
     }
-    let PtyPair { slave, master } = native_pty_system()
-        .openpty(PtySize {
-            rows: 50,
-            cols: 200,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .map_err(|e| format!("could not open a pseudo-terminal: {e:#}"))?;
-    let mut builder = CommandBuilder::new("bash");
-    builder.arg("-c");
-    builder.arg(command);
-    builder.cwd(cwd);
-    builder.env("PWD", cwd);
-    builder.env("TERM", "dumb");
-    builder.env("PAGER", "cat");
-    builder.env("GIT_PAGER", "cat");
-    builder.env("GIT_TERMINAL_PROMPT", "0");
-    // portable-pty makes the shell a session leader, so its pid is also
-    // the id of a new process group holding everything it starts.
-    let mut child = slave
-        .spawn_command(builder)
-        .map_err(|e| format!("could not start bash: {e:#}"))?;
-    // Only the process group may hold the slave side, so reading the
-    // terminal ends when the group is gone.
-    drop(slave);
-
-    let Some(pid) = child.process_id().and_then(|pid| i32::try_from(pid).ok()) else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err("bash started without a process id".to_string());
-    };
-    let pgid = Pid::from_raw(pid);
+    let shell::Shell {
+        mut child,
+        pgid,
+        master,
+    } = shell::spawn(command, cwd, 50)?;
     let shared = Arc::new(Shared::default());
 
     let waited = Arc::clone(&shared);
@@ -749,7 +684,7 @@ fn spawn(command: &str, cwd: &Path) -> Result<Spawned, String> {
         });
     if let Err(e) = waiter {
         // The child went with the failed closure, unreaped; at least stop it.
-        let _ = killpg(pgid, Signal::SIGKILL);
+        signal_group(pgid, Signal::SIGKILL);
         return Err(format!("could not start a thread: {e}"));
     }
 
@@ -766,7 +701,13 @@ fn spawn(command: &str, cwd: &Path) -> Result<Spawned, String> {
             let read = Arc::clone(&shared);
             std::thread::Builder::new()
                 .name("pincer-process-read".to_string())
-                .spawn(move || read_output(reader, &read))
+                .spawn(move || {
+                    shell::read_chunks(reader, |bytes| {
+                        read.lock().push(bytes);
+                        true
+                    });
+                    read.lock().close();
+                })
                 .map_err(|e| format!("could not start a thread: {e}"))?;
             Ok(writer)
         });
@@ -778,25 +719,10 @@ fn spawn(command: &str, cwd: &Path) -> Result<Spawned, String> {
             master,
         }),
         Err(e) => {
-            let _ = killpg(pgid, Signal::SIGKILL);
+            signal_group(pgid, Signal::SIGKILL);
             Err(e)
         }
     }
-}
-
-/// Moves what the terminal prints into the shared buffer until the terminal
-/// closes (every process holding it has ended).
-fn read_output(mut reader: Box<dyn Read + Send>, shared: &Shared) {
-    let mut buffer = vec![0; 16 * 1024];
-    loop {
-        match reader.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(n) => shared.lock().push(&buffer[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    shared.lock().close();
 }
 
 // ---------------------------------------------------------------------------
@@ -902,182 +828,6 @@ fn bound(text: &str, dropped: usize) -> (String, usize) {
         }
     }
     (text[start..].to_string(), start + dropped)
-}
-
-/// Where the cleaner is inside an escape sequence.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum Escape {
-    #[default]
-    None,
-    /// After ESC.
-    Esc,
-    /// ESC followed by intermediate bytes (`ESC ( B`).
-    EscIntermediate,
-    /// A control sequence (`ESC [ … final`).
-    Csi,
-    /// A string (OSC, DCS, SOS, PM, APC) up to BEL or ST.
-    String,
-    /// ESC inside a string: `\` ends it.
-    StringEsc,
-}
-
-/// Turns what a program writes to a terminal into plain text as it
-/// arrives: escape sequences (colours, cursor moves, titles) and control
-/// characters are dropped, `\r\n` becomes `\n`, a lone `\r` (a progress bar
-/// redrawing its line) replaces the line still unread, and backspace removes
-/// a character. State is kept across chunks, since a read can end inside an
-/// escape sequence or a UTF-8 character.
-#[derive(Debug, Default)]
-struct Cleaner {
-    escape: Escape,
-    /// Length of the escape string being skipped.
-    string_len: usize,
-    /// A `\r` came last: what follows overwrites the line, unless it is `\n`.
-    carriage_return: bool,
-    /// Text bytes not yet decoded (the start of a UTF-8 character whose end
-    /// is in the next chunk).
-    text: Vec<u8>,
-}
-
-impl Cleaner {
-    fn feed(&mut self, bytes: &[u8], out: &mut String) {
-        for &byte in bytes {
-            self.byte(byte, out);
-        }
-        self.flush(out, false);
-    }
-
-    /// Output ended: a cut-off UTF-8 character becomes a replacement character.
-    fn finish(&mut self, out: &mut String) {
-        self.flush(out, true);
-    }
-
-    fn byte(&mut self, byte: u8, out: &mut String) {
-        match self.escape {
-            Escape::None => self.text_byte(byte, out),
-            Escape::Esc => match byte {
-                b'[' => self.escape = Escape::Csi,
-                b']' | b'P' | b'X' | b'^' | b'_' => {
-                    self.escape = Escape::String;
-                    self.string_len = 0;
-                }
-                0x20..=0x2f => self.escape = Escape::EscIntermediate,
-                0x1b => {}
-                0x30..=0x7e => self.escape = Escape::None,
-                _ => {
-                    self.escape = Escape::None;
-                    self.text_byte(byte, out);
-                }
-            },
-            Escape::EscIntermediate => match byte {
-                0x20..=0x2f => {}
-                0x30..=0x7e => self.escape = Escape::None,
-                0x1b => self.escape = Escape::Esc,
-                _ => {
-                    self.escape = Escape::None;
-                    self.text_byte(byte, out);
-                }
-            },
-            Escape::Csi => match byte {
-                // Parameters and intermediates.
-                0x20..=0x3f => {}
-                // The final byte.
-                0x40..=0x7e => self.escape = Escape::None,
-                0x1b => self.escape = Escape::Esc,
-                // Malformed: drop the sequence, keep the byte.
-                _ => {
-                    self.escape = Escape::None;
-                    self.text_byte(byte, out);
-                }
-            },
-            Escape::String => match byte {
-                0x07 => self.escape = Escape::None,
-                0x1b => self.escape = Escape::StringEsc,
-                _ => {
-                    self.string_len += 1;
-                    // An unterminated string must not swallow the rest.
-                    if byte == b'\n' || self.string_len > MAX_ESCAPE_STRING {
-                        self.escape = Escape::None;
-                        self.text_byte(byte, out);
-                    }
-                }
-            },
-            Escape::StringEsc => {
-                if byte == b'\\' {
-                    self.escape = Escape::None;
-                } else {
-                    self.escape = Escape::Esc;
-                    self.byte(byte, out);
-                }
-            }
-        }
-    }
-
-    fn text_byte(&mut self, byte: u8, out: &mut String) {
-        match byte {
-            0x1b => {
-                self.flush(out, true);
-                self.escape = Escape::Esc;
-            }
-            b'\n' => {
-                self.flush(out, true);
-                out.push('\n');
-                self.carriage_return = false;
-            }
-            b'\r' => {
-                self.flush(out, true);
-                self.carriage_return = true;
-            }
-            0x08 => {
-                self.flush(out, true);
-                if !out.is_empty() && !out.ends_with('\n') {
-                    out.pop();
-                }
-            }
-            b'\t' | 0x20..=0x7e | 0x80..=0xff => {
-                if self.carriage_return {
-                    self.carriage_return = false;
-                    let line_start = out.rfind('\n').map_or(0, |at| at + 1);
-                    out.truncate(line_start);
-                }
-                self.text.push(byte);
-            }
-            // Other control characters (bell, NUL, DEL…).
-            _ => {}
-        }
-    }
-
-    /// Decodes the pending text bytes into `out`. Unless `complete`, a
-    /// UTF-8 character cut off at the end is kept for the next chunk.
-    fn flush(&mut self, out: &mut String, complete: bool) {
-        let keep = if complete {
-            0
-        } else {
-            incomplete_utf8_tail(&self.text)
-        };
-        let end = self.text.len() - keep;
-        out.push_str(&String::from_utf8_lossy(&self.text[..end]));
-        self.text.drain(..end);
-    }
-}
-
-/// How many bytes at the end of `bytes` start a UTF-8 character that is not
-/// complete yet.
-fn incomplete_utf8_tail(bytes: &[u8]) -> usize {
-    for back in 1..=bytes.len().min(3) {
-        let byte = bytes[bytes.len() - back];
-        if byte & 0xc0 == 0x80 {
-            continue;
-        }
-        let needed = match byte {
-            0xf0..=0xff => 4,
-            0xe0..=0xef => 3,
-            0xc0..=0xdf => 2,
-            _ => 1,
-        };
-        return if needed > back { back } else { 0 };
-    }
-    0
 }
 
 #[cfg(test)]
@@ -1557,59 +1307,6 @@ mod tests {
             tool.permission_scopes(&json!({"action": "start"})),
             vec!["process start".to_string()]
         );
-    }
-
-    /// Feeds `input` to a cleaner split at every byte boundary (and in one
-    /// piece); every split must give the same text.
-    fn clean_split(input: &[u8]) -> String {
-        let whole = {
-            let mut cleaner = Cleaner::default();
-            let mut out = String::new();
-            cleaner.feed(input, &mut out);
-            cleaner.finish(&mut out);
-            out
-        };
-        for at in 0..=input.len() {
-            let mut cleaner = Cleaner::default();
-            let mut out = String::new();
-            cleaner.feed(&input[..at], &mut out);
-            cleaner.feed(&input[at..], &mut out);
-            cleaner.finish(&mut out);
-            assert_eq!(out, whole, "split at {at}");
-        }
-        whole
-    }
-
-    #[test]
-    fn cleaner_removes_escapes_and_keeps_text() {
-        assert_eq!(
-            clean_split(b"\x1b[1;32mgreen\x1b[0m plain\r\n\x1b]0;title\x07next\x1b(B\r\n"),
-            "green plain\nnext\n"
-        );
-        assert_eq!(
-            clean_split("caf\u{e9} \u{1f600}\r\n".as_bytes()),
-            "caf\u{e9} \u{1f600}\n"
-        );
-        assert_eq!(
-            clean_split(b"a\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\b"),
-            "alinkb"
-        );
-        assert_eq!(clean_split(b"bell\x07 nul\x00 ok\tx"), "bell nul ok\tx");
-    }
-
-    #[test]
-    fn carriage_return_redraws_the_line_and_backspace_erases() {
-        assert_eq!(
-            clean_split(b"first\r\n10%\r50%\r\x1b[K100%\r\ndone"),
-            "first\n100%\ndone"
-        );
-        assert_eq!(clean_split(b"abx\x08c\n\x08z"), "abc\nz");
-    }
-
-    #[test]
-    fn invalid_and_cut_off_utf8_become_replacement_characters() {
-        assert_eq!(clean_split(b"a\xffb"), "a\u{fffd}b");
-        assert_eq!(clean_split(b"end\xe2\x82"), "end\u{fffd}");
     }
 
     #[test]
