@@ -430,6 +430,11 @@ fn not_found(given: &str, number: usize, old_text: &str) -> ToolOutput {
         .find(|line| !line.trim().is_empty())
         .unwrap_or(old_text)
         .trim();
+    // A minified line would drown the message.
+    let first_line = match first_line.char_indices().nth(100) {
+        Some((cut, _)) => format!("{}…", &first_line[..cut]),
+        None => first_line.to_string(),
+    };
     ToolOutput::error(format!(
         "Could not find the text for edit #{number} in {given} (its oldText begins with \
          `{first_line}`). oldText must match the file exactly, whitespace and line breaks \
