@@ -291,6 +291,22 @@ pub fn parse_args<T: DeserializeOwned>(
     })
 }
 
+/// Runs the disk- or CPU-heavy part of a call on the blocking pool, so the
+/// async thread (one, in `pincer acp`) stays free, and answers at once when
+/// the call is cancelled. `work` gets the call's token to stop early too.
+pub async fn run_blocking<F>(tool: &str, cancel: &CancellationToken, work: F) -> ToolOutput
+where
+    F: FnOnce(&CancellationToken) -> ToolOutput + Send + 'static,
+{
+    let token = cancel.clone();
+    let job = tokio::task::spawn_blocking(move || work(&token));
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => ToolOutput::error("Operation aborted"),
+        joined = job => joined.unwrap_or_else(|e| ToolOutput::error(format!("{tool} failed: {e}"))),
+    }
+}
+
 /// Resolves a path a model gave: `~` is the home directory, relative paths
 /// are relative to the session's cwd. The path is not canonicalised (it may
 /// not exist yet).

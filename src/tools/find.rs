@@ -107,13 +107,7 @@ impl Tool for FindTool {
                 Ok(request) => request,
                 Err(message) => return ToolOutput::error(message),
             };
-            let cancel = ctx.cancel.clone();
-            let walk = tokio::task::spawn_blocking(move || find(&request, &cancel));
-            tokio::select! {
-                biased;
-                () = ctx.cancel.cancelled() => ToolOutput::error("Operation aborted"),
-                joined = walk => joined.unwrap_or_else(|e| ToolOutput::error(format!("find failed: {e}"))),
-            }
+            super::run_blocking("find", &ctx.cancel, move |cancel| find(&request, cancel)).await
         })
     }
 }

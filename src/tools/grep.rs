@@ -129,13 +129,7 @@ impl Tool for GrepTool {
                 Ok(request) => request,
                 Err(message) => return ToolOutput::error(message),
             };
-            let cancel = ctx.cancel.clone();
-            let search = tokio::task::spawn_blocking(move || grep(&request, &cancel));
-            tokio::select! {
-                biased;
-                () = ctx.cancel.cancelled() => ToolOutput::error("Operation aborted"),
-                joined = search => joined.unwrap_or_else(|e| ToolOutput::error(format!("grep failed: {e}"))),
-            }
+            super::run_blocking("grep", &ctx.cancel, move |cancel| grep(&request, cancel)).await
         })
     }
 }

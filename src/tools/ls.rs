@@ -88,14 +88,10 @@ impl Tool for LsTool {
             };
             let given = input.path.unwrap_or_else(|| ".".to_string());
             let resolved = super::resolve_path(&ctx.cwd, &given);
-            let cancel = ctx.cancel.clone();
-            let listing =
-                tokio::task::spawn_blocking(move || list(&given, &resolved, limit, &cancel));
-            tokio::select! {
-                biased;
-                () = ctx.cancel.cancelled() => ToolOutput::error("Operation aborted"),
-                joined = listing => joined.unwrap_or_else(|e| ToolOutput::error(format!("ls failed: {e}"))),
-            }
+            super::run_blocking("ls", &ctx.cancel, move |cancel| {
+                list(&given, &resolved, limit, cancel)
+            })
+            .await
         })
     }
 }
