@@ -32,11 +32,10 @@ pub fn system_prompt(cwd: &Path, model: &Model, tools: &[Arc<dyn Tool>]) -> Stri
     prompt.push_str("\n# Safety\n");
     prompt.push_str(SAFETY);
     prompt.push_str("\n\n# Environment\n");
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default();
-    prompt.push_str(&format!("- Current date (UTC): {}\n", civil_date(now)));
+    // RFC 3339 starts with the date: `2026-11-22T04:50:00Z`.
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let date = now.get(..10).unwrap_or(&now);
+    prompt.push_str(&format!("- Current date (UTC): {date}\n"));
     prompt.push_str(&format!(
         "- Operating system: {} ({})\n",
         std::env::consts::OS,
@@ -47,29 +46,28 @@ pub fn system_prompt(cwd: &Path, model: &Model, tools: &[Arc<dyn Tool>]) -> Stri
     prompt
 }
 
-/// `YYYY-MM-DD` of a Unix timestamp (Howard Hinnant's civil-from-days).
-fn civil_date(unix_seconds: u64) -> String {
-    let days = (unix_seconds / 86_400) as i64;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn civil_dates() {
-        assert_eq!(civil_date(0), "1970-01-01");
-        assert_eq!(civil_date(951_782_400), "2000-02-29");
-        assert_eq!(civil_date(1_795_314_600), "2026-11-22");
+    fn the_prompt_names_tools_environment_and_model() {
+        let model = crate::llm::catalog::Catalog::new(&Default::default(), &|_| None)
+            .resolve("anthropic/claude-sonnet-4-5")
+            .unwrap();
+        let prompt = system_prompt(Path::new("/work/project"), &model, &crate::tools::builtin());
+        let today = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        for expected in [
+            "- read: ",
+            "- bash: ",
+            "- Current working directory: /work/project\n",
+            "- Model: anthropic/claude-sonnet-4-5\n",
+            &format!("- Current date (UTC): {}\n", &today[..10]),
+        ] {
+            assert!(
+                prompt.contains(expected),
+                "{expected:?} missing from:\n{prompt}"
+            );
+        }
     }
 }
