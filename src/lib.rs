@@ -11,4 +11,5 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod llm;
+pub mod session;
 pub mod tools;

@@ -26,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 use crate::llm::Content;
 
 /// What a tool call does, in the editor's vocabulary (ACP `ToolKind`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ToolKind {
     Read,
     Edit,
@@ -40,7 +41,7 @@ pub enum ToolKind {
 }
 
 /// A file a tool call touches, for the editor to follow along.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Location {
     pub path: PathBuf,
     /// 1-based line.
@@ -48,7 +49,7 @@ pub struct Location {
 }
 
 /// How a call is shown to a person.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CallInfo {
     pub title: String,
     pub kind: ToolKind,
@@ -56,7 +57,8 @@ pub struct CallInfo {
 }
 
 /// What the editor shows for a call, besides the text the model gets.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
 pub enum Display {
     Text(String),
     /// A file change; `old_text` is `None` for a new file.

@@ -1,0 +1,491 @@
+//! The transcript format: one JSON object per line.
+//!
+//! The first line is a header (format version, session id, cwd, creation
+//! time, parent session); every further line is an entry with an id, the id
+//! of its parent entry and a timestamp, so a file can later hold branches.
+//! Lines are appended whole and flushed at once by the session's single
+//! writer, so a process killed at any moment leaves a file that loads: a
+//! torn last line is skipped with a warning. Readers accept every format
+//! version up to their own and ignore fields they do not know.
+//!
+//! ```text
+//! {"type":"session","version":1,"id":"sess_1f2e","cwd":"/home/me/project","created":"2026-11-22T04:50:00.123Z"}
+//! {"type":"message","id":"e1","parentId":null,"timestamp":"2026-11-22T04:50:01.000Z","message":{"role":"user","content":[{"type":"text","text":"What does hello.txt say?"}]}}
+//! {"type":"message","id":"e2","parentId":"e1","timestamp":"2026-11-22T04:50:03.500Z","message":{"role":"assistant","content":[{"type":"tool_call","id":"toolu_01","name":"read","arguments":{"path":"hello.txt"}}],"provider":"anthropic","api":"anthropic-messages","model":"claude-sonnet-4-5","stop_reason":"tool_use","usage":{"input":9,"output":20,"cache_read":0,"cache_write":0}}}
+//! {"type":"tool_result","id":"e3","parentId":"e2","timestamp":"2026-11-22T04:50:03.600Z","message":{"tool_call_id":"toolu_01","tool_name":"read","content":[{"type":"text","text":"hello"}],"is_error":false},"call":{"title":"Read hello.txt","kind":"read","locations":[{"path":"/home/me/project/hello.txt","line":null}]}}
+//! {"type":"model_change","id":"e4","parentId":"e3","timestamp":"2026-11-22T04:51:00.000Z","model":"openai/gpt-5"}
+//! ```
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::Mode;
+use crate::llm::{Message, ThinkingLevel, ToolResultMessage};
+use crate::tools::{CallInfo, Display};
+
+/// The format this pincer writes; it reads this and every older one.
+pub const VERSION: u32 = 1;
+
+/// The first line of a transcript.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Header {
+    /// Always `"session"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub version: u32,
+    pub id: String,
+    pub cwd: PathBuf,
+    /// RFC 3339.
+    pub created: String,
+    /// The session this one was forked from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+}
+
+impl Header {
+    pub fn new(id: impl Into<String>, cwd: impl Into<PathBuf>, parent: Option<String>) -> Self {
+        Self {
+            kind: "session".to_string(),
+            version: VERSION,
+            id: id.into(),
+            cwd: cwd.into(),
+            created: now(),
+            parent,
+        }
+    }
+}
+
+/// What an entry records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Record {
+    /// A user or assistant message, as the model sees it.
+    Message {
+        message: Message,
+    },
+    /// A tool's result, with what the editor showed for the call.
+    ToolResult {
+        message: ToolResultMessage,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<CallInfo>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        display: Vec<Display>,
+        #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+        details: serde_json::Value,
+    },
+    ModelChange {
+        model: String,
+    },
+    ThinkingChange {
+        level: ThinkingLevel,
+    },
+    ModeChange {
+        mode: Mode,
+    },
+    /// Something pincer told the user; never sent to the model.
+    Notice {
+        text: String,
+    },
+    /// The history before `first_kept` was summarised.
+    Compaction {
+        summary: String,
+        first_kept: String,
+    },
+}
+
+/// One line after the header.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub id: String,
+    pub parent_id: Option<String>,
+    /// RFC 3339 with milliseconds.
+    pub timestamp: String,
+    #[serde(flatten)]
+    pub record: Record,
+}
+
+/// Why a transcript could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum TranscriptError {
+    #[error("cannot access {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a pincer transcript: {message}")]
+    NotATranscript { path: PathBuf, message: String },
+    #[error(
+        "{path} was written by a newer pincer (format {version}, this one reads up to {VERSION}); update pincer"
+    )]
+    TooNew { path: PathBuf, version: u32 },
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+/// Appends entries to one transcript. There is one writer per session.
+#[derive(Debug)]
+pub struct Writer {
+    path: PathBuf,
+    file: std::fs::File,
+    last_id: Option<String>,
+    next: u64,
+}
+
+impl Writer {
+    /// Creates a new transcript with its header.
+    pub fn create(path: &Path, header: &Header) -> Result<Self, TranscriptError> {
+        let io = |source| TranscriptError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(path)
+            .map_err(io)?;
+        let mut writer = Self {
+            path: path.to_path_buf(),
+            file,
+            last_id: None,
+            next: 1,
+        };
+        writer.write_line(
+            &serde_json::to_string(header).map_err(|e| io(std::io::Error::other(e)))?,
+        )?;
+        Ok(writer)
+    }
+
+    /// Continues an existing transcript after its last entry. A torn last
+    /// line (the process was killed mid-write) is closed with a newline
+    /// first, so it stays one skipped line instead of spoiling the next.
+    pub fn append_to(path: &Path, loaded: &Transcript) -> Result<Self, TranscriptError> {
+        let io = |source| TranscriptError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let bytes = std::fs::read(path).map_err(io)?;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(io)?;
+        if bytes.last().is_some_and(|b| *b != b'\n') {
+            file.write_all(b"\n").map_err(io)?;
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            last_id: loaded.entries.last().map(|e| e.id.clone()),
+            next: loaded
+                .entries
+                .iter()
+                .filter_map(|e| e.id.strip_prefix('e')?.parse::<u64>().ok())
+                .max()
+                .unwrap_or(0)
+                + 1,
+        })
+    }
+
+    /// Appends one record as a child of the last entry; returns its id.
+    pub fn append(&mut self, record: Record) -> Result<String, TranscriptError> {
+        let id = format!("e{}", self.next);
+        let entry = Entry {
+            id: id.clone(),
+            parent_id: self.last_id.clone(),
+            timestamp: now(),
+            record,
+        };
+        let line = serde_json::to_string(&entry).map_err(|e| TranscriptError::Io {
+            path: self.path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        self.write_line(&line)?;
+        self.next += 1;
+        self.last_id = Some(id.clone());
+        Ok(id)
+    }
+
+    /// Writes a whole line in one call, so a kill leaves at most one torn
+    /// line at the end, and flushes it to the OS.
+    fn write_line(&mut self, line: &str) -> Result<(), TranscriptError> {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        self.file
+            .write_all(&bytes)
+            .and_then(|()| self.file.flush())
+            .map_err(|source| TranscriptError::Io {
+                path: self.path.clone(),
+                source,
+            })
+    }
+}
+
+/// A transcript as read from disk.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transcript {
+    pub header: Header,
+    pub entries: Vec<Entry>,
+    /// Lines that could not be read (a torn last line after a kill), with
+    /// their line numbers; they were skipped.
+    pub skipped: Vec<usize>,
+}
+
+/// Reads a transcript. A line that does not parse is skipped with a
+/// warning; only a missing or foreign header is an error.
+pub fn load(path: &Path) -> Result<Transcript, TranscriptError> {
+    let io = |source| TranscriptError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut lines = std::io::BufReader::new(file).lines();
+    let first = match lines.next() {
+        Some(line) => line.map_err(io)?,
+        None => {
+            return Err(TranscriptError::NotATranscript {
+                path: path.to_path_buf(),
+                message: "the file is empty".to_string(),
+            });
+        }
+    };
+    let header: Header =
+        serde_json::from_str(&first).map_err(|e| TranscriptError::NotATranscript {
+            path: path.to_path_buf(),
+            message: format!("the first line is not a session header ({e})"),
+        })?;
+    if header.kind != "session" {
+        return Err(TranscriptError::NotATranscript {
+            path: path.to_path_buf(),
+            message: format!("the header's type is `{}`, not `session`", header.kind),
+        });
+    }
+    if header.version > VERSION {
+        return Err(TranscriptError::TooNew {
+            path: path.to_path_buf(),
+            version: header.version,
+        });
+    }
+    let mut entries = Vec::new();
+    let mut skipped = Vec::new();
+    for (index, line) in lines.enumerate() {
+        let number = index + 2;
+        let line = match line {
+            Ok(line) => line,
+            Err(e) => {
+                // Invalid UTF-8 is what a torn multi-byte write looks like.
+                tracing::warn!(path = %path.display(), line = number, error = %e, "skipping an unreadable transcript line");
+                skipped.push(number);
+                continue;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Entry>(&line) {
+            Ok(entry) => entries.push(entry),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), line = number, error = %e, "skipping an unreadable transcript line");
+                skipped.push(number);
+            }
+        }
+    }
+    Ok(Transcript {
+        header,
+        entries,
+        skipped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::Content;
+    use pretty_assertions::assert_eq;
+
+    fn user(text: &str) -> Record {
+        Record::Message {
+            message: Message::User {
+                content: vec![Content::text(text)],
+            },
+        }
+    }
+
+    fn write_sample(path: &Path) -> Vec<Record> {
+        let records = vec![
+            user("hello"),
+            Record::ToolResult {
+                message: ToolResultMessage {
+                    tool_call_id: "toolu_01".into(),
+                    tool_name: "edit".into(),
+                    content: vec![Content::text("Successfully replaced 1 block(s)")],
+                    is_error: false,
+                },
+                call: Some(CallInfo {
+                    title: "Edit a.txt".into(),
+                    kind: crate::tools::ToolKind::Edit,
+                    locations: vec![crate::tools::Location {
+                        path: "/p/a.txt".into(),
+                        line: Some(3),
+                    }],
+                }),
+                display: vec![Display::Diff {
+                    path: "/p/a.txt".into(),
+                    old_text: Some("a\n".into()),
+                    new_text: "b\n".into(),
+                }],
+                details: serde_json::json!({"replacements": 1}),
+            },
+            Record::ModelChange {
+                model: "openai/gpt-5".into(),
+            },
+            Record::ThinkingChange {
+                level: ThinkingLevel::High,
+            },
+            Record::ModeChange {
+                mode: Mode::AcceptEdits,
+            },
+            Record::Notice {
+                text: "retrying".into(),
+            },
+        ];
+        let mut writer = Writer::create(path, &Header::new("sess_1", "/p", None)).unwrap();
+        for record in &records {
+            writer.append(record.clone()).unwrap();
+        }
+        records
+    }
+
+    #[test]
+    fn entries_round_trip_in_order_with_parent_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let records = write_sample(&path);
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.header.id, "sess_1");
+        assert_eq!(loaded.header.version, VERSION);
+        assert_eq!(loaded.skipped, Vec::<usize>::new());
+        let got: Vec<Record> = loaded.entries.iter().map(|e| e.record.clone()).collect();
+        assert_eq!(got, records);
+        let parents: Vec<Option<&str>> = loaded
+            .entries
+            .iter()
+            .map(|e| e.parent_id.as_deref())
+            .collect();
+        assert_eq!(
+            parents,
+            vec![
+                None,
+                Some("e1"),
+                Some("e2"),
+                Some("e3"),
+                Some("e4"),
+                Some("e5")
+            ]
+        );
+
+        // Appending later continues the chain.
+        let mut writer = Writer::append_to(&path, &loaded).unwrap();
+        assert_eq!(writer.append(user("again")).unwrap(), "e7");
+        let reloaded = load(&path).unwrap();
+        assert_eq!(
+            reloaded.entries.last().unwrap().parent_id.as_deref(),
+            Some("e6")
+        );
+    }
+
+    #[test]
+    fn a_file_cut_anywhere_still_loads_everything_before_the_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        write_sample(&path);
+        let full = std::fs::read(&path).unwrap();
+        let header_len = full.iter().position(|b| *b == b'\n').unwrap() + 1;
+        let cut_path = dir.path().join("cut.jsonl");
+        for cut in header_len..=full.len() {
+            std::fs::write(&cut_path, &full[..cut]).unwrap();
+            let loaded = load(&cut_path).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+            let complete_lines = full[header_len..cut]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count();
+            let last_newline = full[..cut].iter().rposition(|b| *b == b'\n').unwrap();
+            let tail = &full[last_newline + 1..cut];
+            // A tail that stops right before its newline is a whole entry.
+            let tail_whole = !tail.is_empty() && full.get(cut) == Some(&b'\n');
+            let tail_torn = !tail.is_empty() && !tail_whole;
+            assert_eq!(
+                loaded.entries.len(),
+                complete_lines + usize::from(tail_whole),
+                "cut at {cut}"
+            );
+            assert_eq!(loaded.skipped.len(), usize::from(tail_torn), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn appending_after_a_torn_line_keeps_the_new_entries_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        write_sample(&path);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(b"{\"type\":\"notice\",\"id\":\"e7\",\"par");
+        std::fs::write(&path, &bytes).unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.entries.len(), 6);
+        let mut writer = Writer::append_to(&path, &loaded).unwrap();
+        writer.append(user("after the crash")).unwrap();
+        let reloaded = load(&path).unwrap();
+        assert_eq!(reloaded.entries.len(), 7);
+        assert_eq!(reloaded.skipped, vec![8]);
+        assert_eq!(reloaded.entries[6].record, user("after the crash"));
+        assert_eq!(reloaded.entries[6].parent_id.as_deref(), Some("e6"));
+    }
+
+    #[test]
+    fn newer_formats_and_foreign_files_are_refused_with_a_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, "{\"type\":\"session\",\"version\":99,\"id\":\"x\",\"cwd\":\"/\",\"created\":\"2030-01-01T00:00:00Z\"}\n").unwrap();
+        assert!(matches!(
+            load(&path),
+            Err(TranscriptError::TooNew { version: 99, .. })
+        ));
+        std::fs::write(&path, "not json\n").unwrap();
+        assert!(matches!(
+            load(&path),
+            Err(TranscriptError::NotATranscript { .. })
+        ));
+        std::fs::write(&path, "").unwrap();
+        assert!(matches!(
+            load(&path),
+            Err(TranscriptError::NotATranscript { .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_fields_from_later_versions_are_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(
+            &path,
+            "{\"type\":\"session\",\"version\":1,\"id\":\"x\",\"cwd\":\"/\",\"created\":\"2026-01-01T00:00:00Z\",\"future\":true}\n\
+             {\"type\":\"notice\",\"id\":\"e1\",\"parentId\":null,\"timestamp\":\"2026-01-01T00:00:00Z\",\"text\":\"hi\",\"extra\":1}\n",
+        )
+        .unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(
+            loaded.entries[0].record,
+            Record::Notice { text: "hi".into() }
+        );
+    }
+}
