@@ -21,15 +21,16 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse,
     CancelNotification, ClientCapabilities, ConfigOptionUpdate, CurrentModeUpdate, Implementation,
-    InitializeRequest, InitializeResponse, McpCapabilities, NewSessionRequest, NewSessionResponse,
-    PromptCapabilities, PromptRequest, PromptResponse, SessionAdditionalDirectoriesCapabilities,
-    SessionCapabilities, SessionId, SessionNotification, SessionUpdate,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
+    PromptResponse, SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionId,
+    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error};
 
 use crate::config::Settings;
+use crate::session::transcript;
 use session::Session;
 pub use transport::Drain;
 
@@ -68,6 +69,7 @@ pub async fn serve(
         client: Mutex::new(ClientCapabilities::default()),
         sessions: Mutex::new(HashMap::new()),
     });
+    let s8 = server.clone();
     let (s1, s2, s3, s4, s5, s6, s7) = (
         server.clone(),
         server.clone(),
@@ -128,6 +130,15 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
+            async move |req: LoadSessionRequest, responder, cx: ConnectionTo<Client>| match s8
+                .load_session(req, &cx)
+            {
+                Ok(response) => responder.respond(response),
+                Err(e) => responder.respond_with_error(e),
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
             async move |req: SetSessionModeRequest, responder, cx: ConnectionTo<Client>| match s7
                 .set_mode(req, &cx)
             {
@@ -181,7 +192,7 @@ impl Server {
         InitializeResponse::new(agent_client_protocol::schema::ProtocolVersion::V1)
             .agent_capabilities(
                 AgentCapabilities::new()
-                    .load_session(false)
+                    .load_session(true)
                     .prompt_capabilities(
                         PromptCapabilities::new()
                             .image(true)
@@ -241,12 +252,17 @@ impl Server {
                 dir.display()
             )));
         }
+        let path = crate::session::transcript_path(&settings.paths.data_dir, &req.cwd, &id);
+        let header = transcript::Header::new(id.clone(), req.cwd.clone(), None);
+        let writer = transcript::Writer::create(&path, &header)
+            .map_err(|e| Error::new(Error::internal_error().code, e.to_string()))?;
         let session = Arc::new(Session::new(
             id.clone(),
             req.cwd,
             req.additional_directories,
             settings,
             model,
+            writer,
         ));
         let options = session.config_options();
         lock(&self.sessions).insert(id.clone(), session.clone());
@@ -254,6 +270,52 @@ impl Server {
         Ok(NewSessionResponse::new(id)
             .config_options(options)
             .modes(modes))
+    }
+
+    /// `session/load`: restores a session from its transcript and replays
+    /// its history to the editor before answering.
+    fn load_session(
+        &self,
+        req: LoadSessionRequest,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<LoadSessionResponse, Error> {
+        let id = req.session_id.0.to_string();
+        let not_found = || -> Error {
+            agent_client_protocol::v1::schema::Error::session_not_found(id.clone()).into()
+        };
+        let settings = self.settings(&req.cwd)?;
+        let path = crate::session::find(&settings.paths.data_dir, &id).ok_or_else(not_found)?;
+        let loaded = transcript::load(&path)
+            .map_err(|e| Error::new(Error::internal_error().code, e.to_string()))?;
+        let restored = crate::session::restore(&loaded.entries);
+        let model = settings
+            .default_model(self.options.model.as_deref())
+            .map_err(|e| invalid_params(e.to_string()))?;
+        if !settings.has_credentials(&model) {
+            return Err(auth_required(settings.credential_hint(&model)));
+        }
+        let writer = transcript::Writer::append_to(&path, &loaded)
+            .map_err(|e| Error::new(Error::internal_error().code, e.to_string()))?;
+        if let Some(old) = lock(&self.sessions).remove(&id) {
+            old.cancel();
+        }
+        let session = Arc::new(Session::new(
+            id.clone(),
+            req.cwd,
+            req.additional_directories,
+            settings,
+            model,
+            writer,
+        ));
+        session.restore(&restored).map_err(invalid_params)?;
+        for update in updates::replay(&restored) {
+            notify(cx, &req.session_id, update);
+        }
+        let response = LoadSessionResponse::new()
+            .config_options(session.config_options())
+            .modes(session.mode_state());
+        lock(&self.sessions).insert(id, session);
+        Ok(response)
     }
 
     fn session(&self, id: &str) -> Result<Arc<Session>, Error> {

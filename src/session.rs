@@ -1,7 +1,153 @@
-//! Sessions on disk: one JSONL transcript per session.
+//! Sessions on disk: one JSONL transcript per session, grouped by working
+//! directory under `<data dir>/sessions/`.
 //!
-//! This module owns the file format and its reading and writing; which
-//! sessions exist, where their files live and how a frontend restores them
-//! build on it.
+//! This module owns the file format ([`transcript`]), where transcripts
+//! live, and how a transcript turns back into the history the agent loop
+//! works on.
 
 pub mod transcript;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::agent::{AgentMessage, Mode};
+use crate::llm::{Message, ThinkingLevel, ToolResultMessage};
+use crate::tools::{CallInfo, Display};
+use transcript::{Entry, Record};
+
+/// The directory holding every session's transcript.
+pub fn sessions_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("sessions")
+}
+
+/// `/home/me/project` → `--home-me-project--`: one directory per cwd, so a
+/// project's sessions are listed without reading the others.
+fn cwd_dir_name(cwd: &Path) -> String {
+    let text = cwd.to_string_lossy();
+    let slug: String = text
+        .trim_start_matches(['/', '\\'])
+        .chars()
+        .map(|c| {
+            if matches!(c, '/' | '\\' | ':') {
+                '-'
+            } else {
+                c
+            }
+        })
+        .collect();
+    format!("--{slug}--")
+}
+
+/// Where the transcript of session `id` in `cwd` is written.
+pub fn transcript_path(data_dir: &Path, cwd: &Path, id: &str) -> PathBuf {
+    sessions_dir(data_dir)
+        .join(cwd_dir_name(cwd))
+        .join(format!("{id}.jsonl"))
+}
+
+/// Finds a session's transcript in any cwd's directory.
+pub fn find(data_dir: &Path, id: &str) -> Option<PathBuf> {
+    if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
+        return None;
+    }
+    let file = format!("{id}.jsonl");
+    std::fs::read_dir(sessions_dir(data_dir))
+        .ok()?
+        .flatten()
+        .map(|dir| dir.path().join(&file))
+        .find(|path| path.is_file())
+}
+
+/// What a tool result entry adds to the model's result, for replay.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallRecord {
+    pub call: Option<CallInfo>,
+    pub display: Vec<Display>,
+    pub details: serde_json::Value,
+}
+
+/// A transcript turned back into a live session's state.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Restored {
+    pub history: Vec<AgentMessage>,
+    /// By call id.
+    pub calls: HashMap<String, CallRecord>,
+    pub model: Option<String>,
+    pub thinking: Option<ThinkingLevel>,
+    pub mode: Option<Mode>,
+}
+
+/// Rebuilds the history (and the last model, thinking level and mode) from
+/// a transcript's entries.
+pub fn restore(entries: &[Entry]) -> Restored {
+    let mut restored = Restored::default();
+    for entry in entries {
+        match &entry.record {
+            Record::Message { message } => restored.history.push(AgentMessage::Llm {
+                message: message.clone(),
+            }),
+            Record::ToolResult {
+                message,
+                call,
+                display,
+                details,
+            } => {
+                restored.calls.insert(
+                    message.tool_call_id.clone(),
+                    CallRecord {
+                        call: call.clone(),
+                        display: display.clone(),
+                        details: details.clone(),
+                    },
+                );
+                restored.history.push(AgentMessage::Llm {
+                    message: Message::ToolResult(message.clone()),
+                });
+            }
+            Record::ModelChange { model } => restored.model = Some(model.clone()),
+            Record::ThinkingChange { level } => restored.thinking = Some(*level),
+            Record::ModeChange { mode } => restored.mode = Some(*mode),
+            Record::Notice { text } => {
+                restored
+                    .history
+                    .push(AgentMessage::Notice { text: text.clone() });
+            }
+            // Compaction is not produced yet; when it is, the summary
+            // replaces the entries before `first_kept` here.
+            Record::Compaction { .. } => {}
+        }
+    }
+    restored
+}
+
+/// The record of a finished tool call.
+pub fn tool_result_record(
+    message: ToolResultMessage,
+    call: Option<CallInfo>,
+    display: Vec<Display>,
+    details: serde_json::Value,
+) -> Record {
+    Record::ToolResult {
+        message,
+        call,
+        display,
+        details,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transcripts_are_grouped_by_cwd_and_found_by_id() {
+        let data = tempfile::tempdir().unwrap();
+        let path = transcript_path(data.path(), Path::new("/home/me/project"), "sess_a");
+        assert!(path.ends_with("sessions/--home-me-project--/sess_a.jsonl"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(find(data.path(), "sess_a"), Some(path));
+        assert_eq!(find(data.path(), "sess_b"), None);
+        assert_eq!(find(data.path(), "../sess_a"), None);
+    }
+}

@@ -51,7 +51,7 @@ async fn initialize_reports_honest_capabilities() {
     assert_eq!(
         result["agentCapabilities"],
         json!({
-            "loadSession": false,
+            "loadSession": true,
             "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             "mcpCapabilities": {"http": false, "sse": false},
             "sessionCapabilities": {"additionalDirectories": {}},

@@ -22,6 +22,7 @@ use super::{auth_required, invalid_params, lock, updates};
 use crate::agent::{self, AgentEvent, AgentHost, AgentMessage, Answer, Mode, Permissions, RunStop};
 use crate::config::Settings;
 use crate::llm::{LlmError, Model, ThinkingLevel, ToolCall};
+use crate::session::transcript;
 use crate::tools::{self, CallInfo, Display, Terminals, Tool, Workspace};
 
 pub const MODEL_OPTION: &str = "model";
@@ -37,6 +38,8 @@ pub struct Session {
     state: Mutex<State>,
     /// Held by a turn for its whole run; later prompts wait here.
     history: tokio::sync::Mutex<Vec<AgentMessage>>,
+    /// The session's transcript; every finished message is appended.
+    transcript: Mutex<transcript::Writer>,
 }
 
 struct State {
@@ -56,6 +59,7 @@ impl Session {
         additional: Vec<PathBuf>,
         settings: Settings,
         model: Model,
+        transcript: transcript::Writer,
     ) -> Self {
         let thinking = clamp_thinking(&model, settings.thinking());
         let roots = std::iter::once(cwd.clone()).chain(additional).collect();
@@ -77,6 +81,44 @@ impl Session {
                 total_cost: 0.0,
             }),
             history: tokio::sync::Mutex::new(Vec::new()),
+            transcript: Mutex::new(transcript),
+        }
+    }
+
+    /// Puts a restored transcript's state back in place (`session/load`).
+    pub fn restore(&self, restored: &crate::session::Restored) -> Result<(), String> {
+        if let Some(id) = &restored.model {
+            // A model that no longer resolves or has no key leaves the
+            // session on its default model; the history still loads.
+            match self.settings.catalog.resolve(id) {
+                Ok(model) if self.settings.has_credentials(&model) => {
+                    lock(&self.state).model = model;
+                }
+                _ => {
+                    tracing::warn!(model = %id, "the session's model is not available; using the default")
+                }
+            }
+        }
+        if let Some(level) = restored.thinking {
+            let mut state = lock(&self.state);
+            state.thinking = clamp_thinking(&state.model, level);
+        }
+        if let Some(mode) = restored.mode {
+            self.permissions.set_mode(mode);
+        }
+        let mut history = self
+            .history
+            .try_lock()
+            .map_err(|_| "the session is busy".to_string())?;
+        *history = restored.history.clone();
+        Ok(())
+    }
+
+    /// Appends to the transcript. A failure is logged, not fatal: the turn
+    /// goes on, and the next append tries again.
+    fn record(&self, record: transcript::Record) {
+        if let Err(e) = lock(&self.transcript).append(record) {
+            tracing::error!(error = %e, "cannot write the session transcript");
         }
     }
 
@@ -152,9 +194,13 @@ impl Session {
                 if !self.settings.has_credentials(&model) {
                     return Err(self.settings.credential_hint(&model));
                 }
-                let mut state = lock(&self.state);
-                state.thinking = clamp_thinking(&model, state.thinking);
-                state.model = model;
+                let full_id = model.full_id();
+                {
+                    let mut state = lock(&self.state);
+                    state.thinking = clamp_thinking(&model, state.thinking);
+                    state.model = model;
+                }
+                self.record(transcript::Record::ModelChange { model: full_id });
                 Ok(())
             }
             THOUGHT_OPTION => {
@@ -173,11 +219,14 @@ impl Session {
                         )
                     })?;
                 state.thinking = level;
+                drop(state);
+                self.record(transcript::Record::ThinkingChange { level });
                 Ok(())
             }
             MODE_OPTION => {
                 let mode = Mode::parse(value).ok_or_else(|| unknown_mode(value))?;
                 self.permissions.set_mode(mode);
+                self.record(transcript::Record::ModeChange { mode });
                 Ok(())
             }
             other => Err(format!(
@@ -235,7 +284,13 @@ impl Session {
             drain,
             files,
             terminals,
+            calls: Mutex::new(std::collections::HashMap::new()),
         };
+        self.record(transcript::Record::Message {
+            message: crate::llm::Message::User {
+                content: content.clone(),
+            },
+        });
         let stop = agent::run(
             http,
             &config,
@@ -302,6 +357,8 @@ struct AcpHost {
     drain: Arc<Drain>,
     files: Arc<EditorFiles>,
     terminals: Option<Arc<dyn Terminals>>,
+    /// How each call of this turn was shown, kept for its transcript entry.
+    calls: Mutex<std::collections::HashMap<String, CallInfo>>,
 }
 
 impl AcpHost {
@@ -315,8 +372,35 @@ impl AcpHost {
 
 impl AgentHost for AcpHost {
     fn emit(&self, event: AgentEvent) {
-        if let AgentEvent::MessageEnd(message) = &event {
-            lock(&self.session.state).total_cost += message.usage.cost.total;
+        match &event {
+            AgentEvent::MessageEnd(message) => {
+                lock(&self.session.state).total_cost += message.usage.cost.total;
+                self.session.record(transcript::Record::Message {
+                    message: crate::llm::Message::Assistant((**message).clone()),
+                });
+            }
+            AgentEvent::ToolExecutionStart { call, info } => {
+                lock(&self.calls).insert(call.id.clone(), info.clone());
+            }
+            AgentEvent::ToolExecutionEnd {
+                call_id,
+                tool_name,
+                output,
+            } => {
+                let call = lock(&self.calls).remove(call_id);
+                self.session.record(crate::session::tool_result_record(
+                    crate::llm::ToolResultMessage {
+                        tool_call_id: call_id.clone(),
+                        tool_name: tool_name.clone(),
+                        content: output.content.clone(),
+                        is_error: output.is_error,
+                    },
+                    call,
+                    output.display.clone(),
+                    output.details.clone(),
+                ));
+            }
+            _ => {}
         }
         if let AgentEvent::Retry {
             attempt,

@@ -151,6 +151,82 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
     })
 }
 
+/// The updates that show a restored session's history to an editor, in the
+/// same shape the live turn had (`session/load`). Usage is not replayed.
+pub fn replay(restored: &crate::session::Restored) -> Vec<SessionUpdate> {
+    use crate::agent::AgentMessage;
+    use crate::llm::{AssistantContent, Message};
+    let mut out = Vec::new();
+    for entry in &restored.history {
+        let AgentMessage::Llm { message } = entry else {
+            continue;
+        };
+        match message {
+            Message::User { content } => {
+                for part in content {
+                    let block = match part {
+                        Content::Text { text } => {
+                            ContentBlock::Text(TextContent::new(text.as_str()))
+                        }
+                        Content::Image { data, mime_type } => ContentBlock::Image(
+                            ImageContent::new(data.as_str(), mime_type.as_str()),
+                        ),
+                    };
+                    out.push(SessionUpdate::UserMessageChunk(ContentChunk::new(block)));
+                }
+            }
+            Message::Assistant(message) => {
+                for part in &message.content {
+                    let event = match part {
+                        AssistantContent::Text { text } => AgentEvent::TextDelta(text.clone()),
+                        AssistantContent::Thinking {
+                            thinking,
+                            redacted: false,
+                            ..
+                        } => AgentEvent::ThinkingDelta(thinking.clone()),
+                        AssistantContent::Thinking { .. } => continue,
+                        AssistantContent::ToolCall(call) => {
+                            let info = restored
+                                .calls
+                                .get(&call.id)
+                                .and_then(|r| r.call.clone())
+                                .unwrap_or_else(|| crate::tools::CallInfo {
+                                    title: call.name.clone(),
+                                    kind: ToolKind::Other,
+                                    locations: Vec::new(),
+                                });
+                            AgentEvent::ToolExecutionStart {
+                                call: call.clone(),
+                                info,
+                            }
+                        }
+                    };
+                    out.extend(session_update(&event, 0.0));
+                }
+            }
+            Message::ToolResult(result) => {
+                let record = restored
+                    .calls
+                    .get(&result.tool_call_id)
+                    .cloned()
+                    .unwrap_or_default();
+                let event = AgentEvent::ToolExecutionEnd {
+                    call_id: result.tool_call_id.clone(),
+                    tool_name: result.tool_name.clone(),
+                    output: ToolOutput {
+                        content: result.content.clone(),
+                        is_error: result.is_error,
+                        details: record.details,
+                        display: record.display,
+                    },
+                };
+                out.extend(session_update(&event, 0.0));
+            }
+        }
+    }
+    out
+}
+
 /// Why a prompt block could not be used.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PromptError {
