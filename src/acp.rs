@@ -20,12 +20,16 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse,
-    CancelNotification, ClientCapabilities, ConfigOptionUpdate, CurrentModeUpdate, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
-    PromptResponse, SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionId,
-    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
+    CancelNotification, ClientCapabilities, CloseSessionRequest, CloseSessionResponse,
+    ConfigOptionUpdate, CurrentModeUpdate, DeleteSessionRequest, DeleteSessionResponse,
+    Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
+    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities,
+    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
+    ResumeSessionRequest, ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities,
+    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionId,
+    SessionInfo, SessionListCapabilities, SessionNotification, SessionResumeCapabilities,
+    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error};
 
@@ -69,7 +73,13 @@ pub async fn serve(
         client: Mutex::new(ClientCapabilities::default()),
         sessions: Mutex::new(HashMap::new()),
     });
-    let s8 = server.clone();
+    let (s8, s9, s10, s11, s12) = (
+        server.clone(),
+        server.clone(),
+        server.clone(),
+        server.clone(),
+        server.clone(),
+    );
     let (s1, s2, s3, s4, s5, s6, s7) = (
         server.clone(),
         server.clone(),
@@ -126,6 +136,38 @@ pub async fn serve(
                     Ok(response) => responder.respond(response),
                     Err(e) => responder.respond_with_error(e),
                 }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: ResumeSessionRequest, responder, _cx| match s9.resume_session(req) {
+                Ok(response) => responder.respond(response),
+                Err(e) => responder.respond_with_error(e),
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: ListSessionsRequest, responder, _cx| match s10.list_sessions(req) {
+                Ok(response) => responder.respond(response),
+                Err(e) => responder.respond_with_error(e),
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: CloseSessionRequest, responder, _cx| match s11
+                .close_session(&req.session_id.0)
+            {
+                Ok(()) => responder.respond(CloseSessionResponse::new()),
+                Err(e) => responder.respond_with_error(e),
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: DeleteSessionRequest, responder, _cx| match s12
+                .delete_session(&req.session_id.0)
+            {
+                Ok(()) => responder.respond(DeleteSessionResponse::new()),
+                Err(e) => responder.respond_with_error(e),
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -200,9 +242,14 @@ impl Server {
                             .embedded_context(true),
                     )
                     .mcp_capabilities(McpCapabilities::new().http(false).sse(false))
-                    .session_capabilities(SessionCapabilities::new().additional_directories(
-                        SessionAdditionalDirectoriesCapabilities::new(),
-                    )),
+                    .session_capabilities(
+                        SessionCapabilities::new()
+                            .additional_directories(SessionAdditionalDirectoriesCapabilities::new())
+                            .list(SessionListCapabilities::new())
+                            .delete(SessionDeleteCapabilities::new())
+                            .resume(SessionResumeCapabilities::new())
+                            .close(SessionCloseCapabilities::new()),
+                    ),
             )
             .auth_methods(auth_methods())
             .agent_info(Implementation::new("pincer", env!("CARGO_PKG_VERSION")).title("pincer"))
@@ -279,11 +326,46 @@ impl Server {
         req: LoadSessionRequest,
         cx: &ConnectionTo<Client>,
     ) -> Result<LoadSessionResponse, Error> {
-        let id = req.session_id.0.to_string();
+        let session = self.restore_session(
+            &req.session_id,
+            req.cwd,
+            req.additional_directories,
+            Some(cx),
+        )?;
+        Ok(LoadSessionResponse::new()
+            .config_options(session.config_options())
+            .modes(session.mode_state()))
+    }
+
+    /// `session/resume`: the same restoration, without the replay.
+    fn resume_session(&self, req: ResumeSessionRequest) -> Result<ResumeSessionResponse, Error> {
+        let session =
+            self.restore_session(&req.session_id, req.cwd, req.additional_directories, None)?;
+        Ok(ResumeSessionResponse::new()
+            .config_options(session.config_options())
+            .modes(session.mode_state()))
+    }
+
+    /// Restores a stored session; with `replay`, its history is sent to the
+    /// editor first.
+    fn restore_session(
+        &self,
+        session_id: &SessionId,
+        cwd: PathBuf,
+        additional: Vec<PathBuf>,
+        replay: Option<&ConnectionTo<Client>>,
+    ) -> Result<Arc<Session>, Error> {
+        let id = session_id.0.to_string();
+        if !cwd.is_absolute() {
+            return Err(invalid_params(format!(
+                "cwd must be an absolute path, got {}",
+                cwd.display()
+            )));
+        }
         let not_found = || -> Error {
             agent_client_protocol::v1::schema::Error::session_not_found(id.clone()).into()
         };
-        let settings = self.settings(&req.cwd)?;
+        let settings = self.settings(&cwd)?;
         let path = crate::session::find(&settings.paths.data_dir, &id).ok_or_else(not_found)?;
         let loaded = transcript::load(&path)
             .map_err(|e| Error::new(Error::internal_error().code, e.to_string()))?;
@@ -301,21 +383,85 @@ impl Server {
         }
         let session = Arc::new(Session::new(
             id.clone(),
-            req.cwd,
-            req.additional_directories,
+            cwd,
+            additional,
             settings,
             model,
             writer,
         ));
         session.restore(&restored).map_err(invalid_params)?;
-        for update in updates::replay(&restored) {
-            notify(cx, &req.session_id, update);
+        if let Some(cx) = replay {
+            for update in updates::replay(&restored) {
+                notify(cx, session_id, update);
+            }
         }
-        let response = LoadSessionResponse::new()
-            .config_options(session.config_options())
-            .modes(session.mode_state());
-        lock(&self.sessions).insert(id, session);
-        Ok(response)
+        lock(&self.sessions).insert(id, session.clone());
+        Ok(session)
+    }
+
+    /// `session/list`: stored sessions, newest first, a page at a time.
+    fn list_sessions(&self, req: ListSessionsRequest) -> Result<ListSessionsResponse, Error> {
+        let cwd = req
+            .cwd
+            .clone()
+            .unwrap_or_else(|| std::env::current_dir().unwrap_or_default());
+        let settings = self.settings(&cwd)?;
+        let start = match &req.cursor {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .map_err(|_| invalid_params(format!("invalid cursor `{cursor}`")))?,
+        };
+        let all = crate::session::list(&settings.paths.data_dir, req.cwd.as_deref());
+        let page: Vec<SessionInfo> = all
+            .iter()
+            .skip(start)
+            .take(LIST_PAGE)
+            .map(|s| {
+                SessionInfo::new(s.id.clone(), s.cwd.clone())
+                    .title(s.title.clone())
+                    .updated_at(s.updated_at.clone())
+            })
+            .collect();
+        let next = start + page.len();
+        Ok(ListSessionsResponse::new(page)
+            .next_cursor((next < all.len()).then(|| next.to_string())))
+    }
+
+    /// `session/close`: stops the session's work and frees it.
+    fn close_session(&self, id: &str) -> Result<(), Error> {
+        let session = lock(&self.sessions).remove(id);
+        match session {
+            Some(session) => {
+                session.cancel();
+                Ok(())
+            }
+            None => Err(agent_client_protocol::v1::schema::Error::session_not_found(
+                id.to_string(),
+            )
+            .into()),
+        }
+    }
+
+    /// `session/delete`: closes the session if it is open and removes its
+    /// transcript.
+    fn delete_session(&self, id: &str) -> Result<(), Error> {
+        if let Some(session) = lock(&self.sessions).remove(id) {
+            session.cancel();
+        }
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let settings = self.settings(&cwd)?;
+        let path = crate::session::find(&settings.paths.data_dir, id).ok_or_else(|| {
+            Error::from(agent_client_protocol::v1::schema::Error::session_not_found(
+                id.to_string(),
+            ))
+        })?;
+        std::fs::remove_file(&path).map_err(|e| {
+            Error::new(
+                Error::internal_error().code,
+                format!("cannot delete {}: {e}", path.display()),
+            )
+        })
     }
 
     fn session(&self, id: &str) -> Result<Arc<Session>, Error> {
@@ -406,6 +552,9 @@ fn notify(cx: &ConnectionTo<Client>, session: &SessionId, update: SessionUpdate)
         tracing::warn!(error = %e, "could not send session/update");
     }
 }
+
+/// Sessions per `session/list` page.
+const LIST_PAGE: usize = 50;
 
 /// How a person supplies credentials. pincer reads keys from the
 /// environment, so each method names a variable; `authenticate` re-checks.

@@ -151,3 +151,83 @@ mod tests {
         assert_eq!(find(data.path(), "../sess_a"), None);
     }
 }
+
+/// A stored session as a list shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub title: Option<String>,
+    /// RFC 3339: when the transcript last changed.
+    pub updated_at: String,
+    pub path: PathBuf,
+    modified: std::time::SystemTime,
+}
+
+/// A title from the first thing the user asked: its first line, cut to 80
+/// characters.
+pub fn title_from(text: &str) -> Option<String> {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let mut title: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        title.push('…');
+    }
+    Some(title)
+}
+
+/// Reads what a list needs: the header, and the first user text for the
+/// title. Stops reading there, so long transcripts cost no more.
+fn summarize(path: &Path) -> Option<Summary> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).ok()?;
+    let modified = file.metadata().and_then(|m| m.modified()).ok()?;
+    let mut lines = std::io::BufReader::new(file).lines();
+    let header: transcript::Header = serde_json::from_str(&lines.next()?.ok()?).ok()?;
+    let mut title = None;
+    for line in lines.take(64) {
+        let Ok(line) = line else { break };
+        if let Ok(Entry {
+            record:
+                Record::Message {
+                    message: Message::User { content },
+                },
+            ..
+        }) = serde_json::from_str::<Entry>(&line)
+        {
+            title = content.iter().find_map(|c| match c {
+                crate::llm::Content::Text { text } => title_from(text),
+                crate::llm::Content::Image { .. } => None,
+            });
+            break;
+        }
+    }
+    Some(Summary {
+        id: header.id,
+        cwd: header.cwd,
+        title,
+        updated_at: humantime::format_rfc3339_seconds(modified).to_string(),
+        path: path.to_path_buf(),
+        modified,
+    })
+}
+
+/// Stored sessions, newest first; only those of `cwd` when given.
+pub fn list(data_dir: &Path, cwd: Option<&Path>) -> Vec<Summary> {
+    let dirs: Vec<PathBuf> = match cwd {
+        Some(cwd) => vec![sessions_dir(data_dir).join(cwd_dir_name(cwd))],
+        None => std::fs::read_dir(sessions_dir(data_dir))
+            .map(|entries| entries.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default(),
+    };
+    let mut sessions: Vec<Summary> = dirs
+        .iter()
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flat_map(|entries| entries.flatten())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .filter_map(|p| summarize(&p))
+        .filter(|s| cwd.is_none_or(|cwd| s.cwd == cwd))
+        .collect();
+    sessions.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| a.id.cmp(&b.id)));
+    sessions
+}

@@ -183,6 +183,7 @@ async fn python_sdk_client_runs_a_tool_round_trip() {
             "stopReason": "end_turn",
             // Runs of message chunks are collapsed by the client.
             "updates": [
+                "session_info_update",
                 "agent_message_chunk",
                 "tool_call",
                 "tool_call_update",

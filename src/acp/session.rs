@@ -9,8 +9,8 @@ use agent_client_protocol::v1::schema::{
     ClientCapabilities, ContentBlock, ContentChunk, Notice, NoticeSeverity, PermissionOption,
     PermissionOptionKind, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
-    SessionMode, SessionModeState, SessionNotification, SessionUpdate, TextContent, ToolCallUpdate,
-    ToolCallUpdateFields,
+    SessionInfoUpdate, SessionMode, SessionModeState, SessionNotification, SessionUpdate,
+    TextContent, ToolCallUpdate, ToolCallUpdateFields,
 };
 use agent_client_protocol::{Client, Error};
 use futures::future::BoxFuture;
@@ -291,6 +291,18 @@ impl Session {
                 content: content.clone(),
             },
         });
+        // The first prompt names the session in the editor's history.
+        if history.is_empty()
+            && let Some(title) = content.iter().find_map(|c| match c {
+                crate::llm::Content::Text { text } => crate::session::title_from(text),
+                crate::llm::Content::Image { .. } => None,
+            })
+        {
+            let update = SessionInfoUpdate::new().title(title).updated_at(
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            );
+            host.send(SessionUpdate::SessionInfoUpdate(update));
+        }
         let stop = agent::run(
             http,
             &config,

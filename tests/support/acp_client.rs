@@ -203,12 +203,15 @@ impl Acp {
     }
 }
 
-/// A session/update's `update`, with volatile fields normalised.
+/// The `update`s of the session/update notifications among `messages`,
+/// without `session_info_update` (the title, which carries a time and is
+/// tested on its own).
 pub fn updates_of(messages: &[Value]) -> Vec<Value> {
     messages
         .iter()
         .filter(|m| m["method"] == "session/update")
         .map(|m| m["params"]["update"].clone())
+        .filter(|u| u["sessionUpdate"] != "session_info_update")
         .collect()
 }
 
