@@ -77,21 +77,52 @@ pub struct Restored {
     pub mode: Option<Mode>,
 }
 
+/// The result recorded for a call whose process was killed before the call
+/// finished, so the history stays valid for the model.
+pub const INTERRUPTED: &str = "This call was interrupted: pincer stopped before it finished, so its outcome is unknown. Check its effects before you run it again.";
+
+/// Closes the calls of the last assistant message that got no result.
+fn answer_open_calls(restored: &mut Restored, open: &mut Vec<(String, String)>) {
+    for (id, name) in open.drain(..) {
+        restored.history.push(AgentMessage::Llm {
+            message: Message::ToolResult(ToolResultMessage {
+                tool_call_id: id,
+                tool_name: name,
+                content: vec![crate::llm::Content::text(INTERRUPTED)],
+                is_error: true,
+            }),
+        });
+    }
+}
+
 /// Rebuilds the history (and the last model, thinking level and mode) from
-/// a transcript's entries.
+/// a transcript's entries. Calls cut off by a killed process get an error
+/// result, since every call must have one.
 pub fn restore(entries: &[Entry]) -> Restored {
     let mut restored = Restored::default();
+    // Calls of the latest assistant message still waiting for a result.
+    let mut open: Vec<(String, String)> = Vec::new();
     for entry in entries {
         match &entry.record {
-            Record::Message { message } => restored.history.push(AgentMessage::Llm {
-                message: message.clone(),
-            }),
+            Record::Message { message } => {
+                answer_open_calls(&mut restored, &mut open);
+                if let Message::Assistant(assistant) = message {
+                    open = assistant
+                        .tool_calls()
+                        .map(|c| (c.id.clone(), c.name.clone()))
+                        .collect();
+                }
+                restored.history.push(AgentMessage::Llm {
+                    message: message.clone(),
+                });
+            }
             Record::ToolResult {
                 message,
                 call,
                 display,
                 details,
             } => {
+                open.retain(|(id, _)| *id != message.tool_call_id);
                 restored.calls.insert(
                     message.tool_call_id.clone(),
                     CallRecord {
@@ -117,6 +148,7 @@ pub fn restore(entries: &[Entry]) -> Restored {
             Record::Compaction { .. } => {}
         }
     }
+    answer_open_calls(&mut restored, &mut open);
     restored
 }
 

@@ -149,3 +149,215 @@ async fn an_unknown_session_answers_resource_not_found_with_its_id() {
     assert_eq!(response["error"]["code"], json!(-32002));
     assert_eq!(response["error"]["data"]["sessionId"], json!("sess_nope"));
 }
+
+#[tokio::test]
+async fn list_pages_newest_first_and_titles_come_from_the_first_prompt() {
+    let sandbox = Sandbox::new();
+    let other = tempfile::tempdir().unwrap();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let mut acp = spawn(&sandbox, &mock);
+    acp.initialize().await;
+    let mut ids = Vec::new();
+    for _ in 0..54 {
+        ids.push(acp.new_session(&sandbox.work()).await);
+    }
+    // A session elsewhere is not listed for this cwd.
+    acp.new_session(&other.path().canonicalize().unwrap()).await;
+    // The newest one gets a prompt, and with it a title.
+    let newest = acp.new_session(&sandbox.work()).await;
+    let id = acp
+        .send(
+            "session/prompt",
+            prompt(&newest, "Fix the flaky login test\nplease"),
+        )
+        .await;
+    let (_, before) = acp.until_response(id).await;
+    let info = before
+        .iter()
+        .find(|m| m["params"]["update"]["sessionUpdate"] == "session_info_update")
+        .unwrap();
+    assert_eq!(
+        info["params"]["update"]["title"],
+        "Fix the flaky login test"
+    );
+    ids.push(newest.clone());
+
+    let first = acp
+        .call("session/list", json!({"cwd": sandbox.work()}))
+        .await;
+    let page1 = first["sessions"].as_array().unwrap();
+    assert_eq!(page1.len(), 50);
+    assert_eq!(page1[0]["sessionId"], json!(newest));
+    assert_eq!(page1[0]["title"], "Fix the flaky login test");
+    assert!(page1[0]["updatedAt"].as_str().unwrap().ends_with('Z'));
+    let cursor = first["nextCursor"].as_str().unwrap().to_string();
+    let second = acp
+        .call(
+            "session/list",
+            json!({"cwd": sandbox.work(), "cursor": cursor}),
+        )
+        .await;
+    let page2 = second["sessions"].as_array().unwrap();
+    assert_eq!(page2.len(), 5);
+    assert!(second.get("nextCursor").is_none() || second["nextCursor"].is_null());
+    let mut listed: Vec<String> = page1
+        .iter()
+        .chain(page2)
+        .map(|s| s["sessionId"].as_str().unwrap().to_string())
+        .collect();
+    listed.sort();
+    ids.sort();
+    assert_eq!(listed, ids);
+}
+
+#[tokio::test]
+async fn resume_restores_without_replay_and_delete_removes_the_session() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let mut acp = spawn(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp.send("session/prompt", prompt(&session, "hello")).await;
+    acp.until_response(id).await;
+    acp.call("session/close", json!({"sessionId": session}))
+        .await;
+    // Closed: prompting it is an unknown session until it is resumed.
+    let id = acp
+        .send("session/prompt", prompt(&session, "still there?"))
+        .await;
+    let (closed, _) = acp.until_response(id).await;
+    assert_eq!(closed["error"]["code"], json!(-32002));
+
+    let id = acp
+        .send(
+            "session/resume",
+            json!({"sessionId": session, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (resumed, before) = acp.until_response(id).await;
+    assert!(resumed.get("error").is_none(), "{resumed}");
+    assert_eq!(updates_of(&before), Vec::<Value>::new());
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let id = acp.send("session/prompt", prompt(&session, "again")).await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(
+        mock.requests()[1].body["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    acp.call("session/delete", json!({"sessionId": session}))
+        .await;
+    let listed = acp
+        .call("session/list", json!({"cwd": sandbox.work()}))
+        .await;
+    assert_eq!(listed["sessions"], json!([]));
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": session, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (gone, _) = acp.until_response(id).await;
+    assert_eq!(gone["error"]["code"], json!(-32002));
+    assert_eq!(gone["error"]["data"]["sessionId"], json!(session));
+}
+
+/// Loads `session` in a fresh process and returns the replayed updates.
+async fn load_in_new_process(
+    sandbox: &Sandbox,
+    mock: &MockModel,
+    session: &str,
+) -> (Acp, Vec<Value>) {
+    let mut acp = spawn(sandbox, mock);
+    acp.initialize().await;
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": session, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    (acp, updates_of(&before))
+}
+
+#[tokio::test]
+async fn a_kill_during_a_streaming_turn_or_a_tool_leaves_a_transcript_that_loads() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::Stall {
+        body: support::mock_model::fixture("anthropic/text.sse"),
+        events: 4,
+    });
+    let mut acp = spawn(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    acp.send("session/prompt", prompt(&session, "stream then die"))
+        .await;
+    loop {
+        let m = acp.next().await;
+        if m["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            break;
+        }
+    }
+    acp.child.start_kill().unwrap();
+    acp.wait_exit().await;
+    let (mut acp, replayed) = load_in_new_process(&sandbox, &mock, &session).await;
+    assert_eq!(
+        replayed,
+        vec![
+            json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "stream then die"}})
+        ]
+    );
+
+    // Now a kill while a tool runs: the call was recorded, its result not.
+    acp.call(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "bypass"}),
+    )
+    .await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_sleep",
+        "bash",
+        &json!({"command": "sleep 30.7171"}),
+    )));
+    acp.send("session/prompt", prompt(&session, "run it")).await;
+    loop {
+        let m = acp.next().await;
+        if m["params"]["update"]["sessionUpdate"] == "tool_call" {
+            break;
+        }
+    }
+    acp.child.start_kill().unwrap();
+    acp.wait_exit().await;
+    let (mut acp, replayed) = load_in_new_process(&sandbox, &mock, &session).await;
+    let kinds: Vec<&str> = replayed
+        .iter()
+        .map(|u| u["sessionUpdate"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "user_message_chunk",
+            "user_message_chunk",
+            "tool_call",
+            "tool_call_update"
+        ]
+    );
+    assert_eq!(replayed[3]["status"], "failed");
+
+    // The model can go on: the cut-off call has an error result.
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let id = acp
+        .send("session/prompt", prompt(&session, "what happened?"))
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
