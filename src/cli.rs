@@ -3,3 +3,4 @@
 //! stdout; in `pincer acp` stdout belongs to the protocol.)
 
 pub mod run;
+pub mod sessions;

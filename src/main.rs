@@ -34,6 +34,28 @@ enum Command {
         #[arg(long, value_enum, default_value = "read-only")]
         mode: RunMode,
     },
+    /// List, show or delete stored sessions.
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum SessionsCommand {
+    /// Stored sessions, newest first.
+    List {
+        /// Only sessions of this directory.
+        #[arg(long)]
+        cwd: Option<std::path::PathBuf>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A session's transcript, readable.
+    Show { id: String },
+    /// Delete a session.
+    Delete { id: String },
 }
 
 fn main() -> std::process::ExitCode {
@@ -44,7 +66,9 @@ fn main() -> std::process::ExitCode {
     // (files, processes) runs on tokio's blocking pool either way.
     let mut builder = match cli.command {
         Command::Acp { .. } => tokio::runtime::Builder::new_current_thread(),
-        Command::Run { .. } => tokio::runtime::Builder::new_multi_thread(),
+        Command::Run { .. } | Command::Sessions { .. } => {
+            tokio::runtime::Builder::new_multi_thread()
+        }
     };
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
@@ -60,6 +84,20 @@ fn main() -> std::process::ExitCode {
                     Ok(()) => 0,
                     Err(e) => {
                         eprintln!("pincer: {e}");
+                        1
+                    }
+                }
+            }
+            Command::Sessions { command } => {
+                let result = match command {
+                    SessionsCommand::List { cwd, json } => pincer::cli::sessions::list(cwd, json),
+                    SessionsCommand::Show { id } => pincer::cli::sessions::show(&id),
+                    SessionsCommand::Delete { id } => pincer::cli::sessions::delete(&id),
+                };
+                match result {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        eprintln!("pincer: {e:#}");
                         1
                     }
                 }

@@ -361,3 +361,68 @@ async fn a_kill_during_a_streaming_turn_or_a_tool_leaves_a_transcript_that_loads
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn the_sessions_command_lists_shows_and_deletes() {
+    let sandbox = Sandbox::new();
+    sandbox.write("hello.txt", "hello\n");
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/tool_read.sse"));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp
+        .send(
+            "session/prompt",
+            prompt(&session, "What does hello.txt say?"),
+        )
+        .await;
+    acp.until_response(id).await;
+    drop(acp);
+
+    let run = |args: &[&str]| {
+        let mut cmd = sandbox.command(args);
+        cmd.stdin(std::process::Stdio::null());
+        async move { cmd.output().await.unwrap() }
+    };
+    let out = run(&["sessions", "list", "--json"]).await;
+    assert!(out.status.success());
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["sessionId"], json!(session));
+    assert_eq!(lines[0]["title"], "What does hello.txt say?");
+    assert_eq!(lines[0]["cwd"], json!(sandbox.work()));
+
+    let out = run(&["sessions", "show", &session]).await;
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for expected in [
+        "## User\n\nWhat does hello.txt say?",
+        "I'll read the file.",
+        "→ read {\"path\":\"hello.txt\"}",
+        "✓ read result:\nhello",
+        "The file says hello.",
+    ] {
+        assert!(
+            text.contains(expected),
+            "{expected:?} missing from:\n{text}"
+        );
+    }
+
+    let out = run(&["sessions", "delete", &session]).await;
+    assert!(out.status.success());
+    let out = run(&["sessions", "list", "--json"]).await;
+    assert!(out.stdout.is_empty());
+    let out = run(&["sessions", "show", &session]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("no session")
+    );
+}

@@ -1,0 +1,129 @@
+//! `pincer sessions list|show|delete`: stored sessions for people and
+//! scripts.
+#![allow(clippy::print_stdout)]
+
+use std::path::PathBuf;
+
+use crate::agent::AgentMessage;
+use crate::config::Paths;
+use crate::llm::{AssistantContent, Content, Message};
+use crate::session::{self, transcript};
+
+fn data_dir() -> anyhow::Result<PathBuf> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    Ok(Paths::from_env(&env)?.data_dir)
+}
+
+/// Lists sessions, newest first: of `cwd` when given, else all.
+pub fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
+    let cwd = cwd.map(|c| c.canonicalize().unwrap_or(c));
+    let sessions = session::list(&data_dir()?, cwd.as_deref());
+    if json {
+        for s in &sessions {
+            let line = serde_json::json!({
+                "sessionId": s.id,
+                "cwd": s.cwd,
+                "title": s.title,
+                "updatedAt": s.updated_at,
+                "path": s.path,
+            });
+            println!("{line}");
+        }
+        return Ok(());
+    }
+    if sessions.is_empty() {
+        println!("No sessions.");
+    }
+    for s in &sessions {
+        println!(
+            "{}  {}  {}  {}",
+            s.id,
+            s.updated_at,
+            s.cwd.display(),
+            s.title.as_deref().unwrap_or("(untitled)")
+        );
+    }
+    Ok(())
+}
+
+fn find(id: &str) -> anyhow::Result<PathBuf> {
+    session::find(&data_dir()?, id).ok_or_else(|| {
+        anyhow::anyhow!("no session {id}; `pincer sessions list` shows the sessions there are")
+    })
+}
+
+/// Prints a session's transcript for reading.
+pub fn show(id: &str) -> anyhow::Result<()> {
+    let path = find(id)?;
+    let loaded = transcript::load(&path)?;
+    let restored = session::restore(&loaded.entries);
+    println!("# {} ({})", loaded.header.id, loaded.header.cwd.display());
+    println!("created {}\n", loaded.header.created);
+    for entry in &restored.history {
+        match entry {
+            AgentMessage::Llm {
+                message: Message::User { content },
+            } => {
+                println!("## User\n");
+                for part in content {
+                    match part {
+                        Content::Text { text } => println!("{text}\n"),
+                        Content::Image { mime_type, .. } => println!("[image {mime_type}]\n"),
+                    }
+                }
+            }
+            AgentMessage::Llm {
+                message: Message::Assistant(message),
+            } => {
+                println!("## Assistant ({}/{})\n", message.provider, message.model);
+                for part in &message.content {
+                    match part {
+                        AssistantContent::Text { text } => println!("{text}\n"),
+                        AssistantContent::Thinking {
+                            thinking,
+                            redacted: false,
+                            ..
+                        } => println!("> (thinking) {}\n", thinking.replace('\n', "\n> ")),
+                        AssistantContent::Thinking { .. } => println!("> (redacted thinking)\n"),
+                        AssistantContent::ToolCall(call) => {
+                            println!("→ {} {}\n", call.name, call.arguments);
+                        }
+                    }
+                }
+                if let Some(error) = &message.error_message {
+                    println!("(stopped: {error})\n");
+                }
+            }
+            AgentMessage::Llm {
+                message: Message::ToolResult(result),
+            } => {
+                let mark = if result.is_error { "✗" } else { "✓" };
+                let text: Vec<&str> = result
+                    .content
+                    .iter()
+                    .filter_map(|c| match c {
+                        Content::Text { text } => Some(text.as_str()),
+                        Content::Image { .. } => None,
+                    })
+                    .collect();
+                println!("{mark} {} result:\n{}\n", result.tool_name, text.join("\n"));
+            }
+            AgentMessage::Notice { text } => println!("(notice: {text})\n"),
+        }
+    }
+    if !loaded.skipped.is_empty() {
+        eprintln!(
+            "pincer: skipped unreadable lines {:?} (a process stopped mid-write)",
+            loaded.skipped
+        );
+    }
+    Ok(())
+}
+
+/// Deletes a session's transcript.
+pub fn delete(id: &str) -> anyhow::Result<()> {
+    let path = find(id)?;
+    std::fs::remove_file(&path)?;
+    println!("Deleted {id}.");
+    Ok(())
+}
