@@ -426,3 +426,34 @@ async fn the_sessions_command_lists_shows_and_deletes() {
             .contains("no session")
     );
 }
+
+#[tokio::test]
+async fn two_processes_write_their_own_sessions_at_the_same_time() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    for _ in 0..2 {
+        mock.push(Reply::fixture("anthropic/text.sse"));
+    }
+    let mut a = spawn(&sandbox, &mock);
+    let mut b = spawn(&sandbox, &mock);
+    a.initialize().await;
+    b.initialize().await;
+    let sa = a.new_session(&sandbox.work()).await;
+    let sb = b.new_session(&sandbox.work()).await;
+    let ia = a.send("session/prompt", prompt(&sa, "from a")).await;
+    let ib = b.send("session/prompt", prompt(&sb, "from b")).await;
+    let ((ra, _), (rb, _)) = tokio::join!(a.until_response(ia), b.until_response(ib));
+    assert_eq!(ra["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(rb["result"], json!({"stopReason": "end_turn"}));
+    drop((a, b));
+    for (session, text) in [(&sa, "from a"), (&sb, "from b")] {
+        let (_, replayed) = load_in_new_process(&sandbox, &mock, session).await;
+        assert_eq!(
+            replayed,
+            vec![
+                json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}}),
+                json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hello from the mock model."}}),
+            ]
+        );
+    }
+}

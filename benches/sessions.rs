@@ -1,0 +1,192 @@
+//! How fast stored sessions come back: loading and replaying a transcript of
+//! 10,000 entries (target: under 100 ms), and listing 1,000 sessions (target:
+//! under 100 ms). Both are measured through the library and end to end over
+//! ACP with the release binary (`session/load` answered; `session/list`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[path = "../tests/support/acp_client.rs"]
+mod acp_client;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use acp_client::{Acp, Sandbox};
+use pincer::llm::{
+    Api, AssistantContent, AssistantMessage, Content, Message, StopReason, ToolCall,
+    ToolResultMessage, Usage,
+};
+use pincer::session::{self, transcript};
+use serde_json::json;
+
+const TARGET: Duration = Duration::from_millis(100);
+const RUNS: usize = 7;
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn verdict(d: Duration) -> &'static str {
+    if d < TARGET { "met" } else { "MISSED" }
+}
+
+/// A transcript of `entries` entries shaped like real work: a prompt, an
+/// answer with a tool call, its result, and so on.
+fn write_transcript(data_dir: &Path, cwd: &Path, id: &str, entries: usize) {
+    let path = session::transcript_path(data_dir, cwd, id);
+    let mut writer =
+        transcript::Writer::create(&path, &transcript::Header::new(id, cwd, None)).unwrap();
+    let mut n = 0;
+    while n < entries {
+        let call_id = format!("toolu_{n}");
+        let records = [
+            transcript::Record::Message {
+                message: Message::User {
+                    content: vec![Content::text(format!(
+                        "Please look at module {n} and fix the bug in it."
+                    ))],
+                },
+            },
+            transcript::Record::Message {
+                message: Message::Assistant(AssistantMessage {
+                    content: vec![
+                        AssistantContent::Text {
+                            text: "I'll read the file first to see what is going on. ".repeat(4),
+                        },
+                        AssistantContent::ToolCall(ToolCall {
+                            id: call_id.clone(),
+                            name: "read".into(),
+                            arguments: json!({"path": format!("src/module_{n}.rs")}),
+                            arguments_error: None,
+                        }),
+                    ],
+                    provider: "anthropic".into(),
+                    api: Api::AnthropicMessages,
+                    model: "claude-sonnet-4-5".into(),
+                    auth_profile: None,
+                    stop_reason: StopReason::ToolUse,
+                    error_message: None,
+                    usage: Usage::default(),
+                }),
+            },
+            transcript::Record::ToolResult {
+                message: ToolResultMessage {
+                    tool_call_id: call_id,
+                    tool_name: "read".into(),
+                    content: vec![Content::text(
+                        "fn main() {\n    println!(\"hello\");\n}\n".repeat(20),
+                    )],
+                    is_error: false,
+                },
+                call: None,
+                display: Vec::new(),
+                details: json!({"startLine": 1}),
+            },
+        ];
+        for record in records {
+            writer.append(record).unwrap();
+            n += 1;
+        }
+    }
+}
+
+fn main() {
+    let sandbox = Sandbox::new();
+    let data_dir = sandbox.home();
+    let cwd = sandbox.work();
+    write_transcript(&data_dir, &cwd, "sess_big", 10_000);
+    let path = session::find(&data_dir, "sess_big").unwrap();
+    let size = std::fs::metadata(&path).unwrap().len();
+    println!(
+        "pincer sessions: a 10,000-entry transcript ({:.1} MB)",
+        size as f64 / 1e6
+    );
+
+    let library: Vec<Duration> = (0..RUNS)
+        .map(|_| {
+            let start = Instant::now();
+            let loaded = transcript::load(&path).unwrap();
+            let restored = session::restore(&loaded.entries);
+            let updates = pincer::acp::updates::replay(&restored);
+            assert!(updates.len() >= 10_000);
+            start.elapsed()
+        })
+        .collect();
+    let library = median(library);
+    println!(
+        "  load + restore + replay (library)   median {:>8.2} ms  target < 100 ms: {}",
+        library.as_secs_f64() * 1e3,
+        verdict(library)
+    );
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let acp_load = runtime.block_on(async {
+        let mut samples = Vec::new();
+        for _ in 0..RUNS {
+            let mut cmd = sandbox.command(&["acp"]);
+            cmd.env("ANTHROPIC_API_KEY", "bench-key");
+            let mut acp = Acp::spawn(cmd);
+            acp.initialize().await;
+            let start = Instant::now();
+            let id = acp
+                .send(
+                    "session/load",
+                    json!({"sessionId": "sess_big", "cwd": cwd, "mcpServers": []}),
+                )
+                .await;
+            let (response, before) = acp.until_response(id).await;
+            samples.push(start.elapsed());
+            assert!(response.get("error").is_none(), "{response}");
+            assert!(before.len() >= 10_000);
+        }
+        median(samples)
+    });
+    println!(
+        "  session/load over ACP, replay read  median {:>8.2} ms  target < 100 ms: {}",
+        acp_load.as_secs_f64() * 1e3,
+        verdict(acp_load)
+    );
+
+    // 1,000 sessions of a few entries each.
+    for i in 0..1_000 {
+        write_transcript(&data_dir, &cwd, &format!("sess_{i:04}"), 3);
+    }
+    let listing: Vec<Duration> = (0..RUNS)
+        .map(|_| {
+            let start = Instant::now();
+            let all = session::list(&data_dir, Some(&cwd));
+            assert_eq!(all.len(), 1_001);
+            start.elapsed()
+        })
+        .collect();
+    let listing = median(listing);
+    println!(
+        "  list 1,001 sessions (library)       median {:>8.2} ms  target < 100 ms: {}",
+        listing.as_secs_f64() * 1e3,
+        verdict(listing)
+    );
+    let acp_list = runtime.block_on(async {
+        let mut cmd = sandbox.command(&["acp"]);
+        cmd.env("ANTHROPIC_API_KEY", "bench-key");
+        let mut acp = Acp::spawn(cmd);
+        acp.initialize().await;
+        let mut samples = Vec::new();
+        for _ in 0..RUNS {
+            let start = Instant::now();
+            let result = acp.call("session/list", json!({"cwd": cwd})).await;
+            samples.push(start.elapsed());
+            assert_eq!(result["sessions"].as_array().unwrap().len(), 50);
+        }
+        median(samples)
+    });
+    println!(
+        "  session/list over ACP (first page)  median {:>8.2} ms  target < 100 ms: {}",
+        acp_list.as_secs_f64() * 1e3,
+        verdict(acp_list)
+    );
+    println!(
+        "{}",
+        json!({"bench": "sessions", "load_replay_ms": library.as_secs_f64() * 1e3, "acp_load_ms": acp_load.as_secs_f64() * 1e3,
+               "list_ms": listing.as_secs_f64() * 1e3, "acp_list_ms": acp_list.as_secs_f64() * 1e3, "target_ms": 100})
+    );
+}
