@@ -111,6 +111,28 @@ fn config(mock: &MockModel, project: &std::path::Path) -> AgentConfig {
     }
 }
 
+/// Runs one prompt with the built-in tools in `project`.
+async fn run(
+    project: &std::path::Path,
+    config: &AgentConfig,
+    history: &mut Vec<AgentMessage>,
+    prompt: &str,
+    host: &Recorder,
+    cancel: &CancellationToken,
+) -> RunStop {
+    agent::run(
+        &reqwest::Client::new(),
+        config,
+        &tools::builtin(),
+        project,
+        history,
+        vec![Content::text(prompt)],
+        host,
+        cancel,
+    )
+    .await
+}
+
 fn tool_results(history: &[AgentMessage]) -> Vec<(String, bool, String)> {
     history
         .iter()
@@ -143,13 +165,11 @@ async fn events_come_in_order_and_every_call_gets_a_result() {
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
     let host = Recorder::new(Answer::AllowOnce);
     let mut history = Vec::new();
-    let stop = agent::run(
-        &reqwest::Client::new(),
-        &config(&mock, project.path()),
-        &tools::builtin(),
+    let stop = run(
         project.path(),
+        &config(&mock, project.path()),
         &mut history,
-        vec![Content::text("go")],
+        "go",
         &host,
         &CancellationToken::new(),
     )
@@ -217,13 +237,11 @@ async fn assistant_messages_record_where_they_came_from() {
     mock.push(Reply::fixture("anthropic/text.sse"));
     let host = Recorder::new(Answer::AllowOnce);
     let mut history = Vec::new();
-    agent::run(
-        &reqwest::Client::new(),
-        &config(&mock, project.path()),
-        &tools::builtin(),
+    run(
         project.path(),
+        &config(&mock, project.path()),
         &mut history,
-        vec![Content::text("hi")],
+        "hi",
         &host,
         &CancellationToken::new(),
     )
@@ -267,13 +285,11 @@ async fn cancelling_mid_batch_still_answers_every_call() {
     let mut host = Recorder::new(Answer::Cancelled);
     host.cancel_on_permission = Some(cancel.clone());
     let mut history = Vec::new();
-    let stop = agent::run(
-        &reqwest::Client::new(),
-        &config(&mock, project.path()),
-        &tools::builtin(),
+    let stop = run(
         project.path(),
+        &config(&mock, project.path()),
         &mut history,
-        vec![Content::text("go")],
+        "go",
         &host,
         &cancel,
     )
@@ -318,13 +334,11 @@ async fn a_failure_after_streaming_began_is_not_retried_and_keeps_the_text() {
     cfg.max_retries = 3;
     let host = Recorder::new(Answer::AllowOnce);
     let mut history = Vec::new();
-    let stop = agent::run(
-        &reqwest::Client::new(),
-        &cfg,
-        &tools::builtin(),
+    let stop = run(
         project.path(),
+        &cfg,
         &mut history,
-        vec![Content::text("hi")],
+        "hi",
         &host,
         &CancellationToken::new(),
     )
@@ -360,13 +374,11 @@ async fn a_stream_cut_off_before_its_end_is_an_error() {
     mock.push(Reply::sse(cut));
     let host = Recorder::new(Answer::AllowOnce);
     let mut history = Vec::new();
-    let stop = agent::run(
-        &reqwest::Client::new(),
-        &config(&mock, project.path()),
-        &tools::builtin(),
+    let stop = run(
         project.path(),
+        &config(&mock, project.path()),
         &mut history,
-        vec![Content::text("hi")],
+        "hi",
         &host,
         &CancellationToken::new(),
     )
@@ -389,13 +401,11 @@ async fn a_silent_provider_hits_the_idle_timeout() {
     cfg.stream.idle_timeout = Duration::from_millis(300);
     let host = Recorder::new(Answer::AllowOnce);
     let mut history = Vec::new();
-    let stop = agent::run(
-        &reqwest::Client::new(),
-        &cfg,
-        &tools::builtin(),
+    let stop = run(
         project.path(),
+        &cfg,
         &mut history,
-        vec![Content::text("hi")],
+        "hi",
         &host,
         &CancellationToken::new(),
     )
@@ -441,13 +451,11 @@ async fn permission_rejected_becomes_an_error_result_the_model_sees() {
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
     let host = Recorder::new(Answer::RejectOnce);
     let mut history = Vec::new();
-    let stop = agent::run(
-        &reqwest::Client::new(),
-        &config(&mock, project.path()),
-        &tools::builtin(),
+    let stop = run(
         project.path(),
+        &config(&mock, project.path()),
         &mut history,
-        vec![Content::text("go")],
+        "go",
         &host,
         &CancellationToken::new(),
     )
@@ -494,13 +502,11 @@ async fn run_text(mock: &MockModel) -> Recorder {
     let project = tempfile::tempdir().unwrap();
     let host = Recorder::new(Answer::AllowOnce);
     let mut history = Vec::new();
-    let stop = agent::run(
-        &reqwest::Client::new(),
-        &config(mock, project.path()),
-        &tools::builtin(),
+    let stop = run(
         project.path(),
+        &config(mock, project.path()),
         &mut history,
-        vec![Content::text("hi")],
+        "hi",
         &host,
         &CancellationToken::new(),
     )
