@@ -93,7 +93,10 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
     };
     body.insert(cap_field.into(), json!(max_tokens));
     if model.reasoning && request.thinking != ThinkingLevel::Off {
-        body.insert("reasoning_effort".into(), json!(request.thinking.as_str()));
+        body.insert(
+            "reasoning_effort".into(),
+            json!(reasoning_effort(&model.id, request.thinking)),
+        );
     }
 
     HttpRequest {
@@ -655,6 +658,17 @@ fn truncate(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_string(),
+    }
+}
+
+/// The `reasoning_effort` for a level. Only the GPT-5 family knows
+/// `minimal`; the o-series models start at `low`.
+fn reasoning_effort(model_id: &str, level: ThinkingLevel) -> &'static str {
+    let o_series =
+        model_id.starts_with('o') && model_id[1..].starts_with(|c: char| c.is_ascii_digit());
+    match level {
+        ThinkingLevel::Minimal if o_series => "low",
+        other => other.as_str(),
     }
 }
 

@@ -863,3 +863,21 @@ fn non_json_error_bodies_are_truncated() {
         }
     );
 }
+
+#[test]
+fn minimal_effort_becomes_low_for_o_series_models() {
+    assert_eq!(super::reasoning_effort("o3", ThinkingLevel::Minimal), "low");
+    assert_eq!(
+        super::reasoning_effort("o4-mini", ThinkingLevel::Minimal),
+        "low"
+    );
+    assert_eq!(
+        super::reasoning_effort("gpt-5", ThinkingLevel::Minimal),
+        "minimal"
+    );
+    assert_eq!(super::reasoning_effort("o3", ThinkingLevel::High), "high");
+    assert_eq!(
+        super::reasoning_effort("ollama-model", ThinkingLevel::Minimal),
+        "minimal"
+    );
+}
