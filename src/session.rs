@@ -152,21 +152,6 @@ pub fn restore(entries: &[Entry]) -> Restored {
     restored
 }
 
-/// The record of a finished tool call.
-pub fn tool_result_record(
-    message: ToolResultMessage,
-    call: Option<CallInfo>,
-    display: Vec<Display>,
-    details: serde_json::Value,
-) -> Record {
-    Record::ToolResult {
-        message,
-        call,
-        display,
-        details,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -400,17 +400,17 @@ impl AgentHost for AcpHost {
                 output,
             } => {
                 let call = lock(&self.calls).remove(call_id);
-                self.session.record(crate::session::tool_result_record(
-                    crate::llm::ToolResultMessage {
+                self.session.record(transcript::Record::ToolResult {
+                    message: crate::llm::ToolResultMessage {
                         tool_call_id: call_id.clone(),
                         tool_name: tool_name.clone(),
                         content: output.content.clone(),
                         is_error: output.is_error,
                     },
                     call,
-                    output.display.clone(),
-                    output.details.clone(),
-                ));
+                    display: output.display.clone(),
+                    details: output.details.clone(),
+                });
             }
             _ => {}
         }

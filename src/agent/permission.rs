@@ -214,15 +214,6 @@ impl Permissions {
         self.lock().mode = mode;
     }
 
-    /// The remembered rules, as written in the file.
-    pub fn rules(&self) -> (Vec<String>, Vec<String>) {
-        let state = self.lock();
-        (
-            state.allow.iter().map(Rule::to_text).collect(),
-            state.reject.iter().map(Rule::to_text).collect(),
-        )
-    }
-
     fn outside(&self, info: &CallInfo) -> Vec<PathBuf> {
         info.locations
             .iter()

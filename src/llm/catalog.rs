@@ -357,10 +357,6 @@ impl Catalog {
         self.providers.get(name)
     }
 
-    pub fn providers(&self) -> impl Iterator<Item = &Provider> {
-        self.providers.values()
-    }
-
     /// Resolves `provider/model`. A model the provider does not list is still
     /// usable with default limits: local servers grow new models every day.
     pub fn resolve(&self, full_id: &str) -> Result<Model, CatalogError> {
