@@ -140,7 +140,10 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: ResumeSessionRequest, responder, _cx| match s9.resume_session(req) {
+            async move |req: ResumeSessionRequest, responder, _cx| match s9
+                .resume_session(req)
+                .await
+            {
                 Ok(response) => responder.respond(response),
                 Err(e) => responder.respond_with_error(e),
             },
@@ -172,9 +175,7 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: LoadSessionRequest, responder, cx: ConnectionTo<Client>| match s8
-                .load_session(req, &cx)
-            {
+            async move |req: LoadSessionRequest, responder, _cx| match s8.load_session(req).await {
                 Ok(response) => responder.respond(response),
                 Err(e) => responder.respond_with_error(e),
             },
@@ -321,39 +322,39 @@ impl Server {
 
     /// `session/load`: restores a session from its transcript and replays
     /// its history to the editor before answering.
-    fn load_session(
-        &self,
-        req: LoadSessionRequest,
-        cx: &ConnectionTo<Client>,
-    ) -> Result<LoadSessionResponse, Error> {
-        let session = self.restore_session(
-            &req.session_id,
-            req.cwd,
-            req.additional_directories,
-            Some(cx),
-        )?;
+    async fn load_session(&self, req: LoadSessionRequest) -> Result<LoadSessionResponse, Error> {
+        let session = self
+            .restore_session(&req.session_id, req.cwd, req.additional_directories, true)
+            .await?;
         Ok(LoadSessionResponse::new()
             .config_options(session.config_options())
             .modes(session.mode_state()))
     }
 
     /// `session/resume`: the same restoration, without the replay.
-    fn resume_session(&self, req: ResumeSessionRequest) -> Result<ResumeSessionResponse, Error> {
-        let session =
-            self.restore_session(&req.session_id, req.cwd, req.additional_directories, None)?;
+    async fn resume_session(
+        &self,
+        req: ResumeSessionRequest,
+    ) -> Result<ResumeSessionResponse, Error> {
+        let session = self
+            .restore_session(&req.session_id, req.cwd, req.additional_directories, false)
+            .await?;
         Ok(ResumeSessionResponse::new()
             .config_options(session.config_options())
             .modes(session.mode_state()))
     }
 
     /// Restores a stored session; with `replay`, its history is sent to the
-    /// editor first.
-    fn restore_session(
+    /// editor first, straight to stdout in blocks of lines (see
+    /// [`Drain::send_lines`]), so the answer goes out after them. Reading
+    /// and serialising happen on the blocking pool, off the connection's
+    /// thread.
+    async fn restore_session(
         &self,
         session_id: &SessionId,
         cwd: PathBuf,
         additional: Vec<PathBuf>,
-        replay: Option<&ConnectionTo<Client>>,
+        replay: bool,
     ) -> Result<Arc<Session>, Error> {
         let id = session_id.0.to_string();
         if !cwd.is_absolute() {
@@ -362,22 +363,31 @@ impl Server {
                 cwd.display()
             )));
         }
-        let not_found = || -> Error {
-            agent_client_protocol::v1::schema::Error::session_not_found(id.clone()).into()
-        };
         let settings = self.settings(&cwd)?;
-        let path = crate::session::find(&settings.paths.data_dir, &id).ok_or_else(not_found)?;
-        let loaded = transcript::load(&path)
-            .map_err(|e| Error::new(Error::internal_error().code, e.to_string()))?;
-        let restored = crate::session::restore(&loaded.entries);
+        let Some(path) = crate::session::find(&settings.paths.data_dir, &id) else {
+            return Err(agent_client_protocol::v1::schema::Error::session_not_found(id).into());
+        };
         let model = settings
             .default_model(self.options.model.as_deref())
             .map_err(|e| invalid_params(e.to_string()))?;
         if !settings.has_credentials(&model) {
             return Err(auth_required(settings.credential_hint(&model)));
         }
-        let writer = transcript::Writer::append_to(&path, &loaded)
-            .map_err(|e| Error::new(Error::internal_error().code, e.to_string()))?;
+        let internal =
+            |e: &dyn std::fmt::Display| Error::new(Error::internal_error().code, e.to_string());
+        let replay_id = replay.then(|| session_id.clone());
+        let (writer, restored, blocks) = tokio::task::spawn_blocking(move || {
+            let loaded = transcript::load(&path)?;
+            let writer = transcript::Writer::append_to(&path, &loaded)?;
+            let restored = crate::session::restore(loaded.entries);
+            let blocks = replay_id
+                .map(|id| updates::replay_lines(&id, &restored))
+                .unwrap_or_default();
+            Ok::<_, transcript::TranscriptError>((writer, restored, blocks))
+        })
+        .await
+        .map_err(|e| internal(&e))?
+        .map_err(|e| internal(&e))?;
         if let Some(old) = lock(&self.sessions).remove(&id) {
             old.cancel();
         }
@@ -389,10 +399,10 @@ impl Server {
             model,
             writer,
         ));
-        session.restore(&restored).map_err(invalid_params)?;
-        if let Some(cx) = replay {
-            for update in updates::replay(&restored) {
-                notify(cx, session_id, update);
+        session.restore(restored).map_err(invalid_params)?;
+        for block in blocks {
+            if !self.drain.send_lines(block).await {
+                break;
             }
         }
         lock(&self.sessions).insert(id, session.clone());

@@ -11,5 +11,6 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod llm;
+pub mod parallel;
 pub mod session;
 pub mod tools;

@@ -98,23 +98,21 @@ fn answer_open_calls(restored: &mut Restored, open: &mut Vec<(String, String)>) 
 /// Rebuilds the history (and the last model, thinking level and mode) from
 /// a transcript's entries. Calls cut off by a killed process get an error
 /// result, since every call must have one.
-pub fn restore(entries: &[Entry]) -> Restored {
+pub fn restore(entries: Vec<Entry>) -> Restored {
     let mut restored = Restored::default();
     // Calls of the latest assistant message still waiting for a result.
     let mut open: Vec<(String, String)> = Vec::new();
     for entry in entries {
-        match &entry.record {
+        match entry.record {
             Record::Message { message } => {
                 answer_open_calls(&mut restored, &mut open);
-                if let Message::Assistant(assistant) = message {
+                if let Message::Assistant(assistant) = &message {
                     open = assistant
                         .tool_calls()
                         .map(|c| (c.id.clone(), c.name.clone()))
                         .collect();
                 }
-                restored.history.push(AgentMessage::Llm {
-                    message: message.clone(),
-                });
+                restored.history.push(AgentMessage::Llm { message });
             }
             Record::ToolResult {
                 message,
@@ -126,22 +124,20 @@ pub fn restore(entries: &[Entry]) -> Restored {
                 restored.calls.insert(
                     message.tool_call_id.clone(),
                     CallRecord {
-                        call: call.clone(),
-                        display: display.clone(),
-                        details: details.clone(),
+                        call,
+                        display,
+                        details,
                     },
                 );
                 restored.history.push(AgentMessage::Llm {
-                    message: Message::ToolResult(message.clone()),
+                    message: Message::ToolResult(message),
                 });
             }
-            Record::ModelChange { model } => restored.model = Some(model.clone()),
-            Record::ThinkingChange { level } => restored.thinking = Some(*level),
-            Record::ModeChange { mode } => restored.mode = Some(*mode),
+            Record::ModelChange { model } => restored.model = Some(model),
+            Record::ThinkingChange { level } => restored.thinking = Some(level),
+            Record::ModeChange { mode } => restored.mode = Some(mode),
             Record::Notice { text } => {
-                restored
-                    .history
-                    .push(AgentMessage::Notice { text: text.clone() });
+                restored.history.push(AgentMessage::Notice { text });
             }
             // Compaction is not produced yet; when it is, the summary
             // replaces the entries before `first_kept` here.

@@ -86,7 +86,7 @@ impl Session {
     }
 
     /// Puts a restored transcript's state back in place (`session/load`).
-    pub fn restore(&self, restored: &crate::session::Restored) -> Result<(), String> {
+    pub fn restore(&self, restored: crate::session::Restored) -> Result<(), String> {
         if let Some(id) = &restored.model {
             // A model that no longer resolves or has no key leaves the
             // session on its default model; the history still loads.
@@ -110,7 +110,7 @@ impl Session {
             .history
             .try_lock()
             .map_err(|_| "the session is busy".to_string())?;
-        *history = restored.history.clone();
+        *history = restored.history;
         Ok(())
     }
 

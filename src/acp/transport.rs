@@ -30,6 +30,9 @@ pub struct Drain {
     stdin_closed: CancellationToken,
     state: Mutex<DrainState>,
     changed: Notify,
+    /// The stdout writer's queue, for blocks of lines serialised by the
+    /// server itself (a `session/load` replay).
+    outgoing: std::sync::OnceLock<tokio::sync::mpsc::WeakSender<String>>,
 }
 
 #[derive(Debug, Default)]
@@ -61,6 +64,21 @@ impl Drain {
 
     pub fn is_closed(&self) -> bool {
         self.stdin_closed.is_cancelled()
+    }
+
+    /// Queues lines for stdout behind everything already queued, bypassing
+    /// the ACP crate's per-message path: replaying a long session sends
+    /// thousands of notifications, and serialising them in blocks here is
+    /// several times cheaper. `block` holds whole JSON-RPC notifications,
+    /// each ending in a newline. Returns false when stdout is gone.
+    pub async fn send_lines(&self, mut block: String) -> bool {
+        if block.ends_with('\n') {
+            block.pop();
+        }
+        match self.outgoing.get().and_then(|tx| tx.upgrade()) {
+            Some(tx) => tx.send(block).await.is_ok(),
+            None => false,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, DrainState> {
@@ -195,6 +213,10 @@ where
         },
     );
     let (lines_tx, mut lines_rx) = tokio::sync::mpsc::channel::<String>(OUTGOING_QUEUE);
+    // Weak, so that the writer thread still ends when the connection drops
+    // its sink. A second `lines` on the same drain (never done) would keep
+    // the first.
+    let _ = drain.outgoing.set(lines_tx.downgrade());
     let writer = std::thread::Builder::new()
         .name("pincer-stdout".to_string())
         .spawn(move || write_lines(&mut lines_rx, writer, &drain));

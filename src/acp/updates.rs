@@ -5,9 +5,10 @@
 use std::path::Path;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, Cost, Diff, EmbeddedResourceResource, ImageContent, SessionUpdate,
-    StopReason, Terminal, TextContent, ToolCall as AcpToolCall, ToolCallContent, ToolCallLocation,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind as AcpToolKind, UsageUpdate,
+    ContentBlock, ContentChunk, Cost, Diff, EmbeddedResourceResource, ImageContent, SessionId,
+    SessionNotification, SessionUpdate, StopReason, Terminal, TextContent, ToolCall as AcpToolCall,
+    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind as AcpToolKind, UsageUpdate,
 };
 
 use crate::agent::{AgentEvent, RunStop};
@@ -154,10 +155,21 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
 /// The updates that show a restored session's history to an editor, in the
 /// same shape the live turn had (`session/load`). Usage is not replayed.
 pub fn replay(restored: &crate::session::Restored) -> Vec<SessionUpdate> {
+    let mut out = Vec::new();
+    replay_part(restored, &restored.history, &mut |update| out.push(update));
+    out
+}
+
+/// The replay of `part`, a stretch of `restored.history`, one update at a
+/// time.
+fn replay_part(
+    restored: &crate::session::Restored,
+    part: &[crate::agent::AgentMessage],
+    out: &mut dyn FnMut(SessionUpdate),
+) {
     use crate::agent::AgentMessage;
     use crate::llm::{AssistantContent, Message};
-    let mut out = Vec::new();
-    for entry in &restored.history {
+    for entry in part {
         let AgentMessage::Llm { message } = entry else {
             continue;
         };
@@ -172,7 +184,7 @@ pub fn replay(restored: &crate::session::Restored) -> Vec<SessionUpdate> {
                             ImageContent::new(data.as_str(), mime_type.as_str()),
                         ),
                     };
-                    out.push(SessionUpdate::UserMessageChunk(ContentChunk::new(block)));
+                    out(SessionUpdate::UserMessageChunk(ContentChunk::new(block)));
                 }
             }
             Message::Assistant(message) => {
@@ -201,7 +213,9 @@ pub fn replay(restored: &crate::session::Restored) -> Vec<SessionUpdate> {
                             }
                         }
                     };
-                    out.extend(session_update(&event, 0.0));
+                    if let Some(update) = session_update(&event, 0.0) {
+                        out(update);
+                    }
                 }
             }
             Message::ToolResult(result) => {
@@ -220,11 +234,61 @@ pub fn replay(restored: &crate::session::Restored) -> Vec<SessionUpdate> {
                         display: record.display,
                     },
                 };
-                out.extend(session_update(&event, 0.0));
+                if let Some(update) = session_update(&event, 0.0) {
+                    out(update);
+                }
             }
         }
     }
-    out
+}
+
+/// Replay blocks of at most about this many bytes go to stdout at a time.
+const REPLAY_BLOCK: usize = 256 * 1024;
+
+/// The replay of a restored session as ready-to-send JSON-RPC
+/// `session/update` notifications, one per line, in blocks of lines.
+///
+/// Replaying a long session is what an editor waits for when it reopens
+/// it, so the history is split across the machine's cores and each part
+/// is turned into updates and serialised on its own thread; the blocks
+/// come back in history order.
+pub fn replay_lines(session_id: &SessionId, restored: &crate::session::Restored) -> Vec<String> {
+    #[derive(serde::Serialize)]
+    struct Notification<'a> {
+        jsonrpc: &'static str,
+        method: &'static str,
+        params: &'a SessionNotification,
+    }
+    let serialise = |part: &[crate::agent::AgentMessage]| -> Vec<String> {
+        let mut blocks = Vec::new();
+        let mut block = String::with_capacity(REPLAY_BLOCK);
+        replay_part(restored, part, &mut |update| {
+            let params = SessionNotification::new(session_id.clone(), update);
+            let line = Notification {
+                jsonrpc: "2.0",
+                method: "session/update",
+                params: &params,
+            };
+            match serde_json::to_string(&line) {
+                Ok(text) => {
+                    block.push_str(&text);
+                    block.push('\n');
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot serialise a replayed update"),
+            }
+            if block.len() >= REPLAY_BLOCK {
+                blocks.push(std::mem::replace(
+                    &mut block,
+                    String::with_capacity(REPLAY_BLOCK),
+                ));
+            }
+        });
+        if !block.is_empty() {
+            blocks.push(block);
+        }
+        blocks
+    };
+    crate::parallel::map_chunks(&restored.history, 512, serialise)
 }
 
 /// Why a prompt block could not be used.

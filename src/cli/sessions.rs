@@ -56,7 +56,7 @@ fn find(id: &str) -> anyhow::Result<PathBuf> {
 pub fn show(id: &str) -> anyhow::Result<()> {
     let path = find(id)?;
     let loaded = transcript::load(&path)?;
-    let restored = session::restore(&loaded.entries);
+    let restored = session::restore(loaded.entries);
     println!("# {} ({})", loaded.header.id, loaded.header.cwd.display());
     println!("created {}\n", loaded.header.created);
     for entry in &restored.history {

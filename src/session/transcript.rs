@@ -16,7 +16,7 @@
 //! {"type":"model_change","id":"e4","parentId":"e3","timestamp":"2026-11-22T04:51:00.000Z","model":"openai/gpt-5"}
 //! ```
 
-use std::io::{BufRead, Write};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -173,13 +173,20 @@ impl Writer {
             path: path.to_path_buf(),
             source,
         };
-        let bytes = std::fs::read(path).map_err(io)?;
         let mut file = std::fs::OpenOptions::new()
+            .read(true)
             .append(true)
             .open(path)
             .map_err(io)?;
-        if bytes.last().is_some_and(|b| *b != b'\n') {
-            file.write_all(b"\n").map_err(io)?;
+        // A torn last line gets its end, so the next entry starts afresh.
+        let mut last = [0u8; 1];
+        let len = file.metadata().map_err(io)?.len();
+        if len > 0 {
+            file.seek(std::io::SeekFrom::Start(len - 1)).map_err(io)?;
+            file.read_exact(&mut last).map_err(io)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n").map_err(io)?;
+            }
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -242,32 +249,30 @@ pub struct Transcript {
 
 /// Reads a transcript. A line that does not parse is skipped with a
 /// warning; only a missing or foreign header is an error.
+///
+/// The file is read in one go and long transcripts are parsed on several
+/// threads: loading is what an editor waits for when it reopens a session.
 pub fn load(path: &Path) -> Result<Transcript, TranscriptError> {
-    let io = |source| TranscriptError::Io {
+    let bytes = std::fs::read(path).map_err(|source| TranscriptError::Io {
         path: path.to_path_buf(),
         source,
+    })?;
+    let mut lines = bytes.split(|b| *b == b'\n');
+    let first = lines.next().unwrap_or_default();
+    let not_a_transcript = |message: String| TranscriptError::NotATranscript {
+        path: path.to_path_buf(),
+        message,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let mut lines = std::io::BufReader::new(file).lines();
-    let first = match lines.next() {
-        Some(line) => line.map_err(io)?,
-        None => {
-            return Err(TranscriptError::NotATranscript {
-                path: path.to_path_buf(),
-                message: "the file is empty".to_string(),
-            });
-        }
-    };
-    let header: Header =
-        serde_json::from_str(&first).map_err(|e| TranscriptError::NotATranscript {
-            path: path.to_path_buf(),
-            message: format!("the first line is not a session header ({e})"),
-        })?;
+    if first.iter().all(u8::is_ascii_whitespace) {
+        return Err(not_a_transcript("the file is empty".to_string()));
+    }
+    let header: Header = serde_json::from_slice(first)
+        .map_err(|e| not_a_transcript(format!("the first line is not a session header ({e})")))?;
     if header.kind != "session" {
-        return Err(TranscriptError::NotATranscript {
-            path: path.to_path_buf(),
-            message: format!("the header's type is `{}`, not `session`", header.kind),
-        });
+        return Err(not_a_transcript(format!(
+            "the header's type is `{}`, not `session`",
+            header.kind
+        )));
     }
     if header.version > VERSION {
         return Err(TranscriptError::TooNew {
@@ -275,25 +280,20 @@ pub fn load(path: &Path) -> Result<Transcript, TranscriptError> {
             version: header.version,
         });
     }
-    let mut entries = Vec::new();
+    // Line numbers start at 1 and the header is line 1.
+    let lines: Vec<(usize, &[u8])> = lines
+        .enumerate()
+        .map(|(index, line)| (index + 2, line))
+        .filter(|(_, line)| !line.iter().all(u8::is_ascii_whitespace))
+        .collect();
+    let parsed = parse_lines(&lines);
+    let mut entries = Vec::with_capacity(parsed.len());
     let mut skipped = Vec::new();
-    for (index, line) in lines.enumerate() {
-        let number = index + 2;
-        let line = match line {
-            Ok(line) => line,
-            Err(e) => {
-                // Invalid UTF-8 is what a torn multi-byte write looks like.
-                tracing::warn!(path = %path.display(), line = number, error = %e, "skipping an unreadable transcript line");
-                skipped.push(number);
-                continue;
-            }
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<Entry>(&line) {
+    for (number, result) in parsed {
+        match result {
             Ok(entry) => entries.push(entry),
             Err(e) => {
+                // Invalid UTF-8 or JSON is what a torn write looks like.
                 tracing::warn!(path = %path.display(), line = number, error = %e, "skipping an unreadable transcript line");
                 skipped.push(number);
             }
@@ -304,6 +304,23 @@ pub fn load(path: &Path) -> Result<Transcript, TranscriptError> {
         entries,
         skipped,
     })
+}
+
+/// Below this many lines one thread is quicker than several.
+const PARALLEL_FROM: usize = 512;
+
+type Parsed = Vec<(usize, Result<Entry, serde_json::Error>)>;
+
+/// Parses numbered lines into entries, in order, using the machine's cores
+/// for long transcripts.
+fn parse_lines(lines: &[(usize, &[u8])]) -> Parsed {
+    let parse = |chunk: &[(usize, &[u8])]| -> Parsed {
+        chunk
+            .iter()
+            .map(|(number, line)| (*number, serde_json::from_slice::<Entry>(line)))
+            .collect()
+    };
+    crate::parallel::map_chunks(lines, PARALLEL_FROM, parse)
 }
 
 #[cfg(test)]
