@@ -466,7 +466,7 @@ impl Server {
                 id.to_string(),
             ))
         })?;
-        std::fs::remove_file(&path).map_err(|e| {
+        crate::session::delete(&path).map_err(|e| {
             Error::new(
                 Error::internal_error().code,
                 format!("cannot delete {}: {e}", path.display()),

@@ -10,6 +10,7 @@
 //! cancelled run stops the stream and the tools and records what happened.
 
 pub mod permission;
+pub mod title;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -141,6 +142,9 @@ pub trait AgentHost: Send + Sync {
 pub struct AgentConfig {
     pub model: Model,
     pub key: Option<Secret>,
+    /// Which credential `key` is (`env:ANTHROPIC_API_KEY`, later an auth
+    /// profile id); recorded with every assistant message.
+    pub auth_profile: Option<String>,
     pub thinking: ThinkingLevel,
     pub system_prompt: String,
     pub max_turns: u32,
@@ -407,7 +411,7 @@ async fn stream_with_retries(
             }
             let message = builder.finish(
                 &config.model,
-                None,
+                config.auth_profile.clone(),
                 Some((StopReason::Error, error.to_string())),
             );
             return (message, Some(error));
@@ -428,7 +432,7 @@ async fn stream_with_retries(
                 }
                 let message = builder.finish(
                     &config.model,
-                    None,
+                    config.auth_profile.clone(),
                     Some((StopReason::Aborted, CANCELLED.to_string())),
                 );
                 return (message, None);
@@ -487,7 +491,11 @@ async fn stream_once(
                 let aborted = cancel
                     .is_cancelled()
                     .then(|| (StopReason::Aborted, CANCELLED.to_string()));
-                return Attempt::Done(builder.finish(&config.model, None, aborted));
+                return Attempt::Done(builder.finish(
+                    &config.model,
+                    config.auth_profile.clone(),
+                    aborted,
+                ));
             }
         };
         let event = match next {

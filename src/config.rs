@@ -61,6 +61,10 @@ pub struct Config {
     pub max_retries: Option<u32>,
     /// Base of the exponential retry backoff, in milliseconds.
     pub retry_base_delay_ms: Option<u64>,
+    /// The model that names sessions after their first turn, as
+    /// `provider/model`, or `none` to keep the first prompt as the title.
+    /// Unset: the cheapest model of the session's provider.
+    pub title_model: Option<String>,
     pub providers: BTreeMap<String, ProviderConfig>,
 }
 
@@ -76,6 +80,7 @@ impl Config {
         self.max_retries = other.max_retries.or(self.max_retries);
         self.default_mode = other.default_mode.or(self.default_mode);
         self.retry_base_delay_ms = other.retry_base_delay_ms.or(self.retry_base_delay_ms);
+        self.title_model = other.title_model.or(self.title_model);
         for (name, provider) in other.providers {
             match self.providers.get_mut(&name) {
                 None => {
@@ -198,6 +203,14 @@ impl Settings {
         self.env(var).map(Secret::new)
     }
 
+    /// Which credential calls to `model` use, for the record: the
+    /// environment variable its key came from.
+    pub fn credential_source(&self, model: &Model) -> Option<String> {
+        let provider = self.catalog.provider(&model.provider)?;
+        let var = provider.api_key_env.as_deref()?;
+        self.env(var).is_some().then(|| format!("env:{var}"))
+    }
+
     /// Whether a model can be called: it has a key or needs none.
     pub fn has_credentials(&self, model: &Model) -> bool {
         self.catalog
@@ -255,6 +268,7 @@ impl Settings {
     ) -> crate::agent::AgentConfig {
         crate::agent::AgentConfig {
             key: self.api_key(&model),
+            auth_profile: self.credential_source(&model),
             model,
             thinking,
             system_prompt,

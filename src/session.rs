@@ -75,6 +75,8 @@ pub struct Restored {
     pub model: Option<String>,
     pub thinking: Option<ThinkingLevel>,
     pub mode: Option<Mode>,
+    /// The latest model-written title, if any.
+    pub title: Option<String>,
 }
 
 /// The result recorded for a call whose process was killed before the call
@@ -136,6 +138,7 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             Record::ModelChange { model } => restored.model = Some(model),
             Record::ThinkingChange { level } => restored.thinking = Some(level),
             Record::ModeChange { mode } => restored.mode = Some(mode),
+            Record::Title { title } => restored.title = Some(title),
             Record::Notice { text } => {
                 restored.history.push(AgentMessage::Notice { text });
             }
@@ -177,6 +180,31 @@ pub struct Summary {
     modified: std::time::SystemTime,
 }
 
+/// Where the latest model-written title of a session is kept next to its
+/// transcript, so that listing sessions reads one small file instead of a
+/// whole transcript. The transcript's `title` entry stays the record.
+pub fn title_path(transcript: &Path) -> PathBuf {
+    transcript.with_extension("title")
+}
+
+/// Saves a session's title beside its transcript (atomically: a listing
+/// never sees half a title).
+pub fn save_title(transcript: &Path, title: &str) -> std::io::Result<()> {
+    let path = title_path(transcript);
+    let partial = path.with_extension("title.partial");
+    std::fs::write(&partial, title)?;
+    std::fs::rename(&partial, &path)
+}
+
+/// Removes a session: its transcript and its title.
+pub fn delete(transcript: &Path) -> std::io::Result<()> {
+    std::fs::remove_file(transcript)?;
+    match std::fs::remove_file(title_path(transcript)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// A title from the first thing the user asked: its first line, cut to 80
 /// characters.
 pub fn title_from(text: &str) -> Option<String> {
@@ -196,8 +224,10 @@ fn summarize(path: &Path) -> Option<Summary> {
     let modified = file.metadata().and_then(|m| m.modified()).ok()?;
     let mut lines = std::io::BufReader::new(file).lines();
     let header: transcript::Header = serde_json::from_str(&lines.next()?.ok()?).ok()?;
-    let mut title = None;
-    for line in lines.take(64) {
+    let mut title = std::fs::read_to_string(title_path(path))
+        .ok()
+        .and_then(|t| title_from(&t));
+    for line in lines.take(if title.is_some() { 0 } else { 64 }) {
         let Ok(line) = line else { break };
         if let Ok(Entry {
             record:

@@ -93,6 +93,7 @@ fn config(mock: &MockModel, project: &std::path::Path) -> AgentConfig {
         (k == "ANTHROPIC_BASE_URL").then(|| url.clone())
     });
     AgentConfig {
+        auth_profile: None,
         model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
         key: Some(Secret::new("test-key")),
         thinking: ThinkingLevel::Off,

@@ -133,6 +133,70 @@ fn without_cache_marks(value: &Value) -> Value {
     }
 }
 
+/// A version-1 transcript, frozen in `fixtures/sessions/` as the format
+/// was first released: every later pincer must load it.
+#[tokio::test]
+async fn a_frozen_version_1_transcript_loads_and_continues() {
+    let sandbox = Sandbox::new();
+    let dir = sandbox.home().join("sessions/--home-me-project--");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/sessions/v1.jsonl"),
+        dir.join("sess_1f2e.jsonl"),
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let mut acp = spawn(&sandbox, &mock);
+    acp.initialize().await;
+    // Loaded from another cwd than the one it was recorded in.
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": "sess_1f2e", "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    let result = &response["result"];
+    assert_eq!(result["modes"]["currentModeId"], "accept-edits", "{result}");
+    let model = result["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "model")
+        .unwrap();
+    assert_eq!(model["currentValue"], "anthropic/claude-haiku-4-5");
+    let replayed = normalise(updates_of(&before));
+    assert_eq!(
+        replayed,
+        vec![
+            json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "What does hello.txt say?"}}),
+            json!({"sessionUpdate": "tool_call", "toolCallId": "toolu_01", "title": "Read hello.txt", "kind": "read",
+                   "status": "in_progress", "locations": [{"path": "/home/me/project/hello.txt"}], "rawInput": {"path": "hello.txt"}}),
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "toolu_01", "status": "completed",
+                   "content": [{"type": "content", "content": {"type": "text", "text": "hello"}}],
+                   "rawOutput": {"output": "hello", "isError": false}}),
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "It says hello."}}),
+        ]
+    );
+    acp.call("session/prompt", prompt("sess_1f2e", "And now?"))
+        .await;
+    let request = &mock.requests()[0].body;
+    assert_eq!(request["model"], "claude-haiku-4-5");
+    let messages = without_cache_marks(&request["messages"]);
+    assert_eq!(
+        messages,
+        json!([
+            {"role": "user", "content": [{"type": "text", "text": "What does hello.txt say?"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01", "name": "read", "input": {"path": "hello.txt"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": [{"type": "text", "text": "hello"}], "is_error": false}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "It says hello."}]},
+            {"role": "user", "content": [{"type": "text", "text": "And now?"}]},
+        ])
+    );
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}
+
 #[tokio::test]
 async fn an_unknown_session_answers_resource_not_found_with_its_id() {
     let sandbox = Sandbox::new();
@@ -209,6 +273,167 @@ async fn list_pages_newest_first_and_titles_come_from_the_first_prompt() {
     listed.sort();
     ids.sort();
     assert_eq!(listed, ids);
+}
+
+/// The `session_info_update` titles among `messages`, in order.
+fn titles(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "session_info_update")
+        .filter_map(|m| m["params"]["update"]["title"].as_str().map(String::from))
+        .collect()
+}
+
+/// The path of the one transcript in the sandbox.
+fn only_transcript(sandbox: &Sandbox) -> std::path::PathBuf {
+    let found: Vec<_> = std::fs::read_dir(sandbox.home().join("sessions"))
+        .unwrap()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+        .map(|f| f.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found[0].clone()
+}
+
+#[tokio::test]
+async fn assistant_entries_record_who_answered_and_how() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let mut acp = spawn(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    acp.call("session/prompt", prompt(&session, "hi")).await;
+    acp.close_stdin();
+    acp.wait_exit().await;
+    let text = std::fs::read_to_string(only_transcript(&sandbox)).unwrap();
+    let assistant: Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["message"]["role"] == "assistant")
+        .unwrap();
+    let message = &assistant["message"];
+    assert_eq!(message["provider"], "anthropic");
+    assert_eq!(message["api"], "anthropic-messages");
+    assert_eq!(message["model"], "claude-sonnet-4-5");
+    assert_eq!(message["auth_profile"], "env:ANTHROPIC_API_KEY");
+    assert_eq!(message["stop_reason"], "stop");
+    assert_eq!(message["usage"]["output"], 10);
+    assert!(assistant["id"].is_string() && assistant["parentId"].is_string());
+    assert!(assistant["timestamp"].as_str().unwrap().ends_with('Z'));
+    assert!(!text.contains("test-key"), "the key leaked into {text}");
+}
+
+#[tokio::test]
+async fn a_cheap_model_names_the_session_after_its_first_turn() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    mock.push_side(Reply::fixture("anthropic/title.sse"));
+    let mut acp = spawn(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp
+        .send(
+            "session/prompt",
+            prompt(&session, "hello there, can you greet me?\nthanks"),
+        )
+        .await;
+    let (_, before) = acp.until_response(id).await;
+    // At once: the first line of the prompt.
+    assert_eq!(titles(&before), ["hello there, can you greet me?"]);
+    // After the turn: the model's title, cleaned of its quotes and period.
+    let mut later = Vec::new();
+    while titles(&later).is_empty() {
+        later.push(acp.next().await);
+    }
+    assert_eq!(titles(&later), ["Greet the mock model"]);
+
+    // One side call, to the provider's cheapest model, without tools, about
+    // the opening exchange; the loop's own requests are unaffected.
+    let side = mock.side_requests();
+    assert_eq!(side.len(), 1);
+    let body = &side[0].body;
+    assert_eq!(body["model"], "claude-haiku-4-5");
+    assert!(body.get("tools").is_none(), "{body}");
+    assert!(body.get("thinking").is_none(), "{body}");
+    assert!(body["max_tokens"].as_u64().unwrap() <= 64, "{body}");
+    let asked = body["messages"][0]["content"].to_string();
+    assert!(asked.contains("hello there, can you greet me?"), "{asked}");
+    assert!(asked.contains("Hello from the mock model."), "{asked}");
+    assert_eq!(mock.requests().len(), 1);
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+
+    // Only the first turn names the session.
+    let id = acp.send("session/prompt", prompt(&session, "again")).await;
+    let (_, before) = acp.until_response(id).await;
+    assert!(titles(&before).is_empty());
+    assert_eq!(mock.side_requests().len(), 1);
+
+    // The title is kept: listed now, in the transcript, and after a restart.
+    let listed = acp
+        .call("session/list", json!({"cwd": sandbox.work()}))
+        .await;
+    assert_eq!(listed["sessions"][0]["title"], "Greet the mock model");
+    acp.close_stdin();
+    acp.wait_exit().await;
+    let transcript = only_transcript(&sandbox);
+    let text = std::fs::read_to_string(&transcript).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains(r#""type":"title""#)
+                && l.contains(r#""title":"Greet the mock model""#)),
+        "{text}"
+    );
+    let mut acp = spawn(&sandbox, &mock);
+    acp.initialize().await;
+    let listed = acp
+        .call("session/list", json!({"cwd": sandbox.work()}))
+        .await;
+    assert_eq!(listed["sessions"][0]["title"], "Greet the mock model");
+    // Deleting the session removes its title too.
+    acp.call("session/delete", json!({"sessionId": session}))
+        .await;
+    assert_eq!(
+        std::fs::read_dir(transcript.parent().unwrap())
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+#[tokio::test]
+async fn without_a_title_from_the_model_the_first_prompt_stays_the_title() {
+    for config in ["", "title_model = \"none\"\n"] {
+        let sandbox = Sandbox::new();
+        std::fs::write(sandbox.home().join("config.toml"), config).unwrap();
+        let mock = MockModel::start().await;
+        mock.push(Reply::fixture("anthropic/text.sse"));
+        mock.push(Reply::fixture("anthropic/text.sse"));
+        let mut acp = spawn(&sandbox, &mock);
+        acp.initialize().await;
+        let session = acp.new_session(&sandbox.work()).await;
+        let id = acp.send("session/prompt", prompt(&session, "hi")).await;
+        acp.until_response(id).await;
+        if config.is_empty() {
+            // The title call fails (nothing queued: 503); nothing is lost.
+            mock.wait_for_side_requests(1, std::time::Duration::from_secs(10))
+                .await;
+        }
+        let id = acp.send("session/prompt", prompt(&session, "again")).await;
+        let (_, before) = acp.until_response(id).await;
+        assert!(titles(&before).is_empty(), "{config}: {before:?}");
+        let expected = usize::from(config.is_empty());
+        assert_eq!(mock.side_requests().len(), expected, "{config}");
+        let listed = acp
+            .call("session/list", json!({"cwd": sandbox.work()}))
+            .await;
+        assert_eq!(listed["sessions"][0]["title"], "hi", "{config}");
+        assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+    }
 }
 
 #[tokio::test]

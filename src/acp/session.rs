@@ -291,13 +291,19 @@ impl Session {
                 content: content.clone(),
             },
         });
-        // The first prompt names the session in the editor's history.
-        if history.is_empty()
-            && let Some(title) = content.iter().find_map(|c| match c {
-                crate::llm::Content::Text { text } => crate::session::title_from(text),
-                crate::llm::Content::Image { .. } => None,
-            })
-        {
+        let first_prompt = history.is_empty().then(|| {
+            content
+                .iter()
+                .filter_map(|c| match c {
+                    crate::llm::Content::Text { text } => Some(text.as_str()),
+                    crate::llm::Content::Image { .. } => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
+        // The first prompt names the session in the editor's history at
+        // once; a model improves the name after the turn.
+        if let Some(title) = first_prompt.as_deref().and_then(crate::session::title_from) {
             let update = SessionInfoUpdate::new().title(title).updated_at(
                 humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             );
@@ -314,6 +320,21 @@ impl Session {
             &cancel,
         )
         .await;
+        if let Some(prompt) = first_prompt
+            && !matches!(stop, RunStop::Failed(_) | RunStop::Cancelled)
+        {
+            let answer = history
+                .iter()
+                .rev()
+                .find_map(|m| match m {
+                    AgentMessage::Llm {
+                        message: crate::llm::Message::Assistant(a),
+                    } if !a.text().trim().is_empty() => Some(a.text()),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            self.name_later(http.clone(), host.cx.clone(), prompt, answer);
+        }
         match (updates::stop_reason(&stop), stop) {
             (Some(reason), _) => Ok(PromptResponse::new(reason)),
             (None, RunStop::Failed(error)) => {
@@ -321,6 +342,60 @@ impl Session {
             }
             (None, _) => Err(Error::internal_error()),
         }
+    }
+}
+
+impl Session {
+    /// Asks a cheap model for a better title in the background; the title
+    /// goes into the transcript, beside it for listings, and to the editor.
+    fn name_later(
+        self: &Arc<Self>,
+        http: reqwest::Client,
+        cx: ConnectionTo<Client>,
+        prompt: String,
+        answer: String,
+    ) {
+        let model = crate::agent::title::model_for(&self.settings, &lock(&self.state).model);
+        let Some(model) = model else { return };
+        let key = self.settings.api_key(&model);
+        let session = self.clone();
+        tokio::spawn(async move {
+            let title = match crate::agent::title::generate(
+                &http,
+                &model,
+                key.as_ref(),
+                &prompt,
+                &answer,
+            )
+            .await
+            {
+                Ok(title) => title,
+                Err(e) => {
+                    tracing::info!(model = %model.full_id(), error = %e, "no title from the model; the session keeps its first prompt as title");
+                    return;
+                }
+            };
+            let path = lock(&session.transcript).path().to_path_buf();
+            if !path.exists() {
+                return; // deleted meanwhile
+            }
+            session.record(transcript::Record::Title {
+                title: title.clone(),
+            });
+            if let Err(e) = crate::session::save_title(&path, &title) {
+                tracing::warn!(error = %e, "cannot save the session title");
+            }
+            let update = SessionInfoUpdate::new().title(title).updated_at(
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            );
+            let notification = SessionNotification::new(
+                session.id.clone(),
+                SessionUpdate::SessionInfoUpdate(update),
+            );
+            if let Err(e) = cx.send_notification(notification) {
+                tracing::debug!(error = %e, "could not send the session title");
+            }
+        });
     }
 }
 

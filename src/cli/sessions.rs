@@ -57,7 +57,14 @@ pub fn show(id: &str) -> anyhow::Result<()> {
     let path = find(id)?;
     let loaded = transcript::load(&path)?;
     let restored = session::restore(loaded.entries);
-    println!("# {} ({})", loaded.header.id, loaded.header.cwd.display());
+    if let Some(title) = &restored.title {
+        println!("# {title}\n");
+    }
+    println!(
+        "session {} in {}",
+        loaded.header.id,
+        loaded.header.cwd.display()
+    );
     println!("created {}\n", loaded.header.created);
     for entry in &restored.history {
         match entry {
@@ -123,7 +130,7 @@ pub fn show(id: &str) -> anyhow::Result<()> {
 /// Deletes a session's transcript.
 pub fn delete(id: &str) -> anyhow::Result<()> {
     let path = find(id)?;
-    std::fs::remove_file(&path)?;
+    session::delete(&path)?;
     println!("Deleted {id}.");
     Ok(())
 }

@@ -13,8 +13,21 @@
 //! {"type":"message","id":"e1","parentId":null,"timestamp":"2026-11-22T04:50:01.000Z","message":{"role":"user","content":[{"type":"text","text":"What does hello.txt say?"}]}}
 //! {"type":"message","id":"e2","parentId":"e1","timestamp":"2026-11-22T04:50:03.500Z","message":{"role":"assistant","content":[{"type":"tool_call","id":"toolu_01","name":"read","arguments":{"path":"hello.txt"}}],"provider":"anthropic","api":"anthropic-messages","model":"claude-sonnet-4-5","stop_reason":"tool_use","usage":{"input":9,"output":20,"cache_read":0,"cache_write":0}}}
 //! {"type":"tool_result","id":"e3","parentId":"e2","timestamp":"2026-11-22T04:50:03.600Z","message":{"tool_call_id":"toolu_01","tool_name":"read","content":[{"type":"text","text":"hello"}],"is_error":false},"call":{"title":"Read hello.txt","kind":"read","locations":[{"path":"/home/me/project/hello.txt","line":null}]}}
-//! {"type":"model_change","id":"e4","parentId":"e3","timestamp":"2026-11-22T04:51:00.000Z","model":"openai/gpt-5"}
+//! {"type":"message","id":"e4","parentId":"e3","timestamp":"2026-11-22T04:50:05.000Z","message":{"role":"assistant","content":[{"type":"text","text":"It says hello."}],"provider":"anthropic","api":"anthropic-messages","model":"claude-sonnet-4-5","stop_reason":"stop","usage":{"input":40,"output":6,"cache_read":0,"cache_write":0}}}
+//! {"type":"model_change","id":"e5","parentId":"e4","timestamp":"2026-11-22T04:51:00.000Z","model":"anthropic/claude-haiku-4-5"}
+//! {"type":"mode_change","id":"e6","parentId":"e5","timestamp":"2026-11-22T04:51:10.000Z","mode":"accept-edits"}
 //! ```
+//!
+//! Entry types ([`Record`]): `message` (user or assistant; assistant
+//! messages carry provider, api, model, auth profile, stop reason, error
+//! and usage), `tool_result` (with what the editor was shown: `call`,
+//! `display`, `details`), `model_change`, `thinking_change`, `mode_change`,
+//! `title`, `notice` and `compaction`.
+//!
+//! Versions: 1 is the first and current format. A pincer reads every
+//! version up to its own and refuses newer files with a message that says
+//! so. The example above is kept as `fixtures/sessions/v1.jsonl`, frozen:
+//! every later pincer must still load it (`tests/sessions.rs`).
 
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -85,6 +98,11 @@ pub enum Record {
     },
     ModeChange {
         mode: Mode,
+    },
+    /// A better title for the session, written by a model after the first
+    /// turn; the latest one counts.
+    Title {
+        title: String,
     },
     /// Something pincer told the user; never sent to the model.
     Notice {
@@ -200,6 +218,11 @@ impl Writer {
                 .unwrap_or(0)
                 + 1,
         })
+    }
+
+    /// The transcript's file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Appends one record as a child of the last entry; returns its id.

@@ -7,6 +7,13 @@
 //! tool result must answer a call the model made in the previous assistant
 //! message, and each call must be answered. A malformed request gets a 400
 //! and is listed in `violations()`, which tests assert to be empty.
+//!
+//! Requests that offer no tools are pincer's side calls (the session title
+//! after the first turn), not turns of the agent loop. They are kept apart:
+//! recorded in `side_requests()` and answered from their own queue
+//! (`push_side`), or with a 503 when nothing is queued, so that tests of
+//! the loop see only the loop's requests and titles stay the first prompt's
+//! unless a test asks for one.
 #![allow(dead_code)]
 
 use std::collections::{HashSet, VecDeque};
@@ -92,6 +99,8 @@ impl Recorded {
 struct Inner {
     replies: VecDeque<Reply>,
     requests: Vec<Recorded>,
+    side_replies: VecDeque<Reply>,
+    side_requests: Vec<Recorded>,
     violations: Vec<String>,
 }
 
@@ -135,6 +144,32 @@ impl MockModel {
 
     pub fn push(&self, reply: Reply) {
         self.inner.lock().unwrap().replies.push_back(reply);
+    }
+
+    /// Queues the answer to the next side call (a request without tools).
+    pub fn push_side(&self, reply: Reply) {
+        self.inner.lock().unwrap().side_replies.push_back(reply);
+    }
+
+    pub fn side_requests(&self) -> Vec<Recorded> {
+        self.inner.lock().unwrap().side_requests.clone()
+    }
+
+    /// Waits until `n` side calls have arrived, or panics after `timeout`.
+    pub async fn wait_for_side_requests(&self, n: usize, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.arrived.notified();
+            if self.inner.lock().unwrap().side_requests.len() >= n {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                panic!(
+                    "expected {n} side requests, got {}",
+                    self.inner.lock().unwrap().side_requests.len()
+                );
+            }
+        }
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -182,23 +217,36 @@ async fn handle(
         "/v1/chat/completions" => check_openai(&body).err(),
         other => Some(format!("unexpected path {other}")),
     };
+    let side = body
+        .get("tools")
+        .is_none_or(|tools| tools.as_array().is_some_and(Vec::is_empty));
     let reply = {
         let mut inner = inner.lock().unwrap();
-        inner.requests.push(Recorded {
+        let recorded = Recorded {
             path,
             headers,
             body,
-        });
-        if let Some(problem) = &problem {
-            inner.violations.push(problem.clone());
+        };
+        if side && problem.is_none() {
+            inner.side_requests.push(recorded);
+            Some(inner.side_replies.pop_front().unwrap_or(Reply::Status {
+                status: 503,
+                body: r#"{"error":{"message":"mock: no side reply queued"}}"#.to_string(),
+                headers: Vec::new(),
+            }))
+        } else {
+            inner.requests.push(recorded);
+            if let Some(problem) = &problem {
+                inner.violations.push(problem.clone());
+            }
+            let reply = inner.replies.pop_front();
+            if reply.is_none() && problem.is_none() {
+                inner
+                    .violations
+                    .push("a model request arrived with no reply queued".to_string());
+            }
+            reply
         }
-        let reply = inner.replies.pop_front();
-        if reply.is_none() && problem.is_none() {
-            inner
-                .violations
-                .push("a model request arrived with no reply queued".to_string());
-        }
-        reply
     };
     arrived.notify_waiters();
     if let Some(problem) = problem {
@@ -206,11 +254,17 @@ async fn handle(
     }
     match reply {
         None => error_response(500, "mock: no reply queued"),
-        Some(Reply::Status {
+        Some(reply) => respond(reply).await,
+    }
+}
+
+async fn respond(reply: Reply) -> Response {
+    match reply {
+        Reply::Status {
             status,
             body,
             headers,
-        }) => {
+        } => {
             let mut response = Response::builder().status(status);
             for (k, v) in headers {
                 response = response.header(k, v);
@@ -220,15 +274,15 @@ async fn handle(
                 .body(Body::from(body))
                 .unwrap()
         }
-        Some(Reply::Sse { body, delay, gate }) => {
+        Reply::Sse { body, delay, gate } => {
             let events = split_events(&body);
             let stream = async_stream(events, delay, gate);
             sse_response(Body::from_stream(stream))
         }
-        Some(Reply::Stall {
+        Reply::Stall {
             body,
             events: count,
-        }) => {
+        } => {
             let mut events = split_events(&body);
             events.truncate(count);
             let head = futures::stream::iter(
