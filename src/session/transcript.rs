@@ -116,7 +116,7 @@ pub enum Record {
 }
 
 /// One line after the header.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
     pub id: String,
@@ -125,6 +125,94 @@ pub struct Entry {
     pub timestamp: String,
     #[serde(flatten)]
     pub record: Record,
+}
+
+/// An entry as it lies on disk, read field by field. Deriving
+/// `Deserialize` for [`Entry`] would go through `flatten` and the `type`
+/// tag, which buffer every line as a tree and copy it before the message
+/// is read. Here the message is kept as raw JSON until `type` says what it
+/// is, and then parsed once.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawEntry {
+    #[serde(rename = "type")]
+    kind: String,
+    id: String,
+    #[serde(default)]
+    parent_id: Option<String>,
+    timestamp: String,
+    message: Option<Box<serde_json::value::RawValue>>,
+    call: Option<CallInfo>,
+    #[serde(default)]
+    display: Vec<Display>,
+    #[serde(default)]
+    details: serde_json::Value,
+    model: Option<String>,
+    level: Option<ThinkingLevel>,
+    mode: Option<Mode>,
+    title: Option<String>,
+    text: Option<String>,
+    summary: Option<String>,
+    // Record's fields keep their snake_case names on disk.
+    #[serde(rename = "first_kept")]
+    first_kept: Option<String>,
+}
+
+impl RawEntry {
+    fn into_entry(self) -> Result<Entry, String> {
+        fn need<T>(field: Option<T>, name: &str, kind: &str) -> Result<T, String> {
+            field.ok_or_else(|| format!("a `{kind}` entry needs `{name}`"))
+        }
+        let kind = self.kind.as_str();
+        let message = || -> Result<&str, String> {
+            Ok(need(self.message.as_deref(), "message", kind)?.get())
+        };
+        let record = match kind {
+            "message" => Record::Message {
+                message: serde_json::from_str(message()?).map_err(|e| e.to_string())?,
+            },
+            "tool_result" => Record::ToolResult {
+                message: serde_json::from_str(message()?).map_err(|e| e.to_string())?,
+                call: self.call,
+                display: self.display,
+                details: self.details,
+            },
+            "model_change" => Record::ModelChange {
+                model: need(self.model, "model", kind)?,
+            },
+            "thinking_change" => Record::ThinkingChange {
+                level: need(self.level, "level", kind)?,
+            },
+            "mode_change" => Record::ModeChange {
+                mode: need(self.mode, "mode", kind)?,
+            },
+            "title" => Record::Title {
+                title: need(self.title, "title", kind)?,
+            },
+            "notice" => Record::Notice {
+                text: need(self.text, "text", kind)?,
+            },
+            "compaction" => Record::Compaction {
+                summary: need(self.summary, "summary", kind)?,
+                first_kept: need(self.first_kept, "first_kept", kind)?,
+            },
+            other => return Err(format!("unknown entry type `{other}`")),
+        };
+        Ok(Entry {
+            id: self.id,
+            parent_id: self.parent_id,
+            timestamp: self.timestamp,
+            record,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Entry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        RawEntry::deserialize(deserializer)?
+            .into_entry()
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 /// Why a transcript could not be read or written.
@@ -397,6 +485,13 @@ mod tests {
             Record::Notice {
                 text: "retrying".into(),
             },
+            Record::Title {
+                title: "Fix the parser".into(),
+            },
+            Record::Compaction {
+                summary: "## Goal\nFix the parser".into(),
+                first_kept: "e3".into(),
+            },
         ];
         let mut writer = Writer::create(path, &Header::new("sess_1", "/p", None)).unwrap();
         for record in &records {
@@ -429,17 +524,19 @@ mod tests {
                 Some("e2"),
                 Some("e3"),
                 Some("e4"),
-                Some("e5")
+                Some("e5"),
+                Some("e6"),
+                Some("e7")
             ]
         );
 
         // Appending later continues the chain.
         let mut writer = Writer::append_to(&path, &loaded).unwrap();
-        assert_eq!(writer.append(user("again")).unwrap(), "e7");
+        assert_eq!(writer.append(user("again")).unwrap(), "e9");
         let reloaded = load(&path).unwrap();
         assert_eq!(
             reloaded.entries.last().unwrap().parent_id.as_deref(),
-            Some("e6")
+            Some("e8")
         );
     }
 
@@ -478,17 +575,42 @@ mod tests {
         let path = dir.path().join("s.jsonl");
         write_sample(&path);
         let mut bytes = std::fs::read(&path).unwrap();
-        bytes.extend_from_slice(b"{\"type\":\"notice\",\"id\":\"e7\",\"par");
+        bytes.extend_from_slice(b"{\"type\":\"notice\",\"id\":\"e9\",\"par");
         std::fs::write(&path, &bytes).unwrap();
         let loaded = load(&path).unwrap();
-        assert_eq!(loaded.entries.len(), 6);
+        assert_eq!(loaded.entries.len(), 8);
         let mut writer = Writer::append_to(&path, &loaded).unwrap();
         writer.append(user("after the crash")).unwrap();
         let reloaded = load(&path).unwrap();
-        assert_eq!(reloaded.entries.len(), 7);
-        assert_eq!(reloaded.skipped, vec![8]);
-        assert_eq!(reloaded.entries[6].record, user("after the crash"));
-        assert_eq!(reloaded.entries[6].parent_id.as_deref(), Some("e6"));
+        assert_eq!(reloaded.entries.len(), 9);
+        assert_eq!(reloaded.skipped, vec![10]);
+        assert_eq!(reloaded.entries[8].record, user("after the crash"));
+        assert_eq!(reloaded.entries[8].parent_id.as_deref(), Some("e8"));
+    }
+
+    #[test]
+    fn entries_of_unknown_types_or_missing_fields_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let head =
+            r#"{"type":"session","version":1,"id":"x","cwd":"/","created":"2026-01-01T00:00:00Z"}"#;
+        let good = r#"{"type":"model_change","id":"e3","parentId":null,"timestamp":"t","model":"a/b","extra":1}"#;
+        let lines = [
+            head,
+            r#"{"type":"hologram","id":"e1","parentId":null,"timestamp":"t"}"#,
+            r#"{"type":"model_change","id":"e2","parentId":null,"timestamp":"t"}"#,
+            r#"{"type":"message","id":"e2","parentId":null,"timestamp":"t","message":{"role":"robot"}}"#,
+            good,
+        ];
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.skipped, vec![2, 3, 4]);
+        assert_eq!(
+            loaded.entries[0].record,
+            Record::ModelChange {
+                model: "a/b".into()
+            }
+        );
     }
 
     #[test]
