@@ -686,6 +686,24 @@ async fn transient_provider_failures_are_retried_and_reported() {
         updates[0]
     );
     assert_eq!(mock.requests().len(), 2);
+    // The transcript keeps the notice, apart from what the model sees.
+    let sessions = sandbox.home().join("sessions");
+    let dir = std::fs::read_dir(&sessions)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let file = std::fs::read_dir(dir.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let text = std::fs::read_to_string(file.path()).unwrap();
+    let notice = text
+        .lines()
+        .find(|l| l.contains(r#""type":"notice""#))
+        .unwrap_or_else(|| panic!("no notice in {text}"));
+    assert!(notice.contains("Retrying in"), "{notice}");
 }
 
 #[tokio::test]

@@ -499,6 +499,8 @@ impl AgentHost for AcpHost {
                 "{error}. Retrying in {:.1} s (attempt {attempt}).",
                 delay.as_secs_f64()
             );
+            self.session
+                .record(transcript::Record::Notice { text: text.clone() });
             self.send(if self.notices {
                 SessionUpdate::Notice(
                     Notice::new(NoticeSeverity::Warning, "Model call failed").description(text),
