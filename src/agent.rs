@@ -9,6 +9,8 @@
 //! [`transform_context`] and [`convert_to_llm`] before each model call; a
 //! cancelled run stops the stream and the tools and records what happened.
 
+pub mod compaction;
+mod memory;
 pub mod permission;
 pub mod title;
 
@@ -41,6 +43,13 @@ pub enum AgentMessage {
     Notice {
         text: String,
     },
+    /// What compaction left of the older history; the model sees it as a
+    /// user message before the kept messages.
+    Summary {
+        summary: String,
+        /// The context's size before it was compacted.
+        tokens_before: u64,
+    },
 }
 
 /// Prepares the history for the next model call: pruning, compaction and
@@ -49,15 +58,41 @@ pub fn transform_context(history: &[AgentMessage]) -> Vec<AgentMessage> {
     history.to_vec()
 }
 
-/// Keeps what the model may see: user, assistant and tool-result messages.
+/// Keeps what the model may see: user, assistant and tool-result messages,
+/// and a compaction summary as a user message (joined with the user
+/// message after it, so that turns still alternate).
 pub fn convert_to_llm(history: Vec<AgentMessage>) -> Vec<Message> {
-    history
-        .into_iter()
-        .filter_map(|entry| match entry {
-            AgentMessage::Llm { message } => Some(message),
-            AgentMessage::Notice { .. } => None,
-        })
-        .collect()
+    let mut out: Vec<Message> = Vec::with_capacity(history.len());
+    let mut summary: Option<Content> = None;
+    for entry in history {
+        match entry {
+            AgentMessage::Llm { message } => match (summary.take(), message) {
+                (Some(summary), Message::User { content }) => out.push(Message::User {
+                    content: std::iter::once(summary).chain(content).collect(),
+                }),
+                (Some(summary), message) => {
+                    out.push(Message::User {
+                        content: vec![summary],
+                    });
+                    out.push(message);
+                }
+                (None, message) => out.push(message),
+            },
+            AgentMessage::Summary { summary: text, .. } => {
+                summary = Some(Content::text(format!(
+                    "{}\n\n<summary>\n{text}\n</summary>",
+                    compaction::SUMMARY_PREFIX
+                )));
+            }
+            AgentMessage::Notice { .. } => {}
+        }
+    }
+    if let Some(summary) = summary {
+        out.push(Message::User {
+            content: vec![summary],
+        });
+    }
+    out
 }
 
 /// What the loop reports, in order: `AgentStart`, per turn `TurnStart`, the
@@ -91,6 +126,16 @@ pub enum AgentEvent {
         context_window: u64,
         /// The turn's usage, with cost.
         usage: Usage,
+    },
+    /// The history is being compacted.
+    CompactionStart {
+        reason: compaction::Reason,
+    },
+    /// The compaction finished (the history now starts with the summary) or
+    /// failed (the history is unchanged).
+    CompactionEnd {
+        reason: compaction::Reason,
+        result: Result<compaction::Compacted, String>,
     },
     /// A transient provider failure; the call is retried after `delay`.
     Retry {
@@ -153,6 +198,10 @@ pub struct AgentConfig {
     pub retry_base_delay: Duration,
     /// The session's mode and remembered answers.
     pub permissions: Arc<Permissions>,
+    pub compaction: compaction::Settings,
+    /// Where the model may keep durable notes (the agent's workspace); the
+    /// memory flush before a compaction writes there. `None`: no flush.
+    pub memory_dir: Option<std::path::PathBuf>,
 }
 
 /// Runs one prompt to completion. New messages are appended to `history` as
@@ -188,12 +237,31 @@ async fn run_turns(
     cancel: &CancellationToken,
 ) -> RunStop {
     let mut turns = 0;
+    let mut overflow_compacted = false;
     loop {
         if cancel.is_cancelled() {
             return RunStop::Cancelled;
         }
         if turns >= config.max_turns {
             return RunStop::MaxTurns;
+        }
+        let tokens = compaction::context_tokens(history, &config.system_prompt);
+        if config
+            .compaction
+            .needs_compaction(tokens, config.model.context_window)
+        {
+            // A failed compaction is reported; the call is still tried, and
+            // an overflow then gets its own attempt below.
+            let _ = compact_history(
+                client,
+                config,
+                history,
+                host,
+                cancel,
+                compaction::Reason::Threshold,
+                None,
+            )
+            .await;
         }
         turns += 1;
         host.emit(AgentEvent::TurnStart);
@@ -216,6 +284,48 @@ async fn run_turns(
             max_tokens: None,
         };
         let (message, failure) = stream_with_retries(client, config, &request, host, cancel).await;
+        if let Some(LlmError::ContextOverflow {
+            provider,
+            message: detail,
+        }) = &failure
+            && message.content.is_empty()
+            && config.compaction.enabled
+        {
+            // Too large for the provider: compact once and try again.
+            if !overflow_compacted {
+                overflow_compacted = true;
+                turns -= 1;
+                match compact_history(
+                    client,
+                    config,
+                    history,
+                    host,
+                    cancel,
+                    compaction::Reason::Overflow,
+                    None,
+                )
+                .await
+                {
+                    Ok(_) => continue,
+                    Err(error) => {
+                        return RunStop::Failed(LlmError::ContextOverflow {
+                            provider: provider.clone(),
+                            message: format!(
+                                "the conversation no longer fits {}'s context window and compacting it failed ({error}). Start a new session, or run /compact with instructions on what to keep.",
+                                config.model.full_id()
+                            ),
+                        });
+                    }
+                }
+            }
+            return RunStop::Failed(LlmError::ContextOverflow {
+                provider: provider.clone(),
+                message: format!(
+                    "the conversation is still too long for {}'s context window after compacting it ({detail}). Start a new session, or choose a model with a larger window.",
+                    config.model.full_id()
+                ),
+            });
+        }
         let usage = message.usage;
         let stop_reason = message.stop_reason;
         let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
@@ -275,6 +385,43 @@ async fn run_turns(
             StopReason::Stop | StopReason::ToolUse => return RunStop::EndTurn,
         }
     }
+}
+
+/// Compacts the history (after a silent memory flush when the threshold
+/// was reached), reporting start and end to the host.
+pub async fn compact_history(
+    client: &reqwest::Client,
+    config: &AgentConfig,
+    history: &mut Vec<AgentMessage>,
+    host: &dyn AgentHost,
+    cancel: &CancellationToken,
+    reason: compaction::Reason,
+    instructions: Option<&str>,
+) -> Result<compaction::Compacted, compaction::CompactError> {
+    host.emit(AgentEvent::CompactionStart { reason });
+    if reason == compaction::Reason::Threshold {
+        memory::flush(client, config, history, cancel).await;
+    }
+    let result = compaction::compact(
+        client,
+        &config.model,
+        config.key.as_ref(),
+        config.stream,
+        &config.compaction,
+        history,
+        &config.system_prompt,
+        instructions,
+        cancel,
+    )
+    .await;
+    host.emit(AgentEvent::CompactionEnd {
+        reason,
+        result: result
+            .as_ref()
+            .map(Clone::clone)
+            .map_err(ToString::to_string),
+    });
+    result
 }
 
 fn describe(tools: &[Arc<dyn Tool>], call: &ToolCall, cwd: &std::path::Path) -> CallInfo {

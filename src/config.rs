@@ -41,6 +41,15 @@ impl Paths {
     pub fn user_config_file(&self) -> PathBuf {
         self.config_dir.join("config.toml")
     }
+
+    /// The agent's own workspace: identity and memory files (`SOUL.md`,
+    /// `MEMORY.md`, `memory/`), shared by every project.
+    pub fn workspace_dir(&self) -> PathBuf {
+        self.config_dir
+            .join("agents")
+            .join("main")
+            .join("workspace")
+    }
 }
 
 /// The contents of a `config.toml`.
@@ -65,7 +74,24 @@ pub struct Config {
     /// `provider/model`, or `none` to keep the first prompt as the title.
     /// Unset: the cheapest model of the session's provider.
     pub title_model: Option<String>,
+    /// `[compaction]`: keeping long sessions inside the model's window.
+    pub compaction: CompactionConfig,
     pub providers: BTreeMap<String, ProviderConfig>,
+}
+
+/// The `[compaction]` table.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompactionConfig {
+    /// Compact automatically near the window (default true).
+    pub enabled: Option<bool>,
+    /// Tokens kept free below the window (default 16,384; at least 20,000
+    /// for windows over 40,000).
+    pub reserve_tokens: Option<u64>,
+    /// Recent history kept unsummarised (default 20,000 tokens).
+    pub keep_recent_tokens: Option<u64>,
+    /// Write durable notes to the workspace before compacting (default true).
+    pub memory_flush: Option<bool>,
 }
 
 pub const DEFAULT_MAX_TURNS: u32 = 100;
@@ -81,6 +107,21 @@ impl Config {
         self.default_mode = other.default_mode.or(self.default_mode);
         self.retry_base_delay_ms = other.retry_base_delay_ms.or(self.retry_base_delay_ms);
         self.title_model = other.title_model.or(self.title_model);
+        self.compaction = CompactionConfig {
+            enabled: other.compaction.enabled.or(self.compaction.enabled),
+            reserve_tokens: other
+                .compaction
+                .reserve_tokens
+                .or(self.compaction.reserve_tokens),
+            keep_recent_tokens: other
+                .compaction
+                .keep_recent_tokens
+                .or(self.compaction.keep_recent_tokens),
+            memory_flush: other
+                .compaction
+                .memory_flush
+                .or(self.compaction.memory_flush),
+        };
         for (name, provider) in other.providers {
             match self.providers.get_mut(&name) {
                 None => {
@@ -283,6 +324,24 @@ impl Settings {
                 self.config.retry_base_delay_ms.unwrap_or(2000),
             ),
             permissions,
+            compaction: self.compaction(),
+            memory_dir: self
+                .config
+                .compaction
+                .memory_flush
+                .unwrap_or(true)
+                .then(|| self.paths.workspace_dir()),
+        }
+    }
+
+    /// The compaction settings after config.
+    pub fn compaction(&self) -> crate::agent::compaction::Settings {
+        let defaults = crate::agent::compaction::Settings::default();
+        let c = &self.config.compaction;
+        crate::agent::compaction::Settings {
+            enabled: c.enabled.unwrap_or(defaults.enabled),
+            reserve_tokens: c.reserve_tokens.unwrap_or(defaults.reserve_tokens),
+            keep_recent_tokens: c.keep_recent_tokens.unwrap_or(defaults.keep_recent_tokens),
         }
     }
 

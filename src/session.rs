@@ -69,7 +69,12 @@ pub struct CallRecord {
 /// A transcript turned back into a live session's state.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Restored {
+    /// What the model sees: after a compaction, its summary and the kept
+    /// messages.
     pub history: Vec<AgentMessage>,
+    /// Everything the user saw, with a summary marker where each
+    /// compaction happened; only kept once the session has compacted.
+    pub shown: Option<Vec<AgentMessage>>,
     /// By call id.
     pub calls: HashMap<String, CallRecord>,
     pub model: Option<String>,
@@ -79,6 +84,20 @@ pub struct Restored {
     pub title: Option<String>,
 }
 
+impl Restored {
+    /// The history as the user saw it (what `session/load` replays).
+    pub fn visible(&self) -> &[AgentMessage] {
+        self.shown.as_deref().unwrap_or(&self.history)
+    }
+
+    fn push(&mut self, entry: AgentMessage) {
+        if let Some(shown) = &mut self.shown {
+            shown.push(entry.clone());
+        }
+        self.history.push(entry);
+    }
+}
+
 /// The result recorded for a call whose process was killed before the call
 /// finished, so the history stays valid for the model.
 pub const INTERRUPTED: &str = "This call was interrupted: pincer stopped before it finished, so its outcome is unknown. Check its effects before you run it again.";
@@ -86,7 +105,7 @@ pub const INTERRUPTED: &str = "This call was interrupted: pincer stopped before 
 /// Closes the calls of the last assistant message that got no result.
 fn answer_open_calls(restored: &mut Restored, open: &mut Vec<(String, String)>) {
     for (id, name) in open.drain(..) {
-        restored.history.push(AgentMessage::Llm {
+        restored.push(AgentMessage::Llm {
             message: Message::ToolResult(ToolResultMessage {
                 tool_call_id: id,
                 tool_name: name,
@@ -114,7 +133,7 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
                         .map(|c| (c.id.clone(), c.name.clone()))
                         .collect();
                 }
-                restored.history.push(AgentMessage::Llm { message });
+                restored.push(AgentMessage::Llm { message });
             }
             Record::ToolResult {
                 message,
@@ -131,7 +150,7 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
                         details,
                     },
                 );
-                restored.history.push(AgentMessage::Llm {
+                restored.push(AgentMessage::Llm {
                     message: Message::ToolResult(message),
                 });
             }
@@ -140,11 +159,29 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             Record::ModeChange { mode } => restored.mode = Some(mode),
             Record::Title { title } => restored.title = Some(title),
             Record::Notice { text } => {
-                restored.history.push(AgentMessage::Notice { text });
+                restored.push(AgentMessage::Notice { text });
             }
-            // Compaction is not produced yet; when it is, the summary
-            // replaces the entries before `first_kept` here.
-            Record::Compaction { .. } => {}
+            Record::Compaction {
+                summary,
+                kept,
+                tokens_before,
+            } => {
+                // Calls cut off before the compaction were answered then.
+                answer_open_calls(&mut restored, &mut open);
+                let shown = restored
+                    .shown
+                    .get_or_insert_with(|| restored.history.clone());
+                shown.push(AgentMessage::Summary {
+                    summary: summary.clone(),
+                    tokens_before,
+                });
+                crate::agent::compaction::restore(
+                    &mut restored.history,
+                    summary,
+                    kept,
+                    tokens_before,
+                );
+            }
         }
     }
     answer_open_calls(&mut restored, &mut open);

@@ -60,6 +60,10 @@ impl Recorder {
                 } => format!("tool_end {call_id} error={}", output.is_error),
                 AgentEvent::TurnEnd { .. } => "turn_end".to_string(),
                 AgentEvent::Retry { .. } => "retry".to_string(),
+                AgentEvent::CompactionStart { reason } => format!("compaction_start {reason:?}"),
+                AgentEvent::CompactionEnd { result, .. } => {
+                    format!("compaction_end ok={}", result.is_ok())
+                }
                 AgentEvent::AgentEnd { .. } => "agent_end".to_string(),
                 AgentEvent::TextDelta(_) | AgentEvent::ThinkingDelta(_) => unreachable!(),
             })
@@ -94,6 +98,8 @@ fn config(mock: &MockModel, project: &std::path::Path) -> AgentConfig {
     });
     AgentConfig {
         auth_profile: None,
+        compaction: Default::default(),
+        memory_dir: None,
         model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
         key: Some(Secret::new("test-key")),
         thinking: ThinkingLevel::Off,

@@ -48,6 +48,8 @@ struct State {
     /// The running turn's token; replaced at the start of every turn.
     cancel: CancellationToken,
     total_cost: f64,
+    /// Compactions so far in this process (their ids for the editor).
+    compactions: u64,
 }
 
 impl Session {
@@ -79,6 +81,7 @@ impl Session {
                 thinking,
                 cancel: CancellationToken::new(),
                 total_cost: 0.0,
+                compactions: 0,
             }),
             history: tokio::sync::Mutex::new(Vec::new()),
             transcript: Mutex::new(transcript),
@@ -281,6 +284,10 @@ impl Session {
             session: self.clone(),
             cx,
             notices: client.session.as_ref().is_some_and(|s| s.notices.is_some()),
+            compaction: client
+                .session
+                .as_ref()
+                .is_some_and(|s| s.compaction.is_some()),
             drain,
             files,
             terminals,
@@ -441,6 +448,8 @@ struct AcpHost {
     session: Arc<Session>,
     cx: ConnectionTo<Client>,
     notices: bool,
+    /// The client shows `compaction_update`s.
+    compaction: bool,
     drain: Arc<Drain>,
     files: Arc<EditorFiles>,
     terminals: Option<Arc<dyn Terminals>>,
@@ -449,6 +458,64 @@ struct AcpHost {
 }
 
 impl AcpHost {
+    /// Tells the editor about a compaction: `compaction_update`s when it
+    /// shows them, else a short agent message; a finished one goes into
+    /// the transcript.
+    fn compaction_event(&self, event: &AgentEvent) {
+        use agent_client_protocol::v1::schema::{CompactionStatus, CompactionUpdate};
+        let id = format!("compaction-{}", lock(&self.session.state).compactions);
+        match event {
+            AgentEvent::CompactionStart { reason } => {
+                if self.compaction {
+                    self.send(SessionUpdate::CompactionUpdate(CompactionUpdate::new(
+                        id,
+                        CompactionStatus::InProgress,
+                    )));
+                } else if *reason != crate::agent::compaction::Reason::Manual {
+                    self.send(updates::agent_text(updates::COMPACTING));
+                }
+            }
+            AgentEvent::CompactionEnd { result, .. } => {
+                lock(&self.session.state).compactions += 1;
+                match result {
+                    Ok(done) => {
+                        self.session.record(transcript::Record::Compaction {
+                            summary: done.summary.clone(),
+                            kept: done.kept,
+                            tokens_before: done.tokens_before,
+                        });
+                        let text = updates::compacted_text(done.tokens_before, done.tokens_after);
+                        self.send(if self.compaction {
+                            SessionUpdate::CompactionUpdate(
+                                CompactionUpdate::new(id, CompactionStatus::Completed).summary(
+                                    vec![ContentBlock::Text(TextContent::new(
+                                        done.summary.as_str(),
+                                    ))],
+                                ),
+                            )
+                        } else {
+                            updates::agent_text(&text)
+                        });
+                    }
+                    Err(error) => {
+                        let text = format!("Compacting the conversation failed: {error}\n\n");
+                        self.session
+                            .record(transcript::Record::Notice { text: text.clone() });
+                        self.send(if self.compaction {
+                            SessionUpdate::CompactionUpdate(
+                                CompactionUpdate::new(id, CompactionStatus::Failed)
+                                    .error(error.clone()),
+                            )
+                        } else {
+                            updates::agent_text(&text)
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn send(&self, update: SessionUpdate) {
         let notification = SessionNotification::new(self.session.id.clone(), update);
         if let Err(e) = self.cx.send_notification(notification) {
@@ -486,6 +553,10 @@ impl AgentHost for AcpHost {
                     display: output.display.clone(),
                     details: output.details.clone(),
                 });
+            }
+            AgentEvent::CompactionStart { .. } | AgentEvent::CompactionEnd { .. } => {
+                self.compaction_event(&event);
+                return;
             }
             _ => {}
         }

@@ -144,6 +144,8 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
             UsageUpdate::new(*context_tokens, *context_window).cost(Cost::new(total_cost, "USD")),
         ),
         AgentEvent::AgentStart
+        | AgentEvent::CompactionStart { .. }
+        | AgentEvent::CompactionEnd { .. }
         | AgentEvent::TurnStart
         | AgentEvent::MessageStart
         | AgentEvent::MessageEnd(_)
@@ -152,11 +154,34 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
     })
 }
 
+/// What an editor without compaction updates is told when compaction
+/// starts.
+pub const COMPACTING: &str =
+    "Compacting the conversation to stay within the model's context window…\n\n";
+
+/// The message that marks a finished compaction (also in a replay).
+pub fn compacted_text(tokens_before: u64, tokens_after: u64) -> String {
+    if tokens_after > 0 {
+        format!(
+            "Context compacted: the older conversation is now a summary ({tokens_before} → about {tokens_after} tokens).\n\n"
+        )
+    } else {
+        format!(
+            "Context compacted: the older conversation is now a summary (from {tokens_before} tokens).\n\n"
+        )
+    }
+}
+
+/// An agent message chunk of plain text.
+pub fn agent_text(text: &str) -> SessionUpdate {
+    SessionUpdate::AgentMessageChunk(text_chunk(text))
+}
+
 /// The updates that show a restored session's history to an editor, in the
 /// same shape the live turn had (`session/load`). Usage is not replayed.
 pub fn replay(restored: &crate::session::Restored) -> Vec<SessionUpdate> {
     let mut out = Vec::new();
-    replay_part(restored, &restored.history, &mut |update| out.push(update));
+    replay_part(restored, restored.visible(), &mut |update| out.push(update));
     out
 }
 
@@ -170,8 +195,13 @@ fn replay_part(
     use crate::agent::AgentMessage;
     use crate::llm::{AssistantContent, Message};
     for entry in part {
-        let AgentMessage::Llm { message } = entry else {
-            continue;
+        let message = match entry {
+            AgentMessage::Llm { message } => message,
+            AgentMessage::Summary { tokens_before, .. } => {
+                out(agent_text(&compacted_text(*tokens_before, 0)));
+                continue;
+            }
+            AgentMessage::Notice { .. } => continue,
         };
         match message {
             Message::User { content } => {
@@ -288,7 +318,7 @@ pub fn replay_lines(session_id: &SessionId, restored: &crate::session::Restored)
         }
         blocks
     };
-    crate::parallel::map_chunks(&restored.history, 512, serialise)
+    crate::parallel::map_chunks(restored.visible(), 512, serialise)
 }
 
 /// Why a prompt block could not be used.

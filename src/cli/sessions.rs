@@ -116,6 +116,12 @@ pub fn show(id: &str) -> anyhow::Result<()> {
                 println!("{mark} {} result:\n{}\n", result.tool_name, text.join("\n"));
             }
             AgentMessage::Notice { text } => println!("(notice: {text})\n"),
+            AgentMessage::Summary {
+                summary,
+                tokens_before,
+            } => println!(
+                "## Summary of the earlier conversation (compacted from {tokens_before} tokens)\n\n{summary}\n"
+            ),
         }
     }
     if !loaded.skipped.is_empty() {

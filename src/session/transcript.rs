@@ -108,10 +108,13 @@ pub enum Record {
     Notice {
         text: String,
     },
-    /// The history before `first_kept` was summarised.
+    /// The history was compacted: the model now sees `summary` and then
+    /// only the last `kept` of its messages. The older entries stay in the
+    /// file.
     Compaction {
         summary: String,
-        first_kept: String,
+        kept: usize,
+        tokens_before: u64,
     },
 }
 
@@ -153,9 +156,10 @@ struct RawEntry {
     title: Option<String>,
     text: Option<String>,
     summary: Option<String>,
+    kept: Option<usize>,
     // Record's fields keep their snake_case names on disk.
-    #[serde(rename = "first_kept")]
-    first_kept: Option<String>,
+    #[serde(rename = "tokens_before", default)]
+    tokens_before: u64,
 }
 
 impl RawEntry {
@@ -194,7 +198,8 @@ impl RawEntry {
             },
             "compaction" => Record::Compaction {
                 summary: need(self.summary, "summary", kind)?,
-                first_kept: need(self.first_kept, "first_kept", kind)?,
+                kept: need(self.kept, "kept", kind)?,
+                tokens_before: self.tokens_before,
             },
             other => return Err(format!("unknown entry type `{other}`")),
         };
@@ -490,7 +495,8 @@ mod tests {
             },
             Record::Compaction {
                 summary: "## Goal\nFix the parser".into(),
-                first_kept: "e3".into(),
+                kept: 3,
+                tokens_before: 180_000,
             },
         ];
         let mut writer = Writer::create(path, &Header::new("sess_1", "/p", None)).unwrap();
