@@ -8,6 +8,7 @@
 //! holds for its whole run, so a second prompt for a busy session waits its
 //! turn instead of interleaving.
 
+mod commands;
 mod editor;
 mod session;
 pub mod transport;
@@ -106,8 +107,15 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: NewSessionRequest, responder, _cx| match s3.new_session(req) {
-                Ok(response) => responder.respond(response),
+            async move |req: NewSessionRequest, responder, cx: ConnectionTo<Client>| match s3
+                .new_session(req)
+            {
+                Ok(response) => {
+                    let id = response.session_id.clone();
+                    let sent = responder.respond(response);
+                    s3.announce_commands(&id, &cx);
+                    sent
+                }
                 Err(e) => responder.respond_with_error(e),
             },
             agent_client_protocol::on_receive_request!(),
@@ -140,12 +148,16 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: ResumeSessionRequest, responder, _cx| match s9
-                .resume_session(req)
-                .await
-            {
-                Ok(response) => responder.respond(response),
-                Err(e) => responder.respond_with_error(e),
+            async move |req: ResumeSessionRequest, responder, cx: ConnectionTo<Client>| {
+                let id = req.session_id.clone();
+                match s9.resume_session(req).await {
+                    Ok(response) => {
+                        let sent = responder.respond(response);
+                        s9.announce_commands(&id, &cx);
+                        sent
+                    }
+                    Err(e) => responder.respond_with_error(e),
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -175,9 +187,16 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: LoadSessionRequest, responder, _cx| match s8.load_session(req).await {
-                Ok(response) => responder.respond(response),
-                Err(e) => responder.respond_with_error(e),
+            async move |req: LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
+                let id = req.session_id.clone();
+                match s8.load_session(req).await {
+                    Ok(response) => {
+                        let sent = responder.respond(response);
+                        s8.announce_commands(&id, &cx);
+                        sent
+                    }
+                    Err(e) => responder.respond_with_error(e),
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -478,6 +497,14 @@ impl Server {
         lock(&self.sessions).get(id).cloned().ok_or_else(|| {
             agent_client_protocol::v1::schema::Error::session_not_found(id.to_string()).into()
         })
+    }
+
+    /// Tells the editor which slash commands a session has (after the
+    /// answer that opened it).
+    fn announce_commands(&self, id: &SessionId, cx: &ConnectionTo<Client>) {
+        if let Ok(session) = self.session(&id.0) {
+            session.announce_commands(cx, &lock(&self.client));
+        }
     }
 
     async fn prompt(

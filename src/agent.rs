@@ -12,6 +12,7 @@
 pub mod compaction;
 mod memory;
 pub mod permission;
+pub mod prune;
 pub mod title;
 
 use std::sync::Arc;
@@ -202,6 +203,9 @@ pub struct AgentConfig {
     /// Where the model may keep durable notes (the agent's workspace); the
     /// memory flush before a compaction writes there. `None`: no flush.
     pub memory_dir: Option<std::path::PathBuf>,
+    pub prune: prune::Settings,
+    /// When the session last called the model (its prompt cache's age).
+    pub last_call: Option<std::time::SystemTime>,
 }
 
 /// Runs one prompt to completion. New messages are appended to `history` as
@@ -238,6 +242,7 @@ async fn run_turns(
 ) -> RunStop {
     let mut turns = 0;
     let mut overflow_compacted = false;
+    let mut last_call = config.last_call;
     loop {
         if cancel.is_cancelled() {
             return RunStop::Cancelled;
@@ -263,6 +268,15 @@ async fn run_turns(
             )
             .await;
         }
+        let now = std::time::SystemTime::now();
+        if config.prune.due(config.model.api, last_call, now) {
+            let trimmed = prune::prune(history, &config.prune);
+            tracing::debug!(
+                trimmed,
+                "the prompt cache expired; old tool results trimmed"
+            );
+        }
+        last_call = Some(now);
         turns += 1;
         host.emit(AgentEvent::TurnStart);
         // The mode may change between turns (the user switches it).

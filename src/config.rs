@@ -52,6 +52,12 @@ impl Paths {
     }
 }
 
+/// The agent's own workspace under a config dir: identity and memory
+/// files (`SOUL.md`, `MEMORY.md`, `memory/`), shared by every project.
+pub fn workspace_dir(config_dir: &Path) -> PathBuf {
+    config_dir.join("agents").join("main").join("workspace")
+}
+
 /// The contents of a `config.toml`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -74,6 +80,9 @@ pub struct Config {
     /// `provider/model`, or `none` to keep the first prompt as the title.
     /// Unset: the cheapest model of the session's provider.
     pub title_model: Option<String>,
+    /// Trim old tool results in memory when an Anthropic prompt cache has
+    /// expired (default true).
+    pub prune_tool_results: Option<bool>,
     /// `[compaction]`: keeping long sessions inside the model's window.
     pub compaction: CompactionConfig,
     pub providers: BTreeMap<String, ProviderConfig>,
@@ -107,6 +116,7 @@ impl Config {
         self.default_mode = other.default_mode.or(self.default_mode);
         self.retry_base_delay_ms = other.retry_base_delay_ms.or(self.retry_base_delay_ms);
         self.title_model = other.title_model.or(self.title_model);
+        self.prune_tool_results = other.prune_tool_results.or(self.prune_tool_results);
         self.compaction = CompactionConfig {
             enabled: other.compaction.enabled.or(self.compaction.enabled),
             reserve_tokens: other
@@ -331,6 +341,11 @@ impl Settings {
                 .memory_flush
                 .unwrap_or(true)
                 .then(|| self.paths.workspace_dir()),
+            prune: crate::agent::prune::Settings {
+                enabled: self.config.prune_tool_results.unwrap_or(true),
+                ..Default::default()
+            },
+            last_call: None,
         }
     }
 

@@ -1,14 +1,34 @@
-//! The system prompt: who pincer is, which tools it has, and where it runs.
+//! The system prompt: who pincer is, which tools it has, where it runs, and
+//! what the project, the user and the agent's own workspace want it to know.
 //!
-//! Project context files, skills and identity files join this prompt in a
-//! later step; the environment section is already what the model needs to
-//! act on paths and dates correctly.
+//! The prompt is assembled the way OpenClaw does it, in a fixed order:
+//! identity (the workspace's `SOUL.md`/`IDENTITY.md`, or the built-in text),
+//! tools, safety, environment, project context files, the skills index and
+//! the silent-reply rule. A project's `.pincer/SYSTEM.md` replaces the first
+//! three (as in pi); `.pincer/APPEND_SYSTEM.md` follows them. Nothing here
+//! fails: a file that cannot be used is left out and described in
+//! [`SystemPrompt::problems`] so the caller can tell the user how to fix it.
+//!
+//! `files` finds and caps the context files, `skills` and `templates` find
+//! the user's and the project's skills and prompt templates.
 
-use std::path::Path;
+pub mod files;
+mod frontmatter;
+pub mod skills;
+pub mod templates;
+
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::SystemTime;
+
+use jiff::tz::TimeZone;
 
 use crate::llm::Model;
 use crate::tools::Tool;
+
+/// The whole reply of a turn that has nothing to say (a background or
+/// memory turn); the prompt teaches the model to use it.
+pub const SILENT_REPLY: &str = "NO_REPLY";
 
 const IDENTITY: &str = "You are pincer, a coding agent working inside the user's editor. \
 You help with software engineering tasks: reading and explaining code, finding bugs, \
@@ -20,54 +40,285 @@ const SAFETY: &str = "Only act within what the user asked for. Never reveal secr
 the machine or reach outside the working directory ask the user first; when the \
 user rejects a call, do not retry it.";
 
-/// Builds the system prompt for one run.
-pub fn system_prompt(cwd: &Path, model: &Model, tools: &[Arc<dyn Tool>]) -> String {
-    let mut prompt = String::with_capacity(2048);
-    prompt.push_str(IDENTITY);
-    prompt.push_str("\n\n# Tools\n");
-    for tool in tools {
-        let first_line = tool.description().lines().next().unwrap_or_default();
-        prompt.push_str(&format!("- {}: {}\n", tool.name(), first_line));
-    }
-    prompt.push_str("\n# Safety\n");
-    prompt.push_str(SAFETY);
-    prompt.push_str("\n\n# Environment\n");
-    // RFC 3339 starts with the date: `2026-11-22T04:50:00Z`.
-    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let date = now.get(..10).unwrap_or(&now);
-    prompt.push_str(&format!("- Current date (UTC): {date}\n"));
-    prompt.push_str(&format!(
-        "- Operating system: {} ({})\n",
-        std::env::consts::OS,
-        std::env::consts::ARCH
-    ));
-    prompt.push_str(&format!("- Current working directory: {}\n", cwd.display()));
-    prompt.push_str(&format!("- Model: {}\n", model.full_id()));
-    prompt
+/// Where context comes from for one session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sources {
+    pub cwd: PathBuf,
+    /// The user's config dir (`Settings.paths.config_dir`; `$PINCER_HOME` in tests).
+    pub config_dir: PathBuf,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+impl Sources {
+    /// The agent's own workspace: `<config_dir>/agents/main/workspace`;
+    /// holds SOUL.md, IDENTITY.md, USER.md, TOOLS.md, MEMORY.md, memory/.
+    pub fn workspace(&self) -> PathBuf {
+        crate::config::workspace_dir(&self.config_dir)
+    }
 
-    #[test]
-    fn the_prompt_names_tools_environment_and_model() {
-        let model = crate::llm::catalog::Catalog::new(&Default::default(), &|_| None)
-            .resolve("anthropic/claude-sonnet-4-5")
-            .unwrap();
-        let prompt = system_prompt(Path::new("/work/project"), &model, &crate::tools::builtin());
-        let today = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        for expected in [
-            "- read: ",
-            "- bash: ",
-            "- Current working directory: /work/project\n",
-            "- Model: anthropic/claude-sonnet-4-5\n",
-            &format!("- Current date (UTC): {}\n", &today[..10]),
-        ] {
-            assert!(
-                prompt.contains(expected),
-                "{expected:?} missing from:\n{prompt}"
-            );
+    /// The directories whose `.pincer/` and `.agents/` belong to the
+    /// project: the cwd and its ancestors up to the git root (the nearest
+    /// directory holding `.git`), nearest first; only the cwd outside a git
+    /// repository, so a stray `~/.pincer/skills` does not leak into every
+    /// directory below it.
+    pub fn project_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        for dir in self.cwd.ancestors() {
+            dirs.push(dir.to_path_buf());
+            if dir.join(".git").exists() {
+                return dirs;
+            }
+        }
+        vec![self.cwd.clone()]
+    }
+}
+
+/// The assembled prompt plus what was found (for reporting problems to the user).
+#[derive(Clone, Debug)]
+pub struct SystemPrompt {
+    pub text: String,
+    /// Every file whose content is in the prompt (SYSTEM.md, identity and
+    /// context files), in prompt order.
+    pub files: Vec<PathBuf>,
+    /// The skills listed in the prompt's index (all discovered skills, even
+    /// when the index is left out because no `read` tool is offered).
+    pub skills: Vec<skills::Skill>,
+    /// Files that were left out (broken skills, unreadable or cut context
+    /// files), human readable, each naming the path and the fix.
+    pub problems: Vec<String>,
+}
+
+/// Builds the system prompt for one run, with the time taken from `now`
+/// and the machine's time zone, OS and shell.
+pub fn system_prompt(
+    sources: &Sources,
+    model: &Model,
+    tools: &[Arc<dyn Tool>],
+    now: SystemTime,
+) -> SystemPrompt {
+    assemble(sources, model, tools, now, &Host::current())
+}
+
+/// What the environment section says about the machine. Read from the
+/// process for real prompts; fixed in tests so the prompt is reproducible.
+#[derive(Clone, Debug)]
+struct Host {
+    zone: TimeZone,
+    os: String,
+    arch: String,
+    shell: String,
+}
+
+impl Host {
+    fn current() -> Self {
+        Self {
+            // `TZ`, else /etc/localtime, else UTC.
+            zone: TimeZone::system(),
+            os: std::env::consts::OS.to_owned(),
+            arch: std::env::consts::ARCH.to_owned(),
+            shell: std::env::var("SHELL")
+                .ok()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "/bin/sh".to_owned()),
         }
     }
 }
+
+fn assemble(
+    sources: &Sources,
+    model: &Model,
+    tools: &[Arc<dyn Tool>],
+    now: SystemTime,
+    host: &Host,
+) -> SystemPrompt {
+    let mut problems = Vec::new();
+    let mut included = Vec::new();
+    let mut sections: Vec<String> = Vec::new();
+
+    let replacement = files::project_file(&sources.cwd, "SYSTEM.md")
+        .and_then(|path| files::read_capped(&path, &mut problems).map(|text| (path, text)));
+    match replacement {
+        Some((path, text)) => {
+            sections.push(text);
+            included.push(path);
+        }
+        None => {
+            sections.push(identity(sources, &mut included, &mut problems));
+            sections.push(tools_section(tools));
+            sections.push(format!("# Safety\n{SAFETY}"));
+        }
+    }
+    if let Some(path) = files::project_file(&sources.cwd, "APPEND_SYSTEM.md")
+        && let Some(text) = files::read_capped(&path, &mut problems)
+    {
+        sections.push(text);
+        included.push(path);
+    }
+
+    sections.push(environment(sources, model, now, host));
+
+    let context = files::load(sources);
+    problems.extend(context.problems);
+    if !context.files.is_empty() {
+        let mut section = String::from(
+            "# Project Context\nThe following project context files have been loaded:",
+        );
+        for file in &context.files {
+            section.push_str(&format!(
+                "\n\n## {}\n{}",
+                file.path.display(),
+                file.content.trim_end()
+            ));
+            included.push(file.path.clone());
+        }
+        if !context.left_out.is_empty() {
+            section.push_str(&format!(
+                "\n\n[… project context limit of {} characters reached; left out: {} …]",
+                files::group_thousands(files::TOTAL_CAP),
+                list_paths(&context.left_out)
+            ));
+        }
+        sections.push(section);
+    }
+
+    let (skills, skill_problems) = skills::discover(sources);
+    problems.extend(skill_problems);
+    if !skills.is_empty() && tools.iter().any(|tool| tool.name() == "read") {
+        sections.push(skills_section(&skills));
+    }
+
+    sections.push(format!(
+        "# Silent replies\nWhen you have nothing to say, for example in a background or memory \
+         turn, reply with exactly {SILENT_REPLY} as the entire message. Never use {SILENT_REPLY} \
+         otherwise, and never add it to a real answer."
+    ));
+
+    let mut text = sections
+        .iter()
+        .map(|section| section.trim_end())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    text.push('\n');
+    SystemPrompt {
+        text,
+        files: included,
+        skills,
+        problems,
+    }
+}
+
+/// The workspace's `SOUL.md` and `IDENTITY.md`, or the built-in identity.
+fn identity(sources: &Sources, included: &mut Vec<PathBuf>, problems: &mut Vec<String>) -> String {
+    let workspace = sources.workspace();
+    let mut section = String::from(
+        "# Identity\nThe files below, from your own workspace, say who you are. Embody the \
+         persona and tone they describe.",
+    );
+    let mut found = false;
+    for name in ["SOUL.md", "IDENTITY.md"] {
+        let path = workspace.join(name);
+        if !path.is_file() {
+            continue;
+        }
+        if let Some(text) = files::read_capped(&path, problems) {
+            section.push_str(&format!("\n\n## {}\n{}", path.display(), text.trim_end()));
+            included.push(path);
+            found = true;
+        }
+    }
+    if found { section } else { IDENTITY.to_owned() }
+}
+
+fn tools_section(tools: &[Arc<dyn Tool>]) -> String {
+    let mut section = String::from("# Tools");
+    for tool in tools {
+        let first_line = tool.description().lines().next().unwrap_or_default();
+        section.push_str(&format!("\n- {}: {}", tool.name(), first_line));
+    }
+    section
+}
+
+fn environment(sources: &Sources, model: &Model, now: SystemTime, host: &Host) -> String {
+    format!(
+        "# Environment\n\
+         - Date and time: {}\n\
+         - Operating system: {} ({})\n\
+         - Shell: {}\n\
+         - Current working directory: {}\n\
+         - Model: {}",
+        format_time(now, &host.zone),
+        host.os,
+        host.arch,
+        host.shell,
+        sources.cwd.display(),
+        model.full_id()
+    )
+}
+
+/// `2026-11-22 07:23 (Europe/Berlin, UTC+01:00)`; without the zone's name
+/// when it has none (a `TZ` like `UTC-3`).
+fn format_time(now: SystemTime, zone: &TimeZone) -> String {
+    let Ok(timestamp) = jiff::Timestamp::try_from(now) else {
+        return "unknown (the system clock is out of range)".to_owned();
+    };
+    let zoned = timestamp.to_zoned(zone.clone());
+    let time = zoned.strftime("%Y-%m-%d %H:%M");
+    let offset = zoned.strftime("%:z");
+    match zone.iana_name() {
+        Some(name) => format!("{time} ({name}, UTC{offset})"),
+        None => format!("{time} (UTC{offset})"),
+    }
+}
+
+fn skills_section(skills: &[skills::Skill]) -> String {
+    let mut section = String::from(
+        "# Skills\nUse the read tool to load a skill's file when the task matches its \
+         description.\n\n<available_skills>",
+    );
+    for skill in skills {
+        section.push_str(&format!(
+            "\n  <skill>\n    <name>{}</name>\n    <description>{}</description>\n    \
+             <location>{}</location>\n  </skill>",
+            xml_escape(&skill.name),
+            xml_escape(&skill.description),
+            xml_escape(&skill.path.display().to_string())
+        ));
+    }
+    section.push_str("\n</available_skills>");
+    section
+}
+
+fn xml_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn list_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `true` when both paths name the same directory, looking through symlinks
+/// when the paths exist.
+fn same_path(a: &Path, b: &Path) -> bool {
+    a == b
+        || matches!(
+            (a.canonicalize(), b.canonicalize()),
+            (Ok(a), Ok(b)) if a == b
+        )
+}
+
+#[cfg(test)]
+mod tests;

@@ -82,6 +82,8 @@ pub struct Restored {
     pub mode: Option<Mode>,
     /// The latest model-written title, if any.
     pub title: Option<String>,
+    /// When the model last answered (how old its prompt cache is).
+    pub last_call: Option<std::time::SystemTime>,
 }
 
 impl Restored {
@@ -128,6 +130,7 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             Record::Message { message } => {
                 answer_open_calls(&mut restored, &mut open);
                 if let Message::Assistant(assistant) = &message {
+                    restored.last_call = humantime::parse_rfc3339_weak(&entry.timestamp).ok();
                     open = assistant
                         .tool_calls()
                         .map(|c| (c.id.clone(), c.name.clone()))

@@ -243,7 +243,8 @@ async fn cancel_stops_the_stream_and_answers_cancelled() {
     // Wait for the first streamed words, then cancel.
     let first = loop {
         let message = acp.next().await;
-        if message["params"]["update"]["sessionUpdate"] != "session_info_update" {
+        let kind = &message["params"]["update"]["sessionUpdate"];
+        if kind != "session_info_update" && kind != "available_commands_update" {
             break message;
         }
     };

@@ -100,6 +100,8 @@ fn config(mock: &MockModel, project: &std::path::Path) -> AgentConfig {
         auth_profile: None,
         compaction: Default::default(),
         memory_dir: None,
+        prune: Default::default(),
+        last_call: None,
         model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
         key: Some(Secret::new("test-key")),
         thinking: ThinkingLevel::Off,

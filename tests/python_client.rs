@@ -183,6 +183,9 @@ async fn python_sdk_client_runs_a_tool_round_trip() {
             "stopReason": "end_turn",
             // Runs of message chunks are collapsed by the client.
             "updates": [
+                // Parsed by the official Python SDK: the slash commands
+                // announced after session/new, then the turn.
+                "available_commands_update",
                 "session_info_update",
                 "agent_message_chunk",
                 "tool_call",

@@ -6,16 +6,18 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ClientCapabilities, ContentBlock, ContentChunk, Notice, NoticeSeverity, PermissionOption,
-    PermissionOptionKind, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
-    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
-    SessionInfoUpdate, SessionMode, SessionModeState, SessionNotification, SessionUpdate,
-    TextContent, ToolCallUpdate, ToolCallUpdateFields,
+    AvailableCommandsUpdate, ClientCapabilities, ConfigOptionUpdate, ContentBlock, ContentChunk,
+    CurrentModeUpdate, Notice, NoticeSeverity, PermissionOption, PermissionOptionKind,
+    PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, SessionConfigOption,
+    SessionConfigOptionCategory, SessionConfigSelectOption, SessionId, SessionInfoUpdate,
+    SessionMode, SessionModeState, SessionNotification, SessionUpdate, StopReason, TextContent,
+    ToolCallUpdate, ToolCallUpdateFields, UsageUpdate,
 };
 use agent_client_protocol::{Client, Error};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use super::commands::{self, Command};
 use super::editor::{EditorFiles, EditorTerminals};
 use super::transport::Drain;
 use super::{auth_required, invalid_params, lock, updates};
@@ -40,6 +42,14 @@ pub struct Session {
     history: tokio::sync::Mutex<Vec<AgentMessage>>,
     /// The session's transcript; every finished message is appended.
     transcript: Mutex<transcript::Writer>,
+    /// What the editor was last told about commands and broken skills.
+    announced: Mutex<Announced>,
+}
+
+#[derive(Default)]
+struct Announced {
+    commands: Option<Vec<agent_client_protocol::v1::schema::AvailableCommand>>,
+    problems: Vec<String>,
 }
 
 struct State {
@@ -50,6 +60,8 @@ struct State {
     total_cost: f64,
     /// Compactions so far in this process (their ids for the editor).
     compactions: u64,
+    /// When the model last answered in this session.
+    last_call: Option<std::time::SystemTime>,
 }
 
 impl Session {
@@ -82,9 +94,11 @@ impl Session {
                 cancel: CancellationToken::new(),
                 total_cost: 0.0,
                 compactions: 0,
+                last_call: None,
             }),
             history: tokio::sync::Mutex::new(Vec::new()),
             transcript: Mutex::new(transcript),
+            announced: Mutex::new(Announced::default()),
         }
     }
 
@@ -109,6 +123,7 @@ impl Session {
         if let Some(mode) = restored.mode {
             self.permissions.set_mode(mode);
         }
+        lock(&self.state).last_call = restored.last_call;
         let mut history = self
             .history
             .try_lock()
@@ -247,52 +262,31 @@ impl Session {
         client: ClientCapabilities,
         drain: Arc<Drain>,
     ) -> Result<PromptResponse, Error> {
+        let mut prompt = prompt;
+        if let Some(ContentBlock::Text(first)) = prompt.first() {
+            let sources = self.sources();
+            let (skills, _) = crate::context::skills::discover(&sources);
+            let (templates, _) = crate::context::templates::discover(&sources);
+            match commands::parse(&first.text, &skills, &templates) {
+                Ok(None) => {}
+                Ok(Some(Command::Prompt(text))) => {
+                    prompt[0] = ContentBlock::Text(TextContent::new(text));
+                }
+                Ok(Some(command)) => {
+                    return self.command(command, http, cx, client, drain).await;
+                }
+                Err(message) => {
+                    self.say(&cx, &message);
+                    return Ok(PromptResponse::new(StopReason::EndTurn));
+                }
+            }
+        }
         let content = updates::prompt_content(prompt, &self.cwd)
             .await
             .map_err(|e| invalid_params(e.to_string()))?;
         let mut history = self.history.lock().await;
-        let (config, cancel) = {
-            let mut state = lock(&self.state);
-            if !self.settings.has_credentials(&state.model) {
-                return Err(auth_required(self.settings.credential_hint(&state.model)));
-            }
-            state.cancel = CancellationToken::new();
-            let system_prompt = crate::context::system_prompt(&self.cwd, &state.model, &self.tools);
-            let config = self.settings.agent_config(
-                state.model.clone(),
-                state.thinking,
-                system_prompt,
-                self.permissions.clone(),
-            );
-            (config, state.cancel.clone())
-        };
-        let files = Arc::new(EditorFiles {
-            cx: cx.clone(),
-            session: self.id.clone(),
-            drain: drain.clone(),
-            read: client.fs.read_text_file,
-            write: client.fs.write_text_file,
-        });
-        let terminals: Option<Arc<dyn Terminals>> = client.terminal.then(|| {
-            Arc::new(EditorTerminals {
-                cx: cx.clone(),
-                session: self.id.clone(),
-                drain: drain.clone(),
-            }) as Arc<dyn Terminals>
-        });
-        let host = AcpHost {
-            session: self.clone(),
-            cx,
-            notices: client.session.as_ref().is_some_and(|s| s.notices.is_some()),
-            compaction: client
-                .session
-                .as_ref()
-                .is_some_and(|s| s.compaction.is_some()),
-            drain,
-            files,
-            terminals,
-            calls: Mutex::new(std::collections::HashMap::new()),
-        };
+        let (config, cancel) = self.turn_config()?;
+        let host = self.host(cx, &client, drain);
         self.record(transcript::Record::Message {
             message: crate::llm::Message::User {
                 content: content.clone(),
@@ -342,6 +336,8 @@ impl Session {
                 .unwrap_or_default();
             self.name_later(http.clone(), host.cx.clone(), prompt, answer);
         }
+        // The turn may have added a skill or a prompt template.
+        self.announce_commands(&host.cx, &client);
         match (updates::stop_reason(&stop), stop) {
             (Some(reason), _) => Ok(PromptResponse::new(reason)),
             (None, RunStop::Failed(error)) => {
@@ -404,6 +400,227 @@ impl Session {
             }
         });
     }
+}
+
+impl Session {
+    fn sources(&self) -> crate::context::Sources {
+        crate::context::Sources {
+            cwd: self.cwd.clone(),
+            config_dir: self.settings.paths.config_dir.clone(),
+        }
+    }
+
+    /// The run's configuration (with a fresh system prompt) and its cancel
+    /// token, which `session/cancel` reaches.
+    fn turn_config(&self) -> Result<(agent::AgentConfig, CancellationToken), Error> {
+        let (model, thinking, last_call, cancel) = {
+            let mut state = lock(&self.state);
+            if !self.settings.has_credentials(&state.model) {
+                return Err(auth_required(self.settings.credential_hint(&state.model)));
+            }
+            state.cancel = CancellationToken::new();
+            (
+                state.model.clone(),
+                state.thinking,
+                state.last_call,
+                state.cancel.clone(),
+            )
+        };
+        // Files are read outside the lock.
+        let system_prompt = crate::context::system_prompt(
+            &self.sources(),
+            &model,
+            &self.tools,
+            std::time::SystemTime::now(),
+        );
+        for problem in &system_prompt.problems {
+            tracing::warn!("{problem}");
+        }
+        let mut config = self.settings.agent_config(
+            model,
+            thinking,
+            system_prompt.text,
+            self.permissions.clone(),
+        );
+        config.last_call = last_call;
+        Ok((config, cancel))
+    }
+
+    /// The agent's view of the editor for one turn.
+    fn host(
+        self: &Arc<Self>,
+        cx: ConnectionTo<Client>,
+        client: &ClientCapabilities,
+        drain: Arc<Drain>,
+    ) -> AcpHost {
+        let files = Arc::new(EditorFiles {
+            cx: cx.clone(),
+            session: self.id.clone(),
+            drain: drain.clone(),
+            read: client.fs.read_text_file,
+            write: client.fs.write_text_file,
+        });
+        let terminals: Option<Arc<dyn Terminals>> = client.terminal.then(|| {
+            Arc::new(EditorTerminals {
+                cx: cx.clone(),
+                session: self.id.clone(),
+                drain: drain.clone(),
+            }) as Arc<dyn Terminals>
+        });
+        AcpHost {
+            session: self.clone(),
+            cx,
+            notices: client.session.as_ref().is_some_and(|s| s.notices.is_some()),
+            compaction: client
+                .session
+                .as_ref()
+                .is_some_and(|s| s.compaction.is_some()),
+            drain,
+            files,
+            terminals,
+            calls: Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// Sends a short agent message (the answer to a command).
+    fn say(&self, cx: &ConnectionTo<Client>, text: &str) {
+        self.notify(cx, updates::agent_text(text));
+    }
+
+    fn notify(&self, cx: &ConnectionTo<Client>, update: SessionUpdate) {
+        if let Err(e) = cx.send_notification(SessionNotification::new(self.id.clone(), update)) {
+            tracing::debug!(error = %e, "could not send session/update");
+        }
+    }
+
+    /// Announces the slash commands when they differ from the last
+    /// announcement (skills and templates come and go), and reports broken
+    /// skills and templates once.
+    pub fn announce_commands(&self, cx: &ConnectionTo<Client>, client: &ClientCapabilities) {
+        let sources = self.sources();
+        let (skills, mut problems) = crate::context::skills::discover(&sources);
+        let (templates, more) = crate::context::templates::discover(&sources);
+        problems.extend(more);
+        let commands = commands::available(&skills, &templates);
+        let mut announced = lock(&self.announced);
+        if announced.commands.as_ref() != Some(&commands) {
+            announced.commands = Some(commands.clone());
+            self.notify(
+                cx,
+                SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands)),
+            );
+        }
+        problems.retain(|p| !announced.problems.contains(p));
+        for problem in problems {
+            announced.problems.push(problem.clone());
+            let notices = client.session.as_ref().is_some_and(|s| s.notices.is_some());
+            self.notify(
+                cx,
+                if notices {
+                    SessionUpdate::Notice(
+                        Notice::new(NoticeSeverity::Warning, "Skipped a skill or prompt")
+                            .description(problem),
+                    )
+                } else {
+                    updates::agent_text(&format!("Warning: {problem}\n\n"))
+                },
+            );
+        }
+    }
+
+    /// Runs a command that acts on the session instead of prompting.
+    async fn command(
+        self: &Arc<Self>,
+        command: Command,
+        http: &reqwest::Client,
+        cx: ConnectionTo<Client>,
+        client: ClientCapabilities,
+        drain: Arc<Drain>,
+    ) -> Result<PromptResponse, Error> {
+        let option = |id: &str, value: &str, label: &str| {
+            if value.is_empty() {
+                let current = self
+                    .config_options()
+                    .into_iter()
+                    .find(|o| o.id.0.as_ref() == id)
+                    .map(|o| describe_option(&o))
+                    .unwrap_or_default();
+                self.say(&cx, &format!("{label}: {current}\n"));
+                return;
+            }
+            match self.set_config_option(id, value) {
+                Ok(()) => {
+                    if id == MODE_OPTION {
+                        self.notify(
+                            &cx,
+                            SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+                                self.mode_state().current_mode_id,
+                            )),
+                        );
+                    }
+                    self.notify(
+                        &cx,
+                        SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+                            self.config_options(),
+                        )),
+                    );
+                    self.say(&cx, &format!("{label} set to {value}.\n"));
+                }
+                Err(message) => self.say(&cx, &format!("{message}\n")),
+            }
+        };
+        match command {
+            Command::Model(value) => option(MODEL_OPTION, &value, "Model"),
+            Command::Think(value) => option(THOUGHT_OPTION, &value, "Thinking"),
+            Command::Mode(value) => option(MODE_OPTION, &value, "Mode"),
+            Command::Compact(instructions) => {
+                let mut history = self.history.lock().await;
+                let (config, cancel) = self.turn_config()?;
+                let host = self.host(cx.clone(), &client, drain);
+                let instructions = (!instructions.is_empty()).then_some(instructions.as_str());
+                let result = agent::compact_history(
+                    http,
+                    &config,
+                    &mut history,
+                    &host,
+                    &cancel,
+                    agent::compaction::Reason::Manual,
+                    instructions,
+                )
+                .await;
+                if let Ok(done) = result {
+                    self.notify(
+                        &cx,
+                        SessionUpdate::UsageUpdate(UsageUpdate::new(
+                            done.tokens_after,
+                            config.model.context_window,
+                        )),
+                    );
+                }
+            }
+            Command::Prompt(_) => {}
+        }
+        Ok(PromptResponse::new(StopReason::EndTurn))
+    }
+}
+
+/// An option's current value and its choices, for `/model` and friends.
+fn describe_option(option: &SessionConfigOption) -> String {
+    let value = serde_json::to_value(option).unwrap_or_default();
+    let current = value["currentValue"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let choices: Vec<String> = value["options"]
+        .as_array()
+        .map(|options| {
+            options
+                .iter()
+                .filter_map(|o| o["value"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("{current} (choose from: {})", choices.join(", "))
 }
 
 /// The JSON-RPC error a failed run answers with.
@@ -528,7 +745,11 @@ impl AgentHost for AcpHost {
     fn emit(&self, event: AgentEvent) {
         match &event {
             AgentEvent::MessageEnd(message) => {
-                lock(&self.session.state).total_cost += message.usage.cost.total;
+                {
+                    let mut state = lock(&self.session.state);
+                    state.total_cost += message.usage.cost.total;
+                    state.last_call = Some(std::time::SystemTime::now());
+                }
                 self.session.record(transcript::Record::Message {
                     message: crate::llm::Message::Assistant((**message).clone()),
                 });

@@ -17,8 +17,7 @@ use super::{AgentConfig, AgentEvent, AgentHost, AgentMessage, Answer, Mode, Perm
 use crate::llm::{Content, ToolCall};
 use crate::tools::{CallInfo, Display, Tool};
 
-/// The reply that means "nothing to say".
-pub const NO_REPLY: &str = "NO_REPLY";
+use crate::context::SILENT_REPLY as NO_REPLY;
 
 /// Model calls the flush may make (a read, a write and the final reply
 /// fit in three; one more for a retry after a failed edit).
@@ -94,7 +93,17 @@ pub fn flush<'a>(
         config.system_prompt.push_str(FLUSH_SYSTEM);
         let today = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         let date = today.get(..10).unwrap_or(&today).to_string();
+        // The flush follows the conversation so far; a prompt that is still
+        // waiting for its answer would blur the instruction.
         let mut copy = history.to_vec();
+        if matches!(
+            copy.last(),
+            Some(AgentMessage::Llm {
+                message: crate::llm::Message::User { .. }
+            })
+        ) {
+            copy.pop();
+        }
         let stop = super::run(
             client,
             &config,

@@ -67,8 +67,16 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
         vec![cwd.clone()],
         Some(Permissions::project_file(&cwd)),
     ));
-    let system_prompt = crate::context::system_prompt(&cwd, &model, &tools);
-    let config = settings.agent_config(model, settings.thinking(), system_prompt, permissions);
+    let sources = crate::context::Sources {
+        cwd: cwd.clone(),
+        config_dir: settings.paths.config_dir.clone(),
+    };
+    let system_prompt =
+        crate::context::system_prompt(&sources, &model, &tools, std::time::SystemTime::now());
+    for problem in &system_prompt.problems {
+        tracing::warn!("{problem}");
+    }
+    let config = settings.agent_config(model, settings.thinking(), system_prompt.text, permissions);
     let http = reqwest::Client::builder()
         .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
         .build()?;

@@ -204,14 +204,18 @@ impl Acp {
 }
 
 /// The `update`s of the session/update notifications among `messages`,
-/// without `session_info_update` (the title, which carries a time and is
-/// tested on its own).
+/// without the session-level ones tested on their own:
+/// `session_info_update` (the title, which carries a time) and
+/// `available_commands_update` (the slash commands).
 pub fn updates_of(messages: &[Value]) -> Vec<Value> {
     messages
         .iter()
         .filter(|m| m["method"] == "session/update")
         .map(|m| m["params"]["update"].clone())
-        .filter(|u| u["sessionUpdate"] != "session_info_update")
+        .filter(|u| {
+            u["sessionUpdate"] != "session_info_update"
+                && u["sessionUpdate"] != "available_commands_update"
+        })
         .collect()
 }
 

@@ -27,3 +27,18 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
 pub fn anthropic_tool_call(id: &str, name: &str, input: &serde_json::Value) -> String {
     anthropic_tool_calls(&[(id, name, &input.to_string())])
 }
+
+/// A plain text answer whose usage reports `input_tokens` of context, so a
+/// test can put the session near the model's window without sending that
+/// much text.
+pub fn anthropic_text(text: &str, input_tokens: u64) -> String {
+    let text = serde_json::to_string(text).unwrap();
+    format!(
+        "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_t\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"usage\":{{\"input_tokens\":{input_tokens},\"output_tokens\":1}}}}}}\n\n\
+event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\n\
+event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":{text}}}}}\n\n\
+event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\n\
+event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\"}},\"usage\":{{\"output_tokens\":12}}}}\n\n\
+event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
+    )
+}
