@@ -378,7 +378,8 @@ async fn run_turns(
             });
         }
         host.emit(AgentEvent::TurnEnd {
-            context_tokens: usage.context_tokens(),
+            // The response's usage plus the tool results that came after.
+            context_tokens: compaction::context_tokens(history, &config.system_prompt),
             context_window: config.model.context_window,
             usage,
         });

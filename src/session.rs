@@ -191,23 +191,6 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
     restored
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn transcripts_are_grouped_by_cwd_and_found_by_id() {
-        let data = tempfile::tempdir().unwrap();
-        let path = transcript_path(data.path(), Path::new("/home/me/project"), "sess_a");
-        assert!(path.ends_with("sessions/--home-me-project--/sess_a.jsonl"));
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, "").unwrap();
-        assert_eq!(find(data.path(), "sess_a"), Some(path));
-        assert_eq!(find(data.path(), "sess_b"), None);
-        assert_eq!(find(data.path(), "../sess_a"), None);
-    }
-}
-
 /// A stored session as a list shows it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
@@ -313,4 +296,95 @@ pub fn list(data_dir: &Path, cwd: Option<&Path>) -> Vec<Summary> {
         .collect();
     sessions.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| a.id.cmp(&b.id)));
     sessions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transcripts_are_grouped_by_cwd_and_found_by_id() {
+        let data = tempfile::tempdir().unwrap();
+        let path = transcript_path(data.path(), Path::new("/home/me/project"), "sess_a");
+        assert!(path.ends_with("sessions/--home-me-project--/sess_a.jsonl"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(find(data.path(), "sess_a"), Some(path));
+        assert_eq!(find(data.path(), "sess_b"), None);
+        assert_eq!(find(data.path(), "../sess_a"), None);
+    }
+
+    fn entry(n: usize, record: Record) -> Entry {
+        Entry {
+            id: format!("e{n}"),
+            parent_id: None,
+            timestamp: "2026-11-22T07:00:00.000Z".into(),
+            record,
+        }
+    }
+
+    fn user(text: &str) -> Record {
+        Record::Message {
+            message: Message::User {
+                content: vec![crate::llm::Content::text(text)],
+            },
+        }
+    }
+
+    #[test]
+    fn compactions_leave_the_model_the_latest_summary_and_the_user_everything() {
+        let texts = ["one", "two", "three", "four", "five"];
+        let mut entries: Vec<Entry> = Vec::new();
+        for (n, text) in texts.iter().take(3).enumerate() {
+            entries.push(entry(n, user(text)));
+        }
+        entries.push(entry(
+            3,
+            Record::Compaction {
+                summary: "first summary".into(),
+                kept: 1,
+                tokens_before: 100,
+            },
+        ));
+        entries.push(entry(4, user("four")));
+        entries.push(entry(5, user("five")));
+        entries.push(entry(
+            6,
+            Record::Compaction {
+                summary: "second summary".into(),
+                kept: 2,
+                tokens_before: 200,
+            },
+        ));
+        let restored = restore(entries);
+        let llm_user = |text: &str| AgentMessage::Llm {
+            message: Message::User {
+                content: vec![crate::llm::Content::text(text)],
+            },
+        };
+        let summary = |text: &str, tokens_before| AgentMessage::Summary {
+            summary: text.into(),
+            tokens_before,
+        };
+        assert_eq!(
+            restored.history,
+            vec![
+                summary("second summary", 200),
+                llm_user("four"),
+                llm_user("five")
+            ]
+        );
+        assert_eq!(
+            restored.visible(),
+            vec![
+                llm_user("one"),
+                llm_user("two"),
+                llm_user("three"),
+                summary("first summary", 100),
+                llm_user("four"),
+                llm_user("five"),
+                summary("second summary", 200),
+            ]
+        );
+    }
 }
