@@ -271,7 +271,7 @@ impl Server {
                             .close(SessionCloseCapabilities::new()),
                     ),
             )
-            .auth_methods(auth_methods())
+            .auth_methods(auth_methods(req.client_capabilities.auth.terminal))
             .agent_info(Implementation::new("pincer", env!("CARGO_PKG_VERSION")).title("pincer"))
     }
 
@@ -593,10 +593,31 @@ fn notify(cx: &ConnectionTo<Client>, session: &SessionId, update: SessionUpdate)
 /// Sessions per `session/list` page.
 const LIST_PAGE: usize = 50;
 
-/// How a person supplies credentials. pincer reads keys from the
-/// environment, so each method names a variable; `authenticate` re-checks.
-fn auth_methods() -> Vec<AuthMethod> {
-    [
+/// How a person supplies credentials: environment variables, or, when the
+/// client can run pincer in a terminal, `pincer login` storing an auth
+/// profile. `authenticate` re-reads both.
+fn auth_methods(terminal: bool) -> Vec<AuthMethod> {
+    let mut methods: Vec<AuthMethod> = Vec::new();
+    if terminal {
+        for (provider, name) in [("anthropic", "Anthropic"), ("openai", "OpenAI")] {
+            methods.push(AuthMethod::Terminal(
+                agent_client_protocol::v1::schema::AuthMethodTerminal::new(
+                    format!("{provider}-login"),
+                    format!("Log in to {name}"),
+                )
+                .args(vec![
+                    "login".to_string(),
+                    "--provider".to_string(),
+                    provider.to_string(),
+                    "--api-key".to_string(),
+                ])
+                .description(format!(
+                    "Paste a {name} API key; pincer keeps it in its auth profiles (mode 0600), not in the editor's settings."
+                )),
+            ));
+        }
+    }
+    methods.extend([
         (
             "anthropic-api-key",
             "Anthropic API key",
@@ -616,6 +637,6 @@ fn auth_methods() -> Vec<AuthMethod> {
     .into_iter()
     .map(|(id, name, description)| {
         AuthMethod::Agent(AuthMethodAgent::new(id, name).description(description))
-    })
-    .collect()
+    }));
+    methods
 }

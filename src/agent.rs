@@ -10,6 +10,7 @@
 //! cancelled run stops the stream and the tools and records what happened.
 
 pub mod compaction;
+pub mod failover;
 mod memory;
 pub mod permission;
 pub mod prune;
@@ -138,6 +139,10 @@ pub enum AgentEvent {
         reason: compaction::Reason,
         result: Result<compaction::Compacted, String>,
     },
+    /// Another credential or model is tried after a failure.
+    Failover {
+        text: String,
+    },
     /// A transient provider failure; the call is retried after `delay`.
     Retry {
         attempt: u32,
@@ -206,6 +211,14 @@ pub struct AgentConfig {
     pub prune: prune::Settings,
     /// When the session last called the model (its prompt cache's age).
     pub last_call: Option<std::time::SystemTime>,
+    /// Where other credentials come from when one fails; `None`: only
+    /// `key` is tried.
+    pub credentials: Option<Arc<dyn failover::CredentialSource>>,
+    /// Models to try, in order, when `model`'s provider cannot answer.
+    pub fallbacks: Vec<Model>,
+    /// Give up on a rate limit at once (another credential is waiting)
+    /// instead of retrying.
+    pub rotate_rate_limits: bool,
 }
 
 /// Runs one prompt to completion. New messages are appended to `history` as
@@ -297,7 +310,7 @@ async fn run_turns(
             thinking: config.thinking,
             max_tokens: None,
         };
-        let (message, failure) = stream_with_retries(client, config, &request, host, cancel).await;
+        let (message, failure) = failover::call(client, config, &request, host, cancel).await;
         if let Some(LlmError::ContextOverflow {
             provider,
             message: detail,
@@ -552,7 +565,7 @@ const CANCELLED_BEFORE_RUN: &str = "Cancelled by the user before this tool ran."
 /// One model call, retried on transient failures before anything streamed.
 /// Returns the message (with `StopReason::Error` on failure) and the typed
 /// error that ended it, if any.
-async fn stream_with_retries(
+pub(crate) async fn stream_with_retries(
     client: &reqwest::Client,
     config: &AgentConfig,
     request: &Request,
@@ -567,7 +580,12 @@ async fn stream_with_retries(
                 Attempt::Done(message) => return (message, None),
                 Attempt::Failed { builder, error } => (builder, error),
             };
-        if !(error.is_transient() && attempt < config.max_retries && !builder.has_content()) {
+        // A throttled credential with another one waiting is not worth
+        // waiting for: failover moves on at once.
+        let rotate = config.rotate_rate_limits && matches!(error, LlmError::RateLimit { .. });
+        if rotate
+            || !(error.is_transient() && attempt < config.max_retries && !builder.has_content())
+        {
             if !started {
                 host.emit(AgentEvent::MessageStart);
             }

@@ -23,6 +23,7 @@
 //! errors for 1 min × 5^(n−1), at most an hour; billing errors disable it
 //! for 5 h, doubling up to 24 h; a profile quiet for 24 h starts over.
 
+mod external;
 mod store;
 
 use std::collections::BTreeMap;
@@ -329,6 +330,18 @@ impl Resolver {
         env_var: Option<&str>,
         pinned: Option<&str>,
     ) -> Vec<Candidate> {
+        self.candidates_with(provider, env_var, None, pinned)
+    }
+
+    /// [`Resolver::candidates`] plus a key from the config file, tried
+    /// after the environment variable and before other tools' credentials.
+    pub fn candidates_with(
+        &self,
+        provider: &str,
+        env_var: Option<&str>,
+        config_key: Option<&Secret>,
+        pinned: Option<&str>,
+    ) -> Vec<Candidate> {
         let now = millis(self.clock.now());
         let profiles = match self.store.read() {
             Ok(profiles) => profiles,
@@ -360,20 +373,32 @@ impl Resolver {
             let candidate = out.remove(at);
             out.insert(0, candidate);
         }
+        // Available profiles first, then the variable, the config key and
+        // other tools' credentials, then profiles waiting out a cooldown.
+        let mut fallbacks = Vec::new();
         if let Some(var) = env_var
             && let Some(value) = self.env.get(var).filter(|v| !v.is_empty())
         {
-            let env = Candidate {
+            fallbacks.push(Candidate {
                 id: format!("env:{var}"),
                 secret: Secret::new(value.clone()),
                 stored: false,
                 available: true,
-            };
-            // Available profiles first, then the variable, then profiles
-            // waiting out a cooldown.
-            let at = out.iter().position(|c| !c.available).unwrap_or(out.len());
-            out.insert(at, env);
+            });
         }
+        if let Some(key) = config_key {
+            fallbacks.push(Candidate {
+                id: "config".to_string(),
+                secret: key.clone(),
+                stored: false,
+                available: true,
+            });
+        }
+        if let Some(home) = self.env.get("HOME").filter(|h| !h.is_empty()) {
+            fallbacks.extend(external::candidates(provider, Path::new(home), now));
+        }
+        let at = out.iter().position(|c| !c.available).unwrap_or(out.len());
+        out.splice(at..at, fallbacks);
         out
     }
 
@@ -399,6 +424,100 @@ impl Resolver {
         });
         if let Err(e) = result {
             tracing::warn!(profile = %id, error = %e, "cannot record the profile's use");
+        }
+    }
+}
+
+/// Where a provider's keys may come from besides profiles.
+#[derive(Clone, Debug, Default)]
+pub struct ProviderKeys {
+    pub env_var: Option<String>,
+    pub config_key: Option<Secret>,
+    pub key_optional: bool,
+}
+
+/// A session's credentials: the resolver, which variable holds each
+/// provider's key, and the profile the session is pinned to (kept while it
+/// works, for prompt-cache hits).
+pub struct SessionCredentials {
+    resolver: Resolver,
+    /// Per provider: its key variable, a key from the config file, and
+    /// whether it works without a key.
+    providers: BTreeMap<String, ProviderKeys>,
+    pinned: std::sync::Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for SessionCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionCredentials")
+            .field("store", &self.resolver.store().path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionCredentials {
+    pub fn new(resolver: Resolver, providers: BTreeMap<String, ProviderKeys>) -> Self {
+        Self {
+            resolver,
+            providers,
+            pinned: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Pins the session to a profile (`/model provider/model@profile`).
+    pub fn pin(&self, id: Option<String>) {
+        *self.pinned.lock().unwrap_or_else(|p| p.into_inner()) = id;
+    }
+
+    pub fn pinned(&self) -> Option<String> {
+        self.pinned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl crate::agent::failover::CredentialSource for SessionCredentials {
+    fn attempts(&self, model: &crate::llm::Model) -> Vec<crate::agent::failover::Attempt> {
+        let keys = self
+            .providers
+            .get(&model.provider)
+            .cloned()
+            .unwrap_or_default();
+        let pinned = self.pinned();
+        let mut attempts: Vec<crate::agent::failover::Attempt> = self
+            .resolver
+            .candidates_with(
+                &model.provider,
+                keys.env_var.as_deref(),
+                keys.config_key.as_ref(),
+                pinned.as_deref(),
+            )
+            .into_iter()
+            .map(|c| crate::agent::failover::Attempt {
+                id: Some(c.id),
+                secret: Some(c.secret),
+            })
+            .collect();
+        if attempts.is_empty() && keys.key_optional {
+            attempts.push(crate::agent::failover::Attempt {
+                id: None,
+                secret: None,
+            });
+        }
+        attempts
+    }
+
+    fn succeeded(&self, _model: &crate::llm::Model, id: &str) {
+        self.resolver.succeeded(id);
+        self.pin(Some(id.to_string()));
+    }
+
+    fn failed(&self, _model: &crate::llm::Model, id: &str, failure: Failure) {
+        self.resolver.failed(id, failure);
+        let mut pinned = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
+        if pinned.as_deref() == Some(id) {
+            *pinned = None;
         }
     }
 }

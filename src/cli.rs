@@ -2,5 +2,6 @@
 //! terminal or a pipe. (These are the only library modules that write to
 //! stdout; in `pincer acp` stdout belongs to the protocol.)
 
+pub mod auth;
 pub mod run;
 pub mod sessions;

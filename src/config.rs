@@ -80,6 +80,9 @@ pub struct Config {
     /// `provider/model`, or `none` to keep the first prompt as the title.
     /// Unset: the cheapest model of the session's provider.
     pub title_model: Option<String>,
+    /// Models to try, in order, when the session's model cannot answer
+    /// (its provider down, or none of its credentials working).
+    pub fallbacks: Option<Vec<String>>,
     /// Trim old tool results in memory when an Anthropic prompt cache has
     /// expired (default true).
     pub prune_tool_results: Option<bool>,
@@ -117,6 +120,7 @@ impl Config {
         self.retry_base_delay_ms = other.retry_base_delay_ms.or(self.retry_base_delay_ms);
         self.title_model = other.title_model.or(self.title_model);
         self.prune_tool_results = other.prune_tool_results.or(self.prune_tool_results);
+        self.fallbacks = other.fallbacks.or(self.fallbacks);
         self.compaction = CompactionConfig {
             enabled: other.compaction.enabled.or(self.compaction.enabled),
             reserve_tokens: other
@@ -247,26 +251,56 @@ impl Settings {
             .filter(|v| !v.is_empty())
     }
 
-    /// The API key for a model's provider, if one is configured.
+    /// The credentials of one session (or one `pincer run`): auth
+    /// profiles, then environment variables, with failover state.
+    pub fn credentials(&self) -> crate::auth::SessionCredentials {
+        let store = crate::auth::Store::new(crate::auth::profiles_path(
+            &self.paths.config_dir,
+            crate::auth::DEFAULT_AGENT,
+        ));
+        let resolver = crate::auth::Resolver::new(
+            store,
+            self.env.clone(),
+            std::sync::Arc::new(crate::auth::SystemClock),
+        );
+        let providers = self
+            .catalog
+            .provider_names()
+            .filter_map(|name| {
+                let p = self.catalog.provider(name)?;
+                Some((
+                    name.to_string(),
+                    crate::auth::ProviderKeys {
+                        env_var: p.api_key_env.clone(),
+                        config_key: p.api_key.clone(),
+                        key_optional: p.key_optional,
+                    },
+                ))
+            })
+            .collect();
+        crate::auth::SessionCredentials::new(resolver, providers)
+    }
+
+    /// The first credential to use for `model`: its id and secret.
+    fn first_credential(&self, model: &Model) -> Option<crate::agent::failover::Attempt> {
+        use crate::agent::failover::CredentialSource;
+        self.credentials().attempts(model).into_iter().next()
+    }
+
+    /// The key for a model's provider, if there is one: the best auth
+    /// profile, else the provider's environment variable.
     pub fn api_key(&self, model: &Model) -> Option<Secret> {
-        let provider = self.catalog.provider(&model.provider)?;
-        let var = provider.api_key_env.as_deref()?;
-        self.env(var).map(Secret::new)
+        self.first_credential(model)?.secret
     }
 
-    /// Which credential calls to `model` use, for the record: the
-    /// environment variable its key came from.
+    /// Which credential calls to `model` use, for the record.
     pub fn credential_source(&self, model: &Model) -> Option<String> {
-        let provider = self.catalog.provider(&model.provider)?;
-        let var = provider.api_key_env.as_deref()?;
-        self.env(var).is_some().then(|| format!("env:{var}"))
+        self.first_credential(model)?.id
     }
 
-    /// Whether a model can be called: it has a key or needs none.
+    /// Whether a model can be called: it has a credential or needs none.
     pub fn has_credentials(&self, model: &Model) -> bool {
-        self.catalog
-            .provider(&model.provider)
-            .is_some_and(|p| p.key_optional || self.api_key(model).is_some())
+        self.first_credential(model).is_some()
     }
 
     /// What a person must do to give pincer credentials for this model.
@@ -346,7 +380,26 @@ impl Settings {
                 ..Default::default()
             },
             last_call: None,
+            credentials: Some(std::sync::Arc::new(self.credentials())),
+            fallbacks: self.fallback_models(),
+            rotate_rate_limits: false,
         }
+    }
+
+    /// The configured fallback models that resolve.
+    pub fn fallback_models(&self) -> Vec<Model> {
+        self.config
+            .fallbacks
+            .iter()
+            .flatten()
+            .filter_map(|id| match self.catalog.resolve(id) {
+                Ok(model) => Some(model),
+                Err(e) => {
+                    tracing::warn!(model = %id, error = %e, "ignoring a fallback model");
+                    None
+                }
+            })
+            .collect()
     }
 
     /// The compaction settings after config.

@@ -9,8 +9,11 @@
 //! assembly of the final [`AssistantMessage`].
 
 pub mod anthropic;
+pub mod bedrock;
 pub mod catalog;
+pub mod google;
 pub mod openai_completions;
+pub mod openai_responses;
 pub mod sse;
 mod stream;
 
@@ -34,6 +37,20 @@ impl Secret {
     /// The secret itself, for the one place that must send it.
     pub fn expose(&self) -> &str {
         &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Secret)
+    }
+}
+
+/// Written out redacted: a secret read from a config file never travels
+/// back out through a serialised config.
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str("<redacted>")
     }
 }
 
@@ -415,4 +432,22 @@ pub trait WireFormat: Send {
     /// Whether the provider's final event has been seen. A stream that ends
     /// without it is cut off, not finished.
     fn finished(&self) -> bool;
+    /// Turns a chunk of the response body into stream events. Most
+    /// providers stream server-sent events, decoded by `decoder` and handed
+    /// to [`WireFormat::on_event`]; a provider with another framing (AWS
+    /// event streams) overrides this and ignores `decoder`.
+    fn on_bytes(
+        &mut self,
+        decoder: &mut sse::Decoder,
+        chunk: &[u8],
+    ) -> Result<Vec<StreamEvent>, LlmError> {
+        let mut out = Vec::new();
+        for event in decoder.feed(chunk) {
+            out.extend(self.on_event(&event)?);
+            if self.finished() {
+                break;
+            }
+        }
+        Ok(out)
+    }
 }

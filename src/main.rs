@@ -48,6 +48,38 @@ enum Command {
         #[command(subcommand)]
         command: SessionsCommand,
     },
+    /// Stored credentials.
+    Auth {
+        #[command(subcommand)]
+        command: AuthCommand,
+    },
+    /// Store a credential for a provider.
+    Login {
+        /// The provider (anthropic, openai, …).
+        #[arg(long)]
+        provider: String,
+        /// Read an API key from stdin.
+        #[arg(long)]
+        api_key: bool,
+        /// The profile id (default `<provider>:default`).
+        #[arg(long)]
+        profile: Option<String>,
+    },
+    /// Remove a stored credential.
+    Logout {
+        /// The profile id, as `pincer auth list` shows it.
+        profile: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum AuthCommand {
+    /// Profiles with kind, expiry and cooldown (never the secret).
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -67,6 +99,17 @@ enum SessionsCommand {
     Delete { id: String },
 }
 
+/// The exit code of a command, with its error on stderr.
+fn report(result: anyhow::Result<()>) -> i32 {
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("pincer: {e:#}");
+            1
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
     init_logging();
     let cli = Cli::parse();
@@ -75,9 +118,11 @@ fn main() -> std::process::ExitCode {
     // (files, processes) runs on tokio's blocking pool either way.
     let mut builder = match cli.command {
         Command::Acp { .. } => tokio::runtime::Builder::new_current_thread(),
-        Command::Run { .. } | Command::Sessions { .. } => {
-            tokio::runtime::Builder::new_multi_thread()
-        }
+        Command::Run { .. }
+        | Command::Sessions { .. }
+        | Command::Auth { .. }
+        | Command::Login { .. }
+        | Command::Logout { .. } => tokio::runtime::Builder::new_multi_thread(),
     };
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
@@ -111,6 +156,25 @@ fn main() -> std::process::ExitCode {
                     }
                 }
             }
+            Command::Auth { command } => {
+                let AuthCommand::List { json } = command;
+                report(pincer::cli::auth::list(json))
+            }
+            Command::Login {
+                provider,
+                api_key,
+                profile,
+            } => {
+                if api_key {
+                    report(pincer::cli::auth::login_api_key(&provider, profile))
+                } else {
+                    eprintln!(
+                        "pincer: OAuth login is not available yet; store an API key with `pincer login --provider {provider} --api-key < key.txt`"
+                    );
+                    2
+                }
+            }
+            Command::Logout { profile } => report(pincer::cli::auth::logout(&profile)),
             Command::Run {
                 prompt,
                 model,

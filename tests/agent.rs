@@ -60,6 +60,7 @@ impl Recorder {
                 } => format!("tool_end {call_id} error={}", output.is_error),
                 AgentEvent::TurnEnd { .. } => "turn_end".to_string(),
                 AgentEvent::Retry { .. } => "retry".to_string(),
+                AgentEvent::Failover { text } => format!("failover {text}"),
                 AgentEvent::CompactionStart { reason } => format!("compaction_start {reason:?}"),
                 AgentEvent::CompactionEnd { result, .. } => {
                     format!("compaction_end ok={}", result.is_ok())
@@ -102,6 +103,9 @@ fn config(mock: &MockModel, project: &std::path::Path) -> AgentConfig {
         memory_dir: None,
         prune: Default::default(),
         last_call: None,
+        credentials: None,
+        fallbacks: Vec::new(),
+        rotate_rate_limits: false,
         model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
         key: Some(Secret::new("test-key")),
         thinking: ThinkingLevel::Off,

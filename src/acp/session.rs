@@ -44,6 +44,8 @@ pub struct Session {
     transcript: Mutex<transcript::Writer>,
     /// What the editor was last told about commands and broken skills.
     announced: Mutex<Announced>,
+    /// Auth profiles and the one this session is pinned to.
+    credentials: Arc<crate::auth::SessionCredentials>,
 }
 
 #[derive(Default)]
@@ -76,6 +78,7 @@ impl Session {
         transcript: transcript::Writer,
     ) -> Self {
         let thinking = clamp_thinking(&model, settings.thinking());
+        let credentials = Arc::new(settings.credentials());
         let roots = std::iter::once(cwd.clone()).chain(additional).collect();
         let permissions = Arc::new(Permissions::new(
             settings.default_mode(),
@@ -99,6 +102,7 @@ impl Session {
             history: tokio::sync::Mutex::new(Vec::new()),
             transcript: Mutex::new(transcript),
             announced: Mutex::new(Announced::default()),
+            credentials,
         }
     }
 
@@ -443,6 +447,7 @@ impl Session {
             self.permissions.clone(),
         );
         config.last_call = last_call;
+        config.credentials = Some(self.credentials.clone());
         Ok((config, cancel))
     }
 
@@ -781,22 +786,26 @@ impl AgentHost for AcpHost {
             }
             _ => {}
         }
-        if let AgentEvent::Retry {
-            attempt,
-            delay,
-            error,
-        } = &event
-        {
-            let text = format!(
-                "{error}. Retrying in {:.1} s (attempt {attempt}).",
-                delay.as_secs_f64()
-            );
+        let notice = match &event {
+            AgentEvent::Retry {
+                attempt,
+                delay,
+                error,
+            } => Some((
+                "Model call failed",
+                format!(
+                    "{error}. Retrying in {:.1} s (attempt {attempt}).",
+                    delay.as_secs_f64()
+                ),
+            )),
+            AgentEvent::Failover { text } => Some(("Switching credentials or model", text.clone())),
+            _ => None,
+        };
+        if let Some((title, text)) = notice {
             self.session
                 .record(transcript::Record::Notice { text: text.clone() });
             self.send(if self.notices {
-                SessionUpdate::Notice(
-                    Notice::new(NoticeSeverity::Warning, "Model call failed").description(text),
-                )
+                SessionUpdate::Notice(Notice::new(NoticeSeverity::Warning, title).description(text))
             } else {
                 SessionUpdate::AgentThoughtChunk(ContentChunk::new(ContentBlock::Text(
                     TextContent::new(format!("{text}\n")),

@@ -243,3 +243,42 @@ fn the_file_is_private_and_concurrent_updates_are_not_lost() {
     let credential = key("anthropic", "sk-secret");
     assert_eq!(format!("{credential:?}"), "api_key(anthropic)");
 }
+
+#[test]
+fn resolution_goes_profiles_env_config_other_tools_then_cooling_profiles() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+    std::fs::write(
+        home.path().join(".claude/.credentials.json"),
+        r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat01-cc","expiresAt":99999999999999}}"#,
+    )
+    .unwrap();
+    let mut profiles = Profiles::default();
+    profiles
+        .profiles
+        .insert("anthropic:ok".into(), key("anthropic", "sk-ok"));
+    profiles
+        .profiles
+        .insert("anthropic:hot".into(), key("anthropic", "sk-hot"));
+    let home_path = home.path().to_str().unwrap().to_string();
+    let (_dir, resolver, _clock) = setup(
+        profiles,
+        &[("ANTHROPIC_API_KEY", "sk-env"), ("HOME", &home_path)],
+    );
+    resolver.failed("anthropic:hot", Failure::RateLimit);
+    let config = Secret::new("sk-config");
+    let got = resolver.candidates_with("anthropic", Some("ANTHROPIC_API_KEY"), Some(&config), None);
+    assert_eq!(
+        ids(&got),
+        [
+            "anthropic:ok",
+            "env:ANTHROPIC_API_KEY",
+            "config",
+            "claude-code",
+            "anthropic:hot"
+        ]
+    );
+    // An explicit pin that is cooling down does not jump the queue.
+    let pinned = resolver.candidates("anthropic", None, Some("anthropic:hot"));
+    assert_eq!(pinned[0].id, "anthropic:ok");
+}

@@ -33,10 +33,25 @@ const EMPTY_TOOL_RESULT: &str = "(no output)";
 const MAX_ERROR_BODY_CHARS: usize = 500;
 
 /// Builds the streaming Messages request for `model`.
+/// How Anthropic's OAuth access tokens begin.
+pub const OAUTH_TOKEN_PREFIX: &str = "sk-ant-oat";
+/// The beta flag the Messages API wants with an OAuth token.
+const OAUTH_BETA: &str = "oauth-2025-04-20";
+
 pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> HttpRequest {
     let mut headers = Vec::new();
-    if let Some(key) = key {
-        headers.push(("x-api-key".to_string(), key.expose().to_string()));
+    match key {
+        // OAuth access tokens (Claude Pro/Max, `sk-ant-oat…`) go as a bearer
+        // token with the OAuth beta flag; API keys as `x-api-key`.
+        Some(key) if key.expose().starts_with(OAUTH_TOKEN_PREFIX) => {
+            headers.push((
+                "authorization".to_string(),
+                format!("Bearer {}", key.expose()),
+            ));
+            headers.push(("anthropic-beta".to_string(), OAUTH_BETA.to_string()));
+        }
+        Some(key) => headers.push(("x-api-key".to_string(), key.expose().to_string())),
+        None => {}
     }
     headers.push(("anthropic-version".to_string(), API_VERSION.to_string()));
     headers.push(("content-type".to_string(), "application/json".to_string()));

@@ -73,6 +73,8 @@ pub struct Provider {
     pub base_url: String,
     /// Environment variable holding the API key, if the provider needs one.
     pub api_key_env: Option<String>,
+    /// A key written in the config file (after profiles and the variable).
+    pub api_key: Option<super::Secret>,
     /// Whether requests without a key are acceptable (local servers).
     pub key_optional: bool,
     pub headers: Vec<(String, String)>,
@@ -100,6 +102,9 @@ pub struct ProviderConfig {
     pub api: Option<Api>,
     pub base_url: Option<String>,
     pub api_key_env: Option<String>,
+    /// A literal key; prefer `api_key_env` or `pincer login`, which keep
+    /// keys out of config files.
+    pub api_key: Option<super::Secret>,
     pub headers: BTreeMap<String, String>,
     pub models: Vec<ModelConfig>,
 }
@@ -316,6 +321,7 @@ impl Catalog {
                 api: pc.api.unwrap_or(Api::OpenaiCompletions),
                 base_url: String::new(),
                 api_key_env: None,
+                api_key: None,
                 key_optional: true,
                 headers: Vec::new(),
                 models: Vec::new(),
@@ -329,6 +335,9 @@ impl Catalog {
             if let Some(key_env) = &pc.api_key_env {
                 entry.api_key_env = Some(key_env.clone());
                 entry.key_optional = false;
+            }
+            if let Some(key) = pc.api_key.as_ref().filter(|k| !k.expose().is_empty()) {
+                entry.api_key = Some(key.clone());
             }
             entry
                 .headers
@@ -355,6 +364,11 @@ impl Catalog {
 
     pub fn provider(&self, name: &str) -> Option<&Provider> {
         self.providers.get(name)
+    }
+
+    /// The names of every provider, built-in and configured.
+    pub fn provider_names(&self) -> impl Iterator<Item = &str> {
+        self.providers.keys().map(String::as_str)
     }
 
     /// Resolves `provider/model`. A model the provider does not list is still
@@ -418,6 +432,7 @@ fn builtin_provider(
         api,
         base_url: trim_slash(base_url),
         api_key_env: api_key_env.map(str::to_string),
+        api_key: None,
         key_optional,
         headers: Vec::new(),
         models: Vec::new(),
@@ -567,6 +582,7 @@ mod tests {
                 api: Some(Api::OpenaiCompletions),
                 base_url: Some("http://gpu:8000/v1/".to_string()),
                 api_key_env: Some("VLLM_KEY".to_string()),
+                api_key: None,
                 headers: BTreeMap::from([("X-Team".to_string(), "a".to_string())]),
                 models: vec![ModelConfig {
                     id: "qwen3-coder".to_string(),

@@ -207,14 +207,9 @@ async fn next_event(mut s: Box<Streaming>) -> Option<(Result<StreamEvent, LlmErr
             }
             Ok(Some(Ok(chunk))) => chunk,
         };
-        for event in s.decoder.feed(&chunk) {
-            match s.parser.on_event(&event) {
-                Ok(events) => s.pending.extend(events),
-                Err(error) => return Some((Err(error), State::Done)),
-            }
-            if s.parser.finished() {
-                break;
-            }
+        match s.parser.on_bytes(&mut s.decoder, &chunk) {
+            Ok(events) => s.pending.extend(events),
+            Err(error) => return Some((Err(error), State::Done)),
         }
     }
 }

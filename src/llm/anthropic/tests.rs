@@ -689,3 +689,32 @@ fn non_json_error_bodies_keep_their_text() {
     };
     assert_eq!(message, format!("{}…", "x".repeat(500)));
 }
+
+#[test]
+fn oauth_tokens_go_as_bearer_with_the_beta_flag_and_keys_as_x_api_key() {
+    let request = Request {
+        messages: vec![Message::User {
+            content: vec![text("hi")],
+        }],
+        ..Request::default()
+    };
+    let header = |http: &HttpRequest, name: &str| {
+        http.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let oauth = build_request(&model(), Some(&Secret::new("sk-ant-oat01-abc")), &request);
+    assert_eq!(
+        header(&oauth, "authorization").as_deref(),
+        Some("Bearer sk-ant-oat01-abc")
+    );
+    assert_eq!(
+        header(&oauth, "anthropic-beta").as_deref(),
+        Some("oauth-2025-04-20")
+    );
+    assert_eq!(header(&oauth, "x-api-key"), None);
+    let key = build_request(&model(), Some(&Secret::new("sk-ant-api03-xyz")), &request);
+    assert_eq!(header(&key, "x-api-key").as_deref(), Some("sk-ant-api03-xyz"));
+    assert_eq!(header(&key, "authorization"), None);
+}
