@@ -24,6 +24,7 @@
 //! for 5 h, doubling up to 24 h; a profile quiet for 24 h starts over.
 
 mod external;
+pub mod oauth;
 mod store;
 
 use std::collections::BTreeMap;
@@ -445,6 +446,8 @@ pub struct SessionCredentials {
     /// whether it works without a key.
     providers: BTreeMap<String, ProviderKeys>,
     pinned: std::sync::Mutex<Option<String>>,
+    /// OAuth settings by provider, for refreshing tokens.
+    oauth: BTreeMap<String, oauth::OAuthConfig>,
 }
 
 impl std::fmt::Debug for SessionCredentials {
@@ -456,11 +459,16 @@ impl std::fmt::Debug for SessionCredentials {
 }
 
 impl SessionCredentials {
-    pub fn new(resolver: Resolver, providers: BTreeMap<String, ProviderKeys>) -> Self {
+    pub fn new(
+        resolver: Resolver,
+        providers: BTreeMap<String, ProviderKeys>,
+        oauth: BTreeMap<String, oauth::OAuthConfig>,
+    ) -> Self {
         Self {
             resolver,
             providers,
             pinned: std::sync::Mutex::new(None),
+            oauth,
         }
     }
 
@@ -511,6 +519,47 @@ impl crate::agent::failover::CredentialSource for SessionCredentials {
     fn succeeded(&self, _model: &crate::llm::Model, id: &str) {
         self.resolver.succeeded(id);
         self.pin(Some(id.to_string()));
+    }
+
+    fn prepare<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        model: &'a crate::llm::Model,
+        attempt: crate::agent::failover::Attempt,
+    ) -> futures::future::BoxFuture<'a, Result<crate::agent::failover::Attempt, String>> {
+        Box::pin(async move {
+            let Some(id) = attempt.id.clone() else {
+                return Ok(attempt);
+            };
+            let now = millis(self.resolver.clock.now());
+            let expiring =
+                self.resolver
+                    .store
+                    .read()
+                    .ok()
+                    .and_then(|p| match p.profiles.get(&id) {
+                        Some(Credential::Oauth { expires, .. }) => {
+                            Some(*expires <= now + oauth::REFRESH_MARGIN_MS)
+                        }
+                        _ => None,
+                    });
+            if expiring != Some(true) {
+                return Ok(attempt);
+            }
+            let Some(config) = self.oauth.get(&model.provider) else {
+                return Err(format!(
+                    "its OAuth token expired and there are no OAuth settings for {} to refresh it",
+                    model.provider
+                ));
+            };
+            let secret = oauth::fresh_access(http, &self.resolver.store, config, &id, now)
+                .await
+                .map_err(|e| format!("refreshing its token failed: {e}"))?;
+            Ok(crate::agent::failover::Attempt {
+                id: Some(id),
+                secret: Some(secret),
+            })
+        })
     }
 
     fn failed(&self, _model: &crate::llm::Model, id: &str, failure: Failure) {

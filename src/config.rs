@@ -88,6 +88,9 @@ pub struct Config {
     pub prune_tool_results: Option<bool>,
     /// `[compaction]`: keeping long sessions inside the model's window.
     pub compaction: CompactionConfig,
+    /// `[oauth.<provider>]`: OAuth endpoints, client id and scopes for
+    /// `pincer login --oauth` (Anthropic's are built in).
+    pub oauth: BTreeMap<String, crate::auth::oauth::OAuthConfig>,
     pub providers: BTreeMap<String, ProviderConfig>,
 }
 
@@ -121,6 +124,7 @@ impl Config {
         self.title_model = other.title_model.or(self.title_model);
         self.prune_tool_results = other.prune_tool_results.or(self.prune_tool_results);
         self.fallbacks = other.fallbacks.or(self.fallbacks);
+        self.oauth.extend(other.oauth);
         self.compaction = CompactionConfig {
             enabled: other.compaction.enabled.or(self.compaction.enabled),
             reserve_tokens: other
@@ -278,7 +282,21 @@ impl Settings {
                 ))
             })
             .collect();
-        crate::auth::SessionCredentials::new(resolver, providers)
+        let oauth = self
+            .catalog
+            .provider_names()
+            .filter_map(|name| Some((name.to_string(), self.oauth(name)?)))
+            .collect();
+        crate::auth::SessionCredentials::new(resolver, providers, oauth)
+    }
+
+    /// The OAuth settings of `provider`: configured, else built in.
+    pub fn oauth(&self, provider: &str) -> Option<crate::auth::oauth::OAuthConfig> {
+        self.config
+            .oauth
+            .get(provider)
+            .cloned()
+            .or_else(|| crate::auth::oauth::builtin(provider))
     }
 
     /// The first credential to use for `model`: its id and secret.

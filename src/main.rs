@@ -59,8 +59,11 @@ enum Command {
         #[arg(long)]
         provider: String,
         /// Read an API key from stdin.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "oauth")]
         api_key: bool,
+        /// Log in through the provider's OAuth page (PKCE).
+        #[arg(long)]
+        oauth: bool,
         /// The profile id (default `<provider>:default`).
         #[arg(long)]
         profile: Option<String>,
@@ -163,13 +166,16 @@ fn main() -> std::process::ExitCode {
             Command::Login {
                 provider,
                 api_key,
+                oauth,
                 profile,
             } => {
                 if api_key {
                     report(pincer::cli::auth::login_api_key(&provider, profile))
+                } else if oauth {
+                    report(pincer::cli::auth::login_oauth(&provider, profile).await)
                 } else {
                     eprintln!(
-                        "pincer: OAuth login is not available yet; store an API key with `pincer login --provider {provider} --api-key < key.txt`"
+                        "pincer: choose how to log in: --oauth (the provider's login page) or --api-key (a key on stdin)"
                     );
                     2
                 }

@@ -11,6 +11,7 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::{AgentConfig, AgentEvent, AgentHost};
@@ -33,6 +34,16 @@ pub trait CredentialSource: Send + Sync + std::fmt::Debug {
     fn attempts(&self, model: &Model) -> Vec<Attempt>;
     fn succeeded(&self, model: &Model, id: &str);
     fn failed(&self, model: &Model, id: &str, failure: Failure);
+    /// Makes an attempt ready to use (an OAuth token close to expiry is
+    /// refreshed first). An error means this credential cannot be used.
+    fn prepare<'a>(
+        &'a self,
+        _http: &'a reqwest::Client,
+        _model: &'a Model,
+        attempt: Attempt,
+    ) -> BoxFuture<'a, Result<Attempt, String>> {
+        Box::pin(async move { Ok(attempt) })
+    }
 }
 
 /// What to do after a failed attempt.
@@ -94,6 +105,21 @@ pub async fn call(
                     text: format!("{previous} failed ({error}); trying {label}."),
                 });
             }
+            let attempt = match source.prepare(client, model, attempt.clone()).await {
+                Ok(ready) => ready,
+                Err(reason) => {
+                    tracing::warn!(profile = ?attempt.id, %reason, "cannot use this credential");
+                    if let Some(id) = &attempt.id {
+                        source.failed(model, id, Failure::Auth);
+                    }
+                    host.emit(AgentEvent::Failover {
+                        text: format!(
+                            "{label} cannot be used ({reason}); trying the next credential."
+                        ),
+                    });
+                    continue;
+                }
+            };
             let mut attempt_config = attempt_config(config, model, &attempt);
             attempt_config.rotate_rate_limits = tried < total;
             let request = request_for(request, model);

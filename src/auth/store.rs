@@ -77,14 +77,14 @@ impl Store {
         self.locked(|| {
             let mut profiles = self.read()?;
             let out = change(&mut profiles);
-            self.write(&profiles)?;
+            self.write_locked(&profiles)?;
             Ok(out)
         })?
     }
 
     /// Writes the whole file (callers hold the lock): to a temporary file
     /// with mode 0600, then renamed over the old one.
-    fn write(&self, profiles: &Profiles) -> Result<(), StoreError> {
+    pub(crate) fn write_locked(&self, profiles: &Profiles) -> Result<(), StoreError> {
         let text = serde_json::to_vec_pretty(profiles).map_err(|e| StoreError::Invalid {
             path: self.path.clone(),
             message: e.to_string(),

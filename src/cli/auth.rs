@@ -1,7 +1,7 @@
 //! `pincer auth list`, `pincer login --api-key`, `pincer logout`: the
 //! stored credentials, for people and scripts. Secrets are read from stdin
 //! and never printed.
-#![allow(clippy::print_stdout)]
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -167,4 +167,129 @@ pub fn logout(id: &str) -> anyhow::Result<()> {
     }
     println!("Removed {id}.");
     Ok(())
+}
+
+/// `pincer login --provider X --oauth`: the authorization code flow with
+/// PKCE. The address to open goes to stderr (and to a browser when one can
+/// be started); the redirect arrives at a loopback listener or is pasted.
+pub async fn login_oauth(provider: &str, id: Option<String>) -> anyhow::Result<()> {
+    use crate::auth::oauth;
+    let settings = settings()?;
+    let config = settings
+        .oauth(provider)
+        .ok_or_else(|| oauth::OAuthError::Unconfigured(provider.to_string()))?;
+    let pkce = oauth::Pkce::new();
+    let state = oauth::new_state();
+    let listener = if config.redirect_uri.is_empty() {
+        Some(tokio::net::TcpListener::bind("127.0.0.1:0").await?)
+    } else {
+        None
+    };
+    let redirect_uri = match &listener {
+        Some(listener) => format!(
+            "http://127.0.0.1:{}/callback",
+            listener.local_addr()?.port()
+        ),
+        None => config.redirect_uri.clone(),
+    };
+    let url = oauth::authorize_url(&config, &redirect_uri, &pkce, &state);
+    eprintln!("Open this address to log in to {provider}:\n\n{url}\n");
+    open_browser(&url);
+    eprintln!("Then paste the address you were sent to (or the code shown) and press Enter:");
+    let input = tokio::select! {
+        line = read_line() => line?,
+        target = wait_for_redirect(listener) => target?,
+    };
+    let code = oauth::code_from(&input, &state)?;
+    let now = crate::auth::millis(SystemTime::now());
+    let http = reqwest::Client::new();
+    let tokens = oauth::exchange(&http, &config, &code, &pkce, &redirect_uri, &state, now).await?;
+    let id = id.unwrap_or_else(|| format!("{provider}:oauth"));
+    let store = store(&settings);
+    store.modify(|profiles| {
+        profiles.profiles.insert(
+            id.clone(),
+            Credential::Oauth {
+                provider: provider.to_string(),
+                access: tokens.access.expose().to_string(),
+                refresh: tokens.refresh.expose().to_string(),
+                expires: tokens.expires,
+                account: None,
+            },
+        );
+        profiles.usage_stats.remove(&id);
+    })?;
+    println!(
+        "Saved {id} (token expires {}) in {}.",
+        time(tokens.expires),
+        store.path().display()
+    );
+    Ok(())
+}
+
+async fn read_line() -> anyhow::Result<String> {
+    let line = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    })
+    .await??;
+    if line.trim().is_empty() {
+        anyhow::bail!("nothing was pasted; the login was not finished");
+    }
+    Ok(line)
+}
+
+/// Waits for the browser's redirect on the loopback listener; returns the
+/// full redirect address. Without a listener, waits forever (the pasted
+/// line wins).
+async fn wait_for_redirect(listener: Option<tokio::net::TcpListener>) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some(listener) = listener else {
+        return std::future::pending().await;
+    };
+    let port = listener.local_addr()?.port();
+    loop {
+        let (mut socket, _) = listener.accept().await?;
+        let mut buffer = vec![0u8; 8192];
+        let n = socket.read(&mut buffer).await?;
+        let request = String::from_utf8_lossy(&buffer[..n]);
+        let target = request
+            .lines()
+            .next()
+            .and_then(|line| line.split_whitespace().nth(1))
+            .unwrap_or_default()
+            .to_string();
+        if !target.starts_with("/callback") {
+            let _ = socket
+                .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                .await;
+            continue;
+        }
+        let body = "<html><body><p>pincer is logged in. You can close this tab.</p></body></html>";
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = socket.write_all(response.as_bytes()).await;
+        return Ok(format!("http://127.0.0.1:{port}{target}"));
+    }
+}
+
+/// Opens `url` in a browser when the machine seems to have one; a failure
+/// is fine (the address is printed).
+fn open_browser(url: &str) {
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some()
+    {
+        "xdg-open"
+    } else {
+        return;
+    };
+    let _ = std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
 }
