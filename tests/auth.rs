@@ -321,3 +321,48 @@ async fn terminal_login_is_offered_to_capable_clients_and_authenticate_rereads_p
             .all(|m| m["type"] != "terminal")
     );
 }
+
+#[tokio::test]
+async fn model_at_profile_pins_the_session_to_that_profile() {
+    let sandbox = Sandbox::new();
+    write_profiles(&sandbox);
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let mut acp = spawn(&sandbox, &mock, "", &[]);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp
+        .send(
+            "session/prompt",
+            prompt(
+                &session,
+                "/model anthropic/claude-haiku-4-5@anthropic:second",
+            ),
+        )
+        .await;
+    let (_, before) = acp.until_response(id).await;
+    let said: String = updates_of(&before)
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap_or_default())
+        .collect();
+    assert!(said.contains("Using profile anthropic:second"), "{said}");
+    acp.call("session/prompt", prompt(&session, "hi")).await;
+    let request = &mock.requests()[0];
+    assert_eq!(request.header("x-api-key"), Some(KEYS[1]));
+    assert_eq!(request.body["model"], "claude-haiku-4-5");
+    // A profile that does not exist is refused with a pointer.
+    let id = acp
+        .send(
+            "session/prompt",
+            prompt(&session, "/model anthropic/claude-haiku-4-5@anthropic:nope"),
+        )
+        .await;
+    let (_, before) = acp.until_response(id).await;
+    let said: String = updates_of(&before)
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap_or_default())
+        .collect();
+    assert!(said.contains("no profile anthropic:nope"), "{said}");
+}

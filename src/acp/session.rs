@@ -487,6 +487,34 @@ impl Session {
         }
     }
 
+    /// Pins the session to auth profile `profile` of `model`'s provider.
+    fn pin_profile(&self, model: &str, profile: &str) -> Result<(), String> {
+        let model = self
+            .settings
+            .catalog
+            .resolve(model)
+            .map_err(|e| e.to_string())?;
+        let store = crate::auth::Store::new(crate::auth::profiles_path(
+            &self.settings.paths.config_dir,
+            crate::auth::DEFAULT_AGENT,
+        ));
+        let profiles = store.read().map_err(|e| e.to_string())?;
+        match profiles.profiles.get(profile) {
+            Some(credential) if credential.provider() == model.provider => {
+                self.credentials.pin(Some(profile.to_string()));
+                Ok(())
+            }
+            Some(credential) => Err(format!(
+                "Profile {profile} is for {}, not {}.",
+                credential.provider(),
+                model.provider
+            )),
+            None => Err(format!(
+                "There is no profile {profile}; `pincer auth list` shows them."
+            )),
+        }
+    }
+
     /// Sends a short agent message (the answer to a command).
     fn say(&self, cx: &ConnectionTo<Client>, text: &str) {
         self.notify(cx, updates::agent_text(text));
@@ -575,7 +603,17 @@ impl Session {
             }
         };
         match command {
-            Command::Model(value) => option(MODEL_OPTION, &value, "Model"),
+            Command::Model(value) => match value.split_once('@') {
+                // `/model provider/model@profile` also pins the profile.
+                Some((model, profile)) => match self.pin_profile(model, profile) {
+                    Ok(()) => {
+                        option(MODEL_OPTION, model, "Model");
+                        self.say(&cx, &format!("Using profile {profile}.\n"));
+                    }
+                    Err(message) => self.say(&cx, &format!("{message}\n")),
+                },
+                None => option(MODEL_OPTION, &value, "Model"),
+            },
             Command::Think(value) => option(THOUGHT_OPTION, &value, "Thinking"),
             Command::Mode(value) => option(MODE_OPTION, &value, "Mode"),
             Command::Compact(instructions) => {
