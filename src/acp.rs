@@ -599,7 +599,11 @@ const LIST_PAGE: usize = 50;
 fn auth_methods(terminal: bool) -> Vec<AuthMethod> {
     let mut methods: Vec<AuthMethod> = Vec::new();
     if terminal {
-        for (provider, name) in [("anthropic", "Anthropic"), ("openai", "OpenAI")] {
+        for (provider, name) in [
+            ("anthropic", "Anthropic"),
+            ("openai", "OpenAI"),
+            ("google", "Google Gemini"),
+        ] {
             methods.push(AuthMethod::Terminal(
                 agent_client_protocol::v1::schema::AuthMethodTerminal::new(
                     format!("{provider}-login"),
@@ -627,6 +631,11 @@ fn auth_methods(terminal: bool) -> Vec<AuthMethod> {
             "openai-api-key",
             "OpenAI API key",
             "Set OPENAI_API_KEY (and OPENAI_BASE_URL for a compatible server) in the environment pincer starts with, then restart the agent.",
+        ),
+        (
+            "gemini-api-key",
+            "Gemini API key",
+            "Set GEMINI_API_KEY in the environment pincer starts with, then restart the agent, and choose a google/ model.",
         ),
         (
             "local-model",

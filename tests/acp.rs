@@ -45,7 +45,12 @@ async fn initialize_reports_honest_capabilities() {
         .collect();
     assert_eq!(
         auth_ids,
-        vec!["anthropic-api-key", "openai-api-key", "local-model"]
+        vec![
+            "anthropic-api-key",
+            "openai-api-key",
+            "gemini-api-key",
+            "local-model"
+        ]
     );
     assert_eq!(result["protocolVersion"], json!(1));
     assert_eq!(

@@ -289,7 +289,7 @@ async fn terminal_login_is_offered_to_capable_clients_and_authenticate_rereads_p
         .await;
     let methods = init["authMethods"].as_array().unwrap();
     let terminal: Vec<&Value> = methods.iter().filter(|m| m["type"] == "terminal").collect();
-    assert_eq!(terminal.len(), 2, "{methods:?}");
+    assert_eq!(terminal.len(), 3, "{methods:?}");
     assert_eq!(terminal[0]["id"], "anthropic-login");
     assert_eq!(
         terminal[0]["args"],

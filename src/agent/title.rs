@@ -92,7 +92,12 @@ pub fn request(model: &Model, prompt: &str, answer: &str) -> Request {
     // OpenAI's reasoning models think at their default effort unless told
     // otherwise, and thinking tokens count against the cap; the lowest
     // effort and room for it keep the call short. Elsewhere thinking is off.
-    let (thinking, max_tokens) = if model.reasoning && model.api == Api::OpenaiCompletions {
+    let (thinking, max_tokens) = if model.reasoning
+        && matches!(
+            model.api,
+            Api::OpenaiCompletions | Api::OpenaiResponses | Api::GoogleGenerativeAi
+        )
+    {
         (ThinkingLevel::Minimal, 1_024)
     } else {
         (ThinkingLevel::Off, 64)

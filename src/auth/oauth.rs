@@ -385,7 +385,7 @@ mod tests {
     fn pkce_uses_s256_of_the_verifier() {
         // RFC 7636, appendix B.
         assert_eq!(
-            challenge("dBjftJeZ4CVP-1mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
         let pkce = Pkce::new();

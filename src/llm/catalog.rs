@@ -16,6 +16,10 @@ pub enum Api {
     AnthropicMessages,
     #[serde(rename = "openai-completions")]
     OpenaiCompletions,
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses,
+    #[serde(rename = "google-generative-ai")]
+    GoogleGenerativeAi,
 }
 
 impl Api {
@@ -23,6 +27,8 @@ impl Api {
         match self {
             Api::AnthropicMessages => "anthropic-messages",
             Api::OpenaiCompletions => "openai-completions",
+            Api::OpenaiResponses => "openai-responses",
+            Api::GoogleGenerativeAi => "google-generative-ai",
         }
     }
 }
@@ -181,6 +187,45 @@ const ANTHROPIC_MODELS: &[Builtin] = &[
     },
 ];
 
+const GOOGLE_MODELS: &[Builtin] = &[
+    Builtin {
+        id: "gemini-2.5-pro",
+        name: "Gemini 2.5 Pro",
+        reasoning: true,
+        image_input: true,
+        context_window: 1_048_576,
+        max_tokens: 65_536,
+        pricing: price(1.25, 10.0, 0.125, 0.0),
+    },
+    Builtin {
+        id: "gemini-2.5-flash",
+        name: "Gemini 2.5 Flash",
+        reasoning: true,
+        image_input: true,
+        context_window: 1_048_576,
+        max_tokens: 65_536,
+        pricing: price(0.30, 2.50, 0.03, 0.0),
+    },
+    Builtin {
+        id: "gemini-2.5-flash-lite",
+        name: "Gemini 2.5 Flash-Lite",
+        reasoning: true,
+        image_input: true,
+        context_window: 1_048_576,
+        max_tokens: 65_536,
+        pricing: price(0.10, 0.40, 0.01, 0.0),
+    },
+    Builtin {
+        id: "gemini-3-pro-preview",
+        name: "Gemini 3 Pro (preview)",
+        reasoning: true,
+        image_input: true,
+        context_window: 1_048_576,
+        max_tokens: 65_536,
+        pricing: price(2.0, 12.0, 0.20, 0.0),
+    },
+];
+
 const OPENAI_MODELS: &[Builtin] = &[
     Builtin {
         id: "gpt-5",
@@ -278,15 +323,37 @@ impl Catalog {
         );
         let openai_base =
             env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".to_string());
+        // OpenAI itself gets the Responses API (reasoning carried across
+        // turns); an OPENAI_BASE_URL usually points at a compatible server
+        // or proxy, which speaks Chat Completions.
+        let openai_api = if env("OPENAI_BASE_URL").is_some() {
+            Api::OpenaiCompletions
+        } else {
+            Api::OpenaiResponses
+        };
         providers.insert(
             "openai".to_string(),
             builtin_provider(
                 "openai",
-                Api::OpenaiCompletions,
+                openai_api,
                 &openai_base,
                 Some("OPENAI_API_KEY"),
                 false,
                 OPENAI_MODELS,
+            ),
+        );
+        let gemini_base = env("GEMINI_BASE_URL").unwrap_or_else(|| {
+            "https://generativelanguage.googleapis.com/v1beta".to_string()
+        });
+        providers.insert(
+            "google".to_string(),
+            builtin_provider(
+                "google",
+                Api::GoogleGenerativeAi,
+                &gemini_base,
+                Some("GEMINI_API_KEY"),
+                false,
+                GOOGLE_MODELS,
             ),
         );
         let ollama_base = env("OLLAMA_HOST")

@@ -9,7 +9,8 @@ use futures::stream::{BoxStream, StreamExt};
 
 use super::{
     Api, AssistantContent, AssistantMessage, HttpRequest, LlmError, Model, Request, Secret,
-    StopReason, StreamEvent, ToolCall, Usage, WireFormat, anthropic, openai_completions, sse,
+    StopReason, StreamEvent, ToolCall, Usage, WireFormat, anthropic, google, openai_completions,
+    openai_responses, sse,
 };
 
 /// Limits of one streaming call.
@@ -44,6 +45,14 @@ pub fn stream(
         Api::OpenaiCompletions => (
             openai_completions::build_request(model, key, request),
             Box::new(openai_completions::Parser::new(&model.provider)),
+        ),
+        Api::OpenaiResponses => (
+            openai_responses::build_request(model, key, request),
+            Box::new(openai_responses::Parser::new(&model.provider)),
+        ),
+        Api::GoogleGenerativeAi => (
+            google::build_request(model, key, request),
+            Box::new(google::Parser::new(&model.provider)),
         ),
     };
     let provider = model.provider.clone();
@@ -170,6 +179,12 @@ async fn connect(
         }
         Api::OpenaiCompletions => {
             openai_completions::error_from_response(provider, status.as_u16(), retry_after, &body)
+        }
+        Api::OpenaiResponses => {
+            openai_responses::error_from_response(provider, status.as_u16(), retry_after, &body)
+        }
+        Api::GoogleGenerativeAi => {
+            google::error_from_response(provider, status.as_u16(), retry_after, &body)
         }
     })
 }
