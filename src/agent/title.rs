@@ -96,8 +96,7 @@ pub fn request(model: &Model, prompt: &str, answer: &str) -> Request {
         && matches!(
             model.api,
             Api::OpenaiCompletions | Api::OpenaiResponses | Api::GoogleGenerativeAi
-        )
-    {
+        ) {
         (ThinkingLevel::Minimal, 1_024)
     } else {
         (ThinkingLevel::Off, 64)

@@ -20,6 +20,8 @@ pub enum Api {
     OpenaiResponses,
     #[serde(rename = "google-generative-ai")]
     GoogleGenerativeAi,
+    #[serde(rename = "bedrock-converse-stream")]
+    BedrockConverseStream,
 }
 
 impl Api {
@@ -29,6 +31,7 @@ impl Api {
             Api::OpenaiCompletions => "openai-completions",
             Api::OpenaiResponses => "openai-responses",
             Api::GoogleGenerativeAi => "google-generative-ai",
+            Api::BedrockConverseStream => "bedrock-converse-stream",
         }
     }
 }
@@ -179,6 +182,47 @@ const ANTHROPIC_MODELS: &[Builtin] = &[
     Builtin {
         id: "claude-sonnet-4-0",
         name: "Claude Sonnet 4",
+        reasoning: true,
+        image_input: true,
+        context_window: 200_000,
+        max_tokens: 64_000,
+        pricing: price(3.0, 15.0, 0.3, 3.75),
+    },
+];
+
+/// Claude on Bedrock, by inference profile (the bare model ids are refused
+/// for on-demand calls).
+const BEDROCK_MODELS: &[Builtin] = &[
+    Builtin {
+        id: "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        name: "Claude Sonnet 4.5 (Bedrock)",
+        reasoning: true,
+        image_input: true,
+        context_window: 200_000,
+        max_tokens: 64_000,
+        pricing: price(3.0, 15.0, 0.3, 3.75),
+    },
+    Builtin {
+        id: "global.anthropic.claude-opus-4-5-20251101-v1:0",
+        name: "Claude Opus 4.5 (Bedrock)",
+        reasoning: true,
+        image_input: true,
+        context_window: 200_000,
+        max_tokens: 64_000,
+        pricing: price(5.0, 25.0, 0.5, 6.25),
+    },
+    Builtin {
+        id: "global.anthropic.claude-haiku-4-5-20251001-v1:0",
+        name: "Claude Haiku 4.5 (Bedrock)",
+        reasoning: true,
+        image_input: true,
+        context_window: 200_000,
+        max_tokens: 64_000,
+        pricing: price(1.0, 5.0, 0.1, 1.25),
+    },
+    Builtin {
+        id: "us.anthropic.claude-sonnet-4-20250514-v1:0",
+        name: "Claude Sonnet 4 (Bedrock, US)",
         reasoning: true,
         image_input: true,
         context_window: 200_000,
@@ -342,9 +386,8 @@ impl Catalog {
                 OPENAI_MODELS,
             ),
         );
-        let gemini_base = env("GEMINI_BASE_URL").unwrap_or_else(|| {
-            "https://generativelanguage.googleapis.com/v1beta".to_string()
-        });
+        let gemini_base = env("GEMINI_BASE_URL")
+            .unwrap_or_else(|| "https://generativelanguage.googleapis.com/v1beta".to_string());
         providers.insert(
             "google".to_string(),
             builtin_provider(
@@ -354,6 +397,21 @@ impl Catalog {
                 Some("GEMINI_API_KEY"),
                 false,
                 GOOGLE_MODELS,
+            ),
+        );
+        // A Bedrock API key, else SigV4 with the AWS credential chain (so
+        // no key is required up front).
+        let bedrock_base = env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME")
+            .unwrap_or_else(|| super::bedrock::ENDPOINT_TEMPLATE.to_string());
+        providers.insert(
+            "amazon-bedrock".to_string(),
+            builtin_provider(
+                "amazon-bedrock",
+                Api::BedrockConverseStream,
+                &bedrock_base,
+                Some("AWS_BEARER_TOKEN_BEDROCK"),
+                true,
+                BEDROCK_MODELS,
             ),
         );
         let ollama_base = env("OLLAMA_HOST")

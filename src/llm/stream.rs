@@ -9,8 +9,8 @@ use futures::stream::{BoxStream, StreamExt};
 
 use super::{
     Api, AssistantContent, AssistantMessage, HttpRequest, LlmError, Model, Request, Secret,
-    StopReason, StreamEvent, ToolCall, Usage, WireFormat, anthropic, google, openai_completions,
-    openai_responses, sse,
+    StopReason, StreamEvent, ToolCall, Usage, WireFormat, anthropic, bedrock, google,
+    openai_completions, openai_responses, sse,
 };
 
 /// Limits of one streaming call.
@@ -54,6 +54,10 @@ pub fn stream(
             google::build_request(model, key, request),
             Box::new(google::Parser::new(&model.provider)),
         ),
+        Api::BedrockConverseStream => match bedrock_request(model, key, request) {
+            Ok(http) => (http, Box::new(bedrock::Parser::new(&model.provider))),
+            Err(error) => return futures::stream::once(async move { Err(error) }).boxed(),
+        },
     };
     let provider = model.provider.clone();
     let api = model.api;
@@ -186,7 +190,47 @@ async fn connect(
         Api::GoogleGenerativeAi => {
             google::error_from_response(provider, status.as_u16(), retry_after, &body)
         }
+        Api::BedrockConverseStream => {
+            bedrock::error_from_response(provider, status.as_u16(), retry_after, &body)
+        }
     })
+}
+
+/// A Bedrock request: a Bedrock API key when one is given (profile or
+/// AWS_BEARER_TOKEN_BEDROCK), else SigV4 with the AWS credential chain of
+/// this process's environment and `~/.aws`.
+fn bedrock_request(
+    model: &Model,
+    key: Option<&Secret>,
+    request: &Request,
+) -> Result<HttpRequest, LlmError> {
+    let env = |name: &str| std::env::var(name).ok();
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let auth_error = |message: String| LlmError::Auth {
+        provider: model.provider.clone(),
+        message,
+    };
+    let settings =
+        bedrock::credentials::load(&env, home.as_deref()).map_err(|e| auth_error(e.to_string()))?;
+    let region = settings
+        .region
+        .clone()
+        .unwrap_or_else(|| "us-east-1".to_string());
+    let auth = match key {
+        Some(key) => bedrock::Auth::Bearer(key),
+        None => settings.auth().ok_or_else(|| {
+            auth_error(
+                "no AWS credentials: set AWS_BEARER_TOKEN_BEDROCK, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws/credentials (AWS_PROFILE)".to_string(),
+            )
+        })?,
+    };
+    Ok(bedrock::build_request(
+        model,
+        auth,
+        &region,
+        request,
+        std::time::SystemTime::now(),
+    ))
 }
 
 async fn next_event(mut s: Box<Streaming>) -> Option<(Result<StreamEvent, LlmError>, State)> {

@@ -41,6 +41,13 @@ pub enum Reply {
     /// The first `prefix` events of `body`, then nothing: the stream stays
     /// open until the client goes away.
     Stall { body: String, events: usize },
+    /// A binary body (an AWS event stream), sent in pieces of `chunk`
+    /// bytes.
+    Bytes {
+        body: Vec<u8>,
+        content_type: String,
+        chunk: usize,
+    },
     /// An HTTP error.
     Status {
         status: u16,
@@ -215,11 +222,18 @@ async fn handle(
     let problem = match path.as_str() {
         "/v1/messages" => check_anthropic(&body).err(),
         "/v1/chat/completions" => check_openai(&body).err(),
+        // OpenAI Responses, Gemini and Bedrock: their own tests check the
+        // bodies; here only that the right endpoint was called.
+        "/v1/responses" => None,
+        p if p.starts_with("/v1beta/models/") && p.ends_with(":streamGenerateContent") => None,
+        p if p.starts_with("/model/") && p.ends_with("/converse-stream") => None,
         other => Some(format!("unexpected path {other}")),
     };
+    // Bedrock puts its tools under `toolConfig`.
     let side = body
         .get("tools")
-        .is_none_or(|tools| tools.as_array().is_some_and(Vec::is_empty));
+        .is_none_or(|tools| tools.as_array().is_some_and(Vec::is_empty))
+        && body.get("toolConfig").is_none();
     let reply = {
         let mut inner = inner.lock().unwrap();
         let recorded = Recorded {
@@ -278,6 +292,21 @@ async fn respond(reply: Reply) -> Response {
             let events = split_events(&body);
             let stream = async_stream(events, delay, gate);
             sse_response(Body::from_stream(stream))
+        }
+        Reply::Bytes {
+            body,
+            content_type,
+            chunk,
+        } => {
+            let pieces: Vec<Result<Bytes, std::io::Error>> = body
+                .chunks(chunk.max(1))
+                .map(|c| Ok(Bytes::copy_from_slice(c)))
+                .collect();
+            Response::builder()
+                .status(StatusCode::OK)
+                .header("content-type", content_type)
+                .body(Body::from_stream(futures::stream::iter(pieces)))
+                .unwrap()
         }
         Reply::Stall {
             body,

@@ -715,6 +715,9 @@ fn oauth_tokens_go_as_bearer_with_the_beta_flag_and_keys_as_x_api_key() {
     );
     assert_eq!(header(&oauth, "x-api-key"), None);
     let key = build_request(&model(), Some(&Secret::new("sk-ant-api03-xyz")), &request);
-    assert_eq!(header(&key, "x-api-key").as_deref(), Some("sk-ant-api03-xyz"));
+    assert_eq!(
+        header(&key, "x-api-key").as_deref(),
+        Some("sk-ant-api03-xyz")
+    );
     assert_eq!(header(&key, "authorization"), None);
 }
