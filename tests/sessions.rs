@@ -682,3 +682,75 @@ async fn two_processes_write_their_own_sessions_at_the_same_time() {
         );
     }
 }
+
+#[tokio::test]
+async fn closing_a_busy_session_ends_its_work() {
+    use std::time::Duration;
+    use support::acp_client::process_running;
+
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "slow",
+        "bash",
+        &json!({"command": "sleep 30.7373"}),
+    )));
+    let mut acp = spawn(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    acp.call(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "bypass"}),
+    )
+    .await;
+    let id = acp.send("session/prompt", prompt(&session, "wait")).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !process_running("sleep 30.7373") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let close = acp
+        .send("session/close", json!({"sessionId": session}))
+        .await;
+    // Both the close and the running prompt answer promptly, in either order.
+    let (mut closed, mut answered) = (None, None);
+    while closed.is_none() || answered.is_none() {
+        let message = tokio::time::timeout(Duration::from_secs(2), acp.next())
+            .await
+            .expect("the close and the running prompt both answer");
+        if message.get("method").is_some() {
+            continue;
+        }
+        if message["id"] == json!(close) {
+            closed = Some(message);
+        } else if message["id"] == json!(id) {
+            answered = Some(message);
+        }
+    }
+    let closed = closed.unwrap();
+    assert!(closed.get("error").is_none(), "{closed}");
+    assert_eq!(
+        answered.unwrap()["result"],
+        json!({"stopReason": "cancelled"})
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while process_running("sleep 30.7373") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command outlived its session"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(acp);
+    // What happened up to the close is on disk and loads.
+    let (_acp, replayed) = load_in_new_process(&sandbox, &mock, &session).await;
+    assert!(
+        replayed
+            .iter()
+            .any(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == "slow"),
+        "{replayed:?}"
+    );
+}
