@@ -11,8 +11,10 @@
 
 pub mod compaction;
 pub mod failover;
+pub mod loops;
 mod memory;
 pub mod permission;
+pub mod policy;
 pub mod prune;
 pub mod title;
 
