@@ -240,11 +240,12 @@ pub struct ToolPolicy {
 impl Default for ToolPolicy {
     /// The default profile and nothing else.
     fn default() -> Self {
-        Self::new(&ToolsConfig::default(), None, "", "", &BTreeMap::new())
-            .unwrap_or_else(|_| Self {
+        Self::new(&ToolsConfig::default(), None, "", "", &BTreeMap::new()).unwrap_or_else(|_| {
+            Self {
                 steps: Vec::new(),
                 mcp: BTreeMap::new(),
-            })
+            }
+        })
     }
 }
 

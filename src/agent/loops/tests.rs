@@ -8,7 +8,11 @@ type Script<'a> = dyn Fn(usize) -> (&'static str, Value, Value) + 'a;
 
 /// Runs `calls` calls and returns, per level, the 1-based number of the
 /// first call that reached it, and the first warning's text.
-fn levels(settings: LoopSettings, calls: usize, script: &Script<'_>) -> (Vec<(String, usize)>, String) {
+fn levels(
+    settings: LoopSettings,
+    calls: usize,
+    script: &Script<'_>,
+) -> (Vec<(String, usize)>, String) {
     let mut detector = LoopDetector::new(settings);
     let mut first = Vec::new();
     let mut warning = String::new();
@@ -74,7 +78,10 @@ fn polling_without_progress_is_caught_and_polling_with_progress_is_not() {
         ("process", poll(), json!("still running"))
     });
     assert_eq!(seen, steps(&FULL));
-    assert!(warning.contains("polled with `process` 10 times"), "{warning}");
+    assert!(
+        warning.contains("polled with `process` 10 times"),
+        "{warning}"
+    );
 
     let (seen, _) = levels(LoopSettings::default(), 40, &|n| {
         ("process", poll(), json!(format!("line {n}")))
@@ -92,12 +99,19 @@ fn two_calls_alternating_with_unchanged_results_is_ping_pong() {
         }
     });
     assert_eq!(seen, steps(&FULL));
-    assert!(warning.contains("alternated between the same two calls 10 times"), "{warning}");
+    assert!(
+        warning.contains("alternated between the same two calls 10 times"),
+        "{warning}"
+    );
 
     // The same alternation while a result keeps changing is work.
     let (seen, _) = levels(LoopSettings::default(), 20, &|n| {
         if n % 2 == 0 {
-            ("bash", json!({"command": "cargo test"}), json!(format!("run {n}")))
+            (
+                "bash",
+                json!({"command": "cargo test"}),
+                json!(format!("run {n}")),
+            )
         } else {
             ("edit", json!({"path": "a.rs"}), json!("ok"))
         }

@@ -48,7 +48,14 @@ fn config(profile: Option<Profile>, allow: &[&str], deny: &[&str]) -> ToolsConfi
 }
 
 fn policy(config: &ToolsConfig) -> ToolPolicy {
-    ToolPolicy::new(config, None, "anthropic", "claude-sonnet-4-5", &BTreeMap::new()).unwrap()
+    ToolPolicy::new(
+        config,
+        None,
+        "anthropic",
+        "claude-sonnet-4-5",
+        &BTreeMap::new(),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -97,9 +104,10 @@ fn every_step_only_narrows_and_deny_beats_allow() {
         removed: Vec<&'static str>,
     }
     let mut by_provider = config(None, &[], &[]);
-    by_provider
-        .by_provider
-        .insert("Anthropic".into(), rules(&["group:fs", "group:search"], &[]));
+    by_provider.by_provider.insert(
+        "Anthropic".into(),
+        rules(&["group:fs", "group:search"], &[]),
+    );
     by_provider
         .by_provider
         .insert("anthropic/claude-sonnet-4-5".into(), rules(&[], &["write"]));
@@ -201,7 +209,10 @@ fn an_mcp_server_scope_names_its_tools_without_the_prefix() {
         &mcp,
     )
     .unwrap();
-    assert_eq!(policy.check("mcp__github__search", false, Mode::Default), Ok(()));
+    assert_eq!(
+        policy.check("mcp__github__search", false, Mode::Default),
+        Ok(())
+    );
     assert_eq!(
         policy
             .check("mcp__github__create_issue", true, Mode::Default)
@@ -210,7 +221,10 @@ fn an_mcp_server_scope_names_its_tools_without_the_prefix() {
         "not allowed by the scope of MCP server `github`"
     );
     // Other servers are not scoped.
-    assert_eq!(policy.check("mcp__jira__create", true, Mode::Default), Ok(()));
+    assert_eq!(
+        policy.check("mcp__jira__create", true, Mode::Default),
+        Ok(())
+    );
 }
 
 #[test]
