@@ -11,6 +11,7 @@
 
 pub mod compaction;
 pub mod failover;
+pub mod hooks;
 pub mod loops;
 mod memory;
 pub mod permission;
