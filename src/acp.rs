@@ -595,7 +595,8 @@ const LIST_PAGE: usize = 50;
 
 /// How a person supplies credentials: environment variables, or, when the
 /// client can run pincer in a terminal, `pincer login` storing an auth
-/// profile. `authenticate` re-reads both.
+/// profile (an API key, or Anthropic's OAuth login). `authenticate`
+/// re-reads both.
 fn auth_methods(terminal: bool) -> Vec<AuthMethod> {
     let mut methods: Vec<AuthMethod> = Vec::new();
     if terminal {
@@ -619,6 +620,25 @@ fn auth_methods(terminal: bool) -> Vec<AuthMethod> {
                     "Paste a {name} API key; pincer keeps it in its auth profiles (mode 0600), not in the editor's settings."
                 )),
             ));
+            // Anthropic also has an OAuth login (Claude Pro/Max accounts),
+            // which pincer knows how to run and refresh.
+            if provider == "anthropic" {
+                methods.push(AuthMethod::Terminal(
+                    agent_client_protocol::v1::schema::AuthMethodTerminal::new(
+                        "anthropic-oauth-login",
+                        "Log in with a Claude account",
+                    )
+                    .args(vec![
+                        "login".to_string(),
+                        "--provider".to_string(),
+                        "anthropic".to_string(),
+                        "--oauth".to_string(),
+                    ])
+                    .description(
+                        "Log in to a Claude Pro or Max account in the browser; pincer keeps the token in its auth profiles and refreshes it.",
+                    ),
+                ));
+            }
         }
     }
     methods.extend([

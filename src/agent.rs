@@ -584,9 +584,13 @@ pub(crate) async fn stream_with_retries(
                 Attempt::Failed { builder, error } => (builder, error),
             };
         // A throttled credential with another one waiting is not worth
-        // waiting for: failover moves on at once.
+        // waiting for: failover moves on at once. Nor is one whose provider
+        // asks for a longer wait than pincer sits through: the credential
+        // cools down for that long and failover moves on, or the user is
+        // told when to try again.
         let rotate = config.rotate_rate_limits && matches!(error, LlmError::RateLimit { .. });
         if rotate
+            || waits_too_long(&error)
             || !(error.is_transient() && attempt < config.max_retries && !builder.has_content())
         {
             if !started {
@@ -600,7 +604,7 @@ pub(crate) async fn stream_with_retries(
             return (message, Some(error));
         }
         attempt += 1;
-        let delay = retry_delay(config.retry_base_delay, attempt, &error);
+        let delay = retry_delay(config.retry_base_delay, attempt, &error, jitter_fraction());
         tracing::warn!(%error, attempt, ?delay, "model call failed; retrying");
         host.emit(AgentEvent::Retry {
             attempt,
@@ -772,20 +776,32 @@ impl DeltaThrottle {
     }
 }
 
-/// Exponential backoff with jitter, never shorter than the provider's
-/// `retry-after`.
-fn retry_delay(base: Duration, attempt: u32, error: &LlmError) -> Duration {
-    let exp = base.saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
-    let jitter = exp.mul_f64(jitter_fraction() * 0.25);
-    let delay = exp + jitter;
+/// The longest wait before a retry. A provider asking for more is not
+/// retried (see [`waits_too_long`]).
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
+
+/// The wait before retry number `attempt` (from 1): `base` doubling with
+/// each attempt plus up to a quarter more (`jitter` in 0..=1 says how much
+/// of that quarter), at most [`MAX_RETRY_WAIT`]; never shorter than the
+/// provider's `retry-after`.
+fn retry_delay(base: Duration, attempt: u32, error: &LlmError, jitter: f64) -> Duration {
+    let exp = base
+        .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)))
+        .min(MAX_RETRY_WAIT);
+    let jitter = exp.mul_f64(jitter.clamp(0.0, 1.0) * 0.25);
+    let backoff = exp.saturating_add(jitter).min(MAX_RETRY_WAIT);
     match error {
         LlmError::RateLimit {
             retry_after: Some(after),
             ..
-        } => delay.max(*after),
-        _ => delay,
+        } => backoff.max(*after),
+        _ => backoff,
     }
-    .min(Duration::from_secs(60))
+}
+
+/// Whether the provider asked for a longer wait than pincer retries after.
+fn waits_too_long(error: &LlmError) -> bool {
+    matches!(error, LlmError::RateLimit { retry_after: Some(after), .. } if *after > MAX_RETRY_WAIT)
 }
 
 fn jitter_fraction() -> f64 {
@@ -794,4 +810,93 @@ fn jitter_fraction() -> f64 {
         .map(|d| d.subsec_nanos())
         .unwrap_or_default();
     f64::from(nanos % 1000) / 1000.0
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn rate_limit(retry_after: Option<Duration>) -> LlmError {
+        LlmError::RateLimit {
+            provider: "anthropic".into(),
+            message: "slow down".into(),
+            retry_after,
+        }
+    }
+
+    fn overloaded() -> LlmError {
+        LlmError::Overloaded {
+            provider: "anthropic".into(),
+            message: "Overloaded".into(),
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_with_up_to_a_quarter_of_jitter_and_is_capped() {
+        let base = Duration::from_secs(1);
+        let delays = |jitter: f64| -> Vec<Duration> {
+            (1..=8)
+                .map(|attempt| retry_delay(base, attempt, &overloaded(), jitter))
+                .collect()
+        };
+        let secs = |s: &[f64]| -> Vec<Duration> {
+            s.iter().map(|s| Duration::from_secs_f64(*s)).collect()
+        };
+        assert_eq!(
+            delays(0.0),
+            secs(&[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0])
+        );
+        assert_eq!(
+            delays(1.0),
+            secs(&[1.25, 2.5, 5.0, 10.0, 20.0, 40.0, 60.0, 60.0])
+        );
+        // Anything in between stays within those bounds.
+        for (attempt, (low, high)) in (1..).zip(delays(0.0).into_iter().zip(delays(1.0))) {
+            let delay = retry_delay(base, attempt, &overloaded(), 0.37);
+            assert!(
+                low <= delay && delay <= high,
+                "attempt {attempt}: {delay:?}"
+            );
+        }
+        // Out-of-range jitter is clamped; huge attempt numbers do not overflow.
+        assert_eq!(retry_delay(base, 1, &overloaded(), 7.0), delays(1.0)[0]);
+        assert_eq!(
+            retry_delay(base, u32::MAX, &overloaded(), 1.0),
+            MAX_RETRY_WAIT
+        );
+    }
+
+    #[test]
+    fn retry_after_is_honoured_exactly_and_never_undercut() {
+        let base = Duration::from_secs(1);
+        let after = Duration::from_secs(7);
+        for jitter in [0.0, 1.0] {
+            assert_eq!(
+                retry_delay(base, 1, &rate_limit(Some(after)), jitter),
+                after
+            );
+        }
+        // A shorter retry-after than the backoff: the backoff.
+        assert_eq!(
+            retry_delay(base, 4, &rate_limit(Some(Duration::from_millis(300))), 0.0),
+            Duration::from_secs(8)
+        );
+        // At the cap it is still honoured; beyond it it is not shortened,
+        // and the call is not retried at all.
+        assert_eq!(
+            retry_delay(base, 1, &rate_limit(Some(MAX_RETRY_WAIT)), 0.0),
+            MAX_RETRY_WAIT
+        );
+        assert!(!waits_too_long(&rate_limit(Some(MAX_RETRY_WAIT))));
+        let two_hours = Duration::from_secs(7200);
+        assert_eq!(
+            retry_delay(base, 1, &rate_limit(Some(two_hours)), 0.0),
+            two_hours
+        );
+        assert!(waits_too_long(&rate_limit(Some(two_hours))));
+        assert!(!waits_too_long(&rate_limit(None)));
+        assert!(!waits_too_long(&overloaded()));
+    }
 }

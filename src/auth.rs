@@ -20,8 +20,11 @@
 //! order, else OAuth before tokens before API keys, least recently used
 //! first, profiles in cooldown last), then the provider's environment
 //! variable. Failures put a profile into cooldown: rate limits and auth
-//! errors for 1 min × 5^(n−1), at most an hour; billing errors disable it
-//! for 5 h, doubling up to 24 h; a profile quiet for 24 h starts over.
+//! errors for 1 min × 5^(n−1), at most an hour (or as long as the
+//! provider's `retry-after` asks, when that is longer); billing errors
+//! disable it for 5 h, doubling up to 24 h; a profile quiet for 24 h starts
+//! over. Profiles in cooldown are listed (so a session can still start) but
+//! marked [`Unavailable`]; failover passes them by.
 
 mod external;
 pub mod oauth;
@@ -226,6 +229,32 @@ impl UsageStats {
         }
     }
 
+    /// Records a failure at `now` after which the provider asked to wait
+    /// `retry_after`: the cooldown lasts at least that long.
+    pub fn fail_for(&mut self, failure: Failure, now: u64, retry_after: Option<Duration>) {
+        self.fail(failure, now);
+        if let Some(after) = retry_after {
+            let after = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+            self.cooldown_until = self.cooldown_until.max(now.saturating_add(after));
+        }
+    }
+
+    /// Why the profile may not be used at `now`, if it may not.
+    pub fn unavailable(&self, now: u64) -> Option<Unavailable> {
+        if self.available(now) {
+            return None;
+        }
+        let disabled = self.disabled_until > now;
+        Some(Unavailable {
+            until: self.cooldown_until.max(self.disabled_until),
+            disabled: disabled.then(|| {
+                self.disabled_reason
+                    .clone()
+                    .unwrap_or_else(|| "errors".to_string())
+            }),
+        })
+    }
+
     /// Records a successful use at `now`.
     pub fn succeed(&mut self, now: u64) {
         self.last_used = now;
@@ -276,6 +305,30 @@ impl Profiles {
     }
 }
 
+/// Why a stored profile is passed by for now, and until when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unavailable {
+    /// Milliseconds since the epoch.
+    pub until: u64,
+    /// Why it is disabled (`billing`); `None` for a cooldown after rate
+    /// limits or auth errors.
+    pub disabled: Option<String>,
+}
+
+impl std::fmt::Display for Unavailable {
+    /// `cooling down until 2100-01-01T00:00:00Z`,
+    /// `disabled (billing) until …`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let until = humantime::format_rfc3339_seconds(
+            SystemTime::UNIX_EPOCH + Duration::from_millis(self.until),
+        );
+        match &self.disabled {
+            Some(reason) => write!(f, "disabled ({reason}) until {until}"),
+            None => write!(f, "cooling down until {until}"),
+        }
+    }
+}
+
 /// A clock, injectable for tests.
 pub trait Clock: Send + Sync {
     fn now(&self) -> SystemTime;
@@ -298,8 +351,15 @@ pub struct Candidate {
     pub secret: Secret,
     /// Whether it is a stored profile (its stats are kept).
     pub stored: bool,
-    /// Stored profiles in cooldown are still listed, after the others.
-    pub available: bool,
+    /// Set for stored profiles in cooldown or disabled; they are listed
+    /// after all the others.
+    pub unavailable: Option<Unavailable>,
+}
+
+impl Candidate {
+    pub fn available(&self) -> bool {
+        self.unavailable.is_none()
+    }
 }
 
 /// Resolves credentials for providers and records how they fare.
@@ -363,13 +423,13 @@ impl Resolver {
                 (!expired).then(|| Candidate {
                     secret: credential.secret(),
                     stored: true,
-                    available: stats.available(now),
+                    unavailable: stats.unavailable(now),
                     id,
                 })
             })
             .collect();
         if let Some(pinned) = pinned
-            && let Some(at) = out.iter().position(|c| c.id == pinned && c.available)
+            && let Some(at) = out.iter().position(|c| c.id == pinned && c.available())
         {
             let candidate = out.remove(at);
             out.insert(0, candidate);
@@ -384,7 +444,7 @@ impl Resolver {
                 id: format!("env:{var}"),
                 secret: Secret::new(value.clone()),
                 stored: false,
-                available: true,
+                unavailable: None,
             });
         }
         if let Some(key) = config_key {
@@ -392,13 +452,13 @@ impl Resolver {
                 id: "config".to_string(),
                 secret: key.clone(),
                 stored: false,
-                available: true,
+                unavailable: None,
             });
         }
         if let Some(home) = self.env.get("HOME").filter(|h| !h.is_empty()) {
             fallbacks.extend(external::candidates(provider, Path::new(home), now));
         }
-        let at = out.iter().position(|c| !c.available).unwrap_or(out.len());
+        let at = out.iter().position(|c| !c.available()).unwrap_or(out.len());
         out.splice(at..at, fallbacks);
         out
     }
@@ -410,7 +470,13 @@ impl Resolver {
 
     /// Records that `id` failed.
     pub fn failed(&self, id: &str, failure: Failure) {
-        self.update(id, |stats, now| stats.fail(failure, now));
+        self.failed_for(id, failure, None);
+    }
+
+    /// Records that `id` failed and the provider asked to wait
+    /// `retry_after` before trying again.
+    pub fn failed_for(&self, id: &str, failure: Failure, retry_after: Option<Duration>) {
+        self.update(id, |stats, now| stats.fail_for(failure, now, retry_after));
     }
 
     fn update(&self, id: &str, change: impl FnOnce(&mut UsageStats, u64)) {
@@ -505,12 +571,14 @@ impl crate::agent::failover::CredentialSource for SessionCredentials {
             .map(|c| crate::agent::failover::Attempt {
                 id: Some(c.id),
                 secret: Some(c.secret),
+                unavailable: c.unavailable,
             })
             .collect();
         if attempts.is_empty() && keys.key_optional {
             attempts.push(crate::agent::failover::Attempt {
                 id: None,
                 secret: None,
+                unavailable: None,
             });
         }
         attempts
@@ -556,14 +624,20 @@ impl crate::agent::failover::CredentialSource for SessionCredentials {
                 .await
                 .map_err(|e| format!("refreshing its token failed: {e}"))?;
             Ok(crate::agent::failover::Attempt {
-                id: Some(id),
                 secret: Some(secret),
+                ..attempt
             })
         })
     }
 
-    fn failed(&self, _model: &crate::llm::Model, id: &str, failure: Failure) {
-        self.resolver.failed(id, failure);
+    fn failed(
+        &self,
+        _model: &crate::llm::Model,
+        id: &str,
+        failure: Failure,
+        retry_after: Option<Duration>,
+    ) {
+        self.resolver.failed_for(id, failure, retry_after);
         let mut pinned = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
         if pinned.as_deref() == Some(id) {
             *pinned = None;

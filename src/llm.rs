@@ -314,7 +314,7 @@ pub enum StreamEvent {
 pub enum LlmError {
     #[error("{provider} rejected the credentials: {message}")]
     Auth { provider: String, message: String },
-    #[error("{provider} rate limit: {message}")]
+    #[error("{provider} rate limit: {message}{}", retry_hint(.retry_after))]
     RateLimit {
         provider: String,
         message: String,
@@ -348,7 +348,83 @@ pub enum LlmError {
     MalformedStream { provider: String, message: String },
 }
 
+/// What a rate limit's `retry-after` asked for, as the user reads it.
+fn retry_hint(retry_after: &Option<Duration>) -> String {
+    match retry_after {
+        Some(after) => format!(
+            " (the provider asks to retry in {})",
+            humantime::format_duration(Duration::from_secs(after.as_secs().max(1)))
+        ),
+        None => String::new(),
+    }
+}
+
 impl LlmError {
+    /// The error with anything that looks like a key or token in the
+    /// provider's text replaced (see [`redact`]). Providers quote keys in
+    /// their messages ("Incorrect API key provided: sk-proj-abc…wxyz"), and
+    /// these messages reach notices, transcripts and logs.
+    pub fn redacted(self) -> Self {
+        match self {
+            LlmError::Auth { provider, message } => LlmError::Auth {
+                provider,
+                message: redact(&message),
+            },
+            LlmError::RateLimit {
+                provider,
+                message,
+                retry_after,
+            } => LlmError::RateLimit {
+                provider,
+                message: redact(&message),
+                retry_after,
+            },
+            LlmError::Billing { provider, message } => LlmError::Billing {
+                provider,
+                message: redact(&message),
+            },
+            LlmError::Overloaded { provider, message } => LlmError::Overloaded {
+                provider,
+                message: redact(&message),
+            },
+            LlmError::ContextOverflow { provider, message } => LlmError::ContextOverflow {
+                provider,
+                message: redact(&message),
+            },
+            LlmError::ModelNotFound { provider, message } => LlmError::ModelNotFound {
+                provider,
+                message: redact(&message),
+            },
+            LlmError::BadRequest {
+                provider,
+                status,
+                message,
+            } => LlmError::BadRequest {
+                provider,
+                status,
+                message: redact(&message),
+            },
+            LlmError::Server {
+                provider,
+                status,
+                message,
+            } => LlmError::Server {
+                provider,
+                status,
+                message: redact(&message),
+            },
+            LlmError::Network { provider, message } => LlmError::Network {
+                provider,
+                message: redact(&message),
+            },
+            LlmError::MalformedStream { provider, message } => LlmError::MalformedStream {
+                provider,
+                message: redact(&message),
+            },
+            error @ LlmError::Timeout { .. } => error,
+        }
+    }
+
     /// Whether trying the same request again may succeed.
     pub fn is_transient(&self) -> bool {
         matches!(
@@ -417,6 +493,75 @@ impl LlmError {
     }
 }
 
+/// What replaces a key or token in text a person reads.
+pub const REDACTED: &str = "<redacted>";
+
+/// Prefixes of provider keys and tokens: Anthropic, OpenAI (`sk-`,
+/// `sk-proj-`, `rk-`), Google (`AIza`, `ya29.`), AWS access key ids,
+/// GitHub, GitLab and Slack tokens, and JWTs (`eyJ`).
+const KEY_PREFIXES: [&str; 15] = [
+    "sk-",
+    "sk_",
+    "rk-",
+    "rk_",
+    "pk_",
+    "AIza",
+    "ya29.",
+    "AKIA",
+    "ASIA",
+    "ghp_",
+    "gho_",
+    "ghs_",
+    "github_pat_",
+    "glpat-",
+    "eyJ",
+];
+
+/// Replaces whatever looks like a key or token in `text` with
+/// [`REDACTED`]: a word that starts like a known key, a masked key (`abc…`,
+/// `***`), or a long run of letters and digits in both cases. Meant for
+/// text a provider or token endpoint wrote, before it is shown or logged;
+/// ordinary words, model ids and addresses stay as they are.
+pub fn redact(text: &str) -> String {
+    fn word_char(c: char) -> bool {
+        c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '*' | '…' | '+')
+    }
+    fn secret_like(word: &str) -> bool {
+        let alnum = word.chars().filter(char::is_ascii_alphanumeric).count();
+        let prefixed = KEY_PREFIXES
+            .iter()
+            .any(|p| word.starts_with(p) && word.len() >= p.len() + 6);
+        let masked = (word.contains("***") || word.contains('…')) && alnum >= 4;
+        let long_mixed = alnum >= 32
+            && word.chars().any(|c| c.is_ascii_digit())
+            && word.chars().any(|c| c.is_ascii_lowercase())
+            && word.chars().any(|c| c.is_ascii_uppercase());
+        prefixed || masked || long_mixed
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(word_char) {
+        out.push_str(&rest[..start]);
+        let after = &rest[start..];
+        let len = after.find(|c| !word_char(c)).unwrap_or(after.len());
+        // A sentence's full stop is not part of the word.
+        let word = after[..len].trim_end_matches('.');
+        if secret_like(word) {
+            out.push_str(REDACTED);
+        } else {
+            out.push_str(word);
+        }
+        rest = &after[word.len()..];
+        if word.is_empty() {
+            // Only dots: keep them.
+            out.push_str(&after[..len]);
+            rest = &after[len..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// An HTTP request a provider wants sent. Header values may hold secrets;
 /// this type is never logged.
 pub struct HttpRequest {
@@ -449,5 +594,70 @@ pub trait WireFormat: Send {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn http_408_and_504_are_timeouts() {
+        for status in [408, 504] {
+            assert_eq!(
+                LlmError::from_http("openai", status, None, "upstream timed out".into(), None),
+                LlmError::Timeout {
+                    provider: "openai".into(),
+                    seconds: 0,
+                },
+                "HTTP {status}"
+            );
+        }
+    }
+
+    #[test]
+    fn keys_and_tokens_are_redacted_and_ordinary_text_is_kept() {
+        let cases = [
+            (
+                "Incorrect API key provided: sk-proj-abc*****************wxyz. You can find your API key at https://platform.openai.com/account/api-keys.",
+                "Incorrect API key provided: <redacted>. You can find your API key at https://platform.openai.com/account/api-keys.",
+            ),
+            (
+                "invalid x-api-key sk-ant-api03-AbCdEf0123456789",
+                "invalid x-api-key <redacted>",
+            ),
+            ("key abcd…wxyz is not valid", "key <redacted> is not valid"),
+            (
+                "https://example.com/v1?key=AIzaSyA1b2C3d4E5f6G7h8&alt=sse failed",
+                "https://example.com/v1?key=<redacted>&alt=sse failed",
+            ),
+            (
+                "Authorization: Bearer Xy7kP2mQ9rT4vW8zA1bC3dE5fG6hJ0kLmN",
+                "Authorization: Bearer <redacted>",
+            ),
+            (
+                "claude-sonnet-4-5-20250929 is overloaded (request req_011CUabc). Try again...",
+                "claude-sonnet-4-5-20250929 is overloaded (request req_011CUabc). Try again...",
+            ),
+            ("", ""),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(redact(input), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn errors_come_back_redacted_and_say_when_to_retry() {
+        let error = LlmError::RateLimit {
+            provider: "openai".into(),
+            message: "limit for sk-proj-0123456789abcdef reached".into(),
+            retry_after: Some(Duration::from_secs(7200)),
+        };
+        assert_eq!(
+            error.redacted().to_string(),
+            "openai rate limit: limit for <redacted> reached (the provider asks to retry in 2h)"
+        );
     }
 }

@@ -53,18 +53,20 @@ enum Command {
         #[command(subcommand)]
         command: AuthCommand,
     },
-    /// Store a credential for a provider.
+    /// Store a credential for a provider. Without --provider (or without
+    /// --api-key / --oauth), asks on the terminal.
     Login {
         /// The provider (anthropic, openai, …).
         #[arg(long)]
-        provider: String,
+        provider: Option<String>,
         /// Read an API key from stdin.
         #[arg(long, conflicts_with = "oauth")]
         api_key: bool,
         /// Log in through the provider's OAuth page (PKCE).
         #[arg(long)]
         oauth: bool,
-        /// The profile id (default `<provider>:default`).
+        /// The profile id (default `<provider>:default` for an API key,
+        /// `<provider>:oauth` for an OAuth login).
         #[arg(long)]
         profile: Option<String>,
     },
@@ -169,15 +171,19 @@ fn main() -> std::process::ExitCode {
                 oauth,
                 profile,
             } => {
-                if api_key {
-                    report(pincer::cli::auth::login_api_key(&provider, profile))
-                } else if oauth {
-                    report(pincer::cli::auth::login_oauth(&provider, profile).await)
-                } else {
-                    eprintln!(
-                        "pincer: choose how to log in: --oauth (the provider's login page) or --api-key (a key on stdin)"
-                    );
-                    2
+                use pincer::cli::auth::{LoginUsage, Method};
+                let method = match (api_key, oauth) {
+                    (true, _) => Some(Method::ApiKey),
+                    (_, true) => Some(Method::OAuth),
+                    _ => None,
+                };
+                match pincer::cli::auth::login(provider, method, profile).await {
+                    // Not told enough and cannot ask: a usage error.
+                    Err(e) if e.is::<LoginUsage>() => {
+                        eprintln!("pincer: {e}");
+                        2
+                    }
+                    result => report(result),
                 }
             }
             Command::Logout { profile } => report(pincer::cli::auth::logout(&profile)),

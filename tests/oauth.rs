@@ -18,6 +18,9 @@ use support::acp_client::{Acp, Sandbox};
 use support::mock_model::{MockModel, Reply};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+const REFRESH_1: &str = "rt-first-refresh-token-0001";
+const REFRESH_2: &str = "rt-second-refresh-token-0002";
+
 #[derive(Default)]
 struct AuthState {
     challenge: Option<String>,
@@ -55,17 +58,19 @@ async fn token(State(state): State<Shared>, headers: HeaderMap, body: String) ->
             }
             (
                 StatusCode::OK,
-                json!({"access_token": "sk-ant-oat01-first", "refresh_token": "rt-1", "expires_in": 3600, "token_type": "Bearer"}).to_string(),
+                json!({"access_token": "sk-ant-oat01-first", "refresh_token": REFRESH_1, "expires_in": 3600, "token_type": "Bearer",
+                       "account": {"uuid": "0b5c2a9e-4f1d-4e2b-9a77-3c1d2e3f4a5b", "email_address": "ada@example.com"},
+                       "organization": {"uuid": "7d8e9f00-1111-2222-3333-444455556666", "name": "Ada's org"}}).to_string(),
             )
         }
         Some("refresh_token") => {
             state.lock().unwrap().refreshes += 1;
             // Slow, so that a second process is waiting meanwhile.
             tokio::time::sleep(Duration::from_millis(400)).await;
-            assert_eq!(fields["refresh_token"], "rt-1");
+            assert_eq!(fields["refresh_token"], REFRESH_1);
             (
                 StatusCode::OK,
-                json!({"access_token": "sk-ant-oat01-refreshed", "refresh_token": "rt-2", "expires_in": 3600}).to_string(),
+                json!({"access_token": "sk-ant-oat01-refreshed", "refresh_token": REFRESH_2, "expires_in": 3600}).to_string(),
             )
         }
         _ => (
@@ -178,7 +183,46 @@ async fn oauth_login_checks_pkce_and_state_by_paste_or_loopback() {
     let profile = &stored["profiles"]["anthropic:oauth"];
     assert_eq!(profile["type"], "oauth");
     assert_eq!(profile["access"], "sk-ant-oat01-first");
-    assert_eq!(profile["refresh"], "rt-1");
+    assert_eq!(profile["refresh"], REFRESH_1);
+    // Who logged in, from the token response; `auth list` shows it.
+    assert_eq!(profile["account"], "ada@example.com");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default(),
+        format!(
+            "Saved anthropic:oauth for ada@example.com (token expires {}) in {}.",
+            humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + Duration::from_millis(profile["expires"].as_u64().unwrap())
+            ),
+            sandbox
+                .home()
+                .join("agents/main/auth-profiles.json")
+                .display()
+        )
+    );
+    let list = sandbox
+        .command(&["auth", "list", "--json"])
+        .output()
+        .await
+        .unwrap();
+    let row: Value = serde_json::from_str(
+        String::from_utf8_lossy(&list.stdout)
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (&row["id"], &row["kind"], &row["account"], &row["state"]),
+        (
+            &json!("anthropic:oauth"),
+            &json!("oauth"),
+            &json!("ada@example.com"),
+            &json!("ready")
+        )
+    );
     let in_an_hour = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -244,7 +288,7 @@ async fn two_processes_with_an_expired_token_refresh_it_once() {
         dir.join("auth-profiles.json"),
         json!({"version": 1, "profiles": {"anthropic:oauth": {
             "type": "oauth", "provider": "anthropic", "access": "sk-ant-oat01-old",
-            "refresh": "rt-1", "expires": 1000}}})
+            "refresh": REFRESH_1, "expires": 1000, "account": "ada@example.com"}}})
         .to_string(),
     )
     .unwrap();
@@ -253,7 +297,8 @@ async fn two_processes_with_an_expired_token_refresh_it_once() {
     mock.push(Reply::fixture("anthropic/text.sse"));
     let spawn = || {
         let mut cmd = sandbox.command(&["acp"]);
-        cmd.env("ANTHROPIC_BASE_URL", mock.anthropic_url());
+        cmd.env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+            .env("RUST_LOG", "debug");
         Acp::spawn(cmd)
     };
     let (mut a, mut b) = (spawn(), spawn());
@@ -264,8 +309,8 @@ async fn two_processes_with_an_expired_token_refresh_it_once() {
     let prompt = |s: &str| json!({"sessionId": s, "prompt": [{"type": "text", "text": "hi"}]});
     let ida = a.send("session/prompt", prompt(&sa)).await;
     let idb = b.send("session/prompt", prompt(&sb)).await;
-    let (ra, _) = a.until_response(ida).await;
-    let (rb, _) = b.until_response(idb).await;
+    let (ra, seen_a) = a.until_response(ida).await;
+    let (rb, seen_b) = b.until_response(idb).await;
     assert_eq!(ra["result"]["stopReason"], "end_turn", "{ra}");
     assert_eq!(rb["result"]["stopReason"], "end_turn", "{rb}");
     assert_eq!(auth.lock().unwrap().refreshes, 1);
@@ -277,5 +322,35 @@ async fn two_processes_with_an_expired_token_refresh_it_once() {
         assert_eq!(request.header("x-api-key"), None);
     }
     let stored = profiles(&sandbox);
-    assert_eq!(stored["profiles"]["anthropic:oauth"]["refresh"], "rt-2");
+    assert_eq!(stored["profiles"]["anthropic:oauth"]["refresh"], REFRESH_2);
+    // The refresh did not name the account; the login's is kept.
+    assert_eq!(
+        stored["profiles"]["anthropic:oauth"]["account"],
+        "ada@example.com"
+    );
+    // No token, old or new, access or refresh, in logs, on stdout or in
+    // the transcripts.
+    let mut transcripts = String::new();
+    for dir in std::fs::read_dir(sandbox.home().join("sessions")).unwrap() {
+        for file in std::fs::read_dir(dir.unwrap().path()).unwrap() {
+            transcripts.push_str(&std::fs::read_to_string(file.unwrap().path()).unwrap());
+        }
+    }
+    let mut outputs = vec![transcripts];
+    for (mut acp, seen) in [(a, seen_a), (b, seen_b)] {
+        acp.close_stdin();
+        acp.wait_exit().await;
+        outputs.push(acp.stderr.await.unwrap());
+        outputs.push(seen.iter().map(Value::to_string).collect());
+    }
+    for secret in [
+        "sk-ant-oat01-old",
+        "sk-ant-oat01-refreshed",
+        REFRESH_1,
+        REFRESH_2,
+    ] {
+        for output in &outputs {
+            assert!(!output.contains(secret), "{secret} in:\n{output}");
+        }
+    }
 }

@@ -8,15 +8,18 @@
 //! model in the `fallbacks` list is tried, with its own credentials. Each
 //! switch is reported to the user; the answer records which profile and
 //! model gave it. Nothing switches once part of an answer has streamed.
+//! Credentials waiting out a cooldown are not tried while anything else
+//! can be (see [`call`]).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::{AgentConfig, AgentEvent, AgentHost};
-use crate::auth::Failure;
-use crate::llm::{AssistantMessage, LlmError, Model, Request, Secret, ThinkingLevel};
+use crate::auth::{Failure, Unavailable};
+use crate::llm::{AssistantMessage, LlmError, Model, Request, Secret, ThinkingLevel, redact};
 
 /// One credential to try.
 #[derive(Clone, Debug)]
@@ -25,15 +28,20 @@ pub struct Attempt {
     /// for a provider that needs no key.
     pub id: Option<String>,
     pub secret: Option<Secret>,
+    /// Set when the profile is waiting out a cooldown or is disabled: it is
+    /// passed by while anything else can be tried.
+    pub unavailable: Option<Unavailable>,
 }
 
 /// Where a session's credentials come from.
 pub trait CredentialSource: Send + Sync + std::fmt::Debug {
     /// The credentials to try for `model`, best first (a session stays on
-    /// the profile that last worked).
+    /// the profile that last worked); unavailable ones last, soonest
+    /// available first.
     fn attempts(&self, model: &Model) -> Vec<Attempt>;
     fn succeeded(&self, model: &Model, id: &str);
-    fn failed(&self, model: &Model, id: &str, failure: Failure);
+    /// `retry_after`: how long the provider asked to wait, if it said.
+    fn failed(&self, model: &Model, id: &str, failure: Failure, retry_after: Option<Duration>);
     /// Makes an attempt ready to use (an OAuth token close to expiry is
     /// refreshed first). An error means this credential cannot be used.
     fn prepare<'a>(
@@ -68,8 +76,39 @@ fn classify(error: &LlmError) -> Next {
     }
 }
 
+/// How one attempt went.
+enum Outcome {
+    /// The call is over: an answer, a partial answer, a cancel, or an error
+    /// that no other credential or model would fix.
+    Over(AssistantMessage, Option<LlmError>),
+    /// The credential could not be made ready; the next one is tried.
+    Unusable,
+    /// It failed before anything streamed.
+    Failed {
+        next: Next,
+        message: AssistantMessage,
+        error: LlmError,
+    },
+}
+
+/// `anthropic/claude-sonnet-4-5 (anthropic:work)`.
+fn label(model: &Model, attempt: &Attempt) -> String {
+    match &attempt.id {
+        Some(id) => format!("{} ({id})", model.full_id()),
+        None => model.full_id(),
+    }
+}
+
 /// Makes one model call with failover; returns the message (with
 /// `StopReason::Error` when everything failed) and the last error.
+///
+/// Credentials in cooldown (or disabled) are passed by: the model's other
+/// credentials are tried, then the next model in `fallbacks`. Only when
+/// nothing else is left is the one whose cooldown ends soonest tried
+/// anyway, and the notice says so. A user who sent a prompt would rather
+/// have it tried than be told to wait: a cooldown is pincer's estimate
+/// (the provider's window may well have reset, a bill may have been paid),
+/// and one more request costs less than waiting and retrying by hand.
 pub async fn call(
     client: &reqwest::Client,
     config: &AgentConfig,
@@ -83,79 +122,170 @@ pub async fn call(
     let models: Vec<Model> = std::iter::once(config.model.clone())
         .chain(config.fallbacks.iter().cloned())
         .collect();
-    let mut last: Option<(AssistantMessage, Option<LlmError>)> = None;
-    let mut previous: Option<String> = None;
-    let plan: Vec<(&Model, Vec<Attempt>)> =
-        models.iter().map(|m| (m, source.attempts(m))).collect();
+    let mut plan: Vec<(&Model, Vec<Attempt>)> = Vec::new();
+    // Unavailable credentials of every model, soonest available first.
+    let mut waiting: Vec<(&Model, Attempt)> = Vec::new();
+    for model in &models {
+        let (ready, cooling): (Vec<Attempt>, Vec<Attempt>) = source
+            .attempts(model)
+            .into_iter()
+            .partition(|a| a.unavailable.is_none());
+        waiting.extend(cooling.into_iter().map(|a| (model, a)));
+        plan.push((model, ready));
+    }
+    waiting.sort_by_key(|(_, a)| a.unavailable.as_ref().map_or(0, |u| u.until));
     let total: usize = plan.iter().map(|(_, a)| a.len()).sum();
     let mut tried = 0;
-    for (model, attempts) in plan {
+    let mut last: Option<(AssistantMessage, Option<LlmError>)> = None;
+    // What went wrong since the last notice, told with the next switch.
+    let mut reasons: Vec<String> = Vec::new();
+    for (model, attempts) in &plan {
         if attempts.is_empty() {
-            tracing::info!(model = %model.full_id(), "no credentials for this model; skipping it");
+            let cooling: Vec<String> = waiting
+                .iter()
+                .filter(|(m, _)| std::ptr::eq(*m, *model))
+                .filter_map(|(_, a)| {
+                    Some(format!("{} {}", a.id.as_deref()?, a.unavailable.as_ref()?))
+                })
+                .collect();
+            if cooling.is_empty() {
+                tracing::info!(model = %model.full_id(), "no credentials for this model; skipping it");
+            } else {
+                tracing::info!(model = %model.full_id(), "every credential of this model is cooling down; skipping it");
+                reasons.push(format!(
+                    "{} skipped ({})",
+                    model.full_id(),
+                    cooling.join(", ")
+                ));
+            }
             continue;
         }
         for attempt in attempts {
             tried += 1;
-            let label = match &attempt.id {
-                Some(id) => format!("{} ({id})", model.full_id()),
-                None => model.full_id(),
-            };
-            if let (Some(previous), Some((_, Some(error)))) = (&previous, &last) {
+            let label = label(model, attempt);
+            if !reasons.is_empty() {
                 host.emit(AgentEvent::Failover {
-                    text: format!("{previous} failed ({error}); trying {label}."),
+                    text: format!("{}; trying {label}.", reasons.join("; ")),
                 });
+                reasons.clear();
             }
-            let attempt = match source.prepare(client, model, attempt.clone()).await {
-                Ok(ready) => ready,
-                Err(reason) => {
-                    tracing::warn!(profile = ?attempt.id, %reason, "cannot use this credential");
-                    if let Some(id) = &attempt.id {
-                        source.failed(model, id, Failure::Auth);
+            let rotate = tried < total;
+            let outcome = try_one(
+                client, config, request, host, cancel, &*source, model, attempt, &label, rotate,
+            )
+            .await;
+            match outcome {
+                Outcome::Over(message, failure) => return (message, failure),
+                Outcome::Unusable => continue,
+                Outcome::Failed {
+                    next,
+                    message,
+                    error,
+                } => {
+                    reasons.push(format!("{label} failed ({error})"));
+                    last = Some((message, Some(error)));
+                    if matches!(next, Next::Model) {
+                        break;
                     }
-                    host.emit(AgentEvent::Failover {
-                        text: format!(
-                            "{label} cannot be used ({reason}); trying the next credential."
-                        ),
-                    });
-                    continue;
                 }
-            };
-            let mut attempt_config = attempt_config(config, model, &attempt);
-            attempt_config.rotate_rate_limits = tried < total;
-            let request = request_for(request, model);
-            let (message, failure) =
-                super::stream_with_retries(client, &attempt_config, &request, host, cancel).await;
-            let id = attempt.id.as_deref();
-            let Some(error) = &failure else {
-                if let Some(id) = id {
-                    source.succeeded(model, id);
-                }
-                return (message, None);
-            };
-            if !message.content.is_empty() || cancel.is_cancelled() {
-                return (message, failure);
             }
-            let next = classify(error);
-            previous = Some(label);
-            match next {
-                Next::Credential(kind) => {
-                    if let Some(id) = id {
-                        source.failed(model, id, kind);
-                    }
-                    last = Some((message, failure));
-                }
-                Next::Model => {
-                    last = Some((message, failure));
-                    break;
-                }
-                Next::Stop => return (message, failure),
-            }
+        }
+    }
+    // Nothing else is left: the credential whose cooldown ends soonest.
+    if let Some((model, attempt)) = waiting.first() {
+        let label = label(model, attempt);
+        let until = attempt
+            .unavailable
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let text = if reasons.is_empty() {
+            format!("Every credential is unavailable; trying {label} anyway ({until}).")
+        } else {
+            format!(
+                "{}; nothing else is left to try, so trying {label} anyway.",
+                reasons.join("; ")
+            )
+        };
+        host.emit(AgentEvent::Failover { text });
+        match try_one(
+            client, config, request, host, cancel, &*source, model, attempt, &label, false,
+        )
+        .await
+        {
+            Outcome::Over(message, failure) => return (message, failure),
+            Outcome::Unusable => {}
+            Outcome::Failed { message, error, .. } => last = Some((message, Some(error))),
         }
     }
     match last {
         Some(last) => last,
         // Not one credential anywhere: the plain call reports it.
         None => super::stream_with_retries(client, config, request, host, cancel).await,
+    }
+}
+
+/// Tries one credential of `model`, recording how it fared.
+#[allow(clippy::too_many_arguments)]
+async fn try_one(
+    client: &reqwest::Client,
+    config: &AgentConfig,
+    request: &Request,
+    host: &dyn AgentHost,
+    cancel: &CancellationToken,
+    source: &dyn CredentialSource,
+    model: &Model,
+    attempt: &Attempt,
+    label: &str,
+    rotate_rate_limits: bool,
+) -> Outcome {
+    let attempt = match source.prepare(client, model, attempt.clone()).await {
+        Ok(ready) => ready,
+        Err(reason) => {
+            let reason = redact(&reason);
+            tracing::warn!(profile = ?attempt.id, %reason, "cannot use this credential");
+            if let Some(id) = &attempt.id {
+                source.failed(model, id, Failure::Auth, None);
+            }
+            host.emit(AgentEvent::Failover {
+                text: format!("{label} cannot be used ({reason}); trying the next credential."),
+            });
+            return Outcome::Unusable;
+        }
+    };
+    let mut attempt_config = attempt_config(config, model, &attempt);
+    attempt_config.rotate_rate_limits = rotate_rate_limits;
+    let request = request_for(request, model);
+    let (message, failure) =
+        super::stream_with_retries(client, &attempt_config, &request, host, cancel).await;
+    let id = attempt.id.as_deref();
+    let Some(error) = failure else {
+        if let Some(id) = id {
+            source.succeeded(model, id);
+        }
+        return Outcome::Over(message, None);
+    };
+    if !message.content.is_empty() || cancel.is_cancelled() {
+        return Outcome::Over(message, Some(error));
+    }
+    let next = classify(&error);
+    match next {
+        Next::Credential(kind) => {
+            if let Some(id) = id {
+                let retry_after = match &error {
+                    LlmError::RateLimit { retry_after, .. } => *retry_after,
+                    _ => None,
+                };
+                source.failed(model, id, kind, retry_after);
+            }
+        }
+        Next::Model => {}
+        Next::Stop => return Outcome::Over(message, Some(error)),
+    }
+    Outcome::Failed {
+        next,
+        message,
+        error,
     }
 }
 
@@ -188,7 +318,8 @@ impl CredentialSource for Fixed {
         self.0.clone()
     }
     fn succeeded(&self, _model: &Model, _id: &str) {}
-    fn failed(&self, _model: &Model, _id: &str, _failure: Failure) {}
+    fn failed(&self, _model: &Model, _id: &str, _failure: Failure, _retry_after: Option<Duration>) {
+    }
 }
 
 /// Shares one source between the sessions' turns.

@@ -26,7 +26,7 @@ fn candidate(id: &str, secret: &str) -> Candidate {
         id: id.to_string(),
         secret: Secret::new(secret),
         stored: false,
-        available: true,
+        unavailable: None,
     }
 }
 

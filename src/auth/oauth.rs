@@ -181,6 +181,9 @@ pub struct Tokens {
     pub refresh: Secret,
     /// Milliseconds since the epoch.
     pub expires: u64,
+    /// Who logged in (an email address, else the account's id), when the
+    /// token endpoint says.
+    pub account: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -190,6 +193,27 @@ struct TokenResponse {
     refresh_token: Option<String>,
     #[serde(default)]
     expires_in: Option<u64>,
+    /// Anthropic's: `"account": {"uuid": "…", "email_address": "…"}`.
+    #[serde(default)]
+    account: Option<TokenAccount>,
+}
+
+#[derive(Deserialize)]
+struct TokenAccount {
+    #[serde(default)]
+    uuid: Option<String>,
+    #[serde(default)]
+    email_address: Option<String>,
+}
+
+impl TokenAccount {
+    /// The email address when there is one: that is what a person
+    /// recognises in `pincer auth list`.
+    fn name(self) -> Option<String> {
+        self.email_address
+            .filter(|e| !e.is_empty())
+            .or(self.uuid.filter(|u| !u.is_empty()))
+    }
 }
 
 async fn token_request(
@@ -227,7 +251,7 @@ async fn token_request(
         .map_err(|e| OAuthError::Network(e.to_string()))?;
     if !(200..300).contains(&status) {
         // Error bodies carry an error code and description, not tokens.
-        let message: String = text.chars().take(300).collect();
+        let message = crate::llm::redact(&text.chars().take(300).collect::<String>());
         return Err(OAuthError::Token { status, message });
     }
     let tokens: TokenResponse = serde_json::from_str(&text).map_err(|e| OAuthError::Token {
@@ -242,6 +266,7 @@ async fn token_request(
         access: Secret::new(tokens.access_token),
         refresh: Secret::new(refresh),
         expires: now + tokens.expires_in.unwrap_or(3600) * 1000,
+        account: tokens.account.and_then(TokenAccount::name),
     })
 }
 
@@ -368,7 +393,8 @@ pub async fn fresh_access(
         access: tokens.access.expose().to_string(),
         refresh: tokens.refresh.expose().to_string(),
         expires: tokens.expires,
-        account,
+        // A refresh rarely says who it is for; the login did.
+        account: tokens.account.clone().or(account),
     }));
     match holder.await {
         Ok(Ok(Ok(()))) => Ok(tokens.access),

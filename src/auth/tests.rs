@@ -155,7 +155,7 @@ fn profiles_come_by_kind_then_least_recently_used_with_cooldowns_last() {
             "anthropic:max"
         ]
     );
-    assert!(!limited[4].available);
+    assert!(!limited[4].available());
     // After its cooldown it leads again.
     clock.advance(Duration::from_secs(61));
     assert_eq!(
@@ -281,4 +281,34 @@ fn resolution_goes_profiles_env_config_other_tools_then_cooling_profiles() {
     // An explicit pin that is cooling down does not jump the queue.
     let pinned = resolver.candidates("anthropic", None, Some("anthropic:hot"));
     assert_eq!(pinned[0].id, "anthropic:ok");
+}
+
+#[test]
+fn a_longer_retry_after_sets_the_cooldown_and_unavailable_profiles_say_why() {
+    let hour = 3_600_000;
+    let mut stats = UsageStats::default();
+    stats.fail_for(Failure::RateLimit, T0, Some(Duration::from_secs(7200)));
+    assert_eq!(stats.cooldown_until, T0 + 2 * hour);
+    // A short retry-after does not shorten pincer's own cooldown.
+    let mut short = UsageStats::default();
+    short.fail_for(Failure::RateLimit, T0, Some(Duration::from_secs(5)));
+    assert_eq!(short.cooldown_until, T0 + 60_000);
+    assert_eq!(
+        stats.unavailable(T0).map(|u| u.to_string()),
+        Some("cooling down until 2027-01-15T10:00:00Z".to_string())
+    );
+    assert_eq!(stats.unavailable(T0 + 2 * hour), None);
+    let mut billing = UsageStats::default();
+    billing.fail(Failure::Billing, T0);
+    assert_eq!(
+        billing.unavailable(T0),
+        Some(Unavailable {
+            until: T0 + 5 * hour,
+            disabled: Some("billing".to_string()),
+        })
+    );
+    assert_eq!(
+        billing.unavailable(T0).unwrap().to_string(),
+        "disabled (billing) until 2027-01-15T13:00:00Z"
+    );
 }

@@ -1,9 +1,10 @@
-//! `pincer auth list`, `pincer login --api-key`, `pincer logout`: the
-//! stored credentials, for people and scripts. Secrets are read from stdin
-//! and never printed.
+//! `pincer auth list`, `pincer login`, `pincer logout`: the stored
+//! credentials, for people and scripts. Secrets are read from stdin (or
+//! come from an OAuth login) and are never printed.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, IsTerminal, Write};
 use std::time::SystemTime;
 
 use crate::auth::{self, Credential, Store};
@@ -26,7 +27,7 @@ fn time(ms: u64) -> String {
     humantime::format_rfc3339_seconds(at).to_string()
 }
 
-/// Lists profiles (id, provider, kind, expiry, state) and the environment
+/// Lists profiles (id, provider, kind, account, expiry, state) and the environment
 /// variables that also hold keys — names only.
 pub fn list(json: bool) -> anyhow::Result<()> {
     let settings = settings()?;
@@ -54,6 +55,10 @@ pub fn list(json: bool) -> anyhow::Result<()> {
             "id": id,
             "provider": credential.provider(),
             "kind": credential.kind(),
+            "account": match credential {
+                Credential::Oauth { account, .. } => account.clone(),
+                _ => None,
+            },
             "expires": credential.expires().map(time),
             "lastUsed": (stats.last_used > 0).then(|| time(stats.last_used)),
             "state": state,
@@ -89,10 +94,11 @@ pub fn list(json: bool) -> anyhow::Result<()> {
     }
     for row in &rows {
         println!(
-            "{:<28} {:<10} {:<8} expires {:<22} {}",
+            "{:<28} {:<10} {:<8} {:<28} expires {:<22} {}",
             row["id"].as_str().unwrap_or_default(),
             row["provider"].as_str().unwrap_or_default(),
             row["kind"].as_str().unwrap_or_default(),
+            row["account"].as_str().unwrap_or("-"),
             row["expires"].as_str().unwrap_or("never"),
             row["state"].as_str().unwrap_or_default(),
         );
@@ -105,6 +111,129 @@ pub fn list(json: bool) -> anyhow::Result<()> {
     }
     println!("Profiles file: {}", store.path().display());
     Ok(())
+}
+
+/// How `pincer login` gets the credential.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// A key read from stdin.
+    ApiKey,
+    /// The provider's login page (authorization code flow with PKCE).
+    OAuth,
+}
+
+/// `pincer login` was not told enough and cannot ask (no terminal).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "pincer login needs to know what to store, and stdin is not a terminal to ask on. Use:\n  pincer login --provider <name> --api-key    a key read from stdin (profile <provider>:default)\n  pincer login --provider <name> --oauth      the provider's login page (profile <provider>:oauth)\n  --profile <id>                              another profile id{known}"
+)]
+pub struct LoginUsage {
+    known: String,
+}
+
+/// `pincer login`: with a provider and a method, does that; otherwise asks
+/// for what is missing on the terminal (the provider, then the method), or
+/// fails with [`LoginUsage`] when there is no terminal to ask on.
+pub async fn login(
+    provider: Option<String>,
+    method: Option<Method>,
+    id: Option<String>,
+) -> anyhow::Result<()> {
+    let (provider, method) = match (provider, method) {
+        (Some(provider), Some(method)) => (provider, method),
+        (provider, method) => {
+            let settings = settings()?;
+            let providers: Vec<String> = settings
+                .catalog
+                .provider_names()
+                .map(str::to_string)
+                .collect();
+            if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+                let known = if providers.is_empty() {
+                    String::new()
+                } else {
+                    format!("\nProviders: {}", providers.join(", "))
+                };
+                return Err(LoginUsage { known }.into());
+            }
+            let stdin = std::io::stdin();
+            ask(
+                &mut stdin.lock(),
+                &mut std::io::stderr(),
+                provider,
+                method,
+                &providers,
+                |p| settings.oauth(p).is_some(),
+            )?
+        }
+    };
+    match method {
+        Method::ApiKey => login_api_key(&provider, id),
+        Method::OAuth => login_oauth(&provider, id).await,
+    }
+}
+
+/// Asks on `output` for what `pincer login` was not given, reading the
+/// answers from `input`: the provider (by name or number), then the method
+/// (only when the provider has an OAuth login).
+pub fn ask(
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+    provider: Option<String>,
+    method: Option<Method>,
+    providers: &[String],
+    has_oauth: impl Fn(&str) -> bool,
+) -> anyhow::Result<(String, Method)> {
+    let mut read = |output: &mut dyn Write, prompt: &str| -> anyhow::Result<String> {
+        write!(output, "{prompt}")?;
+        output.flush()?;
+        let mut line = String::new();
+        if input.read_line(&mut line)? == 0 {
+            anyhow::bail!("no answer; the login was not started");
+        }
+        Ok(line.trim().to_string())
+    };
+    let provider = match provider {
+        Some(provider) => provider,
+        None => {
+            writeln!(output, "Log in to which provider?")?;
+            for (n, name) in (1..).zip(providers) {
+                writeln!(output, "  {n}) {name}")?;
+            }
+            loop {
+                let answer = read(output, "Provider (name or number): ")?;
+                let chosen = answer
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|n| providers.get(n.checked_sub(1)?))
+                    .or_else(|| providers.iter().find(|p| **p == answer));
+                match chosen {
+                    Some(provider) => break provider.clone(),
+                    None => writeln!(output, "No provider `{answer}`.")?,
+                }
+            }
+        }
+    };
+    let method = match method {
+        Some(method) => method,
+        None if !has_oauth(&provider) => Method::ApiKey,
+        None => {
+            writeln!(output, "How do you want to log in to {provider}?")?;
+            writeln!(output, "  1) paste an API key")?;
+            writeln!(
+                output,
+                "  2) log in with your account in the browser (OAuth)"
+            )?;
+            loop {
+                match read(output, "Method (1 or 2): ")?.as_str() {
+                    "1" => break Method::ApiKey,
+                    "2" => break Method::OAuth,
+                    other => writeln!(output, "Answer 1 or 2, not `{other}`.")?,
+                }
+            }
+        }
+    };
+    Ok((provider, method))
 }
 
 /// Stores an API key read from stdin as profile `id` (default
@@ -172,6 +301,8 @@ pub fn logout(id: &str) -> anyhow::Result<()> {
 /// `pincer login --provider X --oauth`: the authorization code flow with
 /// PKCE. The address to open goes to stderr (and to a browser when one can
 /// be started); the redirect arrives at a loopback listener or is pasted.
+/// The profile is `id`, by default `<provider>:oauth` (so that it does not
+/// replace an API key stored as `<provider>:default`).
 pub async fn login_oauth(provider: &str, id: Option<String>) -> anyhow::Result<()> {
     use crate::auth::oauth;
     let settings = settings()?;
@@ -214,13 +345,18 @@ pub async fn login_oauth(provider: &str, id: Option<String>) -> anyhow::Result<(
                 access: tokens.access.expose().to_string(),
                 refresh: tokens.refresh.expose().to_string(),
                 expires: tokens.expires,
-                account: None,
+                account: tokens.account.clone(),
             },
         );
         profiles.usage_stats.remove(&id);
     })?;
+    let account = tokens
+        .account
+        .as_deref()
+        .map(|a| format!(" for {a}"))
+        .unwrap_or_default();
     println!(
-        "Saved {id} (token expires {}) in {}.",
+        "Saved {id}{account} (token expires {}) in {}.",
         time(tokens.expires),
         store.path().display()
     );
@@ -292,4 +428,61 @@ fn open_browser(url: &str) {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn();
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn providers() -> Vec<String> {
+        ["anthropic", "openai", "google"].map(String::from).to_vec()
+    }
+
+    fn run_ask(
+        input: &str,
+        provider: Option<&str>,
+        method: Option<Method>,
+    ) -> (anyhow::Result<(String, Method)>, String) {
+        let mut output = Vec::new();
+        let result = ask(
+            &mut input.as_bytes(),
+            &mut output,
+            provider.map(str::to_string),
+            method,
+            &providers(),
+            |p| p == "anthropic",
+        );
+        (result, String::from_utf8(output).unwrap())
+    }
+
+    #[test]
+    fn login_asks_for_the_provider_then_the_method() {
+        let (result, output) = run_ask("nope\nanthropic\n3\n2\n", None, None);
+        assert_eq!(result.unwrap(), ("anthropic".to_string(), Method::OAuth));
+        assert_eq!(
+            output,
+            "Log in to which provider?\n  1) anthropic\n  2) openai\n  3) google\n\
+             Provider (name or number): No provider `nope`.\n\
+             Provider (name or number): \
+             How do you want to log in to anthropic?\n  1) paste an API key\n  2) log in with your account in the browser (OAuth)\n\
+             Method (1 or 2): Answer 1 or 2, not `3`.\n\
+             Method (1 or 2): "
+        );
+        // A provider without an OAuth login needs no second question.
+        let (result, output) = run_ask("2\n", None, None);
+        assert_eq!(result.unwrap(), ("openai".to_string(), Method::ApiKey));
+        assert!(!output.contains("Method"), "{output}");
+        // Only the missing part is asked for.
+        let (result, output) = run_ask("1\n", Some("anthropic"), None);
+        assert_eq!(result.unwrap(), ("anthropic".to_string(), Method::ApiKey));
+        assert!(!output.contains("Provider"), "{output}");
+        // Nothing typed: no login.
+        let (result, _) = run_ask("", None, None);
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "no answer; the login was not started"
+        );
+    }
 }

@@ -90,7 +90,10 @@ pub fn stream(
         parser,
         idle: config.idle_timeout,
     }));
-    futures::stream::unfold(state, step).boxed()
+    // Providers quote keys in their error text; none of it goes further.
+    futures::stream::unfold(state, step)
+        .map(|item| item.map_err(LlmError::redacted))
+        .boxed()
 }
 
 enum State {
