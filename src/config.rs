@@ -86,12 +86,38 @@ pub struct Config {
     /// Trim old tool results in memory when an Anthropic prompt cache has
     /// expired (default true).
     pub prune_tool_results: Option<bool>,
+    /// How long an idle prompt cache lives before old tool results are
+    /// trimmed, as `"5m"`, `"1h"`, `"90s"` (default 5 minutes, Anthropic's
+    /// standard cache; `"1h"` for its extended one).
+    pub cache_ttl: Option<CacheTtl>,
     /// `[compaction]`: keeping long sessions inside the model's window.
     pub compaction: CompactionConfig,
     /// `[oauth.<provider>]`: OAuth endpoints, client id and scopes for
     /// `pincer login --oauth` (Anthropic's are built in).
     pub oauth: BTreeMap<String, crate::auth::oauth::OAuthConfig>,
     pub providers: BTreeMap<String, ProviderConfig>,
+}
+
+/// A duration written the way people write it (`"5m"`, `"1h 30m"`,
+/// `"90s"`), parsed by `humantime`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheTtl(pub std::time::Duration);
+
+impl Serialize for CacheTtl {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&humantime::format_duration(self.0).to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for CacheTtl {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        humantime::parse_duration(&text).map(CacheTtl).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "cache_ttl `{text}` is not a duration ({e}); write it like \"5m\" or \"1h\""
+            ))
+        })
+    }
 }
 
 /// The `[compaction]` table.
@@ -123,6 +149,7 @@ impl Config {
         self.retry_base_delay_ms = other.retry_base_delay_ms.or(self.retry_base_delay_ms);
         self.title_model = other.title_model.or(self.title_model);
         self.prune_tool_results = other.prune_tool_results.or(self.prune_tool_results);
+        self.cache_ttl = other.cache_ttl.or(self.cache_ttl);
         self.fallbacks = other.fallbacks.or(self.fallbacks);
         self.oauth.extend(other.oauth);
         self.compaction = CompactionConfig {
@@ -393,10 +420,7 @@ impl Settings {
                 .memory_flush
                 .unwrap_or(true)
                 .then(|| self.paths.workspace_dir()),
-            prune: crate::agent::prune::Settings {
-                enabled: self.config.prune_tool_results.unwrap_or(true),
-                ..Default::default()
-            },
+            prune: self.prune(),
             last_call: None,
             credentials: Some(std::sync::Arc::new(self.credentials())),
             fallbacks: self.fallback_models(),
@@ -418,6 +442,19 @@ impl Settings {
                 }
             })
             .collect()
+    }
+
+    /// The pruning settings after config.
+    pub fn prune(&self) -> crate::agent::prune::Settings {
+        let defaults = crate::agent::prune::Settings::default();
+        crate::agent::prune::Settings {
+            enabled: self.config.prune_tool_results.unwrap_or(defaults.enabled),
+            ttl: self
+                .config
+                .cache_ttl
+                .map_or(defaults.ttl, |CacheTtl(ttl)| ttl),
+            ..defaults
+        }
     }
 
     /// The compaction settings after config.
@@ -538,6 +575,25 @@ mod tests {
         assert!(
             matches!(err, ConfigError::Parse { ref path, .. } if path.ends_with("config.toml"))
         );
+    }
+
+    #[test]
+    fn the_cache_ttl_is_configurable_and_five_minutes_by_default() {
+        let home = tempfile::tempdir().unwrap();
+        let s = Settings::load(home.path(), env_with(home.path(), &[])).unwrap();
+        assert_eq!(s.prune().ttl, std::time::Duration::from_secs(300));
+        std::fs::write(home.path().join("config.toml"), "cache_ttl = \"1h\"\n").unwrap();
+        let s = Settings::load(home.path(), env_with(home.path(), &[])).unwrap();
+        assert_eq!(
+            s.prune(),
+            crate::agent::prune::Settings {
+                ttl: std::time::Duration::from_secs(3_600),
+                ..Default::default()
+            }
+        );
+        std::fs::write(home.path().join("config.toml"), "cache_ttl = \"soon\"\n").unwrap();
+        let err = Settings::load(home.path(), env_with(home.path(), &[])).unwrap_err();
+        assert!(err.to_string().contains("cache_ttl `soon`"), "{err}");
     }
 
     #[test]

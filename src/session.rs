@@ -164,10 +164,13 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             Record::Notice { text } => {
                 restored.push(AgentMessage::Notice { text });
             }
+            // The summary text carries its file lists; the entry's own
+            // copy of them is for readers of the transcript.
             Record::Compaction {
                 summary,
                 kept,
                 tokens_before,
+                ..
             } => {
                 // Calls cut off before the compaction were answered then.
                 answer_open_calls(&mut restored, &mut open);
@@ -344,6 +347,8 @@ mod tests {
                 summary: "first summary".into(),
                 kept: 1,
                 tokens_before: 100,
+                read_files: Vec::new(),
+                modified_files: Vec::new(),
             },
         ));
         entries.push(entry(4, user("four")));
@@ -354,6 +359,8 @@ mod tests {
                 summary: "second summary".into(),
                 kept: 2,
                 tokens_before: 200,
+                read_files: Vec::new(),
+                modified_files: Vec::new(),
             },
         ));
         let restored = restore(entries);

@@ -776,3 +776,96 @@ async fn the_model_flag_and_pincer_model_choose_the_model() {
         assert_eq!(mock.requests().last().unwrap().body["model"], expected);
     }
 }
+
+/// The sections of a request's system prompt, by heading.
+fn system_sections(body: &Value) -> Vec<String> {
+    let system = body["system"][0]["text"].as_str().unwrap();
+    system
+        .trim_end()
+        .split("\n\n# ")
+        .map(|s| s.trim_start_matches("# ").to_string())
+        .collect()
+}
+
+fn section<'a>(sections: &'a [String], heading: &str) -> Option<&'a str> {
+    sections
+        .iter()
+        .find(|s| s.starts_with(&format!("{heading}\n")))
+        .map(String::as_str)
+}
+
+#[tokio::test]
+async fn the_system_prompt_is_assembled_fresh_with_the_project_context_every_prompt() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "title_model = \"none\"\n",
+    )
+    .unwrap();
+    let agents = sandbox.write("AGENTS.md", "Run `make check` before you finish.\n");
+    mock.push(Reply::sse(support::sse::anthropic_text("ok", 100)));
+    mock.push(Reply::sse(support::sse::anthropic_text("ok again", 200)));
+    let mut acp = Acp::spawn(anthropic(&sandbox, &mock));
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    acp.call("session/prompt", prompt(&session, "hi")).await;
+
+    let first = system_sections(&mock.requests()[0].body);
+    assert_eq!(
+        section(&first, "Project Context"),
+        Some(
+            format!(
+                "Project Context\nThe following project context files have been loaded:\n\n## {}\nRun `make check` before you finish.",
+                agents.display()
+            )
+            .as_str()
+        )
+    );
+    let environment = section(&first, "Environment").unwrap();
+    assert!(
+        environment.contains(&format!(
+            "\n- Current working directory: {}\n",
+            sandbox.work().display()
+        )),
+        "{environment}"
+    );
+    assert!(
+        environment.ends_with("\n- Model: anthropic/claude-sonnet-4-5"),
+        "{environment}"
+    );
+    assert_eq!(section(&first, "Skills"), None);
+
+    // Between prompts the project changes: the next request sees it, and
+    // nothing of the old text.
+    std::fs::write(&agents, "Use `cargo nextest` for tests.\n").unwrap();
+    let skill = sandbox.write(
+        ".pincer/skills/release/SKILL.md",
+        "---\nname: release\ndescription: Cut a release\n---\nTag and push.\n",
+    );
+    acp.call("session/prompt", prompt(&session, "again")).await;
+    let second = system_sections(&mock.requests()[1].body);
+    assert_eq!(
+        section(&second, "Project Context"),
+        Some(
+            format!(
+                "Project Context\nThe following project context files have been loaded:\n\n## {}\nUse `cargo nextest` for tests.",
+                agents.display()
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(
+        section(&second, "Skills"),
+        Some(
+            format!(
+                "Skills\nUse the read tool to load a skill's file when the task matches its description.\n\n<available_skills>\n  <skill>\n    <name>release</name>\n    <description>Cut a release</description>\n    <location>{}</location>\n  </skill>\n</available_skills>",
+                skill.display()
+            )
+            .as_str()
+        )
+    );
+    let system = mock.requests()[1].body["system"][0]["text"].to_string();
+    assert!(!system.contains("make check"), "{system}");
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}

@@ -192,6 +192,21 @@ async fn commands_change_the_session_or_become_prompts() {
         updates_of(&before)[0],
         json!({"sessionUpdate": "current_mode_update", "currentModeId": "plan"})
     );
+    // Without an argument they report the current value and the choices.
+    let id = acp.send("session/prompt", prompt(&session, "/think")).await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        said(&before),
+        "Thinking: low (choose from: off, minimal, low, medium, high)\n"
+    );
+    let id = acp.send("session/prompt", prompt(&session, "/mode")).await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        said(&before),
+        "Mode: plan (choose from: default, accept-edits, plan, bypass)\n"
+    );
     let id = acp
         .send("session/prompt", prompt(&session, "/think sideways"))
         .await;
@@ -273,5 +288,70 @@ async fn commands_change_the_session_or_become_prompts() {
         first_message.contains("<summary>\n## Goal\nReview things"),
         "{first_message}"
     );
+
+    // /compact alone compacts without a focus, updating the summary.
+    mock.push_side(Reply::sse(anthropic_text("## Goal\nReview more", 50)));
+    let id = acp
+        .send("session/prompt", prompt(&session, "/compact"))
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert!(
+        said(&before).contains("Context compacted"),
+        "{}",
+        said(&before)
+    );
+    let side = mock.side_requests();
+    assert_eq!(side.len(), 2);
+    let asked = side[1].body["messages"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(!asked.contains("The user asked for this focus"), "{asked}");
+    assert!(
+        asked.contains("<previous-summary>\n## Goal\nReview things\n</previous-summary>"),
+        "{asked}"
+    );
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}
+
+#[tokio::test]
+async fn commands_alone_announce_a_changed_menu_before_they_answer() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let mut acp = spawn(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let builtin = ["compact", "model", "think", "mode", "init"];
+    let announced = read_until(&mut acp, |m| {
+        m["params"]["update"]["sessionUpdate"] == "available_commands_update"
+    })
+    .await;
+    assert_eq!(commands_in(&announced), [builtin]);
+
+    // A template added between prompts is announced by the next prompt,
+    // even one that never reaches the model …
+    sandbox.write(".pincer/prompts/fix.md", "Fix $1.\n");
+    let id = acp
+        .send("session/prompt", prompt(&session, "/think high"))
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(said(&before), "Thinking set to high.\n");
+    assert_eq!(
+        commands_in(&before),
+        [["compact", "model", "think", "mode", "init", "fix"]]
+    );
+    // … or one that names a skill there is not.
+    std::fs::remove_file(sandbox.work().join(".pincer/prompts/fix.md")).unwrap();
+    let id = acp
+        .send("session/prompt", prompt(&session, "/skill:nope"))
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(commands_in(&before), [builtin]);
+    // An unchanged menu is not announced again.
+    let id = acp.send("session/prompt", prompt(&session, "/mode")).await;
+    let (_, before) = acp.until_response(id).await;
+    assert!(commands_in(&before).is_empty(), "{before:?}");
+    assert!(mock.requests().is_empty());
 }

@@ -12,18 +12,12 @@ use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_text, anthropic_tool_call};
 
 const SUMMARY: &str = "## Goal\nAnswer the user's questions.";
+const SUMMARY_2: &str =
+    "## Goal\nAnswer the user's questions.\n\n## Progress\n### Done\napp.rs written.";
 
 fn spawn(sandbox: &Sandbox, mock: &MockModel) -> Acp {
     // The title call is a side request too; keep it out of the way.
-    std::fs::write(
-        sandbox.home().join("config.toml"),
-        "title_model = \"none\"\n",
-    )
-    .unwrap();
-    let mut cmd = sandbox.command(&["acp"]);
-    cmd.env("ANTHROPIC_API_KEY", "test-key")
-        .env("ANTHROPIC_BASE_URL", mock.anthropic_url());
-    Acp::spawn(cmd)
+    spawn_with(sandbox, mock, "title_model = \"none\"\n")
 }
 
 fn prompt(session: &str, text: &str) -> Value {
@@ -78,14 +72,89 @@ fn message_texts(updates: &[Value]) -> String {
         .collect()
 }
 
+/// A config for long-session tests: recent history of 150 tokens is kept
+/// word for word, so a few hundred characters of conversation already
+/// leave older messages to summarise; edits need no permission.
+const LONG_SESSION_CONFIG: &str =
+    "title_model = \"none\"\ndefault_mode = \"bypass\"\n\n[compaction]\nkeep_recent_tokens = 150\n";
+
+fn spawn_with(sandbox: &Sandbox, mock: &MockModel, config: &str) -> Acp {
+    std::fs::write(sandbox.home().join("config.toml"), config).unwrap();
+    let mut cmd = sandbox.command(&["acp"]);
+    cmd.env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url());
+    Acp::spawn(cmd)
+}
+
+/// The summary as the model sees it, `summary` being the whole stored text
+/// (the model's summary and the file lists).
+fn summary_block_of(summary: &str) -> String {
+    format!(
+        "The conversation history before this point was compacted into the following summary:\n\n<summary>\n{summary}\n</summary>"
+    )
+}
+
+/// The ids of a request's tool calls and of its tool results, in order.
+fn call_ids(body: &Value) -> (Vec<String>, Vec<String>) {
+    let mut calls = Vec::new();
+    let mut results = Vec::new();
+    for message in body["messages"].as_array().unwrap() {
+        for part in message["content"].as_array().unwrap() {
+            match part["type"].as_str().unwrap() {
+                "tool_use" => calls.push(part["id"].as_str().unwrap().to_string()),
+                "tool_result" => results.push(part["tool_use_id"].as_str().unwrap().to_string()),
+                _ => {}
+            }
+        }
+    }
+    (calls, results)
+}
+
+/// The compaction entries of a transcript.
+fn compaction_entries(sandbox: &Sandbox, session: &str) -> Vec<Value> {
+    let mut found = Vec::new();
+    for dir in std::fs::read_dir(sandbox.home().join("sessions")).unwrap() {
+        let path = dir.unwrap().path().join(format!("{session}.jsonl"));
+        if let Ok(text) = std::fs::read_to_string(path) {
+            found.extend(
+                text.lines()
+                    .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                    .filter(|e| e["type"] == "compaction"),
+            );
+        }
+    }
+    found
+}
+
 #[tokio::test]
 async fn a_long_session_flushes_memory_then_compacts_and_keeps_going() {
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
     let memory = sandbox.home().join("agents/main/workspace/MEMORY.md");
-    mock.push(Reply::sse(anthropic_text("first answer", 1_000)));
-    // The second call reports a context close to Sonnet's 200,000 window.
-    mock.push(Reply::sse(anthropic_text("second answer", 185_000)));
+    sandbox.write("notes.txt", &"The build uses make. ".repeat(100));
+    // About 200 tokens each: more than the 150 kept, so the cut falls
+    // right before them.
+    let second = format!("Now write app.rs. {}", "Keep it small. ".repeat(53));
+    let fourth = format!("And now? {}", "Explain it all. ".repeat(50));
+    let app = "fn main() {\n    println!(\"hi\");\n}\n";
+
+    // Turn 1 reads a file, turn 2 writes one; turn 2's answer reports a
+    // context close to Sonnet's 200,000 window.
+    mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_read",
+        "read",
+        &json!({"path": "notes.txt"}),
+    )));
+    mock.push(Reply::sse(anthropic_text(
+        "The notes say to use make.",
+        1_000,
+    )));
+    mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_write",
+        "write",
+        &json!({"path": "app.rs", "content": app}),
+    )));
+    mock.push(Reply::sse(anthropic_text("Written.", 185_000)));
     // The memory flush: the model writes a note, then has nothing to say.
     mock.push(Reply::sse(anthropic_tool_call(
         "toolu_mem",
@@ -96,12 +165,17 @@ async fn a_long_session_flushes_memory_then_compacts_and_keeps_going() {
     mock.push_side(Reply::sse(anthropic_text(SUMMARY, 5_000)));
     mock.push(Reply::sse(anthropic_text("third answer", 3_000)));
 
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_with(&sandbox, &mock, LONG_SESSION_CONFIG);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
-    for text in ["first question", "second question"] {
-        acp.call("session/prompt", prompt(&session, text)).await;
+    for text in ["read notes.txt", second.as_str()] {
+        let result = acp.call("session/prompt", prompt(&session, text)).await;
+        assert_eq!(result["stopReason"], "end_turn", "{result}");
     }
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("app.rs")).unwrap(),
+        app
+    );
     let id = acp
         .send("session/prompt", prompt(&session, "third question"))
         .await;
@@ -110,34 +184,54 @@ async fn a_long_session_flushes_memory_then_compacts_and_keeps_going() {
 
     // The flush ran silently with file tools only, inside the workspace.
     let requests = mock.requests();
-    assert_eq!(requests.len(), 5);
-    let flush = &requests[2].body;
+    assert_eq!(requests.len(), 7);
+    let flush = &requests[4].body;
     assert_eq!(tool_names(flush), ["read", "write", "edit"]);
     let flush_texts = texts(flush);
     assert!(
         flush_texts.last().unwrap()[0].starts_with("Pre-compaction memory flush."),
         "{flush_texts:?}"
     );
-    assert_eq!(flush_texts[0], ["first question"]);
+    assert_eq!(flush_texts[0], ["read notes.txt"]);
     assert_eq!(
         std::fs::read_to_string(&memory).unwrap(),
         "- The user likes short answers.\n"
     );
-    // Then the summary was written from the old history …
+    // Then the summary was written from the old history only: the first
+    // turn, with its read …
     let side = mock.side_requests();
     assert_eq!(side.len(), 1);
     assert!(side[0].body["system"].to_string().contains("summar"));
     let asked = texts(&side[0].body)[0][0].clone();
-    for expected in ["[User]: first question", "[Assistant]: second answer"] {
+    for expected in [
+        "[User]: read notes.txt",
+        "[Assistant tool calls]: read({\"path\":\"notes.txt\"})",
+        "[Tool result]: ",
+        "[Assistant]: The notes say to use make.",
+    ] {
         assert!(
             asked.contains(expected),
             "{expected:?} missing from {asked}"
         );
     }
-    // … and the turn went on with the summary and the recent tail.
+    assert!(!asked.contains("Now write app.rs"), "{asked}");
+    // … and the turn went on with the summary (naming the file read) and
+    // the recent tail word for word: the write call with its result.
+    let summary1 = format!("{SUMMARY}\n\n<read-files>\nnotes.txt\n</read-files>");
+    let tail = vec![
+        vec![summary_block_of(&summary1), second.clone()],
+        vec!["tool_use".to_string()],
+        vec!["tool_result".to_string()],
+        vec!["Written.".to_string()],
+        vec!["third question".to_string()],
+    ];
+    assert_eq!(texts(&requests[6].body), tail);
     assert_eq!(
-        texts(&requests[4].body),
-        vec![vec![summary_block(), "third question".to_string()]]
+        call_ids(&requests[6].body),
+        (
+            vec!["toolu_write".to_string()],
+            vec!["toolu_write".to_string()]
+        )
     );
     // The editor was told, and saw nothing of the flush.
     let shown = message_texts(&updates_of(&before));
@@ -145,14 +239,20 @@ async fn a_long_session_flushes_memory_then_compacts_and_keeps_going() {
     assert!(shown.contains("Context compacted"), "{shown}");
     assert!(shown.ends_with("third answer"), "{shown}");
     assert!(!shown.contains("NO_REPLY"), "{shown}");
+    // The transcript's compaction entry keeps the file lists.
+    let entries = compaction_entries(&sandbox, &session);
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0]["summary"], summary1.as_str());
+    assert_eq!(entries[0]["read_files"], json!(["notes.txt"]));
+    assert_eq!(entries[0].get("modified_files"), None);
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 
     // A fresh process shows the whole conversation and continues from the
-    // summary.
+    // summary and the same tail.
     acp.close_stdin();
     acp.wait_exit().await;
-    mock.push(Reply::sse(anthropic_text("fourth answer", 3_100)));
-    let mut acp = spawn(&sandbox, &mock);
+    mock.push(Reply::sse(anthropic_text("fourth answer", 185_000)));
+    let mut acp = spawn_with(&sandbox, &mock, LONG_SESSION_CONFIG);
     acp.initialize().await;
     let id = acp
         .send(
@@ -167,26 +267,56 @@ async fn a_long_session_flushes_memory_then_compacts_and_keeps_going() {
         .filter(|u| u["sessionUpdate"] == "user_message_chunk")
         .map(|u| u["content"]["text"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        users,
-        ["first question", "second question", "third question"]
-    );
+    assert_eq!(users, ["read notes.txt", second.as_str(), "third question"]);
     let agent = message_texts(&replayed);
     assert!(
-        agent.starts_with("first answersecond answerContext compacted"),
+        agent.starts_with("The notes say to use make.Written.Context compacted"),
         "{agent}"
     );
-    acp.call("session/prompt", prompt(&session, "fourth question"))
+    acp.call("session/prompt", prompt(&session, &fourth)).await;
+    let mut expected = tail.clone();
+    expected.push(vec!["third answer".to_string()]);
+    expected.push(vec![fourth.clone()]);
+    assert_eq!(texts(&mock.requests()[7].body), expected);
+
+    // The next compaction updates the first summary, and the file lists
+    // add up: the read from before the first compaction stays, the write
+    // summarised now joins it.
+    mock.push(Reply::sse(anthropic_text("NO_REPLY", 10)));
+    mock.push_side(Reply::sse(anthropic_text(SUMMARY_2, 6_000)));
+    mock.push(Reply::sse(anthropic_text("fifth answer", 3_000)));
+    let result = acp
+        .call("session/prompt", prompt(&session, "fifth question"))
         .await;
-    let last = mock.requests().last().unwrap().body.clone();
+    assert_eq!(result["stopReason"], "end_turn", "{result}");
+    let side = mock.side_requests();
+    assert_eq!(side.len(), 2);
+    let asked = texts(&side[1].body)[0][0].clone();
+    assert!(
+        asked.contains(&format!(
+            "<previous-summary>\n{SUMMARY}\n</previous-summary>\n\nThe conversation above continues from the previous summary. UPDATE the previous summary"
+        )),
+        "{asked}"
+    );
+    assert!(asked.contains("[User]: Now write app.rs"), "{asked}");
+    assert!(!asked.contains("<read-files>"), "{asked}");
+    let summary2 = format!(
+        "{SUMMARY_2}\n\n<read-files>\nnotes.txt\n</read-files>\n\n<modified-files>\napp.rs\n</modified-files>"
+    );
     assert_eq!(
-        texts(&last),
+        texts(&mock.requests()[9].body),
         vec![
-            vec![summary_block(), "third question".to_string()],
-            vec!["third answer".to_string()],
-            vec!["fourth question".to_string()],
+            vec![summary_block_of(&summary2), fourth.clone()],
+            vec!["fourth answer".to_string()],
+            vec!["fifth question".to_string()],
         ]
     );
+    let entries = compaction_entries(&sandbox, &session);
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[1]["summary"], summary2.as_str());
+    assert_eq!(entries[1]["read_files"], json!(["notes.txt"]));
+    assert_eq!(entries[1]["modified_files"], json!(["app.rs"]));
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 }
 
 #[tokio::test]
@@ -351,6 +481,45 @@ async fn old_tool_results_are_trimmed_only_after_the_prompt_cache_expired() {
             now_text.starts_with(&stored),
             "{id}: the stored entries changed"
         );
+        assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+    }
+}
+
+#[tokio::test]
+async fn a_configured_cache_ttl_decides_when_old_results_are_trimmed() {
+    let ago = |seconds: u64| {
+        let at = std::time::SystemTime::now() - std::time::Duration::from_secs(seconds);
+        humantime::format_rfc3339_millis(at).to_string()
+    };
+    // Ten minutes idle is past the default 5 minutes but inside an hour's
+    // cache; two minutes idle is inside the default but past one minute.
+    for (ttl, idle, expect_trimmed) in [("1h", 600, false), ("1m", 120, true)] {
+        let sandbox = Sandbox::new();
+        stored_session(&sandbox, "sess_ttl", &ago(idle));
+        let mock = MockModel::start().await;
+        mock.push(Reply::sse(anthropic_text("ok", 3_100)));
+        let mut acp = spawn_with(
+            &sandbox,
+            &mock,
+            &format!("title_model = \"none\"\ncache_ttl = \"{ttl}\"\n"),
+        );
+        acp.initialize().await;
+        acp.call(
+            "session/load",
+            json!({"sessionId": "sess_ttl", "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+        acp.call("session/prompt", prompt("sess_ttl", "next")).await;
+        let request = &mock.requests()[0];
+        let result = request.body["messages"][2]["content"][0]["content"][0]["text"]
+            .as_str()
+            .unwrap();
+        assert_eq!(
+            result.contains("were trimmed"),
+            expect_trimmed,
+            "cache_ttl {ttl}, idle {idle}s"
+        );
+        assert_eq!(result.chars().count() == 10_000, !expect_trimmed);
         assert!(mock.violations().is_empty(), "{:?}", mock.violations());
     }
 }

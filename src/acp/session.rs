@@ -257,8 +257,26 @@ impl Session {
         }
     }
 
-    /// Runs one prompt turn to its end.
+    /// Runs one prompt (a model turn, or a command) to its end.
     pub async fn prompt(
+        self: &Arc<Self>,
+        prompt: Vec<ContentBlock>,
+        http: &reqwest::Client,
+        cx: ConnectionTo<Client>,
+        client: ClientCapabilities,
+        drain: Arc<Drain>,
+    ) -> Result<PromptResponse, Error> {
+        let result = self
+            .run_prompt(prompt, http, cx.clone(), client.clone(), drain)
+            .await;
+        // Skills and prompt templates may have come or gone meanwhile (the
+        // turn wrote one, or the user did): the menu is checked after every
+        // prompt, commands included, before the prompt answers.
+        self.announce_commands(&cx, &client);
+        result
+    }
+
+    async fn run_prompt(
         self: &Arc<Self>,
         prompt: Vec<ContentBlock>,
         http: &reqwest::Client,
@@ -340,8 +358,6 @@ impl Session {
                 .unwrap_or_default();
             self.name_later(http.clone(), host.cx.clone(), prompt, answer);
         }
-        // The turn may have added a skill or a prompt template.
-        self.announce_commands(&host.cx, &client);
         match (updates::stop_reason(&stop), stop) {
             (Some(reason), _) => Ok(PromptResponse::new(reason)),
             (None, RunStop::Failed(error)) => {
@@ -743,6 +759,8 @@ impl AcpHost {
                             summary: done.summary.clone(),
                             kept: done.kept,
                             tokens_before: done.tokens_before,
+                            read_files: done.files.read.iter().cloned().collect(),
+                            modified_files: done.files.modified.iter().cloned().collect(),
                         });
                         let text = updates::compacted_text(done.tokens_before, done.tokens_after);
                         self.send(if self.compaction {

@@ -5,7 +5,8 @@
 //! When it passes the window minus a reserve, the oldest history, up to the
 //! most recent ~20,000 tokens and never between a tool call and its result,
 //! is replaced by a structured summary the model writes; a later compaction
-//! updates the previous summary instead of starting over. The raw history
+//! updates the previous summary instead of starting over, and the files
+//! read and modified so far accumulate across compactions. The raw history
 //! stays in the transcript; only the model's context shrinks.
 
 use std::collections::BTreeSet;
@@ -84,7 +85,10 @@ pub enum Reason {
 /// A compaction that happened.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Compacted {
+    /// The model's summary followed by the file lists.
     pub summary: String,
+    /// Files read and modified in all the history summarised so far.
+    pub files: FileOps,
     /// Messages the model still sees after the summary.
     pub kept: usize,
     pub tokens_before: u64,
@@ -210,14 +214,28 @@ pub fn cut_point(history: &[AgentMessage], keep_recent: u64) -> Option<usize> {
 }
 
 /// The files a stretch of history read and changed, from its tool calls.
+///
+/// The lists are cumulative: a compaction starts from the previous
+/// summary's lists and adds what the newly summarised history touched, so
+/// a file read before the first compaction is still named after the
+/// tenth. They follow the model's summary as `<read-files>` and
+/// `<modified-files>` sections (as in pi) and are stored beside it in the
+/// transcript's compaction entry.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FileOps {
+    /// Files only read (a file that was also changed is listed as modified).
     pub read: BTreeSet<String>,
     pub modified: BTreeSet<String>,
 }
 
+const READ_OPEN: &str = "<read-files>\n";
+const READ_CLOSE: &str = "\n</read-files>";
+const MODIFIED_OPEN: &str = "<modified-files>\n";
+const MODIFIED_CLOSE: &str = "\n</modified-files>";
+
 impl FileOps {
-    fn collect(messages: &[&Message]) -> Self {
+    /// From the `read`, `write` and `edit` calls of `messages`.
+    pub fn collect(messages: &[&Message]) -> Self {
         let mut ops = FileOps::default();
         for message in messages {
             let Message::Assistant(assistant) = message else {
@@ -238,22 +256,75 @@ impl FileOps {
                 }
             }
         }
-        // A file that was changed is listed once, as modified.
-        ops.read.retain(|p| !ops.modified.contains(p));
+        ops.normalise();
         ops
     }
 
-    fn render(&self) -> String {
-        let mut out = String::new();
-        for (title, files) in [("Read", &self.read), ("Modified", &self.modified)] {
+    /// Adds `other`'s files to these.
+    pub fn merge(&mut self, other: FileOps) {
+        self.read.extend(other.read);
+        self.modified.extend(other.modified);
+        self.normalise();
+    }
+
+    /// A file that was changed is listed once, as modified.
+    fn normalise(&mut self) {
+        let modified = &self.modified;
+        self.read.retain(|p| !modified.contains(p));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.read.is_empty() && self.modified.is_empty()
+    }
+
+    /// The sections that follow the model's summary: empty when no file
+    /// was touched, else each non-empty list, one path a line.
+    pub fn render(&self) -> String {
+        let mut sections = Vec::new();
+        for (open, files, close) in [
+            (READ_OPEN, &self.read, READ_CLOSE),
+            (MODIFIED_OPEN, &self.modified, MODIFIED_CLOSE),
+        ] {
             if !files.is_empty() {
-                out.push_str(&format!("\n\n## Files {title}\n"));
-                for file in files {
-                    out.push_str(&format!("- {file}\n"));
-                }
+                let list: Vec<&str> = files.iter().map(String::as_str).collect();
+                sections.push(format!("{open}{}{close}", list.join("\n")));
             }
         }
-        out
+        if sections.is_empty() {
+            String::new()
+        } else {
+            format!("\n\n{}", sections.join("\n\n"))
+        }
+    }
+
+    /// Splits a summary written by [`compact`] into the model's text and
+    /// the file lists that [`FileOps::render`] appended to it.
+    pub fn split(summary: &str) -> (&str, FileOps) {
+        let mut ops = FileOps::default();
+        let mut text = summary.trim_end();
+        for (open, close, modified) in [
+            (MODIFIED_OPEN, MODIFIED_CLOSE, true),
+            (READ_OPEN, READ_CLOSE, false),
+        ] {
+            let Some(body) = text.strip_suffix(close) else {
+                continue;
+            };
+            let Some(start) = body.rfind(open) else {
+                continue;
+            };
+            let files = body[start + open.len()..]
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(String::from);
+            if modified {
+                ops.modified.extend(files);
+            } else {
+                ops.read.extend(files);
+            }
+            text = body[..start].trim_end();
+        }
+        ops.normalise();
+        (text, ops)
     }
 }
 
@@ -394,9 +465,14 @@ pub async fn compact(
     let cut = cut_point(history, settings.keep_recent_tokens)
         .or_else(|| cut_point(history, 0))
         .ok_or(CompactError::NothingToCompact)?;
-    let previous = match history.first() {
-        Some(AgentMessage::Summary { summary, .. }) => Some(summary.clone()),
-        _ => None,
+    // The previous summary is updated without its file lists, which are
+    // merged here and appended again below.
+    let (previous, mut files) = match history.first() {
+        Some(AgentMessage::Summary { summary, .. }) => {
+            let (text, files) = FileOps::split(summary);
+            (Some(text.to_string()), files)
+        }
+        _ => (None, FileOps::default()),
     };
     let old: Vec<&Message> = history[..cut]
         .iter()
@@ -412,7 +488,7 @@ pub async fn compact(
         instructions,
         settings.reserve(model.context_window),
     );
-    let files = FileOps::collect(&old);
+    files.merge(FileOps::collect(&old));
     let mut text = String::new();
     let mut events = llm::stream(client, model, key, &request, stream);
     loop {
@@ -430,12 +506,11 @@ pub async fn compact(
     if text.trim().is_empty() {
         return Err(CompactError::EmptySummary);
     }
-    let summary = format!("{}{}", text.trim(), files.render())
-        .trim_end()
-        .to_string();
+    let summary = format!("{}{}", text.trim(), files.render());
     let kept = apply(history, cut, summary.clone(), tokens_before);
     Ok(Compacted {
         summary,
+        files,
         kept,
         tokens_before,
         tokens_after: context_tokens_estimate(history, system_prompt),

@@ -40,8 +40,12 @@ impl AgentHost for SilentHost {
     }
 }
 
-/// The flush turn's instruction for `date` (`YYYY-MM-DD`).
-pub fn prompt(workspace: &std::path::Path, date: &str) -> String {
+/// The flush turn's instruction at `now`: the daily file is named after
+/// the user's local date, the same calendar the system prompt's
+/// environment section shows, not UTC's (which is a day off for part of
+/// every day in most of the world).
+pub fn prompt(workspace: &std::path::Path, now: &jiff::Zoned) -> String {
+    let date = now.date();
     format!(
         "Pre-compaction memory flush. The older part of this conversation is about to be \
          summarised. Store durable memories now: facts about the user, the project and decisions \
@@ -91,8 +95,6 @@ pub fn flush<'a>(
         config.compaction.enabled = false;
         config.memory_dir = None;
         config.system_prompt.push_str(FLUSH_SYSTEM);
-        let today = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        let date = today.get(..10).unwrap_or(&today).to_string();
         // The flush follows the conversation so far; a prompt that is still
         // waiting for its answer would blur the instruction.
         let mut copy = history.to_vec();
@@ -110,11 +112,48 @@ pub fn flush<'a>(
             &tools,
             &workspace,
             &mut copy,
-            vec![Content::text(prompt(&workspace, &date))],
+            vec![Content::text(prompt(&workspace, &jiff::Zoned::now()))],
             &SilentHost,
             cancel,
         )
         .await;
         tracing::debug!(?stop, "memory flush finished");
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    /// 23:30 UTC on 5 March is already 6 March in Sydney.
+    fn sydney_evening() -> jiff::Zoned {
+        "2026-03-05T23:30:00Z"
+            .parse::<jiff::Timestamp>()
+            .unwrap()
+            .to_zoned(jiff::tz::TimeZone::fixed(jiff::tz::offset(11)))
+    }
+
+    #[test]
+    fn the_flush_names_the_local_date_and_says_to_append() {
+        let workspace = std::path::Path::new("/home/me/.pincer/agents/main/workspace");
+        assert_eq!(
+            prompt(workspace, &sydney_evening()),
+            "Pre-compaction memory flush. The older part of this conversation is about to be \
+             summarised. Store durable memories now: facts about the user, the project and \
+             decisions that later sessions should know. Write them to \
+             /home/me/.pincer/agents/main/workspace/memory/2026-03-06.md (create memory/ if \
+             needed) or /home/me/.pincer/agents/main/workspace/MEMORY.md. IMPORTANT: if the file \
+             already exists, APPEND new content only and do not overwrite existing entries. If \
+             nothing needs storing, reply with NO_REPLY."
+        );
+    }
+
+    #[test]
+    fn the_date_follows_the_time_zone_not_utc() {
+        let utc = sydney_evening().with_time_zone(jiff::tz::TimeZone::UTC);
+        let workspace = std::path::Path::new("/w");
+        assert!(prompt(workspace, &utc).contains("/w/memory/2026-03-05.md"));
+        assert!(prompt(workspace, &sydney_evening()).contains("/w/memory/2026-03-06.md"));
+    }
 }

@@ -18,7 +18,7 @@ use crate::llm::{Api, Content, Message};
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Settings {
     pub enabled: bool,
-    /// How long the provider keeps a prompt cache.
+    /// How long the provider keeps a prompt cache (`cache_ttl` in config).
     pub ttl: Duration,
     /// Results longer than this are trimmed.
     pub min_chars: usize,

@@ -401,3 +401,37 @@ fn project_dirs_stop_at_the_git_root() {
     );
     assert_eq!(sources.workspace(), root.join("home/agents/main/workspace"));
 }
+
+#[test]
+fn context_past_the_total_cap_is_named_in_the_prompt() {
+    let (_dir, root, mut sources) = temp_sources();
+    // Ten nested full-size AGENTS.md: 7 whole, the 8th cut, 9 and 10 left
+    // out, and the prompt says which.
+    let mut cwd = root.join("project");
+    let mut paths = Vec::new();
+    for i in 0..10 {
+        cwd = cwd.join(format!("d{i}"));
+        let path = cwd.join("AGENTS.md");
+        write(&path, &format!("{i}").repeat(files::FILE_CAP));
+        paths.push(path);
+    }
+    sources.cwd = cwd;
+    let prompt = assemble(&sources, &model(), &tools(&["read"]), now(), &host());
+    let context = prompt
+        .text
+        .split("\n\n# ")
+        .find(|section| section.starts_with("Project Context\n"))
+        .expect("a project context section");
+    let marker = format!(
+        "[… project context limit of 150,000 characters reached; left out: {}, {} …]",
+        paths[8].display(),
+        paths[9].display()
+    );
+    assert_eq!(context.lines().last(), Some(marker.as_str()));
+    assert_eq!(
+        prompt.files[prompt.files.len() - 8..],
+        paths[..8],
+        "the kept files"
+    );
+    assert!(!prompt.text.contains(&"8".repeat(100)));
+}

@@ -110,11 +110,17 @@ pub enum Record {
     },
     /// The history was compacted: the model now sees `summary` and then
     /// only the last `kept` of its messages. The older entries stay in the
-    /// file.
+    /// file. `read_files` and `modified_files` are the files the whole
+    /// summarised history touched (cumulative across compactions; absent
+    /// in transcripts written before pincer kept them).
     Compaction {
         summary: String,
         kept: usize,
         tokens_before: u64,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        read_files: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        modified_files: Vec<String>,
     },
 }
 
@@ -160,6 +166,10 @@ struct RawEntry {
     // Record's fields keep their snake_case names on disk.
     #[serde(rename = "tokens_before", default)]
     tokens_before: u64,
+    #[serde(rename = "read_files", default)]
+    read_files: Vec<String>,
+    #[serde(rename = "modified_files", default)]
+    modified_files: Vec<String>,
 }
 
 impl RawEntry {
@@ -200,6 +210,8 @@ impl RawEntry {
                 summary: need(self.summary, "summary", kind)?,
                 kept: need(self.kept, "kept", kind)?,
                 tokens_before: self.tokens_before,
+                read_files: self.read_files,
+                modified_files: self.modified_files,
             },
             other => return Err(format!("unknown entry type `{other}`")),
         };
@@ -497,6 +509,8 @@ mod tests {
                 summary: "## Goal\nFix the parser".into(),
                 kept: 3,
                 tokens_before: 180_000,
+                read_files: vec!["src/lexer.rs".into()],
+                modified_files: vec!["src/parser.rs".into()],
             },
         ];
         let mut writer = Writer::create(path, &Header::new("sess_1", "/p", None)).unwrap();

@@ -276,6 +276,42 @@ fn files_read_and_modified_come_from_the_tool_calls() {
     );
     assert_eq!(
         ops.render(),
-        "\n\n## Files Read\n- src/a.rs\n\n\n## Files Modified\n- NOTES.md\n- src/b.rs\n"
+        "\n\n<read-files>\nsrc/a.rs\n</read-files>\n\n<modified-files>\nNOTES.md\nsrc/b.rs\n</modified-files>"
+    );
+    assert_eq!(FileOps::default().render(), "");
+}
+
+#[test]
+fn file_lists_split_off_a_summary_and_merge_with_new_ones() {
+    let summary = "## Goal\nFix it\n\n<read-files>\nsrc/a.rs\nsrc/c.rs\n</read-files>\n\n<modified-files>\nsrc/b.rs\n</modified-files>";
+    let (text, mut files) = FileOps::split(summary);
+    assert_eq!(text, "## Goal\nFix it");
+    let set = |paths: &[&str]| paths.iter().map(|p| p.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(
+        files,
+        FileOps {
+            read: set(&["src/a.rs", "src/c.rs"]),
+            modified: set(&["src/b.rs"]),
+        }
+    );
+    // A file read before and changed since moves to the modified list.
+    files.merge(FileOps {
+        read: set(&["src/d.rs"]),
+        modified: set(&["src/c.rs"]),
+    });
+    assert_eq!(
+        files,
+        FileOps {
+            read: set(&["src/a.rs", "src/d.rs"]),
+            modified: set(&["src/b.rs", "src/c.rs"]),
+        }
+    );
+    // Rendering and splitting again gives the same lists back.
+    let again = format!("{text}{}", files.render());
+    assert_eq!(FileOps::split(&again), (text, files));
+    // A summary without lists is left as it is.
+    assert_eq!(
+        FileOps::split("## Goal\nOld\n"),
+        ("## Goal\nOld", FileOps::default())
     );
 }
