@@ -90,7 +90,7 @@ pub async fn serve(
         server.clone(),
         server.clone(),
     );
-    Agent
+    let result = Agent
         .v1()
         .name("pincer")
         .on_receive_request(
@@ -113,7 +113,7 @@ pub async fn serve(
                 Ok(response) => {
                     let id = response.session_id.clone();
                     let sent = responder.respond(response);
-                    s3.announce_commands(&id, &cx);
+                    s3.opened(&id, &cx);
                     sent
                 }
                 Err(e) => responder.respond_with_error(e),
@@ -153,7 +153,7 @@ pub async fn serve(
                 match s9.resume_session(req).await {
                     Ok(response) => {
                         let sent = responder.respond(response);
-                        s9.announce_commands(&id, &cx);
+                        s9.opened(&id, &cx);
                         sent
                     }
                     Err(e) => responder.respond_with_error(e),
@@ -192,7 +192,7 @@ pub async fn serve(
                 match s8.load_session(req).await {
                     Ok(response) => {
                         let sent = responder.respond(response);
-                        s8.announce_commands(&id, &cx);
+                        s8.opened(&id, &cx);
                         sent
                     }
                     Err(e) => responder.respond_with_error(e),
@@ -217,7 +217,16 @@ pub async fn serve(
             agent_client_protocol::on_receive_notification!(),
         )
         .connect_to(transport)
-        .await
+        .await;
+    // The editor went away: the sessions still open end here.
+    let open: Vec<Arc<Session>> = lock(&server.sessions).drain().map(|(_, s)| s).collect();
+    for session in open {
+        session.cancel();
+        session
+            .lifecycle_hooks(crate::agent::hooks::Event::SessionEnd)
+            .await;
+    }
+    result
 }
 
 struct Server {
@@ -463,6 +472,7 @@ impl Server {
         match session {
             Some(session) => {
                 session.cancel();
+                Self::ended(session);
                 Ok(())
             }
             None => Err(agent_client_protocol::v1::schema::Error::session_not_found(
@@ -477,6 +487,7 @@ impl Server {
     fn delete_session(&self, id: &str) -> Result<(), Error> {
         if let Some(session) = lock(&self.sessions).remove(id) {
             session.cancel();
+            Self::ended(session);
         }
         let cwd = std::env::current_dir().unwrap_or_default();
         let settings = self.settings(&cwd)?;
@@ -499,12 +510,30 @@ impl Server {
         })
     }
 
-    /// Tells the editor which slash commands a session has (after the
-    /// answer that opened it).
-    fn announce_commands(&self, id: &SessionId, cx: &ConnectionTo<Client>) {
+    /// After the answer that opened a session: tells the editor which
+    /// slash commands it has, and runs the `session_start` hooks.
+    fn opened(&self, id: &SessionId, cx: &ConnectionTo<Client>) {
         if let Ok(session) = self.session(&id.0) {
             session.announce_commands(cx, &lock(&self.client));
+            let spawned = cx.spawn(async move {
+                session
+                    .lifecycle_hooks(crate::agent::hooks::Event::SessionStart)
+                    .await;
+                Ok(())
+            });
+            if let Err(e) = spawned {
+                tracing::warn!(error = %e, "could not run the session_start hooks");
+            }
         }
+    }
+
+    /// Runs the `session_end` hooks of a session that closed.
+    fn ended(session: Arc<Session>) {
+        tokio::spawn(async move {
+            session
+                .lifecycle_hooks(crate::agent::hooks::Event::SessionEnd)
+                .await;
+        });
     }
 
     async fn prompt(

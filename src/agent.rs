@@ -11,6 +11,7 @@
 
 pub mod compaction;
 pub mod failover;
+pub mod guard;
 pub mod hooks;
 pub mod loops;
 mod memory;
@@ -152,6 +153,9 @@ pub enum AgentEvent {
         delay: Duration,
         error: String,
     },
+    /// A message the user sent while the run was busy has joined the
+    /// history (steering, or a follow-up).
+    UserMessage(Vec<Content>),
     AgentEnd {
         stop: RunStop,
     },
@@ -165,6 +169,11 @@ pub enum RunStop {
     Refusal,
     Cancelled,
     MaxTurns,
+    /// The loop breaker stopped a run that was going round in circles; the
+    /// text is for the user.
+    LoopDetected(String),
+    /// A `user_prompt_submit` hook refused the prompt; the text says why.
+    Blocked(String),
     /// The provider failed and retries did not help.
     Failed(LlmError),
 }
@@ -187,6 +196,20 @@ pub trait AgentHost: Send + Sync {
     }
     /// Terminals the frontend runs commands in, if it offers them.
     fn terminals(&self) -> Option<Arc<dyn Terminals>> {
+        None
+    }
+    /// Whether the user sent a message that should steer the run: the rest
+    /// of the running tool batch is then skipped. Checked after every tool.
+    fn steering_waiting(&self) -> bool {
+        false
+    }
+    /// The steering messages, delivered before the next model call.
+    fn take_steering(&self) -> Vec<Vec<Content>> {
+        Vec::new()
+    }
+    /// A message waiting for the run to end (a follow-up, or one that came
+    /// too late to steer); it continues the run instead.
+    fn take_follow_up(&self) -> Option<Vec<Content>> {
         None
     }
 }
@@ -222,6 +245,8 @@ pub struct AgentConfig {
     /// Give up on a rate limit at once (another credential is waiting)
     /// instead of retrying.
     pub rotate_rate_limits: bool,
+    /// The session's tool policy, loop history and hooks.
+    pub guard: Arc<guard::ToolGuard>,
 }
 
 /// Runs one prompt to completion. New messages are appended to `history` as
@@ -239,13 +264,65 @@ pub async fn run(
     cancel: &CancellationToken,
 ) -> RunStop {
     host.emit(AgentEvent::AgentStart);
-    history.push(AgentMessage::Llm {
-        message: Message::User { content: prompt },
-    });
-    let stop = run_turns(client, config, tools, cwd, history, host, cancel).await;
+    let text: Vec<&str> = prompt
+        .iter()
+        .filter_map(|c| match c {
+            Content::Text { text } => Some(text.as_str()),
+            Content::Image { .. } => None,
+        })
+        .collect();
+    let stop = match config
+        .guard
+        .prompt_submitted(&text.join("\n"), cancel)
+        .await
+    {
+        Err(reason) => RunStop::Blocked(reason),
+        Ok(()) => {
+            history.push(AgentMessage::Llm {
+                message: Message::User { content: prompt },
+            });
+            run_turns(client, config, tools, cwd, history, host, cancel).await
+        }
+    };
+    config.guard.run_ended(&stop).await;
     host.emit(AgentEvent::AgentEnd { stop: stop.clone() });
     stop
 }
+
+/// What happens to a message the user sends while a run is busy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueMode {
+    /// Once the running tool finishes, the rest of its batch is skipped and
+    /// the model reads the message next.
+    #[default]
+    Steer,
+    /// The message waits until the run would end, then continues it.
+    FollowUp,
+}
+
+impl QueueMode {
+    pub const ALL: [QueueMode; 2] = [QueueMode::Steer, QueueMode::FollowUp];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            QueueMode::Steer => "steer",
+            QueueMode::FollowUp => "follow-up",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.id() == value)
+    }
+}
+
+/// Whether a reply is the silent token: kept in history, never shown.
+pub fn is_silent(text: &str) -> bool {
+    text.trim() == SILENT_REPLY
+}
+
+/// What the model answers when it has nothing to say to the user.
+pub const SILENT_REPLY: &str = "NO_REPLY";
 
 async fn run_turns(
     client: &reqwest::Client,
@@ -299,7 +376,7 @@ async fn run_turns(
         let mode = config.permissions.mode();
         let specs: Vec<ToolSpec> = tools
             .iter()
-            .filter(|t| mode.offers(t.as_ref()))
+            .filter(|t| config.guard.offers(t.as_ref(), mode))
             .map(|t| ToolSpec {
                 name: t.name().to_string(),
                 description: t.description().to_string(),
@@ -365,18 +442,35 @@ async fn run_turns(
         });
 
         let mut cancelled = stop_reason == StopReason::Aborted;
+        let mut steered = false;
+        let mut broken: Option<String> = None;
         for call in &calls {
-            let output = if cancelled || cancel.is_cancelled() {
+            let skipped = if cancelled || cancel.is_cancelled() {
                 cancelled = true;
+                Some(CANCELLED_BEFORE_RUN)
+            } else if steered {
+                Some(SKIPPED_FOR_STEERING)
+            } else if broken.is_some() {
+                Some(SKIPPED_FOR_LOOP)
+            } else {
+                None
+            };
+            let output = if let Some(why) = skipped {
                 let info = describe(tools, call, cwd);
                 host.emit(AgentEvent::ToolExecutionStart {
                     call: call.clone(),
                     info,
                 });
-                ToolOutput::error(CANCELLED_BEFORE_RUN)
+                let output = ToolOutput::error(why);
+                config.guard.record(call, &output);
+                output
             } else {
-                let output = execute_call(config, tools, cwd, call, host, cancel).await;
+                let (output, stop) = execute_call(config, tools, cwd, call, host, cancel).await;
                 cancelled = cancel.is_cancelled();
+                broken = stop;
+                // A message the user sent meanwhile skips the rest of the
+                // batch; the model sees it next.
+                steered = host.steering_waiting();
                 output
             };
             host.emit(AgentEvent::ToolExecutionEnd {
@@ -402,7 +496,13 @@ async fn run_turns(
         if cancelled || cancel.is_cancelled() {
             return RunStop::Cancelled;
         }
-        match stop_reason {
+        if let Some(text) = broken {
+            return RunStop::LoopDetected(text);
+        }
+        if deliver_steering(history, host) {
+            continue;
+        }
+        let stop = match stop_reason {
             StopReason::Error => {
                 return RunStop::Failed(failure.unwrap_or_else(|| LlmError::MalformedStream {
                     provider: config.model.provider.clone(),
@@ -411,12 +511,40 @@ async fn run_turns(
             }
             StopReason::Aborted => return RunStop::Cancelled,
             _ if !calls.is_empty() => continue,
-            StopReason::Length => return RunStop::MaxTokens,
-            StopReason::Refusal => return RunStop::Refusal,
-            StopReason::Stop | StopReason::ToolUse => return RunStop::EndTurn,
+            StopReason::Length => RunStop::MaxTokens,
+            StopReason::Refusal => RunStop::Refusal,
+            StopReason::Stop | StopReason::ToolUse => RunStop::EndTurn,
+        };
+        // The run would end here; a queued message continues it.
+        match host.take_follow_up() {
+            Some(content) => {
+                host.emit(AgentEvent::UserMessage(content.clone()));
+                history.push(AgentMessage::Llm {
+                    message: Message::User { content },
+                });
+            }
+            None => return stop,
         }
     }
 }
+
+/// Moves the steering messages into the history; whether there were any.
+fn deliver_steering(history: &mut Vec<AgentMessage>, host: &dyn AgentHost) -> bool {
+    let messages = host.take_steering();
+    let any = !messages.is_empty();
+    for content in messages {
+        host.emit(AgentEvent::UserMessage(content.clone()));
+        history.push(AgentMessage::Llm {
+            message: Message::User { content },
+        });
+    }
+    any
+}
+
+const SKIPPED_FOR_STEERING: &str =
+    "Skipped: the user sent a new message while this batch ran; read it and decide again.";
+const SKIPPED_FOR_LOOP: &str =
+    "Skipped: the run was stopped because it was going round in circles.";
 
 /// Compacts the history (after a silent memory flush when the threshold
 /// was reached), reporting start and end to the host.
@@ -430,6 +558,13 @@ pub async fn compact_history(
     instructions: Option<&str>,
 ) -> Result<compaction::Compacted, compaction::CompactError> {
     host.emit(AgentEvent::CompactionStart { reason });
+    let mut fields = serde_json::Map::new();
+    fields.insert("reason".into(), serde_json::Value::from(reason.id()));
+    fields.insert("messages".into(), serde_json::Value::from(history.len()));
+    config
+        .guard
+        .notify(hooks::Event::BeforeCompaction, fields.clone(), cancel)
+        .await;
     if reason == compaction::Reason::Threshold {
         memory::flush(client, config, history, cancel).await;
     }
@@ -445,6 +580,12 @@ pub async fn compact_history(
         cancel,
     )
     .await;
+    fields.insert("messages".into(), serde_json::Value::from(history.len()));
+    fields.insert("ok".into(), serde_json::Value::from(result.is_ok()));
+    config
+        .guard
+        .notify(hooks::Event::AfterCompaction, fields, cancel)
+        .await;
     host.emit(AgentEvent::CompactionEnd {
         reason,
         result: result
@@ -466,8 +607,10 @@ fn describe(tools: &[Arc<dyn Tool>], call: &ToolCall, cwd: &std::path::Path) -> 
     }
 }
 
-/// Runs one call through lookup, argument checks and permission, always
-/// returning a result for the model.
+/// Runs one call through the pipeline — policy, loop detection, the
+/// `before_tool_call` hooks, permission, execution, the `after_tool_call`
+/// hooks, sanitising — always returning a result for the model. The second
+/// value, when set, is the loop breaker's message: the run must end.
 async fn execute_call(
     config: &AgentConfig,
     tools: &[Arc<dyn Tool>],
@@ -475,26 +618,77 @@ async fn execute_call(
     call: &ToolCall,
     host: &dyn AgentHost,
     cancel: &CancellationToken,
-) -> ToolOutput {
+) -> (ToolOutput, Option<String>) {
     let info = describe(tools, call, cwd);
     host.emit(AgentEvent::ToolExecutionStart {
         call: call.clone(),
         info: info.clone(),
     });
-    let Some(tool) = tools.iter().find(|t| t.name() == call.name) else {
-        let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
-        return ToolOutput::error(format!(
-            "Tool {} not found. Available tools: {}.",
-            call.name,
-            names.join(", ")
-        ));
-    };
     if let Some(error) = &call.arguments_error {
-        return ToolOutput::error(format!(
+        let output = ToolOutput::error(format!(
             "The arguments for {} could not be parsed ({error}). Send them again as one JSON object.",
             call.name
         ));
+        config.guard.record(call, &output);
+        return (output, None);
     }
+    let tool = tools.iter().find(|t| t.name() == call.name);
+    let mode = config.permissions.mode();
+    let (params, warning) = match config
+        .guard
+        .admit(tool.map(|t| t.as_ref()), call, mode, cancel)
+        .await
+    {
+        guard::Admission::Break(text) => return (ToolOutput::error(text.clone()), Some(text)),
+        guard::Admission::Refuse(mut output) => {
+            if tool.is_none() {
+                let names: Vec<&str> = tools
+                    .iter()
+                    .filter(|t| config.guard.offers(t.as_ref(), mode))
+                    .map(|t| t.name())
+                    .collect();
+                output = ToolOutput::error(format!(
+                    "{} Available tools: {}.",
+                    output.text(),
+                    names.join(", ")
+                ));
+            }
+            config.guard.record(call, &output);
+            return (output, None);
+        }
+        guard::Admission::Run { params, warning } => (params, warning),
+    };
+    let Some(tool) = tool else {
+        // Admission refuses unknown tools.
+        return (
+            ToolOutput::error(format!("Tool {} not found.", call.name)),
+            None,
+        );
+    };
+    // Hooks may have rewritten the params: what is asked and run is what
+    // they made of the call.
+    let rewritten = ToolCall {
+        arguments: params.clone(),
+        ..call.clone()
+    };
+    let output = run_call(config, tool.as_ref(), cwd, &rewritten, &info, host, cancel).await;
+    let output = config
+        .guard
+        .finish(call, &params, output, warning, cancel)
+        .await;
+    (output, None)
+}
+
+/// Asks permission for a call and runs it.
+async fn run_call(
+    config: &AgentConfig,
+    tool: &dyn Tool,
+    cwd: &std::path::Path,
+    call: &ToolCall,
+    info: &CallInfo,
+    host: &dyn AgentHost,
+    cancel: &CancellationToken,
+) -> ToolOutput {
     let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
     let ctx = ToolContext {
         cwd: cwd.to_path_buf(),
@@ -507,10 +701,7 @@ async fn execute_call(
             let _ = progress_tx.send(display);
         }),
     };
-    match config
-        .permissions
-        .decide(tool.as_ref(), &info, &call.arguments)
-    {
+    match config.permissions.decide(tool, info, &call.arguments) {
         Decision::Allow => {}
         Decision::Reject(reason) => {
             return ToolOutput::error(format!(
@@ -520,21 +711,17 @@ async fn execute_call(
         Decision::Ask(reason) => {
             let preview = tool.preview(&call.arguments, &ctx).await;
             let answer = tokio::select! {
-                answer = host.request_permission(call, &info, &reason, preview) => answer,
+                answer = host.request_permission(call, info, &reason, preview) => answer,
                 () = cancel.cancelled() => Answer::Cancelled,
             };
             match answer {
                 Answer::AllowOnce => {}
                 Answer::AllowAlways => {
-                    config
-                        .permissions
-                        .remember(true, tool.as_ref(), &call.arguments);
+                    config.permissions.remember(true, tool, &call.arguments);
                 }
                 Answer::RejectOnce | Answer::RejectAlways => {
                     if answer == Answer::RejectAlways {
-                        config
-                            .permissions
-                            .remember(false, tool.as_ref(), &call.arguments);
+                        config.permissions.remember(false, tool, &call.arguments);
                     }
                     return ToolOutput::error(format!(
                         "The user declined this call ({reason}). Do not retry it; ask the user or continue another way."
@@ -671,6 +858,7 @@ async fn stream_once(
             Some(next) => next,
             None => {
                 deltas.flush(host);
+                deltas.finish(host);
                 if !*started {
                     *started = true;
                     host.emit(AgentEvent::MessageStart);
@@ -689,6 +877,7 @@ async fn stream_once(
             Ok(event) => event,
             Err(error) => {
                 deltas.flush(host);
+                deltas.finish(host);
                 return Attempt::Failed { builder, error };
             }
         };
@@ -725,6 +914,9 @@ struct DeltaThrottle {
     thinking: bool,
     text: String,
     last_emit: Option<tokio::time::Instant>,
+    /// Answer text held back while everything so far could still be the
+    /// silent reply; `None` once the answer is known not to be silent.
+    held: Option<String>,
 }
 
 impl DeltaThrottle {
@@ -734,6 +926,7 @@ impl DeltaThrottle {
             thinking: false,
             text: String::new(),
             last_emit: None,
+            held: Some(String::new()),
         }
     }
 
@@ -766,13 +959,38 @@ impl DeltaThrottle {
         if self.text.is_empty() {
             return;
         }
-        let text = std::mem::take(&mut self.text);
+        let mut text = std::mem::take(&mut self.text);
+        if !self.thinking
+            && let Some(held) = &mut self.held
+        {
+            held.push_str(&text);
+            let start = held.trim_start();
+            let could_be_silent = SILENT_REPLY.starts_with(start.trim_end())
+                && (start.trim_end().len() == start.len() || start.trim_end() == SILENT_REPLY);
+            if could_be_silent {
+                return;
+            }
+            text = std::mem::take(held);
+            self.held = None;
+        }
         host.emit(if self.thinking {
             AgentEvent::ThinkingDelta(text)
         } else {
             AgentEvent::TextDelta(text)
         });
         self.last_emit = Some(tokio::time::Instant::now());
+    }
+
+    /// The answer is over: held text goes out unless it is the silent
+    /// reply, which the user never sees.
+    fn finish(&mut self, host: &dyn AgentHost) {
+        if let Some(held) = self.held.take()
+            && !held.is_empty()
+            && !is_silent(&held)
+        {
+            host.emit(AgentEvent::TextDelta(held));
+            self.last_emit = Some(tokio::time::Instant::now());
+        }
     }
 }
 

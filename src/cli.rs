@@ -5,3 +5,4 @@
 pub mod auth;
 pub mod run;
 pub mod sessions;
+pub mod tools;

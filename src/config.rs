@@ -96,6 +96,33 @@ pub struct Config {
     /// `pincer login --oauth` (Anthropic's are built in).
     pub oauth: BTreeMap<String, crate::auth::oauth::OAuthConfig>,
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// `[tools]`: which tools the model is offered (profile, allow, deny,
+    /// per provider or model).
+    pub tools: crate::agent::policy::ToolsConfig,
+    /// `[agents.<id>]`: rules of one agent (pincer's is `main`).
+    pub agents: BTreeMap<String, AgentConfigSection>,
+    /// What a prompt sent while the agent is busy does: `steer` (default:
+    /// it interrupts after the running tool) or `follow-up` (it waits for
+    /// the run to end).
+    pub queue_mode: Option<crate::agent::QueueMode>,
+    /// `[loop_detection]`: thresholds of the loop detector.
+    pub loop_detection: Option<crate::agent::loops::LoopSettings>,
+    /// `[[hooks]]`: the user's own commands at fixed points of a session.
+    /// Only the user's config file may add hooks: a project's file comes
+    /// with the repository, and a hook runs whatever it says.
+    pub hooks: Vec<crate::agent::hooks::HookConfig>,
+    /// The project's `[tools]`, which narrows the user's (kept apart so that
+    /// a repository can take tools away but never add them).
+    #[serde(skip)]
+    pub project_tools: Option<crate::agent::policy::ToolsConfig>,
+}
+
+/// One `[agents.<id>]` table.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentConfigSection {
+    /// The agent's own allow / deny lists, applied after the global ones.
+    pub tools: crate::agent::policy::Rules,
 }
 
 /// A duration written the way people write it (`"5m"`, `"1h 30m"`,
@@ -152,6 +179,22 @@ impl Config {
         self.cache_ttl = other.cache_ttl.or(self.cache_ttl);
         self.fallbacks = other.fallbacks.or(self.fallbacks);
         self.oauth.extend(other.oauth);
+        if other.tools != crate::agent::policy::ToolsConfig::default() {
+            self.project_tools = Some(other.tools);
+        }
+        self.loop_detection = other.loop_detection.or(self.loop_detection);
+        self.queue_mode = other.queue_mode.or(self.queue_mode);
+        if !other.hooks.is_empty() {
+            tracing::warn!(
+                hooks = other.hooks.len(),
+                "hooks in a project's .pincer/config.toml are ignored; put them in your own config.toml"
+            );
+        }
+        if !other.agents.is_empty() {
+            tracing::warn!(
+                "[agents] in a project's .pincer/config.toml is ignored; use [tools] there to narrow the tools"
+            );
+        }
         self.compaction = CompactionConfig {
             enabled: other.compaction.enabled.or(self.compaction.enabled),
             reserve_tokens: other
@@ -395,6 +438,7 @@ impl Settings {
         thinking: ThinkingLevel,
         system_prompt: String,
         permissions: std::sync::Arc<crate::agent::Permissions>,
+        guard: std::sync::Arc<crate::agent::guard::ToolGuard>,
     ) -> crate::agent::AgentConfig {
         crate::agent::AgentConfig {
             key: self.api_key(&model),
@@ -425,6 +469,7 @@ impl Settings {
             credentials: Some(std::sync::Arc::new(self.credentials())),
             fallbacks: self.fallback_models(),
             rotate_rate_limits: false,
+            guard,
         }
     }
 
@@ -469,6 +514,52 @@ impl Settings {
     }
 
     /// The mode sessions start in.
+    /// The tool policy for `model`: the user's `[tools]`, the project's,
+    /// and the `main` agent's rules.
+    pub fn tool_policy(
+        &self,
+        model: &Model,
+    ) -> Result<crate::agent::policy::ToolPolicy, crate::agent::policy::PolicyError> {
+        let agent = self
+            .config
+            .agents
+            .get(crate::auth::DEFAULT_AGENT)
+            .map(|a| (crate::auth::DEFAULT_AGENT, &a.tools));
+        crate::agent::policy::ToolPolicy::layered(
+            &self.config.tools,
+            self.config.project_tools.as_ref(),
+            agent,
+            &model.provider,
+            &model.id,
+            &BTreeMap::new(),
+        )
+    }
+
+    /// A new loop history with the configured thresholds; one per session.
+    pub fn loop_detector(&self) -> crate::agent::loops::SharedLoops {
+        std::sync::Arc::new(std::sync::Mutex::new(
+            crate::agent::loops::LoopDetector::new(self.config.loop_detection.unwrap_or_default()),
+        ))
+    }
+
+    /// A run's tool guard: the policy for `model`, the session's loop
+    /// history and the configured hooks.
+    pub fn tool_guard(
+        &self,
+        model: &Model,
+        loops: crate::agent::loops::SharedLoops,
+        session_id: &str,
+        cwd: &Path,
+    ) -> Result<crate::agent::guard::ToolGuard, crate::agent::policy::PolicyError> {
+        Ok(crate::agent::guard::ToolGuard::new(
+            self.tool_policy(model)?,
+            loops,
+            crate::agent::hooks::Hooks::new(self.config.hooks.clone()),
+            session_id,
+            cwd,
+        ))
+    }
+
     pub fn default_mode(&self) -> crate::agent::Mode {
         self.config.default_mode.unwrap_or_default()
     }

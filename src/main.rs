@@ -43,6 +43,22 @@ enum Command {
         #[arg(long, value_enum, default_value = "read-only")]
         mode: RunMode,
     },
+    /// The tools the model is offered here, and which policy step removed
+    /// each one that is not.
+    Tools {
+        /// The project directory (default: the current one).
+        #[arg(long)]
+        cwd: Option<std::path::PathBuf>,
+        /// Model to check, as provider/model (default: the configured one).
+        #[arg(long, value_name = "PROVIDER/MODEL")]
+        model: Option<String>,
+        /// Session mode to check: default, accept-edits, plan, bypass.
+        #[arg(long)]
+        mode: Option<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// List, show or delete stored sessions.
     Sessions {
         #[command(subcommand)]
@@ -125,6 +141,7 @@ fn main() -> std::process::ExitCode {
         Command::Acp { .. } => tokio::runtime::Builder::new_current_thread(),
         Command::Run { .. }
         | Command::Sessions { .. }
+        | Command::Tools { .. }
         | Command::Auth { .. }
         | Command::Login { .. }
         | Command::Logout { .. } => tokio::runtime::Builder::new_multi_thread(),
@@ -147,6 +164,25 @@ fn main() -> std::process::ExitCode {
                     }
                 }
             }
+            Command::Tools {
+                cwd,
+                model,
+                mode,
+                json,
+            } => match mode.as_deref().map(|m| (m, pincer::agent::Mode::parse(m))) {
+                Some((m, None)) => {
+                    eprintln!(
+                        "pincer: unknown mode `{m}`; modes are default, accept-edits, plan, bypass"
+                    );
+                    2
+                }
+                parsed => report(pincer::cli::tools::list(
+                    cwd,
+                    model,
+                    parsed.and_then(|(_, mode)| mode),
+                    json,
+                )),
+            },
             Command::Sessions { command } => {
                 let result = match command {
                     SessionsCommand::List { cwd, json } => pincer::cli::sessions::list(cwd, json),

@@ -65,6 +65,7 @@ impl Recorder {
                 AgentEvent::CompactionEnd { result, .. } => {
                     format!("compaction_end ok={}", result.is_ok())
                 }
+                AgentEvent::UserMessage(_) => "user_message".to_string(),
                 AgentEvent::AgentEnd { .. } => "agent_end".to_string(),
                 AgentEvent::TextDelta(_) | AgentEvent::ThinkingDelta(_) => unreachable!(),
             })
@@ -106,6 +107,7 @@ fn config(mock: &MockModel, project: &std::path::Path) -> AgentConfig {
         credentials: None,
         fallbacks: Vec::new(),
         rotate_rate_limits: false,
+        guard: Default::default(),
         model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
         key: Some(Secret::new("test-key")),
         thinking: ThinkingLevel::Off,

@@ -30,6 +30,7 @@ use crate::tools::{self, CallInfo, Display, Terminals, Tool, Workspace};
 pub const MODEL_OPTION: &str = "model";
 pub const THOUGHT_OPTION: &str = "thought_level";
 pub const MODE_OPTION: &str = "mode";
+pub const QUEUE_OPTION: &str = "queue";
 
 pub struct Session {
     id: SessionId,
@@ -46,6 +47,48 @@ pub struct Session {
     announced: Mutex<Announced>,
     /// Auth profiles and the one this session is pinned to.
     credentials: Arc<crate::auth::SessionCredentials>,
+    /// The session's recent tool calls, for loop detection across turns.
+    loops: crate::agent::loops::SharedLoops,
+    /// Prompts that came while a run was busy, and who waits for answers.
+    queue: Mutex<Queue>,
+}
+
+type Reply = tokio::sync::oneshot::Sender<Result<PromptResponse, Error>>;
+
+/// A prompt waiting for the running run.
+struct Queued {
+    content: Vec<crate::llm::Content>,
+    reply: Reply,
+}
+
+/// The prompts of a session, as the runs take them.
+///
+/// Which request answers when: a `session/prompt` that arrives while a run
+/// is busy is queued, not refused. When the run takes it in (steering:
+/// after the running tool; follow-up: when the run would have ended), the
+/// request whose message the run was working on answers `end_turn`, and the
+/// run goes on for the new one, which answers when the run ends (or when a
+/// later message takes over in turn). A cancel answers every waiting
+/// request `cancelled`.
+#[derive(Default)]
+struct Queue {
+    mode: agent::QueueMode,
+    running: bool,
+    waiting: std::collections::VecDeque<Queued>,
+    /// The request the running run answers.
+    current: Option<Reply>,
+}
+
+impl Queue {
+    /// Hands the run over to the next waiting prompt: the current request
+    /// is done.
+    fn advance(&mut self) -> Option<Vec<crate::llm::Content>> {
+        let next = self.waiting.pop_front()?;
+        if let Some(done) = self.current.replace(next.reply) {
+            let _ = done.send(Ok(PromptResponse::new(StopReason::EndTurn)));
+        }
+        Some(next.content)
+    }
 }
 
 #[derive(Default)]
@@ -79,6 +122,8 @@ impl Session {
     ) -> Self {
         let thinking = clamp_thinking(&model, settings.thinking());
         let credentials = Arc::new(settings.credentials());
+        let settings_loops = settings.loop_detector();
+        let queue_mode = settings.config.queue_mode.unwrap_or_default();
         let roots = std::iter::once(cwd.clone()).chain(additional).collect();
         let permissions = Arc::new(Permissions::new(
             settings.default_mode(),
@@ -103,6 +148,11 @@ impl Session {
             transcript: Mutex::new(transcript),
             announced: Mutex::new(Announced::default()),
             credentials,
+            loops: settings_loops,
+            queue: Mutex::new(Queue {
+                mode: queue_mode,
+                ..Queue::default()
+            }),
         }
     }
 
@@ -144,8 +194,30 @@ impl Session {
         }
     }
 
+    /// Runs the hooks of a session event (`session_start`, `session_end`).
+    pub async fn lifecycle_hooks(&self, event: agent::hooks::Event) {
+        if self.settings.config.hooks.is_empty() {
+            return;
+        }
+        let hooks = agent::hooks::Hooks::new(self.settings.config.hooks.clone());
+        let origin = agent::hooks::Origin {
+            session_id: &self.id.0,
+            cwd: &self.cwd,
+        };
+        hooks
+            .notify(event, origin, Default::default(), &CancellationToken::new())
+            .await;
+    }
+
     pub fn cancel(&self) {
         lock(&self.state).cancel.cancel();
+        // Cancelling a session cancels what waits in it too.
+        let waiting = std::mem::take(&mut lock(&self.queue).waiting);
+        for queued in waiting {
+            let _ = queued
+                .reply
+                .send(Ok(PromptResponse::new(StopReason::Cancelled)));
+        }
     }
 
     /// The session's config options, complete, as ACP wants them.
@@ -192,6 +264,22 @@ impl Session {
             )
             .category(SessionConfigOptionCategory::ThoughtLevel)
             .description("How much the model reasons before it answers"),
+            SessionConfigOption::select(
+                QUEUE_OPTION,
+                "Messages while busy",
+                lock(&self.queue).mode.id(),
+                vec![
+                    SessionConfigSelectOption::new(agent::QueueMode::Steer.id(), "Steer")
+                        .description(
+                            "Interrupt after the running tool; the agent reads the message next",
+                        ),
+                    SessionConfigSelectOption::new(agent::QueueMode::FollowUp.id(), "Follow up")
+                        .description(
+                            "Wait until the agent is done, then continue with the message",
+                        ),
+                ],
+            )
+            .description("What a message sent while the agent works does"),
         ]
     }
 
@@ -251,8 +339,15 @@ impl Session {
                 self.record(transcript::Record::ModeChange { mode });
                 Ok(())
             }
+            QUEUE_OPTION => {
+                let mode = agent::QueueMode::parse(value).ok_or_else(|| {
+                    format!("`{value}` is not a queue mode; choose `steer` or `follow-up`")
+                })?;
+                lock(&self.queue).mode = mode;
+                Ok(())
+            }
             other => Err(format!(
-                "unknown config option `{other}`; options are `{MODE_OPTION}`, `{MODEL_OPTION}` and `{THOUGHT_OPTION}`"
+                "unknown config option `{other}`; options are `{MODE_OPTION}`, `{MODEL_OPTION}`, `{THOUGHT_OPTION}` and `{QUEUE_OPTION}`"
             )),
         }
     }
@@ -306,6 +401,83 @@ impl Session {
         let content = updates::prompt_content(prompt, &self.cwd)
             .await
             .map_err(|e| invalid_params(e.to_string()))?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let content = {
+            let mut queue = lock(&self.queue);
+            if queue.running {
+                queue.waiting.push_back(Queued { content, reply });
+                None
+            } else {
+                queue.running = true;
+                queue.current = Some(reply);
+                Some(content)
+            }
+        };
+        let Some(content) = content else {
+            return answer
+                .await
+                .unwrap_or_else(|_| Ok(PromptResponse::new(StopReason::Cancelled)));
+        };
+        // The runs go on in their own task, so that this request can answer
+        // as soon as a later prompt takes over.
+        let me = self.clone();
+        let http = http.clone();
+        let driver = cx.clone();
+        let spawned = cx.spawn(async move {
+            me.drive(content, &http, driver, client, drain).await;
+            Ok(())
+        });
+        if let Err(e) = spawned {
+            let mut queue = lock(&self.queue);
+            queue.running = false;
+            queue.current = None;
+            return Err(e);
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Ok(PromptResponse::new(StopReason::Cancelled)))
+    }
+
+    /// Runs `content`, then whatever prompts queued up meanwhile that no
+    /// run took in, answering each request as its part ends.
+    async fn drive(
+        self: Arc<Self>,
+        mut content: Vec<crate::llm::Content>,
+        http: &reqwest::Client,
+        cx: ConnectionTo<Client>,
+        client: ClientCapabilities,
+        drain: Arc<Drain>,
+    ) {
+        loop {
+            let result = self
+                .run_content(content, http, cx.clone(), client.clone(), drain.clone())
+                .await;
+            let mut queue = lock(&self.queue);
+            if let Some(reply) = queue.current.take() {
+                let _ = reply.send(result);
+            }
+            match queue.waiting.pop_front() {
+                Some(next) => {
+                    queue.current = Some(next.reply);
+                    content = next.content;
+                }
+                None => {
+                    queue.running = false;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One run of the agent for a prompt.
+    async fn run_content(
+        self: &Arc<Self>,
+        content: Vec<crate::llm::Content>,
+        http: &reqwest::Client,
+        cx: ConnectionTo<Client>,
+        client: ClientCapabilities,
+        drain: Arc<Drain>,
+    ) -> Result<PromptResponse, Error> {
         let mut history = self.history.lock().await;
         let (config, cancel) = self.turn_config()?;
         let host = self.host(cx, &client, drain);
@@ -352,11 +524,17 @@ impl Session {
                 .find_map(|m| match m {
                     AgentMessage::Llm {
                         message: crate::llm::Message::Assistant(a),
-                    } if !a.text().trim().is_empty() => Some(a.text()),
+                    } if !a.text().trim().is_empty() && !agent::is_silent(&a.text()) => {
+                        Some(a.text())
+                    }
                     _ => None,
                 })
                 .unwrap_or_default();
             self.name_later(http.clone(), host.cx.clone(), prompt, answer);
+        }
+        if let RunStop::LoopDetected(text) | RunStop::Blocked(text) = &stop {
+            self.record(transcript::Record::Notice { text: text.clone() });
+            self.say(&host.cx, text);
         }
         match (updates::stop_reason(&stop), stop) {
             (Some(reason), _) => Ok(PromptResponse::new(reason)),
@@ -446,11 +624,25 @@ impl Session {
                 state.cancel.clone(),
             )
         };
+        let guard = self
+            .settings
+            .tool_guard(&model, self.loops.clone(), &self.id.0, &self.cwd)
+            .map_err(|e| {
+                invalid_params(format!("the tool policy in config.toml is invalid: {e}"))
+            })?;
+        // The prompt lists only the tools the policy lets the model use.
+        let mode = self.permissions.mode();
+        let offered: Vec<Arc<dyn Tool>> = self
+            .tools
+            .iter()
+            .filter(|t| guard.offers(t.as_ref(), mode))
+            .cloned()
+            .collect();
         // Files are read outside the lock.
         let system_prompt = crate::context::system_prompt(
             &self.sources(),
             &model,
-            &self.tools,
+            &offered,
             std::time::SystemTime::now(),
         );
         for problem in &system_prompt.problems {
@@ -461,6 +653,7 @@ impl Session {
             thinking,
             system_prompt.text,
             self.permissions.clone(),
+            Arc::new(guard),
         );
         config.last_call = last_call;
         config.credentials = Some(self.credentials.clone());
@@ -803,8 +996,32 @@ impl AcpHost {
 }
 
 impl AgentHost for AcpHost {
+    fn steering_waiting(&self) -> bool {
+        let queue = lock(&self.session.queue);
+        queue.mode == agent::QueueMode::Steer && !queue.waiting.is_empty()
+    }
+
+    fn take_steering(&self) -> Vec<Vec<crate::llm::Content>> {
+        let mut queue = lock(&self.session.queue);
+        if queue.mode != agent::QueueMode::Steer {
+            return Vec::new();
+        }
+        std::iter::from_fn(|| queue.advance()).collect()
+    }
+
+    fn take_follow_up(&self) -> Option<Vec<crate::llm::Content>> {
+        lock(&self.session.queue).advance()
+    }
+
     fn emit(&self, event: AgentEvent) {
         match &event {
+            AgentEvent::UserMessage(content) => {
+                self.session.record(transcript::Record::Message {
+                    message: crate::llm::Message::User {
+                        content: content.clone(),
+                    },
+                });
+            }
             AgentEvent::MessageEnd(message) => {
                 {
                     let mut state = lock(&self.session.state);

@@ -23,6 +23,9 @@ pub fn stop_reason(stop: &RunStop) -> Option<StopReason> {
         RunStop::Refusal => StopReason::Refusal,
         RunStop::Cancelled => StopReason::Cancelled,
         RunStop::MaxTurns => StopReason::MaxTurnRequests,
+        // The user is told why in an agent message; the work so far stays.
+        RunStop::LoopDetected(_) => StopReason::EndTurn,
+        RunStop::Blocked(_) => StopReason::Refusal,
         RunStop::Failed(_) => return None,
     })
 }
@@ -151,6 +154,7 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
         | AgentEvent::MessageStart
         | AgentEvent::MessageEnd(_)
         | AgentEvent::Retry { .. }
+        | AgentEvent::UserMessage(_)
         | AgentEvent::AgentEnd { .. } => return None,
     })
 }
@@ -221,6 +225,10 @@ fn replay_part(
             Message::Assistant(message) => {
                 for part in &message.content {
                     let event = match part {
+                        // A silent reply stays silent on replay too.
+                        AssistantContent::Text { text } if crate::agent::is_silent(text) => {
+                            continue;
+                        }
                         AssistantContent::Text { text } => AgentEvent::TextDelta(text.clone()),
                         AssistantContent::Thinking {
                             thinking,

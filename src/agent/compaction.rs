@@ -82,6 +82,16 @@ pub enum Reason {
     Manual,
 }
 
+impl Reason {
+    pub fn id(self) -> &'static str {
+        match self {
+            Reason::Threshold => "threshold",
+            Reason::Overflow => "overflow",
+            Reason::Manual => "manual",
+        }
+    }
+}
+
 /// A compaction that happened.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Compacted {

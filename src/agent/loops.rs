@@ -99,6 +99,9 @@ struct Entry {
     poll: bool,
 }
 
+/// A session's detector, shared by its runs.
+pub type SharedLoops = std::sync::Arc<std::sync::Mutex<LoopDetector>>;
+
 /// One session's recent calls.
 #[derive(Debug, Default)]
 pub struct LoopDetector {

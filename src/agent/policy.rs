@@ -119,6 +119,9 @@ pub enum Step {
     Agent(String),
     Mode(Mode),
     McpServer(String),
+    /// A step from the project's `.pincer/config.toml`, which narrows the
+    /// user's own.
+    Project(Box<Step>),
 }
 
 impl fmt::Display for Step {
@@ -131,6 +134,7 @@ impl fmt::Display for Step {
             Step::Agent(a) => write!(f, "[agents.{a}.tools]"),
             Step::Mode(m) => write!(f, "the session's `{}` mode", m.id()),
             Step::McpServer(s) => write!(f, "the scope of MCP server `{s}`"),
+            Step::Project(step) => write!(f, "{step} of the project's .pincer/config.toml"),
         }
     }
 }
@@ -259,28 +263,25 @@ impl ToolPolicy {
         model: &str,
         mcp: &BTreeMap<String, Rules>,
     ) -> Result<Self, PolicyError> {
-        let profile = config.profile.unwrap_or_default();
-        let allow: Vec<String> = profile.allow().iter().map(|s| s.to_string()).collect();
-        let mut steps = vec![Filter::new(Step::Profile(profile), &allow, &[])?];
-        let lower = |s: &str| s.to_ascii_lowercase();
-        let full_id = format!("{provider}/{model}");
-        for (key, rules) in &config.by_provider {
-            let step = if lower(key) == lower(provider) {
-                Step::Provider(key.clone())
-            } else if lower(key) == lower(&full_id) {
-                Step::Model(key.clone())
-            } else {
-                continue;
-            };
-            steps.push(Filter::new(step, &rules.allow, &rules.deny)?);
+        Self::layered(config, None, agent, provider, model, mcp)
+    }
+
+    /// As [`Self::new`], with a project's `[tools]` narrowing the user's.
+    pub fn layered(
+        config: &ToolsConfig,
+        project: Option<&ToolsConfig>,
+        agent: Option<(&str, &Rules)>,
+        provider: &str,
+        model: &str,
+        mcp: &BTreeMap<String, Rules>,
+    ) -> Result<Self, PolicyError> {
+        let mut steps = layer(config, provider, model, true)?;
+        if let Some(project) = project {
+            for mut filter in layer(project, provider, model, false)? {
+                filter.step = Step::Project(Box::new(filter.step));
+                steps.push(filter);
+            }
         }
-        // Provider rules before model rules, whatever order the map has.
-        steps.sort_by_key(|f| match f.step {
-            Step::Profile(_) => 0,
-            Step::Provider(_) => 1,
-            _ => 2,
-        });
-        steps.push(Filter::new(Step::Global, &config.allow, &config.deny)?);
         if let Some((id, rules)) = agent
             && !rules.is_empty()
         {
@@ -322,6 +323,47 @@ impl ToolPolicy {
         }
         Ok(())
     }
+}
+
+/// The profile, provider, model and global steps of one config file. The
+/// user's profile defaults to `coding`; a project without a profile adds
+/// none.
+fn layer(
+    config: &ToolsConfig,
+    provider: &str,
+    model: &str,
+    user: bool,
+) -> Result<Vec<Filter>, PolicyError> {
+    let mut steps = Vec::new();
+    let profile = if user {
+        Some(config.profile.unwrap_or_default())
+    } else {
+        config.profile
+    };
+    if let Some(profile) = profile {
+        let allow: Vec<String> = profile.allow().iter().map(|s| s.to_string()).collect();
+        steps.push(Filter::new(Step::Profile(profile), &allow, &[])?);
+    }
+    let lower = |s: &str| s.to_ascii_lowercase();
+    let full_id = format!("{provider}/{model}");
+    let mut scoped = Vec::new();
+    for (key, rules) in &config.by_provider {
+        let step = if lower(key) == lower(provider) {
+            Step::Provider(key.clone())
+        } else if lower(key) == lower(&full_id) {
+            Step::Model(key.clone())
+        } else {
+            continue;
+        };
+        scoped.push(Filter::new(step, &rules.allow, &rules.deny)?);
+    }
+    // Provider rules before model rules, whatever order the map has.
+    scoped.sort_by_key(|f| matches!(f.step, Step::Model(_)));
+    steps.extend(scoped);
+    if user || !(config.allow.is_empty() && config.deny.is_empty()) {
+        steps.push(Filter::new(Step::Global, &config.allow, &config.deny)?);
+    }
+    Ok(steps)
 }
 
 #[cfg(test)]

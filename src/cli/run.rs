@@ -71,12 +71,25 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
         cwd: cwd.clone(),
         config_dir: settings.paths.config_dir.clone(),
     };
+    let session_id = format!("run_{}", uuid::Uuid::new_v4().simple());
+    let guard = settings.tool_guard(&model, settings.loop_detector(), &session_id, &cwd)?;
+    let offered: Vec<Arc<dyn crate::tools::Tool>> = tools
+        .iter()
+        .filter(|t| guard.offers(t.as_ref(), permissions.mode()))
+        .cloned()
+        .collect();
     let system_prompt =
-        crate::context::system_prompt(&sources, &model, &tools, std::time::SystemTime::now());
+        crate::context::system_prompt(&sources, &model, &offered, std::time::SystemTime::now());
     for problem in &system_prompt.problems {
         tracing::warn!("{problem}");
     }
-    let config = settings.agent_config(model, settings.thinking(), system_prompt.text, permissions);
+    let config = settings.agent_config(
+        model,
+        settings.thinking(),
+        system_prompt.text,
+        permissions,
+        Arc::new(guard),
+    );
     let http = reqwest::Client::builder()
         .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
         .build()?;
@@ -88,7 +101,7 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
         }
     });
     let host = PrintHost {
-        session_id: format!("run_{}", uuid::Uuid::new_v4().simple()),
+        session_id,
         json: options.json,
         cost: Mutex::new(0.0),
         ended_with_newline: Mutex::new(true),
@@ -138,6 +151,14 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
                         config.max_turns
                     );
                     5
+                }
+                RunStop::LoopDetected(text) => {
+                    eprintln!("pincer: {text}");
+                    6
+                }
+                RunStop::Blocked(reason) => {
+                    eprintln!("pincer: the prompt was refused by a hook: {reason}");
+                    7
                 }
                 RunStop::Failed(_) => 1,
             }

@@ -25,3 +25,56 @@ pub use scopes::command_prefixes;
 pub(super) const MAX_LINES: usize = 2_000;
 /// Most bytes of output one result shows.
 pub(super) const MAX_BYTES: usize = 50 * 1024;
+
+/// `text` as a model should read it: terminal escapes and control
+/// characters other than newlines and tabs removed. Text without any is
+/// returned as it is (`\r\n` line ends included).
+pub fn clean_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let mut chars = text.chars().peekable();
+    let mut dirty = false;
+    while let Some(c) = chars.next() {
+        let allowed = c == '\n' || c == '\t' || (c == '\r' && chars.peek() == Some(&'\n'));
+        if (c.is_control() && !allowed) || c == '\u{9b}' {
+            dirty = true;
+            break;
+        }
+    }
+    if !dirty {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut cleaner = Cleaner::default();
+    let mut out = String::with_capacity(text.len());
+    cleaner.feed(text.as_bytes(), &mut out);
+    cleaner.finish(&mut out);
+    std::borrow::Cow::Owned(out)
+}
+
+/// Keeps the head of `text` within [`MAX_LINES`] and [`MAX_BYTES`], cut at
+/// a line end, with a note saying how much was left out.
+pub fn truncate_head(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= MAX_BYTES && text.lines().count() <= MAX_LINES {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = 0;
+    for (n, line) in text.split_inclusive('\n').enumerate() {
+        if n == MAX_LINES || end + line.len() > MAX_BYTES {
+            break;
+        }
+        end += line.len();
+    }
+    if end == 0 {
+        // One huge first line: cut it at a character boundary.
+        end = MAX_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+    }
+    let left = &text[end..];
+    std::borrow::Cow::Owned(format!(
+        "{}\n[… {} more lines ({} bytes) left out; the limit is {MAX_LINES} lines or {} KB]",
+        text[..end].trim_end_matches('\n'),
+        left.lines().count(),
+        left.len(),
+        MAX_BYTES / 1024
+    ))
+}
