@@ -145,3 +145,69 @@ async fn bedrock_answers_a_sigv4_signed_request_with_an_event_stream() {
     let messages: &Value = &request.body["messages"];
     assert_eq!(messages[0]["content"][0]["text"], "hi");
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn bedrock_signs_with_credentials_from_a_credential_process() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let body = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/bedrock/text.bin"
+    ))
+    .unwrap();
+    mock.push(Reply::Bytes {
+        body,
+        content_type: "application/vnd.amazon.eventstream".to_string(),
+        chunk: 7,
+    });
+    let aws = sandbox.home().join(".aws");
+    std::fs::create_dir_all(&aws).unwrap();
+    let script = aws.join("creds.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncat <<'JSON'\n{\"Version\": 1, \"AccessKeyId\": \"ASIAPROCESS\", \
+         \"SecretAccessKey\": \"process-secret\", \"SessionToken\": \"process-token\", \
+         \"Expiration\": \"2999-01-01T00:00:00Z\"}\nJSON\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        aws.join("config"),
+        format!(
+            "[profile tool]\nregion = ap-northeast-1\ncredential_process = {}\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let endpoint = format!("http://{}", mock.addr);
+    let text = answer(
+        &sandbox,
+        &mock,
+        &[
+            ("AWS_PROFILE", "tool"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+            ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", &endpoint),
+            (
+                "PINCER_MODEL",
+                "amazon-bedrock/global.anthropic.claude-haiku-4-5-20251001-v1:0",
+            ),
+        ],
+        "",
+    )
+    .await;
+    assert!(text.starts_with("Hello from Bedrock"), "{text}");
+    let request = &mock.requests()[0];
+    let authorization = request.header("authorization").unwrap();
+    assert!(
+        authorization.starts_with("AWS4-HMAC-SHA256 Credential=ASIAPROCESS/")
+            && authorization.contains("/ap-northeast-1/bedrock/aws4_request")
+            && authorization.contains("SignedHeaders=host;x-amz-date;x-amz-security-token"),
+        "{authorization}"
+    );
+    assert_eq!(
+        request.header("x-amz-security-token"),
+        Some("process-token")
+    );
+}

@@ -131,13 +131,7 @@ fn sign(
             |error| tracing::warn!(%error, "cannot sign a request to an unparsable Bedrock URL"),
         )
         .ok()?;
-    // The Host header the HTTP client derives from the URL: the port only
-    // when it is not the scheme's default.
-    let host = match (parsed.host_str(), parsed.port()) {
-        (Some(host), Some(port)) => format!("{host}:{port}"),
-        (Some(host), None) => host.to_string(),
-        (None, _) => String::new(),
-    };
+    let host = sigv4::host(&parsed);
     let signer = sigv4::Signer {
         access_key_id: &credentials.access_key_id,
         secret_access_key: credentials.secret_access_key.expose(),

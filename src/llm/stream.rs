@@ -54,11 +54,35 @@ pub fn stream(
             google::build_request(model, key, request),
             Box::new(google::Parser::new(&model.provider)),
         ),
-        Api::BedrockConverseStream => match bedrock_request(model, key, request) {
-            Ok(http) => (http, Box::new(bedrock::Parser::new(&model.provider))),
-            Err(error) => return futures::stream::once(async move { Err(error) }).boxed(),
-        },
+        Api::BedrockConverseStream => {
+            // AWS credentials may take HTTP calls (SSO, STS, instance
+            // metadata), so the request is built once the stream is polled.
+            let (client, model, key, request) =
+                (client.clone(), model.clone(), key.cloned(), request.clone());
+            return futures::stream::once(async move {
+                match bedrock_request(&client, &model, key.as_ref(), &request).await {
+                    Ok(http) => {
+                        let parser = Box::new(bedrock::Parser::new(&model.provider));
+                        send(&client, &model, http, parser, config)
+                    }
+                    Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
+                }
+            })
+            .flatten()
+            .boxed();
+        }
     };
+    send(client, model, http, parser, config)
+}
+
+/// Sends a built request and streams its answer through `parser`.
+fn send(
+    client: &reqwest::Client,
+    model: &Model,
+    http: HttpRequest,
+    parser: Box<dyn WireFormat>,
+    config: StreamConfig,
+) -> BoxStream<'static, Result<StreamEvent, LlmError>> {
     let provider = model.provider.clone();
     let api = model.api;
     let mut builder = client.post(&http.url).json(&http.body);
@@ -202,7 +226,8 @@ async fn connect(
 /// A Bedrock request: a Bedrock API key when one is given (profile or
 /// AWS_BEARER_TOKEN_BEDROCK), else SigV4 with the AWS credential chain of
 /// this process's environment and `~/.aws`.
-fn bedrock_request(
+async fn bedrock_request(
+    client: &reqwest::Client,
     model: &Model,
     key: Option<&Secret>,
     request: &Request,
@@ -213,20 +238,35 @@ fn bedrock_request(
         provider: model.provider.clone(),
         message,
     };
-    let settings =
-        bedrock::credentials::load(&env, home.as_deref()).map_err(|e| auth_error(e.to_string()))?;
-    let region = settings
-        .region
-        .clone()
-        .unwrap_or_else(|| "us-east-1".to_string());
-    let auth = match key {
-        Some(key) => bedrock::Auth::Bearer(key),
-        None => settings.auth().ok_or_else(|| {
+    let (region, settings) = match key {
+        // A key needs no AWS credentials, only the region.
+        Some(_) => (
+            bedrock::credentials::region(&env, home.as_deref())
+                .map_err(|e| auth_error(e.to_string()))?,
+            None,
+        ),
+        None => {
+            let settings = bedrock::credentials::load(&env, home.as_deref(), client)
+                .await
+                .map_err(|e| auth_error(e.to_string()))?;
+            (settings.region.clone(), Some(settings))
+        }
+    };
+    let region = region.unwrap_or_else(|| "us-east-1".to_string());
+    let auth = match (key, &settings) {
+        (Some(key), _) => bedrock::Auth::Bearer(key),
+        (None, settings) => settings.as_ref().and_then(|s| s.auth()).ok_or_else(|| {
             auth_error(
-                "no AWS credentials: set AWS_BEARER_TOKEN_BEDROCK, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in ~/.aws/credentials (AWS_PROFILE)".to_string(),
+                "no AWS credentials: set AWS_BEARER_TOKEN_BEDROCK, or AWS_ACCESS_KEY_ID and \
+                 AWS_SECRET_ACCESS_KEY, or configure a profile (`aws configure`, \
+                 `aws configure sso`; AWS_PROFILE selects it)"
+                    .to_string(),
             )
         })?,
     };
+    if let Some((_, source)) = settings.as_ref().and_then(|s| s.credentials.as_ref()) {
+        tracing::debug!(%source, "using AWS credentials");
+    }
     Ok(bedrock::build_request(
         model,
         auth,

@@ -1,38 +1,54 @@
-//! Where Bedrock credentials and the region come from: the environment and
-//! the AWS CLI's shared files, read the way the AWS SDKs read them.
+//! Where Bedrock credentials and the region come from: the AWS SDKs' default
+//! credential provider chain, read the way the SDKs and the AWS CLI read it,
+//! so that pincer acts as the same identity `aws` would.
 //!
-//! In order:
+//! In order, the first source that is configured wins:
 //! 1. `AWS_BEARER_TOKEN_BEDROCK`, a Bedrock API key. When it is set AWS
 //!    credentials are not looked at, as in the AWS SDKs.
 //! 2. `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and the optional
 //!    `AWS_SESSION_TOKEN`.
-//! 3. Static keys (`aws_access_key_id`, `aws_secret_access_key`,
-//!    `aws_session_token`) of the profile `AWS_PROFILE` (or the older
-//!    `AWS_DEFAULT_PROFILE`, else `default`) in `~/.aws/credentials`, then in
-//!    `~/.aws/config`. `AWS_SHARED_CREDENTIALS_FILE` and `AWS_CONFIG_FILE`
-//!    move the files. In the config file a profile's section is
-//!    `[profile name]`, except `[default]`.
+//! 3. A web identity token: `AWS_WEB_IDENTITY_TOKEN_FILE` and `AWS_ROLE_ARN`
+//!    (EKS, GitHub Actions), exchanged at STS (`sts.rs`).
+//! 4. The profile `AWS_PROFILE` (or the older `AWS_DEFAULT_PROFILE`, else
+//!    `default`) of `~/.aws/credentials` and `~/.aws/config`: role
+//!    assumption, IAM Identity Center (SSO), `credential_process`, or static
+//!    keys (`profile.rs`, `sso.rs`, `process.rs`).
+//! 5. The ECS/EKS container credentials endpoint, then the EC2 instance
+//!    metadata service (`metadata.rs`).
 //!
 //! The region is `AWS_REGION`, then `AWS_DEFAULT_REGION`, then the profile's
 //! `region` in the config file.
 //!
-//! Not covered, and not faked: IAM Identity Center (SSO) logins, role
-//! assumption (`role_arn`/`source_profile`), web identity tokens
-//! (`AWS_WEB_IDENTITY_TOKEN_FILE`), `credential_process`, and the ECS/EKS
-//! container and EC2 instance metadata (IMDS) endpoints. A profile that
-//! relies on one of them is an error that says so and how to export static
-//! keys instead (`aws configure export-credentials`), rather than a silent
-//! fall-through to some other identity. Credentials are read once; expiring
-//! session credentials are not refreshed.
+//! A source that is configured but fails is an error naming it and the fix;
+//! the chain does not fall through to some other identity. Temporary
+//! credentials are kept in a process-wide [`Cache`] until five minutes
+//! before they expire.
+//!
+//! Not covered: refreshing an expired SSO token with its refresh token (the
+//! user runs `aws sso login`), MFA prompts for role assumption, IMDSv1, and
+//! endpoint overrides for STS and the SSO portal.
 
-use std::collections::BTreeMap;
+mod metadata;
+mod process;
+mod profile;
+mod sso;
+mod sts;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
 
 use super::Auth;
 use crate::llm::Secret;
 
-/// Static AWS credentials, for SigV4. `Debug` shows the key id (which AWS
-/// treats as an identifier, not a secret) and redacts the rest.
+/// AWS credentials, for SigV4. `Debug` shows the key id (which AWS treats
+/// as an identifier, not a secret) and redacts the rest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AwsCredentials {
     pub access_key_id: String,
@@ -45,16 +61,47 @@ pub struct AwsCredentials {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
     Environment,
-    File { path: PathBuf, profile: String },
+    WebIdentity {
+        role_arn: String,
+    },
+    /// Static keys of a profile.
+    File {
+        path: PathBuf,
+        profile: String,
+    },
+    Process {
+        profile: String,
+    },
+    Sso {
+        profile: String,
+    },
+    AssumeRole {
+        profile: String,
+        role_arn: String,
+    },
+    Container {
+        url: String,
+    },
+    InstanceMetadata,
 }
 
 impl std::fmt::Display for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Source::Environment => f.write_str("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+            Source::WebIdentity { role_arn } => {
+                write!(f, "the web identity token for {role_arn}")
+            }
             Source::File { path, profile } => {
                 write!(f, "profile `{profile}` of {}", path.display())
             }
+            Source::Process { profile } => write!(f, "credential_process of profile `{profile}`"),
+            Source::Sso { profile } => write!(f, "IAM Identity Center (SSO) profile `{profile}`"),
+            Source::AssumeRole { profile, role_arn } => {
+                write!(f, "role {role_arn} of profile `{profile}`")
+            }
+            Source::Container { url } => write!(f, "the container credentials endpoint {url}"),
+            Source::InstanceMetadata => f.write_str("the EC2 instance metadata service"),
         }
     }
 }
@@ -81,10 +128,11 @@ impl AwsSettings {
     }
 }
 
-/// Why the environment or the shared files do not add up to credentials.
+/// Why a configured source did not yield credentials. Each names the source
+/// and, where there is one, the fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CredentialsError {
-    #[error("{set} is set but {missing} is not; set both (or neither, to use ~/.aws/credentials)")]
+    #[error("{set} is set but {missing} is not; set both, or neither")]
     PartialEnvironment {
         set: &'static str,
         missing: &'static str,
@@ -102,200 +150,396 @@ pub enum CredentialsError {
     },
     #[error("AWS profile `{profile}` in {path} has aws_access_key_id but no aws_secret_access_key")]
     IncompleteProfile { profile: String, path: PathBuf },
+    /// A profile whose settings do not add up (a role without a source, a
+    /// cycle of source profiles, SSO settings missing a field).
+    #[error("AWS profile `{profile}`: {problem}")]
+    InvalidProfile { profile: String, problem: String },
     #[error(
-        "AWS profile `{profile}` gets its credentials through {mechanism}, which pincer does not \
-         support; export static keys with `aws configure export-credentials --profile {profile} \
-         --format env`, or set AWS_BEARER_TOKEN_BEDROCK to a Bedrock API key"
+        "the credential_process of AWS profile `{profile}` failed: {message}; run the command \
+         yourself to see why"
     )]
-    Unsupported {
-        profile: String,
-        mechanism: &'static str,
+    Process { profile: String, message: String },
+    #[error(
+        "the IAM Identity Center (SSO) login of AWS profile `{profile}` {problem}; run \
+         `aws sso login --profile {profile}`"
+    )]
+    SsoLogin { profile: String, problem: String },
+    #[error("IAM Identity Center (SSO) credentials for AWS profile `{profile}` failed: {message}")]
+    Sso { profile: String, message: String },
+    #[error("STS {operation} for {role_arn} failed: {message}; {fix}")]
+    Sts {
+        operation: &'static str,
+        role_arn: String,
+        message: String,
+        fix: String,
     },
+    #[error(
+        "the container credentials endpoint {url} failed: {message}; check \
+         AWS_CONTAINER_CREDENTIALS_RELATIVE_URI / AWS_CONTAINER_CREDENTIALS_FULL_URI and the \
+         authorization token"
+    )]
+    Container { url: String, message: String },
+    #[error(
+        "the EC2 instance metadata service failed: {message}; attach an instance profile, or set \
+         AWS_EC2_METADATA_DISABLED=true if this is not an EC2 instance"
+    )]
+    InstanceMetadata { message: String },
 }
 
-/// Reads the environment (through `env`, so tests can supply their own)
-/// and the shared files under `home`. Files that do not exist are simply
-/// absent; files that exist but cannot be read are errors.
-pub fn load(
+/// Reads the environment (through `env`, so tests can supply their own),
+/// the shared files under `home`, and whatever endpoints the configured
+/// source needs, through `client`. Files that do not exist are simply
+/// absent; files that exist but cannot be read are errors. Nothing found
+/// at all is `Ok` with no credentials.
+///
+/// The environment is read before this returns, so the future borrows
+/// only `client`.
+pub fn load<'a>(
     env: &dyn Fn(&str) -> Option<String>,
     home: Option<&Path>,
-) -> Result<AwsSettings, CredentialsError> {
-    // Unset and empty are the same thing, as in the SDKs.
-    let var = |name: &str| env(name).filter(|value| !value.trim().is_empty());
-    let explicit_profile = var("AWS_PROFILE").or_else(|| var("AWS_DEFAULT_PROFILE"));
-    let profile = explicit_profile
-        .clone()
-        .unwrap_or_else(|| "default".to_string());
-    let file = |override_var: &str, name: &str| -> Option<PathBuf> {
-        match var(override_var) {
-            Some(path) => Some(expand_home(&path, home)),
-            None => home.map(|home| home.join(".aws").join(name)),
-        }
-    };
-    let credentials_file = SharedFile::read(file("AWS_SHARED_CREDENTIALS_FILE", "credentials"))?;
-    let config_file = SharedFile::read(file("AWS_CONFIG_FILE", "config"))?;
-    let credentials_section = credentials_file.section(&profile);
-    let config_section = config_file
-        .section(&format!("profile {profile}"))
-        .or_else(|| {
-            (profile == "default")
-                .then(|| config_file.section("default"))
-                .flatten()
-        });
+    client: &'a reqwest::Client,
+) -> impl Future<Output = Result<AwsSettings, CredentialsError>> + Send + 'a {
+    static CACHE: Cache = Cache::new();
+    let vars = Vars::capture(env);
+    let home = home.map(Path::to_path_buf);
+    async move {
+        let chain = Chain {
+            vars: &vars,
+            home: home.as_deref(),
+            client,
+            cache: &CACHE,
+            endpoints: &Endpoints::default(),
+        };
+        chain.resolve().await
+    }
+}
 
-    let region = var("AWS_REGION")
-        .or_else(|| var("AWS_DEFAULT_REGION"))
-        .or_else(|| config_section.and_then(|s| s.get("region").cloned()));
-    let bearer_token = var("AWS_BEARER_TOKEN_BEDROCK").map(Secret::new);
-    if bearer_token.is_some() {
-        return Ok(AwsSettings {
-            profile,
-            bearer_token,
-            credentials: None,
-            region,
-        });
+/// The region alone, for a request authenticated with a Bedrock API key:
+/// no credential source is consulted.
+pub fn region(
+    env: &dyn Fn(&str) -> Option<String>,
+    home: Option<&Path>,
+) -> Result<Option<String>, CredentialsError> {
+    let vars = Vars::capture(env);
+    let files = profile::Files::read(&vars, home)?;
+    Ok(vars.region(&files))
+}
+
+/// The variables the chain reads, read once: unset and empty are the same
+/// thing, as in the SDKs.
+struct Vars(HashMap<&'static str, String>);
+
+impl Vars {
+    const NAMES: &[&str] = &[
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_CONFIG_FILE",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_ROLE_ARN",
+        "AWS_ROLE_SESSION_NAME",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+        "AWS_EC2_METADATA_DISABLED",
+    ];
+
+    fn capture(env: &dyn Fn(&str) -> Option<String>) -> Self {
+        Self(
+            Self::NAMES
+                .iter()
+                .filter_map(|&name| {
+                    let value = env(name).filter(|value| !value.trim().is_empty())?;
+                    Some((name, value))
+                })
+                .collect(),
+        )
     }
 
-    let credentials = match from_environment(&var)? {
-        Some(credentials) => Some((credentials, Source::Environment)),
-        None => {
-            if explicit_profile.is_some()
-                && credentials_section.is_none()
-                && config_section.is_none()
-            {
+    fn get(&self, name: &str) -> Option<&str> {
+        debug_assert!(Self::NAMES.contains(&name), "{name} is not captured");
+        self.0.get(name).map(String::as_str)
+    }
+
+    fn profile(&self) -> Option<&str> {
+        self.get("AWS_PROFILE")
+            .or_else(|| self.get("AWS_DEFAULT_PROFILE"))
+    }
+
+    fn region(&self, files: &profile::Files) -> Option<String> {
+        self.get("AWS_REGION")
+            .or_else(|| self.get("AWS_DEFAULT_REGION"))
+            .map(str::to_string)
+            .or_else(|| {
+                files
+                    .profile(self.profile().unwrap_or("default"))
+                    .and_then(|p| p.config("region").map(str::to_string))
+            })
+    }
+}
+
+/// Where AWS's fixed endpoints are. Only tests move them (to a mock
+/// server); nothing in the environment or the config files can, so a
+/// stray setting cannot send an SSO token or signed STS request elsewhere.
+#[derive(Clone, Debug, Default)]
+struct Endpoints {
+    /// In place of `https://sts.{region}.amazonaws.com`.
+    sts: Option<String>,
+    /// In place of `https://portal.sso.{region}.amazonaws.com`.
+    sso_portal: Option<String>,
+    /// In place of `http://169.254.170.2`, the ECS container endpoint that
+    /// `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI` is relative to.
+    container: Option<String>,
+}
+
+impl Endpoints {
+    fn sts(&self, region: &str) -> String {
+        self.sts
+            .clone()
+            .unwrap_or_else(|| format!("https://sts.{region}.amazonaws.com"))
+    }
+
+    fn sso_portal(&self, region: &str) -> String {
+        self.sso_portal
+            .clone()
+            .unwrap_or_else(|| format!("https://portal.sso.{region}.amazonaws.com"))
+    }
+
+    fn container(&self) -> String {
+        self.container
+            .clone()
+            .unwrap_or_else(|| "http://169.254.170.2".to_string())
+    }
+}
+
+/// Credentials with the time they stop working, if they do.
+#[derive(Clone, Debug)]
+struct Temporary {
+    credentials: AwsCredentials,
+    expires: Option<Timestamp>,
+}
+
+/// Temporary credentials by source, so that a session does not run
+/// `credential_process` or call STS on every model call. An entry is used
+/// until [`Cache::REFRESH_BEFORE`] its expiry, like the SDKs' buffer, so a
+/// request never leaves with credentials that die in flight.
+struct Cache {
+    entries: Mutex<BTreeMap<String, Temporary>>,
+}
+
+impl Cache {
+    const REFRESH_BEFORE: SignedDuration = SignedDuration::from_mins(5);
+
+    const fn new() -> Self {
+        Self {
+            entries: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn get(&self, key: &str, now: Timestamp) -> Option<AwsCredentials> {
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = entries.get(key)?;
+        let fresh = entry
+            .expires
+            .is_none_or(|expires| expires.duration_since(now) > Self::REFRESH_BEFORE);
+        fresh.then(|| entry.credentials.clone())
+    }
+
+    fn put(&self, key: String, temporary: Temporary) {
+        self.entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, temporary);
+    }
+}
+
+/// One resolution of the chain: what it reads and talks to.
+struct Chain<'a> {
+    vars: &'a Vars,
+    home: Option<&'a Path>,
+    client: &'a reqwest::Client,
+    cache: &'a Cache,
+    endpoints: &'a Endpoints,
+}
+
+impl Chain<'_> {
+    async fn resolve(&self) -> Result<AwsSettings, CredentialsError> {
+        let explicit_profile = self.vars.profile();
+        let profile = explicit_profile.unwrap_or("default").to_string();
+        let files = profile::Files::read(self.vars, self.home)?;
+        let region = self.vars.region(&files);
+        let settings = |credentials| AwsSettings {
+            profile: profile.clone(),
+            bearer_token: None,
+            credentials,
+            region: region.clone(),
+        };
+
+        if let Some(token) = self.vars.get("AWS_BEARER_TOKEN_BEDROCK") {
+            return Ok(AwsSettings {
+                bearer_token: Some(Secret::new(token)),
+                ..settings(None)
+            });
+        }
+        if let Some(credentials) = self.environment_keys()? {
+            return Ok(settings(Some((credentials, Source::Environment))));
+        }
+        let sts_region = region.as_deref().unwrap_or("us-east-1");
+        if let Some(found) = sts::web_identity_from_environment(self, sts_region).await? {
+            return Ok(settings(Some(found)));
+        }
+        match files.profile(&profile) {
+            None if explicit_profile.is_some() => {
                 return Err(CredentialsError::ProfileNotFound {
                     profile,
-                    credentials: credentials_file.path_or_default(),
-                    config: config_file.path_or_default(),
+                    credentials: files.credentials_path(),
+                    config: files.config_path(),
                 });
             }
-            from_profile(
-                &profile,
-                credentials_section.map(|s| (s, &credentials_file)),
-                config_section.map(|s| (s, &config_file)),
-            )?
-        }
-    };
-    Ok(AwsSettings {
-        profile,
-        bearer_token: None,
-        credentials,
-        region,
-    })
-}
-
-fn from_environment(
-    var: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<AwsCredentials>, CredentialsError> {
-    match (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY")) {
-        (Some(access_key_id), Some(secret)) => Ok(Some(AwsCredentials {
-            access_key_id,
-            secret_access_key: Secret::new(secret),
-            session_token: var("AWS_SESSION_TOKEN").map(Secret::new),
-        })),
-        (Some(_), None) => Err(CredentialsError::PartialEnvironment {
-            set: "AWS_ACCESS_KEY_ID",
-            missing: "AWS_SECRET_ACCESS_KEY",
-        }),
-        (None, Some(_)) => Err(CredentialsError::PartialEnvironment {
-            set: "AWS_SECRET_ACCESS_KEY",
-            missing: "AWS_ACCESS_KEY_ID",
-        }),
-        (None, None) => Ok(None),
-    }
-}
-
-type Section = BTreeMap<String, String>;
-
-/// Static keys of the profile, credentials file first. Mechanisms the AWS
-/// CLI would prefer over those keys (role assumption, web identity, SSO)
-/// are errors, so that pincer never acts as a different identity than
-/// `aws` would.
-fn from_profile(
-    profile: &str,
-    credentials: Option<(&Section, &SharedFile)>,
-    config: Option<(&Section, &SharedFile)>,
-) -> Result<Option<(AwsCredentials, Source)>, CredentialsError> {
-    let unsupported = |mechanism| CredentialsError::Unsupported {
-        profile: profile.to_string(),
-        mechanism,
-    };
-    for (section, _) in credentials.iter().chain(config.iter()) {
-        if section.contains_key("role_arn") {
-            return Err(unsupported("role assumption (role_arn)"));
-        }
-        if section.contains_key("web_identity_token_file") {
-            return Err(unsupported("a web identity token"));
-        }
-        if section.keys().any(|key| key.starts_with("sso_")) {
-            return Err(unsupported("IAM Identity Center (SSO)"));
-        }
-    }
-    for (section, file) in credentials.iter().chain(config.iter()) {
-        let Some(access_key_id) = section.get("aws_access_key_id") else {
-            continue;
-        };
-        let path = file.path_or_default();
-        let Some(secret) = section.get("aws_secret_access_key") else {
-            return Err(CredentialsError::IncompleteProfile {
-                profile: profile.to_string(),
-                path,
-            });
-        };
-        let credentials = AwsCredentials {
-            access_key_id: access_key_id.clone(),
-            secret_access_key: Secret::new(secret.clone()),
-            session_token: section
-                .get("aws_session_token")
-                .filter(|t| !t.is_empty())
-                .map(|t| Secret::new(t.clone())),
-        };
-        let source = Source::File {
-            path,
-            profile: profile.to_string(),
-        };
-        return Ok(Some((credentials, source)));
-    }
-    if credentials
-        .iter()
-        .chain(config.iter())
-        .any(|(section, _)| section.contains_key("credential_process"))
-    {
-        return Err(unsupported("credential_process"));
-    }
-    Ok(None)
-}
-
-/// One of the shared files, parsed; empty when it does not exist.
-struct SharedFile {
-    path: Option<PathBuf>,
-    sections: BTreeMap<String, Section>,
-}
-
-impl SharedFile {
-    fn read(path: Option<PathBuf>) -> Result<Self, CredentialsError> {
-        let sections = match &path {
-            None => BTreeMap::new(),
-            Some(path) => match std::fs::read_to_string(path) {
-                Ok(text) => parse_ini(&text),
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-                Err(error) => {
-                    return Err(CredentialsError::Unreadable {
-                        path: path.clone(),
-                        message: error.to_string(),
-                    });
+            None => {}
+            Some(_) => {
+                if let Some(found) = profile::resolve(self, &files, &profile, sts_region).await? {
+                    return Ok(settings(Some(found)));
                 }
+            }
+        }
+        if let Some(found) = metadata::container(self).await? {
+            return Ok(settings(Some(found)));
+        }
+        if let Some(found) = metadata::instance(self).await? {
+            return Ok(settings(Some(found)));
+        }
+        Ok(settings(None))
+    }
+
+    fn environment_keys(&self) -> Result<Option<AwsCredentials>, CredentialsError> {
+        let var = |name| self.vars.get(name);
+        match (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY")) {
+            (Some(access_key_id), Some(secret)) => Ok(Some(AwsCredentials {
+                access_key_id: access_key_id.to_string(),
+                secret_access_key: Secret::new(secret),
+                session_token: var("AWS_SESSION_TOKEN").map(Secret::new),
+            })),
+            (Some(_), None) => Err(CredentialsError::PartialEnvironment {
+                set: "AWS_ACCESS_KEY_ID",
+                missing: "AWS_SECRET_ACCESS_KEY",
+            }),
+            (None, Some(_)) => Err(CredentialsError::PartialEnvironment {
+                set: "AWS_SECRET_ACCESS_KEY",
+                missing: "AWS_ACCESS_KEY_ID",
+            }),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// The cached credentials under `key`, else those `fetch` gets, which
+    /// are then cached. `fetch` is not polled on a hit.
+    async fn cached<E>(
+        &self,
+        key: String,
+        fetch: impl Future<Output = Result<Temporary, E>>,
+    ) -> Result<AwsCredentials, E> {
+        if let Some(credentials) = self.cache.get(&key, Timestamp::now()) {
+            tracing::debug!(source = %key, "using cached AWS credentials");
+            return Ok(credentials);
+        }
+        let temporary = fetch.await?;
+        let credentials = temporary.credentials.clone();
+        self.cache.put(key, temporary);
+        Ok(credentials)
+    }
+}
+
+/// The JSON shape shared by `credential_process` (PascalCase, `SessionToken`)
+/// and the container and instance metadata endpoints (`Token`).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct JsonCredentials {
+    access_key_id: String,
+    secret_access_key: Secret,
+    #[serde(alias = "Token")]
+    session_token: Option<Secret>,
+    expiration: Option<String>,
+}
+
+impl JsonCredentials {
+    fn parse(body: &str) -> Result<Temporary, String> {
+        let parsed: JsonCredentials = serde_json::from_str(body)
+            .map_err(|error| format!("the answer is not AWS credentials JSON ({error})"))?;
+        parsed.into_temporary()
+    }
+
+    fn into_temporary(self) -> Result<Temporary, String> {
+        let expires = self.expiration.as_deref().map(parse_time).transpose()?;
+        Ok(Temporary {
+            credentials: AwsCredentials {
+                access_key_id: self.access_key_id,
+                secret_access_key: self.secret_access_key,
+                session_token: self.session_token.filter(|t| !t.expose().is_empty()),
             },
-        };
-        Ok(Self { path, sections })
+            expires,
+        })
     }
+}
 
-    fn section(&self, name: &str) -> Option<&Section> {
-        self.sections.get(name)
+/// An RFC 3339 time as AWS writes it (`2024-01-01T00:00:00Z`, also with
+/// fractional seconds); the AWS CLI v1 wrote `…UTC` in the SSO cache.
+fn parse_time(text: &str) -> Result<Timestamp, String> {
+    let text = text.trim();
+    let normalized = match text.strip_suffix("UTC") {
+        Some(rest) => format!("{rest}Z"),
+        None => text.to_string(),
+    };
+    normalized
+        .parse::<Timestamp>()
+        .map_err(|_| format!("`{text}` is not a time"))
+}
+
+/// Sends `request` with `timeout`, and answers the status and body text,
+/// or why nothing came back.
+async fn send(
+    request: reqwest::RequestBuilder,
+    timeout: Duration,
+) -> Result<(u16, String), String> {
+    let response = request.timeout(timeout).send().await.map_err(|error| {
+        if error.is_timeout() {
+            format!("no answer within {} s", timeout.as_secs_f32())
+        } else {
+            describe(&error)
+        }
+    })?;
+    let status = response.status().as_u16();
+    let body = response.text().await.map_err(|error| describe(&error))?;
+    Ok((status, body))
+}
+
+/// reqwest's message with its causes ("error sending request" alone says
+/// nothing).
+fn describe(error: &reqwest::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
     }
+    message
+}
 
-    fn path_or_default(&self) -> PathBuf {
-        self.path.clone().unwrap_or_default()
+/// At most `max` characters of an error body, for messages.
+fn excerpt(body: &str, max: usize) -> String {
+    let body = body.trim();
+    match body.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &body[..cut]),
+        None => body.to_string(),
     }
 }
 
@@ -303,335 +547,5 @@ fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
     match (path.strip_prefix("~/"), home) {
         (Some(rest), Some(home)) => home.join(rest),
         _ => PathBuf::from(path),
-    }
-}
-
-/// The INI dialect of the AWS shared files: `[section]` headers (inner
-/// whitespace collapsed, so `[profile  dev]` is `profile dev`), `key =
-/// value` lines with lower-cased keys, `#` and `;` comment lines. Indented
-/// lines continue the previous key (nested settings such as `s3 =` blocks);
-/// they carry nothing pincer reads and are skipped. Later duplicates win.
-fn parse_ini(text: &str) -> BTreeMap<String, Section> {
-    let mut sections: BTreeMap<String, Section> = BTreeMap::new();
-    let mut current: Option<String> = None;
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with(';') {
-            continue;
-        }
-        if let Some(name) = trimmed
-            .strip_prefix('[')
-            .and_then(|rest| rest.strip_suffix(']'))
-        {
-            let name = name.split_whitespace().collect::<Vec<_>>().join(" ");
-            sections.entry(name.clone()).or_default();
-            current = Some(name);
-            continue;
-        }
-        if line.starts_with([' ', '\t']) {
-            continue;
-        }
-        let (Some(section), Some((key, value))) = (&current, trimmed.split_once('=')) else {
-            continue;
-        };
-        sections
-            .entry(section.clone())
-            .or_default()
-            .insert(key.trim().to_ascii_lowercase(), value.trim().to_string());
-    }
-    sections
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use pretty_assertions::assert_eq;
-    use std::collections::HashMap;
-
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |name| map.get(name).cloned()
-    }
-
-    fn home_with(credentials: Option<&str>, config: Option<&str>) -> tempfile::TempDir {
-        let home = tempfile::tempdir().unwrap();
-        std::fs::create_dir(home.path().join(".aws")).unwrap();
-        if let Some(text) = credentials {
-            std::fs::write(home.path().join(".aws/credentials"), text).unwrap();
-        }
-        if let Some(text) = config {
-            std::fs::write(home.path().join(".aws/config"), text).unwrap();
-        }
-        home
-    }
-
-    fn keys(id: &str, secret: &str, token: Option<&str>) -> AwsCredentials {
-        AwsCredentials {
-            access_key_id: id.to_string(),
-            secret_access_key: Secret::new(secret),
-            session_token: token.map(Secret::new),
-        }
-    }
-
-    const CREDENTIALS: &str = "\
-# a comment
-[default]
-aws_access_key_id = AKIDDEFAULT
-aws_secret_access_key = default-secret
-
-[dev]
-AWS_ACCESS_KEY_ID=AKIDDEV
-aws_secret_access_key = dev-secret
-aws_session_token = dev-token
-";
-
-    const CONFIG: &str = "\
-[default]
-region = eu-west-1
-
-[profile   dev]
-region = us-west-2
-s3 =
-    max_concurrent_requests = 20
-
-; keys may live in the config file too
-[profile ops]
-aws_access_key_id = AKIDOPS
-aws_secret_access_key = ops-secret
-region = ap-south-1
-
-[profile sso]
-sso_session = corp
-sso_account_id = 1
-
-[profile assume]
-role_arn = arn:aws:iam::1:role/x
-source_profile = default
-
-[profile process]
-credential_process = /bin/creds
-";
-
-    #[test]
-    fn environment_keys_come_first() {
-        let home = home_with(Some(CREDENTIALS), Some(CONFIG));
-        let settings = load(
-            &env(&[
-                ("AWS_ACCESS_KEY_ID", "AKIDENV"),
-                ("AWS_SECRET_ACCESS_KEY", "env-secret"),
-                ("AWS_SESSION_TOKEN", "env-token"),
-                ("AWS_PROFILE", "dev"),
-            ]),
-            Some(home.path()),
-        )
-        .unwrap();
-        assert_eq!(
-            settings,
-            AwsSettings {
-                profile: "dev".to_string(),
-                bearer_token: None,
-                credentials: Some((
-                    keys("AKIDENV", "env-secret", Some("env-token")),
-                    Source::Environment
-                )),
-                region: Some("us-west-2".to_string()),
-            }
-        );
-        assert!(matches!(settings.auth(), Some(Auth::SigV4(c)) if c.access_key_id == "AKIDENV"));
-    }
-
-    #[test]
-    fn the_bearer_token_wins_and_skips_credentials() {
-        let home = home_with(
-            None,
-            Some("[profile sso]\nsso_session = x\nregion = us-east-2\n"),
-        );
-        let settings = load(
-            &env(&[
-                ("AWS_BEARER_TOKEN_BEDROCK", "ABSK-key"),
-                ("AWS_PROFILE", "sso"),
-            ]),
-            Some(home.path()),
-        )
-        .unwrap();
-        assert_eq!(settings.credentials, None);
-        assert_eq!(settings.region.as_deref(), Some("us-east-2"));
-        assert!(matches!(settings.auth(), Some(Auth::Bearer(t)) if t.expose() == "ABSK-key"));
-    }
-
-    #[test]
-    fn profiles_from_the_shared_files() {
-        let home = home_with(Some(CREDENTIALS), Some(CONFIG));
-        let path = |name: &str| home.path().join(".aws").join(name);
-        let load_profile = |profile: Option<&str>| {
-            let pairs: Vec<(&str, &str)> = profile
-                .map(|p| vec![("AWS_PROFILE", p)])
-                .unwrap_or_default();
-            load(&env(&pairs), Some(home.path()))
-        };
-
-        let default = load_profile(None).unwrap();
-        assert_eq!(
-            default.credentials,
-            Some((
-                keys("AKIDDEFAULT", "default-secret", None),
-                Source::File {
-                    path: path("credentials"),
-                    profile: "default".to_string()
-                }
-            ))
-        );
-        assert_eq!(default.region.as_deref(), Some("eu-west-1"));
-
-        let dev = load_profile(Some("dev")).unwrap();
-        assert_eq!(
-            dev.credentials.unwrap().0,
-            keys("AKIDDEV", "dev-secret", Some("dev-token"))
-        );
-        assert_eq!(dev.region.as_deref(), Some("us-west-2"));
-
-        let ops = load_profile(Some("ops")).unwrap();
-        assert_eq!(
-            ops.credentials,
-            Some((
-                keys("AKIDOPS", "ops-secret", None),
-                Source::File {
-                    path: path("config"),
-                    profile: "ops".to_string()
-                }
-            ))
-        );
-        assert_eq!(ops.region.as_deref(), Some("ap-south-1"));
-
-        assert_eq!(
-            load_profile(Some("nope")),
-            Err(CredentialsError::ProfileNotFound {
-                profile: "nope".to_string(),
-                credentials: path("credentials"),
-                config: path("config"),
-            })
-        );
-        for (profile, mechanism) in [
-            ("sso", "IAM Identity Center (SSO)"),
-            ("assume", "role assumption (role_arn)"),
-            ("process", "credential_process"),
-        ] {
-            assert_eq!(
-                load_profile(Some(profile)),
-                Err(CredentialsError::Unsupported {
-                    profile: profile.to_string(),
-                    mechanism
-                }),
-                "{profile}"
-            );
-        }
-    }
-
-    #[test]
-    fn region_order() {
-        let home = home_with(None, Some(CONFIG));
-        let region = |pairs: &[(&str, &str)]| {
-            load(&env(pairs), Some(home.path()))
-                .unwrap()
-                .region
-                .unwrap_or_default()
-        };
-        assert_eq!(
-            region(&[("AWS_REGION", "r1"), ("AWS_DEFAULT_REGION", "r2")]),
-            "r1"
-        );
-        assert_eq!(
-            region(&[("AWS_REGION", ""), ("AWS_DEFAULT_REGION", "r2")]),
-            "r2"
-        );
-        assert_eq!(region(&[("AWS_PROFILE", "dev")]), "us-west-2");
-        assert_eq!(region(&[]), "eu-west-1");
-    }
-
-    #[test]
-    fn file_locations_can_be_moved() {
-        let home = home_with(None, None);
-        std::fs::write(home.path().join("creds.ini"), CREDENTIALS).unwrap();
-        let elsewhere = tempfile::tempdir().unwrap();
-        let config = elsewhere.path().join("cfg");
-        std::fs::write(&config, "[profile dev]\nregion = ca-central-1\n").unwrap();
-        let settings = load(
-            &env(&[
-                ("AWS_SHARED_CREDENTIALS_FILE", "~/creds.ini"),
-                ("AWS_CONFIG_FILE", config.to_str().unwrap()),
-                ("AWS_PROFILE", "dev"),
-            ]),
-            Some(home.path()),
-        )
-        .unwrap();
-        assert_eq!(
-            settings.credentials.unwrap().1,
-            Source::File {
-                path: home.path().join("creds.ini"),
-                profile: "dev".to_string()
-            }
-        );
-        assert_eq!(settings.region.as_deref(), Some("ca-central-1"));
-    }
-
-    #[test]
-    fn nothing_found_is_not_an_error_but_half_a_pair_is() {
-        let home = home_with(None, None);
-        assert_eq!(
-            load(&env(&[]), Some(home.path())).unwrap(),
-            AwsSettings {
-                profile: "default".to_string(),
-                bearer_token: None,
-                credentials: None,
-                region: None,
-            }
-        );
-        assert_eq!(load(&env(&[]), None).unwrap().auth(), None);
-        assert_eq!(
-            load(&env(&[("AWS_ACCESS_KEY_ID", "AKID")]), None),
-            Err(CredentialsError::PartialEnvironment {
-                set: "AWS_ACCESS_KEY_ID",
-                missing: "AWS_SECRET_ACCESS_KEY"
-            })
-        );
-        let half = home_with(Some("[default]\naws_access_key_id = AKID\n"), None);
-        assert!(matches!(
-            load(&env(&[]), Some(half.path())),
-            Err(CredentialsError::IncompleteProfile { .. })
-        ));
-    }
-
-    #[test]
-    fn an_unreadable_file_is_an_error_naming_it() {
-        let home = home_with(None, None);
-        // A directory where the file should be cannot be read as text.
-        std::fs::create_dir(home.path().join(".aws/credentials")).unwrap();
-        let Err(CredentialsError::Unreadable { path, .. }) = load(&env(&[]), Some(home.path()))
-        else {
-            panic!("a directory is not a credentials file");
-        };
-        assert_eq!(path, home.path().join(".aws/credentials"));
-    }
-
-    #[test]
-    fn debug_output_has_no_secrets() {
-        let home = home_with(Some(CREDENTIALS), None);
-        let settings = load(
-            &env(&[
-                ("AWS_PROFILE", "dev"),
-                ("AWS_BEARER_TOKEN_BEDROCK", "bearer-secret"),
-            ]),
-            Some(home.path()),
-        )
-        .unwrap();
-        let with_keys = load(&env(&[("AWS_PROFILE", "dev")]), Some(home.path())).unwrap();
-        let printed = format!("{settings:?} {with_keys:?} {:#?}", with_keys.auth());
-        for secret in ["bearer-secret", "dev-secret", "dev-token"] {
-            assert!(!printed.contains(secret), "{secret} leaked: {printed}");
-        }
-        assert!(printed.contains("AKIDDEV"), "{printed}");
     }
 }

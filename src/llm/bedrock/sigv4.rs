@@ -131,6 +131,16 @@ impl Signer<'_> {
     }
 }
 
+/// The Host header the HTTP client derives from `url`: the port only when
+/// it is not the scheme's default.
+pub fn host(url: &url::Url) -> String {
+    match (url.host_str(), url.port()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        (Some(host), None) => host.to_string(),
+        (None, _) => String::new(),
+    }
+}
+
 /// AWS's `UriEncode`: everything but the unreserved characters
 /// (`A-Z a-z 0-9 - _ . ~`) as `%XX` with upper-case hex; `/` kept only
 /// when `keep_slash`.
