@@ -635,3 +635,46 @@ async fn a_silent_reply_is_kept_but_never_shown() {
         .collect();
     assert_eq!(replayed, vec![json!("NO, really.")]);
 }
+
+#[tokio::test]
+async fn compaction_hooks_are_told_before_and_after() {
+    let sandbox = Sandbox::new();
+    let log = sandbox.home().join("hooks.jsonl");
+    let record = format!("HOOK_LOG={} {}", log.display(), hook_path("record.py"));
+    user_config(
+        &sandbox,
+        &format!(
+            "title_model = \"none\"\n[[hooks]]\nevent = \"before_compaction\"\ncommand = \"{record}\"\n\n[[hooks]]\nevent = \"after_compaction\"\ncommand = \"{record}\"\n"
+        ),
+    );
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("Hello there.", 40)));
+    mock.push(Reply::sse(anthropic_text("Still here.", 60)));
+    mock.push_side(Reply::sse(anthropic_text("## Goal\nSay hello", 50)));
+    let mut acp = spawn(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    for text in ["hello", "and again", "/compact"] {
+        let id = acp.send("session/prompt", prompt(&session, text)).await;
+        let (response, _) = acp.until_response(id).await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{text}");
+    }
+    let events: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seen: Vec<(Value, Value, Value)> = events
+        .iter()
+        .map(|e| (e["event"].clone(), e["reason"].clone(), e["ok"].clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (json!("before_compaction"), json!("manual"), Value::Null),
+            (json!("after_compaction"), json!("manual"), json!(true)),
+        ]
+    );
+    assert_eq!(events[0]["session_id"], json!(session));
+    assert_eq!(events[0]["messages"], json!(4));
+}
