@@ -597,6 +597,39 @@ pub trait WireFormat: Send {
     }
 }
 
+/// One provider turn (a `messages` or `contents` entry) while it is being
+/// assembled.
+pub(crate) struct Turn {
+    pub role: &'static str,
+    pub blocks: Vec<serde_json::Value>,
+}
+
+/// Groups converted messages into the alternating turns providers want:
+/// consecutive messages of one role (tool results, a user message after
+/// them, the neighbours of a dropped message) join one turn, messages left
+/// empty (failed or aborted replies) are dropped, since the APIs reject
+/// empty turns, and within a user turn the tool results (`is_result`) come
+/// before any text.
+pub(crate) fn alternating_turns(
+    messages: impl IntoIterator<Item = (&'static str, Vec<serde_json::Value>)>,
+    is_result: impl Fn(&serde_json::Value) -> bool,
+) -> Vec<Turn> {
+    let mut turns: Vec<Turn> = Vec::new();
+    for (role, blocks) in messages {
+        if blocks.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some(last) if last.role == role => last.blocks.extend(blocks),
+            _ => turns.push(Turn { role, blocks }),
+        }
+    }
+    for turn in turns.iter_mut().filter(|turn| turn.role == "user") {
+        turn.blocks.sort_by_key(|block| !is_result(block));
+    }
+    turns
+}
+
 #[cfg(test)]
 mod tests {
     use pretty_assertions::assert_eq;

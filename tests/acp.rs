@@ -4,6 +4,8 @@
 
 mod support;
 
+use support::prompt;
+
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
@@ -25,10 +27,6 @@ fn normalize(value: Value, sandbox: &Sandbox) -> Value {
         .to_string()
         .replace(&sandbox.work().display().to_string(), "$WORK");
     serde_json::from_str(&text).unwrap()
-}
-
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
 }
 
 #[tokio::test]

@@ -6,6 +6,8 @@
 
 mod support;
 
+use support::prompt;
+
 use serde_json::{Value, json};
 use support::acp_client::{Acp, Sandbox, updates_of};
 use support::mock_model::{MockModel, Reply};
@@ -91,10 +93,6 @@ fn spawn(sandbox: &Sandbox, mock: &MockModel, config: &str, env: &[(&str, &str)]
         cmd.env(k, v);
     }
     Acp::spawn(cmd)
-}
-
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
 }
 
 fn thoughts(messages: &[Value]) -> String {

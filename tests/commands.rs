@@ -4,6 +4,8 @@
 
 mod support;
 
+use support::prompt;
+
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::acp_client::{Acp, Sandbox, updates_of};
@@ -20,10 +22,6 @@ fn spawn(sandbox: &Sandbox, mock: &MockModel) -> Acp {
     cmd.env("ANTHROPIC_API_KEY", "test-key")
         .env("ANTHROPIC_BASE_URL", mock.anthropic_url());
     Acp::spawn(cmd)
-}
-
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
 }
 
 fn commands_in(messages: &[Value]) -> Vec<Vec<String>> {

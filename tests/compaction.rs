@@ -5,6 +5,8 @@
 
 mod support;
 
+use support::prompt;
+
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::acp_client::{Acp, Sandbox, updates_of};
@@ -18,10 +20,6 @@ const SUMMARY_2: &str =
 fn spawn(sandbox: &Sandbox, mock: &MockModel) -> Acp {
     // The title call is a side request too; keep it out of the way.
     spawn_with(sandbox, mock, "title_model = \"none\"\n")
-}
-
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
 }
 
 /// The texts of a request's messages, flattened per message.

@@ -5,6 +5,8 @@
 
 mod support;
 
+use support::{prompt, spawn_anthropic};
+
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
@@ -12,17 +14,6 @@ use serde_json::{Value, json};
 use support::acp_client::{Acp, Sandbox, coalesce, requests_of, updates_of};
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_text, anthropic_tool_call, anthropic_tool_calls};
-
-fn spawn(sandbox: &Sandbox, mock: &MockModel) -> Acp {
-    let mut cmd = sandbox.command(&["acp"]);
-    cmd.env("ANTHROPIC_API_KEY", "test-key")
-        .env("ANTHROPIC_BASE_URL", mock.anthropic_url());
-    Acp::spawn(cmd)
-}
-
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
-}
 
 fn user_config(sandbox: &Sandbox, toml: &str) {
     std::fs::write(sandbox.home().join("config.toml"), toml).unwrap();
@@ -109,7 +100,7 @@ async fn the_model_is_offered_only_what_the_policy_allows_and_cannot_call_the_re
         &json!({"command": "touch escaped"}),
     )));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = open(&mut acp, &sandbox, "bypass").await;
     let id = acp.send("session/prompt", prompt(&session, "go")).await;
     let (response, _) = acp.until_response(id).await;
@@ -175,7 +166,7 @@ async fn a_model_that_repeats_itself_is_warned_then_refused_then_stopped() {
             &json!({"path": "a.txt"}),
         )));
     }
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = open(&mut acp, &sandbox, "default").await;
     let id = acp
         .send("session/prompt", prompt(&session, "read it"))
@@ -228,7 +219,7 @@ async fn ping_pong_with_configured_thresholds_is_stopped() {
             &json!({"path": path}),
         )));
     }
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = open(&mut acp, &sandbox, "default").await;
     let id = acp.send("session/prompt", prompt(&session, "go")).await;
     let (response, before) = acp.until_response(id).await;
@@ -347,7 +338,7 @@ command = "{record}"
         ),
     ])));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     let id = acp.send("session/prompt", prompt(&session, "do it")).await;
@@ -450,7 +441,7 @@ async fn a_prompt_hook_can_refuse_a_prompt() {
         ),
     );
     let mock = MockModel::start().await;
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     let id = acp.send("session/prompt", prompt(&session, "hello")).await;
@@ -519,7 +510,7 @@ async fn steering_skips_the_rest_of_the_batch_and_the_model_reads_the_new_messag
         "Understood, doing the second thing.",
         50,
     )));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = open(&mut acp, &sandbox, "bypass").await;
     let answered = second_prompt_while_busy(&mut acp, &sandbox, &session).await;
     assert_eq!(
@@ -556,7 +547,7 @@ async fn follow_ups_wait_for_the_run_to_end() {
     ])));
     mock.push(Reply::sse(anthropic_text("First done.", 50)));
     mock.push(Reply::sse(anthropic_text("Second done.", 60)));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = open(&mut acp, &sandbox, "bypass").await;
     acp.call(
         "session/set_config_option",
@@ -592,7 +583,7 @@ async fn a_silent_reply_is_kept_but_never_shown() {
     let mock = MockModel::start().await;
     mock.push(Reply::sse(anthropic_text("NO_REPLY", 20)));
     mock.push(Reply::sse(anthropic_text("NO, really.", 20)));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     let id = acp.send("session/prompt", prompt(&session, "ping")).await;
@@ -619,7 +610,7 @@ async fn a_silent_reply_is_kept_but_never_shown() {
     drop(acp);
 
     // A reload replays the conversation without it.
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let id = acp
         .send(
@@ -651,7 +642,7 @@ async fn compaction_hooks_are_told_before_and_after() {
     mock.push(Reply::sse(anthropic_text("Hello there.", 40)));
     mock.push(Reply::sse(anthropic_text("Still here.", 60)));
     mock.push_side(Reply::sse(anthropic_text("## Goal\nSay hello", 50)));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     for text in ["hello", "and again", "/compact"] {

@@ -4,22 +4,13 @@
 
 mod support;
 
+use support::{prompt, spawn_anthropic};
+
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::acp_client::{Acp, Sandbox, updates_of};
 use support::mock_model::{MockModel, Reply};
 use support::sse::anthropic_tool_call;
-
-fn spawn(sandbox: &Sandbox, mock: &MockModel) -> Acp {
-    let mut cmd = sandbox.command(&["acp"]);
-    cmd.env("ANTHROPIC_API_KEY", "test-key")
-        .env("ANTHROPIC_BASE_URL", mock.anthropic_url());
-    Acp::spawn(cmd)
-}
-
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
-}
 
 /// Joins consecutive chunks of the same kind and drops what a replay does
 /// not repeat (usage), so live and replayed updates compare.
@@ -59,7 +50,7 @@ async fn a_fresh_process_loads_the_conversation_and_the_model_sees_the_same_hist
         &json!({"path": "notes.txt", "edits": [{"oldText": "beta", "newText": "gamma"}]}),
     )));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     acp.call(
@@ -86,7 +77,7 @@ async fn a_fresh_process_loads_the_conversation_and_the_model_sees_the_same_hist
 
     // A new process, as after closing the editor.
     mock.push(Reply::fixture("anthropic/text.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let init = acp.initialize().await;
     assert_eq!(init["agentCapabilities"]["loadSession"], json!(true));
     let id = acp
@@ -147,7 +138,7 @@ async fn a_frozen_version_1_transcript_loads_and_continues() {
     .unwrap();
     let mock = MockModel::start().await;
     mock.push(Reply::fixture("anthropic/text.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     // Loaded from another cwd than the one it was recorded in.
     let id = acp
@@ -201,7 +192,7 @@ async fn a_frozen_version_1_transcript_loads_and_continues() {
 async fn an_unknown_session_answers_resource_not_found_with_its_id() {
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let id = acp
         .send(
@@ -220,7 +211,7 @@ async fn list_pages_newest_first_and_titles_come_from_the_first_prompt() {
     let other = tempfile::tempdir().unwrap();
     let mock = MockModel::start().await;
     mock.push(Reply::fixture("anthropic/text.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let mut ids = Vec::new();
     for _ in 0..54 {
@@ -302,7 +293,7 @@ async fn assistant_entries_record_who_answered_and_how() {
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
     mock.push(Reply::fixture("anthropic/text.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     acp.call("session/prompt", prompt(&session, "hi")).await;
@@ -333,7 +324,7 @@ async fn a_cheap_model_names_the_session_after_its_first_turn() {
     mock.push(Reply::fixture("anthropic/text.sse"));
     mock.push(Reply::fixture("anthropic/text.sse"));
     mock.push_side(Reply::fixture("anthropic/title.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     let id = acp
@@ -388,7 +379,7 @@ async fn a_cheap_model_names_the_session_after_its_first_turn() {
                 && l.contains(r#""title":"Greet the mock model""#)),
         "{text}"
     );
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let listed = acp
         .call("session/list", json!({"cwd": sandbox.work()}))
@@ -413,7 +404,7 @@ async fn without_a_title_from_the_model_the_first_prompt_stays_the_title() {
         let mock = MockModel::start().await;
         mock.push(Reply::fixture("anthropic/text.sse"));
         mock.push(Reply::fixture("anthropic/text.sse"));
-        let mut acp = spawn(&sandbox, &mock);
+        let mut acp = spawn_anthropic(&sandbox, &mock);
         acp.initialize().await;
         let session = acp.new_session(&sandbox.work()).await;
         let id = acp.send("session/prompt", prompt(&session, "hi")).await;
@@ -441,7 +432,7 @@ async fn resume_restores_without_replay_and_delete_removes_the_session() {
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
     mock.push(Reply::fixture("anthropic/text.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     let id = acp.send("session/prompt", prompt(&session, "hello")).await;
@@ -499,7 +490,7 @@ async fn load_in_new_process(
     mock: &MockModel,
     session: &str,
 ) -> (Acp, Vec<Value>) {
-    let mut acp = spawn(sandbox, mock);
+    let mut acp = spawn_anthropic(sandbox, mock);
     acp.initialize().await;
     let id = acp
         .send(
@@ -520,7 +511,7 @@ async fn a_kill_during_a_streaming_turn_or_a_tool_leaves_a_transcript_that_loads
         body: support::mock_model::fixture("anthropic/text.sse"),
         events: 4,
     });
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     acp.send("session/prompt", prompt(&session, "stream then die"))
@@ -594,7 +585,7 @@ async fn the_sessions_command_lists_shows_and_deletes() {
     let mock = MockModel::start().await;
     mock.push(Reply::fixture("anthropic/tool_read.sse"));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     let id = acp
@@ -659,8 +650,8 @@ async fn two_processes_write_their_own_sessions_at_the_same_time() {
     for _ in 0..2 {
         mock.push(Reply::fixture("anthropic/text.sse"));
     }
-    let mut a = spawn(&sandbox, &mock);
-    let mut b = spawn(&sandbox, &mock);
+    let mut a = spawn_anthropic(&sandbox, &mock);
+    let mut b = spawn_anthropic(&sandbox, &mock);
     a.initialize().await;
     b.initialize().await;
     let sa = a.new_session(&sandbox.work()).await;
@@ -695,7 +686,7 @@ async fn closing_a_busy_session_ends_its_work() {
         "bash",
         &json!({"command": "sleep 30.7373"}),
     )));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     acp.call(

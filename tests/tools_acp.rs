@@ -5,6 +5,8 @@
 
 mod support;
 
+use support::{prompt, spawn_anthropic};
+
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
@@ -12,17 +14,6 @@ use serde_json::{Value, json};
 use support::acp_client::{Acp, Sandbox, process_running, requests_of, updates_of};
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_tool_call, anthropic_tool_calls};
-
-fn spawn(sandbox: &Sandbox, mock: &MockModel) -> Acp {
-    let mut cmd = sandbox.command(&["acp"]);
-    cmd.env("ANTHROPIC_API_KEY", "test-key")
-        .env("ANTHROPIC_BASE_URL", mock.anthropic_url());
-    Acp::spawn(cmd)
-}
-
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
-}
 
 fn selected(option: &str) -> Value {
     json!({"outcome": {"outcome": "selected", "optionId": option}})
@@ -135,7 +126,7 @@ async fn every_tool_works_and_reports_its_errors() {
         .collect();
     mock.push(Reply::sse(anthropic_tool_calls(&refs)));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = session(&mut acp, &sandbox, json!({})).await;
     set_mode(&mut acp, &session, "bypass").await;
     let id = acp
@@ -216,7 +207,7 @@ async fn edits_and_reads_go_through_the_editor_when_it_offers_its_file_system() 
         ),
     ])));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = session(
         &mut acp,
         &sandbox,
@@ -269,7 +260,7 @@ async fn commands_run_in_the_editors_terminal_when_it_offers_one() {
         &json!({"command": "cargo --version"}),
     )));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = session(&mut acp, &sandbox, json!({"terminal": true})).await;
     let id = acp
         .send("session/prompt", prompt(&session, "version?"))
@@ -341,7 +332,7 @@ async fn each_permission_answer_does_what_it_says() {
         mock.push(Reply::fixture("anthropic/after_tool.sse"));
     }
     mock.push(bash("p7", "pwd"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = session(&mut acp, &sandbox, json!({})).await;
     let answers = [
         Some("allow_once"),
@@ -397,7 +388,7 @@ async fn modes_decide_what_asks_and_what_is_offered() {
     let sandbox = Sandbox::new();
     sandbox.write("a.txt", "one\n");
     let mock = MockModel::start().await;
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = session(&mut acp, &sandbox, json!({})).await;
 
     // plan: nothing that changes the machine is offered.
@@ -478,7 +469,7 @@ async fn always_answers_are_remembered_across_a_restart() {
         &json!({"command": "cargo --version && echo ok"}),
     )));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session1 = session(&mut acp, &sandbox, json!({})).await;
     let id = acp.send("session/prompt", prompt(&session1, "go")).await;
     let (_, before) = acp.drive(id, |_, _| selected("allow_always")).await;
@@ -504,7 +495,7 @@ async fn always_answers_are_remembered_across_a_restart() {
         &json!({"command": "echo fine; rm -rf nothing-here"}),
     )));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session2 = session(&mut acp, &sandbox, json!({})).await;
     let id = acp.send("session/prompt", prompt(&session2, "go")).await;
     let (_, before) = acp.drive(id, |m, _| panic!("asked: {m}")).await;
@@ -523,7 +514,7 @@ async fn cancel_during_a_long_command_kills_it_within_a_second() {
         "bash",
         &json!({"command": "sleep 30.5151"}),
     )));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = session(&mut acp, &sandbox, json!({})).await;
     set_mode(&mut acp, &session, "bypass").await;
     let id = acp.send("session/prompt", prompt(&session, "wait")).await;
@@ -572,7 +563,7 @@ async fn writing_outside_the_project_asks_even_in_accept_edits() {
         &json!({"path": target, "content": "x"}),
     )));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = session(&mut acp, &sandbox, json!({})).await;
     set_mode(&mut acp, &session, "accept-edits").await;
     let id = acp.send("session/prompt", prompt(&session, "go")).await;
@@ -591,7 +582,7 @@ async fn background_processes_end_when_the_editor_goes_away() {
         &json!({"action": "start", "command": "echo serving; sleep 30.6161"}),
     )));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn(&sandbox, &mock);
+    let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = session(&mut acp, &sandbox, json!({})).await;
     set_mode(&mut acp, &session, "bypass").await;
     let id = acp.send("session/prompt", prompt(&session, "serve")).await;

@@ -117,11 +117,21 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
 /// so the budget is added on top of the answer's cap, within the model's
 /// limit, and shrunk when that limit leaves too little room for the answer.
 fn token_limits(model: &Model, request: &Request) -> (u64, Option<u64>) {
+    claude_token_limits(model, request, true)
+}
+
+/// [`token_limits`] for Claude served elsewhere (Bedrock), where only some
+/// models take a thinking budget: `thinking` says whether this one does.
+pub(super) fn claude_token_limits(
+    model: &Model,
+    request: &Request,
+    thinking: bool,
+) -> (u64, Option<u64>) {
     let base = request
         .max_tokens
         .unwrap_or_else(|| model.max_tokens.min(DEFAULT_MAX_TOKENS));
     let budget = match request.thinking.anthropic_budget() {
-        Some(budget) if model.reasoning => budget,
+        Some(budget) if model.reasoning && thinking => budget,
         _ => return (base, None),
     };
     let max_tokens = model.max_tokens.min(base.saturating_add(budget));
@@ -132,54 +142,29 @@ fn token_limits(model: &Model, request: &Request) -> (u64, Option<u64>) {
     (max_tokens, Some(budget))
 }
 
-/// One `messages` entry while it is being assembled.
-struct Turn {
-    role: &'static str,
-    content: Vec<Value>,
-}
-
 /// Converts the history. Anthropic wants user and assistant turns to
-/// alternate and all results of one assistant turn in the next user turn, so
-/// consecutive messages of the same role (tool results, a user message after
-/// them, the neighbours of a dropped empty message) become one turn.
+/// alternate and all results of one assistant turn in the next user turn,
+/// opening it.
 fn convert_messages(messages: &[Message]) -> Vec<Value> {
-    let mut turns: Vec<Turn> = Vec::new();
-    for message in messages {
-        let (role, content) = match message {
-            Message::User { content } => {
-                ("user", content.iter().filter_map(content_block).collect())
-            }
-            Message::Assistant(message) => ("assistant", assistant_blocks(message)),
-            Message::ToolResult(result) => ("user", vec![tool_result_block(result)]),
-        };
-        // The API rejects empty turns; this also drops failed or aborted
-        // replies that produced nothing.
-        if content.is_empty() {
-            continue;
-        }
-        match turns.last_mut() {
-            Some(last) if last.role == role => last.content.extend(content),
-            _ => turns.push(Turn { role, content }),
-        }
-    }
-    for turn in turns.iter_mut().filter(|turn| turn.role == "user") {
-        // Tool results must open their user turn; any text comes after.
-        turn.content
-            .sort_by_key(|block| block["type"] != "tool_result");
-    }
+    let converted = messages.iter().map(|message| match message {
+        Message::User { content } => ("user", content.iter().filter_map(content_block).collect()),
+        Message::Assistant(message) => ("assistant", assistant_blocks(message)),
+        Message::ToolResult(result) => ("user", vec![tool_result_block(result)]),
+    });
+    let mut turns = super::alternating_turns(converted, |block| block["type"] == "tool_result");
     // The second cache breakpoint (the first is the system prompt): the whole
     // conversation so far, which the next request will start with.
     if let Some(Value::Object(block)) = turns
         .iter_mut()
         .rev()
         .find(|turn| turn.role == "user")
-        .and_then(|turn| turn.content.last_mut())
+        .and_then(|turn| turn.blocks.last_mut())
     {
         block.insert("cache_control".into(), json!({"type": "ephemeral"}));
     }
     turns
         .into_iter()
-        .map(|turn| json!({"role": turn.role, "content": turn.content}))
+        .map(|turn| json!({"role": turn.role, "content": turn.blocks}))
         .collect()
 }
 

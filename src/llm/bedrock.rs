@@ -30,12 +30,6 @@ use super::{
 
 /// The SigV4 signing name of the Bedrock runtime.
 const SERVICE: &str = "bedrock";
-/// Output cap when neither the request nor a smaller model limit says less.
-const DEFAULT_MAX_TOKENS: u64 = 32_000;
-/// Output left for the answer itself once the thinking budget is spent.
-const MIN_ANSWER_TOKENS: u64 = 1024;
-/// Claude rejects smaller `budget_tokens`.
-const MIN_THINKING_BUDGET: u64 = 1024;
 /// Sent in place of an empty tool result: Converse rejects blank text and
 /// empty result content.
 const EMPTY_TOOL_RESULT: &str = "(no output)";
@@ -209,63 +203,23 @@ fn is_claude(model_id: &str) -> bool {
     model_id.contains("anthropic.claude")
 }
 
-/// `maxTokens` and Claude's thinking budget, if thinking is on. Claude
-/// counts thinking against `maxTokens` and requires it to exceed the
-/// budget, so the budget goes on top of the answer's cap, within the
-/// model's limit, and shrinks when that leaves too little for the answer.
+/// `maxTokens` and Claude's thinking budget, if thinking is on: the same
+/// arithmetic as Anthropic's own API, for Claude models only.
 fn token_limits(model: &Model, request: &Request) -> (u64, Option<u64>) {
-    let base = request
-        .max_tokens
-        .unwrap_or_else(|| model.max_tokens.min(DEFAULT_MAX_TOKENS));
-    let budget = match request.thinking.anthropic_budget() {
-        Some(budget) if model.reasoning && is_claude(&model.id) => budget,
-        _ => return (base, None),
-    };
-    let max_tokens = model.max_tokens.min(base.saturating_add(budget));
-    let budget = budget.min(max_tokens.saturating_sub(MIN_ANSWER_TOKENS));
-    if budget < MIN_THINKING_BUDGET {
-        return (base, None);
-    }
-    (max_tokens, Some(budget))
-}
-
-/// One `messages` entry while it is being assembled.
-struct Turn {
-    role: &'static str,
-    content: Vec<Value>,
+    super::anthropic::claude_token_limits(model, request, is_claude(&model.id))
 }
 
 /// Converts the history. Converse wants user and assistant turns to
-/// alternate, so consecutive messages of the same role (tool results, a
-/// user message after them, the neighbours of a dropped empty message)
-/// become one turn, and Claude wants a turn's tool results before its text.
+/// alternate, and Claude wants a turn's tool results before its text.
 fn convert_messages(model: &Model, messages: &[Message]) -> Vec<Value> {
-    let mut turns: Vec<Turn> = Vec::new();
-    for message in messages {
-        let (role, content) = match message {
-            Message::User { content } => {
-                ("user", content.iter().filter_map(content_block).collect())
-            }
-            Message::Assistant(message) => ("assistant", assistant_blocks(model, message)),
-            Message::ToolResult(result) => ("user", vec![tool_result_block(result)]),
-        };
-        // Converse rejects empty turns; this also drops failed or aborted
-        // replies that produced nothing.
-        if content.is_empty() {
-            continue;
-        }
-        match turns.last_mut() {
-            Some(last) if last.role == role => last.content.extend(content),
-            _ => turns.push(Turn { role, content }),
-        }
-    }
-    for turn in turns.iter_mut().filter(|turn| turn.role == "user") {
-        turn.content
-            .sort_by_key(|block| block.get("toolResult").is_none());
-    }
-    turns
+    let converted = messages.iter().map(|message| match message {
+        Message::User { content } => ("user", content.iter().filter_map(content_block).collect()),
+        Message::Assistant(message) => ("assistant", assistant_blocks(model, message)),
+        Message::ToolResult(result) => ("user", vec![tool_result_block(result)]),
+    });
+    super::alternating_turns(converted, |block| block.get("toolResult").is_some())
         .into_iter()
-        .map(|turn| json!({"content": turn.content, "role": turn.role}))
+        .map(|turn| json!({"content": turn.blocks, "role": turn.role}))
         .collect()
 }
 

@@ -128,43 +128,19 @@ fn is_gemini_3(model: &Model) -> bool {
     model.id.contains("gemini-3")
 }
 
-/// One `contents` entry while it is being assembled.
-struct Turn {
-    role: &'static str,
-    parts: Vec<Value>,
-}
-
 /// Converts the history. Consecutive messages of one role (the results of
 /// parallel calls, a user message after them) become one turn, because
 /// Gemini wants all responses to a turn's calls together; within a user
 /// turn the function responses come first.
 fn convert_messages(model: &Model, messages: &[Message]) -> Vec<Value> {
-    let mut turns: Vec<Turn> = Vec::new();
-    for message in messages {
-        let (role, parts) = match message {
-            Message::User { content } => {
-                ("user", content.iter().filter_map(content_part).collect())
-            }
-            Message::Assistant(message) => ("model", model_parts(model, message)),
-            Message::ToolResult(result) => ("user", function_response(result)),
-        };
-        // Gemini rejects empty turns; this also drops failed or aborted
-        // replies that produced nothing it can take back.
-        if parts.is_empty() {
-            continue;
-        }
-        match turns.last_mut() {
-            Some(last) if last.role == role => last.parts.extend(parts),
-            _ => turns.push(Turn { role, parts }),
-        }
-    }
-    for turn in turns.iter_mut().filter(|turn| turn.role == "user") {
-        turn.parts
-            .sort_by_key(|part| part.get("functionResponse").is_none());
-    }
-    turns
+    let converted = messages.iter().map(|message| match message {
+        Message::User { content } => ("user", content.iter().filter_map(content_part).collect()),
+        Message::Assistant(message) => ("model", model_parts(model, message)),
+        Message::ToolResult(result) => ("user", function_response(result)),
+    });
+    super::alternating_turns(converted, |part| part.get("functionResponse").is_some())
         .into_iter()
-        .map(|turn| json!({"role": turn.role, "parts": turn.parts}))
+        .map(|turn| json!({"role": turn.role, "parts": turn.blocks}))
         .collect()
 }
 

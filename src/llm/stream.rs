@@ -316,7 +316,7 @@ async fn next_event(mut s: Box<Streaming>) -> Option<(Result<StreamEvent, LlmErr
     }
 }
 
-fn describe_reqwest_error(error: &reqwest::Error) -> String {
+pub(crate) fn describe_reqwest_error(error: &reqwest::Error) -> String {
     // reqwest's Display omits the cause ("error sending request"); the
     // source chain says what actually happened (connection refused, DNS…).
     let mut message = error.to_string();

@@ -524,14 +524,7 @@ async fn send(
 /// reqwest's message with its causes ("error sending request" alone says
 /// nothing).
 fn describe(error: &reqwest::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
+    crate::llm::stream::describe_reqwest_error(error)
 }
 
 /// At most `max` characters of an error body, for messages.
