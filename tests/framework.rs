@@ -475,8 +475,25 @@ async fn second_prompt_while_busy(acp: &mut Acp, sandbox: &Sandbox, session: &st
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let second = acp.send("session/prompt", prompt(session, "second")).await;
-    // Give the second prompt time to arrive before the tool finishes.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Requests are handled in order: once a later one is answered, the
+    // second prompt has been taken in. (A little slack on top for a loaded
+    // machine; the tool waits for `go` however long this takes.)
+    let list = acp
+        .send("session/list", json!({"cwd": sandbox.work()}))
+        .await;
+    let mut early = Vec::new();
+    loop {
+        let message = acp.next().await;
+        if message.get("method").is_none() && message["id"] == json!(list) {
+            break;
+        }
+        early.push(message);
+    }
+    assert!(
+        early.iter().all(|m| m.get("method").is_some()),
+        "no prompt may answer before the tool finishes: {early:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
     std::fs::write(sandbox.work().join("go"), "").unwrap();
     let mut answered = Vec::new();
     while answered.len() < 2 {
