@@ -24,7 +24,7 @@ use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, CloseSessionRequest, CloseSessionResponse,
     ConfigOptionUpdate, CurrentModeUpdate, DeleteSessionRequest, DeleteSessionResponse,
     Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
-    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities,
+    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer,
     NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
     ResumeSessionRequest, ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities,
     SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionId,
@@ -222,6 +222,7 @@ pub async fn serve(
     let open: Vec<Arc<Session>> = lock(&server.sessions).drain().map(|(_, s)| s).collect();
     for session in open {
         session.cancel();
+        session.shutdown_mcp().await;
         session
             .lifecycle_hooks(crate::agent::hooks::Event::SessionEnd)
             .await;
@@ -270,7 +271,7 @@ impl Server {
                             .audio(false)
                             .embedded_context(true),
                     )
-                    .mcp_capabilities(McpCapabilities::new().http(false).sse(false))
+                    .mcp_capabilities(McpCapabilities::new().http(true).sse(false))
                     .session_capabilities(
                         SessionCapabilities::new()
                             .additional_directories(SessionAdditionalDirectoriesCapabilities::new())
@@ -308,12 +309,6 @@ impl Server {
                 req.cwd.display()
             )));
         }
-        if !req.mcp_servers.is_empty() {
-            tracing::info!(
-                count = req.mcp_servers.len(),
-                "MCP servers were passed; pincer does not connect to MCP servers yet"
-            );
-        }
         let settings = self.settings(&req.cwd)?;
         let model = settings
             .default_model(self.options.model.as_deref())
@@ -332,6 +327,7 @@ impl Server {
         let header = transcript::Header::new(id.clone(), req.cwd.clone(), None);
         let writer = transcript::Writer::create(&path, &header)
             .map_err(|e| Error::new(Error::internal_error().code, e.to_string()))?;
+        let mcp = mcp_specs(req.mcp_servers, &req.cwd, &settings);
         let session = Arc::new(Session::new(
             id.clone(),
             req.cwd,
@@ -339,6 +335,7 @@ impl Server {
             settings,
             model,
             writer,
+            mcp,
         ));
         let options = session.config_options();
         lock(&self.sessions).insert(id.clone(), session.clone());
@@ -352,7 +349,13 @@ impl Server {
     /// its history to the editor before answering.
     async fn load_session(&self, req: LoadSessionRequest) -> Result<LoadSessionResponse, Error> {
         let session = self
-            .restore_session(&req.session_id, req.cwd, req.additional_directories, true)
+            .restore_session(
+                &req.session_id,
+                req.cwd,
+                req.additional_directories,
+                req.mcp_servers,
+                true,
+            )
             .await?;
         Ok(LoadSessionResponse::new()
             .config_options(session.config_options())
@@ -365,7 +368,13 @@ impl Server {
         req: ResumeSessionRequest,
     ) -> Result<ResumeSessionResponse, Error> {
         let session = self
-            .restore_session(&req.session_id, req.cwd, req.additional_directories, false)
+            .restore_session(
+                &req.session_id,
+                req.cwd,
+                req.additional_directories,
+                req.mcp_servers,
+                false,
+            )
             .await?;
         Ok(ResumeSessionResponse::new()
             .config_options(session.config_options())
@@ -382,6 +391,7 @@ impl Server {
         session_id: &SessionId,
         cwd: PathBuf,
         additional: Vec<PathBuf>,
+        mcp_servers: Vec<McpServer>,
         replay: bool,
     ) -> Result<Arc<Session>, Error> {
         let id = session_id.0.to_string();
@@ -418,7 +428,10 @@ impl Server {
         .map_err(|e| internal(&e))?;
         if let Some(old) = lock(&self.sessions).remove(&id) {
             old.cancel();
+            // The reopened session starts its own servers.
+            tokio::spawn(async move { old.shutdown_mcp().await });
         }
+        let mcp = mcp_specs(mcp_servers, &cwd, &settings);
         let session = Arc::new(Session::new(
             id.clone(),
             cwd,
@@ -426,6 +439,7 @@ impl Server {
             settings,
             model,
             writer,
+            mcp,
         ));
         session.restore(restored).map_err(invalid_params)?;
         for block in blocks {
@@ -514,7 +528,9 @@ impl Server {
     /// slash commands it has, and runs the `session_start` hooks.
     fn opened(&self, id: &SessionId, cx: &ConnectionTo<Client>) {
         if let Ok(session) = self.session(&id.0) {
-            session.announce_commands(cx, &lock(&self.client));
+            let client = lock(&self.client).clone();
+            session.announce_commands(cx, &client);
+            session.report_mcp(cx, &client);
             let spawned = cx.spawn(async move {
                 session
                     .lifecycle_hooks(crate::agent::hooks::Event::SessionStart)
@@ -527,9 +543,11 @@ impl Server {
         }
     }
 
-    /// Runs the `session_end` hooks of a session that closed.
+    /// Ends the MCP servers and runs the `session_end` hooks of a session
+    /// that closed.
     fn ended(session: Arc<Session>) {
         tokio::spawn(async move {
+            session.shutdown_mcp().await;
             session
                 .lifecycle_hooks(crate::agent::hooks::Event::SessionEnd)
                 .await;
@@ -626,6 +644,49 @@ const LIST_PAGE: usize = 50;
 /// client can run pincer in a terminal, `pincer login` storing an auth
 /// profile (an API key, or Anthropic's OAuth login). `authenticate`
 /// re-reads both.
+/// The editor's MCP servers as pincer starts them, with the timeouts the
+/// config gives them. SSE servers (deprecated, and not advertised) are
+/// left out.
+fn mcp_specs(
+    servers: Vec<McpServer>,
+    cwd: &std::path::Path,
+    settings: &Settings,
+) -> Vec<crate::mcp::ServerSpec> {
+    servers
+        .into_iter()
+        .filter_map(|server| {
+            let (name, transport) = match server {
+                McpServer::Stdio(s) => (
+                    s.name,
+                    crate::mcp::Transport::Stdio {
+                        command: s.command,
+                        args: s.args,
+                        env: s.env.into_iter().map(|e| (e.name, e.value)).collect(),
+                        cwd: cwd.to_path_buf(),
+                    },
+                ),
+                McpServer::Http(s) => (
+                    s.name,
+                    crate::mcp::Transport::Http {
+                        url: s.url,
+                        headers: s.headers.into_iter().map(|h| (h.name, h.value)).collect(),
+                    },
+                ),
+                other => {
+                    tracing::warn!(server = ?other, "ignoring an MCP server with a transport pincer does not support");
+                    return None;
+                }
+            };
+            Some(crate::mcp::ServerSpec {
+                call_timeout: settings.config.mcp.call_timeout(&name),
+                name,
+                transport,
+                origin: crate::mcp::Origin::Editor,
+            })
+        })
+        .collect()
+}
+
 fn auth_methods(terminal: bool) -> Vec<AuthMethod> {
     let mut methods: Vec<AuthMethod> = Vec::new();
     if terminal {

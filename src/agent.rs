@@ -247,6 +247,9 @@ pub struct AgentConfig {
     pub rotate_rate_limits: bool,
     /// The session's tool policy, loop history and hooks.
     pub guard: Arc<guard::ToolGuard>,
+    /// Tools beside the built-in ones that may change between turns (MCP
+    /// servers' tools); asked before every model call.
+    pub extra_tools: Option<Arc<dyn crate::tools::ToolSource>>,
 }
 
 /// Runs one prompt to completion. New messages are appended to `history` as
@@ -372,6 +375,10 @@ async fn run_turns(
         last_call = Some(now);
         turns += 1;
         host.emit(AgentEvent::TurnStart);
+        // MCP servers may have come, gone or changed their tools since the
+        // last turn.
+        let current = with_extra_tools(tools, config).await;
+        let tools = current.as_slice();
         // The mode may change between turns (the user switches it).
         let mode = config.permissions.mode();
         let specs: Vec<ToolSpec> = tools
@@ -594,6 +601,16 @@ pub async fn compact_history(
             .map_err(ToString::to_string),
     });
     result
+}
+
+/// The built-in tools followed by whatever the config's tool source offers
+/// now.
+async fn with_extra_tools(tools: &[Arc<dyn Tool>], config: &AgentConfig) -> Vec<Arc<dyn Tool>> {
+    let mut all = tools.to_vec();
+    if let Some(source) = &config.extra_tools {
+        all.extend(source.tools().await);
+    }
+    all
 }
 
 fn describe(tools: &[Arc<dyn Tool>], call: &ToolCall, cwd: &std::path::Path) -> CallInfo {

@@ -3,6 +3,7 @@
 //! stdout; in `pincer acp` stdout belongs to the protocol.)
 
 pub mod auth;
+pub mod mcp;
 pub mod run;
 pub mod sessions;
 pub mod tools;

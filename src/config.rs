@@ -111,6 +111,9 @@ pub struct Config {
     /// Only the user's config file may add hooks: a project's file comes
     /// with the repository, and a hook runs whatever it says.
     pub hooks: Vec<crate::agent::hooks::HookConfig>,
+    /// `[mcp]`: MCP servers pincer starts for every session, and timeouts
+    /// and allow / deny lists for the editor's servers.
+    pub mcp: crate::mcp::McpConfig,
     /// The project's `[tools]`, which narrows the user's (kept apart so that
     /// a repository can take tools away but never add them).
     #[serde(skip)]
@@ -183,6 +186,13 @@ impl Config {
             self.project_tools = Some(other.tools);
         }
         self.loop_detection = other.loop_detection.or(self.loop_detection);
+        if !other.mcp.servers.is_empty() {
+            tracing::info!(
+                servers = ?other.mcp.servers.keys().collect::<Vec<_>>(),
+                "MCP servers from the project's .pincer/config.toml"
+            );
+        }
+        self.mcp = std::mem::take(&mut self.mcp).overlay(other.mcp);
         self.queue_mode = other.queue_mode.or(self.queue_mode);
         if !other.hooks.is_empty() {
             tracing::warn!(
@@ -470,6 +480,7 @@ impl Settings {
             fallbacks: self.fallback_models(),
             rotate_rate_limits: false,
             guard,
+            extra_tools: None,
         }
     }
 
@@ -531,7 +542,7 @@ impl Settings {
             agent,
             &model.provider,
             &model.id,
-            &BTreeMap::new(),
+            &self.config.mcp.scopes(),
         )
     }
 

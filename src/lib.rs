@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod llm;
+pub mod mcp;
 pub mod parallel;
 pub mod session;
 pub mod tools;

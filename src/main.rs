@@ -15,7 +15,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// A coding agent for editors, speaking the Agent Client Protocol.
 #[derive(Parser, Debug)]
-#[command(name = "pincer", version, about, long_about = None)]
+#[command(
+    name = "pincer",
+    version,
+    about,
+    long_about = None,
+    after_help = "MCP servers: editors pass their context servers to each session; servers for pincer itself go under [mcp.servers.<name>] (command/args/env or url/headers, timeout, allow/deny, enabled) in config.toml or a project's .pincer/config.toml. Their tools appear as mcp__<server>__<tool>; `pincer mcp list` shows them."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -58,6 +64,12 @@ enum Command {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
+    },
+    /// MCP servers configured for pincer (`[mcp.servers.<name>]`): their
+    /// state and tools.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
     },
     /// List, show or delete stored sessions.
     Sessions {
@@ -104,6 +116,20 @@ enum AuthCommand {
 }
 
 #[derive(Subcommand, Debug)]
+enum McpCommand {
+    /// Starts each configured server, then lists its state and tools.
+    List {
+        /// The project directory whose .pincer/config.toml counts too
+        /// (default: the current one).
+        #[arg(long)]
+        cwd: Option<std::path::PathBuf>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 enum SessionsCommand {
     /// Stored sessions, newest first.
     List {
@@ -142,6 +168,7 @@ fn main() -> std::process::ExitCode {
         Command::Run { .. }
         | Command::Sessions { .. }
         | Command::Tools { .. }
+        | Command::Mcp { .. }
         | Command::Auth { .. }
         | Command::Login { .. }
         | Command::Logout { .. } => tokio::runtime::Builder::new_multi_thread(),
@@ -183,6 +210,10 @@ fn main() -> std::process::ExitCode {
                     json,
                 )),
             },
+            Command::Mcp { command } => {
+                let McpCommand::List { cwd, json } = command;
+                report(pincer::cli::mcp::list(cwd, json).await)
+            }
             Command::Sessions { command } => {
                 let result = match command {
                     SessionsCommand::List { cwd, json } => pincer::cli::sessions::list(cwd, json),

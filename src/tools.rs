@@ -232,9 +232,11 @@ impl std::fmt::Debug for ToolContext {
 }
 
 pub trait Tool: Send + Sync {
-    fn name(&self) -> &'static str;
+    /// The name the model calls it by (owned by the tool: MCP tools are
+    /// named at run time).
+    fn name(&self) -> &str;
     /// One paragraph for the model.
-    fn description(&self) -> &'static str;
+    fn description(&self) -> &str;
     /// JSON Schema of the arguments.
     fn parameters(&self) -> serde_json::Value;
     /// Title, kind and locations of a call, for the editor. The locations
@@ -263,6 +265,14 @@ pub trait Tool: Send + Sync {
         args: serde_json::Value,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, ToolOutput>;
+}
+
+/// Tools that come and go while a session runs (an MCP server starts,
+/// crashes, or announces a changed list). The loop asks before every model
+/// call, so a change shows up at the next turn.
+pub trait ToolSource: Send + Sync + std::fmt::Debug {
+    /// The tools available now.
+    fn tools(&self) -> BoxFuture<'_, Vec<Arc<dyn Tool>>>;
 }
 
 /// The JSON Schema of a typed tool input, in the plain form providers accept

@@ -56,7 +56,7 @@ async fn initialize_reports_honest_capabilities() {
         json!({
             "loadSession": true,
             "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
-            "mcpCapabilities": {"http": false, "sse": false},
+            "mcpCapabilities": {"http": true, "sse": false},
             "sessionCapabilities": {"additionalDirectories": {}, "list": {}, "delete": {}, "resume": {}, "close": {}},
             "auth": {}
         })

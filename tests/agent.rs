@@ -108,6 +108,7 @@ fn config(mock: &MockModel, project: &std::path::Path) -> AgentConfig {
         fallbacks: Vec::new(),
         rotate_rate_limits: false,
         guard: Default::default(),
+        extra_tools: None,
         model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
         key: Some(Secret::new("test-key")),
         thinking: ThinkingLevel::Off,

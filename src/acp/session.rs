@@ -51,6 +51,8 @@ pub struct Session {
     loops: crate::agent::loops::SharedLoops,
     /// Prompts that came while a run was busy, and who waits for answers.
     queue: Mutex<Queue>,
+    /// The session's MCP servers (the editor's and the configured ones).
+    mcp: Arc<crate::mcp::Manager>,
 }
 
 type Reply = tokio::sync::oneshot::Sender<Result<PromptResponse, Error>>;
@@ -111,7 +113,8 @@ struct State {
 
 impl Session {
     /// A session working in `cwd`; `additional` directories may also be
-    /// touched without asking.
+    /// touched without asking. The editor's MCP servers and the configured
+    /// ones start in the background.
     pub fn new(
         id: String,
         cwd: PathBuf,
@@ -119,7 +122,9 @@ impl Session {
         settings: Settings,
         model: Model,
         transcript: transcript::Writer,
+        mcp_servers: Vec<crate::mcp::ServerSpec>,
     ) -> Self {
+        let mcp = start_mcp(&settings, &cwd, mcp_servers);
         let thinking = clamp_thinking(&model, settings.thinking());
         let credentials = Arc::new(settings.credentials());
         let settings_loops = settings.loop_detector();
@@ -153,6 +158,46 @@ impl Session {
                 mode: queue_mode,
                 ..Queue::default()
             }),
+            mcp,
+        }
+    }
+
+    /// Ends the session's MCP servers (and their processes).
+    pub async fn shutdown_mcp(&self) {
+        self.mcp.shutdown().await;
+    }
+
+    /// Tells the user, for as long as the session lives, when an MCP server
+    /// fails to start, crashes or times out: a notice where the editor
+    /// shows them, else a line of agent text.
+    pub fn report_mcp(&self, cx: &ConnectionTo<Client>, client: &ClientCapabilities) {
+        let Some(mut events) = self.mcp.take_events() else {
+            return;
+        };
+        let notices = client.session.as_ref().is_some_and(|s| s.notices.is_some());
+        let id = self.id.clone();
+        let cx2 = cx.clone();
+        let spawned = cx.spawn(async move {
+            while let Some(event) = events.recv().await {
+                tracing::warn!(server = %event.server, "{}", event.text);
+                let update = if notices {
+                    SessionUpdate::Notice(
+                        Notice::new(NoticeSeverity::Warning, event.title).description(event.text),
+                    )
+                } else {
+                    updates::agent_text(&format!("{}\n", event.text))
+                };
+                if cx2
+                    .send_notification(SessionNotification::new(id.clone(), update))
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "could not watch the MCP servers");
         }
     }
 
@@ -479,6 +524,9 @@ impl Session {
         drain: Arc<Drain>,
     ) -> Result<PromptResponse, Error> {
         let mut history = self.history.lock().await;
+        // The first prompt waits for MCP servers still starting (each has
+        // its startup timeout), so their tools are there from the start.
+        self.mcp.ready().await;
         let (config, cancel) = self.turn_config()?;
         let host = self.host(cx, &client, drain);
         self.record(transcript::Record::Message {
@@ -635,6 +683,7 @@ impl Session {
         let offered: Vec<Arc<dyn Tool>> = self
             .tools
             .iter()
+            .chain(self.mcp.tools_now().iter())
             .filter(|t| guard.offers(t.as_ref(), mode))
             .cloned()
             .collect();
@@ -657,6 +706,7 @@ impl Session {
         );
         config.last_call = last_call;
         config.credentials = Some(self.credentials.clone());
+        config.extra_tools = Some(self.mcp.clone());
         Ok((config, cancel))
     }
 
@@ -854,6 +904,24 @@ impl Session {
         }
         Ok(PromptResponse::new(StopReason::EndTurn))
     }
+}
+
+/// Starts the editor's MCP servers and the configured ones. An editor's
+/// server replaces a configured one of the same name; the config may turn
+/// either off (`enabled = false`).
+fn start_mcp(
+    settings: &Settings,
+    cwd: &std::path::Path,
+    editor: Vec<crate::mcp::ServerSpec>,
+) -> Arc<crate::mcp::Manager> {
+    let config = &settings.config.mcp;
+    let mut specs: Vec<crate::mcp::ServerSpec> = config
+        .specs(cwd)
+        .into_iter()
+        .filter(|s| !editor.iter().any(|e| e.name == s.name))
+        .collect();
+    specs.extend(editor.into_iter().filter(|s| !config.disabled(&s.name)));
+    crate::mcp::Manager::start(specs, config.startup_timeout())
 }
 
 /// An option's current value and its choices, for `/model` and friends.

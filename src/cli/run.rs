@@ -60,6 +60,18 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
         return Ok(2);
     }
     let tools = tools::builtin();
+    // The configured MCP servers take part too; their failures go to
+    // stderr.
+    let mcp_config = &settings.config.mcp;
+    let mcp = crate::mcp::Manager::start(mcp_config.specs(&cwd), mcp_config.startup_timeout());
+    if let Some(mut events) = mcp.take_events() {
+        tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                eprintln!("pincer: {}", event.text);
+            }
+        });
+    }
+    mcp.ready().await;
     // Remembered "always" answers of the project apply; nothing new is
     // remembered, since nobody is asked.
     let permissions = Arc::new(Permissions::new(
@@ -75,6 +87,7 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
     let guard = settings.tool_guard(&model, settings.loop_detector(), &session_id, &cwd)?;
     let offered: Vec<Arc<dyn crate::tools::Tool>> = tools
         .iter()
+        .chain(mcp.tools_now().iter())
         .filter(|t| guard.offers(t.as_ref(), permissions.mode()))
         .cloned()
         .collect();
@@ -83,13 +96,14 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
     for problem in &system_prompt.problems {
         tracing::warn!("{problem}");
     }
-    let config = settings.agent_config(
+    let mut config = settings.agent_config(
         model,
         settings.thinking(),
         system_prompt.text,
         permissions,
         Arc::new(guard),
     );
+    config.extra_tools = Some(mcp.clone());
     let http = reqwest::Client::builder()
         .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
         .build()?;
@@ -118,6 +132,7 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
         &cancel,
     )
     .await;
+    mcp.shutdown().await;
     let mut out = std::io::stdout().lock();
     if !options.json && !*lock(&host.ended_with_newline) {
         writeln!(out)?;

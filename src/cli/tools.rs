@@ -24,7 +24,8 @@ pub fn list(
     let model = settings.default_model(model.as_deref())?;
     let mode = mode.unwrap_or_else(|| settings.default_mode());
     let policy = settings.tool_policy(&model)?;
-    let rows: Vec<(&'static str, Result<(), String>)> = crate::tools::builtin()
+    let tools = crate::tools::builtin();
+    let rows: Vec<(&str, Result<(), String>)> = tools
         .iter()
         .map(|tool| {
             let verdict = policy

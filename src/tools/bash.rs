@@ -92,11 +92,11 @@ pub struct BashTool {
 }
 
 impl Tool for BashTool {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "bash"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Run a command in bash in the working directory. stdout and stderr are merged; stdin is \
          empty. The output is truncated to the last 2000 lines or 50 KB, whichever comes first; \
          when it is, the full output is saved to a file whose path is given at the end. A \

@@ -107,11 +107,11 @@ impl<'de> Deserialize<'de> for EditInput {
 pub struct EditTool;
 
 impl Tool for EditTool {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "edit"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Edit a file by replacing exact text. Each edits[].oldText must match exactly one place \
          in the file as it is before this call (edits are not applied one after another) and \
          must not overlap another edit. Copy oldText exactly from the file, whitespace and line \

@@ -50,11 +50,11 @@ pub struct FindInput {
 pub struct FindTool;
 
 impl Tool for FindTool {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "find"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Find files and directories by glob pattern, e.g. `*.rs`, `Cargo.toml` or \
          `src/**/*.ts`. A pattern without `/` matches names at any depth; one with `/` matches \
          the path relative to the searched directory. Searches the working directory or `path` \

@@ -68,11 +68,11 @@ pub struct GrepInput {
 pub struct GrepTool;
 
 impl Tool for GrepTool {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "grep"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Search file contents for a regular expression (Rust regex syntax, as in ripgrep) or, \
          with literal, plain text. Searches the working directory or `path` (a directory or one \
          file) recursively, skipping what .gitignore/.ignore exclude, the .git directory and \

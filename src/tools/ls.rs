@@ -39,11 +39,11 @@ pub struct LsInput {
 pub struct LsTool;
 
 impl Tool for LsTool {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "ls"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "List a directory's contents (not recursive), including dotfiles. Entries are sorted \
          case-insensitively, directories end in `/`, symbolic links show `name -> target`. \
          Returns at most `limit` entries (default 500) or 50 KB. Use find to search a tree by \

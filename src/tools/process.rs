@@ -105,11 +105,11 @@ impl ProcessTool {
 }
 
 impl Tool for ProcessTool {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "process"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Run and manage long-running commands in the background for this session, such as dev \
          servers, file watchers or REPLs; use bash instead for commands that finish on their \
          own. action=start runs `command` with bash in the working directory under a terminal \

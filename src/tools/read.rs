@@ -46,11 +46,11 @@ pub struct ReadInput {
 pub struct ReadTool;
 
 impl Tool for ReadTool {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "read"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Read a file. Text is returned exactly as stored, without line numbers, up to \
          2000 lines or 50 KB, whichever comes first; when the output is cut, a note at the end \
          gives the offset to continue from. Use offset (1-based line) and limit to read part of \

@@ -29,11 +29,11 @@ pub struct WriteInput {
 pub struct WriteTool;
 
 impl Tool for WriteTool {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "write"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Write content to a file. Creates the file if it does not exist and overwrites it if it \
          does, creating parent directories as needed. Use it for new files and complete \
          rewrites; to change part of an existing file, use edit. Relative paths are resolved \

@@ -1,0 +1,759 @@
+//! MCP servers as pincer tools.
+//!
+//! ACP editors pass the user's context servers in `session/new` and
+//! `session/load` (Zed sends the enabled ones); users may also configure
+//! servers for pincer itself under `[mcp.servers.<name>]` in `config.toml`
+//! or a project's `.pincer/config.toml`. Each session owns a [`Manager`]
+//! that connects to all of them at once with the official SDK (`rmcp`):
+//! stdio servers run as child processes in their own process group, HTTP
+//! servers speak streamable HTTP.
+//!
+//! Their tools reach the model as `mcp__<server>__<tool>` with the server's
+//! JSON schema and go through the same pipeline as the built-in tools
+//! (policy, loop detection, hooks, permission). A tool annotated
+//! `readOnlyHint` counts as not mutating, so `default` mode does not ask
+//! before it and `plan` mode keeps it. The kind shown in the editor comes
+//! from the annotations too, but never one of the file-edit kinds, which
+//! `accept-edits` mode lets through without asking.
+//!
+//! Failure is contained: a server that does not start within the startup
+//! timeout, crashes, or stops answering is reported through
+//! [`Manager::take_events`] (the session turns them into notices) and its
+//! tools disappear at the next turn; the session goes on. A call that
+//! outlives its timeout returns an error result and the server is probed;
+//! only a server that does not answer the probe is dropped.
+//!
+//! A `notifications/tools/list_changed` marks the server's list stale; the
+//! next turn waits for the new list. Servers end with their session
+//! ([`Manager::shutdown`], and killing the process group on drop as a last
+//! resort), so pincer leaves no processes behind.
+
+mod config;
+mod content;
+mod tool;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{NotificationContext, Peer, RoleClient, ServiceExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::tools::{Tool, ToolOutput, ToolSource};
+
+pub use config::{McpConfig, ServerConfig, tool_prefix_name};
+pub use tool::McpTool;
+
+/// How long a server may take to start and list its tools.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one call may take.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a server that let a call time out has to answer a probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a server came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The editor's `session/new` or `session/load`.
+    Editor,
+    /// `[mcp.servers]` in a config file.
+    Config,
+}
+
+/// How to reach a server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Stdio {
+        command: PathBuf,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: PathBuf,
+    },
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+/// A server to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerSpec {
+    pub name: String,
+    pub transport: Transport,
+    pub call_timeout: Duration,
+    pub origin: Origin,
+}
+
+/// Where a server is in its life.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    Starting,
+    Ready,
+    /// It did not start, crashed, or stopped answering; the text says how.
+    Failed(String),
+    /// Shut down with its session.
+    Stopped,
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Status::Starting => write!(f, "starting"),
+            Status::Ready => write!(f, "ready"),
+            Status::Failed(why) => write!(f, "failed: {why}"),
+            Status::Stopped => write!(f, "stopped"),
+        }
+    }
+}
+
+/// Something the user should hear about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub server: String,
+    /// One sentence for a notice's title.
+    pub title: String,
+    /// What happened and what follows.
+    pub text: String,
+}
+
+/// A snapshot of one server, for `pincer mcp list` and tests.
+#[derive(Clone, Debug)]
+pub struct ServerReport {
+    pub name: String,
+    pub origin: Origin,
+    pub transport: Transport,
+    pub status: Status,
+    /// The tools' model-facing names, and whether each is read-only.
+    pub tools: Vec<(String, bool)>,
+}
+
+/// One server's connection.
+struct Connection {
+    peer: Peer<RoleClient>,
+    /// Cancels the service loop (which closes the transport).
+    stop: CancellationToken,
+    /// The process group of a stdio server.
+    group: Option<i32>,
+}
+
+struct ServerState {
+    status: Status,
+    connection: Option<Connection>,
+    tools: Vec<Arc<dyn Tool>>,
+    /// Bumped by every `tools/list_changed`; the list is current when
+    /// `listed` has caught up.
+    changes: u64,
+    listed: u64,
+}
+
+/// One server of a session.
+pub(crate) struct Server {
+    spec: ServerSpec,
+    state: Mutex<ServerState>,
+    /// Wakes whoever waits for a new tool list.
+    refreshed: tokio::sync::Notify,
+    events: tokio::sync::mpsc::UnboundedSender<Event>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Server {
+    fn report(&self, title: &str, text: String) {
+        let _ = self.events.send(Event {
+            server: self.spec.name.clone(),
+            title: title.to_string(),
+            text,
+        });
+    }
+
+    fn peer(&self) -> Option<Peer<RoleClient>> {
+        lock(&self.state)
+            .connection
+            .as_ref()
+            .map(|c| c.peer.clone())
+    }
+
+    /// Marks the server failed, drops its tools and ends its process; says
+    /// so to the user unless it had already ended.
+    fn fail(&self, why: String) {
+        let connection = {
+            let mut state = lock(&self.state);
+            if matches!(state.status, Status::Failed(_) | Status::Stopped) {
+                return;
+            }
+            state.status = Status::Failed(why.clone());
+            state.tools.clear();
+            state.connection.take()
+        };
+        if let Some(connection) = connection {
+            end(connection, true);
+        }
+        self.report(
+            &format!("MCP server `{}` stopped", self.spec.name),
+            format!(
+                "MCP server `{}` {why}. Its tools are unavailable for the rest of this session.",
+                self.spec.name
+            ),
+        );
+    }
+
+    /// Fetches the tool list again.
+    async fn list(self: &Arc<Self>, peer: &Peer<RoleClient>) -> Result<(), String> {
+        let seen = lock(&self.state).changes;
+        let listed = peer
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("could not list its tools ({e})"))?;
+        let me = Arc::downgrade(self);
+        let tools: Vec<Arc<dyn Tool>> = listed
+            .into_iter()
+            .filter_map(|t| {
+                let value = serde_json::to_value(&t).ok()?;
+                Some(Arc::new(McpTool::new(&self.spec.name, &value, me.clone())) as Arc<dyn Tool>)
+            })
+            .collect();
+        {
+            let mut state = lock(&self.state);
+            if state.status == Status::Ready || state.status == Status::Starting {
+                state.tools = tools;
+            }
+            state.listed = state.listed.max(seen);
+        }
+        self.refreshed.notify_waiters();
+        Ok(())
+    }
+
+    /// The tools, after any announced change has been fetched (bounded by
+    /// the probe timeout, so a silent server cannot hold up a turn).
+    async fn current_tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
+        let deadline = tokio::time::Instant::now() + PROBE_TIMEOUT;
+        loop {
+            let notified = self.refreshed.notified();
+            {
+                let state = lock(&self.state);
+                if state.status != Status::Ready || state.listed >= state.changes {
+                    return state.tools.clone();
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return lock(&self.state).tools.clone();
+            }
+        }
+    }
+
+    /// Runs one call with the server's timeout; the user's cancel stops it.
+    pub(crate) async fn call(
+        self: &Arc<Self>,
+        tool: &str,
+        args: serde_json::Value,
+        image_input: bool,
+        cancel: &CancellationToken,
+    ) -> ToolOutput {
+        let Some(peer) = self.peer() else {
+            return ToolOutput::error(format!(
+                "MCP server `{}` is not running, so {tool} cannot be called.",
+                self.spec.name
+            ));
+        };
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        match args {
+            serde_json::Value::Object(map) => params = params.with_arguments(map),
+            serde_json::Value::Null => {}
+            other => {
+                return ToolOutput::error(format!(
+                    "The arguments for {tool} must be a JSON object, got {other}."
+                ));
+            }
+        }
+        let timeout = self.spec.call_timeout;
+        let call = peer.call_tool(params);
+        let result = tokio::select! {
+            () = cancel.cancelled() => return ToolOutput::error("Operation aborted"),
+            result = tokio::time::timeout(timeout, call) => result,
+        };
+        match result {
+            Ok(Ok(result)) => match serde_json::to_value(&result) {
+                Ok(value) => content::to_output(&value, image_input),
+                Err(e) => ToolOutput::error(format!("unreadable result from {tool}: {e}")),
+            },
+            Ok(Err(e)) => {
+                let gone = matches!(
+                    e,
+                    rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_)
+                ) || peer.is_transport_closed()
+                    || lock(&self.state).connection.is_none();
+                if !gone {
+                    ToolOutput::error(format!(
+                        "MCP server `{}` answered {tool} with an error: {e}",
+                        self.spec.name
+                    ))
+                } else {
+                    self.fail(format!("stopped while running {tool} ({e})"));
+                    ToolOutput::error(format!(
+                        "MCP server `{}` stopped while running {tool} ({e}); its tools are gone for this session.",
+                        self.spec.name
+                    ))
+                }
+            }
+            Err(_) => {
+                let secs = timeout.as_secs_f64();
+                self.report(
+                    &format!("MCP tool {tool} timed out"),
+                    format!(
+                        "MCP server `{}` did not answer {tool} within {secs} s; the call was abandoned.",
+                        self.spec.name
+                    ),
+                );
+                // A slow tool is not a dead server; one that no longer
+                // answers at all is.
+                let probe = tokio::time::timeout(PROBE_TIMEOUT, peer.list_tools(None)).await;
+                if !matches!(probe, Ok(Ok(_))) {
+                    self.fail("stopped answering".to_string());
+                }
+                ToolOutput::error(format!(
+                    "MCP tool {tool} (server `{}`) timed out after {secs} s and was abandoned. Try something else or ask the user.",
+                    self.spec.name
+                ))
+            }
+        }
+    }
+}
+
+/// Ends a connection: closes the transport and kills a stdio server's
+/// process group (the server and anything it started).
+fn end(connection: Connection, kill: bool) {
+    connection.stop.cancel();
+    if let Some(group) = connection.group {
+        use nix::sys::signal::{Signal, killpg};
+        let signal = if kill {
+            Signal::SIGKILL
+        } else {
+            Signal::SIGTERM
+        };
+        let _ = killpg(nix::unistd::Pid::from_raw(group), signal);
+    }
+}
+
+/// What a connection hands back to the manager: the server's
+/// notifications.
+struct Handler {
+    server: std::sync::Weak<Server>,
+}
+
+impl rmcp::ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("pincer", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let Some(server) = self.server.upgrade() else {
+            return;
+        };
+        lock(&server.state).changes += 1;
+        if let Some(peer) = server.peer()
+            && let Err(why) = server.list(&peer).await
+        {
+            tracing::warn!(server = %server.spec.name, "{why}");
+            server.refreshed.notify_waiters();
+        }
+    }
+}
+
+/// A session's MCP servers.
+pub struct Manager {
+    servers: Vec<Arc<Server>>,
+    /// How many servers are still starting.
+    starting: tokio::sync::watch::Receiver<usize>,
+    events: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Event>>>,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager")
+            .field(
+                "servers",
+                &self
+                    .servers
+                    .iter()
+                    .map(|s| &s.spec.name)
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Manager {
+    /// Starts every server at once, in the background; each has
+    /// `startup_timeout` to connect and list its tools.
+    pub fn start(specs: Vec<ServerSpec>, startup_timeout: Duration) -> Arc<Self> {
+        let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (starting_tx, starting_rx) = tokio::sync::watch::channel(specs.len());
+        let servers: Vec<Arc<Server>> = specs
+            .into_iter()
+            .map(|spec| {
+                Arc::new(Server {
+                    spec,
+                    state: Mutex::new(ServerState {
+                        status: Status::Starting,
+                        connection: None,
+                        tools: Vec::new(),
+                        changes: 0,
+                        listed: 0,
+                    }),
+                    refreshed: tokio::sync::Notify::new(),
+                    events: events_tx.clone(),
+                })
+            })
+            .collect();
+        let starting_tx = Arc::new(starting_tx);
+        for server in &servers {
+            let server = server.clone();
+            let starting = starting_tx.clone();
+            tokio::spawn(async move {
+                // Its own task, so that a panic in the client is one more
+                // way for a server to fail, not a server stuck starting.
+                let connecting = {
+                    let server = server.clone();
+                    tokio::spawn(async move { connect(&server).await })
+                };
+                let abort = connecting.abort_handle();
+                let failure = match tokio::time::timeout(startup_timeout, connecting).await {
+                    Ok(Ok(Ok(()))) => None,
+                    Ok(Ok(Err(why))) => Some(why),
+                    Ok(Err(e)) => Some(format!("failed to start ({e})")),
+                    Err(_) => {
+                        abort.abort();
+                        Some(format!(
+                            "did not start within {} s",
+                            startup_timeout.as_secs_f64()
+                        ))
+                    }
+                };
+                if let Some(why) = failure {
+                    server.fail(why);
+                }
+                starting.send_modify(|n| *n = n.saturating_sub(1));
+            });
+        }
+        Arc::new(Self {
+            servers,
+            starting: starting_rx,
+            events: Mutex::new(Some(events_rx)),
+        })
+    }
+
+    /// A manager with no servers.
+    pub fn empty() -> Arc<Self> {
+        Self::start(Vec::new(), DEFAULT_STARTUP_TIMEOUT)
+    }
+
+    /// Waits until every server has started or failed.
+    pub async fn ready(&self) {
+        let mut starting = self.starting.clone();
+        let _ = starting.wait_for(|n| *n == 0).await;
+    }
+
+    /// What the user should hear about; taken once, by the frontend.
+    pub fn take_events(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Event>> {
+        lock(&self.events).take()
+    }
+
+    /// The tools of the running servers, as they are now.
+    pub fn tools_now(&self) -> Vec<Arc<dyn Tool>> {
+        self.servers
+            .iter()
+            .flat_map(|s| lock(&s.state).tools.clone())
+            .collect()
+    }
+
+    pub fn reports(&self) -> Vec<ServerReport> {
+        self.servers
+            .iter()
+            .map(|s| {
+                let state = lock(&s.state);
+                ServerReport {
+                    name: s.spec.name.clone(),
+                    origin: s.spec.origin,
+                    transport: s.spec.transport.clone(),
+                    status: state.status.clone(),
+                    tools: state
+                        .tools
+                        .iter()
+                        .map(|t| (t.name().to_string(), !t.mutating()))
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// Ends every server: closes its transport, asks a stdio server's
+    /// process group to stop, and kills what is left after a grace
+    /// period.
+    pub async fn shutdown(&self) {
+        let connections: Vec<Connection> = self
+            .servers
+            .iter()
+            .filter_map(|s| {
+                let mut state = lock(&s.state);
+                state.tools.clear();
+                if !matches!(state.status, Status::Failed(_)) {
+                    state.status = Status::Stopped;
+                }
+                state.connection.take()
+            })
+            .collect();
+        let groups: Vec<i32> = connections.iter().filter_map(|c| c.group).collect();
+        for connection in connections {
+            end(connection, false);
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while groups.iter().any(|g| group_alive(*g)) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for group in groups {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(group),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// Whether any process of a group is still there.
+fn group_alive(group: i32) -> bool {
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), None).is_ok()
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        // The last resort when nobody called `shutdown`: nothing outlives
+        // the session.
+        for server in &self.servers {
+            if let Some(connection) = lock(&server.state).connection.take() {
+                end(connection, true);
+            }
+        }
+    }
+}
+
+impl ToolSource for Manager {
+    fn tools(&self) -> BoxFuture<'_, Vec<Arc<dyn Tool>>> {
+        Box::pin(async move {
+            let mut all = Vec::new();
+            for server in &self.servers {
+                all.extend(server.current_tools().await);
+            }
+            all
+        })
+    }
+}
+
+/// Connects to one server and lists its tools.
+async fn connect(server: &Arc<Server>) -> Result<(), String> {
+    let handler = Handler {
+        server: Arc::downgrade(server),
+    };
+    let (running, group) = match &server.spec.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args)
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .current_dir(cwd)
+                // Its own group, so that ending it ends what it started.
+                .process_group(0)
+                .kill_on_drop(true);
+            let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("could not be started ({}: {e})", command.display()))?;
+            let group = transport.id().and_then(|id| i32::try_from(id).ok());
+            if let Some(stderr) = stderr {
+                log_stderr(server.spec.name.clone(), stderr);
+            }
+            // A server that fails during the handshake must not be left
+            // running.
+            let guard = GroupGuard(group);
+            let running = handler
+                .serve(transport)
+                .await
+                .map_err(|e| format!("failed to start ({e})"))?;
+            std::mem::forget(guard);
+            (running, group)
+        }
+        Transport::Http { url, headers } => {
+            // rmcp's reqwest needs a process-wide TLS provider; the first
+            // HTTP server installs it (later calls find it there).
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let mut config =
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                    url.as_str(),
+                );
+            let mut custom = std::collections::HashMap::new();
+            for (name, value) in headers {
+                if name.eq_ignore_ascii_case("authorization") {
+                    let token = value.strip_prefix("Bearer ").unwrap_or(value);
+                    config = config.auth_header(token.to_string());
+                    continue;
+                }
+                let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|e| format!("has an invalid header name `{name}` ({e})"))?;
+                let value = reqwest::header::HeaderValue::from_str(value)
+                    .map_err(|e| format!("has an invalid value for header `{name}` ({e})"))?;
+                custom.insert(name, value);
+            }
+            config = config.custom_headers(custom);
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+            let running = handler
+                .serve(transport)
+                .await
+                .map_err(|e| format!("could not be reached at {url} ({e})"))?;
+            (running, None)
+        }
+    };
+    let peer = running.peer().clone();
+    let stop = CancellationToken::new();
+    let connection = Connection {
+        peer: peer.clone(),
+        stop: stop.clone(),
+        group,
+    };
+    let shut_down = {
+        let mut state = lock(&server.state);
+        if state.status == Status::Starting {
+            state.connection = Some(connection);
+            None
+        } else {
+            Some(connection)
+        }
+    };
+    if let Some(connection) = shut_down {
+        // The session ended while the server was starting.
+        end(connection, true);
+        let _ = running.cancel().await;
+        return Ok(());
+    }
+    // The service runs until the server goes away or the session ends it.
+    let watched = Arc::downgrade(server);
+    let service_stop = running.cancellation_token();
+    tokio::spawn(async move {
+        let waiting = running.waiting();
+        tokio::pin!(waiting);
+        let ended = tokio::select! {
+            () = stop.cancelled() => {
+                service_stop.cancel();
+                let _ = waiting.await;
+                return;
+            }
+            reason = &mut waiting => reason,
+        };
+        if let Some(server) = watched.upgrade() {
+            let why = match ended {
+                Ok(reason) => format!("exited ({reason:?})"),
+                Err(e) => format!("exited ({e})"),
+            };
+            server.fail(why);
+        }
+    });
+    server.list(&peer).await?;
+    {
+        let mut state = lock(&server.state);
+        if state.status == Status::Starting {
+            state.status = Status::Ready;
+        }
+    }
+    listen_for_changes(server, peer);
+    Ok(())
+}
+
+/// Subscribes to tool-list changes where the server announces them
+/// (protocol 2026-07-28 delivers them on a `subscriptions/listen` stream;
+/// older servers send them unasked, to [`Handler`]).
+fn listen_for_changes(server: &Arc<Server>, peer: Peer<RoleClient>) {
+    let announces = peer
+        .peer_info()
+        .and_then(|info| serde_json::to_value(&*info).ok())
+        .is_some_and(|info| info["capabilities"]["tools"]["listChanged"] == true);
+    let Some(stop) = lock(&server.state)
+        .connection
+        .as_ref()
+        .map(|c| c.stop.clone())
+    else {
+        return;
+    };
+    if !announces {
+        return;
+    }
+    let watched = Arc::downgrade(server);
+    tokio::spawn(async move {
+        let filter = rmcp::model::SubscriptionFilter::builder()
+            .tools_list_changed()
+            .build();
+        let mut subscription = tokio::select! {
+            () = stop.cancelled() => return,
+            listening = peer.listen(filter) => match listening {
+                Ok(subscription) => subscription,
+                Err(e) => {
+                    tracing::debug!(error = %e, "no subscriptions/listen; relying on unsolicited list changes");
+                    return;
+                }
+            },
+        };
+        loop {
+            let next = tokio::select! {
+                () = stop.cancelled() => return,
+                next = subscription.next() => next,
+            };
+            match next {
+                Ok(Some(rmcp::model::ServerNotification::ToolListChangedNotification(_))) => {
+                    let Some(server) = watched.upgrade() else {
+                        return;
+                    };
+                    lock(&server.state).changes += 1;
+                    if let Err(why) = server.list(&peer).await {
+                        tracing::warn!(server = %server.spec.name, "{why}");
+                        server.refreshed.notify_waiters();
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return,
+            }
+        }
+    });
+}
+
+/// Kills a process group when dropped (an unfinished start).
+struct GroupGuard(Option<i32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(group),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// A stdio server's stderr goes to pincer's log, never to stdout.
+fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncBufReadExt;
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!(server = %server, "{line}");
+        }
+    });
+}
