@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{prompt, spawn_anthropic};
+use support::{prompt, spawn_anthropic, wait_until};
 
 use std::time::Duration;
 
@@ -466,14 +466,10 @@ const WAIT_FOR_GO: &str = r#"{"command": "while [ ! -f go ]; do sleep 0.02; done
 /// order they came.
 async fn second_prompt_while_busy(acp: &mut Acp, sandbox: &Sandbox, session: &str) -> Vec<Value> {
     let first = acp.send("session/prompt", prompt(session, "first")).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !support::acp_client::process_running("while [ ! -f go ]") {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the tool never started"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until("the tool never started", Duration::from_secs(10), || {
+        support::acp_client::process_running("while [ ! -f go ]")
+    })
+    .await;
     let second = acp.send("session/prompt", prompt(session, "second")).await;
     // Requests are handled in order: once a later one is answered, the
     // second prompt has been taken in. (A little slack on top for a loaded

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use support::acp_client::{Acp, Sandbox, requests_of, updates_of};
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_tool_call, anthropic_tool_calls};
-use support::{prompt, spawn_anthropic};
+use support::{prompt, spawn_anthropic, wait_until};
 
 /// The test server: an example target, which `cargo test` and `cargo
 /// nextest run` build next to the test binaries.
@@ -442,14 +442,12 @@ async fn pids_from(file: &std::path::Path) -> Vec<u32> {
 }
 
 async fn wait_gone(pids: &[u32]) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !pids.iter().all(|p| gone(*p)) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "processes {pids:?} still running"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until(
+        &format!("processes {pids:?} still running"),
+        Duration::from_secs(10),
+        || pids.iter().all(|p| gone(*p)),
+    )
+    .await;
 }
 
 #[tokio::test]

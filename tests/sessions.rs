@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::{prompt, spawn_anthropic};
+use support::{prompt, spawn_anthropic, wait_until};
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -695,14 +695,10 @@ async fn closing_a_busy_session_ends_its_work() {
     )
     .await;
     let id = acp.send("session/prompt", prompt(&session, "wait")).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !process_running("sleep 30.7373") {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the command never started"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until("the command never started", Duration::from_secs(10), || {
+        process_running("sleep 30.7373")
+    })
+    .await;
     let close = acp
         .send("session/close", json!({"sessionId": session}))
         .await;
@@ -727,14 +723,12 @@ async fn closing_a_busy_session_ends_its_work() {
         answered.unwrap()["result"],
         json!({"stopReason": "cancelled"})
     );
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-    while process_running("sleep 30.7373") {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the command outlived its session"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until(
+        "the command outlived its session",
+        Duration::from_secs(2),
+        || !process_running("sleep 30.7373"),
+    )
+    .await;
     drop(acp);
     // What happened up to the close is on disk and loads.
     let (_acp, replayed) = load_in_new_process(&sandbox, &mock, &session).await;

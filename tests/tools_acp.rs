@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{prompt, spawn_anthropic};
+use support::{prompt, spawn_anthropic, wait_until};
 
 use std::time::Duration;
 
@@ -519,14 +519,10 @@ async fn cancel_during_a_long_command_kills_it_within_a_second() {
     set_mode(&mut acp, &session, "bypass").await;
     let id = acp.send("session/prompt", prompt(&session, "wait")).await;
     // Wait until the command runs.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !process_running("sleep 30.5151") {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the command never started"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until("the command never started", Duration::from_secs(10), || {
+        process_running("sleep 30.5151")
+    })
+    .await;
     acp.notify("session/cancel", json!({"sessionId": session}))
         .await;
     let (response, before) = tokio::time::timeout(
@@ -541,14 +537,12 @@ async fn cancel_during_a_long_command_kills_it_within_a_second() {
         .rfind(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "slow")
         .unwrap();
     assert_eq!(end["status"], "failed");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-    while process_running("sleep 30.5151") {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the command outlived the cancel"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until(
+        "the command outlived the cancel",
+        Duration::from_secs(2),
+        || !process_running("sleep 30.5151"),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -593,12 +587,10 @@ async fn background_processes_end_when_the_editor_goes_away() {
     assert!(process_running("sleep 30.6161"));
     acp.close_stdin();
     assert!(acp.wait_exit().await.success());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while process_running("sleep 30.6161") {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "a background process outlived pincer"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(
+        "a background process outlived pincer",
+        Duration::from_secs(5),
+        || !process_running("sleep 30.6161"),
+    )
+    .await;
 }

@@ -18,3 +18,13 @@ pub fn spawn_anthropic(sandbox: &Sandbox, mock: &MockModel) -> Acp {
 pub fn prompt(session: &str, text: &str) -> serde_json::Value {
     serde_json::json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
 }
+
+/// Polls `done` every 20 ms until it holds, failing with `what` after
+/// `timeout`: waiting on a condition with a deadline, never a bare sleep.
+pub async fn wait_until(what: &str, timeout: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
