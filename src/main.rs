@@ -203,12 +203,10 @@ fn main() -> std::process::ExitCode {
                     );
                     2
                 }
-                parsed => report(pincer::cli::tools::list(
-                    cwd,
-                    model,
-                    parsed.and_then(|(_, mode)| mode),
-                    json,
-                )),
+                parsed => report(
+                    pincer::cli::tools::list(cwd, model, parsed.and_then(|(_, mode)| mode), json)
+                        .await,
+                ),
             },
             Command::Mcp { command } => {
                 let McpCommand::List { cwd, json } = command;

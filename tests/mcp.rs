@@ -527,6 +527,30 @@ async fn mcp_list_shows_configured_servers_their_state_and_tools() {
         work = sandbox.work().display()
     );
     assert_eq!(text, expected);
+
+    // `pincer tools` judges the servers' tools with the rest.
+    let output = sandbox
+        .command(&["tools", "--json", "--mode", "plan"])
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let lines: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l["tool"].as_str().unwrap().starts_with("mcp__notes__"))
+        .take(2)
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            json!({"tool": "mcp__notes__echo", "offered": true}),
+            json!({"tool": "mcp__notes__add_note", "offered": false, "removedBy": "not allowed by the session's `plan` mode"}),
+        ]
+    );
 }
 
 #[tokio::test]

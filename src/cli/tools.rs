@@ -10,7 +10,9 @@ use crate::config::Settings;
 /// Prints the effective tool list for `cwd` (default: the current
 /// directory) with `model` (default: the configured one) in `mode`
 /// (default: the configured default mode).
-pub fn list(
+/// The tools of the MCP servers configured for the directory are listed
+/// too (the servers are started for that, then stopped).
+pub async fn list(
     cwd: Option<PathBuf>,
     model: Option<String>,
     mode: Option<Mode>,
@@ -24,7 +26,12 @@ pub fn list(
     let model = settings.default_model(model.as_deref())?;
     let mode = mode.unwrap_or_else(|| settings.default_mode());
     let policy = settings.tool_policy(&model)?;
-    let tools = crate::tools::builtin();
+    let mut tools = crate::tools::builtin();
+    let servers = &settings.config.mcp;
+    let manager = crate::mcp::Manager::start(servers.specs(&cwd), servers.startup_timeout());
+    manager.ready().await;
+    tools.extend(manager.tools_now());
+    manager.shutdown().await;
     let rows: Vec<(&str, Result<(), String>)> = tools
         .iter()
         .map(|tool| {
