@@ -1135,3 +1135,59 @@ mod retry_tests {
         assert!(!waits_too_long(&overloaded()));
     }
 }
+
+#[cfg(test)]
+mod silent_tests {
+    use std::sync::Mutex;
+
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    /// Keeps the text deltas a frontend would show.
+    #[derive(Default)]
+    struct Shown(Mutex<Vec<String>>);
+
+    impl AgentHost for Shown {
+        fn emit(&self, event: AgentEvent) {
+            if let AgentEvent::TextDelta(text) = event {
+                self.0.lock().unwrap().push(text);
+            }
+        }
+
+        fn request_permission<'a>(
+            &'a self,
+            _: &'a ToolCall,
+            _: &'a CallInfo,
+            _: &'a str,
+            _: Vec<Display>,
+        ) -> BoxFuture<'a, Answer> {
+            Box::pin(async { Answer::RejectOnce })
+        }
+    }
+
+    /// What the user sees of an answer streamed as `deltas`, each flushed
+    /// at once (as a slow stream would be).
+    fn shown(deltas: &[&str]) -> String {
+        let host = Shown::default();
+        let mut throttle = DeltaThrottle::new(Duration::ZERO);
+        for delta in deltas {
+            throttle.push(false, delta, &host);
+        }
+        throttle.flush(&host);
+        throttle.finish(&host);
+        host.0.into_inner().unwrap().concat()
+    }
+
+    #[test]
+    fn the_silent_token_is_held_across_deltas_and_never_shown() {
+        assert_eq!(shown(&["NO", "_RE", "PLY"]), "");
+        assert_eq!(shown(&[" \n", "NO_REPLY", "\n"]), "");
+        // Anything that turns out not to be the token is shown whole.
+        assert_eq!(shown(&["NO", "_RE", "ST"]), "NO_REST");
+        assert_eq!(shown(&["NO", " way"]), "NO way");
+        assert_eq!(shown(&["NO_REPLY", " but more"]), "NO_REPLY but more");
+        assert_eq!(shown(&["NO"]), "NO");
+        assert_eq!(shown(&["Hello", " there"]), "Hello there");
+    }
+}

@@ -1,0 +1,278 @@
+//! The agent's side of the editor for one turn: agent events become
+//! `session/update`s and transcript entries, permission questions become
+//! `session/request_permission`, and prompts queued in the session are
+//! handed to the running run (steering and follow-ups).
+
+use super::*;
+
+/// The agent's view of the editor during one turn.
+pub(super) struct AcpHost {
+    pub(super) session: Arc<Session>,
+    pub(super) cx: ConnectionTo<Client>,
+    pub(super) notices: bool,
+    /// The client shows `compaction_update`s.
+    pub(super) compaction: bool,
+    pub(super) drain: Arc<Drain>,
+    pub(super) files: Arc<EditorFiles>,
+    pub(super) terminals: Option<Arc<dyn Terminals>>,
+    /// How each call of this turn was shown, kept for its transcript entry.
+    pub(super) calls: Mutex<std::collections::HashMap<String, CallInfo>>,
+}
+
+impl AcpHost {
+    /// Tells the editor about a compaction: `compaction_update`s when it
+    /// shows them, else a short agent message; a finished one goes into
+    /// the transcript.
+    fn compaction_event(&self, event: &AgentEvent) {
+        use agent_client_protocol::v1::schema::{CompactionStatus, CompactionUpdate};
+        let id = format!("compaction-{}", lock(&self.session.state).compactions);
+        match event {
+            AgentEvent::CompactionStart { reason } => {
+                if self.compaction {
+                    self.send(SessionUpdate::CompactionUpdate(CompactionUpdate::new(
+                        id,
+                        CompactionStatus::InProgress,
+                    )));
+                } else if *reason != crate::agent::compaction::Reason::Manual {
+                    self.send(updates::agent_text(updates::COMPACTING));
+                }
+            }
+            AgentEvent::CompactionEnd { result, .. } => {
+                lock(&self.session.state).compactions += 1;
+                match result {
+                    Ok(done) => {
+                        self.session.record(transcript::Record::Compaction {
+                            summary: done.summary.clone(),
+                            kept: done.kept,
+                            tokens_before: done.tokens_before,
+                            read_files: done.files.read.iter().cloned().collect(),
+                            modified_files: done.files.modified.iter().cloned().collect(),
+                        });
+                        let text = updates::compacted_text(done.tokens_before, done.tokens_after);
+                        self.send(if self.compaction {
+                            SessionUpdate::CompactionUpdate(
+                                CompactionUpdate::new(id, CompactionStatus::Completed).summary(
+                                    vec![ContentBlock::Text(TextContent::new(
+                                        done.summary.as_str(),
+                                    ))],
+                                ),
+                            )
+                        } else {
+                            updates::agent_text(&text)
+                        });
+                    }
+                    Err(error) => {
+                        let text = format!("Compacting the conversation failed: {error}\n\n");
+                        self.session
+                            .record(transcript::Record::Notice { text: text.clone() });
+                        self.send(if self.compaction {
+                            SessionUpdate::CompactionUpdate(
+                                CompactionUpdate::new(id, CompactionStatus::Failed)
+                                    .error(error.clone()),
+                            )
+                        } else {
+                            updates::agent_text(&text)
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn send(&self, update: SessionUpdate) {
+        let notification = SessionNotification::new(self.session.id.clone(), update);
+        if let Err(e) = self.cx.send_notification(notification) {
+            tracing::debug!(error = %e, "could not send session/update");
+        }
+    }
+}
+
+impl AgentHost for AcpHost {
+    fn steering_waiting(&self) -> bool {
+        let queue = lock(&self.session.queue);
+        queue.mode == agent::QueueMode::Steer && !queue.waiting.is_empty()
+    }
+
+    fn take_steering(&self) -> Vec<Vec<crate::llm::Content>> {
+        let mut queue = lock(&self.session.queue);
+        if queue.mode != agent::QueueMode::Steer {
+            return Vec::new();
+        }
+        std::iter::from_fn(|| queue.advance()).collect()
+    }
+
+    fn take_follow_up(&self) -> Option<Vec<crate::llm::Content>> {
+        lock(&self.session.queue).advance()
+    }
+
+    fn emit(&self, event: AgentEvent) {
+        match &event {
+            AgentEvent::UserMessage(content) => {
+                self.session.record(transcript::Record::Message {
+                    message: crate::llm::Message::User {
+                        content: content.clone(),
+                    },
+                });
+            }
+            AgentEvent::MessageEnd(message) => {
+                {
+                    let mut state = lock(&self.session.state);
+                    state.total_cost += message.usage.cost.total;
+                    state.last_call = Some(std::time::SystemTime::now());
+                }
+                self.session.record(transcript::Record::Message {
+                    message: crate::llm::Message::Assistant((**message).clone()),
+                });
+            }
+            AgentEvent::ToolExecutionStart { call, info } => {
+                lock(&self.calls).insert(call.id.clone(), info.clone());
+            }
+            AgentEvent::ToolExecutionEnd {
+                call_id,
+                tool_name,
+                output,
+            } => {
+                let call = lock(&self.calls).remove(call_id);
+                self.session.record(transcript::Record::ToolResult {
+                    message: crate::llm::ToolResultMessage {
+                        tool_call_id: call_id.clone(),
+                        tool_name: tool_name.clone(),
+                        content: output.content.clone(),
+                        is_error: output.is_error,
+                    },
+                    call,
+                    display: output.display.clone(),
+                    details: output.details.clone(),
+                });
+            }
+            AgentEvent::CompactionStart { .. } | AgentEvent::CompactionEnd { .. } => {
+                self.compaction_event(&event);
+                return;
+            }
+            _ => {}
+        }
+        let notice = match &event {
+            AgentEvent::Retry {
+                attempt,
+                delay,
+                error,
+            } => Some((
+                "Model call failed",
+                format!(
+                    "{error}. Retrying in {:.1} s (attempt {attempt}).",
+                    delay.as_secs_f64()
+                ),
+            )),
+            AgentEvent::Failover { text } => Some(("Switching credentials or model", text.clone())),
+            _ => None,
+        };
+        if let Some((title, text)) = notice {
+            self.session
+                .record(transcript::Record::Notice { text: text.clone() });
+            self.send(if self.notices {
+                SessionUpdate::Notice(Notice::new(NoticeSeverity::Warning, title).description(text))
+            } else {
+                SessionUpdate::AgentThoughtChunk(ContentChunk::new(ContentBlock::Text(
+                    TextContent::new(format!("{text}\n")),
+                )))
+            });
+            return;
+        }
+        // Only usage reports carry the cost; deltas skip the lock.
+        let total_cost = match event {
+            AgentEvent::TurnEnd { .. } => lock(&self.session.state).total_cost,
+            _ => 0.0,
+        };
+        if let Some(update) = updates::session_update(&event, total_cost) {
+            self.send(update);
+        }
+    }
+
+    fn workspace(&self) -> Arc<dyn Workspace> {
+        self.files.clone()
+    }
+
+    fn terminals(&self) -> Option<Arc<dyn Terminals>> {
+        self.terminals.clone()
+    }
+
+    fn request_permission<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        info: &'a CallInfo,
+        reason: &'a str,
+        preview: Vec<Display>,
+    ) -> BoxFuture<'a, Answer> {
+        Box::pin(async move {
+            if self.drain.is_closed() {
+                return Answer::RejectOnce;
+            }
+            let options = vec![
+                PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
+                PermissionOption::new(
+                    ALLOW_ALWAYS,
+                    "Always allow",
+                    PermissionOptionKind::AllowAlways,
+                ),
+                PermissionOption::new(REJECT_ONCE, "Reject", PermissionOptionKind::RejectOnce),
+                PermissionOption::new(
+                    REJECT_ALWAYS,
+                    "Always reject",
+                    PermissionOptionKind::RejectAlways,
+                ),
+            ];
+            let mut fields = ToolCallUpdateFields::new()
+                .title(info.title.clone())
+                .kind(updates::kind(info.kind))
+                .raw_input(call.arguments.clone());
+            if !preview.is_empty() {
+                fields = fields.content(updates::display_content(&preview));
+            }
+            let request = RequestPermissionRequest::new(
+                self.session.id.clone(),
+                ToolCallUpdate::new(call.id.clone(), fields),
+                options,
+            )
+            .meta(meta_reason(reason));
+            let answer = tokio::select! {
+                answer = self.cx.send_request(request).block_task() => answer,
+                // The editor is gone and can no longer answer.
+                () = self.drain.closed() => return Answer::RejectOnce,
+            };
+            match answer {
+                Ok(response) => match response.outcome {
+                    RequestPermissionOutcome::Selected(selected) => {
+                        match selected.option_id.0.as_ref() {
+                            ALLOW_ONCE => Answer::AllowOnce,
+                            ALLOW_ALWAYS => Answer::AllowAlways,
+                            REJECT_ALWAYS => Answer::RejectAlways,
+                            _ => Answer::RejectOnce,
+                        }
+                    }
+                    RequestPermissionOutcome::Cancelled => Answer::Cancelled,
+                    _ => Answer::RejectOnce,
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "permission request failed; treating it as rejected");
+                    Answer::RejectOnce
+                }
+            }
+        })
+    }
+}
+
+const ALLOW_ONCE: &str = "allow_once";
+const ALLOW_ALWAYS: &str = "allow_always";
+const REJECT_ONCE: &str = "reject_once";
+const REJECT_ALWAYS: &str = "reject_always";
+
+/// Why pincer asks, for clients that show it (ACP has no field for it).
+fn meta_reason(reason: &str) -> agent_client_protocol::v1::schema::Meta {
+    let mut meta = agent_client_protocol::v1::schema::Meta::new();
+    meta.insert(
+        "pincer".to_string(),
+        serde_json::json!({ "reason": reason }),
+    );
+    meta
+}
