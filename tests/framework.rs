@@ -462,9 +462,10 @@ async fn a_prompt_hook_can_refuse_a_prompt() {
 const WAIT_FOR_GO: &str = r#"{"command": "while [ ! -f go ]; do sleep 0.02; done; echo went"}"#;
 
 /// Starts a prompt whose first tool waits for `go`, sends a second prompt
-/// while it waits, then lets it finish. Returns both responses, in the
-/// order they came.
-async fn second_prompt_while_busy(acp: &mut Acp, sandbox: &Sandbox, session: &str) -> Vec<Value> {
+/// while it waits, then lets it finish. Returns what the editor saw from
+/// then on, in order: each prompt's answer (`first end_turn`) and the
+/// model's text (`text …`), so a test can tell which request answered when.
+async fn second_prompt_while_busy(acp: &mut Acp, sandbox: &Sandbox, session: &str) -> Vec<String> {
     let first = acp.send("session/prompt", prompt(session, "first")).await;
     wait_until("the tool never started", Duration::from_secs(10), || {
         support::acp_client::process_running("while [ ! -f go ]")
@@ -491,12 +492,20 @@ async fn second_prompt_while_busy(acp: &mut Acp, sandbox: &Sandbox, session: &st
     );
     tokio::time::sleep(Duration::from_millis(50)).await;
     std::fs::write(sandbox.work().join("go"), "").unwrap();
-    let mut answered = Vec::new();
-    while answered.len() < 2 {
+    let mut seen: Vec<String> = Vec::new();
+    let mut answers = 0;
+    while answers < 2 {
         let message = tokio::time::timeout(Duration::from_secs(10), acp.next())
             .await
             .expect("both prompts answer");
-        if message.get("method").is_none() {
+        let update = &message["params"]["update"];
+        if update["sessionUpdate"] == "agent_message_chunk" {
+            let text = update["content"]["text"].as_str().unwrap();
+            match seen.last_mut() {
+                Some(last) if last.starts_with("text ") => last.push_str(text),
+                _ => seen.push(format!("text {text}")),
+            }
+        } else if message.get("method").is_none() {
             let which = if message["id"] == json!(first) {
                 "first"
             } else if message["id"] == json!(second) {
@@ -504,10 +513,14 @@ async fn second_prompt_while_busy(acp: &mut Acp, sandbox: &Sandbox, session: &st
             } else {
                 continue;
             };
-            answered.push(json!({"prompt": which, "result": message["result"]}));
+            answers += 1;
+            seen.push(format!(
+                "{which} {}",
+                message["result"]["stopReason"].as_str().unwrap()
+            ));
         }
     }
-    answered
+    seen
 }
 
 #[tokio::test]
@@ -525,12 +538,15 @@ async fn steering_skips_the_rest_of_the_batch_and_the_model_reads_the_new_messag
     )));
     let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = open(&mut acp, &sandbox, "bypass").await;
-    let answered = second_prompt_while_busy(&mut acp, &sandbox, &session).await;
+    let seen = second_prompt_while_busy(&mut acp, &sandbox, &session).await;
+    // The first request is done once the second takes over, before the
+    // model answers it.
     assert_eq!(
-        answered,
+        seen,
         vec![
-            json!({"prompt": "first", "result": {"stopReason": "end_turn"}}),
-            json!({"prompt": "second", "result": {"stopReason": "end_turn"}}),
+            "first end_turn",
+            "text Understood, doing the second thing.",
+            "second end_turn"
         ]
     );
     let requests = mock.requests();
@@ -567,12 +583,16 @@ async fn follow_ups_wait_for_the_run_to_end() {
         json!({"sessionId": session, "configId": "queue", "value": "follow-up"}),
     )
     .await;
-    let answered = second_prompt_while_busy(&mut acp, &sandbox, &session).await;
+    let seen = second_prompt_while_busy(&mut acp, &sandbox, &session).await;
+    // The first request answers after the model finished with it, when the
+    // second message continues the run.
     assert_eq!(
-        answered,
+        seen,
         vec![
-            json!({"prompt": "first", "result": {"stopReason": "end_turn"}}),
-            json!({"prompt": "second", "result": {"stopReason": "end_turn"}}),
+            "text First done.",
+            "first end_turn",
+            "text Second done.",
+            "second end_turn"
         ]
     );
     let requests = mock.requests();
