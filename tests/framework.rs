@@ -242,6 +242,54 @@ async fn ping_pong_with_configured_thresholds_is_stopped() {
 }
 
 #[tokio::test]
+async fn a_cycle_of_repeated_calls_is_a_no_progress_streak() {
+    let sandbox = Sandbox::new();
+    for name in ["a.txt", "b.txt", "c.txt"] {
+        sandbox.write(name, name);
+    }
+    user_config(
+        &sandbox,
+        "[loop_detection]\nwarning = 3\nblock = 4\nbreaker = 6\n",
+    );
+    let mock = MockModel::start().await;
+    for n in 0..12 {
+        let path = ["a.txt", "b.txt", "c.txt"][n % 3];
+        mock.push(Reply::sse(anthropic_tool_call(
+            &format!("c{n}"),
+            "read",
+            &json!({"path": path}),
+        )));
+    }
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let session = open(&mut acp, &sandbox, "default").await;
+    let id = acp.send("session/prompt", prompt(&session, "go")).await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    // The streak starts with the first repeat (call 4): it warns at call 6,
+    // refuses from call 7 and stops the run at call 9.
+    assert_eq!(mock.requests().len(), 9);
+    let body = &mock.requests()[8].body;
+    assert_eq!(tool_result(body, "c4"), ("b.txt".to_string(), false));
+    assert!(
+        tool_result(body, "c5")
+            .0
+            .ends_with("Warning: your last 3 calls only repeated earlier calls and got the same results. If you are not making progress, change your approach instead of repeating it.")
+    );
+    let (refused, is_error) = tool_result(body, "c6");
+    assert!(
+        is_error && refused.starts_with("Not run: your last 4 calls"),
+        "{refused}"
+    );
+    let text = coalesce(updates_of(&before)).pop().unwrap()["content"]["text"].clone();
+    assert!(
+        text.as_str()
+            .unwrap()
+            .contains("your last 6 calls only repeated earlier calls"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn hooks_block_rewrite_and_fail_open_in_pipeline_order() {
     let sandbox = Sandbox::new();
     sandbox.write("secret.txt", "PASSWORD=hunter2\n");
