@@ -7,3 +7,12 @@ pub mod mcp;
 pub mod run;
 pub mod sessions;
 pub mod tools;
+pub mod trust;
+
+/// Tells the person at the terminal (on stderr) which project keys pincer
+/// ignored and how to trust the project.
+pub fn report_project(settings: &crate::config::Settings) {
+    if let Some(report) = settings.project.report() {
+        eprintln!("pincer: {report}");
+    }
+}

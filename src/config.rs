@@ -3,8 +3,11 @@
 //!
 //! Everything lives under `$PINCER_HOME` when it is set; otherwise under the
 //! platform's config and data directories. The user's `config.toml` is
-//! overridden, key by key, by the nearest `.pincer/config.toml` at or above
-//! the project directory.
+//! trusted; a project's `.pincer/config.toml` is layered over it only as
+//! far as the project is trusted (see [`project`] and [`trust`]).
+
+pub mod project;
+pub mod trust;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -118,6 +121,10 @@ pub struct Config {
     /// a repository can take tools away but never add them).
     #[serde(skip)]
     pub project_tools: Option<crate::agent::policy::ToolsConfig>,
+    /// A trusted project's own MCP servers, kept apart from the user's so
+    /// that they can never take a user server's place (or its secrets).
+    #[serde(skip)]
+    pub project_mcp: BTreeMap<String, crate::mcp::ServerConfig>,
 }
 
 /// One `[agents.<id>]` table.
@@ -166,80 +173,7 @@ pub struct CompactionConfig {
 }
 
 pub const DEFAULT_MAX_TURNS: u32 = 100;
-
-impl Config {
-    /// Layers `other` over `self`: set keys win, providers merge by name.
-    fn overlay(mut self, other: Config) -> Config {
-        self.model = other.model.or(self.model);
-        self.thinking = other.thinking.or(self.thinking);
-        self.max_turns = other.max_turns.or(self.max_turns);
-        self.stream_idle_timeout = other.stream_idle_timeout.or(self.stream_idle_timeout);
-        self.max_retries = other.max_retries.or(self.max_retries);
-        self.default_mode = other.default_mode.or(self.default_mode);
-        self.retry_base_delay_ms = other.retry_base_delay_ms.or(self.retry_base_delay_ms);
-        self.title_model = other.title_model.or(self.title_model);
-        self.prune_tool_results = other.prune_tool_results.or(self.prune_tool_results);
-        self.cache_ttl = other.cache_ttl.or(self.cache_ttl);
-        self.fallbacks = other.fallbacks.or(self.fallbacks);
-        self.oauth.extend(other.oauth);
-        if other.tools != crate::agent::policy::ToolsConfig::default() {
-            self.project_tools = Some(other.tools);
-        }
-        self.loop_detection = other.loop_detection.or(self.loop_detection);
-        if !other.mcp.servers.is_empty() {
-            tracing::info!(
-                servers = ?other.mcp.servers.keys().collect::<Vec<_>>(),
-                "MCP servers from the project's .pincer/config.toml"
-            );
-        }
-        self.mcp = std::mem::take(&mut self.mcp).overlay(other.mcp);
-        self.queue_mode = other.queue_mode.or(self.queue_mode);
-        if !other.hooks.is_empty() {
-            tracing::warn!(
-                hooks = other.hooks.len(),
-                "hooks in a project's .pincer/config.toml are ignored; put them in your own config.toml"
-            );
-        }
-        if !other.agents.is_empty() {
-            tracing::warn!(
-                "[agents] in a project's .pincer/config.toml is ignored; use [tools] there to narrow the tools"
-            );
-        }
-        self.compaction = CompactionConfig {
-            enabled: other.compaction.enabled.or(self.compaction.enabled),
-            reserve_tokens: other
-                .compaction
-                .reserve_tokens
-                .or(self.compaction.reserve_tokens),
-            keep_recent_tokens: other
-                .compaction
-                .keep_recent_tokens
-                .or(self.compaction.keep_recent_tokens),
-            memory_flush: other
-                .compaction
-                .memory_flush
-                .or(self.compaction.memory_flush),
-        };
-        for (name, provider) in other.providers {
-            match self.providers.get_mut(&name) {
-                None => {
-                    self.providers.insert(name, provider);
-                }
-                Some(base) => {
-                    base.api = provider.api.or(base.api);
-                    base.base_url = provider.base_url.or(base.base_url.take());
-                    base.api_key_env = provider.api_key_env.or(base.api_key_env.take());
-                    base.headers.extend(provider.headers);
-                    for model in provider.models {
-                        base.models.retain(|m| m.id != model.id);
-                        base.models.push(model);
-                    }
-                }
-            }
-        }
-        self
-    }
-}
+pub const DEFAULT_MAX_RETRIES: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -275,12 +209,98 @@ fn read_config(path: &Path) -> Result<Option<Config>, ConfigError> {
         })
 }
 
-/// The project config nearest to `cwd` (`cwd/.pincer/config.toml`, then its
-/// ancestors').
-fn project_config_path(cwd: &Path) -> Option<PathBuf> {
-    cwd.ancestors()
-        .map(|dir| dir.join(".pincer").join("config.toml"))
-        .find(|p| p.is_file())
+/// Whether the user trusts the project a session runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trust {
+    /// Trusted, remembered under `PINCER_HOME` for this content.
+    Trusted,
+    /// Trusted for this session or run only (`allow once`, `--trust`).
+    TrustedOnce,
+    /// Not trusted (yet): the user has not answered for this content.
+    Untrusted,
+    /// The user chose "always reject" for this content.
+    Rejected,
+}
+
+impl Trust {
+    pub fn trusted(self) -> bool {
+        matches!(self, Trust::Trusted | Trust::TrustedOnce)
+    }
+}
+
+/// What pincer found in the project and what it made of it.
+#[derive(Clone, Debug)]
+pub struct ProjectState {
+    /// The project root (the nearest `.git`, else the cwd).
+    pub root: PathBuf,
+    /// The project's `.pincer/config.toml`, if one was read.
+    pub config_file: Option<PathBuf>,
+    /// The hash of the files whose meaning depends on trust.
+    pub hash: String,
+    pub trust: Trust,
+    /// Project keys that were not honoured.
+    pub ignored: Vec<project::Ignored>,
+    /// What trusting the project would do; empty when there is nothing
+    /// to ask about.
+    pub grants: Vec<String>,
+    /// Files that were not read, and why.
+    pub problems: Vec<String>,
+    /// A `.pincer/permissions.toml` in the working tree, which pincer no
+    /// longer reads.
+    pub stray_permissions: Option<PathBuf>,
+}
+
+impl ProjectState {
+    /// Whether the user should be asked to trust the project.
+    pub fn should_ask(&self) -> bool {
+        self.trust == Trust::Untrusted && !self.grants.is_empty()
+    }
+
+    /// What to tell the user about the project's configuration: the keys
+    /// that were ignored and how to change that, the files left unread.
+    pub fn report(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        let file = self
+            .config_file
+            .as_ref()
+            .map_or_else(|| ".pincer/config.toml".to_string(), |p| p.display().to_string());
+        let pending: Vec<&str> = self
+            .ignored
+            .iter()
+            .filter(|i| i.why == project::Why::NeedsTrust)
+            .map(|i| i.key.as_str())
+            .collect();
+        if !pending.is_empty() {
+            parts.push(format!(
+                "pincer ignored these keys of {file} because you have not trusted this project: {}. \
+                 If you trust it, answer \"Always allow\" when pincer asks, or run `pincer trust {}`.",
+                pending.join(", "),
+                self.root.display()
+            ));
+        }
+        let never: Vec<&str> = self
+            .ignored
+            .iter()
+            .filter(|i| i.why == project::Why::Never)
+            .map(|i| i.key.as_str())
+            .collect();
+        if !never.is_empty() {
+            parts.push(format!(
+                "pincer never takes these keys from a project's config, trusted or not, and ignored them in {file}: {}. \
+                 Put them in your own config.toml if you want them.",
+                never.join(", ")
+            ));
+        }
+        if let Some(path) = &self.stray_permissions {
+            parts.push(format!(
+                "pincer ignored {}: remembered permission answers come only from your own answers, \
+                 which pincer keeps in its state directory. Answer \"Always allow\" again for what you want remembered.",
+                path.display()
+            ));
+        }
+        parts.extend(self.problems.iter().cloned());
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
 }
 
 /// Everything resolved at start-up: paths, merged config, model catalog, and
@@ -290,6 +310,7 @@ pub struct Settings {
     pub paths: Paths,
     pub config: Config,
     pub catalog: Catalog,
+    pub project: ProjectState,
     env: BTreeMap<String, String>,
 }
 
@@ -304,21 +325,76 @@ impl std::fmt::Debug for Settings {
 }
 
 impl Settings {
-    /// Loads the user config and the project config for `cwd`.
+    /// Loads the user config and, as far as the project is trusted, the
+    /// project config for `cwd`.
     pub fn load(cwd: &Path, env: BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        Self::load_with(cwd, env, false)
+    }
+
+    /// As [`Self::load`]; `trust_once` trusts the project for this load
+    /// only (an "allow once" answer, `pincer run --trust`).
+    pub fn load_with(
+        cwd: &Path,
+        env: BTreeMap<String, String>,
+        trust_once: bool,
+    ) -> Result<Self, ConfigError> {
         let lookup = |k: &str| env.get(k).filter(|v| !v.is_empty()).cloned();
         let paths = Paths::from_env(&lookup)?;
-        let mut config = read_config(&paths.user_config_file())?.unwrap_or_default();
-        if let Some(path) = project_config_path(cwd)
-            && let Some(project) = read_config(&path)?
-        {
-            config = config.overlay(project);
-        }
+        let user = read_config(&paths.user_config_file())?.unwrap_or_default();
+        let home = lookup("HOME").map(PathBuf::from);
+        let root = project::root(cwd, home.as_deref());
+        let (config_file, mut problems) = project::find(cwd, home.as_deref(), "config.toml");
+        let (system_file, system_problems) = project::find(cwd, home.as_deref(), "SYSTEM.md");
+        problems.extend(system_problems);
+        let hashed: Vec<(&str, &Path)> = config_file
+            .iter()
+            .map(|p| ("config.toml", p.as_path()))
+            .chain(system_file.iter().map(|p| ("SYSTEM.md", p.as_path())))
+            .collect();
+        let hash = project::content_hash(&hashed);
+        let stored = trust::TrustStore::new(&paths.config_dir)
+            .get(&root)
+            .unwrap_or_else(|e| {
+                // An unreadable store trusts nothing.
+                problems.push(e.to_string());
+                None
+            })
+            .filter(|entry| entry.hash == hash);
+        let trust = match (trust_once, stored.map(|e| e.decision)) {
+            (_, Some(trust::Decision::Trusted)) => Trust::Trusted,
+            (true, _) => Trust::TrustedOnce,
+            (false, Some(trust::Decision::Rejected)) => Trust::Rejected,
+            (false, None) => Trust::Untrusted,
+        };
+        let (config, ignored, grants) = match &config_file {
+            Some(path) => match read_config(path)? {
+                Some(project) => {
+                    let layered = project::layer(user, project, trust.trusted(), &|name| {
+                        Catalog::is_builtin(name)
+                    });
+                    (layered.config, layered.ignored, layered.grants)
+                }
+                None => (user, Vec::new(), Vec::new()),
+            },
+            None => (user, Vec::new(), Vec::new()),
+        };
+        let stray = crate::agent::Permissions::project_file(&root);
+        let project = ProjectState {
+            root,
+            config_file,
+            hash,
+            trust,
+            ignored,
+            grants,
+            problems,
+            stray_permissions: stray.is_file().then_some(stray),
+        };
         let catalog = Catalog::new(&config.providers, &lookup);
         Ok(Self {
             paths,
             config,
             catalog,
+            project,
             env,
         })
     }
@@ -326,6 +402,12 @@ impl Settings {
     /// Loads with the process environment.
     pub fn load_from_process(cwd: &Path) -> Result<Self, ConfigError> {
         Self::load(cwd, std::env::vars().collect())
+    }
+
+    /// Loads with the process environment, trusting the project for this
+    /// load only when `trust_once`.
+    pub fn load_from_process_with(cwd: &Path, trust_once: bool) -> Result<Self, ConfigError> {
+        Self::load_with(cwd, std::env::vars().collect(), trust_once)
     }
 
     pub fn env(&self, key: &str) -> Option<&str> {
@@ -462,7 +544,7 @@ impl Settings {
                     self.config.stream_idle_timeout.unwrap_or(120),
                 ),
             },
-            max_retries: self.config.max_retries.unwrap_or(3),
+            max_retries: self.config.max_retries.unwrap_or(DEFAULT_MAX_RETRIES),
             retry_base_delay: std::time::Duration::from_millis(
                 self.config.retry_base_delay_ms.unwrap_or(2000),
             ),
@@ -524,7 +606,37 @@ impl Settings {
         }
     }
 
-    /// The mode sessions start in.
+    /// The MCP servers to start in `cwd` beside the editor's (`editor`
+    /// names them): the user's, unless an editor server has the same name
+    /// (the editor's replaces it), and a trusted project's own, which never
+    /// take the name of a user's or an editor's server.
+    pub fn mcp_specs(&self, cwd: &Path, editor: &[String]) -> Vec<crate::mcp::ServerSpec> {
+        let mcp = &self.config.mcp;
+        let user: Vec<crate::mcp::ServerSpec> = mcp
+            .specs(cwd)
+            .into_iter()
+            .filter(|s| !editor.contains(&s.name))
+            .collect();
+        let taken = |name: &str| {
+            editor.iter().any(|e| e == name)
+                || mcp
+                    .servers
+                    .get(name)
+                    .is_some_and(|s| s.command.is_some() || s.url.is_some())
+        };
+        let project = mcp
+            .project_specs(&self.config.project_mcp, cwd)
+            .into_iter()
+            .filter(|s| {
+                let free = !taken(&s.name);
+                if !free {
+                    tracing::warn!(server = %s.name, "the project's MCP server has the name of one of yours or the editor's; it is not started");
+                }
+                free
+            });
+        user.into_iter().chain(project).collect()
+    }
+
     /// The tool policy for `model`: the user's `[tools]`, the project's,
     /// and the `main` agent's rules.
     pub fn tool_policy(
@@ -542,7 +654,7 @@ impl Settings {
             agent,
             &model.provider,
             &model.id,
-            &self.config.mcp.scopes(),
+            &self.config.mcp.scopes(&self.config.project_mcp),
         )
     }
 
@@ -569,6 +681,31 @@ impl Settings {
             session_id,
             cwd,
         ))
+    }
+
+    /// A session's permission state: answers remembered for this project in
+    /// the user's state, and the user's sensitive paths.
+    pub fn permissions(
+        &self,
+        mode: crate::agent::Mode,
+        roots: Vec<PathBuf>,
+    ) -> crate::agent::Permissions {
+        let file = crate::agent::permission::state_file(&self.paths.config_dir, &self.project.root);
+        crate::agent::Permissions::new(mode, roots, Some(file)).with_sensitive(
+            crate::agent::permission::Sensitive::new(
+                self.env("HOME").map(PathBuf::from),
+                Some(self.paths.config_dir.clone()),
+            ),
+        )
+    }
+
+    /// Where the system prompt's parts come from for a session in `cwd`.
+    pub fn sources(&self, cwd: &Path) -> crate::context::Sources {
+        crate::context::Sources {
+            cwd: cwd.to_path_buf(),
+            config_dir: self.paths.config_dir.clone(),
+            project_trusted: self.project.trust.trusted(),
+        }
     }
 
     pub fn default_mode(&self) -> crate::agent::Mode {
@@ -645,7 +782,7 @@ mod tests {
     }
 
     #[test]
-    fn project_config_overrides_user_config() {
+    fn a_project_config_applies_as_far_as_the_project_is_trusted() {
         let home = tempfile::tempdir().unwrap();
         let project = tempfile::tempdir().unwrap();
         std::fs::write(
@@ -654,19 +791,43 @@ mod tests {
         )
         .unwrap();
         std::fs::create_dir_all(project.path().join(".pincer")).unwrap();
+        std::fs::create_dir_all(project.path().join(".git")).unwrap();
         std::fs::write(
             project.path().join(".pincer/config.toml"),
-            "model = \"lab/coder\"\n[providers.lab]\nbase_url = \"http://lab:2/v1\"\n",
+            "model = \"lab/coder\"\nmax_turns = 5\n[providers.lab]\nbase_url = \"http://lab:2/v1\"\n",
         )
         .unwrap();
         let sub = project.path().join("src");
         std::fs::create_dir_all(&sub).unwrap();
-        let s = Settings::load(&sub, env_with(home.path(), &[("LAB_KEY", "secret")])).unwrap();
-        assert_eq!(s.max_turns(), 7);
+        let env = env_with(home.path(), &[("LAB_KEY", "secret")]);
+        let s = Settings::load(&sub, env.clone()).unwrap();
+        assert_eq!(s.project.trust, Trust::Untrusted);
+        assert_eq!(s.project.root, project.path());
+        assert!(s.project.should_ask());
+        assert_eq!(s.max_turns(), 5);
+        assert_eq!(s.default_model(None).unwrap().full_id(), "openai/gpt-5");
+        let report = s.project.report().unwrap();
+        assert!(report.contains(": model."), "{report}");
+        assert!(report.contains("providers.lab.base_url"), "{report}");
+        // Trusted: the model applies, the user's provider does not move.
+        trust::TrustStore::new(home.path())
+            .set(project.path(), &s.project.hash, trust::Decision::Trusted)
+            .unwrap();
+        let s = Settings::load(&sub, env.clone()).unwrap();
+        assert_eq!(s.project.trust, Trust::Trusted);
         let model = s.default_model(None).unwrap();
         assert_eq!(model.full_id(), "lab/coder");
-        assert_eq!(model.base_url, "http://lab:2/v1");
+        assert_eq!(model.base_url, "http://lab:1/v1");
         assert_eq!(s.api_key(&model), Some(Secret::new("secret")));
+        // A changed file is untrusted again.
+        std::fs::write(
+            project.path().join(".pincer/config.toml"),
+            "model = \"lab/other\"\n",
+        )
+        .unwrap();
+        let s = Settings::load(&sub, env).unwrap();
+        assert_eq!(s.project.trust, Trust::Untrusted);
+        assert_eq!(s.default_model(None).unwrap().full_id(), "openai/gpt-5");
     }
 
     #[test]

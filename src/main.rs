@@ -20,7 +20,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     version,
     about,
     long_about = None,
-    after_help = "MCP servers: editors pass their context servers to each session; servers for pincer itself go under [mcp.servers.<name>] (command/args/env or url/headers, timeout, allow/deny, enabled) in config.toml or a project's .pincer/config.toml. Their tools appear as mcp__<server>__<tool>; `pincer mcp list` shows them."
+    after_help = "MCP servers: editors pass their context servers to each session; servers for pincer itself go under [mcp.servers.<name>] (command/args/env or url/headers, timeout, allow/deny, enabled) in config.toml, or in a project's .pincer/config.toml once you trust the project (pincer trust). Their tools appear as mcp__<server>__<tool>; `pincer mcp list` shows them."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,6 +48,26 @@ enum Command {
         /// What may happen without asking.
         #[arg(long, value_enum, default_value = "read-only")]
         mode: RunMode,
+        /// Trust this project's .pincer/config.toml for this run (its MCP
+        /// servers, providers, model); without it, a run honours only the
+        /// keys that narrow what pincer does.
+        #[arg(long)]
+        trust: bool,
+    },
+    /// Trust a project's configuration (.pincer/config.toml) as it is now:
+    /// its MCP servers start, its providers and model apply. Changing the
+    /// file makes it untrusted again.
+    Trust {
+        /// The project directory (default: the current one).
+        dir: Option<std::path::PathBuf>,
+        /// List the projects you trusted or rejected instead.
+        #[arg(long, conflicts_with = "dir")]
+        list: bool,
+    },
+    /// Forget that you trusted (or rejected) a project's configuration.
+    Untrust {
+        /// The project directory (default: the current one).
+        dir: Option<std::path::PathBuf>,
     },
     /// The tools the model is offered here, and which policy step removed
     /// each one that is not.
@@ -171,7 +191,9 @@ fn main() -> std::process::ExitCode {
         | Command::Mcp { .. }
         | Command::Auth { .. }
         | Command::Login { .. }
-        | Command::Logout { .. } => tokio::runtime::Builder::new_multi_thread(),
+        | Command::Logout { .. }
+        | Command::Trust { .. }
+        | Command::Untrust { .. } => tokio::runtime::Builder::new_multi_thread(),
     };
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
@@ -252,16 +274,21 @@ fn main() -> std::process::ExitCode {
                 }
             }
             Command::Logout { profile } => report(pincer::cli::auth::logout(&profile)),
+            Command::Trust { list: true, .. } => report(pincer::cli::trust::list()),
+            Command::Trust { dir, .. } => report(pincer::cli::trust::trust(dir)),
+            Command::Untrust { dir } => report(pincer::cli::trust::untrust(dir)),
             Command::Run {
                 prompt,
                 model,
                 json,
                 mode,
+                trust,
             } => match pincer::cli::run::run(RunOptions {
                 prompt,
                 model,
                 json,
                 mode,
+                trust,
             })
             .await
             {

@@ -58,8 +58,10 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 pub enum Origin {
     /// The editor's `session/new` or `session/load`.
     Editor,
-    /// `[mcp.servers]` in a config file.
+    /// `[mcp.servers]` in the user's config file.
     Config,
+    /// `[mcp.servers]` in a trusted project's `.pincer/config.toml`.
+    Project,
 }
 
 /// How to reach a server.

@@ -28,6 +28,7 @@ use crate::session::transcript;
 use crate::tools::{self, CallInfo, Display, Terminals, Tool, Workspace};
 
 mod host;
+mod trust;
 
 use host::AcpHost;
 
@@ -39,7 +40,8 @@ pub const QUEUE_OPTION: &str = "queue";
 pub struct Session {
     id: SessionId,
     cwd: PathBuf,
-    settings: Settings,
+    /// Replaced once when the user trusts the project mid-session.
+    settings_cell: Mutex<Arc<Settings>>,
     tools: Vec<Arc<dyn Tool>>,
     permissions: Arc<Permissions>,
     state: Mutex<State>,
@@ -50,13 +52,18 @@ pub struct Session {
     /// What the editor was last told about commands and broken skills.
     announced: Mutex<Announced>,
     /// Auth profiles and the one this session is pinned to.
-    credentials: Arc<crate::auth::SessionCredentials>,
+    credentials_cell: Mutex<Arc<crate::auth::SessionCredentials>>,
     /// The session's recent tool calls, for loop detection across turns.
     loops: crate::agent::loops::SharedLoops,
     /// Prompts that came while a run was busy, and who waits for answers.
     queue: Mutex<Queue>,
     /// The session's MCP servers (the editor's and the configured ones).
-    mcp: Arc<crate::mcp::Manager>,
+    mcp_cell: Mutex<Arc<crate::mcp::Manager>>,
+    /// The servers the editor gave this session.
+    editor_mcp: Vec<crate::mcp::ServerSpec>,
+    /// Whether the project's trust has been settled (asked or reported)
+    /// in this session.
+    trust_settled: std::sync::atomic::AtomicBool,
 }
 
 type Reply = tokio::sync::oneshot::Sender<Result<PromptResponse, Error>>;
@@ -128,21 +135,17 @@ impl Session {
         transcript: transcript::Writer,
         mcp_servers: Vec<crate::mcp::ServerSpec>,
     ) -> Self {
-        let mcp = start_mcp(&settings, &cwd, mcp_servers);
+        let mcp = start_mcp(&settings, &cwd, mcp_servers.clone());
         let thinking = clamp_thinking(&model, settings.thinking());
         let credentials = Arc::new(settings.credentials());
         let settings_loops = settings.loop_detector();
         let queue_mode = settings.config.queue_mode.unwrap_or_default();
         let roots = std::iter::once(cwd.clone()).chain(additional).collect();
-        let permissions = Arc::new(Permissions::new(
-            settings.default_mode(),
-            roots,
-            Some(Permissions::project_file(&cwd)),
-        ));
+        let permissions = Arc::new(settings.permissions(settings.default_mode(), roots));
         Self {
             id: SessionId::new(id),
             cwd,
-            settings,
+            settings_cell: Mutex::new(Arc::new(settings)),
             tools: tools::builtin(),
             permissions,
             state: Mutex::new(State {
@@ -156,26 +159,41 @@ impl Session {
             history: tokio::sync::Mutex::new(Vec::new()),
             transcript: Mutex::new(transcript),
             announced: Mutex::new(Announced::default()),
-            credentials,
+            credentials_cell: Mutex::new(credentials),
             loops: settings_loops,
             queue: Mutex::new(Queue {
                 mode: queue_mode,
                 ..Queue::default()
             }),
-            mcp,
+            mcp_cell: Mutex::new(mcp),
+            editor_mcp: mcp_servers,
+            trust_settled: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The session's settings as they are now.
+    fn settings(&self) -> Arc<Settings> {
+        lock(&self.settings_cell).clone()
+    }
+
+    fn credentials(&self) -> Arc<crate::auth::SessionCredentials> {
+        lock(&self.credentials_cell).clone()
+    }
+
+    fn mcp(&self) -> Arc<crate::mcp::Manager> {
+        lock(&self.mcp_cell).clone()
     }
 
     /// Ends the session's MCP servers (and their processes).
     pub async fn shutdown_mcp(&self) {
-        self.mcp.shutdown().await;
+        self.mcp().shutdown().await;
     }
 
     /// Tells the user, for as long as the session lives, when an MCP server
     /// fails to start, crashes or times out: a notice where the editor
     /// shows them, else a line of agent text.
     pub fn report_mcp(&self, cx: &ConnectionTo<Client>, client: &ClientCapabilities) {
-        let Some(mut events) = self.mcp.take_events() else {
+        let Some(mut events) = self.mcp().take_events() else {
             return;
         };
         let notices = client.session.as_ref().is_some_and(|s| s.notices.is_some());
@@ -210,8 +228,8 @@ impl Session {
         if let Some(id) = &restored.model {
             // A model that no longer resolves or has no key leaves the
             // session on its default model; the history still loads.
-            match self.settings.catalog.resolve(id) {
-                Ok(model) if self.settings.has_credentials(&model) => {
+            match self.settings().catalog.resolve(id) {
+                Ok(model) if self.settings().has_credentials(&model) => {
                     lock(&self.state).model = model;
                 }
                 _ => {
@@ -245,10 +263,10 @@ impl Session {
 
     /// Runs the hooks of a session event (`session_start`, `session_end`).
     pub async fn lifecycle_hooks(&self, event: agent::hooks::Event) {
-        if self.settings.config.hooks.is_empty() {
+        if self.settings().config.hooks.is_empty() {
             return;
         }
-        let hooks = agent::hooks::Hooks::new(self.settings.config.hooks.clone());
+        let hooks = agent::hooks::Hooks::new(self.settings().config.hooks.clone());
         let origin = agent::hooks::Origin {
             session_id: &self.id.0,
             cwd: &self.cwd,
@@ -274,10 +292,10 @@ impl Session {
         let state = lock(&self.state);
         let current = state.model.full_id();
         let mut models: Vec<SessionConfigSelectOption> = self
-            .settings
+            .settings()
             .catalog
             .listed_models()
-            .filter(|m| self.settings.has_credentials(m))
+            .filter(|m| self.settings().has_credentials(m))
             .map(|m| {
                 SessionConfigSelectOption::new(m.full_id(), m.name.clone()).description(m.full_id())
             })
@@ -346,12 +364,12 @@ impl Session {
         match id {
             MODEL_OPTION => {
                 let model = self
-                    .settings
+                    .settings()
                     .catalog
                     .resolve(value)
                     .map_err(|e| e.to_string())?;
-                if !self.settings.has_credentials(&model) {
-                    return Err(self.settings.credential_hint(&model));
+                if !self.settings().has_credentials(&model) {
+                    return Err(self.settings().credential_hint(&model));
                 }
                 let full_id = model.full_id();
                 {
@@ -428,6 +446,7 @@ impl Session {
         client: ClientCapabilities,
         drain: Arc<Drain>,
     ) -> Result<PromptResponse, Error> {
+        self.settle_trust(&cx, &client, drain.clone()).await;
         let mut prompt = prompt;
         if let Some(ContentBlock::Text(first)) = prompt.first() {
             let sources = self.sources();
@@ -530,7 +549,7 @@ impl Session {
         let mut history = self.history.lock().await;
         // The first prompt waits for MCP servers still starting (each has
         // its startup timeout), so their tools are there from the start.
-        self.mcp.ready().await;
+        self.mcp().ready().await;
         let (config, cancel) = self.turn_config()?;
         let host = self.host(cx, &client, drain);
         self.record(transcript::Record::Message {
@@ -591,7 +610,7 @@ impl Session {
         match (updates::stop_reason(&stop), stop) {
             (Some(reason), _) => Ok(PromptResponse::new(reason)),
             (None, RunStop::Failed(error)) => {
-                Err(provider_error(&error, &self.settings, &config.model))
+                Err(provider_error(&error, &self.settings(), &config.model))
             }
             (None, _) => Err(Error::internal_error()),
         }
@@ -608,9 +627,9 @@ impl Session {
         prompt: String,
         answer: String,
     ) {
-        let model = crate::agent::title::model_for(&self.settings, &lock(&self.state).model);
+        let model = crate::agent::title::model_for(&self.settings(), &lock(&self.state).model);
         let Some(model) = model else { return };
-        let key = self.settings.api_key(&model);
+        let key = self.settings().api_key(&model);
         let session = self.clone();
         tokio::spawn(async move {
             let title = match crate::agent::title::generate(
@@ -654,10 +673,7 @@ impl Session {
 
 impl Session {
     fn sources(&self) -> crate::context::Sources {
-        crate::context::Sources {
-            cwd: self.cwd.clone(),
-            config_dir: self.settings.paths.config_dir.clone(),
-        }
+        self.settings().sources(&self.cwd)
     }
 
     /// The run's configuration (with a fresh system prompt) and its cancel
@@ -665,8 +681,8 @@ impl Session {
     fn turn_config(&self) -> Result<(agent::AgentConfig, CancellationToken), Error> {
         let (model, thinking, last_call, cancel) = {
             let mut state = lock(&self.state);
-            if !self.settings.has_credentials(&state.model) {
-                return Err(auth_required(self.settings.credential_hint(&state.model)));
+            if !self.settings().has_credentials(&state.model) {
+                return Err(auth_required(self.settings().credential_hint(&state.model)));
             }
             state.cancel = CancellationToken::new();
             (
@@ -677,7 +693,7 @@ impl Session {
             )
         };
         let guard = self
-            .settings
+            .settings()
             .tool_guard(&model, self.loops.clone(), &self.id.0, &self.cwd)
             .map_err(|e| {
                 invalid_params(format!("the tool policy in config.toml is invalid: {e}"))
@@ -687,7 +703,7 @@ impl Session {
         let offered: Vec<Arc<dyn Tool>> = self
             .tools
             .iter()
-            .chain(self.mcp.tools_now().iter())
+            .chain(self.mcp().tools_now().iter())
             .filter(|t| guard.offers(t.as_ref(), mode))
             .cloned()
             .collect();
@@ -701,7 +717,7 @@ impl Session {
         for problem in &system_prompt.problems {
             tracing::warn!("{problem}");
         }
-        let mut config = self.settings.agent_config(
+        let mut config = self.settings().agent_config(
             model,
             thinking,
             system_prompt.text,
@@ -709,8 +725,8 @@ impl Session {
             Arc::new(guard),
         );
         config.last_call = last_call;
-        config.credentials = Some(self.credentials.clone());
-        config.extra_tools = Some(self.mcp.clone());
+        config.credentials = Some(self.credentials().clone());
+        config.extra_tools = Some(self.mcp().clone());
         Ok((config, cancel))
     }
 
@@ -753,18 +769,18 @@ impl Session {
     /// Pins the session to auth profile `profile` of `model`'s provider.
     fn pin_profile(&self, model: &str, profile: &str) -> Result<(), String> {
         let model = self
-            .settings
+            .settings()
             .catalog
             .resolve(model)
             .map_err(|e| e.to_string())?;
         let store = crate::auth::Store::new(crate::auth::profiles_path(
-            &self.settings.paths.config_dir,
+            &self.settings().paths.config_dir,
             crate::auth::DEFAULT_AGENT,
         ));
         let profiles = store.read().map_err(|e| e.to_string())?;
         match profiles.profiles.get(profile) {
             Some(credential) if credential.provider() == model.provider => {
-                self.credentials.pin(Some(profile.to_string()));
+                self.credentials().pin(Some(profile.to_string()));
                 Ok(())
             }
             Some(credential) => Err(format!(
@@ -912,18 +928,16 @@ impl Session {
 
 /// Starts the editor's MCP servers and the configured ones. An editor's
 /// server replaces a configured one of the same name; the config may turn
-/// either off (`enabled = false`).
+/// either off (`enabled = false`). A trusted project's servers never take
+/// a name that is already used.
 fn start_mcp(
     settings: &Settings,
     cwd: &std::path::Path,
     editor: Vec<crate::mcp::ServerSpec>,
 ) -> Arc<crate::mcp::Manager> {
     let config = &settings.config.mcp;
-    let mut specs: Vec<crate::mcp::ServerSpec> = config
-        .specs(cwd)
-        .into_iter()
-        .filter(|s| !editor.iter().any(|e| e.name == s.name))
-        .collect();
+    let names: Vec<String> = editor.iter().map(|e| e.name.clone()).collect();
+    let mut specs = settings.mcp_specs(cwd, &names);
     specs.extend(editor.into_iter().filter(|s| !config.disabled(&s.name)));
     crate::mcp::Manager::start(specs, config.startup_timeout())
 }

@@ -3,10 +3,18 @@
 //! and whether the call reaches outside the workspace.
 //!
 //! Remembered answers are kept per session and persisted per project in
-//! `.pincer/permissions.toml`, so they survive a restart. A rule is a tool
+//! the user's state (`<config dir>/permissions/<project hash>.toml`), so
+//! they survive a restart. They are never read from the working tree: a
+//! repository must not be able to pre-approve anything. A rule is a tool
 //! name, optionally with a command prefix (`bash:cargo test`); a shell
 //! command made of several commands is allowed only when every one of them
 //! is.
+//!
+//! Some paths are sensitive: pincer's own `.pincer/` files, `.git/` (hooks
+//! and config that git runs and obeys), the user's shell start-up files and
+//! `~/.ssh`, and pincer's own state. A change to one always asks, in every
+//! mode but `bypass` and whatever was remembered, because writing there
+//! turns "may edit files" into "may run anything later".
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -144,8 +152,114 @@ fn normalize_words(text: &str) -> String {
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 struct RulesFile {
+    /// The project these answers are for.
+    project: Option<String>,
     allow: Vec<String>,
     reject: Vec<String>,
+}
+
+/// The paths whose change always asks, and why.
+#[derive(Clone, Debug, Default)]
+pub struct Sensitive {
+    home: Option<PathBuf>,
+    config_dir: Option<PathBuf>,
+}
+
+/// Shell start-up files in the home directory: the shell runs them.
+const SHELL_FILES: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".kshrc",
+    ".cshrc",
+    ".tcshrc",
+    ".inputrc",
+    ".config/fish",
+    ".config/environment.d",
+];
+
+impl Sensitive {
+    /// The user's home (for shell and ssh files) and pincer's config dir.
+    pub fn new(home: Option<PathBuf>, config_dir: Option<PathBuf>) -> Self {
+        Self { home, config_dir }
+    }
+
+    /// Why changing `path` always asks, if it does. Both the path as given
+    /// and where its symlinks lead count.
+    pub fn why(&self, path: &Path) -> Option<String> {
+        let resolved = resolve(path);
+        [path, resolved.as_path()]
+            .into_iter()
+            .find_map(|p| self.why_lexical(p))
+    }
+
+    fn why_lexical(&self, path: &Path) -> Option<String> {
+        let shown = path.display();
+        for component in path.components() {
+            match component.as_os_str().to_str() {
+                Some(".git") => {
+                    return Some(format!(
+                        "{shown} is inside .git, whose hooks and config git runs and obeys"
+                    ));
+                }
+                Some(".pincer") => {
+                    return Some(format!(
+                        "{shown} is inside .pincer, which holds pincer's own settings for this project"
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if let Some(dir) = &self.config_dir
+            && path.starts_with(dir)
+        {
+            return Some(format!(
+                "{shown} is in pincer's own configuration and credentials directory"
+            ));
+        }
+        let home = self.home.as_ref()?;
+        let rest = path.strip_prefix(home).ok()?;
+        if rest.starts_with(".ssh") {
+            return Some(format!("{shown} is in ~/.ssh, your ssh keys and settings"));
+        }
+        SHELL_FILES
+            .iter()
+            .any(|f| rest.starts_with(f))
+            .then(|| format!("{shown} is a start-up file your shell runs"))
+    }
+}
+
+/// `path` with its symlinks followed, as far as it exists.
+fn resolve(path: &Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return real;
+    }
+    // A dangling link: where it points.
+    if let Ok(target) = std::fs::read_link(path) {
+        let base = path.parent().unwrap_or(Path::new("/"));
+        return base.join(target);
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) if parent != path => resolve(parent).join(name),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// Where a project's remembered answers live: in the user's config dir,
+/// named after a hash of the project's canonical root.
+pub fn state_file(config_dir: &Path, project_root: &Path) -> PathBuf {
+    use sha2::Digest;
+    let root = std::fs::canonicalize(project_root).unwrap_or_else(|_| project_root.to_path_buf());
+    let digest = sha2::Sha256::digest(root.display().to_string().as_bytes());
+    let name: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
+    config_dir.join("permissions").join(format!("{name}.toml"))
 }
 
 #[derive(Debug, Default)]
@@ -163,11 +277,16 @@ pub struct Permissions {
     roots: Vec<PathBuf>,
     /// Where remembered answers are persisted, if anywhere.
     file: Option<PathBuf>,
+    /// Paths whose change always asks.
+    sensitive: Sensitive,
+    /// The project the answers belong to, recorded in the file.
+    project: Option<String>,
 }
 
 impl Permissions {
-    /// Loads the project's remembered answers from `file`. A broken file is
-    /// reported and ignored: it must not stop the session.
+    /// Loads the project's remembered answers from `file` (in the user's
+    /// state, see [`state_file`]). A broken file is reported and ignored:
+    /// it must not stop the session.
     pub fn new(mode: Mode, roots: Vec<PathBuf>, file: Option<PathBuf>) -> Self {
         let mut state = State {
             mode,
@@ -192,12 +311,21 @@ impl Permissions {
         }
         Self {
             state: Mutex::new(state),
+            project: roots.first().map(|r| r.display().to_string()),
             roots,
             file,
+            sensitive: Sensitive::default(),
         }
     }
 
-    /// The project's rule file: `<project>/.pincer/permissions.toml`.
+    /// With the user's sensitive paths known.
+    pub fn with_sensitive(mut self, sensitive: Sensitive) -> Self {
+        self.sensitive = sensitive;
+        self
+    }
+
+    /// Where older versions kept answers: `<project>/.pincer/permissions.toml`.
+    /// pincer no longer reads it (a repository could commit one).
     pub fn project_file(project: &Path) -> PathBuf {
         project.join(".pincer").join("permissions.toml")
     }
@@ -246,6 +374,14 @@ impl Permissions {
         }
         if state.mode == Mode::Bypass {
             return Decision::Allow;
+        }
+        if tool.mutating()
+            && let Some(why) = info
+                .locations
+                .iter()
+                .find_map(|l| self.sensitive.why(&l.path))
+        {
+            return Decision::Ask(format!("{why}; pincer always asks before changing it"));
         }
         let outside = self.outside(info);
         if !tool.mutating() && outside.is_empty() {
@@ -298,6 +434,7 @@ impl Permissions {
             };
             set.extend(rules);
             RulesFile {
+                project: self.project.clone(),
                 allow: state.allow.iter().map(Rule::to_text).collect(),
                 reject: state.reject.iter().map(Rule::to_text).collect(),
             }
@@ -320,13 +457,11 @@ fn describe_scopes(tool: &str, scopes: &[String]) -> String {
 
 fn write_rules(path: &Path, rules: &RulesFile) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::config::trust::create_private_dir(dir)?;
     }
     let text = toml::to_string(rules).map_err(std::io::Error::other)?;
     let header = "# Answers pincer remembers for this project (\"always allow\" / \"always reject\").\n# Entries are a tool name, or tool:command-prefix for shell commands.\n";
-    let tmp = path.with_extension("toml.tmp");
-    std::fs::write(&tmp, format!("{header}{text}"))?;
-    std::fs::rename(&tmp, path)
+    crate::config::trust::write_private(path, format!("{header}{text}").as_bytes())
 }
 
 #[cfg(test)]

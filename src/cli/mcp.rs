@@ -16,7 +16,8 @@ pub async fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     };
     let settings = Settings::load_from_process(&cwd)?;
     let config = &settings.config.mcp;
-    let manager = Manager::start(config.specs(&cwd), config.startup_timeout());
+    super::report_project(&settings);
+    let manager = Manager::start(settings.mcp_specs(&cwd, &[]), config.startup_timeout());
     manager.ready().await;
     let reports = manager.reports();
     manager.shutdown().await;
@@ -54,7 +55,7 @@ pub async fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     }
     println!("MCP servers for {}:", cwd.display());
     for r in &reports {
-        debug_assert_eq!(r.origin, Origin::Config);
+        debug_assert_ne!(r.origin, Origin::Editor);
         // A server that started and was then stopped here was ready.
         let status = match &r.status {
             Status::Stopped => "ready".to_string(),

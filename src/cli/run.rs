@@ -15,7 +15,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::acp::updates;
-use crate::agent::{self, AgentEvent, AgentHost, Answer, Mode, Permissions, RunStop};
+use crate::agent::{self, AgentEvent, AgentHost, Answer, Mode, RunStop};
 use crate::config::Settings;
 use crate::llm::{Content, ToolCall};
 use crate::tools::{self, CallInfo, Display};
@@ -48,12 +48,16 @@ pub struct RunOptions {
     pub model: Option<String>,
     pub json: bool,
     pub mode: RunMode,
+    /// `--trust`: trust the project's configuration for this run. Without
+    /// it a headless run never trusts a project it was not told to.
+    pub trust: bool,
 }
 
 /// Runs the prompt; the result is the process exit code.
 pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
     let cwd = std::env::current_dir()?;
-    let settings = Settings::load_from_process(&cwd)?;
+    let settings = Settings::load_from_process_with(&cwd, options.trust)?;
+    super::report_project(&settings);
     let model = settings.default_model(options.model.as_deref())?;
     if !settings.has_credentials(&model) {
         eprintln!("pincer: {}", settings.credential_hint(&model));
@@ -63,7 +67,7 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
     // The configured MCP servers take part too; their failures go to
     // stderr.
     let mcp_config = &settings.config.mcp;
-    let mcp = crate::mcp::Manager::start(mcp_config.specs(&cwd), mcp_config.startup_timeout());
+    let mcp = crate::mcp::Manager::start(settings.mcp_specs(&cwd, &[]), mcp_config.startup_timeout());
     if let Some(mut events) = mcp.take_events() {
         tokio::spawn(async move {
             while let Some(event) = events.recv().await {
@@ -74,15 +78,8 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
     mcp.ready().await;
     // Remembered "always" answers of the project apply; nothing new is
     // remembered, since nobody is asked.
-    let permissions = Arc::new(Permissions::new(
-        options.mode.mode(),
-        vec![cwd.clone()],
-        Some(Permissions::project_file(&cwd)),
-    ));
-    let sources = crate::context::Sources {
-        cwd: cwd.clone(),
-        config_dir: settings.paths.config_dir.clone(),
-    };
+    let permissions = Arc::new(settings.permissions(options.mode.mode(), vec![cwd.clone()]));
+    let sources = settings.sources(&cwd);
     let session_id = format!("run_{}", uuid::Uuid::new_v4().simple());
     let guard = settings.tool_guard(&model, settings.loop_detector(), &session_id, &cwd)?;
     let offered: Vec<Arc<dyn crate::tools::Tool>> = tools

@@ -28,7 +28,9 @@ pub async fn list(
     let policy = settings.tool_policy(&model)?;
     let mut tools = crate::tools::builtin();
     let servers = &settings.config.mcp;
-    let manager = crate::mcp::Manager::start(servers.specs(&cwd), servers.startup_timeout());
+    super::report_project(&settings);
+    let manager =
+        crate::mcp::Manager::start(settings.mcp_specs(&cwd, &[]), servers.startup_timeout());
     manager.ready().await;
     tools.extend(manager.tools_now());
     manager.shutdown().await;

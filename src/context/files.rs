@@ -116,9 +116,7 @@ pub fn load(sources: &Sources) -> Loaded {
 /// The nearest `.pincer/<name>` at or above `cwd`, like the project's
 /// `.pincer/config.toml`.
 pub fn project_file(cwd: &Path, name: &str) -> Option<PathBuf> {
-    cwd.ancestors()
-        .map(|dir| dir.join(".pincer").join(name))
-        .find(|path| path.is_file())
+    crate::config::project::find_here(cwd, name)
 }
 
 /// `dir/AGENTS.md`, else `dir/CLAUDE.md`, if either exists.
@@ -205,6 +203,7 @@ mod tests {
         Sources {
             cwd: root.join("project/a/b"),
             config_dir: root.join("home"),
+            project_trusted: true,
         }
     }
 
@@ -311,6 +310,7 @@ mod tests {
         let sources = Sources {
             cwd: root.join("home/project"),
             config_dir: root.join("home"),
+            project_trusted: true,
         };
         write(&root.join("home/AGENTS.md"), "user");
         write(&root.join("home/project/AGENTS.md"), "project");
@@ -340,6 +340,7 @@ mod tests {
         let loaded = load(&Sources {
             cwd,
             config_dir: root.join("home"),
+            project_trusted: true,
         });
         let kept: Vec<&PathBuf> = loaded.files.iter().map(|f| &f.path).collect();
         assert_eq!(kept, paths[..8].iter().collect::<Vec<_>>());
@@ -400,6 +401,7 @@ mod tests {
         let root = root(&dir);
         write(&root.join("project/.pincer/SYSTEM.md"), "outer");
         write(&root.join("project/a/.pincer/SYSTEM.md"), "inner");
+        std::fs::create_dir_all(root.join("project/.git")).unwrap();
         let cwd = root.join("project/a/b");
         assert_eq!(
             project_file(&cwd, "SYSTEM.md"),

@@ -227,6 +227,7 @@ mod tests {
         let sources = Sources {
             cwd: root.join("repo/a/b"),
             config_dir: root.join("home"),
+            project_trusted: true,
         };
         (dir, root, sources)
     }
@@ -312,6 +313,7 @@ mod tests {
         let sources = Sources {
             cwd: root.join("a/b"),
             config_dir: root.join("home"),
+            project_trusted: true,
         };
         write(
             &root.join("a/.pincer/skills/up/SKILL.md"),

@@ -246,6 +246,7 @@ mod tests {
         let sources = Sources {
             cwd: root.join("repo/sub"),
             config_dir: root.join("home"),
+            project_trusted: true,
         };
         let project = root.join("repo/.pincer/prompts");
         let nearer = root.join("repo/sub/.pincer/prompts");

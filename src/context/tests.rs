@@ -116,6 +116,7 @@ fn temp_sources() -> (tempfile::TempDir, PathBuf, Sources) {
     let sources = Sources {
         cwd: root.join("project"),
         config_dir: root.join("home"),
+        project_trusted: true,
     };
     (dir, root, sources)
 }
@@ -136,6 +137,7 @@ fn the_fixture_workspace_gives_the_expected_prompt() {
     let sources = Sources {
         cwd: root.join("project/app/web"),
         config_dir: root.join("home"),
+        project_trusted: true,
     };
 
     let prompt = assemble(
@@ -390,6 +392,7 @@ fn project_dirs_stop_at_the_git_root() {
     let sources = Sources {
         cwd: root.join("project/a/b"),
         config_dir: root.join("home"),
+        project_trusted: true,
     };
     assert_eq!(
         sources.project_dirs(),

@@ -487,6 +487,13 @@ impl Catalog {
         Self { providers }
     }
 
+    /// Whether `name` is one of pincer's built-in providers.
+    pub fn is_builtin(name: &str) -> bool {
+        Catalog::new(&BTreeMap::new(), &|_| None)
+            .providers
+            .contains_key(name)
+    }
+
     pub fn provider(&self, name: &str) -> Option<&Provider> {
         self.providers.get(name)
     }

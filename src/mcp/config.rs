@@ -47,37 +47,6 @@ pub struct ServerConfig {
 }
 
 impl McpConfig {
-    /// Layers a project's `[mcp]` over the user's: servers merge by name,
-    /// set keys win.
-    pub fn overlay(mut self, other: McpConfig) -> McpConfig {
-        self.startup_timeout = other.startup_timeout.or(self.startup_timeout);
-        self.timeout = other.timeout.or(self.timeout);
-        for (name, server) in other.servers {
-            match self.servers.get_mut(&name) {
-                None => {
-                    self.servers.insert(name, server);
-                }
-                Some(base) => {
-                    if server.command.is_some() || server.url.is_some() {
-                        base.command = server.command;
-                        base.url = server.url;
-                        base.args = server.args;
-                        base.cwd = server.cwd;
-                    }
-                    base.env.extend(server.env);
-                    base.headers.extend(server.headers);
-                    base.timeout = server.timeout.or(base.timeout);
-                    if !server.allow.is_empty() {
-                        base.allow = server.allow;
-                    }
-                    base.deny.extend(server.deny);
-                    base.enabled = server.enabled.or(base.enabled);
-                }
-            }
-        }
-        self
-    }
-
     pub fn startup_timeout(&self) -> Duration {
         self.startup_timeout
             .map_or(DEFAULT_STARTUP_TIMEOUT, Duration::from_secs)
@@ -94,9 +63,13 @@ impl McpConfig {
 
     /// Each configured server's allow / deny lists, by tool-name prefix
     /// (the policy's MCP scope step).
-    pub fn scopes(&self) -> BTreeMap<String, crate::agent::policy::Rules> {
-        self.servers
+    pub fn scopes(
+        &self,
+        project: &BTreeMap<String, ServerConfig>,
+    ) -> BTreeMap<String, crate::agent::policy::Rules> {
+        project
             .iter()
+            .chain(self.servers.iter())
             .filter(|(_, s)| !(s.allow.is_empty() && s.deny.is_empty()))
             .map(|(name, s)| {
                 (
@@ -114,7 +87,25 @@ impl McpConfig {
     /// with neither `command` nor `url` (one that only sets a timeout or
     /// lists for an editor's server) starts nothing.
     pub fn specs(&self, cwd: &std::path::Path) -> Vec<ServerSpec> {
-        self.servers
+        self.specs_of(&self.servers, cwd, Origin::Config)
+    }
+
+    /// A trusted project's own servers (see `Config::project_mcp`).
+    pub fn project_specs(
+        &self,
+        servers: &BTreeMap<String, ServerConfig>,
+        cwd: &std::path::Path,
+    ) -> Vec<ServerSpec> {
+        self.specs_of(servers, cwd, Origin::Project)
+    }
+
+    fn specs_of(
+        &self,
+        servers: &BTreeMap<String, ServerConfig>,
+        cwd: &std::path::Path,
+        origin: Origin,
+    ) -> Vec<ServerSpec> {
+        servers
             .iter()
             .filter(|(_, s)| s.enabled != Some(false))
             .filter_map(|(name, s)| {
@@ -134,8 +125,11 @@ impl McpConfig {
                 Some(ServerSpec {
                     name: name.clone(),
                     transport,
-                    call_timeout: self.call_timeout(name),
-                    origin: Origin::Config,
+                    call_timeout: s
+                        .timeout
+                        .or(self.timeout)
+                        .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_secs),
+                    origin,
                 })
             })
             .collect()
@@ -180,35 +174,37 @@ mod tests {
     }
 
     #[test]
-    fn a_project_adds_changes_and_turns_off_servers() {
+    fn servers_become_specs_with_their_timeouts_and_lists_become_scopes() {
         let user = parse(
-            "timeout = 30\n[servers.a]\ncommand = \"a-server\"\nargs = [\"--x\"]\ndeny = [\"rm\"]\n[servers.b]\nurl = \"http://b\"\n",
+            "timeout = 30\n[servers.a]\ncommand = \"a-server\"\nargs = [\"--x\"]\ndeny = [\"rm\"]\ntimeout = 5\n[servers.b]\nurl = \"http://b\"\nenabled = false\n[servers.ed]\ndeny = [\"x\"]\n",
         );
-        let project = parse(
-            "[servers.a]\ntimeout = 5\ndeny = [\"push\"]\n[servers.b]\nenabled = false\n[servers.c]\ncommand = \"c-server\"\n",
-        );
-        let merged = user.overlay(project);
-        assert_eq!(merged.call_timeout("a"), Duration::from_secs(5));
-        assert_eq!(merged.call_timeout("c"), Duration::from_secs(30));
-        assert_eq!(merged.servers["a"].command.as_deref(), Some("a-server"));
-        assert_eq!(merged.servers["a"].args, vec!["--x"]);
-        assert_eq!(merged.servers["a"].deny, vec!["rm", "push"]);
-        assert!(merged.disabled("b"));
-        let specs = merged.specs(std::path::Path::new("/project"));
-        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, vec!["a", "c"]);
+        assert_eq!(user.call_timeout("a"), Duration::from_secs(5));
+        assert_eq!(user.call_timeout("c"), Duration::from_secs(30));
+        assert!(user.disabled("b"));
+        let specs = user.specs(std::path::Path::new("/project"));
         assert_eq!(
-            specs[0].transport,
-            Transport::Stdio {
-                command: PathBuf::from("a-server"),
-                args: vec!["--x".into()],
-                env: Vec::new(),
-                cwd: PathBuf::from("/project"),
-            }
+            specs,
+            vec![ServerSpec {
+                name: "a".into(),
+                transport: Transport::Stdio {
+                    command: PathBuf::from("a-server"),
+                    args: vec!["--x".into()],
+                    env: Vec::new(),
+                    cwd: PathBuf::from("/project"),
+                },
+                call_timeout: Duration::from_secs(5),
+                origin: Origin::Config,
+            }]
+        );
+        let project = parse("[servers.p]\ncommand = \"p-server\"\ndeny = [\"y\"]\n").servers;
+        let specs = user.project_specs(&project, std::path::Path::new("/project"));
+        assert_eq!(
+            (specs[0].name.as_str(), specs[0].origin, specs[0].call_timeout),
+            ("p", Origin::Project, Duration::from_secs(30))
         );
         assert_eq!(
-            merged.scopes().keys().collect::<Vec<_>>(),
-            vec!["a"],
+            user.scopes(&project).keys().collect::<Vec<_>>(),
+            vec!["a", "ed", "p"],
             "only servers with lists have a scope"
         );
     }
