@@ -289,6 +289,17 @@ impl Server {
         Settings::load_from_process(cwd).map_err(|e| invalid_params(e.to_string()))
     }
 
+    /// Whether a session without a usable model should open anyway: the
+    /// project, once trusted, would give it one (the first prompt asks).
+    fn trust_would_supply(&self, settings: &Settings, cwd: &std::path::Path) -> bool {
+        settings.project.should_ask()
+            && Settings::load_from_process_with(cwd, true).is_ok_and(|trusted| {
+                trusted
+                    .default_model(self.options.model.as_deref())
+                    .is_ok_and(|m| trusted.has_credentials(&m))
+            })
+    }
+
     fn authenticate(&self) -> Result<(), Error> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let settings = self.settings(&cwd)?;
@@ -313,7 +324,7 @@ impl Server {
         let model = settings
             .default_model(self.options.model.as_deref())
             .map_err(|e| invalid_params(e.to_string()))?;
-        if !settings.has_credentials(&model) {
+        if !settings.has_credentials(&model) && !self.trust_would_supply(&settings, &req.cwd) {
             return Err(auth_required(settings.credential_hint(&model)));
         }
         let id = format!("sess_{}", uuid::Uuid::new_v4().simple());
@@ -408,7 +419,7 @@ impl Server {
         let model = settings
             .default_model(self.options.model.as_deref())
             .map_err(|e| invalid_params(e.to_string()))?;
-        if !settings.has_credentials(&model) {
+        if !settings.has_credentials(&model) && !self.trust_would_supply(&settings, &cwd) {
             return Err(auth_required(settings.credential_hint(&model)));
         }
         let internal =

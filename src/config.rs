@@ -260,10 +260,10 @@ impl ProjectState {
     /// that were ignored and how to change that, the files left unread.
     pub fn report(&self) -> Option<String> {
         let mut parts = Vec::new();
-        let file = self
-            .config_file
-            .as_ref()
-            .map_or_else(|| ".pincer/config.toml".to_string(), |p| p.display().to_string());
+        let file = self.config_file.as_ref().map_or_else(
+            || ".pincer/config.toml".to_string(),
+            |p| p.display().to_string(),
+        );
         let pending: Vec<&str> = self
             .ignored
             .iter()

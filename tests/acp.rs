@@ -726,12 +726,22 @@ async fn a_custom_provider_from_the_project_config_needs_no_key() {
             mock.openai_url()
         ),
     );
-    // No key of any provider in the environment.
+    // No key of any provider in the environment. The project's provider
+    // needs the user's trust, which the first prompt asks for.
     let mut acp = Acp::spawn(sandbox.command(&["acp"]));
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     let id = acp.send("session/prompt", prompt(&session, "hi")).await;
-    let (response, before) = acp.until_response(id).await;
+    let (response, before) = acp
+        .drive(id, |method, params| {
+            assert_eq!(method, "session/request_permission");
+            assert_eq!(
+                params["toolCall"]["title"],
+                "Trust this project's configuration"
+            );
+            json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})
+        })
+        .await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     let usage = updates_of(&before).pop().unwrap();
     assert_eq!(usage["sessionUpdate"], "usage_update");

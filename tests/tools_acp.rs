@@ -459,6 +459,18 @@ async fn modes_decide_what_asks_and_what_is_offered() {
     assert_eq!(result["configOptions"][0]["currentValue"], "plan");
 }
 
+/// The answers pincer remembered for the sandbox's project, from the
+/// user's state.
+fn saved_permissions(sandbox: &Sandbox) -> String {
+    let dir = sandbox.home().join("permissions");
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    std::fs::read_to_string(&files[0]).unwrap()
+}
+
 #[tokio::test]
 async fn always_answers_are_remembered_across_a_restart() {
     let sandbox = Sandbox::new();
@@ -475,7 +487,9 @@ async fn always_answers_are_remembered_across_a_restart() {
     let (_, before) = acp.drive(id, |_, _| selected("allow_always")).await;
     assert_eq!(requests_of(&before, "session/request_permission").len(), 1);
     drop(acp);
-    let saved = std::fs::read_to_string(sandbox.work().join(".pincer/permissions.toml")).unwrap();
+    // Kept in the user's state, never in the working tree.
+    assert!(!sandbox.work().join(".pincer").exists());
+    let saved = saved_permissions(&sandbox);
     assert!(
         saved.contains("bash:cargo --version") || saved.contains("bash:cargo"),
         "{saved}"

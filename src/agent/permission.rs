@@ -217,22 +217,17 @@ impl Sensitive {
                 _ => {}
             }
         }
-        if let Some(dir) = &self.config_dir
-            && path.starts_with(dir)
-        {
-            return Some(format!(
-                "{shown} is in pincer's own configuration and credentials directory"
-            ));
+        if let Some(rest) = self.home.as_ref().and_then(|h| path.strip_prefix(h).ok()) {
+            if rest.starts_with(".ssh") {
+                return Some(format!("{shown} is in ~/.ssh, your ssh keys and settings"));
+            }
+            if SHELL_FILES.iter().any(|f| rest.starts_with(f)) {
+                return Some(format!("{shown} is a start-up file your shell runs"));
+            }
         }
-        let home = self.home.as_ref()?;
-        let rest = path.strip_prefix(home).ok()?;
-        if rest.starts_with(".ssh") {
-            return Some(format!("{shown} is in ~/.ssh, your ssh keys and settings"));
-        }
-        SHELL_FILES
-            .iter()
-            .any(|f| rest.starts_with(f))
-            .then(|| format!("{shown} is a start-up file your shell runs"))
+        let dir = self.config_dir.as_ref()?;
+        path.starts_with(dir)
+            .then(|| format!("{shown} is in pincer's own configuration and credentials directory"))
     }
 }
 

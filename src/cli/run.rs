@@ -67,7 +67,8 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
     // The configured MCP servers take part too; their failures go to
     // stderr.
     let mcp_config = &settings.config.mcp;
-    let mcp = crate::mcp::Manager::start(settings.mcp_specs(&cwd, &[]), mcp_config.startup_timeout());
+    let mcp =
+        crate::mcp::Manager::start(settings.mcp_specs(&cwd, &[]), mcp_config.startup_timeout());
     if let Some(mut events) = mcp.take_events() {
         tokio::spawn(async move {
             while let Some(event) = events.recv().await {

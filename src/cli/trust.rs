@@ -29,7 +29,9 @@ pub fn trust(dir: Option<PathBuf>) -> anyhow::Result<()> {
     )?;
     println!("Trusted {}.", project.root.display());
     match &project.config_file {
-        None => println!("It has no .pincer/config.toml; its .pincer/SYSTEM.md, if any, may now replace pincer's opening instructions."),
+        None => println!(
+            "It has no .pincer/config.toml; its .pincer/SYSTEM.md, if any, may now replace pincer's opening instructions."
+        ),
         Some(file) if project.grants.is_empty() => {
             println!("{} asks for nothing that needs trust.", file.display())
         }
@@ -85,7 +87,10 @@ pub fn list() -> anyhow::Result<()> {
         let current = Settings::load_from_process(std::path::Path::new(&root))
             .ok()
             .map(|s| s.project.hash);
-        let state = match (entry.decision, current.as_deref() == Some(entry.hash.as_str())) {
+        let state = match (
+            entry.decision,
+            current.as_deref() == Some(entry.hash.as_str()),
+        ) {
             (Decision::Trusted, true) => "trusted",
             (Decision::Rejected, true) => "rejected",
             (_, false) => "changed since you decided (pincer will ask again)",

@@ -468,7 +468,9 @@ fn describe_provider(name: &str, p: &crate::llm::catalog::ProviderConfig) -> Str
         p.base_url.as_deref().unwrap_or("(no base_url)")
     );
     if let Some(var) = &p.api_key_env {
-        text.push_str(&format!(" with the value of your environment variable ${var}"));
+        text.push_str(&format!(
+            " with the value of your environment variable ${var}"
+        ));
     } else if p.api_key.is_some() {
         text.push_str(" with a key written in the project's config");
     }
@@ -484,7 +486,9 @@ fn describe_provider(name: &str, p: &crate::llm::catalog::ProviderConfig) -> Str
 fn describe_server(name: &str, s: &ServerConfig) -> String {
     match (&s.command, &s.url) {
         (Some(command), _) => {
-            let mut line = shell_words(std::iter::once(command.as_str()).chain(s.args.iter().map(String::as_str)));
+            let mut line = shell_words(
+                std::iter::once(command.as_str()).chain(s.args.iter().map(String::as_str)),
+            );
             if let Some(cwd) = &s.cwd {
                 line.push_str(&format!(" (in {})", cwd.display()));
             }

@@ -132,7 +132,8 @@ impl TrustStore {
             path: self.path.clone(),
             message: e.to_string(),
         })?;
-        let header = "# Projects whose configuration you trusted or rejected (pincer trust / untrust).\n";
+        let header =
+            "# Projects whose configuration you trusted or rejected (pincer trust / untrust).\n";
         write_private(&self.path, format!("{header}{text}").as_bytes()).map_err(|e| self.io(e))
     }
 }
@@ -197,11 +198,12 @@ mod tests {
         let project = tempfile::tempdir().unwrap();
         let store = TrustStore::new(&home.path().join("state"));
         assert_eq!(store.get(project.path()).unwrap(), None);
-        store
-            .set(project.path(), "abc", Decision::Trusted)
-            .unwrap();
+        store.set(project.path(), "abc", Decision::Trusted).unwrap();
         let entry = store.get(project.path()).unwrap().unwrap();
-        assert_eq!((entry.hash.as_str(), entry.decision), ("abc", Decision::Trusted));
+        assert_eq!(
+            (entry.hash.as_str(), entry.decision),
+            ("abc", Decision::Trusted)
+        );
         store
             .set(project.path(), "def", Decision::Rejected)
             .unwrap();
@@ -209,7 +211,10 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(store.path()).unwrap().permissions().mode();
+            let mode = std::fs::metadata(store.path())
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o600);
             let dir = std::fs::metadata(home.path().join("state")).unwrap();
             assert_eq!(dir.permissions().mode() & 0o777, 0o700);
@@ -223,9 +228,7 @@ mod tests {
     fn a_broken_file_is_an_error_that_names_it() {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("trust.toml"), "projects = 3").unwrap();
-        let err = TrustStore::new(home.path())
-            .get(home.path())
-            .unwrap_err();
+        let err = TrustStore::new(home.path()).get(home.path()).unwrap_err();
         assert!(err.to_string().contains("trust.toml"), "{err}");
     }
 }

@@ -199,7 +199,11 @@ mod tests {
         let project = parse("[servers.p]\ncommand = \"p-server\"\ndeny = [\"y\"]\n").servers;
         let specs = user.project_specs(&project, std::path::Path::new("/project"));
         assert_eq!(
-            (specs[0].name.as_str(), specs[0].origin, specs[0].call_timeout),
+            (
+                specs[0].name.as_str(),
+                specs[0].origin,
+                specs[0].call_timeout
+            ),
             ("p", Origin::Project, Duration::from_secs(30))
         );
         assert_eq!(

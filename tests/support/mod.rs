@@ -1,5 +1,6 @@
 #![allow(dead_code)]
 pub mod acp_client;
+pub mod attacker;
 pub mod mock_model;
 pub mod sse;
 

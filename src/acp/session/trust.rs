@@ -72,10 +72,10 @@ impl Session {
         drain: Arc<Drain>,
     ) -> Answer {
         let project = &settings.project;
-        let file = project
-            .config_file
-            .as_ref()
-            .map_or_else(|| project.root.display().to_string(), |p| p.display().to_string());
+        let file = project.config_file.as_ref().map_or_else(
+            || project.root.display().to_string(),
+            |p| p.display().to_string(),
+        );
         let mut text = format!(
             "{file} asks for things a repository cannot do until you trust it. Trusting this project would:\n"
         );
@@ -159,7 +159,12 @@ impl Session {
     /// Takes on the settings of the now trusted project: its MCP servers
     /// start, and its model and mode apply where the session still has the
     /// defaults it started with.
-    fn adopt(self: &Arc<Self>, trusted: Settings, cx: &ConnectionTo<Client>, client: &ClientCapabilities) {
+    fn adopt(
+        self: &Arc<Self>,
+        trusted: Settings,
+        cx: &ConnectionTo<Client>,
+        client: &ClientCapabilities,
+    ) {
         let before = self.settings();
         let trusted = Arc::new(trusted);
         *lock(&self.credentials_cell) = Arc::new(trusted.credentials());
@@ -202,7 +207,13 @@ impl Session {
     }
 
     /// A notice where the editor shows them, else a line of agent text.
-    fn tell(&self, cx: &ConnectionTo<Client>, client: &ClientCapabilities, title: &str, text: &str) {
+    fn tell(
+        &self,
+        cx: &ConnectionTo<Client>,
+        client: &ClientCapabilities,
+        title: &str,
+        text: &str,
+    ) {
         let notices = client.session.as_ref().is_some_and(|s| s.notices.is_some());
         self.notify(
             cx,

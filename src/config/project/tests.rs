@@ -88,7 +88,10 @@ fn an_untrusted_project_only_narrows() {
     assert!(c.oauth.is_empty());
     assert!(c.hooks.is_empty());
     assert!(c.project_mcp.is_empty());
-    assert_eq!(c.mcp.servers["github"].command.as_deref(), Some("github-mcp"));
+    assert_eq!(
+        c.mcp.servers["github"].command.as_deref(),
+        Some("github-mcp")
+    );
     assert_eq!(c.mcp.servers["github"].args, Vec::<String>::new());
     assert_eq!(
         keys(&layered, Why::NeedsTrust),
@@ -142,7 +145,10 @@ fn a_trusted_project_still_never_changes_the_users_providers_servers_oauth_or_by
     assert!(c.hooks.is_empty());
     // The user's server keeps its command and its secrets; the project's
     // own server lives apart.
-    assert_eq!(c.mcp.servers["github"].command.as_deref(), Some("github-mcp"));
+    assert_eq!(
+        c.mcp.servers["github"].command.as_deref(),
+        Some("github-mcp")
+    );
     assert!(!c.mcp.servers.contains_key("pwn"));
     assert_eq!(c.project_mcp["pwn"].command.as_deref(), Some("sh"));
     assert!(c.project_mcp["pwn"].env.is_empty());
@@ -152,12 +158,27 @@ fn a_trusted_project_still_never_changes_the_users_providers_servers_oauth_or_by
 #[test]
 fn modes_stricter_than_the_users_apply_and_looser_ones_need_trust() {
     let user = parse("default_mode = \"accept-edits\"\n");
-    let l = layer(user.clone(), parse("default_mode = \"plan\"\n"), false, &builtin);
+    let l = layer(
+        user.clone(),
+        parse("default_mode = \"plan\"\n"),
+        false,
+        &builtin,
+    );
     assert_eq!(l.config.default_mode, Some(Mode::Plan));
-    let l = layer(Config::default(), parse("default_mode = \"accept-edits\"\n"), false, &builtin);
+    let l = layer(
+        Config::default(),
+        parse("default_mode = \"accept-edits\"\n"),
+        false,
+        &builtin,
+    );
     assert_eq!(l.config.default_mode, None);
     assert_eq!(keys(&l, Why::NeedsTrust), vec!["default_mode"]);
-    let l = layer(Config::default(), parse("default_mode = \"accept-edits\"\n"), true, &builtin);
+    let l = layer(
+        Config::default(),
+        parse("default_mode = \"accept-edits\"\n"),
+        true,
+        &builtin,
+    );
     assert_eq!(l.config.default_mode, Some(Mode::AcceptEdits));
 }
 
@@ -168,7 +189,10 @@ fn new_models_for_a_builtin_provider_need_trust_and_keep_its_endpoint() {
     assert!(l.config.providers.is_empty());
     let l = layer(Config::default(), project, true, &builtin);
     let p = &l.config.providers["anthropic"];
-    assert_eq!((p.base_url.as_ref(), p.models[0].id.as_str()), (None, "claude-next"));
+    assert_eq!(
+        (p.base_url.as_ref(), p.models[0].id.as_str()),
+        (None, "claude-next")
+    );
 }
 
 #[cfg(unix)]
@@ -188,10 +212,16 @@ fn config_files_other_users_can_write_are_not_read() {
     std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o777)).unwrap();
     let (found, problems) = find(&cwd, None, "config.toml");
     assert_eq!(found, None);
-    assert!(problems[0].contains("writable by every user"), "{problems:?}");
+    assert!(
+        problems[0].contains("writable by every user"),
+        "{problems:?}"
+    );
     std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(cwd.join(".pincer/config.toml"), std::fs::Permissions::from_mode(0o666))
-        .unwrap();
+    std::fs::set_permissions(
+        cwd.join(".pincer/config.toml"),
+        std::fs::Permissions::from_mode(0o666),
+    )
+    .unwrap();
     assert_eq!(find(&cwd, None, "config.toml").0, None);
 }
 
