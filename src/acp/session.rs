@@ -61,9 +61,9 @@ pub struct Session {
     mcp_cell: Mutex<Arc<crate::mcp::Manager>>,
     /// The servers the editor gave this session.
     editor_mcp: Vec<crate::mcp::ServerSpec>,
-    /// Whether the project's trust has been settled (asked or reported)
-    /// in this session.
-    trust_settled: std::sync::atomic::AtomicBool,
+    /// Set once the project's trust has been settled (asked or reported)
+    /// in this session; prompts that arrive meanwhile wait for it.
+    trust_settled: tokio::sync::OnceCell<()>,
 }
 
 type Reply = tokio::sync::oneshot::Sender<Result<PromptResponse, Error>>;
@@ -167,7 +167,7 @@ impl Session {
             }),
             mcp_cell: Mutex::new(mcp),
             editor_mcp: mcp_servers,
-            trust_settled: std::sync::atomic::AtomicBool::new(false),
+            trust_settled: tokio::sync::OnceCell::new(),
         }
     }
 

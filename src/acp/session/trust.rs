@@ -24,12 +24,17 @@ impl Session {
         client: &ClientCapabilities,
         drain: Arc<Drain>,
     ) {
-        if self
-            .trust_settled
-            .swap(true, std::sync::atomic::Ordering::SeqCst)
-        {
-            return;
-        }
+        self.trust_settled
+            .get_or_init(|| self.settle_trust_now(cx, client, drain))
+            .await;
+    }
+
+    async fn settle_trust_now(
+        self: &Arc<Self>,
+        cx: &ConnectionTo<Client>,
+        client: &ClientCapabilities,
+        drain: Arc<Drain>,
+    ) {
         let settings = self.settings();
         if settings.project.should_ask() {
             let answer = self.ask_trust(&settings, cx, client, drain).await;
