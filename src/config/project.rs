@@ -102,18 +102,27 @@ pub fn find_here(cwd: &Path, name: &str) -> Option<PathBuf> {
 /// Why `file` (in `<dir>/.pincer/`) could have been written by another
 /// user: it, its `.pincer` directory or the directory holding that is
 /// writable by everyone, or belongs to someone else.
-#[cfg(unix)]
 fn writable_by_others(file: &Path) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let me = nix::unistd::getuid().as_raw();
     let pincer_dir = file.parent()?;
     let holder = pincer_dir.parent()?;
-    for path in [holder, pincer_dir, file] {
-        let meta = std::fs::metadata(path).ok()?;
+    foreign_writer(&[(holder, false), (pincer_dir, true), (file, true)])
+}
+
+/// Why any of `paths` could have been written by another user: it is
+/// writable by everyone, or (where the flag says so) it belongs to a user
+/// other than this one or root.
+#[cfg(unix)]
+pub fn foreign_writer(paths: &[(&Path, bool)]) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::getuid().as_raw();
+    for (path, check_owner) in paths {
+        let Ok(meta) = std::fs::metadata(path) else {
+            continue;
+        };
         if meta.mode() & 0o002 != 0 {
             return Some(format!("{} is writable by every user", path.display()));
         }
-        if path != holder && meta.uid() != me && meta.uid() != 0 {
+        if *check_owner && meta.uid() != me && meta.uid() != 0 {
             return Some(format!(
                 "{} belongs to another user (uid {})",
                 path.display(),
@@ -125,7 +134,7 @@ fn writable_by_others(file: &Path) -> Option<String> {
 }
 
 #[cfg(not(unix))]
-fn writable_by_others(_file: &Path) -> Option<String> {
+pub fn foreign_writer(_paths: &[(&Path, bool)]) -> Option<String> {
     None
 }
 
