@@ -256,7 +256,6 @@ async fn connect(
             .get(reqwest::header::LOCATION)
             .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
             .unwrap_or_else(|| "nowhere (no Location header)".to_string());
-        tracing::warn!(%provider, status = status.as_u16(), %location, "the provider answered with a redirect; not following it");
         return Err(LlmError::Redirect {
             provider: provider.to_string(),
             status: status.as_u16(),
@@ -824,6 +823,131 @@ mod tests {
             }]
         );
         assert_eq!(message.stop_reason, StopReason::Aborted);
+    }
+
+    #[test]
+    fn a_200_error_document_is_the_providers_error_classified_by_its_type() {
+        let cases: Vec<(Api, &str, LlmError)> = vec![
+            (
+                Api::AnthropicMessages,
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+                LlmError::Overloaded {
+                    provider: "p".into(),
+                    message: "Overloaded".into(),
+                },
+            ),
+            (
+                Api::AnthropicMessages,
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: too big"}}"#,
+                LlmError::BadRequest {
+                    provider: "p".into(),
+                    status: 400,
+                    message: "max_tokens: too big".into(),
+                },
+            ),
+            (
+                Api::OpenaiCompletions,
+                r#"{"error":{"message":"The server is overloaded","type":"server_error"}}"#,
+                LlmError::Server {
+                    provider: "p".into(),
+                    status: 500,
+                    message: "The server is overloaded".into(),
+                },
+            ),
+            (
+                Api::OpenaiCompletions,
+                r#"{"error":{"message":"Rate limit reached","code":"rate_limit_exceeded"}}"#,
+                LlmError::RateLimit {
+                    provider: "p".into(),
+                    message: "Rate limit reached".into(),
+                    retry_after: None,
+                },
+            ),
+            (
+                Api::OpenaiResponses,
+                r#"{"error":{"message":"Your input exceeds the context window of this model.","code":"context_length_exceeded"}}"#,
+                LlmError::ContextOverflow {
+                    provider: "p".into(),
+                    message: "Your input exceeds the context window of this model.".into(),
+                },
+            ),
+            (
+                Api::GoogleGenerativeAi,
+                r#"{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}"#,
+                LlmError::Overloaded {
+                    provider: "p".into(),
+                    message: "The model is overloaded.".into(),
+                },
+            ),
+            (
+                Api::GoogleGenerativeAi,
+                r#"[{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED"}}]"#,
+                LlmError::RateLimit {
+                    provider: "p".into(),
+                    message: "Quota exceeded".into(),
+                    retry_after: None,
+                },
+            ),
+            (
+                Api::BedrockConverseStream,
+                r#"{"__type":"com.amazon.coral.service#ThrottlingException","message":"Too many requests"}"#,
+                LlmError::RateLimit {
+                    provider: "p".into(),
+                    message: "Too many requests".into(),
+                    retry_after: None,
+                },
+            ),
+        ];
+        for (api, body, expected) in cases {
+            // A BOM and blank lines before the document change nothing.
+            let padded = format!("\u{feff}\n  {body}\n");
+            assert_eq!(
+                not_a_stream("p", api, padded.as_bytes()),
+                Some(expected),
+                "{api:?} {body}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_200_page_or_other_json_says_what_came_instead_of_a_stream() {
+        let page = "<!DOCTYPE html>\n<html><head><TITLE>\n  Hotel Wi-Fi   login\n</TITLE></head><body>…</body></html>";
+        assert_eq!(
+            not_a_stream("anthropic", Api::AnthropicMessages, page.as_bytes()),
+            Some(LlmError::Network {
+                provider: "anthropic".into(),
+                message: "the server answered with an HTML page, not an event stream: Hotel \
+                          Wi-Fi login (a proxy or captive portal in the way, or a base_url that \
+                          is not the API's)"
+                    .into(),
+            })
+        );
+        // A whole completion from a server that ignored `stream`.
+        let completion = r#"{"id":"c","choices":[{"message":{"content":"hi"}}]}"#;
+        assert_eq!(
+            not_a_stream("openai", Api::OpenaiCompletions, completion.as_bytes()),
+            Some(LlmError::MalformedStream {
+                provider: "openai".into(),
+                message: format!(
+                    "the server answered with a JSON document, not an event stream (does it \
+                     support streaming?): {completion}"
+                ),
+            })
+        );
+        // An event stream is none of these.
+        for stream in [
+            "event: ping\ndata: {}\n\n",
+            ": keep-alive\n\n",
+            "data: [DONE]\n\n",
+            "",
+        ] {
+            assert_eq!(
+                not_a_stream("p", Api::OpenaiCompletions, stream.as_bytes()),
+                None
+            );
+        }
+        assert_eq!(first_significant_byte(b"\xEF\xBB\xBF \r\n{"), Some(b'{'));
+        assert_eq!(first_significant_byte(b" \n"), None);
     }
 
     #[test]
