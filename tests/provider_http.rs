@@ -19,10 +19,12 @@ use serde_json::{Value, json};
 use support::acp_client::{Acp, Sandbox, TIMEOUT};
 use support::mock_model::{MockModel, Reply, fixture};
 use support::prompt;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A loopback server that records every connection made to it and every
-/// byte sent over one. Nothing should ever reach it.
+/// byte sent over one, and answers each request with a 418 so that a
+/// client that reached it carries on (and the test shows what it got).
+/// Nothing should ever reach it.
 struct Attacker {
     addr: std::net::SocketAddr,
     connections: Arc<AtomicUsize>,
@@ -43,11 +45,22 @@ impl Attacker {
                 let bytes = bytes.clone();
                 tokio::spawn(async move {
                     let mut buf = [0u8; 4096];
+                    let mut answered = false;
                     while let Ok(n) = socket.read(&mut buf).await {
                         if n == 0 {
                             break;
                         }
-                        bytes.lock().unwrap().extend_from_slice(&buf[..n]);
+                        let headers_done = {
+                            let mut seen = bytes.lock().unwrap();
+                            seen.extend_from_slice(&buf[..n]);
+                            seen.windows(4).any(|w| w == b"\r\n\r\n")
+                        };
+                        if headers_done && !answered {
+                            answered = true;
+                            let _ = socket
+                                .write_all(b"HTTP/1.1 418 I'm a teapot\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                                .await;
+                        }
                     }
                 });
             }
@@ -60,13 +73,14 @@ impl Attacker {
         }
     }
 
+    /// Fails showing the connections and the request head (where the
+    /// credentials travel) if anything reached the attacker.
     fn assert_untouched(&self) {
+        let received = String::from_utf8_lossy(&self.received.lock().unwrap()).into_owned();
+        let head = received.split("\r\n\r\n").next().unwrap_or_default();
         assert_eq!(
-            (
-                self.connections.load(Ordering::SeqCst),
-                String::from_utf8_lossy(&self.received.lock().unwrap()).into_owned()
-            ),
-            (0, String::new()),
+            (self.connections.load(Ordering::SeqCst), head),
+            (0, ""),
             "the attacker was reached"
         );
     }
@@ -138,6 +152,7 @@ async fn a_redirect_is_not_followed_and_the_user_is_told_where_it_pointed() {
         &[("ANTHROPIC_API_KEY", "sk-ant-api03-redirected-key-000")],
     );
     let (response, _) = prompt_once(&mut acp, &sandbox).await;
+    attacker.assert_untouched();
     assert_eq!(
         response["error"]["message"],
         format!(
@@ -161,6 +176,7 @@ async fn a_redirect_is_not_followed_and_the_user_is_told_where_it_pointed() {
         &[("OPENAI_API_KEY", "sk-proj-redirected-key-0000")],
     )
     .await;
+    attacker.assert_untouched();
     assert_eq!(
         (code, stdout.as_str(), stderr.as_str()),
         (
@@ -174,7 +190,6 @@ async fn a_redirect_is_not_followed_and_the_user_is_told_where_it_pointed() {
             .as_str()
         )
     );
-    attacker.assert_untouched();
 }
 
 /// Anthropic's stream opening (its usage is progress), then only pings.
@@ -557,6 +572,39 @@ async fn a_provider_echoing_the_key_never_gets_it_into_logs_output_or_files() {
         .map(|r| r.header("x-api-key").map(str::to_string))
         .collect();
     assert_eq!(sent, vec![Some(key.clone()); 3]);
+    acp.close_stdin();
+    acp.wait_exit().await;
+    let stderr = acp.stderr.await.unwrap();
+    assert!(
+        stderr.contains("TRACE") && stderr.contains("hyper"),
+        "the log is at trace level, HTTP client included:\n{stderr}"
+    );
+    assert!(
+        file_count(&sandbox.home().join("sessions")) > 0,
+        "no transcript was written"
+    );
+    // Every place the key could have gone: the log, what the editor got
+    // (errors, notices, agent text), and every file under the sandbox
+    // (PINCER_HOME and HOME: transcripts, the session index, logs; and
+    // the project).
+    let stdout: Vec<String> = stdout.iter().map(Value::to_string).collect();
+    let mut leaks: Vec<String> = files_containing(sandbox.dir.path(), key.as_bytes());
+    for (stream, lines) in [
+        (
+            "stderr",
+            stderr.lines().map(str::to_string).collect::<Vec<_>>(),
+        ),
+        ("stdout", stdout),
+    ] {
+        leaks.extend(
+            lines
+                .iter()
+                .filter(|line| line.contains(&key))
+                .map(|line| format!("{stream}: {}", line.chars().take(400).collect::<String>())),
+        );
+    }
+    assert_eq!(leaks, Vec::<String>::new(), "the key leaked");
+    // And each error still says what went wrong.
     assert_eq!(
         errors[1..],
         [
@@ -575,25 +623,5 @@ async fn a_provider_echoing_the_key_never_gets_it_into_logs_output_or_files() {
             .starts_with("anthropic rejected the credentials: the key <redacted> is no good"),
         "{}",
         errors[0]
-    );
-    acp.close_stdin();
-    acp.wait_exit().await;
-    let stderr = acp.stderr.await.unwrap();
-    assert!(
-        stderr.contains("TRACE") && stderr.contains("hyper"),
-        "the log is at trace level, HTTP client included:\n{stderr}"
-    );
-    assert!(!stderr.contains(&key), "the key is in the log:\n{stderr}");
-    let stdout: String = stdout.iter().map(Value::to_string).collect();
-    assert!(!stdout.contains(&key), "the key is on stdout:\n{stdout}");
-    // Transcripts, the session index, logs: everything under the sandbox
-    // (PINCER_HOME, HOME and the project).
-    assert!(
-        file_count(&sandbox.home().join("sessions")) > 0,
-        "no transcript was written"
-    );
-    assert_eq!(
-        files_containing(sandbox.dir.path(), key.as_bytes()),
-        Vec::<String>::new()
     );
 }
