@@ -22,9 +22,10 @@ use support::prompt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A loopback server that records every connection made to it and every
-/// byte sent over one, and answers each request with a 418 so that a
-/// client that reached it carries on (and the test shows what it got).
-/// Nothing should ever reach it.
+/// byte sent over one, and answers each request (once its head is in) with
+/// fixed bytes. As the "attacker" it answers a 418, so that a client that
+/// reached it carries on and the test shows what it got; nothing should
+/// ever reach it.
 struct Attacker {
     addr: std::net::SocketAddr,
     connections: Arc<AtomicUsize>,
@@ -34,6 +35,15 @@ struct Attacker {
 
 impl Attacker {
     async fn start() -> Self {
+        Self::answering(
+            "HTTP/1.1 418 I'm a teapot\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                .to_string(),
+        )
+        .await
+    }
+
+    async fn answering(answer: String) -> Self {
+        let answer = Arc::new(answer);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
@@ -43,6 +53,7 @@ impl Attacker {
             while let Ok((mut socket, _)) = listener.accept().await {
                 count.fetch_add(1, Ordering::SeqCst);
                 let bytes = bytes.clone();
+                let answer = answer.clone();
                 tokio::spawn(async move {
                     let mut buf = [0u8; 4096];
                     let mut answered = false;
@@ -57,9 +68,7 @@ impl Attacker {
                         };
                         if headers_done && !answered {
                             answered = true;
-                            let _ = socket
-                                .write_all(b"HTTP/1.1 418 I'm a teapot\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
-                                .await;
+                            let _ = socket.write_all(answer.as_bytes()).await;
                         }
                     }
                 });
@@ -623,5 +632,61 @@ async fn a_provider_echoing_the_key_never_gets_it_into_logs_output_or_files() {
             .starts_with("anthropic rejected the credentials: the key <redacted> is no good"),
         "{}",
         errors[0]
+    );
+}
+
+#[tokio::test]
+async fn an_oauth_refresh_is_not_redirected_with_the_refresh_token() {
+    let attacker = Attacker::start().await;
+    // The configured token endpoint answers every request with a 307 to
+    // the attacker (which would resend the refresh token in the body).
+    let redirector = Attacker::answering(format!(
+        "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://{}/token\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        attacker.addr
+    ))
+    .await;
+    let refresh = format!("rt-{}", uuid::Uuid::new_v4().simple());
+    let sandbox = Sandbox::new();
+    write_config(
+        &sandbox,
+        &format!(
+            "max_retries = 0\n[oauth.anthropic]\nauthorize_url = \"http://{0}/authorize\"\ntoken_url = \"http://{0}/token\"\nclient_id = \"test-client\"\nscopes = [\"user:inference\"]\nredirect_uri = \"\"\ntoken_format = \"json\"\n",
+            redirector.addr
+        ),
+    );
+    let agent = sandbox.home().join("agents/main");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(
+        agent.join("auth-profiles.json"),
+        json!({"version": 1, "profiles": {"anthropic:oauth": {
+            "type": "oauth", "provider": "anthropic", "access": "sk-ant-oat01-expired",
+            "refresh": refresh, "expires": 1000}}})
+        .to_string(),
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    // Whether the stale token is tried anyway is failover's business; it
+    // is turned down.
+    mock.push(Reply::status(401, REJECTED));
+    let mut acp = spawn_acp(&sandbox, &mock, &[]);
+    let (response, _) = prompt_once(&mut acp, &sandbox).await;
+    attacker.assert_untouched();
+    // The token endpoint was asked, and said where it pointed.
+    assert_eq!(redirector.connections.load(Ordering::SeqCst), 1);
+    assert!(
+        String::from_utf8_lossy(&redirector.received.lock().unwrap()).contains(&refresh),
+        "the refresh went to the configured endpoint"
+    );
+    assert!(response.get("error").is_some(), "{response}");
+    acp.close_stdin();
+    acp.wait_exit().await;
+    let stderr = acp.stderr.await.unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "the token endpoint answered 307: a redirect to http://{}/token; pincer does not \
+             follow redirects with credentials: set token_url to the address that answers",
+            attacker.addr
+        )),
+        "{stderr}"
     );
 }
