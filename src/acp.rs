@@ -67,10 +67,7 @@ pub async fn serve(
     let server = Arc::new(Server {
         options,
         drain,
-        http: reqwest::Client::builder()
-            .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(Error::into_internal_error)?,
+        http: crate::llm::http_client().map_err(Error::into_internal_error)?,
         client: Mutex::new(ClientCapabilities::default()),
         sessions: Mutex::new(HashMap::new()),
     });

@@ -483,8 +483,39 @@ impl Settings {
         self.first_credential(model).is_some()
     }
 
-    /// What a person must do to give pincer credentials for this model.
+    /// What a person must do to give pincer credentials for this model:
+    /// when pincer has one, which it is and how to replace it (it was
+    /// rejected); else where to put one. Never the credential itself.
     pub fn credential_hint(&self, model: &Model) -> String {
+        if let Some(id) = self.credential_source(model) {
+            let source = match id.strip_prefix("env:") {
+                Some(var) => format!(
+                    "the key in the {var} environment variable (credential {id}); set a valid \
+                     key there (for Zed, under \"env\" in the agent_servers entry) and restart \
+                     pincer"
+                ),
+                None if id == "config" => format!(
+                    "the api_key under [providers.{}] in pincer's config.toml (credential \
+                     config); put a valid key there",
+                    model.provider
+                ),
+                None if id.contains(':') && !id.starts_with("openclaw:") => format!(
+                    "the auth profile {id}; replace it with `pincer login --provider {} \
+                     --profile {id}` or remove it with `pincer logout {id}`",
+                    model.provider
+                ),
+                // Another tool's login that pincer borrowed (Claude Code,
+                // Codex, OpenClaw).
+                None => format!(
+                    "the credential {id} that pincer borrowed from another tool's login; log in there again"
+                ),
+            };
+            return format!(
+                "{provider} rejected {source}, or choose another model with --model or \
+                 PINCER_MODEL.",
+                provider = model.provider
+            );
+        }
         match self
             .catalog
             .provider(&model.provider)

@@ -25,6 +25,20 @@ use serde::{Deserialize, Serialize};
 pub use catalog::{Api, Model, Pricing};
 pub use stream::{MessageBuilder, StreamConfig, stream};
 
+/// The HTTP client for everything that carries a credential: model calls,
+/// title and compaction calls, OAuth token exchange and refresh, AWS
+/// STS/SSO. It never follows a redirect: a redirected request would carry
+/// the key (reqwest keeps `x-api-key` and `x-goog-api-key` across origins)
+/// and the conversation (a 307 resends the body) to wherever the `Location`
+/// points. A 3xx is reported instead, naming where it pointed
+/// ([`LlmError::Redirect`]).
+pub fn http_client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+}
+
 /// A credential that never shows itself in logs, errors or `Debug` output.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -342,10 +356,22 @@ pub enum LlmError {
     },
     #[error("could not reach {provider}: {message}")]
     Network { provider: String, message: String },
-    #[error("{provider} sent nothing for {seconds} s; gave up waiting")]
+    #[error(
+        "{provider} made no progress for {seconds} s (keep-alives do not count); gave up waiting"
+    )]
     Timeout { provider: String, seconds: u64 },
     #[error("{provider} sent a malformed stream: {message}")]
     MalformedStream { provider: String, message: String },
+    #[error(
+        "{provider} answered with a redirect (HTTP {status}) to {location}; pincer does not \
+         follow redirects with credentials: set the provider's base_url to the address that \
+         answers"
+    )]
+    Redirect {
+        provider: String,
+        status: u16,
+        location: String,
+    },
 }
 
 /// What a rate limit's `retry-after` asked for, as the user reads it.
@@ -365,10 +391,35 @@ impl LlmError {
     /// their messages ("Incorrect API key provided: sk-proj-abc…wxyz"), and
     /// these messages reach notices, transcripts and logs.
     pub fn redacted(self) -> Self {
+        self.map_text(redact)
+    }
+
+    /// The error with `secrets` (the credentials the request carried)
+    /// replaced wherever the provider's text quotes them, then redacted as
+    /// [`LlmError::redacted`] does. The exact values catch keys that look
+    /// like nothing in particular (a custom provider's key); the patterns
+    /// catch masked and partial quotes.
+    pub fn without_secrets(self, secrets: &[Secret]) -> Self {
+        self.map_text(|text| {
+            let scrubbed = secrets
+                .iter()
+                .map(Secret::expose)
+                // A very short value would match ordinary words.
+                .filter(|value| value.len() >= MIN_SCRUBBED_SECRET)
+                .fold(text.to_string(), |text, value| {
+                    text.replace(value, REDACTED)
+                });
+            redact(&scrubbed)
+        })
+    }
+
+    /// The error with every text a provider or server wrote passed through
+    /// `f`.
+    fn map_text(self, f: impl Fn(&str) -> String) -> Self {
         match self {
             LlmError::Auth { provider, message } => LlmError::Auth {
                 provider,
-                message: redact(&message),
+                message: f(&message),
             },
             LlmError::RateLimit {
                 provider,
@@ -376,24 +427,24 @@ impl LlmError {
                 retry_after,
             } => LlmError::RateLimit {
                 provider,
-                message: redact(&message),
+                message: f(&message),
                 retry_after,
             },
             LlmError::Billing { provider, message } => LlmError::Billing {
                 provider,
-                message: redact(&message),
+                message: f(&message),
             },
             LlmError::Overloaded { provider, message } => LlmError::Overloaded {
                 provider,
-                message: redact(&message),
+                message: f(&message),
             },
             LlmError::ContextOverflow { provider, message } => LlmError::ContextOverflow {
                 provider,
-                message: redact(&message),
+                message: f(&message),
             },
             LlmError::ModelNotFound { provider, message } => LlmError::ModelNotFound {
                 provider,
-                message: redact(&message),
+                message: f(&message),
             },
             LlmError::BadRequest {
                 provider,
@@ -402,7 +453,7 @@ impl LlmError {
             } => LlmError::BadRequest {
                 provider,
                 status,
-                message: redact(&message),
+                message: f(&message),
             },
             LlmError::Server {
                 provider,
@@ -411,15 +462,24 @@ impl LlmError {
             } => LlmError::Server {
                 provider,
                 status,
-                message: redact(&message),
+                message: f(&message),
             },
             LlmError::Network { provider, message } => LlmError::Network {
                 provider,
-                message: redact(&message),
+                message: f(&message),
             },
             LlmError::MalformedStream { provider, message } => LlmError::MalformedStream {
                 provider,
-                message: redact(&message),
+                message: f(&message),
+            },
+            LlmError::Redirect {
+                provider,
+                status,
+                location,
+            } => LlmError::Redirect {
+                provider,
+                status,
+                location: f(&location),
             },
             error @ LlmError::Timeout { .. } => error,
         }
@@ -495,6 +555,10 @@ impl LlmError {
 
 /// What replaces a key or token in text a person reads.
 pub const REDACTED: &str = "<redacted>";
+
+/// The shortest credential value replaced by its exact text in provider
+/// errors (see [`LlmError::without_secrets`]).
+const MIN_SCRUBBED_SECRET: usize = 8;
 
 /// Prefixes of provider keys and tokens: Anthropic, OpenAI (`sk-`,
 /// `sk-proj-`, `rk-`), Google (`AIza`, `ya29.`), AWS access key ids,
@@ -635,6 +699,71 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+
+    #[test]
+    fn a_secret_shows_itself_only_through_expose() {
+        let secret = Secret::new("sk-ant-api03-do-not-print-me");
+        assert_eq!(format!("{secret:?}"), "Secret(<redacted>)");
+        assert_eq!(format!("{secret:#?}"), "Secret(<redacted>)");
+        assert_eq!(format!("{secret}"), "<redacted>");
+        assert_eq!(secret.to_string(), "<redacted>");
+        assert_eq!(serde_json::to_string(&secret).unwrap(), r#""<redacted>""#);
+        // Inside a larger value too.
+        #[derive(Serialize, Debug)]
+        struct Holder {
+            key: Secret,
+        }
+        let holder = Holder {
+            key: secret.clone(),
+        };
+        assert_eq!(
+            serde_json::to_string(&holder).unwrap(),
+            r#"{"key":"<redacted>"}"#
+        );
+        assert_eq!(format!("{holder:?}"), "Holder { key: Secret(<redacted>) }");
+        assert_eq!(toml::to_string(&holder).unwrap(), "key = \"<redacted>\"\n");
+        assert_eq!(secret.expose(), "sk-ant-api03-do-not-print-me");
+        // Reading one in keeps the value.
+        let read: Secret = serde_json::from_str(r#""abc-123""#).unwrap();
+        assert_eq!(read.expose(), "abc-123");
+    }
+
+    #[test]
+    fn errors_lose_the_exact_credentials_whatever_they_look_like() {
+        let key = Secret::new("plainlowercasekeywithoutanyprefix0123");
+        let error = LlmError::Auth {
+            provider: "custom".into(),
+            message: format!(
+                "invalid key {}; key sk-ant-api03-abcdefgh also bad",
+                key.expose()
+            ),
+        };
+        assert_eq!(
+            error
+                .without_secrets(std::slice::from_ref(&key))
+                .to_string(),
+            "custom rejected the credentials: invalid key <redacted>; key <redacted> also bad"
+        );
+        // A value this short would match ordinary words; it is left to the
+        // patterns.
+        let short = LlmError::BadRequest {
+            provider: "custom".into(),
+            status: 400,
+            message: "bad request".into(),
+        };
+        assert_eq!(short.clone().without_secrets(&[Secret::new("bad")]), short);
+        let redirect = LlmError::Redirect {
+            provider: "anthropic".into(),
+            status: 307,
+            location: format!("http://127.0.0.1:9/steal?k={}", key.expose()),
+        };
+        assert_eq!(
+            redirect.without_secrets(&[key]).to_string(),
+            "anthropic answered with a redirect (HTTP 307) to http://127.0.0.1:9/steal?k=<redacted>; \
+             pincer does not follow redirects with credentials: set the provider's base_url to the \
+             address that answers"
+        );
+    }
 
     #[test]
     fn http_408_and_504_are_timeouts() {

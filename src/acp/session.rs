@@ -964,9 +964,13 @@ fn describe_option(option: &SessionConfigOption) -> String {
 /// The JSON-RPC error a failed run answers with.
 fn provider_error(error: &LlmError, settings: &Settings, model: &Model) -> Error {
     match error {
-        LlmError::Auth { .. } => {
-            auth_required(format!("{error}. {}", settings.credential_hint(model)))
-        }
+        // The provider's words, then which credential it turned down and
+        // how to replace it (never the key itself).
+        LlmError::Auth { .. } => auth_required(format!(
+            "{}. {}",
+            error.to_string().trim_end_matches('.'),
+            settings.credential_hint(model)
+        )),
         _ => Error::new(Error::internal_error().code, error.to_string())
             .data(serde_json::json!({ "message": error.to_string() })),
     }

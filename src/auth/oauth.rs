@@ -245,6 +245,24 @@ async fn token_request(
         .await
         .map_err(|e| OAuthError::Network(e.to_string()))?;
     let status = response.status().as_u16();
+    if response.status().is_redirection() {
+        // The client follows no redirect (`llm::http_client`): the request
+        // carries the code or refresh token, and a 307 would resend it to
+        // wherever `Location` points.
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+            .unwrap_or_default();
+        return Err(OAuthError::Token {
+            status,
+            message: format!(
+                "a redirect to {}; pincer does not follow redirects with credentials: set \
+                 token_url to the address that answers",
+                crate::llm::redact(&location.chars().take(300).collect::<String>())
+            ),
+        });
+    }
     let text = response
         .text()
         .await

@@ -333,7 +333,7 @@ pub async fn login_oauth(provider: &str, id: Option<String>) -> anyhow::Result<(
     };
     let code = oauth::code_from(&input, &state)?;
     let now = crate::auth::millis(SystemTime::now());
-    let http = reqwest::Client::new();
+    let http = crate::llm::http_client()?;
     let tokens = oauth::exchange(&http, &config, &code, &pkce, &redirect_uri, &state, now).await?;
     let id = id.unwrap_or_else(|| format!("{provider}:oauth"));
     let store = store(&settings);

@@ -102,9 +102,7 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
         Arc::new(guard),
     );
     config.extra_tools = Some(mcp.clone());
-    let http = reqwest::Client::builder()
-        .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
-        .build()?;
+    let http = crate::llm::http_client()?;
     let cancel = CancellationToken::new();
     let ctrl_c = cancel.clone();
     tokio::spawn(async move {
@@ -178,6 +176,12 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
         }
         None => {
             let message = match &stop {
+                // Which credential was turned down, and how to replace it.
+                RunStop::Failed(error @ crate::llm::LlmError::Auth { .. }) => format!(
+                    "{}. {}",
+                    error.to_string().trim_end_matches('.'),
+                    settings.credential_hint(&config.model)
+                ),
                 RunStop::Failed(error) => error.to_string(),
                 other => format!("{other:?}"),
             };

@@ -604,6 +604,29 @@ fn status_of_error_type(kind: &str) -> u16 {
     }
 }
 
+/// The error in a 200 answer whose body is an error document instead of a
+/// stream (`{"type":"error","error":{…}}`, as a buffering proxy or an
+/// overloaded edge sends it), classified as its type says. `None` when the
+/// body is no Anthropic error.
+pub fn error_in_ok_body(provider: &str, body: &str) -> Option<LlmError> {
+    #[derive(Deserialize)]
+    struct ErrorBody {
+        error: WireError,
+    }
+    let ErrorBody { error } = serde_json::from_str(body).ok()?;
+    if error.kind.is_empty() && error.message.is_empty() {
+        return None;
+    }
+    let kind = (!error.kind.is_empty()).then_some(error.kind.as_str());
+    Some(LlmError::from_http(
+        provider,
+        status_of_error_type(&error.kind),
+        kind,
+        error_message(error.message, &error.kind),
+        None,
+    ))
+}
+
 fn error_message(message: String, kind: &str) -> String {
     if message.is_empty() {
         kind.to_string()

@@ -709,6 +709,25 @@ fn classify(
     }
 }
 
+/// The error in a 200 answer whose body is a JSON error document instead
+/// of an event stream, classified by its `__type`
+/// (`com.amazon…#ThrottlingException`) as an exception frame is. `None`
+/// when the body is no error.
+pub fn error_in_ok_body(provider: &str, body: &str) -> Option<LlmError> {
+    let error = serde_json::from_str::<WireError>(body).ok()?;
+    if error.message.is_empty() && error.kind.is_empty() {
+        return None;
+    }
+    // The shape name after `#`, spelled as the event stream spells it.
+    let shape = error.kind.rsplit('#').next().unwrap_or_default();
+    let mut chars = shape.chars();
+    let kind: String = chars
+        .next()
+        .map(|first| first.to_lowercase().chain(chars).collect())
+        .unwrap_or_default();
+    Some(exception_error(provider, &kind, error.message))
+}
+
 fn exception_error(provider: &str, kind: &str, message: String) -> LlmError {
     let message = if message.is_empty() {
         kind.to_string()

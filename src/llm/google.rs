@@ -837,6 +837,16 @@ impl GoogleError {
 }
 
 /// Classifies a non-2xx answer from its status and body.
+/// The error in a 200 answer whose body is an error document instead of a
+/// stream, classified by its code or gRPC status as an error inside a
+/// stream is. `None` when the body is no error.
+pub fn error_in_ok_body(provider: &str, body: &str) -> Option<LlmError> {
+    let value = serde_json::from_str::<Value>(body).ok()?;
+    let error = GoogleError::from_body(&value)?;
+    let status = error.http_status();
+    Some(error.classify(provider, status, None))
+}
+
 pub fn error_from_response(
     provider: &str,
     status: u16,

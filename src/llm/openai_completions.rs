@@ -635,6 +635,14 @@ impl ErrorInfo {
     }
 }
 
+/// The error in a 200 answer whose body is an error document instead of a
+/// stream, classified as an error inside a stream is. `None` when the body
+/// is no error (a whole completion from a server that ignored `stream`).
+pub fn error_in_ok_body(provider: &str, body: &str) -> Option<LlmError> {
+    let value = serde_json::from_str::<Value>(body).ok()?;
+    ErrorInfo::from_body(&value).map(|info| info.into_stream_error(provider))
+}
+
 /// Classifies a non-2xx answer from its status and body.
 pub fn error_from_response(
     provider: &str,

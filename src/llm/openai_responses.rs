@@ -805,6 +805,19 @@ impl WireFormat for Parser {
 }
 
 /// Classifies a non-2xx answer from its status and body.
+/// The error in a 200 answer whose body is an error document
+/// (`{"error":{…}}`) instead of a stream, classified by its code as an
+/// error inside a stream is. `None` when the body is no error (a whole
+/// response object has `"error": null`).
+pub fn error_in_ok_body(provider: &str, body: &str) -> Option<LlmError> {
+    #[derive(Deserialize)]
+    struct ErrorBody {
+        error: Option<WireError>,
+    }
+    let error = serde_json::from_str::<ErrorBody>(body).ok()?.error?;
+    Some(error.into_stream_error(provider))
+}
+
 pub fn error_from_response(
     provider: &str,
     status: u16,

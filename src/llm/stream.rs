@@ -1,6 +1,8 @@
 //! The shared half of every streaming call: send the request, classify HTTP
-//! errors, decode SSE incrementally with an idle timeout on every read, feed
-//! the provider's [`WireFormat`], and insist on the provider's final event.
+//! errors (a redirect is one: it is never followed), recognise a 200 whose
+//! body is an error document or a web page rather than a stream, decode SSE
+//! incrementally with an idle timeout that only progress resets, feed the
+//! provider's [`WireFormat`], and insist on the provider's final event.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -16,8 +18,10 @@ use super::{
 /// Limits of one streaming call.
 #[derive(Clone, Copy, Debug)]
 pub struct StreamConfig {
-    /// Longest silence between two reads before the call fails. Providers
-    /// send pings while a model thinks, so a long silence means a dead peer.
+    /// Longest wait for progress (an event that carries content, usage or
+    /// the stop) before the call fails. Keep-alives (Anthropic's `ping`,
+    /// SSE comments, empty chunks) do not count: a peer that only pings for
+    /// this long is as stuck as a silent one.
     pub idle_timeout: Duration,
 }
 
@@ -30,7 +34,24 @@ impl Default for StreamConfig {
 }
 
 /// Streams one model call. Dropping the stream aborts the HTTP request.
+///
+/// Every error comes back without the key: providers quote the key they
+/// were sent ("invalid x-api-key: sk-ant-…"), and these messages reach
+/// notices, transcripts and logs.
 pub fn stream(
+    client: &reqwest::Client,
+    model: &Model,
+    key: Option<&Secret>,
+    request: &Request,
+    config: StreamConfig,
+) -> BoxStream<'static, Result<StreamEvent, LlmError>> {
+    let secrets: Vec<Secret> = key.into_iter().cloned().collect();
+    unredacted(client, model, key, request, config)
+        .map(move |item| item.map_err(|error| error.without_secrets(&secrets)))
+        .boxed()
+}
+
+fn unredacted(
     client: &reqwest::Client,
     model: &Model,
     key: Option<&Secret>,
@@ -95,9 +116,7 @@ fn send(
         match reqwest::header::HeaderValue::from_str(value) {
             Ok(mut value) => {
                 // Keeps keys out of reqwest's and hyper's debug output.
-                let lower = name.to_ascii_lowercase();
-                if lower == "authorization" || lower.contains("api-key") || lower.contains("token")
-                {
+                if is_credential_header(name) {
                     value.set_sensitive(true);
                 }
                 builder = builder.header(name, value);
@@ -107,6 +126,17 @@ fn send(
             }
         }
     }
+    // The header values the request carries as credentials, so that an
+    // error quoting one exactly is scrubbed whatever it looks like.
+    let secrets: Vec<Secret> = http
+        .headers
+        .iter()
+        .filter(|(name, _)| is_credential_header(name))
+        .flat_map(|(_, value)| {
+            let bare = value.strip_prefix("Bearer ").map(Secret::new);
+            std::iter::once(Secret::new(value.clone())).chain(bare)
+        })
+        .collect();
     let state = State::Start(Box::new(Start {
         request: builder,
         provider,
@@ -114,10 +144,19 @@ fn send(
         parser,
         idle: config.idle_timeout,
     }));
-    // Providers quote keys in their error text; none of it goes further.
     futures::stream::unfold(state, step)
-        .map(|item| item.map_err(LlmError::redacted))
+        .map(move |item| item.map_err(|error| error.without_secrets(&secrets)))
         .boxed()
+}
+
+/// Whether a header carries a credential (its value is kept out of debug
+/// output and scrubbed from errors).
+fn is_credential_header(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower == "authorization"
+        || lower.contains("api-key")
+        || lower.contains("token")
+        || lower.contains("secret")
 }
 
 enum State {
@@ -140,7 +179,14 @@ struct Streaming {
     parser: Box<dyn WireFormat>,
     pending: VecDeque<StreamEvent>,
     provider: String,
+    api: Api,
     idle: Duration,
+    /// When the call fails unless it makes progress first. Only events
+    /// that reach the caller move it: keep-alives do not.
+    deadline: tokio::time::Instant,
+    /// The body's first bytes, held until they show what the body is;
+    /// `None` once it is known to be a stream.
+    head: Option<Vec<u8>>,
 }
 
 async fn step(state: State) -> Option<(Result<StreamEvent, LlmError>, State)> {
@@ -162,7 +208,10 @@ async fn step(state: State) -> Option<(Result<StreamEvent, LlmError>, State)> {
                         parser,
                         pending: VecDeque::new(),
                         provider,
+                        api,
                         idle,
+                        deadline: tokio::time::Instant::now() + idle,
+                        head: Some(Vec::new()),
                     };
                     next_event(Box::new(streaming)).await
                 }
@@ -198,6 +247,20 @@ async fn connect(
     let status = response.status();
     if status.is_success() {
         return Ok(response.bytes_stream().boxed());
+    }
+    if status.is_redirection() {
+        // The client follows no redirect (see `llm::http_client`); saying
+        // where it pointed lets the user fix the base URL.
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+            .unwrap_or_else(|| "nowhere (no Location header)".to_string());
+        return Err(LlmError::Redirect {
+            provider: provider.to_string(),
+            status: status.as_u16(),
+            location: truncate(&location, MAX_QUOTED_CHARS),
+        });
     }
     let retry_after = retry_after(response.headers());
     let body = match tokio::time::timeout(idle, response.text()).await {
@@ -284,7 +347,7 @@ async fn next_event(mut s: Box<Streaming>) -> Option<(Result<StreamEvent, LlmErr
         if s.parser.finished() {
             return None;
         }
-        let chunk = match tokio::time::timeout(s.idle, s.body.next()).await {
+        let chunk = match tokio::time::timeout_at(s.deadline, s.body.next()).await {
             Err(_) => {
                 let error = LlmError::Timeout {
                     provider: s.provider.clone(),
@@ -293,6 +356,17 @@ async fn next_event(mut s: Box<Streaming>) -> Option<(Result<StreamEvent, LlmErr
                 return Some((Err(error), State::Done));
             }
             Ok(None) => {
+                if let Some(head) = s.head.take() {
+                    // The whole body was blank or a few bytes: still say
+                    // what it was.
+                    let error = not_a_stream(&s.provider, s.api, &head).unwrap_or_else(|| {
+                        LlmError::MalformedStream {
+                            provider: s.provider.clone(),
+                            message: "the answer ended before the stream began".to_string(),
+                        }
+                    });
+                    return Some((Err(error), State::Done));
+                }
                 s.decoder.finish();
                 let error = LlmError::MalformedStream {
                     provider: s.provider.clone(),
@@ -309,10 +383,132 @@ async fn next_event(mut s: Box<Streaming>) -> Option<(Result<StreamEvent, LlmErr
             }
             Ok(Some(Ok(chunk))) => chunk,
         };
+        let chunk = match s.head.take() {
+            None => chunk,
+            Some(mut head) => {
+                head.extend_from_slice(&chunk);
+                match first_significant_byte(&head) {
+                    // Only blanks so far: nothing tells yet.
+                    None if head.len() < MAX_BLANK_HEAD => {
+                        s.head = Some(head);
+                        continue;
+                    }
+                    Some(b'{' | b'[' | b'<') => {
+                        // No event stream starts like this; the body is a
+                        // document. Read it (bounded) to say what it said.
+                        let body = read_rest(&mut s, head).await;
+                        let error = not_a_stream(&s.provider, s.api, &body).unwrap_or_else(|| {
+                            LlmError::MalformedStream {
+                                provider: s.provider.clone(),
+                                message: "the answer is not an event stream".to_string(),
+                            }
+                        });
+                        return Some((Err(error), State::Done));
+                    }
+                    _ => bytes::Bytes::from(head),
+                }
+            }
+        };
         match s.parser.on_bytes(&mut s.decoder, &chunk) {
-            Ok(events) => s.pending.extend(events),
+            Ok(events) => {
+                if !events.is_empty() {
+                    s.deadline = tokio::time::Instant::now() + s.idle;
+                }
+                s.pending.extend(events);
+            }
             Err(error) => return Some((Err(error), State::Done)),
         }
+    }
+}
+
+/// How many blank bytes (whitespace, a BOM) may open a body before the
+/// decision what it is is made on them alone.
+const MAX_BLANK_HEAD: usize = 4096;
+
+/// How much of a body that is not a stream is read to report it.
+const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
+
+/// How much of a server's text (a page title, a `Location`) an error
+/// quotes.
+const MAX_QUOTED_CHARS: usize = 300;
+
+/// The first byte that is not whitespace or part of a UTF-8 BOM.
+fn first_significant_byte(bytes: &[u8]) -> Option<u8> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    bytes.iter().copied().find(|b| !b.is_ascii_whitespace())
+}
+
+/// The rest of a body that is a document, up to [`MAX_DOCUMENT_BYTES`],
+/// read before the call's deadline.
+async fn read_rest(s: &mut Streaming, mut body: Vec<u8>) -> Vec<u8> {
+    while body.len() < MAX_DOCUMENT_BYTES {
+        match tokio::time::timeout_at(s.deadline, s.body.next()).await {
+            Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    body.truncate(MAX_DOCUMENT_BYTES);
+    body
+}
+
+/// What a 200 answer whose body is a document rather than a stream means:
+/// the provider's own error when it is one (classified as that provider
+/// classifies errors inside a stream, so an overload is retried), a web
+/// page (a proxy, captive portal or wrong base URL) by its title, or other
+/// JSON. `None` when the body is none of these.
+fn not_a_stream(provider: &str, api: Api, body: &[u8]) -> Option<LlmError> {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim_start_matches('\u{feff}').trim();
+    match text.bytes().next()? {
+        b'{' | b'[' => {
+            let error = match api {
+                Api::AnthropicMessages => anthropic::error_in_ok_body(provider, text),
+                Api::OpenaiCompletions => openai_completions::error_in_ok_body(provider, text),
+                Api::OpenaiResponses => openai_responses::error_in_ok_body(provider, text),
+                Api::GoogleGenerativeAi => google::error_in_ok_body(provider, text),
+                Api::BedrockConverseStream => bedrock::error_in_ok_body(provider, text),
+            };
+            Some(error.unwrap_or_else(|| LlmError::MalformedStream {
+                provider: provider.to_string(),
+                message: format!(
+                    "the server answered with a JSON document, not an event stream (does it \
+                     support streaming?): {}",
+                    truncate(text, MAX_QUOTED_CHARS)
+                ),
+            }))
+        }
+        b'<' => Some(LlmError::Network {
+            provider: provider.to_string(),
+            message: format!(
+                "the server answered with an HTML page, not an event stream: {} (a proxy or \
+                 captive portal in the way, or a base_url that is not the API's)",
+                page_title(text)
+                    .map(|title| truncate(&title, MAX_QUOTED_CHARS))
+                    .unwrap_or_else(|| "(untitled)".to_string())
+            ),
+        }),
+        _ => None,
+    }
+}
+
+/// The `<title>` of an HTML page, whitespace collapsed.
+fn page_title(html: &str) -> Option<String> {
+    let lower = html.to_ascii_lowercase();
+    let open = lower.find("<title")?;
+    let start = open + lower[open..].find('>')? + 1;
+    let end = start + lower[start..].find("</title")?;
+    let title = html[start..end]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    (!title.is_empty()).then_some(title)
+}
+
+/// The first `max` characters of `text`, marked when cut.
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
     }
 }
 
@@ -627,6 +823,131 @@ mod tests {
             }]
         );
         assert_eq!(message.stop_reason, StopReason::Aborted);
+    }
+
+    #[test]
+    fn a_200_error_document_is_the_providers_error_classified_by_its_type() {
+        let cases: Vec<(Api, &str, LlmError)> = vec![
+            (
+                Api::AnthropicMessages,
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+                LlmError::Overloaded {
+                    provider: "p".into(),
+                    message: "Overloaded".into(),
+                },
+            ),
+            (
+                Api::AnthropicMessages,
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: too big"}}"#,
+                LlmError::BadRequest {
+                    provider: "p".into(),
+                    status: 400,
+                    message: "max_tokens: too big".into(),
+                },
+            ),
+            (
+                Api::OpenaiCompletions,
+                r#"{"error":{"message":"The server is overloaded","type":"server_error"}}"#,
+                LlmError::Server {
+                    provider: "p".into(),
+                    status: 500,
+                    message: "The server is overloaded".into(),
+                },
+            ),
+            (
+                Api::OpenaiCompletions,
+                r#"{"error":{"message":"Rate limit reached","code":"rate_limit_exceeded"}}"#,
+                LlmError::RateLimit {
+                    provider: "p".into(),
+                    message: "Rate limit reached".into(),
+                    retry_after: None,
+                },
+            ),
+            (
+                Api::OpenaiResponses,
+                r#"{"error":{"message":"Your input exceeds the context window of this model.","code":"context_length_exceeded"}}"#,
+                LlmError::ContextOverflow {
+                    provider: "p".into(),
+                    message: "Your input exceeds the context window of this model.".into(),
+                },
+            ),
+            (
+                Api::GoogleGenerativeAi,
+                r#"{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}"#,
+                LlmError::Overloaded {
+                    provider: "p".into(),
+                    message: "The model is overloaded.".into(),
+                },
+            ),
+            (
+                Api::GoogleGenerativeAi,
+                r#"[{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED"}}]"#,
+                LlmError::RateLimit {
+                    provider: "p".into(),
+                    message: "Quota exceeded".into(),
+                    retry_after: None,
+                },
+            ),
+            (
+                Api::BedrockConverseStream,
+                r#"{"__type":"com.amazon.coral.service#ThrottlingException","message":"Too many requests"}"#,
+                LlmError::RateLimit {
+                    provider: "p".into(),
+                    message: "Too many requests".into(),
+                    retry_after: None,
+                },
+            ),
+        ];
+        for (api, body, expected) in cases {
+            // A BOM and blank lines before the document change nothing.
+            let padded = format!("\u{feff}\n  {body}\n");
+            assert_eq!(
+                not_a_stream("p", api, padded.as_bytes()),
+                Some(expected),
+                "{api:?} {body}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_200_page_or_other_json_says_what_came_instead_of_a_stream() {
+        let page = "<!DOCTYPE html>\n<html><head><TITLE>\n  Hotel Wi-Fi   login\n</TITLE></head><body>…</body></html>";
+        assert_eq!(
+            not_a_stream("anthropic", Api::AnthropicMessages, page.as_bytes()),
+            Some(LlmError::Network {
+                provider: "anthropic".into(),
+                message: "the server answered with an HTML page, not an event stream: Hotel \
+                          Wi-Fi login (a proxy or captive portal in the way, or a base_url that \
+                          is not the API's)"
+                    .into(),
+            })
+        );
+        // A whole completion from a server that ignored `stream`.
+        let completion = r#"{"id":"c","choices":[{"message":{"content":"hi"}}]}"#;
+        assert_eq!(
+            not_a_stream("openai", Api::OpenaiCompletions, completion.as_bytes()),
+            Some(LlmError::MalformedStream {
+                provider: "openai".into(),
+                message: format!(
+                    "the server answered with a JSON document, not an event stream (does it \
+                     support streaming?): {completion}"
+                ),
+            })
+        );
+        // An event stream is none of these.
+        for stream in [
+            "event: ping\ndata: {}\n\n",
+            ": keep-alive\n\n",
+            "data: [DONE]\n\n",
+            "",
+        ] {
+            assert_eq!(
+                not_a_stream("p", Api::OpenaiCompletions, stream.as_bytes()),
+                None
+            );
+        }
+        assert_eq!(first_significant_byte(b"\xEF\xBB\xBF \r\n{"), Some(b'{'));
+        assert_eq!(first_significant_byte(b" \n"), None);
     }
 
     #[test]

@@ -54,6 +54,21 @@ pub enum Reply {
         body: String,
         headers: Vec<(String, String)>,
     },
+    /// The events of `head`, then `keep_alive` every `every`, forever: a
+    /// stream that stays alive without making progress.
+    KeepAlive {
+        head: String,
+        keep_alive: String,
+        every: Duration,
+    },
+    /// An answer with `status` whose body is `template` with `{header}`
+    /// replaced by the value of the request's `header` (as a JSON string's
+    /// contents): a provider that quotes the credential it was sent.
+    Echo {
+        status: u16,
+        header: String,
+        template: String,
+    },
 }
 
 impl Reply {
@@ -74,6 +89,50 @@ impl Reply {
             status,
             body: body.into(),
             headers: Vec::new(),
+        }
+    }
+
+    /// A redirect to `location`.
+    pub fn redirect(status: u16, location: impl Into<String>) -> Self {
+        Reply::Status {
+            status,
+            body: String::new(),
+            headers: vec![("location".to_string(), location.into())],
+        }
+    }
+
+    /// A 200 whose body is `body` with this content type, in one piece.
+    pub fn ok_body(content_type: &str, body: impl Into<String>) -> Self {
+        Reply::Bytes {
+            body: body.into().into_bytes(),
+            content_type: content_type.to_string(),
+            chunk: usize::MAX,
+        }
+    }
+
+    /// Fills in an [`Reply::Echo`] from the request's headers; other
+    /// replies stay as they are.
+    fn for_request(self, headers: &[(String, String)]) -> Self {
+        match self {
+            Reply::Echo {
+                status,
+                header,
+                template,
+            } => {
+                let value = headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(&header))
+                    .map(|(_, v)| v.as_str())
+                    .unwrap_or_default();
+                let quoted = serde_json::to_string(value).unwrap();
+                let body = template.replace("{header}", &quoted[1..quoted.len() - 1]);
+                Reply::Status {
+                    status,
+                    body,
+                    headers: Vec::new(),
+                }
+            }
+            other => other,
         }
     }
 }
@@ -219,6 +278,7 @@ async fn handle(
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string()))
         .collect();
+    let request_headers = headers.clone();
     let problem = match path.as_str() {
         "/v1/messages" => check_anthropic(&body).err(),
         "/v1/chat/completions" => check_openai(&body).err(),
@@ -268,7 +328,7 @@ async fn handle(
     }
     match reply {
         None => error_response(500, "mock: no reply queued"),
-        Some(reply) => respond(reply).await,
+        Some(reply) => respond(reply.for_request(&request_headers)).await,
     }
 }
 
@@ -322,6 +382,27 @@ async fn respond(reply: Reply) -> Response {
             let stream = futures::StreamExt::chain(head, futures::stream::pending());
             sse_response(Body::from_stream(stream))
         }
+        Reply::KeepAlive {
+            head,
+            keep_alive,
+            every,
+        } => {
+            let head = futures::stream::iter(
+                split_events(&head)
+                    .into_iter()
+                    .map(|e| Ok::<_, std::io::Error>(Bytes::from(e))),
+            );
+            let pings = futures::stream::unfold((), move |()| {
+                let keep_alive = keep_alive.clone();
+                async move {
+                    tokio::time::sleep(every).await;
+                    Some((Ok::<_, std::io::Error>(Bytes::from(keep_alive)), ()))
+                }
+            });
+            sse_response(Body::from_stream(futures::StreamExt::chain(head, pings)))
+        }
+        // Filled in by `Reply::for_request` before it gets here.
+        Reply::Echo { status, .. } => error_response(status, "mock: an unfilled echo"),
     }
 }
 
