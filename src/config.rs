@@ -71,7 +71,8 @@ pub struct Config {
     pub thinking: Option<ThinkingLevel>,
     /// Model calls per prompt before the run stops with `max_turn_requests`.
     pub max_turns: Option<u32>,
-    /// Seconds without a byte from the provider before a stream fails.
+    /// Seconds without progress from the provider (a real event, not a
+    /// keep-alive) before a stream fails.
     pub stream_idle_timeout: Option<u64>,
     /// The mode new sessions start in: default, accept-edits, plan, bypass.
     pub default_mode: Option<crate::agent::Mode>,
