@@ -759,3 +759,36 @@ async fn pincer_run_never_trusts_a_project_unless_told_to() {
     // --trust is for that run only.
     assert!(!sandbox.home().join("trust.toml").exists());
 }
+
+#[tokio::test]
+async fn cancelling_while_the_trust_question_is_open_cancels_the_prompt_and_asks_again() {
+    let sandbox = Sandbox::new();
+    project_config(&sandbox, "model = \"anthropic/claude-haiku-4-5\"\n");
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp.send("session/prompt", prompt(&session, "hi")).await;
+    let question = loop {
+        let message = acp.next().await;
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+    };
+    assert_eq!(question["params"]["toolCall"]["title"], TRUST_TITLE);
+    acp.notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    acp.respond(
+        &question["id"],
+        json!({"outcome": {"outcome": "cancelled"}}),
+    )
+    .await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    assert!(mock.requests().is_empty());
+    let (response, seen) = run_prompt(&mut acp, &session, "hi", "allow_once", "reject_once").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(trust_questions(&seen).len(), 1);
+    assert_eq!(mock.requests()[0].body["model"], "claude-haiku-4-5");
+}

@@ -446,7 +446,13 @@ impl Session {
         client: ClientCapabilities,
         drain: Arc<Drain>,
     ) -> Result<PromptResponse, Error> {
-        self.settle_trust(&cx, &client, drain.clone()).await;
+        if self
+            .settle_trust(&cx, &client, drain.clone())
+            .await
+            .is_err()
+        {
+            return Ok(PromptResponse::new(StopReason::Cancelled));
+        }
         let mut prompt = prompt;
         if let Some(ContentBlock::Text(first)) = prompt.first() {
             let sources = self.sources();

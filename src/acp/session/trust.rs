@@ -12,21 +12,28 @@
 use super::*;
 use crate::config::trust::{Decision, TrustStore};
 
+/// The prompt was cancelled while the trust question was open.
+#[derive(Debug)]
+pub(super) struct Cancelled;
+
 /// The id of the trust question's tool call.
 const TRUST_CALL: &str = "pincer_trust_project";
 
 impl Session {
     /// Asks about the project's trust if it needs asking, adopts the
-    /// answer, and reports what stays ignored. Once per session.
+    /// answer, and reports what stays ignored. Once per session; an error
+    /// means the prompt was cancelled while the question was open (it is
+    /// asked again at the next prompt).
     pub(super) async fn settle_trust(
         self: &Arc<Self>,
         cx: &ConnectionTo<Client>,
         client: &ClientCapabilities,
         drain: Arc<Drain>,
-    ) {
+    ) -> Result<(), Cancelled> {
         self.trust_settled
-            .get_or_init(|| self.settle_trust_now(cx, client, drain))
-            .await;
+            .get_or_try_init(|| self.settle_trust_now(cx, client, drain))
+            .await
+            .map(|_| ())
     }
 
     async fn settle_trust_now(
@@ -34,10 +41,13 @@ impl Session {
         cx: &ConnectionTo<Client>,
         client: &ClientCapabilities,
         drain: Arc<Drain>,
-    ) {
+    ) -> Result<(), Cancelled> {
         let settings = self.settings();
         if settings.project.should_ask() {
             let answer = self.ask_trust(&settings, cx, client, drain).await;
+            if answer == Answer::Cancelled {
+                return Err(Cancelled);
+            }
             let store = TrustStore::new(&settings.paths.config_dir);
             let remember = match answer {
                 Answer::AllowAlways => Some(Decision::Trusted),
@@ -65,6 +75,7 @@ impl Session {
         if let Some(report) = self.settings().project.report() {
             self.tell(cx, client, "Project configuration ignored", &report);
         }
+        Ok(())
     }
 
     /// The trust question, as a permission request for a pseudo tool call
