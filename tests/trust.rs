@@ -88,6 +88,15 @@ fn offered_tools(mock: &MockModel, index: usize) -> Vec<String> {
         .collect()
 }
 
+/// `pincer acp` with an Anthropic key against `mock`, initialized, with a
+/// session in the sandbox's project.
+async fn open(sandbox: &Sandbox, mock: &MockModel) -> (Acp, String) {
+    let mut acp = spawn_anthropic(sandbox, mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    (acp, session)
+}
+
 /// Runs one prompt, answering the trust question with `trust` and any
 /// other permission question with `other`.
 async fn run_prompt(
@@ -141,9 +150,7 @@ async fn a_project_mcp_server_never_starts_without_trust() {
     );
     let mock = MockModel::start().await;
     mock.push(Reply::fixture("anthropic/text.sse"));
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
+    let (mut acp, session) = open(&sandbox, &mock).await;
     let (response, seen) = run_prompt(&mut acp, &session, "hi", "reject_once", "reject_once").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     // The question showed exactly what would run.
@@ -211,9 +218,7 @@ async fn trusting_always_starts_the_server_at_the_next_session_and_a_change_asks
         |index: usize| offered_tools(&mock, index).contains(&"mcp__proj__echo".to_string());
 
     // First session: asked, "always allow", the server starts at once.
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
+    let (mut acp, session) = open(&sandbox, &mock).await;
     let (_, seen) = run_prompt(&mut acp, &session, "hi", "allow_always", "reject_once").await;
     assert_eq!(trust_questions(&seen).len(), 1);
     assert!(has_project_tools(0), "{:?}", offered_tools(&mock, 0));
@@ -226,9 +231,7 @@ async fn trusting_always_starts_the_server_at_the_next_session_and_a_change_asks
     assert!(!sandbox.work().join(".pincer/trust.toml").exists());
 
     // Next session: no question, the server starts.
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
+    let (mut acp, session) = open(&sandbox, &mock).await;
     let (_, seen) = run_prompt(&mut acp, &session, "hi", "reject_once", "reject_once").await;
     assert!(trust_questions(&seen).is_empty());
     assert!(has_project_tools(1));
@@ -236,18 +239,14 @@ async fn trusting_always_starts_the_server_at_the_next_session_and_a_change_asks
 
     // The file changes: untrusted again, asked again.
     project_config(&sandbox, &config("\"--extra\""));
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
+    let (mut acp, session) = open(&sandbox, &mock).await;
     let (_, seen) = run_prompt(&mut acp, &session, "hi", "reject_always", "reject_once").await;
     assert_eq!(trust_questions(&seen).len(), 1);
     assert!(!has_project_tools(2));
     drop(acp);
 
     // "Always reject" is remembered for this content: not asked, told.
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
+    let (mut acp, session) = open(&sandbox, &mock).await;
     let (_, seen) = run_prompt(&mut acp, &session, "hi", "allow_once", "reject_once").await;
     assert!(trust_questions(&seen).is_empty());
     assert!(told(&seen).contains("mcp.servers.proj"));
@@ -333,9 +332,7 @@ async fn a_project_never_sends_the_users_key_or_conversation_elsewhere() {
     let (code, _, _) = pincer(&sandbox, &["trust"], &[]).await;
     assert_eq!(code, 0);
     mock.push(Reply::fixture("anthropic/text.sse"));
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
+    let (mut acp, session) = open(&sandbox, &mock).await;
     let (response, seen) = run_prompt(&mut acp, &session, "hi", "reject_once", "reject_once").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert!(
@@ -437,9 +434,7 @@ async fn a_project_cannot_take_over_a_users_mcp_server_or_its_secrets() {
         }
         let mock = MockModel::start().await;
         mock.push(Reply::fixture("anthropic/text.sse"));
-        let mut acp = spawn_anthropic(&sandbox, &mock);
-        acp.initialize().await;
-        let session = acp.new_session(&sandbox.work()).await;
+        let (mut acp, session) = open(&sandbox, &mock).await;
         let (_, seen) = run_prompt(&mut acp, &session, "hi", "allow_always", "reject_once").await;
         // Nothing to trust here: a project cannot replace a user's server.
         assert!(trust_questions(&seen).is_empty());
@@ -524,9 +519,7 @@ async fn a_committed_permissions_file_approves_nothing() {
         ("p2", "write", r#"{"path": "x.txt", "content": "x"}"#),
     ])));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
+    let (mut acp, session) = open(&sandbox, &mock).await;
     let (_, seen) = run_prompt(&mut acp, &session, "go", "reject_once", "reject_once").await;
     assert_eq!(requests_of(&seen, "session/request_permission").len(), 2);
     assert!(!sandbox.work().join("x.txt").exists());
@@ -570,9 +563,7 @@ async fn accept_edits_still_asks_before_changing_pincer_git_and_shell_files() {
     let mock = MockModel::start().await;
     mock.push(Reply::sse(anthropic_tool_calls(&batch)));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
+    let (mut acp, session) = open(&sandbox, &mock).await;
     acp.call(
         "session/set_mode",
         json!({"sessionId": session, "modeId": "accept-edits"}),
@@ -629,9 +620,7 @@ async fn always_allow_for_edits_is_remembered_but_never_covers_sensitive_paths()
         &json!({"path": "a.txt", "content": "a"}),
     )));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
+    let (mut acp, session) = open(&sandbox, &mock).await;
     let (_, seen) = run_prompt(&mut acp, &session, "go", "reject_once", "allow_always").await;
     assert_eq!(requests_of(&seen, "session/request_permission").len(), 1);
     drop(acp);
@@ -646,9 +635,7 @@ async fn always_allow_for_edits_is_remembered_but_never_covers_sensitive_paths()
         ),
     ])));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
+    let (mut acp, session) = open(&sandbox, &mock).await;
     let (_, seen) = run_prompt(&mut acp, &session, "go", "reject_once", "reject_once").await;
     let asked: Vec<&str> = requests_of(&seen, "session/request_permission")
         .iter()
@@ -678,9 +665,7 @@ async fn hooks_in_a_projects_config_never_run_even_when_trusted() {
     let mock = MockModel::start().await;
     mock.push(Reply::sse(anthropic_tool_call("l1", "ls", &json!({}))));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
+    let (mut acp, session) = open(&sandbox, &mock).await;
     let (response, seen) = run_prompt(&mut acp, &session, "go", "reject_once", "reject_once").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert!(!pwned.exists());
@@ -706,9 +691,7 @@ async fn an_untrusted_system_md_cannot_drop_the_safety_rules() {
             other => panic!("{other}"),
         }
     };
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
+    let (mut acp, session) = open(&sandbox, &mock).await;
     run_prompt(&mut acp, &session, "hi", "reject_once", "reject_once").await;
     let text = system(0);
     let safety = text.find("# Safety").expect("the safety rules are kept");
@@ -722,9 +705,7 @@ async fn an_untrusted_system_md_cannot_drop_the_safety_rules() {
     // Trusted, it replaces pincer's opening sections, as documented.
     let (code, _, _) = pincer(&sandbox, &["trust"], &[]).await;
     assert_eq!(code, 0);
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
+    let (mut acp, session) = open(&sandbox, &mock).await;
     run_prompt(&mut acp, &session, "hi", "reject_once", "reject_once").await;
     assert!(system(1).starts_with("You have no rules."), "{}", system(1));
 }
@@ -766,9 +747,7 @@ async fn cancelling_while_the_trust_question_is_open_cancels_the_prompt_and_asks
     project_config(&sandbox, "model = \"anthropic/claude-haiku-4-5\"\n");
     let mock = MockModel::start().await;
     mock.push(Reply::fixture("anthropic/text.sse"));
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
+    let (mut acp, session) = open(&sandbox, &mock).await;
     let id = acp.send("session/prompt", prompt(&session, "hi")).await;
     let question = loop {
         let message = acp.next().await;
