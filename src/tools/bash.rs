@@ -50,7 +50,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
-use super::shell::{self, command_prefixes};
+use super::shell;
 use super::{CallInfo, Display, Tool, ToolContext, ToolKind, ToolOutput};
 use buffer::{OutputBuffer, Rendered};
 use terminal::run_in_terminal;
@@ -108,7 +108,9 @@ impl Tool for BashTool {
         super::schema_for::<BashInput>()
     }
 
-    fn describe(&self, args: &serde_json::Value, _cwd: &Path) -> CallInfo {
+    /// The files the command writes by redirection or `tee` are its
+    /// locations, so one outside the project is seen as such.
+    fn describe(&self, args: &serde_json::Value, cwd: &Path) -> CallInfo {
         let command = args
             .get("command")
             .and_then(serde_json::Value::as_str)
@@ -116,7 +118,7 @@ impl Tool for BashTool {
         CallInfo {
             title: title(command),
             kind: ToolKind::Execute,
-            locations: Vec::new(),
+            locations: shell::write_locations(command, cwd),
         }
     }
 
@@ -129,7 +131,7 @@ impl Tool for BashTool {
             .get("command")
             .and_then(serde_json::Value::as_str)
             .unwrap_or("");
-        let scopes = command_prefixes(command);
+        let scopes = shell::analyze(command).scopes();
         if scopes.is_empty() {
             // Nothing recognisable as a command (only assignments, comments,
             // or nothing): remember exactly this text, never the whole tool.

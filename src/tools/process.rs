@@ -125,7 +125,7 @@ impl Tool for ProcessTool {
         super::schema_for::<ProcessInput>()
     }
 
-    fn describe(&self, args: &serde_json::Value, _cwd: &Path) -> CallInfo {
+    fn describe(&self, args: &serde_json::Value, cwd: &Path) -> CallInfo {
         let field = |name: &str| args.get(name).and_then(serde_json::Value::as_str);
         let id = field("id").unwrap_or("process");
         let title = match field("action") {
@@ -139,10 +139,14 @@ impl Tool for ProcessTool {
             Some("kill") => format!("Kill {id}"),
             _ => "Background process".to_string(),
         };
+        let locations = match (field("action"), field("command")) {
+            (Some("start"), Some(command)) => shell::write_locations(command, cwd),
+            _ => Vec::new(),
+        };
         CallInfo {
             title,
             kind: ToolKind::Execute,
-            locations: Vec::new(),
+            locations,
         }
     }
 
@@ -159,7 +163,7 @@ impl Tool for ProcessTool {
         if action == "start"
             && let Some(command) = field("command")
         {
-            let prefixes = shell::command_prefixes(command);
+            let prefixes = shell::analyze(command).scopes();
             if !prefixes.is_empty() {
                 return prefixes;
             }

@@ -19,7 +19,16 @@ pub(super) use group::{
     wait_until,
 };
 pub(super) use output::{Cleaner, Screen};
-pub use scopes::command_prefixes;
+pub use scopes::{CommandLine, WriteTarget, analyze, command_prefixes};
+
+/// The files `command` writes to (redirections, `tee`) as call locations.
+pub(super) fn write_locations(command: &str, cwd: &std::path::Path) -> Vec<super::Location> {
+    analyze(command)
+        .write_paths(cwd)
+        .into_iter()
+        .map(|path| super::Location { path, line: None })
+        .collect()
+}
 
 /// Most lines of output one result shows.
 pub(super) const MAX_LINES: usize = 2_000;
