@@ -356,29 +356,49 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 /// Whether `path` lies inside `root`, following symlinks where they exist so
-/// a link inside the project that points out of it counts as outside.
+/// a link inside the project that points out of it counts as outside — also
+/// a dangling one, since writing through it creates its target.
 pub fn is_inside(root: &Path, path: &Path) -> bool {
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    resolve_links(path, MAX_LINK_HOPS).starts_with(&root)
+}
+
+/// How many symlinks [`resolve_links`] follows before giving up (as the
+/// kernel's `ELOOP` limit).
+const MAX_LINK_HOPS: u32 = 40;
+
+/// `path` with every symlink followed, including a final one whose target
+/// does not exist: the longest existing prefix is canonicalised, and a
+/// missing component that is itself a link is replaced by its target.
+fn resolve_links(path: &Path, hops: u32) -> PathBuf {
     let mut probe = path.to_path_buf();
     let mut tail = Vec::new();
-    // Canonicalise the longest existing prefix; the rest cannot be a link.
-    let resolved = loop {
-        if let Ok(c) = probe.canonicalize() {
-            let mut c = c;
-            for part in tail.iter().rev() {
-                c.push(part);
-            }
-            break c;
+    loop {
+        if let Ok(mut resolved) = probe.canonicalize() {
+            resolved.extend(tail.iter().rev());
+            return resolved;
+        }
+        if hops > 0
+            && let Ok(target) = std::fs::read_link(&probe)
+        {
+            // A dangling link: go on from where it points.
+            let mut next = match probe.parent() {
+                Some(parent) if target.is_relative() => {
+                    normalize(&resolve_links(parent, hops - 1).join(target))
+                }
+                _ => normalize(&target),
+            };
+            next.extend(tail.iter().rev());
+            return resolve_links(&next, hops - 1);
         }
         match (probe.file_name().map(|n| n.to_os_string()), probe.parent()) {
             (Some(name), Some(parent)) => {
                 tail.push(name);
                 probe = parent.to_path_buf();
             }
-            _ => break path.to_path_buf(),
+            _ => return path.to_path_buf(),
         }
-    };
-    resolved.starts_with(&root)
+    }
 }
 
 /// The built-in tool set, fresh for one session (background processes
@@ -425,5 +445,25 @@ mod tests {
         #[cfg(unix)]
         assert!(!is_inside(dir.path(), &dir.path().join("link/secret")));
         assert!(!is_inside(dir.path(), outside.path()));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_dangling_link_is_where_it_points() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let link = |name: &str, target: &Path| {
+            std::os::unix::fs::symlink(target, dir.path().join(name)).unwrap();
+        };
+        link("out", &outside.path().join("missing/file"));
+        link("in", Path::new("sub/new.txt"));
+        link("up", Path::new("../elsewhere"));
+        link("chain", Path::new("out"));
+        link("loop", Path::new("loop"));
+        assert!(!is_inside(dir.path(), &dir.path().join("out")));
+        assert!(!is_inside(dir.path(), &dir.path().join("chain")));
+        assert!(!is_inside(dir.path(), &dir.path().join("up")));
+        assert!(is_inside(dir.path(), &dir.path().join("in")));
+        assert!(is_inside(dir.path(), &dir.path().join("loop")));
     }
 }
