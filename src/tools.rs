@@ -401,15 +401,49 @@ fn resolve_links(path: &Path, hops: u32) -> PathBuf {
     }
 }
 
+/// Process-wide setup for a pincer that runs tools (`pincer acp`, `pincer
+/// run`), at startup: on Linux pincer becomes a child subreaper, so that
+/// what a command started cannot escape its end by leaving its process
+/// group (see `shell::reaper`), and full-output files left behind by pincer
+/// processes that are gone are removed in the background.
+pub fn prepare_process() {
+    shell::become_subreaper();
+    let dir = std::env::temp_dir();
+    let swept = std::thread::Builder::new()
+        .name("pincer-sweep".to_string())
+        .spawn(move || {
+            let removed = bash::sweep_stale_output_files(&dir);
+            if removed > 0 {
+                tracing::debug!(removed, "removed stale bash output files");
+            }
+        });
+    if let Err(e) = swept {
+        tracing::warn!(error = %e, "cannot start the sweep of stale bash output files");
+    }
+}
+
+/// At the end of a pincer that ran tools: its sessions are over, so their
+/// full-output files go (each session's are also removed when it ends).
+pub fn end_process() {
+    bash::remove_process_output_files(&std::env::temp_dir());
+}
+
 /// The built-in tool set, fresh for one session (background processes
-/// belong to the session that started them).
+/// and full-output files belong to the session that started them), with
+/// commands getting the environment by the built-in rules.
 pub fn builtin() -> Vec<Arc<dyn Tool>> {
+    builtin_with(Arc::default())
+}
+
+/// The built-in tool set for a session whose commands inherit what `env`
+/// lets through (see [`shell::ShellEnv::from_config`]).
+pub fn builtin_with(env: Arc<shell::ShellEnv>) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(read::ReadTool),
         Arc::new(write::WriteTool),
         Arc::new(edit::EditTool),
-        Arc::new(bash::BashTool::default()),
-        Arc::new(process::ProcessTool::new()),
+        Arc::new(bash::BashTool::new(Arc::clone(&env))),
+        Arc::new(process::ProcessTool::with_env(env)),
         Arc::new(grep::GrepTool),
         Arc::new(find::FindTool),
         Arc::new(ls::LsTool),

@@ -134,6 +134,8 @@ impl Session {
         let settings_loops = settings.loop_detector();
         let queue_mode = settings.config.queue_mode.unwrap_or_default();
         let roots = std::iter::once(cwd.clone()).chain(additional).collect();
+        let shell_env = tools::shell::ShellEnv::from_config(&settings.config);
+        let tools = tools::builtin_with(Arc::new(shell_env));
         let permissions = Arc::new(Permissions::new(
             settings.default_mode(),
             roots,
@@ -143,7 +145,7 @@ impl Session {
             id: SessionId::new(id),
             cwd,
             settings,
-            tools: tools::builtin(),
+            tools,
             permissions,
             state: Mutex::new(State {
                 model,

@@ -32,7 +32,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::shell::{
-    self, CHECK_INTERVAL, Cleaner, MAX_BYTES, MAX_LINES, group_alive, signal_group, wait_until,
+    self, CHECK_INTERVAL, Cleaner, MAX_BYTES, MAX_LINES, ShellEnv, group_alive, kill_command,
+    signal_group, wait_until,
 };
 use super::{CallInfo, Tool, ToolContext, ToolKind, ToolOutput};
 
@@ -96,11 +97,22 @@ pub struct ProcessInput {
 #[derive(Default)]
 pub struct ProcessTool {
     registry: Arc<Mutex<Registry>>,
+    /// What the commands inherit of pincer's environment.
+    env: Arc<ShellEnv>,
 }
 
 impl ProcessTool {
+    /// Commands get the environment by the built-in rules only.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Commands inherit what `env` lets through.
+    pub fn with_env(env: Arc<ShellEnv>) -> Self {
+        Self {
+            registry: Arc::default(),
+            env,
+        }
     }
 }
 
@@ -214,7 +226,7 @@ impl ProcessTool {
                 ));
             }
         };
-        let spawned = spawn(&command, &ctx.cwd).map_err(|e| {
+        let spawned = spawn(&command, &ctx.cwd, &self.env).map_err(|e| {
             ToolOutput::error(format!(
                 "Could not start `{}` in {}: {e}",
                 short_command(&command),
@@ -228,6 +240,7 @@ impl ProcessTool {
                 id: format!("p{}", registry.started),
                 command,
                 pgid: spawned.pgid,
+                tag: spawned.tag,
                 started: Instant::now(),
                 shared: spawned.shared,
                 writer: Arc::new(Mutex::new(spawned.writer)),
@@ -391,6 +404,8 @@ impl ProcessTool {
         let handle = self.find(Action::Kill, id.as_deref())?;
         let was_running = handle.shared.lock().exit.is_none();
         let mut steps = Vec::new();
+        // What left the group (`setsid`) goes without ceremony.
+        kill_command(handle.pgid, &handle.tag);
         if group_alive(handle.pgid) {
             let gone = || handle.shared.lock().exit.is_some() && !group_alive(handle.pgid);
             if !shell::terminate_group(handle.pgid, KILL_GRACE, cancel, gone).await {
@@ -490,6 +505,7 @@ struct Entry {
 impl Drop for Entry {
     fn drop(&mut self) {
         let pgid = self.handle.pgid;
+        kill_command(pgid, &self.handle.tag);
         if !group_alive(pgid) {
             return;
         }
@@ -522,6 +538,8 @@ struct Handle {
     command: String,
     /// The shell's pid, which is also its process group (and session) id.
     pgid: Pid,
+    /// The tag its processes carry, to find those that left the group.
+    tag: String,
     started: Instant,
     shared: Arc<Shared>,
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
@@ -652,6 +670,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A started process before it has an id.
 struct Spawned {
     pgid: Pid,
+    tag: String,
     shared: Arc<Shared>,
     writer: Box<dyn Write + Send>,
     master: Box<dyn MasterPty + Send>,
@@ -659,7 +678,7 @@ struct Spawned {
 
 /// Starts `bash -c command` on a new terminal, with a thread that reaps it
 /// and one that reads its output.
-fn spawn(command: &str, cwd: &Path) -> Result<Spawned, String> {
+fn spawn(command: &str, cwd: &Path, env: &ShellEnv) -> Result<Spawned, String> {
     if !cwd.is_dir() {
         return Err("the working directory does not exist".to_string());
     }
@@ -667,7 +686,9 @@ fn spawn(command: &str, cwd: &Path) -> Result<Spawned, String> {
         mut child,
         pgid,
         master,
-    } = shell::spawn(command, cwd, 50)?;
+        tag,
+        registration,
+    } = shell::spawn(command, cwd, 50, env)?;
     let shared = Arc::new(Shared::default());
 
     let waited = Arc::clone(&shared);
@@ -681,6 +702,7 @@ fn spawn(command: &str, cwd: &Path) -> Result<Spawned, String> {
                 },
                 Err(e) => Ended::Unknown(e.to_string()),
             };
+            drop(registration);
             waited.lock().exit = Some(Exit {
                 ended,
                 at: Instant::now(),
@@ -718,6 +740,7 @@ fn spawn(command: &str, cwd: &Path) -> Result<Spawned, String> {
     match streams {
         Ok(writer) => Ok(Spawned {
             pgid,
+            tag,
             shared,
             writer,
             master,

@@ -10,14 +10,19 @@
 //! so what they keep of the output and how they report it stays with each
 //! tool.
 
+mod env;
 mod group;
 mod output;
+mod reaper;
 mod scopes;
 
 pub(super) use group::{
     CHECK_INTERVAL, Shell, group_alive, read_chunks, signal_group, spawn, terminate_group,
     wait_until,
 };
+pub use env::{ShellConfig, ShellEnv};
+pub use reaper::become_subreaper;
+pub(super) use reaper::{ShellRegistration, kill_command};
 pub(super) use output::{Cleaner, Screen};
 pub use scopes::{CommandLine, WriteTarget, analyze, command_prefixes};
 
