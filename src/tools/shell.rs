@@ -63,10 +63,17 @@ pub fn clean_text(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Room over the limits for the note a tool adds to output it already cut
+/// to them ("[Showing lines 1-2000 of 3000. Use offset=2001 …]"), so that
+/// the note, which says how to get the rest, is not what gets cut.
+const NOTE_LINES: usize = 4;
+const NOTE_BYTES: usize = 1024;
+
 /// Keeps the head of `text` within [`MAX_LINES`] and [`MAX_BYTES`], cut at
-/// a line end, with a note saying how much was left out.
+/// a line end, with a note saying how much was left out. Text within the
+/// limits plus a tool's note is left alone.
 pub fn truncate_head(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.len() <= MAX_BYTES && text.lines().count() <= MAX_LINES {
+    if text.len() <= MAX_BYTES + NOTE_BYTES && text.lines().count() <= MAX_LINES + NOTE_LINES {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut end = 0;
