@@ -291,6 +291,13 @@ async fn reading_a_2_gib_file_keeps_memory_low() {
         None,
     )
     .await;
+    let pincer = acp.child.id().unwrap();
+    let peak = peak_rss(pincer);
+    assert!(
+        peak < 50 * 1024 * 1024,
+        "pincer's peak RSS was {} MB",
+        peak / (1024 * 1024)
+    );
     assert_eq!(
         last_result(&mock),
         (
@@ -316,7 +323,7 @@ async fn reading_a_2_gib_file_keeps_memory_low() {
         .join("\n");
     expected.push_str("\n\n[Showing lines 1-2000 of more than 20000. Use offset=2001 to continue.]");
     assert_eq!(shown, expected);
-    let peak = peak_rss(acp.child.id().unwrap());
+    let peak = peak_rss(pincer);
     assert!(
         peak < 50 * 1024 * 1024,
         "pincer's peak RSS was {} MB",
@@ -601,9 +608,13 @@ async fn a_command_that_ends_takes_what_left_its_group_with_it() {
     let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = open_session(&mut acp, &sandbox, "bypass").await;
     // A daemon that forks twice and starts a new session: its parent
-    // exits at once, so it is adopted (by pincer, a subreaper).
+    // exits at once, so it is adopted (by pincer, a subreaper). The command
+    // ends once the daemon runs.
     let escaped = unique_sleep();
-    let command = format!("(setsid sleep {escaped} > /dev/null 2>&1 &); echo started");
+    let command = format!(
+        "(setsid sh -c 'touch up; exec sleep {escaped}' > /dev/null 2>&1 &); \
+         while [ ! -f up ]; do sleep 0.02; done; echo started"
+    );
     one_call(
         &mut acp,
         &mock,
