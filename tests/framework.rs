@@ -517,7 +517,13 @@ fn wait_for_go(sandbox: &Sandbox) -> String {
 
 /// A string unique to this test: the name of its sandbox.
 fn marker(sandbox: &Sandbox) -> String {
-    sandbox.dir.path().file_name().unwrap().to_string_lossy().to_string()
+    sandbox
+        .dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string()
 }
 
 /// Starts a prompt whose first tool waits for `go`, sends a second prompt

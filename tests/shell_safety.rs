@@ -17,8 +17,7 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::acp_client::{
-    Acp, Sandbox, peak_rss, process_running, requests_of, unique_sleep, updates_of,
-    zombie_children,
+    Acp, Sandbox, peak_rss, process_running, requests_of, unique_sleep, updates_of, zombie_children,
 };
 use support::mock_model::{MockModel, Reply};
 use support::sse::anthropic_tool_call;
@@ -321,7 +320,8 @@ async fn reading_a_2_gib_file_keeps_memory_low() {
         .map(|i| format!("line {i}"))
         .collect::<Vec<_>>()
         .join("\n");
-    expected.push_str("\n\n[Showing lines 1-2000 of more than 20000. Use offset=2001 to continue.]");
+    expected
+        .push_str("\n\n[Showing lines 1-2000 of more than 20000. Use offset=2001 to continue.]");
     assert_eq!(shown, expected);
     let peak = peak_rss(pincer);
     assert!(
@@ -474,7 +474,11 @@ async fn commands_do_not_inherit_credentials() {
     ];
     let mut seen: Vec<&str> = text
         .lines()
-        .filter(|line| tested.iter().any(|name| line.starts_with(&format!("{name}="))))
+        .filter(|line| {
+            tested
+                .iter()
+                .any(|name| line.starts_with(&format!("{name}=")))
+        })
         .collect();
     seen.sort();
     assert_eq!(seen, ["HARMLESS_SETTING=visible", "KEEP_ME_TOKEN=kept"]);

@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use support::acp_client::{
-    Acp, Sandbox, process_running, requests_of, unique_sleep, updates_of,
-};
+use support::acp_client::{Acp, Sandbox, process_running, requests_of, unique_sleep, updates_of};
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_tool_call, anthropic_tool_calls};
 

@@ -545,7 +545,8 @@ mod tests {
     use pretty_assertions::assert_eq;
     use std::sync::Mutex;
 
-    pub(super) static TOOL: std::sync::LazyLock<BashTool> = std::sync::LazyLock::new(BashTool::default);
+    pub(super) static TOOL: std::sync::LazyLock<BashTool> =
+        std::sync::LazyLock::new(BashTool::default);
 
     pub(super) struct Fixture {
         pub(super) dir: tempfile::TempDir,

@@ -140,6 +140,8 @@ struct Request {
     limit: Option<usize>,
 }
 
+// Failures are the call's result, returned once per call.
+#[allow(clippy::result_large_err)]
 async fn read(input: ReadInput, ctx: &ToolContext) -> ToolOutput {
     let offset = match input.offset {
         None => 1,
@@ -230,6 +232,7 @@ async fn read(input: ReadInput, ctx: &ToolContext) -> ToolOutput {
 }
 
 /// Runs file work on the blocking pool; a cancel answers at once.
+#[allow(clippy::result_large_err)]
 async fn blocking<T: Send + 'static>(
     cancel: &CancellationToken,
     work: impl FnOnce(&CancellationToken) -> Result<T, ToolOutput> + Send + 'static,
@@ -444,7 +447,7 @@ fn select_lines(
     let mut bytes = 0u64;
     let mut skipping = true;
     while line_no + 1 < offset {
-        if line_no % 4096 == 0 && cancel.is_cancelled() {
+        if line_no.is_multiple_of(4096) && cancel.is_cancelled() {
             break;
         }
         match next_line(&mut reader, 0, u64::MAX, &mut scratch)? {
@@ -987,7 +990,9 @@ mod tests {
             .map(|i| format!("line {i}"))
             .collect::<Vec<_>>()
             .join("\n");
-        head.push_str("\n\n[Showing lines 1-2000 of more than 20000. Use offset=2001 to continue.]");
+        head.push_str(
+            "\n\n[Showing lines 1-2000 of more than 20000. Use offset=2001 to continue.]",
+        );
         assert_eq!(
             f.read(json!({"path": "huge.log"})).await,
             text(&head, details(1, 2_000, true))

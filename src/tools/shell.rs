@@ -16,14 +16,14 @@ mod output;
 mod reaper;
 mod scopes;
 
+pub use env::{ShellConfig, ShellEnv};
 pub(super) use group::{
     CHECK_INTERVAL, Shell, group_alive, read_chunks, signal_group, spawn, terminate_group,
     wait_until,
 };
-pub use env::{ShellConfig, ShellEnv};
+pub(super) use output::{Cleaner, Screen};
 pub use reaper::become_subreaper;
 pub(super) use reaper::{ShellRegistration, kill_command};
-pub(super) use output::{Cleaner, Screen};
 pub use scopes::{CommandLine, WriteTarget, analyze, command_prefixes};
 
 /// The files `command` writes to (redirections, `tee`) as call locations.
@@ -98,4 +98,28 @@ pub fn truncate_head(text: &str) -> std::borrow::Cow<'_, str> {
         left.len(),
         MAX_BYTES / 1024
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn output_a_tool_cut_to_the_limits_keeps_its_note() {
+        let lines: String = (1..=MAX_LINES).map(|i| format!("{i}\n")).collect();
+        let noted =
+            format!("{lines}\n[Showing lines 1-2000 of 3000. Use offset=2001 to continue.]");
+        assert_eq!(truncate_head(&noted), noted.as_str());
+        let over = format!("{lines}{}", "x\n".repeat(NOTE_LINES + 1));
+        assert_eq!(
+            truncate_head(&over),
+            format!(
+                "{}\n[… {} more lines ({} bytes) left out; the limit is 2000 lines or 50 KB]",
+                lines.trim_end(),
+                NOTE_LINES + 1,
+                2 * (NOTE_LINES + 1)
+            )
+        );
+    }
 }

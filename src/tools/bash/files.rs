@@ -205,10 +205,7 @@ impl CappedFile {
         let mut start = 0;
         if self.dropped > 0 {
             // Start the tail at a line, so it is whole text.
-            start = tail
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(0, |at| at + 1);
+            start = tail.iter().position(|&b| b == b'\n').map_or(0, |at| at + 1);
             while start < tail.len() && (tail[start] & 0xc0) == 0x80 {
                 start += 1;
             }
@@ -282,7 +279,11 @@ mod tests {
         assert!(!path.exists());
 
         let dir = tempfile::tempdir().unwrap();
-        let mine = format!("{PREFIX}{}-{}{SUFFIX}", std::process::id(), uuid::Uuid::new_v4());
+        let mine = format!(
+            "{PREFIX}{}-{}{SUFFIX}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        );
         // Beyond the largest pid Linux hands out: never a running process.
         let gone = format!("{PREFIX}4194399-{}{SUFFIX}", uuid::Uuid::new_v4());
         let other = "pincer-bash-notes.txt";

@@ -130,7 +130,9 @@ fn glob_set(patterns: &[String]) -> GlobSet {
             Ok(glob) => {
                 builder.add(glob);
             }
-            Err(e) => tracing::warn!(pattern = %pattern, error = %e, "ignoring a [shell] variable pattern"),
+            Err(e) => {
+                tracing::warn!(pattern = %pattern, error = %e, "ignoring a [shell] variable pattern")
+            }
         }
     }
     builder.build().unwrap_or_else(|e| {

@@ -227,9 +227,7 @@ pub(crate) fn kill_command(shell: Pid, tag: &str) {
         let found: Vec<Stat> = processes()
             .into_iter()
             .filter(|p| p.pid != shell && p.pid != me && p.state != 'Z')
-            .filter(|p| {
-                p.session == shell || environment_has(p.pid, |var| var == entry.as_bytes())
-            })
+            .filter(|p| p.session == shell || environment_has(p.pid, |var| var == entry.as_bytes()))
             .collect();
         if found.is_empty() {
             break;
@@ -272,7 +270,8 @@ fn reap_adopted() {
             continue;
         }
         let grouped = child.pgrp != child.pid && child.pgrp != my_group;
-        let in_shell_session = child.session != child.pid && registry.sessions.contains(&child.session);
+        let in_shell_session =
+            child.session != child.pid && registry.sessions.contains(&child.session);
         let tagged = registry.tagged.get(&child.pid) == Some(&child.start_time);
         if grouped || in_shell_session || tagged {
             let _ = nix::sys::wait::waitpid(

@@ -87,9 +87,12 @@ fn plainly_relative(path: &str) -> bool {
     !path.as_os_str().is_empty()
         && path.is_relative()
         && !path.starts_with("~")
-        && path
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+        && path.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
 }
 
 /// Devices a redirection may name without writing a file.
@@ -817,8 +820,7 @@ impl<'a> Scan<'a> {
                 strip_tabs,
             });
         } else if let Some(redirect) = current.redirect.take() {
-            let descriptor =
-                word.raw == "-" || word.raw.chars().all(|c| c.is_ascii_digit());
+            let descriptor = word.raw == "-" || word.raw.chars().all(|c| c.is_ascii_digit());
             let writes = match redirect {
                 Redirect::Write => true,
                 Redirect::DuplicateOrWrite => !descriptor,
@@ -939,7 +941,10 @@ mod tests {
         assert_eq!(scopes("diff <(sort a) <(sort b)"), ["diff", "sort"]);
         assert_eq!(scopes("echo ${X:-$(id -u)}"), ["echo", "id"]);
         assert_eq!(scopes("echo $((1 + $(wc -l < f)))"), ["echo", "wc"]);
-        assert_eq!(scopes("x=$(date) && echo $x"), ["x=$(date)", "date", "echo"]);
+        assert_eq!(
+            scopes("x=$(date) && echo $x"),
+            ["x=$(date)", "date", "echo"]
+        );
         assert_eq!(scopes("echo $(cat $(ls))"), ["echo", "cat", "ls"]);
     }
 
@@ -1008,7 +1013,10 @@ mod tests {
             ),
             ["GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.pager GIT_CONFIG_VALUE_0='sh -c x' git log"]
         );
-        assert_eq!(scopes("LD_PRELOAD=/tmp/x.so ls"), ["LD_PRELOAD=/tmp/x.so ls"]);
+        assert_eq!(
+            scopes("LD_PRELOAD=/tmp/x.so ls"),
+            ["LD_PRELOAD=/tmp/x.so ls"]
+        );
         assert_eq!(scopes("BASH_ENV=evil bash -c true"), ["BASH_ENV=evil bash"]);
         assert_eq!(
             scopes("GIT_SSH_COMMAND='sh x' git fetch"),
@@ -1067,10 +1075,7 @@ mod tests {
         assert_eq!(writes("wc -l < input"), []);
         assert_eq!(writes("cat <<< hi"), []);
         assert_eq!(writes("cat <<EOF > out\nx\nEOF"), [path("out")]);
-        assert_eq!(
-            writes("echo x > /dev/null 2>/dev/stderr >/dev/stdout"),
-            []
-        );
+        assert_eq!(writes("echo x > /dev/null 2>/dev/stderr >/dev/stdout"), []);
     }
 
     #[test]
@@ -1085,7 +1090,10 @@ mod tests {
 
     #[test]
     fn targets_only_the_shell_can_resolve_are_unknown() {
-        assert_eq!(writes("echo x > $HOME/.profile"), [unknown("$HOME/.profile")]);
+        assert_eq!(
+            writes("echo x > $HOME/.profile"),
+            [unknown("$HOME/.profile")]
+        );
         assert_eq!(writes("echo x > \"$(pwd)/y\""), [unknown("\"$(pwd)/y\"")]);
         assert_eq!(writes("echo x > *.txt"), [unknown("*.txt")]);
         assert_eq!(writes("cd /tmp && echo x > y"), [unknown("y")]);
