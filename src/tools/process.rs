@@ -404,8 +404,6 @@ impl ProcessTool {
         let handle = self.find(Action::Kill, id.as_deref())?;
         let was_running = handle.shared.lock().exit.is_none();
         let mut steps = Vec::new();
-        // What left the group (`setsid`) goes without ceremony.
-        kill_command(handle.pgid, &handle.tag);
         if group_alive(handle.pgid) {
             let gone = || handle.shared.lock().exit.is_some() && !group_alive(handle.pgid);
             if !shell::terminate_group(handle.pgid, KILL_GRACE, cancel, gone).await {
@@ -431,6 +429,8 @@ impl ProcessTool {
         } else if !was_running {
             steps.push("It had already ended; nothing was left to stop.".to_string());
         }
+        // Then what left the group (`setsid`), without ceremony.
+        kill_command(handle.pgid, &handle.tag);
         // The terminal may still hold the last lines the group printed.
         let shared = Arc::clone(&handle.shared);
         wait_until(KILL_DRAIN, cancel, move || shared.lock().closed).await;
@@ -505,6 +505,7 @@ struct Entry {
 impl Drop for Entry {
     fn drop(&mut self) {
         let pgid = self.handle.pgid;
+        // What left the group goes now: pincer may be exiting.
         kill_command(pgid, &self.handle.tag);
         if !group_alive(pgid) {
             return;

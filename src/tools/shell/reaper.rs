@@ -214,9 +214,10 @@ fn environment_has(pid: i32, matches: impl Fn(&[u8]) -> bool) -> bool {
 }
 
 /// SIGKILLs every process of the command whose shell is `shell` and whose
-/// tag is `tag` that is still running: the shell's session (other process
-/// groups included) and every process whose environment carries the tag.
-/// The shell itself is left to its owner.
+/// tag is `tag` that left the shell's process group and still runs: the
+/// other groups of the shell's session and every process whose environment
+/// carries the tag. The group itself (the shell included) is left to its
+/// owner, which may end it gracefully.
 pub(crate) fn kill_command(shell: Pid, tag: &str) {
     let shell = shell.as_raw();
     let me = std::process::id() as i32;
@@ -226,7 +227,8 @@ pub(crate) fn kill_command(shell: Pid, tag: &str) {
     for _ in 0..2 {
         let found: Vec<Stat> = processes()
             .into_iter()
-            .filter(|p| p.pid != shell && p.pid != me && p.state != 'Z')
+            // The shell's own group is its owner's to signal (gracefully).
+            .filter(|p| p.pgrp != shell && p.pid != me && p.state != 'Z')
             .filter(|p| p.session == shell || environment_has(p.pid, |var| var == entry.as_bytes()))
             .collect();
         if found.is_empty() {
