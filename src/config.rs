@@ -118,6 +118,10 @@ pub struct Config {
     /// `[mcp]`: MCP servers pincer starts for every session, and timeouts
     /// and allow / deny lists for the editor's servers.
     pub mcp: crate::mcp::McpConfig,
+    /// `[shell]`: which environment variables commands inherit. Only the
+    /// user's config file sets it (`overlay` leaves it out): a repository
+    /// must not be able to pass keys through to commands.
+    pub shell: crate::tools::shell::ShellConfig,
     /// The project's `[tools]`, which narrows the user's (kept apart so that
     /// a repository can take tools away but never add them).
     #[serde(skip)]

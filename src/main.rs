@@ -202,6 +202,10 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    let runs_tools = matches!(cli.command, Command::Acp { .. } | Command::Run { .. });
+    if runs_tools {
+        pincer::tools::prepare_process();
+    }
     let code = runtime.block_on(async {
         match cli.command {
             Command::Acp { model } => {
@@ -303,6 +307,9 @@ fn main() -> std::process::ExitCode {
     // Stdin is read on a blocking thread that cannot be interrupted; do not
     // wait for it when the work is done.
     runtime.shutdown_background();
+    if runs_tools {
+        pincer::tools::end_process();
+    }
     std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 

@@ -356,40 +356,94 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 /// Whether `path` lies inside `root`, following symlinks where they exist so
-/// a link inside the project that points out of it counts as outside.
+/// a link inside the project that points out of it counts as outside — also
+/// a dangling one, since writing through it creates its target.
 pub fn is_inside(root: &Path, path: &Path) -> bool {
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    resolve_links(path, MAX_LINK_HOPS).starts_with(&root)
+}
+
+/// How many symlinks [`resolve_links`] follows before giving up (as the
+/// kernel's `ELOOP` limit).
+const MAX_LINK_HOPS: u32 = 40;
+
+/// `path` with every symlink followed, including a final one whose target
+/// does not exist: the longest existing prefix is canonicalised, and a
+/// missing component that is itself a link is replaced by its target.
+fn resolve_links(path: &Path, hops: u32) -> PathBuf {
     let mut probe = path.to_path_buf();
     let mut tail = Vec::new();
-    // Canonicalise the longest existing prefix; the rest cannot be a link.
-    let resolved = loop {
-        if let Ok(c) = probe.canonicalize() {
-            let mut c = c;
-            for part in tail.iter().rev() {
-                c.push(part);
-            }
-            break c;
+    loop {
+        if let Ok(mut resolved) = probe.canonicalize() {
+            resolved.extend(tail.iter().rev());
+            return resolved;
+        }
+        if hops > 0
+            && let Ok(target) = std::fs::read_link(&probe)
+        {
+            // A dangling link: go on from where it points.
+            let mut next = match probe.parent() {
+                Some(parent) if target.is_relative() => {
+                    normalize(&resolve_links(parent, hops - 1).join(target))
+                }
+                _ => normalize(&target),
+            };
+            next.extend(tail.iter().rev());
+            return resolve_links(&next, hops - 1);
         }
         match (probe.file_name().map(|n| n.to_os_string()), probe.parent()) {
             (Some(name), Some(parent)) => {
                 tail.push(name);
                 probe = parent.to_path_buf();
             }
-            _ => break path.to_path_buf(),
+            _ => return path.to_path_buf(),
         }
-    };
-    resolved.starts_with(&root)
+    }
+}
+
+/// Process-wide setup for a pincer that runs tools (`pincer acp`, `pincer
+/// run`), at startup: on Linux pincer becomes a child subreaper, so that
+/// what a command started cannot escape its end by leaving its process
+/// group (see `shell::reaper`), and full-output files left behind by pincer
+/// processes that are gone are removed in the background.
+pub fn prepare_process() {
+    shell::become_subreaper();
+    let dir = std::env::temp_dir();
+    let swept = std::thread::Builder::new()
+        .name("pincer-sweep".to_string())
+        .spawn(move || {
+            let removed = bash::sweep_stale_output_files(&dir);
+            if removed > 0 {
+                tracing::debug!(removed, "removed stale bash output files");
+            }
+        });
+    if let Err(e) = swept {
+        tracing::warn!(error = %e, "cannot start the sweep of stale bash output files");
+    }
+}
+
+/// At the end of a pincer that ran tools: its sessions are over, so their
+/// full-output files go (each session's are also removed when it ends).
+pub fn end_process() {
+    bash::remove_process_output_files(&std::env::temp_dir());
 }
 
 /// The built-in tool set, fresh for one session (background processes
-/// belong to the session that started them).
+/// and full-output files belong to the session that started them), with
+/// commands getting the environment by the built-in rules.
 pub fn builtin() -> Vec<Arc<dyn Tool>> {
+    builtin_with(Arc::default())
+}
+
+/// The built-in tool set for a session whose commands inherit what `env`
+/// lets through (see [`shell::ShellEnv::from_config`]).
+pub fn builtin_with(env: Arc<shell::ShellEnv>) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(read::ReadTool),
         Arc::new(write::WriteTool),
         Arc::new(edit::EditTool),
-        Arc::new(bash::BashTool::default()),
-        Arc::new(process::ProcessTool::new()),
+        Arc::new(bash::BashTool::new(Arc::clone(&env))),
+        Arc::new(process::ProcessTool::with_env(env)),
         Arc::new(grep::GrepTool),
         Arc::new(find::FindTool),
         Arc::new(ls::LsTool),
@@ -425,5 +479,25 @@ mod tests {
         #[cfg(unix)]
         assert!(!is_inside(dir.path(), &dir.path().join("link/secret")));
         assert!(!is_inside(dir.path(), outside.path()));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_dangling_link_is_where_it_points() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let link = |name: &str, target: &Path| {
+            std::os::unix::fs::symlink(target, dir.path().join(name)).unwrap();
+        };
+        link("out", &outside.path().join("missing/file"));
+        link("in", Path::new("sub/new.txt"));
+        link("up", Path::new("../elsewhere"));
+        link("chain", Path::new("out"));
+        link("loop", Path::new("loop"));
+        assert!(!is_inside(dir.path(), &dir.path().join("out")));
+        assert!(!is_inside(dir.path(), &dir.path().join("chain")));
+        assert!(!is_inside(dir.path(), &dir.path().join("up")));
+        assert!(is_inside(dir.path(), &dir.path().join("in")));
+        assert!(is_inside(dir.path(), &dir.path().join("loop")));
     }
 }

@@ -506,8 +506,25 @@ async fn a_prompt_hook_can_refuse_a_prompt() {
     );
 }
 
-/// A command that runs until `go` appears in the project.
-const WAIT_FOR_GO: &str = r#"{"command": "while [ ! -f go ]; do sleep 0.02; done; echo went"}"#;
+/// A command that runs until `go` appears in the project; its comment
+/// names the sandbox, so `process_running` finds only this test's.
+fn wait_for_go(sandbox: &Sandbox) -> String {
+    serde_json::json!({
+        "command": format!("while [ ! -f go ]; do sleep 0.02; done; echo went # {}", marker(sandbox))
+    })
+    .to_string()
+}
+
+/// A string unique to this test: the name of its sandbox.
+fn marker(sandbox: &Sandbox) -> String {
+    sandbox
+        .dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string()
+}
 
 /// Starts a prompt whose first tool waits for `go`, sends a second prompt
 /// while it waits, then lets it finish. Returns what the editor saw from
@@ -516,7 +533,7 @@ const WAIT_FOR_GO: &str = r#"{"command": "while [ ! -f go ]; do sleep 0.02; done
 async fn second_prompt_while_busy(acp: &mut Acp, sandbox: &Sandbox, session: &str) -> Vec<String> {
     let first = acp.send("session/prompt", prompt(session, "first")).await;
     wait_until("the tool never started", Duration::from_secs(10), || {
-        support::acp_client::process_running("while [ ! -f go ]")
+        support::acp_client::process_running(&format!("done; echo went # {}", marker(sandbox)))
     })
     .await;
     let second = acp.send("session/prompt", prompt(session, "second")).await;
@@ -577,7 +594,7 @@ async fn steering_skips_the_rest_of_the_batch_and_the_model_reads_the_new_messag
     sandbox.write("a.txt", "alpha\n");
     let mock = MockModel::start().await;
     mock.push(Reply::sse(anthropic_tool_calls(&[
-        ("w1", "bash", WAIT_FOR_GO),
+        ("w1", "bash", &wait_for_go(&sandbox)),
         ("r1", "read", r#"{"path": "a.txt"}"#),
     ])));
     mock.push(Reply::sse(anthropic_text(
@@ -619,7 +636,7 @@ async fn follow_ups_wait_for_the_run_to_end() {
     sandbox.write("a.txt", "alpha\n");
     let mock = MockModel::start().await;
     mock.push(Reply::sse(anthropic_tool_calls(&[
-        ("w1", "bash", WAIT_FOR_GO),
+        ("w1", "bash", &wait_for_go(&sandbox)),
         ("r1", "read", r#"{"path": "a.txt"}"#),
     ])));
     mock.push(Reply::sse(anthropic_text("First done.", 50)));

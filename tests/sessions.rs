@@ -541,7 +541,7 @@ async fn a_kill_during_a_streaming_turn_or_a_tool_leaves_a_transcript_that_loads
     mock.push(Reply::sse(anthropic_tool_call(
         "toolu_sleep",
         "bash",
-        &json!({"command": "sleep 30.7171"}),
+        &json!({"command": format!("sleep {}", support::acp_client::unique_sleep())}),
     )));
     acp.send("session/prompt", prompt(&session, "run it")).await;
     loop {
@@ -681,10 +681,11 @@ async fn closing_a_busy_session_ends_its_work() {
 
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
+    let sleeper = format!("sleep {}", support::acp_client::unique_sleep());
     mock.push(Reply::sse(anthropic_tool_call(
         "slow",
         "bash",
-        &json!({"command": "sleep 30.7373"}),
+        &json!({ "command": sleeper }),
     )));
     let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
@@ -696,7 +697,7 @@ async fn closing_a_busy_session_ends_its_work() {
     .await;
     let id = acp.send("session/prompt", prompt(&session, "wait")).await;
     wait_until("the command never started", Duration::from_secs(10), || {
-        process_running("sleep 30.7373")
+        process_running(&sleeper)
     })
     .await;
     let close = acp
@@ -726,7 +727,7 @@ async fn closing_a_busy_session_ends_its_work() {
     wait_until(
         "the command outlived its session",
         Duration::from_secs(2),
-        || !process_running("sleep 30.7373"),
+        || !process_running(&sleeper),
     )
     .await;
     drop(acp);

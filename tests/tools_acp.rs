@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use support::acp_client::{Acp, Sandbox, process_running, requests_of, updates_of};
+use support::acp_client::{Acp, Sandbox, process_running, requests_of, unique_sleep, updates_of};
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_tool_call, anthropic_tool_calls};
 
@@ -77,6 +77,7 @@ async fn every_tool_works_and_reports_its_errors() {
     sandbox.write("notes.txt", "alpha\nbeta\n");
     std::fs::write(sandbox.work().join("blob.bin"), [0u8, 1, 2, 3, 0, 5]).unwrap();
     let mock = MockModel::start().await;
+    let sleeper = format!("sleep {}", unique_sleep());
     let calls: Vec<(&str, &str, Value)> = vec![
         ("c_read", "read", json!({"path": "notes.txt"})),
         ("c_read_missing", "read", json!({"path": "nope.txt"})),
@@ -110,7 +111,7 @@ async fn every_tool_works_and_reports_its_errors() {
         (
             "c_bash_timeout",
             "bash",
-            json!({"command": "sleep 30.4242", "timeout": 1}),
+            json!({"command": sleeper, "timeout": 1}),
         ),
         ("c_grep", "grep", json!({"pattern": "fn t", "path": "src"})),
         ("c_find", "find", json!({"pattern": "*.rs"})),
@@ -168,7 +169,7 @@ async fn every_tool_works_and_reports_its_errors() {
         std::fs::read_to_string(sandbox.work().join("notes.txt")).unwrap(),
         "alpha\ngamma\n"
     );
-    assert!(!process_running("sleep 30.4242"));
+    assert!(!process_running(&sleeper));
 
     // The editor saw the edit as a diff.
     let updates = updates_of(&before);
@@ -523,10 +524,11 @@ async fn always_answers_are_remembered_across_a_restart() {
 async fn cancel_during_a_long_command_kills_it_within_a_second() {
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
+    let sleeper = format!("sleep {}", unique_sleep());
     mock.push(Reply::sse(anthropic_tool_call(
         "slow",
         "bash",
-        &json!({"command": "sleep 30.5151"}),
+        &json!({ "command": sleeper }),
     )));
     let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = session(&mut acp, &sandbox, json!({})).await;
@@ -534,7 +536,7 @@ async fn cancel_during_a_long_command_kills_it_within_a_second() {
     let id = acp.send("session/prompt", prompt(&session, "wait")).await;
     // Wait until the command runs.
     wait_until("the command never started", Duration::from_secs(10), || {
-        process_running("sleep 30.5151")
+        process_running(&sleeper)
     })
     .await;
     acp.notify("session/cancel", json!({"sessionId": session}))
@@ -554,7 +556,7 @@ async fn cancel_during_a_long_command_kills_it_within_a_second() {
     wait_until(
         "the command outlived the cancel",
         Duration::from_secs(2),
-        || !process_running("sleep 30.5151"),
+        || !process_running(&sleeper),
     )
     .await;
 }
@@ -584,10 +586,11 @@ async fn writing_outside_the_project_asks_even_in_accept_edits() {
 async fn background_processes_end_when_the_editor_goes_away() {
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
+    let sleeper = format!("sleep {}", unique_sleep());
     mock.push(Reply::sse(anthropic_tool_call(
         "bg",
         "process",
-        &json!({"action": "start", "command": "echo serving; sleep 30.6161"}),
+        &json!({"action": "start", "command": format!("echo serving; {sleeper}")}),
     )));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
     let mut acp = spawn_anthropic(&sandbox, &mock);
@@ -598,13 +601,13 @@ async fn background_processes_end_when_the_editor_goes_away() {
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     let results = tool_results(&mock, 1);
     assert!(results[0].2.contains("serving"), "{:?}", results[0]);
-    assert!(process_running("sleep 30.6161"));
+    assert!(process_running(&sleeper));
     acp.close_stdin();
     assert!(acp.wait_exit().await.success());
     wait_until(
         "a background process outlived pincer",
         Duration::from_secs(5),
-        || !process_running("sleep 30.6161"),
+        || !process_running(&sleeper),
     )
     .await;
 }

@@ -625,7 +625,10 @@ async fn always_allow_for_edits_is_remembered_but_never_covers_sensitive_paths()
     assert_eq!(requests_of(&seen, "session/request_permission").len(), 1);
     drop(acp);
 
-    // Another process: `write` is remembered, except for .git.
+    // Another process: `write` is remembered, except for .git and
+    // outside the project.
+    let outside = sandbox.dir.path().join("outside.txt");
+    let outside_call = json!({"path": outside, "content": "x"}).to_string();
     mock.push(Reply::sse(anthropic_tool_calls(&[
         ("w2", "write", r#"{"path": "b.txt", "content": "b"}"#),
         (
@@ -633,6 +636,7 @@ async fn always_allow_for_edits_is_remembered_but_never_covers_sensitive_paths()
             "write",
             r#"{"path": ".git/config", "content": "evil"}"#,
         ),
+        ("w4", "write", &outside_call),
     ])));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
     let (mut acp, session) = open(&sandbox, &mock).await;
@@ -641,7 +645,8 @@ async fn always_allow_for_edits_is_remembered_but_never_covers_sensitive_paths()
         .iter()
         .map(|r| r["params"]["toolCall"]["toolCallId"].as_str().unwrap())
         .collect();
-    assert_eq!(asked, vec!["w3"]);
+    assert_eq!(asked, vec!["w3", "w4"]);
+    assert!(!outside.exists());
     assert_eq!(
         std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
         "b"

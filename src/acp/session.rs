@@ -141,12 +141,14 @@ impl Session {
         let settings_loops = settings.loop_detector();
         let queue_mode = settings.config.queue_mode.unwrap_or_default();
         let roots = std::iter::once(cwd.clone()).chain(additional).collect();
+        let shell_env = tools::shell::ShellEnv::from_config(&settings.config);
+        let tools = tools::builtin_with(Arc::new(shell_env));
         let permissions = Arc::new(settings.permissions(settings.default_mode(), roots));
         Self {
             id: SessionId::new(id),
             cwd,
             settings_cell: Mutex::new(Arc::new(settings)),
-            tools: tools::builtin(),
+            tools,
             permissions,
             state: Mutex::new(State {
                 model,

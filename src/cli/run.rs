@@ -63,7 +63,9 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
         eprintln!("pincer: {}", settings.credential_hint(&model));
         return Ok(2);
     }
-    let tools = tools::builtin();
+    let tools = tools::builtin_with(std::sync::Arc::new(tools::shell::ShellEnv::from_config(
+        &settings.config,
+    )));
     // The configured MCP servers take part too; their failures go to
     // stderr.
     let mcp_config = &settings.config.mcp;

@@ -349,6 +349,10 @@ impl Layering {
             }
         }
 
+        if p.shell != crate::tools::shell::ShellConfig::default() {
+            self.never("shell");
+        }
+
         self.providers(p.providers, builtin);
         self.mcp(p.mcp);
     }

@@ -33,6 +33,7 @@
 //! [`super::shell`].
 
 mod buffer;
+mod files;
 mod terminal;
 
 use std::path::Path;
@@ -50,7 +51,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
-use super::shell::{self, command_prefixes};
+use super::shell::{self, ShellEnv};
 use super::{CallInfo, Display, Tool, ToolContext, ToolKind, ToolOutput};
 use buffer::{OutputBuffer, Rendered};
 use terminal::run_in_terminal;
@@ -84,11 +85,27 @@ pub struct BashInput {
     pub timeout: Option<u64>,
 }
 
-/// Built with `BashTool::default()`; the private field leaves room for
-/// settings without changing how it is made.
-#[derive(Clone, Copy, Debug, Default)]
+pub use files::{
+    OutputFiles, remove_process_output_files, sweep_stale as sweep_stale_output_files,
+};
+
+/// One session's `bash`: it owns the session's full-output files (removed
+/// when the tool is dropped with its session). `BashTool::default()` passes
+/// commands the environment by the built-in rules only.
+#[derive(Clone, Debug, Default)]
 pub struct BashTool {
-    _private: (),
+    env: Arc<ShellEnv>,
+    files: Arc<OutputFiles>,
+}
+
+impl BashTool {
+    /// A `bash` whose commands inherit what `env` lets through.
+    pub fn new(env: Arc<ShellEnv>) -> Self {
+        Self {
+            env,
+            files: Arc::default(),
+        }
+    }
 }
 
 impl Tool for BashTool {
@@ -108,7 +125,9 @@ impl Tool for BashTool {
         super::schema_for::<BashInput>()
     }
 
-    fn describe(&self, args: &serde_json::Value, _cwd: &Path) -> CallInfo {
+    /// The files the command writes by redirection or `tee` are its
+    /// locations, so one outside the project is seen as such.
+    fn describe(&self, args: &serde_json::Value, cwd: &Path) -> CallInfo {
         let command = args
             .get("command")
             .and_then(serde_json::Value::as_str)
@@ -116,7 +135,7 @@ impl Tool for BashTool {
         CallInfo {
             title: title(command),
             kind: ToolKind::Execute,
-            locations: Vec::new(),
+            locations: shell::write_locations(command, cwd),
         }
     }
 
@@ -129,7 +148,7 @@ impl Tool for BashTool {
             .get("command")
             .and_then(serde_json::Value::as_str)
             .unwrap_or("");
-        let scopes = command_prefixes(command);
+        let scopes = shell::analyze(command).scopes();
         if scopes.is_empty() {
             // Nothing recognisable as a command (only assignments, comments,
             // or nothing): remember exactly this text, never the whole tool.
@@ -155,9 +174,14 @@ impl Tool for BashTool {
             let timeout = input.timeout.filter(|&seconds| seconds > 0);
             match &ctx.terminals {
                 Some(terminals) => {
-                    run_in_terminal(Arc::clone(terminals), &input.command, timeout, ctx).await
+                    let buffer = OutputBuffer::new(Arc::clone(&self.files));
+                    run_in_terminal(Arc::clone(terminals), &input.command, timeout, buffer, ctx)
+                        .await
                 }
-                None => run_local(&input.command, timeout, ctx).await,
+                None => {
+                    let buffer = OutputBuffer::new(Arc::clone(&self.files));
+                    run_local(&input.command, timeout, &self.env, buffer, ctx).await
+                }
             }
         })
     }
@@ -194,7 +218,13 @@ enum Outcome {
 // ---------------------------------------------------------------------------
 // Running locally under a PTY
 
-async fn run_local(command: &str, timeout: Option<u64>, ctx: &ToolContext) -> ToolOutput {
+async fn run_local(
+    command: &str,
+    timeout: Option<u64>,
+    env: &ShellEnv,
+    mut output: OutputBuffer,
+    ctx: &ToolContext,
+) -> ToolOutput {
     if !ctx.cwd.is_dir() {
         return ToolOutput::error(format!(
             "The working directory {} does not exist or is not a directory, so the command \
@@ -202,12 +232,11 @@ async fn run_local(command: &str, timeout: Option<u64>, ctx: &ToolContext) -> To
             ctx.cwd.display()
         ));
     }
-    let (mut process, mut chunks) = match LocalProcess::spawn(command, &ctx.cwd) {
+    let (mut process, mut chunks) = match LocalProcess::spawn(command, &ctx.cwd, env) {
         Ok(started) => started,
         Err(e) => return ToolOutput::error(format!("Could not run the command: {e}")),
     };
 
-    let mut output = OutputBuffer::default();
     let deadline = timeout.map(|seconds| Instant::now() + Duration::from_secs(seconds));
     let mut exit_poll = tokio::time::interval(EXIT_POLL);
     exit_poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -292,13 +321,17 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-/// The shell and its process group. Dropping it kills the group, so no path
-/// out of a call (including the call's future being dropped) leaves
-/// processes behind.
+/// The shell and its process group. Dropping it kills the group (and what
+/// left it), so no path out of a call (including the call's future being
+/// dropped) leaves processes behind.
 struct LocalProcess {
     /// The shell's pid, which is also its process group id.
     pid: Pid,
+    /// The tag its processes carry, to find those that left the group.
+    tag: String,
     child: Option<Box<dyn portable_pty::Child + Send + Sync>>,
+    /// Released once the shell has been waited for.
+    registration: Option<shell::ShellRegistration>,
     /// Holds the PTY open while we read it.
     _master: Box<dyn MasterPty + Send>,
     reaped: bool,
@@ -307,12 +340,18 @@ struct LocalProcess {
 
 impl LocalProcess {
     /// Starts `bash -c command` on a new PTY, and a thread that reads it.
-    fn spawn(command: &str, cwd: &Path) -> Result<(Self, mpsc::Receiver<Vec<u8>>), String> {
+    fn spawn(
+        command: &str,
+        cwd: &Path,
+        env: &ShellEnv,
+    ) -> Result<(Self, mpsc::Receiver<Vec<u8>>), String> {
         // Same line, so line numbers in bash's messages match the command.
-        let started = shell::spawn(&format!("exec </dev/null; {command}"), cwd, 24)?;
+        let started = shell::spawn(&format!("exec </dev/null; {command}"), cwd, 24, env)?;
         let process = Self {
             pid: started.pgid,
+            tag: started.tag,
             child: Some(started.child),
+            registration: Some(started.registration),
             _master: started.master,
             reaped: false,
             group_killed: false,
@@ -332,6 +371,7 @@ impl LocalProcess {
             Ok(None) => None,
             Ok(Some(status)) => {
                 self.reaped = true;
+                self.registration = None;
                 Some(match status.signal() {
                     Some(signal) => Outcome::Exited {
                         code: None,
@@ -346,6 +386,7 @@ impl LocalProcess {
             // Someone else reaped it; it is gone all the same.
             Err(_) => {
                 self.reaped = true;
+                self.registration = None;
                 Some(Outcome::Exited {
                     code: None,
                     signal: None,
@@ -354,9 +395,10 @@ impl LocalProcess {
         }
     }
 
-    /// SIGKILLs everything left in the group.
+    /// SIGKILLs everything left in the group, and what left it.
     fn kill_group(&mut self) {
         shell::signal_group(self.pid, Signal::SIGKILL);
+        shell::kill_command(self.pid, &self.tag);
         self.group_killed = true;
     }
 
@@ -380,15 +422,18 @@ impl Drop for LocalProcess {
     fn drop(&mut self) {
         if !self.group_killed {
             shell::signal_group(self.pid, Signal::SIGKILL);
+            shell::kill_command(self.pid, &self.tag);
         }
         if !self.reaped
             && let Some(mut child) = self.child.take()
         {
             // Reap it off the async runtime so it does not linger as a zombie.
+            let registration = self.registration.take();
             let _ = std::thread::Builder::new()
                 .name("pincer-bash-reap".to_string())
                 .spawn(move || {
                     let _ = child.wait();
+                    drop(registration);
                 });
         }
     }
@@ -500,7 +545,8 @@ mod tests {
     use pretty_assertions::assert_eq;
     use std::sync::Mutex;
 
-    pub(super) static TOOL: BashTool = BashTool { _private: () };
+    pub(super) static TOOL: std::sync::LazyLock<BashTool> =
+        std::sync::LazyLock::new(BashTool::default);
 
     pub(super) struct Fixture {
         pub(super) dir: tempfile::TempDir,

@@ -32,7 +32,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::shell::{
-    self, CHECK_INTERVAL, Cleaner, MAX_BYTES, MAX_LINES, group_alive, signal_group, wait_until,
+    self, CHECK_INTERVAL, Cleaner, MAX_BYTES, MAX_LINES, ShellEnv, group_alive, kill_command,
+    signal_group, wait_until,
 };
 use super::{CallInfo, Tool, ToolContext, ToolKind, ToolOutput};
 
@@ -96,11 +97,22 @@ pub struct ProcessInput {
 #[derive(Default)]
 pub struct ProcessTool {
     registry: Arc<Mutex<Registry>>,
+    /// What the commands inherit of pincer's environment.
+    env: Arc<ShellEnv>,
 }
 
 impl ProcessTool {
+    /// Commands get the environment by the built-in rules only.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Commands inherit what `env` lets through.
+    pub fn with_env(env: Arc<ShellEnv>) -> Self {
+        Self {
+            registry: Arc::default(),
+            env,
+        }
     }
 }
 
@@ -125,7 +137,7 @@ impl Tool for ProcessTool {
         super::schema_for::<ProcessInput>()
     }
 
-    fn describe(&self, args: &serde_json::Value, _cwd: &Path) -> CallInfo {
+    fn describe(&self, args: &serde_json::Value, cwd: &Path) -> CallInfo {
         let field = |name: &str| args.get(name).and_then(serde_json::Value::as_str);
         let id = field("id").unwrap_or("process");
         let title = match field("action") {
@@ -139,10 +151,14 @@ impl Tool for ProcessTool {
             Some("kill") => format!("Kill {id}"),
             _ => "Background process".to_string(),
         };
+        let locations = match (field("action"), field("command")) {
+            (Some("start"), Some(command)) => shell::write_locations(command, cwd),
+            _ => Vec::new(),
+        };
         CallInfo {
             title,
             kind: ToolKind::Execute,
-            locations: Vec::new(),
+            locations,
         }
     }
 
@@ -159,7 +175,7 @@ impl Tool for ProcessTool {
         if action == "start"
             && let Some(command) = field("command")
         {
-            let prefixes = shell::command_prefixes(command);
+            let prefixes = shell::analyze(command).scopes();
             if !prefixes.is_empty() {
                 return prefixes;
             }
@@ -210,7 +226,7 @@ impl ProcessTool {
                 ));
             }
         };
-        let spawned = spawn(&command, &ctx.cwd).map_err(|e| {
+        let spawned = spawn(&command, &ctx.cwd, &self.env).map_err(|e| {
             ToolOutput::error(format!(
                 "Could not start `{}` in {}: {e}",
                 short_command(&command),
@@ -224,6 +240,7 @@ impl ProcessTool {
                 id: format!("p{}", registry.started),
                 command,
                 pgid: spawned.pgid,
+                tag: spawned.tag,
                 started: Instant::now(),
                 shared: spawned.shared,
                 writer: Arc::new(Mutex::new(spawned.writer)),
@@ -412,6 +429,8 @@ impl ProcessTool {
         } else if !was_running {
             steps.push("It had already ended; nothing was left to stop.".to_string());
         }
+        // Then what left the group (`setsid`), without ceremony.
+        kill_command(handle.pgid, &handle.tag);
         // The terminal may still hold the last lines the group printed.
         let shared = Arc::clone(&handle.shared);
         wait_until(KILL_DRAIN, cancel, move || shared.lock().closed).await;
@@ -486,6 +505,8 @@ struct Entry {
 impl Drop for Entry {
     fn drop(&mut self) {
         let pgid = self.handle.pgid;
+        // What left the group goes now: pincer may be exiting.
+        kill_command(pgid, &self.handle.tag);
         if !group_alive(pgid) {
             return;
         }
@@ -518,6 +539,8 @@ struct Handle {
     command: String,
     /// The shell's pid, which is also its process group (and session) id.
     pgid: Pid,
+    /// The tag its processes carry, to find those that left the group.
+    tag: String,
     started: Instant,
     shared: Arc<Shared>,
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
@@ -648,6 +671,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A started process before it has an id.
 struct Spawned {
     pgid: Pid,
+    tag: String,
     shared: Arc<Shared>,
     writer: Box<dyn Write + Send>,
     master: Box<dyn MasterPty + Send>,
@@ -655,7 +679,7 @@ struct Spawned {
 
 /// Starts `bash -c command` on a new terminal, with a thread that reaps it
 /// and one that reads its output.
-fn spawn(command: &str, cwd: &Path) -> Result<Spawned, String> {
+fn spawn(command: &str, cwd: &Path, env: &ShellEnv) -> Result<Spawned, String> {
     if !cwd.is_dir() {
         return Err("the working directory does not exist".to_string());
     }
@@ -663,7 +687,9 @@ fn spawn(command: &str, cwd: &Path) -> Result<Spawned, String> {
         mut child,
         pgid,
         master,
-    } = shell::spawn(command, cwd, 50)?;
+        tag,
+        registration,
+    } = shell::spawn(command, cwd, 50, env)?;
     let shared = Arc::new(Shared::default());
 
     let waited = Arc::clone(&shared);
@@ -677,6 +703,7 @@ fn spawn(command: &str, cwd: &Path) -> Result<Spawned, String> {
                 },
                 Err(e) => Ended::Unknown(e.to_string()),
             };
+            drop(registration);
             waited.lock().exit = Some(Exit {
                 ended,
                 at: Instant::now(),
@@ -714,6 +741,7 @@ fn spawn(command: &str, cwd: &Path) -> Result<Spawned, String> {
     match streams {
         Ok(writer) => Ok(Spawned {
             pgid,
+            tag,
             shared,
             writer,
             master,

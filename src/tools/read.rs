@@ -9,14 +9,22 @@
 //! Images are recognised by their bytes rather than their extension and are
 //! sent as attachments (models accept up to about 4.5 MB of base64); binary and
 //! non-UTF-8 files are refused with a hint instead of being shown as garbage.
+//!
+//! A file may be gigabytes, so a read never loads it: the kind of file is
+//! judged from its size and first 8 KB, the requested lines are streamed
+//! until one result is full, and the rest is only counted, a buffer at a
+//! time. Only the returned range has to be valid UTF-8.
 
+use std::io::{BufRead, Read as _};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use super::{CallInfo, Location, Tool, ToolContext, ToolKind, ToolOutput};
 use crate::llm::Content;
@@ -29,6 +37,15 @@ const MAX_BYTES: usize = 50 * 1024;
 const MAX_IMAGE_BASE64_BYTES: usize = 4_718_592; // 4.5 MB
 /// How much of a file is searched for NUL bytes to call it binary (as git does).
 const BINARY_SNIFF_BYTES: usize = 8 * 1024;
+/// Largest file whose text is asked of the editor (which sends it whole);
+/// larger ones are streamed from disk.
+const MAX_EDITOR_READ_BYTES: u64 = 8 * 1024 * 1024;
+/// The read buffer when streaming a file.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// How far past the returned lines a read goes to count the file's lines
+/// (or to measure one overlong line); beyond it the count is a lower bound,
+/// so paging through a huge log does not scan all of it each time.
+const COUNT_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
 
 // Arguments of a `read` call; the field docs are the schema the model sees.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -123,6 +140,8 @@ struct Request {
     limit: Option<usize>,
 }
 
+// Failures are the call's result, returned once per call.
+#[allow(clippy::result_large_err)]
 async fn read(input: ReadInput, ctx: &ToolContext) -> ToolOutput {
     let offset = match input.offset {
         None => 1,
@@ -142,59 +161,102 @@ async fn read(input: ReadInput, ctx: &ToolContext) -> ToolOutput {
         }
         other => other.map(|lines| usize::try_from(lines).unwrap_or(usize::MAX)),
     };
-    let request = Request {
+    let request = Arc::new(Request {
         resolved: super::resolve_path(&ctx.cwd, &input.path),
         given: input.path,
         offset,
         limit,
-    };
+    });
 
-    let bytes = match load(&request).await {
-        Ok(bytes) => bytes,
+    let probed = Arc::clone(&request);
+    let kind = match blocking(&ctx.cancel, move |_| probe(&probed)).await {
+        Ok(kind) => kind,
         Err(output) => return output,
     };
-
-    if let Some(mime_type) = sniff_image(&bytes) {
-        return image_output(&request, &bytes, mime_type, ctx.image_input);
-    }
-
-    let sniffed = &bytes[..bytes.len().min(BINARY_SNIFF_BYTES)];
-    if sniffed.contains(&0) {
-        return ToolOutput::error(format!(
-            "{} is a binary file ({} bytes); read cannot show it. Use bash tools such as \
-             `file` or `xxd` to inspect it.",
-            request.given,
-            bytes.len()
-        ));
-    }
-
-    let text = match std::str::from_utf8(&bytes) {
-        Ok(text) => text,
-        Err(e) => {
-            return ToolOutput::error(format!(
-                "{} is not valid UTF-8 text (the first invalid byte is at offset {}); read \
-                 cannot show it. If it is in another encoding, convert it with bash \
-                 (e.g. `iconv -f latin1 -t utf-8`).",
-                request.given,
-                e.valid_up_to()
-            ));
+    match kind {
+        Kind::Image { mime_type, size } => {
+            let encoded_len = usize::try_from(size)
+                .unwrap_or(usize::MAX)
+                .div_ceil(3)
+                .saturating_mul(4);
+            if ctx.image_input && encoded_len > MAX_IMAGE_BASE64_BYTES {
+                return image_too_large(&request.given, encoded_len);
+            }
+            let bytes = if ctx.image_input {
+                match tokio::fs::read(&request.resolved).await {
+                    Ok(bytes) => bytes,
+                    Err(e) => return describe_io(&request, e),
+                }
+            } else {
+                Vec::new()
+            };
+            image_output(&request, &bytes, size, mime_type, ctx.image_input)
         }
-    };
-    // The editor may hold unsaved changes; its buffer is what the user sees.
-    if ctx.workspace.reads_from_editor() {
-        return match ctx.workspace.read_text(&request.resolved).await {
-            Ok(buffer) => text_output(&request, buffer.strip_prefix('\u{feff}').unwrap_or(&buffer)),
-            Err(e) => ToolOutput::error(format!("{}: {e}", request.given)),
-        };
+        Kind::Binary { size } => ToolOutput::error(format!(
+            "{} is a binary file ({size} bytes); read cannot show it. Use bash tools such as \
+             `file` or `xxd` to inspect it.",
+            request.given
+        )),
+        // The editor may hold unsaved changes; its buffer is what the user
+        // sees. A file too large for an editor buffer is read from disk.
+        Kind::Text { size }
+            if ctx.workspace.reads_from_editor() && size <= MAX_EDITOR_READ_BYTES =>
+        {
+            match ctx.workspace.read_text(&request.resolved).await {
+                Ok(buffer) => {
+                    let reader = std::io::Cursor::new(buffer.into_bytes());
+                    match select_lines(reader, request.offset, request.limit, &ctx.cancel) {
+                        Ok(selection) => text_output(&request, selection),
+                        Err(e) => describe_io(&request, e),
+                    }
+                }
+                Err(e) => ToolOutput::error(format!("{}: {e}", request.given)),
+            }
+        }
+        Kind::Text { .. } => {
+            let selected = Arc::clone(&request);
+            let selection = blocking(&ctx.cancel, move |cancel| {
+                let file = std::fs::File::open(&selected.resolved)
+                    .map_err(|e| describe_io(&selected, e))?;
+                let reader = std::io::BufReader::with_capacity(READ_BUFFER_BYTES, file);
+                select_lines(reader, selected.offset, selected.limit, cancel)
+                    .map_err(|e| describe_io(&selected, e))
+            })
+            .await;
+            match selection {
+                Ok(selection) => text_output(&request, selection),
+                Err(output) => output,
+            }
+        }
     }
-    text_output(&request, text.strip_prefix('\u{feff}').unwrap_or(text))
 }
 
-/// Reads the whole file, turning the usual failures into results that say
-/// what to do instead.
-async fn load(request: &Request) -> Result<Vec<u8>, ToolOutput> {
+/// Runs file work on the blocking pool; a cancel answers at once.
+#[allow(clippy::result_large_err)]
+async fn blocking<T: Send + 'static>(
+    cancel: &CancellationToken,
+    work: impl FnOnce(&CancellationToken) -> Result<T, ToolOutput> + Send + 'static,
+) -> Result<T, ToolOutput> {
+    let token = cancel.clone();
+    let job = tokio::task::spawn_blocking(move || work(&token));
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(ToolOutput::error("Operation aborted")),
+        joined = job => joined.unwrap_or_else(|e| Err(ToolOutput::error(format!("read failed: {e}")))),
+    }
+}
+
+/// What a file is, judged by its metadata and its first bytes only.
+enum Kind {
+    Image { mime_type: &'static str, size: u64 },
+    Binary { size: u64 },
+    Text { size: u64 },
+}
+
+/// The usual failures as results that say what to do instead.
+fn describe_io(request: &Request, e: std::io::Error) -> ToolOutput {
     let given = &request.given;
-    let describe_io = |e: std::io::Error| match e.kind() {
+    match e.kind() {
         std::io::ErrorKind::NotFound => {
             let looked = if Path::new(given) == request.resolved {
                 String::new()
@@ -211,11 +273,16 @@ async fn load(request: &Request) -> Result<Vec<u8>, ToolOutput> {
              read another file or ask the user to change its permissions."
         )),
         _ => ToolOutput::error(format!("Could not read {given}: {e}")),
-    };
+    }
+}
 
-    let metadata = tokio::fs::metadata(&request.resolved)
-        .await
-        .map_err(describe_io)?;
+/// Checks that the path is a regular file and sniffs its first bytes, without
+/// reading the rest: a file may be gigabytes.
+// The error is the call's result, returned once per call.
+#[allow(clippy::result_large_err)]
+fn probe(request: &Request) -> Result<Kind, ToolOutput> {
+    let given = &request.given;
+    let metadata = std::fs::metadata(&request.resolved).map_err(|e| describe_io(request, e))?;
     if metadata.is_dir() {
         return Err(ToolOutput::error(format!(
             "{given} is a directory, not a file. Use ls to list its contents."
@@ -227,9 +294,207 @@ async fn load(request: &Request) -> Result<Vec<u8>, ToolOutput> {
             "{given} is not a regular file (a device, socket or pipe); read only reads files."
         )));
     }
-    tokio::fs::read(&request.resolved)
-        .await
-        .map_err(describe_io)
+    let size = metadata.len();
+    let file = std::fs::File::open(&request.resolved).map_err(|e| describe_io(request, e))?;
+    let mut prefix = Vec::with_capacity(BINARY_SNIFF_BYTES);
+    file.take(BINARY_SNIFF_BYTES as u64)
+        .read_to_end(&mut prefix)
+        .map_err(|e| describe_io(request, e))?;
+    Ok(if let Some(mime_type) = sniff_image(&prefix) {
+        Kind::Image { mime_type, size }
+    } else if prefix.contains(&0) {
+        Kind::Binary { size }
+    } else {
+        Kind::Text { size }
+    })
+}
+
+/// The lines of a read, taken from a stream without holding more than one
+/// result's worth of it.
+#[derive(Debug, Default, PartialEq)]
+struct Selection {
+    /// Lines from the requested offset, each with its terminator (a BOM
+    /// removed from line 1), as many as fit in one result.
+    lines: Vec<Vec<u8>>,
+    /// Where the first kept line starts in the file, for encoding errors.
+    first_byte: u64,
+    /// The length of the line at the offset, when it alone is over the
+    /// byte limit (nothing is kept then), and whether it was measured to
+    /// its end.
+    oversized_first: Option<(u64, bool)>,
+    /// Lines in the whole file (a last line without a newline counts)...
+    total: usize,
+    /// ...unless counting stopped at [`COUNT_LIMIT_BYTES`]: then at least
+    /// that many.
+    total_exact: bool,
+}
+
+/// One line as [`next_line`] measured it.
+struct LineLength {
+    /// Bytes with the terminator.
+    with_end: u64,
+    /// Bytes without `\n` or `\r\n`.
+    body: u64,
+    /// False when measuring stopped at the scan limit.
+    complete: bool,
+}
+
+/// Reads one line, keeping at most `keep` bytes of it in `out` and looking
+/// at no more than `scan` bytes; `None` at the end of the input.
+fn next_line(
+    reader: &mut impl BufRead,
+    keep: usize,
+    scan: u64,
+    out: &mut Vec<u8>,
+) -> std::io::Result<Option<LineLength>> {
+    let mut length = 0u64;
+    let mut last_two = [0u8; 2];
+    loop {
+        if length >= scan {
+            return Ok(Some(LineLength {
+                with_end: length,
+                body: length,
+                complete: false,
+            }));
+        }
+        let buffer = match reader.fill_buf() {
+            Ok(buffer) => buffer,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buffer.is_empty() {
+            return Ok((length > 0).then_some(LineLength {
+                with_end: length,
+                body: length,
+                complete: true,
+            }));
+        }
+        let (taken, done) = match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (buffer.len(), false),
+        };
+        let room = keep.saturating_sub(out.len());
+        out.extend_from_slice(&buffer[..taken.min(room)]);
+        match taken {
+            1 => last_two = [last_two[1], buffer[0]],
+            n => last_two = [buffer[n - 2], buffer[n - 1]],
+        }
+        length += taken as u64;
+        reader.consume(taken);
+        if done {
+            let crlf = length >= 2 && last_two == *b"\r\n";
+            return Ok(Some(LineLength {
+                with_end: length,
+                body: length - if crlf { 2 } else { 1 },
+                complete: true,
+            }));
+        }
+    }
+}
+
+/// Counts the lines left in `reader` (it is at the start of a line),
+/// looking at no more than `scan` bytes; `false` with the count so far when
+/// there was more.
+fn count_lines(
+    reader: &mut impl BufRead,
+    scan: u64,
+    cancel: &CancellationToken,
+) -> std::io::Result<(usize, bool)> {
+    let mut lines = 0;
+    let mut last = b'\n';
+    let mut scanned = 0u64;
+    loop {
+        if cancel.is_cancelled() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                "the read was cancelled",
+            ));
+        }
+        let buffer = match reader.fill_buf() {
+            Ok(buffer) => buffer,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let Some(&end) = buffer.last() else {
+            return Ok((lines + usize::from(last != b'\n'), true));
+        };
+        if scanned >= scan {
+            return Ok((lines, false));
+        }
+        lines += buffer.iter().filter(|&&b| b == b'\n').count();
+        last = end;
+        let n = buffer.len();
+        scanned += n as u64;
+        reader.consume(n);
+    }
+}
+
+const BOM: &[u8] = "\u{feff}".as_bytes();
+
+/// Streams `reader` to pick the lines from `offset` (1-based) that fit in one
+/// result, at most `limit` of them, and counts the rest.
+fn select_lines(
+    mut reader: impl BufRead,
+    offset: usize,
+    limit: Option<usize>,
+    cancel: &CancellationToken,
+) -> std::io::Result<Selection> {
+    let mut selection = Selection::default();
+    let mut line_no = 0usize;
+    let mut position = 0u64;
+    let mut scratch = Vec::new();
+    let wanted = limit.unwrap_or(usize::MAX).min(MAX_LINES);
+    let mut bytes = 0u64;
+    let mut skipping = true;
+    while line_no + 1 < offset {
+        if line_no.is_multiple_of(4096) && cancel.is_cancelled() {
+            break;
+        }
+        match next_line(&mut reader, 0, u64::MAX, &mut scratch)? {
+            Some(length) => {
+                line_no += 1;
+                position += length.with_end;
+            }
+            None => {
+                skipping = false;
+                break;
+            }
+        }
+    }
+    if skipping || offset == 1 {
+        selection.first_byte = position;
+        while selection.lines.len() < wanted {
+            let mut line = Vec::new();
+            let keep = MAX_BYTES + 2 + BOM.len();
+            let Some(length) = next_line(&mut reader, keep, COUNT_LIMIT_BYTES, &mut line)? else {
+                break;
+            };
+            line_no += 1;
+            let mut body = length.body;
+            if line_no == 1 && line.starts_with(BOM) {
+                line.drain(..BOM.len());
+                body -= BOM.len() as u64;
+                selection.first_byte += BOM.len() as u64;
+            }
+            if selection.lines.is_empty() && body > MAX_BYTES as u64 {
+                selection.oversized_first = Some((body, length.complete));
+                if !length.complete {
+                    selection.total = line_no;
+                    return Ok(selection);
+                }
+                break;
+            }
+            if bytes + body > MAX_BYTES as u64 {
+                break;
+            }
+            bytes += line.len() as u64;
+            selection.lines.push(line);
+        }
+    }
+    let (rest, exact) = count_lines(&mut reader, COUNT_LIMIT_BYTES, cancel)?;
+    selection.total = line_no + rest;
+    selection.total_exact = exact;
+    Ok(selection)
 }
 
 /// The image type of `bytes` by its magic number, whatever the file is named.
@@ -247,31 +512,36 @@ fn sniff_image(bytes: &[u8]) -> Option<&'static str> {
     }
 }
 
-fn image_output(request: &Request, bytes: &[u8], mime_type: &str, image_input: bool) -> ToolOutput {
+fn image_too_large(given: &str, encoded_len: usize) -> ToolOutput {
+    ToolOutput::error(format!(
+        "{given} is an image too large to send: {:.1} MB as base64, over the 4.5 MB limit, \
+         and read cannot resize images. Make a smaller copy with bash (e.g. ImageMagick: \
+         `convert {given} -resize 2000x2000 small.png`) and read that.",
+        encoded_len as f64 / (1024.0 * 1024.0)
+    ))
+}
+
+fn image_output(
+    request: &Request,
+    bytes: &[u8],
+    size: u64,
+    mime_type: &str,
+    image_input: bool,
+) -> ToolOutput {
     let given = &request.given;
     let details = json!({
         "path": request.resolved.display().to_string(),
         "mimeType": mime_type,
-        "bytes": bytes.len(),
+        "bytes": size,
     });
     if !image_input {
         return ToolOutput {
             details,
             ..ToolOutput::ok(format!(
-                "Read image file {given} [{mime_type}, {} bytes]. The image was omitted because \
-                 the current model does not accept images.",
-                bytes.len()
+                "Read image file {given} [{mime_type}, {size} bytes]. The image was omitted \
+                 because the current model does not accept images."
             ))
         };
-    }
-    let encoded_len = bytes.len().div_ceil(3) * 4;
-    if encoded_len > MAX_IMAGE_BASE64_BYTES {
-        return ToolOutput::error(format!(
-            "{given} is an image too large to send: {:.1} MB as base64, over the 4.5 MB limit, \
-             and read cannot resize images. Make a smaller copy with bash (e.g. ImageMagick: \
-             `convert {given} -resize 2000x2000 small.png`) and read that.",
-            encoded_len as f64 / (1024.0 * 1024.0)
-        ));
     }
     ToolOutput {
         content: vec![
@@ -287,13 +557,17 @@ fn image_output(request: &Request, bytes: &[u8], mime_type: &str, image_input: b
     }
 }
 
-/// Selects the requested lines of `text` and bounds them to what one result
-/// may hold.
-fn text_output(request: &Request, text: &str) -> ToolOutput {
-    // Each line keeps its terminator so the shown text is byte-for-byte the
-    // file's (CRLF included); a final newline does not start another line.
-    let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let total = lines.len();
+/// Shows the selected lines and says how to go on, bounded to what one
+/// result may hold.
+fn text_output(request: &Request, selection: Selection) -> ToolOutput {
+    let total = selection.total;
+    let exact = selection.total_exact;
+    // "of 2500", or "of more than 1200000" when counting stopped.
+    let of_total = if exact {
+        total.to_string()
+    } else {
+        format!("more than {total}")
+    };
     let start = request.offset;
     let path = request.resolved.display().to_string();
     let details = |end_line: usize, truncated: bool| {
@@ -301,7 +575,7 @@ fn text_output(request: &Request, text: &str) -> ToolOutput {
             "path": path,
             "startLine": start,
             "endLine": end_line,
-            "totalLines": total,
+            "totalLines": exact.then_some(total),
             "truncated": truncated,
         })
     };
@@ -319,47 +593,64 @@ fn text_output(request: &Request, text: &str) -> ToolOutput {
     }
 
     let first = start - 1;
-    let end_by_limit = request
-        .limit
-        .map_or(total, |limit| first.saturating_add(limit).min(total));
-    let selected = &lines[first..end_by_limit];
+    // Past the counted lines when counting stopped: the file goes on.
+    let end_of_file = if exact { total } else { usize::MAX };
+    let end_by_limit = request.limit.map_or(end_of_file, |limit| {
+        first.saturating_add(limit).min(end_of_file)
+    });
 
-    let first_line_bytes = without_terminator(selected[0]).len();
-    if first_line_bytes > MAX_BYTES {
+    if let Some((first_line_bytes, measured)) = selection.oversized_first {
+        let size = if measured {
+            format!("{:.1} KB", first_line_bytes as f64 / 1024.0)
+        } else {
+            format!("more than {} MB", first_line_bytes / (1024 * 1024))
+        };
         return ToolOutput {
             details: details(start - 1, true),
             ..ToolOutput::ok(format!(
-                "[Line {start} is {:.1} KB, beyond the 50 KB limit. Use bash: sed -n '{start}p' {} | head -c {MAX_BYTES}]",
-                first_line_bytes as f64 / 1024.0,
+                "[Line {start} is {size}, beyond the 50 KB limit. Use bash: sed -n '{start}p' {} | head -c {MAX_BYTES}]",
                 shell_quote(&path),
             ))
         };
     }
 
-    let mut bytes = 0;
-    let mut taken = 0;
-    for line in selected.iter().take(MAX_LINES) {
-        if bytes + without_terminator(line).len() > MAX_BYTES {
-            break;
-        }
-        bytes += line.len();
-        taken += 1;
-    }
+    let taken = selection.lines.len();
     let end_line = first + taken;
-    let truncated = taken < selected.len();
+    let truncated = end_line < end_by_limit;
 
-    let mut output = lines[first..end_line].concat();
-    let kept = without_terminator(&output).len();
-    output.truncate(kept);
+    let mut joined = selection.lines.concat();
+    let text = match String::from_utf8(std::mem::take(&mut joined)) {
+        Ok(text) => text,
+        Err(e) => {
+            return ToolOutput::error(format!(
+                "{} is not valid UTF-8 text (the first invalid byte is at offset {}); read \
+                 cannot show it. If it is in another encoding, convert it with bash \
+                 (e.g. `iconv -f latin1 -t utf-8`).",
+                request.given,
+                selection.first_byte + e.utf8_error().valid_up_to() as u64
+            ));
+        }
+    };
+    let mut output = without_terminator(&text).to_string();
     if truncated {
         output.push_str(&format!(
-            "\n\n[Showing lines {start}-{end_line} of {total}. Use offset={} to continue.]",
+            "\n\n[Showing lines {start}-{end_line} of {of_total}. Use offset={} to continue.]",
             end_line + 1
         ));
     } else if end_by_limit < total {
+        let more = total - end_by_limit;
+        let more = if exact {
+            more.to_string()
+        } else {
+            format!("More than {more}")
+        };
         output.push_str(&format!(
-            "\n\n[{} more lines in file. Use offset={} to continue.]",
-            total - end_by_limit,
+            "\n\n[{more} more lines in file. Use offset={} to continue.]",
+            end_by_limit + 1
+        ));
+    } else if !exact {
+        output.push_str(&format!(
+            "\n\n[More lines in file. Use offset={} to continue.]",
             end_by_limit + 1
         ));
     }
@@ -578,6 +869,133 @@ mod tests {
         assert_eq!(
             f.read(json!({"path": "huge.txt", "offset": 2})).await,
             text("short", text_details(&path, 2, 2, 2, false))
+        );
+    }
+
+    #[test]
+    fn selection_is_the_same_whatever_the_buffer_size() {
+        let long = "z".repeat(MAX_BYTES + 10);
+        let text = format!("\u{feff}one\r\ntwo\n\nfour\n{long}\nlast");
+        let select = |capacity: usize, offset: usize, limit: Option<usize>| {
+            let reader = std::io::BufReader::with_capacity(capacity, text.as_bytes());
+            select_lines(reader, offset, limit, &CancellationToken::new()).unwrap()
+        };
+        assert_eq!(
+            select(READ_BUFFER_BYTES, 1, None),
+            Selection {
+                lines: vec![
+                    b"one\r\n".to_vec(),
+                    b"two\n".to_vec(),
+                    b"\n".to_vec(),
+                    b"four\n".to_vec()
+                ],
+                first_byte: 3,
+                oversized_first: None,
+                total: 6,
+                total_exact: true,
+            }
+        );
+        assert_eq!(
+            select(READ_BUFFER_BYTES, 5, None),
+            Selection {
+                lines: Vec::new(),
+                first_byte: 18,
+                oversized_first: Some((long.len() as u64, true)),
+                total: 6,
+                total_exact: true,
+            }
+        );
+        for capacity in 1..=17 {
+            for (offset, limit) in [(1, None), (2, Some(2)), (5, None), (6, None), (9, None)] {
+                assert_eq!(
+                    select(capacity, offset, limit),
+                    select(READ_BUFFER_BYTES, offset, limit),
+                    "capacity {capacity}, offset {offset}"
+                );
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn only_the_returned_lines_must_be_utf8() {
+        let f = Fixture::new();
+        let mut bytes = numbered_lines(3).into_bytes();
+        bytes.extend_from_slice(b"caf\xe9\n");
+        let path = f.write("mixed.txt", &bytes);
+        assert_eq!(
+            f.read(json!({"path": "mixed.txt", "limit": 3})).await,
+            text(
+                "line 1\nline 2\nline 3\n\n[1 more lines in file. Use offset=4 to continue.]",
+                text_details(&path, 1, 3, 4, false)
+            )
+        );
+        assert_eq!(
+            f.read(json!({"path": "mixed.txt", "offset": 4})).await,
+            ToolOutput::error(
+                "mixed.txt is not valid UTF-8 text (the first invalid byte is at offset 24); \
+                 read cannot show it. If it is in another encoding, convert it with bash \
+                 (e.g. `iconv -f latin1 -t utf-8`)."
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_huge_sparse_file_is_streamed() {
+        let f = Fixture::new();
+        // 20,000 lines of text, then zeros (a hole) up to 2 GiB, read in
+        // pieces without ever being held in memory.
+        let path = f.write("huge.log", numbered_lines(20_000));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(2 << 30)
+            .unwrap();
+        let details = |start: usize, end: usize, truncated: bool| {
+            json!({
+                "path": path,
+                "startLine": start,
+                "endLine": end,
+                "totalLines": null,
+                "truncated": truncated,
+            })
+        };
+        assert_eq!(
+            f.read(json!({"path": "huge.log", "limit": 2})).await,
+            text(
+                "line 1\nline 2\n\n[More than 19998 more lines in file. Use offset=3 to continue.]",
+                details(1, 2, false)
+            )
+        );
+        let mut expected = (19_001..=20_000)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        expected.push_str("\n\n[More lines in file. Use offset=20001 to continue.]");
+        assert_eq!(
+            f.read(json!({"path": "huge.log", "offset": 19_001, "limit": 1000}))
+                .await,
+            text(&expected, details(19_001, 20_000, false))
+        );
+        assert_eq!(
+            f.read(json!({"path": "huge.log", "offset": 20_001})).await,
+            text(
+                &format!(
+                    "[Line 20001 is more than 64 MB, beyond the 50 KB limit. Use bash: sed -n '20001p' {path} | head -c 51200]"
+                ),
+                details(20_001, 20_000, true)
+            )
+        );
+        let mut head = (1..=2_000)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        head.push_str(
+            "\n\n[Showing lines 1-2000 of more than 20000. Use offset=2001 to continue.]",
+        );
+        assert_eq!(
+            f.read(json!({"path": "huge.log"})).await,
+            text(&head, details(1, 2_000, true))
         );
     }
 

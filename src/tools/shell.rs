@@ -10,16 +10,30 @@
 //! so what they keep of the output and how they report it stays with each
 //! tool.
 
+mod env;
 mod group;
 mod output;
+mod reaper;
 mod scopes;
 
+pub use env::{ShellConfig, ShellEnv};
 pub(super) use group::{
     CHECK_INTERVAL, Shell, group_alive, read_chunks, signal_group, spawn, terminate_group,
     wait_until,
 };
 pub(super) use output::{Cleaner, Screen};
-pub use scopes::command_prefixes;
+pub use reaper::become_subreaper;
+pub(super) use reaper::{ShellRegistration, kill_command};
+pub use scopes::{CommandLine, WriteTarget, analyze, command_prefixes};
+
+/// The files `command` writes to (redirections, `tee`) as call locations.
+pub(super) fn write_locations(command: &str, cwd: &std::path::Path) -> Vec<super::Location> {
+    analyze(command)
+        .write_paths(cwd)
+        .into_iter()
+        .map(|path| super::Location { path, line: None })
+        .collect()
+}
 
 /// Most lines of output one result shows.
 pub(super) const MAX_LINES: usize = 2_000;
@@ -49,10 +63,17 @@ pub fn clean_text(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Room over the limits for the note a tool adds to output it already cut
+/// to them ("[Showing lines 1-2000 of 3000. Use offset=2001 …]"), so that
+/// the note, which says how to get the rest, is not what gets cut.
+const NOTE_LINES: usize = 4;
+const NOTE_BYTES: usize = 1024;
+
 /// Keeps the head of `text` within [`MAX_LINES`] and [`MAX_BYTES`], cut at
-/// a line end, with a note saying how much was left out.
+/// a line end, with a note saying how much was left out. Text within the
+/// limits plus a tool's note is left alone.
 pub fn truncate_head(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.len() <= MAX_BYTES && text.lines().count() <= MAX_LINES {
+    if text.len() <= MAX_BYTES + NOTE_BYTES && text.lines().count() <= MAX_LINES + NOTE_LINES {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut end = 0;
@@ -77,4 +98,28 @@ pub fn truncate_head(text: &str) -> std::borrow::Cow<'_, str> {
         left.len(),
         MAX_BYTES / 1024
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn output_a_tool_cut_to_the_limits_keeps_its_note() {
+        let lines: String = (1..=MAX_LINES).map(|i| format!("{i}\n")).collect();
+        let noted =
+            format!("{lines}\n[Showing lines 1-2000 of 3000. Use offset=2001 to continue.]");
+        assert_eq!(truncate_head(&noted), noted.as_str());
+        let over = format!("{lines}{}", "x\n".repeat(NOTE_LINES + 1));
+        assert_eq!(
+            truncate_head(&over),
+            format!(
+                "{}\n[… {} more lines ({} bytes) left out; the limit is 2000 lines or 50 KB]",
+                lines.trim_end(),
+                NOTE_LINES + 1,
+                2 * (NOTE_LINES + 1)
+            )
+        );
+    }
 }

@@ -91,6 +91,14 @@ impl Tool for WriteTool {
 
 async fn write(input: WriteInput, ctx: &ToolContext) -> ToolOutput {
     let given = input.path;
+    if given.trim().is_empty() {
+        // An empty path resolves to the working directory itself, which
+        // would only produce a puzzling "is a directory".
+        return ToolOutput::error(
+            "write needs `path`: the file to create or overwrite, e.g. \"src/main.rs\"; \
+             the path given was empty.",
+        );
+    }
     let resolved = super::resolve_path(&ctx.cwd, &given);
     if is_dir(&resolved).await {
         return ToolOutput::error(format!(
@@ -293,6 +301,22 @@ mod tests {
             }]
         );
         assert!(!f.path("new").exists());
+    }
+
+    #[tokio::test]
+    async fn an_empty_path_is_an_error_that_says_so() {
+        let f = Fixture::new();
+        for path in ["", "  "] {
+            assert_eq!(
+                WriteTool
+                    .execute(json!({"path": path, "content": "x"}), &f.ctx)
+                    .await,
+                ToolOutput::error(
+                    "write needs `path`: the file to create or overwrite, e.g. \"src/main.rs\"; \
+                     the path given was empty."
+                )
+            );
+        }
     }
 
     #[tokio::test]

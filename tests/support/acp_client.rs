@@ -304,3 +304,43 @@ pub fn process_running(marker: &str) -> bool {
             .unwrap_or(false)
     })
 }
+
+/// A `sleep` duration no other test (or concurrent test run) uses, such as
+/// `300.123456789012345`: a marker for `process_running` that finds only
+/// this test's processes.
+pub fn unique_sleep() -> String {
+    let digits = uuid::Uuid::new_v4().as_u128() % 10u128.pow(15);
+    format!("300.{digits:015}")
+}
+
+/// The peak resident memory of process `pid` (`VmHWM`), in bytes.
+pub fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .expect("VmHWM in /proc/PID/status");
+    let kb: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .expect("VmHWM in kB");
+    kb * 1024
+}
+
+/// Children of process `pid` that are zombies (exited, not yet reaped).
+pub fn zombie_children(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let child: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+            (fields.first() == Some(&"Z") && fields.get(1)?.parse::<u32>().ok()? == pid)
+                .then_some(child)
+        })
+        .collect()
+}

@@ -6,13 +6,15 @@
 //! Only that much is held in memory: once the output is longer, all of it
 //! goes to a file in the system temp directory as it arrives, and the result
 //! names the file so the model can grep it instead of running the command
-//! again. The shared [`Cleaner`] turns the terminal's bytes into lines first.
+//! again; the file keeps the head and the tail of a very long output (see
+//! `files`). The shared [`Cleaner`] turns the terminal's bytes into lines
+//! first.
 
 use std::collections::VecDeque;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use super::files::{CappedFile, HEAD_BYTES, OutputFiles, TAIL_BYTES};
 use crate::tools::shell::{Cleaner, MAX_BYTES, MAX_LINES, Screen};
 
 /// A line longer than this has its head moved to the full-output file, so one
@@ -31,7 +33,7 @@ pub(super) struct Rendered {
 }
 
 /// A command's output as it arrives: cleaned, and kept as [`Kept`] holds it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct OutputBuffer {
     cleaner: Cleaner,
     kept: Kept,
@@ -40,6 +42,23 @@ pub(super) struct OutputBuffer {
 }
 
 impl OutputBuffer {
+    /// A buffer whose full-output file, if any, belongs to `files`.
+    pub(super) fn new(files: Arc<OutputFiles>) -> Self {
+        Self {
+            cleaner: Cleaner::default(),
+            kept: Kept {
+                files,
+                line: String::new(),
+                line_partial: false,
+                lines: VecDeque::new(),
+                lines_bytes: 0,
+                completed: 0,
+                spill: Spill::None,
+            },
+            version: 0,
+        }
+    }
+
     pub(super) fn push(&mut self, bytes: &[u8]) {
         if bytes.is_empty() {
             return;
@@ -77,10 +96,7 @@ struct Line {
 enum Spill {
     #[default]
     None,
-    Open {
-        path: PathBuf,
-        file: BufWriter<File>,
-    },
+    Open(CappedFile),
     Failed(String),
 }
 
@@ -89,8 +105,10 @@ enum Spill {
 ///
 /// Invariant: while the spill file is open it holds every committed byte
 /// (all completed lines and the spilled head of the current line), in order.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Kept {
+    /// Who owns (and removes) the full-output file.
+    files: Arc<OutputFiles>,
     /// The line being printed (after carriage returns and backspaces),
     /// without any head already moved to the file.
     line: String,
@@ -166,11 +184,8 @@ impl Kept {
         if !matches!(self.spill, Spill::None) {
             return;
         }
-        self.spill = match create_output_file() {
-            Ok((path, file)) => Spill::Open {
-                path,
-                file: BufWriter::new(file),
-            },
+        self.spill = match self.files.create() {
+            Ok((path, file)) => Spill::Open(CappedFile::new(path, file)),
             Err(e) => Spill::Failed(e.to_string()),
         };
         let lines: Vec<String> = self
@@ -184,8 +199,8 @@ impl Kept {
     }
 
     fn write_spill(&mut self, text: &str) {
-        if let Spill::Open { file, .. } = &mut self.spill
-            && let Err(e) = file.write_all(text.as_bytes())
+        if let Spill::Open(file) = &mut self.spill
+            && let Err(e) = file.write(text)
         {
             self.spill = Spill::Failed(e.to_string());
         }
@@ -256,9 +271,19 @@ impl Kept {
         self.open_spill();
         let line = std::mem::take(&mut self.line);
         self.write_spill(&line);
-        let (where_, full_output_path) = match self.spill {
-            Spill::Open { path, mut file } => match file.flush() {
-                Ok(()) => (format!("Full output: {}", path.display()), Some(path)),
+        let (where_, full_output_path) = match std::mem::take(&mut self.spill) {
+            Spill::Open(file) => match file.finish() {
+                Ok((path, 0)) => (format!("Full output: {}", path.display()), Some(path)),
+                Ok((path, left_out)) => (
+                    format!(
+                        "Full output: {} (its first {} MB and last {} MB; the {left_out} bytes \
+                         between were left out)",
+                        path.display(),
+                        HEAD_BYTES / (1024 * 1024),
+                        TAIL_BYTES / (1024 * 1024)
+                    ),
+                    Some(path),
+                ),
                 Err(e) => (format!("The full output could not be saved: {e}"), None),
             },
             Spill::Failed(e) => (format!("The full output could not be saved: {e}"), None),
@@ -280,25 +305,19 @@ impl Kept {
     }
 }
 
-/// A new file for a command's full output, readable only by this user.
-fn create_output_file() -> std::io::Result<(PathBuf, File)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = std::env::temp_dir().join(format!("pincer-bash-{}.log", uuid::Uuid::new_v4()));
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)?;
-    Ok((path, file))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
+    /// Full-output files of the tests, kept until the process ends.
+    fn files() -> Arc<OutputFiles> {
+        static FILES: std::sync::OnceLock<Arc<OutputFiles>> = std::sync::OnceLock::new();
+        Arc::clone(FILES.get_or_init(Arc::default))
+    }
+
     fn render(chunks: &[&[u8]]) -> Rendered {
-        let mut buffer = OutputBuffer::default();
+        let mut buffer = OutputBuffer::new(files());
         for chunk in chunks {
             buffer.push(chunk);
         }
@@ -398,7 +417,7 @@ mod tests {
 
     #[test]
     fn progress_tail_is_the_end_of_the_output() {
-        let mut buffer = OutputBuffer::default();
+        let mut buffer = OutputBuffer::new(files());
         buffer.push(b"one\r\ntwo\r\nthr");
         assert_eq!(buffer.tail(100), "one\ntwo\nthr");
         assert_eq!(buffer.tail(5), "o\nthr");

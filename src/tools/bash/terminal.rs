@@ -28,6 +28,7 @@ pub(super) async fn run_in_terminal(
     terminals: Arc<dyn Terminals>,
     command: &str,
     timeout: Option<u64>,
+    mut buffer: OutputBuffer,
     ctx: &ToolContext,
 ) -> ToolOutput {
     let request = TerminalCommand {
@@ -86,7 +87,6 @@ pub(super) async fn run_in_terminal(
         let _ = tokio::time::timeout(EDITOR_CALL_TIMEOUT, terminals.kill(&id)).await;
     }
 
-    let mut buffer = OutputBuffer::default();
     let mut dropped_by_editor = false;
     match tokio::time::timeout(EDITOR_CALL_TIMEOUT, terminals.output(&id)).await {
         Ok(Ok(output)) => {

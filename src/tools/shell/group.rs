@@ -8,7 +8,9 @@
 //! rather than pipes because programs talk to a terminal the way they talk to
 //! a person: output arrives as it is printed, prompts appear, and tools that
 //! refuse to run without a TTY behave. The environment keeps colours, pagers
-//! and password prompts away, since nobody is there to answer them.
+//! and password prompts away, since nobody is there to answer them; it is
+//! the user's environment without credentials (see `env`), plus the tag by
+//! which `reaper` finds the command's processes that left the group.
 
 use std::io::Read;
 use std::path::Path;
@@ -20,6 +22,9 @@ use nix::unistd::Pid;
 use portable_pty::{Child, CommandBuilder, MasterPty, PtyPair, PtySize, native_pty_system};
 use tokio_util::sync::CancellationToken;
 
+use super::env::ShellEnv;
+use super::reaper::{ShellRegistration, TAG_VARIABLE, spawn_registered};
+
 /// How often waits check on a process.
 pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(20);
 
@@ -30,10 +35,16 @@ pub(crate) struct Shell {
     pub pgid: Pid,
     /// The terminal's side we read and write; it stays open while held.
     pub master: Box<dyn MasterPty + Send>,
+    /// The value of [`TAG_VARIABLE`] its processes inherit.
+    pub tag: String,
+    /// Keeps the reaper away from the shell; drop it once `child` has been
+    /// waited for.
+    pub registration: ShellRegistration,
 }
 
-/// Starts `bash -c script` in `cwd` on a new terminal `rows` high.
-pub(crate) fn spawn(script: &str, cwd: &Path, rows: u16) -> Result<Shell, String> {
+/// Starts `bash -c script` in `cwd` on a new terminal `rows` high, with the
+/// environment `env` lets through.
+pub(crate) fn spawn(script: &str, cwd: &Path, rows: u16, env: &ShellEnv) -> Result<Shell, String> {
     let PtyPair { slave, master } = native_pty_system()
         .openpty(PtySize {
             rows,
@@ -42,31 +53,42 @@ pub(crate) fn spawn(script: &str, cwd: &Path, rows: u16) -> Result<Shell, String
             pixel_height: 0,
         })
         .map_err(|e| format!("could not open a pseudo-terminal: {e:#}"))?;
+    let tag = uuid::Uuid::new_v4().simple().to_string();
     let mut builder = CommandBuilder::new("bash");
     builder.arg("-c");
     builder.arg(script);
     builder.cwd(cwd);
+    builder.env_clear();
+    for (name, value) in env.filter(std::env::vars_os()) {
+        builder.env(name, value);
+    }
+    builder.env(TAG_VARIABLE, &tag);
     builder.env("PWD", cwd);
     builder.env("TERM", "dumb");
     builder.env("PAGER", "cat");
     builder.env("GIT_PAGER", "cat");
     builder.env("GIT_TERMINAL_PROMPT", "0");
-    let mut child = slave
-        .spawn_command(builder)
-        .map_err(|e| format!("could not start bash: {e:#}"))?;
+    let (child, registration) = spawn_registered(|| {
+        let mut child = slave
+            .spawn_command(builder)
+            .map_err(|e| format!("could not start bash: {e:#}"))?;
+        let Some(pid) = child.process_id().and_then(|pid| i32::try_from(pid).ok()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("bash started without a process id".to_string());
+        };
+        Ok((child, pid))
+    })?;
     // Only the process group may hold the slave side, so the terminal closes
     // (and reading it ends) when the group is gone.
     drop(slave);
-
-    let Some(pid) = child.process_id().and_then(|pid| i32::try_from(pid).ok()) else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err("bash started without a process id".to_string());
-    };
+    let pgid = Pid::from_raw(registration.pid());
     Ok(Shell {
         child,
-        pgid: Pid::from_raw(pid),
+        pgid,
         master,
+        tag,
+        registration,
     })
 }
 

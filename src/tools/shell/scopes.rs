@@ -7,26 +7,168 @@
 //! substitutions and here-documents, so a permission for `echo` never lets
 //! `echo $(rm -rf x)` through. Both `bash` and `process start` are scoped
 //! this way.
+//!
+//! What a command runs with matters as much as what it runs: `PAGER=sh git
+//! log`, `GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.pager … git status` or
+//! `LD_PRELOAD=x ls` run other code than the program named, so assignments
+//! are part of the scope (`PAGER=sh git log`), and "always allow `git`"
+//! never covers them. Where a command writes matters too: the targets of
+//! output redirections (`>`, `>>`, `&>`, `>|`, `2>`) and of `tee` are
+//! reported as [`WriteTarget`]s, which the tools turn into the call's
+//! locations (so a target outside the project is seen as such) and, when
+//! the target is not plainly inside the working directory, into a scope of
+//! its own (`> /etc/x`), so that an allowed program cannot write anywhere.
 
 /// The prefix of every simple command in `command` ("cargo test", "rm"),
 /// distinct, in order of appearance. Commands inside `$(…)`, backticks,
 /// process substitutions and unquoted here-documents count too, so
 /// `echo $(rm x)` needs "rm x" allowed as well as "echo".
 pub fn command_prefixes(command: &str) -> Vec<String> {
+    analyze(command).prefixes
+}
+
+/// A file a command line writes to, by redirection or `tee`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteTarget {
+    /// A literal path (quotes removed), relative to the working directory
+    /// unless absolute or starting with `~`.
+    Path(String),
+    /// A target only the shell can resolve (a variable, a substitution, a
+    /// glob, or a relative path after the line changed directory), as
+    /// written.
+    Unknown(String),
+}
+
+/// What a command line runs and where it writes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommandLine {
+    /// See [`command_prefixes`].
+    pub prefixes: Vec<String>,
+    /// Redirection and `tee` targets, in order, without the harmless
+    /// devices (`/dev/null`, `/dev/stdout`, `/dev/stderr`).
+    pub writes: Vec<WriteTarget>,
+}
+
+impl CommandLine {
+    /// The scopes a permission for this line must cover: the prefixes, and
+    /// `> TARGET` for every write target that is not a plain relative path
+    /// (which stays inside the working directory unless a symlink leads out,
+    /// which the call's locations show).
+    pub fn scopes(&self) -> Vec<String> {
+        let mut scopes = self.prefixes.clone();
+        for target in &self.writes {
+            let scope = match target {
+                WriteTarget::Path(path) if plainly_relative(path) => continue,
+                WriteTarget::Path(path) | WriteTarget::Unknown(path) => format!("> {path}"),
+            };
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
+        scopes
+    }
+
+    /// The literal write targets resolved against `cwd`, for the call's
+    /// locations.
+    pub fn write_paths(&self, cwd: &std::path::Path) -> Vec<std::path::PathBuf> {
+        self.writes
+            .iter()
+            .filter_map(|target| match target {
+                WriteTarget::Path(path) => Some(crate::tools::resolve_path(cwd, path)),
+                WriteTarget::Unknown(_) => None,
+            })
+            .collect()
+    }
+}
+
+/// A relative path that does not climb out with `..` or start at home.
+fn plainly_relative(path: &str) -> bool {
+    let path = std::path::Path::new(path);
+    !path.as_os_str().is_empty()
+        && path.is_relative()
+        && !path.starts_with("~")
+        && path.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
+}
+
+/// Devices a redirection may name without writing a file.
+const HARMLESS_TARGETS: &[&str] = &["/dev/null", "/dev/stdout", "/dev/stderr"];
+
+/// Programs that change the working directory of the rest of the line, so
+/// a relative target after them may be anywhere.
+const CHANGES_DIRECTORY: &[&str] = &["cd", "pushd", "popd"];
+
+/// Reads `command` into the commands it runs and the files it writes.
+pub fn analyze(command: &str) -> CommandLine {
     let chars: Vec<char> = command.chars().collect();
     let mut scan = Scan::new(&chars);
     scan.list(false);
     let mut found = scan.commands;
     found.sort_by_key(|(start, _)| *start);
     let mut prefixes: Vec<String> = Vec::new();
-    for (_, words) in found {
-        if let Some(prefix) = prefix_of(&words)
-            && !prefixes.contains(&prefix)
-        {
-            prefixes.push(prefix);
+    let mut targets: Vec<(usize, Word)> = scan.targets;
+    let mut moved_at: Option<usize> = None;
+    for (start, words) in &found {
+        for prefix in scopes_of(words) {
+            if !prefixes.contains(&prefix) {
+                prefixes.push(prefix);
+            }
+        }
+        if let Some((program, args)) = program_of(words) {
+            if CHANGES_DIRECTORY.contains(&program.value.as_str()) {
+                moved_at = Some(moved_at.map_or(*start, |at: usize| at.min(*start)));
+            }
+            if program.value == "tee" && !program.expanded {
+                targets.extend(tee_files(args).into_iter().map(|w| (*start, w)));
+            }
         }
     }
-    prefixes
+    targets.sort_by_key(|(at, _)| *at);
+    let mut writes = Vec::new();
+    for (_, word) in targets {
+        let literal = !word.expanded && !word.raw.contains(['*', '?', '[']);
+        let moved = moved_at.is_some() && !std::path::Path::new(&word.value).is_absolute();
+        let target = if literal && !moved && !word.value.is_empty() {
+            if HARMLESS_TARGETS.contains(&word.value.as_str()) {
+                continue;
+            }
+            WriteTarget::Path(word.value)
+        } else {
+            WriteTarget::Unknown(word.raw)
+        };
+        if !writes.contains(&target) {
+            writes.push(target);
+        }
+    }
+    CommandLine { prefixes, writes }
+}
+
+/// The program word of a simple command and the words after it.
+fn program_of(words: &[Word]) -> Option<(&Word, &[Word])> {
+    let at = words
+        .iter()
+        .position(|w| !w.is_assignment() && !RESERVED_PREFIXES.contains(&w.raw.as_str()))?;
+    Some((&words[at], &words[at + 1..]))
+}
+
+/// The file arguments of `tee`: every word but options (until `--`).
+fn tee_files(args: &[Word]) -> Vec<Word> {
+    let mut files = Vec::new();
+    let mut options = true;
+    for word in args {
+        if options && word.raw == "--" {
+            options = false;
+        } else if options && word.raw.starts_with('-') && word.raw.len() > 1 {
+            continue;
+        } else {
+            files.push(word.clone());
+        }
+    }
+    files
 }
 
 /// Words that may start a command without being one.
@@ -38,11 +180,55 @@ const RESERVED_PREFIXES: &[&str] = &[
 /// command (the commands inside are found on their own).
 const NOT_COMMANDS: &[&str] = &["for", "select", "case", "function", "in"];
 
-/// "program subcommand" of one simple command, or `None` if it runs nothing.
-fn prefix_of(words: &[Word]) -> Option<String> {
-    let mut words = words
+/// Builtins and programs whose `NAME=value` arguments set the environment
+/// of what runs later, so each such argument is a scope of its own.
+const SETS_ENVIRONMENT: &[&str] = &["export", "declare", "typeset", "readonly", "local", "env"];
+
+/// The scopes of one simple command: "program subcommand", preceded by the
+/// command's assignments (`PAGER=x git log`), plus each environment
+/// assignment a builtin such as `export` makes; a line of assignments alone
+/// is its own scope, since it can change variables already exported
+/// (`PATH=…`).
+fn scopes_of(words: &[Word]) -> Vec<String> {
+    let mut rest = words
         .iter()
-        .skip_while(|w| w.is_assignment() || RESERVED_PREFIXES.contains(&w.raw.as_str()));
+        .skip_while(|w| RESERVED_PREFIXES.contains(&w.raw.as_str()))
+        .peekable();
+    let mut assignments = Vec::new();
+    while let Some(word) = rest.next_if(|w| w.is_assignment()) {
+        assignments.push(word.raw.as_str());
+    }
+    let rest: Vec<&Word> = rest.collect();
+    let Some(prefix) = prefix_of(&rest) else {
+        return if assignments.is_empty() {
+            Vec::new()
+        } else {
+            vec![assignments.join(" ")]
+        };
+    };
+    let mut scopes = vec![if assignments.is_empty() {
+        prefix
+    } else {
+        format!("{} {prefix}", assignments.join(" "))
+    }];
+    if let Some(program) = rest.first()
+        && !program.expanded
+        && SETS_ENVIRONMENT.contains(&program.value.as_str())
+    {
+        scopes.extend(
+            rest[1..]
+                .iter()
+                .filter(|w| w.is_assignment())
+                .map(|w| w.raw.clone()),
+        );
+    }
+    scopes
+}
+
+/// "program subcommand" of the words from the program on, or `None` if
+/// they run nothing.
+fn prefix_of(words: &[&Word]) -> Option<String> {
+    let mut words = words.iter();
     let program = words.next()?;
     if NOT_COMMANDS.contains(&program.raw.as_str()) {
         return None;
@@ -152,6 +338,18 @@ struct Heredoc {
     expands: bool,
 }
 
+/// What the word after a redirection operator is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Redirect {
+    /// A file opened for writing (`>`, `>>`, `>|`, `&>`, `<>`).
+    Write,
+    /// After `>&`: a file descriptor (`2>&1`, `>&-`) or, for any other
+    /// word, a file (`>& out` is `&> out`).
+    DuplicateOrWrite,
+    /// A file read, a descriptor duplicated for reading, a here-string.
+    Read,
+}
+
 /// The simple command being read.
 #[derive(Debug, Default)]
 struct Current {
@@ -160,7 +358,7 @@ struct Current {
     start: Option<usize>,
     word: Option<(usize, Word)>,
     /// The next word is a redirection target, not an argument.
-    redirect_target: bool,
+    redirect: Option<Redirect>,
     /// The next word is a here-document delimiter (`<<-` strips tabs).
     heredoc: Option<bool>,
 }
@@ -180,6 +378,8 @@ struct Scan<'a> {
     pos: usize,
     /// Finished simple commands with where they started.
     commands: Vec<(usize, Vec<Word>)>,
+    /// Words that name files opened for writing, with where they are.
+    targets: Vec<(usize, Word)>,
     heredocs: Vec<Heredoc>,
 }
 
@@ -189,6 +389,7 @@ impl<'a> Scan<'a> {
             chars,
             pos: 0,
             commands: Vec::new(),
+            targets: Vec::new(),
             heredocs: Vec::new(),
         }
     }
@@ -229,7 +430,7 @@ impl<'a> Scan<'a> {
                         if self.peek() == Some('>') {
                             self.pos += 1;
                         }
-                        current.redirect_target = true;
+                        current.redirect = Some(Redirect::Write);
                     } else {
                         self.end_command(&mut current);
                         self.pos += 1;
@@ -560,6 +761,11 @@ impl<'a> Scan<'a> {
                 .into_iter()
                 .map(|(at, words)| (start + at, words)),
         );
+        self.targets.extend(
+            scan.targets
+                .into_iter()
+                .map(|(at, word)| (start + at, word)),
+        );
     }
 
     /// At `<` or `>` (not a process substitution): reads the operator; the
@@ -582,7 +788,7 @@ impl<'a> Scan<'a> {
             if self.peek() == Some('<') {
                 // Here-string: `<<< word`.
                 self.pos += 1;
-                current.redirect_target = true;
+                current.redirect = Some(Redirect::Read);
             } else {
                 let strip_tabs = self.peek() == Some('-');
                 if strip_tabs {
@@ -592,10 +798,15 @@ impl<'a> Scan<'a> {
             }
             return;
         }
-        if matches!(self.peek(), Some('>' | '&' | '|')) {
+        let second = self.peek();
+        if matches!(second, Some('>' | '&' | '|')) {
             self.pos += 1;
         }
-        current.redirect_target = true;
+        current.redirect = Some(match (first, second) {
+            (Some('>'), Some('&')) => Redirect::DuplicateOrWrite,
+            (Some('>'), _) | (Some('<'), Some('>')) => Redirect::Write,
+            _ => Redirect::Read,
+        });
     }
 
     fn end_word(&mut self, current: &mut Current) {
@@ -608,8 +819,16 @@ impl<'a> Scan<'a> {
                 delimiter: word.value,
                 strip_tabs,
             });
-        } else if current.redirect_target {
-            current.redirect_target = false;
+        } else if let Some(redirect) = current.redirect.take() {
+            let descriptor = word.raw == "-" || word.raw.chars().all(|c| c.is_ascii_digit());
+            let writes = match redirect {
+                Redirect::Write => true,
+                Redirect::DuplicateOrWrite => !descriptor,
+                Redirect::Read => false,
+            };
+            if writes {
+                self.targets.push((start, word));
+            }
         } else {
             current.start.get_or_insert(start);
             current.words.push(word);
@@ -722,14 +941,20 @@ mod tests {
         assert_eq!(scopes("diff <(sort a) <(sort b)"), ["diff", "sort"]);
         assert_eq!(scopes("echo ${X:-$(id -u)}"), ["echo", "id"]);
         assert_eq!(scopes("echo $((1 + $(wc -l < f)))"), ["echo", "wc"]);
-        assert_eq!(scopes("x=$(date) && echo $x"), ["date", "echo"]);
+        assert_eq!(
+            scopes("x=$(date) && echo $x"),
+            ["x=$(date)", "date", "echo"]
+        );
         assert_eq!(scopes("echo $(cat $(ls))"), ["echo", "cat", "ls"]);
     }
 
     #[test]
     fn scopes_skip_assignments_redirections_and_keywords() {
-        assert_eq!(scopes("FOO=1 make build"), ["make build"]);
-        assert_eq!(scopes("A=1 B=\"x y\" cargo test"), ["cargo test"]);
+        assert_eq!(scopes("FOO=1 make build"), ["FOO=1 make build"]);
+        assert_eq!(
+            scopes("A=1 B=\"x y\" cargo test"),
+            ["A=1 B=\"x y\" cargo test"]
+        );
         assert_eq!(
             scopes("cargo test 2>&1 | tail -n 20"),
             ["cargo test", "tail"]
@@ -748,7 +973,10 @@ mod tests {
         assert_eq!(scopes("! grep -q x f"), ["grep"]);
         assert_eq!(scopes("{ ls; pwd; }"), ["ls", "pwd"]);
         assert_eq!(scopes("ls # && rm -rf /"), ["ls"]);
-        assert_eq!(scopes("arr=(a b c); echo ${arr[0]}"), ["echo"]);
+        assert_eq!(
+            scopes("arr=(a b c); echo ${arr[0]}"),
+            ["arr=(a b c)", "echo"]
+        );
         assert_eq!(scopes("((i++)); echo $i"), ["echo"]);
         assert_eq!(scopes("sudo rm -rf /"), ["sudo rm"]);
         assert_eq!(scopes("$EDITOR file"), ["$EDITOR"]);
@@ -772,8 +1000,123 @@ mod tests {
 
     #[test]
     fn nothing_to_run_has_no_prefixes() {
-        assert_eq!(scopes("X=1"), Vec::<String>::new());
+        assert_eq!(scopes("X=1"), ["X=1"]);
         assert_eq!(scopes("  # just a comment "), Vec::<String>::new());
         assert_eq!(scopes(""), Vec::<String>::new());
+    }
+
+    #[test]
+    fn assignments_before_a_command_are_part_of_its_scope() {
+        assert_eq!(
+            scopes(
+                "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.pager GIT_CONFIG_VALUE_0='sh -c x' git log"
+            ),
+            ["GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.pager GIT_CONFIG_VALUE_0='sh -c x' git log"]
+        );
+        assert_eq!(
+            scopes("LD_PRELOAD=/tmp/x.so ls"),
+            ["LD_PRELOAD=/tmp/x.so ls"]
+        );
+        assert_eq!(scopes("BASH_ENV=evil bash -c true"), ["BASH_ENV=evil bash"]);
+        assert_eq!(
+            scopes("GIT_SSH_COMMAND='sh x' git fetch"),
+            ["GIT_SSH_COMMAND='sh x' git fetch"]
+        );
+        assert_eq!(scopes("! PAGER=x git log"), ["PAGER=x git log"]);
+        // A bare assignment can change an exported variable for what follows.
+        assert_eq!(
+            scopes("PATH=/tmp/evil:$PATH; git status"),
+            ["PATH=/tmp/evil:$PATH", "git status"]
+        );
+        assert_eq!(
+            scopes("export PAGER=sh GIT_DIR=x && git log"),
+            ["export", "PAGER=sh", "GIT_DIR=x", "git log"]
+        );
+        assert_eq!(scopes("env LD_PRELOAD=x ls"), ["env", "LD_PRELOAD=x"]);
+    }
+
+    fn writes(command: &str) -> Vec<WriteTarget> {
+        analyze(command).writes
+    }
+
+    fn path(p: &str) -> WriteTarget {
+        WriteTarget::Path(p.to_string())
+    }
+
+    fn unknown(p: &str) -> WriteTarget {
+        WriteTarget::Unknown(p.to_string())
+    }
+
+    #[test]
+    fn output_redirections_are_write_targets() {
+        assert_eq!(writes("echo x > /tmp/a"), [path("/tmp/a")]);
+        assert_eq!(writes("echo x >/tmp/a"), [path("/tmp/a")]);
+        assert_eq!(writes("echo x >> log"), [path("log")]);
+        assert_eq!(writes("echo x 1> one 2> two"), [path("one"), path("two")]);
+        assert_eq!(writes("echo x 2>>errs"), [path("errs")]);
+        assert_eq!(writes("make &> all.log"), [path("all.log")]);
+        assert_eq!(writes("make &>> all.log"), [path("all.log")]);
+        assert_eq!(writes("echo x >| clobber"), [path("clobber")]);
+        assert_eq!(writes("echo x >& both"), [path("both")]);
+        assert_eq!(writes("exec 3<> rw"), [path("rw")]);
+        assert_eq!(writes("echo x > 'a b'"), [path("a b")]);
+        assert_eq!(writes("echo x > ~/.bashrc"), [path("~/.bashrc")]);
+        assert_eq!(writes(">out echo hi"), [path("out")]);
+        assert_eq!(writes("{ ls; } > list"), [path("list")]);
+        assert_eq!(writes("echo $(echo x > inner)"), [path("inner")]);
+        assert_eq!(writes("echo `echo x > tick`"), [path("tick")]);
+    }
+
+    #[test]
+    fn descriptors_devices_and_reads_are_not_write_targets() {
+        assert_eq!(writes("cargo test 2>&1 | tail"), []);
+        assert_eq!(writes("echo err >&2"), []);
+        assert_eq!(writes("exec 3>&-"), []);
+        assert_eq!(writes("wc -l < input"), []);
+        assert_eq!(writes("cat <<< hi"), []);
+        assert_eq!(writes("cat <<EOF > out\nx\nEOF"), [path("out")]);
+        assert_eq!(writes("echo x > /dev/null 2>/dev/stderr >/dev/stdout"), []);
+    }
+
+    #[test]
+    fn tee_files_are_write_targets() {
+        assert_eq!(writes("make | tee build.log"), [path("build.log")]);
+        assert_eq!(
+            writes("echo x | tee -a /tmp/a -- -b"),
+            [path("/tmp/a"), path("-b")]
+        );
+        assert_eq!(writes("echo x | tee /dev/null"), []);
+    }
+
+    #[test]
+    fn targets_only_the_shell_can_resolve_are_unknown() {
+        assert_eq!(
+            writes("echo x > $HOME/.profile"),
+            [unknown("$HOME/.profile")]
+        );
+        assert_eq!(writes("echo x > \"$(pwd)/y\""), [unknown("\"$(pwd)/y\"")]);
+        assert_eq!(writes("echo x > *.txt"), [unknown("*.txt")]);
+        assert_eq!(writes("cd /tmp && echo x > y"), [unknown("y")]);
+        assert_eq!(writes("cd /tmp && echo x > /abs"), [path("/abs")]);
+    }
+
+    #[test]
+    fn write_targets_outside_the_directory_are_scopes() {
+        let scopes = |c: &str| analyze(c).scopes();
+        assert_eq!(scopes("echo x > out.txt"), ["echo"]);
+        assert_eq!(scopes("echo x > ./sub/out.txt"), ["echo"]);
+        assert_eq!(scopes("echo x > /tmp/a"), ["echo", "> /tmp/a"]);
+        assert_eq!(scopes("echo x > ../a"), ["echo", "> ../a"]);
+        assert_eq!(scopes("echo x > ~/.bashrc"), ["echo", "> ~/.bashrc"]);
+        assert_eq!(scopes("echo x > $F"), ["echo", "> $F"]);
+        assert_eq!(scopes("echo x | tee /etc/x"), ["echo", "tee", "> /etc/x"]);
+        assert_eq!(scopes("echo x > /dev/null"), ["echo"]);
+        assert_eq!(
+            analyze("echo x > a/b.txt 2> /tmp/e").write_paths(std::path::Path::new("/p")),
+            [
+                std::path::PathBuf::from("/p/a/b.txt"),
+                std::path::PathBuf::from("/tmp/e")
+            ]
+        );
     }
 }
