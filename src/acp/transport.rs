@@ -11,15 +11,24 @@
 //!    tells the rest of the server that the editor can no longer answer
 //!    questions (a pending permission counts as rejected).
 //!
+//!
+//! Neither behaviour may let one bad line stall or end the server: the
+//! bookkeeping counts only lines the ACP crate itself takes for requests (it
+//! answers an invalid one with `"id": null`, which would otherwise never
+//! release the gate or the drain), a line that is not UTF-8 or longer than
+//! [`MAX_LINE`] is answered here with a parse error instead of ending the
+//! connection, and a read error on stdin counts as its end.
+//!
 //! Only whole JSON-RPC lines are written to stdout, each flushed at once.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
+use agent_client_protocol::{RawJsonRpcId, RawJsonRpcMessage, TransportFrame};
 use futures::{Sink, Stream};
 use serde::Deserialize;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -37,19 +46,93 @@ pub struct Drain {
 
 #[derive(Debug, Default)]
 struct DrainState {
-    /// Ids (as JSON text) of received requests not yet answered.
-    unanswered: HashSet<String>,
+    /// Received requests not yet answered, counted per id: an editor may
+    /// (wrongly) reuse an id, and each of those requests gets its answer.
+    unanswered: HashMap<RawJsonRpcId, usize>,
     /// The id of an `initialize` request whose answer has not gone out.
-    initializing: Option<String>,
+    initializing: Option<RawJsonRpcId>,
 }
 
-/// Just enough of a JSON-RPC message to route it.
+/// Just enough of an outgoing JSON-RPC message to see which request it
+/// answers.
 #[derive(Deserialize)]
 struct Envelope {
     #[serde(default)]
-    id: Option<serde_json::Value>,
+    id: Option<RawJsonRpcId>,
     #[serde(default)]
-    method: Option<String>,
+    method: Option<serde::de::IgnoredAny>,
+}
+
+/// The longest line pincer reads. A prompt with a few images is a few
+/// megabytes; a line without an end must not grow pincer's memory without
+/// bound, so a longer one is skipped and answered with a parse error.
+pub const MAX_LINE: usize = 64 * 1024 * 1024;
+
+/// One read from stdin.
+#[derive(Debug, PartialEq)]
+enum Read {
+    Line(String),
+    /// Not UTF-8, so not JSON: answered here, the crate never sees it.
+    NotUtf8,
+    /// Longer than [`MAX_LINE`]; the rest up to its newline was skipped.
+    TooLong,
+    End,
+}
+
+/// Reads one line of at most `limit` bytes, without its line ending.
+async fn read_line(
+    reader: &mut (impl AsyncBufRead + Unpin),
+    buffer: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Read> {
+    buffer.clear();
+    let read = (&mut *reader)
+        .take(limit as u64 + 1)
+        .read_until(b'\n', buffer)
+        .await?;
+    if read == 0 {
+        return Ok(Read::End);
+    }
+    if buffer.last() == Some(&b'\n') {
+        buffer.pop();
+        if buffer.last() == Some(&b'\r') {
+            buffer.pop();
+        }
+    } else if buffer.len() > limit {
+        // Skip the rest of this line without keeping it.
+        loop {
+            let available = reader.fill_buf().await?;
+            if available.is_empty() {
+                break;
+            }
+            match available.iter().position(|&b| b == b'\n') {
+                Some(end) => {
+                    reader.consume(end + 1);
+                    break;
+                }
+                None => {
+                    let len = available.len();
+                    reader.consume(len);
+                }
+            }
+        }
+        return Ok(Read::TooLong);
+    }
+    match String::from_utf8(std::mem::take(buffer)) {
+        Ok(line) => Ok(Read::Line(line)),
+        Err(e) => {
+            *buffer = e.into_bytes();
+            Ok(Read::NotUtf8)
+        }
+    }
+}
+
+/// The parse error (-32700) for a line pincer could not read as text. The
+/// id is null, as JSON-RPC 2.0 requires when the request could not be read.
+fn parse_error_line(reason: &str) -> String {
+    let error = agent_client_protocol::Error::parse_error()
+        .data(serde_json::json!({ "message": reason }));
+    serde_json::json!({ "jsonrpc": "2.0", "id": null, "error": error }).to_string()
 }
 
 impl Drain {
@@ -88,17 +171,18 @@ impl Drain {
     }
 
     fn on_incoming(&self, line: &str) {
-        let Ok(envelope) = serde_json::from_str::<Envelope>(line) else {
+        // Parsed exactly as the crate will parse it: only what it takes for
+        // a request gets an answer carrying that id.
+        let TransportFrame::Single(RawJsonRpcMessage::Request(request)) =
+            TransportFrame::parse_json(line)
+        else {
             return;
         };
-        if let (Some(id), Some(method)) = (envelope.id, envelope.method) {
-            let id = id.to_string();
-            let mut state = self.lock();
-            if method == "initialize" {
-                state.initializing = Some(id.clone());
-            }
-            state.unanswered.insert(id);
+        let mut state = self.lock();
+        if &*request.method == "initialize" {
+            state.initializing = Some(request.id.clone());
         }
+        *state.unanswered.entry(request.id).or_default() += 1;
     }
 
     fn on_outgoing(&self, line: &str) {
@@ -115,10 +199,14 @@ impl Drain {
         else {
             return;
         };
-        let id = id.to_string();
         let mut state = self.lock();
-        state.unanswered.remove(&id);
-        if state.initializing.as_deref() == Some(id.as_str()) {
+        if let Some(count) = state.unanswered.get_mut(&id) {
+            *count -= 1;
+            if *count == 0 {
+                state.unanswered.remove(&id);
+            }
+        }
+        if state.initializing.as_ref() == Some(&id) {
             state.initializing = None;
         }
         drop(state);
@@ -189,27 +277,34 @@ where
     W: std::io::Write + Send + 'static,
 {
     let incoming = futures::stream::unfold(
-        (BufReader::new(reader), drain.clone()),
-        |(mut reader, drain)| async move {
+        (BufReader::new(reader), drain.clone(), Vec::new()),
+        |(mut reader, drain, mut buffer)| async move {
             drain.wait_until(|s| s.initializing.is_none()).await;
-            let mut line = String::new();
-            match reader.read_line(&mut line).await {
-                Ok(0) => {
-                    drain.stdin_closed.cancel();
-                    tracing::debug!("stdin closed; finishing the requests already received");
-                    drain.wait_until(|s| s.unanswered.is_empty()).await;
-                    None
-                }
-                Ok(_) => {
-                    let line = line.trim_end_matches(['\n', '\r']).to_string();
-                    drain.on_incoming(&line);
-                    Some((Ok(line), (reader, drain)))
-                }
-                Err(error) => {
-                    drain.stdin_closed.cancel();
-                    Some((Err(error), (reader, drain)))
+            loop {
+                let reason = match read_line(&mut reader, &mut buffer, MAX_LINE).await {
+                    Ok(Read::Line(line)) => {
+                        drain.on_incoming(&line);
+                        return Some((Ok(line), (reader, drain, buffer)));
+                    }
+                    Ok(Read::NotUtf8) => "the line is not valid UTF-8".to_string(),
+                    Ok(Read::TooLong) => format!("the line is longer than {MAX_LINE} bytes"),
+                    Ok(Read::End) => break,
+                    Err(error) => {
+                        // The crate would end the connection on an error;
+                        // stdin that cannot be read is stdin that ended.
+                        tracing::warn!(%error, "cannot read stdin; treating it as closed");
+                        break;
+                    }
+                };
+                tracing::debug!(%reason, "answering an unreadable line with a parse error");
+                if !drain.send_lines(parse_error_line(&reason)).await {
+                    break;
                 }
             }
+            drain.stdin_closed.cancel();
+            tracing::debug!("stdin closed; finishing the requests already received");
+            drain.wait_until(|s| s.unanswered.is_empty()).await;
+            None
         },
     );
     let (lines_tx, mut lines_rx) = tokio::sync::mpsc::channel::<String>(OUTGOING_QUEUE);
@@ -239,15 +334,19 @@ where
 mod tests {
     use super::*;
 
+    fn id(n: i64) -> Option<RawJsonRpcId> {
+        Some(RawJsonRpcId::Number(n))
+    }
+
     #[test]
     fn responses_release_the_initialize_gate_and_the_drain() {
         let drain = Drain::new();
         drain.on_incoming(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#);
         drain.on_incoming(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{}}"#);
-        assert_eq!(drain.lock().initializing.as_deref(), Some("0"));
+        assert_eq!(drain.lock().initializing, id(0));
         assert_eq!(drain.lock().unanswered.len(), 1);
         drain.on_outgoing(r#"{"jsonrpc":"2.0","method":"session/update","params":{"id":0}}"#);
-        assert_eq!(drain.lock().initializing.as_deref(), Some("0"));
+        assert_eq!(drain.lock().initializing, id(0));
         drain.on_outgoing(r#"{"jsonrpc":"2.0","id":0,"result":{"text":"\"method\": no"}}"#);
         assert_eq!(drain.lock().initializing, None);
         assert!(drain.lock().unanswered.is_empty());
@@ -261,5 +360,94 @@ mod tests {
         assert_eq!(drain.lock().unanswered.len(), 1);
         drain.on_outgoing(r#"{"jsonrpc":"2.0","id":"1","result":{}}"#);
         assert!(drain.lock().unanswered.is_empty());
+    }
+
+    #[test]
+    fn a_reused_id_waits_for_both_answers() {
+        let drain = Drain::new();
+        let line = r#"{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}"#;
+        drain.on_incoming(line);
+        drain.on_incoming(line);
+        drain.on_outgoing(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#);
+        assert_eq!(drain.lock().unanswered.get(&RawJsonRpcId::Number(3)), Some(&1));
+        drain.on_outgoing(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#);
+        assert!(drain.lock().unanswered.is_empty());
+    }
+
+    /// The crate answers these with `"id": null` (or not at all), so they
+    /// must neither hold back the next line nor keep pincer from exiting.
+    #[test]
+    fn lines_the_crate_rejects_are_not_awaited() {
+        let drain = Drain::new();
+        for line in [
+            r#"{"id":0,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"1.0","id":0,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":[1],"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"initialize"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":"x"}"#,
+            r#"[{"jsonrpc":"2.0","id":2,"method":"initialize","params":{}}]"#,
+            r#"{"jsonrpc":"2.0","id":2,"result":{}}"#,
+            "not json",
+        ] {
+            drain.on_incoming(line);
+            assert_eq!(drain.lock().initializing, None, "{line}");
+            assert!(drain.lock().unanswered.is_empty(), "{line}");
+        }
+        drain.on_incoming(r#"{"jsonrpc":"2.0","id":-5,"method":"initialize","x":1}"#);
+        assert_eq!(drain.lock().initializing, id(-5));
+    }
+
+    async fn reads(input: &[u8], limit: usize) -> Vec<Read> {
+        let mut reader = BufReader::with_capacity(4, input);
+        let mut buffer = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            let read = read_line(&mut reader, &mut buffer, limit).await.unwrap();
+            if read == Read::End {
+                return out;
+            }
+            out.push(read);
+        }
+    }
+
+    #[tokio::test]
+    async fn lines_that_are_not_text_or_too_long_are_told_apart() {
+        let input = b"{\"a\":1}\r\n\xff\xfe\nabcdefghijkl\n\nlast";
+        assert_eq!(
+            reads(input, 8).await,
+            vec![
+                Read::Line("{\"a\":1}".to_string()),
+                Read::NotUtf8,
+                Read::TooLong,
+                Read::Line(String::new()),
+                Read::Line("last".to_string()),
+            ]
+        );
+        // Exactly the limit is fine; a long last line without an end too.
+        assert_eq!(reads(b"12345678\n123456789", 8).await, vec![
+            Read::Line("12345678".to_string()),
+            Read::TooLong
+        ]);
+    }
+
+    #[test]
+    fn the_parse_error_has_a_null_id() {
+        let line: serde_json::Value =
+            serde_json::from_str(&parse_error_line("the line is not valid UTF-8")).unwrap();
+        assert_eq!(
+            line,
+            serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": null,
+                "error": {
+                    "code": -32700,
+                    "message": "Parse error",
+                    "data": {"message": "the line is not valid UTF-8"}
+                }
+            })
+        );
     }
 }
