@@ -57,10 +57,15 @@ struct DrainState {
 /// answers.
 #[derive(Deserialize)]
 struct Envelope {
-    #[serde(default)]
+    /// `Some(Null)` for `"id": null`, which a request may carry too.
+    #[serde(default, deserialize_with = "present")]
     id: Option<RawJsonRpcId>,
     #[serde(default)]
     method: Option<serde::de::IgnoredAny>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<RawJsonRpcId>, D::Error> {
+    RawJsonRpcId::deserialize(d).map(Some)
 }
 
 /// The longest line pincer reads. A prompt with a few images is a few
@@ -130,8 +135,8 @@ async fn read_line(
 /// The parse error (-32700) for a line pincer could not read as text. The
 /// id is null, as JSON-RPC 2.0 requires when the request could not be read.
 fn parse_error_line(reason: &str) -> String {
-    let error = agent_client_protocol::Error::parse_error()
-        .data(serde_json::json!({ "message": reason }));
+    let error =
+        agent_client_protocol::Error::parse_error().data(serde_json::json!({ "message": reason }));
     serde_json::json!({ "jsonrpc": "2.0", "id": null, "error": error }).to_string()
 }
 
@@ -363,13 +368,25 @@ mod tests {
     }
 
     #[test]
+    fn a_null_id_is_an_id() {
+        let drain = Drain::new();
+        drain.on_incoming(r#"{"jsonrpc":"2.0","id":null,"method":"session/list","params":{}}"#);
+        assert_eq!(drain.lock().unanswered.len(), 1);
+        drain.on_outgoing(r#"{"jsonrpc":"2.0","id":null,"result":{"sessions":[]}}"#);
+        assert!(drain.lock().unanswered.is_empty());
+    }
+
+    #[test]
     fn a_reused_id_waits_for_both_answers() {
         let drain = Drain::new();
         let line = r#"{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}"#;
         drain.on_incoming(line);
         drain.on_incoming(line);
         drain.on_outgoing(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#);
-        assert_eq!(drain.lock().unanswered.get(&RawJsonRpcId::Number(3)), Some(&1));
+        assert_eq!(
+            drain.lock().unanswered.get(&RawJsonRpcId::Number(3)),
+            Some(&1)
+        );
         drain.on_outgoing(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#);
         assert!(drain.lock().unanswered.is_empty());
     }
@@ -427,10 +444,10 @@ mod tests {
             ]
         );
         // Exactly the limit is fine; a long last line without an end too.
-        assert_eq!(reads(b"12345678\n123456789", 8).await, vec![
-            Read::Line("12345678".to_string()),
-            Read::TooLong
-        ]);
+        assert_eq!(
+            reads(b"12345678\n123456789", 8).await,
+            vec![Read::Line("12345678".to_string()), Read::TooLong]
+        );
     }
 
     #[test]
