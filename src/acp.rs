@@ -303,12 +303,7 @@ impl Server {
     }
 
     fn new_session(&self, req: NewSessionRequest) -> Result<NewSessionResponse, Error> {
-        if !req.cwd.is_absolute() {
-            return Err(invalid_params(format!(
-                "cwd must be an absolute path, got {}",
-                req.cwd.display()
-            )));
-        }
+        crate::session::check_cwd(&req.cwd).map_err(|e| invalid_params(e.to_string()))?;
         let settings = self.settings(&req.cwd)?;
         let model = settings
             .default_model(self.options.model.as_deref())
@@ -395,12 +390,7 @@ impl Server {
         replay: bool,
     ) -> Result<Arc<Session>, Error> {
         let id = session_id.0.to_string();
-        if !cwd.is_absolute() {
-            return Err(invalid_params(format!(
-                "cwd must be an absolute path, got {}",
-                cwd.display()
-            )));
-        }
+        crate::session::check_cwd(&cwd).map_err(|e| invalid_params(e.to_string()))?;
         let settings = self.settings(&cwd)?;
         let Some(path) = crate::session::find(&settings.paths.data_dir, &id) else {
             return Err(agent_client_protocol::v1::schema::Error::session_not_found(id).into());

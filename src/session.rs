@@ -15,6 +15,41 @@ use crate::llm::{Message, ThinkingLevel, ToolResultMessage};
 use crate::tools::{CallInfo, Display};
 use transcript::{Entry, Record};
 
+/// Why a session cannot work in the directory an editor gave.
+#[derive(Debug, thiserror::Error)]
+pub enum CwdError {
+    #[error("cwd must be an absolute path, got {}", .0.display())]
+    NotAbsolute(PathBuf),
+    #[error("cwd {} does not exist; open a folder that exists", .0.display())]
+    Missing(PathBuf),
+    #[error("cwd {} is not a directory; open the folder that contains it", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("cwd {} cannot be read: {source}", .path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Checks a session's working directory before anything is read from it
+/// or written for it: tools, context files and transcripts all hang off it.
+pub fn check_cwd(cwd: &Path) -> Result<(), CwdError> {
+    if !cwd.is_absolute() {
+        return Err(CwdError::NotAbsolute(cwd.to_path_buf()));
+    }
+    match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(CwdError::NotADirectory(cwd.to_path_buf())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(CwdError::Missing(cwd.to_path_buf()))
+        }
+        Err(source) => Err(CwdError::Unreadable {
+            path: cwd.to_path_buf(),
+            source,
+        }),
+    }
+}
+
 /// The directory holding every session's transcript.
 pub fn sessions_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("sessions")

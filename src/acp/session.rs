@@ -894,6 +894,11 @@ impl Session {
                     instructions,
                 )
                 .await;
+                // A `/compact` the editor cancelled answers like any
+                // cancelled prompt; the history is left as it was.
+                if cancel.is_cancelled() {
+                    return Ok(PromptResponse::new(StopReason::Cancelled));
+                }
                 if let Ok(done) = result {
                     self.notify(
                         &cx,
