@@ -249,12 +249,74 @@ pub fn title_path(transcript: &Path) -> PathBuf {
 }
 
 /// Saves a session's title beside its transcript (atomically: a listing
-/// never sees half a title).
+/// never sees half a title), readable by the user alone like the
+/// transcript.
 pub fn save_title(transcript: &Path, title: &str) -> std::io::Result<()> {
+    use std::io::Write;
     let path = title_path(transcript);
     let partial = path.with_extension("title.partial");
-    std::fs::write(&partial, title)?;
+    let mut file = private_file()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&partial)?;
+    make_private(&partial, &file.metadata()?, FILE_MODE)?;
+    file.write_all(title.as_bytes())?;
+    drop(file);
     std::fs::rename(&partial, &path)
+}
+
+/// Transcripts hold everything said and every file read in a session, so
+/// they are the user's alone: files `0600`, directories `0700`, whatever
+/// the umask (it only removes bits, and these are set at creation).
+const FILE_MODE: u32 = 0o600;
+const DIR_MODE: u32 = 0o700;
+
+/// Options that create a file readable by its owner alone.
+pub(crate) fn private_file() -> std::fs::OpenOptions {
+    #[allow(unused_mut)]
+    let mut options = std::fs::OpenOptions::new();
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, FILE_MODE);
+    options
+}
+
+/// Creates `dir` and its missing parents for the owner alone, and narrows
+/// the session directories an older pincer made readable by others.
+pub(crate) fn create_private_dir(data_dir: &Path, dir: &Path) -> std::io::Result<()> {
+    #[allow(unused_mut)]
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, DIR_MODE);
+    builder.create(dir)?;
+    let sessions = sessions_dir(data_dir);
+    for dir in dir.ancestors().take_while(|d| d.starts_with(&sessions)) {
+        make_private(dir, &std::fs::metadata(dir)?, DIR_MODE)?;
+    }
+    Ok(())
+}
+
+/// Takes group and other permissions off `path` if it has any.
+pub(crate) fn make_private(
+    path: &Path,
+    meta: &std::fs::Metadata,
+    mode: u32,
+) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if meta.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, meta, mode);
+    Ok(())
+}
+
+pub(crate) fn make_file_private(path: &Path, file: &std::fs::File) -> std::io::Result<()> {
+    make_private(path, &file.metadata()?, FILE_MODE)
 }
 
 /// Removes a session: its transcript and its title.
