@@ -50,7 +50,7 @@ pub struct ServeOptions {
 /// has been answered.
 pub async fn serve_stdio(options: ServeOptions) -> Result<(), Error> {
     let drain = Drain::new();
-    let transport = transport::lines(tokio::io::stdin(), std::io::stdout(), drain.clone());
+    let transport = transport::stdio(drain.clone());
     // The connection runs on a runtime worker rather than the thread that
     // waits for it, which saves a thread hand-off per message.
     tokio::spawn(serve(transport, drain, options))

@@ -9,6 +9,8 @@ mod support;
 
 use std::collections::HashMap;
 
+use std::time::Duration;
+
 use futures::FutureExt as _;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -132,8 +134,13 @@ async fn closing_stdin_before_initialize_ends_pincer() {
     let mut acp = spawn(&sandbox, &mock);
     acp.send_raw(r#"{"jsonrpc":"2.0","id":1.5,"method":"initialize","params":{}}"#)
         .await;
+    acp.send_bytes(b"\xff").await;
     acp.close_stdin();
-    assert_eq!(acp.next().await, invalid_request());
+    // Both answers go out before pincer ends (in either order: the
+    // transport answers the line that is not text itself).
+    let mut answers = vec![acp.next().await, acp.next().await];
+    answers.sort_by_key(|a| a["error"]["code"].as_i64());
+    assert_eq!(answers, vec![parse_error_for_non_utf8(), invalid_request()]);
     assert!(acp.wait_exit().await.success());
 }
 
@@ -798,4 +805,57 @@ fn count_answer(message: &Value, pending: &mut HashMap<String, usize>, seen: &mu
         }
         None => panic!("a response to id {key}, which no unanswered request carried: {message}"),
     }
+}
+
+/// The editor is gone altogether (stdin and stdout closed) while a prompt
+/// waits on a model that never finishes: pincer ends instead of waiting
+/// for an answer nobody can read.
+#[tokio::test]
+async fn closing_stdin_and_stdout_while_a_prompt_waits_ends_pincer() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::Stall {
+        body: anthropic_text("never finished", 10),
+        events: 2,
+    });
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "title_model = \"none\"\n",
+    )
+    .unwrap();
+    let mut cmd = sandbox.command(&["acp"]);
+    cmd.env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let work = sandbox.work();
+    for line in [
+        INITIALIZE.to_string(),
+        json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd": work,"mcpServers":[]}}).to_string(),
+    ] {
+        stdin.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+    }
+    let session = loop {
+        let line: Value =
+            serde_json::from_str(&stdout.next_line().await.unwrap().unwrap()).unwrap();
+        if line["id"] == json!(1) {
+            break line["result"]["sessionId"].as_str().unwrap().to_string();
+        }
+    };
+    let prompt =
+        json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params": prompt(&session, "hi")});
+    stdin
+        .write_all(format!("{prompt}\n").as_bytes())
+        .await
+        .unwrap();
+    mock.wait_for_requests(1, Duration::from_secs(10)).await;
+    drop(stdin);
+    drop(stdout);
+    let status = tokio::time::timeout(support::acp_client::TIMEOUT, child.wait())
+        .await
+        .expect("pincer did not exit after its editor went away")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
 }

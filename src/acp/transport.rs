@@ -9,7 +9,9 @@
 //!    received: the incoming stream stays open (without new lines) until each
 //!    of those requests has been answered on stdout, and [`Drain::closed`]
 //!    tells the rest of the server that the editor can no longer answer
-//!    questions (a pending permission counts as rejected).
+//!    questions (a pending permission counts as rejected). When nobody
+//!    reads stdout any more either (the editor is gone, not just done
+//!    writing), nothing is waited for: the connection ends at once.
 //!
 //!
 //! Neither behaviour may let one bad line stall or end the server: the
@@ -37,6 +39,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Drain {
     /// Cancelled once stdin has reached its end.
     stdin_closed: CancellationToken,
+    /// Cancelled once stdout cannot be written: its reader is gone.
+    stdout_gone: CancellationToken,
     state: Mutex<DrainState>,
     changed: Notify,
     /// The stdout writer's queue, for blocks of lines serialised by the
@@ -66,6 +70,17 @@ struct Envelope {
 
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<RawJsonRpcId>, D::Error> {
     RawJsonRpcId::deserialize(d).map(Some)
+}
+
+/// A broken response (no method, a result or an error): JSON-RPC answers
+/// nothing to it, and neither does the crate.
+fn is_response_shaped(line: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(line).is_ok_and(|value| {
+        value.as_object().is_some_and(|object| {
+            !object.contains_key("method")
+                && (object.contains_key("result") || object.contains_key("error"))
+        })
+    })
 }
 
 /// The longest line pincer reads. A prompt with a few images is a few
@@ -169,6 +184,13 @@ impl Drain {
         }
     }
 
+    /// Nobody reads stdout any more: answers cannot arrive, so nothing is
+    /// waited for, and the editor counts as gone.
+    fn stdout_gone(&self) {
+        self.stdin_closed.cancel();
+        self.stdout_gone.cancel();
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, DrainState> {
         self.state
             .lock()
@@ -176,18 +198,26 @@ impl Drain {
     }
 
     fn on_incoming(&self, line: &str) {
-        // Parsed exactly as the crate will parse it: only what it takes for
-        // a request gets an answer carrying that id.
-        let TransportFrame::Single(RawJsonRpcMessage::Request(request)) =
-            TransportFrame::parse_json(line)
-        else {
-            return;
+        // Parsed exactly as the crate will parse it: a request gets an
+        // answer carrying its id, and a line that is neither a request, a
+        // notification nor a response gets an error with a null id.
+        let id = match TransportFrame::parse_json(line) {
+            TransportFrame::Single(RawJsonRpcMessage::Request(request)) => {
+                if &*request.method == "initialize" {
+                    self.lock().initializing = Some(request.id.clone());
+                }
+                request.id
+            }
+            TransportFrame::Single(_) => return,
+            _ if is_response_shaped(line) => return,
+            _ => RawJsonRpcId::Null,
         };
-        let mut state = self.lock();
-        if &*request.method == "initialize" {
-            state.initializing = Some(request.id.clone());
-        }
-        *state.unanswered.entry(request.id).or_default() += 1;
+        self.expect_answer(id);
+    }
+
+    /// Counts an answer that must go out before pincer may end.
+    fn expect_answer(&self, id: RawJsonRpcId) {
+        *self.lock().unanswered.entry(id).or_default() += 1;
     }
 
     fn on_outgoing(&self, line: &str) {
@@ -262,11 +292,61 @@ fn write_lines(
         }
         if let Err(e) = writer.write_all(&buffer).and_then(|()| writer.flush()) {
             tracing::debug!(error = %e, "stdout is closed");
+            drain.stdout_gone();
             return;
         }
         for line in batch.drain(..) {
             drain.on_outgoing(&line);
         }
+    }
+}
+
+/// The transport over the process's stdin and stdout.
+pub fn stdio(drain: Arc<Drain>) -> agent_client_protocol::Lines<LineSink, LineStream> {
+    #[cfg(unix)]
+    watch_hangup(drain.clone());
+    lines(tokio::io::stdin(), std::io::stdout(), drain)
+}
+
+/// Tells the drain as soon as nobody reads stdout (the write end of a pipe
+/// reports an error once its reading end is closed, a terminal a hangup),
+/// rather than at the next write, which may be minutes away while a turn
+/// waits on a model. A stdout that has no reader to lose (a file,
+/// /dev/null) never reports either. The watching thread sleeps in `poll`
+/// and ends with the process.
+#[cfg(unix)]
+fn watch_hangup(drain: Arc<Drain>) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let watch = move || {
+        let stdout = std::io::stdout();
+        loop {
+            // No events asked for: errors and hangups are always reported.
+            let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(error) => {
+                    tracing::debug!(%error, "stdout cannot be watched for its reader going away");
+                    return;
+                }
+                Ok(_) => {}
+            }
+            let events = fds[0].revents().unwrap_or_else(PollFlags::empty);
+            if events.intersects(PollFlags::POLLERR | PollFlags::POLLHUP) {
+                tracing::debug!("nobody reads stdout any more");
+                drain.stdout_gone();
+                return;
+            }
+            if events.contains(PollFlags::POLLNVAL) {
+                return;
+            }
+        }
+    };
+    if let Err(error) = std::thread::Builder::new()
+        .name("pincer-stdout-watch".to_string())
+        .spawn(watch)
+    {
+        tracing::debug!(%error, "cannot start the stdout watcher");
     }
 }
 
@@ -284,9 +364,17 @@ where
     let incoming = futures::stream::unfold(
         (BufReader::new(reader), drain.clone(), Vec::new()),
         |(mut reader, drain, mut buffer)| async move {
-            drain.wait_until(|s| s.initializing.is_none()).await;
+            let gone = drain.stdout_gone.clone();
+            tokio::select! {
+                () = drain.wait_until(|s| s.initializing.is_none()) => {}
+                () = gone.cancelled() => return None,
+            }
             loop {
-                let reason = match read_line(&mut reader, &mut buffer, MAX_LINE).await {
+                let read = tokio::select! {
+                    read = read_line(&mut reader, &mut buffer, MAX_LINE) => read,
+                    () = gone.cancelled() => return None,
+                };
+                let reason = match read {
                     Ok(Read::Line(line)) => {
                         drain.on_incoming(&line);
                         return Some((Ok(line), (reader, drain, buffer)));
@@ -302,13 +390,19 @@ where
                     }
                 };
                 tracing::debug!(%reason, "answering an unreadable line with a parse error");
+                drain.expect_answer(RawJsonRpcId::Null);
                 if !drain.send_lines(parse_error_line(&reason)).await {
                     break;
                 }
             }
             drain.stdin_closed.cancel();
             tracing::debug!("stdin closed; finishing the requests already received");
-            drain.wait_until(|s| s.unanswered.is_empty()).await;
+            tokio::select! {
+                () = drain.wait_until(|s| s.unanswered.is_empty()) => {}
+                () = gone.cancelled() => {
+                    tracing::debug!("stdout is closed too; not waiting for the answers");
+                }
+            }
             None
         },
     );
@@ -391,11 +485,10 @@ mod tests {
         assert!(drain.lock().unanswered.is_empty());
     }
 
-    /// The crate answers these with `"id": null` (or not at all), so they
-    /// must neither hold back the next line nor keep pincer from exiting.
+    /// The crate answers these with `"id": null`, so they must not hold
+    /// back the next line, and only that answer is waited for.
     #[test]
-    fn lines_the_crate_rejects_are_not_awaited() {
-        let drain = Drain::new();
+    fn lines_the_crate_rejects_wait_for_a_null_id_answer() {
         for line in [
             r#"{"id":0,"method":"initialize","params":{}}"#,
             r#"{"jsonrpc":"1.0","id":0,"method":"initialize","params":{}}"#,
@@ -406,11 +499,31 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"initialize"}"#,
             r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":"x"}"#,
             r#"[{"jsonrpc":"2.0","id":2,"method":"initialize","params":{}}]"#,
-            r#"{"jsonrpc":"2.0","id":2,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"x","result":{}}"#,
             "not json",
         ] {
+            let drain = Drain::new();
             drain.on_incoming(line);
             assert_eq!(drain.lock().initializing, None, "{line}");
+            assert_eq!(
+                drain.lock().unanswered,
+                HashMap::from([(RawJsonRpcId::Null, 1)]),
+                "{line}"
+            );
+            drain.on_outgoing(
+                r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request"}}"#,
+            );
+            assert!(drain.lock().unanswered.is_empty(), "{line}");
+        }
+        // Responses, even broken ones, and notifications get no answer.
+        let drain = Drain::new();
+        for line in [
+            r#"{"jsonrpc":"2.0","id":2,"result":{}}"#,
+            r#"{"id":1.5,"error":{}}"#,
+            r#"{"result":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/cancel","params":{}}"#,
+        ] {
+            drain.on_incoming(line);
             assert!(drain.lock().unanswered.is_empty(), "{line}");
         }
         drain.on_incoming(r#"{"jsonrpc":"2.0","id":-5,"method":"initialize","x":1}"#);
