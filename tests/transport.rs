@@ -310,6 +310,10 @@ const RAW_IDS: &[&str] = &[
     "\"\\u0000id\"",
 ];
 
+fn raw_id(rng: &mut Rng) -> &'static str {
+    RAW_IDS[rng.below(RAW_IDS.len())]
+}
+
 /// A random value somewhere inside `value`, to change.
 fn random_slot<'a>(rng: &mut Rng, value: &'a mut Value) -> &'a mut Value {
     let len = match &*value {
@@ -667,7 +671,7 @@ async fn fuzzed_messages_are_each_answered_or_ignored_as_json_rpc_says() {
                 }
                 let text = bytes.get_or_insert_with(|| {
                     let text = serde_json::to_string(&message).unwrap();
-                    text.replace(&serde_json::to_string(RAW_ID).unwrap(), *rng.pick(RAW_IDS))
+                    text.replace(&serde_json::to_string(RAW_ID).unwrap(), raw_id(&mut rng))
                         .into_bytes()
                 });
                 mutate_bytes(&mut rng, text);
@@ -675,7 +679,7 @@ async fn fuzzed_messages_are_each_answered_or_ignored_as_json_rpc_says() {
             let bytes = bytes.unwrap_or_else(|| {
                 serde_json::to_string(&message)
                     .unwrap()
-                    .replace(&serde_json::to_string(RAW_ID).unwrap(), *rng.pick(RAW_IDS))
+                    .replace(&serde_json::to_string(RAW_ID).unwrap(), raw_id(&mut rng))
                     .into_bytes()
             });
             if let Some(id) = message.get("id") {
