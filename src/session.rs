@@ -292,13 +292,22 @@ pub(crate) fn create_private_dir(data_dir: &Path, dir: &Path) -> std::io::Result
     builder.create(dir)?;
     let sessions = sessions_dir(data_dir);
     for dir in dir.ancestors().take_while(|d| d.starts_with(&sessions)) {
-        make_private(dir, &std::fs::metadata(dir)?, DIR_MODE)?;
+        narrow(dir, DIR_MODE);
     }
     Ok(())
 }
 
+/// [`make_private`] for what an older pincer (or the user) made: a failure
+/// is told, not fatal, as the session can still be written.
+pub(crate) fn narrow(path: &Path, mode: u32) {
+    let result = std::fs::metadata(path).and_then(|meta| make_private(path, &meta, mode));
+    if let Err(error) = result {
+        tracing::warn!(path = %path.display(), %error, "cannot make this readable by its owner alone");
+    }
+}
+
 /// Takes group and other permissions off `path` if it has any.
-pub(crate) fn make_private(
+fn make_private(
     path: &Path,
     meta: &std::fs::Metadata,
     mode: u32,
@@ -315,8 +324,8 @@ pub(crate) fn make_private(
     Ok(())
 }
 
-pub(crate) fn make_file_private(path: &Path, file: &std::fs::File) -> std::io::Result<()> {
-    make_private(path, &file.metadata()?, FILE_MODE)
+pub(crate) fn narrow_file(path: &Path) {
+    narrow(path, FILE_MODE);
 }
 
 /// Removes a session: its transcript and its title.

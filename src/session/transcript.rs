@@ -310,7 +310,7 @@ impl Writer {
             .open(path)
             .map_err(io)?;
         // Transcripts an older pincer wrote readable by others are narrowed.
-        super::make_file_private(path, &file).map_err(io)?;
+        super::narrow_file(path);
         if let (Some(dir), Some(data_dir)) = (path.parent(), data_dir_of(path)) {
             super::create_private_dir(data_dir, dir).map_err(io)?;
         }
