@@ -307,11 +307,7 @@ pub(crate) fn narrow(path: &Path, mode: u32) {
 }
 
 /// Takes group and other permissions off `path` if it has any.
-fn make_private(
-    path: &Path,
-    meta: &std::fs::Metadata,
-    mode: u32,
-) -> std::io::Result<()> {
+fn make_private(path: &Path, meta: &std::fs::Metadata, mode: u32) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
