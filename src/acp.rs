@@ -50,7 +50,7 @@ pub struct ServeOptions {
 /// has been answered.
 pub async fn serve_stdio(options: ServeOptions) -> Result<(), Error> {
     let drain = Drain::new();
-    let transport = transport::lines(tokio::io::stdin(), std::io::stdout(), drain.clone());
+    let transport = transport::stdio(drain.clone());
     // The connection runs on a runtime worker rather than the thread that
     // waits for it, which saves a thread hand-off per message.
     tokio::spawn(serve(transport, drain, options))
@@ -311,12 +311,7 @@ impl Server {
     }
 
     fn new_session(&self, req: NewSessionRequest) -> Result<NewSessionResponse, Error> {
-        if !req.cwd.is_absolute() {
-            return Err(invalid_params(format!(
-                "cwd must be an absolute path, got {}",
-                req.cwd.display()
-            )));
-        }
+        crate::session::check_cwd(&req.cwd).map_err(|e| invalid_params(e.to_string()))?;
         let settings = self.settings(&req.cwd)?;
         let model = settings
             .default_model(self.options.model.as_deref())
@@ -403,12 +398,7 @@ impl Server {
         replay: bool,
     ) -> Result<Arc<Session>, Error> {
         let id = session_id.0.to_string();
-        if !cwd.is_absolute() {
-            return Err(invalid_params(format!(
-                "cwd must be an absolute path, got {}",
-                cwd.display()
-            )));
-        }
+        crate::session::check_cwd(&cwd).map_err(|e| invalid_params(e.to_string()))?;
         let settings = self.settings(&cwd)?;
         let Some(path) = crate::session::find(&settings.paths.data_dir, &id) else {
             return Err(agent_client_protocol::v1::schema::Error::session_not_found(id).into());
@@ -540,9 +530,7 @@ impl Server {
             session.announce_commands(cx, &client);
             session.report_mcp(cx, &client);
             let spawned = cx.spawn(async move {
-                session
-                    .lifecycle_hooks(crate::agent::hooks::Event::SessionStart)
-                    .await;
+                session.session_started().await;
                 Ok(())
             });
             if let Err(e) = spawned {

@@ -15,6 +15,41 @@ use crate::llm::{Message, ThinkingLevel, ToolResultMessage};
 use crate::tools::{CallInfo, Display};
 use transcript::{Entry, Record};
 
+/// Why a session cannot work in the directory an editor gave.
+#[derive(Debug, thiserror::Error)]
+pub enum CwdError {
+    #[error("cwd must be an absolute path, got {}", .0.display())]
+    NotAbsolute(PathBuf),
+    #[error("cwd {} does not exist; open a folder that exists", .0.display())]
+    Missing(PathBuf),
+    #[error("cwd {} is not a directory; open the folder that contains it", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("cwd {} cannot be read: {source}", .path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Checks a session's working directory before anything is read from it
+/// or written for it: tools, context files and transcripts all hang off it.
+pub fn check_cwd(cwd: &Path) -> Result<(), CwdError> {
+    if !cwd.is_absolute() {
+        return Err(CwdError::NotAbsolute(cwd.to_path_buf()));
+    }
+    match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(CwdError::NotADirectory(cwd.to_path_buf())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(CwdError::Missing(cwd.to_path_buf()))
+        }
+        Err(source) => Err(CwdError::Unreadable {
+            path: cwd.to_path_buf(),
+            source,
+        }),
+    }
+}
+
 /// The directory holding every session's transcript.
 pub fn sessions_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("sessions")
@@ -214,12 +249,79 @@ pub fn title_path(transcript: &Path) -> PathBuf {
 }
 
 /// Saves a session's title beside its transcript (atomically: a listing
-/// never sees half a title).
+/// never sees half a title), readable by the user alone like the
+/// transcript.
 pub fn save_title(transcript: &Path, title: &str) -> std::io::Result<()> {
+    use std::io::Write;
     let path = title_path(transcript);
     let partial = path.with_extension("title.partial");
-    std::fs::write(&partial, title)?;
+    let mut file = private_file()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&partial)?;
+    make_private(&partial, &file.metadata()?, FILE_MODE)?;
+    file.write_all(title.as_bytes())?;
+    drop(file);
     std::fs::rename(&partial, &path)
+}
+
+/// Transcripts hold everything said and every file read in a session, so
+/// they are the user's alone: files `0600`, directories `0700`, whatever
+/// the umask (it only removes bits, and these are set at creation).
+const FILE_MODE: u32 = 0o600;
+const DIR_MODE: u32 = 0o700;
+
+/// Options that create a file readable by its owner alone.
+pub(crate) fn private_file() -> std::fs::OpenOptions {
+    #[allow(unused_mut)]
+    let mut options = std::fs::OpenOptions::new();
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, FILE_MODE);
+    options
+}
+
+/// Creates `dir` and its missing parents for the owner alone, and narrows
+/// the session directories an older pincer made readable by others.
+pub(crate) fn create_private_dir(data_dir: &Path, dir: &Path) -> std::io::Result<()> {
+    #[allow(unused_mut)]
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, DIR_MODE);
+    builder.create(dir)?;
+    let sessions = sessions_dir(data_dir);
+    for dir in dir.ancestors().take_while(|d| d.starts_with(&sessions)) {
+        narrow(dir, DIR_MODE);
+    }
+    Ok(())
+}
+
+/// [`make_private`] for what an older pincer (or the user) made: a failure
+/// is told, not fatal, as the session can still be written.
+pub(crate) fn narrow(path: &Path, mode: u32) {
+    let result = std::fs::metadata(path).and_then(|meta| make_private(path, &meta, mode));
+    if let Err(error) = result {
+        tracing::warn!(path = %path.display(), %error, "cannot make this readable by its owner alone");
+    }
+}
+
+/// Takes group and other permissions off `path` if it has any.
+fn make_private(path: &Path, meta: &std::fs::Metadata, mode: u32) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if meta.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, meta, mode);
+    Ok(())
+}
+
+pub(crate) fn narrow_file(path: &Path) {
+    narrow(path, FILE_MODE);
 }
 
 /// Removes a session: its transcript and its title.

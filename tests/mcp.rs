@@ -585,3 +585,64 @@ async fn a_loaded_session_connects_to_the_servers_it_is_given() {
     let results = tool_results(&mock, 2);
     assert_eq!(text_of(&results[0].2), "echo: back");
 }
+
+/// An editor's server named like one in the user's config replaces it: the
+/// editor's command line is the one started (its pid file appears, its
+/// tool answers), and the configured one never runs (its pid file never
+/// appears, also after the session ended).
+#[tokio::test]
+async fn an_editor_server_replaces_a_configured_one_of_the_same_name() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let bin = server_bin().display().to_string();
+    let configured = sandbox.dir.path().join("configured.pids");
+    let editor = sandbox.dir.path().join("editor.pids");
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        format!(
+            "title_model = \"none\"\n\n[mcp.servers.notes]\ncommand = {bin:?}\nargs = [\"--pid-file\", {:?}]\nenv = {{ FROM = \"config\" }}\n",
+            configured.display().to_string()
+        ),
+    )
+    .unwrap();
+    mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_echo",
+        "mcp__notes__echo",
+        &json!({"text": "which one?"}),
+    )));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let session = new_session(
+        &mut acp,
+        &sandbox,
+        json!([{
+            "name": "notes",
+            "command": server_bin(),
+            "args": ["--pid-file", editor],
+            "env": [{"name": "FROM", "value": "editor"}]
+        }]),
+    )
+    .await;
+    let result = acp.call("session/prompt", prompt(&session, "echo")).await;
+    assert_eq!(result, json!({"stopReason": "end_turn"}));
+    // The tool ran (a read-only tool: no question), through a server that
+    // was started with the editor's arguments.
+    assert_eq!(
+        tool_results(&mock, 1),
+        vec![(
+            "toolu_echo".to_string(),
+            false,
+            json!([{"type": "text", "text": "echo: which one?"}])
+        )]
+    );
+    let editor_pids = pids_from(&editor).await;
+    assert_eq!(editor_pids.len(), 2);
+    assert!(
+        !configured.exists(),
+        "the configured server was started too"
+    );
+    acp.close_stdin();
+    assert!(acp.wait_exit().await.success());
+    wait_gone(&editor_pids).await;
+    assert!(!configured.exists(), "the configured server was started");
+}

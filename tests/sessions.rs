@@ -740,3 +740,209 @@ async fn closing_a_busy_session_ends_its_work() {
         "{replayed:?}"
     );
 }
+
+/// `pincer acp` started by `sh` with `umask 000`, as a careless launcher
+/// would: what pincer creates must not depend on the umask.
+fn spawn_with_open_umask(sandbox: &Sandbox, mock: &MockModel) -> Acp {
+    let mut cmd = sandbox.command(&["acp"]);
+    let std = cmd.as_std_mut();
+    let program = std.get_program().to_owned();
+    let mut shell = tokio::process::Command::new("sh");
+    shell
+        .arg("-c")
+        .arg("umask 000; exec \"$0\" acp")
+        .arg(program)
+        .env_clear()
+        .envs(
+            std.get_envs()
+                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+        )
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+        .current_dir(sandbox.work())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    Acp::spawn(shell)
+}
+
+fn mode_of(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// Transcripts hold the whole conversation and every file the model read:
+/// they, their titles and their directories are the user's alone, also
+/// under `umask 000`, and those an older pincer left open are narrowed when
+/// the session is opened again.
+#[tokio::test]
+async fn transcripts_titles_and_session_directories_are_private_whatever_the_umask() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    mock.push_side(Reply::fixture("anthropic/title.sse"));
+    let mut acp = spawn_with_open_umask(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp.send("session/prompt", prompt(&session, "hello")).await;
+    acp.until_response(id).await;
+    // The model's title is saved beside the transcript when it arrives.
+    let mut later = Vec::new();
+    while titles(&later).is_empty() {
+        later.push(acp.next().await);
+    }
+    acp.close_stdin();
+    assert!(acp.wait_exit().await.success());
+
+    let transcript = only_transcript(&sandbox);
+    let dir = transcript.parent().unwrap().to_path_buf();
+    let title = transcript.with_extension("title");
+    let modes = |paths: &[&std::path::Path]| -> Vec<String> {
+        paths
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} {:o}",
+                    p.file_name().unwrap().to_string_lossy(),
+                    mode_of(p)
+                )
+            })
+            .collect()
+    };
+    let sessions = sandbox.home().join("sessions");
+    let paths = [sessions.as_path(), &dir, &transcript, &title];
+    let expected = vec![
+        "sessions 700".to_string(),
+        format!("{} 700", dir.file_name().unwrap().to_string_lossy()),
+        format!("{session}.jsonl 600"),
+        format!("{session}.title 600"),
+    ];
+    assert_eq!(modes(&paths), expected);
+    // Nothing else was left beside them (a partial title, say).
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+
+    // Files an older pincer made readable by everyone are narrowed when the
+    // session is opened again.
+    use std::os::unix::fs::PermissionsExt;
+    for (path, mode) in [(&sessions, 0o755), (&dir, 0o777), (&transcript, 0o644)] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let mut acp = spawn_with_open_umask(&sandbox, &mock);
+    acp.initialize().await;
+    acp.call(
+        "session/resume",
+        json!({"sessionId": session, "cwd": sandbox.work(), "mcpServers": []}),
+    )
+    .await;
+    assert_eq!(modes(&paths), expected);
+}
+
+/// A transcript whose last line was cut in the middle (the process died
+/// mid-write) loads over ACP: the complete entries are replayed, the torn
+/// one is skipped, and the session goes on.
+#[tokio::test]
+async fn a_transcript_cut_in_the_middle_of_a_line_loads_over_acp_and_continues() {
+    let sandbox = Sandbox::new();
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "title_model = \"none\"\n",
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    mock.push(Reply::sse(support::sse::anthropic_text(
+        "the second answer",
+        20,
+    )));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    acp.call("session/prompt", prompt(&session, "first")).await;
+    acp.call("session/prompt", prompt(&session, "second")).await;
+    acp.close_stdin();
+    assert!(acp.wait_exit().await.success());
+
+    let transcript = only_transcript(&sandbox);
+    let full = std::fs::read_to_string(&transcript).unwrap();
+    let lines: Vec<&str> = full.lines().collect();
+    let last = *lines.last().unwrap();
+    assert!(last.contains("the second answer"), "{last}");
+    let without_last = format!("{}\n", lines[..lines.len() - 1].join("\n"));
+    // Cut halfway through the last entry, as a kill mid-write leaves it.
+    let cut = format!("{without_last}{}", &last[..last.len() / 2]);
+    assert!(serde_json::from_str::<Value>(&cut[without_last.len()..]).is_err());
+
+    // What loading replays without the last entry at all…
+    std::fs::write(&transcript, &without_last).unwrap();
+    let (acp, whole_lines_only) = load_in_new_process(&sandbox, &mock, &session).await;
+    drop(acp);
+    // …is exactly what it replays with the torn entry.
+    std::fs::write(&transcript, &cut).unwrap();
+    let (mut acp, replayed) = load_in_new_process(&sandbox, &mock, &session).await;
+    assert_eq!(normalise(replayed.clone()), normalise(whole_lines_only));
+    assert_eq!(
+        normalise(replayed),
+        vec![
+            json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "first"}}),
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hello from the mock model."}}),
+            json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "second"}}),
+        ]
+    );
+
+    mock.push(Reply::sse(support::sse::anthropic_text(
+        "the third answer",
+        30,
+    )));
+    let result = acp.call("session/prompt", prompt(&session, "third")).await;
+    assert_eq!(result, json!({"stopReason": "end_turn"}));
+    let messages = without_cache_marks(&mock.requests().last().unwrap().body["messages"]);
+    let texts: Vec<&str> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().unwrap())
+        .map(|c| c["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        vec!["first", "Hello from the mock model.", "second", "third"]
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+    acp.close_stdin();
+    assert!(acp.wait_exit().await.success());
+    // The torn line was closed off, so the transcript still loads whole.
+    let (_acp, again) = load_in_new_process(&sandbox, &mock, &session).await;
+    let texts: Vec<(&str, &str)> = again
+        .iter()
+        .map(|u| {
+            (
+                u["sessionUpdate"].as_str().unwrap(),
+                u["content"]["text"].as_str().unwrap(),
+            )
+        })
+        .filter(|(kind, _)| kind.ends_with("_chunk"))
+        .collect();
+    let mut joined: Vec<(&str, String)> = Vec::new();
+    for (kind, text) in texts {
+        match joined.last_mut() {
+            Some((last, so_far)) if *last == kind && kind == "agent_message_chunk" => {
+                so_far.push_str(text)
+            }
+            _ => joined.push((kind, text.to_string())),
+        }
+    }
+    assert_eq!(
+        joined,
+        vec![
+            ("user_message_chunk", "first".to_string()),
+            (
+                "agent_message_chunk",
+                "Hello from the mock model.".to_string()
+            ),
+            ("user_message_chunk", "second".to_string()),
+            ("user_message_chunk", "third".to_string()),
+            ("agent_message_chunk", "the third answer".to_string()),
+        ]
+    );
+}

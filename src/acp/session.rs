@@ -64,6 +64,9 @@ pub struct Session {
     /// Set once the project's trust has been settled (asked or reported)
     /// in this session; prompts that arrive meanwhile wait for it.
     trust_settled: tokio::sync::OnceCell<()>,
+    /// Set once the `session_start` hooks have run; the first prompt waits
+    /// for them, so that they always come before `user_prompt_submit`.
+    started: tokio::sync::OnceCell<()>,
 }
 
 type Reply = tokio::sync::oneshot::Sender<Result<PromptResponse, Error>>;
@@ -170,6 +173,7 @@ impl Session {
             mcp_cell: Mutex::new(mcp),
             editor_mcp: mcp_servers,
             trust_settled: tokio::sync::OnceCell::new(),
+            started: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -261,6 +265,14 @@ impl Session {
         if let Err(e) = lock(&self.transcript).append(record) {
             tracing::error!(error = %e, "cannot write the session transcript");
         }
+    }
+
+    /// Runs the `session_start` hooks, once; callers that come while they
+    /// run wait for them.
+    pub async fn session_started(&self) {
+        self.started
+            .get_or_init(|| self.lifecycle_hooks(agent::hooks::Event::SessionStart))
+            .await;
     }
 
     /// Runs the hooks of a session event (`session_start`, `session_end`).
@@ -448,6 +460,7 @@ impl Session {
         client: ClientCapabilities,
         drain: Arc<Drain>,
     ) -> Result<PromptResponse, Error> {
+        self.session_started().await;
         if self
             .settle_trust(&cx, &client, drain.clone())
             .await
@@ -918,6 +931,11 @@ impl Session {
                     instructions,
                 )
                 .await;
+                // A `/compact` the editor cancelled answers like any
+                // cancelled prompt; the history is left as it was.
+                if cancel.is_cancelled() {
+                    return Ok(PromptResponse::new(StopReason::Cancelled));
+                }
                 if let Ok(done) = result {
                     self.notify(
                         &cx,

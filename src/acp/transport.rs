@@ -9,17 +9,28 @@
 //!    received: the incoming stream stays open (without new lines) until each
 //!    of those requests has been answered on stdout, and [`Drain::closed`]
 //!    tells the rest of the server that the editor can no longer answer
-//!    questions (a pending permission counts as rejected).
+//!    questions (a pending permission counts as rejected). When nobody
+//!    reads stdout any more either (the editor is gone, not just done
+//!    writing), nothing is waited for: the connection ends at once.
+//!
+//!
+//! Neither behaviour may let one bad line stall or end the server: the
+//! bookkeeping counts only lines the ACP crate itself takes for requests (it
+//! answers an invalid one with `"id": null`, which would otherwise never
+//! release the gate or the drain), a line that is not UTF-8 or longer than
+//! [`MAX_LINE`] is answered here with a parse error instead of ending the
+//! connection, and a read error on stdin counts as its end.
 //!
 //! Only whole JSON-RPC lines are written to stdout, each flushed at once.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
+use agent_client_protocol::{RawJsonRpcId, RawJsonRpcMessage, TransportFrame};
 use futures::{Sink, Stream};
 use serde::Deserialize;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +39,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Drain {
     /// Cancelled once stdin has reached its end.
     stdin_closed: CancellationToken,
+    /// Cancelled once stdout cannot be written: its reader is gone.
+    stdout_gone: CancellationToken,
     state: Mutex<DrainState>,
     changed: Notify,
     /// The stdout writer's queue, for blocks of lines serialised by the
@@ -37,19 +50,109 @@ pub struct Drain {
 
 #[derive(Debug, Default)]
 struct DrainState {
-    /// Ids (as JSON text) of received requests not yet answered.
-    unanswered: HashSet<String>,
+    /// Received requests not yet answered, counted per id: an editor may
+    /// (wrongly) reuse an id, and each of those requests gets its answer.
+    unanswered: HashMap<RawJsonRpcId, usize>,
     /// The id of an `initialize` request whose answer has not gone out.
-    initializing: Option<String>,
+    initializing: Option<RawJsonRpcId>,
 }
 
-/// Just enough of a JSON-RPC message to route it.
+/// Just enough of an outgoing JSON-RPC message to see which request it
+/// answers.
 #[derive(Deserialize)]
 struct Envelope {
+    /// `Some(Null)` for `"id": null`, which a request may carry too.
+    #[serde(default, deserialize_with = "present")]
+    id: Option<RawJsonRpcId>,
     #[serde(default)]
-    id: Option<serde_json::Value>,
-    #[serde(default)]
-    method: Option<String>,
+    method: Option<serde::de::IgnoredAny>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<RawJsonRpcId>, D::Error> {
+    RawJsonRpcId::deserialize(d).map(Some)
+}
+
+/// A broken response (no method, a result or an error): JSON-RPC answers
+/// nothing to it, and neither does the crate.
+fn is_response_shaped(line: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(line).is_ok_and(|value| {
+        value.as_object().is_some_and(|object| {
+            !object.contains_key("method")
+                && (object.contains_key("result") || object.contains_key("error"))
+        })
+    })
+}
+
+/// The longest line pincer reads. A prompt with a few images is a few
+/// megabytes; a line without an end must not grow pincer's memory without
+/// bound, so a longer one is skipped and answered with a parse error.
+pub const MAX_LINE: usize = 64 * 1024 * 1024;
+
+/// One read from stdin.
+#[derive(Debug, PartialEq)]
+enum Read {
+    Line(String),
+    /// Not UTF-8, so not JSON: answered here, the crate never sees it.
+    NotUtf8,
+    /// Longer than [`MAX_LINE`]; the rest up to its newline was skipped.
+    TooLong,
+    End,
+}
+
+/// Reads one line of at most `limit` bytes, without its line ending.
+async fn read_line(
+    reader: &mut (impl AsyncBufRead + Unpin),
+    buffer: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Read> {
+    buffer.clear();
+    let read = (&mut *reader)
+        .take(limit as u64 + 1)
+        .read_until(b'\n', buffer)
+        .await?;
+    if read == 0 {
+        return Ok(Read::End);
+    }
+    if buffer.last() == Some(&b'\n') {
+        buffer.pop();
+        if buffer.last() == Some(&b'\r') {
+            buffer.pop();
+        }
+    } else if buffer.len() > limit {
+        // Skip the rest of this line without keeping it.
+        loop {
+            let available = reader.fill_buf().await?;
+            if available.is_empty() {
+                break;
+            }
+            match available.iter().position(|&b| b == b'\n') {
+                Some(end) => {
+                    reader.consume(end + 1);
+                    break;
+                }
+                None => {
+                    let len = available.len();
+                    reader.consume(len);
+                }
+            }
+        }
+        return Ok(Read::TooLong);
+    }
+    match String::from_utf8(std::mem::take(buffer)) {
+        Ok(line) => Ok(Read::Line(line)),
+        Err(e) => {
+            *buffer = e.into_bytes();
+            Ok(Read::NotUtf8)
+        }
+    }
+}
+
+/// The parse error (-32700) for a line pincer could not read as text. The
+/// id is null, as JSON-RPC 2.0 requires when the request could not be read.
+fn parse_error_line(reason: &str) -> String {
+    let error =
+        agent_client_protocol::Error::parse_error().data(serde_json::json!({ "message": reason }));
+    serde_json::json!({ "jsonrpc": "2.0", "id": null, "error": error }).to_string()
 }
 
 impl Drain {
@@ -81,6 +184,13 @@ impl Drain {
         }
     }
 
+    /// Nobody reads stdout any more: answers cannot arrive, so nothing is
+    /// waited for, and the editor counts as gone.
+    fn stdout_gone(&self) {
+        self.stdin_closed.cancel();
+        self.stdout_gone.cancel();
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, DrainState> {
         self.state
             .lock()
@@ -88,17 +198,26 @@ impl Drain {
     }
 
     fn on_incoming(&self, line: &str) {
-        let Ok(envelope) = serde_json::from_str::<Envelope>(line) else {
-            return;
-        };
-        if let (Some(id), Some(method)) = (envelope.id, envelope.method) {
-            let id = id.to_string();
-            let mut state = self.lock();
-            if method == "initialize" {
-                state.initializing = Some(id.clone());
+        // Parsed exactly as the crate will parse it: a request gets an
+        // answer carrying its id, and a line that is neither a request, a
+        // notification nor a response gets an error with a null id.
+        let id = match TransportFrame::parse_json(line) {
+            TransportFrame::Single(RawJsonRpcMessage::Request(request)) => {
+                if &*request.method == "initialize" {
+                    self.lock().initializing = Some(request.id.clone());
+                }
+                request.id
             }
-            state.unanswered.insert(id);
-        }
+            TransportFrame::Single(_) => return,
+            _ if is_response_shaped(line) => return,
+            _ => RawJsonRpcId::Null,
+        };
+        self.expect_answer(id);
+    }
+
+    /// Counts an answer that must go out before pincer may end.
+    fn expect_answer(&self, id: RawJsonRpcId) {
+        *self.lock().unanswered.entry(id).or_default() += 1;
     }
 
     fn on_outgoing(&self, line: &str) {
@@ -115,10 +234,14 @@ impl Drain {
         else {
             return;
         };
-        let id = id.to_string();
         let mut state = self.lock();
-        state.unanswered.remove(&id);
-        if state.initializing.as_deref() == Some(id.as_str()) {
+        if let Some(count) = state.unanswered.get_mut(&id) {
+            *count -= 1;
+            if *count == 0 {
+                state.unanswered.remove(&id);
+            }
+        }
+        if state.initializing.as_ref() == Some(&id) {
             state.initializing = None;
         }
         drop(state);
@@ -169,11 +292,61 @@ fn write_lines(
         }
         if let Err(e) = writer.write_all(&buffer).and_then(|()| writer.flush()) {
             tracing::debug!(error = %e, "stdout is closed");
+            drain.stdout_gone();
             return;
         }
         for line in batch.drain(..) {
             drain.on_outgoing(&line);
         }
+    }
+}
+
+/// The transport over the process's stdin and stdout.
+pub fn stdio(drain: Arc<Drain>) -> agent_client_protocol::Lines<LineSink, LineStream> {
+    #[cfg(unix)]
+    watch_hangup(drain.clone());
+    lines(tokio::io::stdin(), std::io::stdout(), drain)
+}
+
+/// Tells the drain as soon as nobody reads stdout (the write end of a pipe
+/// reports an error once its reading end is closed, a terminal a hangup),
+/// rather than at the next write, which may be minutes away while a turn
+/// waits on a model. A stdout that has no reader to lose (a file,
+/// /dev/null) never reports either. The watching thread sleeps in `poll`
+/// and ends with the process.
+#[cfg(unix)]
+fn watch_hangup(drain: Arc<Drain>) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let watch = move || {
+        let stdout = std::io::stdout();
+        loop {
+            // No events asked for: errors and hangups are always reported.
+            let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(error) => {
+                    tracing::debug!(%error, "stdout cannot be watched for its reader going away");
+                    return;
+                }
+                Ok(_) => {}
+            }
+            let events = fds[0].revents().unwrap_or_else(PollFlags::empty);
+            if events.intersects(PollFlags::POLLERR | PollFlags::POLLHUP) {
+                tracing::debug!("nobody reads stdout any more");
+                drain.stdout_gone();
+                return;
+            }
+            if events.contains(PollFlags::POLLNVAL) {
+                return;
+            }
+        }
+    };
+    if let Err(error) = std::thread::Builder::new()
+        .name("pincer-stdout-watch".to_string())
+        .spawn(watch)
+    {
+        tracing::debug!(%error, "cannot start the stdout watcher");
     }
 }
 
@@ -189,27 +362,48 @@ where
     W: std::io::Write + Send + 'static,
 {
     let incoming = futures::stream::unfold(
-        (BufReader::new(reader), drain.clone()),
-        |(mut reader, drain)| async move {
-            drain.wait_until(|s| s.initializing.is_none()).await;
-            let mut line = String::new();
-            match reader.read_line(&mut line).await {
-                Ok(0) => {
-                    drain.stdin_closed.cancel();
-                    tracing::debug!("stdin closed; finishing the requests already received");
-                    drain.wait_until(|s| s.unanswered.is_empty()).await;
-                    None
-                }
-                Ok(_) => {
-                    let line = line.trim_end_matches(['\n', '\r']).to_string();
-                    drain.on_incoming(&line);
-                    Some((Ok(line), (reader, drain)))
-                }
-                Err(error) => {
-                    drain.stdin_closed.cancel();
-                    Some((Err(error), (reader, drain)))
+        (BufReader::new(reader), drain.clone(), Vec::new()),
+        |(mut reader, drain, mut buffer)| async move {
+            let gone = drain.stdout_gone.clone();
+            tokio::select! {
+                () = drain.wait_until(|s| s.initializing.is_none()) => {}
+                () = gone.cancelled() => return None,
+            }
+            loop {
+                let read = tokio::select! {
+                    read = read_line(&mut reader, &mut buffer, MAX_LINE) => read,
+                    () = gone.cancelled() => return None,
+                };
+                let reason = match read {
+                    Ok(Read::Line(line)) => {
+                        drain.on_incoming(&line);
+                        return Some((Ok(line), (reader, drain, buffer)));
+                    }
+                    Ok(Read::NotUtf8) => "the line is not valid UTF-8".to_string(),
+                    Ok(Read::TooLong) => format!("the line is longer than {MAX_LINE} bytes"),
+                    Ok(Read::End) => break,
+                    Err(error) => {
+                        // The crate would end the connection on an error;
+                        // stdin that cannot be read is stdin that ended.
+                        tracing::warn!(%error, "cannot read stdin; treating it as closed");
+                        break;
+                    }
+                };
+                tracing::debug!(%reason, "answering an unreadable line with a parse error");
+                drain.expect_answer(RawJsonRpcId::Null);
+                if !drain.send_lines(parse_error_line(&reason)).await {
+                    break;
                 }
             }
+            drain.stdin_closed.cancel();
+            tracing::debug!("stdin closed; finishing the requests already received");
+            tokio::select! {
+                () = drain.wait_until(|s| s.unanswered.is_empty()) => {}
+                () = gone.cancelled() => {
+                    tracing::debug!("stdout is closed too; not waiting for the answers");
+                }
+            }
+            None
         },
     );
     let (lines_tx, mut lines_rx) = tokio::sync::mpsc::channel::<String>(OUTGOING_QUEUE);
@@ -239,15 +433,19 @@ where
 mod tests {
     use super::*;
 
+    fn id(n: i64) -> Option<RawJsonRpcId> {
+        Some(RawJsonRpcId::Number(n))
+    }
+
     #[test]
     fn responses_release_the_initialize_gate_and_the_drain() {
         let drain = Drain::new();
         drain.on_incoming(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#);
         drain.on_incoming(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{}}"#);
-        assert_eq!(drain.lock().initializing.as_deref(), Some("0"));
+        assert_eq!(drain.lock().initializing, id(0));
         assert_eq!(drain.lock().unanswered.len(), 1);
         drain.on_outgoing(r#"{"jsonrpc":"2.0","method":"session/update","params":{"id":0}}"#);
-        assert_eq!(drain.lock().initializing.as_deref(), Some("0"));
+        assert_eq!(drain.lock().initializing, id(0));
         drain.on_outgoing(r#"{"jsonrpc":"2.0","id":0,"result":{"text":"\"method\": no"}}"#);
         assert_eq!(drain.lock().initializing, None);
         assert!(drain.lock().unanswered.is_empty());
@@ -261,5 +459,125 @@ mod tests {
         assert_eq!(drain.lock().unanswered.len(), 1);
         drain.on_outgoing(r#"{"jsonrpc":"2.0","id":"1","result":{}}"#);
         assert!(drain.lock().unanswered.is_empty());
+    }
+
+    #[test]
+    fn a_null_id_is_an_id() {
+        let drain = Drain::new();
+        drain.on_incoming(r#"{"jsonrpc":"2.0","id":null,"method":"session/list","params":{}}"#);
+        assert_eq!(drain.lock().unanswered.len(), 1);
+        drain.on_outgoing(r#"{"jsonrpc":"2.0","id":null,"result":{"sessions":[]}}"#);
+        assert!(drain.lock().unanswered.is_empty());
+    }
+
+    #[test]
+    fn a_reused_id_waits_for_both_answers() {
+        let drain = Drain::new();
+        let line = r#"{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}"#;
+        drain.on_incoming(line);
+        drain.on_incoming(line);
+        drain.on_outgoing(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#);
+        assert_eq!(
+            drain.lock().unanswered.get(&RawJsonRpcId::Number(3)),
+            Some(&1)
+        );
+        drain.on_outgoing(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#);
+        assert!(drain.lock().unanswered.is_empty());
+    }
+
+    /// The crate answers these with `"id": null`, so they must not hold
+    /// back the next line, and only that answer is waited for.
+    #[test]
+    fn lines_the_crate_rejects_wait_for_a_null_id_answer() {
+        for line in [
+            r#"{"id":0,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"1.0","id":0,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":[1],"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"initialize"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":"x"}"#,
+            r#"[{"jsonrpc":"2.0","id":2,"method":"initialize","params":{}}]"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"x","result":{}}"#,
+            "not json",
+        ] {
+            let drain = Drain::new();
+            drain.on_incoming(line);
+            assert_eq!(drain.lock().initializing, None, "{line}");
+            assert_eq!(
+                drain.lock().unanswered,
+                HashMap::from([(RawJsonRpcId::Null, 1)]),
+                "{line}"
+            );
+            drain.on_outgoing(
+                r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request"}}"#,
+            );
+            assert!(drain.lock().unanswered.is_empty(), "{line}");
+        }
+        // Responses, even broken ones, and notifications get no answer.
+        let drain = Drain::new();
+        for line in [
+            r#"{"jsonrpc":"2.0","id":2,"result":{}}"#,
+            r#"{"id":1.5,"error":{}}"#,
+            r#"{"result":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/cancel","params":{}}"#,
+        ] {
+            drain.on_incoming(line);
+            assert!(drain.lock().unanswered.is_empty(), "{line}");
+        }
+        drain.on_incoming(r#"{"jsonrpc":"2.0","id":-5,"method":"initialize","x":1}"#);
+        assert_eq!(drain.lock().initializing, id(-5));
+    }
+
+    async fn reads(input: &[u8], limit: usize) -> Vec<Read> {
+        let mut reader = BufReader::with_capacity(4, input);
+        let mut buffer = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            let read = read_line(&mut reader, &mut buffer, limit).await.unwrap();
+            if read == Read::End {
+                return out;
+            }
+            out.push(read);
+        }
+    }
+
+    #[tokio::test]
+    async fn lines_that_are_not_text_or_too_long_are_told_apart() {
+        let input = b"{\"a\":1}\r\n\xff\xfe\nabcdefghijkl\n\nlast";
+        assert_eq!(
+            reads(input, 8).await,
+            vec![
+                Read::Line("{\"a\":1}".to_string()),
+                Read::NotUtf8,
+                Read::TooLong,
+                Read::Line(String::new()),
+                Read::Line("last".to_string()),
+            ]
+        );
+        // Exactly the limit is fine; a long last line without an end too.
+        assert_eq!(
+            reads(b"12345678\n123456789", 8).await,
+            vec![Read::Line("12345678".to_string()), Read::TooLong]
+        );
+    }
+
+    #[test]
+    fn the_parse_error_has_a_null_id() {
+        let line: serde_json::Value =
+            serde_json::from_str(&parse_error_line("the line is not valid UTF-8")).unwrap();
+        assert_eq!(
+            line,
+            serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": null,
+                "error": {
+                    "code": -32700,
+                    "message": "Parse error",
+                    "data": {"message": "the line is not valid UTF-8"}
+                }
+            })
+        );
     }
 }

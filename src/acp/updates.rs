@@ -359,7 +359,7 @@ pub async fn prompt_content(
             }
             ContentBlock::Resource(resource) => match resource.resource {
                 EmbeddedResourceResource::TextResourceContents(text) => {
-                    out.push(Content::text(file_block(&text.uri, &text.text)));
+                    out.push(Content::text(embedded_block(&text.uri, &text.text)));
                 }
                 EmbeddedResourceResource::BlobResourceContents(blob) => {
                     match blob.mime_type.as_deref() {
@@ -386,14 +386,18 @@ fn file_block(uri: &str, text: &str) -> String {
     format!("<file uri=\"{uri}\">\n{text}\n</file>")
 }
 
-/// Limit on a linked file pulled into the prompt; bigger files are cut and
-/// the model is told to read the rest with its tools.
+/// Limit on a file pulled into the prompt (linked or embedded); bigger files
+/// are cut and the model is told to read the rest with its tools. Only this
+/// much is ever read, whatever the file's size.
 const MAX_LINKED_BYTES: usize = 256 * 1024;
 
 async fn read_link(uri: &str, name: &str, cwd: &Path) -> String {
     let Some(path) = file_path(uri, cwd) else {
         return format!("[Linked resource {name}: {uri}]");
     };
+    // Only regular files are read: a link may name /dev/zero (endless), a
+    // FIFO (a read that never returns) or a device, and a project can
+    // commit a symlink to any of them.
     match tokio::fs::metadata(&path).await {
         Ok(meta) if meta.is_dir() => {
             return format!(
@@ -401,26 +405,100 @@ async fn read_link(uri: &str, name: &str, cwd: &Path) -> String {
                 path.display()
             );
         }
+        Ok(meta) if !meta.is_file() => return not_a_file(&path, &meta),
         Err(e) => return format!("[Linked file {} could not be read: {e}]", path.display()),
         Ok(_) => {}
     }
-    match tokio::fs::read(&path).await {
-        Ok(bytes) => {
-            let cut = bytes.len() > MAX_LINKED_BYTES;
-            let bytes = &bytes[..bytes.len().min(MAX_LINKED_BYTES)];
-            let text = String::from_utf8_lossy(bytes);
-            let mut block = file_block(uri, &text);
+    match read_capped(&path).await {
+        Ok((bytes, cut)) => {
+            let mut block = file_block(uri, &utf8_prefix(&bytes));
             if cut {
-                block.push_str(&format!(
-                    "\n[The file is longer than {} KB; read the rest of {} with the read tool.]",
-                    MAX_LINKED_BYTES / 1024,
-                    path.display()
-                ));
+                block.push_str(&cut_note(&path.display().to_string()));
             }
             block
         }
         Err(e) => format!("[Linked file {} could not be read: {e}]", path.display()),
     }
+}
+
+/// The note for a linked path that is not a regular file.
+fn not_a_file(path: &Path, meta: &std::fs::Metadata) -> String {
+    #[cfg(unix)]
+    let kind = {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            "a named pipe (FIFO)"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        }
+    };
+    #[cfg(not(unix))]
+    let kind = {
+        let _ = meta;
+        "not a regular file"
+    };
+    format!(
+        "[Linked file {} was not read: it is {kind}, and only regular files are attached.]",
+        path.display()
+    )
+}
+
+/// At most [`MAX_LINKED_BYTES`] of a regular file, and whether there was
+/// more. The opened file is checked again, in case the path was swapped
+/// since it was looked at; it is opened without blocking, so a FIFO
+/// swapped in meanwhile cannot hang the open.
+async fn read_capped(path: &Path) -> std::io::Result<(Vec<u8>, bool)> {
+    use tokio::io::AsyncReadExt;
+    let mut options = tokio::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    options.custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits());
+    let file = options.open(path).await?;
+    let meta = file.metadata().await?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("it is not a regular file"));
+    }
+    let mut bytes = Vec::with_capacity((meta.len() as usize).min(MAX_LINKED_BYTES + 1));
+    file.take(MAX_LINKED_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .await?;
+    let cut = bytes.len() > MAX_LINKED_BYTES;
+    bytes.truncate(MAX_LINKED_BYTES);
+    Ok((bytes, cut))
+}
+
+/// The text of `bytes`, without a character the cut split in two.
+fn utf8_prefix(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Err(e) if e.error_len().is_none() => String::from_utf8_lossy(&bytes[..e.valid_up_to()]),
+        _ => String::from_utf8_lossy(bytes),
+    }
+}
+
+fn cut_note(what: &str) -> String {
+    format!(
+        "\n[The file is longer than {} KB and was cut there; read the rest of {what} with the read tool.]",
+        MAX_LINKED_BYTES / 1024
+    )
+}
+
+/// An embedded file's text, held to the same limit as a linked one.
+fn embedded_block(uri: &str, text: &str) -> String {
+    if text.len() <= MAX_LINKED_BYTES {
+        return file_block(uri, text);
+    }
+    let mut end = MAX_LINKED_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut block = file_block(uri, &text[..end]);
+    block.push_str(&cut_note(uri));
+    block
 }
 
 /// The local path of a `file://` URI, without Zed's `#L5:15` or `?symbol=`.
@@ -506,5 +584,21 @@ mod tests {
             panic!("expected text")
         };
         assert!(text.starts_with("[Linked file /definitely/not/here.txt could not be read"));
+    }
+
+    #[test]
+    fn cuts_keep_whole_characters() {
+        assert_eq!(utf8_prefix("aé".as_bytes()), "aé");
+        assert_eq!(utf8_prefix(&"aé".as_bytes()[..2]), "a");
+        assert_eq!(utf8_prefix(b"a\xffb"), "a\u{fffd}b");
+        let text = format!("{}é", "x".repeat(MAX_LINKED_BYTES - 1));
+        let block = embedded_block("file:///big", &text);
+        assert_eq!(
+            block,
+            format!(
+                "<file uri=\"file:///big\">\n{}\n</file>\n[The file is longer than 256 KB and was cut there; read the rest of file:///big with the read tool.]",
+                "x".repeat(MAX_LINKED_BYTES - 1)
+            )
+        );
     }
 }

@@ -2,8 +2,9 @@
 //! that the model asked for, before and after the tool itself.
 //!
 //! The order is fixed: the tool policy (is the tool offered at all?), loop
-//! detection (is the model going round in circles?), the `before_tool_call`
-//! hooks (may veto or rewrite params), then — in the loop itself — the
+//! detection (is the model going round in circles?), the arguments against
+//! the tool's JSON schema (a malformed call is never put to the user), the
+//! `before_tool_call` hooks (may veto or rewrite params), then — in the loop itself — the
 //! permission question and the execution with its cancel token, and
 //! finally the `after_tool_call` hooks (may rewrite the result), result
 //! sanitising (terminal escapes and control characters stripped) and
@@ -133,6 +134,11 @@ impl ToolGuard {
         if let Some(text) = refusal {
             return Admission::Refuse(ToolOutput::error(text));
         }
+        if let Some(tool) = tool
+            && let Err(text) = check_arguments(tool, &call.arguments)
+        {
+            return Admission::Refuse(ToolOutput::error(text));
+        }
         match self
             .hooks
             .before_tool_call(self.origin(), &call.name, &call.id, &call.arguments, cancel)
@@ -231,6 +237,40 @@ impl ToolGuard {
     }
 }
 
+/// The arguments against the tool's schema; `Err` is the result the model
+/// sees, naming each problem and where it is. A schema pincer cannot read
+/// (an MCP server's, in a dialect the validator does not know) checks
+/// nothing: the server still checks its own input.
+fn check_arguments(tool: &dyn Tool, arguments: &Value) -> Result<(), String> {
+    let schema = tool.parameters();
+    let validator = match jsonschema::validator_for(&schema) {
+        Ok(validator) => validator,
+        Err(error) => {
+            tracing::debug!(tool = tool.name(), %error, "tool schema not usable for validation");
+            return Ok(());
+        }
+    };
+    let problems: Vec<String> = validator
+        .iter_errors(arguments)
+        .map(|error| {
+            let at = error.instance_path().to_string();
+            if at.is_empty() {
+                error.to_string()
+            } else {
+                format!("{at}: {error}")
+            }
+        })
+        .collect();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "Invalid arguments for {}: {}. Nothing was run. Check the tool's parameter schema and call it again.",
+        tool.name(),
+        problems.join("; ")
+    ))
+}
+
 fn stop_id(stop: &RunStop) -> &'static str {
     match stop {
         RunStop::EndTurn => "end_turn",
@@ -265,6 +305,26 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+
+    #[test]
+    fn arguments_are_checked_against_the_tools_schema() {
+        let write = crate::tools::write::WriteTool;
+        assert_eq!(
+            check_arguments(
+                &write,
+                &serde_json::json!({"path": "a.txt", "content": "x"})
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check_arguments(&write, &serde_json::json!({"path": "a.txt"})),
+            Err("Invalid arguments for write: \"content\" is a required property. Nothing was run. Check the tool's parameter schema and call it again.".to_string())
+        );
+        assert_eq!(
+            check_arguments(&write, &serde_json::json!({"path": 5, "content": "x"})),
+            Err("Invalid arguments for write: /path: 5 is not of type \"string\". Nothing was run. Check the tool's parameter schema and call it again.".to_string())
+        );
+    }
 
     #[test]
     fn sanitising_strips_escapes_and_controls_and_bounds_the_text() {

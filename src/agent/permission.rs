@@ -394,7 +394,9 @@ impl Permissions {
         } else {
             scopes.iter().all(|s| matches(&state.allow, Some(s)))
         };
-        if allowed {
+        // A remembered answer covers the tool inside the project; a change
+        // outside it (a write, a redirection's target) asks every time.
+        if allowed && (outside.is_empty() || !tool.mutating()) {
             return Decision::Allow;
         }
         Decision::Ask(match outside.first() {

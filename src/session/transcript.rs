@@ -252,6 +252,12 @@ fn now() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
+/// The data dir of a transcript at `<data dir>/sessions/<cwd dir>/<file>`.
+fn data_dir_of(path: &Path) -> Option<&Path> {
+    let sessions = path.parent()?.parent()?;
+    (sessions.file_name()? == "sessions").then_some(sessions.parent()?)
+}
+
 /// Appends entries to one transcript. There is one writer per session.
 #[derive(Debug)]
 pub struct Writer {
@@ -268,10 +274,12 @@ impl Writer {
             path: path.to_path_buf(),
             source,
         };
-        if let Some(dir) = path.parent() {
+        if let (Some(dir), Some(data_dir)) = (path.parent(), data_dir_of(path)) {
+            super::create_private_dir(data_dir, dir).map_err(io)?;
+        } else if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        let file = std::fs::OpenOptions::new()
+        let file = super::private_file()
             .create_new(true)
             .append(true)
             .open(path)
@@ -301,6 +309,11 @@ impl Writer {
             .append(true)
             .open(path)
             .map_err(io)?;
+        // Transcripts an older pincer wrote readable by others are narrowed.
+        super::narrow_file(path);
+        if let (Some(dir), Some(data_dir)) = (path.parent(), data_dir_of(path)) {
+            super::create_private_dir(data_dir, dir).map_err(io)?;
+        }
         // A torn last line gets its end, so the next entry starts afresh.
         let mut last = [0u8; 1];
         let len = file.metadata().map_err(io)?.len();

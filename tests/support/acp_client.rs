@@ -1,12 +1,16 @@
 //! A small ACP client for end-to-end tests: spawns the real `pincer acp`
 //! binary with its own `PINCER_HOME` and working directory, writes requests
 //! as NDJSON and reads what comes back, checking that every stdout line is a
-//! JSON-RPC message.
+//! JSON-RPC message. A line that is not fails the test in the test's own
+//! task (at `next()` when it is its turn, and at `wait_exit()` for lines
+//! nobody read), with the line in the message: a panic in the reader task
+//! would be swallowed.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -71,7 +75,11 @@ impl Sandbox {
 pub struct Acp {
     pub child: Child,
     stdin: Option<ChildStdin>,
-    lines: mpsc::UnboundedReceiver<Value>,
+    /// Each stdout line, or why it is not JSON-RPC.
+    lines: mpsc::UnboundedReceiver<Result<Value, String>>,
+    /// Every stdout line that was not JSON-RPC, for `wait_exit`.
+    violations: Arc<Mutex<Vec<String>>>,
+    reader: Option<tokio::task::JoinHandle<()>>,
     /// Messages read but not yet consumed.
     backlog: VecDeque<Value>,
     next_id: i64,
@@ -84,15 +92,17 @@ impl Acp {
         let stdout = child.stdout.take().unwrap();
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let value: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
-                assert_eq!(value["jsonrpc"], "2.0", "not JSON-RPC: {line}");
-                if tx.send(value).is_err() {
-                    break;
+        let violations = Arc::new(Mutex::new(Vec::new()));
+        let seen = violations.clone();
+        let reader = tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).split(b'\n');
+            while let Ok(Some(line)) = lines.next_segment().await {
+                let message = check_json_rpc_line(&line);
+                if let Err(violation) = &message {
+                    seen.lock().unwrap().push(violation.clone());
                 }
+                // The test may have stopped reading; the violation is kept.
+                let _ = tx.send(message);
             }
         });
         let stderr = tokio::spawn(async move {
@@ -108,10 +118,26 @@ impl Acp {
             stdin: child.stdin.take(),
             child,
             lines: rx,
+            violations,
+            reader: Some(reader),
             backlog: VecDeque::new(),
             next_id: 0,
             stderr,
         }
+    }
+
+    /// Writes `bytes` as they are (plus a newline): for lines that are not
+    /// UTF-8 or not JSON.
+    pub async fn send_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is closed");
+        stdin.write_all(bytes).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
     }
 
     pub async fn send_raw(&mut self, line: &str) {
@@ -150,7 +176,8 @@ impl Acp {
             return v;
         }
         match tokio::time::timeout(TIMEOUT, self.lines.recv()).await {
-            Ok(Some(v)) => v,
+            Ok(Some(Ok(v))) => v,
+            Ok(Some(Err(violation))) => panic!("{violation}"),
             Ok(None) => panic!("pincer closed stdout"),
             Err(_) => panic!("no message from pincer within {TIMEOUT:?}"),
         }
@@ -194,13 +221,62 @@ impl Acp {
         result["sessionId"].as_str().unwrap().to_string()
     }
 
-    /// Waits for the process to exit within `TIMEOUT`.
+    /// Waits for the process to exit within `TIMEOUT`, then fails if any
+    /// stdout line was not JSON-RPC (also lines nobody read).
     pub async fn wait_exit(&mut self) -> std::process::ExitStatus {
-        tokio::time::timeout(TIMEOUT, self.child.wait())
+        let status = tokio::time::timeout(TIMEOUT, self.child.wait())
             .await
             .expect("pincer did not exit")
-            .unwrap()
+            .unwrap();
+        // Its stdout ends with it, unless a descendant still holds it open;
+        // then the lines read so far are what can be checked.
+        if let Some(reader) = self.reader.take() {
+            let _ = tokio::time::timeout(TIMEOUT, reader).await;
+        }
+        self.assert_stdout_was_json_rpc();
+        status
     }
+
+    /// Every stdout line so far that was not JSON-RPC, with the reason.
+    pub fn stdout_violations(&self) -> Vec<String> {
+        self.violations.lock().unwrap().clone()
+    }
+
+    pub fn assert_stdout_was_json_rpc(&self) {
+        let violations = self.stdout_violations();
+        assert!(violations.is_empty(), "{}", violations.join("\n"));
+    }
+}
+
+/// Checks one stdout line (without its newline): a JSON object with
+/// `"jsonrpc": "2.0"` that is a request, a notification or a response.
+pub fn check_json_rpc_line(line: &[u8]) -> Result<Value, String> {
+    let shown = String::from_utf8_lossy(line);
+    let shown: String = shown.chars().take(2000).collect();
+    let fail = |why: String| {
+        Err(format!(
+            "pincer wrote a stdout line that is not JSON-RPC ({why}): {shown}"
+        ))
+    };
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(value) => value,
+        Err(e) => return fail(format!("not JSON: {e}")),
+    };
+    if value.get("jsonrpc") != Some(&json!("2.0")) {
+        return fail("no \"jsonrpc\": \"2.0\"".to_string());
+    }
+    let id_ok = |id: &Value| id.is_null() || id.is_string() || id.is_i64();
+    let shape_ok = match (value.get("method"), value.get("id")) {
+        (Some(method), id) => method.is_string() && id.is_none_or(id_ok),
+        (None, Some(id)) => {
+            id_ok(id) && (value.get("result").is_some() != value.get("error").is_some())
+        }
+        (None, None) => false,
+    };
+    if !shape_ok {
+        return fail("neither a request, a notification nor a response".to_string());
+    }
+    Ok(value)
 }
 
 /// The `update`s of the session/update notifications among `messages`,
