@@ -519,12 +519,23 @@ async fn a_committed_permissions_file_approves_nothing() {
         ("p2", "write", r#"{"path": "x.txt", "content": "x"}"#),
     ])));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let (mut acp, session) = open(&sandbox, &mock).await;
+    // An editor that shows notices gets one.
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize_with(json!({"session": {"notices": {}}}))
+        .await;
+    let session = acp.new_session(&sandbox.work()).await;
     let (_, seen) = run_prompt(&mut acp, &session, "go", "reject_once", "reject_once").await;
     assert_eq!(requests_of(&seen, "session/request_permission").len(), 2);
     assert!(!sandbox.work().join("x.txt").exists());
-    let said = told(&seen);
-    assert!(said.contains("permissions.toml"), "{said}");
+    let notices: Vec<Value> = updates_of(&seen)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "notice")
+        .collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0]["title"], "Project configuration ignored");
+    assert_eq!(notices[0]["severity"], "warning");
+    let text = notices[0]["description"].as_str().unwrap();
+    assert!(text.contains(".pincer/permissions.toml"), "{text}");
 }
 
 #[tokio::test]
