@@ -601,6 +601,12 @@ async fn accept_edits_still_asks_before_changing_pincer_git_and_shell_files() {
         })
         .collect();
     assert!(reasons[0].contains("inside .pincer"), "{reasons:?}");
+    // The editor shows why, above the change.
+    let shown = question_text(requests_of(&seen, "session/request_permission")[2]);
+    assert!(
+        shown.starts_with("pincer asks because ") && shown.contains("inside .git"),
+        "{shown}"
+    );
     assert!(
         reasons[2].contains("hooks and config that git runs")
             || reasons[2].contains("whose hooks and config git runs"),

@@ -226,8 +226,16 @@ impl AgentHost for AcpHost {
                 .title(info.title.clone())
                 .kind(updates::kind(info.kind))
                 .raw_input(call.arguments.clone());
-            if !preview.is_empty() {
-                fields = fields.content(updates::display_content(&preview));
+            // Why pincer asks, where it is more than the call's title (a
+            // sensitive path, a target outside the project): ACP has no
+            // field for it, so it leads the content the editor shows.
+            let mut shown = Vec::with_capacity(preview.len() + 1);
+            if reason != info.title {
+                shown.push(Display::Text(format!("pincer asks because {reason}.")));
+            }
+            shown.extend(preview);
+            if !shown.is_empty() {
+                fields = fields.content(updates::display_content(&shown));
             }
             let request = RequestPermissionRequest::new(
                 self.session.id.clone(),

@@ -39,8 +39,16 @@ use nix::unistd::Pid;
 /// The variable that marks a command's processes.
 pub(crate) const TAG_VARIABLE: &str = "PINCER_COMMAND_TAG";
 
-/// How often the reaper looks for zombies when nobody asks earlier.
+/// How often the reaper looks for zombies when nobody asks earlier, while
+/// commands run.
 const REAP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The same when no command runs and none ended within [`RECENT`].
+const IDLE_REAP_INTERVAL: Duration = Duration::from_secs(30);
+
+/// How long after a command ended its escaped processes may still turn
+/// into zombies worth reaping promptly.
+const RECENT: Duration = Duration::from_secs(30);
 
 #[derive(Default)]
 struct Registry {
@@ -128,8 +136,21 @@ pub fn become_subreaper() -> bool {
             let started = std::thread::Builder::new()
                 .name("pincer-reaper".to_string())
                 .spawn(|| {
+                    let mut last_poke = std::time::Instant::now();
                     loop {
-                        wait_for_wake(REAP_INTERVAL);
+                        // An idle pincer (no command running, none ended
+                        // lately) scans rarely: it sits in editors all day.
+                        let busy = last_poke.elapsed() < RECENT
+                            || {
+                                let r = registry();
+                                !(r.shells.is_empty()
+                                    && r.sessions.is_empty()
+                                    && r.tagged.is_empty())
+                            };
+                        let interval = if busy { REAP_INTERVAL } else { IDLE_REAP_INTERVAL };
+                        if wait_for_wake(interval) {
+                            last_poke = std::time::Instant::now();
+                        }
                         reap_adopted();
                     }
                 });
@@ -145,14 +166,15 @@ pub fn become_subreaper() -> bool {
     }
 }
 
-fn wait_for_wake(timeout: Duration) {
+/// Waits for a poke or `timeout`; whether it was poked.
+fn wait_for_wake(timeout: Duration) -> bool {
     let wake = wake();
     let pending = wake.pending.lock().unwrap_or_else(PoisonError::into_inner);
     let (mut pending, _) = wake
         .signal
         .wait_timeout_while(pending, timeout, |pending| !*pending)
         .unwrap_or_else(PoisonError::into_inner);
-    *pending = false;
+    std::mem::replace(&mut *pending, false)
 }
 
 fn poke_reaper() {
