@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
@@ -14,28 +13,10 @@ use serde_json::{Value, json};
 use support::acp_client::{Acp, Sandbox, requests_of, updates_of};
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_tool_call, anthropic_tool_calls};
-use support::{prompt, spawn_anthropic, wait_until};
-
-/// The test server: an example target, which `cargo test` and `cargo
-/// nextest run` build next to the test binaries.
-fn server_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let target = exe.parent().unwrap().parent().unwrap();
-    let bin = target.join("examples").join("pincer-test-mcp-server");
-    assert!(
-        bin.exists(),
-        "{} is missing; run the tests with `cargo test` / `cargo nextest run`, or `cargo build --example pincer-test-mcp-server`",
-        bin.display()
-    );
-    bin
-}
+use support::{mcp_server_bin as server_bin, prompt, selected, spawn_anthropic, wait_until};
 
 fn stdio_server(name: &str, args: &[&str]) -> Value {
     json!({"name": name, "command": server_bin(), "args": args, "env": []})
-}
-
-fn selected(option: &str) -> Value {
-    json!({"outcome": {"outcome": "selected", "optionId": option}})
 }
 
 async fn new_session(acp: &mut Acp, sandbox: &Sandbox, servers: Value) -> String {

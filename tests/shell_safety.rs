@@ -9,7 +9,7 @@
 
 mod support;
 
-use support::{prompt, spawn_anthropic, wait_until};
+use support::{prompt, selected, spawn_anthropic, tool_results, wait_until};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,36 +21,6 @@ use support::acp_client::{
 };
 use support::mock_model::{MockModel, Reply};
 use support::sse::anthropic_tool_call;
-
-fn selected(option: &str) -> Value {
-    json!({"outcome": {"outcome": "selected", "optionId": option}})
-}
-
-/// The tool results the model received in request `index`: (call id,
-/// is_error, text).
-fn tool_results(mock: &MockModel, index: usize) -> Vec<(String, bool, String)> {
-    let body = &mock.requests()[index].body;
-    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
-    last["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|b| b["type"] == "tool_result")
-        .map(|b| {
-            let text: String = b["content"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|c| c["text"].as_str())
-                .collect();
-            (
-                b["tool_use_id"].as_str().unwrap().to_string(),
-                b["is_error"].as_bool().unwrap_or(false),
-                text,
-            )
-        })
-        .collect()
-}
 
 async fn open_session(acp: &mut Acp, sandbox: &Sandbox, mode: &str) -> String {
     acp.initialize().await;

@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{prompt, spawn_anthropic, wait_until};
+use support::{prompt, selected, spawn_anthropic, tool_results, wait_until};
 
 use std::time::Duration;
 
@@ -14,36 +14,6 @@ use serde_json::{Value, json};
 use support::acp_client::{Acp, Sandbox, process_running, requests_of, unique_sleep, updates_of};
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_tool_call, anthropic_tool_calls};
-
-fn selected(option: &str) -> Value {
-    json!({"outcome": {"outcome": "selected", "optionId": option}})
-}
-
-/// The tool results the model received in request `index`, by call id.
-fn tool_results(mock: &MockModel, index: usize) -> Vec<(String, bool, String)> {
-    let body = &mock.requests()[index].body;
-    let messages = body["messages"].as_array().unwrap();
-    let last = messages.last().unwrap();
-    last["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|b| b["type"] == "tool_result")
-        .map(|b| {
-            let text: String = b["content"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|c| c["text"].as_str())
-                .collect();
-            (
-                b["tool_use_id"].as_str().unwrap().to_string(),
-                b["is_error"].as_bool().unwrap_or(false),
-                text,
-            )
-        })
-        .collect()
-}
 
 fn tool_names(mock: &MockModel, index: usize) -> Vec<String> {
     mock.requests()[index].body["tools"]

@@ -16,13 +16,9 @@ use support::acp_client::{Acp, Sandbox, requests_of, updates_of};
 use support::attacker::Attacker;
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_tool_call, anthropic_tool_calls};
-use support::{prompt, spawn_anthropic};
+use support::{mcp_server_bin as server_bin, prompt, selected, spawn_anthropic};
 
 const TRUST_TITLE: &str = "Trust this project's configuration";
-
-fn selected(option: &str) -> Value {
-    json!({"outcome": {"outcome": "selected", "optionId": option}})
-}
 
 /// The project's `.pincer/config.toml`; the work dir is a git repository,
 /// so it is the project root.
@@ -38,15 +34,6 @@ fn user_config(sandbox: &Sandbox, toml: &str) {
 /// A marker file only a hostile command would create, unique to the test.
 fn marker(sandbox: &Sandbox, name: &str) -> PathBuf {
     sandbox.dir.path().join(format!("pwned-{name}"))
-}
-
-/// The test MCP server (an example target built beside the tests).
-fn server_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let target = exe.parent().unwrap().parent().unwrap();
-    let bin = target.join("examples").join("pincer-test-mcp-server");
-    assert!(bin.exists(), "{} is missing", bin.display());
-    bin
 }
 
 /// What the user was told: agent text and notices.

@@ -29,3 +29,48 @@ pub async fn wait_until(what: &str, timeout: std::time::Duration, mut done: impl
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// A permission answer choosing `option` (`allow_once`, `reject_always`, …).
+pub fn selected(option: &str) -> serde_json::Value {
+    serde_json::json!({"outcome": {"outcome": "selected", "optionId": option}})
+}
+
+/// The tool results the model received in request `index` of `mock`:
+/// (call id, is_error, text).
+pub fn tool_results(mock: &MockModel, index: usize) -> Vec<(String, bool, String)> {
+    let body = &mock.requests()[index].body;
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    last["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            let text: String = b["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c["text"].as_str())
+                .collect();
+            (
+                b["tool_use_id"].as_str().unwrap().to_string(),
+                b["is_error"].as_bool().unwrap_or(false),
+                text,
+            )
+        })
+        .collect()
+}
+
+/// The test MCP server (`tests/mcp_server/server.rs`), an example target
+/// that `cargo test` and `cargo nextest run` build beside the tests.
+pub fn mcp_server_bin() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.parent().unwrap().parent().unwrap();
+    let bin = target.join("examples").join("pincer-test-mcp-server");
+    assert!(
+        bin.exists(),
+        "{} is missing; run the tests with `cargo test` / `cargo nextest run`, or `cargo build --example pincer-test-mcp-server`",
+        bin.display()
+    );
+    bin
+}
