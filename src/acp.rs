@@ -20,11 +20,12 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse,
-    CancelNotification, ClientCapabilities, CloseSessionRequest, CloseSessionResponse,
-    ConfigOptionUpdate, CurrentModeUpdate, DeleteSessionRequest, DeleteSessionResponse,
-    Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
-    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer,
+    AgentAuthCapabilities, AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest,
+    AuthenticateResponse, CancelNotification, ClientCapabilities, CloseSessionRequest,
+    CloseSessionResponse, ConfigOptionUpdate, CurrentModeUpdate, DeleteSessionRequest,
+    DeleteSessionResponse, Implementation, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
+    LogoutCapabilities, LogoutRequest, LogoutResponse, McpCapabilities, McpServer,
     NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
     ResumeSessionRequest, ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities,
     SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionId,
@@ -71,6 +72,7 @@ pub async fn serve(
         client: Mutex::new(ClientCapabilities::default()),
         sessions: Mutex::new(HashMap::new()),
     });
+    let s13 = server.clone();
     let (s8, s9, s10, s11, s12) = (
         server.clone(),
         server.clone(),
@@ -97,8 +99,17 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |_req: AuthenticateRequest, responder, _cx| match s2.authenticate() {
+            async move |req: AuthenticateRequest, responder, _cx| match s2
+                .authenticate(&req.method_id.0)
+            {
                 Ok(()) => responder.respond(AuthenticateResponse::new()),
+                Err(e) => responder.respond_with_error(e),
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |_req: LogoutRequest, responder, _cx| match s13.logout() {
+                Ok(()) => responder.respond(LogoutResponse::new()),
                 Err(e) => responder.respond_with_error(e),
             },
             agent_client_protocol::on_receive_request!(),
@@ -256,6 +267,14 @@ fn invalid_params(message: impl Into<String>) -> Error {
 impl Server {
     fn initialize(&self, req: InitializeRequest) -> InitializeResponse {
         *lock(&self.client) = req.client_capabilities.clone();
+        // Zed's older way of saying it can run terminal logins.
+        let legacy_terminal = req
+            .client_capabilities
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get("terminal-auth"))
+            .and_then(serde_json::Value::as_bool)
+            == Some(true);
         // pincer speaks version 1; a client asking for more gets 1 and
         // decides, per the negotiation rules.
         InitializeResponse::new(agent_client_protocol::schema::ProtocolVersion::V1)
@@ -276,9 +295,13 @@ impl Server {
                             .delete(SessionDeleteCapabilities::new())
                             .resume(SessionResumeCapabilities::new())
                             .close(SessionCloseCapabilities::new()),
-                    ),
+                    )
+                    .auth(AgentAuthCapabilities::new().logout(LogoutCapabilities::new())),
             )
-            .auth_methods(auth_methods(req.client_capabilities.auth.terminal))
+            .auth_methods(auth_methods(
+                req.client_capabilities.auth.terminal,
+                legacy_terminal,
+            ))
             .agent_info(Implementation::new("pincer", env!("CARGO_PKG_VERSION")).title("pincer"))
     }
 
@@ -297,17 +320,51 @@ impl Server {
             })
     }
 
-    fn authenticate(&self) -> Result<(), Error> {
+    /// `authenticate`: whether the method's provider has a credential now
+    /// (its environment variable, a stored profile, another tool's login).
+    /// Logins themselves happen in a terminal (`pincer login`); this checks
+    /// what they left.
+    fn authenticate(&self, method: &str) -> Result<(), Error> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let settings = self.settings(&cwd)?;
-        let model = settings
-            .default_model(self.options.model.as_deref())
-            .map_err(|e| invalid_params(e.to_string()))?;
+        let model = match method_provider(method) {
+            Some(provider) => settings
+                .catalog
+                .provider(provider)
+                .and_then(|p| p.models.first().cloned())
+                .ok_or_else(|| invalid_params(format!("pincer has no provider `{provider}`")))?,
+            None if method == "local-model" => settings
+                .default_model(self.options.model.as_deref())
+                .map_err(|e| invalid_params(e.to_string()))?,
+            None => {
+                return Err(invalid_params(format!(
+                    "unknown authentication method `{method}`"
+                )));
+            }
+        };
         if settings.has_credentials(&model) {
             Ok(())
         } else {
             Err(auth_required(settings.credential_hint(&model)))
         }
+    }
+
+    /// `logout`: forgets the credentials pincer stored (its auth profiles).
+    /// Keys from the environment are the editor's settings, not pincer's
+    /// to remove.
+    fn logout(&self) -> Result<(), Error> {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let settings = self.settings(&cwd)?;
+        let store = crate::auth::Store::new(crate::auth::profiles_path(
+            &settings.paths.config_dir,
+            crate::auth::DEFAULT_AGENT,
+        ));
+        store
+            .modify(|profiles| {
+                profiles.profiles.clear();
+                profiles.usage_stats.clear();
+            })
+            .map_err(|e| Error::new(Error::internal_error().code, e.to_string()))
     }
 
     fn new_session(&self, req: NewSessionRequest) -> Result<NewSessionResponse, Error> {
@@ -636,10 +693,6 @@ fn notify(cx: &ConnectionTo<Client>, session: &SessionId, update: SessionUpdate)
 /// Sessions per `session/list` page.
 const LIST_PAGE: usize = 50;
 
-/// How a person supplies credentials: environment variables, or, when the
-/// client can run pincer in a terminal, `pincer login` storing an auth
-/// profile (an API key, or Anthropic's OAuth login). `authenticate`
-/// re-reads both.
 /// The editor's MCP servers as pincer starts them, with the timeouts the
 /// config gives them. SSE servers (deprecated, and not advertised) are
 /// left out.
@@ -683,46 +736,83 @@ fn mcp_specs(
         .collect()
 }
 
-fn auth_methods(terminal: bool) -> Vec<AuthMethod> {
+/// The provider an authentication method is about.
+fn method_provider(method: &str) -> Option<&'static str> {
+    [
+        ("anthropic", "anthropic"),
+        ("openai", "openai"),
+        ("gemini", "google"),
+        ("google", "google"),
+    ]
+    .into_iter()
+    .find(|(prefix, _)| method.starts_with(&format!("{prefix}-")))
+    .map(|(_, provider)| provider)
+}
+
+/// `_meta["terminal-auth"]` for clients of the older terminal-login
+/// extension: how to start the login themselves.
+fn legacy_terminal_meta(label: &str, args: &[String]) -> agent_client_protocol::v1::schema::Meta {
+    let command = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "pincer".to_string());
+    let mut meta = agent_client_protocol::v1::schema::Meta::new();
+    meta.insert(
+        "terminal-auth".to_string(),
+        serde_json::json!({"label": label, "command": command, "args": args, "env": {}}),
+    );
+    meta
+}
+
+/// How a person supplies credentials: environment variables, or, when the
+/// client can run pincer in a terminal (`auth.terminal`, or Zed's older
+/// `_meta["terminal-auth"]`), `pincer login` storing an auth profile (an
+/// API key, or Anthropic's OAuth login). `authenticate` re-reads both. The
+/// agent methods are always there, so every client (and the ACP Registry's
+/// check from an empty home) gets at least one.
+fn auth_methods(terminal: bool, legacy_terminal: bool) -> Vec<AuthMethod> {
     let mut methods: Vec<AuthMethod> = Vec::new();
-    if terminal {
+    let terminal_method = |id: String, name: String, args: Vec<String>, description: String| {
+        let mut method =
+            agent_client_protocol::v1::schema::AuthMethodTerminal::new(id, name.clone())
+                .args(args.clone())
+                .description(description);
+        if legacy_terminal {
+            method = method.meta(legacy_terminal_meta(&name, &args));
+        }
+        AuthMethod::Terminal(method)
+    };
+    if terminal || legacy_terminal {
         for (provider, name) in [
             ("anthropic", "Anthropic"),
             ("openai", "OpenAI"),
             ("google", "Google Gemini"),
         ] {
-            methods.push(AuthMethod::Terminal(
-                agent_client_protocol::v1::schema::AuthMethodTerminal::new(
-                    format!("{provider}-login"),
-                    format!("Log in to {name}"),
-                )
-                .args(vec![
+            methods.push(terminal_method(
+                format!("{provider}-login"),
+                format!("Log in to {name}"),
+                vec![
                     "login".to_string(),
                     "--provider".to_string(),
                     provider.to_string(),
                     "--api-key".to_string(),
-                ])
-                .description(format!(
+                ],
+                format!(
                     "Paste a {name} API key; pincer keeps it in its auth profiles (mode 0600), not in the editor's settings."
-                )),
+                ),
             ));
             // Anthropic also has an OAuth login (Claude Pro/Max accounts),
             // which pincer knows how to run and refresh.
             if provider == "anthropic" {
-                methods.push(AuthMethod::Terminal(
-                    agent_client_protocol::v1::schema::AuthMethodTerminal::new(
-                        "anthropic-oauth-login",
-                        "Log in with a Claude account",
-                    )
-                    .args(vec![
+                methods.push(terminal_method(
+                    "anthropic-oauth-login".to_string(),
+                    "Log in with a Claude account".to_string(),
+                    vec![
                         "login".to_string(),
                         "--provider".to_string(),
                         "anthropic".to_string(),
                         "--oauth".to_string(),
-                    ])
-                    .description(
-                        "Log in to a Claude Pro or Max account in the browser; pincer keeps the token in its auth profiles and refreshes it.",
-                    ),
+                    ],
+                    "Log in to a Claude Pro or Max account in the browser; pincer keeps the token in its auth profiles and refreshes it.".to_string(),
                 ));
             }
         }

@@ -58,7 +58,7 @@ async fn initialize_reports_honest_capabilities() {
             "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             "mcpCapabilities": {"http": true, "sse": false},
             "sessionCapabilities": {"additionalDirectories": {}, "list": {}, "delete": {}, "resume": {}, "close": {}},
-            "auth": {}
+            "auth": {"logout": {}}
         })
     );
     assert_eq!(
