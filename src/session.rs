@@ -115,6 +115,8 @@ pub struct Restored {
     pub model: Option<String>,
     pub thinking: Option<ThinkingLevel>,
     pub mode: Option<Mode>,
+    /// What messages sent while the agent works do.
+    pub queue: Option<crate::agent::QueueMode>,
     /// The latest model-written title, if any.
     pub title: Option<String>,
     /// When the model last answered (how old its prompt cache is).
@@ -195,6 +197,7 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             Record::ModelChange { model } => restored.model = Some(model),
             Record::ThinkingChange { level } => restored.thinking = Some(level),
             Record::ModeChange { mode } => restored.mode = Some(mode),
+            Record::QueueChange { queue } => restored.queue = Some(queue),
             Record::Title { title } => restored.title = Some(title),
             Record::Notice { text } => {
                 restored.push(AgentMessage::Notice { text });
@@ -345,7 +348,9 @@ pub fn title_from(text: &str) -> Option<String> {
 }
 
 /// Reads what a list needs: the header, and the first user text for the
-/// title. Stops reading there, so long transcripts cost no more.
+/// title. Stops reading there, so long transcripts cost no more. A session
+/// that never got a prompt (a file an older pincer wrote when the session
+/// opened) is not listed: there is nothing in it to go back to.
 fn summarize(path: &Path) -> Option<Summary> {
     use std::io::BufRead;
     let file = std::fs::File::open(path).ok()?;
@@ -355,7 +360,9 @@ fn summarize(path: &Path) -> Option<Summary> {
     let mut title = std::fs::read_to_string(title_path(path))
         .ok()
         .and_then(|t| title_from(&t));
-    for line in lines.take(if title.is_some() { 0 } else { 64 }) {
+    // A model-written title comes after a turn, so the session had one.
+    let mut prompted = title.is_some();
+    for line in lines.take(if prompted { 0 } else { 64 }) {
         let Ok(line) = line else { break };
         if let Ok(Entry {
             record:
@@ -365,12 +372,16 @@ fn summarize(path: &Path) -> Option<Summary> {
             ..
         }) = serde_json::from_str::<Entry>(&line)
         {
+            prompted = true;
             title = content.iter().find_map(|c| match c {
                 crate::llm::Content::Text { text } => title_from(text),
                 crate::llm::Content::Image { .. } => None,
             });
             break;
         }
+    }
+    if !prompted {
+        return None;
     }
     Some(Summary {
         id: header.id,

@@ -250,6 +250,9 @@ impl Session {
         if let Some(mode) = restored.mode {
             self.permissions.set_mode(mode);
         }
+        if let Some(queue) = restored.queue {
+            lock(&self.queue).mode = queue;
+        }
         lock(&self.state).last_call = restored.last_call;
         let mut history = self
             .history
@@ -257,6 +260,12 @@ impl Session {
             .map_err(|_| "the session is busy".to_string())?;
         *history = restored.history;
         Ok(())
+    }
+
+    /// Whether the session's transcript is on disk (it is written from the
+    /// first prompt on).
+    pub fn is_written(&self) -> bool {
+        lock(&self.transcript).is_written()
     }
 
     /// Appends to the transcript. A failure is logged, not fatal: the turn
@@ -425,6 +434,7 @@ impl Session {
                     format!("`{value}` is not a queue mode; choose `steer` or `follow-up`")
                 })?;
                 lock(&self.queue).mode = mode;
+                self.record(transcript::Record::QueueChange { queue: mode });
                 Ok(())
             }
             other => Err(format!(

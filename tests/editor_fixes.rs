@@ -1,0 +1,161 @@
+//! End-to-end: what users of real ACP clients (CodeCompanion, agent-shell,
+//! the SDKs, acpx) hit, each driven through the real binary against the
+//! mock model (issue 13, "Fix what users of real clients hit").
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use support::{prompt, spawn_anthropic};
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use support::acp_client::{Sandbox, updates_of};
+use support::mock_model::{MockModel, Reply};
+
+/// Every config option's current value, by id.
+fn current_values(options: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    for option in options.as_array().unwrap() {
+        out.insert(
+            option["id"].as_str().unwrap().to_string(),
+            option["currentValue"].clone(),
+        );
+    }
+    Value::Object(out)
+}
+
+/// Every transcript file under the sandbox's sessions directory.
+fn transcripts(sandbox: &Sandbox) -> Vec<std::path::PathBuf> {
+    let Ok(dirs) = std::fs::read_dir(sandbox.home().join("sessions")) else {
+        return Vec::new();
+    };
+    dirs.flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+        .map(|f| f.path())
+        .collect()
+}
+
+/// Fix 4: "Messages while busy" is kept on load and resume, like the mode,
+/// the model and the thinking level.
+#[tokio::test]
+async fn the_queue_option_survives_load_and_resume() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    for (option, value) in [("queue", "follow-up"), ("mode", "plan")] {
+        acp.call(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": option, "value": value}),
+        )
+        .await;
+    }
+    acp.call("session/prompt", prompt(&session, "hello")).await;
+    drop(acp);
+
+    let expected = json!({
+        "mode": "plan",
+        "model": "anthropic/claude-sonnet-4-5",
+        "thought_level": "off",
+        "queue": "follow-up",
+    });
+    for method in ["session/load", "session/resume"] {
+        let mut acp = spawn_anthropic(&sandbox, &mock);
+        acp.initialize().await;
+        let result = acp
+            .call(
+                method,
+                json!({"sessionId": session, "cwd": sandbox.work(), "mcpServers": []}),
+            )
+            .await;
+        assert_eq!(
+            current_values(&result["configOptions"]),
+            expected,
+            "{method}"
+        );
+    }
+}
+
+/// Fix 5: a session that never got a prompt leaves no file and is not
+/// listed; loading it while it is open still works, and the settings chosen
+/// before its first prompt are written with that prompt.
+#[tokio::test]
+async fn a_session_without_a_prompt_is_not_listed_and_leaves_no_file() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize().await;
+    let empty = acp.new_session(&sandbox.work()).await;
+    acp.call(
+        "session/set_config_option",
+        json!({"sessionId": empty, "configId": "mode", "value": "accept-edits"}),
+    )
+    .await;
+    let list = acp
+        .call("session/list", json!({"cwd": sandbox.work()}))
+        .await;
+    assert_eq!(list["sessions"], json!([]));
+    assert_eq!(transcripts(&sandbox), Vec::<std::path::PathBuf>::new());
+
+    // An editor that reloads the open, empty session gets it back as it is.
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": empty, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    assert_eq!(updates_of(&before), Vec::<Value>::new());
+    assert_eq!(response["result"]["modes"]["currentModeId"], "accept-edits");
+
+    // Its first prompt writes it, with the mode chosen before.
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    acp.call("session/prompt", prompt(&empty, "now it counts"))
+        .await;
+    let list = acp
+        .call("session/list", json!({"cwd": sandbox.work()}))
+        .await;
+    let listed: Vec<Value> = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| json!([s["sessionId"], s["title"]]))
+        .collect();
+    assert_eq!(listed, vec![json!([empty, "now it counts"])]);
+
+    // Another never-prompted session, closed and deleted: nothing left.
+    let other = acp.new_session(&sandbox.work()).await;
+    acp.call("session/close", json!({"sessionId": other})).await;
+    let never = acp.new_session(&sandbox.work()).await;
+    acp.call("session/delete", json!({"sessionId": never}))
+        .await;
+    drop(acp);
+    assert_eq!(
+        transcripts(&sandbox).len(),
+        1,
+        "{:?}",
+        transcripts(&sandbox)
+    );
+
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize().await;
+    let result = acp
+        .call(
+            "session/load",
+            json!({"sessionId": empty, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    assert_eq!(result["modes"]["currentModeId"], "accept-edits");
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": other, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["error"]["data"]["sessionId"], json!(other));
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
