@@ -155,6 +155,47 @@ fn answer_open_calls(restored: &mut Restored, open: &mut Vec<(String, String)>) 
     }
 }
 
+/// Whether a history entry is a model call that failed before it produced
+/// anything.
+pub fn is_failed_call(entry: &AgentMessage) -> bool {
+    matches!(
+        entry,
+        AgentMessage::Llm {
+            message: Message::Assistant(a),
+        } if a.stop_reason == crate::llm::StopReason::Error && a.content.is_empty()
+    )
+}
+
+/// Where the latest prompt starts, when the model never answered it: the
+/// history ends with that user message and at most failed, empty model
+/// calls. Such a prompt is taken out of what the model sees (the user saw
+/// it fail), so that it is not sent again glued to the next one.
+pub fn unanswered_prompt(history: &[AgentMessage]) -> Option<usize> {
+    let at = history.iter().rposition(|m| {
+        matches!(
+            m,
+            AgentMessage::Llm {
+                message: Message::User { .. }
+            }
+        )
+    })?;
+    history[at + 1..]
+        .iter()
+        .all(|m| is_failed_call(m) || matches!(m, AgentMessage::Notice { .. }))
+        .then_some(at)
+}
+
+/// Takes a prompt whose model call failed before any answer out of what
+/// the model sees; the user still sees it on replay, with its error.
+fn drop_unanswered(restored: &mut Restored) {
+    if let Some(at) = unanswered_prompt(&restored.history) {
+        restored
+            .shown
+            .get_or_insert_with(|| restored.history.clone());
+        restored.history.truncate(at);
+    }
+}
+
 /// Rebuilds the history (and the last model, thinking level and mode) from
 /// a transcript's entries. Calls cut off by a killed process get an error
 /// result, since every call must have one.
@@ -173,7 +214,12 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
                         .map(|c| (c.id.clone(), c.name.clone()))
                         .collect();
                 }
+                let failed = matches!(&message, Message::Assistant(a)
+                    if a.stop_reason == crate::llm::StopReason::Error && a.content.is_empty());
                 restored.push(AgentMessage::Llm { message });
+                if failed {
+                    drop_unanswered(&mut restored);
+                }
             }
             Record::ToolResult {
                 message,
@@ -445,6 +491,62 @@ mod tests {
                 content: vec![crate::llm::Content::text(text)],
             },
         }
+    }
+
+    fn assistant(text: &str, stop_reason: crate::llm::StopReason) -> Record {
+        Record::Message {
+            message: Message::Assistant(crate::llm::AssistantMessage {
+                content: if text.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![crate::llm::AssistantContent::Text { text: text.into() }]
+                },
+                provider: "anthropic".into(),
+                api: crate::llm::Api::AnthropicMessages,
+                model: "claude-sonnet-4-5".into(),
+                auth_profile: None,
+                stop_reason,
+                error_message: (stop_reason == crate::llm::StopReason::Error)
+                    .then(|| "refused".to_string()),
+                usage: Default::default(),
+            }),
+        }
+    }
+
+    /// Also in transcripts written before pincer took failed prompts out:
+    /// the model never sees a prompt it did not answer; the user does.
+    #[test]
+    fn a_prompt_whose_call_failed_before_any_answer_leaves_the_history() {
+        use crate::llm::StopReason;
+        let records = vec![
+            user("What model are you?"),
+            assistant("", StopReason::Error),
+            user("What model are you now?"),
+            assistant("Sonnet.", StopReason::Stop),
+            user("Use a tool"),
+            assistant("Reading.", StopReason::Error),
+        ];
+        let entries: Vec<Entry> = records
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(n, r)| entry(n, r))
+            .collect();
+        let restored = restore(entries);
+        let messages = |records: &[Record]| -> Vec<AgentMessage> {
+            records
+                .iter()
+                .map(|r| match r {
+                    Record::Message { message } => AgentMessage::Llm {
+                        message: message.clone(),
+                    },
+                    _ => unreachable!(),
+                })
+                .collect()
+        };
+        // A call that failed after some output keeps its prompt.
+        assert_eq!(restored.history, messages(&records[2..]));
+        assert_eq!(restored.visible(), messages(&records).as_slice());
     }
 
     #[test]

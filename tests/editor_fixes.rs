@@ -159,3 +159,111 @@ async fn a_session_without_a_prompt_is_not_listed_and_leaves_no_file() {
     assert_eq!(response["error"]["data"]["sessionId"], json!(other));
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
+
+/// What the model was sent in request `index`: each message's role and the
+/// texts of its blocks (tool blocks as their type), without cache marks.
+fn conversation(mock: &MockModel, index: usize) -> Vec<(String, Vec<String>)> {
+    let body = &mock.requests()[index].body;
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let blocks = match &m["content"] {
+                Value::String(text) => vec![text.clone()],
+                Value::Array(blocks) => blocks
+                    .iter()
+                    .map(|b| match b["text"].as_str() {
+                        Some(text) => text.to_string(),
+                        None => b["type"].as_str().unwrap().to_string(),
+                    })
+                    .collect(),
+                other => panic!("unexpected content {other}"),
+            };
+            (m["role"].as_str().unwrap().to_string(), blocks)
+        })
+        .collect()
+}
+
+fn user_chunk(text: &str) -> Value {
+    json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}})
+}
+
+fn agent_chunk(text: &str) -> Value {
+    json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+}
+
+/// Fix 2: a prompt whose model call failed before any answer is not sent
+/// again with the next prompt, and a replay shows both prompts apart, the
+/// first with the error that ended it.
+#[tokio::test]
+async fn a_failed_prompt_is_not_glued_to_the_next_one() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::status(
+        400,
+        r#"{"type":"error","error":{"type":"invalid_request_error","message":"mock: this request is refused"}}"#,
+    ));
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "What model are you?"))
+        .await;
+    let (failed, _) = acp.until_response(id).await;
+    let error = failed["error"]["message"].as_str().unwrap().to_string();
+    assert!(error.contains("mock: this request is refused"), "{failed}");
+    acp.call(
+        "session/prompt",
+        prompt(&session, "What model are you now?"),
+    )
+    .await;
+    assert_eq!(
+        conversation(&mock, 1),
+        vec![(
+            "user".to_string(),
+            vec!["What model are you now?".to_string()]
+        )]
+    );
+    drop(acp);
+
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize().await;
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": session, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    assert_eq!(
+        support::acp_client::coalesce(updates_of(&before)),
+        vec![
+            user_chunk("What model are you?"),
+            agent_chunk(&format!("The prompt failed: {error}\n\n")),
+            user_chunk("What model are you now?"),
+            agent_chunk("Hello from the mock model."),
+        ]
+    );
+    // The loaded session goes on without the failed prompt too.
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    acp.call("session/prompt", prompt(&session, "And now?"))
+        .await;
+    assert_eq!(
+        conversation(&mock, 2),
+        vec![
+            (
+                "user".to_string(),
+                vec!["What model are you now?".to_string()]
+            ),
+            (
+                "assistant".to_string(),
+                vec!["Hello from the mock model.".to_string()]
+            ),
+            ("user".to_string(), vec!["And now?".to_string()]),
+        ]
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}

@@ -617,6 +617,9 @@ impl Session {
             &cancel,
         )
         .await;
+        if let RunStop::Failed(error) = &stop {
+            self.forget_unanswered(&mut history, &config.model, error);
+        }
         if let Some(prompt) = first_prompt
             && !matches!(stop, RunStop::Failed(_) | RunStop::Cancelled)
         {
@@ -649,6 +652,33 @@ impl Session {
 }
 
 impl Session {
+    /// After a run failed: a prompt the model never answered leaves what
+    /// the model sees, so that the next prompt is not sent glued to it. The
+    /// transcript keeps it with the failed call (which `restore` drops the
+    /// same way), so a replay shows it and its error.
+    fn forget_unanswered(&self, history: &mut Vec<AgentMessage>, model: &Model, error: &LlmError) {
+        let Some(at) = crate::session::unanswered_prompt(history) else {
+            return;
+        };
+        // A run can fail before any model call (a context overflow that
+        // compaction could not fix); the failure is recorded all the same.
+        if !history[at..].iter().any(crate::session::is_failed_call) {
+            self.record(transcript::Record::Message {
+                message: crate::llm::Message::Assistant(crate::llm::AssistantMessage {
+                    content: Vec::new(),
+                    provider: model.provider.clone(),
+                    api: model.api,
+                    model: model.id.clone(),
+                    auth_profile: None,
+                    stop_reason: crate::llm::StopReason::Error,
+                    error_message: Some(error.to_string()),
+                    usage: Default::default(),
+                }),
+            });
+        }
+        history.truncate(at);
+    }
+
     /// Asks a cheap model for a better title in the background; the title
     /// goes into the transcript, beside it for listings, and to the editor.
     fn name_later(

@@ -177,6 +177,12 @@ pub fn compacted_text(tokens_before: u64, tokens_after: u64) -> String {
     }
 }
 
+/// How a turn that ended in an error is shown on replay (live, the prompt
+/// answered with the error).
+pub fn failed_text(error: &str) -> String {
+    format!("The prompt failed: {}\n\n", error.trim_end())
+}
+
 /// An agent message chunk of plain text.
 pub fn agent_text(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(text_chunk(text))
@@ -223,6 +229,14 @@ fn replay_part(
                 }
             }
             Message::Assistant(message) => {
+                // The error that ended a turn, where the user saw it fail.
+                if message.stop_reason == crate::llm::StopReason::Error {
+                    let error = message
+                        .error_message
+                        .as_deref()
+                        .unwrap_or("the model call failed");
+                    out(agent_text(&failed_text(error)));
+                }
                 for part in &message.content {
                     let event = match part {
                         // A silent reply stays silent on replay too.
