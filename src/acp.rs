@@ -420,12 +420,18 @@ impl Server {
         let internal =
             |e: &dyn std::fmt::Display| Error::new(Error::internal_error().code, e.to_string());
         let replay_id = replay.then(|| session_id.clone());
+        let options = updates::ReplayOptions {
+            compaction: lock(&self.client)
+                .session
+                .as_ref()
+                .is_some_and(|s| s.compaction.is_some()),
+        };
         let (writer, restored, blocks) = tokio::task::spawn_blocking(move || {
             let loaded = transcript::load(&path)?;
             let writer = transcript::Writer::append_to(&path, &loaded)?;
             let restored = crate::session::restore(loaded.entries);
             let blocks = replay_id
-                .map(|id| updates::replay_lines(&id, &restored))
+                .map(|id| updates::replay_lines_with(&id, &restored, options))
                 .unwrap_or_default();
             Ok::<_, transcript::TranscriptError>((writer, restored, blocks))
         })

@@ -248,6 +248,17 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             Record::Notice { text } => {
                 restored.push(AgentMessage::Notice { text });
             }
+            // What the user typed, for the replay alone.
+            Record::Command { text } => {
+                restored
+                    .shown
+                    .get_or_insert_with(|| restored.history.clone())
+                    .push(AgentMessage::Llm {
+                        message: Message::User {
+                            content: vec![crate::llm::Content::text(text)],
+                        },
+                    });
+            }
             // The summary text carries its file lists; the entry's own
             // copy of them is for readers of the transcript.
             Record::Compaction {

@@ -267,3 +267,122 @@ async fn a_failed_prompt_is_not_glued_to_the_next_one() {
     );
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
+
+/// `pincer acp` with `config` in its config.toml (title calls off, so the
+/// side requests are only the compactions').
+fn spawn_quiet(sandbox: &Sandbox, mock: &MockModel) -> support::acp_client::Acp {
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "title_model = \"none\"\n",
+    )
+    .unwrap();
+    spawn_anthropic(sandbox, mock)
+}
+
+async fn load_updates(
+    acp: &mut support::acp_client::Acp,
+    session: &str,
+    cwd: &std::path::Path,
+) -> Vec<Value> {
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    support::acp_client::coalesce(updates_of(&before))
+}
+
+/// Fix 3: on load, a `/compact` is replayed as the user's message and its
+/// result as a message of its own: a `compaction_update` for clients that
+/// show them (with an id the live ones after it do not reuse), else the
+/// "Context compacted" text.
+#[tokio::test]
+async fn a_compaction_replays_as_its_own_message_after_the_compact_request() {
+    use support::sse::anthropic_text;
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("first answer", 1_000)));
+    mock.push(Reply::sse(anthropic_text("second answer", 2_000)));
+    mock.push_side(Reply::sse(anthropic_text("## Goal\nAnswer questions", 300)));
+    let compaction = json!({"session": {"compaction": {}}});
+    let mut acp = spawn_quiet(&sandbox, &mock);
+    acp.initialize_with(compaction.clone()).await;
+    let session = acp.new_session(&sandbox.work()).await;
+    for text in ["first question", "second question"] {
+        acp.call("session/prompt", prompt(&session, text)).await;
+    }
+    let id = acp
+        .send(
+            "session/prompt",
+            prompt(&session, "/compact keep the names"),
+        )
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let live: Vec<Value> = updates_of(&before)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "compaction_update")
+        .collect();
+    assert_eq!(live.len(), 2, "{live:?}");
+    let summary = live[1]["summary"].clone();
+    drop(acp);
+
+    let before_compaction = vec![
+        user_chunk("first question"),
+        agent_chunk("first answer"),
+        user_chunk("second question"),
+        agent_chunk("second answer"),
+        user_chunk("/compact keep the names"),
+    ];
+    // A client that shows compactions.
+    let mut acp = spawn_quiet(&sandbox, &mock);
+    acp.initialize_with(compaction.clone()).await;
+    let mut expected = before_compaction.clone();
+    expected.push(json!({
+        "sessionUpdate": "compaction_update",
+        "compactionId": "compaction-0",
+        "status": "completed",
+        "summary": summary,
+    }));
+    assert_eq!(
+        load_updates(&mut acp, &session, &sandbox.work()).await,
+        expected
+    );
+    // A later compaction in the loaded session gets a new id.
+    mock.push(Reply::sse(anthropic_text("third answer", 3_000)));
+    acp.call("session/prompt", prompt(&session, "third question"))
+        .await;
+    mock.push_side(Reply::sse(anthropic_text("## Goal\nStill answering", 300)));
+    let id = acp
+        .send("session/prompt", prompt(&session, "/compact"))
+        .await;
+    let (_, before) = acp.until_response(id).await;
+    let ids: Vec<Value> = updates_of(&before)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "compaction_update")
+        .map(|u| u["compactionId"].clone())
+        .collect();
+    assert_eq!(ids, vec![json!("compaction-1"), json!("compaction-1")]);
+    drop(acp);
+
+    // A client without them: the marker follows the request, on its own.
+    let mut acp = spawn_quiet(&sandbox, &mock);
+    acp.initialize().await;
+    let replayed = load_updates(&mut acp, &session, &sandbox.work()).await;
+    let mut expected = before_compaction;
+    let marker = |update: &Value| {
+        let text = update["content"]["text"].as_str().unwrap_or_default();
+        assert!(text.starts_with("Context compacted: "), "{update}");
+        update.clone()
+    };
+    expected.push(marker(&replayed[5]));
+    expected.push(user_chunk("third question"));
+    expected.push(agent_chunk("third answer"));
+    expected.push(user_chunk("/compact"));
+    expected.push(marker(&replayed[9]));
+    assert_eq!(replayed, expected);
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}

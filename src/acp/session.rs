@@ -253,7 +253,17 @@ impl Session {
         if let Some(queue) = restored.queue {
             lock(&self.queue).mode = queue;
         }
-        lock(&self.state).last_call = restored.last_call;
+        {
+            let mut state = lock(&self.state);
+            state.last_call = restored.last_call;
+            // Live compactions continue the ids the replay gave the earlier
+            // ones: an id is unique within the session.
+            state.compactions = restored
+                .visible()
+                .iter()
+                .filter(|m| matches!(m, AgentMessage::Summary { .. }))
+                .count() as u64;
+        }
         let mut history = self
             .history
             .try_lock()
@@ -959,6 +969,15 @@ impl Session {
             Command::Compact(instructions) => {
                 let mut history = self.history.lock().await;
                 let (config, cancel) = self.turn_config()?;
+                // Replayed as the user's message, so that the compaction
+                // after it reads as its answer.
+                self.record(transcript::Record::Command {
+                    text: if instructions.is_empty() {
+                        "/compact".to_string()
+                    } else {
+                        format!("/compact {instructions}")
+                    },
+                });
                 let host = self.host(cx.clone(), &client, drain);
                 let instructions = (!instructions.is_empty()).then_some(instructions.as_str());
                 let result = agent::compact_history(

@@ -22,7 +22,7 @@
 //! messages carry provider, api, model, auth profile, stop reason, error
 //! and usage), `tool_result` (with what the editor was shown: `call`,
 //! `display`, `details`), `model_change`, `thinking_change`, `mode_change`,
-//! `queue_change`, `title`, `notice` and `compaction`.
+//! `queue_change`, `title`, `command`, `notice` and `compaction`.
 //!
 //! Versions: 1 is the first and current format. A pincer reads every
 //! version up to its own and refuses newer files with a message that says
@@ -108,6 +108,11 @@ pub enum Record {
     /// turn; the latest one counts.
     Title {
         title: String,
+    },
+    /// A command the user sent in place of a prompt (`/compact`): shown
+    /// again as the user's message on replay, never sent to the model.
+    Command {
+        text: String,
     },
     /// Something pincer told the user; never sent to the model.
     Notice {
@@ -211,6 +216,9 @@ impl RawEntry {
             },
             "title" => Record::Title {
                 title: need(self.title, "title", kind)?,
+            },
+            "command" => Record::Command {
+                text: need(self.text, "text", kind)?,
             },
             "notice" => Record::Notice {
                 text: need(self.text, "text", kind)?,
@@ -575,6 +583,9 @@ mod tests {
             Record::Notice {
                 text: "retrying".into(),
             },
+            Record::Command {
+                text: "/compact keep the parser notes".into(),
+            },
             Record::Title {
                 title: "Fix the parser".into(),
             },
@@ -620,17 +631,18 @@ mod tests {
                 Some("e5"),
                 Some("e6"),
                 Some("e7"),
-                Some("e8")
+                Some("e8"),
+                Some("e9")
             ]
         );
 
         // Appending later continues the chain.
         let mut writer = Writer::append_to(&path, &loaded).unwrap();
-        assert_eq!(writer.append(user("again")).unwrap(), "e10");
+        assert_eq!(writer.append(user("again")).unwrap(), "e11");
         let reloaded = load(&path).unwrap();
         assert_eq!(
             reloaded.entries.last().unwrap().parent_id.as_deref(),
-            Some("e9")
+            Some("e10")
         );
     }
 
@@ -669,17 +681,17 @@ mod tests {
         let path = dir.path().join("s.jsonl");
         write_sample(&path);
         let mut bytes = std::fs::read(&path).unwrap();
-        bytes.extend_from_slice(b"{\"type\":\"notice\",\"id\":\"e10\",\"par");
+        bytes.extend_from_slice(b"{\"type\":\"notice\",\"id\":\"e11\",\"par");
         std::fs::write(&path, &bytes).unwrap();
         let loaded = load(&path).unwrap();
-        assert_eq!(loaded.entries.len(), 9);
+        assert_eq!(loaded.entries.len(), 10);
         let mut writer = Writer::append_to(&path, &loaded).unwrap();
         writer.append(user("after the crash")).unwrap();
         let reloaded = load(&path).unwrap();
-        assert_eq!(reloaded.entries.len(), 10);
-        assert_eq!(reloaded.skipped, vec![11]);
-        assert_eq!(reloaded.entries[9].record, user("after the crash"));
-        assert_eq!(reloaded.entries[9].parent_id.as_deref(), Some("e9"));
+        assert_eq!(reloaded.entries.len(), 11);
+        assert_eq!(reloaded.skipped, vec![12]);
+        assert_eq!(reloaded.entries[10].record, user("after the crash"));
+        assert_eq!(reloaded.entries[10].parent_id.as_deref(), Some("e10"));
     }
 
     #[test]
