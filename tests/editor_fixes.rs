@@ -386,3 +386,180 @@ async fn a_compaction_replays_as_its_own_message_after_the_compact_request() {
     assert_eq!(replayed, expected);
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
+
+/// The values the `model` option offers.
+fn offered_models(options: &Value) -> Vec<String> {
+    let model = options
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "model")
+        .unwrap();
+    model["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].as_str().unwrap().to_string())
+        .collect()
+}
+
+const ANTHROPIC: [&str; 5] = [
+    "anthropic/claude-sonnet-4-5",
+    "anthropic/claude-opus-4-5",
+    "anthropic/claude-haiku-4-5",
+    "anthropic/claude-opus-4-1",
+    "anthropic/claude-sonnet-4-0",
+];
+
+const BEDROCK: [&str; 4] = [
+    "amazon-bedrock/global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+    "amazon-bedrock/global.anthropic.claude-opus-4-5-20251101-v1:0",
+    "amazon-bedrock/global.anthropic.claude-haiku-4-5-20251001-v1:0",
+    "amazon-bedrock/us.anthropic.claude-sonnet-4-20250514-v1:0",
+];
+
+/// The model option of a new session in `sandbox`, pincer started with
+/// `env` besides an Anthropic key.
+async fn models_with(sandbox: &Sandbox, env: &[(&str, &str)]) -> Vec<String> {
+    let mock = MockModel::start().await;
+    let mut cmd = sandbox.command(&["acp"]);
+    cmd.env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url());
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let mut acp = support::acp_client::Acp::spawn(cmd);
+    acp.initialize().await;
+    let result = acp
+        .call(
+            "session/new",
+            json!({"cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    offered_models(&result["configOptions"])
+}
+
+fn sorted(models: impl IntoIterator<Item = impl Into<String>>) -> Vec<String> {
+    let mut models: Vec<String> = models.into_iter().map(Into::into).collect();
+    models.sort();
+    models
+}
+
+/// Fix 1: with only an Anthropic key, no Bedrock model is offered; AWS
+/// credentials in the environment or a usable profile in the AWS files
+/// (SSO, credential_process) bring them in. Choosing one anyway is refused
+/// with what to do, in the editor's terms.
+#[tokio::test]
+async fn the_model_option_offers_only_models_with_credentials_at_hand() {
+    let anthropic_only = sorted(ANTHROPIC);
+    let with_bedrock = sorted(ANTHROPIC.iter().chain(BEDROCK.iter()).copied());
+
+    let sandbox = Sandbox::new();
+    assert_eq!(sorted(models_with(&sandbox, &[]).await), anthropic_only);
+    // A config file with only a region is no credential.
+    std::fs::create_dir_all(sandbox.home().join(".aws")).unwrap();
+    std::fs::write(
+        sandbox.home().join(".aws/config"),
+        "[default]\nregion = eu-west-1\n",
+    )
+    .unwrap();
+    assert_eq!(sorted(models_with(&sandbox, &[]).await), anthropic_only);
+    // Half a key pair is none either.
+    assert_eq!(
+        sorted(models_with(&sandbox, &[("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")]).await),
+        anthropic_only
+    );
+    assert_eq!(
+        sorted(
+            models_with(
+                &sandbox,
+                &[
+                    ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+                    ("AWS_SECRET_ACCESS_KEY", "secret")
+                ]
+            )
+            .await
+        ),
+        with_bedrock
+    );
+    assert_eq!(
+        sorted(models_with(&sandbox, &[("AWS_BEARER_TOKEN_BEDROCK", "token")]).await),
+        with_bedrock
+    );
+    // Profiles that lead to credentials, found without running or asking
+    // anything (the marker would show a credential_process that ran).
+    let marker = sandbox.dir.path().join(format!(
+        "process-ran-{}",
+        sandbox.dir.path().file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(
+        sandbox.home().join(".aws/config"),
+        format!(
+            "[profile sso]\nsso_session = corp\nsso_account_id = 111122223333\nsso_role_name = Dev\n\
+             [sso-session corp]\nsso_start_url = https://corp.awsapps.com/start\nsso_region = eu-west-1\n\
+             [profile tool]\ncredential_process = touch {}\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    for profile in ["sso", "tool"] {
+        assert_eq!(
+            sorted(models_with(&sandbox, &[("AWS_PROFILE", profile)]).await),
+            with_bedrock,
+            "{profile}"
+        );
+    }
+    assert_eq!(
+        sorted(models_with(&sandbox, &[("AWS_PROFILE", "missing")]).await),
+        anthropic_only
+    );
+    assert!(!marker.exists());
+
+    // Choosing a Bedrock model by hand is refused with the way out.
+    let mock = MockModel::start().await;
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp
+        .send(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "model", "value": BEDROCK[0]}),
+        )
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    let message = "No AWS credentials for amazon-bedrock were found. To go on, choose another \
+                   model in this session's Model option; or give pincer AWS credentials where the \
+                   editor starts it: AWS_BEARER_TOKEN_BEDROCK, AWS_ACCESS_KEY_ID and \
+                   AWS_SECRET_ACCESS_KEY, or AWS_PROFILE naming a profile in ~/.aws/config with \
+                   keys, SSO or credential_process.";
+    assert_eq!(
+        response["error"],
+        json!({"code": -32602, "message": "Invalid params", "data": {"message": message}})
+    );
+}
+
+/// Fix 1: a rejected key, inside an editor, points at the session's Model
+/// option, not at `--model`, `PINCER_MODEL` or a restart.
+#[tokio::test]
+async fn an_auth_error_in_an_editor_names_the_model_option() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::status(
+        401,
+        r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+    ));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp.send("session/prompt", prompt(&session, "hi")).await;
+    let (response, _) = acp.until_response(id).await;
+    let message = "anthropic rejected the credentials: invalid x-api-key. anthropic rejected the \
+                   key in the ANTHROPIC_API_KEY environment variable (credential \
+                   env:ANTHROPIC_API_KEY). To go on, choose another model in this session's Model \
+                   option; or put a valid key in ANTHROPIC_API_KEY where the editor starts pincer \
+                   (for Zed, under \"env\" in the agent_servers entry).";
+    assert_eq!(
+        response["error"],
+        json!({"code": -32000, "message": message, "data": {"message": message}})
+    );
+}

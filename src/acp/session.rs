@@ -235,7 +235,7 @@ impl Session {
             // A model that no longer resolves or has no key leaves the
             // session on its default model; the history still loads.
             match self.settings().catalog.resolve(id) {
-                Ok(model) if self.settings().has_credentials(&model) => {
+                Ok(model) if self.settings().can_offer(&model) => {
                     lock(&self.state).model = model;
                 }
                 _ => {
@@ -328,7 +328,7 @@ impl Session {
             .settings()
             .catalog
             .listed_models()
-            .filter(|m| self.settings().has_credentials(m))
+            .filter(|m| self.settings().can_offer(m))
             .map(|m| {
                 SessionConfigSelectOption::new(m.full_id(), m.name.clone()).description(m.full_id())
             })
@@ -401,8 +401,8 @@ impl Session {
                     .catalog
                     .resolve(value)
                     .map_err(|e| e.to_string())?;
-                if !self.settings().has_credentials(&model) {
-                    return Err(self.settings().credential_hint(&model));
+                if !self.settings().can_offer(&model) {
+                    return Err(self.settings().credential_hint_in_editor(&model));
                 }
                 let full_id = model.full_id();
                 {
@@ -753,7 +753,9 @@ impl Session {
         let (model, thinking, last_call, cancel) = {
             let mut state = lock(&self.state);
             if !self.settings().has_credentials(&state.model) {
-                return Err(auth_required(self.settings().credential_hint(&state.model)));
+                return Err(auth_required(
+                    self.settings().credential_hint_in_editor(&state.model),
+                ));
             }
             state.cancel = CancellationToken::new();
             (
@@ -1054,7 +1056,7 @@ fn provider_error(error: &LlmError, settings: &Settings, model: &Model) -> Error
         LlmError::Auth { .. } => auth_required(format!(
             "{}. {}",
             error.to_string().trim_end_matches('.'),
-            settings.credential_hint(model)
+            settings.credential_hint_in_editor(model)
         )),
         _ => Error::new(Error::internal_error().code, error.to_string())
             .data(serde_json::json!({ "message": error.to_string() })),
