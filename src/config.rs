@@ -871,6 +871,57 @@ mod tests {
     }
 
     #[test]
+    fn bedrock_is_offered_only_with_aws_credentials_at_hand() {
+        let home = tempfile::tempdir().unwrap();
+        let home_var = ("HOME", home.path().to_str().unwrap());
+        let offers = |pairs: &[(&str, &str)]| {
+            let s = Settings::load(home.path(), env_with(home.path(), pairs)).unwrap();
+            let bedrock = s
+                .catalog
+                .resolve("amazon-bedrock/global.anthropic.claude-sonnet-4-5-20250929-v1:0")
+                .unwrap();
+            // It can always be tried (the chain may find an instance role).
+            assert!(s.has_credentials(&bedrock));
+            s.can_offer(&bedrock)
+        };
+        assert!(!offers(&[home_var, ("ANTHROPIC_API_KEY", "k")]));
+        assert!(offers(&[
+            home_var,
+            ("AWS_ACCESS_KEY_ID", "AKID"),
+            ("AWS_SECRET_ACCESS_KEY", "s")
+        ]));
+        std::fs::create_dir_all(home.path().join(".aws")).unwrap();
+        std::fs::write(
+            home.path().join(".aws/credentials"),
+            "[default]\naws_access_key_id = AKID\naws_secret_access_key = s\n",
+        )
+        .unwrap();
+        assert!(offers(&[home_var]));
+        assert!(!offers(&[home_var, ("AWS_PROFILE", "other")]));
+    }
+
+    #[test]
+    fn credential_hints_in_an_editor_name_the_model_option() {
+        let home = tempfile::tempdir().unwrap();
+        let s = Settings::load(
+            home.path(),
+            env_with(home.path(), &[("ANTHROPIC_API_KEY", "k")]),
+        )
+        .unwrap();
+        let model = s.catalog.resolve("openai/gpt-5").unwrap();
+        assert_eq!(
+            s.credential_hint_in_editor(&model),
+            "No API key for openai. To go on, choose another model in this session's Model \
+             option; or set the OPENAI_API_KEY environment variable where the editor starts \
+             pincer (for Zed, under \"env\" in the agent_servers entry)."
+        );
+        assert!(
+            s.credential_hint(&model)
+                .contains("--model or PINCER_MODEL")
+        );
+    }
+
+    #[test]
     fn pincer_home_holds_everything() {
         let home = tempfile::tempdir().unwrap();
         let s = Settings::load(home.path(), env_with(home.path(), &[])).unwrap();
