@@ -540,10 +540,7 @@ impl Settings {
         let provider = &model.provider;
         let editor = frontend == Frontend::Editor;
         const ELSEWHERE: &str = "choose another model in this session's Model option";
-        if let Some(id) = self
-            .credential_source(model)
-            .filter(|_| !(editor && !self.can_offer(model)))
-        {
+        if let Some(id) = self.credential_source(model) {
             let (what, fix) = match id.strip_prefix("env:") {
                 Some(var) => (
                     format!("the key in the {var} environment variable (credential {id})"),
