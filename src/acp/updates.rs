@@ -277,14 +277,6 @@ fn replay_part(
                 }
             }
             Message::Assistant(message) => {
-                // The error that ended a turn, where the user saw it fail.
-                if message.stop_reason == crate::llm::StopReason::Error {
-                    let error = message
-                        .error_message
-                        .as_deref()
-                        .unwrap_or("the model call failed");
-                    out(agent_text(&failed_text(error)));
-                }
                 for part in &message.content {
                     let event = match part {
                         // A silent reply stays silent on replay too.
@@ -317,6 +309,15 @@ fn replay_part(
                     if let Some(update) = session_update(&event, 0.0) {
                         out(update);
                     }
+                }
+                // The error that ended the turn, after whatever streamed
+                // before it, where the user saw the prompt fail.
+                if message.stop_reason == crate::llm::StopReason::Error {
+                    let error = message
+                        .error_message
+                        .as_deref()
+                        .unwrap_or("the model call failed");
+                    out(agent_text(&failed_text(error)));
                 }
             }
             Message::ToolResult(result) => {
