@@ -458,6 +458,14 @@ impl Server {
         crate::session::check_cwd(&cwd).map_err(|e| invalid_params(e.to_string()))?;
         let settings = self.settings(&cwd)?;
         let Some(path) = crate::session::find(&settings.paths.data_dir, &id) else {
+            // A session this process opened that has not been prompted yet
+            // has no transcript yet (it is written with the first prompt):
+            // it is still the same, empty session, with nothing to replay.
+            if let Some(open) = lock(&self.sessions).get(&id).cloned()
+                && !open.is_written()
+            {
+                return Ok(open);
+            }
             return Err(agent_client_protocol::v1::schema::Error::session_not_found(id).into());
         };
         let model = settings
@@ -469,12 +477,18 @@ impl Server {
         let internal =
             |e: &dyn std::fmt::Display| Error::new(Error::internal_error().code, e.to_string());
         let replay_id = replay.then(|| session_id.clone());
+        let options = updates::ReplayOptions {
+            compaction: lock(&self.client)
+                .session
+                .as_ref()
+                .is_some_and(|s| s.compaction.is_some()),
+        };
         let (writer, restored, blocks) = tokio::task::spawn_blocking(move || {
             let loaded = transcript::load(&path)?;
             let writer = transcript::Writer::append_to(&path, &loaded)?;
             let restored = crate::session::restore(loaded.entries);
             let blocks = replay_id
-                .map(|id| updates::replay_lines(&id, &restored))
+                .map(|id| updates::replay_lines_with(&id, &restored, options))
                 .unwrap_or_default();
             Ok::<_, transcript::TranscriptError>((writer, restored, blocks))
         })
@@ -556,7 +570,12 @@ impl Server {
     fn delete_session(&self, id: &str) -> Result<(), Error> {
         if let Some(session) = lock(&self.sessions).remove(id) {
             session.cancel();
+            let written = session.is_written();
             Self::ended(session);
+            // Never prompted: there is no transcript to remove.
+            if !written {
+                return Ok(());
+            }
         }
         let cwd = std::env::current_dir().unwrap_or_default();
         let settings = self.settings(&cwd)?;

@@ -308,6 +308,14 @@ impl ProjectState {
     }
 }
 
+/// Who reads a credential hint: the way out differs between a command line
+/// (`--model`, a restart) and an editor (the session's Model option).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Frontend {
+    Cli,
+    Editor,
+}
+
 /// Everything resolved at start-up: paths, merged config, model catalog, and
 /// the process environment the providers' variables come from.
 #[derive(Clone)]
@@ -488,49 +496,137 @@ impl Settings {
         self.first_credential(model).is_some()
     }
 
+    /// Whether a model may be offered for choosing in a session: its
+    /// credentials can be found without a network call. Bedrock needs no
+    /// key up front (the AWS chain is asked at call time), so it is offered
+    /// only when the AWS chain is configured in the environment or the
+    /// shared files ([`crate::llm::bedrock::credentials::configured`]); the
+    /// instance metadata service alone does not count. A model chosen
+    /// explicitly (`--model`, the config) is still tried with whatever the
+    /// chain finds.
+    pub fn can_offer(&self, model: &Model) -> bool {
+        match self.first_credential(model) {
+            None => false,
+            Some(attempt) if attempt.id.is_none() && self.uses_aws_chain(model) => {
+                let home = self.env("HOME").map(PathBuf::from);
+                crate::llm::bedrock::credentials::configured(
+                    &|name| self.env(name).map(str::to_string),
+                    home.as_deref(),
+                )
+            }
+            Some(_) => true,
+        }
+    }
+
+    fn uses_aws_chain(&self, model: &Model) -> bool {
+        model.api == crate::llm::Api::BedrockConverseStream
+    }
+
     /// What a person must do to give pincer credentials for this model:
     /// when pincer has one, which it is and how to replace it (it was
     /// rejected); else where to put one. Never the credential itself.
+    /// Worded for the command line: another model is chosen with `--model`.
     pub fn credential_hint(&self, model: &Model) -> String {
+        self.hint(model, Frontend::Cli)
+    }
+
+    /// [`Settings::credential_hint`] inside an editor, where the way out is
+    /// the session's Model option rather than a flag and a restart.
+    pub fn credential_hint_in_editor(&self, model: &Model) -> String {
+        self.hint(model, Frontend::Editor)
+    }
+
+    fn hint(&self, model: &Model, frontend: Frontend) -> String {
+        let provider = &model.provider;
+        let editor = frontend == Frontend::Editor;
+        const ELSEWHERE: &str = "choose another model in this session's Model option";
         if let Some(id) = self.credential_source(model) {
-            let source = match id.strip_prefix("env:") {
-                Some(var) => format!(
-                    "the key in the {var} environment variable (credential {id}); set a valid \
-                     key there (for Zed, under \"env\" in the agent_servers entry) and restart \
-                     pincer"
+            let (what, fix) = match id.strip_prefix("env:") {
+                Some(var) => (
+                    format!("the key in the {var} environment variable (credential {id})"),
+                    if editor {
+                        format!(
+                            "put a valid key in {var} where the editor starts pincer (for Zed, \
+                             under \"env\" in the agent_servers entry)"
+                        )
+                    } else {
+                        "set a valid key there (for Zed, under \"env\" in the agent_servers \
+                         entry) and restart pincer"
+                            .to_string()
+                    },
                 ),
-                None if id == "config" => format!(
-                    "the api_key under [providers.{}] in pincer's config.toml (credential \
-                     config); put a valid key there",
-                    model.provider
+                None if id == "config" => (
+                    format!(
+                        "the api_key under [providers.{provider}] in pincer's config.toml \
+                         (credential config)"
+                    ),
+                    "put a valid key there".to_string(),
                 ),
-                None if id.contains(':') && !id.starts_with("openclaw:") => format!(
-                    "the auth profile {id}; replace it with `pincer login --provider {} \
-                     --profile {id}` or remove it with `pincer logout {id}`",
-                    model.provider
+                None if id.contains(':') && !id.starts_with("openclaw:") => (
+                    format!("the auth profile {id}"),
+                    format!(
+                        "replace it with `pincer login --provider {provider} --profile {id}` or \
+                         remove it with `pincer logout {id}`"
+                    ),
                 ),
                 // Another tool's login that pincer borrowed (Claude Code,
                 // Codex, OpenClaw).
-                None => format!(
-                    "the credential {id} that pincer borrowed from another tool's login; log in there again"
+                None => (
+                    format!("the credential {id} that pincer borrowed from another tool's login"),
+                    "log in there again".to_string(),
                 ),
             };
-            return format!(
-                "{provider} rejected {source}, or choose another model with --model or \
-                 PINCER_MODEL.",
-                provider = model.provider
-            );
+            return if editor {
+                format!("{provider} rejected {what}. To go on, {ELSEWHERE}; or {fix}.")
+            } else {
+                format!(
+                    "{provider} rejected {what}; {fix}, or choose another model with --model or \
+                     PINCER_MODEL."
+                )
+            };
+        }
+        if self.uses_aws_chain(model) && self.can_offer(model) {
+            let what = "the AWS credentials found in the environment or ~/.aws (the AWS CLI's \
+                        `aws sts get-caller-identity` shows whose they are)";
+            return if editor {
+                format!("{provider} rejected {what}. To go on, {ELSEWHERE}; or fix them.")
+            } else {
+                format!(
+                    "{provider} rejected {what}; fix them, or choose another model with --model \
+                     or PINCER_MODEL."
+                )
+            };
+        }
+        if self.uses_aws_chain(model) {
+            let sources = "AWS_BEARER_TOKEN_BEDROCK, AWS_ACCESS_KEY_ID and \
+                           AWS_SECRET_ACCESS_KEY, or AWS_PROFILE naming a profile in \
+                           ~/.aws/config with keys, SSO or credential_process";
+            return if editor {
+                format!(
+                    "No AWS credentials for {provider} were found. To go on, {ELSEWHERE}; or \
+                     give pincer AWS credentials where the editor starts it: {sources}."
+                )
+            } else {
+                format!("No AWS credentials for {provider} were found: set {sources}.")
+            };
         }
         match self
             .catalog
-            .provider(&model.provider)
+            .provider(provider)
             .and_then(|p| p.api_key_env.clone())
         {
-            Some(var) => format!(
-                "No API key for {provider}: set the {var} environment variable (for Zed, under \"env\" in the agent_servers entry) and restart pincer, or choose another model with --model or PINCER_MODEL.",
-                provider = model.provider
+            Some(var) if editor => format!(
+                "No API key for {provider}. To go on, {ELSEWHERE}; or set the {var} environment \
+                 variable where the editor starts pincer (for Zed, under \"env\" in the \
+                 agent_servers entry)."
             ),
-            None => format!("No credentials for provider {}.", model.provider),
+            Some(var) => format!(
+                "No API key for {provider}: set the {var} environment variable (for Zed, under \"env\" in the agent_servers entry) and restart pincer, or choose another model with --model or PINCER_MODEL."
+            ),
+            None if editor => {
+                format!("No credentials for provider {provider}. To go on, {ELSEWHERE}.")
+            }
+            None => format!("No credentials for provider {provider}."),
         }
     }
 
@@ -769,6 +865,57 @@ mod tests {
             .collect();
         env.insert("PINCER_HOME".into(), home.display().to_string());
         env
+    }
+
+    #[test]
+    fn bedrock_is_offered_only_with_aws_credentials_at_hand() {
+        let home = tempfile::tempdir().unwrap();
+        let home_var = ("HOME", home.path().to_str().unwrap());
+        let offers = |pairs: &[(&str, &str)]| {
+            let s = Settings::load(home.path(), env_with(home.path(), pairs)).unwrap();
+            let bedrock = s
+                .catalog
+                .resolve("amazon-bedrock/global.anthropic.claude-sonnet-4-5-20250929-v1:0")
+                .unwrap();
+            // It can always be tried (the chain may find an instance role).
+            assert!(s.has_credentials(&bedrock));
+            s.can_offer(&bedrock)
+        };
+        assert!(!offers(&[home_var, ("ANTHROPIC_API_KEY", "k")]));
+        assert!(offers(&[
+            home_var,
+            ("AWS_ACCESS_KEY_ID", "AKID"),
+            ("AWS_SECRET_ACCESS_KEY", "s")
+        ]));
+        std::fs::create_dir_all(home.path().join(".aws")).unwrap();
+        std::fs::write(
+            home.path().join(".aws/credentials"),
+            "[default]\naws_access_key_id = AKID\naws_secret_access_key = s\n",
+        )
+        .unwrap();
+        assert!(offers(&[home_var]));
+        assert!(!offers(&[home_var, ("AWS_PROFILE", "other")]));
+    }
+
+    #[test]
+    fn credential_hints_in_an_editor_name_the_model_option() {
+        let home = tempfile::tempdir().unwrap();
+        let s = Settings::load(
+            home.path(),
+            env_with(home.path(), &[("ANTHROPIC_API_KEY", "k")]),
+        )
+        .unwrap();
+        let model = s.catalog.resolve("openai/gpt-5").unwrap();
+        assert_eq!(
+            s.credential_hint_in_editor(&model),
+            "No API key for openai. To go on, choose another model in this session's Model \
+             option; or set the OPENAI_API_KEY environment variable where the editor starts \
+             pincer (for Zed, under \"env\" in the agent_servers entry)."
+        );
+        assert!(
+            s.credential_hint(&model)
+                .contains("--model or PINCER_MODEL")
+        );
     }
 
     #[test]

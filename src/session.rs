@@ -115,6 +115,8 @@ pub struct Restored {
     pub model: Option<String>,
     pub thinking: Option<ThinkingLevel>,
     pub mode: Option<Mode>,
+    /// What messages sent while the agent works do.
+    pub queue: Option<crate::agent::QueueMode>,
     /// The latest model-written title, if any.
     pub title: Option<String>,
     /// When the model last answered (how old its prompt cache is).
@@ -153,6 +155,47 @@ fn answer_open_calls(restored: &mut Restored, open: &mut Vec<(String, String)>) 
     }
 }
 
+/// Whether a history entry is a model call that failed before it produced
+/// anything.
+pub fn is_failed_call(entry: &AgentMessage) -> bool {
+    matches!(
+        entry,
+        AgentMessage::Llm {
+            message: Message::Assistant(a),
+        } if a.stop_reason == crate::llm::StopReason::Error && a.content.is_empty()
+    )
+}
+
+/// Where the latest prompt starts, when the model never answered it: the
+/// history ends with that user message and at most failed, empty model
+/// calls. Such a prompt is taken out of what the model sees (the user saw
+/// it fail), so that it is not sent again glued to the next one.
+pub fn unanswered_prompt(history: &[AgentMessage]) -> Option<usize> {
+    let at = history.iter().rposition(|m| {
+        matches!(
+            m,
+            AgentMessage::Llm {
+                message: Message::User { .. }
+            }
+        )
+    })?;
+    history[at + 1..]
+        .iter()
+        .all(|m| is_failed_call(m) || matches!(m, AgentMessage::Notice { .. }))
+        .then_some(at)
+}
+
+/// Takes a prompt whose model call failed before any answer out of what
+/// the model sees; the user still sees it on replay, with its error.
+fn drop_unanswered(restored: &mut Restored) {
+    if let Some(at) = unanswered_prompt(&restored.history) {
+        restored
+            .shown
+            .get_or_insert_with(|| restored.history.clone());
+        restored.history.truncate(at);
+    }
+}
+
 /// Rebuilds the history (and the last model, thinking level and mode) from
 /// a transcript's entries. Calls cut off by a killed process get an error
 /// result, since every call must have one.
@@ -171,7 +214,12 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
                         .map(|c| (c.id.clone(), c.name.clone()))
                         .collect();
                 }
+                let failed = matches!(&message, Message::Assistant(a)
+                    if a.stop_reason == crate::llm::StopReason::Error && a.content.is_empty());
                 restored.push(AgentMessage::Llm { message });
+                if failed {
+                    drop_unanswered(&mut restored);
+                }
             }
             Record::ToolResult {
                 message,
@@ -195,9 +243,21 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             Record::ModelChange { model } => restored.model = Some(model),
             Record::ThinkingChange { level } => restored.thinking = Some(level),
             Record::ModeChange { mode } => restored.mode = Some(mode),
+            Record::QueueChange { queue } => restored.queue = Some(queue),
             Record::Title { title } => restored.title = Some(title),
             Record::Notice { text } => {
                 restored.push(AgentMessage::Notice { text });
+            }
+            // What the user typed, for the replay alone.
+            Record::Command { text } => {
+                restored
+                    .shown
+                    .get_or_insert_with(|| restored.history.clone())
+                    .push(AgentMessage::Llm {
+                        message: Message::User {
+                            content: vec![crate::llm::Content::text(text)],
+                        },
+                    });
             }
             // The summary text carries its file lists; the entry's own
             // copy of them is for readers of the transcript.
@@ -345,7 +405,9 @@ pub fn title_from(text: &str) -> Option<String> {
 }
 
 /// Reads what a list needs: the header, and the first user text for the
-/// title. Stops reading there, so long transcripts cost no more.
+/// title. Stops reading there, so long transcripts cost no more. A session
+/// that never got a prompt (a file an older pincer wrote when the session
+/// opened) is not listed: there is nothing in it to go back to.
 fn summarize(path: &Path) -> Option<Summary> {
     use std::io::BufRead;
     let file = std::fs::File::open(path).ok()?;
@@ -355,7 +417,9 @@ fn summarize(path: &Path) -> Option<Summary> {
     let mut title = std::fs::read_to_string(title_path(path))
         .ok()
         .and_then(|t| title_from(&t));
-    for line in lines.take(if title.is_some() { 0 } else { 64 }) {
+    // A model-written title comes after a turn, so the session had one.
+    let mut prompted = title.is_some();
+    for line in lines.take(if prompted { 0 } else { 64 }) {
         let Ok(line) = line else { break };
         if let Ok(Entry {
             record:
@@ -365,12 +429,16 @@ fn summarize(path: &Path) -> Option<Summary> {
             ..
         }) = serde_json::from_str::<Entry>(&line)
         {
+            prompted = true;
             title = content.iter().find_map(|c| match c {
                 crate::llm::Content::Text { text } => title_from(text),
                 crate::llm::Content::Image { .. } => None,
             });
             break;
         }
+    }
+    if !prompted {
+        return None;
     }
     Some(Summary {
         id: header.id,
@@ -434,6 +502,62 @@ mod tests {
                 content: vec![crate::llm::Content::text(text)],
             },
         }
+    }
+
+    fn assistant(text: &str, stop_reason: crate::llm::StopReason) -> Record {
+        Record::Message {
+            message: Message::Assistant(crate::llm::AssistantMessage {
+                content: if text.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![crate::llm::AssistantContent::Text { text: text.into() }]
+                },
+                provider: "anthropic".into(),
+                api: crate::llm::Api::AnthropicMessages,
+                model: "claude-sonnet-4-5".into(),
+                auth_profile: None,
+                stop_reason,
+                error_message: (stop_reason == crate::llm::StopReason::Error)
+                    .then(|| "refused".to_string()),
+                usage: Default::default(),
+            }),
+        }
+    }
+
+    /// Also in transcripts written before pincer took failed prompts out:
+    /// the model never sees a prompt it did not answer; the user does.
+    #[test]
+    fn a_prompt_whose_call_failed_before_any_answer_leaves_the_history() {
+        use crate::llm::StopReason;
+        let records = vec![
+            user("What model are you?"),
+            assistant("", StopReason::Error),
+            user("What model are you now?"),
+            assistant("Sonnet.", StopReason::Stop),
+            user("Use a tool"),
+            assistant("Reading.", StopReason::Error),
+        ];
+        let entries: Vec<Entry> = records
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(n, r)| entry(n, r))
+            .collect();
+        let restored = restore(entries);
+        let messages = |records: &[Record]| -> Vec<AgentMessage> {
+            records
+                .iter()
+                .map(|r| match r {
+                    Record::Message { message } => AgentMessage::Llm {
+                        message: message.clone(),
+                    },
+                    _ => unreachable!(),
+                })
+                .collect()
+        };
+        // A call that failed after some output keeps its prompt.
+        assert_eq!(restored.history, messages(&records[2..]));
+        assert_eq!(restored.visible(), messages(&records).as_slice());
     }
 
     #[test]

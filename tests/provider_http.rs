@@ -451,15 +451,22 @@ async fn a_rejected_key_is_named_by_its_source_and_never_shown() {
     write_config(&sandbox, "");
     let mut acp = spawn_acp(&sandbox, &mock, &[("ANTHROPIC_API_KEY", key)]);
     let (response, _) = prompt_once(&mut acp, &sandbox).await;
+    // In an editor the way out is the session's Model option.
+    let editor_message = "anthropic rejected the credentials: invalid x-api-key. anthropic \
+                          rejected the key in the ANTHROPIC_API_KEY environment variable \
+                          (credential env:ANTHROPIC_API_KEY). To go on, choose another model in \
+                          this session's Model option; or put a valid key in ANTHROPIC_API_KEY \
+                          where the editor starts pincer (for Zed, under \"env\" in the \
+                          agent_servers entry).";
+    assert_eq!(
+        response["error"],
+        json!({"code": -32000, "message": editor_message, "data": {"message": editor_message}})
+    );
     let env_message = "anthropic rejected the credentials: invalid x-api-key. anthropic rejected \
                        the key in the ANTHROPIC_API_KEY environment variable (credential \
                        env:ANTHROPIC_API_KEY); set a valid key there (for Zed, under \"env\" in \
                        the agent_servers entry) and restart pincer, or choose another model \
                        with --model or PINCER_MODEL.";
-    assert_eq!(
-        response["error"],
-        json!({"code": -32000, "message": env_message, "data": {"message": env_message}})
-    );
     assert_eq!(mock.requests()[0].header("x-api-key"), Some(key));
 
     // The same from the shell.
@@ -495,9 +502,9 @@ async fn a_rejected_key_is_named_by_its_source_and_never_shown() {
     assert_eq!(
         response["error"]["message"],
         "anthropic rejected the credentials: invalid x-api-key. anthropic rejected the auth \
-         profile anthropic:default; replace it with `pincer login --provider anthropic --profile \
-         anthropic:default` or remove it with `pincer logout anthropic:default`, or choose \
-         another model with --model or PINCER_MODEL."
+         profile anthropic:default. To go on, choose another model in this session's Model \
+         option; or replace it with `pincer login --provider anthropic --profile \
+         anthropic:default` or remove it with `pincer logout anthropic:default`."
     );
     assert_eq!(mock.requests()[0].header("x-api-key"), Some(key));
 }

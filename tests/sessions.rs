@@ -210,17 +210,26 @@ async fn list_pages_newest_first_and_titles_come_from_the_first_prompt() {
     let sandbox = Sandbox::new();
     let other = tempfile::tempdir().unwrap();
     let mock = MockModel::start().await;
-    mock.push(Reply::fixture("anthropic/text.sse"));
     let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize().await;
+    // Only sessions that got a prompt are listed: an editor opens many it
+    // never uses (see tests/editor_fixes.rs).
     let mut ids = Vec::new();
-    for _ in 0..54 {
-        ids.push(acp.new_session(&sandbox.work()).await);
+    for n in 0..54 {
+        let id = acp.new_session(&sandbox.work()).await;
+        mock.push(Reply::fixture("anthropic/text.sse"));
+        acp.call("session/prompt", prompt(&id, &format!("task {n}")))
+            .await;
+        ids.push(id);
     }
     // A session elsewhere is not listed for this cwd.
-    acp.new_session(&other.path().canonicalize().unwrap()).await;
+    let elsewhere = acp.new_session(&other.path().canonicalize().unwrap()).await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    acp.call("session/prompt", prompt(&elsewhere, "elsewhere"))
+        .await;
     // The newest one gets a prompt, and with it a title.
     let newest = acp.new_session(&sandbox.work()).await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
     let id = acp
         .send(
             "session/prompt",

@@ -235,7 +235,7 @@ impl Session {
             // A model that no longer resolves or has no key leaves the
             // session on its default model; the history still loads.
             match self.settings().catalog.resolve(id) {
-                Ok(model) if self.settings().has_credentials(&model) => {
+                Ok(model) if self.settings().can_offer(&model) => {
                     lock(&self.state).model = model;
                 }
                 _ => {
@@ -250,13 +250,32 @@ impl Session {
         if let Some(mode) = restored.mode {
             self.permissions.set_mode(mode);
         }
-        lock(&self.state).last_call = restored.last_call;
+        if let Some(queue) = restored.queue {
+            lock(&self.queue).mode = queue;
+        }
+        {
+            let mut state = lock(&self.state);
+            state.last_call = restored.last_call;
+            // Live compactions continue the ids the replay gave the earlier
+            // ones: an id is unique within the session.
+            state.compactions = restored
+                .visible()
+                .iter()
+                .filter(|m| matches!(m, AgentMessage::Summary { .. }))
+                .count() as u64;
+        }
         let mut history = self
             .history
             .try_lock()
             .map_err(|_| "the session is busy".to_string())?;
         *history = restored.history;
         Ok(())
+    }
+
+    /// Whether the session's transcript is on disk (it is written from the
+    /// first prompt on).
+    pub fn is_written(&self) -> bool {
+        lock(&self.transcript).is_written()
     }
 
     /// Appends to the transcript. A failure is logged, not fatal: the turn
@@ -309,7 +328,7 @@ impl Session {
             .settings()
             .catalog
             .listed_models()
-            .filter(|m| self.settings().has_credentials(m))
+            .filter(|m| self.settings().can_offer(m))
             .map(|m| {
                 SessionConfigSelectOption::new(m.full_id(), m.name.clone()).description(m.full_id())
             })
@@ -382,8 +401,8 @@ impl Session {
                     .catalog
                     .resolve(value)
                     .map_err(|e| e.to_string())?;
-                if !self.settings().has_credentials(&model) {
-                    return Err(self.settings().credential_hint(&model));
+                if !self.settings().can_offer(&model) {
+                    return Err(self.settings().credential_hint_in_editor(&model));
                 }
                 let full_id = model.full_id();
                 {
@@ -425,6 +444,7 @@ impl Session {
                     format!("`{value}` is not a queue mode; choose `steer` or `follow-up`")
                 })?;
                 lock(&self.queue).mode = mode;
+                self.record(transcript::Record::QueueChange { queue: mode });
                 Ok(())
             }
             other => Err(format!(
@@ -607,6 +627,9 @@ impl Session {
             &cancel,
         )
         .await;
+        if let RunStop::Failed(error) = &stop {
+            self.forget_unanswered(&mut history, &config.model, error);
+        }
         if let Some(prompt) = first_prompt
             && !matches!(stop, RunStop::Failed(_) | RunStop::Cancelled)
         {
@@ -639,6 +662,33 @@ impl Session {
 }
 
 impl Session {
+    /// After a run failed: a prompt the model never answered leaves what
+    /// the model sees, so that the next prompt is not sent glued to it. The
+    /// transcript keeps it with the failed call (which `restore` drops the
+    /// same way), so a replay shows it and its error.
+    fn forget_unanswered(&self, history: &mut Vec<AgentMessage>, model: &Model, error: &LlmError) {
+        let Some(at) = crate::session::unanswered_prompt(history) else {
+            return;
+        };
+        // A run can fail before any model call (a context overflow that
+        // compaction could not fix); the failure is recorded all the same.
+        if !history[at..].iter().any(crate::session::is_failed_call) {
+            self.record(transcript::Record::Message {
+                message: crate::llm::Message::Assistant(crate::llm::AssistantMessage {
+                    content: Vec::new(),
+                    provider: model.provider.clone(),
+                    api: model.api,
+                    model: model.id.clone(),
+                    auth_profile: None,
+                    stop_reason: crate::llm::StopReason::Error,
+                    error_message: Some(error.to_string()),
+                    usage: Default::default(),
+                }),
+            });
+        }
+        history.truncate(at);
+    }
+
     /// Asks a cheap model for a better title in the background; the title
     /// goes into the transcript, beside it for listings, and to the editor.
     fn name_later(
@@ -703,7 +753,9 @@ impl Session {
         let (model, thinking, last_call, cancel) = {
             let mut state = lock(&self.state);
             if !self.settings().has_credentials(&state.model) {
-                return Err(auth_required(self.settings().credential_hint(&state.model)));
+                return Err(auth_required(
+                    self.settings().credential_hint_in_editor(&state.model),
+                ));
             }
             state.cancel = CancellationToken::new();
             (
@@ -919,6 +971,15 @@ impl Session {
             Command::Compact(instructions) => {
                 let mut history = self.history.lock().await;
                 let (config, cancel) = self.turn_config()?;
+                // Replayed as the user's message, so that the compaction
+                // after it reads as its answer.
+                self.record(transcript::Record::Command {
+                    text: if instructions.is_empty() {
+                        "/compact".to_string()
+                    } else {
+                        format!("/compact {instructions}")
+                    },
+                });
                 let host = self.host(cx.clone(), &client, drain);
                 let instructions = (!instructions.is_empty()).then_some(instructions.as_str());
                 let result = agent::compact_history(
@@ -995,7 +1056,7 @@ fn provider_error(error: &LlmError, settings: &Settings, model: &Model) -> Error
         LlmError::Auth { .. } => auth_required(format!(
             "{}. {}",
             error.to_string().trim_end_matches('.'),
-            settings.credential_hint(model)
+            settings.credential_hint_in_editor(model)
         )),
         _ => Error::new(Error::internal_error().code, error.to_string())
             .data(serde_json::json!({ "message": error.to_string() })),

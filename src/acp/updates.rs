@@ -177,33 +177,87 @@ pub fn compacted_text(tokens_before: u64, tokens_after: u64) -> String {
     }
 }
 
+/// How a turn that ended in an error is shown on replay (live, the prompt
+/// answered with the error).
+pub fn failed_text(error: &str) -> String {
+    format!("The prompt failed: {}\n\n", error.trim_end())
+}
+
 /// An agent message chunk of plain text.
 pub fn agent_text(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(text_chunk(text))
 }
 
+/// What the replay may use of the client's capabilities.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReplayOptions {
+    /// The client shows `compaction_update`s (`session.compaction`).
+    pub compaction: bool,
+}
+
 /// The updates that show a restored session's history to an editor, in the
 /// same shape the live turn had (`session/load`). Usage is not replayed.
-pub fn replay(restored: &crate::session::Restored) -> Vec<SessionUpdate> {
+pub fn replay(restored: &crate::session::Restored, options: ReplayOptions) -> Vec<SessionUpdate> {
     let mut out = Vec::new();
-    replay_part(restored, restored.visible(), &mut |update| out.push(update));
+    replay_part(
+        restored,
+        &numbered(restored.visible()),
+        options,
+        &mut |update| out.push(update),
+    );
     out
+}
+
+/// Each entry with the number of compactions before it, so that a replayed
+/// compaction gets the same id wherever the history is split.
+fn numbered(history: &[crate::agent::AgentMessage]) -> Vec<(u64, &crate::agent::AgentMessage)> {
+    let mut compactions = 0;
+    history
+        .iter()
+        .map(|entry| {
+            let numbered = (compactions, entry);
+            if matches!(entry, crate::agent::AgentMessage::Summary { .. }) {
+                compactions += 1;
+            }
+            numbered
+        })
+        .collect()
+}
+
+/// The id of a session's `n`th compaction (from 0), live and on replay.
+pub fn compaction_id(n: u64) -> String {
+    format!("compaction-{n}")
 }
 
 /// The replay of `part`, a stretch of `restored.history`, one update at a
 /// time.
 fn replay_part(
     restored: &crate::session::Restored,
-    part: &[crate::agent::AgentMessage],
+    part: &[(u64, &crate::agent::AgentMessage)],
+    options: ReplayOptions,
     out: &mut dyn FnMut(SessionUpdate),
 ) {
     use crate::agent::AgentMessage;
     use crate::llm::{AssistantContent, Message};
-    for entry in part {
+    for &(compactions, entry) in part {
         let message = match entry {
             AgentMessage::Llm { message } => message,
-            AgentMessage::Summary { tokens_before, .. } => {
-                out(agent_text(&compacted_text(*tokens_before, 0)));
+            AgentMessage::Summary {
+                summary,
+                tokens_before,
+            } => {
+                out(if options.compaction {
+                    use agent_client_protocol::v1::schema::{CompactionStatus, CompactionUpdate};
+                    SessionUpdate::CompactionUpdate(
+                        CompactionUpdate::new(
+                            compaction_id(compactions),
+                            CompactionStatus::Completed,
+                        )
+                        .summary(vec![ContentBlock::Text(TextContent::new(summary.as_str()))]),
+                    )
+                } else {
+                    agent_text(&compacted_text(*tokens_before, 0))
+                });
                 continue;
             }
             AgentMessage::Notice { .. } => continue,
@@ -256,6 +310,15 @@ fn replay_part(
                         out(update);
                     }
                 }
+                // The error that ended the turn, after whatever streamed
+                // before it, where the user saw the prompt fail.
+                if message.stop_reason == crate::llm::StopReason::Error {
+                    let error = message
+                        .error_message
+                        .as_deref()
+                        .unwrap_or("the model call failed");
+                    out(agent_text(&failed_text(error)));
+                }
             }
             Message::ToolResult(result) => {
                 let record = restored
@@ -292,16 +355,25 @@ const REPLAY_BLOCK: usize = 256 * 1024;
 /// is turned into updates and serialised on its own thread; the blocks
 /// come back in history order.
 pub fn replay_lines(session_id: &SessionId, restored: &crate::session::Restored) -> Vec<String> {
+    replay_lines_with(session_id, restored, ReplayOptions::default())
+}
+
+/// [`replay_lines`] for a client with `options`.
+pub fn replay_lines_with(
+    session_id: &SessionId,
+    restored: &crate::session::Restored,
+    options: ReplayOptions,
+) -> Vec<String> {
     #[derive(serde::Serialize)]
     struct Notification<'a> {
         jsonrpc: &'static str,
         method: &'static str,
         params: &'a SessionNotification,
     }
-    let serialise = |part: &[crate::agent::AgentMessage]| -> Vec<String> {
+    let serialise = |part: &[(u64, &crate::agent::AgentMessage)]| -> Vec<String> {
         let mut blocks = Vec::new();
         let mut block = String::with_capacity(REPLAY_BLOCK);
-        replay_part(restored, part, &mut |update| {
+        replay_part(restored, part, options, &mut |update| {
             let params = SessionNotification::new(session_id.clone(), update);
             let line = Notification {
                 jsonrpc: "2.0",
@@ -327,7 +399,7 @@ pub fn replay_lines(session_id: &SessionId, restored: &crate::session::Restored)
         }
         blocks
     };
-    crate::parallel::map_chunks(restored.visible(), 512, serialise)
+    crate::parallel::map_chunks(&numbered(restored.visible()), 512, serialise)
 }
 
 /// Why a prompt block could not be used.

@@ -22,7 +22,7 @@
 //! messages carry provider, api, model, auth profile, stop reason, error
 //! and usage), `tool_result` (with what the editor was shown: `call`,
 //! `display`, `details`), `model_change`, `thinking_change`, `mode_change`,
-//! `title`, `notice` and `compaction`.
+//! `queue_change`, `title`, `command`, `notice` and `compaction`.
 //!
 //! Versions: 1 is the first and current format. A pincer reads every
 //! version up to its own and refuses newer files with a message that says
@@ -35,7 +35,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::Mode;
+use crate::agent::{Mode, QueueMode};
 use crate::llm::{Message, ThinkingLevel, ToolResultMessage};
 use crate::tools::{CallInfo, Display};
 
@@ -99,10 +99,20 @@ pub enum Record {
     ModeChange {
         mode: Mode,
     },
+    /// What a message sent while the agent works does (`steer` or
+    /// `follow-up`), as the user last chose it for this session.
+    QueueChange {
+        queue: QueueMode,
+    },
     /// A better title for the session, written by a model after the first
     /// turn; the latest one counts.
     Title {
         title: String,
+    },
+    /// A command the user sent in place of a prompt (`/compact`): shown
+    /// again as the user's message on replay, never sent to the model.
+    Command {
+        text: String,
     },
     /// Something pincer told the user; never sent to the model.
     Notice {
@@ -159,6 +169,7 @@ struct RawEntry {
     model: Option<String>,
     level: Option<ThinkingLevel>,
     mode: Option<Mode>,
+    queue: Option<QueueMode>,
     title: Option<String>,
     text: Option<String>,
     summary: Option<String>,
@@ -200,8 +211,14 @@ impl RawEntry {
             "mode_change" => Record::ModeChange {
                 mode: need(self.mode, "mode", kind)?,
             },
+            "queue_change" => Record::QueueChange {
+                queue: need(self.queue, "queue", kind)?,
+            },
             "title" => Record::Title {
                 title: need(self.title, "title", kind)?,
+            },
+            "command" => Record::Command {
+                text: need(self.text, "text", kind)?,
             },
             "notice" => Record::Notice {
                 text: need(self.text, "text", kind)?,
@@ -259,17 +276,49 @@ fn data_dir_of(path: &Path) -> Option<&Path> {
 }
 
 /// Appends entries to one transcript. There is one writer per session.
+///
+/// A new session's file is written only once it gets its first message:
+/// an editor opens sessions it never prompts (a new chat tab, a reload),
+/// and those would otherwise pile up in every listing as empty files.
+/// Until then the header and the settings chosen meanwhile (mode, model,
+/// thinking, queue) wait in memory, in order, and go out with the message.
 #[derive(Debug)]
 pub struct Writer {
     path: PathBuf,
-    file: std::fs::File,
+    /// `None` until the first message is appended to a new transcript.
+    file: Option<std::fs::File>,
+    /// The header and lines that wait for the first message.
+    pending: Vec<String>,
     last_id: Option<String>,
     next: u64,
 }
 
 impl Writer {
-    /// Creates a new transcript with its header.
+    /// A new transcript at `path` with `header`; nothing is written until
+    /// the first message is appended (see [`Writer`]).
     pub fn create(path: &Path, header: &Header) -> Result<Self, TranscriptError> {
+        let line = serde_json::to_string(header).map_err(|e| TranscriptError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(e),
+        })?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file: None,
+            pending: vec![line],
+            last_id: None,
+            next: 1,
+        })
+    }
+
+    /// Whether the transcript has been written to disk yet.
+    pub fn is_written(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Creates the file of a new transcript (its directories for the user
+    /// alone); it must not exist yet.
+    fn open_new(&self) -> Result<std::fs::File, TranscriptError> {
+        let path = &self.path;
         let io = |source| TranscriptError::Io {
             path: path.to_path_buf(),
             source,
@@ -279,21 +328,11 @@ impl Writer {
         } else if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        let file = super::private_file()
+        super::private_file()
             .create_new(true)
             .append(true)
             .open(path)
-            .map_err(io)?;
-        let mut writer = Self {
-            path: path.to_path_buf(),
-            file,
-            last_id: None,
-            next: 1,
-        };
-        writer.write_line(
-            &serde_json::to_string(header).map_err(|e| io(std::io::Error::other(e)))?,
-        )?;
-        Ok(writer)
+            .map_err(io)
     }
 
     /// Continues an existing transcript after its last entry. A torn last
@@ -326,7 +365,8 @@ impl Writer {
         }
         Ok(Self {
             path: path.to_path_buf(),
-            file,
+            file: Some(file),
+            pending: Vec::new(),
             last_id: loaded.entries.last().map(|e| e.id.clone()),
             next: loaded
                 .entries
@@ -344,8 +384,11 @@ impl Writer {
     }
 
     /// Appends one record as a child of the last entry; returns its id.
+    /// In a new transcript, records before the first message wait in
+    /// memory (see [`Writer`]).
     pub fn append(&mut self, record: Record) -> Result<String, TranscriptError> {
         let id = format!("e{}", self.next);
+        let starts_file = matches!(record, Record::Message { .. });
         let entry = Entry {
             id: id.clone(),
             parent_id: self.last_id.clone(),
@@ -356,21 +399,43 @@ impl Writer {
             path: self.path.clone(),
             source: std::io::Error::other(e),
         })?;
-        self.write_line(&line)?;
+        if self.file.is_none() && !starts_file {
+            self.pending.push(line);
+        } else {
+            if self.file.is_none() {
+                self.file = Some(self.open_new()?);
+            }
+            let mut lines = std::mem::take(&mut self.pending);
+            lines.push(line);
+            if let Err(e) = self.write_lines(&lines) {
+                // Whatever did not get out is tried again with the next
+                // append.
+                lines.pop();
+                self.pending = lines;
+                return Err(e);
+            }
+        }
         self.next += 1;
         self.last_id = Some(id.clone());
         Ok(id)
     }
 
-    /// Writes a whole line in one call, so a kill leaves at most one torn
-    /// line at the end, and flushes it to the OS.
-    fn write_line(&mut self, line: &str) -> Result<(), TranscriptError> {
-        let mut bytes = Vec::with_capacity(line.len() + 1);
-        bytes.extend_from_slice(line.as_bytes());
-        bytes.push(b'\n');
-        self.file
-            .write_all(&bytes)
-            .and_then(|()| self.file.flush())
+    /// Writes whole lines in one call, so a kill leaves at most one torn
+    /// line at the end, and flushes them to the OS.
+    fn write_lines(&mut self, lines: &[String]) -> Result<(), TranscriptError> {
+        let mut bytes = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+        for line in lines {
+            bytes.extend_from_slice(line.as_bytes());
+            bytes.push(b'\n');
+        }
+        let Some(file) = self.file.as_mut() else {
+            return Err(TranscriptError::Io {
+                path: self.path.clone(),
+                source: std::io::Error::other("the transcript is not open"),
+            });
+        };
+        file.write_all(&bytes)
+            .and_then(|()| file.flush())
             .map_err(|source| TranscriptError::Io {
                 path: self.path.clone(),
                 source,
@@ -512,8 +577,14 @@ mod tests {
             Record::ModeChange {
                 mode: Mode::AcceptEdits,
             },
+            Record::QueueChange {
+                queue: QueueMode::FollowUp,
+            },
             Record::Notice {
                 text: "retrying".into(),
+            },
+            Record::Command {
+                text: "/compact keep the parser notes".into(),
             },
             Record::Title {
                 title: "Fix the parser".into(),
@@ -559,17 +630,19 @@ mod tests {
                 Some("e4"),
                 Some("e5"),
                 Some("e6"),
-                Some("e7")
+                Some("e7"),
+                Some("e8"),
+                Some("e9")
             ]
         );
 
         // Appending later continues the chain.
         let mut writer = Writer::append_to(&path, &loaded).unwrap();
-        assert_eq!(writer.append(user("again")).unwrap(), "e9");
+        assert_eq!(writer.append(user("again")).unwrap(), "e11");
         let reloaded = load(&path).unwrap();
         assert_eq!(
             reloaded.entries.last().unwrap().parent_id.as_deref(),
-            Some("e8")
+            Some("e10")
         );
     }
 
@@ -608,17 +681,17 @@ mod tests {
         let path = dir.path().join("s.jsonl");
         write_sample(&path);
         let mut bytes = std::fs::read(&path).unwrap();
-        bytes.extend_from_slice(b"{\"type\":\"notice\",\"id\":\"e9\",\"par");
+        bytes.extend_from_slice(b"{\"type\":\"notice\",\"id\":\"e11\",\"par");
         std::fs::write(&path, &bytes).unwrap();
         let loaded = load(&path).unwrap();
-        assert_eq!(loaded.entries.len(), 8);
+        assert_eq!(loaded.entries.len(), 10);
         let mut writer = Writer::append_to(&path, &loaded).unwrap();
         writer.append(user("after the crash")).unwrap();
         let reloaded = load(&path).unwrap();
-        assert_eq!(reloaded.entries.len(), 9);
-        assert_eq!(reloaded.skipped, vec![10]);
-        assert_eq!(reloaded.entries[8].record, user("after the crash"));
-        assert_eq!(reloaded.entries[8].parent_id.as_deref(), Some("e8"));
+        assert_eq!(reloaded.entries.len(), 11);
+        assert_eq!(reloaded.skipped, vec![12]);
+        assert_eq!(reloaded.entries[10].record, user("after the crash"));
+        assert_eq!(reloaded.entries[10].parent_id.as_deref(), Some("e10"));
     }
 
     #[test]

@@ -25,7 +25,7 @@ impl AcpHost {
     /// the transcript.
     fn compaction_event(&self, event: &AgentEvent) {
         use agent_client_protocol::v1::schema::{CompactionStatus, CompactionUpdate};
-        let id = format!("compaction-{}", lock(&self.session.state).compactions);
+        let id = updates::compaction_id(lock(&self.session.state).compactions);
         match event {
             AgentEvent::CompactionStart { reason } => {
                 if self.compaction {

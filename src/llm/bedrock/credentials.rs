@@ -214,6 +214,28 @@ pub fn load<'a>(
     }
 }
 
+/// Whether Bedrock credentials are configured where they can be found
+/// without a network call: a Bedrock API key, the AWS key variables, a web
+/// identity or container credentials named in the environment, or a
+/// profile in the shared files that leads to credentials (keys, SSO,
+/// `credential_process`, a role). The instance metadata service alone does
+/// not count: only asking it tells whether it answers. Used to offer only
+/// Bedrock models that can work; the call itself still resolves the chain.
+pub fn configured(env: &dyn Fn(&str) -> Option<String>, home: Option<&Path>) -> bool {
+    let vars = Vars::capture(env);
+    let set = |name| vars.get(name).is_some();
+    if set("AWS_BEARER_TOKEN_BEDROCK")
+        || (set("AWS_ACCESS_KEY_ID") && set("AWS_SECRET_ACCESS_KEY"))
+        || (set("AWS_WEB_IDENTITY_TOKEN_FILE") && set("AWS_ROLE_ARN"))
+        || set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+        || set("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+    {
+        return true;
+    }
+    profile::Files::read(&vars, home)
+        .is_ok_and(|files| profile::has_plan(&files, vars.profile().unwrap_or("default")))
+}
+
 /// The region alone, for a request authenticated with a Bedrock API key:
 /// no credential source is consulted.
 pub fn region(

@@ -290,6 +290,12 @@ async fn base_credentials(
     })
 }
 
+/// Whether profile `name` leads to credentials of some kind (keys, SSO,
+/// `credential_process`, a role with its source), without fetching them.
+pub(super) fn has_plan(files: &Files, name: &str) -> bool {
+    matches!(plan(files, name), Ok(Some(_)))
+}
+
 /// Walks `source_profile` links from `name` to a profile with credentials
 /// of its own. No I/O.
 fn plan(files: &Files, name: &str) -> Result<Option<Plan>, CredentialsError> {
