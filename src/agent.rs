@@ -9,6 +9,7 @@
 //! [`transform_context`] and [`convert_to_llm`] before each model call; a
 //! cancelled run stops the stream and the tools and records what happened.
 
+pub mod clock;
 pub mod compaction;
 pub mod failover;
 pub mod guard;
@@ -56,6 +57,14 @@ pub enum AgentMessage {
         /// The context's size before it was compacted.
         tokens_before: u64,
     },
+    /// When the user sent the message that follows, as the model reads it
+    /// with that message. Kept in the history so that every later call
+    /// sends the same bytes for it (the time of day stays out of the system
+    /// prompt, which would otherwise change the cached prefix every
+    /// minute); never shown to the user nor stored in the transcript.
+    Time {
+        text: String,
+    },
 }
 
 /// Prepares the history for the next model call: pruning, compaction and
@@ -65,25 +74,27 @@ pub fn transform_context(history: &[AgentMessage]) -> Vec<AgentMessage> {
 }
 
 /// Keeps what the model may see: user, assistant and tool-result messages,
-/// and a compaction summary as a user message (joined with the user
-/// message after it, so that turns still alternate).
+/// a compaction summary as a user message (joined with the user message
+/// after it, so that turns still alternate) and the time a user message
+/// was sent, as a line opening that message.
 pub fn convert_to_llm(history: Vec<AgentMessage>) -> Vec<Message> {
     let mut out: Vec<Message> = Vec::with_capacity(history.len());
     let mut summary: Option<Content> = None;
+    let mut time: Option<Content> = None;
     for entry in history {
         match entry {
-            AgentMessage::Llm { message } => match (summary.take(), message) {
-                (Some(summary), Message::User { content }) => out.push(Message::User {
-                    content: std::iter::once(summary).chain(content).collect(),
-                }),
-                (Some(summary), message) => {
-                    out.push(Message::User {
-                        content: vec![summary],
-                    });
-                    out.push(message);
-                }
-                (None, message) => out.push(message),
-            },
+            AgentMessage::Llm {
+                message: Message::User { content },
+            } if time.is_some() => {
+                let content = time.take().into_iter().chain(content).collect();
+                out.extend(convert_to_llm_one(&mut summary, Message::User { content }));
+            }
+            AgentMessage::Llm { message } => {
+                // A time line belongs to the user message right after it.
+                time = None;
+                out.extend(convert_to_llm_one(&mut summary, message));
+            }
+            AgentMessage::Time { text } => time = Some(Content::text(text)),
             AgentMessage::Summary { summary: text, .. } => {
                 summary = Some(Content::text(format!(
                     "{}\n\n<summary>\n{text}\n</summary>",
@@ -99,6 +110,22 @@ pub fn convert_to_llm(history: Vec<AgentMessage>) -> Vec<Message> {
         });
     }
     out
+}
+
+/// One model-visible message, joined with a pending compaction summary.
+fn convert_to_llm_one(summary: &mut Option<Content>, message: Message) -> Vec<Message> {
+    match (summary.take(), message) {
+        (Some(summary), Message::User { content }) => vec![Message::User {
+            content: std::iter::once(summary).chain(content).collect(),
+        }],
+        (Some(summary), message) => vec![
+            Message::User {
+                content: vec![summary],
+            },
+            message,
+        ],
+        (None, message) => vec![message],
+    }
 }
 
 /// What the loop reports, in order: `AgentStart`, per turn `TurnStart`, the
@@ -250,6 +277,12 @@ pub struct AgentConfig {
     /// Tools beside the built-in ones that may change between turns (MCP
     /// servers' tools); asked before every model call.
     pub extra_tools: Option<Arc<dyn crate::tools::ToolSource>>,
+    /// The time the model is told with each user message, and the age of
+    /// the prompt cache.
+    pub clock: clock::Clock,
+    /// The session's id: the providers' prompt-cache key (OpenAI's
+    /// `prompt_cache_key`), so that one session's calls reach the same cache.
+    pub session_id: Option<String>,
 }
 
 /// Runs one prompt to completion. New messages are appended to `history` as
@@ -281,9 +314,7 @@ pub async fn run(
     {
         Err(reason) => RunStop::Blocked(reason),
         Ok(()) => {
-            history.push(AgentMessage::Llm {
-                message: Message::User { content: prompt },
-            });
+            push_user(history, config, prompt);
             run_turns(client, config, tools, cwd, history, host, cancel).await
         }
     };
@@ -364,7 +395,7 @@ async fn run_turns(
             )
             .await;
         }
-        let now = std::time::SystemTime::now();
+        let now = config.clock.now();
         if config.prune.due(config.model.api, last_call, now) {
             let trimmed = prune::prune(history, &config.prune);
             tracing::debug!(
@@ -396,6 +427,7 @@ async fn run_turns(
             tools: specs,
             thinking: config.thinking,
             max_tokens: None,
+            cache_key: config.session_id.clone(),
         };
         let (message, failure) = failover::call(client, config, &request, host, cancel).await;
         if let Some(LlmError::ContextOverflow {
@@ -506,7 +538,7 @@ async fn run_turns(
         if let Some(text) = broken {
             return RunStop::LoopDetected(text);
         }
-        if deliver_steering(history, host) {
+        if deliver_steering(history, config, host) {
             continue;
         }
         let stop = match stop_reason {
@@ -526,9 +558,7 @@ async fn run_turns(
         match host.take_follow_up() {
             Some(content) => {
                 host.emit(AgentEvent::UserMessage(content.clone()));
-                history.push(AgentMessage::Llm {
-                    message: Message::User { content },
-                });
+                push_user(history, config, content);
             }
             None => return stop,
         }
@@ -536,16 +566,29 @@ async fn run_turns(
 }
 
 /// Moves the steering messages into the history; whether there were any.
-fn deliver_steering(history: &mut Vec<AgentMessage>, host: &dyn AgentHost) -> bool {
+fn deliver_steering(
+    history: &mut Vec<AgentMessage>,
+    config: &AgentConfig,
+    host: &dyn AgentHost,
+) -> bool {
     let messages = host.take_steering();
     let any = !messages.is_empty();
     for content in messages {
         host.emit(AgentEvent::UserMessage(content.clone()));
-        history.push(AgentMessage::Llm {
-            message: Message::User { content },
-        });
+        push_user(history, config, content);
     }
     any
+}
+
+/// Adds a user message, after the time it was sent: the model learns the
+/// time from its newest message, which moves no cached prefix.
+fn push_user(history: &mut Vec<AgentMessage>, config: &AgentConfig, content: Vec<Content>) {
+    history.push(AgentMessage::Time {
+        text: crate::context::time_line(config.clock.now()),
+    });
+    history.push(AgentMessage::Llm {
+        message: Message::User { content },
+    });
 }
 
 const SKIPPED_FOR_STEERING: &str =

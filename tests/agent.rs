@@ -109,6 +109,8 @@ fn config(mock: &MockModel, project: &std::path::Path) -> AgentConfig {
         rotate_rate_limits: false,
         guard: Default::default(),
         extra_tools: None,
+        clock: Default::default(),
+        session_id: None,
         model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
         key: Some(Secret::new("test-key")),
         thinking: ThinkingLevel::Off,

@@ -206,7 +206,7 @@ fn replay_part(
                 out(agent_text(&compacted_text(*tokens_before, 0)));
                 continue;
             }
-            AgentMessage::Notice { .. } => continue,
+            AgentMessage::Notice { .. } | AgentMessage::Time { .. } => continue,
         };
         match message {
             Message::User { content } => {

@@ -163,6 +163,7 @@ fn estimate_entry(entry: &AgentMessage) -> u64 {
         AgentMessage::Summary { summary, .. } => {
             (summary.len() + SUMMARY_PREFIX.len()).div_ceil(4) as u64
         }
+        AgentMessage::Time { text } => text.len().div_ceil(4) as u64,
         AgentMessage::Notice { .. } => 0,
     }
 }
@@ -453,6 +454,7 @@ pub fn summary_request(
         tools: Vec::new(),
         thinking: ThinkingLevel::Off,
         max_tokens: Some((reserve * 4 / 5).clamp(1_024, model.max_tokens.max(1_024))),
+        cache_key: None,
     }
 }
 

@@ -92,7 +92,7 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
         .cloned()
         .collect();
     let system_prompt =
-        crate::context::system_prompt(&sources, &model, &offered, std::time::SystemTime::now());
+        crate::context::system_prompt(&sources, &model, &offered);
     for problem in &system_prompt.problems {
         tracing::warn!("{problem}");
     }

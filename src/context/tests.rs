@@ -78,7 +78,6 @@ fn now() -> SystemTime {
 
 fn host() -> Host {
     Host {
-        zone: TimeZone::get("Europe/Berlin").unwrap(),
         os: "linux".to_owned(),
         arch: "x86_64".to_owned(),
         shell: "/bin/bash".to_owned(),
@@ -144,7 +143,6 @@ fn the_fixture_workspace_gives_the_expected_prompt() {
         &sources,
         &model(),
         &tools(&["read", "bash"]),
-        now(),
         &host(),
     );
 
@@ -224,7 +222,7 @@ fn system_md_replaces_identity_tools_and_safety() {
         ..sources
     };
 
-    let prompt = assemble(&sources, &model(), &tools(&["read"]), now(), &host());
+    let prompt = assemble(&sources, &model(), &tools(&["read"]), &host());
 
     let expected = format!(
         "You are a test bot.\n\
@@ -279,7 +277,6 @@ fn without_workspace_files_the_built_in_identity_opens_the_prompt() {
         &sources,
         &model(),
         &tools(&["read", "bash"]),
-        now(),
         &host(),
     );
     let start = format!(
@@ -299,7 +296,7 @@ fn identity_md_alone_replaces_the_built_in_identity() {
     let (_dir, _root, sources) = temp_sources();
     let path = sources.workspace().join("IDENTITY.md");
     write(&path, "Name: Pinch\n");
-    let prompt = assemble(&sources, &model(), &tools(&["bash"]), now(), &host());
+    let prompt = assemble(&sources, &model(), &tools(&["bash"]), &host());
     let start = format!(
         "# Identity\nThe files below, from your own workspace, say who you are. Embody the \
          persona and tone they describe.\n\n## {}\nName: Pinch\n\n# Tools\n",
@@ -319,10 +316,9 @@ fn skills_are_left_out_of_the_prompt_without_a_read_tool() {
         &sources,
         &model(),
         &tools(&["read", "bash"]),
-        now(),
         &host(),
     );
-    let without = assemble(&sources, &model(), &tools(&["bash"]), now(), &host());
+    let without = assemble(&sources, &model(), &tools(&["bash"]), &host());
     assert_eq!(
         headings(&with_read.text),
         [
@@ -419,7 +415,7 @@ fn context_past_the_total_cap_is_named_in_the_prompt() {
         paths.push(path);
     }
     sources.cwd = cwd;
-    let prompt = assemble(&sources, &model(), &tools(&["read"]), now(), &host());
+    let prompt = assemble(&sources, &model(), &tools(&["read"]), &host());
     let context = prompt
         .text
         .split("\n\n# ")

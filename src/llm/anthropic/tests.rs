@@ -46,6 +46,7 @@ fn tool_result(id: &str, content: Vec<Content>, is_error: bool) -> Message {
 #[test]
 fn request_body_for_a_tool_round_trip() {
     let request = Request {
+        cache_key: None,
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {

@@ -79,6 +79,7 @@ fn credentials(token: Option<&str>) -> AwsCredentials {
 #[test]
 fn request_body_for_a_tool_round_trip() {
     let request = Request {
+        cache_key: None,
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {

@@ -176,6 +176,7 @@ fn tools() -> Vec<ToolSpec> {
 /// text answer whose signature came after its text.
 fn conversation() -> Request {
     Request {
+        cache_key: None,
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {
@@ -293,6 +294,7 @@ fn gemini_3_gets_levels_and_stand_in_signatures_for_foreign_calls() {
     let mut model = model("gemini-3-pro-preview", true);
     model.headers = vec![("X-Goog-Api-Key".to_string(), "from-config".to_string())];
     let request = Request {
+        cache_key: None,
         system: String::new(),
         messages: vec![
             Message::User {

@@ -60,6 +60,7 @@ fn tool_result(id: &str, content: Vec<Content>) -> Message {
 /// results (one with an image), and a follow-up.
 fn conversation() -> Request {
     Request {
+        cache_key: None,
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {
@@ -213,6 +214,7 @@ fn plain_models_get_no_effort_and_empty_parts_are_left_out() {
     // (an aborted one) are all omitted.
     let model = model("openai", "gpt-4.1", false);
     let request = Request {
+        cache_key: None,
         system: String::new(),
         messages: vec![
             Message::User {

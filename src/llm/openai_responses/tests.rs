@@ -103,6 +103,7 @@ fn read_tool() -> ToolSpec {
 /// results (one with an image, one empty), and a follow-up.
 fn conversation() -> Request {
     Request {
+        cache_key: None,
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {
@@ -245,6 +246,7 @@ fn plain_models_get_no_reasoning_and_foreign_reasoning_is_left_out() {
         "application/json; v=2".to_string(),
     )];
     let request = Request {
+        cache_key: None,
         system: "  ".to_string(),
         messages: vec![
             Message::User {
