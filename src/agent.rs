@@ -76,7 +76,7 @@ pub fn transform_context(history: &[AgentMessage]) -> Vec<AgentMessage> {
 /// Keeps what the model may see: user, assistant and tool-result messages,
 /// a compaction summary as a user message (joined with the user message
 /// after it, so that turns still alternate) and the time a user message
-/// was sent, as a line opening that message.
+/// was sent, as a line closing that message.
 pub fn convert_to_llm(history: Vec<AgentMessage>) -> Vec<Message> {
     let mut out: Vec<Message> = Vec::with_capacity(history.len());
     let mut summary: Option<Content> = None;
@@ -86,7 +86,7 @@ pub fn convert_to_llm(history: Vec<AgentMessage>) -> Vec<Message> {
             AgentMessage::Llm {
                 message: Message::User { content },
             } if time.is_some() => {
-                let content = time.take().into_iter().chain(content).collect();
+                let content = content.into_iter().chain(time.take()).collect();
                 out.extend(convert_to_llm_one(&mut summary, Message::User { content }));
             }
             AgentMessage::Llm { message } => {
@@ -610,7 +610,7 @@ pub async fn compact_history(
     host.emit(AgentEvent::CompactionStart { reason });
     let mut fields = serde_json::Map::new();
     fields.insert("reason".into(), serde_json::Value::from(reason.id()));
-    fields.insert("messages".into(), serde_json::Value::from(history.len()));
+    fields.insert("messages".into(), serde_json::Value::from(messages(history)));
     config
         .guard
         .notify(hooks::Event::BeforeCompaction, fields.clone(), cancel)
@@ -630,7 +630,7 @@ pub async fn compact_history(
         cancel,
     )
     .await;
-    fields.insert("messages".into(), serde_json::Value::from(history.len()));
+    fields.insert("messages".into(), serde_json::Value::from(messages(history)));
     fields.insert("ok".into(), serde_json::Value::from(result.is_ok()));
     config
         .guard
@@ -644,6 +644,15 @@ pub async fn compact_history(
             .map_err(ToString::to_string),
     });
     result
+}
+
+/// How many entries of `history` are messages (not the time lines that
+/// come with user messages), as hooks count them.
+fn messages(history: &[AgentMessage]) -> usize {
+    history
+        .iter()
+        .filter(|entry| !matches!(entry, AgentMessage::Time { .. }))
+        .count()
 }
 
 /// The built-in tools followed by whatever the config's tool source offers

@@ -103,7 +103,7 @@ pub fn system_prompt(sources: &Sources, model: &Model, tools: &[Arc<dyn Tool>]) 
     assemble(sources, model, tools, &Host::current())
 }
 
-/// The line that opens a user message as the model reads it:
+/// The line that closes a user message as the model reads it:
 /// `Current time: 2026-11-22 07:23 (Europe/Berlin, UTC+01:00)`.
 pub fn time_line(now: SystemTime) -> String {
     format!("Current time: {}", format_time(now, &TimeZone::system()))
@@ -258,7 +258,7 @@ fn tools_section(tools: &[Arc<dyn Tool>]) -> String {
 fn environment(sources: &Sources, model: &Model, host: &Host) -> String {
     format!(
         "# Environment\n\
-         - Date and time: the current time opens each user message\n\
+         - Date and time: the current time closes each user message\n\
          - Operating system: {} ({})\n\
          - Shell: {}\n\
          - Current working directory: {}\n\

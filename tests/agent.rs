@@ -266,9 +266,9 @@ async fn assistant_messages_record_where_they_came_from() {
     .await;
     let AgentMessage::Llm {
         message: Message::Assistant(message),
-    } = &history[1]
+    } = &history[2] // after the time line and the prompt
     else {
-        panic!("expected the assistant message, got {:?}", history[1]);
+        panic!("expected the assistant message, got {:?}", history[2]);
     };
     assert_eq!(message.provider, "anthropic");
     assert_eq!(message.api, Api::AnthropicMessages);
@@ -368,7 +368,7 @@ async fn a_failure_after_streaming_began_is_not_retried_and_keeps_the_text() {
     assert_eq!(mock.requests().len(), 1);
     let AgentMessage::Llm {
         message: Message::Assistant(message),
-    } = &history[1]
+    } = &history[2] // after the time line and the prompt
     else {
         panic!("expected the assistant message");
     };

@@ -215,13 +215,21 @@ pub fn cut_point(history: &[AgentMessage], keep_recent: u64) -> Option<usize> {
             }
         );
         if cuttable {
-            cut = Some(index);
+            // A user message keeps the time line before it.
+            let with_time =
+                index > 0 && matches!(history[index - 1], AgentMessage::Time { .. });
+            cut = Some(if with_time { index - 1 } else { index });
             if kept >= keep_recent {
                 break;
             }
         }
     }
-    cut.filter(|&c| c > start)
+    cut.filter(|&c| {
+        c > start
+            && history[start..c]
+                .iter()
+                .any(|entry| matches!(entry, AgentMessage::Llm { .. }))
+    })
 }
 
 /// The files a stretch of history read and changed, from its tool calls.

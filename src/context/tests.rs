@@ -230,7 +230,7 @@ fn system_md_replaces_identity_tools_and_safety() {
          Be brief.\n\
          \n\
          # Environment\n\
-         - Date and time: 2026-11-22 07:23 (Europe/Berlin, UTC+01:00)\n\
+         - Date and time: the current time closes each user message\n\
          - Operating system: linux (x86_64)\n\
          - Shell: /bin/bash\n\
          - Current working directory: {root}/project/sub\n\
