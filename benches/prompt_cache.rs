@@ -126,7 +126,10 @@ async fn session(prompts: usize) -> Vec<Value> {
     for i in 0..prompts {
         sandbox.write(
             &format!("src/file{i}.rs"),
-            &format!("// file {i}\n{}", "pub fn work() -> u32 { 42 }\n".repeat(40)),
+            &format!(
+                "// file {i}\n{}",
+                "pub fn work() -> u32 { 42 }\n".repeat(40)
+            ),
         );
     }
     std::fs::write(

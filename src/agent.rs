@@ -610,7 +610,10 @@ pub async fn compact_history(
     host.emit(AgentEvent::CompactionStart { reason });
     let mut fields = serde_json::Map::new();
     fields.insert("reason".into(), serde_json::Value::from(reason.id()));
-    fields.insert("messages".into(), serde_json::Value::from(messages(history)));
+    fields.insert(
+        "messages".into(),
+        serde_json::Value::from(messages(history)),
+    );
     config
         .guard
         .notify(hooks::Event::BeforeCompaction, fields.clone(), cancel)
@@ -630,7 +633,10 @@ pub async fn compact_history(
         cancel,
     )
     .await;
-    fields.insert("messages".into(), serde_json::Value::from(messages(history)));
+    fields.insert(
+        "messages".into(),
+        serde_json::Value::from(messages(history)),
+    );
     fields.insert("ok".into(), serde_json::Value::from(result.is_ok()));
     config
         .guard
@@ -1241,5 +1247,107 @@ mod silent_tests {
         assert_eq!(shown(&["NO_REPLY", " but more"]), "NO_REPLY but more");
         assert_eq!(shown(&["NO"]), "NO");
         assert_eq!(shown(&["Hello", " there"]), "Hello there");
+    }
+}
+
+#[cfg(test)]
+mod time_tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn user(text: &str) -> AgentMessage {
+        AgentMessage::Llm {
+            message: Message::User {
+                content: vec![Content::text(text)],
+            },
+        }
+    }
+
+    fn time(text: &str) -> AgentMessage {
+        AgentMessage::Time { text: text.into() }
+    }
+
+    #[test]
+    fn a_time_line_closes_the_user_message_after_it_and_a_stray_one_is_dropped() {
+        let result = AgentMessage::Llm {
+            message: Message::ToolResult(ToolResultMessage {
+                tool_call_id: "c".into(),
+                tool_name: "read".into(),
+                content: vec![Content::text("r")],
+                is_error: false,
+            }),
+        };
+        let history = vec![
+            // A prompt that never made it into the history left its time.
+            time("Current time: 08:59"),
+            time("Current time: 09:00"),
+            user("first"),
+            time("Current time: 09:01"),
+            result.clone(),
+            time("Current time: 09:02"),
+        ];
+        let expected = vec![
+            Message::User {
+                content: vec![Content::text("first"), Content::text("Current time: 09:00")],
+            },
+            match result {
+                AgentMessage::Llm { message } => message,
+                _ => unreachable!(),
+            },
+        ];
+        assert_eq!(convert_to_llm(history), expected);
+    }
+
+    #[test]
+    fn every_prompt_gets_the_clock_s_time_and_the_history_keeps_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("now");
+        std::fs::write(&file, "2026-11-24T09:00:00Z").unwrap();
+        let clock = clock::Clock::from_file(file.clone());
+        let catalog = crate::llm::catalog::Catalog::new(&Default::default(), &|_| None);
+        let config = AgentConfig {
+            model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
+            key: None,
+            auth_profile: None,
+            thinking: ThinkingLevel::Off,
+            system_prompt: String::new(),
+            max_turns: 1,
+            stream: StreamConfig {
+                idle_timeout: Duration::from_secs(1),
+            },
+            max_retries: 0,
+            retry_base_delay: Duration::ZERO,
+            permissions: Arc::new(Permissions::new(Mode::Default, Vec::new(), None)),
+            compaction: Default::default(),
+            memory_dir: None,
+            prune: Default::default(),
+            last_call: None,
+            credentials: None,
+            fallbacks: Vec::new(),
+            rotate_rate_limits: false,
+            guard: Default::default(),
+            extra_tools: None,
+            clock,
+            session_id: None,
+        };
+        let mut history = Vec::new();
+        push_user(&mut history, &config, vec![Content::text("a")]);
+        std::fs::write(&file, "2026-11-24T10:00:00Z").unwrap();
+        push_user(&mut history, &config, vec![Content::text("b")]);
+        let texts: Vec<String> = convert_to_llm(history)
+            .into_iter()
+            .flat_map(|m| match m {
+                Message::User { content } => content,
+                _ => Vec::new(),
+            })
+            .filter_map(|c| match c {
+                Content::Text { text } => Some(text),
+                Content::Image { .. } => None,
+            })
+            .collect();
+        assert_eq!(texts.len(), 4);
+        assert!(texts[1].starts_with("Current time: 2026-11-2"), "{texts:?}");
+        assert_ne!(texts[1], texts[3]);
     }
 }

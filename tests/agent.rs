@@ -266,7 +266,8 @@ async fn assistant_messages_record_where_they_came_from() {
     .await;
     let AgentMessage::Llm {
         message: Message::Assistant(message),
-    } = &history[2] // after the time line and the prompt
+    } = &history[2]
+    // after the time line and the prompt
     else {
         panic!("expected the assistant message, got {:?}", history[2]);
     };
@@ -368,7 +369,8 @@ async fn a_failure_after_streaming_began_is_not_retried_and_keeps_the_text() {
     assert_eq!(mock.requests().len(), 1);
     let AgentMessage::Llm {
         message: Message::Assistant(message),
-    } = &history[2] // after the time line and the prompt
+    } = &history[2]
+    // after the time line and the prompt
     else {
         panic!("expected the assistant message");
     };

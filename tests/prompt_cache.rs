@@ -130,7 +130,10 @@ async fn two_prompts_an_hour_apart_send_identical_prefixes() {
         "read",
         &json!({"path": "notes.txt"}),
     )));
-    mock.push(Reply::sse(anthropic_text("It says remember the milk.", 100)));
+    mock.push(Reply::sse(anthropic_text(
+        "It says remember the milk.",
+        100,
+    )));
     mock.push(Reply::sse(anthropic_text("Still the milk.", 120)));
     let mut acp = spawn(&sandbox, &mock, &clock, "");
     acp.initialize().await;
@@ -171,7 +174,10 @@ async fn two_prompts_an_hour_apart_send_identical_prefixes() {
     let mut expected = vec![
         format!("/tools/{tools}"),
         "/system/0".to_string(),
-        format!("/messages/{previous_end}/content/{}", last_block(previous_end)),
+        format!(
+            "/messages/{previous_end}/content/{}",
+            last_block(previous_end)
+        ),
         format!("/messages/{newest}/content/{}", last_block(newest)),
     ];
     expected.sort();

@@ -216,8 +216,7 @@ pub fn cut_point(history: &[AgentMessage], keep_recent: u64) -> Option<usize> {
         );
         if cuttable {
             // A user message keeps the time line before it.
-            let with_time =
-                index > 0 && matches!(history[index - 1], AgentMessage::Time { .. });
+            let with_time = index > 0 && matches!(history[index - 1], AgentMessage::Time { .. });
             cut = Some(if with_time { index - 1 } else { index });
             if kept >= keep_recent {
                 break;

@@ -139,12 +139,7 @@ fn the_fixture_workspace_gives_the_expected_prompt() {
         project_trusted: true,
     };
 
-    let prompt = assemble(
-        &sources,
-        &model(),
-        &tools(&["read", "bash"]),
-        &host(),
-    );
+    let prompt = assemble(&sources, &model(), &tools(&["read", "bash"]), &host());
 
     let tmp = root.display().to_string();
     let text = prompt.text.replace(&tmp, "$TMP");
@@ -273,12 +268,7 @@ fn system_md_replaces_identity_tools_and_safety() {
 #[test]
 fn without_workspace_files_the_built_in_identity_opens_the_prompt() {
     let (_dir, _root, sources) = temp_sources();
-    let prompt = assemble(
-        &sources,
-        &model(),
-        &tools(&["read", "bash"]),
-        &host(),
-    );
+    let prompt = assemble(&sources, &model(), &tools(&["read", "bash"]), &host());
     let start = format!(
         "{IDENTITY}\n\n# Tools\n- read: Read a file.\n- bash: Run a shell command.\n\n# Safety\n\
          {SAFETY}\n\n# Environment\n"
@@ -312,12 +302,7 @@ fn skills_are_left_out_of_the_prompt_without_a_read_tool() {
         &root.join("project/.pincer/skills/lint/SKILL.md"),
         "---\nname: lint\ndescription: Lint code.\n---\n",
     );
-    let with_read = assemble(
-        &sources,
-        &model(),
-        &tools(&["read", "bash"]),
-        &host(),
-    );
+    let with_read = assemble(&sources, &model(), &tools(&["read", "bash"]), &host());
     let without = assemble(&sources, &model(), &tools(&["bash"]), &host());
     assert_eq!(
         headings(&with_read.text),
