@@ -1040,3 +1040,23 @@ fn auth_debug_output_has_no_secrets() {
         assert!(!printed.contains(secret), "{secret} leaked: {printed}");
     }
 }
+
+#[test]
+fn cache_reads_and_writes_come_from_the_metadata_usage() {
+    let wire: WireUsage = serde_json::from_value(json!({
+        "inputTokens": 1_000,
+        "outputTokens": 40,
+        "cacheReadInputTokens": 11_000,
+        "cacheWriteInputTokens": 500,
+    }))
+    .unwrap();
+    assert_eq!(
+        (
+            wire.input_tokens,
+            wire.output_tokens,
+            wire.cache_read_input_tokens,
+            wire.cache_write_input_tokens
+        ),
+        (1_000, 40, 11_000, 500)
+    );
+}

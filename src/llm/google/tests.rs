@@ -976,3 +976,24 @@ fn error_responses_are_classified() {
         }
     );
 }
+
+#[test]
+fn cached_content_tokens_count_as_cache_reads() {
+    let wire: UsageMetadata = serde_json::from_value(json!({
+        "promptTokenCount": 12_000,
+        "candidatesTokenCount": 30,
+        "thoughtsTokenCount": 10,
+        "cachedContentTokenCount": 11_000,
+    }))
+    .unwrap();
+    let usage = wire.usage();
+    assert_eq!(
+        (
+            usage.input,
+            usage.output,
+            usage.cache_read,
+            usage.cache_write
+        ),
+        (1_000, 40, 11_000, 0)
+    );
+}

@@ -883,3 +883,35 @@ fn minimal_effort_becomes_low_for_o_series_models() {
         "minimal"
     );
 }
+
+#[test]
+fn cached_prompt_tokens_count_as_cache_reads() {
+    let wire: WireUsage = serde_json::from_value(json!({
+        "prompt_tokens": 12_000,
+        "completion_tokens": 40,
+        "prompt_tokens_details": {"cached_tokens": 11_264},
+    }))
+    .unwrap();
+    let usage = wire.into_usage().unwrap();
+    assert_eq!(
+        (
+            usage.input,
+            usage.output,
+            usage.cache_read,
+            usage.cache_write
+        ),
+        (736, 40, 11_264, 0)
+    );
+}
+
+#[test]
+fn openai_gets_the_session_as_prompt_cache_key_and_compatible_servers_do_not() {
+    let request = Request {
+        cache_key: Some("sess-1".into()),
+        ..conversation()
+    };
+    let openai = build_request(&model("openai", "gpt-4.1", false), None, &request);
+    assert_eq!(openai.body["prompt_cache_key"], json!("sess-1"));
+    let other = build_request(&model("ollama", "llama3", false), None, &request);
+    assert_eq!(other.body.get("prompt_cache_key"), None);
+}
