@@ -1,8 +1,9 @@
 //! How warm pincer keeps the providers' prompt caches, measured on the real
 //! binary against the mock model: a 20-prompt session in which each prompt
 //! makes the model call a tool and then answer (40 model calls), with the
-//! agent's clock (`PINCER_CLOCK_FILE`) moved three minutes before each
-//! prompt, so the session spans an hour while every gap stays inside
+//! agent's clock (`PINCER_CLOCK_FILE`) moved before each prompt so that the
+//! prompts spread evenly from 09:00 to 10:00 (3 min 9 s apart for 20):
+//! the time of day changes at every prompt while every gap stays inside
 //! Anthropic's 5-minute cache.
 //!
 //! For each call it reports the share of the previous request that the new
@@ -53,9 +54,8 @@ fn main() {
     let requests: Vec<Blocks> = bodies.iter().map(Blocks::of).collect();
 
     println!(
-        "pincer prompt cache: {prompts} prompts with a tool call each, {} model calls, clock moved {} minutes",
-        requests.len(),
-        3 * (prompts - 1)
+        "pincer prompt cache: {prompts} prompts with a tool call each, {} model calls, clock moved from 09:00 to 10:00",
+        requests.len()
     );
     println!("call  bytes    reused-of-previous");
     let mut shares = Vec::new();
@@ -156,13 +156,11 @@ async fn session(prompts: usize) -> Vec<Value> {
     let mut acp = Acp::spawn(cmd);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
+    let start: jiff::Timestamp = "2026-11-24T09:00:00Z".parse().unwrap();
     for i in 0..prompts {
-        let minutes = 3 * i;
-        std::fs::write(
-            &clock,
-            format!("2026-11-24T{:02}:{:02}:00Z", 9 + minutes / 60, minutes % 60),
-        )
-        .unwrap();
+        let offset = 3600 * i as i64 / (prompts.max(2) - 1) as i64;
+        let now = start + jiff::SignedDuration::from_secs(offset);
+        std::fs::write(&clock, now.to_string()).unwrap();
         let result = acp
             .call(
                 "session/prompt",
@@ -172,7 +170,21 @@ async fn session(prompts: usize) -> Vec<Value> {
         assert_eq!(result, json!({"stopReason": "end_turn"}), "prompt {i}");
     }
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
-    mock.requests().into_iter().map(|r| r.body).collect()
+    let bodies: Vec<Value> = mock.requests().into_iter().map(|r| r.body).collect();
+    // The figures mean something only if the clock really moved: the last
+    // prompt was told 10:00.
+    let last_prompt = &bodies[bodies.len() - 2]["messages"];
+    let time = last_prompt.as_array().unwrap().last().unwrap()["content"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["text"]
+        .clone();
+    assert_eq!(
+        time,
+        json!("Current time: 2026-11-24 10:00 (UTC, UTC+00:00)")
+    );
+    bodies
 }
 
 /// A request as the cache sees it: its blocks in order (each tool, the
