@@ -9,6 +9,7 @@
 //! [`transform_context`] and [`convert_to_llm`] before each model call; a
 //! cancelled run stops the stream and the tools and records what happened.
 
+pub mod clock;
 pub mod compaction;
 pub mod failover;
 pub mod guard;
@@ -56,6 +57,14 @@ pub enum AgentMessage {
         /// The context's size before it was compacted.
         tokens_before: u64,
     },
+    /// When the user sent the message that follows, as the model reads it
+    /// with that message. Kept in the history so that every later call
+    /// sends the same bytes for it (the time of day stays out of the system
+    /// prompt, which would otherwise change the cached prefix every
+    /// minute); never shown to the user nor stored in the transcript.
+    Time {
+        text: String,
+    },
 }
 
 /// Prepares the history for the next model call: pruning, compaction and
@@ -65,25 +74,27 @@ pub fn transform_context(history: &[AgentMessage]) -> Vec<AgentMessage> {
 }
 
 /// Keeps what the model may see: user, assistant and tool-result messages,
-/// and a compaction summary as a user message (joined with the user
-/// message after it, so that turns still alternate).
+/// a compaction summary as a user message (joined with the user message
+/// after it, so that turns still alternate) and the time a user message
+/// was sent, as a line closing that message.
 pub fn convert_to_llm(history: Vec<AgentMessage>) -> Vec<Message> {
     let mut out: Vec<Message> = Vec::with_capacity(history.len());
     let mut summary: Option<Content> = None;
+    let mut time: Option<Content> = None;
     for entry in history {
         match entry {
-            AgentMessage::Llm { message } => match (summary.take(), message) {
-                (Some(summary), Message::User { content }) => out.push(Message::User {
-                    content: std::iter::once(summary).chain(content).collect(),
-                }),
-                (Some(summary), message) => {
-                    out.push(Message::User {
-                        content: vec![summary],
-                    });
-                    out.push(message);
-                }
-                (None, message) => out.push(message),
-            },
+            AgentMessage::Llm {
+                message: Message::User { content },
+            } if time.is_some() => {
+                let content = content.into_iter().chain(time.take()).collect();
+                out.extend(convert_to_llm_one(&mut summary, Message::User { content }));
+            }
+            AgentMessage::Llm { message } => {
+                // A time line belongs to the user message right after it.
+                time = None;
+                out.extend(convert_to_llm_one(&mut summary, message));
+            }
+            AgentMessage::Time { text } => time = Some(Content::text(text)),
             AgentMessage::Summary { summary: text, .. } => {
                 summary = Some(Content::text(format!(
                     "{}\n\n<summary>\n{text}\n</summary>",
@@ -99,6 +110,22 @@ pub fn convert_to_llm(history: Vec<AgentMessage>) -> Vec<Message> {
         });
     }
     out
+}
+
+/// One model-visible message, joined with a pending compaction summary.
+fn convert_to_llm_one(summary: &mut Option<Content>, message: Message) -> Vec<Message> {
+    match (summary.take(), message) {
+        (Some(summary), Message::User { content }) => vec![Message::User {
+            content: std::iter::once(summary).chain(content).collect(),
+        }],
+        (Some(summary), message) => vec![
+            Message::User {
+                content: vec![summary],
+            },
+            message,
+        ],
+        (None, message) => vec![message],
+    }
 }
 
 /// What the loop reports, in order: `AgentStart`, per turn `TurnStart`, the
@@ -250,6 +277,12 @@ pub struct AgentConfig {
     /// Tools beside the built-in ones that may change between turns (MCP
     /// servers' tools); asked before every model call.
     pub extra_tools: Option<Arc<dyn crate::tools::ToolSource>>,
+    /// The time the model is told with each user message, and the age of
+    /// the prompt cache.
+    pub clock: clock::Clock,
+    /// The session's id: the providers' prompt-cache key (OpenAI's
+    /// `prompt_cache_key`), so that one session's calls reach the same cache.
+    pub session_id: Option<String>,
 }
 
 /// Runs one prompt to completion. New messages are appended to `history` as
@@ -281,9 +314,7 @@ pub async fn run(
     {
         Err(reason) => RunStop::Blocked(reason),
         Ok(()) => {
-            history.push(AgentMessage::Llm {
-                message: Message::User { content: prompt },
-            });
+            push_user(history, config, prompt);
             run_turns(client, config, tools, cwd, history, host, cancel).await
         }
     };
@@ -364,7 +395,7 @@ async fn run_turns(
             )
             .await;
         }
-        let now = std::time::SystemTime::now();
+        let now = config.clock.now();
         if config.prune.due(config.model.api, last_call, now) {
             let trimmed = prune::prune(history, &config.prune);
             tracing::debug!(
@@ -396,6 +427,7 @@ async fn run_turns(
             tools: specs,
             thinking: config.thinking,
             max_tokens: None,
+            cache_key: config.session_id.clone(),
         };
         let (message, failure) = failover::call(client, config, &request, host, cancel).await;
         if let Some(LlmError::ContextOverflow {
@@ -506,7 +538,7 @@ async fn run_turns(
         if let Some(text) = broken {
             return RunStop::LoopDetected(text);
         }
-        if deliver_steering(history, host) {
+        if deliver_steering(history, config, host) {
             continue;
         }
         let stop = match stop_reason {
@@ -526,9 +558,7 @@ async fn run_turns(
         match host.take_follow_up() {
             Some(content) => {
                 host.emit(AgentEvent::UserMessage(content.clone()));
-                history.push(AgentMessage::Llm {
-                    message: Message::User { content },
-                });
+                push_user(history, config, content);
             }
             None => return stop,
         }
@@ -536,16 +566,29 @@ async fn run_turns(
 }
 
 /// Moves the steering messages into the history; whether there were any.
-fn deliver_steering(history: &mut Vec<AgentMessage>, host: &dyn AgentHost) -> bool {
+fn deliver_steering(
+    history: &mut Vec<AgentMessage>,
+    config: &AgentConfig,
+    host: &dyn AgentHost,
+) -> bool {
     let messages = host.take_steering();
     let any = !messages.is_empty();
     for content in messages {
         host.emit(AgentEvent::UserMessage(content.clone()));
-        history.push(AgentMessage::Llm {
-            message: Message::User { content },
-        });
+        push_user(history, config, content);
     }
     any
+}
+
+/// Adds a user message, after the time it was sent: the model learns the
+/// time from its newest message, which moves no cached prefix.
+fn push_user(history: &mut Vec<AgentMessage>, config: &AgentConfig, content: Vec<Content>) {
+    history.push(AgentMessage::Time {
+        text: crate::context::time_line(config.clock.now()),
+    });
+    history.push(AgentMessage::Llm {
+        message: Message::User { content },
+    });
 }
 
 const SKIPPED_FOR_STEERING: &str =
@@ -567,7 +610,10 @@ pub async fn compact_history(
     host.emit(AgentEvent::CompactionStart { reason });
     let mut fields = serde_json::Map::new();
     fields.insert("reason".into(), serde_json::Value::from(reason.id()));
-    fields.insert("messages".into(), serde_json::Value::from(history.len()));
+    fields.insert(
+        "messages".into(),
+        serde_json::Value::from(messages(history)),
+    );
     config
         .guard
         .notify(hooks::Event::BeforeCompaction, fields.clone(), cancel)
@@ -587,7 +633,10 @@ pub async fn compact_history(
         cancel,
     )
     .await;
-    fields.insert("messages".into(), serde_json::Value::from(history.len()));
+    fields.insert(
+        "messages".into(),
+        serde_json::Value::from(messages(history)),
+    );
     fields.insert("ok".into(), serde_json::Value::from(result.is_ok()));
     config
         .guard
@@ -601,6 +650,15 @@ pub async fn compact_history(
             .map_err(ToString::to_string),
     });
     result
+}
+
+/// How many entries of `history` are messages (not the time lines that
+/// come with user messages), as hooks count them.
+fn messages(history: &[AgentMessage]) -> usize {
+    history
+        .iter()
+        .filter(|entry| !matches!(entry, AgentMessage::Time { .. }))
+        .count()
 }
 
 /// The built-in tools followed by whatever the config's tool source offers
@@ -1189,5 +1247,107 @@ mod silent_tests {
         assert_eq!(shown(&["NO_REPLY", " but more"]), "NO_REPLY but more");
         assert_eq!(shown(&["NO"]), "NO");
         assert_eq!(shown(&["Hello", " there"]), "Hello there");
+    }
+}
+
+#[cfg(test)]
+mod time_tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn user(text: &str) -> AgentMessage {
+        AgentMessage::Llm {
+            message: Message::User {
+                content: vec![Content::text(text)],
+            },
+        }
+    }
+
+    fn time(text: &str) -> AgentMessage {
+        AgentMessage::Time { text: text.into() }
+    }
+
+    #[test]
+    fn a_time_line_closes_the_user_message_after_it_and_a_stray_one_is_dropped() {
+        let result = AgentMessage::Llm {
+            message: Message::ToolResult(ToolResultMessage {
+                tool_call_id: "c".into(),
+                tool_name: "read".into(),
+                content: vec![Content::text("r")],
+                is_error: false,
+            }),
+        };
+        let history = vec![
+            // A prompt that never made it into the history left its time.
+            time("Current time: 08:59"),
+            time("Current time: 09:00"),
+            user("first"),
+            time("Current time: 09:01"),
+            result.clone(),
+            time("Current time: 09:02"),
+        ];
+        let expected = vec![
+            Message::User {
+                content: vec![Content::text("first"), Content::text("Current time: 09:00")],
+            },
+            match result {
+                AgentMessage::Llm { message } => message,
+                _ => unreachable!(),
+            },
+        ];
+        assert_eq!(convert_to_llm(history), expected);
+    }
+
+    #[test]
+    fn every_prompt_gets_the_clock_s_time_and_the_history_keeps_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("now");
+        std::fs::write(&file, "2026-11-24T09:00:00Z").unwrap();
+        let clock = clock::Clock::from_file(file.clone());
+        let catalog = crate::llm::catalog::Catalog::new(&Default::default(), &|_| None);
+        let config = AgentConfig {
+            model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
+            key: None,
+            auth_profile: None,
+            thinking: ThinkingLevel::Off,
+            system_prompt: String::new(),
+            max_turns: 1,
+            stream: StreamConfig {
+                idle_timeout: Duration::from_secs(1),
+            },
+            max_retries: 0,
+            retry_base_delay: Duration::ZERO,
+            permissions: Arc::new(Permissions::new(Mode::Default, Vec::new(), None)),
+            compaction: Default::default(),
+            memory_dir: None,
+            prune: Default::default(),
+            last_call: None,
+            credentials: None,
+            fallbacks: Vec::new(),
+            rotate_rate_limits: false,
+            guard: Default::default(),
+            extra_tools: None,
+            clock,
+            session_id: None,
+        };
+        let mut history = Vec::new();
+        push_user(&mut history, &config, vec![Content::text("a")]);
+        std::fs::write(&file, "2026-11-24T10:00:00Z").unwrap();
+        push_user(&mut history, &config, vec![Content::text("b")]);
+        let texts: Vec<String> = convert_to_llm(history)
+            .into_iter()
+            .flat_map(|m| match m {
+                Message::User { content } => content,
+                _ => Vec::new(),
+            })
+            .filter_map(|c| match c {
+                Content::Text { text } => Some(text),
+                Content::Image { .. } => None,
+            })
+            .collect();
+        assert_eq!(texts.len(), 4);
+        assert!(texts[1].starts_with("Current time: 2026-11-2"), "{texts:?}");
+        assert_ne!(texts[1], texts[3]);
     }
 }

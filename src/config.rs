@@ -655,6 +655,13 @@ impl Settings {
         Ok(self.catalog.resolve(fallback)?)
     }
 
+    /// The agent's clock: the system clock, or the instant in the file
+    /// that the hidden `PINCER_CLOCK_FILE` names (see
+    /// [`crate::agent::clock`]; the prompt-cache tests move time with it).
+    pub fn clock(&self) -> crate::agent::clock::Clock {
+        crate::agent::clock::Clock::from_env_value(self.env(crate::agent::clock::CLOCK_FILE_VAR))
+    }
+
     /// How a run reaches `model`, with this config's limits and retries.
     pub fn agent_config(
         &self,
@@ -694,6 +701,8 @@ impl Settings {
             fallbacks: self.fallback_models(),
             rotate_rate_limits: false,
             guard,
+            clock: self.clock(),
+            session_id: None,
             extra_tools: None,
         }
     }

@@ -92,22 +92,27 @@ pub struct SystemPrompt {
     pub problems: Vec<String>,
 }
 
-/// Builds the system prompt for one run, with the time taken from `now`
-/// and the machine's time zone, OS and shell.
-pub fn system_prompt(
-    sources: &Sources,
-    model: &Model,
-    tools: &[Arc<dyn Tool>],
-    now: SystemTime,
-) -> SystemPrompt {
-    assemble(sources, model, tools, now, &Host::current())
+/// Builds the system prompt for one run, with the machine's OS and shell.
+///
+/// The prompt holds no clock: it opens every request, and providers cache
+/// requests by their prefix, so anything in it that moves by itself (the
+/// time of day, even the date at midnight) would make every call of a
+/// session pay for its whole context again. The time comes with each user
+/// message instead ([`time_line`]).
+pub fn system_prompt(sources: &Sources, model: &Model, tools: &[Arc<dyn Tool>]) -> SystemPrompt {
+    assemble(sources, model, tools, &Host::current())
+}
+
+/// The line that closes a user message as the model reads it:
+/// `Current time: 2026-11-22 07:23 (Europe/Berlin, UTC+01:00)`.
+pub fn time_line(now: SystemTime) -> String {
+    format!("Current time: {}", format_time(now, &TimeZone::system()))
 }
 
 /// What the environment section says about the machine. Read from the
 /// process for real prompts; fixed in tests so the prompt is reproducible.
 #[derive(Clone, Debug)]
 struct Host {
-    zone: TimeZone,
     os: String,
     arch: String,
     shell: String,
@@ -116,8 +121,6 @@ struct Host {
 impl Host {
     fn current() -> Self {
         Self {
-            // `TZ`, else /etc/localtime, else UTC.
-            zone: TimeZone::system(),
             os: std::env::consts::OS.to_owned(),
             arch: std::env::consts::ARCH.to_owned(),
             shell: std::env::var("SHELL")
@@ -132,7 +135,6 @@ fn assemble(
     sources: &Sources,
     model: &Model,
     tools: &[Arc<dyn Tool>],
-    now: SystemTime,
     host: &Host,
 ) -> SystemPrompt {
     let mut problems = Vec::new();
@@ -170,7 +172,7 @@ fn assemble(
         included.push(path);
     }
 
-    sections.push(environment(sources, model, now, host));
+    sections.push(environment(sources, model, host));
 
     let context = files::load(sources);
     problems.extend(context.problems);
@@ -253,15 +255,14 @@ fn tools_section(tools: &[Arc<dyn Tool>]) -> String {
     section
 }
 
-fn environment(sources: &Sources, model: &Model, now: SystemTime, host: &Host) -> String {
+fn environment(sources: &Sources, model: &Model, host: &Host) -> String {
     format!(
         "# Environment\n\
-         - Date and time: {}\n\
+         - Date and time: the current time closes each user message\n\
          - Operating system: {} ({})\n\
          - Shell: {}\n\
          - Current working directory: {}\n\
          - Model: {}",
-        format_time(now, &host.zone),
         host.os,
         host.arch,
         host.shell,
@@ -271,7 +272,8 @@ fn environment(sources: &Sources, model: &Model, now: SystemTime, host: &Host) -
 }
 
 /// `2026-11-22 07:23 (Europe/Berlin, UTC+01:00)`; without the zone's name
-/// when it has none (a `TZ` like `UTC-3`).
+/// when it has none (a `TZ` like `UTC-3`). The zone is `TZ`, else
+/// /etc/localtime, else UTC.
 fn format_time(now: SystemTime, zone: &TimeZone) -> String {
     let Ok(timestamp) = jiff::Timestamp::try_from(now) else {
         return "unknown (the system clock is out of range)".to_owned();

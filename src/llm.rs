@@ -293,6 +293,9 @@ pub struct Request {
     pub thinking: ThinkingLevel,
     /// Output token cap; `None` means the model's default cap.
     pub max_tokens: Option<u64>,
+    /// Which prompt cache the call belongs to (the session id), for
+    /// providers that route by a key (OpenAI's `prompt_cache_key`).
+    pub cache_key: Option<String>,
 }
 
 /// An incremental piece of the model's answer, provider-neutral.

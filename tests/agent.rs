@@ -109,6 +109,8 @@ fn config(mock: &MockModel, project: &std::path::Path) -> AgentConfig {
         rotate_rate_limits: false,
         guard: Default::default(),
         extra_tools: None,
+        clock: Default::default(),
+        session_id: None,
         model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
         key: Some(Secret::new("test-key")),
         thinking: ThinkingLevel::Off,
@@ -264,9 +266,10 @@ async fn assistant_messages_record_where_they_came_from() {
     .await;
     let AgentMessage::Llm {
         message: Message::Assistant(message),
-    } = &history[1]
+    } = &history[2]
+    // after the time line and the prompt
     else {
-        panic!("expected the assistant message, got {:?}", history[1]);
+        panic!("expected the assistant message, got {:?}", history[2]);
     };
     assert_eq!(message.provider, "anthropic");
     assert_eq!(message.api, Api::AnthropicMessages);
@@ -366,7 +369,8 @@ async fn a_failure_after_streaming_began_is_not_retried_and_keeps_the_text() {
     assert_eq!(mock.requests().len(), 1);
     let AgentMessage::Llm {
         message: Message::Assistant(message),
-    } = &history[1]
+    } = &history[2]
+    // after the time line and the prompt
     else {
         panic!("expected the assistant message");
     };

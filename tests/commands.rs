@@ -61,6 +61,7 @@ fn said(messages: &[Value]) -> String {
 }
 
 fn user_text(body: &Value) -> String {
+    let body = &support::without_time_lines(body);
     let last = body["messages"].as_array().unwrap().last().unwrap();
     last["content"]
         .as_array()

@@ -24,7 +24,7 @@ fn spawn(sandbox: &Sandbox, mock: &MockModel) -> Acp {
 
 /// The texts of a request's messages, flattened per message.
 fn texts(body: &Value) -> Vec<Vec<String>> {
-    body["messages"]
+    support::without_time_lines(body)["messages"]
         .as_array()
         .unwrap()
         .iter()

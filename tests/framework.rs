@@ -64,7 +64,7 @@ fn tool_result(body: &Value, id: &str) -> (String, bool) {
 
 /// The text of every user message the model was sent, in order.
 fn user_texts(body: &Value) -> Vec<String> {
-    body["messages"]
+    support::without_time_lines(body)["messages"]
         .as_array()
         .unwrap()
         .iter()

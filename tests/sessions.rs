@@ -119,7 +119,15 @@ fn without_cache_marks(value: &Value) -> Value {
                 .map(|(k, v)| (k.clone(), without_cache_marks(v)))
                 .collect(),
         ),
-        Value::Array(items) => Value::Array(items.iter().map(without_cache_marks).collect()),
+        // The time line closing each user message is not stored: a loaded
+        // session's earlier messages go without it.
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .filter(|item| !support::is_time_line(item))
+                .map(without_cache_marks)
+                .collect(),
+        ),
         other => other.clone(),
     }
 }

@@ -188,7 +188,7 @@ async fn cancelling_compact_answers_cancelled_and_the_session_keeps_working() {
 
 /// The text of the user's message in the last model request.
 fn last_user_text(mock: &MockModel) -> String {
-    let body = mock.requests().last().unwrap().body.clone();
+    let body = support::without_time_lines(&mock.requests().last().unwrap().body);
     let user = body["messages"].as_array().unwrap().last().unwrap().clone();
     user["content"]
         .as_array()

@@ -781,12 +781,7 @@ impl Session {
             .cloned()
             .collect();
         // Files are read outside the lock.
-        let system_prompt = crate::context::system_prompt(
-            &self.sources(),
-            &model,
-            &offered,
-            std::time::SystemTime::now(),
-        );
+        let system_prompt = crate::context::system_prompt(&self.sources(), &model, &offered);
         for problem in &system_prompt.problems {
             tracing::warn!("{problem}");
         }
@@ -800,6 +795,7 @@ impl Session {
         config.last_call = last_call;
         config.credentials = Some(self.credentials().clone());
         config.extra_tools = Some(self.mcp().clone());
+        config.session_id = Some(self.id.0.to_string());
         Ok((config, cancel))
     }
 

@@ -260,7 +260,7 @@ fn replay_part(
                 });
                 continue;
             }
-            AgentMessage::Notice { .. } => continue,
+            AgentMessage::Notice { .. } | AgentMessage::Time { .. } => continue,
         };
         match message {
             Message::User { content } => {

@@ -163,6 +163,7 @@ fn estimate_entry(entry: &AgentMessage) -> u64 {
         AgentMessage::Summary { summary, .. } => {
             (summary.len() + SUMMARY_PREFIX.len()).div_ceil(4) as u64
         }
+        AgentMessage::Time { text } => text.len().div_ceil(4) as u64,
         AgentMessage::Notice { .. } => 0,
     }
 }
@@ -214,13 +215,20 @@ pub fn cut_point(history: &[AgentMessage], keep_recent: u64) -> Option<usize> {
             }
         );
         if cuttable {
-            cut = Some(index);
+            // A user message keeps the time line before it.
+            let with_time = index > 0 && matches!(history[index - 1], AgentMessage::Time { .. });
+            cut = Some(if with_time { index - 1 } else { index });
             if kept >= keep_recent {
                 break;
             }
         }
     }
-    cut.filter(|&c| c > start)
+    cut.filter(|&c| {
+        c > start
+            && history[start..c]
+                .iter()
+                .any(|entry| matches!(entry, AgentMessage::Llm { .. }))
+    })
 }
 
 /// The files a stretch of history read and changed, from its tool calls.
@@ -453,6 +461,7 @@ pub fn summary_request(
         tools: Vec::new(),
         thinking: ThinkingLevel::Off,
         max_tokens: Some((reserve * 4 / 5).clamp(1_024, model.max_tokens.max(1_024))),
+        cache_key: None,
     }
 }
 

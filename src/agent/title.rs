@@ -109,6 +109,7 @@ pub fn request(model: &Model, prompt: &str, answer: &str) -> Request {
         tools: Vec::new(),
         thinking,
         max_tokens: Some(max_tokens),
+        cache_key: None,
     }
 }
 

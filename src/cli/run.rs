@@ -91,8 +91,7 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
         .filter(|t| guard.offers(t.as_ref(), permissions.mode()))
         .cloned()
         .collect();
-    let system_prompt =
-        crate::context::system_prompt(&sources, &model, &offered, std::time::SystemTime::now());
+    let system_prompt = crate::context::system_prompt(&sources, &model, &offered);
     for problem in &system_prompt.problems {
         tracing::warn!("{problem}");
     }

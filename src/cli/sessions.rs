@@ -116,6 +116,7 @@ pub fn show(id: &str) -> anyhow::Result<()> {
                 println!("{mark} {} result:\n{}\n", result.tool_name, text.join("\n"));
             }
             AgentMessage::Notice { text } => println!("(notice: {text})\n"),
+            AgentMessage::Time { .. } => {}
             AgentMessage::Summary {
                 summary,
                 tokens_before,

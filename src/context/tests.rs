@@ -78,7 +78,6 @@ fn now() -> SystemTime {
 
 fn host() -> Host {
     Host {
-        zone: TimeZone::get("Europe/Berlin").unwrap(),
         os: "linux".to_owned(),
         arch: "x86_64".to_owned(),
         shell: "/bin/bash".to_owned(),
@@ -140,13 +139,7 @@ fn the_fixture_workspace_gives_the_expected_prompt() {
         project_trusted: true,
     };
 
-    let prompt = assemble(
-        &sources,
-        &model(),
-        &tools(&["read", "bash"]),
-        now(),
-        &host(),
-    );
+    let prompt = assemble(&sources, &model(), &tools(&["read", "bash"]), &host());
 
     let tmp = root.display().to_string();
     let text = prompt.text.replace(&tmp, "$TMP");
@@ -224,7 +217,7 @@ fn system_md_replaces_identity_tools_and_safety() {
         ..sources
     };
 
-    let prompt = assemble(&sources, &model(), &tools(&["read"]), now(), &host());
+    let prompt = assemble(&sources, &model(), &tools(&["read"]), &host());
 
     let expected = format!(
         "You are a test bot.\n\
@@ -232,7 +225,7 @@ fn system_md_replaces_identity_tools_and_safety() {
          Be brief.\n\
          \n\
          # Environment\n\
-         - Date and time: 2026-11-22 07:23 (Europe/Berlin, UTC+01:00)\n\
+         - Date and time: the current time closes each user message\n\
          - Operating system: linux (x86_64)\n\
          - Shell: /bin/bash\n\
          - Current working directory: {root}/project/sub\n\
@@ -275,13 +268,7 @@ fn system_md_replaces_identity_tools_and_safety() {
 #[test]
 fn without_workspace_files_the_built_in_identity_opens_the_prompt() {
     let (_dir, _root, sources) = temp_sources();
-    let prompt = assemble(
-        &sources,
-        &model(),
-        &tools(&["read", "bash"]),
-        now(),
-        &host(),
-    );
+    let prompt = assemble(&sources, &model(), &tools(&["read", "bash"]), &host());
     let start = format!(
         "{IDENTITY}\n\n# Tools\n- read: Read a file.\n- bash: Run a shell command.\n\n# Safety\n\
          {SAFETY}\n\n# Environment\n"
@@ -299,7 +286,7 @@ fn identity_md_alone_replaces_the_built_in_identity() {
     let (_dir, _root, sources) = temp_sources();
     let path = sources.workspace().join("IDENTITY.md");
     write(&path, "Name: Pinch\n");
-    let prompt = assemble(&sources, &model(), &tools(&["bash"]), now(), &host());
+    let prompt = assemble(&sources, &model(), &tools(&["bash"]), &host());
     let start = format!(
         "# Identity\nThe files below, from your own workspace, say who you are. Embody the \
          persona and tone they describe.\n\n## {}\nName: Pinch\n\n# Tools\n",
@@ -315,14 +302,8 @@ fn skills_are_left_out_of_the_prompt_without_a_read_tool() {
         &root.join("project/.pincer/skills/lint/SKILL.md"),
         "---\nname: lint\ndescription: Lint code.\n---\n",
     );
-    let with_read = assemble(
-        &sources,
-        &model(),
-        &tools(&["read", "bash"]),
-        now(),
-        &host(),
-    );
-    let without = assemble(&sources, &model(), &tools(&["bash"]), now(), &host());
+    let with_read = assemble(&sources, &model(), &tools(&["read", "bash"]), &host());
+    let without = assemble(&sources, &model(), &tools(&["bash"]), &host());
     assert_eq!(
         headings(&with_read.text),
         [
@@ -419,7 +400,7 @@ fn context_past_the_total_cap_is_named_in_the_prompt() {
         paths.push(path);
     }
     sources.cwd = cwd;
-    let prompt = assemble(&sources, &model(), &tools(&["read"]), now(), &host());
+    let prompt = assemble(&sources, &model(), &tools(&["read"]), &host());
     let context = prompt
         .text
         .split("\n\n# ")

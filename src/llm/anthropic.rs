@@ -85,7 +85,7 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
         Value::Array(convert_messages(&request.messages)),
     );
     if !request.tools.is_empty() {
-        let tools = request
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
             .map(|tool| {
@@ -96,6 +96,12 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
                 })
             })
             .collect();
+        // A breakpoint after the tools (which come first in the cached
+        // prefix): a change of the system prompt alone, such as a context
+        // file edited on disk, still reads them from the cache.
+        if let Some(Value::Object(last)) = tools.last_mut() {
+            last.insert("cache_control".into(), json!({"type": "ephemeral"}));
+        }
         body.insert("tools".into(), Value::Array(tools));
     }
     if let Some(budget) = thinking_budget {
@@ -152,15 +158,22 @@ fn convert_messages(messages: &[Message]) -> Vec<Value> {
         Message::ToolResult(result) => ("user", vec![tool_result_block(result)]),
     });
     let mut turns = super::alternating_turns(converted, |block| block["type"] == "tool_result");
-    // The second cache breakpoint (the first is the system prompt): the whole
-    // conversation so far, which the next request will start with.
-    if let Some(Value::Object(block)) = turns
+    // Breakpoints on the last two user turns (with the tools' and the
+    // system prompt's, the four a request may have): the last writes the
+    // whole conversation, which the next request starts with; the one
+    // before is where the previous request ended, so this one reads what
+    // that one wrote even when the turn in between added more blocks than
+    // the API looks back over (20) from a breakpoint.
+    for block in turns
         .iter_mut()
         .rev()
-        .find(|turn| turn.role == "user")
-        .and_then(|turn| turn.blocks.last_mut())
+        .filter(|turn| turn.role == "user")
+        .take(2)
+        .filter_map(|turn| turn.blocks.last_mut())
     {
-        block.insert("cache_control".into(), json!({"type": "ephemeral"}));
+        if let Value::Object(block) = block {
+            block.insert("cache_control".into(), json!({"type": "ephemeral"}));
+        }
     }
     turns
         .into_iter()

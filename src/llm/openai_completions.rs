@@ -92,6 +92,12 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
         "max_tokens"
     };
     body.insert(cap_field.into(), json!(max_tokens));
+    // OpenAI routes requests with the same key to the same cache, so a
+    // session's calls find its earlier prefix. Compatible servers may
+    // reject a field they do not know.
+    if is_openai && let Some(key) = &request.cache_key {
+        body.insert("prompt_cache_key".into(), json!(key));
+    }
     if model.reasoning && request.thinking != ThinkingLevel::Off {
         body.insert(
             "reasoning_effort".into(),

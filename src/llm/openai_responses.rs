@@ -85,6 +85,11 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
     }
     body.insert("stream".into(), json!(true));
     body.insert("store".into(), json!(false));
+    // Requests with the same key reach the same prompt cache: a session's
+    // calls find its earlier prefix.
+    if let Some(key) = &request.cache_key {
+        body.insert("prompt_cache_key".into(), json!(key));
+    }
     if model.reasoning {
         // Asked for even when thinking is off: a reasoning model reasons
         // anyway, and without the encrypted content its reasoning items

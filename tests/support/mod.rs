@@ -74,3 +74,33 @@ pub fn mcp_server_bin() -> std::path::PathBuf {
     );
     bin
 }
+
+/// Whether a content block (Anthropic's `{"type": "text", "text": …}` or
+/// Bedrock's `{"text": …}`) is the time line pincer closes each user
+/// message with.
+pub fn is_time_line(block: &serde_json::Value) -> bool {
+    block["text"]
+        .as_str()
+        .is_some_and(|text| text.starts_with("Current time: "))
+}
+
+/// `value` without the time lines in any content array: for tests that
+/// compare what the user wrote with what the model received.
+pub fn without_time_lines(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), without_time_lines(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .filter(|item| !is_time_line(item))
+                .map(without_time_lines)
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}

@@ -119,7 +119,7 @@ impl AgentHost for AcpHost {
                 {
                     let mut state = lock(&self.session.state);
                     state.total_cost += message.usage.cost.total;
-                    state.last_call = Some(std::time::SystemTime::now());
+                    state.last_call = Some(self.session.settings().clock().now());
                 }
                 self.session.record(transcript::Record::Message {
                     message: crate::llm::Message::Assistant((**message).clone()),

@@ -315,3 +315,35 @@ fn file_lists_split_off_a_summary_and_merge_with_new_ones() {
         ("## Goal\nOld", FileOps::default())
     );
 }
+
+fn time(text: &str) -> AgentMessage {
+    AgentMessage::Time { text: text.into() }
+}
+
+#[test]
+fn a_kept_user_message_keeps_its_time_line_and_time_lines_alone_are_not_summarised() {
+    let history = vec![
+        time("Current time: 09:00"),
+        user("first"),
+        assistant("one", &[], 0),
+        time("Current time: 10:00"),
+        user("second"),
+    ];
+    // Keeping only the latest message keeps the time line before it.
+    assert_eq!(cut_point(&history, 0), Some(3));
+    // A cut that would summarise nothing but a time line is no cut.
+    assert_eq!(cut_point(&history[..2], 0), None);
+    let mut compacted = history.clone();
+    assert_eq!(apply(&mut compacted, 3, "sum".into(), 100), 1);
+    let messages = convert_to_llm(compacted);
+    assert_eq!(
+        messages,
+        vec![Message::User {
+            content: vec![
+                Content::text(format!("{SUMMARY_PREFIX}\n\n<summary>\nsum\n</summary>")),
+                Content::text("second"),
+                Content::text("Current time: 10:00"),
+            ],
+        }]
+    );
+}

@@ -46,6 +46,7 @@ fn tool_result(id: &str, content: Vec<Content>, is_error: bool) -> Message {
 #[test]
 fn request_body_for_a_tool_round_trip() {
     let request = Request {
+        cache_key: None,
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {
@@ -136,11 +137,12 @@ fn request_body_for_a_tool_round_trip() {
                 "cache_control": {"type": "ephemeral"},
             }],
             "messages": [
+                // The previous request ended here: this one reads its cache.
                 {"role": "user", "content": [
                     {"type": "text", "text": "What do these say?"},
                     {"type": "image", "source": {
                         "type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo=",
-                    }},
+                    }, "cache_control": {"type": "ephemeral"}},
                 ]},
                 {"role": "assistant", "content": [
                     {"type": "thinking", "thinking": "Two files to read.", "signature": "sig-1"},
@@ -174,6 +176,7 @@ fn request_body_for_a_tool_round_trip() {
                 "name": "read",
                 "description": "Read a file.",
                 "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+                "cache_control": {"type": "ephemeral"},
             }],
             "thinking": {"type": "enabled", "budget_tokens": 8192},
         })

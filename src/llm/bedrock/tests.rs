@@ -79,6 +79,7 @@ fn credentials(token: Option<&str>) -> AwsCredentials {
 #[test]
 fn request_body_for_a_tool_round_trip() {
     let request = Request {
+        cache_key: None,
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {
@@ -1038,4 +1039,24 @@ fn auth_debug_output_has_no_secrets() {
     ] {
         assert!(!printed.contains(secret), "{secret} leaked: {printed}");
     }
+}
+
+#[test]
+fn cache_reads_and_writes_come_from_the_metadata_usage() {
+    let wire: WireUsage = serde_json::from_value(json!({
+        "inputTokens": 1_000,
+        "outputTokens": 40,
+        "cacheReadInputTokens": 11_000,
+        "cacheWriteInputTokens": 500,
+    }))
+    .unwrap();
+    assert_eq!(
+        (
+            wire.input_tokens,
+            wire.output_tokens,
+            wire.cache_read_input_tokens,
+            wire.cache_write_input_tokens
+        ),
+        (1_000, 40, 11_000, 500)
+    );
 }

@@ -176,6 +176,7 @@ fn tools() -> Vec<ToolSpec> {
 /// text answer whose signature came after its text.
 fn conversation() -> Request {
     Request {
+        cache_key: None,
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {
@@ -293,6 +294,7 @@ fn gemini_3_gets_levels_and_stand_in_signatures_for_foreign_calls() {
     let mut model = model("gemini-3-pro-preview", true);
     model.headers = vec![("X-Goog-Api-Key".to_string(), "from-config".to_string())];
     let request = Request {
+        cache_key: None,
         system: String::new(),
         messages: vec![
             Message::User {
@@ -972,5 +974,26 @@ fn error_responses_are_classified() {
             status: 502,
             message: format!("<html>{}…", "x".repeat(494)),
         }
+    );
+}
+
+#[test]
+fn cached_content_tokens_count_as_cache_reads() {
+    let wire: UsageMetadata = serde_json::from_value(json!({
+        "promptTokenCount": 12_000,
+        "candidatesTokenCount": 30,
+        "thoughtsTokenCount": 10,
+        "cachedContentTokenCount": 11_000,
+    }))
+    .unwrap();
+    let usage = wire.usage();
+    assert_eq!(
+        (
+            usage.input,
+            usage.output,
+            usage.cache_read,
+            usage.cache_write
+        ),
+        (1_000, 40, 11_000, 0)
     );
 }

@@ -60,6 +60,7 @@ fn tool_result(id: &str, content: Vec<Content>) -> Message {
 /// results (one with an image), and a follow-up.
 fn conversation() -> Request {
     Request {
+        cache_key: None,
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {
@@ -213,6 +214,7 @@ fn plain_models_get_no_effort_and_empty_parts_are_left_out() {
     // (an aborted one) are all omitted.
     let model = model("openai", "gpt-4.1", false);
     let request = Request {
+        cache_key: None,
         system: String::new(),
         messages: vec![
             Message::User {
@@ -880,4 +882,36 @@ fn minimal_effort_becomes_low_for_o_series_models() {
         super::reasoning_effort("ollama-model", ThinkingLevel::Minimal),
         "minimal"
     );
+}
+
+#[test]
+fn cached_prompt_tokens_count_as_cache_reads() {
+    let wire: WireUsage = serde_json::from_value(json!({
+        "prompt_tokens": 12_000,
+        "completion_tokens": 40,
+        "prompt_tokens_details": {"cached_tokens": 11_264},
+    }))
+    .unwrap();
+    let usage = wire.into_usage().unwrap();
+    assert_eq!(
+        (
+            usage.input,
+            usage.output,
+            usage.cache_read,
+            usage.cache_write
+        ),
+        (736, 40, 11_264, 0)
+    );
+}
+
+#[test]
+fn openai_gets_the_session_as_prompt_cache_key_and_compatible_servers_do_not() {
+    let request = Request {
+        cache_key: Some("sess-1".into()),
+        ..conversation()
+    };
+    let openai = build_request(&model("openai", "gpt-4.1", false), None, &request);
+    assert_eq!(openai.body["prompt_cache_key"], json!("sess-1"));
+    let other = build_request(&model("ollama", "llama3", false), None, &request);
+    assert_eq!(other.body.get("prompt_cache_key"), None);
 }

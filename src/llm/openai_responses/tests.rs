@@ -103,6 +103,7 @@ fn read_tool() -> ToolSpec {
 /// results (one with an image, one empty), and a follow-up.
 fn conversation() -> Request {
     Request {
+        cache_key: None,
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {
@@ -245,6 +246,7 @@ fn plain_models_get_no_reasoning_and_foreign_reasoning_is_left_out() {
         "application/json; v=2".to_string(),
     )];
     let request = Request {
+        cache_key: None,
         system: "  ".to_string(),
         messages: vec![
             Message::User {
@@ -886,4 +888,36 @@ fn error_responses_are_classified() {
             message: format!("<html>{}…", "x".repeat(494)),
         }
     );
+}
+
+#[test]
+fn cached_input_tokens_count_as_cache_reads() {
+    let wire: WireUsage = serde_json::from_value(json!({
+        "input_tokens": 12_000,
+        "output_tokens": 40,
+        "input_tokens_details": {"cached_tokens": 11_264},
+    }))
+    .unwrap();
+    let usage = wire.into_usage();
+    assert_eq!(
+        (
+            usage.input,
+            usage.output,
+            usage.cache_read,
+            usage.cache_write
+        ),
+        (736, 40, 11_264, 0)
+    );
+}
+
+#[test]
+fn the_session_goes_as_prompt_cache_key() {
+    let request = Request {
+        cache_key: Some("sess-1".into()),
+        ..conversation()
+    };
+    let http = build_request(&model("gpt-5", false), None, &request);
+    assert_eq!(http.body["prompt_cache_key"], json!("sess-1"));
+    let without = build_request(&model("gpt-5", false), None, &conversation());
+    assert_eq!(without.body.get("prompt_cache_key"), None);
 }
