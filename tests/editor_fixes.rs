@@ -161,7 +161,8 @@ async fn a_session_without_a_prompt_is_not_listed_and_leaves_no_file() {
 }
 
 /// What the model was sent in request `index`: each message's role and the
-/// texts of its blocks (tool blocks as their type), without cache marks.
+/// texts of its blocks (tool blocks as their type), without cache marks or
+/// time lines.
 fn conversation(mock: &MockModel, index: usize) -> Vec<(String, Vec<String>)> {
     let body = &mock.requests()[index].body;
     body["messages"]
@@ -173,6 +174,8 @@ fn conversation(mock: &MockModel, index: usize) -> Vec<(String, Vec<String>)> {
                 Value::String(text) => vec![text.clone()],
                 Value::Array(blocks) => blocks
                     .iter()
+                    // The time line that closes each user message.
+                    .filter(|b| !support::is_time_line(b))
                     .map(|b| match b["text"].as_str() {
                         Some(text) => text.to_string(),
                         None => b["type"].as_str().unwrap().to_string(),
