@@ -81,10 +81,11 @@ async fn with_elicitation_a_choice_and_a_typed_answer_are_the_results() {
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
     mock.push(ask("q2", &json!({"question": "Which port?"})));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let (mut acp, session) =
-        start(&sandbox, &mock, json!({"elicitation": {"form": {}}})).await;
+    let (mut acp, session) = start(&sandbox, &mock, json!({"elicitation": {"form": {}}})).await;
 
-    let id = acp.send("session/prompt", prompt(&session, "style it")).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "style it"))
+        .await;
     let (response, before) = acp
         .drive(id, |method, _| {
             assert_eq!(method, ELICITATION);
@@ -132,11 +133,14 @@ async fn with_elicitation_a_choice_and_a_typed_answer_are_the_results() {
         ]
     );
 
-    let id = acp.send("session/prompt", prompt(&session, "serve it")).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "serve it"))
+        .await;
     let (response, before) = acp
-        .drive(id, |_, _| {
-            json!({"action": "accept", "content": {"answer": "8080, the usual one"}})
-        })
+        .drive(
+            id,
+            |_, _| json!({"action": "accept", "content": {"answer": "8080, the usual one"}}),
+        )
         .await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     assert_eq!(
@@ -174,7 +178,9 @@ async fn without_elicitation_each_choice_is_a_permission_option() {
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
     let (mut acp, session) = start(&sandbox, &mock, json!({})).await;
 
-    let id = acp.send("session/prompt", prompt(&session, "style it")).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "style it"))
+        .await;
     let (response, before) = acp
         .drive(id, |method, _| {
             assert_eq!(method, PERMISSION);
@@ -205,17 +211,20 @@ async fn without_elicitation_each_choice_is_a_permission_option() {
         vec![("q1".to_string(), false, "Blue".to_string())]
     );
 
-    let id = acp.send("session/prompt", prompt(&session, "serve it")).await;
-    let (response, before) = acp
-        .drive(id, |method, _| panic!("asked {method}"))
+    let id = acp
+        .send("session/prompt", prompt(&session, "serve it"))
         .await;
+    let (response, before) = acp.drive(id, |method, _| panic!("asked {method}")).await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     assert_eq!(requests_of(&before, PERMISSION).len(), 0);
     let results = tool_results(&mock, 3);
     assert_eq!(results.len(), 1);
     assert_eq!(results[0].0, "q2");
     assert!(results[0].1, "{results:?}");
-    assert!(results[0].2.contains("cannot take a typed answer"), "{results:?}");
+    assert!(
+        results[0].2.contains("cannot take a typed answer"),
+        "{results:?}"
+    );
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
 
@@ -239,7 +248,9 @@ async fn declining_ends_the_turn(capabilities: Value) {
     mock.push(Reply::fixture("anthropic/text.sse"));
     let (mut acp, session) = start(&sandbox, &mock, capabilities).await;
 
-    let id = acp.send("session/prompt", prompt(&session, "style it")).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "style it"))
+        .await;
     let (response, before) = acp.drive(id, |method, _| turned_down(method)).await;
     assert_eq!(response["result"], json!({"stopReason": "cancelled"}));
     assert_eq!(client_requests(&before).len(), 1);
@@ -252,7 +263,9 @@ async fn declining_ends_the_turn(capabilities: Value) {
     assert_eq!(mock.requests().len(), 1);
 
     // The next prompt carries the call's result to the model.
-    let id = acp.send("session/prompt", prompt(&session, "never mind")).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "never mind"))
+        .await;
     let (response, _) = acp.drive(id, |method, _| panic!("asked {method}")).await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     let sent = serde_json::to_string(&mock.requests()[1].body["messages"]).unwrap();
