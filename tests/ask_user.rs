@@ -241,7 +241,7 @@ fn turned_down(method: &str) -> Value {
 
 /// The declined question ends the turn as cancelled; the call still has its
 /// result, which the model sees next time and a reload replays.
-async fn declining_ends_the_turn(capabilities: Value) {
+async fn declining_ends_the_turn(capabilities: Value, asked_by: &str) {
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
     mock.push(ask("q1", &colours()));
@@ -253,7 +253,11 @@ async fn declining_ends_the_turn(capabilities: Value) {
         .await;
     let (response, before) = acp.drive(id, |method, _| turned_down(method)).await;
     assert_eq!(response["result"], json!({"stopReason": "cancelled"}));
-    assert_eq!(client_requests(&before).len(), 1);
+    let asked: Vec<String> = client_requests(&before)
+        .into_iter()
+        .map(|(m, _)| m)
+        .collect();
+    assert_eq!(asked, vec![asked_by.to_string()]);
     let finished = json!({"sessionUpdate": "tool_call_update", "toolCallId": "q1",
         "status": "failed",
         "content": [{"type": "content", "content": {"type": "text", "text": CANCELLED_RESULT}}],
@@ -292,12 +296,12 @@ async fn declining_ends_the_turn(capabilities: Value) {
 
 #[tokio::test]
 async fn a_declined_form_ends_the_turn_as_cancelled() {
-    declining_ends_the_turn(json!({"elicitation": {"form": {}}})).await;
+    declining_ends_the_turn(json!({"elicitation": {"form": {}}}), ELICITATION).await;
 }
 
 #[tokio::test]
 async fn a_cancelled_permission_question_ends_the_turn_as_cancelled() {
-    declining_ends_the_turn(json!({})).await;
+    declining_ends_the_turn(json!({}), PERMISSION).await;
 }
 
 #[tokio::test]
