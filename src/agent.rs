@@ -225,6 +225,11 @@ pub trait AgentHost: Send + Sync {
     fn terminals(&self) -> Option<Arc<dyn Terminals>> {
         None
     }
+    /// Who answers the model's questions (`ask_user`). The default is no
+    /// one: a headless run (`pincer run`) has no user to ask.
+    fn asker(&self) -> Option<Arc<dyn crate::tools::ask_user::AskUser>> {
+        None
+    }
     /// Whether the user sent a message that should steer the run: the rest
     /// of the running tool batch is then skipped. Checked after every tool.
     fn steering_waiting(&self) -> bool {
@@ -775,6 +780,8 @@ async fn run_call(
             // The receiver lives until the call ends; later sends are moot.
             let _ = progress_tx.send(display);
         }),
+        call_id: call.id.clone(),
+        ask: host.asker(),
     };
     match config.permissions.decide(tool, info, &call.arguments) {
         Decision::Allow => {}

@@ -5,6 +5,7 @@
 //! (title, kind, locations), whether a call needs the user's permission, and
 //! how to run. Failures the model should see are results with `is_error`.
 
+pub mod ask_user;
 pub mod bash;
 pub mod edit;
 pub mod find;
@@ -205,6 +206,10 @@ pub struct ToolContext {
     /// Editor terminals, when the editor offers them.
     pub terminals: Option<Arc<dyn Terminals>>,
     pub progress: Progress,
+    /// The id of the call being run (what the editor shows it under).
+    pub call_id: String,
+    /// Who can answer the model's questions (`ask_user`); `None`: no one.
+    pub ask: Option<Arc<dyn ask_user::AskUser>>,
 }
 
 impl ToolContext {
@@ -217,6 +222,8 @@ impl ToolContext {
             workspace: Arc::new(LocalWorkspace),
             terminals: None,
             progress: Arc::new(|_| {}),
+            call_id: String::new(),
+            ask: None,
         }
     }
 }
@@ -447,6 +454,7 @@ pub fn builtin_with(env: Arc<shell::ShellEnv>) -> Vec<Arc<dyn Tool>> {
         Arc::new(grep::GrepTool),
         Arc::new(find::FindTool),
         Arc::new(ls::LsTool),
+        Arc::new(ask_user::AskUserTool),
     ]
 }
 

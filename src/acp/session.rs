@@ -820,6 +820,15 @@ impl Session {
                 drain: drain.clone(),
             }) as Arc<dyn Terminals>
         });
+        let asker = Arc::new(host::EditorAsker {
+            session: self.clone(),
+            cx: cx.clone(),
+            drain: drain.clone(),
+            form: client
+                .elicitation
+                .as_ref()
+                .is_some_and(|e| e.form.is_some()),
+        });
         AcpHost {
             session: self.clone(),
             cx,
@@ -831,6 +840,7 @@ impl Session {
             drain,
             files,
             terminals,
+            asker,
             calls: Mutex::new(std::collections::HashMap::new()),
         }
     }

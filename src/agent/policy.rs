@@ -47,8 +47,14 @@ impl Profile {
                 "group:mcp",
                 "group:sessions",
                 "group:memory",
+                "group:interaction",
             ],
-            Profile::Messaging => &["group:sessions", "group:memory", "message"],
+            Profile::Messaging => &[
+                "group:sessions",
+                "group:memory",
+                "group:interaction",
+                "message",
+            ],
             Profile::Full => &[],
         }
     }
@@ -80,6 +86,8 @@ fn group(name: &str) -> Option<&'static [&'static str]> {
         ],
         "memory" => &["memory_search", "memory_get"],
         "web" => &["web_search", "web_fetch"],
+        // Talking with the user while a run goes on.
+        "interaction" => &["ask_user"],
         _ => return None,
     })
 }

@@ -4,6 +4,7 @@
 //! handed to the running run (steering and follow-ups).
 
 use super::*;
+use crate::tools::ask_user::{AskUser, Question, Reply};
 
 /// The agent's view of the editor during one turn.
 pub(super) struct AcpHost {
@@ -15,6 +16,8 @@ pub(super) struct AcpHost {
     pub(super) drain: Arc<Drain>,
     pub(super) files: Arc<EditorFiles>,
     pub(super) terminals: Option<Arc<dyn Terminals>>,
+    /// Puts the model's questions to the user.
+    pub(super) asker: Arc<EditorAsker>,
     /// How each call of this turn was shown, kept for its transcript entry.
     pub(super) calls: Mutex<std::collections::HashMap<String, CallInfo>>,
 }
@@ -197,6 +200,10 @@ impl AgentHost for AcpHost {
         self.terminals.clone()
     }
 
+    fn asker(&self) -> Option<Arc<dyn AskUser>> {
+        Some(self.asker.clone())
+    }
+
     fn request_permission<'a>(
         &'a self,
         call: &'a ToolCall,
@@ -269,6 +276,164 @@ impl AgentHost for AcpHost {
         })
     }
 }
+
+/// Asks the editor's user the model's questions: as a form
+/// (`elicitation/create`, scoped to the call) when the client advertises
+/// form elicitation, else as a permission question with one option per
+/// choice (which cannot carry typed text).
+pub(super) struct EditorAsker {
+    pub(super) session: Arc<Session>,
+    pub(super) cx: ConnectionTo<Client>,
+    pub(super) drain: Arc<Drain>,
+    /// The client advertises `elicitation.form`.
+    pub(super) form: bool,
+}
+
+/// The form field that carries the answer.
+const ANSWER_FIELD: &str = "answer";
+
+impl EditorAsker {
+    /// The user declined or cancelled: that ends the turn, as cancelling a
+    /// permission question does (queued prompts stay queued).
+    fn cancel_turn(&self) -> Reply {
+        lock(&self.session.state).cancel.cancel();
+        Reply::Cancelled
+    }
+
+    async fn by_form(&self, question: &Question) -> Reply {
+        use agent_client_protocol::v1::schema::{
+            CreateElicitationRequest, ElicitationAction, ElicitationContentValue,
+            ElicitationFormMode, ElicitationSchema, ElicitationSessionScope, EnumOption,
+            StringPropertySchema, ToolCallId,
+        };
+        let mut field = StringPropertySchema::new().title("Answer".to_string());
+        if !question.choices.is_empty() {
+            field = field.one_of(
+                question
+                    .choices
+                    .iter()
+                    .map(|c| {
+                        EnumOption::new(c.label.as_str(), c.label.as_str())
+                            .description(c.description.clone())
+                    })
+                    .collect::<Vec<_>>(),
+            );
+        }
+        let scope = ElicitationSessionScope::new(self.session.id.clone())
+            .tool_call_id(ToolCallId::new(question.call_id.as_str()));
+        let request = CreateElicitationRequest::new(
+            ElicitationFormMode::new(
+                scope,
+                ElicitationSchema::new().property(ANSWER_FIELD, field, true),
+            ),
+            question.text.as_str(),
+        );
+        let response = tokio::select! {
+            response = self.cx.send_request(request).block_task() => response,
+            () = self.drain.closed() => return Reply::Unavailable(EDITOR_GONE.to_string()),
+        };
+        match response {
+            Ok(response) => match response.action {
+                ElicitationAction::Accept(accepted) => {
+                    match accepted.content.and_then(|mut c| c.remove(ANSWER_FIELD)) {
+                        Some(ElicitationContentValue::String(text)) => Reply::Answer(text),
+                        _ => Reply::Unavailable(
+                            "The editor accepted the question without an answer; ask again or go on without one."
+                                .to_string(),
+                        ),
+                    }
+                }
+                _ => self.cancel_turn(),
+            },
+            Err(e) => Reply::Unavailable(format!("The editor could not ask the question: {e}")),
+        }
+    }
+
+    async fn by_permission(&self, question: &Question) -> Reply {
+        if question.choices.is_empty() {
+            return Reply::Unavailable(NO_FREE_TEXT.to_string());
+        }
+        let options = question
+            .choices
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                PermissionOption::new(
+                    format!("{CHOICE_PREFIX}{i}"),
+                    c.label.as_str(),
+                    PermissionOptionKind::AllowOnce,
+                )
+            })
+            .collect();
+        // Descriptions have no place in a permission option: they follow
+        // the question in the content the editor shows.
+        let described: Vec<String> = question
+            .choices
+            .iter()
+            .filter_map(|c| {
+                c.description
+                    .as_ref()
+                    .map(|d| format!("- {}: {d}", c.label))
+            })
+            .collect();
+        let mut fields = ToolCallUpdateFields::new().title(question.text.clone());
+        if !described.is_empty() {
+            fields = fields.content(updates::display_content(&[Display::Text(
+                described.join("\n"),
+            )]));
+        }
+        let request = RequestPermissionRequest::new(
+            self.session.id.clone(),
+            ToolCallUpdate::new(question.call_id.clone(), fields),
+            options,
+        );
+        let answer = tokio::select! {
+            answer = self.cx.send_request(request).block_task() => answer,
+            () = self.drain.closed() => return Reply::Unavailable(EDITOR_GONE.to_string()),
+        };
+        match answer {
+            Ok(response) => match response.outcome {
+                RequestPermissionOutcome::Selected(selected) => selected
+                    .option_id
+                    .0
+                    .strip_prefix(CHOICE_PREFIX)
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .and_then(|i| question.choices.get(i))
+                    .map_or_else(
+                        || {
+                            Reply::Unavailable(format!(
+                                "The editor answered with an unknown option `{}`; ask again.",
+                                selected.option_id.0
+                            ))
+                        },
+                        |c| Reply::Answer(c.label.clone()),
+                    ),
+                _ => self.cancel_turn(),
+            },
+            Err(e) => Reply::Unavailable(format!("The editor could not ask the question: {e}")),
+        }
+    }
+}
+
+impl AskUser for EditorAsker {
+    fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Reply> {
+        Box::pin(async move {
+            if self.drain.is_closed() {
+                return Reply::Unavailable(EDITOR_GONE.to_string());
+            }
+            if self.form {
+                self.by_form(question).await
+            } else {
+                self.by_permission(question).await
+            }
+        })
+    }
+}
+
+const CHOICE_PREFIX: &str = "choice_";
+const EDITOR_GONE: &str = "The editor has gone away; no one can answer.";
+/// Without elicitation the only question an editor can put is a choice.
+const NO_FREE_TEXT: &str = "This editor cannot take a typed answer (it does not support ACP elicitation forms). Ask again with `choices`, or put the question in your reply and end your turn.";
 
 const ALLOW_ONCE: &str = "allow_once";
 const ALLOW_ALWAYS: &str = "allow_always";

@@ -4,7 +4,7 @@ use pretty_assertions::assert_eq;
 
 use super::*;
 
-const TOOLS: [(&str, bool); 10] = [
+const TOOLS: [(&str, bool); 11] = [
     ("read", false),
     ("write", true),
     ("edit", true),
@@ -13,6 +13,7 @@ const TOOLS: [(&str, bool); 10] = [
     ("grep", false),
     ("find", false),
     ("ls", false),
+    ("ask_user", false),
     ("mcp__github__create_issue", true),
     ("mcp__github__search", false),
 ];
@@ -84,7 +85,7 @@ fn profiles_start_from_their_groups() {
         },
         Case {
             profile: Some(Profile::Messaging),
-            offered: vec![],
+            offered: vec!["ask_user"],
         },
     ];
     for case in cases {
@@ -120,7 +121,9 @@ fn every_step_only_narrows_and_deny_beats_allow() {
             config: config(None, &["*"], &["BASH", "mcp__*"]),
             agent: None,
             mode: Mode::Default,
-            offered: vec!["read", "write", "edit", "process", "grep", "find", "ls"],
+            offered: vec![
+                "read", "write", "edit", "process", "grep", "find", "ls", "ask_user",
+            ],
             removed: vec![
                 "bash: denied by `BASH` in [tools] allow/deny",
                 "mcp__github__create_issue: denied by `mcp__*` in [tools] allow/deny",
@@ -141,6 +144,7 @@ fn every_step_only_narrows_and_deny_beats_allow() {
                 "grep: not allowed by [tools] allow/deny",
                 "find: not allowed by [tools] allow/deny",
                 "ls: not allowed by [tools] allow/deny",
+                "ask_user: not allowed by tool profile `minimal`",
                 "mcp__github__create_issue: not allowed by tool profile `minimal`",
                 "mcp__github__search: not allowed by tool profile `minimal`",
             ],
@@ -155,6 +159,7 @@ fn every_step_only_narrows_and_deny_beats_allow() {
                 "write: denied by `write` in [tools.by_provider.\"anthropic/claude-sonnet-4-5\"]",
                 "bash: not allowed by [tools.by_provider.\"Anthropic\"]",
                 "process: not allowed by [tools.by_provider.\"Anthropic\"]",
+                "ask_user: not allowed by [tools.by_provider.\"Anthropic\"]",
                 "mcp__github__create_issue: not allowed by [tools.by_provider.\"Anthropic\"]",
                 "mcp__github__search: not allowed by [tools.by_provider.\"Anthropic\"]",
             ],
@@ -171,6 +176,7 @@ fn every_step_only_narrows_and_deny_beats_allow() {
                 "bash: not allowed by [agents.main.tools]",
                 "process: not allowed by [agents.main.tools]",
                 "ls: denied by `ls` in [agents.main.tools]",
+                "ask_user: not allowed by [agents.main.tools]",
                 "mcp__github__create_issue: not allowed by the session's `plan` mode",
             ],
         },
@@ -247,4 +253,11 @@ fn unknown_groups_and_bad_globs_are_config_errors() {
     )
     .unwrap_err();
     assert!(matches!(err, PolicyError::BadPattern { .. }), "{err:?}");
+}
+
+#[test]
+fn the_default_profile_offers_ask_user_also_in_plan_mode() {
+    let policy = policy(&config(None, &[], &[]));
+    assert_eq!(policy.check("ask_user", false, Mode::Plan), Ok(()));
+    assert_eq!(policy.check("ask_user", false, Mode::Default), Ok(()));
 }
