@@ -121,12 +121,29 @@ pub struct Restored {
     pub title: Option<String>,
     /// When the model last answered (how old its prompt cache is).
     pub last_call: Option<std::time::SystemTime>,
+    /// The transcript entry id of entries of [`Restored::visible`], by
+    /// their index there: what an editor knows a message by
+    /// (`messageId`), the same on every replay and as it was live.
+    pub entry_ids: HashMap<usize, String>,
 }
 
 impl Restored {
     /// The history as the user saw it (what `session/load` replays).
     pub fn visible(&self) -> &[AgentMessage] {
         self.shown.as_deref().unwrap_or(&self.history)
+    }
+
+    /// The transcript entry id of `visible()[index]`, if it has one.
+    pub fn entry_id(&self, index: usize) -> Option<&str> {
+        self.entry_ids.get(&index).map(String::as_str)
+    }
+
+    /// Pushes an entry that came from the transcript entry `id`. Indices
+    /// in `visible()` never move: it only grows (the model's history may
+    /// shrink, but then `shown` keeps everything).
+    fn push_entry(&mut self, entry: AgentMessage, id: String) {
+        self.entry_ids.insert(self.visible().len(), id);
+        self.push(entry);
     }
 
     fn push(&mut self, entry: AgentMessage) {
@@ -216,7 +233,7 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
                 }
                 let failed = matches!(&message, Message::Assistant(a)
                     if a.stop_reason == crate::llm::StopReason::Error && a.content.is_empty());
-                restored.push(AgentMessage::Llm { message });
+                restored.push_entry(AgentMessage::Llm { message }, entry.id);
                 if failed {
                     drop_unanswered(&mut restored);
                 }
@@ -250,10 +267,11 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             }
             // What the user typed, for the replay alone.
             Record::Command { text } => {
-                restored
+                let shown = restored
                     .shown
-                    .get_or_insert_with(|| restored.history.clone())
-                    .push(AgentMessage::Llm {
+                    .get_or_insert_with(|| restored.history.clone());
+                restored.entry_ids.insert(shown.len(), entry.id);
+                shown.push(AgentMessage::Llm {
                         message: Message::User {
                             content: vec![crate::llm::Content::text(text)],
                         },

@@ -387,7 +387,22 @@ impl Writer {
     /// In a new transcript, records before the first message wait in
     /// memory (see [`Writer`]).
     pub fn append(&mut self, record: Record) -> Result<String, TranscriptError> {
+        let id = self.reserve();
+        self.append_as(id, record)
+    }
+
+    /// Takes the id the next entry would get, for an entry that is written
+    /// later ([`Writer::append_as`]): an assistant message streams to the
+    /// editor under its id before it is complete enough to store, and other
+    /// entries (a retry notice) may be stored meanwhile.
+    pub fn reserve(&mut self) -> String {
         let id = format!("e{}", self.next);
+        self.next += 1;
+        id
+    }
+
+    /// Appends one record under an id from [`Writer::reserve`].
+    pub fn append_as(&mut self, id: String, record: Record) -> Result<String, TranscriptError> {
         let starts_file = matches!(record, Record::Message { .. });
         let entry = Entry {
             id: id.clone(),
@@ -415,7 +430,6 @@ impl Writer {
                 return Err(e);
             }
         }
-        self.next += 1;
         self.last_id = Some(id.clone());
         Ok(id)
     }
