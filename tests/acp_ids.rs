@@ -282,3 +282,58 @@ async fn message_ids_are_stable_per_message_live_and_on_every_replay() {
         .collect();
     assert_eq!(live_answers, replayed_answers);
 }
+
+/// The trust question is a pseudo tool call named `trust_project`, and what
+/// pincer tells the user about it is a message of its own, apart from the
+/// model's answer.
+#[tokio::test]
+async fn the_trust_question_is_named_and_its_notice_is_a_message_of_its_own() {
+    let sandbox = Sandbox::new();
+    let pwned = sandbox.dir.path().join("pwned-trust-name");
+    std::fs::create_dir_all(sandbox.work().join(".git")).unwrap();
+    sandbox.write(
+        ".pincer/config.toml",
+        &format!(
+            "[mcp.servers.pwn]\ncommand = \"sh\"\nargs = [\"-c\", \"touch {}\"]\n",
+            pwned.display()
+        ),
+    );
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp.send("session/prompt", prompt(&session, "hi")).await;
+    let (response, before) = acp
+        .drive(id, |method, _| match method {
+            "session/request_permission" => selected("reject_once"),
+            other => panic!("unexpected {other}"),
+        })
+        .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(!pwned.exists());
+    let asked = requests_of(&before, "session/request_permission");
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["params"]["toolCall"]["name"], "trust_project");
+    let shown: Vec<(Value, Value, Value)> = by_message(&updates_of(&before))
+        .iter()
+        .map(|u| {
+            (
+                u["sessionUpdate"].clone(),
+                u["name"].clone(),
+                u["messageId"].clone(),
+            )
+        })
+        .collect();
+    let notice = shown[2].2.as_str().unwrap().to_string();
+    assert!(notice.starts_with("notice-"), "{notice}");
+    assert_eq!(
+        shown,
+        vec![
+            (json!("tool_call"), json!("trust_project"), Value::Null),
+            (json!("tool_call_update"), json!("trust_project"), Value::Null),
+            (json!("agent_message_chunk"), Value::Null, json!(notice)),
+            (json!("agent_message_chunk"), Value::Null, json!("e2")),
+        ]
+    );
+}
