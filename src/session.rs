@@ -272,10 +272,10 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
                     .get_or_insert_with(|| restored.history.clone());
                 restored.entry_ids.insert(shown.len(), entry.id);
                 shown.push(AgentMessage::Llm {
-                        message: Message::User {
-                            content: vec![crate::llm::Content::text(text)],
-                        },
-                    });
+                    message: Message::User {
+                        content: vec![crate::llm::Content::text(text)],
+                    },
+                });
             }
             // The summary text carries its file lists; the entry's own
             // copy of them is for readers of the transcript.
@@ -540,6 +540,50 @@ mod tests {
                 usage: Default::default(),
             }),
         }
+    }
+
+    /// Every shown entry keeps its transcript entry's id (its `messageId`),
+    /// also where the model's history dropped or summarised it.
+    #[test]
+    fn shown_entries_keep_their_transcript_ids() {
+        let restored = restore(vec![
+            entry(1, user("first")),
+            entry(2, assistant("", crate::llm::StopReason::Error)),
+            entry(3, user("second")),
+            entry(4, assistant("answer", crate::llm::StopReason::Stop)),
+            entry(
+                5,
+                Record::Command {
+                    text: "/compact".into(),
+                },
+            ),
+            entry(
+                6,
+                Record::Compaction {
+                    summary: "## Goal".into(),
+                    kept: 0,
+                    tokens_before: 100,
+                    read_files: Vec::new(),
+                    modified_files: Vec::new(),
+                },
+            ),
+            entry(7, user("third")),
+        ]);
+        let ids: Vec<Option<&str>> = (0..restored.visible().len())
+            .map(|i| restored.entry_id(i))
+            .collect();
+        assert_eq!(
+            ids,
+            vec![
+                Some("e1"),
+                Some("e2"),
+                Some("e3"),
+                Some("e4"),
+                Some("e5"),
+                None,
+                Some("e7")
+            ]
+        );
     }
 
     /// Also in transcripts written before pincer took failed prompts out:

@@ -36,7 +36,10 @@ fn by_message(updates: &[Value]) -> Vec<Value> {
         if update["sessionUpdate"] == "usage_update" {
             continue;
         }
-        if update["sessionUpdate"].as_str().unwrap().ends_with("_chunk")
+        if update["sessionUpdate"]
+            .as_str()
+            .unwrap()
+            .ends_with("_chunk")
             && let Some(last) = out.last_mut()
             && last["sessionUpdate"] == update["sessionUpdate"]
             && last["messageId"] == update["messageId"]
@@ -331,7 +334,11 @@ async fn the_trust_question_is_named_and_its_notice_is_a_message_of_its_own() {
         shown,
         vec![
             (json!("tool_call"), json!("trust_project"), Value::Null),
-            (json!("tool_call_update"), json!("trust_project"), Value::Null),
+            (
+                json!("tool_call_update"),
+                json!("trust_project"),
+                Value::Null
+            ),
             (json!("agent_message_chunk"), Value::Null, json!(notice)),
             (json!("agent_message_chunk"), Value::Null, json!("e2")),
         ]

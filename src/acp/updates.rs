@@ -6,10 +6,9 @@ use std::path::Path;
 
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Cost, Diff, EmbeddedResourceResource, ImageContent, MessageId,
-    SessionId,
-    SessionNotification, SessionUpdate, StopReason, Terminal, TextContent, ToolCall as AcpToolCall,
-    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind as AcpToolKind, UsageUpdate,
+    SessionId, SessionNotification, SessionUpdate, StopReason, Terminal, TextContent,
+    ToolCall as AcpToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind as AcpToolKind, UsageUpdate,
 };
 
 use crate::agent::{AgentEvent, RunStop};
@@ -324,7 +323,10 @@ fn replay_part(
                         .summary(vec![ContentBlock::Text(TextContent::new(summary.as_str()))]),
                     )
                 } else {
-                    agent_text_as(compaction_id(compactions), &compacted_text(*tokens_before, 0))
+                    agent_text_as(
+                        compaction_id(compactions),
+                        &compacted_text(*tokens_before, 0),
+                    )
                 });
                 continue;
             }

@@ -660,6 +660,35 @@ mod tests {
         );
     }
 
+    /// An assistant message streams under the id it is stored with later,
+    /// whatever is stored meanwhile; the next process continues after it.
+    #[test]
+    fn a_reserved_id_is_kept_for_its_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let mut writer = Writer::create(&path, &Header::new("sess_r", "/", None)).unwrap();
+        assert_eq!(writer.append(user("one")).unwrap(), "e1");
+        let reserved = writer.reserve();
+        assert_eq!(reserved, "e2");
+        let notice = Record::Notice {
+            text: "retrying".into(),
+        };
+        assert_eq!(writer.append(notice).unwrap(), "e3");
+        assert_eq!(writer.append_as(reserved, user("two")).unwrap(), "e2");
+        let loaded = load(&path).unwrap();
+        let ids: Vec<(&str, Option<&str>)> = loaded
+            .entries
+            .iter()
+            .map(|e| (e.id.as_str(), e.parent_id.as_deref()))
+            .collect();
+        assert_eq!(
+            ids,
+            vec![("e1", None), ("e3", Some("e1")), ("e2", Some("e3"))]
+        );
+        let mut writer = Writer::append_to(&path, &loaded).unwrap();
+        assert_eq!(writer.append(user("three")).unwrap(), "e4");
+    }
+
     #[test]
     fn a_file_cut_anywhere_still_loads_everything_before_the_cut() {
         let dir = tempfile::tempdir().unwrap();

@@ -193,7 +193,10 @@ impl AgentHost for AcpHost {
             } else {
                 SessionUpdate::AgentThoughtChunk(
                     ContentChunk::new(ContentBlock::Text(TextContent::new(format!("{text}\n"))))
-                        .message_id(agent_client_protocol::v1::schema::MessageId::new(format!("notice-{}", uuid::Uuid::new_v4()))),
+                        .message_id(agent_client_protocol::v1::schema::MessageId::new(format!(
+                            "notice-{}",
+                            uuid::Uuid::new_v4()
+                        ))),
                 )
             });
             return;
@@ -213,7 +216,9 @@ impl AgentHost for AcpHost {
                 }
             }
             SessionUpdate::ToolCallUpdate(call) if call.fields.name.is_none() => {
-                call.fields.name = lock(&self.names).get(&call.tool_call_id.0.to_string()).cloned();
+                call.fields.name = lock(&self.names)
+                    .get(&call.tool_call_id.0.to_string())
+                    .cloned();
             }
             _ => {}
         }
