@@ -10,7 +10,7 @@ mod support;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use support::acp_client::{Acp, Sandbox, requests_of, updates_of};
+use support::acp_client::{Sandbox, requests_of, updates_of};
 use support::mock_model::{MockModel, Reply};
 use support::sse::anthropic_tool_call;
 use support::{mcp_server_bin, prompt, selected, spawn_anthropic};
