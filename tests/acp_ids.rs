@@ -344,3 +344,56 @@ async fn the_trust_question_is_named_and_its_notice_is_a_message_of_its_own() {
         ]
     );
 }
+
+/// A call's progress updates (here the editor terminal it runs in) are
+/// named too, not only its start and end.
+#[tokio::test]
+async fn progress_updates_of_a_call_carry_its_name() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "c_bash",
+        "bash",
+        &json!({"command": "cargo --version"}),
+    )));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize_with(json!({"terminal": true})).await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "version?"))
+        .await;
+    let (response, before) = acp
+        .drive(id, |method, _| match method {
+            "session/request_permission" => selected("allow_once"),
+            "terminal/create" => json!({"terminalId": "term-1"}),
+            "terminal/wait_for_exit" => json!({"exitCode": 0}),
+            "terminal/output" => {
+                json!({"output": "cargo 1.95.0\n", "truncated": false, "exitStatus": {"exitCode": 0}})
+            }
+            "terminal/release" => json!({}),
+            other => panic!("unexpected {other}"),
+        })
+        .await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    let calls: Vec<(Value, Value, Value)> = updates_of(&before)
+        .iter()
+        .filter(|u| u["toolCallId"] == "c_bash")
+        .map(|u| {
+            (
+                u["sessionUpdate"].clone(),
+                u["name"].clone(),
+                u["status"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            (json!("tool_call"), json!("bash"), json!("in_progress")),
+            // The terminal it runs in, while it runs.
+            (json!("tool_call_update"), json!("bash"), Value::Null),
+            (json!("tool_call_update"), json!("bash"), json!("completed")),
+        ]
+    );
+}
