@@ -121,12 +121,29 @@ pub struct Restored {
     pub title: Option<String>,
     /// When the model last answered (how old its prompt cache is).
     pub last_call: Option<std::time::SystemTime>,
+    /// The transcript entry id of entries of [`Restored::visible`], by
+    /// their index there: what an editor knows a message by
+    /// (`messageId`), the same on every replay and as it was live.
+    pub entry_ids: HashMap<usize, String>,
 }
 
 impl Restored {
     /// The history as the user saw it (what `session/load` replays).
     pub fn visible(&self) -> &[AgentMessage] {
         self.shown.as_deref().unwrap_or(&self.history)
+    }
+
+    /// The transcript entry id of `visible()[index]`, if it has one.
+    pub fn entry_id(&self, index: usize) -> Option<&str> {
+        self.entry_ids.get(&index).map(String::as_str)
+    }
+
+    /// Pushes an entry that came from the transcript entry `id`. Indices
+    /// in `visible()` never move: it only grows (the model's history may
+    /// shrink, but then `shown` keeps everything).
+    fn push_entry(&mut self, entry: AgentMessage, id: String) {
+        self.entry_ids.insert(self.visible().len(), id);
+        self.push(entry);
     }
 
     fn push(&mut self, entry: AgentMessage) {
@@ -216,7 +233,7 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
                 }
                 let failed = matches!(&message, Message::Assistant(a)
                     if a.stop_reason == crate::llm::StopReason::Error && a.content.is_empty());
-                restored.push(AgentMessage::Llm { message });
+                restored.push_entry(AgentMessage::Llm { message }, entry.id);
                 if failed {
                     drop_unanswered(&mut restored);
                 }
@@ -250,14 +267,15 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             }
             // What the user typed, for the replay alone.
             Record::Command { text } => {
-                restored
+                let shown = restored
                     .shown
-                    .get_or_insert_with(|| restored.history.clone())
-                    .push(AgentMessage::Llm {
-                        message: Message::User {
-                            content: vec![crate::llm::Content::text(text)],
-                        },
-                    });
+                    .get_or_insert_with(|| restored.history.clone());
+                restored.entry_ids.insert(shown.len(), entry.id);
+                shown.push(AgentMessage::Llm {
+                    message: Message::User {
+                        content: vec![crate::llm::Content::text(text)],
+                    },
+                });
             }
             // The summary text carries its file lists; the entry's own
             // copy of them is for readers of the transcript.
@@ -522,6 +540,50 @@ mod tests {
                 usage: Default::default(),
             }),
         }
+    }
+
+    /// Every shown entry keeps its transcript entry's id (its `messageId`),
+    /// also where the model's history dropped or summarised it.
+    #[test]
+    fn shown_entries_keep_their_transcript_ids() {
+        let restored = restore(vec![
+            entry(1, user("first")),
+            entry(2, assistant("", crate::llm::StopReason::Error)),
+            entry(3, user("second")),
+            entry(4, assistant("answer", crate::llm::StopReason::Stop)),
+            entry(
+                5,
+                Record::Command {
+                    text: "/compact".into(),
+                },
+            ),
+            entry(
+                6,
+                Record::Compaction {
+                    summary: "## Goal".into(),
+                    kept: 0,
+                    tokens_before: 100,
+                    read_files: Vec::new(),
+                    modified_files: Vec::new(),
+                },
+            ),
+            entry(7, user("third")),
+        ]);
+        let ids: Vec<Option<&str>> = (0..restored.visible().len())
+            .map(|i| restored.entry_id(i))
+            .collect();
+        assert_eq!(
+            ids,
+            vec![
+                Some("e1"),
+                Some("e2"),
+                Some("e3"),
+                Some("e4"),
+                Some("e5"),
+                None,
+                Some("e7")
+            ]
+        );
     }
 
     /// Also in transcripts written before pincer took failed prompts out:

@@ -93,10 +93,13 @@ async fn prompt_with_a_tool_round_trip_streams_every_step() {
     assert_eq!(
         updates,
         json!([
-            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "I'll read the file."}},
+            // Each message goes by the id of its transcript entry: the
+            // prompt is e1, the answers e2 and e4, the tool result e3.
+            {"sessionUpdate": "agent_message_chunk", "messageId": "e2", "content": {"type": "text", "text": "I'll read the file."}},
             {
                 "sessionUpdate": "tool_call",
                 "toolCallId": "toolu_01",
+                "name": "read",
                 "title": "Read hello.txt",
                 "kind": "read",
                 "status": "in_progress",
@@ -106,6 +109,7 @@ async fn prompt_with_a_tool_round_trip_streams_every_step() {
             {
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": "toolu_01",
+                "name": "read",
                 "status": "completed",
                 "content": [{"type": "content", "content": {"type": "text", "text": "hello"}}],
                 "rawOutput": {"path": "$WORK/hello.txt", "startLine": 1, "endLine": 1, "totalLines": 1, "truncated": false}
@@ -113,7 +117,7 @@ async fn prompt_with_a_tool_round_trip_streams_every_step() {
             // The response reported 1,867 tokens; the 5-character result
             // that came after is estimated at 2.
             {"sessionUpdate": "usage_update", "used": 1869, "size": 200000, "cost": {"amount": 0.007647, "currency": "USD"}},
-            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "The file says hello."}},
+            {"sessionUpdate": "agent_message_chunk", "messageId": "e4", "content": {"type": "text", "text": "The file says hello."}},
             {"sessionUpdate": "usage_update", "used": 1882, "size": 200000, "cost": {"amount": 0.008541, "currency": "USD"}}
         ])
     );

@@ -188,12 +188,13 @@ fn conversation(mock: &MockModel, index: usize) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-fn user_chunk(text: &str) -> Value {
-    json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}})
+/// A replayed user message: its `messageId` is its transcript entry's id.
+fn user_chunk(id: &str, text: &str) -> Value {
+    json!({"sessionUpdate": "user_message_chunk", "messageId": id, "content": {"type": "text", "text": text}})
 }
 
-fn agent_chunk(text: &str) -> Value {
-    json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+fn agent_chunk(id: &str, text: &str) -> Value {
+    json!({"sessionUpdate": "agent_message_chunk", "messageId": id, "content": {"type": "text", "text": text}})
 }
 
 /// Fix 2: a prompt whose model call failed before any answer is not sent
@@ -244,10 +245,12 @@ async fn a_failed_prompt_is_not_glued_to_the_next_one() {
     assert_eq!(
         support::acp_client::coalesce(updates_of(&before)),
         vec![
-            user_chunk("What model are you?"),
-            agent_chunk(&format!("The prompt failed: {error}\n\n")),
-            user_chunk("What model are you now?"),
-            agent_chunk("Hello from the mock model."),
+            // The error is a message of its own, after the failed (empty)
+            // answer e2.
+            user_chunk("e1", "What model are you?"),
+            agent_chunk("e2-error", &format!("The prompt failed: {error}\n\n")),
+            user_chunk("e3", "What model are you now?"),
+            agent_chunk("e4", "Hello from the mock model."),
         ]
     );
     // The loaded session goes on without the failed prompt too.
@@ -334,11 +337,11 @@ async fn a_compaction_replays_as_its_own_message_after_the_compact_request() {
     drop(acp);
 
     let before_compaction = vec![
-        user_chunk("first question"),
-        agent_chunk("first answer"),
-        user_chunk("second question"),
-        agent_chunk("second answer"),
-        user_chunk("/compact keep the names"),
+        user_chunk("e1", "first question"),
+        agent_chunk("e2", "first answer"),
+        user_chunk("e3", "second question"),
+        agent_chunk("e4", "second answer"),
+        user_chunk("e5", "/compact keep the names"),
     ];
     // A client that shows compactions.
     let mut acp = spawn_quiet(&sandbox, &mock);
@@ -376,16 +379,17 @@ async fn a_compaction_replays_as_its_own_message_after_the_compact_request() {
     acp.initialize().await;
     let replayed = load_updates(&mut acp, &session, &sandbox.work()).await;
     let mut expected = before_compaction;
-    let marker = |update: &Value| {
+    // Each marker is a message of its own, with the compaction's id.
+    let marker = |update: &Value, id: &str| {
         let text = update["content"]["text"].as_str().unwrap_or_default();
         assert!(text.starts_with("Context compacted: "), "{update}");
-        update.clone()
+        agent_chunk(id, text)
     };
-    expected.push(marker(&replayed[5]));
-    expected.push(user_chunk("third question"));
-    expected.push(agent_chunk("third answer"));
-    expected.push(user_chunk("/compact"));
-    expected.push(marker(&replayed[9]));
+    expected.push(marker(&replayed[5], "compaction-0"));
+    expected.push(user_chunk("e7", "third question"));
+    expected.push(agent_chunk("e8", "third answer"));
+    expected.push(user_chunk("e9", "/compact"));
+    expected.push(marker(&replayed[9], "compaction-1"));
     assert_eq!(replayed, expected);
     assert_eq!(mock.violations(), Vec::<String>::new());
 }

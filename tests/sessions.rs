@@ -58,15 +58,17 @@ async fn a_fresh_process_loads_the_conversation_and_the_model_sees_the_same_hist
         json!({"sessionId": session, "modeId": "accept-edits"}),
     )
     .await;
+    // An editor shows the prompts it sent; a replay gives them the ids of
+    // their transcript entries (e1 is the mode change).
     let mut live = vec![
-        json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "think first"}}),
+        json!({"sessionUpdate": "user_message_chunk", "messageId": "e2", "content": {"type": "text", "text": "think first"}}),
     ];
     let id = acp
         .send("session/prompt", prompt(&session, "think first"))
         .await;
     let (_, before) = acp.until_response(id).await;
     live.extend(updates_of(&before));
-    live.push(json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "now edit"}}));
+    live.push(json!({"sessionUpdate": "user_message_chunk", "messageId": "e4", "content": {"type": "text", "text": "now edit"}}));
     let id = acp
         .send("session/prompt", prompt(&session, "now edit"))
         .await;
@@ -169,13 +171,13 @@ async fn a_frozen_version_1_transcript_loads_and_continues() {
     assert_eq!(
         replayed,
         vec![
-            json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "What does hello.txt say?"}}),
-            json!({"sessionUpdate": "tool_call", "toolCallId": "toolu_01", "title": "Read hello.txt", "kind": "read",
+            json!({"sessionUpdate": "user_message_chunk", "messageId": "e1", "content": {"type": "text", "text": "What does hello.txt say?"}}),
+            json!({"sessionUpdate": "tool_call", "toolCallId": "toolu_01", "name": "read", "title": "Read hello.txt", "kind": "read",
                    "status": "in_progress", "locations": [{"path": "/home/me/project/hello.txt"}], "rawInput": {"path": "hello.txt"}}),
-            json!({"sessionUpdate": "tool_call_update", "toolCallId": "toolu_01", "status": "completed",
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "toolu_01", "name": "read", "status": "completed",
                    "content": [{"type": "content", "content": {"type": "text", "text": "hello"}}],
                    "rawOutput": {"output": "hello", "isError": false}}),
-            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "It says hello."}}),
+            json!({"sessionUpdate": "agent_message_chunk", "messageId": "e4", "content": {"type": "text", "text": "It says hello."}}),
         ]
     );
     acp.call("session/prompt", prompt("sess_1f2e", "And now?"))
@@ -545,7 +547,7 @@ async fn a_kill_during_a_streaming_turn_or_a_tool_leaves_a_transcript_that_loads
     assert_eq!(
         replayed,
         vec![
-            json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "stream then die"}})
+            json!({"sessionUpdate": "user_message_chunk", "messageId": "e1", "content": {"type": "text", "text": "stream then die"}})
         ]
     );
 
@@ -684,8 +686,8 @@ async fn two_processes_write_their_own_sessions_at_the_same_time() {
         assert_eq!(
             replayed,
             vec![
-                json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}}),
-                json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hello from the mock model."}}),
+                json!({"sessionUpdate": "user_message_chunk", "messageId": "e1", "content": {"type": "text", "text": text}}),
+                json!({"sessionUpdate": "agent_message_chunk", "messageId": "e2", "content": {"type": "text", "text": "Hello from the mock model."}}),
             ]
         );
     }
@@ -901,9 +903,9 @@ async fn a_transcript_cut_in_the_middle_of_a_line_loads_over_acp_and_continues()
     assert_eq!(
         normalise(replayed),
         vec![
-            json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "first"}}),
-            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hello from the mock model."}}),
-            json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "second"}}),
+            json!({"sessionUpdate": "user_message_chunk", "messageId": "e1", "content": {"type": "text", "text": "first"}}),
+            json!({"sessionUpdate": "agent_message_chunk", "messageId": "e2", "content": {"type": "text", "text": "Hello from the mock model."}}),
+            json!({"sessionUpdate": "user_message_chunk", "messageId": "e3", "content": {"type": "text", "text": "second"}}),
         ]
     );
 

@@ -286,6 +286,17 @@ impl Session {
         }
     }
 
+    /// The id a record written later with [`Session::record_as`] gets.
+    fn reserve_entry(&self) -> String {
+        lock(&self.transcript).reserve()
+    }
+
+    fn record_as(&self, id: String, record: transcript::Record) {
+        if let Err(e) = lock(&self.transcript).append_as(id, record) {
+            tracing::error!(error = %e, "cannot write the session transcript");
+        }
+    }
+
     /// Runs the `session_start` hooks, once; callers that come while they
     /// run wait for them.
     pub async fn session_started(&self) {
@@ -842,6 +853,8 @@ impl Session {
             terminals,
             asker,
             calls: Mutex::new(std::collections::HashMap::new()),
+            names: Mutex::new(std::collections::HashMap::new()),
+            message: Mutex::new(None),
         }
     }
 

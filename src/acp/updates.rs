@@ -5,10 +5,10 @@
 use std::path::Path;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, Cost, Diff, EmbeddedResourceResource, ImageContent, SessionId,
-    SessionNotification, SessionUpdate, StopReason, Terminal, TextContent, ToolCall as AcpToolCall,
-    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind as AcpToolKind, UsageUpdate,
+    ContentBlock, ContentChunk, Cost, Diff, EmbeddedResourceResource, ImageContent, MessageId,
+    SessionId, SessionNotification, SessionUpdate, StopReason, Terminal, TextContent,
+    ToolCall as AcpToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind as AcpToolKind, UsageUpdate,
 };
 
 use crate::agent::{AgentEvent, RunStop};
@@ -106,6 +106,7 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
                 .collect::<Vec<_>>();
             SessionUpdate::ToolCall(
                 AcpToolCall::new(call.id.clone(), info.title.clone())
+                    .name(call.name.clone())
                     .kind(kind(info.kind))
                     .status(ToolCallStatus::InProgress)
                     .locations(locations)
@@ -113,7 +114,9 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
             )
         }
         AgentEvent::ToolExecutionEnd {
-            call_id, output, ..
+            call_id,
+            tool_name,
+            output,
         } => {
             let status = if output.is_error {
                 ToolCallStatus::Failed
@@ -128,6 +131,7 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
             SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
                 call_id.clone(),
                 ToolCallUpdateFields::new()
+                    .name(tool_name.clone())
                     .status(status)
                     .content(content)
                     .raw_output(raw_output(output)),
@@ -183,9 +187,62 @@ pub fn failed_text(error: &str) -> String {
     format!("The prompt failed: {}\n\n", error.trim_end())
 }
 
-/// An agent message chunk of plain text.
+/// An agent message chunk of plain text that is a message of its own (a
+/// notice, an error, a compaction marker), so that clients which group
+/// chunks by `messageId` do not run it into the model's answer.
 pub fn agent_text(text: &str) -> SessionUpdate {
-    SessionUpdate::AgentMessageChunk(text_chunk(text))
+    agent_text_as(format!("notice-{}", uuid::Uuid::new_v4()), text)
+}
+
+/// [`agent_text`] under a known message id (one a replay gives again).
+pub fn agent_text_as(message_id: String, text: &str) -> SessionUpdate {
+    SessionUpdate::AgentMessageChunk(text_chunk(text).message_id(MessageId::new(message_id)))
+}
+
+/// The `messageId` of the thinking of the assistant message stored as
+/// transcript entry `entry` (its text goes by `entry` itself): thoughts
+/// are a message of their own for the editor.
+pub fn thought_id(entry: &str) -> String {
+    format!("{entry}-thought")
+}
+
+/// The `messageId` of the error shown after the assistant message stored
+/// as transcript entry `entry`.
+fn error_id(entry: &str) -> String {
+    format!("{entry}-error")
+}
+
+/// The `messageId` of the start notice of a session's `n`th compaction
+/// (its end goes by [`compaction_id`]).
+pub fn compaction_start_id(n: u64) -> String {
+    format!("{}-start", compaction_id(n))
+}
+
+/// Marks a message chunk as part of the message stored as transcript entry
+/// `entry`: text and user chunks go by the entry's id, thoughts by
+/// [`thought_id`]. Chunks that already have an id (a message of their
+/// own) and other updates pass unchanged.
+pub fn in_message(update: SessionUpdate, entry: &str) -> SessionUpdate {
+    match update {
+        SessionUpdate::AgentMessageChunk(ContentChunk {
+            message_id: Some(_),
+            ..
+        })
+        | SessionUpdate::AgentThoughtChunk(ContentChunk {
+            message_id: Some(_),
+            ..
+        }) => update,
+        SessionUpdate::AgentMessageChunk(chunk) => {
+            SessionUpdate::AgentMessageChunk(chunk.message_id(entry))
+        }
+        SessionUpdate::UserMessageChunk(chunk) => {
+            SessionUpdate::UserMessageChunk(chunk.message_id(entry))
+        }
+        SessionUpdate::AgentThoughtChunk(chunk) => {
+            SessionUpdate::AgentThoughtChunk(chunk.message_id(MessageId::new(thought_id(entry))))
+        }
+        other => other,
+    }
 }
 
 /// What the replay may use of the client's capabilities.
@@ -208,14 +265,16 @@ pub fn replay(restored: &crate::session::Restored, options: ReplayOptions) -> Ve
     out
 }
 
-/// Each entry with the number of compactions before it, so that a replayed
-/// compaction gets the same id wherever the history is split.
-fn numbered(history: &[crate::agent::AgentMessage]) -> Vec<(u64, &crate::agent::AgentMessage)> {
+/// Each entry with its index and the number of compactions before it, so
+/// that a replayed message or compaction gets the same id wherever the
+/// history is split.
+fn numbered(history: &[crate::agent::AgentMessage]) -> Vec<Numbered<'_>> {
     let mut compactions = 0;
     history
         .iter()
-        .map(|entry| {
-            let numbered = (compactions, entry);
+        .enumerate()
+        .map(|(index, entry)| {
+            let numbered = (index, compactions, entry);
             if matches!(entry, crate::agent::AgentMessage::Summary { .. }) {
                 compactions += 1;
             }
@@ -223,6 +282,10 @@ fn numbered(history: &[crate::agent::AgentMessage]) -> Vec<(u64, &crate::agent::
         })
         .collect()
 }
+
+/// An entry of the shown history, its index there and the number of
+/// compactions before it.
+type Numbered<'a> = (usize, u64, &'a crate::agent::AgentMessage);
 
 /// The id of a session's `n`th compaction (from 0), live and on replay.
 pub fn compaction_id(n: u64) -> String {
@@ -233,13 +296,17 @@ pub fn compaction_id(n: u64) -> String {
 /// time.
 fn replay_part(
     restored: &crate::session::Restored,
-    part: &[(u64, &crate::agent::AgentMessage)],
+    part: &[Numbered<'_>],
     options: ReplayOptions,
     out: &mut dyn FnMut(SessionUpdate),
 ) {
     use crate::agent::AgentMessage;
     use crate::llm::{AssistantContent, Message};
-    for &(compactions, entry) in part {
+    for &(index, compactions, entry) in part {
+        // Entries without one (calls answered for a killed process) have
+        // no message chunks.
+        let entry_id = restored.entry_id(index).unwrap_or_default();
+        let mut out = |update: SessionUpdate| out(in_message(update, entry_id));
         let message = match entry {
             AgentMessage::Llm { message } => message,
             AgentMessage::Summary {
@@ -256,7 +323,10 @@ fn replay_part(
                         .summary(vec![ContentBlock::Text(TextContent::new(summary.as_str()))]),
                     )
                 } else {
-                    agent_text(&compacted_text(*tokens_before, 0))
+                    agent_text_as(
+                        compaction_id(compactions),
+                        &compacted_text(*tokens_before, 0),
+                    )
                 });
                 continue;
             }
@@ -317,7 +387,7 @@ fn replay_part(
                         .error_message
                         .as_deref()
                         .unwrap_or("the model call failed");
-                    out(agent_text(&failed_text(error)));
+                    out(agent_text_as(error_id(entry_id), &failed_text(error)));
                 }
             }
             Message::ToolResult(result) => {
@@ -370,7 +440,7 @@ pub fn replay_lines_with(
         method: &'static str,
         params: &'a SessionNotification,
     }
-    let serialise = |part: &[(u64, &crate::agent::AgentMessage)]| -> Vec<String> {
+    let serialise = |part: &[Numbered<'_>]| -> Vec<String> {
         let mut blocks = Vec::new();
         let mut block = String::with_capacity(REPLAY_BLOCK);
         replay_part(restored, part, options, &mut |update| {

@@ -387,7 +387,22 @@ impl Writer {
     /// In a new transcript, records before the first message wait in
     /// memory (see [`Writer`]).
     pub fn append(&mut self, record: Record) -> Result<String, TranscriptError> {
+        let id = self.reserve();
+        self.append_as(id, record)
+    }
+
+    /// Takes the id the next entry would get, for an entry that is written
+    /// later ([`Writer::append_as`]): an assistant message streams to the
+    /// editor under its id before it is complete enough to store, and other
+    /// entries (a retry notice) may be stored meanwhile.
+    pub fn reserve(&mut self) -> String {
         let id = format!("e{}", self.next);
+        self.next += 1;
+        id
+    }
+
+    /// Appends one record under an id from [`Writer::reserve`].
+    pub fn append_as(&mut self, id: String, record: Record) -> Result<String, TranscriptError> {
         let starts_file = matches!(record, Record::Message { .. });
         let entry = Entry {
             id: id.clone(),
@@ -415,7 +430,6 @@ impl Writer {
                 return Err(e);
             }
         }
-        self.next += 1;
         self.last_id = Some(id.clone());
         Ok(id)
     }
@@ -644,6 +658,35 @@ mod tests {
             reloaded.entries.last().unwrap().parent_id.as_deref(),
             Some("e10")
         );
+    }
+
+    /// An assistant message streams under the id it is stored with later,
+    /// whatever is stored meanwhile; the next process continues after it.
+    #[test]
+    fn a_reserved_id_is_kept_for_its_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let mut writer = Writer::create(&path, &Header::new("sess_r", "/", None)).unwrap();
+        assert_eq!(writer.append(user("one")).unwrap(), "e1");
+        let reserved = writer.reserve();
+        assert_eq!(reserved, "e2");
+        let notice = Record::Notice {
+            text: "retrying".into(),
+        };
+        assert_eq!(writer.append(notice).unwrap(), "e3");
+        assert_eq!(writer.append_as(reserved, user("two")).unwrap(), "e2");
+        let loaded = load(&path).unwrap();
+        let ids: Vec<(&str, Option<&str>)> = loaded
+            .entries
+            .iter()
+            .map(|e| (e.id.as_str(), e.parent_id.as_deref()))
+            .collect();
+        assert_eq!(
+            ids,
+            vec![("e1", None), ("e3", Some("e1")), ("e2", Some("e3"))]
+        );
+        let mut writer = Writer::append_to(&path, &loaded).unwrap();
+        assert_eq!(writer.append(user("three")).unwrap(), "e4");
     }
 
     #[test]

@@ -20,6 +20,11 @@ pub(super) struct AcpHost {
     pub(super) asker: Arc<EditorAsker>,
     /// How each call of this turn was shown, kept for its transcript entry.
     pub(super) calls: Mutex<std::collections::HashMap<String, CallInfo>>,
+    /// The tool name of each running call, for its progress updates.
+    pub(super) names: Mutex<std::collections::HashMap<String, String>>,
+    /// The transcript entry id reserved for the assistant message that is
+    /// streaming: its chunks' `messageId`, as a replay gives it again.
+    pub(super) message: Mutex<Option<String>>,
 }
 
 impl AcpHost {
@@ -28,7 +33,8 @@ impl AcpHost {
     /// the transcript.
     fn compaction_event(&self, event: &AgentEvent) {
         use agent_client_protocol::v1::schema::{CompactionStatus, CompactionUpdate};
-        let id = updates::compaction_id(lock(&self.session.state).compactions);
+        let n = lock(&self.session.state).compactions;
+        let id = updates::compaction_id(n);
         match event {
             AgentEvent::CompactionStart { reason } => {
                 if self.compaction {
@@ -37,7 +43,10 @@ impl AcpHost {
                         CompactionStatus::InProgress,
                     )));
                 } else if *reason != crate::agent::compaction::Reason::Manual {
-                    self.send(updates::agent_text(updates::COMPACTING));
+                    self.send(updates::agent_text_as(
+                        updates::compaction_start_id(n),
+                        updates::COMPACTING,
+                    ));
                 }
             }
             AgentEvent::CompactionEnd { result, .. } => {
@@ -61,7 +70,7 @@ impl AcpHost {
                                 ),
                             )
                         } else {
-                            updates::agent_text(&text)
+                            updates::agent_text_as(updates::compaction_id(n), &text)
                         });
                     }
                     Err(error) => {
@@ -118,24 +127,33 @@ impl AgentHost for AcpHost {
                     },
                 });
             }
+            AgentEvent::MessageStart => {
+                *lock(&self.message) = Some(self.session.reserve_entry());
+            }
             AgentEvent::MessageEnd(message) => {
                 {
                     let mut state = lock(&self.session.state);
                     state.total_cost += message.usage.cost.total;
                     state.last_call = Some(self.session.settings().clock().now());
                 }
-                self.session.record(transcript::Record::Message {
+                let record = transcript::Record::Message {
                     message: crate::llm::Message::Assistant((**message).clone()),
-                });
+                };
+                match lock(&self.message).take() {
+                    Some(id) => self.session.record_as(id, record),
+                    None => self.session.record(record),
+                }
             }
             AgentEvent::ToolExecutionStart { call, info } => {
                 lock(&self.calls).insert(call.id.clone(), info.clone());
+                lock(&self.names).insert(call.id.clone(), call.name.clone());
             }
             AgentEvent::ToolExecutionEnd {
                 call_id,
                 tool_name,
                 output,
             } => {
+                lock(&self.names).remove(call_id);
                 let call = lock(&self.calls).remove(call_id);
                 self.session.record(transcript::Record::ToolResult {
                     message: crate::llm::ToolResultMessage {
@@ -176,9 +194,13 @@ impl AgentHost for AcpHost {
             self.send(if self.notices {
                 SessionUpdate::Notice(Notice::new(NoticeSeverity::Warning, title).description(text))
             } else {
-                SessionUpdate::AgentThoughtChunk(ContentChunk::new(ContentBlock::Text(
-                    TextContent::new(format!("{text}\n")),
-                )))
+                SessionUpdate::AgentThoughtChunk(
+                    ContentChunk::new(ContentBlock::Text(TextContent::new(format!("{text}\n"))))
+                        .message_id(agent_client_protocol::v1::schema::MessageId::new(format!(
+                            "notice-{}",
+                            uuid::Uuid::new_v4()
+                        ))),
+                )
             });
             return;
         }
@@ -187,9 +209,23 @@ impl AgentHost for AcpHost {
             AgentEvent::TurnEnd { .. } => lock(&self.session.state).total_cost,
             _ => 0.0,
         };
-        if let Some(update) = updates::session_update(&event, total_cost) {
-            self.send(update);
+        let Some(mut update) = updates::session_update(&event, total_cost) else {
+            return;
+        };
+        match &mut update {
+            SessionUpdate::AgentMessageChunk(_) | SessionUpdate::AgentThoughtChunk(_) => {
+                if let Some(id) = lock(&self.message).as_deref() {
+                    update = updates::in_message(update, id);
+                }
+            }
+            SessionUpdate::ToolCallUpdate(call) if call.fields.name.is_none() => {
+                call.fields.name = lock(&self.names)
+                    .get(&call.tool_call_id.0.to_string())
+                    .cloned();
+            }
+            _ => {}
         }
+        self.send(update);
     }
 
     fn workspace(&self) -> Arc<dyn Workspace> {
@@ -230,6 +266,7 @@ impl AgentHost for AcpHost {
                 ),
             ];
             let mut fields = ToolCallUpdateFields::new()
+                .name(call.name.clone())
                 .title(info.title.clone())
                 .kind(updates::kind(info.kind))
                 .raw_input(call.arguments.clone());

@@ -19,6 +19,9 @@ pub(super) struct Cancelled;
 /// The id of the trust question's tool call.
 const TRUST_CALL: &str = "pincer_trust_project";
 
+/// The tool name of the trust question's pseudo tool call (ACP `name`).
+const TRUST_TOOL: &str = "trust_project";
+
 impl Session {
     /// Asks about the project's trust if it needs asking, adopts the
     /// answer, and reports what stays ignored. Once per session; an error
@@ -105,7 +108,7 @@ impl Session {
         let title = "Trust this project's configuration".to_string();
         let call = crate::llm::ToolCall {
             id: TRUST_CALL.to_string(),
-            name: "trust_project".to_string(),
+            name: TRUST_TOOL.to_string(),
             arguments: serde_json::json!({
                 "project": project.root.display().to_string(),
                 "config": file,
@@ -130,6 +133,7 @@ impl Session {
             cx,
             SessionUpdate::ToolCall(
                 agent_client_protocol::v1::schema::ToolCall::new(TRUST_CALL, title)
+                    .name(TRUST_TOOL.to_string())
                     .kind(updates::kind(tools::ToolKind::Other))
                     .status(agent_client_protocol::v1::schema::ToolCallStatus::Pending)
                     .content(updates::display_content(&preview))
@@ -159,6 +163,7 @@ impl Session {
             SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
                 TRUST_CALL,
                 ToolCallUpdateFields::new()
+                    .name(TRUST_TOOL.to_string())
                     .status(if status {
                         agent_client_protocol::v1::schema::ToolCallStatus::Completed
                     } else {
