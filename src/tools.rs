@@ -13,6 +13,7 @@ pub mod ls;
 pub mod process;
 pub mod read;
 pub mod shell;
+pub mod todo;
 pub mod write;
 
 use std::path::{Path, PathBuf};
@@ -69,6 +70,9 @@ pub enum Display {
     },
     /// A terminal the editor created (ACP `terminal/create`), shown live.
     Terminal(String),
+    /// The session's checklist as the `todo` tool wrote it: the editor
+    /// shows it as its plan (an ACP `plan` update) besides the call.
+    Plan(Vec<todo::TodoItem>),
 }
 
 /// What a call returns to the model (and, as `details`, to the editor).
@@ -447,6 +451,7 @@ pub fn builtin_with(env: Arc<shell::ShellEnv>) -> Vec<Arc<dyn Tool>> {
         Arc::new(grep::GrepTool),
         Arc::new(find::FindTool),
         Arc::new(ls::LsTool),
+        Arc::new(todo::TodoTool),
     ]
 }
 

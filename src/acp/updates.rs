@@ -80,8 +80,50 @@ pub fn display_content(display: &[Display]) -> Vec<ToolCallContent> {
                 Diff::new(path.clone(), new_text.as_str()).old_text(old_text.clone()),
             ),
             Display::Terminal(id) => ToolCallContent::Terminal(Terminal::new(id.clone())),
+            // The plan itself goes out as a `plan` update (see `plan_update`);
+            // the call shows the checklist.
+            Display::Plan(todos) => ToolCallContent::from(ContentBlock::Text(TextContent::new(
+                crate::tools::todo::checklist(todos),
+            ))),
         })
         .collect()
+}
+
+/// The ACP plan a finished call hands the editor (the `todo` tool's list),
+/// sent besides the call's own update; `None` for other calls and for
+/// failed ones, which changed nothing.
+pub fn plan_update(event: &AgentEvent) -> Option<SessionUpdate> {
+    use crate::tools::todo::{TodoPriority, TodoStatus};
+    use agent_client_protocol::v1::schema::{
+        Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    };
+    let AgentEvent::ToolExecutionEnd { output, .. } = event else {
+        return None;
+    };
+    if output.is_error {
+        return None;
+    }
+    let todos = output.display.iter().find_map(|d| match d {
+        Display::Plan(todos) => Some(todos),
+        _ => None,
+    })?;
+    let entries = todos
+        .iter()
+        .map(|item| {
+            let priority = match item.priority {
+                Some(TodoPriority::High) => PlanEntryPriority::High,
+                Some(TodoPriority::Low) => PlanEntryPriority::Low,
+                Some(TodoPriority::Medium) | None => PlanEntryPriority::Medium,
+            };
+            let status = match item.status {
+                TodoStatus::Pending => PlanEntryStatus::Pending,
+                TodoStatus::InProgress => PlanEntryStatus::InProgress,
+                TodoStatus::Completed => PlanEntryStatus::Completed,
+            };
+            PlanEntry::new(item.content.as_str(), priority, status)
+        })
+        .collect();
+    Some(SessionUpdate::Plan(Plan::new(entries)))
 }
 
 /// The `rawOutput` of a finished call: the tool's details, or its text.
@@ -337,6 +379,9 @@ fn replay_part(
                     },
                 };
                 if let Some(update) = session_update(&event, 0.0) {
+                    out(update);
+                }
+                if let Some(update) = plan_update(&event) {
                     out(update);
                 }
             }

@@ -47,6 +47,7 @@ impl Profile {
                 "group:mcp",
                 "group:sessions",
                 "group:memory",
+                "group:planning",
             ],
             Profile::Messaging => &["group:sessions", "group:memory", "message"],
             Profile::Full => &[],
@@ -80,6 +81,8 @@ fn group(name: &str) -> Option<&'static [&'static str]> {
         ],
         "memory" => &["memory_search", "memory_get"],
         "web" => &["web_search", "web_fetch"],
+        // Planning and talking with the user: changes nothing on the machine.
+        "planning" => &["todo"],
         _ => return None,
     })
 }

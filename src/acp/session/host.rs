@@ -187,6 +187,9 @@ impl AgentHost for AcpHost {
         if let Some(update) = updates::session_update(&event, total_cost) {
             self.send(update);
         }
+        if let Some(plan) = updates::plan_update(&event) {
+            self.send(plan);
+        }
     }
 
     fn workspace(&self) -> Arc<dyn Workspace> {
