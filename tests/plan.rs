@@ -284,3 +284,52 @@ async fn run_json_prints_the_plan_like_an_editor_gets_it() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_client_with_plan_operations_gets_markdown_plan_updates_live_and_on_replay() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call("t1", "todo", &first_list())));
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t2",
+        "todo",
+        &json!({"todos": []}),
+    )));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize_with(json!({"plan": {}})).await;
+    let session = acp.new_session(&sandbox.work()).await;
+
+    let id = acp.send("session/prompt", prompt(&session, "plan")).await;
+    let (response, before) = acp.drive(id, |m, _| panic!("unexpected {m}")).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    let first_summary = format!("Todo list updated (0 of 2 completed):\n{FIRST_CHECKLIST}");
+    let live = vec![
+        tool_call("t1", &first_list()),
+        tool_done("t1", FIRST_CHECKLIST, &first_summary),
+        json!({"sessionUpdate": "plan_update", "plan": {
+            "type": "markdown", "planId": "todo", "content": FIRST_CHECKLIST,
+        }}),
+        tool_call("t2", &json!({"todos": []})),
+        tool_done("t2", "The todo list is empty.", "Todo list cleared."),
+        json!({"sessionUpdate": "plan_removed", "planId": "todo"}),
+        after_tool_text(),
+    ];
+    assert_eq!(shown(&before), live);
+    drop(acp);
+
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize_with(json!({"plan": {}})).await;
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": session, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    let user = json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "plan"}});
+    let mut replayed = vec![user];
+    replayed.extend(live);
+    assert_eq!(shown(&before), replayed);
+}

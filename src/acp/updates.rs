@@ -82,17 +82,31 @@ pub fn display_content(display: &[Display]) -> Vec<ToolCallContent> {
             Display::Terminal(id) => ToolCallContent::Terminal(Terminal::new(id.clone())),
             // The plan itself goes out as a `plan` update (see `plan_update`);
             // the call shows the checklist.
-            Display::Plan(todos) => ToolCallContent::from(ContentBlock::Text(TextContent::new(
-                crate::tools::todo::checklist(todos),
-            ))),
+            Display::Plan(todos) => {
+                let text = if todos.is_empty() {
+                    "The todo list is empty.".to_string()
+                } else {
+                    crate::tools::todo::checklist(todos)
+                };
+                ToolCallContent::from(ContentBlock::Text(TextContent::new(text)))
+            }
         })
         .collect()
 }
 
-/// The ACP plan a finished call hands the editor (the `todo` tool's list),
+/// The id of the session's one plan in `plan_update`s: the `todo` list is
+/// the only plan a session has, and each list replaces it.
+pub const PLAN_ID: &str = "todo";
+
+/// The plan a finished call hands the editor (the `todo` tool's list),
 /// sent besides the call's own update; `None` for other calls and for
 /// failed ones, which changed nothing.
-pub fn plan_update(event: &AgentEvent) -> Option<SessionUpdate> {
+///
+/// A client that opted into plan operations (`clientCapabilities.plan: {}`)
+/// gets a `plan_update` with the list as a Markdown checklist
+/// (and `plan_removed` when the list is emptied); any other client the
+/// classic `plan` with its entries.
+pub fn plan_update(event: &AgentEvent, operations: bool) -> Option<SessionUpdate> {
     use crate::tools::todo::{TodoPriority, TodoStatus};
     use agent_client_protocol::v1::schema::{
         Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
@@ -107,6 +121,17 @@ pub fn plan_update(event: &AgentEvent) -> Option<SessionUpdate> {
         Display::Plan(todos) => Some(todos),
         _ => None,
     })?;
+    if operations {
+        use agent_client_protocol::v1::schema::{PlanRemoved, PlanUpdate, PlanUpdateContent};
+        return Some(if todos.is_empty() {
+            SessionUpdate::PlanRemoved(PlanRemoved::new(PLAN_ID))
+        } else {
+            SessionUpdate::PlanUpdate(PlanUpdate::new(PlanUpdateContent::markdown(
+                PLAN_ID,
+                crate::tools::todo::checklist(todos),
+            )))
+        });
+    }
     let entries = todos
         .iter()
         .map(|item| {
@@ -235,6 +260,8 @@ pub fn agent_text(text: &str) -> SessionUpdate {
 pub struct ReplayOptions {
     /// The client shows `compaction_update`s (`session.compaction`).
     pub compaction: bool,
+    /// The client takes `plan_update`s (`plan`).
+    pub plan_operations: bool,
 }
 
 /// The updates that show a restored session's history to an editor, in the
@@ -381,7 +408,7 @@ fn replay_part(
                 if let Some(update) = session_update(&event, 0.0) {
                     out(update);
                 }
-                if let Some(update) = plan_update(&event) {
+                if let Some(update) = plan_update(&event, options.plan_operations) {
                     out(update);
                 }
             }

@@ -12,6 +12,8 @@ pub(super) struct AcpHost {
     pub(super) notices: bool,
     /// The client shows `compaction_update`s.
     pub(super) compaction: bool,
+    /// The client takes `plan_update`s rather than `plan`s.
+    pub(super) plan_operations: bool,
     pub(super) drain: Arc<Drain>,
     pub(super) files: Arc<EditorFiles>,
     pub(super) terminals: Option<Arc<dyn Terminals>>,
@@ -187,7 +189,7 @@ impl AgentHost for AcpHost {
         if let Some(update) = updates::session_update(&event, total_cost) {
             self.send(update);
         }
-        if let Some(plan) = updates::plan_update(&event) {
+        if let Some(plan) = updates::plan_update(&event, self.plan_operations) {
             self.send(plan);
         }
     }
