@@ -248,3 +248,22 @@ fn unknown_groups_and_bad_globs_are_config_errors() {
     .unwrap_err();
     assert!(matches!(err, PolicyError::BadPattern { .. }), "{err:?}");
 }
+
+#[test]
+fn todo_is_in_the_coding_profile_and_survives_plan_mode() {
+    let checked = |profile: Option<Profile>, deny: &[&str], mode: Mode| {
+        policy(&config(profile, &[], deny))
+            .check("todo", false, mode)
+            .map_err(|why| why.to_string())
+    };
+    assert_eq!(checked(None, &[], Mode::Default), Ok(()));
+    assert_eq!(checked(Some(Profile::Coding), &[], Mode::Plan), Ok(()));
+    assert_eq!(
+        checked(None, &["group:planning"], Mode::Plan),
+        Err("denied by `group:planning` in [tools] allow/deny".to_string())
+    );
+    assert_eq!(
+        checked(Some(Profile::Minimal), &[], Mode::Default),
+        Err("not allowed by tool profile `minimal`".to_string())
+    );
+}
