@@ -105,7 +105,11 @@ async fn two_todo_calls_send_two_plans_and_a_reload_shows_them_again() {
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
     mock.push(Reply::sse(anthropic_tool_call("t1", "todo", &first_list())));
-    mock.push(Reply::sse(anthropic_tool_call("t2", "todo", &second_list())));
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t2",
+        "todo",
+        &second_list(),
+    )));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
     let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = open(&mut acp, &sandbox).await;
@@ -163,7 +167,11 @@ async fn an_unsound_list_is_an_error_result_and_no_plan() {
         {"content": "Two", "status": "in_progress"},
     ]});
     let bad_status = json!({"todos": [{"content": "One", "status": "doing"}]});
-    mock.push(Reply::sse(anthropic_tool_call("t1", "todo", &two_in_progress)));
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "todo",
+        &two_in_progress,
+    )));
     mock.push(Reply::sse(anthropic_tool_call("t2", "todo", &bad_status)));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
     let mut acp = spawn_anthropic(&sandbox, &mock);
@@ -221,10 +229,15 @@ async fn plan_mode_offers_todo_and_its_plan_reaches_the_editor() {
     )
     .await;
 
-    let id = acp.send("session/prompt", prompt(&session, "plan it")).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "plan it"))
+        .await;
     let (response, before) = acp.drive(id, |m, _| panic!("unexpected {m}")).await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
-    assert_eq!(offered(&mock, 0), vec!["find", "grep", "ls", "read", "todo"]);
+    assert_eq!(
+        offered(&mock, 0),
+        vec!["find", "grep", "ls", "read", "todo"]
+    );
     // The model is told to present its plan with todo.
     let system = mock.requests()[0].body["system"].to_string();
     assert!(
@@ -328,7 +341,8 @@ async fn a_client_with_plan_operations_gets_markdown_plan_updates_live_and_on_re
         .await;
     let (response, before) = acp.until_response(id).await;
     assert!(response.get("error").is_none(), "{response}");
-    let user = json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "plan"}});
+    let user =
+        json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "plan"}});
     let mut replayed = vec![user];
     replayed.extend(live);
     assert_eq!(shown(&before), replayed);

@@ -108,9 +108,7 @@ pub const PLAN_ID: &str = "todo";
 /// classic `plan` with its entries.
 pub fn plan_update(event: &AgentEvent, operations: bool) -> Option<SessionUpdate> {
     use crate::tools::todo::{TodoPriority, TodoStatus};
-    use agent_client_protocol::v1::schema::{
-        Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    };
+    use agent_client_protocol::v1::schema::{Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus};
     let AgentEvent::ToolExecutionEnd { output, .. } = event else {
         return None;
     };

@@ -220,7 +220,10 @@ impl AgentHost for PrintHost {
             let cost = *lock(&self.cost);
             // Printed as a client without plan operations gets it.
             let plan = updates::plan_update(&event, false);
-            for update in updates::session_update(&event, cost).into_iter().chain(plan) {
+            for update in updates::session_update(&event, cost)
+                .into_iter()
+                .chain(plan)
+            {
                 let notification = SessionNotification::new(self.session_id.clone(), update);
                 let line = serde_json::json!({
                     "jsonrpc": "2.0",
