@@ -477,11 +477,15 @@ impl Server {
         let internal =
             |e: &dyn std::fmt::Display| Error::new(Error::internal_error().code, e.to_string());
         let replay_id = replay.then(|| session_id.clone());
-        let options = updates::ReplayOptions {
-            compaction: lock(&self.client)
-                .session
-                .as_ref()
-                .is_some_and(|s| s.compaction.is_some()),
+        let options = {
+            let client = lock(&self.client);
+            updates::ReplayOptions {
+                compaction: client
+                    .session
+                    .as_ref()
+                    .is_some_and(|s| s.compaction.is_some()),
+                plan_operations: client.plan.is_some(),
+            }
         };
         let (writer, restored, blocks) = tokio::task::spawn_blocking(move || {
             let loaded = transcript::load(&path)?;

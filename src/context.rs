@@ -252,8 +252,22 @@ fn tools_section(tools: &[Arc<dyn Tool>]) -> String {
         let first_line = tool.description().lines().next().unwrap_or_default();
         section.push_str(&format!("\n- {}: {}", tool.name(), first_line));
     }
+    // Read-only (plan mode: nothing that changes the machine is offered).
+    // The plan is the turn's product, so it goes where the editor shows
+    // plans. Derived from the offered tools, so the text changes exactly
+    // when the tool list does and the cached prefix stays put otherwise.
+    if tools.iter().any(|t| t.name() == "todo") && !tools.iter().any(|t| t.mutating()) {
+        section.push_str(PLAN_MODE);
+    }
     section
 }
+
+/// What the model is told when it may only look: plan, then present the
+/// plan with `todo`.
+const PLAN_MODE: &str = "\n\nYou are in plan mode: nothing on the machine can be changed. \
+Investigate with the read and search tools, then present your plan by calling todo with \
+its steps (all pending), and end your turn with a short summary. The user will switch \
+modes when they want it carried out.";
 
 fn environment(sources: &Sources, model: &Model, host: &Host) -> String {
     format!(

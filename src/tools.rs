@@ -14,6 +14,7 @@ pub mod ls;
 pub mod process;
 pub mod read;
 pub mod shell;
+pub mod todo;
 pub mod write;
 
 use std::path::{Path, PathBuf};
@@ -70,6 +71,9 @@ pub enum Display {
     },
     /// A terminal the editor created (ACP `terminal/create`), shown live.
     Terminal(String),
+    /// The session's checklist as the `todo` tool wrote it: the editor
+    /// shows it as its plan (an ACP `plan` update) besides the call.
+    Plan(Vec<todo::TodoItem>),
 }
 
 /// What a call returns to the model (and, as `details`, to the editor).
@@ -455,6 +459,7 @@ pub fn builtin_with(env: Arc<shell::ShellEnv>) -> Vec<Arc<dyn Tool>> {
         Arc::new(find::FindTool),
         Arc::new(ls::LsTool),
         Arc::new(ask_user::AskUserTool),
+        Arc::new(todo::TodoTool),
     ]
 }
 

@@ -232,7 +232,7 @@ async fn events_come_in_order_and_every_call_gets_a_result() {
     assert_eq!(results[0].2, "alpha");
     assert_eq!(
         results[1].2,
-        "Tool teleport not found. Available tools: read, write, edit, bash, process, grep, find, ls, ask_user."
+        "Tool teleport not found. Available tools: read, write, edit, bash, process, grep, find, ls, ask_user, todo."
     );
     assert!(
         results[2].2.contains("could not be parsed"),

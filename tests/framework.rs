@@ -106,7 +106,10 @@ async fn the_model_is_offered_only_what_the_policy_allows_and_cannot_call_the_re
     let (response, _) = acp.until_response(id).await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     let requests = mock.requests();
-    assert_eq!(offered(&requests[0].body), vec!["read", "edit", "ask_user"]);
+    assert_eq!(
+        offered(&requests[0].body),
+        vec!["read", "edit", "ask_user", "todo"]
+    );
     // The system prompt lists the same tools.
     let system = requests[0].body["system"].to_string();
     assert!(
@@ -151,6 +154,7 @@ async fn the_model_is_offered_only_what_the_policy_allows_and_cannot_call_the_re
             json!({"tool": "find", "offered": false, "removedBy": "denied by `group:search` in [tools] allow/deny"}),
             json!({"tool": "ls", "offered": false, "removedBy": "denied by `group:search` in [tools] allow/deny"}),
             json!({"tool": "ask_user", "offered": true}),
+            json!({"tool": "todo", "offered": true}),
         ]
     );
 }

@@ -380,7 +380,10 @@ async fn modes_decide_what_asks_and_what_is_offered() {
     acp.drive(id, |m, _| panic!("unexpected {m}")).await;
     let mut offered = tool_names(&mock, 0);
     offered.sort();
-    assert_eq!(offered, vec!["ask_user", "find", "grep", "ls", "read"]);
+    assert_eq!(
+        offered,
+        vec!["ask_user", "find", "grep", "ls", "read", "todo"]
+    );
 
     // accept-edits: an edit runs without asking, a command asks.
     set_mode(&mut acp, &session, "accept-edits").await;

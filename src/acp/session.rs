@@ -848,6 +848,7 @@ impl Session {
                 .session
                 .as_ref()
                 .is_some_and(|s| s.compaction.is_some()),
+            plan_operations: client.plan.is_some(),
             drain,
             files,
             terminals,

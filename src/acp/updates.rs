@@ -80,8 +80,73 @@ pub fn display_content(display: &[Display]) -> Vec<ToolCallContent> {
                 Diff::new(path.clone(), new_text.as_str()).old_text(old_text.clone()),
             ),
             Display::Terminal(id) => ToolCallContent::Terminal(Terminal::new(id.clone())),
+            // The plan itself goes out as a `plan` update (see `plan_update`);
+            // the call shows the checklist.
+            Display::Plan(todos) => {
+                let text = if todos.is_empty() {
+                    "The todo list is empty.".to_string()
+                } else {
+                    crate::tools::todo::checklist(todos)
+                };
+                ToolCallContent::from(ContentBlock::Text(TextContent::new(text)))
+            }
         })
         .collect()
+}
+
+/// The id of the session's one plan in `plan_update`s: the `todo` list is
+/// the only plan a session has, and each list replaces it.
+pub const PLAN_ID: &str = "todo";
+
+/// The plan a finished call hands the editor (the `todo` tool's list),
+/// sent besides the call's own update; `None` for other calls and for
+/// failed ones, which changed nothing.
+///
+/// A client that opted into plan operations (`clientCapabilities.plan: {}`)
+/// gets a `plan_update` with the list as a Markdown checklist
+/// (and `plan_removed` when the list is emptied); any other client the
+/// classic `plan` with its entries.
+pub fn plan_update(event: &AgentEvent, operations: bool) -> Option<SessionUpdate> {
+    use crate::tools::todo::{TodoPriority, TodoStatus};
+    use agent_client_protocol::v1::schema::{Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus};
+    let AgentEvent::ToolExecutionEnd { output, .. } = event else {
+        return None;
+    };
+    if output.is_error {
+        return None;
+    }
+    let todos = output.display.iter().find_map(|d| match d {
+        Display::Plan(todos) => Some(todos),
+        _ => None,
+    })?;
+    if operations {
+        use agent_client_protocol::v1::schema::{PlanRemoved, PlanUpdate, PlanUpdateContent};
+        return Some(if todos.is_empty() {
+            SessionUpdate::PlanRemoved(PlanRemoved::new(PLAN_ID))
+        } else {
+            SessionUpdate::PlanUpdate(PlanUpdate::new(PlanUpdateContent::markdown(
+                PLAN_ID,
+                crate::tools::todo::checklist(todos),
+            )))
+        });
+    }
+    let entries = todos
+        .iter()
+        .map(|item| {
+            let priority = match item.priority {
+                Some(TodoPriority::High) => PlanEntryPriority::High,
+                Some(TodoPriority::Low) => PlanEntryPriority::Low,
+                Some(TodoPriority::Medium) | None => PlanEntryPriority::Medium,
+            };
+            let status = match item.status {
+                TodoStatus::Pending => PlanEntryStatus::Pending,
+                TodoStatus::InProgress => PlanEntryStatus::InProgress,
+                TodoStatus::Completed => PlanEntryStatus::Completed,
+            };
+            PlanEntry::new(item.content.as_str(), priority, status)
+        })
+        .collect();
+    Some(SessionUpdate::Plan(Plan::new(entries)))
 }
 
 /// The `rawOutput` of a finished call: the tool's details, or its text.
@@ -250,6 +315,8 @@ pub fn in_message(update: SessionUpdate, entry: &str) -> SessionUpdate {
 pub struct ReplayOptions {
     /// The client shows `compaction_update`s (`session.compaction`).
     pub compaction: bool,
+    /// The client takes `plan_update`s (`plan`).
+    pub plan_operations: bool,
 }
 
 /// The updates that show a restored session's history to an editor, in the
@@ -407,6 +474,9 @@ fn replay_part(
                     },
                 };
                 if let Some(update) = session_update(&event, 0.0) {
+                    out(update);
+                }
+                if let Some(update) = plan_update(&event, options.plan_operations) {
                     out(update);
                 }
             }

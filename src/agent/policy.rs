@@ -48,6 +48,7 @@ impl Profile {
                 "group:sessions",
                 "group:memory",
                 "group:interaction",
+                "group:planning",
             ],
             Profile::Messaging => &[
                 "group:sessions",
@@ -88,6 +89,8 @@ fn group(name: &str) -> Option<&'static [&'static str]> {
         "web" => &["web_search", "web_fetch"],
         // Talking with the user while a run goes on.
         "interaction" => &["ask_user"],
+        // Keeping a plan the editor shows: changes nothing on the machine.
+        "planning" => &["todo"],
         _ => return None,
     })
 }

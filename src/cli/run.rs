@@ -218,7 +218,12 @@ impl AgentHost for PrintHost {
         }
         if self.json {
             let cost = *lock(&self.cost);
-            if let Some(update) = updates::session_update(&event, cost) {
+            // Printed as a client without plan operations gets it.
+            let plan = updates::plan_update(&event, false);
+            for update in updates::session_update(&event, cost)
+                .into_iter()
+                .chain(plan)
+            {
                 let notification = SessionNotification::new(self.session_id.clone(), update);
                 let line = serde_json::json!({
                     "jsonrpc": "2.0",

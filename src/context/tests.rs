@@ -419,3 +419,17 @@ fn context_past_the_total_cap_is_named_in_the_prompt() {
     );
     assert!(!prompt.text.contains(&"8".repeat(100)));
 }
+
+#[test]
+fn a_read_only_tool_set_with_todo_asks_for_the_plan_as_a_todo_list() {
+    use crate::tools::{read::ReadTool, todo::TodoTool, write::WriteTool};
+    let read_only: Vec<Arc<dyn Tool>> = vec![Arc::new(ReadTool), Arc::new(TodoTool)];
+    let section = tools_section(&read_only);
+    assert!(section.ends_with(PLAN_MODE), "{section}");
+    let writable: Vec<Arc<dyn Tool>> =
+        vec![Arc::new(ReadTool), Arc::new(WriteTool), Arc::new(TodoTool)];
+    assert!(!tools_section(&writable).contains(PLAN_MODE));
+    // Without todo there is nothing to present the plan with.
+    let no_todo: Vec<Arc<dyn Tool>> = vec![Arc::new(ReadTool)];
+    assert!(!tools_section(&no_todo).contains(PLAN_MODE));
+}

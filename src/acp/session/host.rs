@@ -13,6 +13,8 @@ pub(super) struct AcpHost {
     pub(super) notices: bool,
     /// The client shows `compaction_update`s.
     pub(super) compaction: bool,
+    /// The client takes `plan_update`s rather than `plan`s.
+    pub(super) plan_operations: bool,
     pub(super) drain: Arc<Drain>,
     pub(super) files: Arc<EditorFiles>,
     pub(super) terminals: Option<Arc<dyn Terminals>>,
@@ -226,6 +228,9 @@ impl AgentHost for AcpHost {
             _ => {}
         }
         self.send(update);
+        if let Some(plan) = updates::plan_update(&event, self.plan_operations) {
+            self.send(plan);
+        }
     }
 
     fn workspace(&self) -> Arc<dyn Workspace> {

@@ -261,3 +261,22 @@ fn the_default_profile_offers_ask_user_also_in_plan_mode() {
     assert_eq!(policy.check("ask_user", false, Mode::Plan), Ok(()));
     assert_eq!(policy.check("ask_user", false, Mode::Default), Ok(()));
 }
+
+#[test]
+fn todo_is_in_the_coding_profile_and_survives_plan_mode() {
+    let checked = |profile: Option<Profile>, deny: &[&str], mode: Mode| {
+        policy(&config(profile, &[], deny))
+            .check("todo", false, mode)
+            .map_err(|why| why.to_string())
+    };
+    assert_eq!(checked(None, &[], Mode::Default), Ok(()));
+    assert_eq!(checked(Some(Profile::Coding), &[], Mode::Plan), Ok(()));
+    assert_eq!(
+        checked(None, &["group:planning"], Mode::Plan),
+        Err("denied by `group:planning` in [tools] allow/deny".to_string())
+    );
+    assert_eq!(
+        checked(Some(Profile::Minimal), &[], Mode::Default),
+        Err("not allowed by tool profile `minimal`".to_string())
+    );
+}
