@@ -569,6 +569,7 @@ async fn connect(server: &Arc<Server>) -> Result<(), String> {
             env,
             cwd,
         } => {
+            crate::tools::shell::start_reaping();
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(args)
                 .envs(env.iter().map(|(k, v)| (k, v)))

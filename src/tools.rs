@@ -416,20 +416,15 @@ fn resolve_links(path: &Path, hops: u32) -> PathBuf {
 /// run`), at startup: on Linux pincer becomes a child subreaper, so that
 /// what a command started cannot escape its end by leaving its process
 /// group (see `shell::reaper`), and full-output files left behind by pincer
-/// processes that are gone are removed in the background.
+/// processes that are gone are removed.
 pub fn prepare_process() {
     shell::become_subreaper();
-    let dir = std::env::temp_dir();
-    let swept = std::thread::Builder::new()
-        .name("pincer-sweep".to_string())
-        .spawn(move || {
-            let removed = bash::sweep_stale_output_files(&dir);
-            if removed > 0 {
-                tracing::debug!(removed, "removed stale bash output files");
-            }
-        });
-    if let Err(e) = swept {
-        tracing::warn!(error = %e, "cannot start the sweep of stale bash output files");
+    // On this thread, before anything else: a listing of the temp dir is
+    // quick, and a thread of its own would cost more memory than it saves
+    // time.
+    let removed = bash::sweep_stale_output_files(&std::env::temp_dir());
+    if removed > 0 {
+        tracing::debug!(removed, "removed stale bash output files");
     }
 }
 

@@ -374,6 +374,7 @@ async fn run(
             .filter(|t| t.is_finite() && *t > 0.0)
             .unwrap_or(DEFAULT_TIMEOUT_SECS),
     );
+    crate::tools::shell::start_reaping();
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(&hook.command)

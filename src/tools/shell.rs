@@ -22,8 +22,8 @@ pub(super) use group::{
     wait_until,
 };
 pub(super) use output::{Cleaner, Screen};
-pub use reaper::become_subreaper;
 pub(super) use reaper::{ShellRegistration, kill_command};
+pub use reaper::{become_subreaper, start_reaping};
 pub use scopes::{CommandLine, WriteTarget, analyze, command_prefixes};
 
 /// The files `command` writes to (redirections, `tee`) as call locations.

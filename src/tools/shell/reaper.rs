@@ -114,6 +114,7 @@ impl Drop for ShellRegistration {
 pub(crate) fn spawn_registered<T>(
     spawn: impl FnOnce() -> Result<(T, i32), String>,
 ) -> Result<(T, ShellRegistration), String> {
+    start_reaping();
     let _lock = spawn_lock();
     let (shell, pid) = spawn()?;
     let mut registry = registry();
@@ -122,17 +123,39 @@ pub(crate) fn spawn_registered<T>(
     Ok((shell, ShellRegistration { pid }))
 }
 
-/// Makes this process the reaper of its orphaned descendants and starts the
-/// thread that reaps them. Returns whether it is one (only on Linux).
+/// Makes this process the reaper of its orphaned descendants. Returns
+/// whether it is one (only on Linux). The thread that reaps them starts
+/// with the first process pincer spawns ([`start_reaping`]), so that a
+/// pincer that never runs anything keeps one thread (and its memory) less.
 pub fn become_subreaper() -> bool {
     #[cfg(target_os = "linux")]
     {
-        static STARTED: OnceLock<bool> = OnceLock::new();
-        *STARTED.get_or_init(|| {
-            if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        static BECAME: OnceLock<bool> = OnceLock::new();
+        *BECAME.get_or_init(|| match nix::sys::prctl::set_child_subreaper(true) {
+            Ok(()) => true,
+            Err(e) => {
                 tracing::warn!(error = %e, "cannot become a child subreaper; commands' escaped descendants are re-parented to init");
-                return false;
+                false
             }
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
+/// Starts the reaper thread, once, if this process is a subreaper: called
+/// before pincer spawns a process (a command's shell, an MCP server, a
+/// hook), whose orphans it may then adopt.
+pub fn start_reaping() {
+    #[cfg(target_os = "linux")]
+    {
+        static STARTED: OnceLock<()> = OnceLock::new();
+        if !become_subreaper() {
+            return;
+        }
+        STARTED.get_or_init(|| {
             let started = std::thread::Builder::new()
                 .name("pincer-reaper".to_string())
                 .spawn(|| {
@@ -140,14 +163,15 @@ pub fn become_subreaper() -> bool {
                     loop {
                         // An idle pincer (no command running, none ended
                         // lately) scans rarely: it sits in editors all day.
-                        let busy = last_poke.elapsed() < RECENT
-                            || {
-                                let r = registry();
-                                !(r.shells.is_empty()
-                                    && r.sessions.is_empty()
-                                    && r.tagged.is_empty())
-                            };
-                        let interval = if busy { REAP_INTERVAL } else { IDLE_REAP_INTERVAL };
+                        let busy = last_poke.elapsed() < RECENT || {
+                            let r = registry();
+                            !(r.shells.is_empty() && r.sessions.is_empty() && r.tagged.is_empty())
+                        };
+                        let interval = if busy {
+                            REAP_INTERVAL
+                        } else {
+                            IDLE_REAP_INTERVAL
+                        };
                         if wait_for_wake(interval) {
                             last_poke = std::time::Instant::now();
                         }
@@ -157,12 +181,7 @@ pub fn become_subreaper() -> bool {
             if let Err(e) = started {
                 tracing::warn!(error = %e, "cannot start the reaper thread");
             }
-            true
-        })
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        false
+        });
     }
 }
 
