@@ -195,8 +195,23 @@ pub enum ConfigError {
     Model(#[from] CatalogError),
 }
 
+/// The largest config file pincer reads: a repository's file must not be
+/// able to make pincer read gigabytes.
+const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
 fn read_config(path: &Path) -> Result<Option<Config>, ConfigError> {
-    let text = match std::fs::read_to_string(path) {
+    use std::io::Read;
+    let text = match std::fs::File::open(path).and_then(|file| {
+        let mut text = String::new();
+        file.take(MAX_CONFIG_BYTES + 1).read_to_string(&mut text)?;
+        Ok(text)
+    }) {
+        Ok(text) if text.len() as u64 > MAX_CONFIG_BYTES => {
+            return Err(ConfigError::Parse {
+                path: path.to_path_buf(),
+                message: format!("it is larger than {MAX_CONFIG_BYTES} bytes"),
+            });
+        }
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
@@ -1020,6 +1035,15 @@ mod tests {
         let s = Settings::load(&sub, env).unwrap();
         assert_eq!(s.project.trust, Trust::Untrusted);
         assert_eq!(s.default_model(None).unwrap().full_id(), "openai/gpt-5");
+    }
+
+    #[test]
+    fn a_huge_config_file_is_refused_without_reading_it_all() {
+        let home = tempfile::tempdir().unwrap();
+        let file = std::fs::File::create(home.path().join("config.toml")).unwrap();
+        file.set_len(4 * 1024 * 1024 * 1024).unwrap();
+        let err = Settings::load(home.path(), env_with(home.path(), &[])).unwrap_err();
+        assert!(err.to_string().contains("larger than"), "{err}");
     }
 
     #[test]

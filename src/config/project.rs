@@ -143,11 +143,14 @@ pub fn foreign_writer(_paths: &[(&Path, bool)]) -> Option<String> {
 pub fn content_hash(files: &[(&str, &Path)]) -> String {
     let mut hasher = Sha256::new();
     for (label, path) in files {
-        if let Ok(bytes) = std::fs::read(path) {
+        // Streamed: a repository's SYSTEM.md may be of any size.
+        if let Ok(mut file) = std::fs::File::open(path) {
             hasher.update(label.as_bytes());
             hasher.update([0]);
-            hasher.update((bytes.len() as u64).to_le_bytes());
-            hasher.update(&bytes);
+            if let Ok(meta) = file.metadata() {
+                hasher.update(meta.len().to_le_bytes());
+            }
+            let _ = std::io::copy(&mut file, &mut hasher);
         }
     }
     hasher
@@ -209,7 +212,7 @@ struct Layering {
 impl Layering {
     fn never(&mut self, key: impl Into<String>) {
         self.ignored.push(Ignored {
-            key: key.into(),
+            key: shown(&key.into()),
             why: Why::Never,
         });
     }
@@ -217,12 +220,12 @@ impl Layering {
     /// A key that needs trust: `true` when it may be applied. `grant` says
     /// what it would do, for the trust question.
     fn needs_trust(&mut self, key: impl Into<String>, grant: String) -> bool {
-        self.grants.push(grant);
+        self.grants.push(shown(&grant));
         if self.trusted {
             return true;
         }
         self.ignored.push(Ignored {
-            key: key.into(),
+            key: shown(&key.into()),
             why: Why::NeedsTrust,
         });
         false
@@ -467,10 +470,24 @@ impl Layering {
     }
 }
 
+/// `text` with control characters escaped: a name or URL from the project
+/// must not be able to add lines of its own to the trust question.
+fn shown(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
 fn quoted(items: &[String]) -> String {
     items
         .iter()
-        .map(|i| format!("`{i}`"))
+        .map(|i| format!("`{}`", shown(i)))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -262,3 +262,19 @@ fn the_hash_follows_the_content() {
     std::fs::write(&file, "model = \"a/c\"\n").unwrap();
     assert_ne!(first, content_hash(&[("config.toml", &file)]));
 }
+
+#[test]
+fn names_from_the_project_cannot_add_lines_to_the_trust_question() {
+    let project = parse(
+        "[mcp.servers.\"x\\n- nothing else\"]\ncommand = \"sh\"\nargs = [\"-c\", \"a\\nb\"]\n",
+    );
+    let layered = layer(Config::default(), project, false, &builtin);
+    assert_eq!(layered.grants.len(), 1);
+    assert!(!layered.grants[0].contains('\n'), "{:?}", layered.grants);
+    assert!(
+        layered.grants[0].contains("x\\n- nothing else"),
+        "{:?}",
+        layered.grants
+    );
+    assert!(!layered.ignored[0].key.contains('\n'));
+}
