@@ -172,21 +172,31 @@ fn answer_open_calls(restored: &mut Restored, open: &mut Vec<(String, String)>) 
     }
 }
 
-/// Whether a history entry is a model call that failed before it produced
-/// anything.
+/// Whether a history entry is a model call that failed or was cancelled
+/// before it answered: no text and no tool call (at most the start of its
+/// thinking, which providers do not take back without a signature).
 pub fn is_failed_call(entry: &AgentMessage) -> bool {
     matches!(
         entry,
         AgentMessage::Llm {
             message: Message::Assistant(a),
-        } if a.stop_reason == crate::llm::StopReason::Error && a.content.is_empty()
+        } if is_unanswered(a)
     )
 }
 
+fn is_unanswered(a: &crate::llm::AssistantMessage) -> bool {
+    matches!(
+        a.stop_reason,
+        crate::llm::StopReason::Error | crate::llm::StopReason::Aborted
+    ) && a.tool_calls().next().is_none()
+        && a.text().trim().is_empty()
+}
+
 /// Where the latest prompt starts, when the model never answered it: the
-/// history ends with that user message and at most failed, empty model
-/// calls. Such a prompt is taken out of what the model sees (the user saw
-/// it fail), so that it is not sent again glued to the next one.
+/// history ends with that user message and at most failed or cancelled,
+/// empty model calls. Such a prompt is taken out of what the model sees
+/// (the user saw it fail, or stopped it), so that it is not sent again
+/// glued to the next one.
 pub fn unanswered_prompt(history: &[AgentMessage]) -> Option<usize> {
     let at = history.iter().rposition(|m| {
         matches!(
@@ -231,8 +241,7 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
                         .map(|c| (c.id.clone(), c.name.clone()))
                         .collect();
                 }
-                let failed = matches!(&message, Message::Assistant(a)
-                    if a.stop_reason == crate::llm::StopReason::Error && a.content.is_empty());
+                let failed = matches!(&message, Message::Assistant(a) if is_unanswered(a));
                 restored.push_entry(AgentMessage::Llm { message }, entry.id);
                 if failed {
                     drop_unanswered(&mut restored);

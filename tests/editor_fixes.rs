@@ -274,6 +274,66 @@ async fn a_failed_prompt_is_not_glued_to_the_next_one() {
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
 
+/// Fix 2, cancelled: a prompt the user stopped before the model said
+/// anything is not sent again with the next prompt either (the model would
+/// read both as one), and a replay shows the two prompts apart.
+#[tokio::test]
+async fn a_prompt_cancelled_before_any_answer_is_not_glued_to_the_next_one() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    // The stream opens (message_start) and then says nothing.
+    mock.push(Reply::Stall {
+        body: support::mock_model::fixture("anthropic/text.sse"),
+        events: 1,
+    });
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let mut acp = spawn_quiet(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "Rename the crate"))
+        .await;
+    mock.wait_for_requests(1, std::time::Duration::from_secs(10))
+        .await;
+    acp.notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    let (cancelled, _) = acp.until_response(id).await;
+    assert_eq!(cancelled["result"], json!({"stopReason": "cancelled"}));
+    acp.call("session/prompt", prompt(&session, "No, explain it first"))
+        .await;
+    assert_eq!(
+        conversation(&mock, 1),
+        vec![("user".to_string(), vec!["No, explain it first".to_string()])]
+    );
+    drop(acp);
+
+    let mut acp = spawn_quiet(&sandbox, &mock);
+    acp.initialize().await;
+    let replayed = load_updates(&mut acp, &session, &sandbox.work()).await;
+    assert_eq!(
+        support::acp_client::coalesce(replayed),
+        vec![
+            user_chunk("e1", "Rename the crate"),
+            user_chunk("e3", "No, explain it first"),
+            agent_chunk("e4", "Hello from the mock model."),
+        ]
+    );
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    acp.call("session/prompt", prompt(&session, "Thanks")).await;
+    assert_eq!(
+        conversation(&mock, 2),
+        vec![
+            ("user".to_string(), vec!["No, explain it first".to_string()]),
+            (
+                "assistant".to_string(),
+                vec!["Hello from the mock model.".to_string()]
+            ),
+            ("user".to_string(), vec!["Thanks".to_string()]),
+        ]
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
 /// `pincer acp` with `config` in its config.toml (title calls off, so the
 /// side requests are only the compactions').
 fn spawn_quiet(sandbox: &Sandbox, mock: &MockModel) -> support::acp_client::Acp {

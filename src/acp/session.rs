@@ -638,8 +638,12 @@ impl Session {
             &cancel,
         )
         .await;
-        if let RunStop::Failed(error) = &stop {
-            self.forget_unanswered(&mut history, &config.model, error);
+        match &stop {
+            RunStop::Failed(error) => {
+                self.forget_unanswered(&mut history, &config.model, Some(error));
+            }
+            RunStop::Cancelled => self.forget_unanswered(&mut history, &config.model, None),
+            _ => {}
         }
         if let Some(prompt) = first_prompt
             && !matches!(stop, RunStop::Failed(_) | RunStop::Cancelled)
@@ -673,17 +677,28 @@ impl Session {
 }
 
 impl Session {
-    /// After a run failed: a prompt the model never answered leaves what
-    /// the model sees, so that the next prompt is not sent glued to it. The
-    /// transcript keeps it with the failed call (which `restore` drops the
-    /// same way), so a replay shows it and its error.
-    fn forget_unanswered(&self, history: &mut Vec<AgentMessage>, model: &Model, error: &LlmError) {
+    /// After a run failed (`error`) or was cancelled: a prompt the model
+    /// never answered leaves what the model sees, so that the next prompt
+    /// is not sent glued to it. The transcript keeps it with the failed or
+    /// cancelled call (which `restore` drops the same way), so a replay
+    /// shows it, and the error that ended it.
+    fn forget_unanswered(
+        &self,
+        history: &mut Vec<AgentMessage>,
+        model: &Model,
+        error: Option<&LlmError>,
+    ) {
         let Some(at) = crate::session::unanswered_prompt(history) else {
             return;
         };
         // A run can fail before any model call (a context overflow that
-        // compaction could not fix); the failure is recorded all the same.
+        // compaction could not fix), or be cancelled before one (during the
+        // trust question); the end is recorded all the same.
         if !history[at..].iter().any(crate::session::is_failed_call) {
+            let stop_reason = match error {
+                Some(_) => crate::llm::StopReason::Error,
+                None => crate::llm::StopReason::Aborted,
+            };
             self.record(transcript::Record::Message {
                 message: crate::llm::Message::Assistant(crate::llm::AssistantMessage {
                     content: Vec::new(),
@@ -691,8 +706,8 @@ impl Session {
                     api: model.api,
                     model: model.id.clone(),
                     auth_profile: None,
-                    stop_reason: crate::llm::StopReason::Error,
-                    error_message: Some(error.to_string()),
+                    stop_reason,
+                    error_message: error.map(ToString::to_string),
                     usage: Default::default(),
                 }),
             });
