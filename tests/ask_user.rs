@@ -329,3 +329,48 @@ async fn pincer_run_has_no_one_to_ask_and_says_so() {
     );
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
+
+/// A question still open when the user cancels the turn is withdrawn:
+/// pincer sends `$/cancel_request` for it, so the editor can close the
+/// form (or the permission dialog) instead of leaving it on screen.
+async fn cancelling_withdraws_the_question(capabilities: Value, asked_by: &str) {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(ask("q1", &colours()));
+    let (mut acp, session) = start(&sandbox, &mock, capabilities).await;
+
+    let id = acp
+        .send("session/prompt", prompt(&session, "style it"))
+        .await;
+    let question = loop {
+        let message = acp.next().await;
+        if message["method"] == asked_by && message.get("id").is_some() {
+            break message;
+        }
+    };
+    acp.notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    let (response, after) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "cancelled"}));
+    let withdrawn: Vec<&Value> = after
+        .iter()
+        .filter(|m| m["method"] == "$/cancel_request")
+        .collect();
+    assert_eq!(
+        withdrawn,
+        vec![
+            &json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": question["id"]}})
+        ]
+    );
+    assert_eq!(mock.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_cancelled_turn_withdraws_its_open_form() {
+    cancelling_withdraws_the_question(json!({"elicitation": {"form": {}}}), ELICITATION).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_turn_withdraws_its_open_permission_question() {
+    cancelling_withdraws_the_question(json!({}), PERMISSION).await;
+}
