@@ -130,16 +130,42 @@ impl Tool for AskUserTool {
     }
 }
 
-/// Checks what the model asked: a question, and distinct, non-empty labels.
+/// At most this many choices: a dialog a person can read at a glance
+/// (Claude Code's own question tool offers up to four).
+const MAX_CHOICES: usize = 12;
+/// Characters of a question, and of a choice's label and description: a
+/// model that pastes a file into a dialog is told to put it in its reply.
+const MAX_QUESTION: usize = 2_000;
+const MAX_LABEL: usize = 200;
+
+/// Checks what the model asked: a question, and distinct, non-empty labels,
+/// all of a size an editor's dialog can show.
 fn question(call_id: &str, args: Args) -> Result<Question, String> {
     let text = args.question.trim().to_string();
     if text.is_empty() {
         return Err("ask_user needs a non-empty `question`.".to_string());
     }
+    if text.chars().count() > MAX_QUESTION {
+        return Err(format!(
+            "The ask_user question is longer than {MAX_QUESTION} characters; put the details in your reply and ask a short question."
+        ));
+    }
+    if args.choices.len() > MAX_CHOICES {
+        return Err(format!(
+            "ask_user got {} choices; offer at most {MAX_CHOICES}, or ask for a typed answer.",
+            args.choices.len()
+        ));
+    }
     let mut seen = std::collections::HashSet::new();
     for choice in &args.choices {
         if choice.label.trim().is_empty() {
             return Err("Every choice of ask_user needs a non-empty `label`.".to_string());
+        }
+        let long = |s: &str| s.chars().count() > MAX_LABEL;
+        if long(&choice.label) || choice.description.as_deref().is_some_and(long) {
+            return Err(format!(
+                "A choice of ask_user has a label or description longer than {MAX_LABEL} characters; keep choices short."
+            ));
         }
         if !seen.insert(choice.label.as_str()) {
             return Err(format!(
@@ -231,6 +257,12 @@ mod tests {
             serde_json::json!({"question": "  "}),
             serde_json::json!({"question": "Q", "choices": [{"label": ""}]}),
             serde_json::json!({"question": "Q", "choices": [{"label": "a"}, {"label": "a"}]}),
+            serde_json::json!({"question": "Q".repeat(MAX_QUESTION + 1)}),
+            serde_json::json!({"question": "Q", "choices": (0..=MAX_CHOICES)
+                .map(|i| serde_json::json!({"label": i.to_string()}))
+                .collect::<Vec<_>>()}),
+            serde_json::json!({"question": "Q", "choices": [{"label": "a".repeat(MAX_LABEL + 1)}]}),
+            serde_json::json!({"question": "Q", "choices": [{"label": "a", "description": "d".repeat(MAX_LABEL + 1)}]}),
         ] {
             let output = AskUserTool.execute(args, &ctx(Some(asker.clone()))).await;
             assert!(output.is_error, "{output:?}");
