@@ -98,9 +98,7 @@ impl Callback {
             Ok(provider) => page(
                 200,
                 "Logged in",
-                &format!(
-                    "pincer is logged in to {provider}. You can close this tab and go back to your editor."
-                ),
+                &format!("pincer is logged in to {provider}. You can close this tab."),
             ),
             Err(e) => page(
                 400,
