@@ -440,9 +440,14 @@ pub async fn browser_login(
             provider.to_string(),
             tokens.clone(),
         );
+        let path = store.path().to_path_buf();
+        // The profiles lock is a blocking file lock.
         tokio::task::spawn_blocking(move || save(&store, &id, &provider_owned, &saved))
             .await
-            .map_err(|e| OAuthError::Network(e.to_string()))??;
+            .map_err(|e| StoreError::Io {
+                path,
+                source: std::io::Error::other(e.to_string()),
+            })??;
         Ok(tokens)
     }
     .await;
