@@ -8,6 +8,7 @@
 //! holds for its whole run, so a second prompt for a busy session waits its
 //! turn instead of interleaving.
 
+mod auth;
 mod commands;
 mod editor;
 mod session;
@@ -99,11 +100,20 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: AuthenticateRequest, responder, _cx| match s2
-                .authenticate(&req.method_id.0)
-            {
-                Ok(()) => responder.respond(AuthenticateResponse::new()),
-                Err(e) => responder.respond_with_error(e),
+            async move |req: AuthenticateRequest, responder, cx: ConnectionTo<Client>| {
+                // A browser login takes minutes: the connection keeps
+                // serving meanwhile.
+                let server = s2.clone();
+                cx.spawn(async move {
+                    let sent = match server.authenticate(&req.method_id.0).await {
+                        Ok(()) => responder.respond(AuthenticateResponse::new()),
+                        Err(e) => responder.respond_with_error(e),
+                    };
+                    if let Err(e) = sent {
+                        tracing::warn!(error = %e, "could not answer authenticate");
+                    }
+                    Ok(())
+                })
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -298,10 +308,20 @@ impl Server {
                     )
                     .auth(AgentAuthCapabilities::new().logout(LogoutCapabilities::new())),
             )
-            .auth_methods(auth_methods(
-                req.client_capabilities.auth.terminal,
-                legacy_terminal,
-            ))
+            .auth_methods({
+                let mut methods =
+                    auth_methods(req.client_capabilities.auth.terminal, legacy_terminal);
+                // The browser logins go before the methods that only check
+                // for a key: they are the ones that do something.
+                let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+                let settings = Settings::load_from_process(&cwd).ok();
+                let at = methods
+                    .iter()
+                    .position(|m| matches!(m, AuthMethod::Agent(_)))
+                    .unwrap_or(methods.len());
+                methods.splice(at..at, auth::oauth_methods(settings.as_ref()));
+                methods
+            })
             .agent_info(Implementation::new("pincer", env!("CARGO_PKG_VERSION")).title("pincer"))
     }
 
@@ -322,11 +342,15 @@ impl Server {
 
     /// `authenticate`: whether the method's provider has a credential now
     /// (its environment variable, a stored profile, another tool's login).
-    /// Logins themselves happen in a terminal (`pincer login`); this checks
-    /// what they left.
-    fn authenticate(&self, method: &str) -> Result<(), Error> {
+    /// A `<provider>-oauth` method runs the browser login when there is
+    /// none ([`auth::authenticate`]); the others leave logins to a terminal
+    /// (`pincer login`) and check what they left.
+    async fn authenticate(&self, method: &str) -> Result<(), Error> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let settings = self.settings(&cwd)?;
+        if let Some(provider) = auth::oauth_method_provider(&settings, method) {
+            return auth::authenticate(&settings, &self.http, &provider).await;
+        }
         let model = match method_provider(method) {
             Some(provider) => settings
                 .catalog

@@ -44,6 +44,7 @@ async fn initialize_reports_honest_capabilities() {
     assert_eq!(
         auth_ids,
         vec![
+            "anthropic-oauth",
             "anthropic-api-key",
             "openai-api-key",
             "gemini-api-key",

@@ -41,6 +41,7 @@ async fn a_bare_client_from_an_empty_home_gets_usable_methods_in_both_forms() {
     assert_eq!(
         agent,
         vec![
+            "anthropic-oauth",
             "anthropic-api-key",
             "openai-api-key",
             "gemini-api-key",

@@ -354,3 +354,35 @@ async fn two_processes_with_an_expired_token_refresh_it_once() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_silent_connection_to_the_login_listener_does_not_hold_up_the_redirect() {
+    let (server, auth) = start_auth_server().await;
+    let sandbox = Sandbox::new();
+    write_config(&sandbox, &server, "");
+    let (child, url, stderr) = start_login(&sandbox, &auth).await;
+    let redirect = param(&url, "redirect_uri");
+    let port = url::Url::parse(&redirect).unwrap().port().unwrap();
+    // Something on the machine connects first and never sends a byte.
+    let _silent = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let state = param(&url, "state");
+    let page = tokio::time::timeout(
+        Duration::from_secs(20),
+        reqwest::get(format!("{redirect}?code=good-code&state={state}")),
+    )
+    .await
+    .expect("the redirect waited behind the silent connection")
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    assert!(page.contains("logged in"), "{page}");
+    let out = child.wait_with_output().await.unwrap();
+    assert!(out.status.success(), "{}", stderr.await.unwrap());
+    assert_eq!(
+        profiles(&sandbox)["profiles"]["anthropic:oauth"]["access"],
+        "sk-ant-oat01-first"
+    );
+}

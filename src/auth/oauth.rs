@@ -12,6 +12,14 @@
 //!
 //! Endpoints, client id and scopes are per-provider settings
 //! (`[oauth.<provider>]` in config.toml); Anthropic's are built in.
+//!
+//! An editor's `authenticate` has no terminal to paste into, so
+//! [`browser_login`] runs the same flow with a loopback redirect only
+//! ([`OAuthConfig::loopback`]), opening the browser itself
+//! ([`browser`]) and taking the redirect on [`loopback::Listener`].
+
+pub mod browser;
+pub mod loopback;
 
 use std::time::Duration;
 
@@ -39,6 +47,25 @@ pub struct OAuthConfig {
     /// `json` for token endpoints that take JSON (Anthropic's), else the
     /// standard form encoding.
     pub token_format: Option<String>,
+    /// A loopback redirect the provider also accepts when `redirect_uri` is
+    /// a page that shows a code to paste (`http://localhost/callback`: any
+    /// port). Logins without a terminal (an editor's `authenticate`) use
+    /// it; without one, such a provider logs in only in a terminal.
+    pub loopback_redirect: String,
+}
+
+impl OAuthConfig {
+    /// Where the browser comes back to in a login without a terminal: the
+    /// loopback listener when `redirect_uri` is empty, `redirect_uri`
+    /// itself when it is a loopback address, else `loopback_redirect`.
+    /// `None`: the provider only redirects to a page to paste from.
+    pub fn loopback(&self) -> Option<loopback::LoopbackRedirect> {
+        if self.redirect_uri.is_empty() {
+            return Some(loopback::LoopbackRedirect::any_port());
+        }
+        loopback::LoopbackRedirect::parse(&self.redirect_uri)
+            .or_else(|| loopback::LoopbackRedirect::parse(&self.loopback_redirect))
+    }
 }
 
 /// The built-in settings for a provider, if pincer knows them.
@@ -57,6 +84,10 @@ pub fn builtin(provider: &str) -> Option<OAuthConfig> {
             ],
             redirect_uri: "https://console.anthropic.com/oauth/code/callback".to_string(),
             token_format: Some("json".to_string()),
+            // Claude Code's own login sends `http://localhost:<port>/callback`
+            // with this client id (its "automatic" flow), the port its
+            // listener got; the paste page is its fallback.
+            loopback_redirect: "http://localhost/callback".to_string(),
         }),
         _ => None,
     }
@@ -81,6 +112,25 @@ pub enum OAuthError {
     NotOAuth(String),
     #[error("no OAuth settings for provider {0}; add [oauth.{0}] to config.toml")]
     Unconfigured(String),
+    #[error(
+        "the {0} login redirects to a page that shows a code to paste, which an editor cannot take; log in in a terminal: `pincer login --provider {0} --oauth`"
+    )]
+    NoLoopback(String),
+    #[error("cannot listen on 127.0.0.1:{port} for the login redirect: {message}")]
+    Listener { port: u16, message: String },
+    #[error(
+        "the {provider} login in the browser did not finish within {}; start it again, or log in in a terminal: `pincer login --provider {provider} --oauth`",
+        humantime::format_duration(*after)
+    )]
+    TimedOut { provider: String, after: Duration },
+    #[error(
+        "pincer could not open a browser for the {provider} login ({}); set BROWSER to your browser's command in the environment the editor starts pincer with, or log in in a terminal: `pincer login --provider {provider} --oauth`",
+        if tried.is_empty() { "no BROWSER and no display".to_string() } else { tried.join("; ") }
+    )]
+    NoBrowser {
+        provider: String,
+        tried: Vec<String>,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -315,6 +365,96 @@ pub async fn exchange(
     .await
 }
 
+/// Stores tokens as the `oauth` profile `id`, replacing what it held (and
+/// its failure history), the way `pincer login --oauth` does.
+pub fn save(store: &Store, id: &str, provider: &str, tokens: &Tokens) -> Result<(), StoreError> {
+    store.modify(|profiles| {
+        profiles.profiles.insert(
+            id.to_string(),
+            Credential::Oauth {
+                provider: provider.to_string(),
+                access: tokens.access.expose().to_string(),
+                refresh: tokens.refresh.expose().to_string(),
+                expires: tokens.expires,
+                account: tokens.account.clone(),
+            },
+        );
+        profiles.usage_stats.remove(id);
+    })
+}
+
+/// A login without a terminal: opens the provider's authorization page in
+/// the user's browser, takes the redirect on a loopback listener (for at
+/// most `timeout`), exchanges the code and stores the tokens as profile
+/// `id`. The browser's tab is told how it ended. `env` gives `BROWSER` and
+/// the display variables.
+pub async fn browser_login(
+    http: &reqwest::Client,
+    config: &OAuthConfig,
+    provider: &str,
+    store: &Store,
+    id: &str,
+    timeout: Duration,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Tokens, OAuthError> {
+    let redirect = config
+        .loopback()
+        .ok_or_else(|| OAuthError::NoLoopback(provider.to_string()))?;
+    let listener = loopback::Listener::bind(provider, &redirect).await?;
+    let redirect_uri = listener.redirect_uri().to_string();
+    let pkce = Pkce::new();
+    let state = new_state();
+    let url = authorize_url(config, &redirect_uri, &pkce, &state);
+    let waiting = listener.wait(&state, timeout);
+    tokio::pin!(waiting);
+    // The redirect may come back while the browser command still runs (a
+    // browser that only returns when its window closes).
+    let callback = tokio::select! {
+        callback = &mut waiting => callback,
+        opened = browser::open(&url, env) => match opened {
+            Ok(program) => {
+                tracing::info!(provider, browser = %program, "waiting for the OAuth redirect");
+                waiting.await
+            }
+            Err(tried) => {
+                return Err(OAuthError::NoBrowser { provider: provider.to_string(), tried });
+            }
+        },
+    };
+    let callback = callback?;
+    let now = super::millis(std::time::SystemTime::now());
+    let result = async {
+        let tokens = exchange(
+            http,
+            config,
+            &callback.code,
+            &pkce,
+            &redirect_uri,
+            &state,
+            now,
+        )
+        .await?;
+        let (store, id, provider_owned, saved) = (
+            store.clone(),
+            id.to_string(),
+            provider.to_string(),
+            tokens.clone(),
+        );
+        let path = store.path().to_path_buf();
+        // The profiles lock is a blocking file lock.
+        tokio::task::spawn_blocking(move || save(&store, &id, &provider_owned, &saved))
+            .await
+            .map_err(|e| StoreError::Io {
+                path,
+                source: std::io::Error::other(e.to_string()),
+            })??;
+        Ok(tokens)
+    }
+    .await;
+    callback.finish(result.as_ref().map(|_| provider)).await;
+    result
+}
+
 /// Makes sure profile `id` holds an access token valid for at least
 /// [`REFRESH_MARGIN_MS`], refreshing it under the profiles lock. A process
 /// that waited for the lock finds the token another one refreshed and
@@ -454,6 +594,49 @@ mod tests {
             "org:create_api_key user:profile user:inference"
         );
         assert!(!url.contains(pkce.verifier.expose()));
+    }
+
+    #[tokio::test]
+    async fn anthropic_logs_in_without_a_terminal_through_localhost() {
+        // Claude Code's automatic flow: `http://localhost:<port>/callback`,
+        // the listener on the loopback interface.
+        let config = builtin("anthropic").unwrap();
+        let redirect = config.loopback().unwrap();
+        assert_eq!(
+            redirect,
+            loopback::LoopbackRedirect {
+                host: "localhost".to_string(),
+                port: 0,
+                path: "/callback".to_string()
+            }
+        );
+        let listener = loopback::Listener::bind("anthropic", &redirect)
+            .await
+            .unwrap();
+        let port: u16 = listener
+            .redirect_uri()
+            .strip_prefix("http://localhost:")
+            .and_then(|rest| rest.strip_suffix("/callback"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(port > 0);
+        assert!(
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+        );
+        // A configured provider: empty means loopback on 127.0.0.1, a
+        // loopback address is used as it is, a paste page alone is none.
+        let mut config = OAuthConfig::default();
+        assert_eq!(
+            config.loopback(),
+            Some(loopback::LoopbackRedirect::any_port())
+        );
+        config.redirect_uri = "http://127.0.0.1:8085/cb".to_string();
+        assert_eq!(config.loopback().unwrap().port, 8085);
+        config.redirect_uri = "https://example.com/code".to_string();
+        assert_eq!(config.loopback(), None);
     }
 
     #[test]

@@ -300,56 +300,62 @@ pub fn logout(id: &str) -> anyhow::Result<()> {
 
 /// `pincer login --provider X --oauth`: the authorization code flow with
 /// PKCE. The address to open goes to stderr (and to a browser when one can
-/// be started); the redirect arrives at a loopback listener or is pasted.
-/// The profile is `id`, by default `<provider>:oauth` (so that it does not
-/// replace an API key stored as `<provider>:default`).
+/// be started); the redirect arrives at a loopback listener (when the
+/// provider redirects to one) or is pasted. The profile is `id`, by default
+/// `<provider>:oauth` (so that it does not replace an API key stored as
+/// `<provider>:default`).
 pub async fn login_oauth(provider: &str, id: Option<String>) -> anyhow::Result<()> {
-    use crate::auth::oauth;
+    use crate::auth::oauth::{self, loopback};
     let settings = settings()?;
     let config = settings
         .oauth(provider)
         .ok_or_else(|| oauth::OAuthError::Unconfigured(provider.to_string()))?;
     let pkce = oauth::Pkce::new();
     let state = oauth::new_state();
-    let listener = if config.redirect_uri.is_empty() {
-        Some(tokio::net::TcpListener::bind("127.0.0.1:0").await?)
+    // Here the redirect the provider names is used as it is: a page to
+    // paste from stays one, as a terminal can take the paste.
+    let redirect = if config.redirect_uri.is_empty() {
+        Some(loopback::LoopbackRedirect::any_port())
     } else {
-        None
+        loopback::LoopbackRedirect::parse(&config.redirect_uri)
+    };
+    let listener = match &redirect {
+        Some(redirect) => Some(loopback::Listener::bind(provider, redirect).await?),
+        None => None,
     };
     let redirect_uri = match &listener {
-        Some(listener) => format!(
-            "http://127.0.0.1:{}/callback",
-            listener.local_addr()?.port()
-        ),
+        Some(listener) => listener.redirect_uri().to_string(),
         None => config.redirect_uri.clone(),
     };
     let url = oauth::authorize_url(&config, &redirect_uri, &pkce, &state);
     eprintln!("Open this address to log in to {provider}:\n\n{url}\n");
-    open_browser(&url);
+    // A browser that is not there is fine: the address is printed.
+    tokio::spawn(async move {
+        let _ = oauth::browser::open(&url, |key| std::env::var(key).ok()).await;
+    });
     eprintln!("Then paste the address you were sent to (or the code shown) and press Enter:");
-    let input = tokio::select! {
-        line = read_line() => line?,
-        target = wait_for_redirect(listener) => target?,
+    let (code, callback) = tokio::select! {
+        line = read_line() => (oauth::code_from(&line?, &state)?, None),
+        callback = wait_for_redirect(listener, &state) => {
+            let callback = callback?;
+            (callback.code.clone(), Some(callback))
+        }
     };
-    let code = oauth::code_from(&input, &state)?;
     let now = crate::auth::millis(SystemTime::now());
     let http = crate::llm::http_client()?;
-    let tokens = oauth::exchange(&http, &config, &code, &pkce, &redirect_uri, &state, now).await?;
     let id = id.unwrap_or_else(|| format!("{provider}:oauth"));
     let store = store(&settings);
-    store.modify(|profiles| {
-        profiles.profiles.insert(
-            id.clone(),
-            Credential::Oauth {
-                provider: provider.to_string(),
-                access: tokens.access.expose().to_string(),
-                refresh: tokens.refresh.expose().to_string(),
-                expires: tokens.expires,
-                account: tokens.account.clone(),
-            },
-        );
-        profiles.usage_stats.remove(&id);
-    })?;
+    let result = async {
+        let tokens =
+            oauth::exchange(&http, &config, &code, &pkce, &redirect_uri, &state, now).await?;
+        oauth::save(&store, &id, provider, &tokens)?;
+        Ok::<_, oauth::OAuthError>(tokens)
+    }
+    .await;
+    if let Some(callback) = callback {
+        callback.finish(result.as_ref().map(|_| provider)).await;
+    }
+    let tokens = result?;
     let account = tokens
         .account
         .as_deref()
@@ -363,6 +369,9 @@ pub async fn login_oauth(provider: &str, id: Option<String>) -> anyhow::Result<(
     Ok(())
 }
 
+/// How long `pincer login --oauth` waits for the browser's redirect.
+const REDIRECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 async fn read_line() -> anyhow::Result<String> {
     let line = tokio::task::spawn_blocking(|| {
         let mut line = String::new();
@@ -375,59 +384,16 @@ async fn read_line() -> anyhow::Result<String> {
     Ok(line)
 }
 
-/// Waits for the browser's redirect on the loopback listener; returns the
-/// full redirect address. Without a listener, waits forever (the pasted
-/// line wins).
-async fn wait_for_redirect(listener: Option<tokio::net::TcpListener>) -> anyhow::Result<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Some(listener) = listener else {
-        return std::future::pending().await;
-    };
-    let port = listener.local_addr()?.port();
-    loop {
-        let (mut socket, _) = listener.accept().await?;
-        let mut buffer = vec![0u8; 8192];
-        let n = socket.read(&mut buffer).await?;
-        let request = String::from_utf8_lossy(&buffer[..n]);
-        let target = request
-            .lines()
-            .next()
-            .and_then(|line| line.split_whitespace().nth(1))
-            .unwrap_or_default()
-            .to_string();
-        if !target.starts_with("/callback") {
-            let _ = socket
-                .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
-                .await;
-            continue;
-        }
-        let body = "<html><body><p>pincer is logged in. You can close this tab.</p></body></html>";
-        let response = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        let _ = socket.write_all(response.as_bytes()).await;
-        return Ok(format!("http://127.0.0.1:{port}{target}"));
+/// Waits for the browser's redirect on the loopback listener. Without a
+/// listener, waits forever (the pasted line wins).
+async fn wait_for_redirect(
+    listener: Option<crate::auth::oauth::loopback::Listener>,
+    state: &str,
+) -> Result<crate::auth::oauth::loopback::Callback, crate::auth::oauth::OAuthError> {
+    match listener {
+        Some(listener) => listener.wait(state, REDIRECT_TIMEOUT).await,
+        None => std::future::pending().await,
     }
-}
-
-/// Opens `url` in a browser when the machine seems to have one; a failure
-/// is fine (the address is printed).
-fn open_browser(url: &str) {
-    let opener = if cfg!(target_os = "macos") {
-        "open"
-    } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some()
-    {
-        "xdg-open"
-    } else {
-        return;
-    };
-    let _ = std::process::Command::new(opener)
-        .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
 }
 
 #[cfg(test)]
