@@ -152,7 +152,10 @@ async fn appended_instructions_come_after_the_projects_agents_md() {
         ]}),
     )
     .await;
-    let session = response["result"]["sessionId"].as_str().unwrap().to_string();
+    let session = response["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     let system = prompt_once(&mut acp, &mock, &session, "hello").await;
 
@@ -186,7 +189,10 @@ async fn overriding_instructions_replace_pincers_but_keep_tools_environment_and_
         system_prompt("override", "You are Nib, a terse code reviewer."),
     )
     .await;
-    let session = response["result"]["sessionId"].as_str().unwrap().to_string();
+    let session = response["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     let system = prompt_once(&mut acp, &mock, &session, "hello").await;
 
@@ -219,7 +225,10 @@ async fn the_prompt_is_kept_by_load_and_resume_in_a_new_process() {
         system_prompt("append", "Answer in French."),
     )
     .await;
-    let session = response["result"]["sessionId"].as_str().unwrap().to_string();
+    let session = response["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let first = prompt_once(&mut acp, &mock, &session, "hello").await;
     assert!(
         first.ends_with(&format!("\n{APPENDED_HEADING}Answer in French.\n")),
@@ -251,7 +260,10 @@ async fn a_load_with_another_prompt_replaces_the_stored_one() {
         system_prompt("append", "Answer in French."),
     )
     .await;
-    let session = response["result"]["sessionId"].as_str().unwrap().to_string();
+    let session = response["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
     prompt_once(&mut acp, &mock, &session, "hello").await;
     drop(acp);
 
@@ -350,7 +362,9 @@ async fn an_unusable_prompt_is_refused_and_nothing_is_created_or_loaded() {
                 "{method} {system}"
             );
             assert_eq!(updates_of(&before), Vec::<Value>::new(), "{method}");
-            let id = acp.send("session/prompt", prompt(&session, "still there?")).await;
+            let id = acp
+                .send("session/prompt", prompt(&session, "still there?"))
+                .await;
             let (response, _) = acp.until_response(id).await;
             assert!(response["error"].is_object(), "{method}: {response}");
         }
@@ -374,7 +388,10 @@ async fn the_request_prefix_stays_identical_across_prompts() {
         system_prompt("append", "Answer in French."),
     )
     .await;
-    let session = response["result"]["sessionId"].as_str().unwrap().to_string();
+    let session = response["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
     prompt_once(&mut acp, &mock, &session, "hello").await;
     set_clock(&sandbox, "2026-11-24T10:00:00Z");
     prompt_once(&mut acp, &mock, &session, "an hour later").await;
@@ -412,4 +429,44 @@ fn without_cache_marks(value: &Value) -> Value {
         Value::Array(items) => Value::Array(items.iter().map(without_cache_marks).collect()),
         other => other.clone(),
     }
+}
+
+/// `pincer run --append-system-prompt`: the same placement as an editor's
+/// `append`, after the project's AGENTS.md.
+#[tokio::test]
+async fn run_appends_instructions_after_the_projects_context() {
+    let sandbox = Sandbox::new();
+    sandbox.write("AGENTS.md", "Project rule: indent with tabs.\n");
+    let mock = MockModel::start().await;
+    for args in [
+        vec!["run", "hello"],
+        vec![
+            "run",
+            "--append-system-prompt",
+            "Answer in French.",
+            "hello",
+        ],
+    ] {
+        mock.push(Reply::sse(anthropic_text("ok", 10)));
+        let mut cmd = sandbox.command(&args);
+        cmd.env("ANTHROPIC_API_KEY", "test-key")
+            .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+            .env("TZ", "UTC")
+            .stdin(std::process::Stdio::null());
+        let out = tokio::time::timeout(std::time::Duration::from_secs(20), cmd.output())
+            .await
+            .expect("pincer finished")
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+    let requests = mock.requests();
+    let (default, appended) = (system_of(&requests[0].body), system_of(&requests[1].body));
+    assert!(
+        default.contains("Project rule: indent with tabs."),
+        "{default}"
+    );
+    assert_eq!(
+        appended,
+        format!("{default}\n{APPENDED_HEADING}Answer in French.\n")
+    );
 }
