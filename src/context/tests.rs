@@ -517,3 +517,31 @@ fn an_overriding_client_prompt_replaces_identity_and_safety_only() {
         ]
     );
 }
+
+/// A trusted project's SYSTEM.md would replace pincer's opening sections;
+/// with the client's override it is kept as the project's instructions
+/// after the client's text, and the tool list stays.
+#[test]
+fn an_overriding_client_prompt_keeps_a_trusted_system_md_as_project_instructions() {
+    let (_dir, root, sources) = temp_sources();
+    write(&root.join("project/.pincer/SYSTEM.md"), "Use tabs.\n");
+    let client = ClientPrompt {
+        mode: ClientPromptMode::Override,
+        text: "You are a code reviewer.".into(),
+    };
+
+    let prompt = assemble_with(
+        &sources,
+        &model(),
+        &tools(&["bash"]),
+        &host(),
+        Some(&client),
+    );
+
+    let start = format!(
+        "You are a code reviewer.\n\n# Tools\n- bash: Run a shell command.\n\n# Project \
+         instructions\nFrom {root}/project/.pincer/SYSTEM.md:\n\nUse tabs.\n\n# Environment\n",
+        root = root.display()
+    );
+    assert_eq!(prompt.text.get(..start.len()), Some(start.as_str()));
+}
