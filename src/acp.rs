@@ -12,6 +12,7 @@ mod auth;
 mod commands;
 mod editor;
 mod session;
+mod system_prompt;
 pub mod transport;
 pub mod updates;
 
@@ -274,6 +275,14 @@ fn invalid_params(message: impl Into<String>) -> Error {
     Error::invalid_params().data(serde_json::json!({ "message": message }))
 }
 
+/// The request's `systemPrompt` as the session's instructions, or the
+/// `-32602` that refuses the request before any session is touched.
+fn checked_client_prompt(
+    prompt: Option<&agent_client_protocol::v1::schema::SystemPrompt>,
+) -> Result<Option<crate::context::ClientPrompt>, Error> {
+    system_prompt::client_prompt(prompt).map_err(|e| invalid_params(e.to_string()))
+}
+
 impl Server {
     fn initialize(&self, req: InitializeRequest) -> InitializeResponse {
         *lock(&self.client) = req.client_capabilities.clone();
@@ -304,7 +313,8 @@ impl Server {
                             .list(SessionListCapabilities::new())
                             .delete(SessionDeleteCapabilities::new())
                             .resume(SessionResumeCapabilities::new())
-                            .close(SessionCloseCapabilities::new()),
+                            .close(SessionCloseCapabilities::new())
+                            .system_prompt(system_prompt::capabilities()),
                     )
                     .auth(AgentAuthCapabilities::new().logout(LogoutCapabilities::new())),
             )
@@ -392,6 +402,7 @@ impl Server {
     }
 
     fn new_session(&self, req: NewSessionRequest) -> Result<NewSessionResponse, Error> {
+        let client_prompt = checked_client_prompt(req.system_prompt.as_ref())?;
         crate::session::check_cwd(&req.cwd).map_err(|e| invalid_params(e.to_string()))?;
         let settings = self.settings(&req.cwd)?;
         let model = settings
@@ -421,6 +432,9 @@ impl Server {
             writer,
             mcp,
         ));
+        if let Some(prompt) = client_prompt {
+            session.set_client_prompt(prompt);
+        }
         let options = session.config_options();
         lock(&self.sessions).insert(id.clone(), session.clone());
         let modes = session.mode_state();
@@ -432,12 +446,14 @@ impl Server {
     /// `session/load`: restores a session from its transcript and replays
     /// its history to the editor before answering.
     async fn load_session(&self, req: LoadSessionRequest) -> Result<LoadSessionResponse, Error> {
+        let client_prompt = checked_client_prompt(req.system_prompt.as_ref())?;
         let session = self
             .restore_session(
                 &req.session_id,
                 req.cwd,
                 req.additional_directories,
                 req.mcp_servers,
+                client_prompt,
                 true,
             )
             .await?;
@@ -451,12 +467,14 @@ impl Server {
         &self,
         req: ResumeSessionRequest,
     ) -> Result<ResumeSessionResponse, Error> {
+        let client_prompt = checked_client_prompt(req.system_prompt.as_ref())?;
         let session = self
             .restore_session(
                 &req.session_id,
                 req.cwd,
                 req.additional_directories,
                 req.mcp_servers,
+                client_prompt,
                 false,
             )
             .await?;
@@ -469,13 +487,15 @@ impl Server {
     /// editor first, straight to stdout in blocks of lines (see
     /// [`Drain::send_lines`]), so the answer goes out after them. Reading
     /// and serialising happen on the blocking pool, off the connection's
-    /// thread.
+    /// thread. A `client_prompt` (the request's `systemPrompt`) replaces
+    /// the one stored with the session; without one, the stored one holds.
     async fn restore_session(
         &self,
         session_id: &SessionId,
         cwd: PathBuf,
         additional: Vec<PathBuf>,
         mcp_servers: Vec<McpServer>,
+        client_prompt: Option<crate::context::ClientPrompt>,
         replay: bool,
     ) -> Result<Arc<Session>, Error> {
         let id = session_id.0.to_string();
@@ -488,6 +508,9 @@ impl Server {
             if let Some(open) = lock(&self.sessions).get(&id).cloned()
                 && !open.is_written()
             {
+                if let Some(prompt) = client_prompt {
+                    open.set_client_prompt(prompt);
+                }
                 return Ok(open);
             }
             return Err(agent_client_protocol::v1::schema::Error::session_not_found(id).into());
@@ -539,6 +562,9 @@ impl Server {
             mcp,
         ));
         session.restore(restored).map_err(invalid_params)?;
+        if let Some(prompt) = client_prompt {
+            session.set_client_prompt(prompt);
+        }
         for block in blocks {
             if !self.drain.send_lines(block).await {
                 break;

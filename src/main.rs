@@ -53,6 +53,10 @@ enum Command {
         /// keys that narrow what pincer does.
         #[arg(long)]
         trust: bool,
+        /// Instructions added to the system prompt for this run, after the
+        /// project's context (AGENTS.md and the like).
+        #[arg(long, value_name = "TEXT")]
+        append_system_prompt: Option<String>,
     },
     /// Trust a project's configuration (.pincer/config.toml) as it is now:
     /// its MCP servers start, its providers and model apply. Changing the
@@ -287,12 +291,14 @@ fn main() -> std::process::ExitCode {
                 json,
                 mode,
                 trust,
+                append_system_prompt,
             } => match pincer::cli::run::run(RunOptions {
                 prompt,
                 model,
                 json,
                 mode,
                 trust,
+                append_system_prompt,
             })
             .await
             {

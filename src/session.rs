@@ -117,6 +117,8 @@ pub struct Restored {
     pub mode: Option<Mode>,
     /// What messages sent while the agent works do.
     pub queue: Option<crate::agent::QueueMode>,
+    /// The client's instructions for the session, as it last gave them.
+    pub client_prompt: Option<crate::context::ClientPrompt>,
     /// The latest model-written title, if any.
     pub title: Option<String>,
     /// When the model last answered (how old its prompt cache is).
@@ -270,6 +272,7 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             Record::ThinkingChange { level } => restored.thinking = Some(level),
             Record::ModeChange { mode } => restored.mode = Some(mode),
             Record::QueueChange { queue } => restored.queue = Some(queue),
+            Record::SystemPrompt { prompt } => restored.client_prompt = Some(prompt),
             Record::Title { title } => restored.title = Some(title),
             Record::Notice { text } => {
                 restored.push(AgentMessage::Notice { text });
@@ -549,6 +552,31 @@ mod tests {
                 usage: Default::default(),
             }),
         }
+    }
+
+    /// The client's instructions as it last gave them count; they are
+    /// session state, not something the model or the user sees in history.
+    #[test]
+    fn the_latest_client_prompt_is_restored() {
+        use crate::context::{ClientPrompt, ClientPromptMode};
+        let first = ClientPrompt::append("Answer in French.");
+        let second = ClientPrompt {
+            mode: ClientPromptMode::Override,
+            text: "You are a reviewer.".into(),
+        };
+        let restored = restore(vec![
+            entry(1, Record::SystemPrompt { prompt: first }),
+            entry(2, user("hi")),
+            entry(3, assistant("salut", crate::llm::StopReason::Stop)),
+            entry(
+                4,
+                Record::SystemPrompt {
+                    prompt: second.clone(),
+                },
+            ),
+        ]);
+        assert_eq!(restored.client_prompt, Some(second));
+        assert_eq!(restored.history.len(), 2);
     }
 
     /// Every shown entry keeps its transcript entry's id (its `messageId`),

@@ -58,7 +58,10 @@ async fn initialize_reports_honest_capabilities() {
             "loadSession": true,
             "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             "mcpCapabilities": {"http": true, "sse": false},
-            "sessionCapabilities": {"additionalDirectories": {}, "list": {}, "delete": {}, "resume": {}, "close": {}},
+            "sessionCapabilities": {
+                "additionalDirectories": {}, "list": {}, "delete": {}, "resume": {}, "close": {},
+                "systemPrompt": {"mode": {"override": {}}}
+            },
             "auth": {"logout": {}}
         })
     );

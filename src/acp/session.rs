@@ -123,6 +123,8 @@ struct State {
     compactions: u64,
     /// When the model last answered in this session.
     last_call: Option<std::time::SystemTime>,
+    /// The client's instructions for the session (ACP `systemPrompt`).
+    client_prompt: Option<crate::context::ClientPrompt>,
 }
 
 impl Session {
@@ -160,6 +162,7 @@ impl Session {
                 total_cost: 0.0,
                 compactions: 0,
                 last_call: None,
+                client_prompt: None,
             }),
             history: tokio::sync::Mutex::new(Vec::new()),
             transcript: Mutex::new(transcript),
@@ -256,6 +259,7 @@ impl Session {
         {
             let mut state = lock(&self.state);
             state.last_call = restored.last_call;
+            state.client_prompt = restored.client_prompt.clone();
             // Live compactions continue the ids the replay gave the earlier
             // ones: an id is unique within the session.
             state.compactions = restored
@@ -270,6 +274,22 @@ impl Session {
             .map_err(|_| "the session is busy".to_string())?;
         *history = restored.history;
         Ok(())
+    }
+
+    /// Gives the session the client's instructions; the transcript records
+    /// them when they differ from the ones the session has, so that a later
+    /// load without any keeps them and a reload with the same ones adds
+    /// nothing.
+    pub fn set_client_prompt(&self, prompt: crate::context::ClientPrompt) {
+        let changed = {
+            let mut state = lock(&self.state);
+            let changed = state.client_prompt.as_ref() != Some(&prompt);
+            state.client_prompt = Some(prompt.clone());
+            changed
+        };
+        if changed {
+            self.record(transcript::Record::SystemPrompt { prompt });
+        }
     }
 
     /// Whether the session's transcript is on disk (it is written from the
@@ -776,7 +796,7 @@ impl Session {
     /// The run's configuration (with a fresh system prompt) and its cancel
     /// token, which `session/cancel` reaches.
     fn turn_config(&self) -> Result<(agent::AgentConfig, CancellationToken), Error> {
-        let (model, thinking, last_call, cancel) = {
+        let (model, thinking, last_call, cancel, client_prompt) = {
             let mut state = lock(&self.state);
             if !self.settings().has_credentials(&state.model) {
                 return Err(auth_required(
@@ -789,6 +809,7 @@ impl Session {
                 state.thinking,
                 state.last_call,
                 state.cancel.clone(),
+                state.client_prompt.clone(),
             )
         };
         let guard = self
@@ -807,7 +828,12 @@ impl Session {
             .cloned()
             .collect();
         // Files are read outside the lock.
-        let system_prompt = crate::context::system_prompt(&self.sources(), &model, &offered);
+        let system_prompt = crate::context::system_prompt_with(
+            &self.sources(),
+            &model,
+            &offered,
+            client_prompt.as_ref(),
+        );
         for problem in &system_prompt.problems {
             tracing::warn!("{problem}");
         }

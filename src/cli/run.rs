@@ -51,6 +51,9 @@ pub struct RunOptions {
     /// `--trust`: trust the project's configuration for this run. Without
     /// it a headless run never trusts a project it was not told to.
     pub trust: bool,
+    /// `--append-system-prompt`: instructions after the project's context,
+    /// as an editor's `systemPrompt` in `append` mode.
+    pub append_system_prompt: Option<String>,
 }
 
 /// Runs the prompt; the result is the process exit code.
@@ -91,7 +94,13 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
         .filter(|t| guard.offers(t.as_ref(), permissions.mode()))
         .cloned()
         .collect();
-    let system_prompt = crate::context::system_prompt(&sources, &model, &offered);
+    let appended = options
+        .append_system_prompt
+        .as_deref()
+        .filter(|text| !text.trim().is_empty())
+        .map(crate::context::ClientPrompt::append);
+    let system_prompt =
+        crate::context::system_prompt_with(&sources, &model, &offered, appended.as_ref());
     for problem in &system_prompt.problems {
         tracing::warn!("{problem}");
     }

@@ -22,7 +22,8 @@
 //! messages carry provider, api, model, auth profile, stop reason, error
 //! and usage), `tool_result` (with what the editor was shown: `call`,
 //! `display`, `details`), `model_change`, `thinking_change`, `mode_change`,
-//! `queue_change`, `title`, `command`, `notice` and `compaction`.
+//! `queue_change`, `system_prompt`, `title`, `command`, `notice` and
+//! `compaction`.
 //!
 //! Versions: 1 is the first and current format. A pincer reads every
 //! version up to its own and refuses newer files with a message that says
@@ -36,6 +37,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{Mode, QueueMode};
+use crate::context::ClientPrompt;
 use crate::llm::{Message, ThinkingLevel, ToolResultMessage};
 use crate::tools::{CallInfo, Display};
 
@@ -104,6 +106,12 @@ pub enum Record {
     QueueChange {
         queue: QueueMode,
     },
+    /// The instructions the client gave for the session (ACP's
+    /// `systemPrompt`), as it last gave them; they hold until it gives
+    /// others.
+    SystemPrompt {
+        prompt: ClientPrompt,
+    },
     /// A better title for the session, written by a model after the first
     /// turn; the latest one counts.
     Title {
@@ -170,6 +178,7 @@ struct RawEntry {
     level: Option<ThinkingLevel>,
     mode: Option<Mode>,
     queue: Option<QueueMode>,
+    prompt: Option<ClientPrompt>,
     title: Option<String>,
     text: Option<String>,
     summary: Option<String>,
@@ -213,6 +222,9 @@ impl RawEntry {
             },
             "queue_change" => Record::QueueChange {
                 queue: need(self.queue, "queue", kind)?,
+            },
+            "system_prompt" => Record::SystemPrompt {
+                prompt: need(self.prompt, "prompt", kind)?,
             },
             "title" => Record::Title {
                 title: need(self.title, "title", kind)?,
@@ -616,6 +628,35 @@ mod tests {
             writer.append(record.clone()).unwrap();
         }
         records
+    }
+
+    /// The client's prompt sits in its own `prompt` object, so its `mode`
+    /// and `text` never meet the `mode` and `text` of other entry types.
+    #[test]
+    fn a_client_prompt_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let record = Record::SystemPrompt {
+            prompt: ClientPrompt {
+                mode: crate::context::ClientPromptMode::Override,
+                text: "You review code.".into(),
+            },
+        };
+        let mut writer = Writer::create(&path, &Header::new("sess_1", "/p", None)).unwrap();
+        writer.append(record.clone()).unwrap();
+        writer.append(user("hello")).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let line: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+        assert_eq!(
+            (&line["type"], &line["prompt"]),
+            (
+                &serde_json::json!("system_prompt"),
+                &serde_json::json!({"mode": "override", "text": "You review code."})
+            )
+        );
+        let loaded = load(&path).unwrap();
+        let got: Vec<Record> = loaded.entries.iter().map(|e| e.record.clone()).collect();
+        assert_eq!(got, vec![record, user("hello")]);
     }
 
     #[test]
