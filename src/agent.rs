@@ -828,6 +828,14 @@ async fn run_call(
             }),
         }
     };
+    // What the tool reported just before it returned (how a command ended,
+    // its last lines) still goes out, before the call's end.
+    while let Ok(display) = progress_rx.try_recv() {
+        host.emit(AgentEvent::ToolExecutionUpdate {
+            call_id: call.id.clone(),
+            display,
+        });
+    }
     ctx.cancel.cancel();
     output
 }
