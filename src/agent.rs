@@ -143,7 +143,9 @@ pub enum AgentEvent {
         call: ToolCall,
         info: CallInfo,
     },
-    /// What a running call has produced so far (replaces earlier updates).
+    /// What a running call has produced so far (replaces earlier updates;
+    /// a command's [`Display::Live`] also carries what is new since the
+    /// last one, so none may be dropped).
     ToolExecutionUpdate {
         call_id: String,
         display: Vec<Display>,

@@ -138,3 +138,140 @@ fn terminal(call_id: &str) -> ToolCallContent {
 fn meta(key: &str, value: serde_json::Value) -> Meta {
     Meta::from_iter([(key.to_string(), value)])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acp::updates::session_update;
+    use crate::llm::ToolCall;
+    use crate::tools::{CallInfo, LiveOutput, ToolKind, ToolOutput};
+    use pretty_assertions::assert_eq;
+
+    fn start(name: &str) -> AgentEvent {
+        AgentEvent::ToolExecutionStart {
+            call: ToolCall {
+                id: "c1".to_string(),
+                name: name.to_string(),
+                arguments: json!({"command": "make"}),
+                arguments_error: None,
+            },
+            info: CallInfo {
+                title: "make".to_string(),
+                kind: ToolKind::Execute,
+                locations: Vec::new(),
+            },
+        }
+    }
+
+    fn progress(appended: &str, exit: Option<TerminalExit>) -> AgentEvent {
+        AgentEvent::ToolExecutionUpdate {
+            call_id: "c1".to_string(),
+            display: vec![Display::Live(LiveOutput {
+                tail: appended.trim_end().to_string(),
+                appended: appended.to_string(),
+                exit,
+            })],
+        }
+    }
+
+    fn end(output: ToolOutput) -> AgentEvent {
+        AgentEvent::ToolExecutionEnd {
+            call_id: "c1".to_string(),
+            tool_name: "bash".to_string(),
+            output: ToolOutput {
+                display: vec![Display::Text(output.text())],
+                ..output
+            },
+        }
+    }
+
+    /// What the client gets for `events`, as JSON.
+    fn sent(terminals: &LiveTerminals, events: &[AgentEvent]) -> Vec<serde_json::Value> {
+        events
+            .iter()
+            .filter_map(|event| terminals.update(event, session_update(event, 0.0)))
+            .map(|update| serde_json::to_value(update).unwrap())
+            .collect()
+    }
+
+    fn terminals() -> LiveTerminals {
+        LiveTerminals::new(PathBuf::from("/work"))
+    }
+
+    #[test]
+    fn only_a_client_that_asks_and_has_no_terminals_wants_it() {
+        let with_meta = |terminal: bool| {
+            ClientCapabilities::new()
+                .terminal(terminal)
+                .meta(meta("terminal_output", json!(true)))
+        };
+        assert!(wanted(&with_meta(false)));
+        assert!(!wanted(&with_meta(true)));
+        assert!(!wanted(&ClientCapabilities::new()));
+        assert!(!wanted(
+            &ClientCapabilities::new().meta(meta("terminal_output", json!("yes")))
+        ));
+    }
+
+    #[test]
+    fn a_call_that_never_ran_closes_its_terminal_and_shows_its_error() {
+        let declined = "The user declined this call.";
+        assert_eq!(
+            sent(
+                &terminals(),
+                &[start("bash"), end(ToolOutput::error(declined))]
+            ),
+            vec![
+                json!({
+                    "sessionUpdate": "tool_call", "toolCallId": "c1", "title": "make",
+                    "name": "bash", "kind": "execute", "status": "in_progress",
+                    "content": [{"type": "terminal", "terminalId": "c1"}],
+                    "rawInput": {"command": "make"},
+                    "_meta": {"terminal_info": {"terminal_id": "c1", "cwd": "/work"}},
+                }),
+                json!({
+                    "sessionUpdate": "tool_call_update", "toolCallId": "c1",
+                    "status": "failed", "name": "bash",
+                    "content": [{"type": "content", "content": {"type": "text", "text": declined}}],
+                    "rawOutput": {"output": declined, "isError": true},
+                    "_meta": {"terminal_exit": {"terminal_id": "c1", "exit_code": null, "signal": null}},
+                }),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_signal_ends_the_terminal_and_empty_reports_send_nothing() {
+        let killed = TerminalExit {
+            exit_code: None,
+            signal: Some("Terminated".to_string()),
+        };
+        let sent = sent(
+            &terminals(),
+            &[
+                start("bash"),
+                progress("", None),
+                progress("", Some(killed)),
+                end(ToolOutput::error("dying")),
+            ],
+        );
+        assert_eq!(sent.len(), 2, "{sent:?}");
+        assert_eq!(
+            sent[1]["_meta"],
+            json!({"terminal_exit": {"terminal_id": "c1", "exit_code": null, "signal": "Terminated"}})
+        );
+        assert_eq!(
+            sent[1]["content"],
+            json!([{"type": "terminal", "terminalId": "c1"}])
+        );
+    }
+
+    #[test]
+    fn other_tools_are_left_alone() {
+        let terminals = terminals();
+        for event in [start("process"), end(ToolOutput::ok("done"))] {
+            let plain = session_update(&event, 0.0);
+            assert_eq!(terminals.update(&event, plain.clone()), plain);
+        }
+    }
+}
