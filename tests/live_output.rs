@@ -107,21 +107,7 @@ impl Run {
 
     /// The `tool_call` every client gets, before pincer asks to run it.
     fn tool_call(&self) -> Value {
-        // A title is the command's first 120 characters.
-        let title = if self.command.chars().count() > 120 {
-            format!("{}…", self.command.chars().take(119).collect::<String>())
-        } else {
-            self.command.clone()
-        };
-        json!({
-            "sessionUpdate": "tool_call",
-            "toolCallId": "c1",
-            "title": title,
-            "name": "bash",
-            "kind": "execute",
-            "status": "in_progress",
-            "rawInput": {"command": self.command},
-        })
+        tool_call(&self.command)
     }
 
     /// The `tool_call` a client with Zed's extension gets: a terminal.
@@ -131,6 +117,25 @@ impl Run {
         call["_meta"] = json!({"terminal_info": {"terminal_id": "c1", "cwd": self.sandbox.work()}});
         call
     }
+}
+
+/// The `tool_call` of a `bash` call running `command`.
+fn tool_call(command: &str) -> Value {
+    // A title is the command's first 120 characters.
+    let title = if command.chars().count() > 120 {
+        format!("{}…", command.chars().take(119).collect::<String>())
+    } else {
+        command.to_string()
+    };
+    json!({
+        "sessionUpdate": "tool_call",
+        "toolCallId": "c1",
+        "title": title,
+        "name": "bash",
+        "kind": "execute",
+        "status": "in_progress",
+        "rawInput": {"command": command},
+    })
 }
 
 /// A live update of a client without terminals: the output so far.
@@ -434,4 +439,66 @@ async fn cancel_while_streaming_kills_the_command_and_nothing_follows_the_answer
         .filter(|m| m["params"]["update"]["toolCallId"] == "c1")
         .collect();
     assert_eq!(late, Vec::<&Value>::new());
+}
+
+/// `pincer run --json` prints the updates a client without terminals gets,
+/// live ones included, each line still one JSON-RPC notification.
+#[tokio::test]
+async fn run_json_prints_the_live_updates_as_they_come() {
+    use tokio::io::AsyncBufReadExt;
+
+    let sandbox = Sandbox::new();
+    let marker = sandbox.dir.path().join("go");
+    let command = TWO_LINES.replace("{marker}", &format!("'{}'", marker.display()));
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "c1",
+        "bash",
+        &json!({"command": command}),
+    )));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut cmd = sandbox.command(&["run", "--json", "--mode", "bypass", "run it"]);
+    cmd.env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+        .stdin(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    // pincer run prints no names on progress updates (the editor's host
+    // adds them).
+    let mut live_update = live("first line");
+    live_update.as_object_mut().unwrap().remove("name");
+    let mut updates = Vec::new();
+    let mut last = Value::Null;
+    while let Some(line) =
+        tokio::time::timeout(std::time::Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("pincer run printed nothing for 20 s")
+            .unwrap()
+    {
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message.get("method").is_none() {
+            last = message;
+            continue;
+        }
+        assert_eq!(message["jsonrpc"], "2.0", "{line}");
+        assert_eq!(message["method"], "session/update", "{line}");
+        let update = message["params"]["update"].clone();
+        if update["toolCallId"] == "c1" {
+            if update == live_update {
+                std::fs::write(&marker, "").unwrap();
+            }
+            updates.push(update);
+        }
+    }
+    assert!(child.wait().await.unwrap().success());
+    assert_eq!(last, json!({"stopReason": "end_turn"}));
+    let mut shown_live = live("first line\nsecond line");
+    shown_live.as_object_mut().unwrap().remove("name");
+    let updates: Vec<Value> = updates.into_iter().filter(|u| *u != shown_live).collect();
+    let end = finished(
+        "completed",
+        "first line\nsecond line",
+        details(Some(0), false),
+    );
+    assert_eq!(updates, vec![tool_call(&command), live_update, end]);
 }
