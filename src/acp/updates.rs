@@ -759,6 +759,15 @@ mod tests {
     };
     use pretty_assertions::assert_eq;
 
+    #[test]
+    fn output_cannot_close_its_console_block() {
+        assert_eq!(fenced("ok"), "```console\nok\n```");
+        assert_eq!(
+            fenced("a\n```\nb ````"),
+            "`````console\na\n```\nb ````\n`````"
+        );
+    }
+
     #[tokio::test]
     async fn links_are_read_and_resources_inlined() {
         let dir = tempfile::tempdir().unwrap();

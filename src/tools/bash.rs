@@ -28,6 +28,10 @@
 //! again. Output is kept in memory only up to what the result needs; the
 //! rest is streamed to that file as it arrives (see `buffer`).
 //!
+//! While a local command runs, the editor is shown its output a few times a
+//! second, cleaned the same way, as the end of the output so far and as
+//! the lines new since the last report (see `live`).
+//!
 //! Starting the shell, cleaning what it prints and reading a command line
 //! into permission scopes are shared with the `process` tool, in
 //! [`super::shell`].
