@@ -143,7 +143,9 @@ pub enum AgentEvent {
         call: ToolCall,
         info: CallInfo,
     },
-    /// What a running call has produced so far (replaces earlier updates).
+    /// What a running call has produced so far (replaces earlier updates;
+    /// a command's [`Display::Live`] also carries what is new since the
+    /// last one, so none may be dropped).
     ToolExecutionUpdate {
         call_id: String,
         display: Vec<Display>,
@@ -828,6 +830,14 @@ async fn run_call(
             }),
         }
     };
+    // What the tool reported just before it returned (how a command ended,
+    // its last lines) still goes out, before the call's end.
+    while let Ok(display) = progress_rx.try_recv() {
+        host.emit(AgentEvent::ToolExecutionUpdate {
+            call_id: call.id.clone(),
+            display,
+        });
+    }
     ctx.cancel.cancel();
     output
 }

@@ -74,6 +74,25 @@ pub enum Display {
     /// The session's checklist as the `todo` tool wrote it: the editor
     /// shows it as its plan (an ACP `plan` update) besides the call.
     Plan(Vec<todo::TodoItem>),
+    /// The output of a command pincer runs itself, while it runs: only
+    /// ever progress, never a result.
+    Live(LiveOutput),
+}
+
+/// What a command pincer runs itself has printed so far, cleaned as its
+/// result is (no escape sequences, redraws collapsed, valid UTF-8), in the
+/// two shapes editors show live output in.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LiveOutput {
+    /// The end of the output so far, for a view that replaces what it
+    /// showed (tool call content). Bounded.
+    pub tail: String,
+    /// The whole lines printed since the previous report (and, on the last
+    /// report, the unfinished last line), for a view that appends (a
+    /// terminal). Bounded: what does not fit is left out with a note.
+    pub appended: String,
+    /// How the command ended; set on the last report only.
+    pub exit: Option<TerminalExit>,
 }
 
 /// What a call returns to the model (and, as `details`, to the editor).
@@ -172,7 +191,7 @@ pub struct TerminalCommand {
 }
 
 /// How a terminal's process ended.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TerminalExit {
     pub exit_code: Option<u32>,
     pub signal: Option<String>,

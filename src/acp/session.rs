@@ -28,6 +28,7 @@ use crate::session::transcript;
 use crate::tools::{self, CallInfo, Display, Terminals, Tool, Workspace};
 
 mod host;
+mod live_terminal;
 mod trust;
 
 use host::AcpHost;
@@ -897,6 +898,8 @@ impl Session {
             calls: Mutex::new(std::collections::HashMap::new()),
             names: Mutex::new(std::collections::HashMap::new()),
             message: Mutex::new(None),
+            live_terminals: live_terminal::wanted(client)
+                .then(|| live_terminal::LiveTerminals::new(self.cwd.clone())),
         }
     }
 

@@ -90,8 +90,22 @@ pub fn display_content(display: &[Display]) -> Vec<ToolCallContent> {
                 };
                 ToolCallContent::from(ContentBlock::Text(TextContent::new(text)))
             }
+            // The end of the output so far, as the other agents show a
+            // command's output: a console block keeps its lines apart in
+            // clients that render Markdown.
+            Display::Live(live) => {
+                ToolCallContent::from(ContentBlock::Text(TextContent::new(fenced(&live.tail))))
+            }
         })
         .collect()
+}
+
+/// `text` as a Markdown `console` code block, fenced with more backticks
+/// than any run of them inside, so the output cannot end the block.
+pub fn fenced(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    format!("{fence}console\n{text}\n{fence}")
 }
 
 /// The id of the session's one plan in `plan_update`s: the `todo` list is
@@ -201,6 +215,14 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
                     .content(content)
                     .raw_output(raw_output(output)),
             ))
+        }
+        // A live view that replaces what it shows has nothing to add once
+        // the command ended (the result follows), nor before it printed.
+        AgentEvent::ToolExecutionUpdate { display, .. }
+            if matches!(display.as_slice(), [Display::Live(live)]
+                if live.exit.is_some() || live.tail.is_empty()) =>
+        {
+            return None;
         }
         AgentEvent::ToolExecutionUpdate { call_id, display } => {
             SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
@@ -736,6 +758,15 @@ mod tests {
         BlobResourceContents, EmbeddedResource, ResourceLink, TextResourceContents,
     };
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn output_cannot_close_its_console_block() {
+        assert_eq!(fenced("ok"), "```console\nok\n```");
+        assert_eq!(
+            fenced("a\n```\nb ````"),
+            "`````console\na\n```\nb ````\n`````"
+        );
+    }
 
     #[tokio::test]
     async fn links_are_read_and_resources_inlined() {

@@ -28,12 +28,17 @@
 //! again. Output is kept in memory only up to what the result needs; the
 //! rest is streamed to that file as it arrives (see `buffer`).
 //!
+//! While a local command runs, the editor is shown its output a few times a
+//! second, cleaned the same way, as the end of the output so far and as
+//! the lines new since the last report (see `live`).
+//!
 //! Starting the shell, cleaning what it prints and reading a command line
 //! into permission scopes are shared with the `process` tool, in
 //! [`super::shell`].
 
 mod buffer;
 mod files;
+mod live;
 mod terminal;
 
 use std::path::Path;
@@ -52,14 +57,14 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use super::shell::{self, ShellEnv};
-use super::{CallInfo, Display, Tool, ToolContext, ToolKind, ToolOutput};
+use super::{CallInfo, Display, TerminalExit, Tool, ToolContext, ToolKind, ToolOutput};
 use buffer::{OutputBuffer, Rendered};
+use live::LiveReporter;
 use terminal::run_in_terminal;
 
-/// How often the editor is shown the output so far.
-const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
-/// How much of the output the live view shows.
-const PROGRESS_TAIL_BYTES: usize = 4 * 1024;
+/// How often the editor is shown the output so far: a few times a second
+/// reads as live, and a flood of output costs the editor no more reports.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 /// How often the shell is checked for having exited.
 const EXIT_POLL: Duration = Duration::from_millis(20);
 /// After the shell exits, output that keeps arriving with gaps shorter than
@@ -242,7 +247,7 @@ async fn run_local(
     exit_poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut progress_tick = tokio::time::interval(PROGRESS_INTERVAL);
     progress_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut reported_version = 0;
+    let mut live = LiveReporter::default();
     let mut reading = true;
 
     let outcome = loop {
@@ -259,9 +264,8 @@ async fn run_local(
                 }
             }
             _ = progress_tick.tick() => {
-                if output.version() != reported_version {
-                    reported_version = output.version();
-                    (ctx.progress)(vec![Display::Text(output.tail(PROGRESS_TAIL_BYTES))]);
+                if let Some(report) = live.report(&output) {
+                    (ctx.progress)(vec![Display::Live(report)]);
                 }
             }
         }
@@ -285,12 +289,28 @@ async fn run_local(
     drain(&mut chunks, &mut output, &mut reading, None, KILL_DRAIN).await;
     drop(chunks);
 
+    // What is left of the output, and how it ended, for a live view that
+    // appends; the result itself follows.
+    output.end();
+    (ctx.progress)(vec![Display::Live(live.finish(&output, exit_of(&outcome)))]);
     let rendered = output.finish();
     let result = tool_output(&outcome, &rendered);
     let shown = result.text();
     ToolOutput {
         display: vec![Display::Text(shown)],
         ..result
+    }
+}
+
+/// How `outcome` looks to a terminal: killed by pincer (timeout, cancel)
+/// is neither a code nor a signal the command got by itself.
+fn exit_of(outcome: &Outcome) -> TerminalExit {
+    match outcome {
+        Outcome::Exited { code, signal } => TerminalExit {
+            exit_code: *code,
+            signal: signal.clone(),
+        },
+        Outcome::TimedOut(_) | Outcome::Cancelled => TerminalExit::default(),
     }
 }
 
@@ -816,7 +836,9 @@ mod tests {
         // Cancel as soon as the command has visibly started.
         let cancel = f.ctx.cancel.clone();
         f.ctx.progress = Arc::new(move |update| {
-            if update == vec![Display::Text("started".to_string())] {
+            if let [Display::Live(live)] = update.as_slice()
+                && live.tail == "started"
+            {
                 cancel.cancel();
             }
         });
@@ -887,22 +909,42 @@ mod tests {
     async fn progress_shows_output_while_it_arrives() {
         let f = Fixture::new();
         let output = f
-            .run(json!({"command": "for i in 1 2 3 4 5 6; do echo $i; sleep 0.1; done"}))
+            .run(json!({"command": "for i in 1 2 3 4 5 6; do echo $i; sleep 0.15; done; exit 2"}))
             .await;
-        assert_eq!(output, local("1\n2\n3\n4\n5\n6", false, details(Some(0))));
+        assert_eq!(
+            output,
+            local(
+                "1\n2\n3\n4\n5\n6\n\nCommand exited with code 2",
+                true,
+                details(Some(2))
+            )
+        );
         let updates = f.progress();
-        assert!(updates.len() >= 2, "too few updates: {updates:?}");
-        let mut texts = Vec::new();
+        assert!(updates.len() >= 3, "too few updates: {updates:?}");
+        let mut lives = Vec::new();
         for update in updates {
             match update.as_slice() {
-                [Display::Text(text)] => texts.push(text.clone()),
+                [Display::Live(live)] => lives.push(live.clone()),
                 other => panic!("unexpected update {other:?}"),
             }
         }
-        for text in &texts {
-            assert!("1\n2\n3\n4\n5\n6".starts_with(text.as_str()), "{text:?}");
+        for live in &lives {
+            assert!(
+                "1\n2\n3\n4\n5\n6".starts_with(live.tail.as_str()),
+                "{live:?}"
+            );
         }
-        assert_ne!(texts.first(), texts.last());
+        // Appended, the reports are the whole output once; only the last
+        // says how the command ended.
+        let appended: String = lives.iter().map(|l| l.appended.as_str()).collect();
+        assert_eq!(appended, "1\n2\n3\n4\n5\n6\n");
+        let exits: Vec<Option<TerminalExit>> = lives.iter().map(|l| l.exit.clone()).collect();
+        let mut expected = vec![None; lives.len() - 1];
+        expected.push(Some(TerminalExit {
+            exit_code: Some(2),
+            signal: None,
+        }));
+        assert_eq!(exits, expected);
     }
 
     // --- describe, schema

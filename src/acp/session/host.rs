@@ -27,6 +27,9 @@ pub(super) struct AcpHost {
     /// The transcript entry id reserved for the assistant message that is
     /// streaming: its chunks' `messageId`, as a replay gives it again.
     pub(super) message: Mutex<Option<String>>,
+    /// Display-only terminals for the commands pincer runs, when the
+    /// client takes Zed's `_meta` terminal extension.
+    pub(super) live_terminals: Option<super::live_terminal::LiveTerminals>,
 }
 
 impl AcpHost {
@@ -211,7 +214,12 @@ impl AgentHost for AcpHost {
             AgentEvent::TurnEnd { .. } => lock(&self.session.state).total_cost,
             _ => 0.0,
         };
-        let Some(mut update) = updates::session_update(&event, total_cost) else {
+        let update = updates::session_update(&event, total_cost);
+        let update = match &self.live_terminals {
+            Some(terminals) => terminals.update(&event, update),
+            None => update,
+        };
+        let Some(mut update) = update else {
             return;
         };
         match &mut update {

@@ -76,6 +76,28 @@ impl OutputBuffer {
         self.kept.tail(max_bytes)
     }
 
+    /// Lines completed so far, including those no longer in memory.
+    pub(super) fn completed_lines(&self) -> usize {
+        self.kept.completed
+    }
+
+    /// The last completed lines still in memory, oldest first (a very long
+    /// one only its end).
+    pub(super) fn recent_lines(&self) -> impl DoubleEndedIterator<Item = &str> {
+        self.kept.lines.iter().map(|line| line.text.as_str())
+    }
+
+    /// The line being printed (its end, when it is very long).
+    pub(super) fn current_line(&self) -> &str {
+        &self.kept.line
+    }
+
+    /// The output has ended: a UTF-8 character it cut off becomes a
+    /// replacement character, so the current line is final.
+    pub(super) fn end(&mut self) {
+        self.cleaner.finish(&mut self.kept);
+    }
+
     /// What the model is shown, saving the full output if it is cut.
     pub(super) fn finish(mut self) -> Rendered {
         self.cleaner.finish(&mut self.kept);
