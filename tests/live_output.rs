@@ -42,6 +42,29 @@ struct Run {
     /// `{marker}` in the command: a file no other test uses.
     marker: PathBuf,
     command: String,
+    /// What the updates of a client without the extension carried in
+    /// `_meta.terminal_output` (for clients such as agent-shell that stream
+    /// that alone), one entry per update; stripped from the updates.
+    streamed: Vec<String>,
+}
+
+/// Takes `_meta.terminal_output.data` off a plain live update (one with
+/// content; the extension's updates have none) and returns it.
+fn take_streamed(update: &mut Value) -> Option<String> {
+    if update.get("content").is_none()
+        || update["sessionUpdate"] != "tool_call_update"
+        || update["_meta"].get("terminal_output").is_none()
+    {
+        return None;
+    }
+    let meta = update.as_object_mut().unwrap().remove("_meta")?;
+    assert_eq!(meta["terminal_output"]["terminal_id"], "c1", "{meta}");
+    Some(
+        meta["terminal_output"]["data"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+    )
 }
 
 impl Run {
@@ -66,6 +89,7 @@ impl Run {
             session,
             marker,
             command,
+            streamed: Vec::new(),
         }
     }
 
@@ -89,7 +113,10 @@ impl Run {
                     self.acp.respond(&request, selected("allow_once")).await;
                 }
                 Some("session/update") if message["params"]["update"]["toolCallId"] == "c1" => {
-                    let update = message["params"]["update"].clone();
+                    let mut update = message["params"]["update"].clone();
+                    if let Some(data) = take_streamed(&mut update) {
+                        self.streamed.push(data);
+                    }
                     watch(self, &update);
                     calls.push(update);
                 }
@@ -234,6 +261,8 @@ async fn a_client_without_terminals_sees_the_output_while_the_command_runs() {
             "first line\nsecond line".to_string()
         )]
     );
+    // The same lines, each once, as `_meta.terminal_output`.
+    assert_eq!(run.streamed.concat(), "first line\nsecond line\n");
 }
 
 #[tokio::test]
@@ -294,6 +323,7 @@ async fn a_character_split_across_reads_arrives_whole() {
             finished("completed", "start\ncaf\u{e9} ok", details(Some(0), false)),
         ]
     );
+    assert_eq!(run.streamed.concat(), "start\ncaf\u{e9} ok\n");
 
     let mut run = Run::start(zed_meta(), command).await;
     let (_, updates) = run
@@ -346,6 +376,10 @@ async fn a_flood_of_output_gives_few_small_updates() {
     }
     assert_eq!(last["status"], "completed");
     assert_eq!(last["rawOutput"]["truncated"], true);
+    assert!(run.streamed.len() <= MAX_LIVE_UPDATES);
+    for data in &run.streamed {
+        assert!(data.len() <= MAX_LIVE_BYTES, "{} bytes", data.len());
+    }
 
     let mut run = Run::start(zed_meta(), command).await;
     let (answer, updates) = run.prompt(|_, _| {}).await;
@@ -468,6 +502,7 @@ async fn run_json_prints_the_live_updates_as_they_come() {
     let mut live_update = live("first line");
     live_update.as_object_mut().unwrap().remove("name");
     let mut updates = Vec::new();
+    let mut streamed = String::new();
     let mut last = Value::Null;
     while let Some(line) =
         tokio::time::timeout(std::time::Duration::from_secs(20), lines.next_line())
@@ -482,8 +517,11 @@ async fn run_json_prints_the_live_updates_as_they_come() {
         }
         assert_eq!(message["jsonrpc"], "2.0", "{line}");
         assert_eq!(message["method"], "session/update", "{line}");
-        let update = message["params"]["update"].clone();
+        let mut update = message["params"]["update"].clone();
         if update["toolCallId"] == "c1" {
+            if let Some(data) = take_streamed(&mut update) {
+                streamed.push_str(&data);
+            }
             if update == live_update {
                 std::fs::write(&marker, "").unwrap();
             }
@@ -501,4 +539,5 @@ async fn run_json_prints_the_live_updates_as_they_come() {
         details(Some(0), false),
     );
     assert_eq!(updates, vec![tool_call(&command), live_update, end]);
+    assert_eq!(streamed, "first line\nsecond line\n");
 }

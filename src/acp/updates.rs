@@ -216,19 +216,35 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
                     .raw_output(raw_output(output)),
             ))
         }
-        // A live view that replaces what it shows has nothing to add once
-        // the command ended (the result follows), nor before it printed.
+        // A live view that replaces what it shows has nothing to add before
+        // the command printed, nor once it ended (the result follows)
+        // unless lines came that `_meta.terminal_output` readers lack.
         AgentEvent::ToolExecutionUpdate { display, .. }
             if matches!(display.as_slice(), [Display::Live(live)]
-                if live.exit.is_some() || live.tail.is_empty()) =>
+                if live.tail.is_empty() || (live.exit.is_some() && live.appended.is_empty())) =>
         {
             return None;
         }
         AgentEvent::ToolExecutionUpdate { call_id, display } => {
-            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            let mut update = ToolCallUpdate::new(
                 call_id.clone(),
                 ToolCallUpdateFields::new().content(display_content(display)),
-            ))
+            );
+            // Clients that stream only Zed's `_meta.terminal_output` (stock
+            // Emacs agent-shell reads it without advertising it, and skips
+            // `content` until the call ends) get the new lines there too;
+            // others ignore a `_meta` key they do not know.
+            if let [Display::Live(live)] = display.as_slice()
+                && !live.appended.is_empty()
+            {
+                let mut meta = agent_client_protocol::v1::schema::Meta::new();
+                meta.insert(
+                    "terminal_output".to_string(),
+                    serde_json::json!({"terminal_id": call_id, "data": live.appended}),
+                );
+                update = update.meta(meta);
+            }
+            SessionUpdate::ToolCallUpdate(update)
         }
         AgentEvent::TurnEnd {
             context_tokens,
