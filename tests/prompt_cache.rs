@@ -303,3 +303,87 @@ async fn cached_tokens_are_priced_as_cache_reads_and_writes_in_usage_update() {
     let cost = usage.last().unwrap()["cost"]["amount"].as_f64().unwrap();
     assert!((cost - expected).abs() < 1e-9, "{cost} != {expected}");
 }
+
+/// The messages of a `session/load` replay the user wrote, as text.
+fn replayed_user_texts(updates: &[Value]) -> Vec<String> {
+    updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "user_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_first_request_after_a_load_in_a_new_process_repeats_the_last_prefix() {
+    let sandbox = Sandbox::new();
+    sandbox.write("notes.txt", "remember the milk\n");
+    let clock = clock_file(&sandbox);
+    set_clock(&clock, "2026-11-24T09:00:00Z");
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_1",
+        "read",
+        &json!({"path": "notes.txt"}),
+    )));
+    mock.push(Reply::sse(anthropic_text(
+        "It says remember the milk.",
+        100,
+    )));
+    mock.push(Reply::sse(anthropic_text("Still the milk.", 120)));
+    mock.push(Reply::sse(anthropic_text("Yes, the milk.", 140)));
+    let mut acp = spawn(&sandbox, &mock, &clock, "");
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let first = acp
+        .call("session/prompt", prompt(&session, "What do my notes say?"))
+        .await;
+    assert_eq!(first, json!({"stopReason": "end_turn"}));
+    set_clock(&clock, "2026-11-24T09:07:00Z");
+    let second = acp
+        .call("session/prompt", prompt(&session, "And now?"))
+        .await;
+    assert_eq!(second, json!({"stopReason": "end_turn"}));
+    acp.close_stdin();
+    assert!(acp.wait_exit().await.success());
+
+    // Another pincer, minutes later, loads it: its clock must not rewrite
+    // the time lines the model already read.
+    set_clock(&clock, "2026-11-24T09:09:00Z");
+    let mut acp = spawn(&sandbox, &mock, &clock, "");
+    acp.initialize().await;
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": session, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, replay) = acp.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    // The replay shows what the user wrote, never the time lines.
+    assert_eq!(
+        replayed_user_texts(&updates_of(&replay)),
+        vec!["What do my notes say?", "And now?"]
+    );
+    let third = acp
+        .call("session/prompt", prompt(&session, "After the load?"))
+        .await;
+    assert_eq!(third, json!({"stopReason": "end_turn"}));
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    let before = &requests[2].body;
+    let after = &requests[3].body;
+    assert_prefix_kept(before, after, "the first request after the load");
+    // The earlier messages kept the times they were sent at (the load
+    // rebuilt nothing from the clock), and the new one has the new time.
+    let first_user = &after["messages"][0]["content"];
+    assert_eq!(
+        first_user.as_array().unwrap().last().unwrap()["text"],
+        "Current time: 2026-11-24 09:00 (UTC, UTC+00:00)"
+    );
+    assert_eq!(
+        last_time_line(after),
+        "Current time: 2026-11-24 09:09 (UTC, UTC+00:00)"
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}

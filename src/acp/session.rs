@@ -604,10 +604,12 @@ impl Session {
         self.mcp().ready().await;
         let (config, cancel) = self.turn_config()?;
         let host = self.host(cx, &client, drain);
+        let time = agent::time_line(&config);
         self.record(transcript::Record::Message {
             message: crate::llm::Message::User {
                 content: content.clone(),
             },
+            time: Some(time.clone()),
         });
         let first_prompt = history.is_empty().then(|| {
             content
@@ -627,13 +629,14 @@ impl Session {
             );
             host.send(SessionUpdate::SessionInfoUpdate(update));
         }
-        let stop = agent::run(
+        let stop = agent::run_timed(
             http,
             &config,
             &self.tools,
             &self.cwd,
             &mut history,
             content,
+            time,
             &host,
             &cancel,
         )
@@ -695,6 +698,7 @@ impl Session {
                     error_message: Some(error.to_string()),
                     usage: Default::default(),
                 }),
+                time: None,
             });
         }
         history.truncate(at);

@@ -572,6 +572,10 @@ pub fn restore(history: &mut Vec<AgentMessage>, summary: String, kept: usize, to
         }
         cut = index;
     }
+    // The first kept message keeps its time line, as `cut_point` keeps it.
+    if cut > 0 && cut < history.len() && matches!(history[cut - 1], AgentMessage::Time { .. }) {
+        cut -= 1;
+    }
     apply(history, cut, summary, tokens_before);
 }
 
