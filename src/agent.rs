@@ -467,6 +467,7 @@ async fn run_turns(
             thinking: config.thinking,
             max_tokens: None,
             cache_key: config.session_id.clone(),
+            cache_retention: llm::CacheRetention::for_ttl(config.prune.ttl),
         };
         let (message, failure) = failover::call(client, config, &request, host, cancel).await;
         if let Some(LlmError::ContextOverflow {

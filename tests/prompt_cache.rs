@@ -387,3 +387,88 @@ async fn the_first_request_after_a_load_in_a_new_process_repeats_the_last_prefix
     );
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
+
+/// Every `cache_control` in `body`, in document order.
+fn cache_controls(body: &Value) -> Vec<Value> {
+    fn walk(value: &Value, out: &mut Vec<Value>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(control) = map.get("cache_control") {
+                    out.push(control.clone());
+                }
+                map.values().for_each(|v| walk(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(body, &mut out);
+    out
+}
+
+/// The cost of the last `usage_update` of a prompt's updates.
+fn last_cost(messages: &[Value]) -> f64 {
+    updates_of(messages)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "usage_update")
+        .last()
+        .expect("a usage_update")["cost"]["amount"]
+        .as_f64()
+        .unwrap()
+}
+
+/// One prompt to Claude Sonnet 4.5 with `config`; the request body and
+/// the cost the editor was shown.
+async fn anthropic_prompt(config: &str, answer: String) -> (Value, f64) {
+    let sandbox = Sandbox::new();
+    let clock = clock_file(&sandbox);
+    set_clock(&clock, "2026-11-24T09:00:00Z");
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(answer));
+    let mut acp = spawn(&sandbox, &mock, &clock, config);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp.send("session/prompt", prompt(&session, "hi")).await;
+    let (response, messages) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(mock.violations(), Vec::<String>::new());
+    (mock.requests()[0].body.clone(), last_cost(&messages))
+}
+
+#[tokio::test]
+async fn a_cache_ttl_of_an_hour_asks_anthropic_for_the_hour_and_prices_its_writes() {
+    // 1,000 new input tokens, 50,000 read, 4,000 written: 1,000 of them to
+    // the five-minute cache, 3,000 to the hour's.
+    let answer = anthropic_text("Cached.", 1_000).replace(
+        "\"input_tokens\":1000,",
+        "\"input_tokens\":1000,\"cache_read_input_tokens\":50000,\"cache_creation_input_tokens\":4000,\
+         \"cache_creation\":{\"ephemeral_5m_input_tokens\":1000,\"ephemeral_1h_input_tokens\":3000},",
+    );
+    let (body, cost) = anthropic_prompt("cache_ttl = \"1h\"\n", answer.clone()).await;
+    let hour = json!({"type": "ephemeral", "ttl": "1h"});
+    // Tools, system prompt, the newest user turn.
+    assert_eq!(
+        cache_controls(&body),
+        vec![hour.clone(), hour.clone(), hour]
+    );
+    // Claude Sonnet 4.5: $3 input, $15 output, $0.30 cache read, $3.75 a
+    // five-minute cache write and $6 (2× input) an hour's.
+    let expected =
+        (1_000.0 * 3.0 + 12.0 * 15.0 + 50_000.0 * 0.3 + 1_000.0 * 3.75 + 3_000.0 * 6.0) / 1e6;
+    assert!((cost - expected).abs() < 1e-9, "{cost} != {expected}");
+
+    // By default: five minutes, which is Anthropic's default: no ttl.
+    let plain = anthropic_text("Cached.", 1_000).replace(
+        "\"input_tokens\":1000,",
+        "\"input_tokens\":1000,\"cache_creation_input_tokens\":4000,",
+    );
+    let (body, cost) = anthropic_prompt("", plain).await;
+    let five = json!({"type": "ephemeral"});
+    assert_eq!(
+        cache_controls(&body),
+        vec![five.clone(), five.clone(), five]
+    );
+    let expected = (1_000.0 * 3.0 + 12.0 * 15.0 + 4_000.0 * 3.75) / 1e6;
+    assert!((cost - expected).abs() < 1e-9, "{cost} != {expected}");
+}

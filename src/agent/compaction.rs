@@ -462,6 +462,7 @@ pub fn summary_request(
         thinking: ThinkingLevel::Off,
         max_tokens: Some((reserve * 4 / 5).clamp(1_024, model.max_tokens.max(1_024))),
         cache_key: None,
+        cache_retention: Default::default(),
     }
 }
 

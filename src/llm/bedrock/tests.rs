@@ -80,6 +80,7 @@ fn credentials(token: Option<&str>) -> AwsCredentials {
 fn request_body_for_a_tool_round_trip() {
     let request = Request {
         cache_key: None,
+        cache_retention: Default::default(),
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {
