@@ -26,6 +26,17 @@ fn set_clock(file: &Path, instant: &str) {
 /// `pincer acp` with an Anthropic key, the clock in `clock`, UTC and no
 /// title model (whose side requests would only add noise).
 fn spawn(sandbox: &Sandbox, mock: &MockModel, clock: &Path, config: &str) -> Acp {
+    spawn_with(sandbox, mock, clock, config, &[])
+}
+
+/// [`spawn`] with more environment variables.
+fn spawn_with(
+    sandbox: &Sandbox,
+    mock: &MockModel,
+    clock: &Path,
+    config: &str,
+    env: &[(&str, &str)],
+) -> Acp {
     std::fs::write(
         sandbox.home().join("config.toml"),
         format!("title_model = \"none\"\n{config}"),
@@ -38,6 +49,9 @@ fn spawn(sandbox: &Sandbox, mock: &MockModel, clock: &Path, config: &str) -> Acp
         .env("OPENAI_BASE_URL", mock.openai_url())
         .env("TZ", "UTC")
         .env("PINCER_CLOCK_FILE", clock);
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
     Acp::spawn(cmd)
 }
 
@@ -471,4 +485,127 @@ async fn a_cache_ttl_of_an_hour_asks_anthropic_for_the_hour_and_prices_its_write
     );
     let expected = (1_000.0 * 3.0 + 12.0 * 15.0 + 4_000.0 * 3.75) / 1e6;
     assert!((cost - expected).abs() < 1e-9, "{cost} != {expected}");
+}
+
+/// A session through OpenRouter with `model`: a tool call, its answer,
+/// then an answer whose usage reports cache reads and writes. The request
+/// bodies and the last cost the editor was shown.
+async fn openrouter_session(model: &str) -> (Vec<Value>, f64) {
+    let sandbox = Sandbox::new();
+    sandbox.write("hello.txt", "hello\n");
+    let clock = clock_file(&sandbox);
+    set_clock(&clock, "2026-11-24T09:00:00Z");
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("openai/tool_read.sse"));
+    mock.push(Reply::fixture("openai/after_tool.sse"));
+    // 10,019 prompt tokens: 8,000 read from the cache, 2,000 written.
+    mock.push(Reply::sse(
+        support::mock_model::fixture("openai/text.sse")
+            .replace("\"prompt_tokens\":19,", "\"prompt_tokens\":10019,")
+            .replace(
+                "\"cached_tokens\":0,",
+                "\"cached_tokens\":8000,\"cache_write_tokens\":2000,",
+            ),
+    ));
+    let config = format!(
+        "model = \"openrouter/{model}\"\n\
+         [providers.openrouter]\n\
+         base_url = \"{}\"\n\
+         [[providers.openrouter.models]]\n\
+         id = \"{model}\"\n\
+         pricing = {{ input = 3.0, output = 15.0, cache_read = 0.3, cache_write = 3.75 }}\n",
+        mock.openai_url()
+    );
+    let mut acp = spawn_with(
+        &sandbox,
+        &mock,
+        &clock,
+        &config,
+        &[("OPENROUTER_API_KEY", "sk-or-test")],
+    );
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let first = acp
+        .call("session/prompt", prompt(&session, "Read hello.txt"))
+        .await;
+    assert_eq!(first, json!({"stopReason": "end_turn"}));
+    let id = acp.send("session/prompt", prompt(&session, "Again")).await;
+    let (response, messages) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(mock.violations(), Vec::<String>::new());
+    let bodies = mock.requests().into_iter().map(|r| r.body).collect();
+    (bodies, last_cost(&messages))
+}
+
+#[tokio::test]
+async fn claude_through_openrouter_gets_cache_breakpoints_and_its_cache_usage_priced() {
+    let (bodies, cost) = openrouter_session("anthropic/claude-sonnet-4.5").await;
+    assert_eq!(bodies.len(), 3);
+    let five = json!({"type": "ephemeral"});
+    // The system prompt, and the newest user or tool message of the two
+    // newest turns: [system, user, assistant (call), tool, assistant, user].
+    let marked = |body: &Value| -> Vec<usize> {
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| {
+                m["content"]
+                    .as_array()
+                    .is_some_and(|parts| parts.last().unwrap().get("cache_control").is_some())
+            })
+            .map(|(i, _)| i)
+            .collect()
+    };
+    assert_eq!(marked(&bodies[0]), vec![0, 1]);
+    assert_eq!(marked(&bodies[1]), vec![0, 1, 3]);
+    assert_eq!(marked(&bodies[2]), vec![0, 3, 5]);
+    assert_eq!(
+        cache_controls(&bodies[2]),
+        vec![five.clone(), five.clone(), five]
+    );
+    // The system prompt became one text part carrying the breakpoint.
+    let system = &bodies[2]["messages"][0]["content"];
+    assert_eq!(system.as_array().unwrap().len(), 1);
+    assert_eq!(system[0]["type"], "text");
+    // The previous request's prefix is this one's, the marks aside.
+    assert_prefix_kept_openai(&bodies[1], &bodies[2]);
+    // The session's cost so far, per million tokens at $3 input, $15
+    // output, $0.30 cache read, $3.75 cache write: the call (2,150 prompt
+    // tokens, 1,920 of them cached, 17 out), the answer after it (2,204,
+    // 2,048 cached, 6 out), and the last answer (19 new input tokens,
+    // 8,000 read, 2,000 written, 7 out).
+    let expected = (230.0 * 3.0 + 17.0 * 15.0 + 1_920.0 * 0.3)
+        + (156.0 * 3.0 + 6.0 * 15.0 + 2_048.0 * 0.3)
+        + (19.0 * 3.0 + 7.0 * 15.0 + 8_000.0 * 0.3 + 2_000.0 * 3.75);
+    let expected = expected / 1e6;
+    assert!((cost - expected).abs() < 1e-9, "{cost} != {expected}");
+}
+
+#[tokio::test]
+async fn other_models_through_openrouter_get_no_cache_breakpoints() {
+    let (bodies, _) = openrouter_session("openai/gpt-4.1").await;
+    for body in &bodies {
+        assert_eq!(cache_controls(body), Vec::<Value>::new());
+        assert!(body["messages"][0]["content"].is_string(), "{body}");
+    }
+}
+
+/// Chat Completions' form of [`assert_prefix_kept`]: the tools and the
+/// earlier messages (the system prompt first) repeat.
+fn assert_prefix_kept_openai(previous: &Value, next: &Value) {
+    let (previous, next) = (without_cache_marks(previous), without_cache_marks(next));
+    assert_eq!(next["tools"].to_string(), previous["tools"].to_string());
+    let old = previous["messages"].as_array().unwrap();
+    let new = next["messages"].as_array().unwrap();
+    assert!(new.len() > old.len());
+    for (index, (old, new)) in old.iter().zip(new).enumerate() {
+        // A breakpoint turned text into a part; the text is the same.
+        let text = |m: &Value| match &m["content"] {
+            Value::Array(parts) if parts.len() == 1 => parts[0]["text"].clone(),
+            other => other.clone(),
+        };
+        assert_eq!(text(new), text(old), "message {index}");
+    }
 }
