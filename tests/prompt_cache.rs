@@ -609,3 +609,122 @@ fn assert_prefix_kept_openai(previous: &Value, next: &Value) {
         assert_eq!(text(new), text(old), "message {index}");
     }
 }
+
+/// Where `body` has Bedrock cache checkpoints, as JSON pointers.
+fn cache_points(body: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut walk = |list: &Value, at: &str| {
+        for (i, block) in list.as_array().into_iter().flatten().enumerate() {
+            if block.get("cachePoint").is_some() {
+                assert_eq!(block, &json!({"cachePoint": {"type": "default"}}));
+                out.push(format!("{at}/{i}"));
+            }
+        }
+    };
+    walk(&body["system"], "/system");
+    walk(&body["toolConfig"]["tools"], "/toolConfig/tools");
+    for (m, message) in body["messages"].as_array().unwrap().iter().enumerate() {
+        walk(&message["content"], &format!("/messages/{m}/content"));
+    }
+    out
+}
+
+/// `body` without Bedrock's checkpoints.
+fn without_cache_points(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), without_cache_points(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .filter(|item| item.get("cachePoint").is_none())
+                .map(without_cache_points)
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+#[tokio::test]
+async fn claude_on_bedrock_gets_cache_points_and_its_cache_usage_priced() {
+    let sandbox = Sandbox::new();
+    let clock = clock_file(&sandbox);
+    set_clock(&clock, "2026-11-24T09:00:00Z");
+    let mock = MockModel::start().await;
+    let cached = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/bedrock/cached.bin"
+    ))
+    .unwrap();
+    for _ in 0..2 {
+        mock.push(Reply::Bytes {
+            body: cached.clone(),
+            content_type: "application/vnd.amazon.eventstream".to_string(),
+            chunk: 64,
+        });
+    }
+    let endpoint = format!("http://{}", mock.addr);
+    let mut acp = spawn_with(
+        &sandbox,
+        &mock,
+        &clock,
+        "model = \"amazon-bedrock/global.anthropic.claude-sonnet-4-5-20250929-v1:0\"\n",
+        &[
+            ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+            (
+                "AWS_SECRET_ACCESS_KEY",
+                "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+            ),
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", &endpoint),
+        ],
+    );
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let first = acp.call("session/prompt", prompt(&session, "hi")).await;
+    assert_eq!(first, json!({"stopReason": "end_turn"}));
+    set_clock(&clock, "2026-11-24T09:03:00Z");
+    let id = acp.send("session/prompt", prompt(&session, "again")).await;
+    let (response, messages) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(mock.violations(), Vec::<String>::new());
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    let (before, after) = (&requests[0].body, &requests[1].body);
+    let tools = after["toolConfig"]["tools"].as_array().unwrap().len() - 1;
+    // After the system prompt, after the tools, closing the newest user
+    // turn (after its time line) ...
+    assert_eq!(
+        cache_points(before),
+        vec![
+            "/system/1".to_string(),
+            format!("/toolConfig/tools/{tools}"),
+            "/messages/0/content/2".to_string(),
+        ]
+    );
+    // ... and, in the next request, also where the previous one ended:
+    // four, Bedrock's limit as Anthropic's.
+    assert_eq!(
+        cache_points(after),
+        vec![
+            "/system/1".to_string(),
+            format!("/toolConfig/tools/{tools}"),
+            "/messages/0/content/2".to_string(),
+            "/messages/2/content/2".to_string(),
+        ]
+    );
+    // The earlier request is this one's prefix, checkpoints aside.
+    let (before, after) = (without_cache_points(before), without_cache_points(after));
+    assert_eq!(after["system"], before["system"]);
+    assert_eq!(after["toolConfig"], before["toolConfig"]);
+    assert_eq!(after["messages"][0], before["messages"][0]);
+    // Both calls: 500 new input tokens at $3 a million, 10 output at $15,
+    // 40,000 read from the cache at $0.30, 3,000 written at $3.75.
+    let expected = 2.0 * (500.0 * 3.0 + 10.0 * 15.0 + 40_000.0 * 0.3 + 3_000.0 * 3.75) / 1e6;
+    let cost = last_cost(&messages);
+    assert!((cost - expected).abs() < 1e-9, "{cost} != {expected}");
+}
