@@ -728,3 +728,71 @@ async fn claude_on_bedrock_gets_cache_points_and_its_cache_usage_priced() {
     let cost = last_cost(&messages);
     assert!((cost - expected).abs() < 1e-9, "{cost} != {expected}");
 }
+
+/// One prompt with `config` and `env`, answered by `reply`; the cost the
+/// editor was shown.
+async fn one_prompt_cost(config: &str, env: &[(&str, &str)], reply: Reply) -> f64 {
+    let sandbox = Sandbox::new();
+    let clock = clock_file(&sandbox);
+    set_clock(&clock, "2026-11-24T09:00:00Z");
+    let mock = MockModel::start().await;
+    mock.push(reply);
+    let base = format!("http://{}/v1beta", mock.addr);
+    let mut env = env.to_vec();
+    env.push(("GEMINI_BASE_URL", &base));
+    let mut acp = spawn_with(&sandbox, &mock, &clock, config, &env);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp.send("session/prompt", prompt(&session, "hi")).await;
+    let (response, messages) = acp.until_response(id).await;
+    assert_eq!(
+        response["result"],
+        json!({"stopReason": "end_turn"}),
+        "{config}"
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+    last_cost(&messages)
+}
+
+/// Anthropic's and Bedrock's cached tokens are priced by the tests above;
+/// these are the providers that report cache reads inside the prompt count.
+#[tokio::test]
+async fn cached_tokens_of_openai_and_gemini_are_priced_in_usage_update() {
+    use support::mock_model::fixture;
+    // GPT-4.1: $2 input, $8 output, $0.50 cached input per million; 10,019
+    // prompt tokens of which 10,000 cached, 7 out.
+    let gpt = (19.0 * 2.0 + 7.0 * 8.0 + 10_000.0 * 0.5) / 1e6;
+    let chat = fixture("openai/text.sse")
+        .replace("\"prompt_tokens\":19,", "\"prompt_tokens\":10019,")
+        .replace("\"cached_tokens\":0,", "\"cached_tokens\":10000,");
+    let responses = fixture("openai_responses/text.sse").replace(
+        "\"input_tokens\":19,\"input_tokens_details\":{\"cached_tokens\":0}",
+        "\"input_tokens\":10019,\"input_tokens_details\":{\"cached_tokens\":10000}",
+    );
+    // Gemini 2.5 Flash: $0.30 input, $2.50 output, $0.03 cached; 10,021
+    // prompt tokens of which 10,000 cached, 6 out.
+    let flash = (21.0 * 0.3 + 6.0 * 2.5 + 10_000.0 * 0.03) / 1e6;
+    let gemini = fixture("google/text.sse").replace(
+        "\"promptTokenCount\": 21,\"candidatesTokenCount\": 6,",
+        "\"promptTokenCount\": 10021,\"candidatesTokenCount\": 6,\"cachedContentTokenCount\": 10000,",
+    );
+    let openai =
+        |api: &str| format!("model = \"openai/gpt-4.1\"\n[providers.openai]\napi = \"{api}\"\n");
+    let cases = [
+        (openai("openai-completions"), Vec::new(), chat, gpt),
+        (openai("openai-responses"), Vec::new(), responses, gpt),
+        (
+            "model = \"google/gemini-2.5-flash\"\n".to_string(),
+            vec![("GEMINI_API_KEY", "gm-test")],
+            gemini,
+            flash,
+        ),
+    ];
+    for (config, env, body, expected) in cases {
+        let cost = one_prompt_cost(&config, &env, Reply::sse(body)).await;
+        assert!(
+            (cost - expected).abs() < 1e-9,
+            "{config}: {cost} != {expected}"
+        );
+    }
+}
