@@ -425,8 +425,7 @@ fn cache_controls(body: &Value) -> Vec<Value> {
 fn last_cost(messages: &[Value]) -> f64 {
     updates_of(messages)
         .into_iter()
-        .filter(|u| u["sessionUpdate"] == "usage_update")
-        .last()
+        .rfind(|u| u["sessionUpdate"] == "usage_update")
         .expect("a usage_update")["cost"]["amount"]
         .as_f64()
         .unwrap()
