@@ -4,7 +4,10 @@
 //! agent's clock (`PINCER_CLOCK_FILE`) moved before each prompt so that the
 //! prompts spread evenly from 09:00 to 10:00 (3 min 9 s apart for 20):
 //! the time of day changes at every prompt while every gap stays inside
-//! Anthropic's 5-minute cache.
+//! Anthropic's 5-minute cache. Halfway, pincer is stopped and a new
+//! process loads the session (`session/load`) before the next prompt, as
+//! when an editor restarts: the first call after the load must repeat the
+//! last one before it like any other.
 //!
 //! For each call it reports the share of the previous request that the new
 //! one repeats byte for byte at its start (tools, system prompt, messages,
@@ -54,8 +57,9 @@ fn main() {
     let requests: Vec<Blocks> = bodies.iter().map(Blocks::of).collect();
 
     println!(
-        "pincer prompt cache: {prompts} prompts with a tool call each, {} model calls, clock moved from 09:00 to 10:00",
-        requests.len()
+        "pincer prompt cache: {prompts} prompts with a tool call each, {} model calls, clock moved from 09:00 to 10:00, session loaded by a new process before prompt {}",
+        requests.len(),
+        load_before(prompts) + 1
     );
     println!("call  bytes    reused-of-previous");
     let mut shares = Vec::new();
@@ -110,6 +114,7 @@ fn main() {
         "bench": "prompt_cache",
         "prompts": prompts,
         "calls": requests.len(),
+        "loaded_before_prompt": load_before(prompts) + 1,
         "calls_reusing_whole_previous": full,
         "lowest_share": min_share,
         "anthropic": {"actual_usd": anthropic.actual, "ideal_usd": anthropic.ideal},
@@ -148,12 +153,15 @@ async fn session(prompts: usize) -> Vec<Value> {
             "file{i}.rs defines work(), which returns 42."
         ))));
     }
-    let mut cmd = sandbox.command(&["acp"]);
-    cmd.env("ANTHROPIC_API_KEY", "bench-key")
-        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
-        .env("TZ", "UTC")
-        .env("PINCER_CLOCK_FILE", &clock);
-    let mut acp = Acp::spawn(cmd);
+    let spawn = || {
+        let mut cmd = sandbox.command(&["acp"]);
+        cmd.env("ANTHROPIC_API_KEY", "bench-key")
+            .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+            .env("TZ", "UTC")
+            .env("PINCER_CLOCK_FILE", &clock);
+        Acp::spawn(cmd)
+    };
+    let mut acp = spawn();
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     let start: jiff::Timestamp = "2026-11-24T09:00:00Z".parse().unwrap();
@@ -161,6 +169,18 @@ async fn session(prompts: usize) -> Vec<Value> {
         let offset = 3600 * i as i64 / (prompts.max(2) - 1) as i64;
         let now = start + jiff::SignedDuration::from_secs(offset);
         std::fs::write(&clock, now.to_string()).unwrap();
+        if i == load_before(prompts) && i > 0 {
+            acp.close_stdin();
+            assert!(acp.wait_exit().await.success());
+            acp = spawn();
+            acp.initialize().await;
+            // `call` fails on an error answer.
+            acp.call(
+                "session/load",
+                json!({"sessionId": session, "cwd": sandbox.work(), "mcpServers": []}),
+            )
+            .await;
+        }
         let result = acp
             .call(
                 "session/prompt",
@@ -185,6 +205,11 @@ async fn session(prompts: usize) -> Vec<Value> {
         json!("Current time: 2026-11-24 10:00 (UTC, UTC+00:00)")
     );
     bodies
+}
+
+/// Before which prompt (from 0) a new process loads the session.
+fn load_before(prompts: usize) -> usize {
+    prompts / 2
 }
 
 /// A request as the cache sees it: its blocks in order (each tool, the

@@ -46,6 +46,7 @@ fn write_transcript(data_dir: &Path, cwd: &Path, id: &str, entries: usize) {
                         "Please look at module {n} and fix the bug in it."
                     ))],
                 },
+                time: None,
             },
             transcript::Record::Message {
                 message: Message::Assistant(AssistantMessage {
@@ -68,6 +69,7 @@ fn write_transcript(data_dir: &Path, cwd: &Path, id: &str, entries: usize) {
                     error_message: None,
                     usage: Usage::default(),
                 }),
+                time: None,
             },
             transcript::Record::ToolResult {
                 message: ToolResultMessage {

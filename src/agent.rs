@@ -61,7 +61,9 @@ pub enum AgentMessage {
     /// with that message. Kept in the history so that every later call
     /// sends the same bytes for it (the time of day stays out of the system
     /// prompt, which would otherwise change the cached prefix every
-    /// minute); never shown to the user nor stored in the transcript.
+    /// minute); never shown to the user. The transcript stores it with its
+    /// user message (`time`), so a session loaded by another process sends
+    /// it again byte for byte.
     Time {
         text: String,
     },
@@ -183,8 +185,13 @@ pub enum AgentEvent {
         error: String,
     },
     /// A message the user sent while the run was busy has joined the
-    /// history (steering, or a follow-up).
-    UserMessage(Vec<Content>),
+    /// history (steering, or a follow-up), with the time line the model
+    /// reads with it (for the transcript, so that a loaded session sends
+    /// the same bytes).
+    UserMessage {
+        content: Vec<Content>,
+        time: String,
+    },
     AgentEnd {
         stop: RunStop,
     },
@@ -306,6 +313,33 @@ pub async fn run(
     host: &dyn AgentHost,
     cancel: &CancellationToken,
 ) -> RunStop {
+    let time = time_line(config);
+    run_timed(
+        client, config, tools, cwd, history, prompt, time, host, cancel,
+    )
+    .await
+}
+
+/// The line that closes a user message sent now, as the model reads it.
+pub fn time_line(config: &AgentConfig) -> String {
+    crate::context::time_line(config.clock.now())
+}
+
+/// [`run`] for a prompt whose time line the caller already took (and
+/// stored with the prompt in its transcript, so that a loaded session
+/// sends the model the same bytes as before).
+#[allow(clippy::too_many_arguments)]
+pub async fn run_timed(
+    client: &reqwest::Client,
+    config: &AgentConfig,
+    tools: &[Arc<dyn Tool>],
+    cwd: &std::path::Path,
+    history: &mut Vec<AgentMessage>,
+    prompt: Vec<Content>,
+    time: String,
+    host: &dyn AgentHost,
+    cancel: &CancellationToken,
+) -> RunStop {
     host.emit(AgentEvent::AgentStart);
     let text: Vec<&str> = prompt
         .iter()
@@ -321,7 +355,7 @@ pub async fn run(
     {
         Err(reason) => RunStop::Blocked(reason),
         Ok(()) => {
-            push_user(history, config, prompt);
+            push_user(history, prompt, time);
             run_turns(client, config, tools, cwd, history, host, cancel).await
         }
     };
@@ -435,6 +469,7 @@ async fn run_turns(
             thinking: config.thinking,
             max_tokens: None,
             cache_key: config.session_id.clone(),
+            cache_retention: llm::CacheRetention::for_ttl(config.prune.ttl),
         };
         let (message, failure) = failover::call(client, config, &request, host, cancel).await;
         if let Some(LlmError::ContextOverflow {
@@ -564,8 +599,12 @@ async fn run_turns(
         // The run would end here; a queued message continues it.
         match host.take_follow_up() {
             Some(content) => {
-                host.emit(AgentEvent::UserMessage(content.clone()));
-                push_user(history, config, content);
+                let time = time_line(config);
+                host.emit(AgentEvent::UserMessage {
+                    content: content.clone(),
+                    time: time.clone(),
+                });
+                push_user(history, content, time);
             }
             None => return stop,
         }
@@ -581,18 +620,21 @@ fn deliver_steering(
     let messages = host.take_steering();
     let any = !messages.is_empty();
     for content in messages {
-        host.emit(AgentEvent::UserMessage(content.clone()));
-        push_user(history, config, content);
+        let time = time_line(config);
+        host.emit(AgentEvent::UserMessage {
+            content: content.clone(),
+            time: time.clone(),
+        });
+        push_user(history, content, time);
     }
     any
 }
 
-/// Adds a user message, after the time it was sent: the model learns the
-/// time from its newest message, which moves no cached prefix.
-fn push_user(history: &mut Vec<AgentMessage>, config: &AgentConfig, content: Vec<Content>) {
-    history.push(AgentMessage::Time {
-        text: crate::context::time_line(config.clock.now()),
-    });
+/// Adds a user message, after the time it was sent (its [`time_line`]):
+/// the model learns the time from its newest message, which moves no
+/// cached prefix.
+fn push_user(history: &mut Vec<AgentMessage>, content: Vec<Content>, time: String) {
+    history.push(AgentMessage::Time { text: time });
     history.push(AgentMessage::Llm {
         message: Message::User { content },
     });
@@ -1349,9 +1391,9 @@ mod time_tests {
             session_id: None,
         };
         let mut history = Vec::new();
-        push_user(&mut history, &config, vec![Content::text("a")]);
+        push_user(&mut history, vec![Content::text("a")], time_line(&config));
         std::fs::write(&file, "2026-11-24T10:00:00Z").unwrap();
-        push_user(&mut history, &config, vec![Content::text("b")]);
+        push_user(&mut history, vec![Content::text("b")], time_line(&config));
         let texts: Vec<String> = convert_to_llm(history)
             .into_iter()
             .flat_map(|m| match m {

@@ -157,8 +157,17 @@ pub struct Usage {
     pub output: u64,
     pub cache_read: u64,
     pub cache_write: u64,
+    /// Of `cache_write`, the tokens written to a one-hour cache, which
+    /// Anthropic prices higher (Anthropic reports the split in
+    /// `usage.cache_creation`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_1h: u64,
     #[serde(default)]
     pub cost: Cost,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -296,6 +305,45 @@ pub struct Request {
     /// Which prompt cache the call belongs to (the session id), for
     /// providers that route by a key (OpenAI's `prompt_cache_key`).
     pub cache_key: Option<String>,
+    /// How long the prompt cache this call writes should live, for
+    /// providers that let the caller choose (Anthropic's `ttl`).
+    pub cache_retention: CacheRetention,
+}
+
+/// How long a prompt cache written by a request lives, where the provider
+/// lets the caller choose: Anthropic's `cache_control` takes `"ttl": "5m"`
+/// (the default) or `"1h"`, in its stable API without a beta header (the
+/// SDKs' non-beta `CacheControlEphemeral` has it), and OpenRouter passes it
+/// on to Anthropic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CacheRetention {
+    /// The provider's default (Anthropic: five minutes); no `ttl` is sent.
+    #[default]
+    Short,
+    /// One hour. Anthropic charges 2× the base input price for writing it
+    /// (1.25× for five minutes); reads cost the same.
+    Long,
+}
+
+impl CacheRetention {
+    /// The retention for a configured `cache_ttl`: anything past the
+    /// default five minutes asks for the hour, so the cache lives at least
+    /// as long as the user said it does (pruning waits that long too).
+    pub fn for_ttl(ttl: Duration) -> Self {
+        if ttl > Duration::from_secs(5 * 60) {
+            Self::Long
+        } else {
+            Self::Short
+        }
+    }
+
+    /// Anthropic's `cache_control` for a breakpoint.
+    pub fn cache_control(self) -> serde_json::Value {
+        match self {
+            Self::Short => serde_json::json!({"type": "ephemeral"}),
+            Self::Long => serde_json::json!({"type": "ephemeral", "ttl": "1h"}),
+        }
+    }
 }
 
 /// An incremental piece of the model's answer, provider-neutral.

@@ -194,8 +194,9 @@ fn is_unanswered(a: &crate::llm::AssistantMessage) -> bool {
         && a.text().trim().is_empty()
 }
 
-/// Where the latest prompt starts, when the model never answered it: the
-/// history ends with that user message and at most failed or cancelled,
+/// Where the latest prompt starts (its time line, if it has one), when the
+/// model never answered it: the history ends with that user message and at
+/// most failed or cancelled,
 /// empty model calls. Such a prompt is taken out of what the model sees
 /// (the user saw it fail, or stopped it), so that it is not sent again
 /// glued to the next one.
@@ -208,10 +209,12 @@ pub fn unanswered_prompt(history: &[AgentMessage]) -> Option<usize> {
             }
         )
     })?;
-    history[at + 1..]
+    let unanswered = history[at + 1..]
         .iter()
-        .all(|m| is_failed_call(m) || matches!(m, AgentMessage::Notice { .. }))
-        .then_some(at)
+        .all(|m| is_failed_call(m) || matches!(m, AgentMessage::Notice { .. }));
+    // Its time line goes with it.
+    let with_time = at > 0 && matches!(history[at - 1], AgentMessage::Time { .. });
+    unanswered.then_some(if with_time { at - 1 } else { at })
 }
 
 /// Takes a prompt whose model call failed before any answer out of what
@@ -234,8 +237,13 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
     let mut open: Vec<(String, String)> = Vec::new();
     for entry in entries {
         match entry.record {
-            Record::Message { message } => {
+            Record::Message { message, time } => {
                 answer_open_calls(&mut restored, &mut open);
+                // The time line the model read with this user message,
+                // before it as in a live session's history.
+                if let (Some(text), Message::User { .. }) = (time, &message) {
+                    restored.push(AgentMessage::Time { text });
+                }
                 if let Message::Assistant(assistant) = &message {
                     restored.last_call = humantime::parse_rfc3339_weak(&entry.timestamp).ok();
                     open = assistant
@@ -455,6 +463,7 @@ fn summarize(path: &Path) -> Option<Summary> {
             record:
                 Record::Message {
                     message: Message::User { content },
+                    ..
                 },
             ..
         }) = serde_json::from_str::<Entry>(&line)
@@ -531,6 +540,7 @@ mod tests {
             message: Message::User {
                 content: vec![crate::llm::Content::text(text)],
             },
+            time: None,
         }
     }
 
@@ -551,6 +561,7 @@ mod tests {
                     .then(|| "refused".to_string()),
                 usage: Default::default(),
             }),
+            time: None,
         }
     }
 
@@ -577,6 +588,92 @@ mod tests {
         ]);
         assert_eq!(restored.client_prompt, Some(second));
         assert_eq!(restored.history.len(), 2);
+    }
+
+    fn timed_user(text: &str, time: &str) -> Record {
+        Record::Message {
+            message: Message::User {
+                content: vec![crate::llm::Content::text(text)],
+            },
+            time: Some(time.into()),
+        }
+    }
+
+    fn time(text: &str) -> AgentMessage {
+        AgentMessage::Time { text: text.into() }
+    }
+
+    fn llm(record: Record) -> AgentMessage {
+        match record {
+            Record::Message { message, .. } => AgentMessage::Llm { message },
+            _ => unreachable!(),
+        }
+    }
+
+    /// A user message's stored time line comes back before it, as the
+    /// live history had it; a transcript from before pincer stored them
+    /// loads without; a compaction keeps the first kept message's line; a
+    /// prompt the model never answered leaves with its line.
+    #[test]
+    fn time_lines_come_back_from_the_transcript_where_they_were_live() {
+        let answer = || assistant("answer", crate::llm::StopReason::Stop);
+        let restored = restore(vec![
+            entry(1, timed_user("first", "Current time: 09:00")),
+            entry(2, answer()),
+            entry(3, user("old style")),
+            entry(4, answer()),
+        ]);
+        let expected = vec![
+            time("Current time: 09:00"),
+            llm(user("first")),
+            llm(answer()),
+            llm(user("old style")),
+            llm(answer()),
+        ];
+        assert_eq!(restored.history, expected);
+        // The ids of what the editor is shown do not count time lines.
+        assert_eq!(restored.entry_id(1), Some("e1"));
+        assert_eq!(restored.entry_id(0), None);
+
+        let compacted = restore(vec![
+            entry(1, timed_user("first", "Current time: 09:00")),
+            entry(2, answer()),
+            entry(3, timed_user("second", "Current time: 09:05")),
+            entry(4, answer()),
+            entry(
+                5,
+                Record::Compaction {
+                    summary: "## Goal".into(),
+                    kept: 2,
+                    tokens_before: 100,
+                    read_files: Vec::new(),
+                    modified_files: Vec::new(),
+                },
+            ),
+        ]);
+        assert_eq!(
+            compacted.history[1..],
+            [
+                time("Current time: 09:05"),
+                llm(user("second")),
+                llm(answer())
+            ]
+        );
+
+        let failed = restore(vec![
+            entry(1, timed_user("first", "Current time: 09:00")),
+            entry(2, answer()),
+            entry(3, timed_user("lost", "Current time: 09:05")),
+            entry(4, assistant("", crate::llm::StopReason::Error)),
+        ]);
+        assert_eq!(
+            failed.history,
+            vec![
+                time("Current time: 09:00"),
+                llm(user("first")),
+                llm(answer())
+            ]
+        );
     }
 
     /// Every shown entry keeps its transcript entry's id (its `messageId`),
@@ -647,7 +744,7 @@ mod tests {
             records
                 .iter()
                 .map(|r| match r {
-                    Record::Message { message } => AgentMessage::Llm {
+                    Record::Message { message, .. } => AgentMessage::Llm {
                         message: message.clone(),
                     },
                     _ => unreachable!(),

@@ -65,7 +65,7 @@ impl Recorder {
                 AgentEvent::CompactionEnd { result, .. } => {
                     format!("compaction_end ok={}", result.is_ok())
                 }
-                AgentEvent::UserMessage(_) => "user_message".to_string(),
+                AgentEvent::UserMessage { .. } => "user_message".to_string(),
                 AgentEvent::AgentEnd { .. } => "agent_end".to_string(),
                 AgentEvent::TextDelta(_) | AgentEvent::ThinkingDelta(_) => unreachable!(),
             })

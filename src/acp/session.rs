@@ -625,10 +625,12 @@ impl Session {
         self.mcp().ready().await;
         let (config, cancel) = self.turn_config()?;
         let host = self.host(cx, &client, drain);
+        let time = agent::time_line(&config);
         self.record(transcript::Record::Message {
             message: crate::llm::Message::User {
                 content: content.clone(),
             },
+            time: Some(time.clone()),
         });
         let first_prompt = history.is_empty().then(|| {
             content
@@ -648,13 +650,14 @@ impl Session {
             );
             host.send(SessionUpdate::SessionInfoUpdate(update));
         }
-        let stop = agent::run(
+        let stop = agent::run_timed(
             http,
             &config,
             &self.tools,
             &self.cwd,
             &mut history,
             content,
+            time,
             &host,
             &cancel,
         )
@@ -731,6 +734,7 @@ impl Session {
                     error_message: error.map(ToString::to_string),
                     usage: Default::default(),
                 }),
+                time: None,
             });
         }
         history.truncate(at);

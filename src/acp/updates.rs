@@ -261,7 +261,7 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
         | AgentEvent::MessageStart
         | AgentEvent::MessageEnd(_)
         | AgentEvent::Retry { .. }
-        | AgentEvent::UserMessage(_)
+        | AgentEvent::UserMessage { .. }
         | AgentEvent::AgentEnd { .. } => return None,
     })
 }

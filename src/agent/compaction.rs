@@ -462,6 +462,7 @@ pub fn summary_request(
         thinking: ThinkingLevel::Off,
         max_tokens: Some((reserve * 4 / 5).clamp(1_024, model.max_tokens.max(1_024))),
         cache_key: None,
+        cache_retention: Default::default(),
     }
 }
 
@@ -571,6 +572,10 @@ pub fn restore(history: &mut Vec<AgentMessage>, summary: String, kept: usize, to
             seen += 1;
         }
         cut = index;
+    }
+    // The first kept message keeps its time line, as `cut_point` keeps it.
+    if cut > 0 && cut < history.len() && matches!(history[cut - 1], AgentMessage::Time { .. }) {
+        cut -= 1;
     }
     apply(history, cut, summary, tokens_before);
 }

@@ -110,6 +110,7 @@ pub fn request(model: &Model, prompt: &str, answer: &str) -> Request {
         thinking,
         max_tokens: Some(max_tokens),
         cache_key: None,
+        cache_retention: Default::default(),
     }
 }
 

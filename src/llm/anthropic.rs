@@ -66,6 +66,7 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
     headers.extend(model.headers.iter().cloned());
 
     let (max_tokens, thinking_budget) = token_limits(model, request);
+    let cache_control = request.cache_retention.cache_control();
     let mut body = Map::new();
     body.insert("model".into(), json!(model.id));
     body.insert("max_tokens".into(), json!(max_tokens));
@@ -76,13 +77,13 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
             json!([{
                 "type": "text",
                 "text": request.system,
-                "cache_control": {"type": "ephemeral"},
+                "cache_control": cache_control,
             }]),
         );
     }
     body.insert(
         "messages".into(),
-        Value::Array(convert_messages(&request.messages)),
+        Value::Array(convert_messages(&request.messages, &cache_control)),
     );
     if !request.tools.is_empty() {
         let mut tools: Vec<Value> = request
@@ -100,7 +101,7 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
         // prefix): a change of the system prompt alone, such as a context
         // file edited on disk, still reads them from the cache.
         if let Some(Value::Object(last)) = tools.last_mut() {
-            last.insert("cache_control".into(), json!({"type": "ephemeral"}));
+            last.insert("cache_control".into(), cache_control.clone());
         }
         body.insert("tools".into(), Value::Array(tools));
     }
@@ -151,7 +152,7 @@ pub(super) fn claude_token_limits(
 /// Converts the history. Anthropic wants user and assistant turns to
 /// alternate and all results of one assistant turn in the next user turn,
 /// opening it.
-fn convert_messages(messages: &[Message]) -> Vec<Value> {
+fn convert_messages(messages: &[Message], cache_control: &Value) -> Vec<Value> {
     let converted = messages.iter().map(|message| match message {
         Message::User { content } => ("user", content.iter().filter_map(content_block).collect()),
         Message::Assistant(message) => ("assistant", assistant_blocks(message)),
@@ -172,7 +173,7 @@ fn convert_messages(messages: &[Message]) -> Vec<Value> {
         .filter_map(|turn| turn.blocks.last_mut())
     {
         if let Value::Object(block) = block {
-            block.insert("cache_control".into(), json!({"type": "ephemeral"}));
+            block.insert("cache_control".into(), cache_control.clone());
         }
     }
     turns
@@ -367,6 +368,16 @@ struct WireUsage {
     cache_read_input_tokens: Option<u64>,
     #[serde(default)]
     cache_creation_input_tokens: Option<u64>,
+    /// The cache writes by lifetime (`ephemeral_5m_input_tokens`,
+    /// `ephemeral_1h_input_tokens`), which are priced differently.
+    #[serde(default)]
+    cache_creation: Option<WireCacheCreation>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireCacheCreation {
+    #[serde(default)]
+    ephemeral_1h_input_tokens: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -422,6 +433,13 @@ impl Parser {
         }
         if let Some(tokens) = wire.cache_creation_input_tokens {
             usage.cache_write = tokens;
+        }
+        if let Some(tokens) = wire
+            .cache_creation
+            .as_ref()
+            .and_then(|c| c.ephemeral_1h_input_tokens)
+        {
+            usage.cache_write_1h = tokens;
         }
         if usage != self.usage {
             self.usage = usage;

@@ -165,6 +165,7 @@ fn sign(
 /// preserves insertion order; the signing test vectors rely on that.
 fn request_body(model: &Model, request: &Request) -> Value {
     let (max_tokens, thinking_budget) = token_limits(model, request);
+    let cache = takes_cache_points(model);
     let mut body = Map::new();
     if let Some(budget) = thinking_budget {
         body.insert(
@@ -175,13 +176,15 @@ fn request_body(model: &Model, request: &Request) -> Value {
     body.insert("inferenceConfig".into(), json!({"maxTokens": max_tokens}));
     body.insert(
         "messages".into(),
-        Value::Array(convert_messages(model, &request.messages)),
+        Value::Array(convert_messages(model, &request.messages, cache)),
     );
     if !request.system.trim().is_empty() {
-        body.insert("system".into(), json!([{"text": request.system}]));
+        let mut system = vec![json!({"text": request.system})];
+        system.extend(cache.then(cache_point));
+        body.insert("system".into(), Value::Array(system));
     }
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
             .map(|tool| {
@@ -192,9 +195,25 @@ fn request_body(model: &Model, request: &Request) -> Value {
                 }})
             })
             .collect();
+        tools.extend(cache.then(cache_point));
         body.insert("toolConfig".into(), json!({"tools": tools}));
     }
     Value::Object(body)
+}
+
+/// Whether requests to `model` get prompt-cache checkpoints: Claude on
+/// Bedrock caches like Anthropic's own API, but only where a request marks
+/// it with `cachePoint` blocks, which Converse takes in `system`,
+/// `messages[].content` and `toolConfig.tools`
+/// (<https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html>).
+/// Other models may reject the block.
+fn takes_cache_points(model: &Model) -> bool {
+    is_claude(&model.id)
+}
+
+/// A cache checkpoint: everything before it is cached (five minutes).
+fn cache_point() -> Value {
+    json!({"cachePoint": {"type": "default"}})
 }
 
 /// Claude on Bedrock, by model id, inference profile (`us.anthropic…`) or
@@ -210,14 +229,29 @@ fn token_limits(model: &Model, request: &Request) -> (u64, Option<u64>) {
 }
 
 /// Converts the history. Converse wants user and assistant turns to
-/// alternate, and Claude wants a turn's tool results before its text.
-fn convert_messages(model: &Model, messages: &[Message]) -> Vec<Value> {
+/// alternate, and Claude wants a turn's tool results before its text. With
+/// `cache`, the two newest user turns end with a checkpoint, as Anthropic's
+/// breakpoints do (with the tools' and the system prompt's, the four a
+/// request may have): the newest writes the whole conversation, the one
+/// before is where the previous request ended, so this one reads it.
+fn convert_messages(model: &Model, messages: &[Message], cache: bool) -> Vec<Value> {
     let converted = messages.iter().map(|message| match message {
         Message::User { content } => ("user", content.iter().filter_map(content_block).collect()),
         Message::Assistant(message) => ("assistant", assistant_blocks(model, message)),
         Message::ToolResult(result) => ("user", vec![tool_result_block(result)]),
     });
-    super::alternating_turns(converted, |block| block.get("toolResult").is_some())
+    let mut turns = super::alternating_turns(converted, |block| block.get("toolResult").is_some());
+    if cache {
+        for turn in turns
+            .iter_mut()
+            .rev()
+            .filter(|turn| turn.role == "user" && !turn.blocks.is_empty())
+            .take(2)
+        {
+            turn.blocks.push(cache_point());
+        }
+    }
+    turns
         .into_iter()
         .map(|turn| json!({"content": turn.blocks, "role": turn.role}))
         .collect()

@@ -67,6 +67,15 @@ pub struct Model {
     pub headers: Vec<(String, String)>,
 }
 
+impl Pricing {
+    /// USD per million tokens written to a one-hour cache: Anthropic
+    /// charges twice the base input price for it (against 1.25× for the
+    /// five-minute cache that `cache_write` prices).
+    pub fn cache_write_1h(&self) -> f64 {
+        self.input * 2.0
+    }
+}
+
 impl Model {
     /// `provider/id`, the form users type.
     pub fn full_id(&self) -> String {

@@ -58,6 +58,9 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
         messages.push(json!({"role": role, "content": request.system}));
     }
     messages.extend(convert_messages(&request.messages));
+    if takes_cache_control(model) {
+        mark_cache_breakpoints(&mut messages, &request.cache_retention.cache_control());
+    }
 
     let mut body = Map::new();
     body.insert("model".into(), json!(model.id));
@@ -109,6 +112,57 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
         url: format!("{}/chat/completions", model.base_url),
         headers,
         body: Value::Object(body),
+    }
+}
+
+/// Whether `model` is Claude behind OpenRouter, which passes
+/// `cache_control` on content parts through to Anthropic
+/// (<https://openrouter.ai/docs/prompt-caching>: Anthropic needs explicit
+/// breakpoints, at most four). Other models cache by themselves or not at
+/// all, and a strict server may reject a field it does not know.
+fn takes_cache_control(model: &Model) -> bool {
+    let openrouter =
+        model.provider == "openrouter" || model.base_url.starts_with("https://openrouter.ai/");
+    openrouter && model.id.starts_with("anthropic/")
+}
+
+/// Anthropic's breakpoints in OpenAI's format (see the Anthropic provider
+/// for why these): the system prompt (which Anthropic caches after the
+/// tools, so they are read with it), and the last message of each of the
+/// two newest runs of user and tool messages: the newest writes the whole
+/// conversation, the one before is where the previous request ended, so
+/// this one reads what that one wrote. Three, within Anthropic's four.
+fn mark_cache_breakpoints(messages: &mut [Value], cache_control: &Value) {
+    if let Some(system) = messages.first_mut().filter(|m| m["role"] == "system") {
+        mark_last_part(system, cache_control);
+    }
+    let mut marked = 0;
+    let mut in_run = false;
+    for message in messages.iter_mut().rev() {
+        let turn_end = matches!(message["role"].as_str(), Some("user" | "tool"));
+        if turn_end && !in_run && marked < 2 {
+            mark_last_part(message, cache_control);
+            marked += 1;
+        }
+        in_run = turn_end;
+    }
+}
+
+/// Puts `cache_control` on the last content part of `message`, turning
+/// text content into one text part first (only parts carry it). Empty
+/// text is left alone: Anthropic rejects a breakpoint on an empty block.
+fn mark_last_part(message: &mut Value, cache_control: &Value) {
+    if let Some(text) = message["content"].as_str() {
+        if text.is_empty() {
+            return;
+        }
+        message["content"] = json!([{"type": "text", "text": text}]);
+    }
+    if let Some(Value::Object(part)) = message["content"]
+        .as_array_mut()
+        .and_then(|parts| parts.last_mut())
+    {
+        part.insert("cache_control".into(), cache_control.clone());
     }
 }
 
@@ -538,25 +592,32 @@ struct WireUsage {
 struct PromptTokensDetails {
     #[serde(default)]
     cached_tokens: Option<u64>,
+    /// Tokens written to the prompt cache (OpenRouter, for providers that
+    /// charge for writes such as Anthropic).
+    #[serde(default)]
+    cache_write_tokens: Option<u64>,
 }
 
 impl WireUsage {
-    /// `prompt_tokens` includes the cached tokens and `completion_tokens`
-    /// the reasoning tokens; pincer counts cached input separately.
+    /// `prompt_tokens` includes the tokens read from and written to the
+    /// cache, and `completion_tokens` the reasoning tokens; pincer counts
+    /// cached input separately.
     fn into_usage(self) -> Option<Usage> {
         if self.prompt_tokens.is_none() && self.completion_tokens.is_none() {
             return None;
         }
         let prompt = self.prompt_tokens.unwrap_or(0);
-        let cached = self
-            .prompt_tokens_details
+        let details = self.prompt_tokens_details.as_ref();
+        let cached = details
             .and_then(|d| d.cached_tokens)
             .or(self.prompt_cache_hit_tokens)
             .unwrap_or(0);
+        let written = details.and_then(|d| d.cache_write_tokens).unwrap_or(0);
         Some(Usage {
-            input: prompt.saturating_sub(cached),
+            input: prompt.saturating_sub(cached).saturating_sub(written),
             output: self.completion_tokens.unwrap_or(0),
             cache_read: cached,
+            cache_write: written,
             ..Usage::default()
         })
     }

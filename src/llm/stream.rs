@@ -691,7 +691,8 @@ fn price(model: &Model, usage: &Usage) -> super::Cost {
     let input = per(usage.input, p.input);
     let output = per(usage.output, p.output);
     let cache_read = per(usage.cache_read, p.cache_read);
-    let cache_write = per(usage.cache_write, p.cache_write);
+    let long = usage.cache_write_1h.min(usage.cache_write);
+    let cache_write = per(usage.cache_write - long, p.cache_write) + per(long, p.cache_write_1h());
     super::Cost {
         input,
         output,

@@ -18,7 +18,8 @@
 //! {"type":"mode_change","id":"e6","parentId":"e5","timestamp":"2026-11-22T04:51:10.000Z","mode":"accept-edits"}
 //! ```
 //!
-//! Entry types ([`Record`]): `message` (user or assistant; assistant
+//! Entry types ([`Record`]): `message` (user or assistant; user messages
+//! carry the time line the model read with them as `time`; assistant
 //! messages carry provider, api, model, auth profile, stop reason, error
 //! and usage), `tool_result` (with what the editor was shown: `call`,
 //! `display`, `details`), `model_change`, `thinking_change`, `mode_change`,
@@ -81,6 +82,13 @@ pub enum Record {
     /// A user or assistant message, as the model sees it.
     Message {
         message: Message,
+        /// The time line the model read closing a user message (see
+        /// `AgentMessage::Time`), kept so that a loaded session sends its
+        /// earlier messages byte for byte as before and the provider's
+        /// prompt cache still matches. Absent in transcripts written
+        /// before pincer kept it, and for assistant messages.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        time: Option<String>,
     },
     /// A tool's result, with what the editor showed for the call.
     ToolResult {
@@ -182,6 +190,7 @@ struct RawEntry {
     title: Option<String>,
     text: Option<String>,
     summary: Option<String>,
+    time: Option<String>,
     kept: Option<usize>,
     // Record's fields keep their snake_case names on disk.
     #[serde(rename = "tokens_before", default)]
@@ -204,6 +213,7 @@ impl RawEntry {
         let record = match kind {
             "message" => Record::Message {
                 message: serde_json::from_str(message()?).map_err(|e| e.to_string())?,
+                time: self.time,
             },
             "tool_result" => Record::ToolResult {
                 message: serde_json::from_str(message()?).map_err(|e| e.to_string())?,
@@ -566,6 +576,7 @@ mod tests {
             message: Message::User {
                 content: vec![Content::text(text)],
             },
+            time: None,
         }
     }
 

@@ -125,11 +125,12 @@ impl AgentHost for AcpHost {
 
     fn emit(&self, event: AgentEvent) {
         match &event {
-            AgentEvent::UserMessage(content) => {
+            AgentEvent::UserMessage { content, time } => {
                 self.session.record(transcript::Record::Message {
                     message: crate::llm::Message::User {
                         content: content.clone(),
                     },
+                    time: Some(time.clone()),
                 });
             }
             AgentEvent::MessageStart => {
@@ -143,6 +144,7 @@ impl AgentHost for AcpHost {
                 }
                 let record = transcript::Record::Message {
                     message: crate::llm::Message::Assistant((**message).clone()),
+                    time: None,
                 };
                 match lock(&self.message).take() {
                     Some(id) => self.session.record_as(id, record),

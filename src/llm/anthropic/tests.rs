@@ -47,6 +47,7 @@ fn tool_result(id: &str, content: Vec<Content>, is_error: bool) -> Message {
 fn request_body_for_a_tool_round_trip() {
     let request = Request {
         cache_key: None,
+        cache_retention: Default::default(),
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {

@@ -80,6 +80,7 @@ fn credentials(token: Option<&str>) -> AwsCredentials {
 fn request_body_for_a_tool_round_trip() {
     let request = Request {
         cache_key: None,
+        cache_retention: Default::default(),
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {
@@ -191,6 +192,9 @@ fn request_body_for_a_tool_round_trip() {
                     {"text": "What do these say?"},
                     {"image": {"format": "png", "source": {"bytes": "iVBORw0KGgo="}}},
                     {"text": "(an image of type image/tiff, which Bedrock cannot take, was left out)"},
+                    // Claude: the two newest user turns end with a
+                    // checkpoint, as do the system prompt and the tools.
+                    {"cachePoint": {"type": "default"}},
                 ]},
                 {"role": "assistant", "content": [
                     {"reasoningContent": {"reasoningText": {
@@ -218,14 +222,18 @@ fn request_body_for_a_tool_round_trip() {
                         "status": "error",
                     }},
                     {"text": "Summarise them."},
+                    {"cachePoint": {"type": "default"}},
                 ]},
             ],
-            "system": [{"text": "You are pincer."}],
-            "toolConfig": {"tools": [{"toolSpec": {
-                "name": "read",
-                "description": "Read a file.",
-                "inputSchema": {"json": {"type": "object", "properties": {"path": {"type": "string"}}}},
-            }}]},
+            "system": [{"text": "You are pincer."}, {"cachePoint": {"type": "default"}}],
+            "toolConfig": {"tools": [
+                {"toolSpec": {
+                    "name": "read",
+                    "description": "Read a file.",
+                    "inputSchema": {"json": {"type": "object", "properties": {"path": {"type": "string"}}}},
+                }},
+                {"cachePoint": {"type": "default"}},
+            ]},
         })
     );
 }
@@ -336,6 +344,7 @@ fn thinking_budget_leaves_room_for_the_answer() {
 
 /// The smallest request; its body bytes are fixed, so its signature can be
 /// checked against one computed independently (Python's hashlib and hmac).
+/// Claude's request ends its user turn with a cache checkpoint.
 fn hi_request() -> Request {
     Request {
         messages: vec![Message::User {
@@ -346,7 +355,7 @@ fn hi_request() -> Request {
     }
 }
 
-const HI_BODY: &str = r#"{"inferenceConfig":{"maxTokens":16},"messages":[{"content":[{"text":"hi"}],"role":"user"}]}"#;
+const HI_BODY: &str = r#"{"inferenceConfig":{"maxTokens":16},"messages":[{"content":[{"text":"hi"},{"cachePoint":{"type":"default"}}],"role":"user"}]}"#;
 
 #[test]
 fn sigv4_signs_the_double_encoded_path_and_the_exact_body() {
@@ -379,14 +388,14 @@ fn sigv4_signs_the_double_encoded_path_and_the_exact_body() {
          x-amz-security-token:session-token-example\n\
          \n\
          host;x-amz-date;x-amz-security-token\n\
-         4f4b2f8b4bf7a3b7f0fc5a9bdd80a3b8257e315fbb40ba94505b9beff619ec3c"
+         c3992667665448f7303efe343b8ee1adefa58f40ee10aeec5cf7e3af10ba2425"
     );
     assert_eq!(
         signed.string_to_sign,
         "AWS4-HMAC-SHA256\n\
          20251001T120000Z\n\
          20251001/us-east-1/bedrock/aws4_request\n\
-         e09ccb3df407ad6b7098fcdf98dec337c4e2b432cb70bfbad1adcad4a7b25c7f"
+         c825338e32af248e9201b3fc6e6f07ab9a39e2d05b62ac9cd04f25a54f130357"
     );
     assert_eq!(
         http.headers,
@@ -401,7 +410,7 @@ fn sigv4_signs_the_double_encoded_path_and_the_exact_body() {
                 "authorization".to_string(),
                 "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20251001/us-east-1/bedrock/aws4_request, \
                  SignedHeaders=host;x-amz-date;x-amz-security-token, \
-                 Signature=3af5eeee4f3cb3bbd3542c17addf4d3ecda5a36b175a399e12620a7db8cd82b6"
+                 Signature=3a9523c592c55f294138b544f43af5b4b555f0b3f780fb351549a321d256abb2"
                     .to_string()
             ),
         ]
@@ -429,7 +438,7 @@ fn sigv4_against_a_mock_server_signs_its_host_and_port() {
         Some(
             "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20251001/us-east-1/bedrock/aws4_request, \
              SignedHeaders=host;x-amz-date, \
-             Signature=bd27405789b8072ec1b772fcca546963b0303e6d0435012e8a4b06d3c6d12614"
+             Signature=84d9decf4f9e129a9b2fed202bf49794fbf76d43df8b8afcd2333bfe493a1e7c"
         )
     );
 }
@@ -611,6 +620,36 @@ fn write_text_bin() {
         frames(include_str!("../../../fixtures/bedrock/text.jsonl")),
     )
     .unwrap();
+}
+
+/// Rewrites `fixtures/bedrock/cached.bin` (for the end-to-end tests)
+/// from `cached.jsonl`:
+/// `cargo test --lib llm::bedrock::tests::write_cached_bin -- --ignored`.
+#[test]
+#[ignore = "writes a fixture; run by hand after changing cached.jsonl"]
+fn write_cached_bin() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/bedrock/cached.bin");
+    std::fs::write(
+        path,
+        frames(include_str!("../../../fixtures/bedrock/cached.jsonl")),
+    )
+    .unwrap();
+}
+
+/// A Claude answer that read from and wrote to the prompt cache: both
+/// counts reach the usage, and `cached.bin` is that answer.
+#[test]
+fn cache_reads_and_writes_reach_the_usage() {
+    let jsonl = include_str!("../../../fixtures/bedrock/cached.jsonl");
+    assert_eq!(
+        include_bytes!("../../../fixtures/bedrock/cached.bin").as_slice(),
+        frames(jsonl).as_slice()
+    );
+    let (events, _) = parse_complete(&frames(jsonl));
+    assert_eq!(
+        events.last(),
+        Some(&StreamEvent::Usage(usage(500, 10, 40_000, 3_000)))
+    );
 }
 
 #[test]

@@ -177,6 +177,7 @@ fn tools() -> Vec<ToolSpec> {
 fn conversation() -> Request {
     Request {
         cache_key: None,
+        cache_retention: Default::default(),
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {
@@ -295,6 +296,7 @@ fn gemini_3_gets_levels_and_stand_in_signatures_for_foreign_calls() {
     model.headers = vec![("X-Goog-Api-Key".to_string(), "from-config".to_string())];
     let request = Request {
         cache_key: None,
+        cache_retention: Default::default(),
         system: String::new(),
         messages: vec![
             Message::User {

@@ -61,6 +61,7 @@ fn tool_result(id: &str, content: Vec<Content>) -> Message {
 fn conversation() -> Request {
     Request {
         cache_key: None,
+        cache_retention: Default::default(),
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {
@@ -215,6 +216,7 @@ fn plain_models_get_no_effort_and_empty_parts_are_left_out() {
     let model = model("openai", "gpt-4.1", false);
     let request = Request {
         cache_key: None,
+        cache_retention: Default::default(),
         system: String::new(),
         messages: vec![
             Message::User {
@@ -908,6 +910,7 @@ fn cached_prompt_tokens_count_as_cache_reads() {
 fn openai_gets_the_session_as_prompt_cache_key_and_compatible_servers_do_not() {
     let request = Request {
         cache_key: Some("sess-1".into()),
+        cache_retention: Default::default(),
         ..conversation()
     };
     let openai = build_request(&model("openai", "gpt-4.1", false), None, &request);

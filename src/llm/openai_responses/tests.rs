@@ -104,6 +104,7 @@ fn read_tool() -> ToolSpec {
 fn conversation() -> Request {
     Request {
         cache_key: None,
+        cache_retention: Default::default(),
         system: "You are pincer.".to_string(),
         messages: vec![
             Message::User {
@@ -247,6 +248,7 @@ fn plain_models_get_no_reasoning_and_foreign_reasoning_is_left_out() {
     )];
     let request = Request {
         cache_key: None,
+        cache_retention: Default::default(),
         system: "  ".to_string(),
         messages: vec![
             Message::User {
@@ -914,6 +916,7 @@ fn cached_input_tokens_count_as_cache_reads() {
 fn the_session_goes_as_prompt_cache_key() {
     let request = Request {
         cache_key: Some("sess-1".into()),
+        cache_retention: Default::default(),
         ..conversation()
     };
     let http = build_request(&model("gpt-5", false), None, &request);
