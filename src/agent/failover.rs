@@ -71,7 +71,10 @@ fn classify(error: &LlmError) -> Next {
         LlmError::Billing { .. } => Next::Credential(Failure::Billing),
         LlmError::ModelNotFound { .. } => Next::Model,
         error if error.is_transient() => Next::Model,
-        LlmError::Timeout { .. } | LlmError::Network { .. } => Next::Model,
+        // Another model may live elsewhere.
+        LlmError::Timeout { .. } | LlmError::Network { .. } | LlmError::Unreachable { .. } => {
+            Next::Model
+        }
         _ => Next::Stop,
     }
 }
@@ -243,7 +246,8 @@ async fn try_one(
         Ok(ready) => ready,
         Err(reason) => {
             let reason = redact(&reason);
-            tracing::warn!(profile = ?attempt.id, %reason, "cannot use this credential");
+            // Reported once, by the `Failover` event below.
+            tracing::debug!(profile = ?attempt.id, %reason, "cannot use this credential");
             if let Some(id) = &attempt.id {
                 source.failed(model, id, Failure::Auth, None);
             }
