@@ -1094,8 +1094,11 @@ mod tests {
             ("127.0.0.1:8080", "http://127.0.0.1:8080"),
             ("ftp://lab/v1", "http://lab/v1"),
         ] {
-            std::fs::write(&path, format!("[providers.lab]\nbase_url = \"{base_url}\"\n"))
-                .unwrap();
+            std::fs::write(
+                &path,
+                format!("[providers.lab]\nbase_url = \"{base_url}\"\n"),
+            )
+            .unwrap();
             let err = Settings::load(home.path(), env_with(home.path(), &[])).unwrap_err();
             assert_eq!(
                 err.to_string(),

@@ -23,8 +23,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use catalog::{Api, Model, Pricing};
-pub use stream::{MessageBuilder, StreamConfig, stream};
 pub(crate) use stream::describe_reqwest_error;
+pub use stream::{MessageBuilder, StreamConfig, stream};
 
 /// The HTTP client for everything that carries a credential: model calls,
 /// title and compaction calls, OAuth token exchange and refresh, AWS

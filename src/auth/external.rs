@@ -52,8 +52,8 @@ fn candidate(id: &str, secret: &str) -> Candidate {
 pub fn candidates(provider: &str, home: &Path, now: u64) -> Vec<Candidate> {
     let mut out = Vec::new();
     if provider == "anthropic"
-        && let Some(oauth) = read_json(&home.join(CLAUDE_CODE_FILE))
-            .and_then(|v| v.get("claudeAiOauth").cloned())
+        && let Some(oauth) =
+            read_json(&home.join(CLAUDE_CODE_FILE)).and_then(|v| v.get("claudeAiOauth").cloned())
         && let Some(token) = oauth.get("accessToken").and_then(Value::as_str)
         && oauth
             .get("expiresAt")

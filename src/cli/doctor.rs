@@ -114,7 +114,11 @@ pub struct McpServer {
 
 /// Runs the checks and prints them; `Ok(false)` when something needed is
 /// broken.
-pub async fn doctor(cwd: Option<PathBuf>, model: Option<String>, json: bool) -> anyhow::Result<bool> {
+pub async fn doctor(
+    cwd: Option<PathBuf>,
+    model: Option<String>,
+    json: bool,
+) -> anyhow::Result<bool> {
     let cwd = match cwd {
         Some(dir) => dir,
         None => std::env::current_dir()?,
@@ -170,7 +174,11 @@ pub async fn check(cwd: &Path, model: Option<&str>) -> Report {
                      *_BASE_URL variable) and your network",
                     model.provider,
                     model_report.endpoint.url,
-                    model_report.endpoint.error.as_deref().unwrap_or("no answer"),
+                    model_report
+                        .endpoint
+                        .error
+                        .as_deref()
+                        .unwrap_or("no answer"),
                     model.provider,
                 ));
             }
@@ -390,12 +398,7 @@ pub fn render(report: &Report) -> String {
                 (true, Some(trust)) => format!("read ({trust})"),
                 (true, None) => "read".to_string(),
             };
-            let _ = writeln!(
-                out,
-                "  {:<14} {}  {state}",
-                file.kind,
-                file.path.display()
-            );
+            let _ = writeln!(out, "  {:<14} {}  {state}", file.kind, file.path.display());
         }
     }
     if let Some(trust) = &report.trust {
