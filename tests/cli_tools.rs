@@ -2,6 +2,7 @@
 //! failing fast on errors that waiting cannot fix and reporting each retry
 //! once, `pincer auth list` with other tools' credentials, `pincer login`
 //! on a real pseudo-terminal, `pincer doctor`, and shell completions.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
