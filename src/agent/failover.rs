@@ -246,8 +246,7 @@ async fn try_one(
         Ok(ready) => ready,
         Err(reason) => {
             let reason = redact(&reason);
-            // Reported once, by the `Failover` event below.
-            tracing::debug!(profile = ?attempt.id, %reason, "cannot use this credential");
+            tracing::warn!(profile = ?attempt.id, %reason, "cannot use this credential");
             if let Some(id) = &attempt.id {
                 source.failed(model, id, Failure::Auth, None);
             }
