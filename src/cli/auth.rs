@@ -295,9 +295,8 @@ pub fn login_api_key(provider: &str, id: Option<String>) -> anyhow::Result<()> {
         std::io::stderr().flush()?;
         // Echo off while it is read: a key shown on screen ends up in
         // scrollback, screen recordings and terminal logs.
-        let key = rpassword::read_password()?;
-        eprintln!();
-        key
+        // It ends the line itself when Enter is pressed.
+        rpassword::read_password()?
     } else {
         let mut key = String::new();
         std::io::stdin().read_line(&mut key)?;
