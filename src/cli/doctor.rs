@@ -486,3 +486,24 @@ pub fn render(report: &Report) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn addresses_are_shown_without_what_may_hold_a_token() {
+        assert_eq!(
+            without_secrets("https://user:pw@mcp.example.com:8443/sse?token=abc#x"),
+            "https://mcp.example.com:8443/sse"
+        );
+        assert_eq!(
+            without_secrets("http://127.0.0.1:11434/v1"),
+            "http://127.0.0.1:11434/v1"
+        );
+        assert_eq!(without_secrets("localhost:11434"), "localhost:11434");
+        assert_eq!(without_secrets("not a url"), "(not a URL)");
+    }
+}
