@@ -926,7 +926,10 @@ pub(crate) async fn stream_with_retries(
         }
         attempt += 1;
         let delay = retry_delay(config.retry_base_delay, attempt, &error, jitter_fraction());
-        tracing::warn!(%error, attempt, ?delay, "model call failed; retrying");
+        // The `Retry` event below is the report (an editor's notice, a
+        // line of `pincer run`); a warning here would tell it a second time
+        // on the same stderr.
+        tracing::debug!(%error, attempt, ?delay, "model call failed; retrying");
         host.emit(AgentEvent::Retry {
             attempt,
             delay,

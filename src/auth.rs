@@ -26,7 +26,7 @@
 //! over. Profiles in cooldown are listed (so a session can still start) but
 //! marked [`Unavailable`]; failover passes them by.
 
-mod external;
+pub mod external;
 pub mod oauth;
 mod store;
 

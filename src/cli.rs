@@ -3,6 +3,8 @@
 //! stdout; in `pincer acp` stdout belongs to the protocol.)
 
 pub mod auth;
+pub mod completions;
+pub mod doctor;
 pub mod mcp;
 pub mod run;
 pub mod sessions;

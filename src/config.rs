@@ -221,12 +221,41 @@ fn read_config(path: &Path) -> Result<Option<Config>, ConfigError> {
             });
         }
     };
-    toml::from_str(&text)
-        .map(Some)
-        .map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })
+    let config: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    check_base_urls(&config).map_err(|message| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message,
+    })?;
+    Ok(Some(config))
+}
+
+/// Every `[providers.<name>] base_url` must be an `http://` or `https://`
+/// address with a host. Caught here, a typo is one clear message when the
+/// file is read; caught by the HTTP client, it would be an error on every
+/// prompt (`localhost:11434/v1` even parses as a URL of scheme
+/// `localhost`).
+fn check_base_urls(config: &Config) -> Result<(), String> {
+    for (name, provider) in &config.providers {
+        let Some(base_url) = provider.base_url.as_deref() else {
+            continue;
+        };
+        let usable = url::Url::parse(base_url)
+            .is_ok_and(|url| matches!(url.scheme(), "http" | "https") && url.has_host());
+        if !usable {
+            return Err(format!(
+                "providers.{name}.base_url `{base_url}` is not an http:// or https:// address; \
+                 write it with its scheme, e.g. `http://{}`",
+                base_url
+                    .split_once("://")
+                    .map_or(base_url, |(_, rest)| rest)
+                    .trim_start_matches('/')
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether the user trusts the project a session runs in.
@@ -1054,6 +1083,34 @@ mod tests {
         assert!(
             matches!(err, ConfigError::Parse { ref path, .. } if path.ends_with("config.toml"))
         );
+    }
+
+    #[test]
+    fn a_base_url_without_a_scheme_is_refused_naming_the_provider_and_the_fix() {
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join("config.toml");
+        for (base_url, fix) in [
+            ("localhost:11434/v1", "http://localhost:11434/v1"),
+            ("127.0.0.1:8080", "http://127.0.0.1:8080"),
+            ("ftp://lab/v1", "http://lab/v1"),
+        ] {
+            std::fs::write(
+                &path,
+                format!("[providers.lab]\nbase_url = \"{base_url}\"\n"),
+            )
+            .unwrap();
+            let err = Settings::load(home.path(), env_with(home.path(), &[])).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "{} is not valid: providers.lab.base_url `{base_url}` is not an http:// or \
+                     https:// address; write it with its scheme, e.g. `{fix}`",
+                    path.display()
+                )
+            );
+        }
+        std::fs::write(&path, "[providers.lab]\nbase_url = \"http://lab:1/v1\"\n").unwrap();
+        Settings::load(home.path(), env_with(home.path(), &[])).unwrap();
     }
 
     #[test]

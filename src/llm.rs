@@ -23,6 +23,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use catalog::{Api, Model, Pricing};
+pub(crate) use stream::describe_reqwest_error;
 pub use stream::{MessageBuilder, StreamConfig, stream};
 
 /// The HTTP client for everything that carries a credential: model calls,
@@ -407,6 +408,14 @@ pub enum LlmError {
     },
     #[error("could not reach {provider}: {message}")]
     Network { provider: String, message: String },
+    /// The connection could not even be made (no such host, nothing
+    /// listening, an address that is not a URL): retrying in a few seconds
+    /// finds the same, so it is not retried.
+    #[error(
+        "cannot connect to {provider}: {message}. Waiting will not fix this: check the \
+         provider's base_url (or its *_BASE_URL variable) and that the server there is running"
+    )]
+    Unreachable { provider: String, message: String },
     #[error(
         "{provider} made no progress for {seconds} s (keep-alives do not count); gave up waiting"
     )]
@@ -516,6 +525,10 @@ impl LlmError {
                 message: f(&message),
             },
             LlmError::Network { provider, message } => LlmError::Network {
+                provider,
+                message: f(&message),
+            },
+            LlmError::Unreachable { provider, message } => LlmError::Unreachable {
                 provider,
                 message: f(&message),
             },

@@ -127,6 +127,27 @@ enum Command {
         /// The profile id, as `pincer auth list` shows it.
         profile: String,
     },
+    /// Check the setup: config files read, credentials per provider (never
+    /// the secrets), whether the model's endpoint answers, trust of this
+    /// directory, MCP servers, versions. Exits non-zero when something
+    /// needed is broken.
+    Doctor {
+        /// The project directory to check (default: the current one).
+        #[arg(long)]
+        cwd: Option<std::path::PathBuf>,
+        /// Model to check, as provider/model (default: the configured one).
+        #[arg(long, value_name = "PROVIDER/MODEL")]
+        model: Option<String>,
+        /// One JSON object with every check.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a shell completion script, e.g.
+    /// `pincer completions bash > ~/.local/share/bash-completion/completions/pincer`.
+    Completions {
+        /// bash, zsh, fish (also elvish, powershell).
+        shell: pincer::cli::completions::Shell,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -197,7 +218,9 @@ fn main() -> std::process::ExitCode {
         | Command::Login { .. }
         | Command::Logout { .. }
         | Command::Trust { .. }
-        | Command::Untrust { .. } => tokio::runtime::Builder::new_multi_thread(),
+        | Command::Untrust { .. }
+        | Command::Doctor { .. }
+        | Command::Completions { .. } => tokio::runtime::Builder::new_multi_thread(),
     };
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
@@ -282,6 +305,29 @@ fn main() -> std::process::ExitCode {
                 }
             }
             Command::Logout { profile } => report(pincer::cli::auth::logout(&profile)),
+            Command::Doctor { cwd, model, json } => {
+                match pincer::cli::doctor::doctor(cwd, model, json).await {
+                    Ok(healthy) => i32::from(!healthy),
+                    Err(e) => {
+                        eprintln!("pincer: {e:#}");
+                        1
+                    }
+                }
+            }
+            Command::Completions { shell } => {
+                use clap::CommandFactory;
+                use std::io::Write;
+                let script = pincer::cli::completions::script(shell, &mut Cli::command());
+                match std::io::stdout().lock().write_all(&script) {
+                    Ok(()) => 0,
+                    // Nobody reads the rest (`| head`): nothing to report.
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+                    Err(e) => {
+                        eprintln!("pincer: cannot write the completion script: {e}");
+                        1
+                    }
+                }
+            }
             Command::Trust { list: true, .. } => report(pincer::cli::trust::list()),
             Command::Trust { dir, .. } => report(pincer::cli::trust::trust(dir)),
             Command::Untrust { dir } => report(pincer::cli::trust::untrust(dir)),

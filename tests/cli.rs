@@ -160,5 +160,5 @@ async fn run_fails_with_a_message_and_a_non_zero_exit() {
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stderr.contains("could not reach anthropic"), "{stderr}");
+    assert!(stderr.contains("cannot connect to anthropic"), "{stderr}");
 }

@@ -71,7 +71,10 @@ fn classify(error: &LlmError) -> Next {
         LlmError::Billing { .. } => Next::Credential(Failure::Billing),
         LlmError::ModelNotFound { .. } => Next::Model,
         error if error.is_transient() => Next::Model,
-        LlmError::Timeout { .. } | LlmError::Network { .. } => Next::Model,
+        // Another model may live elsewhere.
+        LlmError::Timeout { .. } | LlmError::Network { .. } | LlmError::Unreachable { .. } => {
+            Next::Model
+        }
         _ => Next::Stop,
     }
 }

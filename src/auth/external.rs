@@ -14,6 +14,24 @@ use serde_json::Value;
 use super::{Candidate, Profiles};
 use crate::llm::Secret;
 
+/// Where each tool keeps what pincer reads, under the home directory.
+pub const CLAUDE_CODE_FILE: &str = ".claude/.credentials.json";
+pub const CODEX_FILE: &str = ".codex/auth.json";
+pub const OPENCLAW_FILE: &str = ".openclaw/agents/main/agent/auth-profiles.json";
+
+/// The file (under the home directory) a credential id from
+/// [`candidates`] was read from; `None` for ids that are not another
+/// tool's. Listings name the file so a person knows where to change it:
+/// pincer itself never writes there.
+pub fn source_file(id: &str) -> Option<&'static str> {
+    match id {
+        "claude-code" => Some(CLAUDE_CODE_FILE),
+        "codex" => Some(CODEX_FILE),
+        id if id.starts_with("openclaw:") => Some(OPENCLAW_FILE),
+        _ => None,
+    }
+}
+
 fn read_json(path: &Path) -> Option<Value> {
     let text = std::fs::read_to_string(path).ok()?;
     serde_json::from_str(&text)
@@ -34,8 +52,8 @@ fn candidate(id: &str, secret: &str) -> Candidate {
 pub fn candidates(provider: &str, home: &Path, now: u64) -> Vec<Candidate> {
     let mut out = Vec::new();
     if provider == "anthropic"
-        && let Some(oauth) = read_json(&home.join(".claude/.credentials.json"))
-            .and_then(|v| v.get("claudeAiOauth").cloned())
+        && let Some(oauth) =
+            read_json(&home.join(CLAUDE_CODE_FILE)).and_then(|v| v.get("claudeAiOauth").cloned())
         && let Some(token) = oauth.get("accessToken").and_then(Value::as_str)
         && oauth
             .get("expiresAt")
@@ -45,7 +63,7 @@ pub fn candidates(provider: &str, home: &Path, now: u64) -> Vec<Candidate> {
         out.push(candidate("claude-code", token));
     }
     if provider == "openai"
-        && let Some(key) = read_json(&home.join(".codex/auth.json"))
+        && let Some(key) = read_json(&home.join(CODEX_FILE))
             .and_then(|v| {
                 v.get("OPENAI_API_KEY")
                     .and_then(Value::as_str)
@@ -55,7 +73,7 @@ pub fn candidates(provider: &str, home: &Path, now: u64) -> Vec<Candidate> {
     {
         out.push(candidate("codex", &key));
     }
-    let openclaw = home.join(".openclaw/agents/main/agent/auth-profiles.json");
+    let openclaw = home.join(OPENCLAW_FILE);
     if let Some(profiles) =
         read_json(&openclaw).and_then(|v| serde_json::from_value::<Profiles>(v).ok())
     {

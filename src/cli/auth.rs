@@ -75,6 +75,7 @@ pub fn list(json: bool) -> anyhow::Result<()> {
             env_keys.insert(name.to_string(), var);
         }
     }
+    let external = external_rows(&settings, now_ms);
     if json {
         for row in &rows {
             println!("{row}");
@@ -85,9 +86,12 @@ pub fn list(json: bool) -> anyhow::Result<()> {
                 serde_json::json!({"id": format!("env:{var}"), "provider": provider, "kind": "env", "state": "ready"})
             );
         }
+        for row in &external {
+            println!("{row}");
+        }
         return Ok(());
     }
-    if rows.is_empty() && env_keys.is_empty() {
+    if rows.is_empty() && env_keys.is_empty() && external.is_empty() {
         println!(
             "No credentials. Run `pincer login --provider <name> --api-key` or set a provider's environment variable."
         );
@@ -109,8 +113,42 @@ pub fn list(json: bool) -> anyhow::Result<()> {
             format!("env:{var}")
         );
     }
+    for row in &external {
+        println!(
+            "{:<28} {:<10} external read-only ({})",
+            row["id"].as_str().unwrap_or_default(),
+            row["provider"].as_str().unwrap_or_default(),
+            row["file"].as_str().unwrap_or_default(),
+        );
+    }
     println!("Profiles file: {}", store.path().display());
     Ok(())
+}
+
+/// The other tools' credentials pincer would fall back to (Claude Code,
+/// Codex, OpenClaw), one row each: id, provider and the file it comes
+/// from, marked read-only (pincer never writes, refreshes or removes
+/// them; `pincer logout` cannot either). Never the secret.
+fn external_rows(settings: &Settings, now_ms: u64) -> Vec<serde_json::Value> {
+    let Some(home) = settings.env("HOME").map(std::path::PathBuf::from) else {
+        return Vec::new();
+    };
+    let mut rows = Vec::new();
+    for provider in settings.catalog.provider_names() {
+        for candidate in auth::external::candidates(provider, &home, now_ms) {
+            let file = auth::external::source_file(&candidate.id)
+                .map(|file| home.join(file).display().to_string());
+            rows.push(serde_json::json!({
+                "id": candidate.id,
+                "provider": provider,
+                "kind": "external",
+                "file": file,
+                "readOnly": true,
+                "state": "ready",
+            }));
+        }
+    }
+    rows
 }
 
 /// How `pincer login` gets the credential.
@@ -252,11 +290,18 @@ pub fn login_api_key(provider: &str, id: Option<String>) -> anyhow::Result<()> {
     }
     // One line: a key piped in, or pasted at the prompt in a terminal
     // (an editor's terminal login runs exactly this).
-    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-        eprint!("Paste the {provider} API key and press Enter: ");
-    }
-    let mut key = String::new();
-    std::io::stdin().read_line(&mut key)?;
+    let key = if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        eprint!("Paste the {provider} API key and press Enter (it is not shown): ");
+        std::io::stderr().flush()?;
+        // Echo off while it is read: a key shown on screen ends up in
+        // scrollback, screen recordings and terminal logs.
+        // It ends the line itself when Enter is pressed.
+        rpassword::read_password()?
+    } else {
+        let mut key = String::new();
+        std::io::stdin().read_line(&mut key)?;
+        key
+    };
     let key = key.trim().to_string();
     if key.is_empty() {
         anyhow::bail!(

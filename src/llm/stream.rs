@@ -236,6 +236,12 @@ async fn connect(
                 seconds: idle.as_secs(),
             });
         }
+        Ok(Err(error)) if cannot_connect(&error) => {
+            return Err(LlmError::Unreachable {
+                provider: provider.to_string(),
+                message: describe_reqwest_error(&error),
+            });
+        }
         Ok(Err(error)) => {
             return Err(LlmError::Network {
                 provider: provider.to_string(),
@@ -523,6 +529,15 @@ pub(crate) fn describe_reqwest_error(error: &reqwest::Error) -> String {
         source = cause.source();
     }
     message
+}
+
+/// Whether the request failed before a connection existed, for a reason
+/// that a retry seconds later meets again: the host name does not resolve,
+/// nothing listens on the port (connection refused), or the address is not
+/// a URL at all (a `base_url` without `http://`). A connect that timed out
+/// is not one of these: a slow network may recover.
+fn cannot_connect(error: &reqwest::Error) -> bool {
+    error.is_builder() || (error.is_connect() && !error.is_timeout())
 }
 
 /// `retry-after-ms` (OpenAI) or `retry-after` in seconds.
