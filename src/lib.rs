@@ -14,5 +14,6 @@ pub mod context;
 pub mod llm;
 pub mod mcp;
 pub mod parallel;
+pub mod process_group;
 pub mod session;
 pub mod tools;

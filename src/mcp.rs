@@ -330,13 +330,13 @@ impl Server {
 fn end(connection: Connection, kill: bool) {
     connection.stop.cancel();
     if let Some(group) = connection.group {
-        use nix::sys::signal::{Signal, killpg};
+        use crate::process_group::{Pid, Signal, signal_group};
         let signal = if kill {
             Signal::SIGKILL
         } else {
             Signal::SIGTERM
         };
-        let _ = killpg(nix::unistd::Pid::from_raw(group), signal);
+        signal_group(Pid::from_raw(group), signal);
     }
 }
 
@@ -520,17 +520,22 @@ impl Manager {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         for group in groups {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(group),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            kill_group(group);
         }
     }
 }
 
 /// Whether any process of a group is still there.
 fn group_alive(group: i32) -> bool {
-    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), None).is_ok()
+    crate::process_group::group_alive(crate::process_group::Pid::from_raw(group))
+}
+
+/// SIGKILL to a server's process group.
+fn kill_group(group: i32) {
+    crate::process_group::signal_group(
+        crate::process_group::Pid::from_raw(group),
+        crate::process_group::Signal::SIGKILL,
+    );
 }
 
 impl Drop for Manager {
@@ -574,9 +579,9 @@ async fn connect(server: &Arc<Server>) -> Result<(), String> {
             cmd.args(args)
                 .envs(env.iter().map(|(k, v)| (k, v)))
                 .current_dir(cwd)
-                // Its own group, so that ending it ends what it started.
-                .process_group(0)
                 .kill_on_drop(true);
+            // Its own group, so that ending it ends what it started.
+            crate::process_group::isolate(&mut cmd);
             let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
                 .stderr(std::process::Stdio::piped())
                 .spawn()
@@ -742,10 +747,7 @@ struct GroupGuard(Option<i32>);
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if let Some(group) = self.0 {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(group),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            kill_group(group);
         }
     }
 }

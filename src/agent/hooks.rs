@@ -375,7 +375,8 @@ async fn run(
             .unwrap_or(DEFAULT_TIMEOUT_SECS),
     );
     crate::tools::shell::start_reaping();
-    let mut child = tokio::process::Command::new("sh")
+    let mut command = tokio::process::Command::new("sh");
+    command
         .arg("-c")
         .arg(&hook.command)
         .current_dir(cwd)
@@ -383,10 +384,9 @@ async fn run(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(HookError::Spawn)?;
+        .kill_on_drop(true);
+    crate::process_group::isolate(&mut command);
+    let mut child = command.spawn().map_err(HookError::Spawn)?;
     let pgid = child.id();
     let mut stdin = child.stdin.take();
     let mut stdout = child.stdout.take();
@@ -428,9 +428,9 @@ async fn run(
         && let Some(pid) = pgid
     {
         // The hook's own children go with it.
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGKILL,
+        crate::process_group::signal_group(
+            crate::process_group::Pid::from_raw(pid as i32),
+            crate::process_group::Signal::SIGKILL,
         );
     }
     let (status, out, err) = outcome?;

@@ -46,8 +46,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use nix::sys::signal::Signal;
-use nix::unistd::Pid;
 use portable_pty::MasterPty;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -55,6 +53,8 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
+
+use crate::process_group::{Pid, Signal};
 
 use super::shell::{self, ShellEnv};
 use super::{CallInfo, Display, TerminalExit, Tool, ToolContext, ToolKind, ToolOutput};

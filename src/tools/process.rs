@@ -23,13 +23,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use nix::sys::signal::Signal;
-use nix::unistd::Pid;
 use portable_pty::MasterPty;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+
+use crate::process_group::{Pid, Signal};
 
 use super::shell::{
     self, CHECK_INTERVAL, Cleaner, MAX_BYTES, MAX_LINES, ShellEnv, group_alive, kill_command,

@@ -13,6 +13,12 @@
 mod env;
 mod group;
 mod output;
+// Process groups, sessions and a subreaper on Unix; `taskkill /T` on
+// Windows (see `crate::process_group`).
+#[cfg(unix)]
+mod reaper;
+#[cfg(windows)]
+#[path = "shell/reaper_windows.rs"]
 mod reaper;
 mod scopes;
 

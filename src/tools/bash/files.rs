@@ -41,18 +41,18 @@ pub struct OutputFiles {
 impl OutputFiles {
     /// A new file for a command's full output, readable only by this user.
     pub(super) fn create(&self) -> std::io::Result<(PathBuf, File)> {
-        use std::os::unix::fs::OpenOptionsExt;
         let name = format!(
             "{PREFIX}{}-{}{SUFFIX}",
             std::process::id(),
             uuid::Uuid::new_v4()
         );
         let path = std::env::temp_dir().join(name);
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        // Elsewhere the temp dir is per user already (Windows' %TEMP%).
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(&path)?;
         self.lock().push(path.clone());
         Ok((path, file))
     }
@@ -83,11 +83,9 @@ impl Drop for OutputFiles {
 /// longer run (and of the old format, once a day old); only this user's.
 /// Returns how many it removed.
 pub fn sweep_stale(dir: &Path) -> usize {
-    use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
-    let me = nix::unistd::getuid().as_raw();
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name();
@@ -101,7 +99,7 @@ pub fn sweep_stale(dir: &Path) -> usize {
         let Ok(metadata) = entry.path().symlink_metadata() else {
             continue;
         };
-        if !metadata.is_file() || metadata.uid() != me {
+        if !metadata.is_file() || !owned_by_me(&metadata) {
             continue;
         }
         let stale = match owner_pid(stem) {
@@ -146,11 +144,21 @@ fn owner_pid(stem: &str) -> Option<i32> {
     pid.parse().ok().filter(|&pid| pid > 0)
 }
 
-fn process_exists(pid: i32) -> bool {
-    !matches!(
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
-        Err(nix::errno::Errno::ESRCH)
-    )
+use crate::process_group::process_exists;
+
+/// Whether this user owns the file. Windows' temp dir is per user, so
+/// there every file in it counts as this user's.
+fn owned_by_me(metadata: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        crate::process_group::current_uid() == Some(metadata.uid())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = metadata;
+        true
+    }
 }
 
 /// A full-output file being written: the head goes to disk, the tail is

@@ -16,9 +16,8 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use crate::process_group::{Pid, Signal};
+pub(crate) use crate::process_group::{group_alive, signal_group};
 use portable_pty::{Child, CommandBuilder, MasterPty, PtyPair, PtySize, native_pty_system};
 use tokio_util::sync::CancellationToken;
 
@@ -108,18 +107,6 @@ pub(crate) fn read_chunks(mut reader: Box<dyn Read + Send>, mut chunk: impl FnMu
             Err(_) => break,
         }
     }
-}
-
-/// Sends `signal` to every process of the group. ESRCH (nothing left) is
-/// fine: the group id stays reserved while any member lives, so this cannot
-/// reach an unrelated group in practice.
-pub(crate) fn signal_group(pgid: Pid, signal: Signal) {
-    let _ = killpg(pgid, signal);
-}
-
-/// Whether any process of the group is left (zombies included).
-pub(crate) fn group_alive(pgid: Pid) -> bool {
-    !matches!(killpg(pgid, None), Err(Errno::ESRCH))
 }
 
 /// SIGTERM to the group, up to `grace` for `gone` to hold (or `cancel` to
