@@ -361,12 +361,7 @@ async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure>
     config.last_call = restored.as_ref().and_then(|r| r.last_call);
     let http = crate::llm::http_client().map_err(|e| Failure::Other(e.into()))?;
     let cancel = CancellationToken::new();
-    let ctrl_c = cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            ctrl_c.cancel();
-        }
-    });
+    watch_signals(cancel.clone()).map_err(|e| Failure::Other(e.into()))?;
 
     let host = PrintHost::new(
         session_id.clone(),
@@ -475,6 +470,33 @@ async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure>
         }
     }
     Ok(code)
+}
+
+/// Ctrl-C (and, on Unix, SIGTERM) cancels the run: the model call stops,
+/// child processes are killed, the transcript records the end, and the
+/// exit code is 130. The handlers are registered before this returns, so
+/// a signal that comes early is not lost.
+fn watch_signals(cancel: CancellationToken) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+            cancel.cancel();
+        });
+    }
+    #[cfg(not(unix))]
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    });
+    Ok(())
 }
 
 /// The model: `--model`, else the one the continued session used (when it
