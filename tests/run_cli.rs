@@ -703,3 +703,81 @@ async fn quiet_and_verbose_change_what_goes_to_stderr() {
         "{stderr}"
     );
 }
+
+/// `pincer run ARGS` with a terminal (a pty) as stdin, stdout and stderr,
+/// as a person types it: its exit code and everything the terminal showed.
+async fn run_on_terminal(sandbox: &Sandbox, mock: &MockModel, args: &[&str]) -> (u32, String) {
+    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+    let pair = native_pty_system()
+        .openpty(PtySize {
+            rows: 24,
+            cols: 200,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .unwrap();
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_pincer"));
+    cmd.arg("run");
+    cmd.args(args);
+    cmd.env_clear();
+    cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
+    cmd.env("HOME", sandbox.home());
+    cmd.env("PINCER_HOME", sandbox.home());
+    cmd.env("RUST_LOG", "warn");
+    cmd.env("ANTHROPIC_API_KEY", "test-key");
+    cmd.env("ANTHROPIC_BASE_URL", mock.anthropic_url());
+    cmd.cwd(sandbox.work());
+    let mut child = pair.slave.spawn_command(cmd).unwrap();
+    let mut killer = child.clone_killer();
+    drop(pair.slave);
+    let mut reader = pair.master.try_clone_reader().unwrap();
+    // The terminal is read until the program is gone (EOF or EIO).
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut all = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = std::io::Read::read(&mut reader, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&all).into_owned()
+    });
+    let waited = tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::task::spawn_blocking(move || child.wait().unwrap()),
+    )
+    .await;
+    let Ok(status) = waited else {
+        // Killed, so that the threads reading and waiting end too.
+        killer.kill().unwrap();
+        panic!("pincer was still running after 20 s: it waited for the terminal");
+    };
+    let status = status.unwrap();
+    drop(pair.master);
+    let screen = tokio::time::timeout(Duration::from_secs(20), screen)
+        .await
+        .unwrap()
+        .unwrap();
+    (status.exit_code(), screen.replace("\r\n", "\n"))
+}
+
+#[tokio::test]
+async fn a_terminal_stdin_is_never_read() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    // An argument: the run answers without waiting for the terminal.
+    let (code, screen) = run_on_terminal(&sandbox, &mock, &["--quiet", "hi"]).await;
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("Hello from the mock model."), "{screen}");
+    assert_eq!(user_text(&mock, 0), "hi");
+    // No argument, or `-`: a usage error at once, not a wait.
+    let (code, screen) = run_on_terminal(&sandbox, &mock, &[]).await;
+    assert_eq!(code, 2, "{screen}");
+    assert!(screen.contains("the prompt is empty"), "{screen}");
+    let (code, screen) = run_on_terminal(&sandbox, &mock, &["-"]).await;
+    assert_eq!(code, 2, "{screen}");
+    assert!(screen.contains("stdin is a terminal"), "{screen}");
+    assert_eq!(mock.requests().len(), 1);
+}
