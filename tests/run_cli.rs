@@ -781,3 +781,133 @@ async fn a_terminal_stdin_is_never_read() {
     assert!(screen.contains("stdin is a terminal"), "{screen}");
     assert_eq!(mock.requests().len(), 1);
 }
+
+/// `pincer run ARGS` on a terminal (a pty) with `env` added, the mock's
+/// answer held back until the screen shows `before`: what the screen
+/// showed, and the exit code.
+async fn watch_on_terminal(
+    sandbox: &Sandbox,
+    args: &[&str],
+    env: &[(&str, &str)],
+    before: &str,
+) -> (u32, String) {
+    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+    let mock = MockModel::start().await;
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    mock.push(Reply::Sse {
+        body: support::mock_model::fixture("anthropic/text.sse"),
+        delay: Duration::ZERO,
+        gate: Some(gate.clone()),
+    });
+    let pair = native_pty_system()
+        .openpty(PtySize {
+            rows: 24,
+            cols: 200,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .unwrap();
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_pincer"));
+    cmd.arg("run");
+    cmd.args(args);
+    cmd.env_clear();
+    cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
+    cmd.env("HOME", sandbox.home());
+    cmd.env("PINCER_HOME", sandbox.home());
+    cmd.env("RUST_LOG", "warn");
+    cmd.env("ANTHROPIC_API_KEY", "test-key");
+    cmd.env("ANTHROPIC_BASE_URL", mock.anthropic_url());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.cwd(sandbox.work());
+    let mut child = pair.slave.spawn_command(cmd).unwrap();
+    let mut killer = child.clone_killer();
+    drop(pair.slave);
+    let mut reader = pair.master.try_clone_reader().unwrap();
+    let screen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let filling = screen.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = std::io::Read::read(&mut reader, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            filling
+                .lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let shown = {
+        let screen = screen.clone();
+        let before = before.to_string();
+        move || screen.lock().unwrap().contains(&before)
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !shown() {
+        if tokio::time::Instant::now() > deadline {
+            killer.kill().unwrap();
+            panic!(
+                "the terminal never showed {before:?}: {:?}",
+                screen.lock().unwrap()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    gate.notify_one();
+    let waited = tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::task::spawn_blocking(move || child.wait().unwrap()),
+    )
+    .await;
+    let Ok(status) = waited else {
+        killer.kill().unwrap();
+        panic!("pincer was still running after 20 s");
+    };
+    drop(pair.master);
+    tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .unwrap()
+        .unwrap();
+    let text = screen.lock().unwrap().replace("\r\n", "\n");
+    (status.unwrap().exit_code(), text)
+}
+
+#[tokio::test]
+async fn a_terminal_gets_a_spinner_until_the_first_token_and_a_closing_line() {
+    let sandbox = Sandbox::new();
+    let (code, screen) = watch_on_terminal(&sandbox, &["hi"], &[], "waiting for the model…").await;
+    assert_eq!(code, 0, "{screen}");
+    // The spinner is erased before the answer.
+    let answer = screen.find("Hello from the mock model.").unwrap();
+    let spinner = screen.rfind("waiting for the model…").unwrap();
+    assert!(spinner < answer, "{screen:?}");
+    assert!(screen[spinner..answer].contains("\r\x1b[2K"), "{screen:?}");
+    // A dim closing line with tokens, cost and time.
+    let closing = screen.lines().last().unwrap();
+    assert!(
+        closing.starts_with("\x1b[2mpincer: 1 model call, 21 tokens in, 10 out, $")
+            && closing.ends_with(" s\x1b[0m"),
+        "{closing:?}"
+    );
+}
+
+#[tokio::test]
+async fn no_color_keeps_the_terminal_plain() {
+    let sandbox = Sandbox::new();
+    let (code, screen) = watch_on_terminal(
+        &sandbox,
+        &["hi"],
+        &[("NO_COLOR", "1")],
+        "waiting for the model…",
+    )
+    .await;
+    assert_eq!(code, 0, "{screen}");
+    assert!(!screen.contains("\x1b[2m"), "{screen:?}");
+    let closing = screen.lines().last().unwrap();
+    assert!(
+        closing.starts_with("pincer: 1 model call, 21 tokens in, 10 out, $"),
+        "{closing:?}"
+    );
+}

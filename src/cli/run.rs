@@ -12,6 +12,7 @@ mod input;
 mod output;
 mod overrides;
 mod resume;
+mod terminal;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -361,6 +362,7 @@ async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure>
         &cancel,
     )
     .await;
+    host.terminal.quiet();
     mcp.shutdown().await;
     record_unanswered(&host, &history, &config.model, &stop);
     if let RunStop::LoopDetected(text) | RunStop::Blocked(text) = &stop {
@@ -377,8 +379,8 @@ async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure>
             if let Some(message) = &message {
                 eprintln!("pincer: {message}");
             }
-            if options.verbosity == Verbosity::Verbose {
-                eprintln!(
+            if options.verbosity == Verbosity::Verbose || host.terminal.interactive {
+                let closing = format!(
                     "pincer: {} model call{}, {} tokens in, {} out, ${:.4}, {:.1} s",
                     tally.turns,
                     if tally.turns == 1 { "" } else { "s" },
@@ -387,6 +389,7 @@ async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure>
                     tally.cost,
                     duration_ms as f64 / 1000.0
                 );
+                eprintln!("{}", host.terminal.dim(&closing));
             }
         }
         OutputFormat::Json | OutputFormat::StreamJson => {

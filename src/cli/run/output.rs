@@ -67,6 +67,8 @@ pub struct PrintHost {
     pub verbosity: Verbosity,
     pub tally: Mutex<Tally>,
     pub ended_with_newline: Mutex<bool>,
+    /// The spinner and colour, when stderr is a terminal.
+    pub terminal: super::terminal::Terminal,
     transcript: Mutex<transcript::Writer>,
     /// The entry id reserved for the streaming assistant message.
     message: Mutex<Option<String>>,
@@ -92,6 +94,9 @@ impl PrintHost {
             verbosity,
             tally: Mutex::new(Tally::default()),
             ended_with_newline: Mutex::new(true),
+            terminal: super::terminal::Terminal::detect(
+                format == OutputFormat::Text && verbosity != Verbosity::Quiet,
+            ),
             transcript: Mutex::new(transcript),
             message: Mutex::new(None),
             calls: Mutex::new(std::collections::HashMap::new()),
@@ -109,6 +114,7 @@ impl PrintHost {
     /// Tool activity and notices on stderr, unless `--quiet`.
     fn note(&self, text: &str) {
         if self.format == OutputFormat::Text && self.verbosity != Verbosity::Quiet {
+            self.terminal.quiet();
             eprintln!("{text}");
         }
     }
@@ -219,7 +225,22 @@ impl AgentHost for PrintHost {
                 }
             }
             OutputFormat::Text => match event {
+                AgentEvent::TurnStart | AgentEvent::MessageStart => {
+                    // The spinner redraws its line: an answer cut mid-line
+                    // (before a tool call) keeps its own.
+                    if self.terminal.interactive && !*lock(&self.ended_with_newline) {
+                        println!();
+                        *lock(&self.ended_with_newline) = true;
+                    }
+                    self.terminal.wait();
+                }
+                AgentEvent::ThinkingDelta(_)
+                | AgentEvent::MessageEnd(_)
+                | AgentEvent::AgentEnd { .. } => {
+                    self.terminal.quiet();
+                }
                 AgentEvent::TextDelta(text) => {
+                    self.terminal.quiet();
                     let mut out = std::io::stdout().lock();
                     let _ = out.write_all(text.as_bytes());
                     let _ = out.flush();
