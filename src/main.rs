@@ -2,7 +2,7 @@
 #![allow(clippy::print_stderr)]
 
 use clap::{Parser, Subcommand};
-use pincer::cli::run::{RunMode, RunOptions};
+use pincer::cli::run::{Continue, OutputFormat, RunMode, RunOptions, Verbosity};
 
 /// mimalloc instead of the system allocator: reopening a long session
 /// allocates and frees hundreds of thousands of small strings on several
@@ -35,16 +35,27 @@ enum Command {
         #[arg(long, value_name = "PROVIDER/MODEL")]
         model: Option<String>,
     },
-    /// Run one prompt headless in the current directory and print the answer.
+    /// Run one prompt headless and print the answer. The prompt is the
+    /// argument, or what is piped to stdin (`echo … | pincer run`, `pincer
+    /// run -`), or both (`cat log | pincer run "explain this"`: the
+    /// argument, then stdin inside <stdin> tags). Each run is a session,
+    /// listed by `pincer sessions list` and continued with --continue or
+    /// --resume.
+    #[command(after_help = pincer::cli::run::EXIT_CODES_HELP)]
     Run {
-        /// What to ask.
-        prompt: String,
+        /// What to ask; `-` or nothing reads it from stdin.
+        prompt: Option<String>,
         /// Model to use, as provider/model.
         #[arg(long, value_name = "PROVIDER/MODEL")]
         model: Option<String>,
-        /// Print the session/update notifications an editor would get, then the result, as NDJSON.
-        #[arg(long)]
+        /// Same as --output-format stream-json.
+        #[arg(long, conflicts_with = "output_format")]
         json: bool,
+        /// text: the answer; json: one result object at the end;
+        /// stream-json: a start event, the session/update notifications an
+        /// editor would get, then the result object (NDJSON).
+        #[arg(long, value_enum, default_value = "text")]
+        output_format: OutputFormat,
         /// What may happen without asking.
         #[arg(long, value_enum, default_value = "read-only")]
         mode: RunMode,
@@ -57,6 +68,36 @@ enum Command {
         /// project's context (AGENTS.md and the like).
         #[arg(long, value_name = "TEXT")]
         append_system_prompt: Option<String>,
+        /// The working directory (default: the current one).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<std::path::PathBuf>,
+        /// Continue the most recent session of the working directory.
+        #[arg(long = "continue", conflicts_with = "resume")]
+        continue_last: bool,
+        /// Continue the session with this id (a unique prefix is enough).
+        #[arg(long, value_name = "ID")]
+        resume: Option<String>,
+        /// Stop after this many model calls (exit code 5).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        max_turns: Option<u32>,
+        /// Offer only these tools (names or groups such as group:fs, comma
+        /// separated); narrows what config.toml allows.
+        #[arg(long, value_name = "TOOLS")]
+        allowed_tools: Vec<String>,
+        /// Never offer these tools (names or groups, comma separated).
+        #[arg(long, value_name = "TOOLS")]
+        disallowed_tools: Vec<String>,
+        /// Override a config.toml key for this run (repeatable), e.g.
+        /// -c max_retries=0 -c compaction.enabled=false.
+        #[arg(short = 'c', long = "config", value_name = "KEY=VALUE")]
+        config: Vec<String>,
+        /// Print only the answer (and errors): no tool activity.
+        #[arg(long, short = 'q', conflicts_with = "verbose")]
+        quiet: bool,
+        /// Also print the session, model and a closing line with tokens,
+        /// cost and time (on stderr).
+        #[arg(long, short = 'v')]
+        verbose: bool,
     },
     /// Trust a project's configuration (.pincer/config.toml) as it is now:
     /// its MCP servers start, its providers and model apply. Changing the
@@ -335,25 +376,49 @@ fn main() -> std::process::ExitCode {
                 prompt,
                 model,
                 json,
+                output_format,
                 mode,
                 trust,
                 append_system_prompt,
-            } => match pincer::cli::run::run(RunOptions {
-                prompt,
-                model,
-                json,
-                mode,
-                trust,
-                append_system_prompt,
-            })
-            .await
-            {
-                Ok(code) => code,
-                Err(e) => {
-                    eprintln!("pincer: {e:#}");
-                    1
-                }
-            },
+                cwd,
+                continue_last,
+                resume,
+                max_turns,
+                allowed_tools,
+                disallowed_tools,
+                config,
+                quiet,
+                verbose,
+            } => {
+                pincer::cli::run::run(RunOptions {
+                    prompt,
+                    model,
+                    format: if json {
+                        OutputFormat::StreamJson
+                    } else {
+                        output_format
+                    },
+                    verbosity: match (quiet, verbose) {
+                        (true, _) => Verbosity::Quiet,
+                        (_, true) => Verbosity::Verbose,
+                        _ => Verbosity::Normal,
+                    },
+                    mode,
+                    trust,
+                    append_system_prompt,
+                    cwd,
+                    session: match (continue_last, resume) {
+                        (_, Some(id)) => Continue::Id(id),
+                        (true, None) => Continue::Latest,
+                        (false, None) => Continue::New,
+                    },
+                    max_turns,
+                    allowed_tools,
+                    disallowed_tools,
+                    overrides: config,
+                })
+                .await
+            }
         }
     });
     // Stdin is read on a blocking thread that cannot be interrupted; do not

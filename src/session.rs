@@ -217,6 +217,39 @@ pub fn unanswered_prompt(history: &[AgentMessage]) -> Option<usize> {
     unanswered.then_some(if with_time { at - 1 } else { at })
 }
 
+/// After a run that failed (`error`) or was cancelled (`None`): the end to
+/// record for a prompt the model never answered, when no failed or
+/// cancelled call records it already (the run ended before any model
+/// call: a context overflow compaction could not fix, a cancel during the
+/// trust question). `restore` drops such a prompt from what the model
+/// sees, as the live session does.
+pub fn unanswered_end(
+    history: &[AgentMessage],
+    model: &crate::llm::Model,
+    error: Option<&crate::llm::LlmError>,
+) -> Option<Record> {
+    let at = unanswered_prompt(history)?;
+    if history[at..].iter().any(is_failed_call) {
+        return None;
+    }
+    Some(Record::Message {
+        message: Message::Assistant(crate::llm::AssistantMessage {
+            content: Vec::new(),
+            provider: model.provider.clone(),
+            api: model.api,
+            model: model.id.clone(),
+            auth_profile: None,
+            stop_reason: match error {
+                Some(_) => crate::llm::StopReason::Error,
+                None => crate::llm::StopReason::Aborted,
+            },
+            error_message: error.map(ToString::to_string),
+            usage: Default::default(),
+        }),
+        time: None,
+    })
+}
+
 /// Takes a prompt whose model call failed before any answer out of what
 /// the model sees; the user still sees it on replay, with its error.
 fn drop_unanswered(restored: &mut Restored) {

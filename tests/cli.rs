@@ -73,8 +73,13 @@ async fn run_json_prints_session_updates_then_the_result() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let (last, notifications) = lines.split_last().unwrap();
-    assert_eq!(last, &json!({"stopReason": "end_turn"}));
+    // A start event, the notifications, the result object (tests/run_cli.rs
+    // checks those two whole).
+    let (last, rest) = lines.split_last().unwrap();
+    let (first, notifications) = rest.split_first().unwrap();
+    assert_eq!(first["type"], "system");
+    assert_eq!(last["type"], "result");
+    assert_eq!(last["stop_reason"], "end_turn");
     let kinds: Vec<&str> = notifications
         .iter()
         .map(|n| {
@@ -128,9 +133,9 @@ async fn run_read_only_refuses_what_needs_permission() {
 #[tokio::test]
 async fn run_fails_with_a_message_and_a_non_zero_exit() {
     let sandbox = Sandbox::new();
-    // No credentials.
+    // No credentials (8: a usage error is 2).
     let out = output(sandbox.command(&["run", "hi"])).await;
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(8));
     assert!(
         String::from_utf8(out.stderr)
             .unwrap()

@@ -529,7 +529,11 @@ async fn run_json_prints_the_live_updates_as_they_come() {
         }
     }
     assert!(child.wait().await.unwrap().success());
-    assert_eq!(last, json!({"stopReason": "end_turn"}));
+    // `pincer run --json` ends with its result object (tests/run_cli.rs).
+    assert_eq!(
+        (&last["type"], &last["stop_reason"]),
+        (&json!("result"), &json!("end_turn"))
+    );
     let mut shown_live = live("first line\nsecond line");
     shown_live.as_object_mut().unwrap().remove("name");
     let updates: Vec<Value> = updates.into_iter().filter(|u| *u != shown_live).collect();

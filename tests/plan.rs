@@ -294,8 +294,14 @@ async fn run_json_prints_the_plan_like_an_editor_gets_it() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let (last, notifications) = lines.split_last().unwrap();
-    assert_eq!(last, &json!({"stopReason": "end_turn"}));
+    // A start event, the notifications, the result (tests/run_cli.rs).
+    let (last, rest) = lines.split_last().unwrap();
+    let (first, notifications) = rest.split_first().unwrap();
+    assert_eq!(first["type"], "system");
+    assert_eq!(
+        (&last["type"], &last["stop_reason"]),
+        (&json!("result"), &json!("end_turn"))
+    );
     let summary = format!("Todo list updated (0 of 2 completed):\n{FIRST_CHECKLIST}");
     assert_eq!(
         shown(notifications),

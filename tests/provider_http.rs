@@ -477,7 +477,8 @@ async fn a_rejected_key_is_named_by_its_source_and_never_shown() {
     let (code, stdout, stderr) = run(&sandbox, &mock, &[("ANTHROPIC_API_KEY", key)]).await;
     assert_eq!(
         (code, stdout.as_str(), stderr.as_str()),
-        (1, "", format!("pincer: {env_message}\n").as_str())
+        // 8: the credentials (`pincer run --help` lists the exit codes).
+        (8, "", format!("pincer: {env_message}\n").as_str())
     );
 
     // An auth profile, over ACP.

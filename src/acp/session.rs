@@ -712,32 +712,12 @@ impl Session {
         model: &Model,
         error: Option<&LlmError>,
     ) {
-        let Some(at) = crate::session::unanswered_prompt(history) else {
-            return;
-        };
-        // A run can fail before any model call (a context overflow that
-        // compaction could not fix), or be cancelled before one (during the
-        // trust question); the end is recorded all the same.
-        if !history[at..].iter().any(crate::session::is_failed_call) {
-            let stop_reason = match error {
-                Some(_) => crate::llm::StopReason::Error,
-                None => crate::llm::StopReason::Aborted,
-            };
-            self.record(transcript::Record::Message {
-                message: crate::llm::Message::Assistant(crate::llm::AssistantMessage {
-                    content: Vec::new(),
-                    provider: model.provider.clone(),
-                    api: model.api,
-                    model: model.id.clone(),
-                    auth_profile: None,
-                    stop_reason,
-                    error_message: error.map(ToString::to_string),
-                    usage: Default::default(),
-                }),
-                time: None,
-            });
+        if let Some(end) = crate::session::unanswered_end(history, model, error) {
+            self.record(end);
         }
-        history.truncate(at);
+        if let Some(at) = crate::session::unanswered_prompt(history) {
+            history.truncate(at);
+        }
     }
 
     /// Asks a cheap model for a better title in the background; the title

@@ -133,6 +133,8 @@ pub enum Step {
     /// A step from the project's `.pincer/config.toml`, which narrows the
     /// user's own.
     Project(Box<Step>),
+    /// `pincer run --allowed-tools/--disallowed-tools`: one run's lists.
+    CommandLine,
 }
 
 impl fmt::Display for Step {
@@ -146,6 +148,7 @@ impl fmt::Display for Step {
             Step::Mode(m) => write!(f, "the session's `{}` mode", m.id()),
             Step::McpServer(s) => write!(f, "the scope of MCP server `{s}`"),
             Step::Project(step) => write!(f, "{step} of the project's .pincer/config.toml"),
+            Step::CommandLine => write!(f, "--allowed-tools/--disallowed-tools"),
         }
     }
 }
@@ -310,6 +313,17 @@ impl ToolPolicy {
             })
             .collect::<Result<_, _>>()?;
         Ok(Self { steps, mcp })
+    }
+
+    /// The policy with one more step after the others: lists given for a
+    /// single run on the command line, which (like every step) can only
+    /// narrow what the config allows.
+    pub fn narrowed(mut self, allow: &[String], deny: &[String]) -> Result<Self, PolicyError> {
+        if !(allow.is_empty() && deny.is_empty()) {
+            self.steps
+                .push(Filter::new(Step::CommandLine, allow, deny)?);
+        }
+        Ok(self)
     }
 
     /// Whether `tool` is offered in `mode`, and if not, which step took it

@@ -1,24 +1,74 @@
-//! `pincer run "prompt"`: one prompt, headless, in the current directory.
+//! `pincer run`: one prompt, headless, for scripts and terminals.
 //!
-//! Without `--json` the answer streams to stdout as plain text and tool
-//! activity goes to stderr. With `--json` stdout carries exactly the
-//! `session/update` notifications an editor would receive, then the prompt's
-//! result, one JSON object per line. Nobody can be asked for permission, so
-//! `--mode` decides in advance what may run.
+//! The prompt comes from the argument, stdin or both ([`input`]). Each run
+//! is a session like an editor's: its transcript is saved under the data
+//! dir, `pincer sessions list` shows it, and `--continue` / `--resume`
+//! carry it on. Nobody can be asked for permission, so `--mode` decides in
+//! advance what may run. What is printed depends on `--output-format`
+//! ([`output`]); the exit code says how the run ended ([`exit`]).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+mod input;
+mod output;
+mod overrides;
+mod resume;
+mod terminal;
 
-use agent_client_protocol::v1::schema::{PromptResponse, SessionNotification};
-use futures::future::BoxFuture;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::acp::updates;
-use crate::agent::{self, AgentEvent, AgentHost, Answer, Mode, RunStop};
+use crate::agent::{self, Mode, RunStop};
 use crate::config::Settings;
-use crate::llm::{Content, ToolCall};
-use crate::tools::{self, CallInfo, Display};
+use crate::llm::Content;
+use crate::session::transcript;
+use crate::tools;
+pub use output::{OutputFormat, Verbosity};
+use output::{PrintHost, lock, print_line, usage_json};
+use resume::{choose_model, locate, record_unanswered};
+
+/// The exit codes of `pincer run`, distinct so that a script can tell a
+/// usage mistake from missing credentials from a model that failed.
+pub mod exit {
+    /// The model answered and the run ended normally.
+    pub const SUCCESS: i32 = 0;
+    /// The provider or model failed (network, HTTP error, bad stream).
+    pub const FAILED: i32 = 1;
+    /// The command line was wrong: an unknown flag, an empty prompt, a bad
+    /// `-c`, an unknown session. (clap uses 2 for its own errors too.)
+    pub const USAGE: i32 = 2;
+    /// The answer was cut off at the model's output limit.
+    pub const MAX_TOKENS: i32 = 3;
+    /// The model refused to answer.
+    pub const REFUSED: i32 = 4;
+    /// The run stopped after `--max-turns` model calls.
+    pub const MAX_TURNS: i32 = 5;
+    /// The loop detector stopped a run going round in circles.
+    pub const LOOP: i32 = 6;
+    /// A `user_prompt_submit` hook refused the prompt.
+    pub const BLOCKED: i32 = 7;
+    /// No credentials for the model's provider, or the provider rejected
+    /// them.
+    pub const CREDENTIALS: i32 = 8;
+    /// Interrupted (Ctrl-C / SIGINT), as shells report 128 + SIGINT.
+    pub const CANCELLED: i32 = 130;
+}
+
+/// The exit codes for `pincer run --help`.
+pub const EXIT_CODES_HELP: &str = "Exit codes:
+  0    success
+  1    the provider or model failed (network, HTTP error, broken stream)
+  2    usage error (bad flag, empty prompt, bad -c key=value, unknown or ambiguous session id)
+  3    the answer was cut off at the model's output limit
+  4    the model refused
+  5    --max-turns (max_turns) reached
+  6    stopped by the loop detector
+  7    the prompt was refused by a hook
+  8    no credentials for the provider, or the provider rejected them
+  130  cancelled (Ctrl-C / SIGINT)";
 
 /// What a headless run may do without asking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -42,11 +92,24 @@ impl RunMode {
     }
 }
 
+/// Which stored session a run carries on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Continue {
+    /// A new session.
+    New,
+    /// `--continue`: the most recent session of the working directory.
+    Latest,
+    /// `--resume ID`: an id or a unique prefix of one.
+    Id(String),
+}
+
 #[derive(Clone, Debug)]
 pub struct RunOptions {
-    pub prompt: String,
+    /// The argument; `-` (or none) reads stdin.
+    pub prompt: Option<String>,
     pub model: Option<String>,
-    pub json: bool,
+    pub format: OutputFormat,
+    pub verbosity: Verbosity,
     pub mode: RunMode,
     /// `--trust`: trust the project's configuration for this run. Without
     /// it a headless run never trusts a project it was not told to.
@@ -54,21 +117,143 @@ pub struct RunOptions {
     /// `--append-system-prompt`: instructions after the project's context,
     /// as an editor's `systemPrompt` in `append` mode.
     pub append_system_prompt: Option<String>,
+    pub cwd: Option<PathBuf>,
+    pub session: Continue,
+    pub max_turns: Option<u32>,
+    pub allowed_tools: Vec<String>,
+    pub disallowed_tools: Vec<String>,
+    /// `-c key=value`.
+    pub overrides: Vec<String>,
 }
 
-/// Runs the prompt; the result is the process exit code.
-pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
-    let cwd = std::env::current_dir()?;
-    let settings = Settings::load_from_process_with(&cwd, options.trust)?;
-    super::report_project(&settings);
-    let model = settings.default_model(options.model.as_deref())?;
-    if !settings.has_credentials(&model) {
-        eprintln!("pincer: {}", settings.credential_hint(&model));
-        return Ok(2);
+/// Why a run ended before (or instead of) an answer.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Credentials(String),
+    #[error("{0:#}")]
+    Other(anyhow::Error),
+}
+
+impl Failure {
+    fn code(&self) -> i32 {
+        match self {
+            Failure::Usage(_) => exit::USAGE,
+            Failure::Credentials(_) => exit::CREDENTIALS,
+            Failure::Other(_) => exit::FAILED,
+        }
     }
-    let tools = tools::builtin_with(std::sync::Arc::new(tools::shell::ShellEnv::from_config(
+
+    fn subtype(&self) -> &'static str {
+        match self {
+            Failure::Usage(_) => "error_usage",
+            Failure::Credentials(_) => "error_credentials",
+            Failure::Other(_) => "error_during_execution",
+        }
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Other(e)
+    }
+}
+
+/// Runs the prompt; the result is the process exit code. Every outcome,
+/// errors included, is reported in the chosen output format.
+pub async fn run(options: RunOptions) -> i32 {
+    let started = Instant::now();
+    match execute(&options, started).await {
+        Ok(code) => code,
+        Err(failure) => {
+            let message = failure.to_string();
+            if options.format == OutputFormat::Text {
+                eprintln!("pincer: {message}");
+            } else {
+                print_line(&json!({
+                    "type": "result",
+                    "subtype": failure.subtype(),
+                    "is_error": true,
+                    "exit_code": failure.code(),
+                    "error": message,
+                    "session_id": null,
+                    "duration_ms": started.elapsed().as_millis() as u64,
+                }));
+            }
+            failure.code()
+        }
+    }
+}
+
+async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure> {
+    let piped = tokio::task::spawn_blocking(input::read_piped_stdin)
+        .await
+        .map_err(|e| Failure::Other(e.into()))?
+        .map_err(Failure::Usage)?;
+    let prompt =
+        input::compose(options.prompt.as_deref(), piped.as_deref()).map_err(Failure::Usage)?;
+    let (cwd, resumed) = locate(options)?;
+    let mut settings = Settings::load_from_process_with(&cwd, options.trust)
+        .map_err(|e| Failure::Other(e.into()))?;
+    overrides::apply(&mut settings.config, &options.overrides).map_err(Failure::Usage)?;
+    if let Some(n) = options.max_turns {
+        settings.config.max_turns = Some(n);
+    }
+    // Overrides may change providers; the catalog follows them.
+    let env = settings.clone();
+    settings.catalog = crate::llm::catalog::Catalog::new(&settings.config.providers, &|k: &str| {
+        env.env(k).map(str::to_string)
+    });
+    super::report_project(&settings);
+
+    let restored = resumed
+        .as_ref()
+        .map(|r| crate::session::restore(r.loaded.entries.clone()));
+    let model = choose_model(&settings, options, restored.as_ref())?;
+    if !settings.has_credentials(&model) {
+        return Err(Failure::Credentials(settings.credential_hint(&model)));
+    }
+
+    let tools = tools::builtin_with(Arc::new(tools::shell::ShellEnv::from_config(
         &settings.config,
     )));
+    let allowed = overrides::tool_list(&options.allowed_tools);
+    let disallowed = overrides::tool_list(&options.disallowed_tools);
+    let known: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+    overrides::check_tool_names("--allowed-tools", &allowed, &known).map_err(Failure::Usage)?;
+    overrides::check_tool_names("--disallowed-tools", &disallowed, &known)
+        .map_err(Failure::Usage)?;
+
+    let (session_id, writer) = match &resumed {
+        Some(r) => (
+            r.loaded.header.id.clone(),
+            transcript::Writer::append_to(&r.path, &r.loaded)
+                .map_err(|e| Failure::Other(e.into()))?,
+        ),
+        None => {
+            let id = format!("sess_{}", uuid::Uuid::new_v4().simple());
+            let path = crate::session::transcript_path(&settings.paths.data_dir, &cwd, &id);
+            let header = transcript::Header::new(id.clone(), cwd.clone(), None);
+            let writer =
+                transcript::Writer::create(&path, &header).map_err(|e| Failure::Other(e.into()))?;
+            (id, writer)
+        }
+    };
+
+    let policy = settings
+        .tool_policy(&model)
+        .and_then(|p| p.narrowed(&allowed, &disallowed))
+        .map_err(|e| Failure::Usage(format!("tool policy: {e}")))?;
+    let guard = crate::agent::guard::ToolGuard::new(
+        policy,
+        settings.loop_detector(),
+        crate::agent::hooks::Hooks::new(settings.config.hooks.clone()),
+        &session_id,
+        &cwd,
+    );
+
     // The configured MCP servers take part too; their failures go to
     // stderr.
     let mcp_config = &settings.config.mcp;
@@ -85,195 +270,232 @@ pub async fn run(options: RunOptions) -> anyhow::Result<i32> {
     // Remembered "always" answers of the project apply; nothing new is
     // remembered, since nobody is asked.
     let permissions = Arc::new(settings.permissions(options.mode.mode(), vec![cwd.clone()]));
-    let sources = settings.sources(&cwd);
-    let session_id = format!("run_{}", uuid::Uuid::new_v4().simple());
-    let guard = settings.tool_guard(&model, settings.loop_detector(), &session_id, &cwd)?;
     let offered: Vec<Arc<dyn crate::tools::Tool>> = tools
         .iter()
         .chain(mcp.tools_now().iter())
         .filter(|t| guard.offers(t.as_ref(), permissions.mode()))
         .cloned()
         .collect();
-    let appended = options
+    // This run's instructions, else those the session was given before.
+    let client_prompt = options
         .append_system_prompt
         .as_deref()
         .filter(|text| !text.trim().is_empty())
         .map(crate::context::ClientPrompt::append);
-    let system_prompt =
-        crate::context::system_prompt_with(&sources, &model, &offered, appended.as_ref());
+    let stored_prompt = restored.as_ref().and_then(|r| r.client_prompt.clone());
+    let system_prompt = crate::context::system_prompt_with(
+        &settings.sources(&cwd),
+        &model,
+        &offered,
+        client_prompt.as_ref().or(stored_prompt.as_ref()),
+    );
     for problem in &system_prompt.problems {
         tracing::warn!("{problem}");
     }
     let mut config = settings.agent_config(
-        model,
+        model.clone(),
         settings.thinking(),
         system_prompt.text,
         permissions,
         Arc::new(guard),
     );
     config.extra_tools = Some(mcp.clone());
-    let http = crate::llm::http_client()?;
+    config.session_id = Some(session_id.clone());
+    config.last_call = restored.as_ref().and_then(|r| r.last_call);
+    let http = crate::llm::http_client().map_err(|e| Failure::Other(e.into()))?;
     let cancel = CancellationToken::new();
-    let ctrl_c = cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            ctrl_c.cancel();
-        }
+    watch_signals(cancel.clone()).map_err(|e| Failure::Other(e.into()))?;
+
+    let host = PrintHost::new(
+        session_id.clone(),
+        options.format,
+        options.verbosity,
+        writer,
+    );
+    if resumed.is_none()
+        || restored.as_ref().and_then(|r| r.model.as_deref()) != Some(&model.full_id())
+    {
+        host.record(transcript::Record::ModelChange {
+            model: model.full_id(),
+        });
+    }
+    if let Some(prompt) = client_prompt
+        && Some(&prompt) != stored_prompt.as_ref()
+    {
+        host.record(transcript::Record::SystemPrompt { prompt });
+    }
+    let tool_names: Vec<String> = offered.iter().map(|t| t.name().to_string()).collect();
+    match options.format {
+        OutputFormat::StreamJson => print_line(&json!({
+            "type": "system",
+            "subtype": "init",
+            "session_id": session_id,
+            "model": model.full_id(),
+            "cwd": cwd,
+            "tools": tool_names,
+            "mode": options.mode.mode().id(),
+            "resumed": resumed.is_some(),
+        })),
+        OutputFormat::Text if options.verbosity == Verbosity::Verbose => eprintln!(
+            "pincer: session {session_id} · {} · {}",
+            model.full_id(),
+            cwd.display()
+        ),
+        _ => {}
+    }
+
+    let content = vec![Content::text(prompt)];
+    // The time line the model reads with the prompt is stored with it, so
+    // that a `--continue` sends the same bytes and the prompt cache holds.
+    let time = agent::time_line(&config);
+    host.record(transcript::Record::Message {
+        message: crate::llm::Message::User {
+            content: content.clone(),
+        },
+        time: Some(time.clone()),
     });
-    let host = PrintHost {
-        session_id,
-        json: options.json,
-        cost: Mutex::new(0.0),
-        ended_with_newline: Mutex::new(true),
-    };
-    let mut history = Vec::new();
-    let stop = agent::run(
+    let mut history = restored.map(|r| r.history).unwrap_or_default();
+    let stop = agent::run_timed(
         &http,
         &config,
         &tools,
         &cwd,
         &mut history,
-        vec![Content::text(options.prompt)],
+        content,
+        time,
         &host,
         &cancel,
     )
     .await;
+    host.terminal.quiet();
     mcp.shutdown().await;
-    let mut out = std::io::stdout().lock();
-    if !options.json && !*lock(&host.ended_with_newline) {
-        writeln!(out)?;
+    record_unanswered(&host, &history, &config.model, &stop);
+    if let RunStop::LoopDetected(text) | RunStop::Blocked(text) = &stop {
+        host.record(transcript::Record::Notice { text: text.clone() });
     }
-    let code = match updates::stop_reason(&stop) {
-        Some(reason) => {
-            if options.json {
-                writeln!(
-                    out,
-                    "{}",
-                    serde_json::to_string(&PromptResponse::new(reason))?
-                )?;
+    if options.format == OutputFormat::Text && !*lock(&host.ended_with_newline) {
+        println!();
+    }
+    let (code, subtype, message) = outcome(&stop, &settings, &config);
+    let tally = lock(&host.tally);
+    let duration_ms = started.elapsed().as_millis() as u64;
+    match options.format {
+        OutputFormat::Text => {
+            if let Some(message) = &message {
+                eprintln!("pincer: {message}");
             }
-            match stop {
-                RunStop::EndTurn => 0,
-                RunStop::MaxTokens => {
-                    eprintln!("pincer: the answer was cut off at the model's output limit");
-                    3
-                }
-                RunStop::Refusal => {
-                    eprintln!("pincer: the model refused to answer");
-                    4
-                }
-                RunStop::Cancelled => {
-                    eprintln!("pincer: cancelled");
-                    130
-                }
-                RunStop::MaxTurns => {
-                    eprintln!(
-                        "pincer: stopped after {} model calls (max_turns in config.toml)",
-                        config.max_turns
-                    );
-                    5
-                }
-                RunStop::LoopDetected(text) => {
-                    eprintln!("pincer: {text}");
-                    6
-                }
-                RunStop::Blocked(reason) => {
-                    eprintln!("pincer: the prompt was refused by a hook: {reason}");
-                    7
-                }
-                RunStop::Failed(_) => 1,
+            if options.verbosity == Verbosity::Verbose || host.terminal.interactive {
+                let closing = format!(
+                    "pincer: {} model call{}, {} tokens in, {} out, ${:.4}, {:.1} s",
+                    tally.turns,
+                    if tally.turns == 1 { "" } else { "s" },
+                    tally.usage.input + tally.usage.cache_read + tally.usage.cache_write,
+                    tally.usage.output,
+                    tally.cost,
+                    duration_ms as f64 / 1000.0
+                );
+                eprintln!("{}", host.terminal.dim(&closing));
             }
         }
-        None => {
-            let message = match &stop {
-                // Which credential was turned down, and how to replace it.
-                RunStop::Failed(error @ crate::llm::LlmError::Auth { .. }) => format!(
-                    "{}. {}",
-                    error.to_string().trim_end_matches('.'),
-                    settings.credential_hint(&config.model)
-                ),
-                RunStop::Failed(error) => error.to_string(),
-                other => format!("{other:?}"),
-            };
-            if options.json {
-                let error = serde_json::json!({ "error": { "message": message } });
-                writeln!(out, "{error}")?;
+        OutputFormat::Json | OutputFormat::StreamJson => {
+            let mut result = json!({
+                "type": "result",
+                "subtype": subtype,
+                "is_error": code != exit::SUCCESS,
+                "exit_code": code,
+                "stop_reason": crate::acp::updates::stop_reason(&stop),
+                "result": tally.final_text,
+                "session_id": session_id,
+                "model": config.model.full_id(),
+                "cwd": cwd,
+                "num_turns": tally.turns,
+                "duration_ms": duration_ms,
+                "total_cost_usd": tally.cost,
+                "usage": usage_json(&tally.usage),
+            });
+            if let (Some(message), Value::Object(map)) = (message, &mut result) {
+                map.insert("error".into(), Value::String(message));
             }
-            eprintln!("pincer: {message}");
-            1
+            print_line(&result);
         }
-    };
-    out.flush()?;
+    }
     Ok(code)
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-struct PrintHost {
-    session_id: String,
-    json: bool,
-    cost: Mutex<f64>,
-    ended_with_newline: Mutex<bool>,
-}
-
-impl AgentHost for PrintHost {
-    fn emit(&self, event: AgentEvent) {
-        if let AgentEvent::MessageEnd(message) = &event {
-            *lock(&self.cost) += message.usage.cost.total;
-        }
-        if self.json {
-            let cost = *lock(&self.cost);
-            // Printed as a client without plan operations gets it.
-            let plan = updates::plan_update(&event, false);
-            for update in updates::session_update(&event, cost)
-                .into_iter()
-                .chain(plan)
-            {
-                let notification = SessionNotification::new(self.session_id.clone(), update);
-                let line = serde_json::json!({
-                    "jsonrpc": "2.0",
-                    "method": "session/update",
-                    "params": notification,
-                });
-                let mut out = std::io::stdout().lock();
-                // A closed pipe (`| head`) is not worth a panic.
-                let _ = writeln!(out, "{line}");
+/// Ctrl-C (and, on Unix, SIGTERM) cancels the run: the model call stops,
+/// child processes are killed, the transcript records the end, and the
+/// exit code is 130. The handlers are registered before this returns, so
+/// a signal that comes early is not lost.
+fn watch_signals(cancel: CancellationToken) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
             }
-            return;
-        }
-        match event {
-            AgentEvent::TextDelta(text) => {
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(text.as_bytes());
-                let _ = out.flush();
-                *lock(&self.ended_with_newline) = text.ends_with('\n');
-            }
-            AgentEvent::ToolExecutionStart { info, .. } => eprintln!("→ {}", info.title),
-            AgentEvent::ToolExecutionEnd { output, .. } if output.is_error => {
-                eprintln!("  ✗ {}", output.text());
-            }
-            AgentEvent::Retry { error, delay, .. } => {
-                eprintln!("pincer: {error}; retrying in {:.1} s", delay.as_secs_f64());
-            }
-            _ => {}
-        }
+            cancel.cancel();
+        });
     }
-
-    fn request_permission<'a>(
-        &'a self,
-        _call: &'a ToolCall,
-        _info: &'a CallInfo,
-        reason: &'a str,
-        _preview: Vec<Display>,
-    ) -> BoxFuture<'a, Answer> {
-        // Nobody can be asked; the mode already allowed what it allows.
-        if !self.json {
-            eprintln!("  refused ({reason}); pass --mode to allow more");
+    #[cfg(not(unix))]
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
         }
-        Box::pin(async { Answer::RejectOnce })
+    });
+    Ok(())
+}
+
+/// The exit code, the result's subtype, and what the person is told.
+fn outcome(
+    stop: &RunStop,
+    settings: &Settings,
+    config: &agent::AgentConfig,
+) -> (i32, &'static str, Option<String>) {
+    match stop {
+        RunStop::EndTurn => (exit::SUCCESS, "success", None),
+        RunStop::MaxTokens => (
+            exit::MAX_TOKENS,
+            "error_max_tokens",
+            Some("the answer was cut off at the model's output limit".into()),
+        ),
+        RunStop::Refusal => (
+            exit::REFUSED,
+            "error_refusal",
+            Some("the model refused to answer".into()),
+        ),
+        RunStop::Cancelled => (exit::CANCELLED, "error_cancelled", Some("cancelled".into())),
+        RunStop::MaxTurns => (
+            exit::MAX_TURNS,
+            "error_max_turns",
+            Some(format!(
+                "stopped after {} model calls (--max-turns, or max_turns in config.toml)",
+                config.max_turns
+            )),
+        ),
+        RunStop::LoopDetected(text) => (exit::LOOP, "error_loop_detected", Some(text.clone())),
+        RunStop::Blocked(reason) => (
+            exit::BLOCKED,
+            "error_blocked",
+            Some(format!("the prompt was refused by a hook: {reason}")),
+        ),
+        // Which credential was turned down, and how to replace it.
+        RunStop::Failed(error @ crate::llm::LlmError::Auth { .. }) => (
+            exit::CREDENTIALS,
+            "error_credentials",
+            Some(format!(
+                "{}. {}",
+                error.to_string().trim_end_matches('.'),
+                settings.credential_hint(&config.model)
+            )),
+        ),
+        RunStop::Failed(error) => (
+            exit::FAILED,
+            "error_during_execution",
+            Some(error.to_string()),
+        ),
     }
 }

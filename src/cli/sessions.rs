@@ -2,7 +2,7 @@
 //! scripts.
 #![allow(clippy::print_stdout)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::agent::AgentMessage;
 use crate::config::Paths;
@@ -46,10 +46,60 @@ pub fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Why an id given on the command line names no single session.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LookupError {
+    #[error("no session {0}; `pincer sessions list` shows the sessions there are")]
+    NotFound(String),
+    #[error("`{prefix}` names {} sessions: {}; give more of the id", .matches.len(), .matches.join(", "))]
+    Ambiguous {
+        prefix: String,
+        matches: Vec<String>,
+    },
+}
+
+/// The transcript of the session `id` names: its whole id, or a prefix
+/// that only one session's id starts with (with or without `sess_`), so
+/// that people can type the first few characters they see in a list.
+pub fn resolve(data_dir: &Path, id: &str) -> Result<PathBuf, LookupError> {
+    let id = id.trim();
+    if let Some(path) = session::find(data_dir, id) {
+        return Ok(path);
+    }
+    let not_found = || LookupError::NotFound(id.to_string());
+    // A prefix is a file name's start: nothing that could leave the
+    // sessions directory.
+    if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
+        return Err(not_found());
+    }
+    let mut matches: Vec<(String, PathBuf)> = std::fs::read_dir(session::sessions_dir(data_dir))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|dir| std::fs::read_dir(dir.path()).ok())
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|x| x == "jsonl"))
+        .filter_map(|path| {
+            let stem = path.file_stem()?.to_str()?.to_string();
+            let bare = stem.strip_prefix("sess_").unwrap_or(&stem);
+            (stem.starts_with(id) || bare.starts_with(id)).then_some((stem, path))
+        })
+        .collect();
+    matches.sort();
+    match matches.len() {
+        0 => Err(not_found()),
+        1 => Ok(matches.remove(0).1),
+        _ => Err(LookupError::Ambiguous {
+            prefix: id.to_string(),
+            matches: matches.into_iter().map(|(stem, _)| stem).collect(),
+        }),
+    }
+}
+
 fn find(id: &str) -> anyhow::Result<PathBuf> {
-    session::find(&data_dir()?, id).ok_or_else(|| {
-        anyhow::anyhow!("no session {id}; `pincer sessions list` shows the sessions there are")
-    })
+    Ok(resolve(&data_dir()?, id)?)
 }
 
 /// Prints a session's transcript for reading.
@@ -138,6 +188,10 @@ pub fn show(id: &str) -> anyhow::Result<()> {
 pub fn delete(id: &str) -> anyhow::Result<()> {
     let path = find(id)?;
     session::delete(&path)?;
+    let id = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| id.to_string());
     println!("Deleted {id}.");
     Ok(())
 }
