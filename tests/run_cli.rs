@@ -791,11 +791,23 @@ async fn watch_on_terminal(
     env: &[(&str, &str)],
     before: &str,
 ) -> (u32, String) {
+    let body = support::mock_model::fixture("anthropic/text.sse");
+    watch_on_terminal_replying(sandbox, args, env, before, body).await
+}
+
+/// [`watch_on_terminal`] with the model answering `body` (SSE).
+async fn watch_on_terminal_replying(
+    sandbox: &Sandbox,
+    args: &[&str],
+    env: &[(&str, &str)],
+    before: &str,
+    body: String,
+) -> (u32, String) {
     use portable_pty::{CommandBuilder, PtySize, native_pty_system};
     let mock = MockModel::start().await;
     let gate = std::sync::Arc::new(tokio::sync::Notify::new());
     mock.push(Reply::Sse {
-        body: support::mock_model::fixture("anthropic/text.sse"),
+        body,
         delay: Duration::ZERO,
         gate: Some(gate.clone()),
     });
@@ -968,4 +980,43 @@ async fn continue_repeats_the_previous_request_byte_for_byte() {
         .collect();
     assert_eq!(again, sent);
     assert!(sent[0].to_string().contains("09:00"), "{}", sent[0]);
+}
+
+/// On a terminal the answer's Markdown is drawn with styles (a heading,
+/// strong text, code, a bullet, a code block shown as it is); under
+/// `NO_COLOR`, and when stdout is piped, the model's text comes unchanged.
+#[tokio::test]
+async fn a_terminal_shows_the_answer_as_styled_markdown() {
+    let answer = "# Plan\nUse **care** and `cargo test`.\n- one\n```sh\necho **raw**\n```\n";
+    let body = support::sse::anthropic_text(answer, 5);
+    let sandbox = Sandbox::new();
+    let (code, screen) = watch_on_terminal_replying(
+        &sandbox,
+        &["hi"],
+        &[],
+        "waiting for the model…",
+        body.clone(),
+    )
+    .await;
+    assert_eq!(code, 0, "{screen}");
+    let styled = "\x1b[1;4mPlan\x1b[0m\nUse \x1b[1mcare\x1b[0m and \x1b[36mcargo test\x1b[0m.\n• one\n\x1b[2m```sh\x1b[0m\n\x1b[36mecho **raw**\x1b[0m\n\x1b[2m```\x1b[0m\n";
+    assert!(screen.contains(styled), "{screen:?}");
+
+    let sandbox = Sandbox::new();
+    let (code, screen) = watch_on_terminal_replying(
+        &sandbox,
+        &["hi"],
+        &[("NO_COLOR", "1")],
+        "waiting for the model…",
+        body.clone(),
+    )
+    .await;
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains(answer), "{screen:?}");
+
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(body));
+    let out = run(&sandbox, &mock, &["hi"], None).await;
+    assert_eq!(text(&out.stdout), answer);
 }

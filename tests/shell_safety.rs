@@ -251,6 +251,19 @@ async fn reading_a_2_gib_file_keeps_memory_low() {
     let mock = MockModel::start().await;
     let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = open_session(&mut acp, &sandbox, "default").await;
+    // What pincer holds before reading: its own code and heap (a debug
+    // build's is large and grows with the code); the reads must add little
+    // to it, where loading the file would add 2 GiB.
+    let pincer = acp.child.id().unwrap();
+    let baseline = peak_rss(pincer);
+    let grown = |peak: u64| {
+        assert!(
+            peak.saturating_sub(baseline) < 32 * 1024 * 1024,
+            "pincer's peak RSS grew from {} MB to {} MB",
+            baseline / (1024 * 1024),
+            peak / (1024 * 1024)
+        );
+    };
     one_call(
         &mut acp,
         &mock,
@@ -260,13 +273,7 @@ async fn reading_a_2_gib_file_keeps_memory_low() {
         None,
     )
     .await;
-    let pincer = acp.child.id().unwrap();
-    let peak = peak_rss(pincer);
-    assert!(
-        peak < 50 * 1024 * 1024,
-        "pincer's peak RSS was {} MB",
-        peak / (1024 * 1024)
-    );
+    grown(peak_rss(pincer));
     assert_eq!(
         last_result(&mock),
         (
@@ -293,12 +300,7 @@ async fn reading_a_2_gib_file_keeps_memory_low() {
     expected
         .push_str("\n\n[Showing lines 1-2000 of more than 20000. Use offset=2001 to continue.]");
     assert_eq!(shown, expected);
-    let peak = peak_rss(pincer);
-    assert!(
-        peak < 50 * 1024 * 1024,
-        "pincer's peak RSS was {} MB",
-        peak / (1024 * 1024)
-    );
+    grown(peak_rss(pincer));
 }
 
 /// The path named after "Full output: " in a bash result.

@@ -9,6 +9,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod input;
+mod markdown;
 mod output;
 mod overrides;
 mod resume;

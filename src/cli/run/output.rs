@@ -73,6 +73,9 @@ pub struct PrintHost {
     /// The entry id reserved for the streaming assistant message.
     message: Mutex<Option<String>>,
     calls: Mutex<std::collections::HashMap<String, CallInfo>>,
+    /// The answer drawn as styled Markdown, when stdout is a terminal and
+    /// colour is allowed; `None` prints the model's text as it is.
+    markdown: Option<Mutex<super::markdown::Renderer>>,
 }
 
 pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -100,6 +103,32 @@ impl PrintHost {
             transcript: Mutex::new(transcript),
             message: Mutex::new(None),
             calls: Mutex::new(std::collections::HashMap::new()),
+            markdown: (format == OutputFormat::Text && styled_stdout())
+                .then(|| Mutex::new(super::markdown::Renderer::default())),
+        }
+    }
+
+    /// Writes the answer's text to stdout, styled when it is a terminal.
+    fn answer(&self, text: &str) {
+        let shown = match &self.markdown {
+            Some(renderer) => lock(renderer).push(text),
+            None => text.to_string(),
+        };
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(shown.as_bytes());
+        let _ = out.flush();
+    }
+
+    /// Shows what the styled answer still holds back (a last line without
+    /// its newline), at the end of a message.
+    fn answer_end(&self) {
+        if let Some(renderer) = &self.markdown {
+            let rest = lock(renderer).finish();
+            if !rest.is_empty() {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(rest.as_bytes());
+                let _ = out.flush();
+            }
         }
     }
 
@@ -238,16 +267,14 @@ impl AgentHost for PrintHost {
                     }
                     self.terminal.wait();
                 }
-                AgentEvent::ThinkingDelta(_)
-                | AgentEvent::MessageEnd(_)
-                | AgentEvent::AgentEnd { .. } => {
+                AgentEvent::ThinkingDelta(_) => self.terminal.quiet(),
+                AgentEvent::MessageEnd(_) | AgentEvent::AgentEnd { .. } => {
                     self.terminal.quiet();
+                    self.answer_end();
                 }
                 AgentEvent::TextDelta(text) => {
                     self.terminal.quiet();
-                    let mut out = std::io::stdout().lock();
-                    let _ = out.write_all(text.as_bytes());
-                    let _ = out.flush();
+                    self.answer(&text);
                     *lock(&self.ended_with_newline) = text.ends_with('\n');
                 }
                 AgentEvent::ToolExecutionStart { info, .. } => {
@@ -289,4 +316,11 @@ pub fn usage_json(usage: &Usage) -> Value {
         "cache_read_input_tokens": usage.cache_read,
         "cache_creation_input_tokens": usage.cache_write,
     })
+}
+
+/// Whether the answer on stdout is drawn with styles: stdout is a terminal
+/// and `NO_COLOR` is unset or empty.
+fn styled_stdout() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
