@@ -440,20 +440,25 @@ command = "{record}"
 
     acp.call("session/close", json!({"sessionId": session}))
         .await;
-    // session_end runs in the background after the close.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let events = loop {
-        let events: Vec<Value> = std::fs::read_to_string(&log)
-            .unwrap_or_default()
+    // session_end runs in the background after the close. Every hook is
+    // awaited before the next one starts (session_start before the first
+    // prompt's hooks, agent_end before the prompt answers), so the log has
+    // one order; only whole lines are read, a line being written is not.
+    let read_log = || -> Vec<Value> {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+        whole
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        if events.last().is_some_and(|e| e["event"] == "session_end") {
-            break events;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{events:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+            .collect()
     };
+    wait_until("the session_end hook ran", Duration::from_secs(10), || {
+        read_log()
+            .last()
+            .is_some_and(|e| e["event"] == "session_end")
+    })
+    .await;
+    let events = read_log();
     let seen: Vec<String> = events
         .iter()
         .map(|e| match e["tool_name"].as_str() {

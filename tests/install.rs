@@ -1,0 +1,110 @@
+//! The README's install and test commands are the ones that work on a fresh
+//! machine, and `.ci/run` runs exactly the test command the README shows:
+//! these read the files themselves, so a change to one without the other
+//! goes red.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use pretty_assertions::assert_eq;
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+}
+
+/// The README section under `## title`, up to the next `## `.
+fn section(title: &str) -> String {
+    let readme = read("README.md");
+    let start = readme
+        .find(&format!("\n## {title}\n"))
+        .unwrap_or_else(|| panic!("README.md has no \"## {title}\" section"));
+    let rest = &readme[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+    rest[..end].to_string()
+}
+
+/// The lines of the first ```sh block of `text`.
+fn sh_block(text: &str) -> Vec<String> {
+    text.split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .unwrap_or_else(|| panic!("no ```sh block in:\n{text}"))
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_install_command_pins_the_lockfile_and_names_what_it_needs() {
+    let install = section("Install and run");
+    let command = sh_block(&install);
+    assert_eq!(command.len(), 1, "{command:?}");
+    assert!(
+        command[0].starts_with("cargo install --locked --path . && "),
+        "{}",
+        command[0]
+    );
+    // The Rust version the README names is the one Cargo.toml enforces.
+    let manifest = read("Cargo.toml");
+    let rust_version = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("Cargo.toml's [package] sets rust-version");
+    assert_eq!(rust_version, "1.95");
+    let prose = install.replace('\n', " ");
+    assert!(
+        prose.contains(&format!("{rust_version} or newer")),
+        "{install}"
+    );
+    // mimalloc and ring compile C code.
+    assert!(prose.contains("a C compiler"), "{install}");
+}
+
+#[test]
+fn ci_runs_exactly_the_readme_test_command_after_installing_nextest() {
+    let commands = sh_block(&section("Run the tests"));
+    assert_eq!(
+        commands,
+        vec![
+            "cargo install cargo-nextest --locked",
+            "cargo nextest run --no-fail-fast",
+        ]
+    );
+    let ci = read(".ci/run");
+    let declared = ci
+        .lines()
+        .find_map(|l| l.strip_prefix("TEST_COMMAND='"))
+        .and_then(|l| l.strip_suffix('\''))
+        .expect(".ci/run declares TEST_COMMAND='…'");
+    assert_eq!(declared, commands[1]);
+    assert!(ci.lines().any(|l| l == "$TEST_COMMAND"), "{ci}");
+    assert!(
+        ci.lines().any(|l| l.trim() == commands[0]),
+        ".ci/run installs nextest the way the README says:\n{ci}"
+    );
+}
+
+/// `.ci/run`'s own guard: it refuses to run when the README shows another
+/// test command (run on a copy, stopping before any build).
+#[test]
+fn ci_refuses_to_run_when_the_readme_shows_another_command() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".ci")).unwrap();
+    std::fs::write(dir.path().join(".ci/run"), read(".ci/run")).unwrap();
+    std::fs::write(
+        dir.path().join("README.md"),
+        read("README.md").replace("cargo nextest run --no-fail-fast", "cargo nextest run"),
+    )
+    .unwrap();
+    let out = std::process::Command::new("bash")
+        .arg(dir.path().join(".ci/run"))
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        ".ci/run: README.md's \"Run the tests\" section does not show `cargo nextest run --no-fail-fast`; update one or the other\n"
+    );
+}
