@@ -704,62 +704,116 @@ async fn quiet_and_verbose_change_what_goes_to_stderr() {
     );
 }
 
-/// `pincer run ARGS` with a terminal (a pty) as stdin, stdout and stderr,
-/// as a person types it: its exit code and everything the terminal showed.
-async fn run_on_terminal(sandbox: &Sandbox, mock: &MockModel, args: &[&str]) -> (u32, String) {
-    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
-    let pair = native_pty_system()
-        .openpty(PtySize {
-            rows: 24,
-            cols: 200,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .unwrap();
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_pincer"));
-    cmd.arg("run");
-    cmd.args(args);
-    cmd.env_clear();
-    cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
-    cmd.env("HOME", sandbox.home());
-    cmd.env("PINCER_HOME", sandbox.home());
-    cmd.env("RUST_LOG", "warn");
-    cmd.env("ANTHROPIC_API_KEY", "test-key");
-    cmd.env("ANTHROPIC_BASE_URL", mock.anthropic_url());
-    cmd.cwd(sandbox.work());
-    let mut child = pair.slave.spawn_command(cmd).unwrap();
-    let mut killer = child.clone_killer();
-    drop(pair.slave);
-    let mut reader = pair.master.try_clone_reader().unwrap();
-    // The terminal is read until the program is gone (EOF or EIO).
-    let screen = tokio::task::spawn_blocking(move || {
-        let mut all = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = std::io::Read::read(&mut reader, &mut buf) {
-            if n == 0 {
-                break;
-            }
-            all.extend_from_slice(&buf[..n]);
+/// `pincer run ARGS` on a terminal (a pty) as stdin, stdout and stderr,
+/// as a person types it, with `env` added: the program, and what the
+/// terminal shows, filled as it comes.
+struct OnTerminal {
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    killer: Box<dyn portable_pty::ChildKiller + Send + Sync>,
+    master: Box<dyn portable_pty::MasterPty + Send>,
+    screen: std::sync::Arc<std::sync::Mutex<String>>,
+    read: tokio::task::JoinHandle<()>,
+}
+
+impl OnTerminal {
+    fn start(sandbox: &Sandbox, mock: &MockModel, args: &[&str], env: &[(&str, &str)]) -> Self {
+        use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: 24,
+                cols: 200,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_pincer"));
+        cmd.arg("run");
+        cmd.args(args);
+        cmd.env_clear();
+        cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
+        cmd.env("HOME", sandbox.home());
+        cmd.env("PINCER_HOME", sandbox.home());
+        cmd.env("RUST_LOG", "warn");
+        cmd.env("ANTHROPIC_API_KEY", "test-key");
+        cmd.env("ANTHROPIC_BASE_URL", mock.anthropic_url());
+        for (k, v) in env {
+            cmd.env(k, v);
         }
-        String::from_utf8_lossy(&all).into_owned()
-    });
-    let waited = tokio::time::timeout(
-        Duration::from_secs(20),
-        tokio::task::spawn_blocking(move || child.wait().unwrap()),
-    )
-    .await;
-    let Ok(status) = waited else {
-        // Killed, so that the threads reading and waiting end too.
-        killer.kill().unwrap();
-        panic!("pincer was still running after 20 s: it waited for the terminal");
-    };
-    let status = status.unwrap();
-    drop(pair.master);
-    let screen = tokio::time::timeout(Duration::from_secs(20), screen)
-        .await
-        .unwrap()
-        .unwrap();
-    (status.exit_code(), screen.replace("\r\n", "\n"))
+        cmd.cwd(sandbox.work());
+        let child = pair.slave.spawn_command(cmd).unwrap();
+        let killer = child.clone_killer();
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().unwrap();
+        let screen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let filling = screen.clone();
+        // The terminal is read until the program is gone (EOF or EIO).
+        let read = tokio::task::spawn_blocking(move || {
+            let mut all = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut reader, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                all.extend_from_slice(&buf[..n]);
+                *filling.lock().unwrap() = String::from_utf8_lossy(&all).into_owned();
+            }
+        });
+        Self {
+            child,
+            killer,
+            master: pair.master,
+            screen,
+            read,
+        }
+    }
+
+    /// Waits until the terminal shows `text`.
+    async fn shows(&mut self, text: &str) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !self.screen.lock().unwrap().contains(text) {
+            if tokio::time::Instant::now() > deadline {
+                self.killer.kill().unwrap();
+                panic!(
+                    "the terminal never showed {text:?}: {:?}",
+                    self.screen.lock().unwrap()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits for the program to end: its exit code and the whole screen.
+    async fn end(self) -> (u32, String) {
+        let Self {
+            mut child,
+            mut killer,
+            master,
+            screen,
+            read,
+        } = self;
+        let waited = tokio::time::timeout(
+            Duration::from_secs(20),
+            tokio::task::spawn_blocking(move || child.wait().unwrap()),
+        )
+        .await;
+        let Ok(status) = waited else {
+            // Killed, so that the threads reading and waiting end too.
+            killer.kill().unwrap();
+            panic!("pincer was still running after 20 s");
+        };
+        drop(master);
+        tokio::time::timeout(Duration::from_secs(20), read)
+            .await
+            .unwrap()
+            .unwrap();
+        let text = screen.lock().unwrap().replace("\r\n", "\n");
+        (status.unwrap().exit_code(), text)
+    }
+}
+
+/// `pincer run ARGS` on a terminal: its exit code and what it showed.
+async fn run_on_terminal(sandbox: &Sandbox, mock: &MockModel, args: &[&str]) -> (u32, String) {
+    OnTerminal::start(sandbox, mock, args, &[]).end().await
 }
 
 #[tokio::test]
@@ -803,7 +857,6 @@ async fn watch_on_terminal_replying(
     before: &str,
     body: String,
 ) -> (u32, String) {
-    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
     let mock = MockModel::start().await;
     let gate = std::sync::Arc::new(tokio::sync::Notify::new());
     mock.push(Reply::Sse {
@@ -811,79 +864,10 @@ async fn watch_on_terminal_replying(
         delay: Duration::ZERO,
         gate: Some(gate.clone()),
     });
-    let pair = native_pty_system()
-        .openpty(PtySize {
-            rows: 24,
-            cols: 200,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .unwrap();
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_pincer"));
-    cmd.arg("run");
-    cmd.args(args);
-    cmd.env_clear();
-    cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
-    cmd.env("HOME", sandbox.home());
-    cmd.env("PINCER_HOME", sandbox.home());
-    cmd.env("RUST_LOG", "warn");
-    cmd.env("ANTHROPIC_API_KEY", "test-key");
-    cmd.env("ANTHROPIC_BASE_URL", mock.anthropic_url());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.cwd(sandbox.work());
-    let mut child = pair.slave.spawn_command(cmd).unwrap();
-    let mut killer = child.clone_killer();
-    drop(pair.slave);
-    let mut reader = pair.master.try_clone_reader().unwrap();
-    let screen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let filling = screen.clone();
-    let read = tokio::task::spawn_blocking(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = std::io::Read::read(&mut reader, &mut buf) {
-            if n == 0 {
-                break;
-            }
-            filling
-                .lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    let shown = {
-        let screen = screen.clone();
-        let before = before.to_string();
-        move || screen.lock().unwrap().contains(&before)
-    };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !shown() {
-        if tokio::time::Instant::now() > deadline {
-            killer.kill().unwrap();
-            panic!(
-                "the terminal never showed {before:?}: {:?}",
-                screen.lock().unwrap()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let mut terminal = OnTerminal::start(sandbox, &mock, args, env);
+    terminal.shows(before).await;
     gate.notify_one();
-    let waited = tokio::time::timeout(
-        Duration::from_secs(20),
-        tokio::task::spawn_blocking(move || child.wait().unwrap()),
-    )
-    .await;
-    let Ok(status) = waited else {
-        killer.kill().unwrap();
-        panic!("pincer was still running after 20 s");
-    };
-    drop(pair.master);
-    tokio::time::timeout(Duration::from_secs(20), read)
-        .await
-        .unwrap()
-        .unwrap();
-    let text = screen.lock().unwrap().replace("\r\n", "\n");
-    (status.unwrap().exit_code(), text)
+    terminal.end().await
 }
 
 #[tokio::test]
