@@ -66,6 +66,19 @@ async fn new_session_with(acp: &mut Acp, sandbox: &Sandbox, system: Value) -> Va
     acp.until_response(id).await.0
 }
 
+/// A fresh `pincer acp`, initialized, with a session opened with `system`
+/// as its `systemPrompt`: the client and the session's id.
+async fn started(sandbox: &Sandbox, mock: &MockModel, system: Value) -> (Acp, String) {
+    let mut acp = spawn(sandbox, mock);
+    acp.initialize().await;
+    let response = new_session_with(&mut acp, sandbox, system).await;
+    let session = response["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session: {response}"))
+        .to_string();
+    (acp, session)
+}
+
 /// Opens `session` with `method` (`session/load` or `session/resume`) and
 /// `system` as its `systemPrompt` (left out when null); the whole response.
 async fn reopen(acp: &mut Acp, method: &str, session: &str, cwd: &Path, system: Value) -> Value {
@@ -217,18 +230,12 @@ async fn overriding_instructions_replace_pincers_but_keep_tools_environment_and_
 async fn the_prompt_is_kept_by_load_and_resume_in_a_new_process() {
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
-    let mut acp = spawn(&sandbox, &mock);
-    acp.initialize().await;
-    let response = new_session_with(
-        &mut acp,
+    let (mut acp, session) = started(
         &sandbox,
+        &mock,
         system_prompt("append", "Answer in French."),
     )
     .await;
-    let session = response["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
     let first = prompt_once(&mut acp, &mock, &session, "hello").await;
     assert!(
         first.ends_with(&format!("\n{APPENDED_HEADING}Answer in French.\n")),
@@ -252,18 +259,12 @@ async fn the_prompt_is_kept_by_load_and_resume_in_a_new_process() {
 async fn a_load_with_another_prompt_replaces_the_stored_one() {
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
-    let mut acp = spawn(&sandbox, &mock);
-    acp.initialize().await;
-    let response = new_session_with(
-        &mut acp,
+    let (mut acp, session) = started(
         &sandbox,
+        &mock,
         system_prompt("append", "Answer in French."),
     )
     .await;
-    let session = response["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
     prompt_once(&mut acp, &mock, &session, "hello").await;
     drop(acp);
 
@@ -380,18 +381,12 @@ async fn the_request_prefix_stays_identical_across_prompts() {
     let sandbox = Sandbox::new();
     set_clock(&sandbox, "2026-11-24T09:00:00Z");
     let mock = MockModel::start().await;
-    let mut acp = spawn(&sandbox, &mock);
-    acp.initialize().await;
-    let response = new_session_with(
-        &mut acp,
+    let (mut acp, session) = started(
         &sandbox,
+        &mock,
         system_prompt("append", "Answer in French."),
     )
     .await;
-    let session = response["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
     prompt_once(&mut acp, &mock, &session, "hello").await;
     set_clock(&sandbox, "2026-11-24T10:00:00Z");
     prompt_once(&mut acp, &mock, &session, "an hour later").await;
