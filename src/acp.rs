@@ -11,12 +11,12 @@
 mod auth;
 mod commands;
 mod editor;
+pub mod registry;
 mod session;
 mod system_prompt;
 pub mod transport;
 pub mod updates;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -47,6 +47,9 @@ pub use transport::Drain;
 pub struct ServeOptions {
     /// `--model`: the model new sessions start with.
     pub model: Option<String>,
+    /// The process's open sessions, when more than one connection serves
+    /// them (`pincer acp --gateway`); else the connection has its own.
+    pub registry: Option<Arc<registry::Registry>>,
 }
 
 /// Serves ACP on stdin/stdout until stdin closes and every request received
@@ -67,12 +70,13 @@ pub async fn serve(
     drain: Arc<Drain>,
     options: ServeOptions,
 ) -> Result<(), Error> {
+    let registry = options.registry.clone().unwrap_or_default();
     let server = Arc::new(Server {
         options,
+        registry,
         drain,
         http: crate::llm::http_client().map_err(Error::into_internal_error)?,
         client: Mutex::new(ClientCapabilities::default()),
-        sessions: Mutex::new(HashMap::new()),
     });
     let s13 = server.clone();
     let (s8, s9, s10, s11, s12) = (
@@ -238,7 +242,7 @@ pub async fn serve(
         .connect_to(transport)
         .await;
     // The editor went away: the sessions still open end here.
-    let open: Vec<Arc<Session>> = lock(&server.sessions).drain().map(|(_, s)| s).collect();
+    let open: Vec<Arc<Session>> = lock(&server.registry.sessions).drain().map(|(_, s)| s).collect();
     for session in open {
         session.cancel();
         session.shutdown_mcp().await;
@@ -254,7 +258,7 @@ struct Server {
     drain: Arc<Drain>,
     http: reqwest::Client,
     client: Mutex<ClientCapabilities>,
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    registry: Arc<registry::Registry>,
 }
 
 /// Locks a mutex whose data stays consistent even if a holder panicked.
@@ -436,7 +440,7 @@ impl Server {
             session.set_client_prompt(prompt);
         }
         let options = session.config_options();
-        lock(&self.sessions).insert(id.clone(), session.clone());
+        lock(&self.registry.sessions).insert(id.clone(), session.clone());
         let modes = session.mode_state();
         Ok(NewSessionResponse::new(id)
             .config_options(options)
@@ -505,7 +509,7 @@ impl Server {
             // A session this process opened that has not been prompted yet
             // has no transcript yet (it is written with the first prompt):
             // it is still the same, empty session, with nothing to replay.
-            if let Some(open) = lock(&self.sessions).get(&id).cloned()
+            if let Some(open) = lock(&self.registry.sessions).get(&id).cloned()
                 && !open.is_written()
             {
                 if let Some(prompt) = client_prompt {
@@ -546,7 +550,7 @@ impl Server {
         .await
         .map_err(|e| internal(&e))?
         .map_err(|e| internal(&e))?;
-        if let Some(old) = lock(&self.sessions).remove(&id) {
+        if let Some(old) = lock(&self.registry.sessions).remove(&id) {
             old.cancel();
             // The reopened session starts its own servers.
             tokio::spawn(async move { old.shutdown_mcp().await });
@@ -570,7 +574,7 @@ impl Server {
                 break;
             }
         }
-        lock(&self.sessions).insert(id, session.clone());
+        lock(&self.registry.sessions).insert(id, session.clone());
         Ok(session)
     }
 
@@ -605,7 +609,7 @@ impl Server {
 
     /// `session/close`: stops the session's work and frees it.
     fn close_session(&self, id: &str) -> Result<(), Error> {
-        let session = lock(&self.sessions).remove(id);
+        let session = lock(&self.registry.sessions).remove(id);
         match session {
             Some(session) => {
                 session.cancel();
@@ -622,7 +626,7 @@ impl Server {
     /// `session/delete`: closes the session if it is open and removes its
     /// transcript.
     fn delete_session(&self, id: &str) -> Result<(), Error> {
-        if let Some(session) = lock(&self.sessions).remove(id) {
+        if let Some(session) = lock(&self.registry.sessions).remove(id) {
             session.cancel();
             let written = session.is_written();
             Self::ended(session);
@@ -647,7 +651,7 @@ impl Server {
     }
 
     fn session(&self, id: &str) -> Result<Arc<Session>, Error> {
-        lock(&self.sessions).get(id).cloned().ok_or_else(|| {
+        lock(&self.registry.sessions).get(id).cloned().ok_or_else(|| {
             agent_client_protocol::v1::schema::Error::session_not_found(id.to_string()).into()
         })
     }
@@ -750,7 +754,7 @@ impl Server {
     }
 
     fn cancel(&self, id: &str) {
-        match lock(&self.sessions).get(id) {
+        match lock(&self.registry.sessions).get(id) {
             Some(session) => session.cancel(),
             None => tracing::debug!(session = id, "cancel for an unknown session"),
         }

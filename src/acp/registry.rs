@@ -1,0 +1,98 @@
+//! The open sessions of one pincer process, shared by every ACP connection
+//! it serves: the editor's on stdio and the gateway's in-process one
+//! (`pincer acp --gateway`). A session belongs to the connection that
+//! opened it (its owner: the one asked for permissions, files and
+//! terminals); any connection may prompt or cancel it, and one observer
+//! (the gateway) sees what every session does, in order.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use agent_client_protocol::v1::schema::{
+    PermissionOptionKind, SessionId, SessionNotification, StopReason,
+};
+use tokio::sync::mpsc;
+
+use super::session::Session;
+
+/// The `_meta` key of a `session/prompt` that carries the gateway's run:
+/// `{"tag": "<run id>", "queue": "steer" | "follow-up"}`. The tag comes
+/// back in [`Observed::PromptStarted`] and [`Observed::PromptEnded`]; the
+/// queue mode applies to this prompt if it has to wait for a busy session.
+pub const PROMPT_META_KEY: &str = "pincer/gateway";
+
+/// What the observer is told, per session, in the order it happened.
+#[derive(Clone, Debug)]
+pub enum Observed {
+    /// A `session/update`, whichever connection it went to (live updates
+    /// only: a `session/load` replay is not repeated here).
+    Update(SessionNotification),
+    /// The agent began working on a prompt: a fresh run, a prompt a running
+    /// run took in (steering, follow-up), or a command (`/compact`). `tag`
+    /// is the prompt's [`PROMPT_META_KEY`] tag (`None`: an editor's prompt);
+    /// `text` is what the user wrote.
+    PromptStarted {
+        session: SessionId,
+        tag: Option<String>,
+        text: String,
+    },
+    /// A prompt's request was answered. Every prompt request gets exactly
+    /// one, after every update of its part of the run; one refused before
+    /// it ran gets one without a `PromptStarted`.
+    PromptEnded {
+        session: SessionId,
+        tag: Option<String>,
+        result: Result<StopReason, String>,
+    },
+    /// The session's owner (an editor) answered a permission question:
+    /// `option` is the chosen option (`None`: cancelled or unanswered).
+    PermissionResolved {
+        session: SessionId,
+        tool_call_id: String,
+        option: Option<(String, PermissionOptionKind)>,
+    },
+    /// The session was opened (new, loaded, resumed) by a connection.
+    Opened { session: SessionId },
+    /// The session was closed or deleted.
+    Closed { session: SessionId },
+}
+
+/// The open sessions and the observer.
+#[derive(Default)]
+pub struct Registry {
+    pub(super) sessions: Mutex<HashMap<String, Arc<Session>>>,
+    observer: OnceLock<mpsc::UnboundedSender<Observed>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("open", &super::lock(&self.sessions).len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Starts telling what every session does; there is one observer per
+    /// process, so a second call gets `None`.
+    pub fn observe(&self) -> Option<mpsc::UnboundedReceiver<Observed>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.observer.set(tx).ok().map(|()| rx)
+    }
+
+    /// Whether a session with this id is open in this process.
+    pub fn is_open(&self, id: &str) -> bool {
+        super::lock(&self.sessions).contains_key(id)
+    }
+
+    /// Tells the observer, if there is one.
+    pub(super) fn tell(&self, event: Observed) {
+        if let Some(tx) = self.observer.get() {
+            let _ = tx.send(event);
+        }
+    }
+}
