@@ -163,11 +163,11 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: SetSessionConfigOptionRequest, responder, _cx| {
-                match s5.set_config_option(req) {
-                    Ok(response) => responder.respond(response),
-                    Err(e) => responder.respond_with_error(e),
-                }
+            async move |req: SetSessionConfigOptionRequest, responder, _cx| match s5
+                .set_config_option(req)
+            {
+                Ok(response) => responder.respond(response),
+                Err(e) => responder.respond_with_error(e),
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -249,10 +249,7 @@ pub async fn serve(
             .filter(|(_, s)| s.owned_by(server.connection))
             .map(|(id, _)| id.clone())
             .collect();
-        owned
-            .iter()
-            .filter_map(|id| sessions.remove(id))
-            .collect()
+        owned.iter().filter_map(|id| sessions.remove(id)).collect()
     };
     for session in open {
         session.cancel();
@@ -760,16 +757,20 @@ impl Server {
     }
 
     fn session(&self, id: &str) -> Result<Arc<Session>, Error> {
-        lock(&self.registry.sessions).get(id).cloned().ok_or_else(|| {
-            agent_client_protocol::v1::schema::Error::session_not_found(id.to_string()).into()
-        })
+        lock(&self.registry.sessions)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| {
+                agent_client_protocol::v1::schema::Error::session_not_found(id.to_string()).into()
+            })
     }
 
     /// After the answer that opened a session: tells the editor which
     /// slash commands it has, and runs the `session_start` hooks.
     fn opened(&self, id: &SessionId, cx: &ConnectionTo<Client>) {
-        self.registry
-            .tell(registry::Observed::Opened { session: id.clone() });
+        self.registry.tell(registry::Observed::Opened {
+            session: id.clone(),
+        });
         if let Ok(session) = self.session(&id.0) {
             let client = lock(&self.client).clone();
             session.announce_commands(cx, &client);

@@ -89,6 +89,14 @@ impl Registry {
         super::lock(&self.sessions).contains_key(id)
     }
 
+    /// How many prompts wait for the session's running run (0 for a
+    /// session that is not open).
+    pub fn waiting(&self, id: &str) -> usize {
+        super::lock(&self.sessions)
+            .get(id)
+            .map_or(0, |session| session.waiting())
+    }
+
     /// Tells the observer, if there is one.
     pub(super) fn tell(&self, event: Observed) {
         if let Some(tx) = self.observer.get() {
@@ -98,7 +106,9 @@ impl Registry {
 }
 
 /// The gateway's tag of a prompt (`_meta["pincer/gateway"]["tag"]`).
-pub(super) fn prompt_tag(meta: Option<&serde_json::Map<String, serde_json::Value>>) -> Option<String> {
+pub(super) fn prompt_tag(
+    meta: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Option<String> {
     meta?
         .get(PROMPT_META_KEY)?
         .get("tag")?

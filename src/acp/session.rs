@@ -558,14 +558,21 @@ impl Session {
     }
 
     pub fn cancel(&self) {
-        lock(&self.state).cancel.cancel();
-        // Cancelling a session cancels what waits in it too.
+        // Cancelling a session cancels what waits in it too. The waiting
+        // prompts are answered first, so that the observer hears of them
+        // before anything the cancelled run does as it stops.
         let waiting = std::mem::take(&mut lock(&self.queue).waiting);
         for queued in waiting {
             queued
                 .reply
                 .send(Ok(PromptResponse::new(StopReason::Cancelled)));
         }
+        lock(&self.state).cancel.cancel();
+    }
+
+    /// How many prompts wait for the session's running run.
+    pub fn waiting(&self) -> usize {
+        lock(&self.queue).waiting.len()
     }
 
     /// The session's config options, complete, as ACP wants them.
@@ -852,10 +859,13 @@ impl Session {
                     Some(_) => {}
                     None => queue.running = false,
                 }
-                (done, next.map(|next| {
-                    queue.current = Some(next.reply);
-                    (next.content, next.start)
-                }))
+                (
+                    done,
+                    next.map(|next| {
+                        queue.current = Some(next.reply);
+                        (next.content, next.start)
+                    }),
+                )
             };
             if let Some(reply) = done {
                 reply.send(result);

@@ -306,6 +306,13 @@ impl AgentHost for AcpHost {
                 options,
             )
             .meta(meta_reason(reason));
+            // Told when the question ends, also when the run stops waiting
+            // for it (a cancel drops this future).
+            let mut resolved = Resolved {
+                session: &self.session,
+                tool_call_id: call.id.clone(),
+                option: None,
+            };
             let kinds: Vec<(String, PermissionOptionKind)> = request
                 .options
                 .iter()
@@ -325,12 +332,8 @@ impl AgentHost for AcpHost {
                 },
                 _ => None,
             };
-            // The gateway shows the editor's answer to its clients.
-            self.session.registry.tell(Observed::PermissionResolved {
-                session: self.session.id.clone(),
-                tool_call_id: call.id.clone(),
-                option: chosen,
-            });
+            resolved.option = chosen;
+            drop(resolved);
             match answer {
                 None => Answer::RejectOnce,
                 Some(Ok(response)) => match response.outcome {
@@ -351,6 +354,25 @@ impl AgentHost for AcpHost {
                 }
             }
         })
+    }
+}
+
+/// Tells the observer how a permission question ended (the gateway shows
+/// the editor's answer to its clients): `option` is the chosen option,
+/// `None` when there was no answer.
+struct Resolved<'a> {
+    session: &'a Session,
+    tool_call_id: String,
+    option: Option<(String, PermissionOptionKind)>,
+}
+
+impl Drop for Resolved<'_> {
+    fn drop(&mut self) {
+        self.session.registry.tell(Observed::PermissionResolved {
+            session: self.session.id.clone(),
+            tool_call_id: std::mem::take(&mut self.tool_call_id),
+            option: self.option.take(),
+        });
     }
 }
 
