@@ -335,9 +335,14 @@ impl Session {
         lock(&self.owner).clone()
     }
 
-    /// Gives the session to another connection (it opened it again).
+    /// Gives the session to another connection (it opened it again),
+    /// which is then told the slash commands afresh.
     pub fn set_owner(&self, owner: Owner) {
-        *lock(&self.owner) = owner;
+        let mut current = lock(&self.owner);
+        if current.connection != owner.connection {
+            lock(&self.announced).commands = None;
+        }
+        *current = owner;
     }
 
     pub fn owned_by(&self, connection: u64) -> bool {
