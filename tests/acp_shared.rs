@@ -679,6 +679,14 @@ async fn loading_a_session_open_on_another_connection_keeps_one_session_and_its_
         user_chunks(&editor.updates()),
         vec!["hello".to_string(), "run".to_string()]
     );
+    // The editor, its new owner, is told the slash commands.
+    support::wait_until("the editor got the commands", DEADLINE, || {
+        editor
+            .updates()
+            .iter()
+            .any(|n| matches!(n.update, SessionUpdate::AvailableCommandsUpdate(_)))
+    })
+    .await;
     respond.send(allow("allow_once")).unwrap();
     assert_eq!(
         running.await.unwrap().unwrap().stop_reason,
