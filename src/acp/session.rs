@@ -273,6 +273,7 @@ impl Session {
     /// A session working in `cwd`; `additional` directories may also be
     /// touched without asking. The editor's MCP servers and the configured
     /// ones start in the background.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: String,
         cwd: PathBuf,
