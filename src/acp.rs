@@ -40,6 +40,7 @@ use agent_client_protocol::{Agent, Client, ConnectTo, Error};
 use crate::config::Settings;
 use crate::session::transcript;
 use session::Session;
+pub use session::{MODE_OPTION, MODEL_OPTION, QUEUE_OPTION, THOUGHT_OPTION};
 pub use transport::Drain;
 
 /// Options of `pincer acp`.
