@@ -431,13 +431,20 @@ impl Client {
         }
     }
 
-    /// The next JSON frame; panics on a close or anything else.
-    async fn next_json(&mut self, waiting_for: &str) -> Value {
-        match self.next_frame().await {
-            Frame::Json(value) => value,
-            other => panic!(
-                "while waiting for {waiting_for}: {other:?}; received before: {:?}",
-                self.received
+    /// The next JSON frame before `deadline`; panics on a close, anything
+    /// else, or the deadline (one deadline for a whole wait, so that ticks
+    /// and other events cannot stretch it).
+    async fn next_json(&mut self, waiting_for: &str, deadline: tokio::time::Instant) -> Value {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match self.next_frame_within(left).await {
+            Some(Frame::Json(value)) => value,
+            None => panic!(
+                "no {waiting_for} within {TIMEOUT:?}; received: {}",
+                shown(&self.received)
+            ),
+            Some(other) => panic!(
+                "while waiting for {waiting_for}: {other:?}; received before: {}",
+                shown(&self.received)
             ),
         }
     }
@@ -451,8 +458,11 @@ impl Client {
         {
             return self.backlog.remove(pos).unwrap();
         }
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
         loop {
-            let frame = self.next_json(&format!("the response to {id}")).await;
+            let frame = self
+                .next_json(&format!("the response to {id}"), deadline)
+                .await;
             if frame["type"] == "res" && frame["id"] == id {
                 return frame;
             }
@@ -478,8 +488,9 @@ impl Client {
         if let Some(pos) = self.backlog.iter().position(&mut pred) {
             return self.backlog.remove(pos).unwrap();
         }
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
         loop {
-            let frame = self.next_json(what).await;
+            let frame = self.next_json(what, deadline).await;
             if pred(&frame) {
                 return frame;
             }
@@ -528,12 +539,17 @@ impl Client {
             .collect()
     }
 
-    /// Reads until the connection ends; returns the close (or end) and
-    /// every JSON frame before it.
+    /// Reads until the connection ends (within `TIMEOUT` in all);
+    /// returns the close (or end) and every JSON frame before it.
     pub async fn until_closed(&mut self) -> (Frame, Vec<Value>) {
         let mut before: Vec<Value> = self.backlog.drain(..).collect();
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
         loop {
-            match self.next_frame().await {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let frame = self.next_frame_within(left).await.unwrap_or_else(|| {
+                panic!("the gateway did not close the connection within {TIMEOUT:?}")
+            });
+            match frame {
                 Frame::Json(value) => before.push(value),
                 frame @ (Frame::Close(_) | Frame::Ended(_)) => return (frame, before),
                 _ => {}
@@ -566,4 +582,16 @@ pub fn close_of(frame: &Frame) -> (u16, String) {
         Frame::Close(Some((code, reason))) => (*code, reason.clone()),
         other => panic!("expected a close frame, got {other:?}"),
     }
+}
+
+/// Frames for a failure message, each cut to 400 characters, the last 30.
+fn shown(frames: &[Value]) -> String {
+    frames
+        .iter()
+        .rev()
+        .take(30)
+        .rev()
+        .map(|f| f.to_string().chars().take(400).collect::<String>())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
