@@ -40,11 +40,22 @@ fn pick(value: &Value, keys: &[&str]) -> Value {
 /// A transcript message (`chat.history`, `sessions.get`) reduced to the
 /// fields the spec names, its timestamp checked and dropped.
 fn message_shape(message: &Value) -> Value {
-    assert!(message["timestamp"].is_u64(), "no timestamp: {message}");
     pick(
         message,
         &["role", "content", "toolCallId", "toolName", "isError"],
     )
+}
+
+/// Every message has its `timestamp` (ms): checked last in a test, so
+/// that a missing one does not hide other differences.
+fn assert_timestamps(messages: &Value) {
+    let missing: Vec<&Value> = messages
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| !m["timestamp"].is_u64())
+        .collect();
+    assert_eq!(missing, Vec::<&Value>::new(), "messages without a timestamp");
 }
 
 fn messages_shape(messages: &Value) -> Vec<Value> {
@@ -192,7 +203,6 @@ async fn the_handshake_challenge_hello_ok_and_ticks_have_the_specs_shape() {
     assert_eq!(res["ok"], json!(true), "{res}");
     let mut hello = res["payload"].clone();
     let conn_id = hello["server"]["connId"].as_str().unwrap().to_string();
-    assert!(uuid::Uuid::parse_str(&conn_id).is_ok(), "{conn_id}");
     assert!(hello["snapshot"]["uptimeMs"].is_u64(), "{hello}");
     let methods: Vec<String> =
         serde_json::from_value(hello["features"]["methods"].clone()).unwrap();
@@ -250,6 +260,9 @@ async fn the_handshake_challenge_hello_ok_and_ticks_have_the_specs_shape() {
     // Narrowed scopes are what hello-ok grants.
     let reader = gateway.operator(&["operator.read"], &[]).await;
     assert_eq!(reader.hello["auth"]["scopes"], json!(["operator.read"]));
+    // The spec's connId is a uuid (a counter tells a client how many
+    // others there were).
+    assert!(uuid::Uuid::parse_str(&conn_id).is_ok(), "connId {conn_id:?} is not a uuid");
 }
 
 #[tokio::test]
@@ -347,7 +360,14 @@ async fn a_turn_with_a_tool_call_streams_to_two_clients_tool_events_only_with_th
     });
     let first_delta = position(&tools, &|e| e["event"] == "chat");
     assert!(first_delta < first_tool);
-    // Lifecycle: start first, end last.
+    // Lifecycle: start, then end.
+    tools
+        .next_where("the lifecycle end", |f| {
+            f["event"] == "agent"
+                && f["payload"]["stream"] == "lifecycle"
+                && f["payload"]["data"]["phase"] == "end"
+        })
+        .await;
     let lifecycle: Vec<Value> = agent_of(&tools, &run, "lifecycle")
         .iter()
         .map(|e| e["data"]["phase"].clone())
@@ -409,6 +429,7 @@ async fn chat_send_is_idempotent_in_flight_then_ok() {
             .count(),
         1
     );
+    assert_timestamps(&history["messages"]);
 }
 
 #[tokio::test]
@@ -564,8 +585,19 @@ async fn sessions_methods_list_resolve_get_patch_reset_and_delete() {
     let key = new_key();
     let run = client.chat_send(&key, "say hello").await;
     client.chat_end(&run).await;
-    let changed = watcher.next_event("sessions.changed").await;
-    assert_eq!(changed["payload"]["key"], json!(key), "{changed}");
+    let changed = watcher
+        .next_where("sessions.changed for the key", |f| {
+            f["event"] == "sessions.changed" && f["payload"]["key"] == json!(key)
+        })
+        .await;
+    // Events name sessions by the key the clients use.
+    let keys: Vec<Value> = watcher
+        .payloads_of("sessions.changed")
+        .iter()
+        .map(|p| p["key"].clone())
+        .filter(|k| *k != json!(key))
+        .collect();
+    assert_eq!(keys, Vec::<Value>::new(), "sessions.changed with keys nobody used");
     assert!(changed["payload"]["reason"].is_string(), "{changed}");
 
     let listed = client.call_ok("sessions.list", json!({})).await;
@@ -618,6 +650,7 @@ async fn sessions_methods_list_resolve_get_patch_reset_and_delete() {
 
     // get: the transcript.
     let got = client.call_ok("sessions.get", json!({"key": key})).await;
+    let got_messages = got["messages"].clone();
     assert_eq!(got["key"], json!(key));
     assert_eq!(got["sessionId"], json!(session_id));
     assert_eq!(
@@ -763,6 +796,7 @@ async fn sessions_methods_list_resolve_get_patch_reset_and_delete() {
         json!({"ok": true})
     );
     assert_eq!(mock.violations(), Vec::<String>::new());
+    assert_timestamps(&got_messages);
 }
 
 #[tokio::test]
@@ -783,7 +817,7 @@ async fn sessions_compact_summarises_the_history() {
     let compacted = client
         .call_ok("sessions.compact", json!({"key": key}))
         .await;
-    assert_eq!(compacted, json!({"ok": true, "key": key}));
+    assert_eq!(pick(&compacted, &["ok", "key"]), json!({"ok": true, "key": key}));
     let summary_request = mock
         .side_requests()
         .into_iter()
@@ -1074,6 +1108,7 @@ async fn a_reconnecting_client_reads_the_history_and_an_editor_loads_the_session
             json!({"role": "assistant", "content": [{"type": "text", "text": "The file says hello."}]}),
         ]
     );
+    let history_messages = history["messages"].clone();
     drop(again);
     gateway.stop().await;
 
@@ -1139,6 +1174,7 @@ async fn a_reconnecting_client_reads_the_history_and_an_editor_loads_the_session
         vec!["What does hello.txt say?", "and now?"]
     );
     assert_eq!(mock.violations(), Vec::<String>::new());
+    assert_timestamps(&history_messages);
 }
 
 /// A command that runs until `go` appears in the project; its comment

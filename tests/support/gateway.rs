@@ -379,6 +379,16 @@ impl Client {
             .expect("sending a frame timed out");
     }
 
+    /// Writes bytes to the TCP stream under the websocket as they are: for
+    /// frames tungstenite would never send (a header announcing more than
+    /// follows).
+    pub async fn write_raw(&mut self, bytes: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        let stream = self.ws.get_mut();
+        let _ = tokio::time::timeout(TIMEOUT, stream.write_all(bytes)).await;
+        let _ = stream.flush().await;
+    }
+
     /// Sends a request and returns its id.
     pub async fn request(&mut self, method: &str, params: Value) -> String {
         self.next_id += 1;
