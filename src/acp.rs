@@ -242,7 +242,10 @@ pub async fn serve(
         .connect_to(transport)
         .await;
     // The editor went away: the sessions still open end here.
-    let open: Vec<Arc<Session>> = lock(&server.registry.sessions).drain().map(|(_, s)| s).collect();
+    let open: Vec<Arc<Session>> = lock(&server.registry.sessions)
+        .drain()
+        .map(|(_, s)| s)
+        .collect();
     for session in open {
         session.cancel();
         session.shutdown_mcp().await;
@@ -651,9 +654,12 @@ impl Server {
     }
 
     fn session(&self, id: &str) -> Result<Arc<Session>, Error> {
-        lock(&self.registry.sessions).get(id).cloned().ok_or_else(|| {
-            agent_client_protocol::v1::schema::Error::session_not_found(id.to_string()).into()
-        })
+        lock(&self.registry.sessions)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| {
+                agent_client_protocol::v1::schema::Error::session_not_found(id.to_string()).into()
+            })
     }
 
     /// After the answer that opened a session: tells the editor which

@@ -277,7 +277,12 @@ fn main() -> std::process::ExitCode {
     let code = runtime.block_on(async {
         match cli.command {
             Command::Acp { model } => {
-                match pincer::acp::serve_stdio(pincer::acp::ServeOptions { model, registry: None }).await {
+                match pincer::acp::serve_stdio(pincer::acp::ServeOptions {
+                    model,
+                    registry: None,
+                })
+                .await
+                {
                     Ok(()) => 0,
                     Err(e) => {
                         eprintln!("pincer: {e}");
