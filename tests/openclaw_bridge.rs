@@ -418,6 +418,55 @@ async fn an_approval_through_the_bridge_denied_by_the_editor_runs_nothing() {
 }
 
 #[tokio::test]
+async fn a_file_write_that_needs_permission_reaches_the_editor_through_the_bridge() {
+    // OpenClaw only asks before commands; pincer also asks before file
+    // writes, and the bridge must still see that approval and relay it.
+    let mut b = Bridge::start().await;
+    b.mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_w1",
+        "write",
+        &json!({"path": "notes.txt", "content": "written through the bridge\n"}),
+    )));
+    b.mock.push(Reply::sse(anthropic_text("Written.", 10)));
+
+    let id = b
+        .acp
+        .send("session/prompt", prompt(&b.session, "Write the notes."))
+        .await;
+    let (response, before) = b
+        .acp
+        .drive(id, |method, params| {
+            assert_eq!(method, "session/request_permission");
+            assert_eq!(
+                params["options"][0],
+                json!({"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"}),
+                "{params}"
+            );
+            selected("allow-once")
+        })
+        .await;
+    assert_eq!(
+        response["result"],
+        json!({"stopReason": "end_turn"}),
+        "gateway stderr:\n{}",
+        b.gateway.stderr()
+    );
+    assert_eq!(
+        requests_of(&before, "session/request_permission").len(),
+        1,
+        "{before:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.sandbox.work().join("notes.txt")).unwrap(),
+        "written through the bridge\n"
+    );
+    let results = tool_results(&b.mock, 1);
+    assert_eq!(results.len(), 1);
+    assert_eq!((results[0].0.as_str(), results[0].1), ("toolu_w1", false));
+    assert_eq!(b.mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
 async fn cancel_through_the_bridge_aborts_the_gateway_run_and_the_session_goes_on() {
     let mut b = Bridge::start().await;
     // A stream that sends its first words and then nothing.
