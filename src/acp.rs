@@ -40,6 +40,7 @@ use agent_client_protocol::{Agent, Client, ConnectTo, Error};
 use crate::config::Settings;
 use crate::session::transcript;
 use session::Session;
+pub use session::{MODE_OPTION, MODEL_OPTION, QUEUE_OPTION, THOUGHT_OPTION};
 pub use transport::Drain;
 
 /// Options of `pincer acp`.
@@ -74,6 +75,7 @@ pub async fn serve(
     let server = Arc::new(Server {
         options,
         registry,
+        connection: NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         drain,
         http: crate::llm::http_client().map_err(Error::into_internal_error)?,
         client: Mutex::new(ClientCapabilities::default()),
@@ -131,7 +133,7 @@ pub async fn serve(
         )
         .on_receive_request(
             async move |req: NewSessionRequest, responder, cx: ConnectionTo<Client>| match s3
-                .new_session(req)
+                .new_session(req, &cx)
             {
                 Ok(response) => {
                     let id = response.session_id.clone();
@@ -146,8 +148,8 @@ pub async fn serve(
         .on_receive_request(
             async move |req: PromptRequest, responder, cx: ConnectionTo<Client>| {
                 let server = s4.clone();
-                cx.clone().spawn(async move {
-                    let result = server.prompt(req, cx).await;
+                cx.spawn(async move {
+                    let result = server.prompt(req).await;
                     let sent = match result {
                         Ok(response) => responder.respond(response),
                         Err(e) => responder.respond_with_error(e),
@@ -162,18 +164,18 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: SetSessionConfigOptionRequest, responder, cx: ConnectionTo<Client>| {
-                match s5.set_config_option(req, &cx) {
-                    Ok(response) => responder.respond(response),
-                    Err(e) => responder.respond_with_error(e),
-                }
+            async move |req: SetSessionConfigOptionRequest, responder, _cx| match s5
+                .set_config_option(req)
+            {
+                Ok(response) => responder.respond(response),
+                Err(e) => responder.respond_with_error(e),
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
             async move |req: ResumeSessionRequest, responder, cx: ConnectionTo<Client>| {
                 let id = req.session_id.clone();
-                match s9.resume_session(req).await {
+                match s9.resume_session(req, &cx).await {
                     Ok(response) => {
                         let sent = responder.respond(response);
                         s9.opened(&id, &cx);
@@ -212,7 +214,7 @@ pub async fn serve(
         .on_receive_request(
             async move |req: LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
                 let id = req.session_id.clone();
-                match s8.load_session(req).await {
+                match s8.load_session(req, &cx).await {
                     Ok(response) => {
                         let sent = responder.respond(response);
                         s8.opened(&id, &cx);
@@ -224,9 +226,7 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: SetSessionModeRequest, responder, cx: ConnectionTo<Client>| match s7
-                .set_mode(req, &cx)
-            {
+            async move |req: SetSessionModeRequest, responder, _cx| match s7.set_mode(req) {
                 Ok(response) => responder.respond(response),
                 Err(e) => responder.respond_with_error(e),
             },
@@ -241,13 +241,22 @@ pub async fn serve(
         )
         .connect_to(transport)
         .await;
-    // The editor went away: the sessions still open end here.
-    let open: Vec<Arc<Session>> = lock(&server.registry.sessions)
-        .drain()
-        .map(|(_, s)| s)
-        .collect();
+    // The client went away: the sessions it owns end here; those of the
+    // process's other connections stay open.
+    let open: Vec<Arc<Session>> = {
+        let mut sessions = lock(&server.registry.sessions);
+        let owned: Vec<String> = sessions
+            .iter()
+            .filter(|(_, s)| s.owned_by(server.connection))
+            .map(|(id, _)| id.clone())
+            .collect();
+        owned.iter().filter_map(|id| sessions.remove(id)).collect()
+    };
     for session in open {
         session.cancel();
+        server.registry.tell(registry::Observed::Closed {
+            session: session.id().clone(),
+        });
         session.shutdown_mcp().await;
         session
             .lifecycle_hooks(crate::agent::hooks::Event::SessionEnd)
@@ -256,8 +265,13 @@ pub async fn serve(
     result
 }
 
+/// Numbers the connections of the process: a session's owner is one.
+static NEXT_CONNECTION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 struct Server {
     options: ServeOptions,
+    /// This connection's number (see [`session::Owner`]).
+    connection: u64,
     drain: Arc<Drain>,
     http: reqwest::Client,
     client: Mutex<ClientCapabilities>,
@@ -408,7 +422,21 @@ impl Server {
             .map_err(|e| Error::new(Error::internal_error().code, e.to_string()))
     }
 
-    fn new_session(&self, req: NewSessionRequest) -> Result<NewSessionResponse, Error> {
+    /// This connection as the owner of the sessions it opens.
+    fn owner(&self, cx: &ConnectionTo<Client>) -> session::Owner {
+        session::Owner {
+            connection: self.connection,
+            cx: cx.clone(),
+            client: lock(&self.client).clone(),
+            drain: self.drain.clone(),
+        }
+    }
+
+    fn new_session(
+        &self,
+        req: NewSessionRequest,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<NewSessionResponse, Error> {
         let client_prompt = checked_client_prompt(req.system_prompt.as_ref())?;
         crate::session::check_cwd(&req.cwd).map_err(|e| invalid_params(e.to_string()))?;
         let settings = self.settings(&req.cwd)?;
@@ -438,6 +466,8 @@ impl Server {
             model,
             writer,
             mcp,
+            self.owner(cx),
+            self.registry.clone(),
         ));
         if let Some(prompt) = client_prompt {
             session.set_client_prompt(prompt);
@@ -452,7 +482,11 @@ impl Server {
 
     /// `session/load`: restores a session from its transcript and replays
     /// its history to the editor before answering.
-    async fn load_session(&self, req: LoadSessionRequest) -> Result<LoadSessionResponse, Error> {
+    async fn load_session(
+        &self,
+        req: LoadSessionRequest,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<LoadSessionResponse, Error> {
         let client_prompt = checked_client_prompt(req.system_prompt.as_ref())?;
         let session = self
             .restore_session(
@@ -462,6 +496,7 @@ impl Server {
                 req.mcp_servers,
                 client_prompt,
                 true,
+                cx,
             )
             .await?;
         Ok(LoadSessionResponse::new()
@@ -473,6 +508,7 @@ impl Server {
     async fn resume_session(
         &self,
         req: ResumeSessionRequest,
+        cx: &ConnectionTo<Client>,
     ) -> Result<ResumeSessionResponse, Error> {
         let client_prompt = checked_client_prompt(req.system_prompt.as_ref())?;
         let session = self
@@ -483,6 +519,7 @@ impl Server {
                 req.mcp_servers,
                 client_prompt,
                 false,
+                cx,
             )
             .await?;
         Ok(ResumeSessionResponse::new()
@@ -491,11 +528,26 @@ impl Server {
     }
 
     /// Restores a stored session; with `replay`, its history is sent to the
-    /// editor first, straight to stdout in blocks of lines (see
-    /// [`Drain::send_lines`]), so the answer goes out after them. Reading
-    /// and serialising happen on the blocking pool, off the connection's
-    /// thread. A `client_prompt` (the request's `systemPrompt`) replaces
-    /// the one stored with the session; without one, the stored one holds.
+    /// client first (see [`Server::send_replay`]), so the answer goes out
+    /// after it. Reading and serialising happen on the blocking pool, off
+    /// the connection's thread. A `client_prompt` (the request's
+    /// `systemPrompt`) replaces the one stored with the session; without
+    /// one, the stored one holds.
+    ///
+    /// A session has one object, the one that writes its transcript, for
+    /// as long as it is open in the process:
+    /// - open from this connection, it is restored anew from its
+    ///   transcript (the open one is cancelled and replaced), as an editor
+    ///   that reloads expects;
+    /// - open from another connection of the process (`pincer acp
+    ///   --gateway`), the open session answers: its transcript is replayed
+    ///   to this connection as usual, the request's cwd, directories and
+    ///   MCP servers are ignored (the session keeps its own), and the
+    ///   session now belongs to this connection (the last to open a
+    ///   session owns it: an editor opening a session a phone started is
+    ///   asked from then on). A run already going keeps talking to the
+    ///   previous owner until it ends.
+    #[allow(clippy::too_many_arguments)]
     async fn restore_session(
         &self,
         session_id: &SessionId,
@@ -504,33 +556,14 @@ impl Server {
         mcp_servers: Vec<McpServer>,
         client_prompt: Option<crate::context::ClientPrompt>,
         replay: bool,
+        cx: &ConnectionTo<Client>,
     ) -> Result<Arc<Session>, Error> {
         let id = session_id.0.to_string();
         crate::session::check_cwd(&cwd).map_err(|e| invalid_params(e.to_string()))?;
         let settings = self.settings(&cwd)?;
-        let Some(path) = crate::session::find(&settings.paths.data_dir, &id) else {
-            // A session this process opened that has not been prompted yet
-            // has no transcript yet (it is written with the first prompt):
-            // it is still the same, empty session, with nothing to replay.
-            if let Some(open) = lock(&self.registry.sessions).get(&id).cloned()
-                && !open.is_written()
-            {
-                if let Some(prompt) = client_prompt {
-                    open.set_client_prompt(prompt);
-                }
-                return Ok(open);
-            }
-            return Err(agent_client_protocol::v1::schema::Error::session_not_found(id).into());
-        };
-        let model = settings
-            .default_model(self.options.model.as_deref())
-            .map_err(|e| invalid_params(e.to_string()))?;
-        if !settings.has_credentials(&model) && !self.trust_would_supply(&settings, &cwd) {
-            return Err(auth_required(settings.credential_hint(&model)));
-        }
+        let open = lock(&self.registry.sessions).get(&id).cloned();
         let internal =
             |e: &dyn std::fmt::Display| Error::new(Error::internal_error().code, e.to_string());
-        let replay_id = replay.then(|| session_id.clone());
         let options = {
             let client = lock(&self.client);
             updates::ReplayOptions {
@@ -541,6 +574,49 @@ impl Server {
                 plan_operations: client.plan.is_some(),
             }
         };
+        let Some(path) = crate::session::find(&settings.paths.data_dir, &id) else {
+            // A session this process opened that has not been prompted yet
+            // has no transcript yet (it is written with the first prompt):
+            // it is still the same, empty session, with nothing to replay.
+            if let Some(open) = open
+                && !open.is_written()
+            {
+                if let Some(prompt) = client_prompt {
+                    open.set_client_prompt(prompt);
+                }
+                open.set_owner(self.owner(cx));
+                return Ok(open);
+            }
+            return Err(agent_client_protocol::v1::schema::Error::session_not_found(id).into());
+        };
+        if let Some(open) = open.filter(|s| !s.owned_by(self.connection)) {
+            if let Some(prompt) = client_prompt {
+                open.set_client_prompt(prompt);
+            }
+            if replay {
+                let replay_id = session_id.clone();
+                let blocks = tokio::task::spawn_blocking(move || {
+                    let loaded = transcript::load(&path)?;
+                    let restored = crate::session::restore(loaded.entries);
+                    Ok::<_, transcript::TranscriptError>(updates::replay_lines_with(
+                        &replay_id, &restored, options,
+                    ))
+                })
+                .await
+                .map_err(|e| internal(&e))?
+                .map_err(|e| internal(&e))?;
+                self.send_replay(blocks, cx).await;
+            }
+            open.set_owner(self.owner(cx));
+            return Ok(open);
+        }
+        let model = settings
+            .default_model(self.options.model.as_deref())
+            .map_err(|e| invalid_params(e.to_string()))?;
+        if !settings.has_credentials(&model) && !self.trust_would_supply(&settings, &cwd) {
+            return Err(auth_required(settings.credential_hint(&model)));
+        }
+        let replay_id = replay.then(|| session_id.clone());
         let (writer, restored, blocks) = tokio::task::spawn_blocking(move || {
             let loaded = transcript::load(&path)?;
             let writer = transcript::Writer::append_to(&path, &loaded)?;
@@ -567,18 +643,46 @@ impl Server {
             model,
             writer,
             mcp,
+            self.owner(cx),
+            self.registry.clone(),
         ));
         session.restore(restored).map_err(invalid_params)?;
         if let Some(prompt) = client_prompt {
             session.set_client_prompt(prompt);
         }
-        for block in blocks {
-            if !self.drain.send_lines(block).await {
-                break;
-            }
-        }
+        self.send_replay(blocks, cx).await;
         lock(&self.registry.sessions).insert(id, session.clone());
         Ok(session)
+    }
+
+    /// Sends a replay (blocks of `session/update` lines) to this
+    /// connection: straight to stdout in blocks (see
+    /// [`Drain::send_lines`]); a transport without a line writer (the
+    /// gateway's in-process connection) gets them one by one through the
+    /// connection.
+    async fn send_replay(&self, blocks: Vec<String>, cx: &ConnectionTo<Client>) {
+        if self.drain.writes_lines() {
+            for block in blocks {
+                if !self.drain.send_lines(block).await {
+                    break;
+                }
+            }
+            return;
+        }
+        #[derive(serde::Deserialize)]
+        struct Line {
+            params: SessionNotification,
+        }
+        for line in blocks.iter().flat_map(|block| block.lines()) {
+            match serde_json::from_str::<Line>(line) {
+                Ok(line) => {
+                    if cx.send_notification(line.params).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "a replayed update does not read back"),
+            }
+        }
     }
 
     /// `session/list`: stored sessions, newest first, a page at a time.
@@ -616,7 +720,7 @@ impl Server {
         match session {
             Some(session) => {
                 session.cancel();
-                Self::ended(session);
+                self.closed(session);
                 Ok(())
             }
             None => Err(agent_client_protocol::v1::schema::Error::session_not_found(
@@ -632,7 +736,7 @@ impl Server {
         if let Some(session) = lock(&self.registry.sessions).remove(id) {
             session.cancel();
             let written = session.is_written();
-            Self::ended(session);
+            self.closed(session);
             // Never prompted: there is no transcript to remove.
             if !written {
                 return Ok(());
@@ -665,6 +769,9 @@ impl Server {
     /// After the answer that opened a session: tells the editor which
     /// slash commands it has, and runs the `session_start` hooks.
     fn opened(&self, id: &SessionId, cx: &ConnectionTo<Client>) {
+        self.registry.tell(registry::Observed::Opened {
+            session: id.clone(),
+        });
         if let Ok(session) = self.session(&id.0) {
             let client = lock(&self.client).clone();
             session.announce_commands(cx, &client);
@@ -679,6 +786,14 @@ impl Server {
         }
     }
 
+    /// Tells the observer that a session closed, and ends it.
+    fn closed(&self, session: Arc<Session>) {
+        self.registry.tell(registry::Observed::Closed {
+            session: session.id().clone(),
+        });
+        Self::ended(session);
+    }
+
     /// Ends the MCP servers and runs the `session_end` hooks of a session
     /// that closed.
     fn ended(session: Arc<Session>) {
@@ -690,22 +805,34 @@ impl Server {
         });
     }
 
-    async fn prompt(
-        &self,
-        req: PromptRequest,
-        cx: ConnectionTo<Client>,
-    ) -> Result<PromptResponse, Error> {
-        let session = self.session(&req.session_id.0)?;
-        let client = lock(&self.client).clone();
-        session
-            .prompt(req.prompt, &self.http, cx, client, self.drain.clone())
-            .await
+    /// `session/prompt`, from this connection into any open session of
+    /// the process: the session's owner does the asking and sees the
+    /// updates, the answer comes back here.
+    async fn prompt(&self, req: PromptRequest) -> Result<PromptResponse, Error> {
+        let tag = registry::prompt_tag(req.meta.as_ref());
+        let refused = |error: Error| {
+            self.registry.tell(registry::Observed::PromptEnded {
+                session: req.session_id.clone(),
+                tag: tag.clone(),
+                result: session::ended(&Err(error.clone())),
+            });
+            error
+        };
+        let mode = registry::prompt_queue_mode(req.meta.as_ref())
+            .map_err(|e| refused(invalid_params(e)))?;
+        let session = self.session(&req.session_id.0).map_err(refused)?;
+        let prompted = session::Prompted {
+            blocks: req.prompt,
+            tag: tag.clone(),
+            mode,
+            from: self.connection,
+        };
+        session.prompt(prompted, &self.http).await
     }
 
     fn set_config_option(
         &self,
         req: SetSessionConfigOptionRequest,
-        cx: &ConnectionTo<Client>,
     ) -> Result<SetSessionConfigOptionResponse, Error> {
         let session = self.session(&req.session_id.0)?;
         let Some(value) = req.value.as_value_id() else {
@@ -718,44 +845,31 @@ impl Server {
             .set_config_option(&req.config_id.0, &value.0)
             .map_err(invalid_params)?;
         let options = session.config_options();
+        // The owner shows the session's options, whoever changed them.
         if req.config_id.0.as_ref() == session::MODE_OPTION {
-            notify(
-                cx,
-                &req.session_id,
-                SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
-                    session.mode_state().current_mode_id,
-                )),
-            );
+            session.notify_owner(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+                session.mode_state().current_mode_id,
+            )));
         }
-        notify(
-            cx,
-            &req.session_id,
-            SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options.clone())),
-        );
+        session.notify_owner(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+            options.clone(),
+        )));
         Ok(SetSessionConfigOptionResponse::new(options))
     }
 
     /// `session/set_mode`, the older way to pick a mode; kept in step with
     /// the `mode` config option.
-    fn set_mode(
-        &self,
-        req: SetSessionModeRequest,
-        cx: &ConnectionTo<Client>,
-    ) -> Result<SetSessionModeResponse, Error> {
+    fn set_mode(&self, req: SetSessionModeRequest) -> Result<SetSessionModeResponse, Error> {
         let session = self.session(&req.session_id.0)?;
         session
             .set_config_option(session::MODE_OPTION, &req.mode_id.0)
             .map_err(invalid_params)?;
-        notify(
-            cx,
-            &req.session_id,
-            SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(req.mode_id.clone())),
-        );
-        notify(
-            cx,
-            &req.session_id,
-            SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(session.config_options())),
-        );
+        session.notify_owner(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+            req.mode_id.clone(),
+        )));
+        session.notify_owner(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+            session.config_options(),
+        )));
         Ok(SetSessionModeResponse::new())
     }
 
@@ -764,12 +878,6 @@ impl Server {
             Some(session) => session.cancel(),
             None => tracing::debug!(session = id, "cancel for an unknown session"),
         }
-    }
-}
-
-fn notify(cx: &ConnectionTo<Client>, session: &SessionId, update: SessionUpdate) {
-    if let Err(e) = cx.send_notification(SessionNotification::new(session.clone(), update)) {
-        tracing::warn!(error = %e, "could not send session/update");
     }
 }
 

@@ -6,6 +6,7 @@
 //! trusted; a project's `.pincer/config.toml` is layered over it only as
 //! far as the project is trusted (see [`project`] and [`trust`]).
 
+pub mod gateway;
 pub mod project;
 pub mod trust;
 
@@ -122,6 +123,10 @@ pub struct Config {
     /// user's config file sets it (`overlay` leaves it out): a repository
     /// must not be able to pass keys through to commands.
     pub shell: crate::tools::shell::ShellConfig,
+    /// `[gateway]`: the websocket listener (`pincer gateway`). Only the
+    /// user's config file sets it: a repository never chooses where pincer
+    /// listens or who may connect.
+    pub gateway: Option<gateway::GatewayConfig>,
     /// The project's `[tools]`, which narrows the user's (kept apart so that
     /// a repository can take tools away but never add them).
     #[serde(skip)]

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod gateway;
 pub mod llm;
 pub mod mcp;
 pub mod parallel;

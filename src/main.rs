@@ -34,6 +34,30 @@ enum Command {
         /// Model for new sessions, as provider/model (e.g. anthropic/claude-sonnet-4-5).
         #[arg(long, value_name = "PROVIDER/MODEL")]
         model: Option<String>,
+        /// Also open the websocket gateway (see `pincer gateway`) in this
+        /// process, sharing its sessions: a web page or a phone can follow
+        /// and steer the session the editor runs. ADDR is HOST:PORT, HOST
+        /// or :PORT (default [gateway] in config.toml, else 127.0.0.1:18789).
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
+        gateway: Option<String>,
+    },
+    /// Serve OpenClaw's gateway protocol on a websocket, loopback by
+    /// default: OpenClaw's clients (`openclaw acp --url …`), web pages and
+    /// scripts reach pincer's agent and sessions. Clients authenticate
+    /// with the token of `pincer gateway token` (or $PINCER_GATEWAY_TOKEN).
+    Gateway {
+        #[command(subcommand)]
+        action: Option<GatewayCommand>,
+        /// The address to listen on (default 127.0.0.1; anything else needs
+        /// a configured token or password).
+        #[arg(long, value_name = "ADDR")]
+        bind: Option<String>,
+        /// The port (default 18789; 0 picks a free one).
+        #[arg(long, value_name = "N")]
+        port: Option<u16>,
+        /// Model for new sessions, as provider/model.
+        #[arg(long, value_name = "PROVIDER/MODEL")]
+        model: Option<String>,
     },
     /// Run one prompt headless and print the answer. The prompt is the
     /// argument, or what is piped to stdin (`echo … | pincer run`, `pincer
@@ -192,6 +216,17 @@ enum Command {
 }
 
 #[derive(Subcommand, Debug)]
+enum GatewayCommand {
+    /// Create a new random token (256 bits) for gateway clients, stored
+    /// readable by you alone; prints where.
+    Token {
+        /// Print the token itself too.
+        #[arg(long)]
+        print: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 enum AuthCommand {
     /// Profiles with kind, expiry and cooldown (never the secret).
     List {
@@ -243,6 +278,36 @@ fn report(result: anyhow::Result<()>) -> i32 {
     }
 }
 
+/// `--gateway`'s ADDR: `HOST:PORT`, `HOST`, `:PORT`, or nothing.
+fn parse_address(address: &str) -> Result<(Option<String>, Option<u16>), String> {
+    if address.is_empty() {
+        return Ok((None, None));
+    }
+    let port = |p: &str| {
+        p.parse::<u16>()
+            .map_err(|_| format!("`{address}` is not HOST:PORT (the port must be a number)"))
+    };
+    if let Some(rest) = address.strip_prefix('[') {
+        // [v6]:port or [v6]
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("`{address}` is missing its `]`"))?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => Some(port(p)?),
+            None if after.is_empty() => None,
+            None => return Err(format!("`{address}` is not [HOST]:PORT")),
+        };
+        return Ok((Some(host.to_string()), port));
+    }
+    match address.rsplit_once(':') {
+        Some((host, p)) if !host.contains(':') => {
+            let host = (!host.is_empty()).then(|| host.to_string());
+            Ok((host, Some(port(p)?)))
+        }
+        _ => Ok((Some(address.to_string()), None)),
+    }
+}
+
 fn main() -> std::process::ExitCode {
     init_logging();
     let cli = Cli::parse();
@@ -250,7 +315,10 @@ fn main() -> std::process::ExitCode {
     // thread avoids a cross-thread wake-up per streamed event. Blocking work
     // (files, processes) runs on tokio's blocking pool either way.
     let mut builder = match cli.command {
-        Command::Acp { .. } => tokio::runtime::Builder::new_current_thread(),
+        Command::Acp { gateway: None, .. } => tokio::runtime::Builder::new_current_thread(),
+        Command::Acp { .. } | Command::Gateway { .. } => {
+            tokio::runtime::Builder::new_multi_thread()
+        }
         Command::Run { .. }
         | Command::Sessions { .. }
         | Command::Tools { .. }
@@ -270,18 +338,40 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let runs_tools = matches!(cli.command, Command::Acp { .. } | Command::Run { .. });
+    let runs_tools = matches!(
+        cli.command,
+        Command::Acp { .. } | Command::Run { .. } | Command::Gateway { action: None, .. }
+    );
     if runs_tools {
         pincer::tools::prepare_process();
     }
     let code = runtime.block_on(async {
         match cli.command {
-            Command::Acp { model } => {
-                match pincer::acp::serve_stdio(pincer::acp::ServeOptions {
-                    model,
-                    registry: None,
-                })
-                .await
+            Command::Acp { model, gateway } => {
+                let registry = match gateway {
+                    None => None,
+                    Some(address) => {
+                        let registry = pincer::acp::registry::Registry::new();
+                        let (bind, port) = match parse_address(&address) {
+                            Ok(parsed) => parsed,
+                            Err(e) => {
+                                eprintln!("pincer: {e}");
+                                return 2;
+                            }
+                        };
+                        let options = pincer::gateway::Options {
+                            bind,
+                            port,
+                            model: model.clone(),
+                        };
+                        if let Err(e) = pincer::gateway::start(options, registry.clone()).await {
+                            eprintln!("pincer: {e}");
+                            return 1;
+                        }
+                        Some(registry)
+                    }
+                };
+                match pincer::acp::serve_stdio(pincer::acp::ServeOptions { model, registry }).await
                 {
                     Ok(()) => 0,
                     Err(e) => {
@@ -290,6 +380,23 @@ fn main() -> std::process::ExitCode {
                     }
                 }
             }
+            Command::Gateway {
+                action: Some(GatewayCommand::Token { print }),
+                ..
+            } => pincer::cli::gateway_token(print),
+            Command::Gateway {
+                action: None,
+                bind,
+                port,
+                model,
+            } => match pincer::gateway::serve(pincer::gateway::Options { bind, port, model }).await
+            {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("pincer: {e}");
+                    1
+                }
+            },
             Command::Tools {
                 cwd,
                 model,

@@ -89,10 +89,51 @@ impl Registry {
         super::lock(&self.sessions).contains_key(id)
     }
 
+    /// How many prompts wait for the session's running run (0 for a
+    /// session that is not open).
+    pub fn waiting(&self, id: &str) -> usize {
+        super::lock(&self.sessions)
+            .get(id)
+            .map_or(0, |session| session.waiting())
+    }
+
     /// Tells the observer, if there is one.
     pub(super) fn tell(&self, event: Observed) {
         if let Some(tx) = self.observer.get() {
             let _ = tx.send(event);
         }
     }
+}
+
+/// The gateway's tag of a prompt (`_meta["pincer/gateway"]["tag"]`).
+pub(super) fn prompt_tag(
+    meta: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Option<String> {
+    meta?
+        .get(PROMPT_META_KEY)?
+        .get("tag")?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The queue mode a prompt asks for if it has to wait
+/// (`_meta["pincer/gateway"]["queue"]`: `steer` or `follow-up`).
+pub(super) fn prompt_queue_mode(
+    meta: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<Option<crate::agent::QueueMode>, String> {
+    let Some(value) = meta
+        .and_then(|m| m.get(PROMPT_META_KEY))
+        .and_then(|g| g.get("queue"))
+    else {
+        return Ok(None);
+    };
+    value
+        .as_str()
+        .and_then(crate::agent::QueueMode::parse)
+        .map(Some)
+        .ok_or_else(|| {
+            format!(
+                "_meta[\"{PROMPT_META_KEY}\"].queue is {value}; it takes \"steer\" or \"follow-up\""
+            )
+        })
 }

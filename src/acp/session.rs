@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::commands::{self, Command};
 use super::editor::{EditorFiles, EditorTerminals};
+use super::registry::{Observed, Registry};
 use super::transport::Drain;
 use super::{auth_required, invalid_params, lock, updates};
 use crate::agent::{self, AgentEvent, AgentHost, AgentMessage, Answer, Mode, Permissions, RunStop};
@@ -68,14 +69,132 @@ pub struct Session {
     /// Set once the `session_start` hooks have run; the first prompt waits
     /// for them, so that they always come before `user_prompt_submit`.
     started: tokio::sync::OnceCell<()>,
+    /// The process's open sessions, whose observer hears what this one does.
+    registry: Arc<Registry>,
+    /// The connection the session belongs to; shared with the task that
+    /// reports MCP trouble, so that it follows a change of owner.
+    owner: Arc<Mutex<Owner>>,
 }
 
-type Reply = tokio::sync::oneshot::Sender<Result<PromptResponse, Error>>;
+/// The connection a session belongs to: the one that opened it last (new,
+/// load, resume). Whichever connection prompts, the session's runs talk to
+/// its owner: permission questions, `ask_user`, files and terminals, and
+/// every `session/update`.
+#[derive(Clone)]
+pub struct Owner {
+    /// The connection's number within the process.
+    pub connection: u64,
+    pub cx: ConnectionTo<Client>,
+    /// What the owner said it can do in `initialize`.
+    pub client: ClientCapabilities,
+    pub drain: Arc<Drain>,
+}
+
+/// A `session/prompt` as the session takes it.
+pub struct Prompted {
+    pub blocks: Vec<ContentBlock>,
+    /// The gateway's tag for the prompt (`None`: an editor's prompt).
+    pub tag: Option<String>,
+    /// How the prompt waits if the session is busy (`None`: the session's
+    /// queue mode).
+    pub mode: Option<agent::QueueMode>,
+    /// The connection the prompt came from.
+    pub from: u64,
+}
+
+/// The answer to one prompt request. Sending it tells the observer that
+/// the prompt ended; one dropped unanswered (its run's task ended with the
+/// connection) tells it the prompt was cancelled, so every prompt request
+/// gets exactly one [`Observed::PromptEnded`].
+struct Reply {
+    tx: Option<tokio::sync::oneshot::Sender<Result<PromptResponse, Error>>>,
+    tag: Option<String>,
+    session: SessionId,
+    registry: Arc<Registry>,
+}
+
+impl Reply {
+    fn send(mut self, result: Result<PromptResponse, Error>) {
+        self.tell(&result);
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(result);
+        }
+    }
+
+    fn tell(&mut self, result: &Result<PromptResponse, Error>) {
+        self.registry.tell(Observed::PromptEnded {
+            session: self.session.clone(),
+            tag: self.tag.take(),
+            result: ended(result),
+        });
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if self.tx.is_some() {
+            self.tell(&Ok(PromptResponse::new(StopReason::Cancelled)));
+        }
+    }
+}
+
+/// A prompt's result as the observer hears it.
+pub(super) fn ended(result: &Result<PromptResponse, Error>) -> Result<StopReason, String> {
+    match result {
+        Ok(response) => Ok(response.stop_reason),
+        Err(e) => Err(e
+            .data
+            .as_ref()
+            .and_then(|d| d.get("message"))
+            .and_then(serde_json::Value::as_str)
+            .map_or_else(|| e.message.clone(), str::to_string)),
+    }
+}
+
+/// How a prompt request was answered: by its run, which told the
+/// observer, or here, before it ran (a command, a refusal).
+enum Answered {
+    Told(Result<PromptResponse, Error>),
+    Here(Result<PromptResponse, Error>),
+}
+
+/// A prompt's text blocks, joined with newlines.
+fn prompt_text(blocks: &[ContentBlock]) -> String {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What the observer (and, for a prompt from another connection, the
+/// owner) is told when the agent begins working on a prompt.
+struct Start {
+    tag: Option<String>,
+    text: String,
+    /// The prompt came from a connection other than the owner's, which
+    /// has not seen it: it is shown to the owner as the user's message.
+    echo: bool,
+}
 
 /// A prompt waiting for the running run.
 struct Queued {
     content: Vec<crate::llm::Content>,
     reply: Reply,
+    /// The prompt's own queue mode, else the session's.
+    mode: Option<agent::QueueMode>,
+    start: Start,
+}
+
+/// A waiting prompt the run takes in: the request the run was working on
+/// is done.
+struct Handover {
+    done: Option<Reply>,
+    start: Start,
+    content: Vec<crate::llm::Content>,
 }
 
 /// The prompts of a session, as the runs take them.
@@ -97,14 +216,36 @@ struct Queue {
 }
 
 impl Queue {
-    /// Hands the run over to the next waiting prompt: the current request
-    /// is done.
-    fn advance(&mut self) -> Option<Vec<crate::llm::Content>> {
+    /// Hands the run over to the next waiting prompt; the caller answers
+    /// the request that is done (outside the lock).
+    fn advance(&mut self) -> Option<Handover> {
         let next = self.waiting.pop_front()?;
-        if let Some(done) = self.current.replace(next.reply) {
-            let _ = done.send(Ok(PromptResponse::new(StopReason::EndTurn)));
-        }
-        Some(next.content)
+        Some(Handover {
+            done: self.current.replace(next.reply),
+            start: next.start,
+            content: next.content,
+        })
+    }
+
+    fn steers(&self, queued: &Queued) -> bool {
+        queued.mode.unwrap_or(self.mode) == agent::QueueMode::Steer
+    }
+
+    /// Whether a waiting prompt should steer the run.
+    fn steering_waiting(&self) -> bool {
+        self.waiting.iter().any(|q| self.steers(q))
+    }
+
+    /// The waiting prompts up to the last one that steers: follow-ups sent
+    /// before a steering message go in with it, so the model reads the
+    /// messages in the order they were sent.
+    fn take_steering(&mut self) -> Vec<Handover> {
+        let count = self
+            .waiting
+            .iter()
+            .rposition(|q| self.steers(q))
+            .map_or(0, |last| last + 1);
+        (0..count).filter_map(|_| self.advance()).collect()
     }
 }
 
@@ -140,6 +281,8 @@ impl Session {
         model: Model,
         transcript: transcript::Writer,
         mcp_servers: Vec<crate::mcp::ServerSpec>,
+        owner: Owner,
+        registry: Arc<Registry>,
     ) -> Self {
         let mcp = start_mcp(&settings, &cwd, mcp_servers.clone());
         let thinking = clamp_thinking(&model, settings.thinking());
@@ -178,7 +321,79 @@ impl Session {
             editor_mcp: mcp_servers,
             trust_settled: tokio::sync::OnceCell::new(),
             started: tokio::sync::OnceCell::new(),
+            registry,
+            owner: Arc::new(Mutex::new(owner)),
         }
+    }
+
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// The connection the session belongs to now.
+    pub fn owner(&self) -> Owner {
+        lock(&self.owner).clone()
+    }
+
+    /// Gives the session to another connection (it opened it again).
+    pub fn set_owner(&self, owner: Owner) {
+        *lock(&self.owner) = owner;
+    }
+
+    pub fn owned_by(&self, connection: u64) -> bool {
+        lock(&self.owner).connection == connection
+    }
+
+    /// Sends a live `session/update` to `cx` (the owner's connection) and
+    /// tells the observer.
+    fn send_update(&self, cx: &ConnectionTo<Client>, update: SessionUpdate) {
+        let notification = SessionNotification::new(self.id.clone(), update);
+        self.registry.tell(Observed::Update(notification.clone()));
+        if let Err(e) = cx.send_notification(notification) {
+            tracing::debug!(error = %e, "could not send session/update");
+        }
+    }
+
+    /// Sends a live `session/update` to the session's owner.
+    pub fn notify_owner(&self, update: SessionUpdate) {
+        let cx = lock(&self.owner).cx.clone();
+        self.send_update(&cx, update);
+    }
+
+    /// The agent begins working on a prompt: the observer hears it, and an
+    /// owner that did not send the prompt sees it as the user's message.
+    fn begin(&self, cx: &ConnectionTo<Client>, start: Start) {
+        self.registry.tell(Observed::PromptStarted {
+            session: self.id.clone(),
+            tag: start.tag,
+            text: start.text.clone(),
+        });
+        if start.echo {
+            self.send_update(
+                cx,
+                SessionUpdate::UserMessageChunk(ContentChunk::new(ContentBlock::Text(
+                    TextContent::new(start.text),
+                ))),
+            );
+        }
+    }
+
+    /// A prompt request's answer, which tells the observer when it is sent.
+    fn reply(
+        &self,
+        tag: Option<String>,
+    ) -> (
+        Reply,
+        tokio::sync::oneshot::Receiver<Result<PromptResponse, Error>>,
+    ) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let reply = Reply {
+            tx: Some(tx),
+            tag,
+            session: self.id.clone(),
+            registry: self.registry.clone(),
+        };
+        (reply, rx)
     }
 
     /// The session's settings as they are now.
@@ -208,7 +423,8 @@ impl Session {
         };
         let notices = client.session.as_ref().is_some_and(|s| s.notices.is_some());
         let id = self.id.clone();
-        let cx2 = cx.clone();
+        let registry = self.registry.clone();
+        let owner = self.owner.clone();
         let spawned = cx.spawn(async move {
             while let Some(event) = events.recv().await {
                 tracing::warn!(server = %event.server, "{}", event.text);
@@ -219,10 +435,10 @@ impl Session {
                 } else {
                     updates::agent_text(&format!("{}\n", event.text))
                 };
-                if cx2
-                    .send_notification(SessionNotification::new(id.clone(), update))
-                    .is_err()
-                {
+                let notification = SessionNotification::new(id.clone(), update);
+                registry.tell(Observed::Update(notification.clone()));
+                let cx = lock(&owner).cx.clone();
+                if cx.send_notification(notification).is_err() {
                     break;
                 }
             }
@@ -342,14 +558,21 @@ impl Session {
     }
 
     pub fn cancel(&self) {
-        lock(&self.state).cancel.cancel();
-        // Cancelling a session cancels what waits in it too.
+        // Cancelling a session cancels what waits in it too. The waiting
+        // prompts are answered first, so that the observer hears of them
+        // before anything the cancelled run does as it stops.
         let waiting = std::mem::take(&mut lock(&self.queue).waiting);
         for queued in waiting {
-            let _ = queued
+            queued
                 .reply
                 .send(Ok(PromptResponse::new(StopReason::Cancelled)));
         }
+        lock(&self.state).cancel.cancel();
+    }
+
+    /// How many prompts wait for the session's running run.
+    pub fn waiting(&self) -> usize {
+        lock(&self.queue).waiting.len()
     }
 
     /// The session's config options, complete, as ACP wants them.
@@ -485,40 +708,59 @@ impl Session {
         }
     }
 
-    /// Runs one prompt (a model turn, or a command) to its end.
+    /// Runs one prompt (a model turn, or a command) to its end. Whichever
+    /// connection sent it, the work talks to the session's owner; the
+    /// answer goes back to the caller.
     pub async fn prompt(
         self: &Arc<Self>,
-        prompt: Vec<ContentBlock>,
+        request: Prompted,
         http: &reqwest::Client,
-        cx: ConnectionTo<Client>,
-        client: ClientCapabilities,
-        drain: Arc<Drain>,
     ) -> Result<PromptResponse, Error> {
-        let result = self
-            .run_prompt(prompt, http, cx.clone(), client.clone(), drain)
+        let owner = self.owner();
+        let start = Start {
+            tag: request.tag.clone(),
+            text: prompt_text(&request.blocks),
+            echo: request.from != owner.connection,
+        };
+        let tag = request.tag.clone();
+        let answered = self
+            .run_prompt(request.blocks, start, request.mode, http, &owner)
             .await;
         // Skills and prompt templates may have come or gone meanwhile (the
         // turn wrote one, or the user did): the menu is checked after every
         // prompt, commands included, before the prompt answers.
-        self.announce_commands(&cx, &client);
-        result
+        self.announce_commands(&owner.cx, &owner.client);
+        match answered {
+            Answered::Told(result) => result,
+            Answered::Here(result) => {
+                self.registry.tell(Observed::PromptEnded {
+                    session: self.id.clone(),
+                    tag,
+                    result: ended(&result),
+                });
+                result
+            }
+        }
     }
 
     async fn run_prompt(
         self: &Arc<Self>,
         prompt: Vec<ContentBlock>,
+        start: Start,
+        mode: Option<agent::QueueMode>,
         http: &reqwest::Client,
-        cx: ConnectionTo<Client>,
-        client: ClientCapabilities,
-        drain: Arc<Drain>,
-    ) -> Result<PromptResponse, Error> {
+        owner: &Owner,
+    ) -> Answered {
+        let Owner {
+            cx, client, drain, ..
+        } = owner.clone();
         self.session_started().await;
         if self
             .settle_trust(&cx, &client, drain.clone())
             .await
             .is_err()
         {
-            return Ok(PromptResponse::new(StopReason::Cancelled));
+            return Answered::Here(Ok(PromptResponse::new(StopReason::Cancelled)));
         }
         let mut prompt = prompt;
         if let Some(ContentBlock::Text(first)) = prompt.first() {
@@ -531,52 +773,66 @@ impl Session {
                     prompt[0] = ContentBlock::Text(TextContent::new(text));
                 }
                 Ok(Some(command)) => {
-                    return self.command(command, http, cx, client, drain).await;
+                    self.begin(&cx, start);
+                    return Answered::Here(self.command(command, http, cx, client, drain).await);
                 }
                 Err(message) => {
                     self.say(&cx, &message);
-                    return Ok(PromptResponse::new(StopReason::EndTurn));
+                    return Answered::Here(Ok(PromptResponse::new(StopReason::EndTurn)));
                 }
             }
         }
-        let content = updates::prompt_content(prompt, &self.cwd)
-            .await
-            .map_err(|e| invalid_params(e.to_string()))?;
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let content = {
+        let content = match updates::prompt_content(prompt, &self.cwd).await {
+            Ok(content) => content,
+            Err(e) => return Answered::Here(Err(invalid_params(e.to_string()))),
+        };
+        let (reply, answer) = self.reply(start.tag.clone());
+        let first = {
             let mut queue = lock(&self.queue);
             if queue.running {
-                queue.waiting.push_back(Queued { content, reply });
+                queue.waiting.push_back(Queued {
+                    content,
+                    reply,
+                    mode,
+                    start,
+                });
                 None
             } else {
                 queue.running = true;
                 queue.current = Some(reply);
-                Some(content)
+                Some((content, start))
             }
         };
-        let Some(content) = content else {
-            return answer
-                .await
-                .unwrap_or_else(|_| Ok(PromptResponse::new(StopReason::Cancelled)));
+        let answer = async move {
+            Answered::Told(
+                answer
+                    .await
+                    .unwrap_or_else(|_| Ok(PromptResponse::new(StopReason::Cancelled))),
+            )
         };
-        // The runs go on in their own task, so that this request can answer
-        // as soon as a later prompt takes over.
+        let Some((content, start)) = first else {
+            return answer.await;
+        };
+        // The runs go on in a task of the owner's connection, so that this
+        // request can answer as soon as a later prompt takes over.
         let me = self.clone();
         let http = http.clone();
         let driver = cx.clone();
         let spawned = cx.spawn(async move {
-            me.drive(content, &http, driver, client, drain).await;
+            me.drive(content, start, &http, driver, client, drain).await;
             Ok(())
         });
         if let Err(e) = spawned {
-            let mut queue = lock(&self.queue);
-            queue.running = false;
-            queue.current = None;
-            return Err(e);
+            let current = {
+                let mut queue = lock(&self.queue);
+                queue.running = false;
+                queue.current.take()
+            };
+            if let Some(reply) = current {
+                reply.send(Err(e));
+            }
         }
-        answer
-            .await
-            .unwrap_or_else(|_| Ok(PromptResponse::new(StopReason::Cancelled)))
+        answer.await
     }
 
     /// Runs `content`, then whatever prompts queued up meanwhile that no
@@ -584,28 +840,42 @@ impl Session {
     async fn drive(
         self: Arc<Self>,
         mut content: Vec<crate::llm::Content>,
+        mut start: Start,
         http: &reqwest::Client,
         cx: ConnectionTo<Client>,
         client: ClientCapabilities,
         drain: Arc<Drain>,
     ) {
         loop {
+            self.begin(&cx, start);
             let result = self
                 .run_content(content, http, cx.clone(), client.clone(), drain.clone())
                 .await;
-            let mut queue = lock(&self.queue);
-            if let Some(reply) = queue.current.take() {
-                let _ = reply.send(result);
+            let (done, next) = {
+                let mut queue = lock(&self.queue);
+                let done = queue.current.take();
+                let next = queue.waiting.pop_front();
+                match &next {
+                    Some(_) => {}
+                    None => queue.running = false,
+                }
+                (
+                    done,
+                    next.map(|next| {
+                        queue.current = Some(next.reply);
+                        (next.content, next.start)
+                    }),
+                )
+            };
+            if let Some(reply) = done {
+                reply.send(result);
             }
-            match queue.waiting.pop_front() {
-                Some(next) => {
-                    queue.current = Some(next.reply);
-                    content = next.content;
+            match next {
+                Some((next_content, next_start)) => {
+                    content = next_content;
+                    start = next_start;
                 }
-                None => {
-                    queue.running = false;
-                    return;
-                }
+                None => return,
             }
         }
     }
@@ -762,13 +1032,7 @@ impl Session {
             let update = SessionInfoUpdate::new().title(title).updated_at(
                 humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             );
-            let notification = SessionNotification::new(
-                session.id.clone(),
-                SessionUpdate::SessionInfoUpdate(update),
-            );
-            if let Err(e) = cx.send_notification(notification) {
-                tracing::debug!(error = %e, "could not send the session title");
-            }
+            session.send_update(&cx, SessionUpdate::SessionInfoUpdate(update));
         });
     }
 }
@@ -921,9 +1185,7 @@ impl Session {
     }
 
     fn notify(&self, cx: &ConnectionTo<Client>, update: SessionUpdate) {
-        if let Err(e) = cx.send_notification(SessionNotification::new(self.id.clone(), update)) {
-            tracing::debug!(error = %e, "could not send session/update");
-        }
+        self.send_update(cx, update);
     }
 
     /// Announces the slash commands when they differ from the last

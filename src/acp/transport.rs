@@ -169,6 +169,12 @@ impl Drain {
         self.stdin_closed.is_cancelled()
     }
 
+    /// Whether [`Drain::send_lines`] reaches a writer: only a transport
+    /// made by [`lines`] has one.
+    pub fn writes_lines(&self) -> bool {
+        self.outgoing.get().is_some()
+    }
+
     /// Queues lines for stdout behind everything already queued, bypassing
     /// the ACP crate's per-message path: replaying a long session sends
     /// thousands of notifications, and serialising them in blocks here is

@@ -355,6 +355,10 @@ impl Layering {
         if p.shell != crate::tools::shell::ShellConfig::default() {
             self.never("shell");
         }
+        // Where pincer listens and who may connect is the user's choice.
+        if p.gateway.is_some() {
+            self.never("gateway");
+        }
 
         self.providers(p.providers, builtin);
         self.mcp(p.mcp);

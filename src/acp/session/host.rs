@@ -98,29 +98,33 @@ impl AcpHost {
     }
 
     pub(super) fn send(&self, update: SessionUpdate) {
-        let notification = SessionNotification::new(self.session.id.clone(), update);
-        if let Err(e) = self.cx.send_notification(notification) {
-            tracing::debug!(error = %e, "could not send session/update");
+        self.session.send_update(&self.cx, update);
+    }
+
+    /// The run takes in a waiting prompt: the request it was working on
+    /// answers `end_turn` (its part is over), then the new one begins.
+    fn hand_over(&self, handover: Handover) -> Vec<crate::llm::Content> {
+        if let Some(done) = handover.done {
+            done.send(Ok(PromptResponse::new(StopReason::EndTurn)));
         }
+        self.session.begin(&self.cx, handover.start);
+        handover.content
     }
 }
 
 impl AgentHost for AcpHost {
     fn steering_waiting(&self) -> bool {
-        let queue = lock(&self.session.queue);
-        queue.mode == agent::QueueMode::Steer && !queue.waiting.is_empty()
+        lock(&self.session.queue).steering_waiting()
     }
 
     fn take_steering(&self) -> Vec<Vec<crate::llm::Content>> {
-        let mut queue = lock(&self.session.queue);
-        if queue.mode != agent::QueueMode::Steer {
-            return Vec::new();
-        }
-        std::iter::from_fn(|| queue.advance()).collect()
+        let handovers = lock(&self.session.queue).take_steering();
+        handovers.into_iter().map(|h| self.hand_over(h)).collect()
     }
 
     fn take_follow_up(&self) -> Option<Vec<crate::llm::Content>> {
-        lock(&self.session.queue).advance()
+        let handover = lock(&self.session.queue).advance()?;
+        Some(self.hand_over(handover))
     }
 
     fn emit(&self, event: AgentEvent) {
@@ -302,13 +306,37 @@ impl AgentHost for AcpHost {
                 options,
             )
             .meta(meta_reason(reason));
-            let answer = tokio::select! {
-                answer = self.cx.send_request(request).block_task() => answer,
-                // The editor is gone and can no longer answer.
-                () = self.drain.closed() => return Answer::RejectOnce,
+            // Told when the question ends, also when the run stops waiting
+            // for it (a cancel drops this future).
+            let mut resolved = Resolved {
+                session: &self.session,
+                tool_call_id: call.id.clone(),
+                option: None,
             };
+            let kinds: Vec<(String, PermissionOptionKind)> = request
+                .options
+                .iter()
+                .map(|o| (o.option_id.0.to_string(), o.kind))
+                .collect();
+            let answer = tokio::select! {
+                answer = self.cx.send_request(request).block_task() => Some(answer),
+                // The editor is gone and can no longer answer.
+                () = self.drain.closed() => None,
+            };
+            let chosen = match &answer {
+                Some(Ok(response)) => match &response.outcome {
+                    RequestPermissionOutcome::Selected(selected) => kinds
+                        .into_iter()
+                        .find(|(id, _)| id.as_str() == selected.option_id.0.as_ref()),
+                    _ => None,
+                },
+                _ => None,
+            };
+            resolved.option = chosen;
+            drop(resolved);
             match answer {
-                Ok(response) => match response.outcome {
+                None => Answer::RejectOnce,
+                Some(Ok(response)) => match response.outcome {
                     RequestPermissionOutcome::Selected(selected) => {
                         match selected.option_id.0.as_ref() {
                             ALLOW_ONCE => Answer::AllowOnce,
@@ -320,12 +348,31 @@ impl AgentHost for AcpHost {
                     RequestPermissionOutcome::Cancelled => Answer::Cancelled,
                     _ => Answer::RejectOnce,
                 },
-                Err(e) => {
+                Some(Err(e)) => {
                     tracing::warn!(error = %e, "permission request failed; treating it as rejected");
                     Answer::RejectOnce
                 }
             }
         })
+    }
+}
+
+/// Tells the observer how a permission question ended (the gateway shows
+/// the editor's answer to its clients): `option` is the chosen option,
+/// `None` when there was no answer.
+struct Resolved<'a> {
+    session: &'a Session,
+    tool_call_id: String,
+    option: Option<(String, PermissionOptionKind)>,
+}
+
+impl Drop for Resolved<'_> {
+    fn drop(&mut self) {
+        self.session.registry.tell(Observed::PermissionResolved {
+            session: self.session.id.clone(),
+            tool_call_id: std::mem::take(&mut self.tool_call_id),
+            option: self.option.take(),
+        });
     }
 }
 

@@ -1,0 +1,359 @@
+//! The websocket gateway: OpenClaw's gateway protocol (version 4) in front
+//! of pincer's sessions, for clients that are not an editor on stdio (the
+//! `openclaw acp` bridge, web pages, chat channels, scripts).
+//!
+//! It listens on loopback unless told otherwise, and every client proves
+//! the user's credential in its first frame before anything else happens.
+//! Checks that need no websocket (a credential in the URL, a foreign
+//! browser origin, too many connections) refuse the HTTP upgrade itself.
+//! docs/gateway.md describes the protocol as served here.
+
+mod auth;
+mod conn;
+mod connection;
+mod frames;
+mod hub;
+mod link;
+mod methods;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::acp::registry::Registry;
+use crate::config::Settings;
+use crate::config::gateway::{AuthMode, GatewayConfig, is_loopback};
+
+pub use auth::create_token;
+
+/// Query parameters that would carry a credential in a URL.
+const CREDENTIAL_PARAMS: &[&str] = &[
+    "token",
+    "password",
+    "auth",
+    "access_token",
+    "api_key",
+    "key",
+];
+
+/// What the command line says (it wins over `[gateway]`).
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub bind: Option<String>,
+    pub port: Option<u16>,
+    /// `--model` of `pincer acp` / `pincer gateway`.
+    pub model: Option<String>,
+}
+
+/// A running gateway.
+pub struct Running {
+    pub address: SocketAddr,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+struct Gateway {
+    config: GatewayConfig,
+    credential: auth::Credential,
+    limiter: auth::Limiter,
+    hub: Arc<hub::Hub>,
+    /// Open connections, in all and per address.
+    open: Mutex<(usize, HashMap<IpAddr, usize>)>,
+}
+
+/// A connection's place in the caps; freed when the connection ends.
+struct Slot {
+    gateway: Arc<Gateway>,
+    peer: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self.gateway.open();
+        open.0 = open.0.saturating_sub(1);
+        if let Some(n) = open.1.get_mut(&self.peer) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.1.remove(&self.peer);
+            }
+        }
+    }
+}
+
+impl Gateway {
+    fn open(&self) -> std::sync::MutexGuard<'_, (usize, HashMap<IpAddr, usize>)> {
+        self.open
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn take_slot(self: &Arc<Self>, peer: IpAddr) -> Option<Slot> {
+        let mut open = self.open();
+        let from_peer = open.1.get(&peer).copied().unwrap_or(0);
+        if open.0 >= self.config.max_connections()
+            || from_peer >= self.config.max_connections_per_ip()
+        {
+            return None;
+        }
+        open.0 += 1;
+        *open.1.entry(peer).or_default() += 1;
+        Some(Slot {
+            gateway: self.clone(),
+            peer,
+        })
+    }
+}
+
+/// Starts the gateway of this process over `registry` (the sessions it
+/// shares with an editor's connection, if any). Errors are sentences for
+/// the user.
+pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running, String> {
+    let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
+    let settings = Settings::load_from_process(&cwd).map_err(|e| e.to_string())?;
+    let config = settings.config.gateway.clone().unwrap_or_default();
+    let bind = options
+        .bind
+        .clone()
+        .unwrap_or_else(|| config.bind().to_string());
+    let port = options.port.unwrap_or_else(|| config.port());
+    let loopback = is_loopback(&bind);
+    let env = |key: &str| settings.env(key).map(String::from);
+    let (credential, source) = auth::resolve(&config, &settings.paths.config_dir, &env, loopback)?;
+    match &source {
+        auth::Source::Created(file) => eprintln_log(&format!(
+            "created a gateway token in {} (readable by you alone); clients send it in their `connect`",
+            file.display()
+        )),
+        auth::Source::Env(var) => {
+            tracing::info!("the gateway {} comes from ${var}", credential.mode.as_str())
+        }
+        auth::Source::File(file) => tracing::info!(
+            "the gateway {} comes from {}",
+            credential.mode.as_str(),
+            file.display()
+        ),
+    }
+    if !loopback {
+        eprintln_log(&format!(
+            "warning: listening on {bind}, beyond this machine, over plain ws://; put TLS in front of it (a reverse proxy such as Caddy or nginx) before using it across a network"
+        ));
+    }
+    let host = bind
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let listener = tokio::net::TcpListener::bind((host.as_str(), port))
+        .await
+        .map_err(|e| format!("cannot listen on {bind}:{port}: {e}"))?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen on {bind}:{port}: {e}"))?;
+    let sessions_cwd = config.cwd.clone().unwrap_or(cwd);
+    let hub = hub::Hub::new(
+        registry,
+        sessions_cwd,
+        settings.paths.data_dir.clone(),
+        Duration::from_secs(config.approval_timeout_secs()),
+    );
+    hub.start(options.model.clone()).await?;
+    let gateway = Arc::new(Gateway {
+        limiter: auth::Limiter::new(
+            config.auth_failures(),
+            Duration::from_secs(config.auth_lockout_secs()),
+        ),
+        credential,
+        hub: hub.clone(),
+        open: Mutex::new((0, HashMap::new())),
+        config,
+    });
+    let tick = Duration::from_millis(gateway.config.tick_interval_ms());
+    let ticker = hub.clone();
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(tick);
+        interval.tick().await;
+        loop {
+            interval.tick().await;
+            ticker.tick();
+        }
+    });
+    let app = axum::Router::new().fallback(upgrade).with_state(gateway);
+    let task = tokio::spawn(async move {
+        let served = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "the gateway stopped");
+        }
+    });
+    eprintln_log(&format!("listening on ws://{address}"));
+    Ok(Running { address, task })
+}
+
+/// A line for the person who started pincer, on stderr (stdout may be an
+/// editor's protocol).
+fn eprintln_log(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "pincer gateway: {line}");
+}
+
+/// `pincer gateway`: serves until interrupted.
+pub async fn serve(options: Options) -> Result<(), String> {
+    let running = start(options, Registry::new()).await?;
+    let mut task = running.task;
+    tokio::select! {
+        _ = &mut task => Err("the gateway stopped".to_string()),
+        _ = shutdown_signal() => Ok(()),
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// `pincer gateway token`: a new token in the default file.
+pub fn new_token(
+    config_dir: &std::path::Path,
+    config: &GatewayConfig,
+) -> Result<(PathBuf, crate::llm::Secret), String> {
+    let file = config.credential_file(config_dir);
+    if config.auth() == AuthMode::Password {
+        return Err("auth = \"password\" is configured; a token would not be used".to_string());
+    }
+    let token = create_token(&file)?;
+    Ok((file, token))
+}
+
+/// Every HTTP request: a websocket upgrade after the checks that need no
+/// websocket, anything else a pointer to what this port is.
+async fn upgrade(
+    State(gateway): State<Arc<Gateway>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    uri: Uri,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    if let Some(query) = uri.query() {
+        let leaks = url::form_urlencoded::parse(query.as_bytes())
+            .any(|(name, _)| CREDENTIAL_PARAMS.contains(&name.to_ascii_lowercase().as_str()));
+        if leaks {
+            tracing::warn!(peer = %peer.ip(), "refused a connection with a credential in its URL");
+            return (
+                StatusCode::BAD_REQUEST,
+                "credentials never go in a URL (proxies and histories keep URLs); send them in the `connect` frame\n",
+            )
+                .into_response();
+        }
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+        let allowed = origin
+            .to_str()
+            .is_ok_and(|origin| origin_allowed(origin, host, &gateway.config.allowed_origins));
+        if !allowed {
+            tracing::warn!(peer = %peer.ip(), "refused a browser connection from a foreign origin");
+            return (
+                StatusCode::FORBIDDEN,
+                "this page's origin may not use the gateway; add it to [gateway] allowed_origins to allow it\n",
+            )
+                .into_response();
+        }
+    }
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(_) => {
+            return (
+                StatusCode::UPGRADE_REQUIRED,
+                "pincer gateway: connect with a websocket client (ws://host:port/)\n",
+            )
+                .into_response();
+        }
+    };
+    let Some(slot) = gateway.take_slot(peer.ip()) else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many connections; try again later\n",
+        )
+            .into_response();
+    };
+    let max = gateway.config.max_payload();
+    ws.max_message_size(max)
+        .max_frame_size(max)
+        .on_upgrade(move |socket| async move {
+            let gateway = slot.gateway.clone();
+            connection::run(socket, peer.ip(), gateway).await;
+            drop(slot);
+        })
+}
+
+/// Whether a browser page from `origin` may connect: the gateway's own
+/// origin (its host and port, as the browser addressed it), or one the
+/// user listed.
+fn origin_allowed(origin: &str, host: Option<&str>, allowed: &[String]) -> bool {
+    let origin = origin.trim_end_matches('/');
+    if allowed
+        .iter()
+        .any(|a| a.trim_end_matches('/').eq_ignore_ascii_case(origin))
+    {
+        return true;
+    }
+    let Ok(url) = url::Url::parse(origin) else {
+        return false;
+    };
+    if !matches!(url.scheme(), "http" | "https") {
+        return false;
+    }
+    let Some(origin_host) = url.host_str() else {
+        return false;
+    };
+    let origin_authority = match url.port() {
+        Some(port) => format!("{origin_host}:{port}"),
+        None => origin_host.to_string(),
+    };
+    host.is_some_and(|host| host.eq_ignore_ascii_case(&origin_authority))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_gateway_s_own_or_listed_origins_may_connect() {
+        let host = Some("127.0.0.1:18789");
+        assert!(origin_allowed("http://127.0.0.1:18789", host, &[]));
+        assert!(!origin_allowed("http://127.0.0.1:18790", host, &[]));
+        assert!(!origin_allowed("https://evil.example", host, &[]));
+        assert!(!origin_allowed("null", host, &[]));
+        assert!(!origin_allowed(
+            "http://127.0.0.1:18789.evil.example",
+            host,
+            &[]
+        ));
+        let listed = vec!["https://chat.example.com".to_string()];
+        assert!(origin_allowed("https://chat.example.com", host, &listed));
+        assert!(!origin_allowed(
+            "https://chat.example.com.evil",
+            host,
+            &listed
+        ));
+        assert!(!origin_allowed("http://chat.example.com", host, &listed));
+    }
+}

@@ -1,0 +1,249 @@
+//! One authenticated client as the rest of the gateway sees it: what it may
+//! do (scopes), what it wants to hear (caps, sessions), and its outbox, a
+//! queue bounded in bytes so that a client that stops reading is dropped
+//! instead of growing pincer's memory or holding up the others.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// What a client may do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Scopes {
+    pub read: bool,
+    pub write: bool,
+    pub approvals: bool,
+    pub admin: bool,
+}
+
+/// The scope a method or an event needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    Read,
+    Write,
+    Approvals,
+    Admin,
+}
+
+impl Need {
+    pub fn scope(self) -> &'static str {
+        match self {
+            Self::Read => "operator.read",
+            Self::Write => "operator.write",
+            Self::Approvals => "operator.approvals",
+            Self::Admin => "operator.admin",
+        }
+    }
+
+    /// The scopes any of which grants it.
+    pub fn granted_by(self) -> Vec<&'static str> {
+        match self {
+            Self::Read => vec!["operator.read", "operator.write", "operator.admin"],
+            Self::Write => vec!["operator.write", "operator.admin"],
+            Self::Approvals => vec!["operator.approvals", "operator.admin"],
+            Self::Admin => vec!["operator.admin"],
+        }
+    }
+}
+
+impl Scopes {
+    /// The scopes a client asked for; none at all is the full authority of
+    /// the credential it holds.
+    pub fn from_requested(requested: &[String]) -> (Self, Vec<String>) {
+        if requested.is_empty() {
+            let all = Self {
+                read: true,
+                write: true,
+                approvals: true,
+                admin: true,
+            };
+            return (all, vec!["operator.admin".to_string()]);
+        }
+        let mut scopes = Self::default();
+        let mut granted = Vec::new();
+        for scope in requested {
+            let known = match scope.as_str() {
+                "operator.read" => {
+                    scopes.read = true;
+                    true
+                }
+                "operator.write" => {
+                    scopes.write = true;
+                    true
+                }
+                "operator.approvals" => {
+                    scopes.approvals = true;
+                    true
+                }
+                "operator.admin" => {
+                    scopes.admin = true;
+                    true
+                }
+                _ => false,
+            };
+            if known && !granted.contains(scope) {
+                granted.push(scope.clone());
+            }
+        }
+        (scopes, granted)
+    }
+
+    pub fn allows(self, need: Need) -> bool {
+        self.admin
+            || match need {
+                Need::Read => self.read || self.write,
+                Need::Write => self.write,
+                Need::Approvals => self.approvals,
+                Need::Admin => false,
+            }
+    }
+}
+
+/// A frame waiting for a client.
+#[derive(Debug)]
+pub enum Out {
+    /// A whole frame (a response).
+    Frame(String),
+    /// An event; its `seq` is given when it is written.
+    Event(&'static str, Arc<str>),
+}
+
+impl Out {
+    fn len(&self) -> usize {
+        match self {
+            Self::Frame(frame) => frame.len(),
+            Self::Event(name, payload) => name.len() + payload.len() + 48,
+        }
+    }
+}
+
+/// The queue of frames for one client.
+#[derive(Clone, Debug)]
+pub struct Outbox {
+    tx: mpsc::UnboundedSender<Out>,
+    queued: Arc<AtomicUsize>,
+    limit: usize,
+    /// Cancelled when the client fell too far behind: it is dropped.
+    pub slow: CancellationToken,
+}
+
+impl Outbox {
+    pub fn new(limit: usize) -> (Self, Inbox) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let slow = CancellationToken::new();
+        (
+            Self {
+                tx,
+                queued: queued.clone(),
+                limit,
+                slow,
+            },
+            Inbox { rx, queued },
+        )
+    }
+
+    /// Queues a frame; `false` when the client is gone or too slow (it is
+    /// then dropped: the frames it missed cannot be made up).
+    pub fn push(&self, out: Out) -> bool {
+        if self.slow.is_cancelled() {
+            return false;
+        }
+        let len = out.len();
+        if self.queued.fetch_add(len, Ordering::AcqRel) + len > self.limit {
+            self.queued.fetch_sub(len, Ordering::AcqRel);
+            self.slow.cancel();
+            return false;
+        }
+        self.tx.send(out).is_ok()
+    }
+}
+
+/// The writer's end of an [`Outbox`].
+pub struct Inbox {
+    pub rx: mpsc::UnboundedReceiver<Out>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Inbox {
+    /// A frame was written: its bytes no longer count.
+    pub fn written(&self, out: &Out) {
+        self.queued.fetch_sub(out.len(), Ordering::AcqRel);
+    }
+}
+
+/// An authenticated client.
+#[derive(Debug)]
+pub struct Conn {
+    pub id: u64,
+    pub out: Outbox,
+    pub scopes: Scopes,
+    /// Sent the `tool-events` cap: it gets `agent` tool events.
+    pub tool_events: bool,
+    /// Sent the `session-scoped-events` cap: it gets chat and agent events
+    /// of the sessions it used only.
+    pub scoped: bool,
+    /// The sessions (ids) it used.
+    pub sessions: Mutex<HashSet<String>>,
+    /// Called `sessions.subscribe`.
+    pub sessions_changed: AtomicBool,
+}
+
+impl Conn {
+    pub fn uses(&self, session: &str) {
+        if self.scoped {
+            let mut sessions = self
+                .sessions
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if !sessions.contains(session) {
+                sessions.insert(session.to_string());
+            }
+        }
+    }
+
+    pub fn follows(&self, session: &str) -> bool {
+        !self.scoped
+            || self
+                .sessions
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .contains(session)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_scopes_is_the_credential_s_full_authority_and_read_only_is_read_only() {
+        let (all, granted) = Scopes::from_requested(&[]);
+        assert!(all.allows(Need::Admin));
+        assert_eq!(granted, vec!["operator.admin"]);
+        let (read, granted) = Scopes::from_requested(&["operator.read".into(), "x".into()]);
+        assert_eq!(granted, vec!["operator.read"]);
+        assert!(read.allows(Need::Read));
+        for need in [Need::Write, Need::Approvals, Need::Admin] {
+            assert!(!read.allows(need), "{need:?}");
+        }
+        let (write, _) = Scopes::from_requested(&["operator.write".into()]);
+        assert!(write.allows(Need::Read) && write.allows(Need::Write));
+        assert!(!write.allows(Need::Approvals));
+    }
+
+    #[test]
+    fn a_client_that_falls_behind_is_dropped_not_buffered() {
+        let (outbox, mut inbox) = Outbox::new(100);
+        assert!(outbox.push(Out::Frame("x".repeat(60))));
+        assert!(!outbox.push(Out::Frame("y".repeat(60))));
+        assert!(outbox.slow.is_cancelled());
+        assert!(!outbox.push(Out::Frame("z".into())));
+        let first = inbox.rx.try_recv().unwrap();
+        inbox.written(&first);
+        assert!(inbox.rx.try_recv().is_err());
+    }
+}

@@ -1,0 +1,339 @@
+//! One websocket client from its first byte: the challenge, the `connect`
+//! that must come first (small, soon, and with the credential), then its
+//! requests, each answered on its own task so that a long one (`agent`,
+//! `sessions.compact`) never holds up the others.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+
+use super::Gateway;
+use super::auth::Refusal;
+use super::conn::{Conn, Out, Outbox, Scopes};
+use super::frames::{self, ErrorShape, INVALID_REQUEST, PROTOCOL, UNAVAILABLE, now_ms};
+
+/// The largest frame before `connect` succeeds.
+pub const MAX_PREAUTH: usize = 64 * 1024;
+
+/// Requests one client may have running at once.
+const MAX_IN_FLIGHT: usize = 256;
+
+/// Why a handshake failed: the error to answer (if the frame had an id to
+/// answer) and how to close.
+struct Refused {
+    error: Option<ErrorShape>,
+    code: u16,
+    reason: &'static str,
+}
+
+impl Refused {
+    fn close(code: u16, reason: &'static str) -> Self {
+        Self {
+            error: None,
+            code,
+            reason,
+        }
+    }
+}
+
+pub async fn run(socket: WebSocket, peer: IpAddr, gateway: Arc<Gateway>) {
+    let (mut sink, mut stream) = socket.split();
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    let challenge = json!({
+        "type": "event",
+        "event": "connect.challenge",
+        "payload": {"nonce": nonce, "ts": now_ms()},
+    });
+    if sink
+        .send(Message::Text(challenge.to_string().into()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let handshake = Duration::from_millis(gateway.config.handshake_timeout_ms());
+    let first = match tokio::time::timeout(handshake, next_data(&mut stream)).await {
+        Err(_) => Err(Refused::close(1008, "handshake timeout")),
+        Ok(None) => return,
+        Ok(Some(Data::Binary(len))) if len > MAX_PREAUTH => {
+            Err(Refused::close(1009, "preauth payload too large"))
+        }
+        Ok(Some(Data::Binary(_))) => Err(Refused::close(1008, "invalid-handshake")),
+        Ok(Some(Data::Text(text))) if text.len() > MAX_PREAUTH => {
+            Err(Refused::close(1009, "preauth payload too large"))
+        }
+        Ok(Some(Data::Text(text))) => Ok(text),
+    };
+    let (request_id, accepted) = match first {
+        Ok(text) => match frames::parse_request(&text) {
+            Ok(request) if request.method == "connect" => {
+                let id = request.id.clone();
+                (Some(id), connect(&gateway, peer, &request.params))
+            }
+            Ok(request) => (
+                Some(request.id),
+                Err(Refused {
+                    error: Some(ErrorShape::invalid("the first request must be `connect`")),
+                    code: 1008,
+                    reason: "invalid-handshake",
+                }),
+            ),
+            Err((id, message)) => (
+                id,
+                Err(Refused {
+                    error: Some(ErrorShape::invalid(message)),
+                    code: 1008,
+                    reason: "invalid-handshake",
+                }),
+            ),
+        },
+        Err(refused) => (None, Err(refused)),
+    };
+    let (hello, scopes, caps) = match accepted {
+        Ok(accepted) => accepted,
+        Err(refused) => {
+            if let (Some(id), Some(error)) = (&request_id, &refused.error) {
+                let _ = sink
+                    .send(Message::Text(frames::error(id, error).into()))
+                    .await;
+            }
+            let close = CloseFrame {
+                code: refused.code,
+                reason: refused.reason.into(),
+            };
+            let _ = tokio::time::timeout(
+                Duration::from_secs(2),
+                sink.send(Message::Close(Some(close))),
+            )
+            .await;
+            return;
+        }
+    };
+    let request_id = request_id.unwrap_or_default();
+    let (outbox, mut inbox) = Outbox::new(gateway.config.max_buffered_bytes());
+    let conn = Arc::new(Conn {
+        id: gateway.hub.next_conn_id(),
+        out: outbox.clone(),
+        scopes,
+        tool_events: caps.iter().any(|c| c == "tool-events"),
+        scoped: caps.iter().any(|c| c == "session-scoped-events"),
+        sessions: Default::default(),
+        sessions_changed: Default::default(),
+    });
+    let mut hello = hello;
+    hello["server"]["connId"] = json!(conn.id.to_string());
+    outbox.push(Out::Frame(frames::ok(&request_id, &hello)));
+    gateway.hub.register(conn.clone());
+    let slow = outbox.slow.clone();
+    let writer = tokio::spawn(async move {
+        let mut seq = 0u64;
+        loop {
+            let out = tokio::select! {
+                () = slow.cancelled() => {
+                    let close = CloseFrame { code: 1008, reason: "slow consumer".into() };
+                    let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::Close(Some(close)))).await;
+                    return;
+                }
+                out = inbox.rx.recv() => match out {
+                    Some(out) => out,
+                    None => return,
+                },
+            };
+            let text = match &out {
+                Out::Frame(frame) => frame.clone(),
+                Out::Event(name, payload) => {
+                    seq += 1;
+                    frames::event(name, payload, seq)
+                }
+            };
+            let sent = sink.send(Message::Text(text.into())).await;
+            inbox.written(&out);
+            if sent.is_err() {
+                return;
+            }
+        }
+    });
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
+    let slow = outbox.slow.clone();
+    loop {
+        let message = tokio::select! {
+            () = slow.cancelled() => break,
+            message = stream.next() => message,
+        };
+        let text = match message {
+            None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break,
+            Some(Ok(Message::Text(text))) => text.to_string(),
+            Some(Ok(Message::Binary(_))) => {
+                let error = ErrorShape::invalid("binary frames are not accepted; send JSON text");
+                outbox.push(Out::Frame(frames::error("invalid", &error)));
+                continue;
+            }
+            Some(Ok(_)) => continue,
+        };
+        let request = match frames::parse_request(&text) {
+            Ok(request) => request,
+            Err((id, message)) => {
+                let error = ErrorShape::invalid(message);
+                let id = id.unwrap_or_else(|| "invalid".to_string());
+                outbox.push(Out::Frame(frames::error(&id, &error)));
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            let mut error = ErrorShape::new(
+                UNAVAILABLE,
+                format!("more than {MAX_IN_FLIGHT} requests at once"),
+            );
+            error.retry_after_ms = Some(1000);
+            outbox.push(Out::Frame(frames::error(&request.id, &error)));
+            continue;
+        };
+        let hub = gateway.hub.clone();
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            super::methods::call(&hub, &conn, request).await;
+            drop(permit);
+        });
+    }
+    gateway.hub.unregister(conn.id);
+    drop(outbox);
+    drop(conn);
+    // The writer sends what is queued (a last answer) and ends when every
+    // outbox clone is gone; a client that stopped reading cannot hold it.
+    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+}
+
+enum Data {
+    Text(String),
+    Binary(usize),
+}
+
+/// The next data frame (pings are answered by the websocket layer).
+async fn next_data(stream: &mut futures::stream::SplitStream<WebSocket>) -> Option<Data> {
+    loop {
+        match stream.next().await? {
+            Ok(Message::Text(text)) => return Some(Data::Text(text.to_string())),
+            Ok(Message::Binary(bytes)) => return Some(Data::Binary(bytes.len())),
+            Ok(Message::Close(_)) | Err(_) => return None,
+            Ok(_) => continue,
+        }
+    }
+}
+
+/// Checks a `connect`: rate limit, protocol, role, credential. The answer
+/// is `hello-ok`, the scopes and the caps.
+fn connect(
+    gateway: &Gateway,
+    peer: IpAddr,
+    params: &Value,
+) -> Result<(Value, Scopes, Vec<String>), Refused> {
+    let refuse = |error: ErrorShape, code: u16, reason: &'static str| Refused {
+        error: Some(error),
+        code,
+        reason,
+    };
+    if let Some(wait) = gateway.limiter.locked(peer) {
+        let mut error = ErrorShape::new(
+            UNAVAILABLE,
+            "unauthorized: too many failed attempts from this address; try again later",
+        )
+        .details(json!({"code": "AUTH_RATE_LIMITED"}));
+        error.retry_after_ms = Some(wait.as_millis() as u64 + 1);
+        return Err(refuse(error, 1008, "rate limited"));
+    }
+    let min = params["minProtocol"].as_u64();
+    let max = params["maxProtocol"].as_u64();
+    let fits = matches!((min, max), (Some(min), Some(max)) if min <= PROTOCOL && PROTOCOL <= max);
+    if !fits {
+        let error = ErrorShape::invalid("protocol mismatch").details(json!({
+            "code": "PROTOCOL_MISMATCH",
+            "clientMinProtocol": min,
+            "clientMaxProtocol": max,
+            "expectedProtocol": PROTOCOL,
+        }));
+        return Err(refuse(error, 1002, "protocol mismatch"));
+    }
+    let role = params["role"].as_str().unwrap_or("operator");
+    if role != "operator" {
+        let error = ErrorShape::invalid(format!(
+            "invalid role `{role}`: pincer's gateway serves operators only"
+        ));
+        return Err(refuse(error, 1008, "invalid role"));
+    }
+    let credential = &gateway.credential;
+    let offered = match credential.mode {
+        crate::config::gateway::AuthMode::Token => params["auth"]["token"].as_str(),
+        crate::config::gateway::AuthMode::Password => params["auth"]["password"].as_str(),
+    };
+    if let Err(refusal) = credential.check(offered) {
+        gateway.limiter.failed(peer);
+        tracing::info!(%peer, "refused a gateway client: {refusal:?}");
+        let what = credential.mode.as_str();
+        let (message, code) = match (refusal, credential.mode) {
+            (Refusal::Missing, crate::config::gateway::AuthMode::Token) => {
+                ("unauthorized: gateway token missing", "AUTH_TOKEN_MISSING")
+            }
+            (Refusal::Missing, _) => ("unauthorized: gateway password missing", "AUTH_REQUIRED"),
+            (Refusal::Mismatch, crate::config::gateway::AuthMode::Token) => (
+                "unauthorized: gateway token mismatch",
+                "AUTH_TOKEN_MISMATCH",
+            ),
+            (Refusal::Mismatch, _) => (
+                "unauthorized: gateway password mismatch",
+                "AUTH_PASSWORD_MISMATCH",
+            ),
+        };
+        let error = ErrorShape::new(INVALID_REQUEST, message).details(json!({
+            "code": code,
+            "authReason": format!("{what}_{}", if refusal == Refusal::Missing { "missing" } else { "mismatch" }),
+        }));
+        return Err(refuse(error, 1008, "unauthorized"));
+    }
+    let requested: Vec<String> = params["scopes"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let (scopes, granted) = Scopes::from_requested(&requested);
+    let caps: Vec<String> = params["caps"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let config = &gateway.config;
+    let hello = json!({
+        "type": "hello-ok",
+        "protocol": PROTOCOL,
+        "server": {"version": format!("pincer {}", env!("CARGO_PKG_VERSION")), "connId": ""},
+        "features": {"methods": super::methods::METHODS, "events": super::methods::EVENTS},
+        "snapshot": {
+            "presence": [],
+            "health": {},
+            "stateVersion": {"presence": 0, "health": 0},
+            "uptimeMs": gateway.hub.started.elapsed().as_millis() as u64,
+            "sessionDefaults": {
+                "defaultAgentId": "main",
+                "mainKey": "main",
+                "mainSessionKey": super::hub::MAIN_KEY,
+            },
+            "authMode": credential.mode.as_str(),
+        },
+        "auth": {"role": "operator", "scopes": granted, "method": credential.mode.as_str()},
+        "policy": {
+            "maxPayload": config.max_payload(),
+            "maxBufferedBytes": config.max_buffered_bytes(),
+            "tickIntervalMs": config.tick_interval_ms(),
+        },
+    });
+    Ok((hello, scopes, caps))
+}

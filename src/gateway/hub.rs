@@ -1,0 +1,1231 @@
+//! The gateway's shared state: its clients, the session keys, the runs and
+//! the approvals, and the translation of what sessions do (the ACP
+//! registry's observer) into the protocol's `chat`, `agent`, `session.*`
+//! and `exec.approval.*` events.
+//!
+//! Runs: `chat.send`'s idempotency key is the run id, passed to the agent
+//! as the prompt's tag. The observer says when the agent starts and ends
+//! each tagged prompt, in order with the prompt's updates, so every event
+//! of a run, tool events included, goes out before its `final`. A prompt
+//! an editor typed (no tag) gets a run id here, so clients following the
+//! session see it too.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SelectedPermissionOutcome, SessionUpdate, StopReason,
+    ToolCallStatus,
+};
+use serde_json::{Value, json};
+
+use super::conn::{Conn, Need, Out};
+use super::frames::now_ms;
+use super::link::{Approver, Link};
+use crate::acp::registry::{Observed, Registry};
+
+/// How long a finished run answers a repeated idempotency key.
+const DEDUPE_TTL: Duration = Duration::from_secs(300);
+
+/// How long `collect` waits for more messages after a run ends before it
+/// sends what it gathered.
+const COLLECT_DEBOUNCE: Duration = Duration::from_millis(250);
+
+/// The main session's key.
+pub const MAIN_KEY: &str = "agent:main:main";
+
+pub struct Hub {
+    pub registry: Arc<Registry>,
+    link: OnceLock<Link>,
+    pub cwd: PathBuf,
+    pub data_dir: PathBuf,
+    pub approval_timeout: Duration,
+    pub started: Instant,
+    next_conn: AtomicU64,
+    conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    keys: Mutex<KeyMap>,
+    /// Opening sessions one at a time: two first messages to one new key
+    /// make one session.
+    opening: tokio::sync::Mutex<()>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    runs: HashMap<String, Run>,
+    finished: VecDeque<(Instant, String)>,
+    live: HashMap<String, Live>,
+    approvals: HashMap<String, Approval>,
+}
+
+/// A session's runs as the gateway follows them.
+#[derive(Default)]
+struct Live {
+    /// The run the agent works on now.
+    active: Option<String>,
+    /// Gateway runs sent and not yet ended, in order (to know busy).
+    pending: Vec<String>,
+    /// `sessions.patch`'s queue mode (per message `queueMode` wins).
+    queue_mode: Option<QueueMode>,
+    /// Messages `collect` holds until the running run ends.
+    collected: Vec<Collected>,
+    flush_scheduled: bool,
+}
+
+struct Collected {
+    run: String,
+    key: String,
+    content: Vec<ContentBlock>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueMode {
+    Steer,
+    FollowUp,
+    Collect,
+    Interrupt,
+}
+
+impl QueueMode {
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "steer" => Some(Self::Steer),
+            "followup" | "follow-up" | "follow_up" => Some(Self::FollowUp),
+            "collect" => Some(Self::Collect),
+            "interrupt" => Some(Self::Interrupt),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Steer => "steer",
+            Self::FollowUp => "followup",
+            Self::Collect => "collect",
+            Self::Interrupt => "interrupt",
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    Ok { stop: &'static str },
+    Aborted,
+    Error { message: String, kind: &'static str },
+}
+
+struct Run {
+    session: String,
+    key: String,
+    started: bool,
+    outcome: Option<Outcome>,
+    text: String,
+    thinking: String,
+    /// Text after a tool call starts a new paragraph.
+    after_tool: bool,
+    chat_seq: u64,
+    agent_seq: u64,
+    tools: HashMap<String, String>,
+    waiters: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// Runs `collect` joined into this one; they end with it.
+    members: Vec<String>,
+}
+
+impl Run {
+    fn new(session: &str, key: &str) -> Self {
+        Self {
+            session: session.to_string(),
+            key: key.to_string(),
+            started: false,
+            outcome: None,
+            text: String::new(),
+            thinking: String::new(),
+            after_tool: false,
+            chat_seq: 0,
+            agent_seq: 0,
+            tools: HashMap::new(),
+            waiters: Vec::new(),
+            members: Vec::new(),
+        }
+    }
+
+    fn message(&self) -> Value {
+        let mut content = Vec::new();
+        if !self.thinking.is_empty() {
+            content.push(json!({"type": "thinking", "thinking": self.thinking}));
+        }
+        content.push(json!({"type": "text", "text": self.text}));
+        json!({"role": "assistant", "content": content, "timestamp": now_ms()})
+    }
+}
+
+/// A permission question waiting for a client.
+struct Approval {
+    session: String,
+    key: String,
+    tool_call_id: String,
+    tool_name: String,
+    command: String,
+    /// `(decision, option id)` in the order offered.
+    decisions: Vec<(String, String)>,
+    created_ms: u64,
+    expires_ms: u64,
+    reply: Option<tokio::sync::oneshot::Sender<Option<String>>>,
+}
+
+impl Approval {
+    fn describe(&self, id: &str) -> Value {
+        let decisions: Vec<&str> = self.decisions.iter().map(|(d, _)| d.as_str()).collect();
+        json!({
+            "id": id,
+            "commandText": self.command,
+            "commandPreview": preview(&self.command),
+            "allowedDecisions": decisions,
+            "host": "gateway",
+            "agentId": "main",
+            "sessionKey": self.key,
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name,
+            "createdAtMs": self.created_ms,
+            "expiresAtMs": self.expires_ms,
+        })
+    }
+}
+
+fn preview(command: &str) -> String {
+    let line = command.lines().next().unwrap_or_default();
+    if line.chars().count() > 200 {
+        format!("{}…", line.chars().take(200).collect::<String>())
+    } else {
+        line.to_string()
+    }
+}
+
+/// Session keys and the pincer sessions they name, kept on disk.
+struct KeyMap {
+    path: PathBuf,
+    keys: BTreeMap<String, String>,
+}
+
+impl KeyMap {
+    fn load(path: PathBuf) -> Self {
+        let keys = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|value| serde_json::from_value(value["keys"].clone()).ok())
+            .unwrap_or_default();
+        Self { path, keys }
+    }
+
+    fn save(&self) {
+        let text = json!({ "keys": self.keys }).to_string();
+        if let Some(dir) = self.path.parent()
+            && let Err(e) = std::fs::create_dir_all(dir)
+        {
+            tracing::warn!(error = %e, "cannot create {}", dir.display());
+            return;
+        }
+        let partial = self.path.with_extension("partial");
+        let written =
+            std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, &self.path));
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "cannot save the gateway's session keys");
+        }
+    }
+}
+
+/// An error a method answers with, as text for the client.
+pub type Failure = super::frames::ErrorShape;
+
+impl Hub {
+    pub fn new(
+        registry: Arc<Registry>,
+        cwd: PathBuf,
+        data_dir: PathBuf,
+        approval_timeout: Duration,
+    ) -> Arc<Self> {
+        let keys = KeyMap::load(data_dir.join("gateway").join("keys.json"));
+        Arc::new(Self {
+            registry,
+            link: OnceLock::new(),
+            cwd,
+            data_dir,
+            approval_timeout,
+            started: Instant::now(),
+            next_conn: AtomicU64::new(1),
+            conns: Mutex::new(HashMap::new()),
+            keys: Mutex::new(keys),
+            opening: tokio::sync::Mutex::new(()),
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    /// Connects the hub to the agent and starts following the sessions.
+    pub async fn start(self: &Arc<Self>, model: Option<String>) -> Result<(), String> {
+        let Some(mut observed) = self.registry.observe() else {
+            return Err("the sessions already have an observer".to_string());
+        };
+        let approver: Arc<dyn Approver> = Arc::new(HubApprover(self.clone()));
+        let link = Link::start(self.registry.clone(), model, approver)
+            .await
+            .map_err(|e| format!("cannot start the gateway's agent connection: {e}"))?;
+        let _ = self.link.set(link);
+        let hub = self.clone();
+        tokio::spawn(async move {
+            while let Some(event) = observed.recv().await {
+                hub.observe(event);
+            }
+        });
+        Ok(())
+    }
+
+    pub fn link(&self) -> Result<&Link, Failure> {
+        self.link
+            .get()
+            .ok_or_else(|| Failure::new(super::frames::UNAVAILABLE, "the agent is not ready"))
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn keys(&self) -> std::sync::MutexGuard<'_, KeyMap> {
+        self.keys
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Conn>>> {
+        self.conns
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn next_conn_id(&self) -> u64 {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn register(&self, conn: Arc<Conn>) {
+        self.conns().insert(conn.id, conn);
+    }
+
+    pub fn unregister(&self, id: u64) {
+        self.conns().remove(&id);
+    }
+
+    // ----- events -----
+
+    /// Sends an event to every client that may and wants to hear it.
+    fn broadcast(&self, name: &'static str, payload: &Value, to: Audience<'_>) {
+        let payload: Arc<str> = Arc::from(payload.to_string());
+        let conns: Vec<Arc<Conn>> = self.conns().values().cloned().collect();
+        for conn in conns {
+            let wanted = match to {
+                Audience::Session(session) => {
+                    conn.scopes.allows(Need::Read) && conn.follows(session)
+                }
+                Audience::Tool(session) => {
+                    conn.scopes.allows(Need::Read) && conn.tool_events && conn.follows(session)
+                }
+                Audience::Approvers => conn.scopes.allows(Need::Approvals),
+                Audience::SessionWatchers => {
+                    conn.scopes.allows(Need::Read)
+                        && conn
+                            .sessions_changed
+                            .load(std::sync::atomic::Ordering::Relaxed)
+                }
+                Audience::All => true,
+            };
+            if wanted {
+                conn.out.push(Out::Event(name, payload.clone()));
+            }
+        }
+    }
+
+    pub fn tick(&self) {
+        self.broadcast("tick", &json!({ "ts": now_ms() }), Audience::All);
+    }
+
+    fn session_changed(&self, reason: &str, session: &str) {
+        let key = self.key_of(session);
+        self.broadcast(
+            "sessions.changed",
+            &json!({"reason": reason, "key": key, "sessionId": session, "ts": now_ms()}),
+            Audience::SessionWatchers,
+        );
+    }
+
+    fn chat(&self, run_id: &str, run: &mut Run, state: &str, extra: Value) {
+        run.chat_seq += 1;
+        let mut payload = json!({
+            "runId": run_id,
+            "sessionKey": run.key,
+            "seq": run.chat_seq,
+            "state": state,
+        });
+        merge(&mut payload, extra);
+        self.broadcast("chat", &payload, Audience::Session(&run.session));
+    }
+
+    fn agent(&self, run_id: &str, run: &mut Run, stream: &str, data: Value) {
+        run.agent_seq += 1;
+        let payload = json!({
+            "runId": run_id,
+            "sessionKey": run.key,
+            "seq": run.agent_seq,
+            "stream": stream,
+            "ts": now_ms(),
+            "data": data,
+        });
+        let to = if stream == "tool" {
+            Audience::Tool(&run.session)
+        } else {
+            Audience::Session(&run.session)
+        };
+        self.broadcast("agent", &payload, to);
+    }
+
+    // ----- keys and sessions -----
+
+    /// The key events of a session carry: the one it was given to, else
+    /// its id.
+    pub fn key_of(&self, session: &str) -> String {
+        self.keys()
+            .keys
+            .iter()
+            .find(|(_, id)| id.as_str() == session)
+            .map(|(key, _)| key.clone())
+            .unwrap_or_else(|| session.to_string())
+    }
+
+    /// The session a key names, if it names one yet.
+    pub fn lookup(&self, key: &str) -> Option<String> {
+        if let Some(id) = self.keys().keys.get(key) {
+            return Some(id.clone());
+        }
+        (self.registry.is_open(key) || crate::session::find(&self.data_dir, key).is_some())
+            .then(|| key.to_string())
+    }
+
+    /// The session a key names, opened (created on first use).
+    pub async fn open(&self, key: &str) -> Result<String, Failure> {
+        let _one = self.opening.lock().await;
+        let link = self.link()?;
+        if let Some(id) = self.lookup(key) {
+            if self.registry.is_open(&id) {
+                return Ok(id);
+            }
+            if let Some(summary) = crate::session::list(&self.data_dir, None)
+                .into_iter()
+                .find(|s| s.id == id)
+            {
+                link.load_session(&id, summary.cwd.clone())
+                    .await
+                    .map_err(|e| {
+                        Failure::invalid(format!(
+                            "cannot open session {key}: {}",
+                            super::link::error_text(&e)
+                        ))
+                    })?;
+                return Ok(id);
+            }
+        }
+        let id = link.new_session(self.cwd.clone()).await.map_err(|e| {
+            Failure::invalid(format!(
+                "cannot create a session for {key}: {}",
+                super::link::error_text(&e)
+            ))
+        })?;
+        let mut keys = self.keys();
+        keys.keys.insert(key.to_string(), id.clone());
+        keys.save();
+        Ok(id)
+    }
+
+    /// Gives `key` a fresh session; the old transcript stays.
+    pub async fn reset(&self, key: &str) -> Result<String, Failure> {
+        if let Some(old) = self.lookup(key) {
+            self.link()?.cancel(&old);
+        }
+        let _one = self.opening.lock().await;
+        let id = self
+            .link()?
+            .new_session(self.cwd.clone())
+            .await
+            .map_err(|e| Failure::invalid(super::link::error_text(&e)))?;
+        let mut keys = self.keys();
+        keys.keys.insert(key.to_string(), id.clone());
+        keys.save();
+        drop(keys);
+        self.session_changed("reset", &id);
+        Ok(id)
+    }
+
+    pub fn forget_key(&self, key: &str) {
+        let mut keys = self.keys();
+        if keys.keys.remove(key).is_some() {
+            keys.save();
+        }
+    }
+
+    pub fn set_queue_mode(&self, session: &str, mode: QueueMode) {
+        self.state()
+            .live
+            .entry(session.to_string())
+            .or_default()
+            .queue_mode = Some(mode);
+    }
+
+    pub fn queue_mode(&self, session: &str) -> Option<QueueMode> {
+        self.state().live.get(session).and_then(|l| l.queue_mode)
+    }
+
+    // ----- runs -----
+
+    /// What a repeated idempotency key answers: `None` for a new one.
+    pub fn known_run(&self, run_id: &str) -> Option<&'static str> {
+        let state = self.state();
+        let run = state.runs.get(run_id)?;
+        Some(match &run.outcome {
+            None => "in_flight",
+            Some(Outcome::Error { .. }) => "error",
+            Some(Outcome::Aborted) => "timeout",
+            Some(Outcome::Ok { .. }) => "ok",
+        })
+    }
+
+    /// Sends a message to a session as run `run_id`, following the queue
+    /// mode when the session is busy.
+    pub fn send(
+        self: &Arc<Self>,
+        session: &str,
+        key: &str,
+        run_id: &str,
+        content: Vec<ContentBlock>,
+        mode: Option<QueueMode>,
+    ) -> Result<(), Failure> {
+        let link = self.link()?.clone();
+        let mut state = self.prune();
+        let live = state.live.entry(session.to_string()).or_default();
+        let mode = mode.or(live.queue_mode).unwrap_or(QueueMode::Steer);
+        let busy = live.active.is_some() || !live.pending.is_empty();
+        if busy && mode == QueueMode::Collect {
+            live.collected.push(Collected {
+                run: run_id.to_string(),
+                key: key.to_string(),
+                content,
+            });
+            state
+                .runs
+                .insert(run_id.to_string(), Run::new(session, key));
+            return Ok(());
+        }
+        live.pending.push(run_id.to_string());
+        state
+            .runs
+            .insert(run_id.to_string(), Run::new(session, key));
+        drop(state);
+        if busy && mode == QueueMode::Interrupt {
+            link.cancel(session);
+        }
+        let queue = match mode {
+            QueueMode::FollowUp => Some("follow-up"),
+            QueueMode::Steer => Some("steer"),
+            _ => None,
+        };
+        self.dispatch(
+            link,
+            session.to_string(),
+            run_id.to_string(),
+            content,
+            queue,
+        );
+        Ok(())
+    }
+
+    fn dispatch(
+        self: &Arc<Self>,
+        link: Link,
+        session: String,
+        run_id: String,
+        content: Vec<ContentBlock>,
+        queue: Option<&'static str>,
+    ) {
+        let hub = self.clone();
+        tokio::spawn(async move {
+            let result = link.prompt(&session, content, &run_id, queue).await;
+            // The observer ends the run, after its last update; this is for
+            // a prompt the agent never got to tell about.
+            let waiter = hub.wait_for(&run_id);
+            if let Some(waiter) = waiter
+                && tokio::time::timeout(Duration::from_secs(2), waiter)
+                    .await
+                    .is_err()
+            {
+                let outcome = match result {
+                    Ok(stop) => outcome_of(stop),
+                    Err(e) => Outcome::Error {
+                        message: super::link::error_text(&e),
+                        kind: "unknown",
+                    },
+                };
+                hub.finish(&run_id, outcome);
+            }
+        });
+    }
+
+    /// A receiver that fires when the run ends (`None`: it has ended or is
+    /// unknown).
+    pub fn wait_for(&self, run_id: &str) -> Option<tokio::sync::oneshot::Receiver<()>> {
+        let mut state = self.state();
+        let run = state.runs.get_mut(run_id)?;
+        if run.outcome.is_some() {
+            return None;
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        run.waiters.push(tx);
+        Some(rx)
+    }
+
+    /// How a run ended, with its text: `None` while it runs.
+    pub fn outcome(&self, run_id: &str) -> Option<Option<(Outcome, String, String)>> {
+        let state = self.state();
+        let run = state.runs.get(run_id)?;
+        Some(
+            run.outcome
+                .clone()
+                .map(|o| (o, run.text.clone(), run.key.clone())),
+        )
+    }
+
+    /// The runs of a session not yet ended (the running one first).
+    pub fn unfinished(&self, session: &str) -> Vec<String> {
+        let state = self.state();
+        let mut runs: Vec<String> = Vec::new();
+        if let Some(live) = state.live.get(session) {
+            runs.extend(live.active.iter().cloned());
+            runs.extend(
+                live.pending
+                    .iter()
+                    .filter(|r| !runs.contains(r))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+            runs.extend(live.collected.iter().map(|c| c.run.clone()));
+        }
+        runs
+    }
+
+    /// Aborts a session's runs: the agent's, and messages `collect` holds.
+    pub fn abort(self: &Arc<Self>, session: &str) -> Result<Vec<String>, Failure> {
+        let runs = self.unfinished(session);
+        let collected: Vec<String> = {
+            let mut state = self.state();
+            state
+                .live
+                .get_mut(session)
+                .map(|l| std::mem::take(&mut l.collected))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| c.run)
+                .collect()
+        };
+        for run in &collected {
+            self.finish(run, Outcome::Aborted);
+        }
+        self.link()?.cancel(session);
+        Ok(runs)
+    }
+
+    /// Drops runs that ended long enough ago.
+    fn prune(&self) -> std::sync::MutexGuard<'_, State> {
+        let mut state = self.state();
+        while let Some((at, _)) = state.finished.front() {
+            if at.elapsed() < DEDUPE_TTL {
+                break;
+            }
+            if let Some((_, id)) = state.finished.pop_front() {
+                state.runs.remove(&id);
+            }
+        }
+        state
+    }
+
+    /// Ends a run (once): its last chat event and lifecycle end, and
+    /// whoever waits for it.
+    pub fn finish(self: &Arc<Self>, run_id: &str, outcome: Outcome) {
+        let mut state = self.state();
+        let Some(run) = state.runs.get_mut(run_id) else {
+            return;
+        };
+        if run.outcome.is_some() {
+            return;
+        }
+        run.outcome = Some(outcome.clone());
+        let session = run.session.clone();
+        let members = std::mem::take(&mut run.members);
+        self.end_events(run_id, run, &outcome);
+        for waiter in run.waiters.drain(..) {
+            let _ = waiter.send(());
+        }
+        let message = run.message();
+        let text = run.text.clone();
+        state
+            .finished
+            .push_back((Instant::now(), run_id.to_string()));
+        for member in members {
+            if let Some(run) = state.runs.get_mut(&member)
+                && run.outcome.is_none()
+            {
+                run.outcome = Some(outcome.clone());
+                run.text = text.clone();
+                let extra = match &outcome {
+                    Outcome::Ok { stop } => json!({"message": message, "stopReason": stop}),
+                    _ => json!({"stopReason": "aborted"}),
+                };
+                let state_name = if matches!(outcome, Outcome::Ok { .. }) {
+                    "final"
+                } else {
+                    "aborted"
+                };
+                self.chat(&member, run, state_name, extra);
+                for waiter in run.waiters.drain(..) {
+                    let _ = waiter.send(());
+                }
+                state.finished.push_back((Instant::now(), member));
+            }
+        }
+        let flush = if let Some(live) = state.live.get_mut(&session) {
+            live.pending.retain(|r| r != run_id);
+            if live.active.as_deref() == Some(run_id) {
+                live.active = None;
+            }
+            let idle = live.active.is_none() && live.pending.is_empty();
+            let flush = idle && !live.collected.is_empty() && !live.flush_scheduled;
+            if flush {
+                live.flush_scheduled = true;
+            }
+            flush
+        } else {
+            false
+        };
+        // Approvals of the session that nobody answered are moot now.
+        let moot: Vec<String> = state
+            .approvals
+            .iter()
+            .filter(|(_, a)| a.session == session)
+            .map(|(id, _)| id.clone())
+            .collect();
+        drop(state);
+        for id in moot {
+            self.settle(&id, None, "cancelled");
+        }
+        self.session_changed("send", &session);
+        if flush {
+            self.schedule_flush(session);
+        }
+    }
+
+    fn end_events(&self, run_id: &str, run: &mut Run, outcome: &Outcome) {
+        match outcome {
+            Outcome::Ok { stop } => {
+                let extra = json!({"message": run.message(), "stopReason": stop});
+                self.chat(run_id, run, "final", extra);
+                let data = json!({"phase": "end", "endedAt": now_ms()});
+                self.agent(run_id, run, "lifecycle", data);
+            }
+            Outcome::Aborted => {
+                let extra = json!({"message": run.message(), "stopReason": "aborted"});
+                self.chat(run_id, run, "aborted", extra);
+                let data = json!({"phase": "end", "endedAt": now_ms(), "aborted": true});
+                self.agent(run_id, run, "lifecycle", data);
+            }
+            Outcome::Error { message, kind } => {
+                let extra = json!({"errorMessage": message, "errorKind": kind});
+                self.chat(run_id, run, "error", extra);
+                let data = json!({"phase": "error", "endedAt": now_ms(), "error": message});
+                self.agent(run_id, run, "lifecycle", data);
+            }
+        }
+    }
+
+    /// Sends what `collect` gathered as one message, once no more come.
+    fn schedule_flush(self: &Arc<Self>, session: String) {
+        let Some(link) = self.link.get().cloned() else {
+            return;
+        };
+        let state_session = session.clone();
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(COLLECT_DEBOUNCE).await;
+            let batch = {
+                let mut state = this.state();
+                let Some(live) = state.live.get_mut(&state_session) else {
+                    return;
+                };
+                live.flush_scheduled = false;
+                if live.active.is_some() || !live.pending.is_empty() {
+                    return;
+                }
+                std::mem::take(&mut live.collected)
+            };
+            let Some(first) = batch.first() else { return };
+            let lead = first.run.clone();
+            let mut content = Vec::new();
+            for (i, item) in batch.iter().enumerate() {
+                if i > 0 {
+                    content.push(ContentBlock::Text(
+                        agent_client_protocol::v1::schema::TextContent::new("\n\n"),
+                    ));
+                }
+                content.extend(item.content.iter().cloned());
+            }
+            {
+                let mut state = this.state();
+                if let Some(run) = state.runs.get_mut(&lead) {
+                    run.members = batch.iter().skip(1).map(|c| c.run.clone()).collect();
+                    run.key = first.key.clone();
+                }
+                if let Some(live) = state.live.get_mut(&state_session) {
+                    live.pending.push(lead.clone());
+                }
+            }
+            this.dispatch(link, session, lead, join_text(content), None);
+        });
+    }
+
+    // ----- the observer -----
+
+    fn observe(self: &Arc<Self>, event: Observed) {
+        match event {
+            Observed::PromptStarted { session, tag, text } => {
+                let session = session.0.to_string();
+                let key = self.key_of(&session);
+                let mut state = self.state();
+                let run_id = tag.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+                let run = state
+                    .runs
+                    .entry(run_id.clone())
+                    .or_insert_with(|| Run::new(&session, &key));
+                run.started = true;
+                let data = json!({"phase": "start", "startedAt": now_ms()});
+                self.agent(&run_id, run, "lifecycle", data);
+                let message = json!({
+                    "sessionKey": run.key,
+                    "runId": run_id,
+                    "message": {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": now_ms()},
+                });
+                self.broadcast("session.message", &message, Audience::Session(&session));
+                let live = state.live.entry(session).or_default();
+                live.active = Some(run_id);
+            }
+            Observed::Update(notification) => {
+                let session = notification.session_id.0.to_string();
+                let mut state = self.state();
+                let active = state.live.get(&session).and_then(|l| l.active.clone());
+                match (active, notification.update) {
+                    (_, SessionUpdate::SessionInfoUpdate(_)) => {
+                        drop(state);
+                        self.session_changed("title", &session);
+                    }
+                    (Some(run_id), update) => {
+                        if let Some(run) = state.runs.get_mut(&run_id) {
+                            self.apply(&run_id, run, update);
+                        }
+                    }
+                    (None, _) => {}
+                }
+            }
+            Observed::PromptEnded {
+                session,
+                tag,
+                result,
+            } => {
+                let session = session.0.to_string();
+                let run_id = match tag {
+                    Some(tag) => Some(tag),
+                    None => self
+                        .state()
+                        .live
+                        .get(&session)
+                        .and_then(|l| l.active.clone()),
+                };
+                let Some(run_id) = run_id else { return };
+                let outcome = match result {
+                    Ok(stop) => outcome_of(stop),
+                    Err(message) => Outcome::Error {
+                        kind: "unknown",
+                        message,
+                    },
+                };
+                self.finish(&run_id, outcome);
+            }
+            Observed::PermissionResolved {
+                session,
+                tool_call_id,
+                option,
+            } => {
+                let session = session.0.to_string();
+                let ours = self
+                    .state()
+                    .approvals
+                    .values()
+                    .any(|a| a.session == session && a.tool_call_id == tool_call_id);
+                if !ours {
+                    let decision = option
+                        .map(|(_, kind)| decision_of(kind).to_string())
+                        .unwrap_or_else(|| "deny".to_string());
+                    let payload = json!({
+                        "id": format!("editor:{tool_call_id}"),
+                        "decision": decision,
+                        "sessionKey": self.key_of(&session),
+                        "toolCallId": tool_call_id,
+                        "resolvedBy": "editor",
+                        "ts": now_ms(),
+                    });
+                    self.broadcast("exec.approval.resolved", &payload, Audience::Approvers);
+                }
+            }
+            Observed::Opened { session } => self.session_changed("open", &session.0),
+            Observed::Closed { session } => self.session_changed("close", &session.0),
+        }
+    }
+
+    /// One `session/update` of a run as protocol events.
+    fn apply(&self, run_id: &str, run: &mut Run, update: SessionUpdate) {
+        match update {
+            SessionUpdate::AgentMessageChunk(chunk) => {
+                let ContentBlock::Text(text) = chunk.content else {
+                    return;
+                };
+                if text.text.is_empty() {
+                    return;
+                }
+                let mut delta = text.text;
+                if run.after_tool && !run.text.is_empty() {
+                    delta.insert_str(0, "\n\n");
+                }
+                run.after_tool = false;
+                run.text.push_str(&delta);
+                let extra = json!({"deltaText": delta, "message": run.message()});
+                self.chat(run_id, run, "delta", extra);
+                let data = json!({"text": run.text, "delta": delta});
+                self.agent(run_id, run, "assistant", data);
+            }
+            SessionUpdate::AgentThoughtChunk(chunk) => {
+                let ContentBlock::Text(text) = chunk.content else {
+                    return;
+                };
+                run.thinking.push_str(&text.text);
+                let extra = json!({"deltaText": "", "message": run.message()});
+                self.chat(run_id, run, "delta", extra);
+                let data = json!({"text": run.thinking, "delta": text.text});
+                self.agent(run_id, run, "thinking", data);
+            }
+            SessionUpdate::ToolCall(call) => {
+                let id = call.tool_call_id.0.to_string();
+                let value = serde_json::to_value(&call).unwrap_or_default();
+                let name = tool_name(&value);
+                run.tools.insert(id.clone(), name.clone());
+                run.after_tool = true;
+                let data = json!({
+                    "phase": "start",
+                    "name": name,
+                    "toolCallId": id,
+                    "title": call.title,
+                    "args": call.raw_input.clone().unwrap_or_else(|| json!({})),
+                });
+                self.agent(run_id, run, "tool", data);
+            }
+            SessionUpdate::ToolCallUpdate(update) => {
+                let id = update.tool_call_id.0.to_string();
+                let name = run.tools.get(&id).cloned().unwrap_or_default();
+                let value = serde_json::to_value(&update).unwrap_or_default();
+                let content = tool_content(&value);
+                match update.fields.status {
+                    Some(ToolCallStatus::Completed) | Some(ToolCallStatus::Failed) => {
+                        let failed = update.fields.status == Some(ToolCallStatus::Failed);
+                        let data = json!({
+                            "phase": "result",
+                            "name": name,
+                            "toolCallId": id,
+                            "isError": failed,
+                            "result": {"content": content},
+                        });
+                        self.agent(run_id, run, "tool", data);
+                    }
+                    _ if !content.is_empty() => {
+                        let data = json!({
+                            "phase": "update",
+                            "name": name,
+                            "toolCallId": id,
+                            "partialResult": {"content": content},
+                        });
+                        self.agent(run_id, run, "tool", data);
+                    }
+                    _ => {}
+                }
+            }
+            SessionUpdate::Plan(plan) => {
+                let data = serde_json::to_value(&plan).unwrap_or_default();
+                self.agent(run_id, run, "plan", data);
+            }
+            SessionUpdate::UsageUpdate(usage) => {
+                let data = serde_json::to_value(&usage).unwrap_or_default();
+                self.agent(run_id, run, "usage", data);
+            }
+            _ => {}
+        }
+    }
+
+    // ----- approvals -----
+
+    async fn ask(self: Arc<Self>, request: RequestPermissionRequest) -> RequestPermissionResponse {
+        let session = request.session_id.0.to_string();
+        let key = self.key_of(&session);
+        let tool = serde_json::to_value(&request.tool_call).unwrap_or_default();
+        let tool_call_id = request.tool_call.tool_call_id.0.to_string();
+        let command = tool["rawInput"]["command"]
+            .as_str()
+            .map(String::from)
+            .or_else(|| tool["title"].as_str().map(String::from))
+            .unwrap_or_default();
+        let mut decisions: Vec<(String, String)> = Vec::new();
+        let mut reject = None;
+        for option in &request.options {
+            let decision = match option.kind {
+                PermissionOptionKind::AllowOnce => "allow-once".to_string(),
+                PermissionOptionKind::AllowAlways => "allow-always".to_string(),
+                PermissionOptionKind::RejectOnce => "deny".to_string(),
+                _ => option.option_id.0.to_string(),
+            };
+            if option.kind == PermissionOptionKind::RejectOnce {
+                reject = Some(option.option_id.0.to_string());
+            }
+            if !decisions.iter().any(|(d, _)| *d == decision) {
+                decisions.push((decision, option.option_id.0.to_string()));
+            }
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let created_ms = now_ms();
+        let expires_ms = created_ms + self.approval_timeout.as_millis() as u64;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let approval = Approval {
+            session: session.clone(),
+            key: key.clone(),
+            tool_name: self
+                .state()
+                .live
+                .get(&session)
+                .and_then(|l| l.active.clone())
+                .and_then(|run| {
+                    self.state()
+                        .runs
+                        .get(&run)
+                        .and_then(|r| r.tools.get(&tool_call_id).cloned())
+                })
+                .unwrap_or_else(|| tool_name(&tool)),
+            tool_call_id,
+            command,
+            decisions,
+            created_ms,
+            expires_ms,
+            reply: Some(tx),
+        };
+        let described = approval.describe(&id);
+        let payload = json!({
+            "approvalKind": "exec",
+            "id": id,
+            "request": {
+                "command": approval.command,
+                "commandPreview": preview(&approval.command),
+                "sessionKey": approval.key,
+                "toolCallId": approval.tool_call_id,
+                "toolName": approval.tool_name,
+                "cwd": self.cwd,
+                "host": "gateway",
+                "agentId": "main",
+            },
+            "allowedDecisions": described["allowedDecisions"],
+            "createdAtMs": created_ms,
+            "expiresAtMs": expires_ms,
+        });
+        self.state().approvals.insert(id.clone(), approval);
+        self.broadcast("exec.approval.requested", &payload, Audience::Approvers);
+        let chosen = match tokio::time::timeout(self.approval_timeout, rx).await {
+            Ok(Ok(chosen)) => chosen,
+            Ok(Err(_)) => None,
+            Err(_) => {
+                self.settle(&id, None, "timeout");
+                None
+            }
+        };
+        let option = chosen.or(reject);
+        RequestPermissionResponse::new(match option {
+            Some(option) => {
+                RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(option))
+            }
+            None => RequestPermissionOutcome::Cancelled,
+        })
+    }
+
+    /// Answers an approval (once): `decision` is the protocol's word,
+    /// `None` a rejection.
+    pub fn settle(&self, id: &str, decision: Option<&str>, by: &str) -> bool {
+        let Some(mut approval) = self.state().approvals.remove(id) else {
+            return false;
+        };
+        let option = decision.and_then(|d| {
+            approval
+                .decisions
+                .iter()
+                .find(|(name, _)| name == d)
+                .map(|(_, option)| option.clone())
+        });
+        if let Some(reply) = approval.reply.take() {
+            let _ = reply.send(option);
+        }
+        let payload = json!({
+            "id": id,
+            "decision": decision.unwrap_or("deny"),
+            "sessionKey": approval.key,
+            "toolCallId": approval.tool_call_id,
+            "resolvedBy": by,
+            "ts": now_ms(),
+        });
+        self.broadcast("exec.approval.resolved", &payload, Audience::Approvers);
+        true
+    }
+
+    pub fn approval(&self, id: &str) -> Option<Value> {
+        self.state().approvals.get(id).map(|a| a.describe(id))
+    }
+
+    pub fn approval_decisions(&self, id: &str) -> Option<Vec<String>> {
+        self.state()
+            .approvals
+            .get(id)
+            .map(|a| a.decisions.iter().map(|(d, _)| d.clone()).collect())
+    }
+
+    pub fn approvals(&self) -> Vec<Value> {
+        self.state()
+            .approvals
+            .iter()
+            .map(|(id, a)| a.describe(id))
+            .collect()
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+}
+
+struct HubApprover(Arc<Hub>);
+
+impl Approver for HubApprover {
+    fn ask(
+        &self,
+        request: RequestPermissionRequest,
+    ) -> futures::future::BoxFuture<'static, RequestPermissionResponse> {
+        Box::pin(self.0.clone().ask(request))
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Audience<'a> {
+    Session(&'a str),
+    Tool(&'a str),
+    Approvers,
+    SessionWatchers,
+    All,
+}
+
+fn merge(into: &mut Value, extra: Value) {
+    if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
+        into.extend(extra);
+    }
+}
+
+fn outcome_of(stop: StopReason) -> Outcome {
+    match stop {
+        StopReason::EndTurn => Outcome::Ok { stop: "stop" },
+        StopReason::MaxTokens => Outcome::Ok { stop: "max_tokens" },
+        StopReason::MaxTurnRequests => Outcome::Ok { stop: "max_turns" },
+        StopReason::Refusal => Outcome::Error {
+            message: "the model refused to answer".to_string(),
+            kind: "refusal",
+        },
+        StopReason::Cancelled => Outcome::Aborted,
+        _ => Outcome::Ok { stop: "stop" },
+    }
+}
+
+fn decision_of(kind: PermissionOptionKind) -> &'static str {
+    match kind {
+        PermissionOptionKind::AllowOnce => "allow-once",
+        PermissionOptionKind::AllowAlways => "allow-always",
+        _ => "deny",
+    }
+}
+
+/// The tool's name as OpenClaw's clients infer a kind from it: pincer's
+/// own name when the update carries one, else one of its kind.
+fn tool_name(call: &Value) -> String {
+    if let Some(name) = call["_meta"]["pincer"]["tool"].as_str() {
+        return name.to_string();
+    }
+    match call["kind"].as_str().unwrap_or_default() {
+        "read" => "read",
+        "edit" => "edit",
+        "delete" => "delete",
+        "move" => "move",
+        "search" => "grep",
+        "execute" => "bash",
+        "fetch" => "fetch",
+        "think" => "think",
+        _ => "tool",
+    }
+    .to_string()
+}
+
+/// A tool update's content as text blocks.
+fn tool_content(update: &Value) -> Vec<Value> {
+    let mut blocks = Vec::new();
+    for item in update["content"].as_array().into_iter().flatten() {
+        match item["type"].as_str() {
+            Some("content") => {
+                if let Some(text) = item["content"]["text"].as_str() {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+            }
+            Some("diff") => {
+                let path = item["path"].as_str().unwrap_or_default();
+                blocks.push(json!({"type": "text", "text": format!("Edited {path}")}));
+            }
+            _ => {}
+        }
+    }
+    blocks
+}
+
+/// Joins adjacent text blocks (a collected batch reads as one message).
+fn join_text(blocks: Vec<ContentBlock>) -> Vec<ContentBlock> {
+    let mut out: Vec<ContentBlock> = Vec::new();
+    for block in blocks {
+        match (out.last_mut(), block) {
+            (Some(ContentBlock::Text(last)), ContentBlock::Text(next)) => {
+                last.text.push_str(&next.text);
+            }
+            (_, block) => out.push(block),
+        }
+    }
+    out
+}

@@ -1,0 +1,634 @@
+//! The gateway's methods: each checks its scope and its params, then acts
+//! through the hub. The table in docs/gateway.md lists them with their
+//! params and results.
+
+use std::sync::Arc;
+
+use agent_client_protocol::v1::schema::{ContentBlock, ImageContent, TextContent};
+use serde_json::{Value, json};
+
+use super::conn::{Conn, Need, Out};
+use super::frames::{self, APPROVAL_NOT_FOUND, ErrorShape, FORBIDDEN, Request, now_ms};
+use super::hub::{Hub, MAIN_KEY, Outcome, QueueMode};
+use crate::agent::AgentMessage;
+use crate::llm::{AssistantContent, Content, Message};
+
+/// Every method, for `hello-ok`.
+pub const METHODS: &[&str] = &[
+    "health",
+    "chat.send",
+    "chat.abort",
+    "chat.history",
+    "chat.subscribe",
+    "agent",
+    "agent.wait",
+    "sessions.list",
+    "sessions.resolve",
+    "sessions.get",
+    "sessions.patch",
+    "sessions.reset",
+    "sessions.delete",
+    "sessions.compact",
+    "sessions.subscribe",
+    "sessions.unsubscribe",
+    "models.list",
+    "exec.approval.get",
+    "exec.approval.list",
+    "exec.approval.resolve",
+];
+
+/// Every event, for `hello-ok`.
+pub const EVENTS: &[&str] = &[
+    "chat",
+    "agent",
+    "tick",
+    "session.message",
+    "sessions.changed",
+    "exec.approval.requested",
+    "exec.approval.resolved",
+];
+
+/// The longest session key.
+const MAX_KEY: usize = 512;
+
+type Reply = Result<Value, ErrorShape>;
+
+/// Runs one request; the answer (or answers, for `agent`) go to the
+/// client's outbox.
+pub async fn call(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) {
+    let id = request.id.clone();
+    let result = dispatch(hub, conn, request).await;
+    let frame = match result {
+        Ok(payload) => frames::ok(&id, &payload),
+        Err(error) => frames::error(&id, &error),
+    };
+    conn.out.push(Out::Frame(frame));
+}
+
+fn need(conn: &Conn, need: Need) -> Result<(), ErrorShape> {
+    if conn.scopes.allows(need) {
+        return Ok(());
+    }
+    Err(
+        ErrorShape::new(FORBIDDEN, format!("missing scope: {}", need.scope())).details(json!({
+            "code": "MISSING_SCOPE",
+            "missingScope": need.scope(),
+            "requiredScopes": need.granted_by(),
+        })),
+    )
+}
+
+fn string<'a>(params: &'a Value, name: &str) -> Result<&'a str, ErrorShape> {
+    match &params[name] {
+        Value::String(s) => Ok(s),
+        Value::Null => Err(ErrorShape::invalid(format!("`{name}` is required"))),
+        _ => Err(ErrorShape::invalid(format!("`{name}` must be a string"))),
+    }
+}
+
+fn optional<'a>(params: &'a Value, name: &str) -> Result<Option<&'a str>, ErrorShape> {
+    match &params[name] {
+        Value::String(s) => Ok(Some(s)),
+        Value::Null => Ok(None),
+        _ => Err(ErrorShape::invalid(format!("`{name}` must be a string"))),
+    }
+}
+
+fn key_param<'a>(params: &'a Value, name: &str) -> Result<&'a str, ErrorShape> {
+    let key = string(params, name)?;
+    if key.is_empty() || key.chars().count() > MAX_KEY {
+        return Err(ErrorShape::invalid(format!(
+            "`{name}` must be 1 to {MAX_KEY} characters"
+        )));
+    }
+    Ok(key)
+}
+
+fn limit(params: &Value, default: usize, max: usize) -> Result<usize, ErrorShape> {
+    match &params["limit"] {
+        Value::Null => Ok(default),
+        value => value
+            .as_u64()
+            .map(|n| (n as usize).min(max))
+            .ok_or_else(|| ErrorShape::invalid("`limit` must be a non-negative integer")),
+    }
+}
+
+async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
+    let params = if request.params.is_null() {
+        json!({})
+    } else {
+        request.params
+    };
+    if !params.is_object() {
+        return Err(ErrorShape::invalid("`params` must be an object"));
+    }
+    match request.method.as_str() {
+        "health" => {
+            need(conn, Need::Read)?;
+            Ok(json!({"ok": true, "uptimeMs": hub.started.elapsed().as_millis() as u64}))
+        }
+        "chat.send" => {
+            need(conn, Need::Write)?;
+            let key = key_param(&params, "sessionKey")?;
+            send(hub, conn, key, &params)
+                .await
+                .map(|(run, status)| json!({"runId": run, "status": status}))
+        }
+        "agent" => {
+            need(conn, Need::Write)?;
+            agent(hub, conn, &request.id, &params).await
+        }
+        "agent.wait" => {
+            need(conn, Need::Read)?;
+            agent_wait(hub, &params).await
+        }
+        "chat.abort" => {
+            need(conn, Need::Write)?;
+            let key = key_param(&params, "sessionKey")?;
+            let run = optional(&params, "runId")?;
+            let Some(session) = hub.lookup(key) else {
+                return Ok(json!({"ok": true, "aborted": false, "runIds": []}));
+            };
+            let runs = hub.unfinished(&session);
+            if run.is_some_and(|r| !runs.iter().any(|x| x == r)) || runs.is_empty() {
+                return Ok(json!({"ok": true, "aborted": false, "runIds": []}));
+            }
+            let runs = hub.abort(&session)?;
+            Ok(json!({"ok": true, "aborted": true, "runIds": runs}))
+        }
+        "chat.history" => {
+            need(conn, Need::Read)?;
+            let key = key_param(&params, "sessionKey")?;
+            let limit = limit(&params, 200, 1000)?;
+            let (session, messages) = history(hub, key, limit)?;
+            if let Some(session) = &session {
+                conn.uses(session);
+            }
+            Ok(json!({"sessionKey": key, "sessionId": session, "messages": messages}))
+        }
+        "chat.subscribe" => {
+            need(conn, Need::Read)?;
+            let key = key_param(&params, "sessionKey")?;
+            if let Some(session) = hub.lookup(key) {
+                conn.uses(&session);
+            } else {
+                let session = hub.open(key).await?;
+                conn.uses(&session);
+            }
+            Ok(json!({"ok": true}))
+        }
+        "sessions.get" => {
+            need(conn, Need::Read)?;
+            let key = key_param(&params, "key")?;
+            let limit = limit(&params, 1000, usize::MAX)?;
+            let (session, messages) = history(hub, key, limit)?;
+            if let Some(session) = &session {
+                conn.uses(session);
+            }
+            Ok(json!({"key": key, "sessionId": session, "messages": messages}))
+        }
+        "sessions.list" => {
+            need(conn, Need::Read)?;
+            list(hub, &params)
+        }
+        "sessions.resolve" => {
+            need(conn, Need::Read)?;
+            resolve(hub, &params)
+        }
+        "sessions.patch" => {
+            need(conn, Need::Write)?;
+            patch(hub, &params).await
+        }
+        "sessions.reset" => {
+            need(conn, Need::Write)?;
+            let key = key_param(&params, "key")?;
+            let session = hub.reset(key).await?;
+            Ok(json!({"ok": true, "key": key, "sessionId": session}))
+        }
+        "sessions.delete" => {
+            need(conn, Need::Admin)?;
+            let key = key_param(&params, "key")?;
+            let Some(session) = hub.lookup(key) else {
+                return Ok(json!({"ok": true, "key": key, "deleted": false}));
+            };
+            let _ = hub.abort(&session);
+            let deleted = hub.link()?.delete_session(&session).await.is_ok();
+            hub.forget_key(key);
+            Ok(json!({"ok": true, "key": key, "deleted": deleted}))
+        }
+        "sessions.compact" => {
+            need(conn, Need::Write)?;
+            let key = key_param(&params, "key")?;
+            let instructions = optional(&params, "instructions")?.unwrap_or_default();
+            let session = hub.open(key).await?;
+            let run = uuid::Uuid::new_v4().to_string();
+            let text = format!("/compact {instructions}").trim_end().to_string();
+            let waiter = {
+                hub.send(
+                    &session,
+                    key,
+                    &run,
+                    vec![ContentBlock::Text(TextContent::new(text))],
+                    Some(QueueMode::FollowUp),
+                )?;
+                hub.wait_for(&run)
+            };
+            if let Some(waiter) = waiter {
+                let _ = waiter.await;
+            }
+            match hub.outcome(&run).flatten() {
+                Some((Outcome::Ok { .. }, _, _)) => {
+                    Ok(json!({"ok": true, "key": key, "compacted": true}))
+                }
+                Some((Outcome::Error { message, .. }, _, _)) => Err(ErrorShape::invalid(message)),
+                _ => Err(ErrorShape::invalid("the compaction was cancelled")),
+            }
+        }
+        "sessions.subscribe" | "sessions.unsubscribe" => {
+            need(conn, Need::Read)?;
+            conn.sessions_changed.store(
+                request.method == "sessions.subscribe",
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            Ok(json!({"ok": true}))
+        }
+        "models.list" => {
+            need(conn, Need::Read)?;
+            models(hub)
+        }
+        "exec.approval.get" => {
+            if !conn.scopes.allows(Need::Read) {
+                need(conn, Need::Approvals)?;
+            }
+            let id = string(&params, "id")?;
+            hub.approval(id).ok_or_else(|| not_found(id))
+        }
+        "exec.approval.list" => {
+            if !conn.scopes.allows(Need::Read) {
+                need(conn, Need::Approvals)?;
+            }
+            Ok(json!({"approvals": hub.approvals()}))
+        }
+        "exec.approval.resolve" => {
+            need(conn, Need::Approvals)?;
+            let id = string(&params, "id")?;
+            let decision = string(&params, "decision")?;
+            let allowed = hub.approval_decisions(id).ok_or_else(|| not_found(id))?;
+            if !allowed.iter().any(|d| d == decision) {
+                return Err(ErrorShape::invalid(format!(
+                    "`decision` must be one of: {}",
+                    allowed.join(", ")
+                )));
+            }
+            if hub.settle(id, Some(decision), "client") {
+                Ok(json!({"ok": true}))
+            } else {
+                Err(not_found(id))
+            }
+        }
+        "connect" => Err(ErrorShape::invalid("already connected")),
+        other => Err(ErrorShape::invalid(format!("unknown method: {other}"))),
+    }
+}
+
+fn not_found(id: &str) -> ErrorShape {
+    ErrorShape::new(APPROVAL_NOT_FOUND, format!("no pending approval {id}"))
+}
+
+/// The prompt of a `chat.send` or `agent`: its text and images.
+fn content(params: &Value) -> Result<Vec<ContentBlock>, ErrorShape> {
+    let message = string(params, "message")?;
+    let mut blocks = vec![ContentBlock::Text(TextContent::new(message))];
+    match &params["attachments"] {
+        Value::Null => {}
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let kind = item["type"].as_str().unwrap_or("image");
+                let mime = item["mimeType"].as_str().unwrap_or_default();
+                let data = item["content"].as_str().unwrap_or_default();
+                if kind != "image" || !mime.starts_with("image/") {
+                    return Err(ErrorShape::invalid(format!(
+                        "attachments[{i}]: only images are accepted (`type: \"image\"`, an image/* `mimeType`)"
+                    )));
+                }
+                use base64::Engine;
+                if base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .is_err()
+                {
+                    return Err(ErrorShape::invalid(format!(
+                        "attachments[{i}].content is not base64"
+                    )));
+                }
+                blocks.push(ContentBlock::Image(ImageContent::new(data, mime)));
+            }
+        }
+        _ => return Err(ErrorShape::invalid("`attachments` must be an array")),
+    }
+    Ok(blocks)
+}
+
+/// `chat.send` and `agent`: the run id and the ack status.
+async fn send(
+    hub: &Arc<Hub>,
+    conn: &Arc<Conn>,
+    key: &str,
+    params: &Value,
+) -> Result<(String, &'static str), ErrorShape> {
+    let run = string(params, "idempotencyKey")?;
+    if run.is_empty() || run.len() > 256 {
+        return Err(ErrorShape::invalid(
+            "`idempotencyKey` must be 1 to 256 characters",
+        ));
+    }
+    if let Some(status) = hub.known_run(run) {
+        return Ok((run.to_string(), status));
+    }
+    let blocks = content(params)?;
+    let mode = match optional(params, "queueMode")? {
+        None => None,
+        Some(mode) => Some(QueueMode::parse(mode).ok_or_else(|| {
+            ErrorShape::invalid("`queueMode` must be steer, followup, collect or interrupt")
+        })?),
+    };
+    let session = hub.open(key).await?;
+    conn.uses(&session);
+    // Two sends with one key racing past the check above: the first wins.
+    if let Some(status) = hub.known_run(run) {
+        return Ok((run.to_string(), status));
+    }
+    hub.send(&session, key, run, blocks, mode)?;
+    Ok((run.to_string(), "started"))
+}
+
+async fn agent(hub: &Arc<Hub>, conn: &Arc<Conn>, id: &str, params: &Value) -> Reply {
+    let key = match optional(params, "sessionKey")? {
+        Some(_) => key_param(params, "sessionKey")?,
+        None => MAIN_KEY,
+    };
+    let (run, status) = send(hub, conn, key, params).await?;
+    let accepted = json!({
+        "runId": run,
+        "sessionKey": key,
+        "agentId": "main",
+        "status": if status == "started" { "accepted" } else { status },
+        "acceptedAt": now_ms(),
+    });
+    conn.out.push(Out::Frame(frames::ok(id, &accepted)));
+    if let Some(waiter) = hub.wait_for(&run) {
+        let _ = waiter.await;
+    }
+    let (outcome, text, _) = hub
+        .outcome(&run)
+        .flatten()
+        .ok_or_else(|| ErrorShape::invalid("the run is gone"))?;
+    Ok(final_result(&run, &outcome, &text))
+}
+
+fn final_result(run: &str, outcome: &Outcome, text: &str) -> Value {
+    match outcome {
+        Outcome::Ok { stop } => json!({
+            "runId": run,
+            "status": "ok",
+            "summary": text,
+            "result": {"text": text, "stopReason": stop},
+        }),
+        Outcome::Aborted => json!({
+            "runId": run,
+            "status": "error",
+            "summary": "aborted",
+            "error": "aborted",
+            "result": {"text": text, "stopReason": "aborted"},
+        }),
+        Outcome::Error { message, .. } => json!({
+            "runId": run,
+            "status": "error",
+            "summary": message,
+            "error": message,
+            "result": {"text": text, "stopReason": "error"},
+        }),
+    }
+}
+
+async fn agent_wait(hub: &Arc<Hub>, params: &Value) -> Reply {
+    let run = string(params, "runId")?;
+    let timeout = match &params["timeoutMs"] {
+        Value::Null => 30_000,
+        value => value
+            .as_u64()
+            .ok_or_else(|| ErrorShape::invalid("`timeoutMs` must be a non-negative integer"))?,
+    };
+    let Some(state) = hub.outcome(run) else {
+        return Err(ErrorShape::invalid(format!("unknown run {run}")));
+    };
+    if state.is_none()
+        && let Some(waiter) = hub.wait_for(run)
+    {
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(timeout), waiter).await;
+    }
+    match hub.outcome(run).flatten() {
+        None => Ok(json!({"runId": run, "status": "timeout"})),
+        Some((Outcome::Ok { .. }, text, _)) => Ok(json!({
+            "runId": run,
+            "status": "ok",
+            "terminalReply": {"disposition": "visible", "text": text},
+        })),
+        Some((Outcome::Aborted, _, _)) => {
+            Ok(json!({"runId": run, "status": "error", "error": "aborted"}))
+        }
+        Some((Outcome::Error { message, .. }, _, _)) => {
+            Ok(json!({"runId": run, "status": "error", "error": message}))
+        }
+    }
+}
+
+/// A session's messages from its transcript (none for a key not used yet).
+fn history(hub: &Hub, key: &str, limit: usize) -> Result<(Option<String>, Vec<Value>), ErrorShape> {
+    let Some(session) = hub.lookup(key) else {
+        return Ok((None, Vec::new()));
+    };
+    let Some(path) = crate::session::find(hub.data_dir(), &session) else {
+        return Ok((Some(session), Vec::new()));
+    };
+    let loaded = crate::session::transcript::load(&path)
+        .map_err(|e| ErrorShape::invalid(format!("cannot read the session: {e}")))?;
+    let restored = crate::session::restore(loaded.entries);
+    let mut messages: Vec<Value> = restored.visible().iter().filter_map(message).collect();
+    if messages.len() > limit {
+        messages.drain(..messages.len() - limit);
+    }
+    Ok((Some(session), messages))
+}
+
+/// One history entry as the protocol shows it.
+fn message(entry: &AgentMessage) -> Option<Value> {
+    let AgentMessage::Llm { message } = entry else {
+        return None;
+    };
+    Some(match message {
+        Message::User { content } => json!({
+            "role": "user",
+            "content": content.iter().map(user_block).collect::<Vec<_>>(),
+        }),
+        Message::Assistant(assistant) => json!({
+            "role": "assistant",
+            "content": assistant.content.iter().map(|c| match c {
+                AssistantContent::Text { text } => json!({"type": "text", "text": text}),
+                AssistantContent::Thinking { thinking, redacted, .. } => {
+                    json!({"type": "thinking", "thinking": if *redacted { "" } else { thinking.as_str() }})
+                }
+                AssistantContent::ToolCall(call) => json!({
+                    "type": "toolCall", "id": call.id, "name": call.name, "arguments": call.arguments,
+                }),
+            }).collect::<Vec<_>>(),
+            "model": assistant.model,
+            "provider": assistant.provider,
+        }),
+        Message::ToolResult(result) => json!({
+            "role": "toolResult",
+            "toolCallId": result.tool_call_id,
+            "toolName": result.tool_name,
+            "content": result.content.iter().map(user_block).collect::<Vec<_>>(),
+            "isError": result.is_error,
+        }),
+    })
+}
+
+fn user_block(content: &Content) -> Value {
+    match content {
+        Content::Text { text } => json!({"type": "text", "text": text}),
+        Content::Image { mime_type, .. } => json!({"type": "image", "mimeType": mime_type}),
+    }
+}
+
+fn millis(rfc3339: &str) -> u64 {
+    humantime::parse_rfc3339(rfc3339)
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}
+
+fn row(hub: &Hub, summary: &crate::session::Summary) -> Value {
+    let key = hub.key_of(&summary.id);
+    let title = summary.title.clone().unwrap_or_default();
+    json!({
+        "key": key,
+        "sessionId": summary.id,
+        "kind": "direct",
+        "updatedAt": millis(&summary.updated_at),
+        "derivedTitle": title,
+        "displayName": title,
+        "spawnedCwd": summary.cwd,
+        "queueMode": hub.queue_mode(&summary.id).map(|m| m.as_str()),
+    })
+}
+
+fn list(hub: &Hub, params: &Value) -> Reply {
+    let limit = limit(params, 100, 1000)?;
+    let offset = params["offset"].as_u64().unwrap_or(0) as usize;
+    let search = optional(params, "search")?.map(str::to_lowercase);
+    let rows: Vec<Value> = crate::session::list(hub.data_dir(), None)
+        .iter()
+        .map(|s| row(hub, s))
+        .filter(|row| match &search {
+            None => true,
+            Some(search) => ["key", "sessionId", "derivedTitle"].iter().any(|f| {
+                row[f]
+                    .as_str()
+                    .is_some_and(|v| v.to_lowercase().contains(search))
+            }),
+        })
+        .collect();
+    let count = rows.len();
+    let page: Vec<Value> = rows.into_iter().skip(offset).take(limit).collect();
+    Ok(json!({
+        "sessions": page,
+        "hasMore": offset + limit < count,
+        "count": count,
+        "ts": now_ms(),
+    }))
+}
+
+fn resolve(hub: &Hub, params: &Value) -> Reply {
+    let wanted = optional(params, "key")?
+        .or(optional(params, "sessionId")?)
+        .or(optional(params, "label")?)
+        .ok_or_else(|| ErrorShape::invalid("give `key`, `sessionId` or `label`"))?;
+    let sessions = crate::session::list(hub.data_dir(), None);
+    let found = hub.lookup(wanted).or_else(|| {
+        sessions
+            .iter()
+            .find(|s| s.title.as_deref() == Some(wanted) || s.id.starts_with(wanted))
+            .map(|s| s.id.clone())
+    });
+    match found {
+        Some(session) => Ok(json!({
+            "ok": true,
+            "key": hub.key_of(&session),
+            "agentId": "main",
+            "sessionId": session,
+        })),
+        None if params["allowMissing"].as_bool() == Some(true) => Ok(json!({"ok": false})),
+        None => Err(ErrorShape::invalid(format!("no session matches {wanted}"))),
+    }
+}
+
+async fn patch(hub: &Arc<Hub>, params: &Value) -> Reply {
+    let key = key_param(params, "key")?;
+    let session = hub.open(key).await?;
+    let link = hub.link()?;
+    let options = [
+        ("model", crate::acp::MODEL_OPTION),
+        ("thinkingLevel", crate::acp::THOUGHT_OPTION),
+        ("permissionMode", crate::acp::MODE_OPTION),
+    ];
+    for (field, option) in options {
+        if let Some(value) = optional(params, field)? {
+            link.set_option(&session, option, value)
+                .await
+                .map_err(|e| {
+                    ErrorShape::invalid(format!("{field}: {}", super::link::error_text(&e)))
+                })?;
+        }
+    }
+    if let Some(mode) = optional(params, "queueMode")? {
+        let mode = QueueMode::parse(mode).ok_or_else(|| {
+            ErrorShape::invalid("`queueMode` must be steer, followup, collect or interrupt")
+        })?;
+        let acp = match mode {
+            QueueMode::FollowUp | QueueMode::Collect => "follow-up",
+            QueueMode::Steer | QueueMode::Interrupt => "steer",
+        };
+        link.set_option(&session, crate::acp::QUEUE_OPTION, acp)
+            .await
+            .map_err(|e| ErrorShape::invalid(super::link::error_text(&e)))?;
+        hub.set_queue_mode(&session, mode);
+    }
+    let entry = crate::session::list(hub.data_dir(), None)
+        .iter()
+        .find(|s| s.id == session)
+        .map(|s| row(hub, s));
+    Ok(json!({"ok": true, "key": key, "sessionId": session, "entry": entry}))
+}
+
+fn models(hub: &Hub) -> Reply {
+    let settings = crate::config::Settings::load_from_process(&hub.cwd)
+        .map_err(|e| ErrorShape::invalid(e.to_string()))?;
+    let models: Vec<Value> = settings
+        .catalog
+        .listed_models()
+        .filter(|m| settings.can_offer(m))
+        .map(|m| {
+            json!({
+                "id": m.full_id(),
+                "name": m.name,
+                "provider": m.provider,
+                "contextWindow": m.context_window,
+                "reasoning": m.reasoning,
+            })
+        })
+        .collect();
+    Ok(json!({ "models": models }))
+}
