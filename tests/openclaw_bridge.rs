@@ -189,7 +189,7 @@ impl Bridge {
         );
         assert_eq!(
             response["result"]["agentInfo"],
-            json!({"name": "openclaw-acp", "version": OPENCLAW_VERSION})
+            json!({"name": "openclaw-acp", "title": "OpenClaw ACP Gateway", "version": OPENCLAW_VERSION})
         );
         let session = acp.new_session(&sandbox.work()).await;
         Self {
@@ -335,11 +335,23 @@ async fn bash_with_permission_answer(answer: &str) -> (Bridge, Value, Vec<Value>
 }
 
 /// The one permission request of `before`, with the gateway's approval id
-/// replaced by `$APPROVAL` (the id is the gateway's to choose).
+/// replaced by `$APPROVAL` and its title by `$TITLE` (both are the
+/// gateway's to choose).
 fn the_permission_request(before: &[Value]) -> Value {
     let requests = requests_of(before, "session/request_permission");
     assert_eq!(requests.len(), 1, "{before:#?}");
     let mut params = requests[0]["params"].clone();
+    // The title is the gateway's to word (the bridge takes the tool call's
+    // when the approval has none); it must show the command.
+    let title = params["toolCall"]["title"].as_str().unwrap_or_default();
+    let command = params["toolCall"]["rawInput"]["command"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        !command.is_empty() && title.contains(command),
+        "the approval's title {title:?} does not show its command {command:?}"
+    );
+    params["toolCall"]["title"] = json!("$TITLE");
     let approval = params["toolCall"]["rawInput"]["approvalId"]
         .as_str()
         .expect("the permission request names the gateway's approval id")
@@ -361,12 +373,10 @@ async fn an_approval_through_the_bridge_asks_the_editor_and_allowing_runs_the_co
             "sessionId": b.session,
             "toolCall": {
                 "toolCallId": "toolu_b1",
-                // The bridge titles the approval after the tool call it
-                // already showed (an `execute` tool with the same id).
-                "title": format!("bash: command: {command}"),
+                "title": "$TITLE",
                 "kind": "execute",
                 "status": "pending",
-                "rawInput": {"name": "exec", "approvalId": "$APPROVAL", "command": command},
+                "rawInput": {"name": "exec", "approvalId": "$APPROVAL", "command": command, "host": "gateway"},
                 "_meta": {"toolName": "exec", "approvalId": "$APPROVAL"}
             },
             "options": [
