@@ -295,8 +295,12 @@ async fn upgrade(
             .into_response();
     };
     let max = gateway.config.max_payload();
+    // Small buffers: a thousand idle clients must not cost 128 KiB each
+    // (tungstenite's default); frames are written as they come.
     ws.max_message_size(max)
         .max_frame_size(max)
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(0)
         .on_upgrade(move |socket| async move {
             let gateway = slot.gateway.clone();
             connection::run(socket, peer.ip(), gateway).await;

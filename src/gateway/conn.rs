@@ -186,33 +186,10 @@ pub struct Conn {
     /// Sent the `session-scoped-events` cap: it gets chat and agent events
     /// of the sessions it used only.
     pub scoped: bool,
-    /// The sessions (ids) it used.
+    /// The sessions (ids) it used, when `scoped`.
     pub sessions: Mutex<HashSet<String>>,
     /// Called `sessions.subscribe`.
     pub sessions_changed: AtomicBool,
-}
-
-impl Conn {
-    pub fn uses(&self, session: &str) {
-        if self.scoped {
-            let mut sessions = self
-                .sessions
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            if !sessions.contains(session) {
-                sessions.insert(session.to_string());
-            }
-        }
-    }
-
-    pub fn follows(&self, session: &str) -> bool {
-        !self.scoped
-            || self
-                .sessions
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .contains(session)
-    }
 }
 
 #[cfg(test)]

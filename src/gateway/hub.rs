@@ -46,12 +46,23 @@ pub struct Hub {
     pub approval_timeout: Duration,
     pub started: Instant,
     next_conn: AtomicU64,
-    conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    conns: Mutex<Conns>,
     keys: Mutex<KeyMap>,
     /// Opening sessions one at a time: two first messages to one new key
     /// make one session.
     opening: tokio::sync::Mutex<()>,
     state: Mutex<State>,
+}
+
+/// The clients, indexed for the events of one session: those that follow
+/// every session, and per session those that follow only the ones they
+/// used (`session-scoped-events`), so that an event costs its recipients,
+/// not every client.
+#[derive(Default)]
+struct Conns {
+    all: HashMap<u64, Arc<Conn>>,
+    unscoped: Vec<Arc<Conn>>,
+    by_session: HashMap<String, Vec<Arc<Conn>>>,
 }
 
 #[derive(Default)]
@@ -258,7 +269,7 @@ impl Hub {
             approval_timeout,
             started: Instant::now(),
             next_conn: AtomicU64::new(1),
-            conns: Mutex::new(HashMap::new()),
+            conns: Mutex::new(Conns::default()),
             keys: Mutex::new(keys),
             opening: tokio::sync::Mutex::new(()),
             state: Mutex::new(State::default()),
@@ -302,7 +313,7 @@ impl Hub {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Conn>>> {
+    fn conns(&self) -> std::sync::MutexGuard<'_, Conns> {
         self.conns
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -313,11 +324,43 @@ impl Hub {
     }
 
     pub fn register(&self, conn: Arc<Conn>) {
-        self.conns().insert(conn.id, conn);
+        let mut conns = self.conns();
+        if !conn.scoped {
+            conns.unscoped.push(conn.clone());
+        }
+        conns.all.insert(conn.id, conn);
     }
 
     pub fn unregister(&self, id: u64) {
-        self.conns().remove(&id);
+        let mut conns = self.conns();
+        let Some(conn) = conns.all.remove(&id) else {
+            return;
+        };
+        conns.unscoped.retain(|c| c.id != id);
+        let sessions: Vec<String> = lock(&conn.sessions).iter().cloned().collect();
+        for session in sessions {
+            if let Some(list) = conns.by_session.get_mut(&session) {
+                list.retain(|c| c.id != id);
+                if list.is_empty() {
+                    conns.by_session.remove(&session);
+                }
+            }
+        }
+    }
+
+    /// `conn` used `session`: a scoped client hears its events from now on.
+    pub fn follow(&self, conn: &Arc<Conn>, session: &str) {
+        if !conn.scoped || !lock(&conn.sessions).insert(session.to_string()) {
+            return;
+        }
+        let mut conns = self.conns();
+        if conns.all.contains_key(&conn.id) {
+            conns
+                .by_session
+                .entry(session.to_string())
+                .or_default()
+                .push(conn.clone());
+        }
     }
 
     // ----- events -----
@@ -325,15 +368,22 @@ impl Hub {
     /// Sends an event to every client that may and wants to hear it.
     fn broadcast(&self, name: &'static str, payload: &Value, to: Audience<'_>) {
         let payload: Arc<str> = Arc::from(payload.to_string());
-        let conns: Vec<Arc<Conn>> = self.conns().values().cloned().collect();
+        let conns: Vec<Arc<Conn>> = {
+            let conns = self.conns();
+            match to {
+                Audience::Session(session) | Audience::Tool(session) => conns
+                    .unscoped
+                    .iter()
+                    .chain(conns.by_session.get(session).into_iter().flatten())
+                    .cloned()
+                    .collect(),
+                _ => conns.all.values().cloned().collect(),
+            }
+        };
         for conn in conns {
             let wanted = match to {
-                Audience::Session(session) => {
-                    conn.scopes.allows(Need::Read) && conn.follows(session)
-                }
-                Audience::Tool(session) => {
-                    conn.scopes.allows(Need::Read) && conn.tool_events && conn.follows(session)
-                }
+                Audience::Session(_) => conn.scopes.allows(Need::Read),
+                Audience::Tool(_) => conn.scopes.allows(Need::Read) && conn.tool_events,
                 Audience::Approvers => conn.scopes.allows(Need::Approvals),
                 Audience::SessionWatchers => {
                     conn.scopes.allows(Need::Read)
@@ -1146,6 +1196,10 @@ enum Audience<'a> {
     Approvers,
     SessionWatchers,
     All,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn merge(into: &mut Value, extra: Value) {

@@ -163,7 +163,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let limit = limit(&params, 200, 1000)?;
             let (session, messages) = history(hub, key, limit)?;
             if let Some(session) = &session {
-                conn.uses(session);
+                hub.follow(conn, session);
             }
             Ok(json!({"sessionKey": key, "sessionId": session, "messages": messages}))
         }
@@ -171,10 +171,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             need(conn, Need::Read)?;
             let key = key_param(&params, "sessionKey")?;
             if let Some(session) = hub.lookup(key) {
-                conn.uses(&session);
+                hub.follow(conn, &session);
             } else {
                 let session = hub.open(key).await?;
-                conn.uses(&session);
+                hub.follow(conn, &session);
             }
             Ok(json!({"ok": true}))
         }
@@ -184,7 +184,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let limit = limit(&params, 1000, usize::MAX)?;
             let (session, messages) = history(hub, key, limit)?;
             if let Some(session) = &session {
-                conn.uses(session);
+                hub.follow(conn, session);
             }
             Ok(json!({"key": key, "sessionId": session, "messages": messages}))
         }
@@ -353,7 +353,7 @@ async fn send(
         })?),
     };
     let session = hub.open(key).await?;
-    conn.uses(&session);
+    hub.follow(conn, &session);
     // Two sends with one key racing past the check above: the first wins.
     if let Some(status) = hub.known_run(run) {
         return Ok((run.to_string(), status));
