@@ -124,19 +124,21 @@ impl Gateway {
 }
 
 /// `openclaw acp --url URL --token-file FILE` in `sandbox`, with its own
-/// home and state directory (its device identity and event ledger live
-/// there) and the token in a file, so that it is not on a command line.
+/// home and state directory under `sandbox/name` (its device identity and
+/// event ledger live there) and the token in a file, so that it is not on
+/// a command line.
 fn bridge_command(
     (node, entry): (PathBuf, PathBuf),
     sandbox: &Sandbox,
+    name: &str,
     url: &str,
     token: &str,
 ) -> Command {
-    let root = sandbox.dir.path();
+    let root = sandbox.dir.path().join(name);
     let token_file = root.join("gateway-token");
-    std::fs::write(&token_file, token).unwrap();
-    let bridge_home = root.join("bridge-home");
+    let bridge_home = root.join("home");
     std::fs::create_dir_all(&bridge_home).unwrap();
+    std::fs::write(&token_file, token).unwrap();
     let mut cmd = Command::new(node);
     cmd.arg(entry)
         .args(["acp", "--url", url, "--token-file"])
@@ -144,7 +146,7 @@ fn bridge_command(
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", &bridge_home)
-        .env("OPENCLAW_STATE_DIR", root.join("bridge-state"))
+        .env("OPENCLAW_STATE_DIR", root.join("state"))
         .env("NO_COLOR", "1")
         .current_dir(sandbox.work())
         .stdin(Stdio::piped())
@@ -152,6 +154,37 @@ fn bridge_command(
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     cmd
+}
+
+/// A bridge (its files under `sandbox/name`) connected to `gateway` and
+/// initialized.
+async fn connect_bridge(sandbox: &Sandbox, gateway: &Gateway, name: &str) -> Acp {
+    let mut acp = Acp::spawn(bridge_command(
+        toolchain(),
+        sandbox,
+        name,
+        &gateway.url,
+        TOKEN,
+    ));
+    // The bridge answers `initialize` only after the gateway accepted its
+    // `connect` (hello-ok); a refused handshake ends the process.
+    let id = acp
+        .send(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+        )
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert!(
+        response.get("error").is_none(),
+        "the bridge refused initialize: {response}\ngateway stderr:\n{}",
+        gateway.stderr()
+    );
+    assert_eq!(
+        response["result"]["agentInfo"],
+        json!({"name": "openclaw-acp", "title": "OpenClaw ACP Gateway", "version": OPENCLAW_VERSION})
+    );
+    acp
 }
 
 /// One test's world: the mock model, the gateway, the bridge connected to
@@ -166,31 +199,12 @@ struct Bridge {
 
 impl Bridge {
     async fn start() -> Self {
-        let toolchain = toolchain();
+        // A missing toolchain fails here, before anything starts.
+        toolchain();
         let sandbox = Sandbox::new();
         let mock = MockModel::start().await;
         let gateway = Gateway::start(&sandbox, &mock).await;
-
-        let mut acp = Acp::spawn(bridge_command(toolchain, &sandbox, &gateway.url, TOKEN));
-
-        // The bridge answers `initialize` only after the gateway accepted
-        // its `connect` (hello-ok); a refused handshake ends the process.
-        let id = acp
-            .send(
-                "initialize",
-                json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
-            )
-            .await;
-        let (response, _) = acp.until_response(id).await;
-        assert!(
-            response.get("error").is_none(),
-            "the bridge refused initialize: {response}\ngateway stderr:\n{}",
-            gateway.stderr()
-        );
-        assert_eq!(
-            response["result"]["agentInfo"],
-            json!({"name": "openclaw-acp", "title": "OpenClaw ACP Gateway", "version": OPENCLAW_VERSION})
-        );
+        let mut acp = connect_bridge(&sandbox, &gateway, "bridge").await;
         let session = acp.new_session(&sandbox.work()).await;
         Self {
             sandbox,
@@ -541,6 +555,87 @@ async fn cancel_through_the_bridge_aborts_the_gateway_run_and_the_session_goes_o
 }
 
 #[tokio::test]
+async fn a_second_bridge_lists_and_loads_the_session_from_the_gateway_and_goes_on() {
+    let mut b = Bridge::start().await;
+    b.sandbox.write("hello.txt", "hello\n");
+    b.mock.push(Reply::fixture("anthropic/tool_read.sse"));
+    b.mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let id = b
+        .acp
+        .send(
+            "session/prompt",
+            prompt(&b.session, "What does hello.txt say?"),
+        )
+        .await;
+    let (response, _) = b.acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+
+    // Another editor, through another bridge with an empty state directory
+    // (no ledger of its own): what it lists and replays comes from the
+    // gateway (`sessions.list`, `sessions.get`).
+    let mut other = connect_bridge(&b.sandbox, &b.gateway, "other").await;
+    let key = format!("acp-bridge:{}", b.session);
+    let listed = other.call("session/list", json!({})).await;
+    let sessions = listed["sessions"].as_array().unwrap();
+    assert_eq!(
+        sessions.iter().map(|s| &s["sessionId"]).collect::<Vec<_>>(),
+        vec![&json!(key)],
+        "{listed}"
+    );
+    assert_eq!(sessions[0]["cwd"], json!(b.sandbox.work()));
+
+    let id = other
+        .send(
+            "session/load",
+            json!({"sessionId": key, "cwd": b.sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, before) = other.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    let replayed: Vec<Value> = updates_of(&before)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] != "usage_update")
+        .collect();
+    assert_eq!(
+        Value::Array(replayed),
+        json!([
+            {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": b.sent_prompt("What does hello.txt say?")}},
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "I'll read the file."}},
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "The file says hello."}}
+        ])
+    );
+
+    // The loaded session is the same pincer session: the model sees the
+    // earlier turns with the new prompt.
+    b.mock.push(Reply::sse(anthropic_text("Still here.", 10)));
+    let id = other
+        .send("session/prompt", prompt(&key, "Are you there?"))
+        .await;
+    let (response, before) = other.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    let chunks: Vec<Value> = coalesce(updates_of(&before))
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .collect();
+    assert_eq!(
+        chunks,
+        vec![
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Still here."}})
+        ]
+    );
+    let requests = b.mock.requests();
+    assert_eq!(requests.len(), 3);
+    let roles: Vec<&str> = requests[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"]);
+    assert_eq!(b.mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
 async fn the_bridge_refuses_a_gateway_that_refuses_its_token() {
     // The other side of the handshake: with a wrong token pincer refuses
     // the connect in the shape OpenClaw's client understands, and the
@@ -552,6 +647,7 @@ async fn the_bridge_refuses_a_gateway_that_refuses_its_token() {
     let mut acp = Acp::spawn(bridge_command(
         toolchain,
         &sandbox,
+        "bridge",
         &gateway.url,
         "not-the-gateway-token-at-all-000",
     ));
