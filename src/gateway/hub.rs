@@ -1107,7 +1107,28 @@ impl Hub {
             "createdAtMs": created_ms,
             "expiresAtMs": expires_ms,
         });
-        self.state().approvals.insert(id.clone(), approval);
+        let legacy = json!({
+            "phase": "requested",
+            "kind": "exec",
+            "status": "pending",
+            "approvalId": id,
+            "command": approval.command,
+            "title": tool["title"],
+            "toolCallId": approval.tool_call_id,
+        });
+        {
+            let mut state = self.state();
+            state.approvals.insert(id.clone(), approval);
+            // OpenClaw's bridge relays `exec.approval.requested` only for a
+            // command; the older `agent` approval event (matched by run) gets
+            // every other tool's question to the editor too.
+            let active = state.live.get(&session).and_then(|l| l.active.clone());
+            if let Some(run_id) = active
+                && let Some(run) = state.runs.get_mut(&run_id)
+            {
+                self.agent(&run_id, run, "approval", legacy);
+            }
+        }
         self.broadcast("exec.approval.requested", &payload, Audience::Approvers);
         let chosen = match tokio::time::timeout(self.approval_timeout, rx).await {
             Ok(Ok(chosen)) => chosen,
