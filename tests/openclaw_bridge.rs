@@ -484,6 +484,24 @@ async fn a_file_write_that_needs_permission_reaches_the_editor_through_the_bridg
         std::fs::read_to_string(b.sandbox.work().join("notes.txt")).unwrap(),
         "written through the bridge\n"
     );
+    // The call shows as the tool the model called: the bridge titles it
+    // and infers its kind from the gateway's `name`.
+    let started: Vec<Value> = updates_of(&before)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .collect();
+    assert_eq!(
+        started,
+        vec![json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": "toolu_w1",
+            "title": "write: path: notes.txt, content: written through the bridge\\n",
+            "status": "in_progress",
+            "rawInput": {"path": "notes.txt", "content": "written through the bridge\n"},
+            "kind": "edit",
+            "locations": [{"path": "notes.txt"}]
+        })]
+    );
     let results = tool_results(&b.mock, 1);
     assert_eq!(results.len(), 1);
     assert_eq!((results[0].0.as_str(), results[0].1), ("toolu_w1", false));
