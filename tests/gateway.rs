@@ -55,7 +55,11 @@ fn assert_timestamps(messages: &Value) {
         .flatten()
         .filter(|m| !m["timestamp"].is_u64())
         .collect();
-    assert_eq!(missing, Vec::<&Value>::new(), "messages without a timestamp");
+    assert_eq!(
+        missing,
+        Vec::<&Value>::new(),
+        "messages without a timestamp"
+    );
 }
 
 fn messages_shape(messages: &Value) -> Vec<Value> {
@@ -262,7 +266,10 @@ async fn the_handshake_challenge_hello_ok_and_ticks_have_the_specs_shape() {
     assert_eq!(reader.hello["auth"]["scopes"], json!(["operator.read"]));
     // The spec's connId is a uuid (a counter tells a client how many
     // others there were).
-    assert!(uuid::Uuid::parse_str(&conn_id).is_ok(), "connId {conn_id:?} is not a uuid");
+    assert!(
+        uuid::Uuid::parse_str(&conn_id).is_ok(),
+        "connId {conn_id:?} is not a uuid"
+    );
 }
 
 #[tokio::test]
@@ -597,7 +604,11 @@ async fn sessions_methods_list_resolve_get_patch_reset_and_delete() {
         .map(|p| p["key"].clone())
         .filter(|k| *k != json!(key))
         .collect();
-    assert_eq!(keys, Vec::<Value>::new(), "sessions.changed with keys nobody used");
+    assert_eq!(
+        keys,
+        Vec::<Value>::new(),
+        "sessions.changed with keys nobody used"
+    );
     assert!(changed["payload"]["reason"].is_string(), "{changed}");
 
     let listed = client.call_ok("sessions.list", json!({})).await;
@@ -817,7 +828,10 @@ async fn sessions_compact_summarises_the_history() {
     let compacted = client
         .call_ok("sessions.compact", json!({"key": key}))
         .await;
-    assert_eq!(pick(&compacted, &["ok", "key"]), json!({"ok": true, "key": key}));
+    assert_eq!(
+        pick(&compacted, &["ok", "key"]),
+        json!({"ok": true, "key": key})
+    );
     let summary_request = mock
         .side_requests()
         .into_iter()
