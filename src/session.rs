@@ -466,13 +466,17 @@ pub fn delete(transcript: &Path) -> std::io::Result<()> {
 
 /// A title from the first thing the user asked: its first line, cut to 80
 /// characters.
+fn is_working_directory_line(line: &str) -> bool {
+    line.starts_with("[Working directory: ") && line.ends_with(']')
+}
+
 pub fn title_from(text: &str) -> Option<String> {
     // OpenClaw's ACP bridge starts every prompt with the editor's working
     // directory: that line names no session.
     let line = text
         .lines()
         .map(str::trim)
-        .find(|l| !l.is_empty() && !(l.starts_with("[Working directory: ") && l.ends_with(']')))?;
+        .find(|l| !l.is_empty() && !is_working_directory_line(l))?;
     let mut title: String = line.chars().take(80).collect();
     if line.chars().count() > 80 {
         title.push('…');

@@ -47,7 +47,7 @@ pub fn parse_request(text: &str) -> Result<Request, (Option<String>, String)> {
 pub struct ErrorShape {
     pub code: &'static str,
     pub message: String,
-    pub details: Option<Value>,
+    pub details: Option<Box<Value>>,
     pub retry_after_ms: Option<u64>,
 }
 
@@ -66,14 +66,14 @@ impl ErrorShape {
     }
 
     pub fn details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 
     pub fn to_json(&self) -> Value {
         let mut error = json!({ "code": self.code, "message": self.message });
         if let Some(details) = &self.details {
-            error["details"] = details.clone();
+            error["details"] = (**details).clone();
         }
         if let Some(after) = self.retry_after_ms {
             error["retryable"] = json!(true);

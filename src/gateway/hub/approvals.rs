@@ -1,0 +1,201 @@
+//! Permission questions as approvals: the agent asks the gateway's ACP
+//! connection, every client that may approve hears
+//! `exec.approval.requested`, the first `exec.approval.resolve` wins, and
+//! silence until the timeout is a rejection the model sees.
+
+use std::sync::Arc;
+
+use agent_client_protocol::v1::schema::{
+    PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SelectedPermissionOutcome,
+};
+use serde_json::{Value, json};
+
+use super::events::tool_name;
+use super::{Approval, Audience, Hub};
+use crate::gateway::frames::now_ms;
+
+impl Hub {
+    pub(super) async fn ask(
+        self: Arc<Self>,
+        request: RequestPermissionRequest,
+    ) -> RequestPermissionResponse {
+        let session = request.session_id.0.to_string();
+        let key = self.key_of(&session);
+        let tool = serde_json::to_value(&request.tool_call).unwrap_or_default();
+        let tool_call_id = request.tool_call.tool_call_id.0.to_string();
+        let command = tool["rawInput"]["command"]
+            .as_str()
+            .map(String::from)
+            .or_else(|| tool["title"].as_str().map(String::from))
+            .unwrap_or_default();
+        let mut decisions: Vec<(String, String)> = Vec::new();
+        let mut reject = None;
+        for option in &request.options {
+            // The protocol knows three decisions; "reject always" has no
+            // word in it (a client that wants it rejects once).
+            let decision = match option.kind {
+                PermissionOptionKind::AllowOnce => "allow-once",
+                PermissionOptionKind::AllowAlways => "allow-always",
+                PermissionOptionKind::RejectOnce => "deny",
+                _ => continue,
+            }
+            .to_string();
+            if option.kind == PermissionOptionKind::RejectOnce {
+                reject = Some(option.option_id.0.to_string());
+            }
+            if !decisions.iter().any(|(d, _)| *d == decision) {
+                decisions.push((decision, option.option_id.0.to_string()));
+            }
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let created_ms = now_ms();
+        let expires_ms = created_ms + self.approval_timeout.as_millis() as u64;
+        let tool_name = {
+            let state = self.state();
+            state
+                .live
+                .get(&session)
+                .and_then(|l| l.active.as_ref())
+                .and_then(|run| state.runs.get(run))
+                .and_then(|r| r.tools.get(&tool_call_id).cloned())
+                .unwrap_or_else(|| tool_name(&tool))
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let approval = Approval {
+            session: session.clone(),
+            key: key.clone(),
+            tool_name,
+
+            tool_call_id,
+            command,
+            decisions,
+            created_ms,
+            expires_ms,
+            reply: Some(tx),
+        };
+        let described = approval.describe(&id);
+        let payload = json!({
+            "approvalKind": "exec",
+            "id": id,
+            "request": {
+                "command": approval.command,
+                "commandPreview": preview(&approval.command),
+                "sessionKey": approval.key,
+                "toolCallId": approval.tool_call_id,
+                "toolName": approval.tool_name,
+                "cwd": self.cwd,
+                "host": "gateway",
+                "agentId": "main",
+            },
+            "allowedDecisions": described["allowedDecisions"],
+            "createdAtMs": created_ms,
+            "expiresAtMs": expires_ms,
+        });
+        let legacy = json!({
+            "phase": "requested",
+            "kind": "exec",
+            "status": "pending",
+            "approvalId": id,
+            "command": approval.command,
+            "title": tool["title"],
+            "toolCallId": approval.tool_call_id,
+        });
+        {
+            let mut state = self.state();
+            state
+                .asked
+                .insert((session.clone(), approval.tool_call_id.clone()));
+            state.approvals.insert(id.clone(), approval);
+            // OpenClaw's bridge relays `exec.approval.requested` only for a
+            // command; the older `agent` approval event (matched by run) gets
+            // every other tool's question to the editor too.
+            let active = state.live.get(&session).and_then(|l| l.active.clone());
+            if let Some(run_id) = active
+                && let Some(run) = state.runs.get_mut(&run_id)
+            {
+                self.agent(&run_id, run, "approval", legacy);
+            }
+        }
+        self.broadcast("exec.approval.requested", &payload, Audience::Approvers);
+        let chosen = match tokio::time::timeout(self.approval_timeout, rx).await {
+            Ok(Ok(chosen)) => chosen,
+            Ok(Err(_)) => None,
+            Err(_) => {
+                self.settle(&id, None, "timeout");
+                None
+            }
+        };
+        let option = chosen.or(reject);
+        RequestPermissionResponse::new(match option {
+            Some(option) => {
+                RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(option))
+            }
+            None => RequestPermissionOutcome::Cancelled,
+        })
+    }
+
+    /// Answers an approval (once): `decision` is the protocol's word,
+    /// `None` a rejection.
+    pub fn settle(&self, id: &str, decision: Option<&str>, by: &str) -> bool {
+        let Some(mut approval) = self.state().approvals.remove(id) else {
+            return false;
+        };
+        let option = decision.and_then(|d| {
+            approval
+                .decisions
+                .iter()
+                .find(|(name, _)| name == d)
+                .map(|(_, option)| option.clone())
+        });
+        if let Some(reply) = approval.reply.take() {
+            let _ = reply.send(option);
+        }
+        let payload = json!({
+            "id": id,
+            "decision": decision.unwrap_or("deny"),
+            "sessionKey": approval.key,
+            "toolCallId": approval.tool_call_id,
+            "resolvedBy": by,
+            "ts": now_ms(),
+        });
+        self.broadcast("exec.approval.resolved", &payload, Audience::Approvers);
+        true
+    }
+
+    pub fn approval(&self, id: &str) -> Option<Value> {
+        self.state().approvals.get(id).map(|a| a.describe(id))
+    }
+
+    pub fn approval_decisions(&self, id: &str) -> Option<Vec<String>> {
+        self.state()
+            .approvals
+            .get(id)
+            .map(|a| a.decisions.iter().map(|(d, _)| d.clone()).collect())
+    }
+
+    pub fn approvals(&self) -> Vec<Value> {
+        self.state()
+            .approvals
+            .iter()
+            .map(|(id, a)| a.describe(id))
+            .collect()
+    }
+}
+
+pub(super) fn decision_of(kind: PermissionOptionKind) -> &'static str {
+    match kind {
+        PermissionOptionKind::AllowOnce => "allow-once",
+        PermissionOptionKind::AllowAlways => "allow-always",
+        _ => "deny",
+    }
+}
+
+pub(super) fn preview(command: &str) -> String {
+    let line = command.lines().next().unwrap_or_default();
+    if line.chars().count() > 200 {
+        format!("{}…", line.chars().take(200).collect::<String>())
+    } else {
+        line.to_string()
+    }
+}
