@@ -610,7 +610,8 @@ async fn gateway_token_writes_a_private_file_and_prints_it_only_when_asked() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     // The path is said (on stdout or in stderr's sentence); the token not.
     assert!(
-        stdout.contains(&file.display().to_string()) || stderr.contains(&file.display().to_string()),
+        stdout.contains(&file.display().to_string())
+            || stderr.contains(&file.display().to_string()),
         "the file's path was not printed: {stdout:?} {stderr:?}"
     );
     assert!(!stdout.contains(&first) && !stderr.contains(&first));
