@@ -170,6 +170,16 @@ impl Peer {
     }
 }
 
+/// A prompt's answer, within the deadline.
+async fn answered(
+    sent: tokio::task::JoinHandle<Result<PromptResponse, agent_client_protocol::Error>>,
+) -> Result<PromptResponse, agent_client_protocol::Error> {
+    tokio::time::timeout(DEADLINE, sent)
+        .await
+        .expect("the prompt was not answered in time")
+        .unwrap()
+}
+
 fn allow(option: &str) -> RequestPermissionResponse {
     RequestPermissionResponse::new(RequestPermissionOutcome::Selected(
         SelectedPermissionOutcome::new(option.to_string()),
@@ -387,11 +397,7 @@ async fn a_prompt_from_another_connection_runs_with_the_owners_connection() {
     assert_eq!(request.session_id, session);
     assert_eq!(request.tool_call.tool_call_id.0.as_ref(), "call_1");
     respond.send(allow("allow_once")).unwrap();
-    let response = tokio::time::timeout(DEADLINE, answer)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let response = answered(answer).await.unwrap();
     assert_eq!(response.stop_reason, StopReason::EndTurn);
     assert!(phone.permissions.try_recv().is_err());
 
@@ -508,8 +514,8 @@ async fn the_observer_hears_a_steering_handover_and_a_cancelled_waiting_prompt_i
     })
     .await;
     respond.send(allow("allow_once")).unwrap();
-    let first = first.await.unwrap().unwrap();
-    let second = second.await.unwrap().unwrap();
+    let first = answered(first).await.unwrap();
+    let second = answered(second).await.unwrap();
     assert_eq!(
         (first.stop_reason, second.stop_reason),
         (StopReason::EndTurn, StopReason::EndTurn)
@@ -528,8 +534,8 @@ async fn the_observer_hears_a_steering_handover_and_a_cancelled_waiting_prompt_i
         .cx
         .send_notification(CancelNotification::new(session.clone()))
         .unwrap();
-    let fourth = fourth.await.unwrap().unwrap();
-    let third = third.await.unwrap().unwrap();
+    let fourth = answered(fourth).await.unwrap();
+    let third = answered(third).await.unwrap();
     assert_eq!(
         (third.stop_reason, fourth.stop_reason),
         (StopReason::Cancelled, StopReason::Cancelled)
@@ -603,11 +609,11 @@ async fn a_prompt_may_ask_to_steer_a_session_that_follows_up() {
     .await;
     respond.send(allow("allow_once")).unwrap();
     assert_eq!(
-        first.await.unwrap().unwrap().stop_reason,
+        answered(first).await.unwrap().stop_reason,
         StopReason::EndTurn
     );
     assert_eq!(
-        second.await.unwrap().unwrap().stop_reason,
+        answered(second).await.unwrap().stop_reason,
         StopReason::EndTurn
     );
     let lines = heard.until("ended s Ok(EndTurn)").await;
@@ -635,7 +641,7 @@ async fn a_prompt_may_ask_to_steer_a_session_that_follows_up() {
     // A queue mode pincer does not know is refused, and the observer
     // still hears that the request ended.
     let refused = phone.prompt(&session, "third", Some("bad"), Some("sideways"));
-    let error = refused.await.unwrap().unwrap_err();
+    let error = answered(refused).await.unwrap_err();
     assert!(error.to_string().contains("follow-up"), "{error}");
     heard.until("ended bad Err(\"_meta[\\\"pincer/gateway\\\"].queue is \\\"sideways\\\"; it takes \\\"steer\\\" or \\\"follow-up\\\"\")").await;
 }
@@ -657,7 +663,7 @@ async fn loading_a_session_open_on_another_connection_keeps_one_session_and_its_
     mock.push(Reply::fixture("anthropic/text.sse"));
     let hello = gateway.prompt(&session, "hello", Some("g1"), None);
     assert_eq!(
-        hello.await.unwrap().unwrap().stop_reason,
+        answered(hello).await.unwrap().stop_reason,
         StopReason::EndTurn
     );
 
@@ -679,9 +685,17 @@ async fn loading_a_session_open_on_another_connection_keeps_one_session_and_its_
         user_chunks(&editor.updates()),
         vec!["hello".to_string(), "run".to_string()]
     );
+    // The editor, its new owner, is told the slash commands.
+    support::wait_until("the editor got the commands", DEADLINE, || {
+        editor
+            .updates()
+            .iter()
+            .any(|n| matches!(n.update, SessionUpdate::AvailableCommandsUpdate(_)))
+    })
+    .await;
     respond.send(allow("allow_once")).unwrap();
     assert_eq!(
-        running.await.unwrap().unwrap().stop_reason,
+        answered(running).await.unwrap().stop_reason,
         StopReason::EndTurn
     );
 
@@ -693,7 +707,7 @@ async fn loading_a_session_open_on_another_connection_keeps_one_session_and_its_
     assert_eq!(request.tool_call.tool_call_id.0.as_ref(), "call_2");
     respond.send(allow("allow_once")).unwrap();
     assert_eq!(
-        again.await.unwrap().unwrap().stop_reason,
+        answered(again).await.unwrap().stop_reason,
         StopReason::EndTurn
     );
     heard.until("ended g3 Ok(EndTurn)").await;

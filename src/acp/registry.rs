@@ -22,6 +22,9 @@ use super::session::Session;
 pub const PROMPT_META_KEY: &str = "pincer/gateway";
 
 /// What the observer is told, per session, in the order it happened.
+// Updates are nearly every event, so boxing them would cost an allocation
+// per streamed token for the sake of the rare small variants.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum Observed {
     /// A `session/update`, whichever connection it went to (live updates

@@ -273,6 +273,7 @@ impl Session {
     /// A session working in `cwd`; `additional` directories may also be
     /// touched without asking. The editor's MCP servers and the configured
     /// ones start in the background.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: String,
         cwd: PathBuf,
@@ -335,9 +336,14 @@ impl Session {
         lock(&self.owner).clone()
     }
 
-    /// Gives the session to another connection (it opened it again).
+    /// Gives the session to another connection (it opened it again),
+    /// which is then told the slash commands afresh.
     pub fn set_owner(&self, owner: Owner) {
-        *lock(&self.owner) = owner;
+        let mut current = lock(&self.owner);
+        if current.connection != owner.connection {
+            lock(&self.announced).commands = None;
+        }
+        *current = owner;
     }
 
     pub fn owned_by(&self, connection: u64) -> bool {
