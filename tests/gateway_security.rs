@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use support::acp_client::{Sandbox, TIMEOUT};
 use support::gateway::{
     Client, Frame, Gateway, Refused, close_of, connect_params, gateway_command, new_key, new_token,
-    write_gateway_config,
+    parse_listening, spawn_stderr_reader, write_gateway_config,
 };
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_text, anthropic_tool_call};
@@ -483,25 +483,58 @@ async fn a_non_loopback_bind_with_a_credential_warns_about_tls() {
 
 #[tokio::test]
 async fn bad_configured_credentials_are_refused_at_startup() {
-    for bad in ["", "undefined", "null", "short-token"] {
+    // (where, value): in $PINCER_GATEWAY_TOKEN or in the token file.
+    let cases = [
+        ("env", ""),
+        ("env", "undefined"),
+        ("env", "null"),
+        ("env", "short-token"),
+        ("file", ""),
+        ("file", "undefined"),
+        ("file", "   \n"),
+        ("file", "short-token"),
+    ];
+    let mut accepted = Vec::new();
+    for (place, bad) in cases {
         let sandbox = Sandbox::new();
         let mock = MockModel::start().await;
-        let mut cmd = gateway_command(&sandbox, &mock, Some(bad), &[]);
-        cmd.stdout(std::process::Stdio::piped());
-        let out = tokio::time::timeout(TIMEOUT, cmd.output())
-            .await
-            .unwrap_or_else(|_| panic!("a gateway with token {bad:?} kept running"))
+        let file = sandbox.home().join("gateway").join("token");
+        let (token, named) = if place == "env" {
+            (Some(bad), "PINCER_GATEWAY_TOKEN".to_string())
+        } else {
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, bad).unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+            (None, file.display().to_string())
+        };
+        let mut child = gateway_command(&sandbox, &mock, token, &[])
+            .spawn()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = spawn_stderr_reader(&mut child);
+        // It either listens (wrong) or exits (stderr ends).
+        if stderr.wait_line(TIMEOUT, parse_listening).await.is_some() {
+            accepted.push(format!(
+                "{place} {bad:?}: listening; stderr: {}",
+                stderr.text()
+            ));
+            continue;
+        }
+        let status = tokio::time::timeout(TIMEOUT, child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        let text = stderr.text();
+        assert!(!status.success(), "{place} {bad:?}: {text}");
         assert!(
-            !out.status.success(),
-            "token {bad:?} was accepted: {stderr}"
-        );
-        assert!(
-            stderr.contains("PINCER_GATEWAY_TOKEN"),
-            "the refusal should name the variable: {stderr}"
+            text.contains(&named),
+            "{place} {bad:?}: the refusal should name {named}: {text}"
         );
     }
+    assert_eq!(
+        accepted,
+        Vec::<String>::new(),
+        "bad credentials the gateway started with"
+    );
 }
 
 #[tokio::test]
