@@ -1418,3 +1418,133 @@ async fn interrupt_aborts_the_run_and_starts_the_new_message() {
     );
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
+
+/// `pincer acp --gateway` on a free loopback port, with the mock model and
+/// `token`; returns the editor's connection and the gateway's address.
+async fn acp_with_gateway(
+    sandbox: &Sandbox,
+    mock: &MockModel,
+    token: &str,
+) -> (support::acp_client::Acp, std::net::SocketAddr) {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = free.local_addr().unwrap();
+    drop(free);
+    let gateway_arg = format!("--gateway={addr}");
+    let mut cmd = sandbox.command(&["acp", &gateway_arg]);
+    cmd.env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+        .env("PINCER_GATEWAY_TOKEN", token);
+    let acp = support::acp_client::Acp::spawn(cmd);
+    // Listening once a websocket opens.
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        match Client::open_with(addr, std::net::Ipv4Addr::LOCALHOST, "/", &[]).await {
+            Ok(_) => break,
+            Err(e) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "pincer acp --gateway never listened on {addr}: {e:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    (acp, addr)
+}
+
+#[tokio::test]
+async fn a_gateway_client_follows_and_steers_the_session_an_editor_runs() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let marker = sandbox.work().join("ran");
+    let command = format!("touch {}", marker.display());
+    mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_e",
+        "bash",
+        &json!({"command": command}),
+    )));
+    mock.push(Reply::sse(anthropic_text("Done.", 30)));
+    mock.push(Reply::sse(anthropic_text("From the phone.", 40)));
+    let token = support::gateway::new_token();
+    let (mut acp, addr) = acp_with_gateway(&sandbox, &mock, &token).await;
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let mut phone = Client::open(addr).await;
+    phone
+        .connect_ok(connect_params(Some(&token), &[], &["tool-events"]))
+        .await;
+    assert_eq!(
+        pick(
+            &phone
+                .call_ok("chat.subscribe", json!({"sessionKey": session}))
+                .await,
+            &["ok"]
+        ),
+        json!({"ok": true})
+    );
+
+    // The editor prompts and is asked, as always; the phone follows.
+    let id = acp
+        .send("session/prompt", support::prompt(&session, "touch it"))
+        .await;
+    let (response, before) = acp
+        .drive(id, |method, _| {
+            assert_eq!(method, "session/request_permission");
+            support::selected("allow_once")
+        })
+        .await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(
+        support::acp_client::requests_of(&before, "session/request_permission").len(),
+        1
+    );
+    assert!(marker.exists());
+    let joined = phone.next_event("session.message").await;
+    assert_eq!(joined["payload"]["sessionKey"], json!(session));
+    assert_eq!(message_text(&joined["payload"]), "touch it");
+    let run = joined["payload"]["runId"].as_str().unwrap().to_string();
+    let end = phone.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "final");
+    assert!(message_text(&end["payload"]).ends_with("Done."), "{end}");
+    let resolved = phone.next_event("exec.approval.resolved").await;
+    assert_eq!(
+        pick(
+            &resolved["payload"],
+            &["decision", "sessionKey", "toolCallId", "resolvedBy"]
+        ),
+        json!({"decision": "allow-once", "sessionKey": session, "toolCallId": "toolu_e", "resolvedBy": "editor"})
+    );
+    let tools: Vec<Value> = agent_of(&phone, &run, "tool")
+        .iter()
+        .map(|e| pick(&e["data"], &["phase", "toolCallId"]))
+        .filter(|d| d["phase"] != "update")
+        .collect();
+    assert_eq!(
+        tools,
+        vec![
+            json!({"phase": "start", "toolCallId": "toolu_e"}),
+            json!({"phase": "result", "toolCallId": "toolu_e"}),
+        ]
+    );
+
+    // The phone sends; the editor sees the turn in its session.
+    let sent = phone.chat_send(&session, "hello from the phone").await;
+    let end = phone.chat_end(&sent).await;
+    assert!(message_text(&end["payload"]).ends_with("From the phone."));
+    let mut shown = String::new();
+    while !shown.contains("From the phone.") {
+        let message = acp.next().await;
+        let update = &message["params"]["update"];
+        if message["method"] == "session/update"
+            && message["params"]["sessionId"] == json!(session)
+            && update["sessionUpdate"] == "agent_message_chunk"
+        {
+            shown.push_str(update["content"]["text"].as_str().unwrap_or_default());
+        }
+    }
+    assert_eq!(
+        user_texts(&mock.requests().last().unwrap().body),
+        vec!["touch it", "hello from the phone"]
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
