@@ -1250,8 +1250,9 @@ fn go_running(sandbox: &Sandbox) -> bool {
     process_running(&format!("done; echo went # {}", marker(sandbox)))
 }
 
-/// Starts "first" on a session whose model runs a waiting `bash` (approved
-/// once) and then `read`s a.txt; once the command runs, sends `later` with
+/// Starts "first" on a session whose model runs a waiting `bash` (the
+/// user's config says `bypass`, so that these tests need no approvals) and
+/// then `read`s a.txt; once the command runs, sends `later` with
 /// `mode`. Returns the client, the key, the first run and the later runs.
 async fn busy_session(
     gateway: &Gateway,
@@ -1262,13 +1263,6 @@ async fn busy_session(
     let mut client = gateway.admin().await;
     let key = new_key();
     let first = client.chat_send(&key, "first").await;
-    let requested = client.next_event("exec.approval.requested").await;
-    client
-        .call_ok(
-            "exec.approval.resolve",
-            json!({"id": requested["payload"]["id"], "decision": "allow-once"}),
-        )
-        .await;
     wait_until("the waiting command never started", TIMEOUT, || {
         go_running(sandbox)
     })
@@ -1289,6 +1283,11 @@ async fn busy_session(
 }
 
 fn busy_mock(sandbox: &Sandbox, mock: &MockModel) {
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "default_mode = \"bypass\"\n",
+    )
+    .unwrap();
     sandbox.write("a.txt", "alpha\n");
     mock.push(Reply::sse(anthropic_tool_calls(&[
         ("w1", "bash", &wait_for_go(sandbox)),
