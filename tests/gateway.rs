@@ -1547,3 +1547,60 @@ async fn a_gateway_client_follows_and_steers_the_session_an_editor_runs() {
     );
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn session_scoped_clients_get_events_only_for_sessions_they_used() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("For the first.", 20)));
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    mock.push(Reply::Sse {
+        body: anthropic_text("For the second.", 20),
+        delay: Duration::ZERO,
+        gate: Some(gate.clone()),
+    });
+    mock.push(Reply::sse(anthropic_text("For the third.", 20)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut owner = gateway.admin().await;
+    let mut scoped = gateway
+        .operator(&[], &["session-scoped-events", "tool-events"])
+        .await;
+    let (first, second, third) = (new_key(), new_key(), new_key());
+    let run = owner.chat_send(&first, "one").await;
+    owner.chat_end(&run).await;
+    // The scoped client opens the second session while its run waits.
+    let other = owner.chat_send(&second, "two").await;
+    mock.wait_for_requests(2, TIMEOUT).await;
+    let history = scoped
+        .call_ok("chat.history", json!({"sessionKey": second}))
+        .await;
+    assert!(history["sessionId"].is_string(), "{history}");
+    gate.notify_one();
+    owner.chat_end(&other).await;
+    let end = scoped.chat_end(&other).await;
+    assert!(message_text(&end["payload"]).ends_with("For the second."));
+    let seen: Vec<Value> = scoped
+        .events
+        .iter()
+        .filter(|e| {
+            e["event"] == "chat" || e["event"] == "agent" || e["event"] == "session.message"
+        })
+        .map(|e| e["payload"]["sessionKey"].clone())
+        .filter(|k| *k != json!(second))
+        .collect();
+    assert_eq!(
+        seen,
+        Vec::<Value>::new(),
+        "events of a session it never used"
+    );
+    // A key it opened before anyone wrote to it (a chat page opened on an
+    // empty session) is used too: its first run reaches the client.
+    let empty = scoped
+        .call_ok("chat.history", json!({"sessionKey": third}))
+        .await;
+    assert_eq!(empty["messages"], json!([]));
+    let later = owner.chat_send(&third, "three").await;
+    owner.chat_end(&later).await;
+    let end = scoped.chat_end(&later).await;
+    assert!(message_text(&end["payload"]).ends_with("For the third."));
+}

@@ -115,6 +115,19 @@ async fn missing_empty_undefined_null_and_wrong_tokens_are_refused_and_closed() 
         );
         assert_eq!(close.0, 1008);
     }
+    // Tokens that are not strings: refused, and the connection closed.
+    for odd in [
+        json!(12345),
+        json!(["x"]),
+        json!({"token": token}),
+        json!(true),
+    ] {
+        let mut params = connect_params(None, &[], &[]);
+        params["auth"] = json!({"token": odd});
+        let (error, close) = refused_connect(&gateway, params).await;
+        assert_eq!(error["code"], "INVALID_REQUEST", "{odd}: {error}");
+        assert_eq!(close.0, 1008, "{odd}");
+    }
     // The right token as a password is not the token (auth = "token").
     let mut as_password = connect_params(None, &[], &[]);
     as_password["auth"] = json!({"password": token});
@@ -188,12 +201,22 @@ async fn a_credential_in_the_url_is_refused_before_the_upgrade() {
             }
         }
     }
-    // Also on another path and among other parameters.
-    let path = format!("/chat?x=1&token={token}");
-    assert!(matches!(
-        Client::upgrade(gateway.addr, Ipv4Addr::LOCALHOST, &path, &[], None).await,
-        Err(Refused::Http(400))
-    ));
+    // Also on another path, among other parameters, in another case,
+    // percent-encoded, or without a value.
+    for path in [
+        format!("/chat?x=1&token={token}"),
+        format!("/?Token={token}"),
+        format!("/?PASSWORD={token}"),
+        format!("/?%74oken={token}"),
+        "/?token".to_string(),
+        "/?token=".to_string(),
+    ] {
+        match Client::upgrade(gateway.addr, Ipv4Addr::LOCALHOST, &path, &[], None).await {
+            Err(Refused::Http(400)) => {}
+            Err(other) => panic!("{path}: expected HTTP 400, got {other:?}"),
+            Ok(_) => panic!("{path}: the websocket was upgraded"),
+        }
+    }
     // A query without credentials is fine.
     let mut client = Client::open_with(gateway.addr, Ipv4Addr::LOCALHOST, "/?session=main", &[])
         .await
@@ -1086,4 +1109,34 @@ async fn a_slow_consumer_is_dropped_and_the_others_get_every_frame() {
     }
     // The gateway goes on.
     fast.call_ok("health", json!({})).await;
+}
+
+#[tokio::test]
+async fn a_peer_that_never_finishes_its_http_request_is_closed() {
+    // Slowloris: half an upgrade request, then silence. The connection
+    // holds no websocket slot, so only a timeout frees it.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    write_gateway_config(&sandbox, "handshake_timeout_ms = 300");
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut stream = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let read = tokio::time::timeout(TIMEOUT, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "a half-sent HTTP request was kept open for {TIMEOUT:?}"
+    );
 }
