@@ -467,7 +467,12 @@ pub fn delete(transcript: &Path) -> std::io::Result<()> {
 /// A title from the first thing the user asked: its first line, cut to 80
 /// characters.
 pub fn title_from(text: &str) -> Option<String> {
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    // OpenClaw's ACP bridge starts every prompt with the editor's working
+    // directory: that line names no session.
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !(l.starts_with("[Working directory: ") && l.ends_with(']')))?;
     let mut title: String = line.chars().take(80).collect();
     if line.chars().count() > 80 {
         title.push('…');
@@ -546,6 +551,19 @@ pub fn list(data_dir: &Path, cwd: Option<&Path>) -> Vec<Summary> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_title_skips_the_working_directory_line_openclaw_s_bridge_adds() {
+        assert_eq!(
+            title_from("[Working directory: ~/src/app]\n\nFix the login bug").as_deref(),
+            Some("Fix the login bug")
+        );
+        assert_eq!(title_from("[Working directory: ~/src/app]"), None);
+        assert_eq!(
+            title_from("[Working directory: is what I asked] why?").as_deref(),
+            Some("[Working directory: is what I asked] why?")
+        );
+    }
 
     #[test]
     fn transcripts_are_grouped_by_cwd_and_found_by_id() {

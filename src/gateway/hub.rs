@@ -1027,10 +1027,6 @@ impl Hub {
                 let data = serde_json::to_value(&plan).unwrap_or_default();
                 self.agent(run_id, run, "plan", data);
             }
-            SessionUpdate::UsageUpdate(usage) => {
-                let data = serde_json::to_value(&usage).unwrap_or_default();
-                self.agent(run_id, run, "usage", data);
-            }
             _ => {}
         }
     }
@@ -1050,12 +1046,15 @@ impl Hub {
         let mut decisions: Vec<(String, String)> = Vec::new();
         let mut reject = None;
         for option in &request.options {
+            // The protocol knows three decisions; "reject always" has no
+            // word in it (a client that wants it rejects once).
             let decision = match option.kind {
-                PermissionOptionKind::AllowOnce => "allow-once".to_string(),
-                PermissionOptionKind::AllowAlways => "allow-always".to_string(),
-                PermissionOptionKind::RejectOnce => "deny".to_string(),
-                _ => option.option_id.0.to_string(),
-            };
+                PermissionOptionKind::AllowOnce => "allow-once",
+                PermissionOptionKind::AllowAlways => "allow-always",
+                PermissionOptionKind::RejectOnce => "deny",
+                _ => continue,
+            }
+            .to_string();
             if option.kind == PermissionOptionKind::RejectOnce {
                 reject = Some(option.option_id.0.to_string());
             }
@@ -1066,22 +1065,22 @@ impl Hub {
         let id = uuid::Uuid::new_v4().to_string();
         let created_ms = now_ms();
         let expires_ms = created_ms + self.approval_timeout.as_millis() as u64;
+        let tool_name = {
+            let state = self.state();
+            state
+                .live
+                .get(&session)
+                .and_then(|l| l.active.as_ref())
+                .and_then(|run| state.runs.get(run))
+                .and_then(|r| r.tools.get(&tool_call_id).cloned())
+                .unwrap_or_else(|| tool_name(&tool))
+        };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let approval = Approval {
             session: session.clone(),
             key: key.clone(),
-            tool_name: self
-                .state()
-                .live
-                .get(&session)
-                .and_then(|l| l.active.clone())
-                .and_then(|run| {
-                    self.state()
-                        .runs
-                        .get(&run)
-                        .and_then(|r| r.tools.get(&tool_call_id).cloned())
-                })
-                .unwrap_or_else(|| tool_name(&tool)),
+            tool_name,
+
             tool_call_id,
             command,
             decisions,
@@ -1251,10 +1250,10 @@ fn decision_of(kind: PermissionOptionKind) -> &'static str {
     }
 }
 
-/// The tool's name as OpenClaw's clients infer a kind from it: pincer's
-/// own name when the update carries one, else one of its kind.
+/// The tool's name, from which OpenClaw's clients infer a kind: the
+/// update's `name`, else a name of its kind.
 fn tool_name(call: &Value) -> String {
-    if let Some(name) = call["_meta"]["pincer"]["tool"].as_str() {
+    if let Some(name) = call["name"].as_str().filter(|n| !n.is_empty()) {
         return name.to_string();
     }
     match call["kind"].as_str().unwrap_or_default() {
