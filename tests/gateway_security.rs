@@ -1140,3 +1140,71 @@ async fn a_peer_that_never_finishes_its_http_request_is_closed() {
         "a half-sent HTTP request was kept open for {TIMEOUT:?}"
     );
 }
+
+#[tokio::test]
+async fn session_keys_cannot_reach_transcripts_outside_the_sessions_directory() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("A secret answer.", 20)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = client.chat_send(&key, "the secret").await;
+    client.chat_end(&run).await;
+    // A copy of a real transcript outside the sessions directory, where a
+    // key such as `../../stolen` would point if it were joined to a path.
+    let id = client
+        .call_ok("sessions.resolve", json!({"key": key}))
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let transcript = walk(&sandbox.home().join("sessions"))
+        .into_iter()
+        .find(|p| p.to_string_lossy().ends_with(&format!("{id}.jsonl")))
+        .unwrap();
+    std::fs::copy(&transcript, sandbox.home().join("stolen.jsonl")).unwrap();
+    std::fs::copy(
+        &transcript,
+        sandbox.home().join("sessions").join("stolen.jsonl"),
+    )
+    .unwrap();
+    for hostile in [
+        "../../stolen",
+        "../stolen",
+        "/../../stolen",
+        "..\\..\\stolen",
+        &format!("{}/../../stolen", sandbox.home().display()),
+    ] {
+        let history = client
+            .call("chat.history", json!({"sessionKey": hostile}))
+            .await;
+        if history["ok"] == json!(true) {
+            assert_eq!(
+                pick_messages(&history["payload"]),
+                json!([]),
+                "{hostile} read a transcript"
+            );
+        }
+        let got = client.call("sessions.get", json!({"key": hostile})).await;
+        if got["ok"] == json!(true) {
+            assert_eq!(pick_messages(&got["payload"]), json!([]), "{hostile}");
+        }
+    }
+    // Keys outside 1..=512 characters are refused and reach no model.
+    for bad in [String::new(), "k".repeat(513)] {
+        let res = client
+            .call(
+                "chat.send",
+                json!({"sessionKey": bad, "message": "hi", "idempotencyKey": uuid::Uuid::new_v4().to_string()}),
+            )
+            .await;
+        assert_eq!(res["ok"], json!(false), "{res}");
+        assert_eq!(res["error"]["code"], "INVALID_REQUEST", "{res}");
+    }
+    assert_eq!(mock.requests().len(), 1);
+}
+
+fn pick_messages(payload: &Value) -> Value {
+    payload["messages"].clone()
+}
