@@ -6,6 +6,8 @@
 //! a session is busy. The real binary, a real websocket client, the mock
 //! model.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -350,7 +352,7 @@ async fn a_turn_with_a_tool_call_streams_to_two_clients_tool_events_only_with_th
         ]
     );
     let position = |client: &Client, pred: &dyn Fn(&Value) -> bool| {
-        client.events.iter().position(|e| pred(e)).unwrap()
+        client.events.iter().position(pred).unwrap()
     };
     let last_tool = tools
         .events

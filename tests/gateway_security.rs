@@ -7,6 +7,8 @@
 //! and proves that nothing happened (no model request, no session, no
 //! frame) where an attacker was refused.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::net::Ipv4Addr;
@@ -52,9 +54,8 @@ fn assert_error(error: &Value, code: &str, message: &str, details_code: Option<&
         text.starts_with(message),
         "message {text:?} should start with {message:?}: {error}"
     );
-    match details_code {
-        Some(details) => assert_eq!(error["details"]["code"], details, "{error}"),
-        None => {}
+    if let Some(details) = details_code {
+        assert_eq!(error["details"]["code"], details, "{error}");
     }
 }
 
@@ -1088,11 +1089,9 @@ async fn a_slow_consumer_is_dropped_and_the_others_get_every_frame() {
     let mut got_final = false;
     let ended = loop {
         match slow.next_frame().await {
-            Frame::Json(f) => {
-                if f["event"] == "chat" && f["payload"]["state"] == "final" {
-                    got_final = true;
-                    break None;
-                }
+            Frame::Json(f) if f["event"] == "chat" && f["payload"]["state"] == "final" => {
+                got_final = true;
+                break None;
             }
             frame @ (Frame::Close(_) | Frame::Ended(_)) => break Some(frame),
             _ => {}
