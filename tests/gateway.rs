@@ -1606,3 +1606,43 @@ async fn session_scoped_clients_get_events_only_for_sessions_they_used() {
     let end = scoped.chat_end(&later).await;
     assert!(message_text(&end["payload"]).ends_with("For the third."));
 }
+
+#[tokio::test]
+async fn chat_send_passes_image_attachments_to_the_model() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("A red dot.", 30)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    // A 1x1 PNG.
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+    let run = uuid::Uuid::new_v4().to_string();
+    let sent = client
+        .call_ok(
+            "chat.send",
+            json!({"sessionKey": key, "message": "what is this?", "idempotencyKey": run,
+                   "attachments": [{"type": "image", "mimeType": "image/png", "content": png}]}),
+        )
+        .await;
+    assert_eq!(
+        pick(&sent, &["runId", "status"]),
+        json!({"runId": run, "status": "started"})
+    );
+    let end = client.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "final");
+    let body = support::without_time_lines(&mock.requests()[0].body);
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    let images: Vec<Value> = last["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "image")
+        .map(|b| b["source"].clone())
+        .collect();
+    assert_eq!(
+        images,
+        vec![json!({"type": "base64", "media_type": "image/png", "data": png})]
+    );
+    assert_eq!(user_texts(&mock.requests()[0].body), vec!["what is this?"]);
+}
