@@ -12,6 +12,7 @@ mod auth;
 mod conn;
 mod connection;
 mod frames;
+mod guard;
 mod hub;
 mod link;
 mod methods;
@@ -22,9 +23,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::acp::registry::Registry;
@@ -123,8 +123,9 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
         .unwrap_or_else(|| config.bind().to_string());
     let port = options.port.unwrap_or_else(|| config.port());
     let loopback = is_loopback(&bind);
-    let env = |key: &str| settings.env(key).map(String::from);
-    let (credential, source) = auth::resolve(&config, &settings.paths.config_dir, &env, loopback)?;
+    // The process's own environment: an empty variable counts as set.
+    let env = |key: &str| std::env::var(key).ok();
+    let (credential, source) = auth::resolve(&config, &settings.paths.config_dir, &env, &bind)?;
     match &source {
         auth::Source::Created(file) => eprintln_log(&format!(
             "created a gateway token in {} (readable by you alone); clients send it in their `connect`",
@@ -247,11 +248,10 @@ pub fn new_token(
 async fn upgrade(
     State(gateway): State<Arc<Gateway>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    uri: Uri,
-    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+    mut request: Request,
 ) -> Response {
-    if let Some(query) = uri.query() {
+    let headers = request.headers();
+    if let Some(query) = request.uri().query() {
         let leaks = url::form_urlencoded::parse(query.as_bytes())
             .any(|(name, _)| CREDENTIAL_PARAMS.contains(&name.to_ascii_lowercase().as_str()));
         if leaks {
@@ -277,15 +277,12 @@ async fn upgrade(
                 .into_response();
         }
     }
-    let ws = match ws {
-        Ok(ws) => ws,
-        Err(_) => {
-            return (
-                StatusCode::UPGRADE_REQUIRED,
-                "pincer gateway: connect with a websocket client (ws://host:port/)\n",
-            )
-                .into_response();
-        }
+    let Some(key) = websocket_key(headers) else {
+        return (
+            StatusCode::UPGRADE_REQUIRED,
+            "pincer gateway: connect with a websocket client (ws://host:port/)\n",
+        )
+            .into_response();
     };
     let Some(slot) = gateway.take_slot(peer.ip()) else {
         return (
@@ -294,18 +291,64 @@ async fn upgrade(
         )
             .into_response();
     };
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let on_upgrade = hyper::upgrade::on(&mut request);
     let max = gateway.config.max_payload();
-    // Small buffers: a thousand idle clients must not cost 128 KiB each
-    // (tungstenite's default); frames are written as they come.
-    ws.max_message_size(max)
-        .max_frame_size(max)
-        .read_buffer_size(4 * 1024)
-        .write_buffer_size(0)
-        .on_upgrade(move |socket| async move {
-            let gateway = slot.gateway.clone();
-            connection::run(socket, peer.ip(), gateway).await;
-            drop(slot);
+    tokio::spawn(async move {
+        let upgraded = match on_upgrade.await {
+            Ok(upgraded) => upgraded,
+            Err(e) => {
+                tracing::debug!(error = %e, "a websocket upgrade failed");
+                return;
+            }
+        };
+        // Small buffers: a thousand idle clients must not cost 128 KiB
+        // each (tungstenite's default); frames are written as they come.
+        let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+            .max_message_size(Some(max))
+            .max_frame_size(Some(max))
+            .read_buffer_size(4 * 1024)
+            .write_buffer_size(0);
+        let budget = Arc::new(guard::Budget::default());
+        let io = guard::Guarded::new(hyper_util::rt::TokioIo::new(upgraded), budget.clone());
+        let socket = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            io,
+            tokio_tungstenite::tungstenite::protocol::Role::Server,
+            Some(config),
+        )
+        .await;
+        let gateway = slot.gateway.clone();
+        connection::run(socket, budget, peer.ip(), gateway).await;
+        drop(slot);
+    });
+    let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    if let Ok(accept) = HeaderValue::from_str(&accept) {
+        headers.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
+    }
+    response
+}
+
+/// The key of a websocket upgrade request (RFC 6455 §4.2.1), if it is one.
+fn websocket_key(headers: &HeaderMap) -> Option<String> {
+    let has = |name: header::HeaderName, token: &str| {
+        headers.get_all(name).iter().any(|value| {
+            value.to_str().is_ok_and(|v| {
+                v.split(',')
+                    .any(|part| part.trim().eq_ignore_ascii_case(token))
+            })
         })
+    };
+    if !has(header::UPGRADE, "websocket") || !has(header::CONNECTION, "upgrade") {
+        return None;
+    }
+    if headers.get(header::SEC_WEBSOCKET_VERSION)?.to_str().ok()? != "13" {
+        return None;
+    }
+    let key = headers.get(header::SEC_WEBSOCKET_KEY)?.to_str().ok()?;
+    (!key.is_empty()).then(|| key.to_string())
 }
 
 /// Whether a browser page from `origin` may connect: the gateway's own

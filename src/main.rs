@@ -546,6 +546,13 @@ fn main() -> std::process::ExitCode {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,agent_client_protocol=error"));
+    // The websocket and HTTP layers trace whole frames and headers, which
+    // carry the gateway's credential: never below debug, whatever RUST_LOG
+    // says.
+    let filter = ["tungstenite=info", "tokio_tungstenite=info", "hyper=info", "axum=info"]
+        .iter()
+        .filter_map(|d| d.parse().ok())
+        .fold(filter, |f, d| f.add_directive(d));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

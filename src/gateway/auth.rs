@@ -77,8 +77,9 @@ pub fn resolve(
     config: &GatewayConfig,
     config_dir: &Path,
     env: &dyn Fn(&str) -> Option<String>,
-    loopback: bool,
+    bind: &str,
 ) -> Result<(Credential, Source), String> {
+    let loopback = crate::config::gateway::is_loopback(bind);
     let mode = config.auth();
     let what = mode.as_str();
     let check = |value: String, place: &str| -> Result<Secret, String> {
@@ -96,6 +97,8 @@ pub fn resolve(
         Ok(Secret::new(value))
     };
     let var = config.credential_env();
+    // A variable set to nothing is a mistake to report, not an absence
+    // (`PINCER_GATEWAY_TOKEN=$TYPO` must not fall back to another token).
     if let Some(value) = env(var) {
         let secret = check(value, &format!("${var}"))?;
         return Ok((Credential::new(mode, secret), Source::Env(var.to_string())));
@@ -111,7 +114,7 @@ pub fn resolve(
     }
     if !loopback {
         return Err(format!(
-            "refusing to listen beyond this machine without a {what}: set ${var} or run `pincer gateway token` first"
+            "refusing to listen on {bind}, beyond this machine, without a {what} you set: set ${var} or run `pincer gateway token` first"
         ));
     }
     if mode == AuthMode::Password {
@@ -251,7 +254,7 @@ mod tests {
         let config = GatewayConfig::default();
         for value in ["", "undefined", "null", "short"] {
             let env = |k: &str| (k == "PINCER_GATEWAY_TOKEN").then(|| value.to_string());
-            let err = resolve(&config, dir.path(), &env, true).unwrap_err();
+            let err = resolve(&config, dir.path(), &env, "127.0.0.1").unwrap_err();
             assert!(err.contains("PINCER_GATEWAY_TOKEN"), "{err}");
         }
     }
@@ -261,10 +264,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = GatewayConfig::default();
         let none = |_: &str| None;
-        let err = resolve(&config, dir.path(), &none, false).unwrap_err();
+        let err = resolve(&config, dir.path(), &none, "0.0.0.0").unwrap_err();
         assert!(err.contains("refusing to listen"), "{err}");
         assert!(!dir.path().join("gateway/token").exists());
-        let (credential, source) = resolve(&config, dir.path(), &none, true).unwrap();
+        let (credential, source) = resolve(&config, dir.path(), &none, "127.0.0.1").unwrap();
         let file = dir.path().join("gateway/token");
         assert_eq!(source, Source::Created(file.clone()));
         let stored = std::fs::read_to_string(&file).unwrap();
@@ -277,7 +280,7 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
         // The next start reads the same token.
-        let (_, again) = resolve(&config, dir.path(), &none, false).unwrap();
+        let (_, again) = resolve(&config, dir.path(), &none, "0.0.0.0").unwrap();
         assert_eq!(again, Source::File(file));
     }
 

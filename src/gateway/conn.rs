@@ -109,6 +109,8 @@ pub enum Out {
     Frame(String),
     /// An event; its `seq` is given when it is written.
     Event(&'static str, Arc<str>),
+    /// The last frame: a close with its code and reason.
+    Close(u16, &'static str),
 }
 
 impl Out {
@@ -116,6 +118,7 @@ impl Out {
         match self {
             Self::Frame(frame) => frame.len(),
             Self::Event(name, payload) => name.len() + payload.len() + 48,
+            Self::Close(..) => 0,
         }
     }
 }
@@ -144,6 +147,12 @@ impl Outbox {
             },
             Inbox { rx, queued },
         )
+    }
+
+    /// Closes the connection after what is queued, whatever the queue's
+    /// size.
+    pub fn close(&self, code: u16, reason: &'static str) {
+        let _ = self.tx.send(Out::Close(code, reason));
     }
 
     /// Queues a frame; `false` when the client is gone or too slow (it is

@@ -7,14 +7,39 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures::{SinkExt, StreamExt};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use serde_json::{Value, json};
 
 use super::Gateway;
 use super::auth::Refusal;
 use super::conn::{Conn, Out, Outbox, Scopes};
 use super::frames::{self, ErrorShape, INVALID_REQUEST, PROTOCOL, UNAVAILABLE, now_ms};
+use super::guard::Budget;
+
+/// The websocket of one client.
+pub type Socket = WebSocketStream<
+    super::guard::Guarded<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>,
+>;
+
+fn close(code: u16, reason: &str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code: code.into(),
+        reason: reason.to_string().into(),
+    }))
+}
+
+/// Lets what the client still sends drain (so that it reads the close
+/// frame rather than a reset), for a moment at most.
+async fn drain(stream: &mut futures::stream::SplitStream<Socket>, budget: &Budget) {
+    budget.drain();
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Some(Ok(_)) = stream.next().await {}
+    })
+    .await;
+}
 
 /// The largest frame before `connect` succeeds.
 pub const MAX_PREAUTH: usize = 64 * 1024;
@@ -40,7 +65,7 @@ impl Refused {
     }
 }
 
-pub async fn run(socket: WebSocket, peer: IpAddr, gateway: Arc<Gateway>) {
+pub async fn run(socket: Socket, budget: Arc<Budget>, peer: IpAddr, gateway: Arc<Gateway>) {
     let (mut sink, mut stream) = socket.split();
     let nonce = uuid::Uuid::new_v4().simple().to_string();
     let challenge = json!({
@@ -56,7 +81,11 @@ pub async fn run(socket: WebSocket, peer: IpAddr, gateway: Arc<Gateway>) {
         return;
     }
     let handshake = Duration::from_millis(gateway.config.handshake_timeout_ms());
-    let first = match tokio::time::timeout(handshake, next_data(&mut stream)).await {
+    let first = tokio::select! {
+        first = tokio::time::timeout(handshake, next_data(&mut stream)) => first,
+        () = budget.exhausted.notified() => Ok(Some(Data::Binary(usize::MAX))),
+    };
+    let first = match first {
         Err(_) => Err(Refused::close(1008, "handshake timeout")),
         Ok(None) => return,
         Ok(Some(Data::Binary(len))) if len > MAX_PREAUTH => {
@@ -96,23 +125,20 @@ pub async fn run(socket: WebSocket, peer: IpAddr, gateway: Arc<Gateway>) {
     let (hello, scopes, caps) = match accepted {
         Ok(accepted) => accepted,
         Err(refused) => {
-            if let (Some(id), Some(error)) = (&request_id, &refused.error) {
-                let _ = sink
-                    .send(Message::Text(frames::error(id, error).into()))
-                    .await;
-            }
-            let close = CloseFrame {
-                code: refused.code,
-                reason: refused.reason.into(),
+            budget.drain();
+            let refusal = async {
+                if let (Some(id), Some(error)) = (&request_id, &refused.error) {
+                    sink.send(Message::Text(frames::error(id, error).into()))
+                        .await?;
+                }
+                sink.send(close(refused.code, refused.reason)).await
             };
-            let _ = tokio::time::timeout(
-                Duration::from_secs(2),
-                sink.send(Message::Close(Some(close))),
-            )
-            .await;
+            let _ = tokio::time::timeout(Duration::from_secs(2), refusal).await;
+            drain(&mut stream, &budget).await;
             return;
         }
     };
+    budget.authenticated();
     let request_id = request_id.unwrap_or_default();
     let (outbox, mut inbox) = Outbox::new(gateway.config.max_buffered_bytes());
     let conn = Arc::new(Conn {
@@ -125,7 +151,7 @@ pub async fn run(socket: WebSocket, peer: IpAddr, gateway: Arc<Gateway>) {
         sessions_changed: Default::default(),
     });
     let mut hello = hello;
-    hello["server"]["connId"] = json!(conn.id.to_string());
+    hello["server"]["connId"] = json!(uuid::Uuid::new_v4().to_string());
     outbox.push(Out::Frame(frames::ok(&request_id, &hello)));
     gateway.hub.register(conn.clone());
     let slow = outbox.slow.clone();
@@ -134,8 +160,7 @@ pub async fn run(socket: WebSocket, peer: IpAddr, gateway: Arc<Gateway>) {
         loop {
             let out = tokio::select! {
                 () = slow.cancelled() => {
-                    let close = CloseFrame { code: 1008, reason: "slow consumer".into() };
-                    let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::Close(Some(close)))).await;
+                    let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(close(1008, "slow consumer"))).await;
                     return;
                 }
                 out = inbox.rx.recv() => match out {
@@ -148,6 +173,10 @@ pub async fn run(socket: WebSocket, peer: IpAddr, gateway: Arc<Gateway>) {
                 Out::Event(name, payload) => {
                     seq += 1;
                     frames::event(name, payload, seq)
+                }
+                Out::Close(code, reason) => {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(close(*code, reason))).await;
+                    return;
                 }
             };
             let sent = sink.send(Message::Text(text.into())).await;
@@ -165,7 +194,19 @@ pub async fn run(socket: WebSocket, peer: IpAddr, gateway: Arc<Gateway>) {
             message = stream.next() => message,
         };
         let text = match message {
-            None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break,
+            None | Some(Ok(Message::Close(_))) => break,
+            Some(Err(error)) => {
+                // A frame over the limit, or one that breaks the protocol:
+                // the client hears why before the connection ends.
+                let (code, reason) = match error {
+                    WsError::Capacity(_) => (1009, "message too big"),
+                    WsError::Protocol(_) | WsError::Utf8(_) => (1002, "protocol error"),
+                    _ => break,
+                };
+                budget.drain();
+                outbox.close(code, reason);
+                break;
+            }
             Some(Ok(Message::Text(text))) => text.to_string(),
             Some(Ok(Message::Binary(_))) => {
                 let error = ErrorShape::invalid("binary frames are not accepted; send JSON text");
@@ -205,6 +246,9 @@ pub async fn run(socket: WebSocket, peer: IpAddr, gateway: Arc<Gateway>) {
     // The writer sends what is queued (a last answer) and ends when every
     // outbox clone is gone; a client that stopped reading cannot hold it.
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+    if budget.is_draining() {
+        drain(&mut stream, &budget).await;
+    }
 }
 
 enum Data {
@@ -213,7 +257,7 @@ enum Data {
 }
 
 /// The next data frame (pings are answered by the websocket layer).
-async fn next_data(stream: &mut futures::stream::SplitStream<WebSocket>) -> Option<Data> {
+async fn next_data(stream: &mut futures::stream::SplitStream<Socket>) -> Option<Data> {
     loop {
         match stream.next().await? {
             Ok(Message::Text(text)) => return Some(Data::Text(text.to_string())),

@@ -71,6 +71,9 @@ struct State {
     finished: VecDeque<(Instant, String)>,
     live: HashMap<String, Live>,
     approvals: HashMap<String, Approval>,
+    /// Questions the gateway itself was asked, `(session, tool call)`, until
+    /// the agent says they are settled: those are not the editor's.
+    asked: std::collections::HashSet<(String, String)>,
 }
 
 /// A session's runs as the gateway follows them.
@@ -496,6 +499,8 @@ impl Hub {
         let mut keys = self.keys();
         keys.keys.insert(key.to_string(), id.clone());
         keys.save();
+        drop(keys);
+        self.session_changed("create", &id);
         Ok(id)
     }
 
@@ -925,9 +930,8 @@ impl Hub {
                 let session = session.0.to_string();
                 let ours = self
                     .state()
-                    .approvals
-                    .values()
-                    .any(|a| a.session == session && a.tool_call_id == tool_call_id);
+                    .asked
+                    .remove(&(session.clone(), tool_call_id.clone()));
                 if !ours {
                     let decision = option
                         .map(|(_, kind)| decision_of(kind).to_string())
@@ -943,7 +947,9 @@ impl Hub {
                     self.broadcast("exec.approval.resolved", &payload, Audience::Approvers);
                 }
             }
-            Observed::Opened { session } => self.session_changed("open", &session.0),
+            // A session the gateway creates is announced once its key names
+            // it (see `open`); the others when they are prompted.
+            Observed::Opened { .. } => {}
             Observed::Closed { session } => self.session_changed("close", &session.0),
         }
     }
@@ -1117,6 +1123,9 @@ impl Hub {
         });
         {
             let mut state = self.state();
+            state
+                .asked
+                .insert((session.clone(), approval.tool_call_id.clone()));
             state.approvals.insert(id.clone(), approval);
             // OpenClaw's bridge relays `exec.approval.requested` only for a
             // command; the older `agent` approval event (matched by run) gets

@@ -453,8 +453,25 @@ fn history(hub: &Hub, key: &str, limit: usize) -> Result<(Option<String>, Vec<Va
     };
     let loaded = crate::session::transcript::load(&path)
         .map_err(|e| ErrorShape::invalid(format!("cannot read the session: {e}")))?;
+    let times: std::collections::HashMap<String, u64> = loaded
+        .entries
+        .iter()
+        .map(|e| (e.id.clone(), millis(&e.timestamp)))
+        .collect();
     let restored = crate::session::restore(loaded.entries);
-    let mut messages: Vec<Value> = restored.visible().iter().filter_map(message).collect();
+    // A message restored without an entry of its own (a result pincer
+    // supplied for a call cut short) takes the time of the one before.
+    let mut last = 0;
+    let mut messages: Vec<Value> = Vec::new();
+    for (i, entry) in restored.visible().iter().enumerate() {
+        if let Some(time) = restored.entry_ids.get(&i).and_then(|id| times.get(id)) {
+            last = *time;
+        }
+        if let Some(mut shown) = message(entry) {
+            shown["timestamp"] = json!(last);
+            messages.push(shown);
+        }
+    }
     if messages.len() > limit {
         messages.drain(..messages.len() - limit);
     }
@@ -510,9 +527,67 @@ fn millis(rfc3339: &str) -> u64 {
         .unwrap_or_default()
 }
 
+/// A session's model and thinking level as its transcript's end records
+/// them (the last assistant message or change), read from the file's tail
+/// so that a listing does not read whole transcripts.
+fn recent_settings(path: &std::path::Path) -> (Option<String>, Option<String>) {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 256 * 1024;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return (None, None);
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(TAIL)));
+    let mut tail = Vec::new();
+    let _ = file.take(TAIL).read_to_end(&mut tail);
+    let text = String::from_utf8_lossy(&tail);
+    let (mut model, mut thinking) = (None, None);
+    for line in text.lines().rev() {
+        if model.is_some() && thinking.is_some() {
+            break;
+        }
+        let Ok(entry) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        match entry["type"].as_str() {
+            Some("model_change") if model.is_none() => {
+                model = entry["model"].as_str().map(String::from);
+            }
+            Some("thinking_change") if thinking.is_none() => {
+                thinking = entry["level"].as_str().map(String::from);
+            }
+            Some("message") if model.is_none() && entry["message"]["role"] == "assistant" => {
+                let message = &entry["message"];
+                if let (Some(provider), Some(id)) =
+                    (message["provider"].as_str(), message["model"].as_str())
+                {
+                    model = Some(format!("{provider}/{id}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    (model, thinking)
+}
+
 fn row(hub: &Hub, summary: &crate::session::Summary) -> Value {
     let key = hub.key_of(&summary.id);
     let title = summary.title.clone().unwrap_or_default();
+    let (model, thinking) = recent_settings(&summary.path);
+    let defaults = crate::config::Settings::load_from_process(&summary.cwd).ok();
+    let model = model.or_else(|| {
+        defaults
+            .as_ref()
+            .and_then(|s| s.default_model(None).ok())
+            .map(|m| m.full_id())
+    });
+    let thinking = thinking
+        .or_else(|| defaults.as_ref().map(|s| s.thinking().as_str().to_string()))
+        .unwrap_or_else(|| "off".to_string());
+    let (provider, model_id) = match model.as_deref().and_then(|m| m.split_once('/')) {
+        Some((provider, id)) => (Some(provider.to_string()), Some(id.to_string())),
+        None => (None, model.clone()),
+    };
     json!({
         "key": key,
         "sessionId": summary.id,
@@ -521,6 +596,9 @@ fn row(hub: &Hub, summary: &crate::session::Summary) -> Value {
         "derivedTitle": title,
         "displayName": title,
         "spawnedCwd": summary.cwd,
+        "model": model_id,
+        "modelProvider": provider,
+        "thinkingLevel": thinking,
         "queueMode": hub.queue_mode(&summary.id).map(|m| m.as_str()),
     })
 }
@@ -529,20 +607,26 @@ fn list(hub: &Hub, params: &Value) -> Reply {
     let limit = limit(params, 100, 1000)?;
     let offset = params["offset"].as_u64().unwrap_or(0) as usize;
     let search = optional(params, "search")?.map(str::to_lowercase);
-    let rows: Vec<Value> = crate::session::list(hub.data_dir(), None)
-        .iter()
-        .map(|s| row(hub, s))
-        .filter(|row| match &search {
+    let matching: Vec<crate::session::Summary> = crate::session::list(hub.data_dir(), None)
+        .into_iter()
+        .filter(|s| match &search {
             None => true,
-            Some(search) => ["key", "sessionId", "derivedTitle"].iter().any(|f| {
-                row[f]
-                    .as_str()
-                    .is_some_and(|v| v.to_lowercase().contains(search))
-            }),
+            Some(search) => [
+                hub.key_of(&s.id),
+                s.id.clone(),
+                s.title.clone().unwrap_or_default(),
+            ]
+            .iter()
+            .any(|v| v.to_lowercase().contains(search)),
         })
         .collect();
-    let count = rows.len();
-    let page: Vec<Value> = rows.into_iter().skip(offset).take(limit).collect();
+    let count = matching.len();
+    let page: Vec<Value> = matching
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|s| row(hub, s))
+        .collect();
     Ok(json!({
         "sessions": page,
         "hasMore": offset + limit < count,
