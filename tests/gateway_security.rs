@@ -1207,3 +1207,86 @@ async fn session_keys_cannot_reach_transcripts_outside_the_sessions_directory() 
 fn pick_messages(payload: &Value) -> Value {
     payload["messages"].clone()
 }
+
+#[tokio::test]
+async fn a_lockout_ends_after_its_time() {
+    // A lockout that never ended would let anyone lock the owner out for
+    // good with a few wrong tokens.
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    write_gateway_config(&sandbox, "auth_failures = 2\nauth_lockout_secs = 1");
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let token = gateway.token.clone().unwrap();
+    let peer = Ipv4Addr::new(127, 0, 0, 5);
+    for _ in 0..2 {
+        refused_connect_from(&gateway, peer, connect_params(Some(&new_token()), &[], &[])).await;
+    }
+    let (error, _) =
+        refused_connect_from(&gateway, peer, connect_params(Some(&token), &[], &[])).await;
+    assert_eq!(error["details"]["code"], "AUTH_RATE_LIMITED", "{error}");
+    let retry = error["retryAfterMs"].as_u64().unwrap();
+    assert!(retry <= 1000, "{error}");
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let mut client = Client::open_with(gateway.addr, peer, "/", &[])
+            .await
+            .unwrap();
+        let res = client.connect(connect_params(Some(&token), &[], &[])).await;
+        if res["ok"] == json!(true) {
+            break;
+        }
+        assert_eq!(
+            res["error"]["details"]["code"], "AUTH_RATE_LIMITED",
+            "{res}"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still locked out after {TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_decision_settles_nothing() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let marker = sandbox.work().join("ran");
+    let command = format!("touch {}", marker.display());
+    mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_x",
+        "bash",
+        &json!({"command": command}),
+    )));
+    mock.push(Reply::sse(anthropic_text("Denied.", 30)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut admin = gateway.admin().await;
+    let key = new_key();
+    let (run, approval) = run_to_approval(&mut admin, &key, &command).await;
+    for decision in [
+        json!("allow-everything"),
+        json!("ALLOW-ONCE"),
+        json!(null),
+        json!(1),
+    ] {
+        let res = admin
+            .call(
+                "exec.approval.resolve",
+                json!({"id": approval, "decision": decision}),
+            )
+            .await;
+        assert_eq!(res["ok"], json!(false), "{decision}: {res}");
+        assert_eq!(res["error"]["code"], "INVALID_REQUEST", "{decision}: {res}");
+    }
+    assert!(!marker.exists());
+    let listed = admin.call_ok("exec.approval.list", json!({})).await;
+    assert_eq!(listed["approvals"][0]["id"], json!(approval));
+    admin
+        .call_ok(
+            "exec.approval.resolve",
+            json!({"id": approval, "decision": "deny"}),
+        )
+        .await;
+    admin.chat_end(&run).await;
+    assert!(!marker.exists());
+}
