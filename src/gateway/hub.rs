@@ -224,20 +224,28 @@ fn preview(command: &str) -> String {
 struct KeyMap {
     path: PathBuf,
     keys: BTreeMap<String, String>,
+    /// Sessions a reset replaced: kept on disk (and by `pincer sessions
+    /// list`), no longer listed by the gateway.
+    archived: std::collections::BTreeSet<String>,
 }
 
 impl KeyMap {
     fn load(path: PathBuf) -> Self {
-        let keys = std::fs::read_to_string(&path)
+        let stored = std::fs::read_to_string(&path)
             .ok()
             .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-            .and_then(|value| serde_json::from_value(value["keys"].clone()).ok())
             .unwrap_or_default();
-        Self { path, keys }
+        let keys = serde_json::from_value(stored["keys"].clone()).unwrap_or_default();
+        let archived = serde_json::from_value(stored["archived"].clone()).unwrap_or_default();
+        Self {
+            path,
+            keys,
+            archived,
+        }
     }
 
     fn save(&self) {
-        let text = json!({ "keys": self.keys }).to_string();
+        let text = json!({ "keys": self.keys, "archived": self.archived }).to_string();
         if let Some(dir) = self.path.parent()
             && let Err(e) = std::fs::create_dir_all(dir)
         {
@@ -516,11 +524,18 @@ impl Hub {
             .await
             .map_err(|e| Failure::invalid(super::link::error_text(&e)))?;
         let mut keys = self.keys();
-        keys.keys.insert(key.to_string(), id.clone());
+        if let Some(old) = keys.keys.insert(key.to_string(), id.clone()) {
+            keys.archived.insert(old);
+        }
         keys.save();
         drop(keys);
         self.session_changed("reset", &id);
         Ok(id)
+    }
+
+    /// Whether a reset replaced this session.
+    pub fn is_archived(&self, session: &str) -> bool {
+        self.keys().archived.contains(session)
     }
 
     pub fn forget_key(&self, key: &str) {

@@ -165,7 +165,16 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             if let Some(session) = &session {
                 hub.follow(conn, session);
             }
-            Ok(json!({"sessionKey": key, "sessionId": session, "messages": messages}))
+            let thinking = session
+                .as_deref()
+                .and_then(|id| crate::session::find(hub.data_dir(), id))
+                .and_then(|path| recent_settings(&path).1)
+                .or_else(|| {
+                    crate::config::Settings::load_from_process(&hub.cwd)
+                        .ok()
+                        .map(|s| s.thinking().as_str().to_string())
+                });
+            Ok(json!({"sessionKey": key, "sessionId": session, "messages": messages, "thinkingLevel": thinking}))
         }
         "chat.subscribe" => {
             need(conn, Need::Read)?;
@@ -609,6 +618,7 @@ fn list(hub: &Hub, params: &Value) -> Reply {
     let search = optional(params, "search")?.map(str::to_lowercase);
     let matching: Vec<crate::session::Summary> = crate::session::list(hub.data_dir(), None)
         .into_iter()
+        .filter(|s| !hub.is_archived(&s.id))
         .filter(|s| match &search {
             None => true,
             Some(search) => [
