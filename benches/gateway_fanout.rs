@@ -35,7 +35,10 @@ fn env_count(name: &str, default: usize) -> usize {
 }
 
 fn now_ns() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -82,7 +85,10 @@ async fn main() {
     let mut line = String::new();
     let url = loop {
         line.clear();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "the gateway did not start");
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "the gateway did not start"
+        );
         if let Some(at) = line.find("ws://") {
             break line[at..].trim().to_string();
         }
@@ -138,7 +144,11 @@ async fn main() {
     println!("  slowest client's p99: {worst_client_p99:.2} ms");
     println!(
         "  gateway peak RSS: {rss_mb:.1} MB (target ≤ {RSS_TARGET_MB} MB){}; {:.1} MB before the clients came",
-        if rss_mb <= RSS_TARGET_MB { "" } else { " MISSED" },
+        if rss_mb <= RSS_TARGET_MB {
+            ""
+        } else {
+            " MISSED"
+        },
         rss_idle as f64 / 1024.0 / 1024.0
     );
     println!(
@@ -174,12 +184,16 @@ async fn client(
         "client": {"id": "test", "version": "bench", "platform": "linux", "mode": "test"},
         "caps": ["session-scoped-events"], "role": "operator", "auth": {"token": TOKEN},
     }});
-    ws.send(Message::Text(connect.to_string().into())).await.unwrap();
+    ws.send(Message::Text(connect.to_string().into()))
+        .await
+        .unwrap();
     let hello = next_json(&mut ws).await;
     assert_eq!(hello["ok"], true, "{hello}");
     let key = format!("bench-{session}");
     let subscribe = json!({"type": "req", "id": "s", "method": "chat.subscribe", "params": {"sessionKey": key}});
-    ws.send(Message::Text(subscribe.to_string().into())).await.unwrap();
+    ws.send(Message::Text(subscribe.to_string().into()))
+        .await
+        .unwrap();
     loop {
         let frame = next_json(&mut ws).await;
         if frame["id"] == "s" {
@@ -194,7 +208,9 @@ async fn client(
         let send = json!({"type": "req", "id": "p", "method": "chat.send", "params": {
             "sessionKey": key, "message": "stream", "idempotencyKey": format!("run-{session}"),
         }});
-        ws.send(Message::Text(send.to_string().into())).await.unwrap();
+        ws.send(Message::Text(send.to_string().into()))
+            .await
+            .unwrap();
     }
     let mut latencies = Vec::with_capacity(tokens);
     loop {
@@ -208,7 +224,8 @@ async fn client(
                 let received = now_ns();
                 let delta = payload["deltaText"].as_str().unwrap_or_default();
                 for stamp in delta.split_whitespace() {
-                    if let Some(sent) = stamp.strip_prefix('T').and_then(|n| n.parse::<u128>().ok()) {
+                    if let Some(sent) = stamp.strip_prefix('T').and_then(|n| n.parse::<u128>().ok())
+                    {
                         latencies.push(received.saturating_sub(sent) as f64 / 1e6);
                     }
                 }
@@ -220,7 +237,9 @@ async fn client(
 }
 
 async fn next_json(
-    ws: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    ws: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
 ) -> Value {
     loop {
         let message = tokio::time::timeout(Duration::from_secs(60), ws.next())
@@ -245,7 +264,12 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 fn peak_rss(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 1024
 }
 
 /// An Anthropic Messages endpoint that streams `tokens` text deltas, `gap`

@@ -51,6 +51,10 @@ pub struct ServeOptions {
     /// The process's open sessions, when more than one connection serves
     /// them (`pincer acp --gateway`); else the connection has its own.
     pub registry: Option<Arc<registry::Registry>>,
+    /// The client hears its sessions' updates through the registry's
+    /// observer (the gateway's in-process connection): they are not also
+    /// sent to it as `session/update`s.
+    pub observed: bool,
 }
 
 /// Serves ACP on stdin/stdout until stdin closes and every request received
@@ -72,10 +76,14 @@ pub async fn serve(
     options: ServeOptions,
 ) -> Result<(), Error> {
     let registry = options.registry.clone().unwrap_or_default();
+    let connection = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if options.observed {
+        registry.observed_by(connection);
+    }
     let server = Arc::new(Server {
         options,
         registry,
-        connection: NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        connection,
         drain,
         http: crate::llm::http_client().map_err(Error::into_internal_error)?,
         client: Mutex::new(ClientCapabilities::default()),

@@ -371,7 +371,12 @@ fn main() -> std::process::ExitCode {
                         Some(registry)
                     }
                 };
-                match pincer::acp::serve_stdio(pincer::acp::ServeOptions { model, registry }).await
+                match pincer::acp::serve_stdio(pincer::acp::ServeOptions {
+                    model,
+                    registry,
+                    observed: false,
+                })
+                .await
                 {
                     Ok(()) => 0,
                     Err(e) => {
@@ -549,10 +554,15 @@ fn init_logging() {
     // The websocket and HTTP layers trace whole frames and headers, which
     // carry the gateway's credential: never below debug, whatever RUST_LOG
     // says.
-    let filter = ["tungstenite=info", "tokio_tungstenite=info", "hyper=info", "axum=info"]
-        .iter()
-        .filter_map(|d| d.parse().ok())
-        .fold(filter, |f, d| f.add_directive(d));
+    let filter = [
+        "tungstenite=info",
+        "tokio_tungstenite=info",
+        "hyper=info",
+        "axum=info",
+    ]
+    .iter()
+    .filter_map(|d| d.parse().ok())
+    .fold(filter, |f, d| f.add_directive(d));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -59,6 +59,7 @@ impl Peer {
             ServeOptions {
                 model: None,
                 registry: Some(registry.clone()),
+                observed: false,
             },
         ));
         let updates = Arc::new(Mutex::new(Vec::new()));

@@ -65,6 +65,8 @@ pub enum Observed {
 pub struct Registry {
     pub(super) sessions: Mutex<HashMap<String, Arc<Session>>>,
     observer: OnceLock<mpsc::UnboundedSender<Observed>>,
+    /// The connection whose client is the observer.
+    observer_connection: OnceLock<u64>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -85,6 +87,17 @@ impl Registry {
     pub fn observe(&self) -> Option<mpsc::UnboundedReceiver<Observed>> {
         let (tx, rx) = mpsc::unbounded_channel();
         self.observer.set(tx).ok().map(|()| rx)
+    }
+
+    /// Connection `connection` belongs to the observer: updates of the
+    /// sessions it owns reach it through [`Registry::observe`] only.
+    pub fn observed_by(&self, connection: u64) {
+        let _ = self.observer_connection.set(connection);
+    }
+
+    /// Whether updates for sessions owned by `connection` need not be sent.
+    pub fn hears_through_observer(&self, connection: u64) -> bool {
+        self.observer_connection.get() == Some(&connection)
     }
 
     /// Whether a session with this id is open in this process.

@@ -354,6 +354,11 @@ impl Session {
     /// tells the observer.
     fn send_update(&self, cx: &ConnectionTo<Client>, update: SessionUpdate) {
         let notification = SessionNotification::new(self.id.clone(), update);
+        let owner = lock(&self.owner).connection;
+        if self.registry.hears_through_observer(owner) {
+            self.registry.tell(Observed::Update(notification));
+            return;
+        }
         self.registry.tell(Observed::Update(notification.clone()));
         if let Err(e) = cx.send_notification(notification) {
             tracing::debug!(error = %e, "could not send session/update");

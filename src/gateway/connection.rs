@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
-use serde_json::{Value, json};
 
 use super::Gateway;
 use super::auth::Refusal;
@@ -20,9 +20,8 @@ use super::frames::{self, ErrorShape, INVALID_REQUEST, PROTOCOL, UNAVAILABLE, no
 use super::guard::Budget;
 
 /// The websocket of one client.
-pub type Socket = WebSocketStream<
-    super::guard::Guarded<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>,
->;
+pub type Socket =
+    WebSocketStream<super::guard::Guarded<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>>;
 
 fn close(code: u16, reason: &str) -> Message {
     Message::Close(Some(CloseFrame {
@@ -175,7 +174,11 @@ pub async fn run(socket: Socket, budget: Arc<Budget>, peer: IpAddr, gateway: Arc
                     frames::event(name, payload, seq)
                 }
                 Out::Close(code, reason) => {
-                    let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(close(*code, reason))).await;
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(1),
+                        sink.send(close(*code, reason)),
+                    )
+                    .await;
                     return;
                 }
             };

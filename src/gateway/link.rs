@@ -47,6 +47,7 @@ impl Link {
         let options = crate::acp::ServeOptions {
             model,
             registry: Some(registry),
+            observed: true,
         };
         tokio::spawn(async move {
             if let Err(e) = crate::acp::serve(server_end, crate::acp::Drain::new(), options).await {

@@ -174,7 +174,9 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                         .ok()
                         .map(|s| s.thinking().as_str().to_string())
                 });
-            Ok(json!({"sessionKey": key, "sessionId": session, "messages": messages, "thinkingLevel": thinking}))
+            Ok(
+                json!({"sessionKey": key, "sessionId": session, "messages": messages, "thinkingLevel": thinking}),
+            )
         }
         "chat.subscribe" => {
             need(conn, Need::Read)?;
