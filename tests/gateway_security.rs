@@ -7,6 +7,8 @@
 //! and proves that nothing happened (no model request, no session, no
 //! frame) where an attacker was refused.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::net::Ipv4Addr;
@@ -18,7 +20,7 @@ use serde_json::{Value, json};
 use support::acp_client::{Sandbox, TIMEOUT};
 use support::gateway::{
     Client, Frame, Gateway, Refused, close_of, connect_params, gateway_command, new_key, new_token,
-    write_gateway_config,
+    parse_listening, spawn_stderr_reader, write_gateway_config,
 };
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_text, anthropic_tool_call};
@@ -52,9 +54,8 @@ fn assert_error(error: &Value, code: &str, message: &str, details_code: Option<&
         text.starts_with(message),
         "message {text:?} should start with {message:?}: {error}"
     );
-    match details_code {
-        Some(details) => assert_eq!(error["details"]["code"], details, "{error}"),
-        None => {}
+    if let Some(details) = details_code {
+        assert_eq!(error["details"]["code"], details, "{error}");
     }
 }
 
@@ -114,6 +115,19 @@ async fn missing_empty_undefined_null_and_wrong_tokens_are_refused_and_closed() 
             Some("AUTH_TOKEN_MISMATCH"),
         );
         assert_eq!(close.0, 1008);
+    }
+    // Tokens that are not strings: refused, and the connection closed.
+    for odd in [
+        json!(12345),
+        json!(["x"]),
+        json!({"token": token}),
+        json!(true),
+    ] {
+        let mut params = connect_params(None, &[], &[]);
+        params["auth"] = json!({"token": odd});
+        let (error, close) = refused_connect(&gateway, params).await;
+        assert_eq!(error["code"], "INVALID_REQUEST", "{odd}: {error}");
+        assert_eq!(close.0, 1008, "{odd}");
     }
     // The right token as a password is not the token (auth = "token").
     let mut as_password = connect_params(None, &[], &[]);
@@ -188,12 +202,22 @@ async fn a_credential_in_the_url_is_refused_before_the_upgrade() {
             }
         }
     }
-    // Also on another path and among other parameters.
-    let path = format!("/chat?x=1&token={token}");
-    assert!(matches!(
-        Client::upgrade(gateway.addr, Ipv4Addr::LOCALHOST, &path, &[], None).await,
-        Err(Refused::Http(400))
-    ));
+    // Also on another path, among other parameters, in another case,
+    // percent-encoded, or without a value.
+    for path in [
+        format!("/chat?x=1&token={token}"),
+        format!("/?Token={token}"),
+        format!("/?PASSWORD={token}"),
+        format!("/?%74oken={token}"),
+        "/?token".to_string(),
+        "/?token=".to_string(),
+    ] {
+        match Client::upgrade(gateway.addr, Ipv4Addr::LOCALHOST, &path, &[], None).await {
+            Err(Refused::Http(400)) => {}
+            Err(other) => panic!("{path}: expected HTTP 400, got {other:?}"),
+            Ok(_) => panic!("{path}: the websocket was upgraded"),
+        }
+    }
     // A query without credentials is fine.
     let mut client = Client::open_with(gateway.addr, Ipv4Addr::LOCALHOST, "/?session=main", &[])
         .await
@@ -483,25 +507,58 @@ async fn a_non_loopback_bind_with_a_credential_warns_about_tls() {
 
 #[tokio::test]
 async fn bad_configured_credentials_are_refused_at_startup() {
-    for bad in ["", "undefined", "null", "short-token"] {
+    // (where, value): in $PINCER_GATEWAY_TOKEN or in the token file.
+    let cases = [
+        ("env", ""),
+        ("env", "undefined"),
+        ("env", "null"),
+        ("env", "short-token"),
+        ("file", ""),
+        ("file", "undefined"),
+        ("file", "   \n"),
+        ("file", "short-token"),
+    ];
+    let mut accepted = Vec::new();
+    for (place, bad) in cases {
         let sandbox = Sandbox::new();
         let mock = MockModel::start().await;
-        let mut cmd = gateway_command(&sandbox, &mock, Some(bad), &[]);
-        cmd.stdout(std::process::Stdio::piped());
-        let out = tokio::time::timeout(TIMEOUT, cmd.output())
-            .await
-            .unwrap_or_else(|_| panic!("a gateway with token {bad:?} kept running"))
+        let file = sandbox.home().join("gateway").join("token");
+        let (token, named) = if place == "env" {
+            (Some(bad), "PINCER_GATEWAY_TOKEN".to_string())
+        } else {
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, bad).unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+            (None, file.display().to_string())
+        };
+        let mut child = gateway_command(&sandbox, &mock, token, &[])
+            .spawn()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = spawn_stderr_reader(&mut child);
+        // It either listens (wrong) or exits (stderr ends).
+        if stderr.wait_line(TIMEOUT, parse_listening).await.is_some() {
+            accepted.push(format!(
+                "{place} {bad:?}: listening; stderr: {}",
+                stderr.text()
+            ));
+            continue;
+        }
+        let status = tokio::time::timeout(TIMEOUT, child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        let text = stderr.text();
+        assert!(!status.success(), "{place} {bad:?}: {text}");
         assert!(
-            !out.status.success(),
-            "token {bad:?} was accepted: {stderr}"
-        );
-        assert!(
-            stderr.contains("PINCER_GATEWAY_TOKEN"),
-            "the refusal should name the variable: {stderr}"
+            text.contains(&named),
+            "{place} {bad:?}: the refusal should name {named}: {text}"
         );
     }
+    assert_eq!(
+        accepted,
+        Vec::<String>::new(),
+        "bad credentials the gateway started with"
+    );
 }
 
 #[tokio::test]
@@ -1032,11 +1089,9 @@ async fn a_slow_consumer_is_dropped_and_the_others_get_every_frame() {
     let mut got_final = false;
     let ended = loop {
         match slow.next_frame().await {
-            Frame::Json(f) => {
-                if f["event"] == "chat" && f["payload"]["state"] == "final" {
-                    got_final = true;
-                    break None;
-                }
+            Frame::Json(f) if f["event"] == "chat" && f["payload"]["state"] == "final" => {
+                got_final = true;
+                break None;
             }
             frame @ (Frame::Close(_) | Frame::Ended(_)) => break Some(frame),
             _ => {}
@@ -1053,4 +1108,185 @@ async fn a_slow_consumer_is_dropped_and_the_others_get_every_frame() {
     }
     // The gateway goes on.
     fast.call_ok("health", json!({})).await;
+}
+
+#[tokio::test]
+async fn a_peer_that_never_finishes_its_http_request_is_closed() {
+    // Slowloris: half an upgrade request, then silence. The connection
+    // holds no websocket slot, so only a timeout frees it.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    write_gateway_config(&sandbox, "handshake_timeout_ms = 300");
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut stream = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let read = tokio::time::timeout(TIMEOUT, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "a half-sent HTTP request was kept open for {TIMEOUT:?}"
+    );
+}
+
+#[tokio::test]
+async fn session_keys_cannot_reach_transcripts_outside_the_sessions_directory() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("A secret answer.", 20)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = client.chat_send(&key, "the secret").await;
+    client.chat_end(&run).await;
+    // A copy of a real transcript outside the sessions directory, where a
+    // key such as `../../stolen` would point if it were joined to a path.
+    let id = client
+        .call_ok("sessions.resolve", json!({"key": key}))
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let transcript = walk(&sandbox.home().join("sessions"))
+        .into_iter()
+        .find(|p| p.to_string_lossy().ends_with(&format!("{id}.jsonl")))
+        .unwrap();
+    std::fs::copy(&transcript, sandbox.home().join("stolen.jsonl")).unwrap();
+    std::fs::copy(
+        &transcript,
+        sandbox.home().join("sessions").join("stolen.jsonl"),
+    )
+    .unwrap();
+    for hostile in [
+        "../../stolen",
+        "../stolen",
+        "/../../stolen",
+        "..\\..\\stolen",
+        &format!("{}/../../stolen", sandbox.home().display()),
+    ] {
+        let history = client
+            .call("chat.history", json!({"sessionKey": hostile}))
+            .await;
+        if history["ok"] == json!(true) {
+            assert_eq!(
+                pick_messages(&history["payload"]),
+                json!([]),
+                "{hostile} read a transcript"
+            );
+        }
+        let got = client.call("sessions.get", json!({"key": hostile})).await;
+        if got["ok"] == json!(true) {
+            assert_eq!(pick_messages(&got["payload"]), json!([]), "{hostile}");
+        }
+    }
+    // Keys outside 1..=512 characters are refused and reach no model.
+    for bad in [String::new(), "k".repeat(513)] {
+        let res = client
+            .call(
+                "chat.send",
+                json!({"sessionKey": bad, "message": "hi", "idempotencyKey": uuid::Uuid::new_v4().to_string()}),
+            )
+            .await;
+        assert_eq!(res["ok"], json!(false), "{res}");
+        assert_eq!(res["error"]["code"], "INVALID_REQUEST", "{res}");
+    }
+    assert_eq!(mock.requests().len(), 1);
+}
+
+fn pick_messages(payload: &Value) -> Value {
+    payload["messages"].clone()
+}
+
+#[tokio::test]
+async fn a_lockout_ends_after_its_time() {
+    // A lockout that never ended would let anyone lock the owner out for
+    // good with a few wrong tokens.
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    write_gateway_config(&sandbox, "auth_failures = 2\nauth_lockout_secs = 1");
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let token = gateway.token.clone().unwrap();
+    let peer = Ipv4Addr::new(127, 0, 0, 5);
+    for _ in 0..2 {
+        refused_connect_from(&gateway, peer, connect_params(Some(&new_token()), &[], &[])).await;
+    }
+    let (error, _) =
+        refused_connect_from(&gateway, peer, connect_params(Some(&token), &[], &[])).await;
+    assert_eq!(error["details"]["code"], "AUTH_RATE_LIMITED", "{error}");
+    let retry = error["retryAfterMs"].as_u64().unwrap();
+    assert!(retry <= 1000, "{error}");
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let mut client = Client::open_with(gateway.addr, peer, "/", &[])
+            .await
+            .unwrap();
+        let res = client.connect(connect_params(Some(&token), &[], &[])).await;
+        if res["ok"] == json!(true) {
+            break;
+        }
+        assert_eq!(
+            res["error"]["details"]["code"], "AUTH_RATE_LIMITED",
+            "{res}"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still locked out after {TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_decision_settles_nothing() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let marker = sandbox.work().join("ran");
+    let command = format!("touch {}", marker.display());
+    mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_x",
+        "bash",
+        &json!({"command": command}),
+    )));
+    mock.push(Reply::sse(anthropic_text("Denied.", 30)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut admin = gateway.admin().await;
+    let key = new_key();
+    let (run, approval) = run_to_approval(&mut admin, &key, &command).await;
+    for decision in [
+        json!("allow-everything"),
+        json!("ALLOW-ONCE"),
+        json!(null),
+        json!(1),
+    ] {
+        let res = admin
+            .call(
+                "exec.approval.resolve",
+                json!({"id": approval, "decision": decision}),
+            )
+            .await;
+        assert_eq!(res["ok"], json!(false), "{decision}: {res}");
+        assert_eq!(res["error"]["code"], "INVALID_REQUEST", "{decision}: {res}");
+    }
+    assert!(!marker.exists());
+    let listed = admin.call_ok("exec.approval.list", json!({})).await;
+    assert_eq!(listed["approvals"][0]["id"], json!(approval));
+    admin
+        .call_ok(
+            "exec.approval.resolve",
+            json!({"id": approval, "decision": "deny"}),
+        )
+        .await;
+    admin.chat_end(&run).await;
+    assert!(!marker.exists());
 }
