@@ -173,6 +173,7 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
         open: Mutex::new((0, HashMap::new())),
         config,
     });
+    let gateway_config_handshake = gateway.config.handshake_timeout_ms();
     let tick = Duration::from_millis(gateway.config.tick_interval_ms());
     let ticker = hub.clone();
     tokio::spawn(async move {
@@ -184,18 +185,46 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
         }
     });
     let app = axum::Router::new().fallback(upgrade).with_state(gateway);
-    let task = tokio::spawn(async move {
-        let served = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "the gateway stopped");
-        }
-    });
+    let header_timeout = Duration::from_millis(gateway_config_handshake);
+    let task = tokio::spawn(accept(listener, app, header_timeout));
     eprintln_log(&format!("listening on ws://{address}"));
     Ok(Running { address, task })
+}
+
+/// Accepts connections and serves HTTP/1 on each, with a deadline for the
+/// request head: a peer that opens a connection and never finishes its
+/// request (slowloris) is dropped instead of holding a slot.
+async fn accept(listener: tokio::net::TcpListener, app: axum::Router, header_timeout: Duration) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors and the like: wait, then go on.
+                tracing::warn!(error = %e, "cannot accept a gateway connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let app = app.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(
+                move |mut request: hyper::Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(ConnectInfo(peer));
+                    let mut app = app.clone();
+                    tower_service::Service::call(&mut app, request.map(axum::body::Body::new))
+                },
+            );
+            let served = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .with_upgrades()
+                .await;
+            if let Err(e) = served {
+                tracing::debug!(error = %e, "a gateway connection ended");
+            }
+        });
+    }
 }
 
 /// A line for the person who started pincer, on stderr (stdout may be an

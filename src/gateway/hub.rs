@@ -66,6 +66,9 @@ struct Conns {
     all: HashMap<u64, Arc<Conn>>,
     unscoped: Vec<Arc<Conn>>,
     by_session: HashMap<String, Vec<Arc<Conn>>>,
+    /// Scoped clients that asked about a key before it named a session:
+    /// they follow the session it gets.
+    by_new_key: HashMap<String, Vec<Arc<Conn>>>,
 }
 
 #[derive(Default)]
@@ -342,6 +345,10 @@ impl Hub {
             return;
         };
         conns.unscoped.retain(|c| c.id != id);
+        conns.by_new_key.retain(|_, list| {
+            list.retain(|c| c.id != id);
+            !list.is_empty()
+        });
         let sessions: Vec<String> = lock(&conn.sessions).iter().cloned().collect();
         for session in sessions {
             if let Some(list) = conns.by_session.get_mut(&session) {
@@ -349,6 +356,21 @@ impl Hub {
                 if list.is_empty() {
                     conns.by_session.remove(&session);
                 }
+            }
+        }
+    }
+
+    /// `conn` asked about `key`, which names no session yet: a scoped
+    /// client hears the events of the session the key gets.
+    pub fn follow_key(&self, conn: &Arc<Conn>, key: &str) {
+        if !conn.scoped {
+            return;
+        }
+        let mut conns = self.conns();
+        if conns.all.contains_key(&conn.id) {
+            let list = conns.by_new_key.entry(key.to_string()).or_default();
+            if list.len() < 64 && !list.iter().any(|c| c.id == conn.id) {
+                list.push(conn.clone());
             }
         }
     }
@@ -502,6 +524,10 @@ impl Hub {
         keys.keys.insert(key.to_string(), id.clone());
         keys.save();
         drop(keys);
+        let waiting = self.conns().by_new_key.remove(key).unwrap_or_default();
+        for conn in waiting {
+            self.follow(&conn, &id);
+        }
         self.session_changed("create", &id);
         Ok(id)
     }

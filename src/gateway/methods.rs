@@ -162,8 +162,9 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let key = key_param(&params, "sessionKey")?;
             let limit = limit(&params, 200, 1000)?;
             let (session, messages) = history(hub, key, limit)?;
-            if let Some(session) = &session {
-                hub.follow(conn, session);
+            match &session {
+                Some(session) => hub.follow(conn, session),
+                None => hub.follow_key(conn, key),
             }
             let thinking = session
                 .as_deref()
