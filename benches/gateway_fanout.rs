@@ -75,6 +75,8 @@ async fn main() {
         .env("ANTHROPIC_API_KEY", "bench-key")
         .env("ANTHROPIC_BASE_URL", &model)
         .env("RUST_LOG", "warn")
+        // Allocator settings to try (`MIMALLOC_PURGE_DELAY=0`, …) pass through.
+        .envs(std::env::vars().filter(|(k, _)| k.starts_with("MIMALLOC_")))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

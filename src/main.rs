@@ -331,6 +331,12 @@ fn main() -> std::process::ExitCode {
         | Command::Doctor { .. }
         | Command::Completions { .. } => tokio::runtime::Builder::new_multi_thread(),
     };
+    // File work (transcripts, tools) goes to tokio's blocking pool; a
+    // gateway running a hundred sessions at once must not grow it to a
+    // hundred threads, each with an allocator heap of its own.
+    if matches!(cli.command, Command::Gateway { .. } | Command::Acp { gateway: Some(_), .. }) {
+        builder.max_blocking_threads(16);
+    }
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
