@@ -334,7 +334,14 @@ fn main() -> std::process::ExitCode {
     // File work (transcripts, tools) goes to tokio's blocking pool; a
     // gateway running a hundred sessions at once must not grow it to a
     // hundred threads, each with an allocator heap of its own.
-    if matches!(cli.command, Command::Gateway { .. } | Command::Acp { gateway: Some(_), .. }) {
+    if matches!(
+        cli.command,
+        Command::Gateway { .. }
+            | Command::Acp {
+                gateway: Some(_),
+                ..
+            }
+    ) {
         builder.max_blocking_threads(16);
     }
     let runtime = match builder.enable_all().build() {
@@ -557,18 +564,13 @@ fn main() -> std::process::ExitCode {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,agent_client_protocol=error"));
-    // The websocket and HTTP layers trace whole frames and headers, which
-    // carry the gateway's credential: never below debug, whatever RUST_LOG
-    // says.
-    let filter = [
-        "tungstenite=info",
-        "tokio_tungstenite=info",
-        "hyper=info",
-        "axum=info",
-    ]
-    .iter()
-    .filter_map(|d| d.parse().ok())
-    .fold(filter, |f, d| f.add_directive(d));
+    // The websocket layer traces whole frames, and a client's `connect`
+    // carries the gateway's credential: never below info there, whatever
+    // RUST_LOG says.
+    let filter = ["tungstenite=info", "tokio_tungstenite=info"]
+        .iter()
+        .filter_map(|d| d.parse().ok())
+        .fold(filter, |f, d| f.add_directive(d));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
