@@ -114,6 +114,11 @@ impl Registry {
     }
 
     /// Tells the observer, if there is one.
+    /// Whether anyone observes the sessions.
+    pub(super) fn is_observed(&self) -> bool {
+        self.observer.get().is_some()
+    }
+
     pub(super) fn tell(&self, event: Observed) {
         if let Some(tx) = self.observer.get() {
             let _ = tx.send(event);

@@ -359,7 +359,10 @@ impl Session {
             self.registry.tell(Observed::Update(notification));
             return;
         }
-        self.registry.tell(Observed::Update(notification.clone()));
+        // Without an observer (plain `pincer acp`) nothing is copied.
+        if self.registry.is_observed() {
+            self.registry.tell(Observed::Update(notification.clone()));
+        }
         if let Err(e) = cx.send_notification(notification) {
             tracing::debug!(error = %e, "could not send session/update");
         }
