@@ -44,7 +44,8 @@ fn toolchain() -> (PathBuf, PathBuf) {
     let given = std::env::var_os("PINCER_OPENCLAW_NODE").is_some()
         || std::env::var_os("PINCER_OPENCLAW_ENTRY").is_some();
     let (node, entry) = toolchain_paths();
-    if !given && !(node.is_file() && entry.is_file()) {
+    let installed = node.is_file() && entry.is_file();
+    if !given && !installed {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/openclaw");
         let status = std::process::Command::new(&script)
             .stdout(std::process::Stdio::null())
