@@ -400,6 +400,14 @@ fn origin_allowed(origin: &str, host: Option<&str>, allowed: &[String]) -> bool 
     let Some(origin_host) = url.host_str() else {
         return false;
     };
+    // A page whose own name points at this machine (DNS rebinding) is
+    // "same origin" to any check that trusts names: only addresses and
+    // `localhost` count as the gateway's own origin; a gateway reached by
+    // a name lists that origin in `allowed_origins`.
+    let named = url::Host::parse(origin_host).is_ok_and(|h| matches!(h, url::Host::Domain(_)));
+    if named && !origin_host.eq_ignore_ascii_case("localhost") {
+        return false;
+    }
     let origin_authority = match url.port() {
         Some(port) => format!("{origin_host}:{port}"),
         None => origin_host.to_string(),
@@ -421,6 +429,22 @@ mod tests {
         assert!(!origin_allowed(
             "http://127.0.0.1:18789.evil.example",
             host,
+            &[]
+        ));
+        // DNS rebinding: a foreign name that resolves here is not ours.
+        assert!(!origin_allowed(
+            "http://evil.example:18789",
+            Some("evil.example:18789"),
+            &[]
+        ));
+        assert!(origin_allowed(
+            "http://localhost:18789",
+            Some("localhost:18789"),
+            &[]
+        ));
+        assert!(origin_allowed(
+            "http://[::1]:18789",
+            Some("[::1]:18789"),
             &[]
         ));
         let listed = vec!["https://chat.example.com".to_string()];
