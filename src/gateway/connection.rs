@@ -82,10 +82,11 @@ pub async fn run(socket: Socket, budget: Arc<Budget>, peer: IpAddr, gateway: Arc
     let handshake = Duration::from_millis(gateway.config.handshake_timeout_ms());
     let first = tokio::select! {
         first = tokio::time::timeout(handshake, next_data(&mut stream)) => first,
-        () = budget.exhausted.notified() => Ok(Some(Data::Binary(usize::MAX))),
+        () = budget.exhausted.notified() => Ok(Some(Data::TooLarge)),
     };
     let first = match first {
         Err(_) => Err(Refused::close(1008, "handshake timeout")),
+        Ok(Some(Data::TooLarge)) => Err(Refused::close(1009, "preauth payload too large")),
         Ok(None) => return,
         Ok(Some(Data::Binary(len))) if len > MAX_PREAUTH => {
             Err(Refused::close(1009, "preauth payload too large"))
@@ -257,6 +258,8 @@ pub async fn run(socket: Socket, budget: Arc<Budget>, peer: IpAddr, gateway: Arc
 enum Data {
     Text(String),
     Binary(usize),
+    /// More than the pre-auth budget arrived (see `guard`).
+    TooLarge,
 }
 
 /// The next data frame (pings are answered by the websocket layer).

@@ -38,6 +38,9 @@ const DEDUPE_TTL: Duration = Duration::from_secs(300);
 /// sends what it gathered.
 const COLLECT_DEBOUNCE: Duration = Duration::from_millis(250);
 
+/// Keys without a session that scoped clients may wait on, in all.
+const MAX_WAITING_KEYS: usize = 4096;
+
 /// The main session's key.
 pub const MAIN_KEY: &str = "agent:main:main";
 
@@ -142,7 +145,6 @@ pub enum Outcome {
 struct Run {
     session: String,
     key: String,
-    started: bool,
     outcome: Option<Outcome>,
     text: String,
     thinking: String,
@@ -161,7 +163,6 @@ impl Run {
         Self {
             session: session.to_string(),
             key: key.to_string(),
-            started: false,
             outcome: None,
             text: String::new(),
             thinking: String::new(),
@@ -367,7 +368,11 @@ impl Hub {
             return;
         }
         let mut conns = self.conns();
-        if conns.all.contains_key(&conn.id) {
+        // Every key a client asks about waits here until it names a
+        // session or the client leaves: a client may not grow it at will.
+        let full =
+            conns.by_new_key.len() >= MAX_WAITING_KEYS && !conns.by_new_key.contains_key(key);
+        if conns.all.contains_key(&conn.id) && !full {
             let list = conns.by_new_key.entry(key.to_string()).or_default();
             if list.len() < 64 && !list.iter().any(|c| c.id == conn.id) {
                 list.push(conn.clone());

@@ -170,11 +170,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 .as_deref()
                 .and_then(|id| crate::session::find(hub.data_dir(), id))
                 .and_then(|path| recent_settings(&path).1)
-                .or_else(|| {
-                    crate::config::Settings::load_from_process(&hub.cwd)
-                        .ok()
-                        .map(|s| s.thinking().as_str().to_string())
-                });
+                .unwrap_or_else(|| Defaults::load(hub).thinking);
             Ok(
                 json!({"sessionKey": key, "sessionId": session, "messages": messages, "thinkingLevel": thinking}),
             )
@@ -582,20 +578,35 @@ fn recent_settings(path: &std::path::Path) -> (Option<String>, Option<String>) {
     (model, thinking)
 }
 
-fn row(hub: &Hub, summary: &crate::session::Summary) -> Value {
+/// The model and thinking level a session without records of its own has:
+/// the configured defaults, read once per request.
+struct Defaults {
+    model: Option<String>,
+    thinking: String,
+}
+
+impl Defaults {
+    fn load(hub: &Hub) -> Self {
+        let settings = crate::config::Settings::load_from_process(&hub.cwd).ok();
+        Self {
+            model: settings
+                .as_ref()
+                .and_then(|s| s.default_model(None).ok())
+                .map(|m| m.full_id()),
+            thinking: settings
+                .as_ref()
+                .map_or("off", |s| s.thinking().as_str())
+                .to_string(),
+        }
+    }
+}
+
+fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Value {
     let key = hub.key_of(&summary.id);
     let title = summary.title.clone().unwrap_or_default();
     let (model, thinking) = recent_settings(&summary.path);
-    let defaults = crate::config::Settings::load_from_process(&summary.cwd).ok();
-    let model = model.or_else(|| {
-        defaults
-            .as_ref()
-            .and_then(|s| s.default_model(None).ok())
-            .map(|m| m.full_id())
-    });
-    let thinking = thinking
-        .or_else(|| defaults.as_ref().map(|s| s.thinking().as_str().to_string()))
-        .unwrap_or_else(|| "off".to_string());
+    let model = model.or_else(|| defaults.model.clone());
+    let thinking = thinking.unwrap_or_else(|| defaults.thinking.clone());
     let (provider, model_id) = match model.as_deref().and_then(|m| m.split_once('/')) {
         Some((provider, id)) => (Some(provider.to_string()), Some(id.to_string())),
         None => (None, model.clone()),
@@ -619,6 +630,7 @@ fn list(hub: &Hub, params: &Value) -> Reply {
     let limit = limit(params, 100, 1000)?;
     let offset = params["offset"].as_u64().unwrap_or(0) as usize;
     let search = optional(params, "search")?.map(str::to_lowercase);
+    let defaults = Defaults::load(hub);
     let matching: Vec<crate::session::Summary> = crate::session::list(hub.data_dir(), None)
         .into_iter()
         .filter(|s| !hub.is_archived(&s.id))
@@ -638,7 +650,7 @@ fn list(hub: &Hub, params: &Value) -> Reply {
         .iter()
         .skip(offset)
         .take(limit)
-        .map(|s| row(hub, s))
+        .map(|s| row(hub, s, &defaults))
         .collect();
     Ok(json!({
         "sessions": page,
@@ -706,7 +718,7 @@ async fn patch(hub: &Arc<Hub>, params: &Value) -> Reply {
     let entry = crate::session::list(hub.data_dir(), None)
         .iter()
         .find(|s| s.id == session)
-        .map(|s| row(hub, s));
+        .map(|s| row(hub, s, &Defaults::load(hub)));
     Ok(json!({"ok": true, "key": key, "sessionId": session, "entry": entry}))
 }
 

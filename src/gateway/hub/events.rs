@@ -24,7 +24,6 @@ impl Hub {
                     .runs
                     .entry(run_id.clone())
                     .or_insert_with(|| Run::new(&session, &key));
-                run.started = true;
                 let data = json!({"phase": "start", "startedAt": now_ms()});
                 self.agent(&run_id, run, "lifecycle", data);
                 let message = json!({
