@@ -3,6 +3,7 @@ pub mod acp_client;
 pub mod attacker;
 pub mod gateway;
 pub mod mock_model;
+pub mod openclaw_gateway;
 pub mod sse;
 
 use acp_client::{Acp, Sandbox};
