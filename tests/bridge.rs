@@ -1,0 +1,449 @@
+//! `pincer acp --connect`: an editor here, the agent on a gateway there.
+//! Each test drives the real bridge over ACP on stdio pipes; the bridge
+//! reaches a real `pincer gateway` over a real socket, and the gateway runs
+//! its turns against the mock model. The two sides have separate homes and
+//! working directories, as two machines would.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use support::acp_client::{Acp, Sandbox, coalesce, requests_of, updates_of};
+use support::bridge::{Remote, bridge_command, free_port, gateway_on, initialize, streamed_text};
+use support::mock_model::Reply;
+use support::sse::{anthropic_text, anthropic_tool_call};
+use support::{prompt, selected, tool_results};
+
+/// Replaces the gateway's working directory so whole values compare.
+fn normalize(value: Value, remote: &Remote) -> Value {
+    let text = value
+        .to_string()
+        .replace(&remote.server.work().display().to_string(), "$REMOTE");
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test]
+async fn initialize_waits_for_the_gateway_and_says_what_the_bridge_can_do() {
+    let r = Remote::start().await;
+    let token = r.gateway.token.clone().unwrap();
+    let mut acp = Acp::spawn(bridge_command(&r.editor, &r.gateway.url(), &token, &[]));
+    let response = initialize(&mut acp).await;
+    assert_eq!(
+        response["result"],
+        json!({
+            "protocolVersion": 1,
+            "agentCapabilities": {
+                "loadSession": true,
+                "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
+                "mcpCapabilities": {"http": false, "sse": false},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+                "auth": {}
+            },
+            "agentInfo": {"name": "pincer", "title": "pincer (remote)", "version": env!("CARGO_PKG_VERSION")},
+            "authMethods": []
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_new_session_is_a_gateway_key_and_says_where_it_works() {
+    let mut r = Remote::start().await;
+    let result = r.new_session().await;
+    let key = result["sessionId"].as_str().unwrap().to_string();
+    let uuid = key.strip_prefix("acp-bridge:").expect("an acp-bridge: key");
+    assert!(uuid::Uuid::parse_str(uuid).is_ok(), "{key}");
+    assert_eq!(
+        normalize(result["_meta"].clone(), &r),
+        json!({"pincer/remote": {"gateway": r.gateway.url(), "sessionKey": key, "cwd": "$REMOTE"}})
+    );
+    let ids: Vec<&str> = result["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["mode", "model", "thought_level", "queue"]);
+    assert_eq!(result["modes"]["currentModeId"], "default");
+}
+
+#[tokio::test]
+async fn a_prompt_streams_text_and_a_tool_call_from_the_remote_workspace() {
+    let mut r = Remote::start().await;
+    // The file exists on the gateway's machine only.
+    std::fs::write(r.server.work().join("hello.txt"), "hello\n").unwrap();
+    let session = r.new_session().await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    r.mock.push(Reply::fixture("anthropic/tool_read.sse"));
+    r.mock.push(Reply::fixture("anthropic/after_tool.sse"));
+
+    let id = r
+        .acp
+        .send(
+            "session/prompt",
+            prompt(&session, "What does hello.txt say?"),
+        )
+        .await;
+    let (response, before) = r.acp.until_response(id).await;
+    assert_eq!(
+        response["result"],
+        json!({"stopReason": "end_turn"}),
+        "gateway stderr:\n{}",
+        r.gateway.stderr.text()
+    );
+    // The editor was never asked for a file or a terminal.
+    for m in &before {
+        assert_eq!(m["method"], "session/update", "{m}");
+        assert_eq!(m["params"]["sessionId"], json!(session));
+    }
+    let updates: Vec<Value> = coalesce(updates_of(&before))
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] != "session_info_update")
+        .collect();
+    assert_eq!(
+        normalize(Value::Array(updates), &r),
+        json!([
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "I'll read the file."}},
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "toolu_01",
+                "title": "Read hello.txt",
+                "kind": "read",
+                "status": "in_progress",
+                "rawInput": {"path": "hello.txt"},
+                "locations": [{"path": "hello.txt"}]
+            },
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "toolu_01",
+                "status": "completed",
+                "content": [{"type": "content", "content": {"type": "text", "text": "hello"}}],
+                "rawOutput": {"content": [{"type": "text", "text": "hello"}]}
+            },
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "\n\nThe file says hello."}}
+        ])
+    );
+    // The model got the prompt as the editor wrote it: no local path.
+    assert_eq!(
+        r.user_text(0),
+        vec![json!([{"type": "text", "text": "What does hello.txt say?"}])]
+    );
+    assert_eq!(
+        tool_results(&r.mock, 1),
+        vec![("toolu_01".to_string(), false, "hello".to_string())]
+    );
+    r.acp.assert_stdout_was_json_rpc();
+}
+
+/// A `bash` call on the gateway: its approval reaches the editor as
+/// `session/request_permission`; the answer decides.
+async fn bash_answered(answer: &str) -> (Remote, Vec<Value>, std::path::PathBuf) {
+    let mut r = Remote::start().await;
+    let session = r.new_session().await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let marker = format!("approved-{}", uuid::Uuid::new_v4());
+    r.mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_b1",
+        "bash",
+        &json!({"command": format!("echo ran > {marker}")}),
+    )));
+    r.mock.push(Reply::sse(anthropic_text("Done.", 10)));
+    let id = r
+        .acp
+        .send("session/prompt", prompt(&session, "Make the marker."))
+        .await;
+    let answer = selected(answer);
+    let (response, before) = r
+        .acp
+        .drive(id, |method, _| {
+            assert_eq!(method, "session/request_permission");
+            answer.clone()
+        })
+        .await;
+    assert_eq!(
+        response["result"],
+        json!({"stopReason": "end_turn"}),
+        "gateway stderr:\n{}",
+        r.gateway.stderr.text()
+    );
+    let marker = r.server.work().join(marker);
+    (r, before, marker)
+}
+
+#[tokio::test]
+async fn an_approval_on_the_gateway_is_asked_in_the_editor_and_allowing_runs_it() {
+    let (r, before, marker) = bash_answered("allow-once").await;
+    let asked = requests_of(&before, "session/request_permission");
+    assert_eq!(asked.len(), 1, "{before:#?}");
+    let params = &asked[0]["params"];
+    assert_eq!(params["toolCall"]["toolCallId"], "toolu_b1");
+    assert_eq!(params["toolCall"]["kind"], "execute");
+    assert_eq!(
+        params["options"],
+        json!([
+            {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
+            {"optionId": "allow-always", "name": "Always allow", "kind": "allow_always"},
+            {"optionId": "deny", "name": "Deny", "kind": "reject_once"}
+        ])
+    );
+    assert!(marker.exists(), "the approved command did not run");
+    let results = tool_results(&r.mock, 1);
+    assert_eq!(results.len(), 1);
+    assert!(!results[0].1, "{results:?}");
+}
+
+#[tokio::test]
+async fn an_approval_denied_in_the_editor_runs_nothing() {
+    let (r, _, marker) = bash_answered("deny").await;
+    assert!(!marker.exists(), "a denied command ran");
+    let results = tool_results(&r.mock, 1);
+    assert!(
+        results[0].1,
+        "the model was not told the call was refused: {results:?}"
+    );
+}
+
+#[tokio::test]
+async fn cancel_answers_at_once_and_aborts_the_run_on_the_gateway() {
+    let mut r = Remote::start().await;
+    let session = r.new_session().await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    r.mock.push(Reply::Stall {
+        body: support::mock_model::fixture("anthropic/text.sse"),
+        events: 4,
+    });
+    r.mock
+        .push(Reply::sse(anthropic_text("Second answer.", 10)));
+    let id = r
+        .acp
+        .send("session/prompt", prompt(&session, "Say something long."))
+        .await;
+    loop {
+        let message = r.acp.next().await;
+        assert!(message.get("method").is_some(), "{message}");
+        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            assert_eq!(
+                message["params"]["update"]["content"],
+                json!({"type": "text", "text": "Hello"})
+            );
+            break;
+        }
+    }
+    r.acp
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    let (response, _) = r.acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "cancelled"}));
+    // Only a gateway that aborted the stalled run answers the next prompt.
+    let id = r
+        .acp
+        .send("session/prompt", prompt(&session, "Now something short."))
+        .await;
+    let (response, before) = r.acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(streamed_text(&before), "Second answer.");
+}
+
+#[tokio::test]
+async fn a_second_bridge_lists_and_loads_the_session_with_its_history_and_goes_on() {
+    let mut r = Remote::start().await;
+    std::fs::write(r.server.work().join("hello.txt"), "hello\n").unwrap();
+    let session = r.new_session().await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    r.mock.push(Reply::fixture("anthropic/tool_read.sse"));
+    r.mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let id = r
+        .acp
+        .send(
+            "session/prompt",
+            prompt(&session, "What does hello.txt say?"),
+        )
+        .await;
+    let (response, _) = r.acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+
+    let mut second = r.another_bridge(&[]).await;
+    let listed = second.call("session/list", json!({})).await;
+    let row = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["sessionId"] == json!(session))
+        .cloned()
+        .unwrap_or_else(|| panic!("{session} is not listed: {listed}"));
+    assert_eq!(
+        row["cwd"],
+        json!(r.server.work().display().to_string()),
+        "{row}"
+    );
+    assert_eq!(row["title"], "What does hello.txt say?");
+
+    let id = second
+        .send(
+            "session/load",
+            json!({"sessionId": session, "cwd": r.editor.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, before) = second.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    let replay: Vec<Value> = coalesce(updates_of(&before))
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] != "session_info_update")
+        .collect();
+    assert_eq!(
+        replay,
+        vec![
+            json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "What does hello.txt say?"}}),
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "I'll read the file."}}),
+            json!({"sessionUpdate": "tool_call", "toolCallId": "toolu_01", "title": "read: path: hello.txt", "kind": "read",
+                   "status": "in_progress", "rawInput": {"path": "hello.txt"}, "locations": [{"path": "hello.txt"}]}),
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "toolu_01", "status": "completed",
+                   "content": [{"type": "content", "content": {"type": "text", "text": "hello"}}],
+                   "rawOutput": {"content": [{"type": "text", "text": "hello"}]}}),
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "The file says hello."}}),
+        ]
+    );
+    // The loaded session goes on where it was.
+    r.mock.push(Reply::sse(anthropic_text("Still hello.", 10)));
+    let id = second
+        .send("session/prompt", prompt(&session, "And now?"))
+        .await;
+    let (response, before) = second.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(streamed_text(&before), "Still hello.");
+    let users = r.user_text(2);
+    assert_eq!(
+        users.len(),
+        3,
+        "the model did not get the history: {users:?}"
+    );
+    assert_eq!(
+        users[0],
+        json!([{"type": "text", "text": "What does hello.txt say?"}])
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_gateway_fails_initialize_then_session_new_clearly_and_the_bridge_keeps_serving()
+ {
+    let editor = Sandbox::new();
+    let server = Sandbox::new();
+    let mock = support::mock_model::MockModel::start().await;
+    let token = support::gateway::new_token();
+    let port = free_port();
+    let url = format!("ws://127.0.0.1:{port}");
+    let mut acp = Acp::spawn(bridge_command(&editor, &url, &token, &[]));
+    let response = initialize(&mut acp).await;
+    assert_eq!(
+        response["error"]["message"],
+        json!(format!(
+            "cannot reach the gateway at ws://127.0.0.1:{port}/: connection refused"
+        )),
+        "{response}"
+    );
+    // The editor may try again once the gateway is up.
+    let gateway = gateway_on(&server, &mock, &token, port).await;
+    let response = initialize(&mut acp).await;
+    assert!(response.get("error").is_none(), "{response}");
+    let id = acp
+        .send(
+            "session/new",
+            json!({"cwd": editor.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+
+    // Gone again: a new session fails with the reason, and the bridge
+    // goes on serving.
+    gateway.stop().await;
+    let id = acp
+        .send(
+            "session/new",
+            json!({"cwd": editor.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(
+        response["error"]["message"],
+        json!(format!(
+            "cannot reach the gateway at ws://127.0.0.1:{port}/: connection refused"
+        )),
+        "{response}"
+    );
+    assert!(acp.is_running());
+    acp.assert_stdout_was_json_rpc();
+}
+
+#[tokio::test]
+async fn a_refused_token_fails_initialize_with_the_gateways_reason() {
+    let r = Remote::start().await;
+    let mut acp = Acp::spawn(bridge_command(
+        &r.editor,
+        &r.gateway.url(),
+        "wrong-token-0123456789abcdef",
+        &[],
+    ));
+    let response = initialize(&mut acp).await;
+    assert_eq!(
+        response["error"]["message"],
+        json!(format!(
+            "the gateway at {} refused the connection: unauthorized: gateway token mismatch",
+            r.gateway.url()
+        )),
+        "{response}"
+    );
+    assert!(acp.is_running());
+}
+
+#[tokio::test]
+async fn a_credential_in_the_url_is_refused_before_anything_is_sent() {
+    let editor = Sandbox::new();
+    for url in [
+        "ws://127.0.0.1:9/?token=abc",
+        "ws://user:secret@127.0.0.1:9/",
+        "http://127.0.0.1:9/",
+    ] {
+        let out = editor
+            .command(&["acp", "--connect", url, "--token", "x-0123456789abcdef"])
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url}");
+        assert!(out.stdout.is_empty(), "{url}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("secret") && !stderr.contains("abc"),
+            "{stderr}"
+        );
+    }
+    // No credential at all: said before connecting.
+    let out = editor
+        .command(&["acp", "--connect", "ws://127.0.0.1:9/"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--token-file"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn closing_stdin_ends_the_bridge() {
+    let r = Remote::start().await;
+    let mut acp = r.another_bridge(&[]).await;
+    acp.close_stdin();
+    let status = acp.wait_exit().await;
+    assert!(status.success(), "{status:?}");
+}
