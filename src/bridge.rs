@@ -396,10 +396,22 @@ impl Bridge {
         json!({"pincer/remote": {"gateway": self.client.url(), "sessionKey": key, "cwd": cwd}})
     }
 
+    /// A request; one that met a connection already gone (the bridge had
+    /// not heard yet) goes once more over a new one.
     async fn call(&self, method: &str, params: Value) -> Result<Value, ClientError> {
-        self.client
-            .request(method, params, CONNECT_WAIT, Some(Duration::from_secs(60)))
+        let limit = Some(Duration::from_secs(60));
+        match self
+            .client
+            .request(method, params.clone(), CONNECT_WAIT, limit)
             .await
+        {
+            Err(ClientError::Disconnected { .. }) => {
+                self.client
+                    .request(method, params, CONNECT_WAIT, limit)
+                    .await
+            }
+            other => other,
+        }
     }
 
     async fn hello(&self) -> Result<Arc<Hello>, Error> {

@@ -547,7 +547,7 @@ mod tests {
         assert_eq!(row_title(&row).as_deref(), Some("Fix it"));
         assert_eq!(
             row_updated(&row).as_deref(),
-            Some("2026-11-23T04:34:34.767Z")
+            Some("2026-11-24T07:14:34.767Z")
         );
     }
 
