@@ -10,9 +10,11 @@ mod support;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::acp_client::{Acp, Sandbox, coalesce, requests_of, updates_of};
-use support::bridge::{Remote, bridge_command, free_port, gateway_on, initialize, streamed_text};
+use support::bridge::{
+    Proxy, Remote, bridge_command, free_port, gateway_on, initialize, streamed_text,
+};
 use support::mock_model::Reply;
-use support::sse::{anthropic_text, anthropic_tool_call};
+use support::sse::{anthropic_deltas, anthropic_text, anthropic_tool_call};
 use support::{prompt, selected, tool_results};
 
 /// Replaces the gateway's working directory so whole values compare.
@@ -446,4 +448,213 @@ async fn closing_stdin_ends_the_bridge() {
     acp.close_stdin();
     let status = acp.wait_exit().await;
     assert!(status.success(), "{status:?}");
+}
+
+/// The parts of a long answer streamed one delta every `delay`.
+fn long_answer() -> (Vec<String>, String) {
+    let parts: Vec<String> = (0..40).map(|i| format!("word{i} ")).collect();
+    let whole = parts.concat();
+    (parts, whole)
+}
+
+/// A bridge that reaches its gateway through `proxy`, with a session.
+async fn through_proxy(
+    server: &Sandbox,
+    editor: &Sandbox,
+    gateway: &support::gateway::Gateway,
+    proxy: &Proxy,
+) -> (Acp, String) {
+    let _ = server;
+    let token = gateway.token.clone().unwrap();
+    let mut acp = Acp::spawn(bridge_command(editor, &proxy.url(), &token, &[]));
+    let response = initialize(&mut acp).await;
+    assert!(response.get("error").is_none(), "{response}");
+    let result = acp
+        .call(
+            "session/new",
+            json!({"cwd": editor.work(), "mcpServers": []}),
+        )
+        .await;
+    let session = result["sessionId"].as_str().unwrap().to_string();
+    (acp, session)
+}
+
+/// Reads updates until the streamed text contains `marker`; returns them.
+async fn until_text(acp: &mut Acp, marker: &str) -> Vec<Value> {
+    let mut seen = Vec::new();
+    loop {
+        let message = acp.next().await;
+        assert!(
+            message.get("method").is_some(),
+            "the prompt ended early: {message}"
+        );
+        seen.push(message);
+        if streamed_text(&seen).contains(marker) {
+            return seen;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_network_drop_mid_turn_reconnects_and_the_text_arrives_exactly_once() {
+    let (server, editor) = (Sandbox::new(), Sandbox::new());
+    let mock = support::mock_model::MockModel::start().await;
+    let gateway = support::gateway::Gateway::start(&server, &mock).await;
+    let proxy = Proxy::start(gateway.addr).await;
+    let (mut acp, session) = through_proxy(&server, &editor, &gateway, &proxy).await;
+    let (parts, whole) = long_answer();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    mock.push(Reply::Sse {
+        body: anthropic_deltas(&parts),
+        delay: std::time::Duration::from_millis(40),
+        gate: None,
+    });
+    let id = acp
+        .send("session/prompt", prompt(&session, "Say forty words."))
+        .await;
+    let mut seen = until_text(&mut acp, "word3 ").await;
+    assert_eq!(proxy.cut(), 1, "the bridge had one connection to cut");
+    let (response, rest) = acp.until_response(id).await;
+    assert_eq!(
+        response["result"],
+        json!({"stopReason": "end_turn"}),
+        "gateway stderr:\n{}",
+        gateway.stderr.text()
+    );
+    seen.extend(rest);
+    assert_eq!(streamed_text(&seen), whole);
+    assert!(
+        proxy.accepted.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+        "the bridge did not reconnect"
+    );
+    assert_eq!(mock.requests().len(), 1, "the prompt ran twice");
+}
+
+#[tokio::test]
+async fn a_turn_that_ends_while_the_line_is_down_is_settled_after_the_reconnect() {
+    let (server, editor) = (Sandbox::new(), Sandbox::new());
+    let mock = support::mock_model::MockModel::start().await;
+    let gateway = support::gateway::Gateway::start(&server, &mock).await;
+    let proxy = Proxy::start(gateway.addr).await;
+    let (mut acp, session) = through_proxy(&server, &editor, &gateway, &proxy).await;
+    // A watcher on the gateway sees the run end while the bridge cannot.
+    let mut watcher = gateway.admin().await;
+    let (parts, whole) = long_answer();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    mock.push(Reply::Sse {
+        body: anthropic_deltas(&parts),
+        delay: std::time::Duration::from_millis(20),
+        gate: None,
+    });
+    let id = acp
+        .send("session/prompt", prompt(&session, "Say forty words."))
+        .await;
+    let mut seen = until_text(&mut acp, "word1 ").await;
+    proxy.hold(true);
+    proxy.cut();
+    let end = watcher
+        .next_where("the run's final", |e| {
+            e["event"] == "chat"
+                && e["payload"]["sessionKey"] == json!(session)
+                && e["payload"]["state"] == "final"
+        })
+        .await;
+    assert_eq!(end["payload"]["state"], "final");
+    proxy.hold(false);
+    let (response, rest) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    seen.extend(rest);
+    assert_eq!(streamed_text(&seen), whole);
+}
+
+#[tokio::test]
+async fn a_gateway_restarted_mid_turn_ends_the_prompt_with_a_reason_and_the_session_goes_on() {
+    let (server, editor) = (Sandbox::new(), Sandbox::new());
+    let mock = support::mock_model::MockModel::start().await;
+    let token = support::gateway::new_token();
+    let port = free_port();
+    let gateway = gateway_on(&server, &mock, &token, port).await;
+    let mut acp = Acp::spawn(bridge_command(
+        &editor,
+        &format!("ws://127.0.0.1:{port}"),
+        &token,
+        &[],
+    ));
+    assert!(initialize(&mut acp).await.get("error").is_none());
+    let session = acp
+        .call(
+            "session/new",
+            json!({"cwd": editor.work(), "mcpServers": []}),
+        )
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    mock.push(Reply::Stall {
+        body: support::mock_model::fixture("anthropic/text.sse"),
+        events: 4,
+    });
+    let id = acp
+        .send("session/prompt", prompt(&session, "Say something long."))
+        .await;
+    let seen = until_text(&mut acp, "Hello").await;
+    gateway.stop().await;
+    let gateway = gateway_on(&server, &mock, &token, port).await;
+    let (response, rest) = acp.until_response(id).await;
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("no longer knows this turn"),
+        "{response}\ngateway stderr:\n{}",
+        gateway.stderr.text()
+    );
+    // Nothing was said twice.
+    assert_eq!(streamed_text(&seen) + &streamed_text(&rest), "Hello");
+
+    // The same session goes on with the restarted gateway.
+    mock.push(Reply::sse(anthropic_text("Back again.", 10)));
+    let id = acp
+        .send("session/prompt", prompt(&session, "Are you there?"))
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(
+        response["result"],
+        json!({"stopReason": "end_turn"}),
+        "gateway stderr:\n{}",
+        gateway.stderr.text()
+    );
+    assert_eq!(streamed_text(&before), "Back again.");
+    let body = &mock.requests()[1].body;
+    let texts = body.to_string();
+    assert!(
+        texts.contains("Say something long."),
+        "the restarted gateway lost the session's history: {body}"
+    );
+}
+
+#[tokio::test]
+async fn a_line_gone_silent_is_noticed_by_the_tick_watchdog_and_the_turn_completes() {
+    let (server, editor) = (Sandbox::new(), Sandbox::new());
+    let mock = support::mock_model::MockModel::start().await;
+    // Ticks every 200 ms: silence past 400 ms means the line is dead.
+    support::gateway::write_gateway_config(&server, "tick_interval_ms = 200");
+    let gateway = support::gateway::Gateway::start(&server, &mock).await;
+    let proxy = Proxy::start(gateway.addr).await;
+    let (mut acp, session) = through_proxy(&server, &editor, &gateway, &proxy).await;
+    let (parts, whole) = long_answer();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    mock.push(Reply::Sse {
+        body: anthropic_deltas(&parts),
+        delay: std::time::Duration::from_millis(40),
+        gate: None,
+    });
+    let id = acp
+        .send("session/prompt", prompt(&session, "Say forty words."))
+        .await;
+    let mut seen = until_text(&mut acp, "word3 ").await;
+    assert_eq!(proxy.freeze(), 1);
+    let (response, rest) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    seen.extend(rest);
+    assert_eq!(streamed_text(&seen), whole);
+    assert!(proxy.accepted.load(std::sync::atomic::Ordering::SeqCst) >= 2);
 }

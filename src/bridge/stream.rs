@@ -206,7 +206,7 @@ pub async fn pump(bridge: Arc<Bridge>, mut incoming: mpsc::UnboundedReceiver<Inc
 
 /// Fails the prompts in flight when the gateway stays away.
 async fn give_up_after_grace(bridge: &Bridge) {
-    if bridge.client.ensure(DISCONNECT_GRACE).await.is_ok() {
+    if bridge.client.up_within(DISCONNECT_GRACE).await {
         return;
     }
     let message = format!(

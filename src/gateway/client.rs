@@ -239,6 +239,22 @@ impl Client {
         }
     }
 
+    /// Waits up to `wait` for a connection to be up, while the dialler
+    /// keeps trying at its own pace; whether one is.
+    pub async fn up_within(&self, wait: Duration) -> bool {
+        let mut changes = self.shared.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if lock(&self.shared.state).link.is_some() {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return lock(&self.shared.state).link.is_some(),
+            }
+        }
+    }
+
     /// Sends a request on the current connection (waiting up to `wait` for
     /// one) and waits for its answer, without a time limit when `timeout`
     /// is `None` (a turn can take as long as it takes).

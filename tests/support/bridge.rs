@@ -147,7 +147,12 @@ impl Remote {
 /// open connection dropped at once) to play a network failure.
 pub struct Proxy {
     pub port: u16,
-    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    /// Each open relay, and whether it is frozen.
+    connections: Arc<Mutex<Vec<(JoinHandle<()>, Arc<std::sync::atomic::AtomicBool>)>>>,
+    /// While set, new connections are closed as soon as they come.
+    held: Arc<std::sync::atomic::AtomicBool>,
+    /// Connections accepted so far.
+    pub accepted: Arc<std::sync::atomic::AtomicUsize>,
     _accept: JoinHandle<()>,
 }
 
@@ -155,22 +160,35 @@ impl Proxy {
     pub async fn start(target: std::net::SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let connections: Arc<Mutex<Vec<(JoinHandle<()>, Arc<std::sync::atomic::AtomicBool>)>>> =
+            Arc::default();
+        let held: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        let accepted: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
         let open = connections.clone();
+        let (hold, count) = (held.clone(), accepted.clone());
         let accept = tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if hold.load(std::sync::atomic::Ordering::SeqCst) {
+                    drop(inbound);
+                    continue;
+                }
+                let frozen: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+                let ice = frozen.clone();
                 let relay = tokio::spawn(async move {
-                    let Ok(mut outbound) = TcpStream::connect(target).await else {
+                    let Ok(outbound) = TcpStream::connect(target).await else {
                         return;
                     };
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    relay(&mut inbound, outbound, ice).await;
                 });
-                open.lock().unwrap().push(relay);
+                open.lock().unwrap().push((relay, frozen));
             }
         });
         Self {
             port,
             connections,
+            held,
+            accepted,
             _accept: accept,
         }
     }
@@ -179,12 +197,32 @@ impl Proxy {
         format!("ws://127.0.0.1:{}/", self.port)
     }
 
+    /// Refuses (`true`) or lets through (`false`) new connections.
+    pub fn hold(&self, held: bool) {
+        self.held.store(held, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Drops every connection open now (both ends see a reset or EOF).
     pub fn cut(&self) -> usize {
-        let open: Vec<JoinHandle<()>> = std::mem::take(&mut *self.connections.lock().unwrap());
-        let live = open.iter().filter(|c| !c.is_finished()).count();
-        for relay in open {
+        let open = std::mem::take(&mut *self.connections.lock().unwrap());
+        let live = open.iter().filter(|(c, _)| !c.is_finished()).count();
+        for (relay, _) in open {
             relay.abort();
+        }
+        live
+    }
+
+    /// Makes every connection open now a black hole: the sockets stay
+    /// open, nothing more gets through either way (a network that went
+    /// silent without a reset). New connections are not affected.
+    pub fn freeze(&self) -> usize {
+        let open = self.connections.lock().unwrap();
+        let mut live = 0;
+        for (relay, frozen) in open.iter() {
+            if !relay.is_finished() {
+                frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+                live += 1;
+            }
         }
         live
     }
@@ -194,6 +232,38 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         self._accept.abort();
         self.cut();
+    }
+}
+
+/// Copies bytes both ways until either side closes; once `frozen`, reads
+/// are dropped and the sockets are held open until the task is aborted.
+async fn relay(
+    inbound: &mut TcpStream,
+    mut outbound: TcpStream,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut a, mut b) = ([0u8; 16 * 1024], [0u8; 16 * 1024]);
+    loop {
+        let (read, to_outbound) = tokio::select! {
+            n = inbound.read(&mut a) => (n, true),
+            n = outbound.read(&mut b) => (n, false),
+        };
+        let n = match read {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if frozen.load(std::sync::atomic::Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        let written = if to_outbound {
+            outbound.write_all(&a[..n]).await
+        } else {
+            inbound.write_all(&b[..n]).await
+        };
+        if written.is_err() {
+            return;
+        }
     }
 }
 
