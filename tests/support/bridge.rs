@@ -143,12 +143,15 @@ impl Remote {
     }
 }
 
+/// The relays a [`Proxy`] runs, each with its frozen flag.
+type Relays = Arc<Mutex<Vec<(JoinHandle<()>, Arc<std::sync::atomic::AtomicBool>)>>>;
+
 /// A TCP relay on a loopback port to `target`, which a test can cut (every
 /// open connection dropped at once) to play a network failure.
 pub struct Proxy {
     pub port: u16,
     /// Each open relay, and whether it is frozen.
-    connections: Arc<Mutex<Vec<(JoinHandle<()>, Arc<std::sync::atomic::AtomicBool>)>>>,
+    connections: Relays,
     /// While set, new connections are closed as soon as they come.
     held: Arc<std::sync::atomic::AtomicBool>,
     /// Connections accepted so far.
@@ -160,8 +163,7 @@ impl Proxy {
     pub async fn start(target: std::net::SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let connections: Arc<Mutex<Vec<(JoinHandle<()>, Arc<std::sync::atomic::AtomicBool>)>>> =
-            Arc::default();
+        let connections: Relays = Arc::default();
         let held: Arc<std::sync::atomic::AtomicBool> = Arc::default();
         let accepted: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
         let open = connections.clone();
