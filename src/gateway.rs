@@ -9,6 +9,7 @@
 //! docs/gateway.md describes the protocol as served here.
 
 mod auth;
+pub mod client;
 mod conn;
 mod connection;
 mod frames;
@@ -31,7 +32,7 @@ use crate::acp::registry::Registry;
 use crate::config::Settings;
 use crate::config::gateway::{AuthMode, GatewayConfig, is_loopback};
 
-pub use auth::create_token;
+pub use auth::{create_token, is_placeholder};
 
 /// Query parameters that would carry a credential in a URL.
 const CREDENTIAL_PARAMS: &[&str] = &[

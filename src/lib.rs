@@ -8,6 +8,7 @@
 pub mod acp;
 pub mod agent;
 pub mod auth;
+pub mod bridge;
 pub mod cli;
 pub mod config;
 pub mod context;

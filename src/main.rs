@@ -40,6 +40,46 @@ enum Command {
         /// or :PORT (default [gateway] in config.toml, else 127.0.0.1:18789).
         #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
         gateway: Option<String>,
+        /// Run the sessions on a gateway elsewhere (pincer's or OpenClaw's)
+        /// instead of here: ws://HOST:PORT or wss://HOST:PORT. The
+        /// credential comes from --token-file, --password-file, --token or
+        /// $PINCER_GATEWAY_TOKEN ($PINCER_GATEWAY_PASSWORD), never the URL.
+        #[arg(long, value_name = "URL", conflicts_with_all = ["gateway", "model"])]
+        connect: Option<String>,
+        /// The gateway's token (visible to other users in process lists:
+        /// prefer --token-file).
+        #[arg(long, value_name = "TOKEN", requires = "connect", conflicts_with_all = ["token_file", "password_file"])]
+        token: Option<String>,
+        /// A file holding the gateway's token.
+        #[arg(
+            long,
+            value_name = "FILE",
+            requires = "connect",
+            conflicts_with = "password_file"
+        )]
+        token_file: Option<std::path::PathBuf>,
+        /// A file holding the gateway's password.
+        #[arg(long, value_name = "FILE", requires = "connect")]
+        password_file: Option<std::path::PathBuf>,
+        /// Attach every new ACP session to this gateway session key (for
+        /// example one a chat channel started).
+        #[arg(
+            long,
+            value_name = "KEY",
+            requires = "connect",
+            conflicts_with = "session_label"
+        )]
+        session: Option<String>,
+        /// Attach to the session the gateway finds by this label.
+        #[arg(long, value_name = "LABEL", requires = "connect")]
+        session_label: Option<String>,
+        /// Fail session/new when --session or --session-label names no
+        /// existing session.
+        #[arg(long, requires = "connect")]
+        require_existing: bool,
+        /// Start the session key over (a fresh transcript; the old one stays).
+        #[arg(long, requires = "connect")]
+        reset_session: bool,
     },
     /// Serve OpenClaw's gateway protocol on a websocket, loopback by
     /// default: OpenClaw's clients (`openclaw acp --url …`), web pages and
@@ -360,7 +400,52 @@ fn main() -> std::process::ExitCode {
     }
     let code = runtime.block_on(async {
         match cli.command {
-            Command::Acp { model, gateway } => {
+            Command::Acp {
+                connect: Some(url),
+                token,
+                token_file,
+                password_file,
+                session,
+                session_label,
+                require_existing,
+                reset_session,
+                ..
+            } => {
+                let url = match pincer::bridge::check_url(&url) {
+                    Ok(url) => url,
+                    Err(e) => {
+                        eprintln!("pincer: {e}");
+                        return 2;
+                    }
+                };
+                let credential = match pincer::bridge::credential(
+                    token,
+                    token_file.as_deref(),
+                    password_file.as_deref(),
+                ) {
+                    Ok(credential) => credential,
+                    Err(e) => {
+                        eprintln!("pincer: {e}");
+                        return 2;
+                    }
+                };
+                let options = pincer::bridge::BridgeOptions {
+                    url,
+                    credential,
+                    session,
+                    session_label,
+                    require_existing,
+                    reset_session,
+                };
+                match pincer::bridge::serve_stdio(options).await {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        eprintln!("pincer: {e}");
+                        1
+                    }
+                }
+            }
+            Command::Acp { model, gateway, .. } => {
                 let registry = match gateway {
                     None => None,
                     Some(address) => {

@@ -228,6 +228,36 @@ async fn the_handshake_challenge_hello_ok_and_ticks_have_the_specs_shape() {
     hello["server"]["connId"] = json!("<conn>");
     hello["snapshot"]["uptimeMs"] = json!("<uptime>");
     hello["features"] = json!("<features>");
+    // OpenClaw's three defaults, and what a new session here starts with
+    // (for `pincer acp --connect`, which shows it before the first turn).
+    let modes: Vec<Value> = ["default", "accept-edits", "plan", "bypass"]
+        .iter()
+        .map(|id| json!(id))
+        .collect();
+    let defaults = hello["snapshot"]["sessionDefaults"].clone();
+    let ids: Vec<Value> = defaults["permissionModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].clone())
+        .collect();
+    assert_eq!(ids, modes);
+    assert_eq!(
+        pick(
+            &defaults,
+            &[
+                "cwd",
+                "model",
+                "thinkingLevel",
+                "permissionMode",
+                "queueMode"
+            ]
+        ),
+        json!({"cwd": sandbox.work(), "model": "anthropic/claude-sonnet-4-5", "thinkingLevel": "off",
+               "permissionMode": "default", "queueMode": "steer"})
+    );
+    hello["snapshot"]["sessionDefaults"] =
+        pick(&defaults, &["defaultAgentId", "mainKey", "mainSessionKey"]);
     assert_eq!(
         hello,
         json!({

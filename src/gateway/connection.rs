@@ -371,11 +371,7 @@ fn connect(
             "health": {},
             "stateVersion": {"presence": 0, "health": 0},
             "uptimeMs": gateway.hub.started.elapsed().as_millis() as u64,
-            "sessionDefaults": {
-                "defaultAgentId": "main",
-                "mainKey": "main",
-                "mainSessionKey": super::hub::MAIN_KEY,
-            },
+            "sessionDefaults": super::methods::session_defaults(&gateway.hub),
             "authMode": credential.mode.as_str(),
         },
         "auth": {"role": "operator", "scopes": granted, "method": credential.mode.as_str()},

@@ -11,7 +11,7 @@ use super::conn::{Conn, Need, Out};
 use super::frames::{self, APPROVAL_NOT_FOUND, ErrorShape, FORBIDDEN, Request, now_ms};
 use super::hub::{Hub, MAIN_KEY, Outcome, QueueMode};
 use crate::agent::AgentMessage;
-use crate::llm::{AssistantContent, Content, Message};
+use crate::llm::{AssistantContent, Content, Message, ThinkingLevel};
 
 /// Every method, for `hello-ok`.
 pub const METHODS: &[&str] = &[
@@ -169,7 +169,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let thinking = session
                 .as_deref()
                 .and_then(|id| crate::session::find(hub.data_dir(), id))
-                .and_then(|path| recent_settings(&path).1)
+                .and_then(|path| recent_settings(&path).thinking)
                 .unwrap_or_else(|| Defaults::load(hub).thinking);
             Ok(
                 json!({"sessionKey": key, "sessionId": session, "messages": messages, "thinkingLevel": thinking}),
@@ -312,29 +312,50 @@ fn content(params: &Value) -> Result<Vec<ContentBlock>, ErrorShape> {
         Value::Null => {}
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                let kind = item["type"].as_str().unwrap_or("image");
-                let mime = item["mimeType"].as_str().unwrap_or_default();
-                let data = item["content"].as_str().unwrap_or_default();
-                if kind != "image" || !mime.starts_with("image/") {
-                    return Err(ErrorShape::invalid(format!(
-                        "attachments[{i}]: only images are accepted (`type: \"image\"`, an image/* `mimeType`)"
-                    )));
-                }
-                use base64::Engine;
-                if base64::engine::general_purpose::STANDARD
-                    .decode(data)
-                    .is_err()
-                {
-                    return Err(ErrorShape::invalid(format!(
-                        "attachments[{i}].content is not base64"
-                    )));
-                }
-                blocks.push(ContentBlock::Image(ImageContent::new(data, mime)));
+                blocks.push(attachment(i, item)?);
             }
         }
         _ => return Err(ErrorShape::invalid("`attachments` must be an array")),
     }
     Ok(blocks)
+}
+
+/// One attachment as a prompt block: an image, or a text file (what
+/// `pincer acp --connect` makes of an editor's embedded resource), which
+/// the agent reads as an embedded resource named `attachment:NAME`.
+fn attachment(i: usize, item: &Value) -> Result<ContentBlock, ErrorShape> {
+    use base64::Engine;
+    let kind = item["type"].as_str().unwrap_or("image");
+    let mime = item["mimeType"].as_str().unwrap_or_default();
+    let data = item["content"].as_str().unwrap_or_default();
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|_| ErrorShape::invalid(format!("attachments[{i}].content is not base64")))?;
+    if kind == "image" && mime.starts_with("image/") {
+        return Ok(ContentBlock::Image(ImageContent::new(data, mime)));
+    }
+    if kind == "file" {
+        let Ok(text) = String::from_utf8(decoded) else {
+            return Err(ErrorShape::invalid(format!(
+                "attachments[{i}]: only text files are accepted (this one is not UTF-8)"
+            )));
+        };
+        let name = item["fileName"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .map_or_else(|| format!("attachment-{}", i + 1), String::from);
+        let mime = if mime.is_empty() { "text/plain" } else { mime };
+        let block = json!({
+            "type": "resource",
+            "resource": {"uri": format!("attachment:{name}"), "mimeType": mime, "text": text},
+        });
+        return serde_json::from_value(block)
+            .map_err(|e| ErrorShape::invalid(format!("attachments[{i}]: {e}")));
+    }
+    Err(ErrorShape::invalid(format!(
+        "attachments[{i}]: only images (`type: \"image\"`, an image/* `mimeType`) and text files \
+         (`type: \"file\"`) are accepted"
+    )))
 }
 
 /// `chat.send` and `agent`: the run id and the ack status.
@@ -535,54 +556,68 @@ fn millis(rfc3339: &str) -> u64 {
         .unwrap_or_default()
 }
 
-/// A session's model and thinking level as its transcript's end records
-/// them (the last assistant message or change), read from the file's tail
-/// so that a listing does not read whole transcripts.
-fn recent_settings(path: &std::path::Path) -> (Option<String>, Option<String>) {
+/// What a session's transcript ends on: its model, thinking level and
+/// permission mode as last set (the last assistant message or change), read
+/// from the file's tail so that a listing does not read whole transcripts.
+#[derive(Default)]
+struct Recent {
+    model: Option<String>,
+    thinking: Option<String>,
+    mode: Option<String>,
+}
+
+fn recent_settings(path: &std::path::Path) -> Recent {
     use std::io::{Read, Seek, SeekFrom};
     const TAIL: u64 = 256 * 1024;
     let Ok(mut file) = std::fs::File::open(path) else {
-        return (None, None);
+        return Recent::default();
     };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let _ = file.seek(SeekFrom::Start(len.saturating_sub(TAIL)));
     let mut tail = Vec::new();
     let _ = file.take(TAIL).read_to_end(&mut tail);
     let text = String::from_utf8_lossy(&tail);
-    let (mut model, mut thinking) = (None, None);
+    let mut recent = Recent::default();
     for line in text.lines().rev() {
-        if model.is_some() && thinking.is_some() {
+        if recent.model.is_some() && recent.thinking.is_some() && recent.mode.is_some() {
             break;
         }
         let Ok(entry) = serde_json::from_str::<Value>(line) else {
             continue;
         };
         match entry["type"].as_str() {
-            Some("model_change") if model.is_none() => {
-                model = entry["model"].as_str().map(String::from);
+            Some("model_change") if recent.model.is_none() => {
+                recent.model = entry["model"].as_str().map(String::from);
             }
-            Some("thinking_change") if thinking.is_none() => {
-                thinking = entry["level"].as_str().map(String::from);
+            Some("thinking_change") if recent.thinking.is_none() => {
+                recent.thinking = entry["level"].as_str().map(String::from);
             }
-            Some("message") if model.is_none() && entry["message"]["role"] == "assistant" => {
+            Some("mode_change") if recent.mode.is_none() => {
+                recent.mode = entry["mode"].as_str().map(String::from);
+            }
+            Some("message")
+                if recent.model.is_none() && entry["message"]["role"] == "assistant" =>
+            {
                 let message = &entry["message"];
                 if let (Some(provider), Some(id)) =
                     (message["provider"].as_str(), message["model"].as_str())
                 {
-                    model = Some(format!("{provider}/{id}"));
+                    recent.model = Some(format!("{provider}/{id}"));
                 }
             }
             _ => {}
         }
     }
-    (model, thinking)
+    recent
 }
 
-/// The model and thinking level a session without records of its own has:
-/// the configured defaults, read once per request.
+/// The model, thinking level and mode a session without records of its own
+/// has: the configured defaults, read once per request.
 struct Defaults {
+    settings: Option<crate::config::Settings>,
     model: Option<String>,
     thinking: String,
+    mode: String,
 }
 
 impl Defaults {
@@ -597,16 +632,67 @@ impl Defaults {
                 .as_ref()
                 .map_or("off", |s| s.thinking().as_str())
                 .to_string(),
+            mode: settings
+                .as_ref()
+                .map(|s| s.default_mode())
+                .unwrap_or_default()
+                .id()
+                .to_string(),
+            settings,
         }
     }
+
+    /// The thinking levels a model offers (`off` alone without reasoning).
+    fn levels(&self, model: Option<&str>) -> Vec<Value> {
+        let reasoning = self
+            .settings
+            .as_ref()
+            .zip(model)
+            .and_then(|(s, m)| s.catalog.resolve(m).ok())
+            .is_some_and(|m| m.reasoning);
+        let levels: &[ThinkingLevel] = if reasoning {
+            &ThinkingLevel::ALL
+        } else {
+            &[ThinkingLevel::Off]
+        };
+        levels
+            .iter()
+            .map(|l| json!({"id": l.as_str(), "label": l.as_str()}))
+            .collect()
+    }
+}
+
+/// `hello-ok`'s `snapshot.sessionDefaults`: OpenClaw's three keys, and
+/// what a new session here starts with (its directory, model, thinking
+/// level, permission mode and queue mode), so that a client such as
+/// `pincer acp --connect` can show a session's options before it has a
+/// transcript.
+pub fn session_defaults(hub: &Hub) -> Value {
+    let defaults = Defaults::load(hub);
+    let modes: Vec<Value> = crate::agent::Mode::ALL
+        .iter()
+        .map(|m| json!({"id": m.id(), "name": m.name(), "description": m.description()}))
+        .collect();
+    json!({
+        "defaultAgentId": "main",
+        "mainKey": "main",
+        "mainSessionKey": super::hub::MAIN_KEY,
+        "cwd": hub.cwd,
+        "model": defaults.model,
+        "thinkingLevel": defaults.thinking,
+        "thinkingLevels": defaults.levels(defaults.model.as_deref()),
+        "permissionMode": defaults.mode,
+        "permissionModes": modes,
+        "queueMode": QueueMode::Steer.as_str(),
+    })
 }
 
 fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Value {
     let key = hub.key_of(&summary.id);
     let title = summary.title.clone().unwrap_or_default();
-    let (model, thinking) = recent_settings(&summary.path);
-    let model = model.or_else(|| defaults.model.clone());
-    let thinking = thinking.unwrap_or_else(|| defaults.thinking.clone());
+    let recent = recent_settings(&summary.path);
+    let model = recent.model.or_else(|| defaults.model.clone());
+    let thinking = recent.thinking.unwrap_or_else(|| defaults.thinking.clone());
     let (provider, model_id) = match model.as_deref().and_then(|m| m.split_once('/')) {
         Some((provider, id)) => (Some(provider.to_string()), Some(id.to_string())),
         None => (None, model.clone()),
@@ -622,6 +708,8 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         "model": model_id,
         "modelProvider": provider,
         "thinkingLevel": thinking,
+        "thinkingLevels": defaults.levels(model.as_deref()),
+        "permissionMode": recent.mode.unwrap_or_else(|| defaults.mode.clone()),
         "queueMode": hub.queue_mode(&summary.id).map(|m| m.as_str()),
     })
 }

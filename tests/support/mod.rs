@@ -1,6 +1,7 @@
 #![allow(dead_code)]
 pub mod acp_client;
 pub mod attacker;
+pub mod bridge;
 pub mod gateway;
 pub mod mock_model;
 pub mod openclaw_gateway;

@@ -42,3 +42,24 @@ event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reas
 event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
     )
 }
+
+/// A text answer streamed as one delta per part (for tests that act in
+/// the middle of a stream).
+pub fn anthropic_deltas(parts: &[&str]) -> String {
+    let mut body = String::from(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_d\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+    );
+    for part in parts {
+        let text = serde_json::to_string(part).unwrap();
+        body.push_str(&format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":{text}}}}}\n\n"
+        ));
+    }
+    body.push_str(
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":20}}\n\n\
+event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+    body
+}

@@ -1,0 +1,892 @@
+//! `pincer acp --connect`: an ACP agent on stdin/stdout whose sessions run
+//! on a gateway somewhere else (pincer's or OpenClaw's). The editor talks
+//! ACP as it would to a local `pincer acp`; every session is a gateway
+//! session key, every prompt a `chat.send`, and the gateway's `chat` and
+//! `agent` events come back as `session/update`s.
+//!
+//! The remote side works in its own directory with its own files; the
+//! bridge never uses the editor's files or terminals and says where the
+//! remote works (the `pincer/remote` `_meta` of the session and its info).
+//!
+//! This file holds the ACP surface and the sessions; [`stream`] turns the
+//! gateway's events into updates, [`wire`] maps values between the two
+//! protocols.
+
+mod stream;
+mod wire;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    CancelNotification, CloseSessionRequest, CloseSessionResponse, ContentBlock, ContentChunk,
+    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
+    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest,
+    PromptResponse, ResumeSessionRequest, ResumeSessionResponse, SessionNotification,
+    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse, TextContent,
+};
+use agent_client_protocol::{Agent, Client, ConnectTo, Error};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::acp::transport::{self, Drain};
+use crate::gateway::client::{self, ClientError, Hello, Incoming};
+use crate::llm::Secret;
+
+pub use crate::gateway::client::Credential;
+
+/// How long a request waits for a connection that is down before it fails.
+const CONNECT_WAIT: Duration = Duration::from_secs(10);
+/// How long the bridge keeps trying to deliver a prompt over a connection
+/// that keeps dropping (the idempotency key makes each try safe).
+const SEND_WAIT: Duration = Duration::from_secs(60);
+/// The page size of `session/list`.
+const LIST_PAGE: u64 = 100;
+
+/// What `pincer acp --connect` was given.
+#[derive(Clone, Debug)]
+pub struct BridgeOptions {
+    /// The gateway, `ws://` or `wss://` (checked by [`check_url`]).
+    pub url: String,
+    pub credential: Credential,
+    /// `--session KEY`: every `session/new` attaches to this key.
+    pub session: Option<String>,
+    /// `--session-label`: the key is the one this label resolves to.
+    pub session_label: Option<String>,
+    /// `--require-existing`: the key or label must already exist.
+    pub require_existing: bool,
+    /// `--reset-session`: the key starts over (its old transcript stays).
+    pub reset_session: bool,
+}
+
+/// Query parameters that would carry a credential in a URL.
+const CREDENTIAL_PARAMS: &[&str] = &[
+    "token",
+    "password",
+    "auth",
+    "access_token",
+    "api_key",
+    "key",
+];
+
+/// Checks a `--connect` URL: a websocket URL, and no credential in it
+/// (proxies and shell histories keep URLs; the credential goes in the
+/// `connect` frame).
+pub fn check_url(raw: &str) -> Result<String, String> {
+    let url = url::Url::parse(raw).map_err(|e| format!("`{raw}` is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "ws" | "wss") {
+        return Err(format!(
+            "`{raw}` is not a websocket URL: use ws://HOST:PORT or wss://HOST:PORT"
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("`{raw}` names no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(
+            "the --connect URL carries a user or password; a credential never goes in a URL: \
+             use --token-file, --password-file or $PINCER_GATEWAY_TOKEN"
+                .to_string(),
+        );
+    }
+    if let Some((name, _)) = url
+        .query_pairs()
+        .find(|(name, _)| CREDENTIAL_PARAMS.contains(&name.to_ascii_lowercase().as_str()))
+    {
+        return Err(format!(
+            "the --connect URL carries a credential (`{name}=`); a credential never goes in a \
+             URL: use --token-file, --password-file or $PINCER_GATEWAY_TOKEN"
+        ));
+    }
+    Ok(url.to_string())
+}
+
+/// The credential for the gateway: `--token`, `--token-file` or
+/// `--password-file`, else `$PINCER_GATEWAY_TOKEN`, else
+/// `$PINCER_GATEWAY_PASSWORD`. An empty or placeholder value is refused
+/// here rather than sent.
+pub fn credential(
+    token: Option<String>,
+    token_file: Option<&std::path::Path>,
+    password_file: Option<&std::path::Path>,
+) -> Result<Credential, String> {
+    let read = |path: &std::path::Path, what: &str| -> Result<String, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            format!(
+                "cannot read the gateway {what} from {}: {e}",
+                path.display()
+            )
+        })?;
+        Ok(text.trim().to_string())
+    };
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let (credential, from) = if let Some(token) = token {
+        (
+            Credential::Token(Secret::new(token.trim())),
+            "--token".to_string(),
+        )
+    } else if let Some(path) = token_file {
+        let token = read(path, "token")?;
+        (
+            Credential::Token(Secret::new(token)),
+            path.display().to_string(),
+        )
+    } else if let Some(path) = password_file {
+        let password = read(path, "password")?;
+        (
+            Credential::Password(Secret::new(password)),
+            path.display().to_string(),
+        )
+    } else if let Some(token) = env("PINCER_GATEWAY_TOKEN") {
+        (
+            Credential::Token(Secret::new(token.trim())),
+            "$PINCER_GATEWAY_TOKEN".to_string(),
+        )
+    } else if let Some(password) = env("PINCER_GATEWAY_PASSWORD") {
+        (
+            Credential::Password(Secret::new(password.trim())),
+            "$PINCER_GATEWAY_PASSWORD".to_string(),
+        )
+    } else {
+        return Err(
+            "--connect needs the gateway's credential: --token-file FILE (on the gateway's \
+             machine `pincer gateway token --print` shows it), --password-file FILE, or \
+             $PINCER_GATEWAY_TOKEN"
+                .to_string(),
+        );
+    };
+    let value = match &credential {
+        Credential::Token(s) | Credential::Password(s) => s.expose(),
+    };
+    if crate::gateway::is_placeholder(value) {
+        return Err(format!("the gateway credential in {from} is empty"));
+    }
+    Ok(credential)
+}
+
+/// Serves the bridge on stdin/stdout until stdin closes and every request
+/// received has been answered.
+pub async fn serve_stdio(options: BridgeOptions) -> Result<(), Error> {
+    let drain = Drain::new();
+    let transport = transport::stdio(drain.clone());
+    tokio::spawn(serve(transport, drain, options))
+        .await
+        .map_err(Error::into_internal_error)?
+}
+
+/// Serves the bridge over any transport.
+pub async fn serve(
+    transport: impl ConnectTo<Agent> + 'static,
+    drain: Arc<Drain>,
+    options: BridgeOptions,
+) -> Result<(), Error> {
+    let (client, incoming) = client::Client::start(client::ClientOptions {
+        url: options.url.clone(),
+        credential: options.credential.clone(),
+    });
+    let bridge = Arc::new(Bridge {
+        options,
+        client,
+        drain,
+        cx: OnceLock::new(),
+        state: Mutex::new(State::default()),
+    });
+    let pump = tokio::spawn(stream::pump(bridge.clone(), incoming));
+    let _pump = AbortOnDrop(pump);
+
+    let (b1, b2, b3, b4, b5, b6, b7, b8, b9, b10) = (
+        bridge.clone(),
+        bridge.clone(),
+        bridge.clone(),
+        bridge.clone(),
+        bridge.clone(),
+        bridge.clone(),
+        bridge.clone(),
+        bridge.clone(),
+        bridge.clone(),
+        bridge.clone(),
+    );
+    Agent
+        .v1()
+        .name("pincer")
+        .on_receive_request(
+            // Answered once the gateway is reached: an editor that shows
+            // the agent as ready can use it.
+            async move |req: InitializeRequest, responder, cx: ConnectionTo<Client>| {
+                let _ = b1.cx.set(cx);
+                match b1.initialize(req).await {
+                    Ok(response) => responder.respond(response),
+                    Err(e) => responder.respond_with_error(e),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: NewSessionRequest, responder, cx: ConnectionTo<Client>| {
+                let bridge = b2.clone();
+                cx.spawn(async move {
+                    answer(responder.respond_with_result(bridge.new_session(req).await));
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
+                let bridge = b3.clone();
+                cx.spawn(async move {
+                    answer(responder.respond_with_result(bridge.load_session(req).await));
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: ResumeSessionRequest, responder, cx: ConnectionTo<Client>| {
+                let bridge = b4.clone();
+                cx.spawn(async move {
+                    answer(responder.respond_with_result(bridge.resume_session(req).await));
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: ListSessionsRequest, responder, cx: ConnectionTo<Client>| {
+                let bridge = b5.clone();
+                cx.spawn(async move {
+                    answer(responder.respond_with_result(bridge.list_sessions(req).await));
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: PromptRequest, responder, cx: ConnectionTo<Client>| {
+                let bridge = b6.clone();
+                cx.spawn(async move {
+                    answer(responder.respond_with_result(bridge.prompt(req).await));
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: CloseSessionRequest, responder, cx: ConnectionTo<Client>| {
+                let bridge = b7.clone();
+                cx.spawn(async move {
+                    answer(responder.respond_with_result(bridge.close_session(req).await));
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: SetSessionConfigOptionRequest, responder, cx: ConnectionTo<Client>| {
+                let bridge = b8.clone();
+                cx.spawn(async move {
+                    answer(responder.respond_with_result(bridge.set_config_option(req).await));
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: SetSessionModeRequest, responder, cx: ConnectionTo<Client>| {
+                let bridge = b9.clone();
+                cx.spawn(async move {
+                    answer(responder.respond_with_result(bridge.set_mode(req).await));
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |notification: CancelNotification, _cx| {
+                b10.cancel(&notification.session_id.0);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_to(transport)
+        .await
+}
+
+fn answer(sent: Result<(), Error>) {
+    if let Err(e) = sent {
+        tracing::warn!(error = %e, "could not answer the editor");
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+struct Bridge {
+    options: BridgeOptions,
+    client: client::Client,
+    drain: Arc<Drain>,
+    /// The editor's connection, from `initialize` on.
+    cx: OnceLock<ConnectionTo<Client>>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Open sessions by key (the ACP session id is the key).
+    sessions: HashMap<String, Remote>,
+    /// Runs of open sessions, by run id: this bridge's prompts and what
+    /// other clients run in the same sessions.
+    runs: HashMap<String, stream::Run>,
+    /// Approvals already relayed (each is asked once, whichever event
+    /// announced it).
+    approvals: std::collections::HashSet<String>,
+}
+
+/// What the bridge knows of an open session.
+#[derive(Clone, Debug, Default)]
+struct Remote {
+    /// The gateway's row for it (`sessions.list`), once it has one.
+    row: Option<Value>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// An ACP error for a gateway failure: a sentence naming the gateway.
+fn gateway_error(error: ClientError) -> Error {
+    internal(error.to_string())
+}
+
+fn internal(message: impl Into<String>) -> Error {
+    let message = message.into();
+    Error::new(Error::internal_error().code, message.clone()).data(json!({ "message": message }))
+}
+
+fn invalid_params(message: impl Into<String>) -> Error {
+    let message = message.into();
+    Error::new(Error::invalid_params().code, message.clone()).data(json!({ "message": message }))
+}
+
+/// Builds an ACP value from its JSON shape (the shapes this module writes
+/// are the protocol's; a mismatch is a bug, reported as one).
+fn acp<T: DeserializeOwned>(value: Value) -> Result<T, Error> {
+    serde_json::from_value(value)
+        .map_err(|e| internal(format!("pincer built a malformed ACP value: {e}")))
+}
+
+impl Bridge {
+    fn remote_meta(&self, key: &str, row: Option<&Value>) -> Value {
+        let hello = self.client.hello();
+        let cwd = row.and_then(wire::row_cwd).or_else(|| {
+            hello
+                .as_ref()
+                .and_then(|h| h.session_defaults["cwd"].as_str().map(String::from))
+        });
+        json!({"pincer/remote": {"gateway": self.client.url(), "sessionKey": key, "cwd": cwd}})
+    }
+
+    /// A request; one that met a connection already gone (the bridge had
+    /// not heard yet) goes once more over a new one.
+    async fn call(&self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let limit = Some(Duration::from_secs(60));
+        match self
+            .client
+            .request(method, params.clone(), CONNECT_WAIT, limit)
+            .await
+        {
+            Err(ClientError::Disconnected { .. }) => {
+                self.client
+                    .request(method, params, CONNECT_WAIT, limit)
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    async fn hello(&self) -> Result<Arc<Hello>, Error> {
+        self.client
+            .ensure(CONNECT_WAIT)
+            .await
+            .map_err(gateway_error)
+    }
+
+    async fn initialize(&self, _req: InitializeRequest) -> Result<InitializeResponse, Error> {
+        self.hello().await?;
+        acp(json!({
+            "protocolVersion": 1,
+            "agentCapabilities": {
+                "loadSession": true,
+                "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
+                "mcpCapabilities": {"http": false, "sse": false},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+            },
+            "agentInfo": {"name": "pincer", "title": "pincer (remote)", "version": env!("CARGO_PKG_VERSION")},
+            "authMethods": [],
+        }))
+    }
+
+    /// The gateway's row for a key, if it has one.
+    async fn row(&self, key: &str) -> Result<Option<Value>, ClientError> {
+        let listed = self
+            .call(
+                "sessions.list",
+                json!({"limit": 200, "search": key, "includeDerivedTitles": true}),
+            )
+            .await?;
+        Ok(listed["sessions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|row| row["key"] == key)
+            .cloned())
+    }
+
+    /// Opens a session by key: remembers it and learns its row.
+    async fn open(&self, key: &str) -> Result<Option<Value>, Error> {
+        let row = self.row(key).await.map_err(gateway_error)?;
+        lock(&self.state)
+            .sessions
+            .insert(key.to_string(), Remote { row: row.clone() });
+        Ok(row)
+    }
+
+    /// The session's config options and modes, from its row and the
+    /// gateway's models.
+    async fn options_of(&self, row: Option<&Value>) -> (Value, Value) {
+        let models = if self.client.hello().is_some() {
+            self.call("models.list", json!({})).await.ok()
+        } else {
+            None
+        };
+        let hello = self.client.hello();
+        let pincer = hello.as_ref().is_some_and(|h| h.is_pincer());
+        let defaults = hello
+            .map(|h| h.session_defaults.clone())
+            .unwrap_or_default();
+        wire::config_options(row, &defaults, models.as_ref(), pincer)
+    }
+
+    /// The session result's common fields, and the info update that tells
+    /// the editor where the session works.
+    async fn opened(&self, key: &str, row: Option<Value>) -> Result<Value, Error> {
+        let meta = self.remote_meta(key, row.as_ref());
+        let (config, modes) = self.options_of(row.as_ref()).await;
+        let mut result = json!({"configOptions": config, "_meta": meta});
+        if !modes.is_null() {
+            result["modes"] = modes;
+        }
+        self.send_info(key, row.as_ref());
+        Ok(result)
+    }
+
+    fn send_info(&self, key: &str, row: Option<&Value>) {
+        let mut info =
+            json!({"sessionUpdate": "session_info_update", "_meta": self.remote_meta(key, row)});
+        if let Some(row) = row {
+            if let Some(title) = wire::row_title(row) {
+                info["title"] = json!(title);
+            }
+            if let Some(updated) = wire::row_updated(row) {
+                info["updatedAt"] = json!(updated);
+            }
+        }
+        self.notify(key, info);
+    }
+
+    /// Sends one `session/update` (an update shape as JSON).
+    fn notify(&self, key: &str, update: Value) {
+        let Some(cx) = self.cx.get() else { return };
+        // Text chunks, nearly every update of a turn, are built directly.
+        let chunk = match (
+            update["sessionUpdate"].as_str(),
+            update["content"]["text"].as_str(),
+        ) {
+            (Some(kind), Some(text)) if update["content"]["type"] == "text" => {
+                let chunk = ContentChunk::new(ContentBlock::Text(TextContent::new(text)));
+                match kind {
+                    "agent_message_chunk" => Some(SessionUpdate::AgentMessageChunk(chunk)),
+                    "agent_thought_chunk" => Some(SessionUpdate::AgentThoughtChunk(chunk)),
+                    "user_message_chunk" => Some(SessionUpdate::UserMessageChunk(chunk)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let parsed = match chunk {
+            Some(update) => Ok(update),
+            None => serde_json::from_value::<SessionUpdate>(update),
+        };
+        match parsed {
+            Ok(update) => {
+                let notification = SessionNotification::new(key.to_string(), update);
+                if let Err(e) = cx.send_notification(notification) {
+                    tracing::debug!(error = %e, "could not send an update");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "pincer built a malformed update"),
+        }
+    }
+
+    async fn new_session(&self, req: NewSessionRequest) -> Result<NewSessionResponse, Error> {
+        if !req.mcp_servers.is_empty() {
+            return Err(invalid_params(
+                "the session runs on the gateway's machine, where the MCP servers this editor \
+                 passes cannot run; configure them on the gateway instead",
+            ));
+        }
+        self.hello().await?;
+        let key = match (&self.options.session, &self.options.session_label) {
+            (Some(key), _) => {
+                if self.options.require_existing {
+                    self.resolve(json!({"key": key}), key).await?;
+                }
+                key.clone()
+            }
+            (None, Some(label)) => self.resolve(json!({"label": label}), label).await?,
+            (None, None) => format!("acp-bridge:{}", uuid::Uuid::new_v4()),
+        };
+        if self.options.reset_session {
+            self.call("sessions.reset", json!({"key": key}))
+                .await
+                .map_err(gateway_error)?;
+        }
+        let row = self.open(&key).await?;
+        let mut result = self.opened(&key, row).await?;
+        result["sessionId"] = json!(key);
+        acp(result)
+    }
+
+    /// `sessions.resolve`: the key a key or label stands for.
+    async fn resolve(&self, params: Value, wanted: &str) -> Result<String, Error> {
+        match self.call("sessions.resolve", params).await {
+            Ok(found) => found["key"]
+                .as_str()
+                .filter(|k| !k.is_empty())
+                .map(String::from)
+                .ok_or_else(|| invalid_params(format!("no session {wanted} on the gateway"))),
+            Err(ClientError::Rpc { message, .. }) => Err(invalid_params(format!(
+                "no session {wanted} on the gateway ({message})"
+            ))),
+            Err(e) => Err(gateway_error(e)),
+        }
+    }
+
+    /// Opens a session that must exist on the gateway.
+    async fn open_existing(&self, key: &str) -> Result<Option<Value>, Error> {
+        self.hello().await?;
+        let row = self.open(key).await?;
+        if row.is_none() {
+            let known = self
+                .call("sessions.resolve", json!({"key": key}))
+                .await
+                .is_ok_and(|found| found["key"] == key);
+            if !known {
+                lock(&self.state).sessions.remove(key);
+                return Err(invalid_params(format!("no session {key} on the gateway")));
+            }
+        }
+        Ok(row)
+    }
+
+    async fn load_session(&self, req: LoadSessionRequest) -> Result<LoadSessionResponse, Error> {
+        let key = req.session_id.0.to_string();
+        let row = self.open_existing(&key).await?;
+        let history = self
+            .call("chat.history", json!({"sessionKey": key, "limit": 1000}))
+            .await
+            .map_err(gateway_error)?;
+        for update in wire::replay(&history["messages"]) {
+            self.notify(&key, update);
+        }
+        acp(self.opened(&key, row).await?)
+    }
+
+    async fn resume_session(
+        &self,
+        req: ResumeSessionRequest,
+    ) -> Result<ResumeSessionResponse, Error> {
+        let key = req.session_id.0.to_string();
+        let row = self.open_existing(&key).await?;
+        acp(self.opened(&key, row).await?)
+    }
+
+    async fn list_sessions(&self, req: ListSessionsRequest) -> Result<ListSessionsResponse, Error> {
+        let offset = match &req.cursor {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<u64>()
+                .map_err(|_| invalid_params(format!("invalid cursor `{cursor}`")))?,
+        };
+        self.hello().await?;
+        let listed = self
+            .call(
+                "sessions.list",
+                json!({"limit": LIST_PAGE, "offset": offset, "includeDerivedTitles": true}),
+            )
+            .await
+            .map_err(gateway_error)?;
+        let rows = listed["sessions"].as_array().cloned().unwrap_or_default();
+        let sessions: Vec<Value> = rows
+            .iter()
+            .filter_map(|row| {
+                let key = row["key"].as_str()?;
+                let mut info = json!({
+                    "sessionId": key,
+                    "cwd": wire::row_cwd(row).unwrap_or_else(|| "/".to_string()),
+                    "_meta": self.remote_meta(key, Some(row)),
+                });
+                if let Some(title) = wire::row_title(row) {
+                    info["title"] = json!(title);
+                }
+                if let Some(updated) = wire::row_updated(row) {
+                    info["updatedAt"] = json!(updated);
+                }
+                Some(info)
+            })
+            .collect();
+        let mut result = json!({"sessions": sessions});
+        if listed["hasMore"] == true {
+            result["nextCursor"] = json!((offset + rows.len() as u64).to_string());
+        }
+        acp(result)
+    }
+
+    async fn close_session(&self, req: CloseSessionRequest) -> Result<CloseSessionResponse, Error> {
+        let key = req.session_id.0.to_string();
+        if lock(&self.state).sessions.remove(&key).is_none() {
+            return Err(invalid_params(format!("no open session {key}")));
+        }
+        self.cancel(&key);
+        lock(&self.state).runs.retain(|_, run| run.key != key);
+        Ok(CloseSessionResponse::new())
+    }
+
+    fn check_open(&self, key: &str) -> Result<(), Error> {
+        if lock(&self.state).sessions.contains_key(key) {
+            Ok(())
+        } else {
+            Err(invalid_params(format!(
+                "no open session {key}: create it with session/new or open it with session/load"
+            )))
+        }
+    }
+
+    /// `sessions.patch` with one field, then the session's new options.
+    async fn patch(&self, key: &str, field: &str, value: &str) -> Result<Value, Error> {
+        self.check_open(key)?;
+        match self
+            .call("sessions.patch", json!({"key": key, field: value}))
+            .await
+        {
+            Ok(_) => {}
+            Err(ClientError::Rpc { message, .. }) => return Err(invalid_params(message)),
+            Err(e) => return Err(gateway_error(e)),
+        }
+        let row = self.row(key).await.map_err(gateway_error)?;
+        if let Some(remote) = lock(&self.state).sessions.get_mut(key) {
+            remote.row = row.clone();
+        }
+        let (config, _) = self.options_of(row.as_ref()).await;
+        Ok(config)
+    }
+
+    async fn set_config_option(
+        &self,
+        req: SetSessionConfigOptionRequest,
+    ) -> Result<SetSessionConfigOptionResponse, Error> {
+        let key = req.session_id.0.to_string();
+        let request = serde_json::to_value(&req).unwrap_or_default();
+        let id = request["configId"].as_str().unwrap_or_default().to_string();
+        let value = match &request["value"] {
+            Value::String(s) => s.clone(),
+            Value::Bool(b) => b.to_string(),
+            other => other.to_string(),
+        };
+        let field = wire::patch_field(&id).ok_or_else(|| {
+            invalid_params(format!(
+                "unknown config option `{id}`; the options are those session/new listed"
+            ))
+        })?;
+        let config = self.patch(&key, field, &value).await?;
+        acp(json!({"configOptions": config}))
+    }
+
+    async fn set_mode(&self, req: SetSessionModeRequest) -> Result<SetSessionModeResponse, Error> {
+        let key = req.session_id.0.to_string();
+        if !self.client.hello().is_some_and(|h| h.is_pincer()) {
+            return Err(invalid_params(
+                "this gateway has no permission modes; its sessions' options are in session/new's configOptions",
+            ));
+        }
+        let mode = req.mode_id.0.to_string();
+        let config = self.patch(&key, "permissionMode", &mode).await?;
+        self.notify(
+            &key,
+            json!({"sessionUpdate": "current_mode_update", "currentModeId": mode}),
+        );
+        self.notify(
+            &key,
+            json!({"sessionUpdate": "config_option_update", "configOptions": config}),
+        );
+        Ok(SetSessionModeResponse::new())
+    }
+
+    async fn prompt(&self, req: PromptRequest) -> Result<PromptResponse, Error> {
+        let key = req.session_id.0.to_string();
+        self.check_open(&key)?;
+        let blocks = serde_json::to_value(&req.prompt).unwrap_or_default();
+        let (message, attachments) = wire::prompt(&blocks).map_err(invalid_params)?;
+        let run = uuid::Uuid::new_v4().to_string();
+        let (done, ending) = tokio::sync::oneshot::channel();
+        // Registered before the send: the run's first events may come
+        // before the answer to `chat.send`.
+        lock(&self.state)
+            .runs
+            .insert(run.clone(), stream::Run::ours(&key, done));
+        let mut params = json!({"sessionKey": key, "message": message, "idempotencyKey": run});
+        if !attachments.is_empty() {
+            params["attachments"] = json!(attachments);
+        }
+        match self.send(&params).await {
+            // Cancelled before the gateway had the run: abort it now.
+            Ok(_)
+                if lock(&self.state)
+                    .runs
+                    .get(&run)
+                    .is_some_and(stream::Run::is_cancelled) =>
+            {
+                self.abort(&key, &run);
+            }
+            Ok(ack) => match ack["status"].as_str() {
+                Some("ok") => self.settle(&run, stream::Ending::Stop("end_turn")),
+                Some("timeout") => self.settle(&run, stream::Ending::Stop("cancelled")),
+                Some("error") => self.settle(
+                    &run,
+                    stream::Ending::Error(
+                        ack["error"]
+                            .as_str()
+                            .or(ack["summary"].as_str())
+                            .unwrap_or("the gateway could not start the turn")
+                            .to_string(),
+                    ),
+                ),
+                _ => {}
+            },
+            Err(e) => {
+                lock(&self.state).runs.remove(&run);
+                return Err(match e {
+                    ClientError::Rpc { message, .. } => invalid_params(message),
+                    other => gateway_error(other),
+                });
+            }
+        }
+        let ending = ending.await.unwrap_or(stream::Ending::Error(
+            "the bridge lost track of this turn".to_string(),
+        ));
+        if let Ok(row) = self.row(&key).await {
+            if let Some(remote) = lock(&self.state).sessions.get_mut(&key) {
+                remote.row = row.clone();
+            }
+            self.send_info(&key, row.as_ref());
+        }
+        match ending {
+            stream::Ending::Stop(reason) => acp(json!({"stopReason": reason})),
+            stream::Ending::Error(message) => Err(internal(message)),
+        }
+    }
+
+    /// `chat.send`, again over a new connection when one drops before the
+    /// answer (the same idempotency key: the gateway runs it once).
+    async fn send(&self, params: &Value) -> Result<Value, ClientError> {
+        let deadline = tokio::time::Instant::now() + SEND_WAIT;
+        loop {
+            match self
+                .client
+                .request(
+                    "chat.send",
+                    params.clone(),
+                    CONNECT_WAIT,
+                    Some(Duration::from_secs(60)),
+                )
+                .await
+            {
+                Err(ClientError::Disconnected { .. }) if tokio::time::Instant::now() < deadline => {
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Ends this bridge's prompt for a run, once.
+    fn settle(&self, run: &str, ending: stream::Ending) {
+        if let Some(run) = lock(&self.state).runs.get_mut(run) {
+            run.settle(ending);
+        }
+    }
+
+    /// `session/cancel`: the prompt ends now; the gateway is told after.
+    fn cancel(&self, key: &str) {
+        let cancelled: Vec<String> = {
+            let mut state = lock(&self.state);
+            state
+                .runs
+                .iter_mut()
+                .filter(|(_, run)| run.key == key && run.is_pending())
+                .map(|(id, run)| {
+                    run.cancel();
+                    id.clone()
+                })
+                .collect()
+        };
+        for run in cancelled {
+            self.abort(key, &run);
+        }
+    }
+
+    /// Tells the gateway to stop a run (in the background).
+    fn abort(&self, key: &str, run: &str) {
+        let client = self.client.clone();
+        let params = json!({"sessionKey": key, "runId": run});
+        tokio::spawn(async move {
+            if let Err(e) = client
+                .request(
+                    "chat.abort",
+                    params,
+                    CONNECT_WAIT,
+                    Some(Duration::from_secs(30)),
+                )
+                .await
+            {
+                tracing::warn!(error = %e, "could not abort the run on the gateway");
+            }
+        });
+    }
+
+    /// Whether stdin closed (an editor that can no longer answer).
+    fn editor_gone(&self) -> bool {
+        self.drain.is_closed()
+    }
+
+    /// Handles one thing the connection heard.
+    fn heard(self: &Arc<Self>, incoming: Incoming) {
+        match incoming {
+            Incoming::Event { name, payload, .. } => stream::event(self, &name, payload),
+            Incoming::Connected { again: true, .. } => {
+                let bridge = self.clone();
+                tokio::spawn(async move { stream::reconcile(&bridge).await });
+            }
+            Incoming::Connected { .. } | Incoming::Disconnected { .. } => {}
+        }
+    }
+}
