@@ -838,3 +838,170 @@ async fn a_run_that_ended_while_the_line_was_down_is_completed_from_agent_wait()
         "Pack my box with five dozen liquor jugs."
     );
 }
+
+// GATEWAY-NOTES §6 agent stream "approval" (the legacy approval path) and
+// §5 exec.approval.get/resolve.
+#[tokio::test]
+async fn a_legacy_agent_approval_event_is_asked_and_relayed_too() {
+    let (sandbox, gateway, mut acp) = connected(&[]).await;
+    let key = new_session(&mut acp, &sandbox).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (response, asks, updates) = approval_turn(
+        &mut acp,
+        &gateway,
+        &key,
+        "agent-approval",
+        selected("allow-always"),
+    )
+    .await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    let run = gateway.params_of("chat.send")[0]["idempotencyKey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let approval = format!("appr-legacy-{run}");
+    assert_eq!(asks.len(), 1, "{asks:?}");
+    let tool = &asks[0]["toolCall"];
+    // Without a tool call id the approval id stands for it (spec
+    // "approvals").
+    assert_eq!(
+        (&tool["toolCallId"], &tool["kind"], &tool["status"]),
+        (&json!(approval), &json!("execute"), &json!("pending"))
+    );
+    assert!(
+        tool["title"].as_str().unwrap().contains("git push --force"),
+        "{tool}"
+    );
+    assert_eq!(
+        gateway.params_of("exec.approval.resolve"),
+        vec![json!({"id": approval, "decision": "allow-always"})]
+    );
+    assert_eq!(updates, vec![message_chunk("Pushed.")]);
+}
+
+// GATEWAY-NOTES §6 chat table (delta: deltaText required, message optional;
+// seq per run).
+#[tokio::test]
+async fn deltas_without_a_message_follow_the_run_seq_and_a_repeat_is_dropped() {
+    let (sandbox, gateway, mut acp) = connected(&[]).await;
+    let key = new_session(&mut acp, &sandbox).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (response, updates) =
+        prompt_with(&mut acp, &gateway, &key, "count", "chat-delta-text").await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(
+        updates,
+        vec![
+            message_chunk("One"),
+            message_chunk(" two"),
+            message_chunk(" three"),
+            message_chunk("."),
+        ]
+    );
+}
+
+// GATEWAY-NOTES §5 chat.send (attachments [{type, mimeType, fileName,
+// content(base64)}]; the bridge's message).
+#[tokio::test]
+async fn prompt_blocks_become_the_chat_send_message_and_its_attachments() {
+    let (sandbox, gateway, mut acp) = connected(&[]).await;
+    let key = new_session(&mut acp, &sandbox).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    gateway.queue(Script::fixture("reply"));
+    let blocks = json!([
+        {"type": "text", "text": "Look at these"},
+        {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="},
+        {"type": "resource", "resource": {"uri": "file:///home/me/src/lib.rs", "text": "pub fn x() {}\n"}},
+        {"type": "resource_link", "uri": "file:///home/me/notes.md", "name": "notes.md"},
+        {"type": "text", "text": "and say why."},
+    ]);
+    let result = acp
+        .call(
+            "session/prompt",
+            json!({"sessionId": key, "prompt": blocks}),
+        )
+        .await;
+    assert_eq!(result, json!({"stopReason": "end_turn"}));
+    let send = gateway.params_of("chat.send").pop().unwrap();
+    assert_eq!(
+        send,
+        json!({
+            "sessionKey": key,
+            // The link's line stands where the link was among the blocks
+            // (the spec's "appended" read as "added as a line").
+            "message": "Look at these\n[Resource: notes.md <file:///home/me/notes.md>]\nand say why.",
+            "idempotencyKey": send["idempotencyKey"],
+            "attachments": [
+                {"type": "image", "mimeType": "image/png", "content": "iVBORw0KGgo="},
+                {"type": "file", "mimeType": "text/plain", "fileName": "lib.rs", "content": "cHViIGZuIHgoKSB7fQo="},
+            ],
+        })
+    );
+}
+
+// GATEWAY-NOTES §4 (events carry the session key; the bridge matches by
+// session) and §6 (chat events go to every operator connection).
+#[tokio::test]
+async fn a_run_another_client_started_on_an_open_session_reaches_the_editor() {
+    let (sandbox, gateway, mut acp) = connected(&["--session", MAIN_KEY]).await;
+    let key = new_session(&mut acp, &sandbox).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(key, MAIN_KEY);
+    gateway.run_elsewhere(MAIN_KEY, Script::fixture("reply"));
+    let update = loop {
+        let message = acp.next().await;
+        let update = &message["params"]["update"];
+        if message["method"] == "session/update" && update["sessionUpdate"] == "agent_message_chunk"
+        {
+            assert_eq!(message["params"]["sessionId"], MAIN_KEY);
+            break update.clone();
+        }
+    };
+    assert_eq!(update, message_chunk("Mock gateway reply"));
+}
+
+// GATEWAY-NOTES §7 step 8 (session/close → chat.abort when a run is active)
+// and §5 chat.abort.
+#[tokio::test]
+async fn session_close_aborts_the_run_in_flight() {
+    let (sandbox, gateway, mut acp) = connected(&[]).await;
+    let key = new_session(&mut acp, &sandbox).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    gateway.queue(Script::fixture("aborted"));
+    let prompt_id = acp.send("session/prompt", prompt(&key, "count")).await;
+    loop {
+        let message = acp.next().await;
+        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            break;
+        }
+    }
+    let close = acp.send("session/close", json!({"sessionId": key})).await;
+    let run = gateway.params_of("chat.send")[0]["idempotencyKey"].clone();
+    let aborts = gateway.wait_requests("chat.abort", 1).await;
+    assert_eq!(aborts, vec![json!({"sessionKey": key, "runId": run})]);
+    let mut answered = Vec::new();
+    while answered.len() < 2 {
+        let message = acp.next().await;
+        if message.get("method").is_none() {
+            answered.push(message);
+        }
+    }
+    for response in &answered {
+        assert!(response.get("error").is_none(), "{response}");
+    }
+    let ids: Vec<&Value> = answered.iter().map(|m| &m["id"]).collect();
+    assert!(
+        ids.contains(&&json!(close)) && ids.contains(&&json!(prompt_id)),
+        "{answered:?}"
+    );
+}

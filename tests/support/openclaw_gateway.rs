@@ -66,7 +66,8 @@ const METHODS: &[&str] = &[
 /// One request the gateway received.
 #[derive(Clone, Debug)]
 pub struct Request {
-    /// Which connection sent it (1 for the first accepted socket).
+    /// Which connection sent it (1 for the first accepted socket; 0 for the
+    /// `chat.send` of another client, [`OpenClawGateway::run_elsewhere`]).
     pub connection: usize,
     pub method: String,
     pub params: Value,
@@ -289,6 +290,28 @@ impl OpenClawGateway {
     /// Queues the script the next `chat.send` plays.
     pub fn queue(&self, script: Script) {
         self.shared.change(|state| state.scripts.push_back(script));
+    }
+
+    /// Starts a run of `key` as another client would (a chat channel, the
+    /// Control UI): no request from the bridge, just the script's events.
+    /// Returns its run id.
+    pub fn run_elsewhere(&self, key: &str, script: Script) -> String {
+        let run_id = uuid::Uuid::new_v4().to_string();
+        let params =
+            json!({"sessionKey": key, "message": "from elsewhere", "idempotencyKey": run_id});
+        self.queue(script);
+        self.shared.change(|state| {
+            // Recorded as the other client's request (connection 0), so that
+            // the run's waits start from it.
+            state.requests.push(Request {
+                connection: 0,
+                method: "chat.send".to_string(),
+                params: params.clone(),
+            });
+            chat_send(state, &json!("elsewhere"), &params)
+        });
+        start_run(&self.shared, &params);
+        run_id
     }
 
     /// Adds a `sessions.list` row (OpenClaw's row shape, §5).
@@ -923,6 +946,18 @@ fn observe(shared: &Shared, frame: &Value, run: &str, approval: &mut Option<Stri
         let id = payload["id"].as_str().unwrap_or_default().to_string();
         *approval = Some(id.clone());
         shared.change(|state| state.approvals.insert(id, payload.clone()));
+        return;
+    }
+    // The legacy approval path (`agent` `stream:"approval"`, §6) is the
+    // same pending approval, kept in the shape of the requested event.
+    if frame["event"] == "agent" && payload["stream"] == "approval" {
+        let data = &payload["data"];
+        let id = data["approvalId"].as_str().unwrap_or_default().to_string();
+        *approval = Some(id.clone());
+        let requested = json!({"approvalKind": "exec", "id": id, "request": {
+            "command": data["command"], "sessionKey": payload["sessionKey"],
+            "toolCallId": data["toolCallId"], "host": data["host"]}});
+        shared.change(|state| state.approvals.insert(id, requested));
         return;
     }
     if frame["event"] != "chat" {
