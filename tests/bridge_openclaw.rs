@@ -792,7 +792,10 @@ async fn a_refused_token_fails_initialize_with_the_reason_and_the_bridge_keeps_s
     let (response, _) = acp.until_response(id).await;
     let message = response["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("gateway token mismatch"), "{response}");
-    assert_eq!(gateway.params_of("connect").len(), tries + 1);
+    // At least one more dial, not exactly one: an initialize that comes
+    // while the start's dial is in flight is answered with that dial's
+    // refusal, and the bridge then dials once more on its own.
+    assert!(gateway.params_of("connect").len() > tries);
     assert!(acp.is_running());
 }
 
