@@ -1008,3 +1008,159 @@ async fn session_close_aborts_the_run_in_flight() {
         "{answered:?}"
     );
 }
+
+/// The `(id, currentValue, values)` of each config option in `options`.
+fn option_values(options: &Value) -> Vec<Value> {
+    options
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            let values: Vec<&Value> = o["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| &v["value"])
+                .collect();
+            json!([o["id"], o["currentValue"], values])
+        })
+        .collect()
+}
+
+// GATEWAY-NOTES §5 models.list ({models:[{id, provider, …}]}), sessions.list
+// rows (model, modelProvider, thinkingLevel) and sessions.patch ({key,
+// model | thinkingLevel}).
+#[tokio::test]
+async fn config_options_come_from_models_list_and_the_row_and_set_config_option_patches_the_session()
+ {
+    let gateway = OpenClawGateway::start(TOKEN, TICK_MS).await;
+    gateway.add_session(
+        json!({"key": MAIN_KEY, "kind": "direct", "updatedAt": 1_795_500_000_000u64,
+        "derivedTitle": "Fix the build", "spawnedCwd": MAIN_CWD,
+        "model": "claude-sonnet-4-6", "modelProvider": "anthropic", "thinkingLevel": "low"}),
+    );
+    let sandbox = Sandbox::new();
+    let mut acp = spawn_bridge(&sandbox, &gateway.url(), TOKEN, &["--session", MAIN_KEY]);
+    acp.initialize().await;
+    let result = new_session(&mut acp, &sandbox).await;
+    let levels = json!(["off", "minimal", "low", "medium", "high"]);
+    let models = json!(["anthropic/claude-sonnet-4-6", "openai/gpt-5.2"]);
+    // OpenClaw's gateway has no permission modes: only the model and the
+    // thinking level are offered.
+    assert_eq!(
+        option_values(&result["configOptions"]),
+        vec![
+            json!(["model", "anthropic/claude-sonnet-4-6", models]),
+            json!(["thought_level", "low", levels]),
+        ]
+    );
+
+    let result = acp
+        .call(
+            "session/set_config_option",
+            json!({"sessionId": MAIN_KEY, "configId": "model", "value": "openai/gpt-5.2"}),
+        )
+        .await;
+    assert_eq!(
+        option_values(&result["configOptions"])[0],
+        json!(["model", "openai/gpt-5.2", models])
+    );
+    let result = acp
+        .call(
+            "session/set_config_option",
+            json!({"sessionId": MAIN_KEY, "configId": "thought_level", "value": "high"}),
+        )
+        .await;
+    assert_eq!(
+        option_values(&result["configOptions"])[1],
+        json!(["thought_level", "high", levels])
+    );
+    assert_eq!(
+        gateway.params_of("sessions.patch"),
+        vec![
+            json!({"key": MAIN_KEY, "model": "openai/gpt-5.2"}),
+            json!({"key": MAIN_KEY, "thinkingLevel": "high"}),
+        ]
+    );
+}
+
+// GATEWAY-NOTES §5 sessions.resolve ({label} → {ok, key}).
+#[tokio::test]
+async fn a_session_label_resolves_to_its_key() {
+    let gateway = OpenClawGateway::start(TOKEN, TICK_MS).await;
+    gateway.add_session(json!({"key": "agent:main:cron:nightly", "kind": "direct",
+        "updatedAt": 1_795_500_000_000u64, "label": "nightly", "spawnedWorkspaceDir": "/srv/nightly"}));
+    let sandbox = Sandbox::new();
+    let mut acp = spawn_bridge(
+        &sandbox,
+        &gateway.url(),
+        TOKEN,
+        &["--session-label", "nightly"],
+    );
+    acp.initialize().await;
+    let result = new_session(&mut acp, &sandbox).await;
+    assert_eq!(result["sessionId"], "agent:main:cron:nightly");
+    assert_eq!(
+        result["_meta"],
+        remote_meta(&gateway, "agent:main:cron:nightly", Some("/srv/nightly"))
+    );
+    assert_eq!(
+        gateway.params_of("sessions.resolve"),
+        vec![json!({"label": "nightly"})]
+    );
+}
+
+// GATEWAY-NOTES §7 step 8 (session/resume reads the row; no replay).
+#[tokio::test]
+async fn session_resume_opens_a_session_without_replaying_it() {
+    let (sandbox, gateway, mut acp) = connected(&[]).await;
+    gateway.set_history(MAIN_KEY, main_history());
+    let id = acp
+        .send(
+            "session/resume",
+            json!({"sessionId": MAIN_KEY, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(
+        response["result"]["_meta"],
+        remote_meta(&gateway, MAIN_KEY, Some(MAIN_CWD)),
+        "{response}"
+    );
+    assert_eq!(updates_of(&before), Vec::<Value>::new());
+    assert!(gateway.params_of("chat.history").is_empty());
+    // The session is open: a prompt goes to it.
+    let (response, updates) = prompt_with(&mut acp, &gateway, MAIN_KEY, "go on", "reply").await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(updates, vec![message_chunk("Mock gateway reply")]);
+}
+
+// The spec's refusals before anything reaches the gateway: MCP servers
+// (they would run on the editor's machine) and audio (GATEWAY-NOTES §5
+// chat.send attachments carry images and files).
+#[tokio::test]
+async fn mcp_servers_and_audio_are_invalid_params_and_reach_nothing() {
+    let (sandbox, gateway, mut acp) = connected(&[]).await;
+    let id = acp
+        .send(
+            "session/new",
+            json!({"cwd": sandbox.work(), "mcpServers": [{"name": "fs", "command": "/bin/true", "args": [], "env": []}]}),
+        )
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+
+    let key = new_session(&mut acp, &sandbox).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id = acp
+        .send(
+            "session/prompt",
+            json!({"sessionId": key, "prompt": [{"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="}]}),
+        )
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+    assert!(gateway.params_of("chat.send").is_empty());
+}
