@@ -176,9 +176,26 @@ async fn session_new_makes_an_acp_bridge_key_and_a_prompt_is_sent_as_written() {
     assert_eq!(info.len(), 1, "{before:?}");
     assert_eq!(info[0]["_meta"], remote_meta(&gateway, &key, None));
 
-    let (response, updates) = prompt_with(&mut acp, &gateway, &key, "hello", "reply").await;
+    gateway.queue(Script::fixture("reply"));
+    let id = acp.send("session/prompt", prompt(&key, "hello")).await;
+    let (response, mut before) = acp.until_response(id).await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
-    assert_eq!(updates, vec![message_chunk("Mock gateway reply")]);
+    assert_eq!(
+        updates_of(&before),
+        vec![message_chunk("Mock gateway reply")]
+    );
+    // After the turn the row is read again (the gateway made it on first use,
+    // titled by the message): a session_info_update.
+    let title = |m: &Value| m["params"]["update"]["title"] == "hello";
+    while !before.iter().any(title) {
+        before.push(acp.next().await);
+    }
+    let info = before.iter().find(|m| title(m)).unwrap();
+    assert_eq!(
+        info["params"],
+        json!({"sessionId": key, "update": {"sessionUpdate": "session_info_update", "title": "hello",
+            "updatedAt": "2026-11-24T07:14:34.767Z", "_meta": remote_meta(&gateway, &key, None)}})
+    );
     let send = gateway.params_of("chat.send").pop().unwrap();
     let run = send["idempotencyKey"].as_str().unwrap();
     assert!(is_uuid_v4(run), "{send}");
@@ -1163,4 +1180,30 @@ async fn mcp_servers_and_audio_are_invalid_params_and_reach_nothing() {
     let (response, _) = acp.until_response(id).await;
     assert_eq!(response["error"]["code"], -32602, "{response}");
     assert!(gateway.params_of("chat.send").is_empty());
+}
+
+// GATEWAY-NOTES §6 "Approval events" (an approval names its session; the
+// gateway broadcasts it to every operator connection).
+#[tokio::test]
+async fn an_approval_of_a_session_the_bridge_has_not_open_is_neither_asked_nor_answered() {
+    let (sandbox, gateway, mut acp) = connected(&[]).await;
+    let key = new_session(&mut acp, &sandbox).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    gateway.queue(Script::fixture("foreign-approval"));
+    let id = acp.send("session/prompt", prompt(&key, "go")).await;
+    let (response, mut seen) = acp.drive(id, |_, _| selected("allow-always")).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    // One more turn: anything the foreign approval set off has had its time.
+    gateway.queue(Script::fixture("reply"));
+    let id = acp.send("session/prompt", prompt(&key, "again")).await;
+    let (_, more) = acp.drive(id, |_, _| selected("allow-always")).await;
+    seen.extend(more);
+    assert!(
+        requests_of(&seen, "session/request_permission").is_empty(),
+        "{seen:?}"
+    );
+    assert!(gateway.params_of("exec.approval.get").is_empty());
+    assert!(gateway.params_of("exec.approval.resolve").is_empty());
 }
