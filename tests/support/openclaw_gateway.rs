@@ -299,7 +299,6 @@ impl OpenClawGateway {
         let run_id = uuid::Uuid::new_v4().to_string();
         let params =
             json!({"sessionKey": key, "message": "from elsewhere", "idempotencyKey": run_id});
-        self.queue(script);
         self.shared.change(|state| {
             // Recorded as the other client's request (connection 0), so that
             // the run's waits start from it.
@@ -308,7 +307,7 @@ impl OpenClawGateway {
                 method: "chat.send".to_string(),
                 params: params.clone(),
             });
-            chat_send(state, &json!("elsewhere"), &params)
+            begin_run(state, &params, script);
         });
         start_run(&self.shared, &params);
         run_id
@@ -748,12 +747,10 @@ fn sessions_patch(state: &mut State, id: &Value, params: &Value) -> Value {
     res_ok(id, json!({"ok": true, "key": key, "entry": row}))
 }
 
+/// `chat.send` (§5): a repeated idempotency key answers the run's state
+/// (§4); a new one starts a run with the next queued script.
 fn chat_send(state: &mut State, id: &Value, params: &Value) -> Value {
     let run_id = params["idempotencyKey"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let key = params["sessionKey"]
         .as_str()
         .unwrap_or_default()
         .to_string();
@@ -773,7 +770,22 @@ fn chat_send(state: &mut State, id: &Value, params: &Value) -> Value {
             None,
         );
     };
-    // The gateway creates a session on first use (§4).
+    begin_run(state, params, script);
+    res_ok(id, json!({"runId": run_id, "status": "started"}))
+}
+
+/// Makes the run of a `chat.send` (`params`) that will play `script`: the
+/// session's row (the gateway creates a session on first use, §4), the
+/// user's message in its transcript, and the run's record.
+fn begin_run(state: &mut State, params: &Value, script: Script) {
+    let run_id = params["idempotencyKey"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let key = params["sessionKey"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     if !state.rows.iter().any(|row| row["key"] == key.as_str()) {
         let title: String = params["message"]
             .as_str()
@@ -806,7 +818,6 @@ fn chat_send(state: &mut State, id: &Value, params: &Value) -> Value {
             task: None,
         },
     );
-    res_ok(id, json!({"runId": run_id, "status": "started"}))
 }
 
 /// `chat.abort {sessionKey, runId?}`: a script that waits for it goes on
