@@ -18,8 +18,9 @@ use support::{prompt, selected};
 /// The gateway's shared token.
 const TOKEN: &str = "openclaw-gateway-token-0123456789abcdef";
 
-/// `policy.tickIntervalMs` of the mock: small, so a bridge that misses the
-/// ticks' meaning shows it within a test.
+/// `policy.tickIntervalMs` of the mock (which ticks every half of it):
+/// short, so that ticks interleave with the frames of a test, as they do on
+/// a live line.
 const TICK_MS: u64 = 1000;
 
 /// The key and remote directory of the session the gateway already has.
