@@ -113,10 +113,34 @@ fn is_uuid_v4(text: &str) -> bool {
 #[tokio::test]
 async fn initialize_is_answered_after_hello_ok_with_the_remote_capabilities() {
     let gateway = OpenClawGateway::start(TOKEN, TICK_MS).await;
+    gateway.hold_hellos(true);
     let sandbox = Sandbox::new();
     let mut acp = spawn_bridge(&sandbox, &gateway.url(), TOKEN, &[]);
-    let result = acp.initialize().await;
-    assert!(gateway.hellos() >= 1, "initialize answered before hello-ok");
+    let id = acp
+        .send(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+        )
+        .await;
+    gateway.wait_requests("connect", 1).await;
+    // While the gateway holds its hello, initialize cannot succeed: the
+    // bridge gives up on this dial with an error that names the gateway.
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["error"]["code"], -32603, "{response}");
+    let message = response["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&gateway.url()), "{message}");
+    assert_eq!(gateway.hellos(), 0);
+
+    gateway.hold_hellos(false);
+    let id = acp
+        .send(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+        )
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert!(gateway.hellos() >= 1);
+    let result = response["result"].clone();
     assert_eq!(
         result,
         json!({

@@ -179,6 +179,8 @@ struct State {
     next_conn: usize,
     /// Completed handshakes.
     hellos: usize,
+    /// While set, a `connect` waits for its answer (a slow gateway).
+    hold_hellos: bool,
     scripts: VecDeque<Script>,
     runs: HashMap<String, Run>,
     /// `sessions.list` rows, in the order they are listed.
@@ -365,6 +367,12 @@ impl OpenClawGateway {
         self.shared.state.lock().unwrap().hellos
     }
 
+    /// While `hold` is set, every `connect` waits for its answer, as on a
+    /// slow gateway; clearing it lets the held ones through.
+    pub fn hold_hellos(&self, hold: bool) {
+        self.shared.change(|state| state.hold_hellos = hold);
+    }
+
     /// Closes every connection without a close frame (a network drop).
     pub fn drop_connections(&self) {
         self.shared.drop_connections();
@@ -447,6 +455,7 @@ async fn serve(shared: Arc<Shared>, id: usize, socket: TcpStream) {
             params: params.clone(),
         })
     });
+    shared.until(|state| !state.hold_hellos).await;
     if connect["type"] != "req" || connect["method"] != "connect" {
         let refusal = res_err(
             &req_id,
