@@ -206,6 +206,12 @@ async fn accept(listener: tokio::net::TcpListener, app: axum::Router, header_tim
                 continue;
             }
         };
+        // Each event is a small frame that should leave at once: without
+        // this, Nagle's algorithm holds a frame back until the client's
+        // delayed acknowledgement of the previous one (up to 40 ms).
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a gateway connection");
+        }
         let app = app.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(
