@@ -411,6 +411,61 @@ async fn set_mode_plan_changes_the_gateway_sessions_mode_and_takes_the_writing_t
 }
 
 #[tokio::test]
+async fn set_config_option_on_a_session_with_turns_answers_each_new_value() {
+    let mut r = Remote::start().await;
+    let created = r.new_session().await;
+    let session = created["sessionId"].as_str().unwrap().to_string();
+    r.mock.push(Reply::sse(anthropic_text("First.", 10)));
+    let (answer, _) = ask(&mut r.acp, prompt(&session, "Start.")).await;
+    assert_eq!(answer["result"], json!({"stopReason": "end_turn"}));
+
+    let model = other_value(&created["configOptions"], "model");
+    for (option, value) in [
+        ("model", model.as_str()),
+        ("thought_level", "low"),
+        ("queue", "followup"),
+        ("mode", "accept-edits"),
+    ] {
+        let result = r
+            .acp
+            .call(
+                "session/set_config_option",
+                json!({"sessionId": session, "configId": option, "value": value}),
+            )
+            .await;
+        assert_eq!(
+            current(&result["configOptions"], option),
+            json!(value),
+            "{result}"
+        );
+    }
+    let mut admin = r.gateway.admin().await;
+    let row = admin
+        .call_ok("sessions.list", json!({"search": session}))
+        .await["sessions"][0]
+        .clone();
+    assert_eq!(
+        (
+            format!(
+                "{}/{}",
+                row["modelProvider"].as_str().unwrap(),
+                row["model"].as_str().unwrap()
+            ),
+            &row["thinkingLevel"],
+            &row["queueMode"],
+            &row["permissionMode"]
+        ),
+        (
+            model.clone(),
+            &json!("low"),
+            &json!("followup"),
+            &json!("accept-edits")
+        ),
+        "{row}"
+    );
+}
+
+#[tokio::test]
 async fn an_unknown_config_option_is_invalid_params_and_changes_nothing() {
     let mut r = Remote::start().await;
     let session = r.new_session().await["sessionId"]
@@ -621,35 +676,39 @@ async fn close_aborts_the_running_turn_on_the_gateway() {
 
 // --------------------------------------------------------------------- wss
 
-/// A gateway behind a TLS relay whose certificate `ca` signed, and a
-/// bridge to `wss://localhost:PORT` that trusts what `trusted` holds.
-async fn over_tls(trusted: &str) -> (Sandbox, Sandbox, MockModel, Gateway, TlsRelay, Acp) {
+/// Which roots the bridge trusts (what its `SSL_CERT_FILE` holds).
+enum Roots {
+    TheRelaysCa,
+    AnotherCa,
+    Nothing,
+}
+
+/// A gateway behind a TLS relay with a certificate of its own CA, and a
+/// bridge to `wss://localhost:PORT` whose `SSL_CERT_FILE` holds `roots`.
+async fn over_tls(roots: Roots) -> (Sandbox, Sandbox, MockModel, Gateway, TlsRelay, Acp) {
     let server = Sandbox::new();
     let editor = Sandbox::new();
     let mock = MockModel::start().await;
     let gateway = Gateway::start(&server, &mock).await;
     let ca = TestCa::new();
     let relay = TlsRelay::start(gateway.addr, &ca).await;
-    let roots = editor.dir.path().join("roots.pem");
-    std::fs::write(
-        &roots,
-        if trusted == "the relay's CA" {
-            ca.ca_pem.clone()
-        } else {
-            TestCa::new().ca_pem
-        },
-    )
-    .unwrap();
+    let file = editor.dir.path().join("roots.pem");
+    let pem = match roots {
+        Roots::TheRelaysCa => ca.ca_pem.clone(),
+        Roots::AnotherCa => TestCa::named("some other CA").ca_pem,
+        Roots::Nothing => String::new(),
+    };
+    std::fs::write(&file, pem).unwrap();
     let token = gateway.token.clone().unwrap();
     let mut cmd = bridge_command(&editor, &relay.url(), &token, &[]);
-    cmd.env("SSL_CERT_FILE", &roots);
+    cmd.env("SSL_CERT_FILE", &file);
     let acp = Acp::spawn(cmd);
     (server, editor, mock, gateway, relay, acp)
 }
 
 #[tokio::test]
 async fn wss_connects_through_tls_with_the_roots_of_ssl_cert_file_and_streams() {
-    let (_server, editor, mock, gateway, relay, mut acp) = over_tls("the relay's CA").await;
+    let (_server, editor, mock, gateway, relay, mut acp) = over_tls(Roots::TheRelaysCa).await;
     let response = initialize(&mut acp).await;
     assert!(
         response.get("error").is_none(),
@@ -685,22 +744,42 @@ async fn wss_connects_through_tls_with_the_roots_of_ssl_cert_file_and_streams() 
 
 #[tokio::test]
 async fn wss_with_an_untrusted_certificate_fails_initialize_before_the_token_is_sent() {
-    let (_server, _editor, _mock, gateway, relay, mut acp) = over_tls("another CA").await;
+    let (_server, _editor, _mock, _gateway, relay, mut acp) = over_tls(Roots::AnotherCa).await;
     let response = initialize(&mut acp).await;
-    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(response["error"]["code"], json!(-32603), "{response}");
+    let message = response["error"]["message"].as_str().unwrap();
     assert!(
-        message.starts_with(&format!("cannot reach the gateway at {}", relay.url()))
+        message.starts_with(&format!("cannot reach the gateway at {}: ", relay.url()))
             && message.to_lowercase().contains("certificate"),
         "{response}"
     );
-    assert!(
-        !relay.refused.lock().unwrap().is_empty(),
-        "no TLS handshake failed at the relay"
-    );
+    // The relay saw the handshake fail (it may log it after the bridge
+    // answered).
+    let refused = relay.refused.clone();
+    support::wait_until(
+        "the relay saw no failed TLS handshake",
+        support::bridge::WAIT,
+        || !refused.lock().unwrap().is_empty(),
+    )
+    .await;
+    // The handshake failed before any byte of the websocket (its upgrade,
+    // the connect frame with the token) could pass.
     assert_eq!(relay.plaintext_text(), "", "bytes passed the TLS relay");
-    let token = gateway.token.clone().unwrap();
-    assert!(!gateway.stderr.text().contains(&token));
     assert!(acp.is_running());
+}
+
+#[tokio::test]
+async fn wss_without_any_trusted_root_says_so_and_dials_nothing() {
+    let (_server, _editor, _mock, _gateway, relay, mut acp) = over_tls(Roots::Nothing).await;
+    let response = initialize(&mut acp).await;
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(&format!("cannot reach the gateway at {}: ", relay.url()))
+            && message.contains("SSL_CERT_FILE"),
+        "{response}"
+    );
+    assert!(relay.refused.lock().unwrap().is_empty());
+    assert_eq!(relay.plaintext_text(), "");
 }
 
 // ------------------------------------------------- other clients' turns

@@ -324,11 +324,17 @@ pub struct TestCa {
 
 impl TestCa {
     pub fn new() -> Self {
+        Self::named("pincer test CA")
+    }
+
+    /// A CA whose name is `name` (two CAs of one name would make a
+    /// verifier try the wrong one's key).
+    pub fn named(name: &str) -> Self {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         params
             .distinguished_name
-            .push(rcgen::DnType::CommonName, "pincer test CA");
+            .push(rcgen::DnType::CommonName, name);
         params.key_usages = vec![
             rcgen::KeyUsagePurpose::KeyCertSign,
             rcgen::KeyUsagePurpose::CrlSign,
