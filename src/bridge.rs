@@ -739,6 +739,15 @@ impl Bridge {
             params["attachments"] = json!(attachments);
         }
         match self.send(&params).await {
+            // Cancelled before the gateway had the run: abort it now.
+            Ok(_)
+                if lock(&self.state)
+                    .runs
+                    .get(&run)
+                    .is_some_and(stream::Run::is_cancelled) =>
+            {
+                self.abort(&key, &run);
+            }
             Ok(ack) => match ack["status"].as_str() {
                 Some("ok") => self.settle(&run, stream::Ending::Stop("end_turn")),
                 Some("timeout") => self.settle(&run, stream::Ending::Stop("cancelled")),
@@ -821,23 +830,27 @@ impl Bridge {
                 .collect()
         };
         for run in cancelled {
-            let client = self.client.clone();
-            let key = key.to_string();
-            tokio::spawn(async move {
-                let params = json!({"sessionKey": key, "runId": run});
-                if let Err(e) = client
-                    .request(
-                        "chat.abort",
-                        params,
-                        CONNECT_WAIT,
-                        Some(Duration::from_secs(30)),
-                    )
-                    .await
-                {
-                    tracing::warn!(error = %e, "could not abort the run on the gateway");
-                }
-            });
+            self.abort(key, &run);
         }
+    }
+
+    /// Tells the gateway to stop a run (in the background).
+    fn abort(&self, key: &str, run: &str) {
+        let client = self.client.clone();
+        let params = json!({"sessionKey": key, "runId": run});
+        tokio::spawn(async move {
+            if let Err(e) = client
+                .request(
+                    "chat.abort",
+                    params,
+                    CONNECT_WAIT,
+                    Some(Duration::from_secs(30)),
+                )
+                .await
+            {
+                tracing::warn!(error = %e, "could not abort the run on the gateway");
+            }
+        });
     }
 
     /// Whether stdin closed (an editor that can no longer answer).

@@ -658,3 +658,61 @@ async fn a_line_gone_silent_is_noticed_by_the_tick_watchdog_and_the_turn_complet
     assert_eq!(streamed_text(&seen), whole);
     assert!(proxy.accepted.load(std::sync::atomic::Ordering::SeqCst) >= 2);
 }
+
+#[tokio::test]
+async fn a_gateway_that_redirects_the_upgrade_does_not_get_the_bridge_to_follow() {
+    let attacker = support::attacker::Attacker::start().await;
+    // A "gateway" that answers the websocket upgrade with a redirect to the
+    // attacker's server.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let location = format!("ws://{}/", attacker.addr);
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let _ = socket.read(&mut buf).await;
+            let answer =
+                format!("HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n");
+            let _ = socket.write_all(answer.as_bytes()).await;
+        }
+    });
+    let editor = Sandbox::new();
+    let mut acp = Acp::spawn(bridge_command(
+        &editor,
+        &format!("ws://{addr}"),
+        "secret-token-0123456789abcdef",
+        &[],
+    ));
+    let response = initialize(&mut acp).await;
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("HTTP 302"),
+        "the refusal does not say what the server answered: {response}"
+    );
+    attacker.assert_untouched();
+}
+
+#[tokio::test]
+async fn closing_stdin_after_a_prompt_finishes_the_prompt_then_ends_the_bridge() {
+    let mut r = Remote::start().await;
+    let session = r.new_session().await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    r.mock.push(Reply::Sse {
+        body: anthropic_deltas(&["One, ", "two, ", "three."]),
+        delay: std::time::Duration::from_millis(30),
+        gate: None,
+    });
+    let id = r
+        .acp
+        .send("session/prompt", prompt(&session, "Count to three."))
+        .await;
+    r.acp.close_stdin();
+    let (response, before) = r.acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(streamed_text(&before), "One, two, three.");
+    let status = r.acp.wait_exit().await;
+    assert!(status.success(), "{status:?}");
+}

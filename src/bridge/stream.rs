@@ -86,6 +86,10 @@ impl Run {
         self.done.is_some()
     }
 
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled
+    }
+
     pub fn settle(&mut self, ending: Ending) {
         if let Some(done) = self.done.take() {
             let _ = done.send(ending);
@@ -269,24 +273,6 @@ fn chat(bridge: &Bridge, payload: &Value) {
     let Some(run_id) = payload["runId"].as_str() else {
         return;
     };
-    let mut state = lock(&bridge.state);
-    let Some(run) = run_of(&mut state, run_id, payload["sessionKey"].as_str()) else {
-        return;
-    };
-    if run.cancelled {
-        return;
-    }
-    let fresh = match payload["seq"].as_u64() {
-        Some(seq) if seq <= run.chat_seq => return,
-        Some(seq) => {
-            let next = seq == run.chat_seq + 1;
-            run.chat_seq = seq;
-            next
-        }
-        None => true,
-    };
-    let updates = run.absorb(payload, fresh);
-    let key = run.key.clone();
     let ending = match payload["state"].as_str() {
         Some("final") => Some(match payload["stopReason"].as_str() {
             Some("max_tokens" | "length") => Ending::Stop("max_tokens"),
@@ -302,15 +288,36 @@ fn chat(bridge: &Bridge, payload: &Value) {
         )),
         _ => None,
     };
+    let mut state = lock(&bridge.state);
+    let Some(run) = run_of(&mut state, run_id, payload["sessionKey"].as_str()) else {
+        return;
+    };
+    if run.cancelled {
+        // The editor has its answer; the run's end only frees it.
+        if ending.is_some() {
+            state.runs.remove(run_id);
+        }
+        return;
+    }
+    let fresh = match payload["seq"].as_u64() {
+        Some(seq) if seq <= run.chat_seq => return,
+        Some(seq) => {
+            let next = seq == run.chat_seq + 1;
+            run.chat_seq = seq;
+            next
+        }
+        None => true,
+    };
+    let updates = run.absorb(payload, fresh);
+    let key = run.key.clone();
     // The updates go out before the prompt's answer.
     for update in updates {
         bridge.notify(&key, update);
     }
-    if let Some(ending) = ending {
-        if let Some(run) = state.runs.get_mut(run_id) {
-            run.settle(ending);
-        }
-        state.runs.remove(run_id);
+    if let Some(ending) = ending
+        && let Some(mut run) = state.runs.remove(run_id)
+    {
+        run.settle(ending);
     }
 }
 
