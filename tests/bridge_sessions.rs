@@ -157,6 +157,25 @@ async fn require_existing_refuses_an_unknown_key_without_creating_it_and_accepts
         .await;
     let response = session_new(&mut acp, &r.editor.work()).await;
     assert_eq!(response["result"]["sessionId"], json!(known), "{response}");
+
+    // Without --require-existing the unknown key is taken as it is (the
+    // gateway makes its session on the first prompt).
+    let mut acp = r.another_bridge(&["--session", &unknown]).await;
+    let response = session_new(&mut acp, &r.editor.work()).await;
+    assert_eq!(
+        response["result"]["sessionId"],
+        json!(unknown),
+        "{response}"
+    );
+    r.mock.push(Reply::sse(anthropic_text("New here.", 10)));
+    let (answer, _) = ask(&mut acp, prompt(&unknown, "First prompt.")).await;
+    assert_eq!(answer["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(
+        admin
+            .call_ok("sessions.resolve", json!({"key": unknown}))
+            .await["key"],
+        json!(unknown)
+    );
 }
 
 #[tokio::test]
@@ -236,6 +255,7 @@ async fn a_prompt_with_an_image_an_embedded_resource_and_a_link_reaches_the_mode
             {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="},
             {"type": "resource", "resource": {"uri": "file:///home/me/src/lib.rs", "mimeType": "text/x-rust", "text": "fn main() {}\n"}},
             {"type": "resource_link", "name": "plan.md", "uri": link},
+            {"type": "resource", "resource": {"uri": "file:///home/me/data.csv?raw=1", "mimeType": "text/csv", "blob": "YSxiCjEsMgo="}},
         ]}),
     )
     .await;
@@ -246,6 +266,7 @@ async fn a_prompt_with_an_image_an_embedded_resource_and_a_link_reaches_the_mode
             {"type": "text", "text": format!("Look at these.\n[Resource: plan.md <{link}>]")},
             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
             {"type": "text", "text": "<file uri=\"attachment:lib.rs\">\nfn main() {}\n\n</file>"},
+            {"type": "text", "text": "<file uri=\"attachment:data.csv\">\na,b\n1,2\n\n</file>"},
         ]})]
     );
     let body = r.mock.requests()[0].body.to_string();
@@ -466,28 +487,64 @@ async fn set_config_option_on_a_session_with_turns_answers_each_new_value() {
 }
 
 #[tokio::test]
-async fn an_unknown_config_option_is_invalid_params_and_changes_nothing() {
+async fn an_unknown_config_option_value_or_mode_is_invalid_params_and_changes_nothing() {
     let mut r = Remote::start().await;
     let session = r.new_session().await["sessionId"]
         .as_str()
         .unwrap()
         .to_string();
-    let id = r
-        .acp
-        .send(
+    r.mock.push(Reply::sse(anthropic_text("First.", 10)));
+    let (answer, _) = ask(&mut r.acp, prompt(&session, "Start.")).await;
+    assert_eq!(answer["result"], json!({"stopReason": "end_turn"}));
+    let mut admin = r.gateway.admin().await;
+    let row_before = admin
+        .call_ok("sessions.list", json!({"search": session}))
+        .await["sessions"][0]
+        .clone();
+
+    for (method, params, named) in [
+        (
             "session/set_config_option",
             json!({"sessionId": session, "configId": "temperature", "value": "hot"}),
-        )
-        .await;
-    let (response, _) = r.acp.until_response(id).await;
-    assert_eq!(response["error"]["code"], json!(-32602), "{response}");
-    assert!(
-        response["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("temperature"),
-        "{response}"
-    );
+            "temperature",
+        ),
+        (
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "model", "value": "nowhere/no-model"}),
+            "nowhere",
+        ),
+        (
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "thought_level", "value": "boiling"}),
+            "boiling",
+        ),
+        (
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "yolo"}),
+            "yolo",
+        ),
+    ] {
+        let id = r.acp.send(method, params.clone()).await;
+        let (response, _) = r.acp.until_response(id).await;
+        assert_eq!(
+            response["error"]["code"],
+            json!(-32602),
+            "{params}: {response}"
+        );
+        assert!(
+            response["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(named),
+            "{params}: {response}"
+        );
+    }
+    let mut row_after = admin
+        .call_ok("sessions.list", json!({"search": session}))
+        .await["sessions"][0]
+        .clone();
+    row_after["updatedAt"] = row_before["updatedAt"].clone();
+    assert_eq!(row_after, row_before);
 }
 
 // ------------------------------------------------- list, resume and close
@@ -792,6 +849,16 @@ async fn a_turn_another_client_runs_in_an_open_session_reaches_the_editor() {
         .unwrap()
         .to_string();
     let mut admin = r.gateway.admin().await;
+    // A turn in a session the editor has not open: none of it may reach
+    // the editor (the sessionId check below catches it).
+    turn_on(
+        &mut admin,
+        &r.mock,
+        &new_key(),
+        "Private to another session.",
+        "Not for this editor.",
+    )
+    .await;
     turn_on(
         &mut admin,
         &r.mock,
