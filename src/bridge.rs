@@ -21,12 +21,12 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, CloseSessionRequest, CloseSessionResponse, InitializeRequest,
-    InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
-    LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
-    ResumeSessionRequest, ResumeSessionResponse, SessionNotification, SessionUpdate,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse,
+    CancelNotification, CloseSessionRequest, CloseSessionResponse, ContentBlock, ContentChunk,
+    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
+    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest,
+    PromptResponse, ResumeSessionRequest, ResumeSessionResponse, SessionNotification,
+    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse, TextContent,
 };
 use agent_client_protocol::{Agent, Client, ConnectTo, Error};
 use serde::de::DeserializeOwned;
@@ -507,7 +507,27 @@ impl Bridge {
     /// Sends one `session/update` (an update shape as JSON).
     fn notify(&self, key: &str, update: Value) {
         let Some(cx) = self.cx.get() else { return };
-        match serde_json::from_value::<SessionUpdate>(update) {
+        // Text chunks, nearly every update of a turn, are built directly.
+        let chunk = match (
+            update["sessionUpdate"].as_str(),
+            update["content"]["text"].as_str(),
+        ) {
+            (Some(kind), Some(text)) if update["content"]["type"] == "text" => {
+                let chunk = ContentChunk::new(ContentBlock::Text(TextContent::new(text)));
+                match kind {
+                    "agent_message_chunk" => Some(SessionUpdate::AgentMessageChunk(chunk)),
+                    "agent_thought_chunk" => Some(SessionUpdate::AgentThoughtChunk(chunk)),
+                    "user_message_chunk" => Some(SessionUpdate::UserMessageChunk(chunk)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let parsed = match chunk {
+            Some(update) => Ok(update),
+            None => serde_json::from_value::<SessionUpdate>(update),
+        };
+        match parsed {
             Ok(update) => {
                 let notification = SessionNotification::new(key.to_string(), update);
                 if let Err(e) = cx.send_notification(notification) {

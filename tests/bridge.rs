@@ -716,3 +716,56 @@ async fn closing_stdin_after_a_prompt_finishes_the_prompt_then_ends_the_bridge()
     let status = r.acp.wait_exit().await;
     assert!(status.success(), "{status:?}");
 }
+
+#[tokio::test]
+async fn thinking_streams_as_thought_chunks_and_text_as_message_chunks_each_once() {
+    let mut r = Remote::start().await;
+    let session = r.new_session().await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    r.mock.push(Reply::fixture("anthropic/thinking.sse"));
+    let id = r.acp.send("session/prompt", prompt(&session, "hi")).await;
+    let (response, before) = r.acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    let updates: Vec<Value> = coalesce(updates_of(&before))
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] != "session_info_update")
+        .collect();
+    assert_eq!(
+        updates,
+        vec![
+            json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "The user says hi. I should greet them back briefly."}}),
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hi there! How can I help?"}}),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_token_never_reaches_the_log_even_at_trace_level() {
+    let mut r = Remote::start().await;
+    let token = r.gateway.token.clone().unwrap();
+    let mut cmd = bridge_command(&r.editor, &r.gateway.url(), &token, &[]);
+    cmd.env("RUST_LOG", "trace");
+    let mut acp = Acp::spawn(cmd);
+    assert!(initialize(&mut acp).await.get("error").is_none());
+    let session = acp
+        .call(
+            "session/new",
+            json!({"cwd": r.editor.work(), "mcpServers": []}),
+        )
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    r.mock.push(Reply::sse(anthropic_text("Hi.", 10)));
+    let id = acp.send("session/prompt", prompt(&session, "hi")).await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    acp.close_stdin();
+    acp.wait_exit().await;
+    let stderr = (&mut acp.stderr).await.unwrap();
+    assert!(!stderr.is_empty(), "nothing was logged at trace level");
+    assert!(!stderr.contains(&token), "the token was logged:\n{stderr}");
+    let _ = r.new_session().await;
+}
