@@ -685,15 +685,35 @@ impl Bridge {
     /// `sessions.patch` with one field, then the session's new options.
     async fn patch(&self, key: &str, field: &str, value: &str) -> Result<Value, Error> {
         self.check_open(key)?;
-        match self
+        let patched = match self
             .call("sessions.patch", json!({"key": key, field: value}))
             .await
         {
-            Ok(_) => {}
+            Ok(patched) => patched,
             Err(ClientError::Rpc { message, .. }) => return Err(invalid_params(message)),
             Err(e) => return Err(gateway_error(e)),
-        }
-        let row = self.row(key).await.map_err(gateway_error)?;
+        };
+        // The gateway's row as the patch left it; a session without a turn
+        // has none yet (it is listed from its first prompt on), so what was
+        // known of it, with the change, stands for it.
+        let row = match patched.get("entry").filter(|e| e.is_object()) {
+            Some(entry) => Some(entry.clone()),
+            None => match self.row(key).await.map_err(gateway_error)? {
+                Some(row) => Some(row),
+                None => {
+                    let known = lock(&self.state)
+                        .sessions
+                        .get(key)
+                        .and_then(|r| r.row.clone());
+                    let mut row = known.unwrap_or_else(|| json!({}));
+                    row[field] = json!(value);
+                    if field == "model" {
+                        row["modelProvider"] = Value::Null;
+                    }
+                    Some(row)
+                }
+            },
+        };
         if let Some(remote) = lock(&self.state).sessions.get_mut(key) {
             remote.row = row.clone();
         }

@@ -814,7 +814,9 @@ async fn wss_with_an_untrusted_certificate_fails_initialize_before_the_token_is_
     let message = response["error"]["message"].as_str().unwrap();
     assert!(
         message.starts_with(&format!("cannot reach the gateway at {}: ", relay.url()))
-            && message.to_lowercase().contains("certificate"),
+            && message.to_lowercase().contains("certificate")
+            && message.contains("TLS")
+            && message.contains("SSL_CERT_FILE"),
         "{response}"
     );
     // The relay saw the handshake fail (it may log it after the bridge

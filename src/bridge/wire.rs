@@ -233,6 +233,19 @@ pub fn prompt(blocks: &Value) -> Result<(String, Vec<Value>), String> {
                         resource["mimeType"].as_str().unwrap_or("text/plain"),
                         base64::engine::general_purpose::STANDARD.encode(text),
                     )
+                } else if let Some(blob) = resource["blob"].as_str()
+                    && resource["mimeType"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("image/"))
+                {
+                    // An image the editor embedded is an image to the model.
+                    attachments.push(json!({
+                        "type": "image",
+                        "mimeType": resource["mimeType"],
+                        "fileName": name,
+                        "content": blob,
+                    }));
+                    continue;
                 } else if let Some(blob) = resource["blob"].as_str() {
                     (
                         resource["mimeType"]
@@ -506,6 +519,14 @@ mod tests {
             vec![
                 json!({"type": "image", "mimeType": "image/png", "content": "iVBORw0KGgo=", "fileName": "shot.png"}),
                 json!({"type": "file", "mimeType": "text/x-rust", "fileName": "main.rs", "content": "Zm4gbWFpbigpIHt9"}),
+            ]
+        );
+        // An embedded image is an image.
+        let embedded = json!([{"type": "resource", "resource": {"uri": "file:///tmp/a.png", "mimeType": "image/png", "blob": "iVBORw0KGgo="}}]);
+        assert_eq!(
+            prompt(&embedded).unwrap().1,
+            vec![
+                json!({"type": "image", "mimeType": "image/png", "fileName": "a.png", "content": "iVBORw0KGgo="})
             ]
         );
         let audio = json!([{"type": "audio", "mimeType": "audio/wav", "data": ""}]);
