@@ -90,32 +90,22 @@ pub fn config_options(
             .as_array()
             .cloned()
             .unwrap_or_default();
+        let described = |m: &Value, id_field: &str| -> Option<Value> {
+            let id = m["id"].as_str()?;
+            let name = m["name"].as_str().unwrap_or(id);
+            Some(json!({id_field: id, "name": name, "description": m["description"]}))
+        };
         if !listed.is_empty() {
             let values: Vec<Value> = listed
                 .iter()
-                .filter_map(|m| {
-                    Some(json!({
-                        "value": m["id"].as_str()?,
-                        "name": m["name"].as_str().or(m["id"].as_str())?,
-                        "description": m["description"],
-                    }))
-                })
+                .filter_map(|m| described(m, "value"))
                 .collect();
             options.push(json!({
                 "id": "mode", "name": "Mode", "category": "mode", "type": "select",
                 "description": "What the agent may do without asking",
                 "currentValue": current, "options": values,
             }));
-            let available: Vec<Value> = listed
-                .iter()
-                .filter_map(|m| {
-                    Some(json!({
-                        "id": m["id"].as_str()?,
-                        "name": m["name"].as_str().or(m["id"].as_str())?,
-                        "description": m["description"],
-                    }))
-                })
-                .collect();
+            let available: Vec<Value> = listed.iter().filter_map(|m| described(m, "id")).collect();
             modes = json!({"currentModeId": current, "availableModes": available});
         }
     }

@@ -117,6 +117,14 @@ impl Remote {
         response["result"].clone()
     }
 
+    /// A new session's id.
+    pub async fn session(&mut self) -> String {
+        self.new_session().await["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
     /// Another bridge to the same gateway, initialized.
     pub async fn another_bridge(&self, extra: &[&str]) -> Acp {
         let token = self.gateway.token.clone().unwrap();
