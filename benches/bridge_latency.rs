@@ -55,6 +55,8 @@ async fn serve_gateway(listener: TcpListener, deltas: usize, interval: Duration)
         let Ok((stream, _)) = listener.accept().await else {
             return;
         };
+        // As gateways do (pincer's, and node's `ws` under OpenClaw's).
+        stream.set_nodelay(true).unwrap();
         let conns = conns.clone();
         tokio::spawn(async move {
             let ws = tokio_tungstenite::accept_async(stream).await.unwrap();

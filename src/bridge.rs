@@ -62,16 +62,6 @@ pub struct BridgeOptions {
     pub reset_session: bool,
 }
 
-/// Query parameters that would carry a credential in a URL.
-const CREDENTIAL_PARAMS: &[&str] = &[
-    "token",
-    "password",
-    "auth",
-    "access_token",
-    "api_key",
-    "key",
-];
-
 /// Checks a `--connect` URL: a websocket URL, and no credential in it
 /// (proxies and shell histories keep URLs; the credential goes in the
 /// `connect` frame).
@@ -94,7 +84,7 @@ pub fn check_url(raw: &str) -> Result<String, String> {
     }
     if let Some((name, _)) = url
         .query_pairs()
-        .find(|(name, _)| CREDENTIAL_PARAMS.contains(&name.to_ascii_lowercase().as_str()))
+        .find(|(name, _)| crate::gateway::is_credential_param(name))
     {
         return Err(format!(
             "the --connect URL carries a credential (`{name}=`); a credential never goes in a \
@@ -197,18 +187,21 @@ pub async fn serve(
     let pump = tokio::spawn(stream::pump(bridge.clone(), incoming));
     let _pump = AbortOnDrop(pump);
 
-    let (b1, b2, b3, b4, b5, b6, b7, b8, b9, b10) = (
-        bridge.clone(),
-        bridge.clone(),
-        bridge.clone(),
-        bridge.clone(),
-        bridge.clone(),
-        bridge.clone(),
-        bridge.clone(),
-        bridge.clone(),
-        bridge.clone(),
-        bridge.clone(),
-    );
+    // Every request but `initialize` runs in a task of its own: a turn or
+    // a slow gateway must not hold back `session/cancel`.
+    macro_rules! spawned {
+        ($request:ty, $method:ident) => {{
+            let bridge = bridge.clone();
+            async move |req: $request, responder, cx: ConnectionTo<Client>| {
+                let bridge = bridge.clone();
+                cx.spawn(async move {
+                    answer(responder.respond_with_result(bridge.$method(req).await));
+                    Ok(())
+                })
+            }
+        }};
+    }
+    let (first, last) = (bridge.clone(), bridge.clone());
     Agent
         .v1()
         .name("pincer")
@@ -216,97 +209,46 @@ pub async fn serve(
             // Answered once the gateway is reached: an editor that shows
             // the agent as ready can use it.
             async move |req: InitializeRequest, responder, cx: ConnectionTo<Client>| {
-                let _ = b1.cx.set(cx);
-                match b1.initialize(req).await {
-                    Ok(response) => responder.respond(response),
-                    Err(e) => responder.respond_with_error(e),
-                }
+                let _ = first.cx.set(cx);
+                responder.respond_with_result(first.initialize(req).await)
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: NewSessionRequest, responder, cx: ConnectionTo<Client>| {
-                let bridge = b2.clone();
-                cx.spawn(async move {
-                    answer(responder.respond_with_result(bridge.new_session(req).await));
-                    Ok(())
-                })
-            },
+            spawned!(NewSessionRequest, new_session),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
-                let bridge = b3.clone();
-                cx.spawn(async move {
-                    answer(responder.respond_with_result(bridge.load_session(req).await));
-                    Ok(())
-                })
-            },
+            spawned!(LoadSessionRequest, load_session),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: ResumeSessionRequest, responder, cx: ConnectionTo<Client>| {
-                let bridge = b4.clone();
-                cx.spawn(async move {
-                    answer(responder.respond_with_result(bridge.resume_session(req).await));
-                    Ok(())
-                })
-            },
+            spawned!(ResumeSessionRequest, resume_session),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: ListSessionsRequest, responder, cx: ConnectionTo<Client>| {
-                let bridge = b5.clone();
-                cx.spawn(async move {
-                    answer(responder.respond_with_result(bridge.list_sessions(req).await));
-                    Ok(())
-                })
-            },
+            spawned!(ListSessionsRequest, list_sessions),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: PromptRequest, responder, cx: ConnectionTo<Client>| {
-                let bridge = b6.clone();
-                cx.spawn(async move {
-                    answer(responder.respond_with_result(bridge.prompt(req).await));
-                    Ok(())
-                })
-            },
+            spawned!(PromptRequest, prompt),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: CloseSessionRequest, responder, cx: ConnectionTo<Client>| {
-                let bridge = b7.clone();
-                cx.spawn(async move {
-                    answer(responder.respond_with_result(bridge.close_session(req).await));
-                    Ok(())
-                })
-            },
+            spawned!(CloseSessionRequest, close_session),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: SetSessionConfigOptionRequest, responder, cx: ConnectionTo<Client>| {
-                let bridge = b8.clone();
-                cx.spawn(async move {
-                    answer(responder.respond_with_result(bridge.set_config_option(req).await));
-                    Ok(())
-                })
-            },
+            spawned!(SetSessionConfigOptionRequest, set_config_option),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: SetSessionModeRequest, responder, cx: ConnectionTo<Client>| {
-                let bridge = b9.clone();
-                cx.spawn(async move {
-                    answer(responder.respond_with_result(bridge.set_mode(req).await));
-                    Ok(())
-                })
-            },
+            spawned!(SetSessionModeRequest, set_mode),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_notification(
             async move |notification: CancelNotification, _cx| {
-                b10.cancel(&notification.session_id.0);
+                last.cancel(&notification.session_id.0);
                 Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
@@ -685,15 +627,35 @@ impl Bridge {
     /// `sessions.patch` with one field, then the session's new options.
     async fn patch(&self, key: &str, field: &str, value: &str) -> Result<Value, Error> {
         self.check_open(key)?;
-        match self
+        let patched = match self
             .call("sessions.patch", json!({"key": key, field: value}))
             .await
         {
-            Ok(_) => {}
+            Ok(patched) => patched,
             Err(ClientError::Rpc { message, .. }) => return Err(invalid_params(message)),
             Err(e) => return Err(gateway_error(e)),
-        }
-        let row = self.row(key).await.map_err(gateway_error)?;
+        };
+        // The gateway's row as the patch left it; a session without a turn
+        // has none yet (it is listed from its first prompt on), so what was
+        // known of it, with the change, stands for it.
+        let row = match patched.get("entry").filter(|e| e.is_object()) {
+            Some(entry) => Some(entry.clone()),
+            None => match self.row(key).await.map_err(gateway_error)? {
+                Some(row) => Some(row),
+                None => {
+                    let known = lock(&self.state)
+                        .sessions
+                        .get(key)
+                        .and_then(|r| r.row.clone());
+                    let mut row = known.unwrap_or_else(|| json!({}));
+                    row[field] = json!(value);
+                    if field == "model" {
+                        row["modelProvider"] = Value::Null;
+                    }
+                    Some(row)
+                }
+            },
+        };
         if let Some(remote) = lock(&self.state).sessions.get_mut(key) {
             remote.row = row.clone();
         }

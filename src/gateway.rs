@@ -44,6 +44,11 @@ const CREDENTIAL_PARAMS: &[&str] = &[
     "key",
 ];
 
+/// Whether a URL query parameter of this name would carry a credential.
+pub fn is_credential_param(name: &str) -> bool {
+    CREDENTIAL_PARAMS.contains(&name.to_ascii_lowercase().as_str())
+}
+
 /// What the command line says (it wins over `[gateway]`).
 #[derive(Clone, Debug, Default)]
 pub struct Options {
@@ -206,6 +211,12 @@ async fn accept(listener: tokio::net::TcpListener, app: axum::Router, header_tim
                 continue;
             }
         };
+        // Each event is a small frame that should leave at once: without
+        // this, Nagle's algorithm holds a frame back until the client's
+        // delayed acknowledgement of the previous one (up to 40 ms).
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a gateway connection");
+        }
         let app = app.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(
@@ -283,7 +294,7 @@ async fn upgrade(
     let headers = request.headers();
     if let Some(query) = request.uri().query() {
         let leaks = url::form_urlencoded::parse(query.as_bytes())
-            .any(|(name, _)| CREDENTIAL_PARAMS.contains(&name.to_ascii_lowercase().as_str()));
+            .any(|(name, _)| is_credential_param(&name));
         if leaks {
             tracing::warn!(peer = %peer.ip(), "refused a connection with a credential in its URL");
             return (

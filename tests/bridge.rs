@@ -74,10 +74,7 @@ async fn a_prompt_streams_text_and_a_tool_call_from_the_remote_workspace() {
     let mut r = Remote::start().await;
     // The file exists on the gateway's machine only.
     std::fs::write(r.server.work().join("hello.txt"), "hello\n").unwrap();
-    let session = r.new_session().await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let session = r.session().await;
     r.mock.push(Reply::fixture("anthropic/tool_read.sse"));
     r.mock.push(Reply::fixture("anthropic/after_tool.sse"));
 
@@ -143,10 +140,7 @@ async fn a_prompt_streams_text_and_a_tool_call_from_the_remote_workspace() {
 /// `session/request_permission`; the answer decides.
 async fn bash_answered(answer: &str) -> (Remote, Vec<Value>, std::path::PathBuf) {
     let mut r = Remote::start().await;
-    let session = r.new_session().await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let session = r.session().await;
     let marker = format!("approved-{}", uuid::Uuid::new_v4());
     r.mock.push(Reply::sse(anthropic_tool_call(
         "toolu_b1",
@@ -212,10 +206,7 @@ async fn an_approval_denied_in_the_editor_runs_nothing() {
 #[tokio::test]
 async fn cancel_answers_at_once_and_aborts_the_run_on_the_gateway() {
     let mut r = Remote::start().await;
-    let session = r.new_session().await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let session = r.session().await;
     r.mock.push(Reply::Stall {
         body: support::mock_model::fixture("anthropic/text.sse"),
         events: 4,
@@ -256,10 +247,7 @@ async fn cancel_answers_at_once_and_aborts_the_run_on_the_gateway() {
 async fn a_second_bridge_lists_and_loads_the_session_with_its_history_and_goes_on() {
     let mut r = Remote::start().await;
     std::fs::write(r.server.work().join("hello.txt"), "hello\n").unwrap();
-    let session = r.new_session().await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let session = r.session().await;
     r.mock.push(Reply::fixture("anthropic/tool_read.sse"));
     r.mock.push(Reply::fixture("anthropic/after_tool.sse"));
     let id = r
@@ -696,10 +684,7 @@ async fn a_gateway_that_redirects_the_upgrade_does_not_get_the_bridge_to_follow(
 #[tokio::test]
 async fn closing_stdin_after_a_prompt_finishes_the_prompt_then_ends_the_bridge() {
     let mut r = Remote::start().await;
-    let session = r.new_session().await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let session = r.session().await;
     r.mock.push(Reply::Sse {
         body: anthropic_deltas(&["One, ", "two, ", "three."]),
         delay: std::time::Duration::from_millis(30),
@@ -720,10 +705,7 @@ async fn closing_stdin_after_a_prompt_finishes_the_prompt_then_ends_the_bridge()
 #[tokio::test]
 async fn thinking_streams_as_thought_chunks_and_text_as_message_chunks_each_once() {
     let mut r = Remote::start().await;
-    let session = r.new_session().await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let session = r.session().await;
     r.mock.push(Reply::fixture("anthropic/thinking.sse"));
     let id = r.acp.send("session/prompt", prompt(&session, "hi")).await;
     let (response, before) = r.acp.until_response(id).await;

@@ -90,32 +90,22 @@ pub fn config_options(
             .as_array()
             .cloned()
             .unwrap_or_default();
+        let described = |m: &Value, id_field: &str| -> Option<Value> {
+            let id = m["id"].as_str()?;
+            let name = m["name"].as_str().unwrap_or(id);
+            Some(json!({id_field: id, "name": name, "description": m["description"]}))
+        };
         if !listed.is_empty() {
             let values: Vec<Value> = listed
                 .iter()
-                .filter_map(|m| {
-                    Some(json!({
-                        "value": m["id"].as_str()?,
-                        "name": m["name"].as_str().or(m["id"].as_str())?,
-                        "description": m["description"],
-                    }))
-                })
+                .filter_map(|m| described(m, "value"))
                 .collect();
             options.push(json!({
                 "id": "mode", "name": "Mode", "category": "mode", "type": "select",
                 "description": "What the agent may do without asking",
                 "currentValue": current, "options": values,
             }));
-            let available: Vec<Value> = listed
-                .iter()
-                .filter_map(|m| {
-                    Some(json!({
-                        "id": m["id"].as_str()?,
-                        "name": m["name"].as_str().or(m["id"].as_str())?,
-                        "description": m["description"],
-                    }))
-                })
-                .collect();
+            let available: Vec<Value> = listed.iter().filter_map(|m| described(m, "id")).collect();
             modes = json!({"currentModeId": current, "availableModes": available});
         }
     }
@@ -233,6 +223,19 @@ pub fn prompt(blocks: &Value) -> Result<(String, Vec<Value>), String> {
                         resource["mimeType"].as_str().unwrap_or("text/plain"),
                         base64::engine::general_purpose::STANDARD.encode(text),
                     )
+                } else if let Some(blob) = resource["blob"].as_str()
+                    && resource["mimeType"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("image/"))
+                {
+                    // An image the editor embedded is an image to the model.
+                    attachments.push(json!({
+                        "type": "image",
+                        "mimeType": resource["mimeType"],
+                        "fileName": name,
+                        "content": blob,
+                    }));
+                    continue;
                 } else if let Some(blob) = resource["blob"].as_str() {
                     (
                         resource["mimeType"]
@@ -506,6 +509,14 @@ mod tests {
             vec![
                 json!({"type": "image", "mimeType": "image/png", "content": "iVBORw0KGgo=", "fileName": "shot.png"}),
                 json!({"type": "file", "mimeType": "text/x-rust", "fileName": "main.rs", "content": "Zm4gbWFpbigpIHt9"}),
+            ]
+        );
+        // An embedded image is an image.
+        let embedded = json!([{"type": "resource", "resource": {"uri": "file:///tmp/a.png", "mimeType": "image/png", "blob": "iVBORw0KGgo="}}]);
+        assert_eq!(
+            prompt(&embedded).unwrap().1,
+            vec![
+                json!({"type": "image", "mimeType": "image/png", "fileName": "a.png", "content": "iVBORw0KGgo="})
             ]
         );
         let audio = json!([{"type": "audio", "mimeType": "audio/wav", "data": ""}]);

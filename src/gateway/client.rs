@@ -543,6 +543,16 @@ fn describe(error: &tokio_tungstenite::tungstenite::Error) -> String {
     match error {
         E::Io(e) => match e.kind() {
             std::io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
+            // rustls reports a refused certificate as an I/O error.
+            _ if e
+                .get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some()) =>
+            {
+                format!(
+                    "TLS: {e} (the server's certificate is not trusted here; for a private CA, \
+                     point SSL_CERT_FILE at its certificate)"
+                )
+            }
             _ => e.to_string(),
         },
         E::Http(response) => format!(

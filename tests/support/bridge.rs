@@ -117,6 +117,14 @@ impl Remote {
         response["result"].clone()
     }
 
+    /// A new session's id.
+    pub async fn session(&mut self) -> String {
+        self.new_session().await["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
     /// Another bridge to the same gateway, initialized.
     pub async fn another_bridge(&self, extra: &[&str]) -> Acp {
         let token = self.gateway.token.clone().unwrap();
@@ -285,3 +293,157 @@ pub fn server_file(remote: &Remote, name: &str) -> PathBuf {
 
 /// How long the tests wait for anything.
 pub const WAIT: std::time::Duration = TIMEOUT;
+
+/// `session/new` on `acp` from `cwd`; the whole response (a test of a
+/// refusal reads its error).
+pub async fn session_new(acp: &mut Acp, cwd: &std::path::Path) -> Value {
+    let id = acp
+        .send("session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await;
+    acp.until_response(id).await.0
+}
+
+/// One whole turn on `key` run by a gateway client (not the bridge): the
+/// mock model answers `answer`; returns the run id once its `final` came.
+pub async fn turn_on(
+    client: &mut super::gateway::Client,
+    mock: &MockModel,
+    key: &str,
+    message: &str,
+    answer: &str,
+) -> String {
+    mock.push(super::mock_model::Reply::sse(super::sse::anthropic_text(
+        answer, 10,
+    )));
+    let run = client.chat_send(key, message).await;
+    let end = client.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "final", "{end}");
+    run
+}
+
+/// A certificate authority made for one test, and a server certificate it
+/// signed for `localhost`.
+pub struct TestCa {
+    /// The CA's certificate, PEM: what `SSL_CERT_FILE` points at.
+    pub ca_pem: String,
+    pub chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+    pub key: rustls::pki_types::PrivateKeyDer<'static>,
+}
+
+impl TestCa {
+    pub fn new() -> Self {
+        Self::named("pincer test CA")
+    }
+
+    /// A CA whose name is `name` (two CAs of one name would make a
+    /// verifier try the wrong one's key).
+    pub fn named(name: &str) -> Self {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca = rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap())
+            .unwrap();
+        let mut leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let leaf_key = rcgen::KeyPair::generate().unwrap();
+        let leaf = leaf.signed_by(&leaf_key, &ca).unwrap();
+        Self {
+            ca_pem: ca.pem(),
+            chain: vec![leaf.der().clone(), ca.der().clone()],
+            key: rustls::pki_types::PrivateKeyDer::Pkcs8(
+                rustls::pki_types::PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
+            ),
+        }
+    }
+}
+
+/// A TLS-terminating relay on loopback in front of `target` (a plain
+/// `ws://` gateway): what a reverse proxy with a certificate does. It
+/// keeps the plaintext clients sent through it and the handshakes that
+/// failed, so a test can tell what reached the gateway.
+pub struct TlsRelay {
+    pub port: u16,
+    /// Every byte clients sent, decrypted.
+    pub plaintext: Arc<Mutex<Vec<u8>>>,
+    /// Why each failed handshake failed.
+    pub refused: Arc<Mutex<Vec<String>>>,
+    _accept: JoinHandle<()>,
+}
+
+impl TlsRelay {
+    pub async fn start(target: std::net::SocketAddr, ca: &TestCa) -> Self {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(ca.chain.clone(), ca.key.clone_key())
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let plaintext: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let refused: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (seen, failures) = (plaintext.clone(), refused.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let (acceptor, seen, failures) = (acceptor.clone(), seen.clone(), failures.clone());
+                tokio::spawn(async move {
+                    let tls = match acceptor.accept(inbound).await {
+                        Ok(tls) => tls,
+                        Err(e) => {
+                            failures.lock().unwrap().push(e.to_string());
+                            return;
+                        }
+                    };
+                    let Ok(outbound) = TcpStream::connect(target).await else {
+                        return;
+                    };
+                    let (mut from_client, mut to_client) = tokio::io::split(tls);
+                    let (mut from_gateway, mut to_gateway) = outbound.into_split();
+                    let down = tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut from_gateway, &mut to_client).await;
+                        let _ = tokio::io::AsyncWriteExt::shutdown(&mut to_client).await;
+                    });
+                    let mut buf = vec![0u8; 16 * 1024];
+                    loop {
+                        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                        let n = match from_client.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        seen.lock().unwrap().extend_from_slice(&buf[..n]);
+                        if to_gateway.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    let _ = tokio::io::AsyncWriteExt::shutdown(&mut to_gateway).await;
+                    let _ = down.await;
+                });
+            }
+        });
+        Self {
+            port,
+            plaintext,
+            refused,
+            _accept: accept,
+        }
+    }
+
+    /// The relay's address, by the name its certificate carries.
+    pub fn url(&self) -> String {
+        format!("wss://localhost:{}/", self.port)
+    }
+
+    /// What clients sent through it, as text (lossy).
+    pub fn plaintext_text(&self) -> String {
+        String::from_utf8_lossy(&self.plaintext.lock().unwrap()).into_owned()
+    }
+}
