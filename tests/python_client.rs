@@ -124,6 +124,57 @@ fn ensure_venv() -> PathBuf {
     venv_python(&venv)
 }
 
+/// Runs the Python client against `agent` (a command line) in `cwd` with
+/// `env`, and returns its one JSON object and its stderr.
+async fn run_client(
+    python: &Path,
+    sandbox: &Sandbox,
+    agent: &[String],
+    env: &[(&str, String)],
+) -> (Value, String) {
+    let script = manifest_dir().join("tests/clients/acp_python_client.py");
+    // The client passes its own environment on to the agent, so this is the
+    // same clean environment `Sandbox::command` gives the binary.
+    let mut cmd = tokio::process::Command::new(python);
+    cmd.arg("-I")
+        .arg(&script)
+        .arg("--cwd")
+        .arg(sandbox.work())
+        .arg("--")
+        .args(agent)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", sandbox.home())
+        .env("PINCER_HOME", sandbox.home())
+        .env("RUST_LOG", "warn")
+        .current_dir(sandbox.work())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", python.display()));
+    let output = tokio::time::timeout(RUN_TIMEOUT, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("the Python ACP client did not finish within {RUN_TIMEOUT:?}"))
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(
+        output.status.success(),
+        "the Python ACP client failed ({})\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
+        output.status
+    );
+    let result: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!("the client's stdout is not one JSON object ({e})\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}")
+    });
+    (result, stderr)
+}
+
 #[tokio::test]
 async fn python_sdk_client_runs_a_tool_round_trip() {
     let python = tokio::task::spawn_blocking(ensure_venv)
@@ -135,45 +186,12 @@ async fn python_sdk_client_runs_a_tool_round_trip() {
     mock.push(Reply::fixture("anthropic/tool_read.sse"));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
 
-    let script = manifest_dir().join("tests/clients/acp_python_client.py");
-    // The client passes its own environment on to pincer, so this is the
-    // same clean environment `Sandbox::command` gives the binary.
-    let child = tokio::process::Command::new(&python)
-        .arg("-I")
-        .arg(&script)
-        .arg("--cwd")
-        .arg(sandbox.work())
-        .arg("--")
-        .arg(env!("CARGO_BIN_EXE_pincer"))
-        .arg("acp")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", sandbox.home())
-        .env("PINCER_HOME", sandbox.home())
-        .env("RUST_LOG", "warn")
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
-        .current_dir(sandbox.work())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", python.display()));
-    let output = tokio::time::timeout(RUN_TIMEOUT, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("the Python ACP client did not finish within {RUN_TIMEOUT:?}"))
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the Python ACP client failed ({})\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
-        output.status
-    );
-    let result: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("the client's stdout is not one JSON object ({e})\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}")
-    });
+    let agent = [env!("CARGO_BIN_EXE_pincer").to_string(), "acp".to_string()];
+    let env = [
+        ("ANTHROPIC_API_KEY", "test-key".to_string()),
+        ("ANTHROPIC_BASE_URL", mock.anthropic_url()),
+    ];
+    let (result, stderr) = run_client(&python, &sandbox, &agent, &env).await;
 
     assert_eq!(
         result,
@@ -212,6 +230,63 @@ async fn python_sdk_client_runs_a_tool_round_trip() {
                 "session/update.update.name: dropped (\"read\")",
                 "session/update.update.name: dropped (\"read\")",
             ],
+        }),
+        "--- client stderr ---\n{stderr}"
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+    assert_eq!(mock.requests().len(), 2);
+}
+
+/// The same independent client, as an editor on another machine: it runs
+/// `pincer acp --connect` against a real `pincer gateway`, whose machine
+/// has the file; the SDK must read everything the bridge says.
+#[tokio::test]
+async fn python_sdk_client_runs_a_tool_round_trip_through_the_bridge() {
+    let python = tokio::task::spawn_blocking(ensure_venv)
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let (server, editor) = (Sandbox::new(), Sandbox::new());
+    server.write("hello.txt", "hello\n");
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/tool_read.sse"));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let gateway = support::gateway::Gateway::start(&server, &mock).await;
+    let token_file = editor.dir.path().join("gateway-token");
+    std::fs::write(&token_file, gateway.token.clone().unwrap()).unwrap();
+    let agent = [
+        env!("CARGO_BIN_EXE_pincer").to_string(),
+        "acp".to_string(),
+        "--connect".to_string(),
+        gateway.url(),
+        "--token-file".to_string(),
+        token_file.display().to_string(),
+    ];
+    let (result, stderr) = run_client(&python, &editor, &agent, &[]).await;
+    assert_eq!(
+        result,
+        json!({
+            "protocolVersion": 1,
+            "agentName": "pincer",
+            "stopReason": "end_turn",
+            "updates": [
+                "session_info_update",
+                "agent_message_chunk",
+                "tool_call",
+                "tool_call_update",
+                "agent_message_chunk",
+                "session_info_update",
+            ],
+            "toolCalls": [{
+                "id": "toolu_01",
+                "title": "Read hello.txt",
+                "kind": "read",
+                "status": "completed",
+            }],
+            "permissionRequests": [],
+            // The bridge's text is the run's: turns joined by a blank line.
+            "text": "I'll read the file.\n\nThe file says hello.",
+            "sdkComplaints": [],
+            "lossyFields": [],
         }),
         "--- client stderr ---\n{stderr}"
     );
