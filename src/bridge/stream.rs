@@ -487,7 +487,7 @@ async fn ask(
     let request = json!({
         "sessionId": approval.key,
         "toolCall": {
-            "toolCallId": approval.tool_call_id.clone().unwrap_or_else(|| format!("approval:{}", approval.id)),
+            "toolCallId": approval.tool_call_id.clone().unwrap_or_else(|| approval.id.clone()),
             "title": title,
             "kind": kind,
             "status": "pending",
