@@ -844,9 +844,13 @@ impl Bridge {
     fn heard(self: &Arc<Self>, incoming: Incoming) {
         match incoming {
             Incoming::Event { name, payload, .. } => stream::event(self, &name, payload),
-            Incoming::Connected { again: true, .. } => {
+            Incoming::Connected {
+                again: true,
+                restarted,
+                ..
+            } => {
                 let bridge = self.clone();
-                tokio::spawn(async move { stream::reconcile(&bridge).await });
+                tokio::spawn(async move { stream::reconcile(&bridge, restarted).await });
             }
             Incoming::Connected { .. } | Incoming::Disconnected { .. } => {}
         }

@@ -834,10 +834,10 @@ async fn a_refused_token_fails_initialize_with_the_reason_and_the_bridge_keeps_s
     let (response, _) = acp.until_response(id).await;
     let message = response["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("gateway token mismatch"), "{response}");
-    // At least one more dial, not exactly one: an initialize that comes
-    // while the start's dial is in flight is answered with that dial's
-    // refusal, and the bridge then dials once more on its own.
-    assert!(gateway.params_of("connect").len() > tries);
+    // Exactly one more dial: an initialize that came while the start's
+    // dial was under way took that dial's refusal without asking for
+    // another, and nothing dials on its own after a refusal.
+    assert_eq!(gateway.params_of("connect").len(), tries + 1);
     assert!(acp.is_running());
 }
 
@@ -1231,4 +1231,29 @@ async fn an_approval_of_a_session_the_bridge_has_not_open_is_neither_asked_nor_a
     );
     assert!(gateway.params_of("exec.approval.get").is_empty());
     assert!(gateway.params_of("exec.approval.resolve").is_empty());
+}
+
+// GATEWAY-NOTES §3 hello-ok (`server.bootId`) and §5 agent.wait: OpenClaw
+// answers `timeout` for a run id it does not know, as for a run still going,
+// so only the new bootId tells the bridge that a restarted gateway lost it.
+#[tokio::test]
+async fn a_gateway_that_restarted_mid_run_is_told_by_its_boot_id_and_the_prompt_ends_with_the_reason()
+ {
+    let (sandbox, gateway, mut acp) = connected(&[]).await;
+    let key = new_session(&mut acp, &sandbox).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    gateway.queue(Script::fixture("restart-mid-run"));
+    let id = acp.send("session/prompt", prompt(&key, "talk")).await;
+    let mut seen = Vec::new();
+    while chunks(&updates_of(&seen), "agent_message_chunk").concat() != "Half a sentence" {
+        let message = acp.next().await;
+        assert!(message.get("method").is_some(), "{message}");
+        seen.push(message);
+    }
+    gateway.restart();
+    let (response, _) = acp.until_response(id).await;
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no longer knows this turn"), "{response}");
 }

@@ -174,6 +174,15 @@ const EVENTS: &[&str] = &[
     "exec.approval.resolved",
 ];
 
+/// The `server.bootId` another connection's hello carries.
+async fn other_hello_boot(gateway: &Gateway) -> String {
+    let client = gateway.admin().await;
+    client.hello["server"]["bootId"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 #[tokio::test]
 async fn the_handshake_challenge_hello_ok_and_ticks_have_the_specs_shape() {
     let sandbox = Sandbox::new();
@@ -226,6 +235,11 @@ async fn the_handshake_challenge_hello_ok_and_ticks_have_the_specs_shape() {
         );
     }
     hello["server"]["connId"] = json!("<conn>");
+    // One boot id for the process's life (clients tell a restart by it).
+    let boot = hello["server"]["bootId"].as_str().unwrap().to_string();
+    assert!(uuid::Uuid::parse_str(&boot).is_ok(), "{boot}");
+    assert_eq!(other_hello_boot(&gateway).await, boot);
+    hello["server"]["bootId"] = json!("<boot>");
     hello["snapshot"]["uptimeMs"] = json!("<uptime>");
     hello["features"] = json!("<features>");
     // OpenClaw's three defaults, and what a new session here starts with
@@ -263,7 +277,7 @@ async fn the_handshake_challenge_hello_ok_and_ticks_have_the_specs_shape() {
         json!({
             "type": "hello-ok",
             "protocol": 4,
-            "server": {"version": format!("pincer {}", env!("CARGO_PKG_VERSION")), "connId": "<conn>"},
+            "server": {"version": format!("pincer {}", env!("CARGO_PKG_VERSION")), "connId": "<conn>", "bootId": "<boot>"},
             "features": "<features>",
             "snapshot": {
                 "presence": [], "health": {}, "stateVersion": {"presence": 0, "health": 0},

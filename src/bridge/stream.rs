@@ -518,8 +518,10 @@ async fn ask(
     }
 }
 
-/// After a reconnect: settles or catches up each prompt in flight.
-pub async fn reconcile(bridge: &Arc<Bridge>) {
+/// After a reconnect: settles or catches up each prompt in flight. A
+/// gateway that `restarted` (its `bootId` changed) has lost them all,
+/// whatever `agent.wait` would say of a run id it never saw.
+pub async fn reconcile(bridge: &Arc<Bridge>, restarted: bool) {
     let pending: Vec<(String, String)> = lock(&bridge.state)
         .runs
         .iter()
@@ -527,27 +529,33 @@ pub async fn reconcile(bridge: &Arc<Bridge>) {
         .map(|(id, run)| (id.clone(), run.key.clone()))
         .collect();
     for (run_id, key) in pending {
-        let waited = bridge
-            .client
-            .request(
-                "agent.wait",
-                json!({"runId": run_id, "timeoutMs": 0}),
-                super::CONNECT_WAIT,
-                Some(Duration::from_secs(30)),
+        let waited = if restarted {
+            None
+        } else {
+            Some(
+                bridge
+                    .client
+                    .request(
+                        "agent.wait",
+                        json!({"runId": run_id, "timeoutMs": 0}),
+                        super::CONNECT_WAIT,
+                        Some(Duration::from_secs(30)),
+                    )
+                    .await,
             )
-            .await;
-        let status = match &waited {
-            Ok(answer) => answer["status"].as_str().unwrap_or("timeout").to_string(),
-            Err(ClientError::Rpc { .. }) => "unknown".to_string(),
-            Err(_) => continue,
         };
+        let status = match &waited {
+            None | Some(Err(ClientError::Rpc { .. })) => "unknown".to_string(),
+            Some(Ok(answer)) => answer["status"].as_str().unwrap_or("timeout").to_string(),
+            Some(Err(_)) => continue,
+        };
+        let waited = waited.and_then(Result::ok);
         catch_up_tools(bridge, &run_id, &key).await;
         let ending = match status.as_str() {
             "timeout" => None,
             "ok" => {
                 let text = waited
                     .as_ref()
-                    .ok()
                     .and_then(|a| a["terminalReply"]["text"].as_str())
                     .unwrap_or_default()
                     .to_string();
@@ -562,7 +570,6 @@ pub async fn reconcile(bridge: &Arc<Bridge>) {
             "error" => {
                 let error = waited
                     .as_ref()
-                    .ok()
                     .and_then(|a| a["error"].as_str())
                     .unwrap_or("the turn failed on the gateway")
                     .to_string();

@@ -98,6 +98,8 @@ impl ClientError {
 pub struct Hello {
     /// `server.version`: `pincer 0.1.0` for pincer's gateway.
     pub server_version: String,
+    /// `server.bootId`, when the gateway names its process's life.
+    pub boot_id: Option<String>,
     pub tick_interval: Duration,
     /// `snapshot.sessionDefaults` (pincer's gateway adds `cwd`).
     pub session_defaults: Value,
@@ -116,8 +118,14 @@ impl Hello {
 /// What the consumer hears, in the order it happened.
 #[derive(Debug)]
 pub enum Incoming {
-    /// A connection is up; `again` after the first one.
-    Connected { hello: Arc<Hello>, again: bool },
+    /// A connection is up; `again` after the first one, `restarted` when
+    /// the gateway's `bootId` differs from the previous connection's (its
+    /// runs from before are gone).
+    Connected {
+        hello: Arc<Hello>,
+        again: bool,
+        restarted: bool,
+    },
     /// An event frame (`seq` is the connection's counter, when sent).
     Event {
         name: String,
@@ -178,7 +186,12 @@ impl Client {
         let (incoming, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             options,
-            state: Mutex::new(State::default()),
+            // The dialler starts at once: a caller before its first dial
+            // waits for that dial rather than asking for another.
+            state: Mutex::new(State {
+                dialling: true,
+                ..State::default()
+            }),
             changed: watch::channel(0).0,
             wake: Notify::new(),
             incoming,
@@ -202,15 +215,20 @@ impl Client {
     /// wait is bounded by `wait`.
     pub async fn ensure(&self, wait: Duration) -> Result<Arc<Hello>, ClientError> {
         let mut changes = self.shared.changed.subscribe();
-        let target = {
+        let (target, dialling) = {
             let mut state = lock(&self.shared.state);
             if let (Some(_), Some(hello)) = (&state.link, &state.hello) {
                 return Ok(hello.clone());
             }
             state.refused = false;
-            state.attempts + 1
+            (state.attempts + 1, state.dialling)
         };
-        self.shared.wake.notify_one();
+        // A dial under way is the attempt waited for; waking the dialler
+        // then would leave a wake-up behind, and a second dial after it
+        // (also after a refusal, which is not to be retried by itself).
+        if !dialling {
+            self.shared.wake.notify_one();
+        }
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             {
@@ -343,7 +361,15 @@ async fn dial_forever(weak: std::sync::Weak<Shared>) {
         shared.update(|s| s.dialling = true);
         match dial(&shared).await {
             Ok((link, hello, socket, queue)) => {
-                let again = lock(&shared.state).connected_once;
+                let (again, restarted) = {
+                    let state = lock(&shared.state);
+                    let before = state.hello.as_ref().and_then(|h| h.boot_id.as_deref());
+                    let restarted = matches!(
+                        (before, hello.boot_id.as_deref()),
+                        (Some(before), Some(now)) if before != now
+                    );
+                    (state.connected_once, restarted)
+                };
                 shared.update(|s| {
                     s.link = Some(link.clone());
                     s.hello = Some(hello.clone());
@@ -355,6 +381,7 @@ async fn dial_forever(weak: std::sync::Weak<Shared>) {
                 let _ = shared.incoming.send(Incoming::Connected {
                     hello: hello.clone(),
                     again,
+                    restarted,
                 });
                 backoff = FIRST_BACKOFF;
                 let reason = serve(&shared, &link, &hello, socket, queue).await;
@@ -519,6 +546,10 @@ async fn dial(shared: &Shared) -> Result<Dialled, ClientError> {
             .as_str()
             .unwrap_or_default()
             .to_string(),
+        boot_id: payload["server"]["bootId"]
+            .as_str()
+            .filter(|b| !b.is_empty())
+            .map(String::from),
         tick_interval: Duration::from_millis(tick),
         session_defaults: payload["snapshot"]["sessionDefaults"].clone(),
         methods: payload["features"]["methods"]

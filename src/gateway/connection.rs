@@ -364,7 +364,7 @@ fn connect(
     let hello = json!({
         "type": "hello-ok",
         "protocol": PROTOCOL,
-        "server": {"version": format!("pincer {}", env!("CARGO_PKG_VERSION")), "connId": ""},
+        "server": {"version": format!("pincer {}", env!("CARGO_PKG_VERSION")), "connId": "", "bootId": gateway.hub.boot_id},
         "features": {"methods": super::methods::METHODS, "events": super::methods::EVENTS},
         "snapshot": {
             "presence": [],

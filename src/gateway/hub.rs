@@ -51,6 +51,9 @@ pub struct Hub {
     pub data_dir: PathBuf,
     pub approval_timeout: Duration,
     pub started: Instant,
+    /// Names this process's life (hello-ok's `server.bootId`): a client
+    /// that sees it change knows the runs it followed are gone.
+    pub boot_id: String,
     next_conn: AtomicU64,
     conns: Mutex<Conns>,
     keys: Mutex<KeyMap>,
@@ -277,6 +280,7 @@ impl Hub {
             data_dir,
             approval_timeout,
             started: Instant::now(),
+            boot_id: uuid::Uuid::new_v4().to_string(),
             next_conn: AtomicU64::new(1),
             conns: Mutex::new(Conns::default()),
             keys: Mutex::new(keys),

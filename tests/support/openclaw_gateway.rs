@@ -190,6 +190,8 @@ struct State {
     /// Pending approvals: the `exec.approval.requested` payload by id.
     approvals: HashMap<String, Value>,
     models: Vec<Value>,
+    /// `hello-ok`'s `server.bootId`: a new one after [`OpenClawGateway::restart`].
+    boot_id: String,
 }
 
 struct Shared {
@@ -264,6 +266,7 @@ impl OpenClawGateway {
         let addr = listener.local_addr().unwrap();
         let state = State {
             models: default_models(),
+            boot_id: uuid::Uuid::new_v4().to_string(),
             ..State::default()
         };
         let shared = Arc::new(Shared {
@@ -375,6 +378,23 @@ impl OpenClawGateway {
 
     /// Closes every connection without a close frame (a network drop).
     pub fn drop_connections(&self) {
+        self.shared.drop_connections();
+    }
+
+    /// Plays a gateway process that restarted at the same address: its
+    /// runs are gone (`agent.wait` answers `timeout` for a run it never
+    /// heard of, as for one still going), its `bootId` is new, and every
+    /// client is cut off.
+    pub fn restart(&self) {
+        self.shared.change(|state| {
+            for run in state.runs.values_mut() {
+                if let Some(task) = run.task.take() {
+                    task.abort();
+                }
+            }
+            state.runs.clear();
+            state.boot_id = uuid::Uuid::new_v4().to_string();
+        });
         self.shared.drop_connections();
     }
 }
@@ -501,7 +521,8 @@ async fn serve(shared: Arc<Shared>, id: usize, socket: TcpStream) {
         close_with(&mut ws, CloseCode::Policy, "unauthorized").await;
         return;
     }
-    let hello = hello_ok(shared.tick_interval_ms);
+    let boot_id = shared.state.lock().unwrap().boot_id.clone();
+    let hello = hello_ok(shared.tick_interval_ms, &boot_id);
     if ws.send(text_frame(&res_ok(&req_id, hello))).await.is_err() {
         return;
     }
@@ -549,11 +570,11 @@ async fn serve(shared: Arc<Shared>, id: usize, socket: TcpStream) {
 
 /// `hello-ok` in the full shape of `HelloOkSchema` (§3), as OpenClaw
 /// 2026.9.6 sends it: nothing in it names pincer.
-fn hello_ok(tick_interval_ms: u64) -> Value {
+fn hello_ok(tick_interval_ms: u64, boot_id: &str) -> Value {
     json!({
         "type": "hello-ok",
         "protocol": PROTOCOL,
-        "server": {"version": OPENCLAW_VERSION, "connId": uuid::Uuid::new_v4().to_string()},
+        "server": {"version": OPENCLAW_VERSION, "connId": uuid::Uuid::new_v4().to_string(), "bootId": boot_id},
         "features": {
             "methods": METHODS,
             "events": ["chat", "agent", "tick", "presence", "sessions.changed",
