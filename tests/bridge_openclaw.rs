@@ -76,6 +76,22 @@ async fn prompt_with(
     (response, updates_of(&before))
 }
 
+/// A new session's key.
+async fn session_key(acp: &mut Acp, sandbox: &Sandbox) -> String {
+    new_session(acp, sandbox).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The run id of the first `chat.send` the gateway received.
+fn first_run(gateway: &OpenClawGateway) -> String {
+    gateway.params_of("chat.send")[0]["idempotencyKey"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// The texts of the `kind` chunks among `updates`, in order.
 fn chunks(updates: &[Value], kind: &str) -> Vec<String> {
     updates
@@ -235,10 +251,7 @@ async fn session_new_makes_an_acp_bridge_key_and_a_prompt_is_sent_as_written() {
 #[tokio::test]
 async fn coalesced_deltas_stream_every_character_exactly_once() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     let (response, updates) = prompt_with(&mut acp, &gateway, &key, "greet", "chat-deltas").await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     assert_eq!(
@@ -258,10 +271,7 @@ async fn coalesced_deltas_stream_every_character_exactly_once() {
 #[tokio::test]
 async fn a_replace_rewrite_sends_nothing_for_the_rewritten_part_and_goes_on_from_the_new_text() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     let (response, updates) = prompt_with(&mut acp, &gateway, &key, "greet", "chat-replace").await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     assert_eq!(
@@ -280,10 +290,7 @@ async fn a_replace_rewrite_sends_nothing_for_the_rewritten_part_and_goes_on_from
 #[tokio::test]
 async fn thinking_blocks_become_thought_chunks_and_text_blocks_join_with_newlines() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     let (response, updates) = prompt_with(&mut acp, &gateway, &key, "hi", "thinking").await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     assert_eq!(
@@ -303,10 +310,7 @@ async fn thinking_blocks_become_thought_chunks_and_text_blocks_join_with_newline
 #[tokio::test]
 async fn agent_tool_events_become_tool_calls_and_the_other_streams_are_ignored() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     let (response, updates) =
         prompt_with(&mut acp, &gateway, &key, "build it", "tool-events").await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
@@ -390,10 +394,7 @@ fn assert_exec_permission(asks: &[Value], key: &str) {
 #[tokio::test]
 async fn an_exec_approval_is_asked_in_the_editor_and_the_choice_is_relayed() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     let (response, asks, updates) = approval_turn(
         &mut acp,
         &gateway,
@@ -404,10 +405,7 @@ async fn an_exec_approval_is_asked_in_the_editor_and_the_choice_is_relayed() {
     .await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     assert_exec_permission(&asks, &key);
-    let run = gateway.params_of("chat.send")[0]["idempotencyKey"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let run = first_run(&gateway);
     let approval = format!("appr-{run}");
     assert_eq!(
         gateway.params_of("exec.approval.resolve"),
@@ -432,10 +430,7 @@ async fn an_exec_approval_is_asked_in_the_editor_and_the_choice_is_relayed() {
 #[tokio::test]
 async fn a_rejected_approval_is_relayed_as_deny() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     let (response, asks, updates) = approval_turn(
         &mut acp,
         &gateway,
@@ -446,10 +441,7 @@ async fn a_rejected_approval_is_relayed_as_deny() {
     .await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     assert_exec_permission(&asks, &key);
-    let run = gateway.params_of("chat.send")[0]["idempotencyKey"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let run = first_run(&gateway);
     assert_eq!(
         gateway.params_of("exec.approval.resolve"),
         vec![json!({"id": format!("appr-{run}"), "decision": "deny"})]
@@ -485,10 +477,7 @@ async fn a_rejected_approval_is_relayed_as_deny() {
 #[tokio::test]
 async fn cancel_answers_cancelled_and_aborts_the_run_whose_late_events_are_dropped() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     gateway.queue(Script::fixture("aborted"));
     let id = acp.send("session/prompt", prompt(&key, "count")).await;
     let mut before = Vec::new();
@@ -522,10 +511,7 @@ async fn cancel_answers_cancelled_and_aborts_the_run_whose_late_events_are_dropp
 #[tokio::test]
 async fn stop_reasons_max_tokens_refusal_and_an_error_with_its_message() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     let (response, updates) =
         prompt_with(&mut acp, &gateway, &key, "list", "final-max-tokens").await;
     assert_eq!(response["result"], json!({"stopReason": "max_tokens"}));
@@ -846,10 +832,7 @@ async fn a_refused_token_fails_initialize_with_the_reason_and_the_bridge_keeps_s
 #[tokio::test]
 async fn a_line_dropped_mid_run_reconnects_and_the_text_arrives_once_and_complete() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     let hellos = gateway.hellos();
     let (response, updates) =
         prompt_with(&mut acp, &gateway, &key, "pangram", "reconnect-mid-run").await;
@@ -871,10 +854,7 @@ async fn a_line_dropped_mid_run_reconnects_and_the_text_arrives_once_and_complet
 #[tokio::test]
 async fn a_run_that_ended_while_the_line_was_down_is_completed_from_agent_wait() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     let (response, updates) =
         prompt_with(&mut acp, &gateway, &key, "pangram", "reconnect-after-end").await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
@@ -889,10 +869,7 @@ async fn a_run_that_ended_while_the_line_was_down_is_completed_from_agent_wait()
 #[tokio::test]
 async fn a_legacy_agent_approval_event_is_asked_and_relayed_too() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     let (response, asks, updates) = approval_turn(
         &mut acp,
         &gateway,
@@ -902,10 +879,7 @@ async fn a_legacy_agent_approval_event_is_asked_and_relayed_too() {
     )
     .await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
-    let run = gateway.params_of("chat.send")[0]["idempotencyKey"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let run = first_run(&gateway);
     let approval = format!("appr-legacy-{run}");
     assert_eq!(asks.len(), 1, "{asks:?}");
     let tool = &asks[0]["toolCall"];
@@ -931,10 +905,7 @@ async fn a_legacy_agent_approval_event_is_asked_and_relayed_too() {
 #[tokio::test]
 async fn deltas_without_a_message_follow_the_run_seq_and_a_repeat_is_dropped() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     let (response, updates) =
         prompt_with(&mut acp, &gateway, &key, "count", "chat-delta-text").await;
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
@@ -954,10 +925,7 @@ async fn deltas_without_a_message_follow_the_run_seq_and_a_repeat_is_dropped() {
 #[tokio::test]
 async fn prompt_blocks_become_the_chat_send_message_and_its_attachments() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     gateway.queue(Script::fixture("reply"));
     let blocks = json!([
         {"type": "text", "text": "Look at these"},
@@ -995,10 +963,7 @@ async fn prompt_blocks_become_the_chat_send_message_and_its_attachments() {
 #[tokio::test]
 async fn a_run_another_client_started_on_an_open_session_reaches_the_editor() {
     let (sandbox, gateway, mut acp) = connected(&["--session", MAIN_KEY]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     assert_eq!(key, MAIN_KEY);
     gateway.run_elsewhere(MAIN_KEY, Script::fixture("reply"));
     let update = loop {
@@ -1018,10 +983,7 @@ async fn a_run_another_client_started_on_an_open_session_reaches_the_editor() {
 #[tokio::test]
 async fn session_close_aborts_the_run_in_flight() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     gateway.queue(Script::fixture("aborted"));
     let prompt_id = acp.send("session/prompt", prompt(&key, "count")).await;
     loop {
@@ -1192,10 +1154,7 @@ async fn mcp_servers_and_audio_are_invalid_params_and_reach_nothing() {
     let (response, _) = acp.until_response(id).await;
     assert_eq!(response["error"]["code"], -32602, "{response}");
 
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     let id = acp
         .send(
             "session/prompt",
@@ -1212,10 +1171,7 @@ async fn mcp_servers_and_audio_are_invalid_params_and_reach_nothing() {
 #[tokio::test]
 async fn an_approval_of_a_session_the_bridge_has_not_open_is_neither_asked_nor_answered() {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     gateway.queue(Script::fixture("foreign-approval"));
     let id = acp.send("session/prompt", prompt(&key, "go")).await;
     let (response, mut seen) = acp.drive(id, |_, _| selected("allow-always")).await;
@@ -1240,10 +1196,7 @@ async fn an_approval_of_a_session_the_bridge_has_not_open_is_neither_asked_nor_a
 async fn a_gateway_that_restarted_mid_run_is_told_by_its_boot_id_and_the_prompt_ends_with_the_reason()
  {
     let (sandbox, gateway, mut acp) = connected(&[]).await;
-    let key = new_session(&mut acp, &sandbox).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = session_key(&mut acp, &sandbox).await;
     gateway.queue(Script::fixture("restart-mid-run"));
     let id = acp.send("session/prompt", prompt(&key, "talk")).await;
     let mut seen = Vec::new();
