@@ -751,3 +751,176 @@ async fn the_token_never_reaches_the_log_even_at_trace_level() {
     assert!(!stderr.contains(&token), "the token was logged:\n{stderr}");
     let _ = r.new_session().await;
 }
+
+/// A "gateway" that speaks the handshake properly and then sends whatever a
+/// hostile or broken server might: frames that are not JSON, binary
+/// frames, responses without ids, events whose fields have the wrong
+/// types, approvals without ids. `script` is what it sends after
+/// answering `chat.send`.
+async fn hostile_gateway(
+    script: fn(&str, &str) -> Vec<tokio_tungstenite::tungstenite::Message>,
+) -> String {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut ws = tokio_tungstenite::accept_async(stream).await.unwrap();
+                let event = |name: &str, payload: Value| {
+                    Message::text(
+                        json!({"type": "event", "event": name, "payload": payload}).to_string(),
+                    )
+                };
+                ws.send(event("connect.challenge", json!({"nonce": "n", "ts": 1})))
+                    .await
+                    .unwrap();
+                while let Some(Ok(Message::Text(text))) = ws.next().await {
+                    let frame: Value = serde_json::from_str(&text).unwrap();
+                    let id = frame["id"].clone();
+                    let ok = |payload: Value| {
+                        Message::text(
+                            json!({"type": "res", "id": id, "ok": true, "payload": payload})
+                                .to_string(),
+                        )
+                    };
+                    let reply = match frame["method"].as_str().unwrap_or_default() {
+                        "connect" => ok(json!({"type": "hello-ok", "protocol": 4,
+                            "server": {"version": "evil"}, "snapshot": {"sessionDefaults": "nope"},
+                            "policy": {"tickIntervalMs": "soon"}})),
+                        "sessions.list" => {
+                            ok(json!({"sessions": "not a list", "hasMore": "maybe"}))
+                        }
+                        "models.list" => Message::text(
+                            json!({"type": "res", "id": id, "ok": false, "error": {}}).to_string(),
+                        ),
+                        "chat.send" => {
+                            let run = frame["params"]["idempotencyKey"]
+                                .as_str()
+                                .unwrap()
+                                .to_string();
+                            let key = frame["params"]["sessionKey"].as_str().unwrap().to_string();
+                            ws.send(ok(json!({"runId": run, "status": "started"})))
+                                .await
+                                .unwrap();
+                            for message in script(&run, &key) {
+                                if ws.send(message).await.is_err() {
+                                    return;
+                                }
+                            }
+                            continue;
+                        }
+                        _ => ok(json!(null)),
+                    };
+                    if ws.send(reply).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+fn garbage(run: &str, key: &str) -> Vec<tokio_tungstenite::tungstenite::Message> {
+    use tokio_tungstenite::tungstenite::Message;
+    let event = |name: &str, payload: Value| {
+        Message::text(json!({"type": "event", "event": name, "payload": payload}).to_string())
+    };
+    vec![
+        Message::binary(vec![0xff, 0x00, 0x13]),
+        Message::text("not json at all"),
+        Message::text("[1, 2, 3]"),
+        Message::text(json!({"type": "res"}).to_string()),
+        Message::text(json!({"type": "res", "id": "999", "ok": true}).to_string()),
+        Message::text(json!({"type": "event"}).to_string()),
+        event(
+            "chat",
+            json!({"runId": 123, "sessionKey": key, "state": "delta"}),
+        ),
+        event(
+            "chat",
+            json!({"runId": run, "sessionKey": key, "seq": "x", "state": "delta", "message": {"content": "plain"}}),
+        ),
+        event(
+            "chat",
+            json!({"runId": run, "sessionKey": key, "seq": 2, "state": "delta", "message": {"content": [{"type": "text", "text": 5}, {"type": "text"}]}}),
+        ),
+        event(
+            "chat",
+            json!({"runId": run, "sessionKey": key, "seq": 3, "state": "delta", "message": "a string"}),
+        ),
+        event(
+            "agent",
+            json!({"runId": run, "sessionKey": key, "stream": "tool", "data": null}),
+        ),
+        event(
+            "agent",
+            json!({"runId": run, "sessionKey": key, "stream": "tool", "data": {"phase": "start", "toolCallId": 7}}),
+        ),
+        event(
+            "agent",
+            json!({"runId": run, "sessionKey": key, "stream": "approval", "data": {"phase": "requested"}}),
+        ),
+        event(
+            "exec.approval.requested",
+            json!({"id": "", "request": {"sessionKey": key}}),
+        ),
+        event(
+            "exec.approval.requested",
+            json!({"id": "x", "request": null}),
+        ),
+        event(
+            "exec.approval.requested",
+            json!({"id": "y", "request": {"sessionKey": "someone-else"}}),
+        ),
+        event(
+            "chat",
+            json!({"runId": "other-run", "sessionKey": "someone-else", "seq": 1, "state": "final", "message": {"content": [{"type": "text", "text": "not yours"}]}}),
+        ),
+        event(
+            "session.message",
+            json!({"sessionKey": key, "runId": run, "message": 42}),
+        ),
+        event(
+            "chat",
+            json!({"runId": run, "sessionKey": key, "seq": 4, "state": "final", "message": {"role": "assistant", "content": [{"type": "text", "text": "Still fine."}]}, "stopReason": "stop"}),
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn a_hostile_gateway_cannot_crash_the_bridge_or_make_it_touch_the_editors_machine() {
+    let url = hostile_gateway(garbage).await;
+    let editor = Sandbox::new();
+    let mut acp = Acp::spawn(bridge_command(&editor, &url, "token-0123456789abcdef", &[]));
+    assert!(initialize(&mut acp).await.get("error").is_none());
+    let result = acp
+        .call(
+            "session/new",
+            json!({"cwd": editor.work(), "mcpServers": []}),
+        )
+        .await;
+    let session = result["sessionId"].as_str().unwrap().to_string();
+    let id = acp.send("session/prompt", prompt(&session, "hi")).await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(
+        response["result"],
+        json!({"stopReason": "end_turn"}),
+        "{response}"
+    );
+    // Only updates of its own session came, the text the one real frame
+    // carried; nothing was asked of the editor (no file, no terminal, no
+    // permission for approvals without an id or of another session).
+    for m in &before {
+        assert_eq!(m["method"], "session/update", "{m}");
+        assert_eq!(m["params"]["sessionId"], json!(session), "{m}");
+    }
+    assert_eq!(streamed_text(&before), "Still fine.");
+    // It goes on serving.
+    let listed = acp.call("session/list", json!({})).await;
+    assert_eq!(listed, json!({"sessions": []}));
+    assert!(acp.is_running());
+    acp.assert_stdout_was_json_rpc();
+}

@@ -273,6 +273,17 @@ fn chat(bridge: &Bridge, payload: &Value) {
     let Some(run_id) = payload["runId"].as_str() else {
         return;
     };
+    // A frame whose fields have the wrong types is dropped whole, as
+    // OpenClaw's clients drop it: half of a broken frame is no safer.
+    let seq_ok = payload.get("seq").is_none_or(Value::is_u64);
+    let message_ok = payload.get("message").is_none_or(Value::is_object);
+    if !seq_ok || !message_ok {
+        tracing::warn!(
+            run = run_id,
+            "the gateway sent a malformed chat event; dropped"
+        );
+        return;
+    }
     let ending = match payload["state"].as_str() {
         Some("final") => Some(match payload["stopReason"].as_str() {
             Some("max_tokens" | "length") => Ending::Stop("max_tokens"),
