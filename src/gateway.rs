@@ -17,6 +17,7 @@ mod guard;
 mod hub;
 mod link;
 mod methods;
+mod web;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -319,9 +320,17 @@ async fn upgrade(
         }
     }
     let Some(key) = websocket_key(headers) else {
+        // Not a websocket: the web chat page's files, for a browser.
+        if matches!(
+            *request.method(),
+            axum::http::Method::GET | axum::http::Method::HEAD
+        ) && let Some(page) = web::asset(request.uri().path())
+        {
+            return page;
+        }
         return (
-            StatusCode::UPGRADE_REQUIRED,
-            "pincer gateway: connect with a websocket client (ws://host:port/)\n",
+            StatusCode::NOT_FOUND,
+            "pincer gateway: the chat page is at /; clients connect with a websocket (ws://host:port/)\n",
         )
             .into_response();
     };

@@ -2,6 +2,7 @@
 pub mod acp_client;
 pub mod attacker;
 pub mod bridge;
+pub mod browser;
 pub mod gateway;
 pub mod mock_model;
 pub mod openclaw_gateway;
