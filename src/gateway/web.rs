@@ -1,4 +1,4 @@
-//! The web chat page the gateway serves at `/`: three files embedded in the
+//! The web chat page the gateway serves at `/`: its files embedded in the
 //! binary (no build step, nothing fetched at run time), sent with a
 //! content-security-policy that allows only this origin's script, style and
 //! websocket, so that neither injected markup nor a page that frames this
@@ -28,6 +28,16 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
         "/app.css",
         "text/css; charset=utf-8",
         include_bytes!("web/app.css"),
+    ),
+    (
+        "/markdown.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("web/markdown.js"),
+    ),
+    (
+        "/markdown.css",
+        "text/css; charset=utf-8",
+        include_bytes!("web/markdown.css"),
     ),
 ];
 
