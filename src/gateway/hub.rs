@@ -28,6 +28,9 @@ use crate::acp::registry::Registry;
 
 mod approvals;
 mod events;
+mod usage;
+
+pub use usage::Used;
 
 use approvals::preview;
 
@@ -61,6 +64,8 @@ pub struct Hub {
     /// make one session.
     opening: tokio::sync::Mutex<()>,
     state: Mutex<State>,
+    /// What the transcripts record of usage, read incrementally.
+    scans: Mutex<usage::Scans>,
 }
 
 /// The clients, indexed for the events of one session: those that follow
@@ -100,6 +105,8 @@ struct Live {
     /// Messages `collect` holds until the running run ends.
     collected: Vec<Collected>,
     flush_scheduled: bool,
+    /// The last usage report (`agent` `stream:"usage"`'s data).
+    usage: Option<Value>,
 }
 
 struct Collected {
@@ -155,7 +162,12 @@ struct Run {
     after_tool: bool,
     chat_seq: u64,
     agent_seq: u64,
-    tools: HashMap<String, String>,
+    /// The run's tool calls by id: their name and ACP kind, which the
+    /// updates after the start do not repeat.
+    tools: HashMap<String, ToolInfo>,
+    /// The last usage report (`agent` `stream:"usage"`'s data), which the
+    /// run's `final` repeats.
+    usage: Option<Value>,
     waiters: Vec<tokio::sync::oneshot::Sender<()>>,
     /// Runs `collect` joined into this one; they end with it.
     members: Vec<String>,
@@ -173,6 +185,7 @@ impl Run {
             chat_seq: 0,
             agent_seq: 0,
             tools: HashMap::new(),
+            usage: None,
             waiters: Vec::new(),
             members: Vec::new(),
         }
@@ -186,6 +199,13 @@ impl Run {
         content.push(json!({"type": "text", "text": self.text}));
         json!({"role": "assistant", "content": content, "timestamp": now_ms()})
     }
+}
+
+/// What a run remembers of a tool call after its start.
+#[derive(Clone, Default)]
+struct ToolInfo {
+    name: String,
+    kind: String,
 }
 
 /// A permission question waiting for a client.
@@ -286,6 +306,7 @@ impl Hub {
             keys: Mutex::new(keys),
             opening: tokio::sync::Mutex::new(()),
             state: Mutex::new(State::default()),
+            scans: Mutex::new(usage::Scans::default()),
         })
     }
 
@@ -441,11 +462,26 @@ impl Hub {
 
     fn session_changed(&self, reason: &str, session: &str) {
         let key = self.key_of(session);
+        self.session_changed_as(reason, &key, session);
+    }
+
+    fn session_changed_as(&self, reason: &str, key: &str, session: &str) {
         self.broadcast(
             "sessions.changed",
             &json!({"reason": reason, "key": key, "sessionId": session, "ts": now_ms()}),
             Audience::SessionWatchers,
         );
+    }
+
+    /// `sessions.delete` removed the session `key` named (the key no
+    /// longer names it, so the event carries the key it had).
+    pub fn announce_deleted(&self, key: &str, session: &str) {
+        self.session_changed_as("delete", key, session);
+    }
+
+    /// `sessions.patch` changed the session (its label or settings).
+    pub fn announce_patched(&self, key: &str, session: &str) {
+        self.session_changed_as("patch", key, session);
     }
 
     fn chat(&self, run_id: &str, run: &mut Run, state: &str, extra: Value) {
@@ -580,6 +616,22 @@ impl Hub {
             .entry(session.to_string())
             .or_default()
             .queue_mode = Some(mode);
+    }
+
+    /// The session's last usage report in this process:
+    /// `{contextTokens, contextWindow, costUsd}`.
+    pub fn live_usage(&self, session: &str) -> Option<Value> {
+        self.state().live.get(session).and_then(|l| l.usage.clone())
+    }
+
+    /// The usage a transcript records (for sessions without a report).
+    pub fn recorded_usage(&self, transcript: &Path) -> Used {
+        lock(&self.scans).used(transcript)
+    }
+
+    /// Forgets what was read of a deleted session's transcript.
+    pub fn forget_usage(&self, transcript: &Path) {
+        lock(&self.scans).forget(transcript);
     }
 
     pub fn queue_mode(&self, session: &str) -> Option<QueueMode> {
@@ -835,7 +887,10 @@ impl Hub {
     fn end_events(&self, run_id: &str, run: &mut Run, outcome: &Outcome) {
         match outcome {
             Outcome::Ok { stop } => {
-                let extra = json!({"message": run.message(), "stopReason": stop});
+                let mut extra = json!({"message": run.message(), "stopReason": stop});
+                if let Some(usage) = &run.usage {
+                    extra["usage"] = usage.clone();
+                }
                 self.chat(run_id, run, "final", extra);
                 let data = json!({"phase": "end", "endedAt": now_ms()});
                 self.agent(run_id, run, "lifecycle", data);

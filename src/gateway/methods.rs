@@ -221,8 +221,15 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 return Ok(json!({"ok": true, "key": key, "deleted": false}));
             };
             let _ = hub.abort(&session);
+            let transcript = crate::session::find(hub.data_dir(), &session);
             let deleted = hub.link()?.delete_session(&session).await.is_ok();
+            if let Some(transcript) = &transcript {
+                hub.forget_usage(transcript);
+            }
             hub.forget_key(key);
+            if deleted {
+                hub.announce_deleted(key, &session);
+            }
             Ok(json!({"ok": true, "key": key, "deleted": deleted}))
         }
         "sessions.compact" => {
@@ -642,6 +649,12 @@ impl Defaults {
         }
     }
 
+    /// A model's context window, in tokens.
+    fn window(&self, model: Option<&str>) -> Option<u64> {
+        let (settings, model) = self.settings.as_ref().zip(model)?;
+        settings.catalog.resolve(model).ok().map(|m| m.context_window)
+    }
+
     /// The thinking levels a model offers (`off` alone without reasoning).
     fn levels(&self, model: Option<&str>) -> Vec<Value> {
         let reasoning = self
@@ -697,7 +710,7 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         Some((provider, id)) => (Some(provider.to_string()), Some(id.to_string())),
         None => (None, model.clone()),
     };
-    json!({
+    let mut row = json!({
         "key": key,
         "sessionId": summary.id,
         "kind": "direct",
@@ -711,7 +724,42 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         "thinkingLevels": defaults.levels(model.as_deref()),
         "permissionMode": recent.mode.unwrap_or_else(|| defaults.mode.clone()),
         "queueMode": hub.queue_mode(&summary.id).map(|m| m.as_str()),
+    });
+    merge(&mut row, usage_fields(hub, summary, model.as_deref(), defaults));
+    row
+}
+
+/// A row's usage: OpenClaw's `totalTokens` (the tokens in the context now,
+/// with `totalTokensFresh`) and `contextTokens` (the model's window), and
+/// the session's cost so far, from the last report of a session that ran
+/// in this process, else from its transcript.
+fn usage_fields(
+    hub: &Hub,
+    summary: &crate::session::Summary,
+    model: Option<&str>,
+    defaults: &Defaults,
+) -> Value {
+    let recorded = hub.recorded_usage(&summary.path);
+    let live = hub.live_usage(&summary.id).unwrap_or_default();
+    let tokens = live["contextTokens"]
+        .as_u64()
+        .or(recorded.context_tokens);
+    let window = live["contextWindow"]
+        .as_u64()
+        .or_else(|| defaults.window(model));
+    let cost = live["costUsd"].as_f64().unwrap_or(recorded.cost_usd);
+    json!({
+        "totalTokens": tokens,
+        "totalTokensFresh": tokens.is_some(),
+        "contextTokens": window,
+        "costUsd": cost,
     })
+}
+
+fn merge(into: &mut Value, extra: Value) {
+    if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
+        into.extend(extra);
+    }
 }
 
 fn list(hub: &Hub, params: &Value) -> Reply {
