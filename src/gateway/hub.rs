@@ -479,9 +479,15 @@ impl Hub {
         self.session_changed_as("delete", key, session);
     }
 
-    /// `sessions.patch` changed the session (its label or settings).
-    pub fn announce_patched(&self, key: &str, session: &str) {
-        self.session_changed_as("patch", key, session);
+    /// `sessions.patch` changed the session (its label or settings):
+    /// the event carries its row as `session`, as OpenClaw's does.
+    pub fn announce_patched(&self, key: &str, session: &str, row: Option<Value>) {
+        let mut payload =
+            json!({"reason": "patch", "key": key, "sessionId": session, "ts": now_ms()});
+        if let Some(row) = row {
+            payload["session"] = row;
+        }
+        self.broadcast("sessions.changed", &payload, Audience::SessionWatchers);
     }
 
     fn chat(&self, run_id: &str, run: &mut Run, state: &str, extra: Value) {
@@ -665,9 +671,12 @@ impl Hub {
         let link = self.link()?.clone();
         let mut state = self.prune();
         let live = state.live.entry(session.to_string()).or_default();
-        let mode = mode.or(live.queue_mode).unwrap_or(QueueMode::Steer);
+        // Without a mode of the message's or one set here, the session's
+        // own (`sessions.patch` recorded it in the transcript, an editor
+        // may have chosen it) decides: steer or follow-up.
+        let mode = mode.or(live.queue_mode);
         let busy = live.active.is_some() || !live.pending.is_empty();
-        if busy && mode == QueueMode::Collect {
+        if busy && mode == Some(QueueMode::Collect) {
             live.collected.push(Collected {
                 run: run_id.to_string(),
                 key: key.to_string(),
@@ -683,12 +692,12 @@ impl Hub {
             .runs
             .insert(run_id.to_string(), Run::new(session, key));
         drop(state);
-        if busy && mode == QueueMode::Interrupt {
+        if busy && mode == Some(QueueMode::Interrupt) {
             link.cancel(session);
         }
         let queue = match mode {
-            QueueMode::FollowUp => Some("follow-up"),
-            QueueMode::Steer => Some("steer"),
+            Some(QueueMode::FollowUp) => Some("follow-up"),
+            Some(QueueMode::Steer) => Some("steer"),
             _ => None,
         };
         self.dispatch(

@@ -503,7 +503,7 @@ fn history(hub: &Hub, key: &str, limit: usize) -> Result<(Option<String>, Vec<Va
         if let Some(time) = restored.entry_ids.get(&i).and_then(|id| times.get(id)) {
             last = *time;
         }
-        if let Some(mut shown) = message(entry) {
+        if let Some(mut shown) = message(entry, &restored.calls) {
             shown["timestamp"] = json!(last);
             messages.push(shown);
         }
@@ -514,11 +514,17 @@ fn history(hub: &Hub, key: &str, limit: usize) -> Result<(Option<String>, Vec<Va
     Ok((Some(session), messages))
 }
 
-/// One history entry as the protocol shows it.
-fn message(entry: &AgentMessage) -> Option<Value> {
+/// One history entry as the protocol shows it; what the transcript kept
+/// of each call (`calls`, by id) gives a tool call its `kind` and `title`
+/// and an edit's result its `diffs`, as the live tool events had them.
+fn message(
+    entry: &AgentMessage,
+    calls: &std::collections::HashMap<String, crate::session::CallRecord>,
+) -> Option<Value> {
     let AgentMessage::Llm { message } = entry else {
         return None;
     };
+    let info = |id: &str| calls.get(id).and_then(|c| c.call.as_ref());
     Some(match message {
         Message::User { content } => json!({
             "role": "user",
@@ -531,20 +537,49 @@ fn message(entry: &AgentMessage) -> Option<Value> {
                 AssistantContent::Thinking { thinking, redacted, .. } => {
                     json!({"type": "thinking", "thinking": if *redacted { "" } else { thinking.as_str() }})
                 }
-                AssistantContent::ToolCall(call) => json!({
-                    "type": "toolCall", "id": call.id, "name": call.name, "arguments": call.arguments,
-                }),
+                AssistantContent::ToolCall(call) => {
+                    let mut block = json!({
+                        "type": "toolCall", "id": call.id, "name": call.name, "arguments": call.arguments,
+                    });
+                    if let Some(info) = info(&call.id) {
+                        block["kind"] = json!(info.kind);
+                        block["title"] = json!(info.title);
+                    }
+                    block
+                }
             }).collect::<Vec<_>>(),
             "model": assistant.model,
             "provider": assistant.provider,
         }),
-        Message::ToolResult(result) => json!({
-            "role": "toolResult",
-            "toolCallId": result.tool_call_id,
-            "toolName": result.tool_name,
-            "content": result.content.iter().map(user_block).collect::<Vec<_>>(),
-            "isError": result.is_error,
-        }),
+        Message::ToolResult(result) => {
+            let mut shown = json!({
+                "role": "toolResult",
+                "toolCallId": result.tool_call_id,
+                "toolName": result.tool_name,
+                "content": result.content.iter().map(user_block).collect::<Vec<_>>(),
+                "isError": result.is_error,
+            });
+            if let Some(info) = info(&result.tool_call_id) {
+                shown["kind"] = json!(info.kind);
+            }
+            let diffs: Vec<Value> = calls
+                .get(&result.tool_call_id)
+                .into_iter()
+                .flat_map(|c| &c.display)
+                .filter_map(|d| match d {
+                    crate::tools::Display::Diff {
+                        path,
+                        old_text,
+                        new_text,
+                    } => Some(json!({"path": path, "oldText": old_text, "newText": new_text})),
+                    _ => None,
+                })
+                .collect();
+            if !diffs.is_empty() {
+                shown["diffs"] = json!(diffs);
+            }
+            shown
+        }
     })
 }
 
@@ -571,6 +606,7 @@ struct Recent {
     model: Option<String>,
     thinking: Option<String>,
     mode: Option<String>,
+    queue: Option<QueueMode>,
 }
 
 fn recent_settings(path: &std::path::Path) -> Recent {
@@ -586,7 +622,11 @@ fn recent_settings(path: &std::path::Path) -> Recent {
     let text = String::from_utf8_lossy(&tail);
     let mut recent = Recent::default();
     for line in text.lines().rev() {
-        if recent.model.is_some() && recent.thinking.is_some() && recent.mode.is_some() {
+        if recent.model.is_some()
+            && recent.thinking.is_some()
+            && recent.mode.is_some()
+            && recent.queue.is_some()
+        {
             break;
         }
         let Ok(entry) = serde_json::from_str::<Value>(line) else {
@@ -601,6 +641,9 @@ fn recent_settings(path: &std::path::Path) -> Recent {
             }
             Some("mode_change") if recent.mode.is_none() => {
                 recent.mode = entry["mode"].as_str().map(String::from);
+            }
+            Some("queue_change") if recent.queue.is_none() => {
+                recent.queue = entry["queue"].as_str().and_then(QueueMode::parse);
             }
             Some("message")
                 if recent.model.is_none() && entry["message"]["role"] == "assistant" =>
@@ -715,6 +758,7 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         "sessionId": summary.id,
         "kind": "direct",
         "updatedAt": millis(&summary.updated_at),
+        "label": summary.label,
         "derivedTitle": title,
         "displayName": title,
         "spawnedCwd": summary.cwd,
@@ -723,7 +767,7 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         "thinkingLevel": thinking,
         "thinkingLevels": defaults.levels(model.as_deref()),
         "permissionMode": recent.mode.unwrap_or_else(|| defaults.mode.clone()),
-        "queueMode": hub.queue_mode(&summary.id).map(|m| m.as_str()),
+        "queueMode": hub.queue_mode(&summary.id).or(recent.queue).map(|m| m.as_str()),
     });
     merge(&mut row, usage_fields(hub, summary, model.as_deref(), defaults));
     row
@@ -820,10 +864,55 @@ fn resolve(hub: &Hub, params: &Value) -> Reply {
     }
 }
 
+/// The longest session label, in characters.
+const MAX_LABEL: usize = 200;
+
+/// `sessions.patch`'s `label`: the user's name for the session, one line
+/// of 1 to [`MAX_LABEL`] characters (surrounding spaces dropped).
+fn label_param(params: &Value) -> Result<Option<&str>, ErrorShape> {
+    let Some(label) = optional(params, "label")? else {
+        return Ok(None);
+    };
+    let label = label.trim();
+    if label.is_empty() {
+        return Err(ErrorShape::invalid(
+            "`label` is empty: give the session a name of 1 to 200 characters",
+        ));
+    }
+    if label.chars().count() > MAX_LABEL {
+        return Err(ErrorShape::invalid(format!(
+            "`label` has {} characters: a session name has at most {MAX_LABEL}",
+            label.chars().count()
+        )));
+    }
+    if label.chars().any(char::is_control) {
+        return Err(ErrorShape::invalid(
+            "`label` holds a control character (a line break, a tab, …): a session name is one line of text",
+        ));
+    }
+    Ok(Some(label))
+}
+
 async fn patch(hub: &Arc<Hub>, params: &Value) -> Reply {
     let key = key_param(params, "key")?;
+    let label = label_param(params)?;
     let session = hub.open(key).await?;
     let link = hub.link()?;
+    if let Some(label) = label {
+        match hub.registry.rename(&session, label) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                return Err(ErrorShape::invalid(format!(
+                    "cannot save the name of session {key}: {e}"
+                )));
+            }
+            None => {
+                return Err(ErrorShape::invalid(format!(
+                    "session {key} is not open; try again"
+                )));
+            }
+        }
+    }
     let options = [
         ("model", crate::acp::MODEL_OPTION),
         ("thinkingLevel", crate::acp::THOUGHT_OPTION),
@@ -855,6 +944,7 @@ async fn patch(hub: &Arc<Hub>, params: &Value) -> Reply {
         .iter()
         .find(|s| s.id == session)
         .map(|s| row(hub, s, &Defaults::load(hub)));
+    hub.announce_patched(key, &session, entry.clone());
     Ok(json!({"ok": true, "key": key, "sessionId": session, "entry": entry}))
 }
 
