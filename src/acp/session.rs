@@ -1053,7 +1053,8 @@ impl Session {
                 return; // deleted meanwhile
             }
             if lock(&session.state).labelled {
-                return; // the user named it meanwhile
+                tracing::info!(session = %session.id.0, "the user named the session meanwhile; the model's title is not used");
+                return;
             }
             session.record(transcript::Record::Title {
                 title: title.clone(),

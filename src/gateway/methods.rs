@@ -335,6 +335,16 @@ fn attachment(i: usize, item: &Value) -> Result<ContentBlock, ErrorShape> {
     let kind = item["type"].as_str().unwrap_or("image");
     let mime = item["mimeType"].as_str().unwrap_or_default();
     let data = item["content"].as_str().unwrap_or_default();
+    // A browser reads a file as a data URL (`FileReader.readAsDataURL`):
+    // its base64 body is the content, its type the default `mimeType`.
+    let (mime, data) = match data
+        .strip_prefix("data:")
+        .and_then(|rest| rest.split_once(";base64,"))
+    {
+        Some((url_mime, body)) if mime.is_empty() => (url_mime, body),
+        Some((_, body)) => (mime, body),
+        None => (mime, data),
+    };
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(data)
         .map_err(|_| ErrorShape::invalid(format!("attachments[{i}].content is not base64")))?;
