@@ -74,7 +74,6 @@ struct ToolRun {
     key: String,
     run: String,
     live: Value,
-    end: Value,
 }
 
 async fn tool_run() -> ToolRun {
@@ -127,7 +126,6 @@ async fn tool_run() -> ToolRun {
         key,
         run,
         live,
-        end,
     }
 }
 
@@ -487,5 +485,205 @@ async fn a_label_renames_the_session_everywhere_survives_a_restart_and_a_model_t
     );
     let listed = client.call_ok("sessions.list", json!({})).await;
     assert_eq!(listed["sessions"], json!([]));
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+/// The user texts of a model request, time lines left out.
+fn user_texts(body: &Value) -> Vec<String> {
+    support::without_time_lines(body)["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .flat_map(|m| match &m["content"] {
+            Value::String(text) => vec![text.clone()],
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter(|b| b["type"] == "text")
+                .filter_map(|b| b["text"].as_str().map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// The text and error flag of the tool result for `id` in a request.
+fn tool_result(body: &Value, id: &str) -> (String, bool) {
+    for message in body["messages"].as_array().unwrap() {
+        for block in message["content"].as_array().into_iter().flatten() {
+            if block["type"] == "tool_result" && block["tool_use_id"] == id {
+                let text: Vec<&str> = block["content"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["text"].as_str())
+                    .collect();
+                return (text.join("\n"), block["is_error"] == json!(true));
+            }
+        }
+    }
+    panic!("no result for {id} in {body}")
+}
+
+/// The model's next answer runs a command that waits for `go` in the
+/// project, then reads a.txt.
+fn push_busy_turn(sandbox: &Sandbox, mock: &MockModel) {
+    sandbox.write("a.txt", "alpha\n");
+    let command = format!(
+        "while [ ! -f go ]; do sleep 0.02; done; echo went # {}",
+        marker(sandbox)
+    );
+    mock.push(Reply::sse(anthropic_tool_calls(&[
+        ("w1", "bash", &json!({ "command": command }).to_string()),
+        ("r1", "read", r#"{"path": "a.txt"}"#),
+    ])));
+}
+
+/// Sends "first" (a busy turn), and once its command runs, "second"
+/// without a queue mode of its own; lets the command finish. Returns both
+/// runs' ends.
+async fn first_then_second(client: &mut Client, sandbox: &Sandbox, key: &str) -> (Value, Value) {
+    let first = client.chat_send(key, "first").await;
+    let running = format!("done; echo went # {}", marker(sandbox));
+    support::wait_until("the waiting command never started", TIMEOUT, || {
+        process_running(&running)
+    })
+    .await;
+    let second = client.chat_send(key, "second").await;
+    std::fs::write(sandbox.work().join("go"), "").unwrap();
+    let first = client.chat_end(&first).await;
+    let second = client.chat_end(&second).await;
+    (first["payload"].clone(), second["payload"].clone())
+}
+
+#[tokio::test]
+async fn a_followup_queue_mode_set_by_sessions_patch_holds_for_chat_send_after_a_restart() {
+    let sandbox = Sandbox::new();
+    bypass(&sandbox);
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("Hello.", 30)));
+    push_busy_turn(&sandbox, &mock);
+    mock.push(Reply::sse(anthropic_text("First done.", 50)));
+    mock.push(Reply::sse(anthropic_text("Second done.", 60)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = client.chat_send(&key, "hello").await;
+    client.chat_end(&run).await;
+    let patched = client
+        .call_ok("sessions.patch", json!({"key": key, "queueMode": "followup"}))
+        .await;
+    assert_eq!(patched["entry"]["queueMode"], "followup", "{patched}");
+    drop(client);
+    gateway.stop().await;
+
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    assert_eq!(row_of(&mut client, &key).await["queueMode"], "followup");
+    let (first, second) = first_then_second(&mut client, &sandbox, &key).await;
+    assert_eq!(
+        pick(&first, &["state", "message"])["message"]["content"][0]["text"],
+        "First done."
+    );
+    assert_eq!(second["state"], "final", "{second}");
+    assert_eq!(second["message"]["content"][0]["text"], "Second done.");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    // The batch ran whole; "second" came after the first run's answer.
+    assert_eq!(tool_result(&requests[2].body, "w1"), ("went".to_string(), false));
+    assert_eq!(tool_result(&requests[2].body, "r1"), ("alpha".to_string(), false));
+    assert_eq!(user_texts(&requests[2].body), vec!["hello", "first"]);
+    assert_eq!(user_texts(&requests[3].body), vec!["hello", "first", "second"]);
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_steer_queue_mode_set_by_sessions_patch_delivers_chat_send_into_the_running_turn() {
+    let sandbox = Sandbox::new();
+    // The user's default is follow-up; the session is set to steer.
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "default_mode = \"bypass\"\nqueue_mode = \"follow-up\"\n",
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    push_busy_turn(&sandbox, &mock);
+    mock.push(Reply::sse(anthropic_text("Understood, the second thing.", 50)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let patched = client
+        .call_ok("sessions.patch", json!({"key": key, "queueMode": "steer"}))
+        .await;
+    assert_eq!(patched["ok"], json!(true), "{patched}");
+    let (first, second) = first_then_second(&mut client, &sandbox, &key).await;
+    assert_eq!(first["state"], "final", "{first}");
+    assert_eq!(second["state"], "final", "{second}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(tool_result(&requests[1].body, "w1"), ("went".to_string(), false));
+    assert_eq!(
+        tool_result(&requests[1].body, "r1"),
+        (
+            "Skipped: the user sent a new message while this batch ran; read it and decide again."
+                .to_string(),
+            true
+        )
+    );
+    assert_eq!(user_texts(&requests[1].body), vec!["first", "second"]);
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn chat_send_images_in_the_bridges_shape_and_as_a_browsers_data_url_reach_the_model() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("Two dots.", 30)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    // A 1x1 PNG.
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+    let run = uuid::Uuid::new_v4().to_string();
+    let attachments = json!([
+        // As `pincer acp --connect` sends an editor's image (src/bridge/wire.rs).
+        {"type": "image", "mimeType": "image/png", "fileName": "dot.png", "content": png},
+        // As a page sends what `FileReader.readAsDataURL` gave it.
+        {"type": "image", "fileName": "pasted.png", "content": format!("data:image/png;base64,{png}")},
+    ]);
+    client
+        .call_ok(
+            "chat.send",
+            json!({"sessionKey": key, "message": "what are these?", "idempotencyKey": run,
+                   "attachments": attachments}),
+        )
+        .await;
+    let end = client.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "final", "{end}");
+    let body = support::without_time_lines(&mock.requests()[0].body);
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    let images: Vec<Value> = last["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "image")
+        .map(|b| b["source"].clone())
+        .collect();
+    let source = json!({"type": "base64", "media_type": "image/png", "data": png});
+    assert_eq!(images, vec![source.clone(), source]);
+    assert_eq!(user_texts(&mock.requests()[0].body), vec!["what are these?"]);
+    // A data URL that is not base64 is refused, and says which attachment.
+    let res = client
+        .call(
+            "chat.send",
+            json!({"sessionKey": key, "message": "and this?", "idempotencyKey": uuid::Uuid::new_v4().to_string(),
+                   "attachments": [{"type": "image", "content": "data:image/png;base64,@@not base64@@"}]}),
+        )
+        .await;
+    assert_eq!(
+        pick(&res["error"], &["message"]),
+        json!({"message": "attachments[0].content is not base64"})
+    );
+    assert_eq!(mock.requests().len(), 1);
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
