@@ -106,7 +106,7 @@ async fn tool_run() -> ToolRun {
                 && f["payload"]["stream"] == "tool"
                 && f["payload"]["data"]["toolCallId"] == "b1"
                 && f["payload"]["data"]["phase"] == "update"
-                && f["payload"]["data"]["output"]
+                && f["payload"]["data"]["partialResult"]["content"][0]["text"]
                     .as_str()
                     .is_some_and(|o| o.contains("first line"))
         })
@@ -579,12 +579,9 @@ async fn a_followup_queue_mode_set_by_sessions_patch_holds_for_chat_send_after_a
 
     let gateway = Gateway::start(&sandbox, &mock).await;
     let mut client = gateway.admin().await;
-    assert_eq!(row_of(&mut client, &key).await["queueMode"], "followup");
     let (first, second) = first_then_second(&mut client, &sandbox, &key).await;
-    assert_eq!(
-        pick(&first, &["state", "message"])["message"]["content"][0]["text"],
-        "First done."
-    );
+    assert_eq!(first["state"], "final", "{first}");
+    assert_eq!(first["message"]["content"][0]["text"], "First done.");
     assert_eq!(second["state"], "final", "{second}");
     assert_eq!(second["message"]["content"][0]["text"], "Second done.");
     let requests = mock.requests();
@@ -594,6 +591,7 @@ async fn a_followup_queue_mode_set_by_sessions_patch_holds_for_chat_send_after_a
     assert_eq!(tool_result(&requests[2].body, "r1"), ("alpha".to_string(), false));
     assert_eq!(user_texts(&requests[2].body), vec!["hello", "first"]);
     assert_eq!(user_texts(&requests[3].body), vec!["hello", "first", "second"]);
+    assert_eq!(row_of(&mut client, &key).await["queueMode"], "followup");
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
 
