@@ -121,6 +121,8 @@ pub struct Restored {
     pub client_prompt: Option<crate::context::ClientPrompt>,
     /// The latest model-written title, if any.
     pub title: Option<String>,
+    /// The user named the session (a model no longer does).
+    pub labelled: bool,
     /// When the model last answered (how old its prompt cache is).
     pub last_call: Option<std::time::SystemTime>,
     /// The transcript entry id of entries of [`Restored::visible`], by
@@ -314,7 +316,10 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             Record::ModeChange { mode } => restored.mode = Some(mode),
             Record::QueueChange { queue } => restored.queue = Some(queue),
             Record::SystemPrompt { prompt } => restored.client_prompt = Some(prompt),
-            Record::Title { title } => restored.title = Some(title),
+            Record::Title { title, by_user } => {
+                restored.title = Some(title);
+                restored.labelled |= by_user;
+            }
             Record::Notice { text } => {
                 restored.push(AgentMessage::Notice { text });
             }
@@ -365,7 +370,11 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
 pub struct Summary {
     pub id: String,
     pub cwd: PathBuf,
+    /// The user's name for the session, else the model's, else its first
+    /// prompt's first line.
     pub title: Option<String>,
+    /// The user's name for the session, if the user gave it one.
+    pub label: Option<String>,
     /// RFC 3339: when the transcript last changed.
     pub updated_at: String,
     pub path: PathBuf,
@@ -379,13 +388,28 @@ pub fn title_path(transcript: &Path) -> PathBuf {
     transcript.with_extension("title")
 }
 
+/// Where the user's own name for a session is kept next to its transcript
+/// (for listings, like [`title_path`]); it wins over the model's title.
+pub fn label_path(transcript: &Path) -> PathBuf {
+    transcript.with_extension("label")
+}
+
 /// Saves a session's title beside its transcript (atomically: a listing
 /// never sees half a title), readable by the user alone like the
 /// transcript.
 pub fn save_title(transcript: &Path, title: &str) -> std::io::Result<()> {
+    save_beside(&title_path(transcript), title)
+}
+
+/// Saves the user's name for a session beside its transcript.
+pub fn save_label(transcript: &Path, label: &str) -> std::io::Result<()> {
+    save_beside(&label_path(transcript), label)
+}
+
+fn save_beside(path: &Path, title: &str) -> std::io::Result<()> {
     use std::io::Write;
-    let path = title_path(transcript);
-    let partial = path.with_extension("title.partial");
+    let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("beside");
+    let partial = path.with_extension(format!("{extension}.partial"));
     let mut file = private_file()
         .write(true)
         .create(true)
@@ -394,7 +418,7 @@ pub fn save_title(transcript: &Path, title: &str) -> std::io::Result<()> {
     make_private(&partial, &file.metadata()?, FILE_MODE)?;
     file.write_all(title.as_bytes())?;
     drop(file);
-    std::fs::rename(&partial, &path)
+    std::fs::rename(&partial, path)
 }
 
 /// Transcripts hold everything said and every file read in a session, so
@@ -455,13 +479,16 @@ pub(crate) fn narrow_file(path: &Path) {
     narrow(path, FILE_MODE);
 }
 
-/// Removes a session: its transcript and its title.
+/// Removes a session: its transcript, its title and its label.
 pub fn delete(transcript: &Path) -> std::io::Result<()> {
     std::fs::remove_file(transcript)?;
-    match std::fs::remove_file(title_path(transcript)) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
+    for beside in [title_path(transcript), label_path(transcript)] {
+        match std::fs::remove_file(beside) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
     }
+    Ok(())
 }
 
 /// A title from the first thing the user asked: its first line, cut to 80
@@ -494,9 +521,16 @@ fn summarize(path: &Path) -> Option<Summary> {
     let modified = file.metadata().and_then(|m| m.modified()).ok()?;
     let mut lines = std::io::BufReader::new(file).lines();
     let header: transcript::Header = serde_json::from_str(&lines.next()?.ok()?).ok()?;
-    let mut title = std::fs::read_to_string(title_path(path))
+    // The user's label is kept whole (it was checked when it was given).
+    let label = std::fs::read_to_string(label_path(path))
         .ok()
-        .and_then(|t| title_from(&t));
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty());
+    let mut title = label.clone().or_else(|| {
+        std::fs::read_to_string(title_path(path))
+            .ok()
+            .and_then(|t| title_from(&t))
+    });
     // A model-written title comes after a turn, so the session had one.
     let mut prompted = title.is_some();
     for line in lines.take(if prompted { 0 } else { 64 }) {
@@ -525,6 +559,7 @@ fn summarize(path: &Path) -> Option<Summary> {
         id: header.id,
         cwd: header.cwd,
         title,
+        label,
         updated_at: humantime::format_rfc3339_seconds(modified).to_string(),
         path: path.to_path_buf(),
         modified,

@@ -113,6 +113,13 @@ impl Registry {
             .map_or(0, |session| session.waiting())
     }
 
+    /// Gives an open session the user's own name (see
+    /// [`Session::rename`]); `None` when no session with this id is open.
+    pub fn rename(&self, id: &str, label: &str) -> Option<std::io::Result<()>> {
+        let session = super::lock(&self.sessions).get(id).cloned()?;
+        Some(session.rename(label))
+    }
+
     /// Tells the observer, if there is one.
     /// Whether anyone observes the sessions.
     pub(super) fn is_observed(&self) -> bool {

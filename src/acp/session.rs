@@ -267,6 +267,8 @@ struct State {
     last_call: Option<std::time::SystemTime>,
     /// The client's instructions for the session (ACP `systemPrompt`).
     client_prompt: Option<crate::context::ClientPrompt>,
+    /// The user named the session: a model no longer does.
+    labelled: bool,
 }
 
 impl Session {
@@ -308,6 +310,7 @@ impl Session {
                 compactions: 0,
                 last_call: None,
                 client_prompt: None,
+                labelled: false,
             }),
             history: tokio::sync::Mutex::new(Vec::new()),
             transcript: Mutex::new(transcript),
@@ -491,6 +494,18 @@ impl Session {
             let mut state = lock(&self.state);
             state.last_call = restored.last_call;
             state.client_prompt = restored.client_prompt.clone();
+            state.labelled = restored.labelled;
+            // The session's cost is its whole history's, not this process's.
+            state.total_cost = restored
+                .visible()
+                .iter()
+                .map(|m| match m {
+                    AgentMessage::Llm {
+                        message: crate::llm::Message::Assistant(a),
+                    } => a.usage.cost.total,
+                    _ => 0.0,
+                })
+                .sum();
             // Live compactions continue the ids the replay gave the earlier
             // ones: an id is unique within the session.
             state.compactions = restored
@@ -1037,8 +1052,13 @@ impl Session {
             if !path.exists() {
                 return; // deleted meanwhile
             }
+            if lock(&session.state).labelled {
+                tracing::info!(session = %session.id.0, "the user named the session meanwhile; the model's title is not used");
+                return;
+            }
             session.record(transcript::Record::Title {
                 title: title.clone(),
+                by_user: false,
             });
             if let Err(e) = crate::session::save_title(&path, &title) {
                 tracing::warn!(error = %e, "cannot save the session title");
@@ -1048,6 +1068,26 @@ impl Session {
             );
             session.send_update(&cx, SessionUpdate::SessionInfoUpdate(update));
         });
+    }
+}
+
+impl Session {
+    /// The user's own name for the session (a gateway client renamed it):
+    /// recorded in the transcript, kept beside it for listings, sent to the
+    /// owner as the session's title; a model no longer names the session.
+    pub fn rename(&self, label: &str) -> std::io::Result<()> {
+        lock(&self.state).labelled = true;
+        self.record(transcript::Record::Title {
+            title: label.to_string(),
+            by_user: true,
+        });
+        let path = lock(&self.transcript).path().to_path_buf();
+        crate::session::save_label(&path, label)?;
+        let update = SessionInfoUpdate::new().title(label.to_string()).updated_at(
+            humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        );
+        self.notify_owner(SessionUpdate::SessionInfoUpdate(update));
+        Ok(())
     }
 }
 

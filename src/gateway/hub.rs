@@ -28,6 +28,9 @@ use crate::acp::registry::Registry;
 
 mod approvals;
 mod events;
+mod usage;
+
+pub use usage::Used;
 
 use approvals::preview;
 
@@ -61,6 +64,8 @@ pub struct Hub {
     /// make one session.
     opening: tokio::sync::Mutex<()>,
     state: Mutex<State>,
+    /// What the transcripts record of usage, read incrementally.
+    scans: Mutex<usage::Scans>,
 }
 
 /// The clients, indexed for the events of one session: those that follow
@@ -100,6 +105,8 @@ struct Live {
     /// Messages `collect` holds until the running run ends.
     collected: Vec<Collected>,
     flush_scheduled: bool,
+    /// The last usage report (`agent` `stream:"usage"`'s data).
+    usage: Option<Value>,
 }
 
 struct Collected {
@@ -155,7 +162,12 @@ struct Run {
     after_tool: bool,
     chat_seq: u64,
     agent_seq: u64,
-    tools: HashMap<String, String>,
+    /// The run's tool calls by id: their name and ACP kind, which the
+    /// updates after the start do not repeat.
+    tools: HashMap<String, ToolInfo>,
+    /// The last usage report (`agent` `stream:"usage"`'s data), which the
+    /// run's `final` repeats.
+    usage: Option<Value>,
     waiters: Vec<tokio::sync::oneshot::Sender<()>>,
     /// Runs `collect` joined into this one; they end with it.
     members: Vec<String>,
@@ -173,6 +185,7 @@ impl Run {
             chat_seq: 0,
             agent_seq: 0,
             tools: HashMap::new(),
+            usage: None,
             waiters: Vec::new(),
             members: Vec::new(),
         }
@@ -186,6 +199,13 @@ impl Run {
         content.push(json!({"type": "text", "text": self.text}));
         json!({"role": "assistant", "content": content, "timestamp": now_ms()})
     }
+}
+
+/// What a run remembers of a tool call after its start.
+#[derive(Clone, Default)]
+struct ToolInfo {
+    name: String,
+    kind: String,
 }
 
 /// A permission question waiting for a client.
@@ -286,6 +306,7 @@ impl Hub {
             keys: Mutex::new(keys),
             opening: tokio::sync::Mutex::new(()),
             state: Mutex::new(State::default()),
+            scans: Mutex::new(usage::Scans::default()),
         })
     }
 
@@ -441,11 +462,32 @@ impl Hub {
 
     fn session_changed(&self, reason: &str, session: &str) {
         let key = self.key_of(session);
+        self.session_changed_as(reason, &key, session);
+    }
+
+    fn session_changed_as(&self, reason: &str, key: &str, session: &str) {
         self.broadcast(
             "sessions.changed",
             &json!({"reason": reason, "key": key, "sessionId": session, "ts": now_ms()}),
             Audience::SessionWatchers,
         );
+    }
+
+    /// `sessions.delete` removed the session `key` named (the key no
+    /// longer names it, so the event carries the key it had).
+    pub fn announce_deleted(&self, key: &str, session: &str) {
+        self.session_changed_as("delete", key, session);
+    }
+
+    /// `sessions.patch` changed the session (its label or settings):
+    /// the event carries its row as `session`, as OpenClaw's does.
+    pub fn announce_patched(&self, key: &str, session: &str, row: Option<Value>) {
+        let mut payload =
+            json!({"reason": "patch", "key": key, "sessionId": session, "ts": now_ms()});
+        if let Some(row) = row {
+            payload["session"] = row;
+        }
+        self.broadcast("sessions.changed", &payload, Audience::SessionWatchers);
     }
 
     fn chat(&self, run_id: &str, run: &mut Run, state: &str, extra: Value) {
@@ -582,6 +624,22 @@ impl Hub {
             .queue_mode = Some(mode);
     }
 
+    /// The session's last usage report in this process:
+    /// `{contextTokens, contextWindow, costUsd}`.
+    pub fn live_usage(&self, session: &str) -> Option<Value> {
+        self.state().live.get(session).and_then(|l| l.usage.clone())
+    }
+
+    /// The usage a transcript records (for sessions without a report).
+    pub fn recorded_usage(&self, transcript: &Path) -> Used {
+        lock(&self.scans).used(transcript)
+    }
+
+    /// Forgets what was read of a deleted session's transcript.
+    pub fn forget_usage(&self, transcript: &Path) {
+        lock(&self.scans).forget(transcript);
+    }
+
     pub fn queue_mode(&self, session: &str) -> Option<QueueMode> {
         self.state().live.get(session).and_then(|l| l.queue_mode)
     }
@@ -613,9 +671,12 @@ impl Hub {
         let link = self.link()?.clone();
         let mut state = self.prune();
         let live = state.live.entry(session.to_string()).or_default();
-        let mode = mode.or(live.queue_mode).unwrap_or(QueueMode::Steer);
+        // Without a mode of the message's or one set here, the session's
+        // own (`sessions.patch` recorded it in the transcript, an editor
+        // may have chosen it) decides: steer or follow-up.
+        let mode = mode.or(live.queue_mode);
         let busy = live.active.is_some() || !live.pending.is_empty();
-        if busy && mode == QueueMode::Collect {
+        if busy && mode == Some(QueueMode::Collect) {
             live.collected.push(Collected {
                 run: run_id.to_string(),
                 key: key.to_string(),
@@ -631,12 +692,12 @@ impl Hub {
             .runs
             .insert(run_id.to_string(), Run::new(session, key));
         drop(state);
-        if busy && mode == QueueMode::Interrupt {
+        if busy && mode == Some(QueueMode::Interrupt) {
             link.cancel(session);
         }
         let queue = match mode {
-            QueueMode::FollowUp => Some("follow-up"),
-            QueueMode::Steer => Some("steer"),
+            Some(QueueMode::FollowUp) => Some("follow-up"),
+            Some(QueueMode::Steer) => Some("steer"),
             _ => None,
         };
         self.dispatch(
@@ -835,7 +896,10 @@ impl Hub {
     fn end_events(&self, run_id: &str, run: &mut Run, outcome: &Outcome) {
         match outcome {
             Outcome::Ok { stop } => {
-                let extra = json!({"message": run.message(), "stopReason": stop});
+                let mut extra = json!({"message": run.message(), "stopReason": stop});
+                if let Some(usage) = &run.usage {
+                    extra["usage"] = usage.clone();
+                }
                 self.chat(run_id, run, "final", extra);
                 let data = json!({"phase": "end", "endedAt": now_ms()});
                 self.agent(run_id, run, "lifecycle", data);

@@ -221,8 +221,15 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 return Ok(json!({"ok": true, "key": key, "deleted": false}));
             };
             let _ = hub.abort(&session);
+            let transcript = crate::session::find(hub.data_dir(), &session);
             let deleted = hub.link()?.delete_session(&session).await.is_ok();
+            if let Some(transcript) = &transcript {
+                hub.forget_usage(transcript);
+            }
             hub.forget_key(key);
+            if deleted {
+                hub.announce_deleted(key, &session);
+            }
             Ok(json!({"ok": true, "key": key, "deleted": deleted}))
         }
         "sessions.compact" => {
@@ -328,6 +335,16 @@ fn attachment(i: usize, item: &Value) -> Result<ContentBlock, ErrorShape> {
     let kind = item["type"].as_str().unwrap_or("image");
     let mime = item["mimeType"].as_str().unwrap_or_default();
     let data = item["content"].as_str().unwrap_or_default();
+    // A browser reads a file as a data URL (`FileReader.readAsDataURL`):
+    // its base64 body is the content, its type the default `mimeType`.
+    let (mime, data) = match data
+        .strip_prefix("data:")
+        .and_then(|rest| rest.split_once(";base64,"))
+    {
+        Some((url_mime, body)) if mime.is_empty() => (url_mime, body),
+        Some((_, body)) => (mime, body),
+        None => (mime, data),
+    };
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(data)
         .map_err(|_| ErrorShape::invalid(format!("attachments[{i}].content is not base64")))?;
@@ -496,7 +513,7 @@ fn history(hub: &Hub, key: &str, limit: usize) -> Result<(Option<String>, Vec<Va
         if let Some(time) = restored.entry_ids.get(&i).and_then(|id| times.get(id)) {
             last = *time;
         }
-        if let Some(mut shown) = message(entry) {
+        if let Some(mut shown) = message(entry, &restored.calls) {
             shown["timestamp"] = json!(last);
             messages.push(shown);
         }
@@ -507,11 +524,17 @@ fn history(hub: &Hub, key: &str, limit: usize) -> Result<(Option<String>, Vec<Va
     Ok((Some(session), messages))
 }
 
-/// One history entry as the protocol shows it.
-fn message(entry: &AgentMessage) -> Option<Value> {
+/// One history entry as the protocol shows it; what the transcript kept
+/// of each call (`calls`, by id) gives a tool call its `kind` and `title`
+/// and an edit's result its `diffs`, as the live tool events had them.
+fn message(
+    entry: &AgentMessage,
+    calls: &std::collections::HashMap<String, crate::session::CallRecord>,
+) -> Option<Value> {
     let AgentMessage::Llm { message } = entry else {
         return None;
     };
+    let info = |id: &str| calls.get(id).and_then(|c| c.call.as_ref());
     Some(match message {
         Message::User { content } => json!({
             "role": "user",
@@ -524,20 +547,49 @@ fn message(entry: &AgentMessage) -> Option<Value> {
                 AssistantContent::Thinking { thinking, redacted, .. } => {
                     json!({"type": "thinking", "thinking": if *redacted { "" } else { thinking.as_str() }})
                 }
-                AssistantContent::ToolCall(call) => json!({
-                    "type": "toolCall", "id": call.id, "name": call.name, "arguments": call.arguments,
-                }),
+                AssistantContent::ToolCall(call) => {
+                    let mut block = json!({
+                        "type": "toolCall", "id": call.id, "name": call.name, "arguments": call.arguments,
+                    });
+                    if let Some(info) = info(&call.id) {
+                        block["kind"] = json!(info.kind);
+                        block["title"] = json!(info.title);
+                    }
+                    block
+                }
             }).collect::<Vec<_>>(),
             "model": assistant.model,
             "provider": assistant.provider,
         }),
-        Message::ToolResult(result) => json!({
-            "role": "toolResult",
-            "toolCallId": result.tool_call_id,
-            "toolName": result.tool_name,
-            "content": result.content.iter().map(user_block).collect::<Vec<_>>(),
-            "isError": result.is_error,
-        }),
+        Message::ToolResult(result) => {
+            let mut shown = json!({
+                "role": "toolResult",
+                "toolCallId": result.tool_call_id,
+                "toolName": result.tool_name,
+                "content": result.content.iter().map(user_block).collect::<Vec<_>>(),
+                "isError": result.is_error,
+            });
+            if let Some(info) = info(&result.tool_call_id) {
+                shown["kind"] = json!(info.kind);
+            }
+            let diffs: Vec<Value> = calls
+                .get(&result.tool_call_id)
+                .into_iter()
+                .flat_map(|c| &c.display)
+                .filter_map(|d| match d {
+                    crate::tools::Display::Diff {
+                        path,
+                        old_text,
+                        new_text,
+                    } => Some(json!({"path": path, "oldText": old_text, "newText": new_text})),
+                    _ => None,
+                })
+                .collect();
+            if !diffs.is_empty() {
+                shown["diffs"] = json!(diffs);
+            }
+            shown
+        }
     })
 }
 
@@ -564,6 +616,7 @@ struct Recent {
     model: Option<String>,
     thinking: Option<String>,
     mode: Option<String>,
+    queue: Option<QueueMode>,
 }
 
 fn recent_settings(path: &std::path::Path) -> Recent {
@@ -579,7 +632,11 @@ fn recent_settings(path: &std::path::Path) -> Recent {
     let text = String::from_utf8_lossy(&tail);
     let mut recent = Recent::default();
     for line in text.lines().rev() {
-        if recent.model.is_some() && recent.thinking.is_some() && recent.mode.is_some() {
+        if recent.model.is_some()
+            && recent.thinking.is_some()
+            && recent.mode.is_some()
+            && recent.queue.is_some()
+        {
             break;
         }
         let Ok(entry) = serde_json::from_str::<Value>(line) else {
@@ -594,6 +651,9 @@ fn recent_settings(path: &std::path::Path) -> Recent {
             }
             Some("mode_change") if recent.mode.is_none() => {
                 recent.mode = entry["mode"].as_str().map(String::from);
+            }
+            Some("queue_change") if recent.queue.is_none() => {
+                recent.queue = entry["queue"].as_str().and_then(QueueMode::parse);
             }
             Some("message")
                 if recent.model.is_none() && entry["message"]["role"] == "assistant" =>
@@ -640,6 +700,12 @@ impl Defaults {
                 .to_string(),
             settings,
         }
+    }
+
+    /// A model's context window, in tokens.
+    fn window(&self, model: Option<&str>) -> Option<u64> {
+        let (settings, model) = self.settings.as_ref().zip(model)?;
+        settings.catalog.resolve(model).ok().map(|m| m.context_window)
     }
 
     /// The thinking levels a model offers (`off` alone without reasoning).
@@ -697,11 +763,12 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         Some((provider, id)) => (Some(provider.to_string()), Some(id.to_string())),
         None => (None, model.clone()),
     };
-    json!({
+    let mut row = json!({
         "key": key,
         "sessionId": summary.id,
         "kind": "direct",
         "updatedAt": millis(&summary.updated_at),
+        "label": summary.label,
         "derivedTitle": title,
         "displayName": title,
         "spawnedCwd": summary.cwd,
@@ -710,8 +777,43 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         "thinkingLevel": thinking,
         "thinkingLevels": defaults.levels(model.as_deref()),
         "permissionMode": recent.mode.unwrap_or_else(|| defaults.mode.clone()),
-        "queueMode": hub.queue_mode(&summary.id).map(|m| m.as_str()),
+        "queueMode": hub.queue_mode(&summary.id).or(recent.queue).map(|m| m.as_str()),
+    });
+    merge(&mut row, usage_fields(hub, summary, model.as_deref(), defaults));
+    row
+}
+
+/// A row's usage: OpenClaw's `totalTokens` (the tokens in the context now,
+/// with `totalTokensFresh`) and `contextTokens` (the model's window), and
+/// the session's cost so far, from the last report of a session that ran
+/// in this process, else from its transcript.
+fn usage_fields(
+    hub: &Hub,
+    summary: &crate::session::Summary,
+    model: Option<&str>,
+    defaults: &Defaults,
+) -> Value {
+    let recorded = hub.recorded_usage(&summary.path);
+    let live = hub.live_usage(&summary.id).unwrap_or_default();
+    let tokens = live["contextTokens"]
+        .as_u64()
+        .or(recorded.context_tokens);
+    let window = live["contextWindow"]
+        .as_u64()
+        .or_else(|| defaults.window(model));
+    let cost = live["costUsd"].as_f64().unwrap_or(recorded.cost_usd);
+    json!({
+        "totalTokens": tokens,
+        "totalTokensFresh": tokens.is_some(),
+        "contextTokens": window,
+        "costUsd": cost,
     })
+}
+
+fn merge(into: &mut Value, extra: Value) {
+    if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
+        into.extend(extra);
+    }
 }
 
 fn list(hub: &Hub, params: &Value) -> Reply {
@@ -772,10 +874,55 @@ fn resolve(hub: &Hub, params: &Value) -> Reply {
     }
 }
 
+/// The longest session label, in characters.
+const MAX_LABEL: usize = 200;
+
+/// `sessions.patch`'s `label`: the user's name for the session, one line
+/// of 1 to [`MAX_LABEL`] characters (surrounding spaces dropped).
+fn label_param(params: &Value) -> Result<Option<&str>, ErrorShape> {
+    let Some(label) = optional(params, "label")? else {
+        return Ok(None);
+    };
+    let label = label.trim();
+    if label.is_empty() {
+        return Err(ErrorShape::invalid(
+            "`label` is empty: give the session a name of 1 to 200 characters",
+        ));
+    }
+    if label.chars().count() > MAX_LABEL {
+        return Err(ErrorShape::invalid(format!(
+            "`label` has {} characters: a session name has at most {MAX_LABEL}",
+            label.chars().count()
+        )));
+    }
+    if label.chars().any(char::is_control) {
+        return Err(ErrorShape::invalid(
+            "`label` holds a control character (a line break, a tab, …): a session name is one line of text",
+        ));
+    }
+    Ok(Some(label))
+}
+
 async fn patch(hub: &Arc<Hub>, params: &Value) -> Reply {
     let key = key_param(params, "key")?;
+    let label = label_param(params)?;
     let session = hub.open(key).await?;
     let link = hub.link()?;
+    if let Some(label) = label {
+        match hub.registry.rename(&session, label) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                return Err(ErrorShape::invalid(format!(
+                    "cannot save the name of session {key}: {e}"
+                )));
+            }
+            None => {
+                return Err(ErrorShape::invalid(format!(
+                    "session {key} is not open; try again"
+                )));
+            }
+        }
+    }
     let options = [
         ("model", crate::acp::MODEL_OPTION),
         ("thinkingLevel", crate::acp::THOUGHT_OPTION),
@@ -807,6 +954,7 @@ async fn patch(hub: &Arc<Hub>, params: &Value) -> Reply {
         .iter()
         .find(|s| s.id == session)
         .map(|s| row(hub, s, &Defaults::load(hub)));
+    hub.announce_patched(key, &session, entry.clone());
     Ok(json!({"ok": true, "key": key, "sessionId": session, "entry": entry}))
 }
 

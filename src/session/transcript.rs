@@ -121,9 +121,13 @@ pub enum Record {
         prompt: ClientPrompt,
     },
     /// A better title for the session, written by a model after the first
-    /// turn; the latest one counts.
+    /// turn, or the user's own name for it (`by_user`: a gateway client
+    /// renamed it); the latest one counts, and once the user named the
+    /// session a model no longer does.
     Title {
         title: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        by_user: bool,
     },
     /// A command the user sent in place of a prompt (`/compact`): shown
     /// again as the user's message on replay, never sent to the model.
@@ -188,6 +192,8 @@ struct RawEntry {
     queue: Option<QueueMode>,
     prompt: Option<ClientPrompt>,
     title: Option<String>,
+    #[serde(rename = "by_user", default)]
+    by_user: bool,
     text: Option<String>,
     summary: Option<String>,
     time: Option<String>,
@@ -238,6 +244,7 @@ impl RawEntry {
             },
             "title" => Record::Title {
                 title: need(self.title, "title", kind)?,
+                by_user: self.by_user,
             },
             "command" => Record::Command {
                 text: need(self.text, "text", kind)?,
@@ -625,6 +632,11 @@ mod tests {
             },
             Record::Title {
                 title: "Fix the parser".into(),
+                by_user: false,
+            },
+            Record::Title {
+                title: "Parser work".into(),
+                by_user: true,
             },
             Record::Compaction {
                 summary: "## Goal\nFix the parser".into(),

@@ -58,7 +58,7 @@ impl Hub {
                 .get(&session)
                 .and_then(|l| l.active.as_ref())
                 .and_then(|run| state.runs.get(run))
-                .and_then(|r| r.tools.get(&tool_call_id).cloned())
+                .and_then(|r| r.tools.get(&tool_call_id).map(|t| t.name.clone()))
                 .unwrap_or_else(|| tool_name(&tool))
         };
         let (tx, rx) = tokio::sync::oneshot::channel();

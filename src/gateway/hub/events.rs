@@ -8,7 +8,7 @@ use std::sync::Arc;
 use agent_client_protocol::v1::schema::{ContentBlock, SessionUpdate, ToolCallStatus};
 use serde_json::{Value, json};
 
-use super::{Audience, Hub, Outcome, Run, outcome_of};
+use super::{Audience, Hub, Outcome, Run, ToolInfo, outcome_of};
 use crate::acp::registry::Observed;
 use crate::gateway::frames::now_ms;
 
@@ -43,6 +43,26 @@ impl Hub {
                     (_, SessionUpdate::SessionInfoUpdate(_)) => {
                         drop(state);
                         self.session_changed("title", &session);
+                    }
+                    (active, SessionUpdate::UsageUpdate(usage)) => {
+                        let live = state.live.entry(session).or_default();
+                        // A report without a cost (after `/compact`) leaves
+                        // the session's cost as it was.
+                        let cost = usage.cost.as_ref().map(|c| c.amount).or_else(|| {
+                            live.usage.as_ref().and_then(|u| u["costUsd"].as_f64())
+                        });
+                        let data = json!({
+                            "contextTokens": usage.used,
+                            "contextWindow": usage.size,
+                            "costUsd": cost,
+                        });
+                        live.usage = Some(data.clone());
+                        if let Some(run_id) = active
+                            && let Some(run) = state.runs.get_mut(&run_id)
+                        {
+                            run.usage = Some(data.clone());
+                            self.agent(&run_id, run, "usage", data);
+                        }
                     }
                     (Some(run_id), update) => {
                         if let Some(run) = state.runs.get_mut(&run_id) {
@@ -142,12 +162,16 @@ impl Hub {
             SessionUpdate::ToolCall(call) => {
                 let id = call.tool_call_id.0.to_string();
                 let value = serde_json::to_value(&call).unwrap_or_default();
-                let name = tool_name(&value);
-                run.tools.insert(id.clone(), name.clone());
+                let info = ToolInfo {
+                    name: tool_name(&value),
+                    kind: tool_kind(&value).to_string(),
+                };
+                run.tools.insert(id.clone(), info.clone());
                 run.after_tool = true;
                 let data = json!({
                     "phase": "start",
-                    "name": name,
+                    "name": info.name,
+                    "kind": info.kind,
                     "toolCallId": id,
                     "title": call.title,
                     "args": call.raw_input.clone().unwrap_or_else(|| json!({})),
@@ -156,32 +180,52 @@ impl Hub {
             }
             SessionUpdate::ToolCallUpdate(update) => {
                 let id = update.tool_call_id.0.to_string();
-                let name = run.tools.get(&id).cloned().unwrap_or_default();
                 let value = serde_json::to_value(&update).unwrap_or_default();
+                let info = {
+                    let info = run.tools.entry(id.clone()).or_default();
+                    if info.name.is_empty() {
+                        info.name = tool_name(&value);
+                    }
+                    if let Some(kind) = value["kind"].as_str() {
+                        info.kind = kind.to_string();
+                    } else if info.kind.is_empty() {
+                        info.kind = tool_kind(&value).to_string();
+                    }
+                    info.clone()
+                };
                 let content = tool_content(&value);
-                match update.fields.status {
+                let diffs = tool_diffs(&value);
+                let output = (info.kind == "execute")
+                    .then(|| command_output(&value))
+                    .flatten();
+                let mut data = match update.fields.status {
                     Some(ToolCallStatus::Completed) | Some(ToolCallStatus::Failed) => {
                         let failed = update.fields.status == Some(ToolCallStatus::Failed);
-                        let data = json!({
+                        json!({
                             "phase": "result",
-                            "name": name,
+                            "name": info.name,
+                            "kind": info.kind,
                             "toolCallId": id,
                             "isError": failed,
                             "result": {"content": content},
-                        });
-                        self.agent(run_id, run, "tool", data);
+                        })
                     }
-                    _ if !content.is_empty() => {
-                        let data = json!({
-                            "phase": "update",
-                            "name": name,
-                            "toolCallId": id,
-                            "partialResult": {"content": content},
-                        });
-                        self.agent(run_id, run, "tool", data);
-                    }
-                    _ => {}
+                    _ if !content.is_empty() => json!({
+                        "phase": "update",
+                        "name": info.name,
+                        "kind": info.kind,
+                        "toolCallId": id,
+                        "partialResult": {"content": content},
+                    }),
+                    _ => return,
+                };
+                if !diffs.is_empty() {
+                    data["diffs"] = json!(diffs);
                 }
+                if let Some(output) = output {
+                    data["output"] = json!(output);
+                }
+                self.agent(run_id, run, "tool", data);
             }
             SessionUpdate::Plan(plan) => {
                 let data = serde_json::to_value(&plan).unwrap_or_default();
@@ -210,6 +254,61 @@ pub(super) fn tool_name(call: &Value) -> String {
         _ => "tool",
     }
     .to_string()
+}
+
+/// The ACP kind of a tool call (`read`, `edit`, `delete`, `move`,
+/// `search`, `execute`, `think`, `fetch`, `other`), for clients that draw
+/// calls by kind.
+pub(super) fn tool_kind(call: &Value) -> &str {
+    match call["kind"].as_str() {
+        Some(kind) if !kind.is_empty() => kind,
+        _ => "other",
+    }
+}
+
+/// A tool update's diffs (ACP `diff` content), for clients that show an
+/// edit as a diff: `{path, oldText, newText}`, `oldText` null for a new
+/// file.
+fn tool_diffs(update: &Value) -> Vec<Value> {
+    update["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| item["type"] == "diff")
+        .map(|item| {
+            json!({
+                "path": item["path"],
+                "oldText": item["oldText"],
+                "newText": item["newText"],
+            })
+        })
+        .collect()
+}
+
+/// A command's output as plain text: pincer's shell tool shows it to
+/// editors as a Markdown `console` block (see `acp::updates::fenced`),
+/// which a terminal view wants without the fence.
+fn command_output(update: &Value) -> Option<String> {
+    update["content"]
+        .as_array()?
+        .iter()
+        .filter(|item| item["type"] == "content")
+        .find_map(|item| item["content"]["text"].as_str())
+        .map(unfenced)
+}
+
+/// The body of a Markdown code block fenced with backticks and labelled
+/// `console`, the text as it was given when it is not one.
+fn unfenced(text: &str) -> String {
+    let body = text.split_once('\n').and_then(|(open, rest)| {
+        let fence = open.strip_suffix("console")?;
+        if fence.len() < 3 || !fence.chars().all(|c| c == '`') {
+            return None;
+        }
+        let body = rest.strip_suffix(fence)?;
+        Some(body.strip_suffix('\n').unwrap_or(body))
+    });
+    body.unwrap_or(text).to_string()
 }
 
 /// A tool update's content as text blocks.
