@@ -56,6 +56,10 @@ function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const ws = new WebSocket(`${scheme}://${location.host}/`);
   state.ws = ws;
+  let opened = false;
+  ws.onopen = () => {
+    opened = true;
+  };
   ws.onmessage = (message) => {
     if (ws !== state.ws) return;
     let frame;
@@ -87,7 +91,11 @@ function connect() {
     if (state.credential) {
       const wait = `${Math.round(state.backoff / 100) / 10} s`;
       if (state.signedIn) connection("reconnecting", `Connection lost; reconnecting in ${wait}…`);
-      else $("login-error").textContent = `Cannot reach the gateway; trying again in ${wait}…`;
+      else if (opened) $("login-error").textContent = `The gateway closed the connection; trying again in ${wait}…`;
+      else {
+        $("login-error").textContent =
+          `Cannot reach the gateway, or it refused this page's origin (${location.origin}: a gateway reached by a host name lists it in [gateway] allowed_origins); trying again in ${wait}…`;
+      }
       state.retry = setTimeout(connect, state.backoff);
       state.backoff = Math.min(state.backoff * 2, 30000);
     }
@@ -116,6 +124,7 @@ function onEvent(name, payload) {
 }
 
 function hello() {
+  if (!state.credential) return;
   const auth = state.credential.kind === "password"
     ? { password: state.credential.secret }
     : { token: state.credential.secret };
@@ -285,7 +294,13 @@ async function openSession(key) {
   for (const approval of state.approvals.values()) {
     if (approval.sessionKey === key && !approval.card.isConnected) $("messages").append(approval.card);
   }
-  for (const [, run] of state.runs) run.segment = null;
+  // A run of this session that went on while another was shown: its
+  // finished messages are in the history, and the whole of it will be
+  // once it ends.
+  for (const run of state.runs.values()) {
+    run.segment = null;
+    if (run.key === key) run.gap = true;
+  }
   updateBusy();
   scrollDown();
 }
@@ -728,7 +743,7 @@ function lineDiff(a, b) {
         middle.push({ op: " ", text: x[i] });
         i++;
         j++;
-      } else if (j < y.length && (i === x.length || table[i][j + 1] >= table[i + 1][j])) {
+      } else if (j < y.length && (i === x.length || table[i][j + 1] > table[i + 1][j])) {
         middle.push({ op: "+", text: y[j++] });
       } else {
         middle.push({ op: "-", text: x[i++] });
@@ -851,7 +866,8 @@ function onApproval(payload) {
   if (asked.sessionKey === state.current) {
     $("messages").append(card);
     scrollDown();
-    card.querySelector("button")?.focus({ preventScroll: true });
+    // Announced, not focused: a key pressed while typing must never answer.
+    status(`pincer asks to run: ${what}`);
   } else {
     status(`A session is waiting for your approval: ${titleOf(state.sessions.find((r) => r.key === asked.sessionKey)) || asked.sessionKey}`);
   }
