@@ -28,37 +28,42 @@ const rendered = new WeakMap();
  * call put there but reusing the nodes of unchanged leading blocks.
  */
 export function renderMarkdown(element, text) {
-  text = String(text ?? "").replace(/\r\n?/g, "\n").replace(/\0/g, "\uFFFD");
+  text = String(text ?? "");
+  if (text.includes("\r")) text = text.replace(/\r\n?/g, "\n");
+  if (text.includes("\0")) text = text.replace(/\0/g, "\uFFFD");
   element.classList.add("md");
   let state = rendered.get(element);
-  if (!state || element.childNodes.length !== state.blocks.length
-      || state.blocks.some((b, i) => element.childNodes[i] !== b.node)) {
+  const count = state ? state.blocks.length : 0;
+  if (!state || element.childNodes.length !== count
+      || (count && element.lastChild !== state.blocks[count - 1].node)) {
+    // First call, or someone else changed the element: start afresh.
     element.replaceChildren();
     state = { text: "", blocks: [] };
+    rendered.set(element, state);
   }
-  const old = state.blocks;
+  if (text === state.text) return;
+  const blocks = state.blocks;
   // Appending text can change only the last two blocks (the last line may
   // have been cut short); everything before them is final.
-  let keep = 0;
-  if (text.startsWith(state.text) && old.length >= 2) keep = old.length - 2;
-  const from = keep ? old[keep].offset : 0;
+  const keep = blocks.length >= 2 && text.startsWith(state.text) ? blocks.length - 2 : 0;
+  const from = keep ? blocks[keep].offset : 0;
   const parsed = topLevelBlocks(text.slice(from), from);
-  const blocks = old.slice(0, keep).concat(parsed);
   // Reuse every leading node whose source is unchanged.
-  let same = keep;
-  while (same < blocks.length && same < old.length && old[same].src === blocks[same].src) {
-    blocks[same].node = old[same].node;
+  let same = 0;
+  while (same < parsed.length && keep + same < blocks.length && blocks[keep + same].src === parsed[same].src) {
+    parsed[same].node = blocks[keep + same].node;
     same++;
   }
-  for (let i = 0; i < keep; i++) blocks[i].node = old[i].node;
-  for (let i = old.length - 1; i >= same; i--) old[i].node.remove();
-  for (let i = same; i < blocks.length; i++) {
-    blocks[i].node = renderBlock(blocks[i].block);
-    element.append(blocks[i].node);
+  for (let i = blocks.length - 1; i >= keep + same; i--) blocks[i].node.remove();
+  blocks.length = keep;
+  for (let i = 0; i < parsed.length; i++) {
+    if (i >= same) {
+      parsed[i].node = renderBlock(parsed[i].block);
+      element.append(parsed[i].node);
+    }
+    blocks.push(parsed[i]);
   }
   state.text = text;
-  state.blocks = blocks;
-  rendered.set(element, state);
 }
 
 /** A fresh element holding `text` rendered as markdown. */
@@ -380,7 +385,7 @@ function renderBlock(block, tight = false) {
           const box = el("input");
           box.type = "checkbox";
           box.disabled = true;
-          box.checked = item.task;
+          box.defaultChecked = item.task;
           li.append(box, document.createTextNode(" "));
         }
         for (const child of item.children) li.append(renderBlock(child, !block.loose));
