@@ -725,9 +725,9 @@ async fn a_streamed_sample_reply_renders_in_the_chat_light_and_dark() {
         .await;
     let fresh = run(
         &browser,
-        "const m = document.querySelector('[data-testid=message][data-role=assistant]');
-         const d = render(arg); const same = d.innerHTML === m.innerHTML; d.remove();
-         return [same, m.querySelectorAll('script').length, typeof window.alert === 'function'];",
+        "const msg = document.querySelector('[data-testid=message][data-role=assistant]');
+         const d = render(arg); const same = d.innerHTML === msg.innerHTML; d.remove();
+         return [same, msg.querySelectorAll('script').length, typeof window.alert === 'function'];",
         json!(SAMPLE_REPLY),
     )
     .await;
