@@ -265,10 +265,7 @@ async fn every_construct_renders_to_the_expected_structure() {
         .zip(actual.as_array().unwrap())
         .map(|(i, a)| (*i, a.as_str().unwrap().to_string()))
         .collect();
-    let expected: Vec<(&str, String)> = cases
-        .iter()
-        .map(|(i, e)| (*i, e.clone()))
-        .collect();
+    let expected: Vec<(&str, String)> = cases.iter().map(|(i, e)| (*i, e.clone())).collect();
     assert_eq!(actual, expected);
 }
 
@@ -339,7 +336,10 @@ async fn hostile_model_text_renders_inert_and_runs_nothing() {
     assert_eq!(result["out"], json!(clean), "{result:#}");
     assert_eq!(result["flags"], json!([]));
     // The one safe link among them is the image's, as a link.
-    assert_eq!(result["links"], json!(["http://127.0.0.1:9/pixel?__pwned9"]));
+    assert_eq!(
+        result["links"],
+        json!(["http://127.0.0.1:9/pixel?__pwned9"])
+    );
 
     // And the javascript: variants are text, shown with where they pointed.
     let shown = run(
@@ -477,18 +477,30 @@ async fn streaming_reuses_finished_blocks_and_stays_cheap() {
             &result["focus"],
             &result["mismatches"]
         ),
-        (&json!(true), &json!(true), &json!(true), &json!(true), &json!(0)),
+        (
+            &json!(true),
+            &json!(true),
+            &json!(true),
+            &json!(true),
+            &json!(0)
+        ),
         "{result:#}"
     );
     let total = result["total_ms"].as_u64().unwrap();
-    assert!(total < 8_000, "2000 deltas of a 200 KB reply took {total} ms");
+    assert!(
+        total < 8_000,
+        "2000 deltas of a 200 KB reply took {total} ms"
+    );
 }
 
 #[tokio::test]
 async fn code_is_highlighted_per_language_and_never_parsed_as_markup() {
     let page = page().await;
     let cases = [
-        ("rust", "fn main() { let s: String = \"x\"; } // c\n#[derive(Debug)]"),
+        (
+            "rust",
+            "fn main() { let s: String = \"x\"; } // c\n#[derive(Debug)]",
+        ),
         ("ts", "const x: number = 1; // c\nclass Foo extends Bar {}"),
         ("python", "def f(x):\n    return 'a'  # c\n@dec"),
         ("bash", "echo \"$HOME\" | grep x # c"),
@@ -516,18 +528,187 @@ async fn code_is_highlighted_per_language_and_never_parsed_as_markup() {
     let s = |class: &str, text: &str| format!("<span class=\"tok-{class}\">{text}</span>");
     let p = |text: &str| s("punct", text);
     let expected = json!([
-        ["rust", format!("{} main{} {} {} s{} {} {} {}{} {} {}\n{}", s("keyword", "fn"), p("()"), p("{"), s("keyword", "let"), p(":"), s("type", "String"), p("="), s("string", "\"x\""), p(";"), p("}"), s("comment", "// c"), s("meta", "#[derive(Debug)]"))],
-        ["javascript", format!("{} x{} {} {} {}{} {}\n{} {} {} {} {}", s("keyword", "const"), p(":"), s("type", "number"), p("="), s("number", "1"), p(";"), s("comment", "// c"), s("keyword", "class"), s("type", "Foo"), s("keyword", "extends"), s("type", "Bar"), p("{}"))],
-        ["python", format!("{} f{}x{}\n    {} {}  {}\n{}", s("keyword", "def"), p("("), p("):"), s("keyword", "return"), s("string", "'a'"), s("comment", "# c"), s("meta", "@dec"))],
-        ["bash", format!("{} {} {} {} x {}", s("type", "echo"), s("string", "\"$HOME\""), s("punct", "|"), s("type", "grep"), s("comment", "# c"))],
-        ["json", format!("{}{}{} {}{}{} {}{} {}{} {}{}{}", p("{"), s("property", "\"k\""), p(":"), p("["), s("number", "1"), p(","), s("keyword", "true"), p(","), s("keyword", "null"), p(","), s("string", "\"s\""), p("]"), p("}"))],
-        ["toml", format!("{}\n{} {} {} {}\n{} {} {}", s("type", "[package]"), s("property", "name"), p("="), s("string", "\"x\""), s("comment", "# c"), s("property", "v"), p("="), s("number", "1"))],
-        ["yaml", format!("{}{} value {}\n{}{}\n  {} {}", s("property", "key"), p(":"), s("comment", "# c"), s("property", "list"), p(":"), p("-"), s("number", "1"))],
-        ["go", format!("{} main{} {} {} s {} {} {} {}", s("keyword", "func"), p("()"), p("{"), s("keyword", "var"), s("type", "string"), p("="), s("string", "`raw`"), p("}"))],
-        ["c", format!("{}\n{} main{} {} {} {}{} {}", s("meta", "#include &lt;stdio.h&gt;"), s("type", "int"), p("()"), p("{"), s("keyword", "return"), s("number", "0"), p(";"), p("}"))],
-        ["java", format!("{} {} {} f{} {} {} s {} {}{} {}", s("meta", "@Override"), s("keyword", "public"), s("keyword", "void"), p("()"), p("{"), s("type", "String"), p("="), s("string", "\"x\""), p(";"), p("}"))],
-        ["diff", format!("{}\n{}\n{}\n{}\n{}\n ctx", s("meta", "--- a/x"), s("meta", "+++ b/x"), s("meta", "@@ -1 +1 @@"), s("deleted", "-old"), s("inserted", "+new"))],
-        ["html", ([s("tag", "&lt;a"), " ".into(), s("attr", "href"), "=".into(), s("string", "\"x\""), " ".into(), s("attr", "onclick"), "=".into(), s("string", "\"y\""), s("tag", "&gt;"), "t".into(), s("tag", "&lt;/a"), s("tag", "&gt;"), s("comment", "&lt;!-- c --&gt;")].concat())],
+        [
+            "rust",
+            format!(
+                "{} main{} {} {} s{} {} {} {}{} {} {}\n{}",
+                s("keyword", "fn"),
+                p("()"),
+                p("{"),
+                s("keyword", "let"),
+                p(":"),
+                s("type", "String"),
+                p("="),
+                s("string", "\"x\""),
+                p(";"),
+                p("}"),
+                s("comment", "// c"),
+                s("meta", "#[derive(Debug)]")
+            )
+        ],
+        [
+            "javascript",
+            format!(
+                "{} x{} {} {} {}{} {}\n{} {} {} {} {}",
+                s("keyword", "const"),
+                p(":"),
+                s("type", "number"),
+                p("="),
+                s("number", "1"),
+                p(";"),
+                s("comment", "// c"),
+                s("keyword", "class"),
+                s("type", "Foo"),
+                s("keyword", "extends"),
+                s("type", "Bar"),
+                p("{}")
+            )
+        ],
+        [
+            "python",
+            format!(
+                "{} f{}x{}\n    {} {}  {}\n{}",
+                s("keyword", "def"),
+                p("("),
+                p("):"),
+                s("keyword", "return"),
+                s("string", "'a'"),
+                s("comment", "# c"),
+                s("meta", "@dec")
+            )
+        ],
+        [
+            "bash",
+            format!(
+                "{} {} {} {} x {}",
+                s("type", "echo"),
+                s("string", "\"$HOME\""),
+                s("punct", "|"),
+                s("type", "grep"),
+                s("comment", "# c")
+            )
+        ],
+        [
+            "json",
+            format!(
+                "{}{}{} {}{}{} {}{} {}{} {}{}{}",
+                p("{"),
+                s("property", "\"k\""),
+                p(":"),
+                p("["),
+                s("number", "1"),
+                p(","),
+                s("keyword", "true"),
+                p(","),
+                s("keyword", "null"),
+                p(","),
+                s("string", "\"s\""),
+                p("]"),
+                p("}")
+            )
+        ],
+        [
+            "toml",
+            format!(
+                "{}\n{} {} {} {}\n{} {} {}",
+                s("type", "[package]"),
+                s("property", "name"),
+                p("="),
+                s("string", "\"x\""),
+                s("comment", "# c"),
+                s("property", "v"),
+                p("="),
+                s("number", "1")
+            )
+        ],
+        [
+            "yaml",
+            format!(
+                "{}{} value {}\n{}{}\n  {} {}",
+                s("property", "key"),
+                p(":"),
+                s("comment", "# c"),
+                s("property", "list"),
+                p(":"),
+                p("-"),
+                s("number", "1")
+            )
+        ],
+        [
+            "go",
+            format!(
+                "{} main{} {} {} s {} {} {} {}",
+                s("keyword", "func"),
+                p("()"),
+                p("{"),
+                s("keyword", "var"),
+                s("type", "string"),
+                p("="),
+                s("string", "`raw`"),
+                p("}")
+            )
+        ],
+        [
+            "c",
+            format!(
+                "{}\n{} main{} {} {} {}{} {}",
+                s("meta", "#include &lt;stdio.h&gt;"),
+                s("type", "int"),
+                p("()"),
+                p("{"),
+                s("keyword", "return"),
+                s("number", "0"),
+                p(";"),
+                p("}")
+            )
+        ],
+        [
+            "java",
+            format!(
+                "{} {} {} f{} {} {} s {} {}{} {}",
+                s("meta", "@Override"),
+                s("keyword", "public"),
+                s("keyword", "void"),
+                p("()"),
+                p("{"),
+                s("type", "String"),
+                p("="),
+                s("string", "\"x\""),
+                p(";"),
+                p("}")
+            )
+        ],
+        [
+            "diff",
+            format!(
+                "{}\n{}\n{}\n{}\n{}\n ctx",
+                s("meta", "--- a/x"),
+                s("meta", "+++ b/x"),
+                s("meta", "@@ -1 +1 @@"),
+                s("deleted", "-old"),
+                s("inserted", "+new")
+            )
+        ],
+        [
+            "html",
+            ([
+                s("tag", "&lt;a"),
+                " ".into(),
+                s("attr", "href"),
+                "=".into(),
+                s("string", "\"x\""),
+                " ".into(),
+                s("attr", "onclick"),
+                "=".into(),
+                s("string", "\"y\""),
+                s("tag", "&gt;"),
+                "t".into(),
+                s("tag", "&lt;/a"),
+                s("tag", "&gt;"),
+                s("comment", "&lt;!-- c --&gt;")
+            ]
+            .concat())
+        ],
         ["", "fn main() {}"],
         ["", "fn main() {}"],
     ]);
