@@ -110,6 +110,8 @@ async fn every_construct_renders_to_the_expected_structure() {
         ("# One\n## Two ##\n###### Six", "<h1>One</h1><h2>Two</h2><h6>Six</h6>".into()),
         ("Title\n=====\n\nSub\n---", "<h1>Title</h1><h2>Sub</h2>".into()),
         ("#no space", "<p>#no space</p>".into()),
+        // Mid-stream, "text\n-" is a list on its way, not a heading.
+        ("Steps:\n-", "<p>Steps:\n-</p>".into()),
         ("one\ntwo\n\nthree", "<p>one\ntwo</p><p>three</p>".into()),
         ("hard  \nbreak\\\nagain", "<p>hard<br>break<br>again</p>".into()),
         // Emphasis, strong, strikethrough, inline code.

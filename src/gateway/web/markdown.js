@@ -260,7 +260,10 @@ function parseBlocks(lines, depth) {
       while (i < lines.length && !isBlank(lines[i])) {
         const l = lines[i];
         if (/^ {0,3}=+[ \t]*$/.test(l)) { heading = 1; i++; break; }
-        if (/^ {0,3}-+[ \t]*$/.test(l)) { heading = 2; i++; break; }
+        // A lone "-" as the last line is, while a reply streams, far more
+        // often a list item on its way than a heading's underline.
+        const lone = i === lines.length - 1 && /^ {0,3}-[ \t]*$/.test(l);
+        if (!lone && /^ {0,3}-+[ \t]*$/.test(l)) { heading = 2; i++; break; }
         if (interrupts(l, depth) || tableStart(lines, i)) break;
         para.push(l.replace(/^[ \t]+/, ""));
         i++;
