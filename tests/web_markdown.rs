@@ -400,7 +400,10 @@ async fn deep_nesting_and_pathological_input_stay_bounded() {
     for (name, case) in result.as_object().unwrap() {
         let ms = case["ms"].as_u64().unwrap();
         let depth = case["depth"].as_u64().unwrap();
-        assert!(ms < 2_000, "{name} took {ms} ms: {result:#}");
+        // Each takes well under a second here even on a loaded machine; a
+        // quadratic step on 100 KB takes minutes (measured while fixing
+        // one), so this bound leaves room for load without hiding that.
+        assert!(ms < 5_000, "{name} took {ms} ms: {result:#}");
         // 16 block levels of two elements each, 16 inline levels, and a
         // few for the code block and table wrappers.
         assert!(depth <= 60, "{name} nests {depth} deep: {result:#}");
