@@ -35,6 +35,11 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
         include_bytes!("web/markdown.js"),
     ),
     (
+        "/highlight.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("web/highlight.js"),
+    ),
+    (
         "/markdown.css",
         "text/css; charset=utf-8",
         include_bytes!("web/markdown.css"),
