@@ -345,6 +345,15 @@ async fn keyboard_only(engine: Engine) {
             "return document.querySelector('[data-testid=stop]').disabled === true;",
         )
         .await;
+    // Where the keyboard user is once Stop has done its work (checked at
+    // the end, so the rest of the session is still tried): the focus must
+    // not fall back to the top of the page with the button that had it.
+    let focus_after_stop = browser
+        .eval(
+            "const el = document.activeElement; \
+             return !el || el === document.body ? 'nothing (the page body)' : 'kept';",
+        )
+        .await;
 
     // A new session, with a message of its own.
     browser
@@ -407,6 +416,13 @@ async fn keyboard_only(engine: Engine) {
         .screenshot(&format!("a11y-{}-keyboard", engine.name()))
         .await;
     assert_eq!(mock.requests().len(), 3);
+    assert_eq!(
+        focus_after_stop,
+        json!("kept"),
+        "{}: after Stop (which then disables itself) the focus was on {focus_after_stop}, \
+         so a keyboard user starts again from the top of the page (WCAG 2.4.3)",
+        engine.name()
+    );
 }
 
 #[tokio::test]
@@ -554,6 +570,14 @@ async fn dark_and_reduced_motion(engine: Engine) {
         .await;
     browser.testid("session-item").await;
     assert_dark_and_still(&browser, "signed in with a reply").await;
+    // axe-core's contrast rules (and the others) on the dark page too.
+    let axe = tokio::task::spawn_blocking(axe_source).await.unwrap();
+    assert_eq!(
+        axe_violations(&browser, &axe).await,
+        json!([]),
+        "{}: axe-core found WCAG 2 A/AA violations in dark mode",
+        engine.name()
+    );
     browser
         .screenshot(&format!("a11y-{}-dark-reply", engine.name()))
         .await;
