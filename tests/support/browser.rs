@@ -7,7 +7,10 @@
 //! test never skips for want of them. Each browser has its own profile
 //! directory and its own driver on a free loopback port. A browser can be
 //! started with the user's dark colour scheme and reduced-motion setting
-//! ([`Emulation`]), each engine's own way.
+//! ([`Emulation`]), each engine's own way. Neither headless browser makes a
+//! window narrower than 500 pixels, so a phone's screen (390 wide) is
+//! emulated: chromedriver's mobile emulation in Chromium, WebDriver BiDi's
+//! `browsingContext.setViewport` in Firefox.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
