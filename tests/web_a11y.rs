@@ -350,8 +350,14 @@ async fn keyboard_only(engine: Engine) {
     // not fall back to the top of the page with the button that had it.
     let focus_after_stop = browser
         .eval(
-            "const el = document.activeElement; \
-             return !el || el === document.body ? 'nothing (the page body)' : 'kept';",
+            // After the next frames (browsers move the focus off a button
+            // that became disabled when they next render); a disabled
+            // element is no place for the focus either.
+            "return new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => { \
+               const el = document.activeElement; \
+               done(!el || el === document.body ? 'nothing (the page body)' \
+                 : el.disabled ? `the disabled ${el.dataset.testid || el.tagName}` : 'kept'); \
+             })));",
         )
         .await;
 
