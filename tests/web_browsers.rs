@@ -79,7 +79,8 @@ async fn assert_no_horizontal_overflow(browser: &Browser, width: u32, when: &str
 }
 
 /// On the phone, the session list is on the screen, or the page has its
-/// own control for it (one whose `aria-controls` names the list) that is,
+/// own control for it (one whose `aria-controls` names the list or a
+/// panel around it) that is,
 /// and pressing it brings the list up.
 async fn assert_session_list_reachable(browser: &Browser) {
     let item = in_view(browser, &["session-item"]).await;
@@ -89,7 +90,10 @@ async fn assert_session_list_reachable(browser: &Browser) {
     let opened = browser
         .eval(
             "const list = document.querySelector('[data-testid=session-list]'); \
-             const control = list && list.id && document.querySelector(`[aria-controls~=\"${list.id}\"]`); \
+             const ids = []; \
+             for (let e = list; e; e = e.parentElement) if (e.id) ids.push(e.id); \
+             const control = [...document.querySelectorAll('[aria-controls]')].find((c) => \
+               c.getAttribute('aria-controls').split(/\\s+/).some((id) => ids.includes(id))); \
              if (!control) return false; \
              const r = control.getBoundingClientRect(); \
              if (r.width === 0 || r.right > innerWidth || r.bottom > innerHeight) return false; \
@@ -100,7 +104,7 @@ async fn assert_session_list_reachable(browser: &Browser) {
         opened,
         json!(true),
         "{}: on a phone the session list is not on the screen ({item}) and no control \
-         (aria-controls naming the list) that is on it opens it",
+         (aria-controls naming the list or its panel) that is on it opens it",
         browser.engine.name()
     );
     browser
