@@ -79,9 +79,8 @@ async fn assert_no_horizontal_overflow(browser: &Browser, width: u32, when: &str
 }
 
 /// On the phone, the session list is on the screen, or the page has its
-/// own control for it (one whose `aria-controls` names the list or a
-/// panel around it) that is,
-/// and pressing it brings the list up.
+/// own control for it (one whose `aria-controls` names the list or a panel
+/// around it) that is, and pressing it brings the list up.
 async fn assert_session_list_reachable(browser: &Browser) {
     let item = in_view(browser, &["session-item"]).await;
     if item == all_ok(&["session-item"]) {
