@@ -408,7 +408,10 @@ pub fn save_label(transcript: &Path, label: &str) -> std::io::Result<()> {
 
 fn save_beside(path: &Path, title: &str) -> std::io::Result<()> {
     use std::io::Write;
-    let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("beside");
+    let extension = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("beside");
     let partial = path.with_extension(format!("{extension}.partial"));
     let mut file = private_file()
         .write(true)

@@ -1200,7 +1200,8 @@ async fn a_reconnecting_client_reads_the_history_and_an_editor_loads_the_session
             json!({"role": "user", "content": [{"type": "text", "text": "What does hello.txt say?"}]}),
             json!({"role": "assistant", "content": [
                 {"type": "text", "text": "I'll read the file."},
-                {"type": "toolCall", "id": "toolu_01", "name": "read", "arguments": {"path": "hello.txt"}}]}),
+                {"type": "toolCall", "id": "toolu_01", "name": "read", "kind": "read",
+                 "title": "Read hello.txt", "arguments": {"path": "hello.txt"}}]}),
             json!({"role": "toolResult", "toolCallId": "toolu_01", "toolName": "read",
                    "content": [{"type": "text", "text": "hello"}], "isError": false}),
             json!({"role": "assistant", "content": [{"type": "text", "text": "The file says hello."}]}),

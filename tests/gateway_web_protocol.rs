@@ -17,8 +17,8 @@ use std::sync::Arc;
 use support::acp_client::{Sandbox, TIMEOUT, process_running};
 use support::gateway::{Client, Gateway, gateway_command, new_key, new_token};
 use support::mock_model::{MockModel, Reply};
-use support::sse::{anthropic_text, anthropic_tool_calls};
 use support::spawn_anthropic;
+use support::sse::{anthropic_text, anthropic_tool_calls};
 
 /// `value` with only `keys` (those it has).
 fn pick(value: &Value, keys: &[&str]) -> Value {
@@ -135,7 +135,10 @@ async fn tool_events_carry_kind_diffs_and_the_commands_output_while_it_runs() {
     let path = t.sandbox.work().join("a.txt");
     let command = t.live["payload"]["data"]["output"].clone();
     assert_eq!(
-        pick(&t.live["payload"]["data"], &["phase", "name", "kind", "toolCallId", "output"]),
+        pick(
+            &t.live["payload"]["data"],
+            &["phase", "name", "kind", "toolCallId", "output"]
+        ),
         json!({"phase": "update", "name": "bash", "kind": "execute", "toolCallId": "b1",
                "output": "first line"}),
         "{command}"
@@ -289,7 +292,8 @@ async fn usage_and_cost_reach_clients_each_turn_and_rows_keep_them_across_a_rest
         finals.push(end["payload"]["usage"].clone());
         reports.extend(agent_data(&client, &run, "usage"));
     }
-    let expected = |cost: f64| json!({"contextTokens": 62, "contextWindow": 200000, "costUsd": cost});
+    let expected =
+        |cost: f64| json!({"contextTokens": 62, "contextWindow": 200000, "costUsd": cost});
     let shown: Vec<Value> = reports
         .iter()
         .zip([CALL_COST, 2.0 * CALL_COST])
@@ -299,7 +303,15 @@ async fn usage_and_cost_reach_clients_each_turn_and_rows_keep_them_across_a_rest
     assert_eq!(finals, reports, "each final repeats the run's usage");
 
     let row_usage = |row: &Value, cost: f64| {
-        let picked = pick(row, &["totalTokens", "totalTokensFresh", "contextTokens", "costUsd"]);
+        let picked = pick(
+            row,
+            &[
+                "totalTokens",
+                "totalTokensFresh",
+                "contextTokens",
+                "costUsd",
+            ],
+        );
         assert!(approx(&picked["costUsd"], cost), "{row}");
         let mut picked = picked;
         picked["costUsd"] = json!(cost);
@@ -401,7 +413,10 @@ async fn a_label_renames_the_session_everywhere_survives_a_restart_and_a_model_t
     let label = format!("Renamed: {}", "é".repeat(191));
     assert_eq!(label.chars().count(), 200);
     let patched = client
-        .call_ok("sessions.patch", json!({"key": key, "label": format!("  {label} ")}))
+        .call_ok(
+            "sessions.patch",
+            json!({"key": key, "label": format!("  {label} ")}),
+        )
         .await;
     let names = ["key", "label", "derivedTitle", "displayName"];
     let named = json!({"key": key, "label": label, "derivedTitle": label, "displayName": label});
@@ -420,10 +435,16 @@ async fn a_label_renames_the_session_everywhere_survives_a_restart_and_a_model_t
     gateway
         .stderr
         .wait_line(TIMEOUT, |l| {
-            l.contains("the user named the session meanwhile").then_some(())
+            l.contains("the user named the session meanwhile")
+                .then_some(())
         })
         .await
-        .unwrap_or_else(|| panic!("the model's title was not dropped:\n{}", gateway.stderr.text()));
+        .unwrap_or_else(|| {
+            panic!(
+                "the model's title was not dropped:\n{}",
+                gateway.stderr.text()
+            )
+        });
     assert_eq!(
         title_entries(&sandbox, &session_id),
         vec![json!({"title": label, "by_user": true})]
@@ -466,7 +487,10 @@ async fn a_label_renames_the_session_everywhere_survives_a_restart_and_a_model_t
         .iter()
         .map(|s| pick(s, &["sessionId", "title"]))
         .collect();
-    assert_eq!(sessions, vec![json!({"sessionId": session_id, "title": label})]);
+    assert_eq!(
+        sessions,
+        vec![json!({"sessionId": session_id, "title": label})]
+    );
     drop(acp);
 
     // A delete is announced to subscribers with the key it had.
@@ -571,7 +595,10 @@ async fn a_followup_queue_mode_set_by_sessions_patch_holds_for_chat_send_after_a
     let run = client.chat_send(&key, "hello").await;
     client.chat_end(&run).await;
     let patched = client
-        .call_ok("sessions.patch", json!({"key": key, "queueMode": "followup"}))
+        .call_ok(
+            "sessions.patch",
+            json!({"key": key, "queueMode": "followup"}),
+        )
         .await;
     assert_eq!(patched["entry"]["queueMode"], "followup", "{patched}");
     drop(client);
@@ -587,10 +614,19 @@ async fn a_followup_queue_mode_set_by_sessions_patch_holds_for_chat_send_after_a
     let requests = mock.requests();
     assert_eq!(requests.len(), 4);
     // The batch ran whole; "second" came after the first run's answer.
-    assert_eq!(tool_result(&requests[2].body, "w1"), ("went".to_string(), false));
-    assert_eq!(tool_result(&requests[2].body, "r1"), ("alpha".to_string(), false));
+    assert_eq!(
+        tool_result(&requests[2].body, "w1"),
+        ("went".to_string(), false)
+    );
+    assert_eq!(
+        tool_result(&requests[2].body, "r1"),
+        ("alpha".to_string(), false)
+    );
     assert_eq!(user_texts(&requests[2].body), vec!["hello", "first"]);
-    assert_eq!(user_texts(&requests[3].body), vec!["hello", "first", "second"]);
+    assert_eq!(
+        user_texts(&requests[3].body),
+        vec!["hello", "first", "second"]
+    );
     assert_eq!(row_of(&mut client, &key).await["queueMode"], "followup");
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
@@ -606,7 +642,10 @@ async fn a_steer_queue_mode_set_by_sessions_patch_delivers_chat_send_into_the_ru
     .unwrap();
     let mock = MockModel::start().await;
     push_busy_turn(&sandbox, &mock);
-    mock.push(Reply::sse(anthropic_text("Understood, the second thing.", 50)));
+    mock.push(Reply::sse(anthropic_text(
+        "Understood, the second thing.",
+        50,
+    )));
     let gateway = Gateway::start(&sandbox, &mock).await;
     let mut client = gateway.admin().await;
     let key = new_key();
@@ -619,7 +658,10 @@ async fn a_steer_queue_mode_set_by_sessions_patch_delivers_chat_send_into_the_ru
     assert_eq!(second["state"], "final", "{second}");
     let requests = mock.requests();
     assert_eq!(requests.len(), 2);
-    assert_eq!(tool_result(&requests[1].body, "w1"), ("went".to_string(), false));
+    assert_eq!(
+        tool_result(&requests[1].body, "w1"),
+        ("went".to_string(), false)
+    );
     assert_eq!(
         tool_result(&requests[1].body, "r1"),
         (
@@ -669,7 +711,10 @@ async fn chat_send_images_in_the_bridges_shape_and_as_a_browsers_data_url_reach_
         .collect();
     let source = json!({"type": "base64", "media_type": "image/png", "data": png});
     assert_eq!(images, vec![source.clone(), source]);
-    assert_eq!(user_texts(&mock.requests()[0].body), vec!["what are these?"]);
+    assert_eq!(
+        user_texts(&mock.requests()[0].body),
+        vec!["what are these?"]
+    );
     // A data URL that is not base64 is refused, and says which attachment.
     let res = client
         .call(

@@ -1083,9 +1083,11 @@ impl Session {
         });
         let path = lock(&self.transcript).path().to_path_buf();
         crate::session::save_label(&path, label)?;
-        let update = SessionInfoUpdate::new().title(label.to_string()).updated_at(
-            humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        );
+        let update = SessionInfoUpdate::new()
+            .title(label.to_string())
+            .updated_at(
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            );
         self.notify_owner(SessionUpdate::SessionInfoUpdate(update));
         Ok(())
     }

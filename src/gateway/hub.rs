@@ -905,7 +905,10 @@ impl Hub {
                 self.agent(run_id, run, "lifecycle", data);
             }
             Outcome::Aborted => {
-                let extra = json!({"message": run.message(), "stopReason": "aborted"});
+                let mut extra = json!({"message": run.message(), "stopReason": "aborted"});
+                if let Some(usage) = &run.usage {
+                    extra["usage"] = usage.clone();
+                }
                 self.chat(run_id, run, "aborted", extra);
                 let data = json!({"phase": "end", "endedAt": now_ms(), "aborted": true});
                 self.agent(run_id, run, "lifecycle", data);

@@ -705,7 +705,11 @@ impl Defaults {
     /// A model's context window, in tokens.
     fn window(&self, model: Option<&str>) -> Option<u64> {
         let (settings, model) = self.settings.as_ref().zip(model)?;
-        settings.catalog.resolve(model).ok().map(|m| m.context_window)
+        settings
+            .catalog
+            .resolve(model)
+            .ok()
+            .map(|m| m.context_window)
     }
 
     /// The thinking levels a model offers (`off` alone without reasoning).
@@ -779,7 +783,10 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         "permissionMode": recent.mode.unwrap_or_else(|| defaults.mode.clone()),
         "queueMode": hub.queue_mode(&summary.id).or(recent.queue).map(|m| m.as_str()),
     });
-    merge(&mut row, usage_fields(hub, summary, model.as_deref(), defaults));
+    merge(
+        &mut row,
+        usage_fields(hub, summary, model.as_deref(), defaults),
+    );
     row
 }
 
@@ -795,9 +802,7 @@ fn usage_fields(
 ) -> Value {
     let recorded = hub.recorded_usage(&summary.path);
     let live = hub.live_usage(&summary.id).unwrap_or_default();
-    let tokens = live["contextTokens"]
-        .as_u64()
-        .or(recorded.context_tokens);
+    let tokens = live["contextTokens"].as_u64().or(recorded.context_tokens);
     let window = live["contextWindow"]
         .as_u64()
         .or_else(|| defaults.window(model));

@@ -632,10 +632,6 @@ mod tests {
             },
             Record::Title {
                 title: "Fix the parser".into(),
-                by_user: false,
-            },
-            Record::Title {
-                title: "Parser work".into(),
                 by_user: true,
             },
             Record::Compaction {

@@ -48,9 +48,10 @@ impl Hub {
                         let live = state.live.entry(session).or_default();
                         // A report without a cost (after `/compact`) leaves
                         // the session's cost as it was.
-                        let cost = usage.cost.as_ref().map(|c| c.amount).or_else(|| {
-                            live.usage.as_ref().and_then(|u| u["costUsd"].as_f64())
-                        });
+                        let cost =
+                            usage.cost.as_ref().map(|c| c.amount).or_else(|| {
+                                live.usage.as_ref().and_then(|u| u["costUsd"].as_f64())
+                            });
                         let data = json!({
                             "contextTokens": usage.used,
                             "contextWindow": usage.size,

@@ -52,7 +52,11 @@ impl Scans {
             return scan.used.clone();
         }
         let mut appended = Vec::new();
-        if file.take(len - scan.offset).read_to_end(&mut appended).is_err() {
+        if file
+            .take(len - scan.offset)
+            .read_to_end(&mut appended)
+            .is_err()
+        {
             return scan.used.clone();
         }
         // A line being written is read next time, whole.
@@ -119,29 +123,52 @@ mod tests {
         let path = dir.path().join("s.jsonl");
         let mut scans = Scans::default();
         let header = r#"{"type":"session","version":1,"id":"s","cwd":"/","created":"t"}"#;
-        std::fs::write(&path, format!("{header}\n{}\n", assistant(10, 2, 0.5, "stop"))).unwrap();
+        std::fs::write(
+            &path,
+            format!("{header}\n{}\n", assistant(10, 2, 0.5, "stop")),
+        )
+        .unwrap();
         assert_eq!(
             scans.used(&path),
-            Used { context_tokens: Some(12), cost_usd: 0.5 }
+            Used {
+                context_tokens: Some(12),
+                cost_usd: 0.5
+            }
         );
         // A half-written line waits; a failed call costs but keeps the count.
-        let more = format!("{}\n{}", assistant(0, 0, 0.25, "error"), assistant(30, 5, 1.0, "stop"));
-        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let more = format!(
+            "{}\n{}",
+            assistant(0, 0, 0.25, "error"),
+            assistant(30, 5, 1.0, "stop")
+        );
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         std::io::Write::write_all(&mut file, more.as_bytes()).unwrap();
         assert_eq!(
             scans.used(&path),
-            Used { context_tokens: Some(12), cost_usd: 0.75 }
+            Used {
+                context_tokens: Some(12),
+                cost_usd: 0.75
+            }
         );
         std::io::Write::write_all(&mut file, b"\n").unwrap();
         assert_eq!(
             scans.used(&path),
-            Used { context_tokens: Some(35), cost_usd: 1.75 }
+            Used {
+                context_tokens: Some(35),
+                cost_usd: 1.75
+            }
         );
         let compaction = r#"{"type":"compaction","id":"c","parentId":null,"timestamp":"t","summary":"s","kept":1,"tokens_before":35}"#;
         std::io::Write::write_all(&mut file, format!("{compaction}\n").as_bytes()).unwrap();
         assert_eq!(
             scans.used(&path),
-            Used { context_tokens: None, cost_usd: 1.75 }
+            Used {
+                context_tokens: None,
+                cost_usd: 1.75
+            }
         );
     }
 }
