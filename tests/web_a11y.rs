@@ -361,11 +361,14 @@ async fn keyboard_only(engine: Engine) {
         )
         .await;
 
-    // A new session, with a message of its own.
+    // A new session, with a message of its own. Stop handed the focus to
+    // the message box; the session list is before it. (Forward, Tab would
+    // leave the page for the browser's own controls and come back, and
+    // headless Firefox then draws no focus ring on what it lands on.)
     browser
         .tab_until(
             "the new-session button",
-            false,
+            true,
             "el.dataset.testid === 'session-new'",
         )
         .await;

@@ -912,7 +912,8 @@ async fn a_streamed_sample_reply_renders_in_the_chat_light_and_dark() {
     let fresh = run(
         &browser,
         "const msg = document.querySelector('[data-testid=message][data-role=assistant]');
-         const d = render(arg); const same = d.innerHTML === msg.innerHTML; d.remove();
+         const body = msg.querySelector('.body');
+         const d = render(arg); const same = d.innerHTML === body.innerHTML; d.remove();
          return [same, msg.querySelectorAll('script').length, typeof window.alert === 'function'];",
         json!(SAMPLE_REPLY),
     )

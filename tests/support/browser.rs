@@ -130,6 +130,7 @@ async fn spawn_driver(
         .stdout(log_file.try_clone().unwrap())
         .stderr(log_file)
         .kill_on_drop(true)
+        .process_group(0)
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
     let deadline = tokio::time::Instant::now() + TIMEOUT;
@@ -205,6 +206,19 @@ pub struct Browser {
     _bidi: Option<Bidi>,
     _driver: Child,
     _profile: tempfile::TempDir,
+}
+
+/// The driver runs in a process group of its own with the browser it
+/// starts: killing only the driver (as dropping its `Child` does) would
+/// leave the browser's processes running after the test, hundreds of them
+/// over a test run.
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Some(pid) = self._driver.id() {
+            let group = nix::unistd::Pid::from_raw(pid as i32);
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
 }
 
 impl Browser {
@@ -338,6 +352,7 @@ impl Browser {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
+            .process_group(0)
             .spawn()
             .unwrap();
         let url = format!("http://127.0.0.1:{port}");

@@ -151,6 +151,9 @@ async function onHello(payload) {
   $("login").hidden = true;
   $("app").hidden = false;
   connection("connected", "");
+  // The message box, at once (not after the loads below, when the user
+  // may have moved on: focus is never taken from where they are).
+  if (!again && !$("app").contains(document.activeElement)) $("message-input").focus();
   request("sessions.subscribe", {}).catch(() => {});
   request("models.list", {}).then((r) => {
     state.models = Array.isArray(r?.models) ? r.models : [];
@@ -162,8 +165,7 @@ async function onHello(payload) {
     const wanted = decodeURIComponent(location.hash.replace(/^#s=/, ""));
     const first = location.hash.startsWith("#s=") ? wanted : state.sessions[0]?.key;
     if (first) await openSession(first);
-    else newSession();
-    $("message-input").focus();
+    else newSession(false);
   } else {
     await reconcile(restarted);
   }
@@ -277,9 +279,13 @@ function renderSessions() {
 async function openSession(key) {
   state.current = key;
   history.replaceState(null, "", `#s=${encodeURIComponent(key)}`);
+  const switched = state.shown !== key;
+  state.shown = key;
   renderSessions();
   renderHeader();
-  $("messages").replaceChildren();
+  // Another session's messages go at once; the same session's stay until
+  // its history replaces them (a reload after a reconnect does not flash).
+  if (switched) $("messages").replaceChildren();
   for (const run of state.runs.values()) run.segment = null;
   let loaded;
   try {
@@ -305,14 +311,15 @@ async function openSession(key) {
   scrollDown();
 }
 
-function newSession() {
+function newSession(focus = true) {
   state.current = `web:${crypto.randomUUID()}`;
+  state.shown = state.current;
   history.replaceState(null, "", `#s=${encodeURIComponent(state.current)}`);
   $("messages").replaceChildren();
   renderSessions();
   renderHeader();
   updateBusy();
-  $("message-input").focus();
+  if (focus) $("message-input").focus();
 }
 
 async function renameSession() {
@@ -594,6 +601,7 @@ function onTool(payload) {
     status: data.phase === "result" ? (data.isError ? "failed" : "completed") : data.phase === "start" ? "pending" : "in_progress",
     result: data.phase === "result" ? data.result : data.partialResult,
     diffs: data.diffs,
+    output: data.output,
   });
   scrollDown();
 }
@@ -654,6 +662,14 @@ function updateCard(card, update) {
   const diffs = Array.isArray(update.diffs) ? update.diffs.filter((d) => d && typeof d.path === "string") : [];
   if (diffs.length) {
     output.replaceChildren(...diffs.map(diffView));
+  } else if (kind === "execute" && typeof update.output === "string") {
+    // A command's output as it prints (the gateway sends the tail so far),
+    // then as the model read it.
+    const pre = document.createElement("pre");
+    pre.className = "terminal";
+    pre.dataset.testid = "tool-terminal";
+    pre.textContent = update.output;
+    output.replaceChildren(pre);
   } else if (update.result && typeof update.result === "object") {
     const text = joined(update.result.content, "text");
     if (text) {
@@ -833,12 +849,13 @@ function onApproval(payload) {
   card.className = "message approval";
   card.dataset.testid = "approval";
   card.dataset.approvalId = payload.id;
-  card.setAttribute("role", "group");
+  const group = document.createElement("div");
+  group.setAttribute("role", "group");
   const question = document.createElement("p");
   question.id = `approval-${payload.id}`;
   const what = asked.commandPreview || asked.command || asked.toolName || "a tool call";
   question.textContent = `pincer asks to run: ${what}`;
-  card.setAttribute("aria-labelledby", question.id);
+  group.setAttribute("aria-labelledby", question.id);
   const buttons = document.createElement("div");
   buttons.className = "approval-buttons";
   const offered = Array.isArray(payload.allowedDecisions) ? payload.allowedDecisions : Object.keys(DECISIONS);
@@ -861,7 +878,8 @@ function onApproval(payload) {
     });
     buttons.append(button);
   }
-  card.append(question, buttons);
+  group.append(question, buttons);
+  card.append(group);
   state.approvals.set(payload.id, approval);
   if (asked.sessionKey === state.current) {
     $("messages").append(card);
@@ -888,7 +906,7 @@ function settleApproval(approval, outcome) {
   done.className = "approval-outcome";
   done.dataset.testid = "approval-outcome";
   done.textContent = outcome;
-  approval.card.append(done);
+  approval.card.firstChild.append(done);
 }
 
 // ---- stop, busy --------------------------------------------------------
@@ -904,8 +922,10 @@ async function stop() {
 
 function updateBusy() {
   const busy = [...state.runs.values()].some((r) => r.key === state.current);
+  // Stop disables itself when the run ends: the focus it had goes to the
+  // message box, not to the top of the page.
+  if (!busy && document.activeElement === $("stop")) $("message-input").focus();
   $("stop").disabled = !busy;
-  $("messages").setAttribute("aria-busy", String(busy));
   $("send").textContent = busy ? "Queue" : "Send";
   $("send").title = busy ? "The agent is working: this message follows the session's queue mode" : "";
 }
@@ -992,7 +1012,7 @@ function addMessage(role, text) {
 }
 
 function scrollDown() {
-  const list = $("messages");
+  const list = $("log");
   if (list.scrollHeight - list.scrollTop - list.clientHeight < 200) list.scrollTop = list.scrollHeight;
 }
 
@@ -1032,6 +1052,7 @@ $("attach-input").addEventListener("change", (event) => {
   event.target.value = "";
 });
 $("stop").addEventListener("click", stop);
+$("attach").addEventListener("click", () => $("attach-input").click());
 $("session-new").addEventListener("click", () => {
   newSession();
   $("app").classList.remove("show-sessions");
