@@ -17,8 +17,8 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::acp_client::Sandbox;
-use support::browser::Browser;
 use support::bridge::{Proxy, free_port, gateway_on};
+use support::browser::Browser;
 use support::gateway::Gateway;
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_deltas, anthropic_text, anthropic_tool_call};
@@ -59,9 +59,19 @@ impl Page {
             .await
             .unwrap();
         if stay {
-            self.browser.testid("stay-signed-in").await.click().await.unwrap();
+            self.browser
+                .testid("stay-signed-in")
+                .await
+                .click()
+                .await
+                .unwrap();
         }
-        self.browser.testid("login-submit").await.click().await.unwrap();
+        self.browser
+            .testid("login-submit")
+            .await
+            .click()
+            .await
+            .unwrap();
         self.signed_in().await;
     }
 
@@ -334,6 +344,10 @@ async fn approving_a_tool_call_runs_it_and_its_card_shows_the_output() {
     let cards = page.cards().await;
     assert_eq!(cards.as_array().unwrap().len(), 1, "{cards}");
     assert_eq!(cards[0][0], json!("execute"));
+    assert!(
+        cards[0][1].as_str().unwrap().contains("echo ran"),
+        "the card's title is the call's, not the tool's name: {cards}"
+    );
     assert_eq!(cards[0][2], json!("done"));
     let terminal = page
         .js("return document.querySelector('[data-testid=tool-card] [data-testid=tool-terminal]')?.textContent;")
@@ -350,9 +364,9 @@ async fn approving_a_tool_call_runs_it_and_its_card_shows_the_output() {
         "{args}"
     );
     assert_eq!(
-        page.js("return document.querySelector('[data-testid=approval-outcome]').textContent;")
+        page.js("return [...document.querySelectorAll('[data-testid=approval-outcome]')].map(o => o.textContent);")
             .await,
-        json!("Allow once")
+        json!(["Allow once"])
     );
     // The card comes between the question and the answer.
     let order = page
@@ -360,7 +374,12 @@ async fn approving_a_tool_call_runs_it_and_its_card_shows_the_output() {
         .await;
     assert_eq!(
         order,
-        json!(["message:user", "tool-card:", "approval:", "message:assistant"])
+        json!([
+            "message:user",
+            "tool-card:",
+            "approval:",
+            "message:assistant"
+        ])
     );
     page.browser.screenshot("web-tool-card").await;
 }
@@ -373,17 +392,19 @@ async fn rejecting_a_tool_call_runs_nothing() {
     let cards = page.cards().await;
     assert_eq!(cards[0][2], json!("failed"));
     assert_eq!(
-        page.js("return document.querySelector('[data-testid=approval-outcome]').textContent;")
+        page.js("return [...document.querySelectorAll('[data-testid=approval-outcome]')].map(o => o.textContent);")
             .await,
-        json!("Reject")
+        json!(["Reject"])
     );
 }
 
 #[tokio::test]
 async fn an_edit_is_shown_as_a_diff() {
     let page = Page::open().await;
-    page.sandbox
-        .write("notes.txt", "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\n");
+    page.sandbox.write(
+        "notes.txt",
+        "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\n",
+    );
     page.mock.push(Reply::sse(anthropic_tool_call(
         "toolu_e1",
         "edit",
@@ -430,6 +451,8 @@ async fn an_edit_is_shown_as_a_diff() {
             "diff-gap ⋯\n"
         ])
     );
+    let title = page.cards().await[0][1].clone();
+    assert!(title.as_str().unwrap().contains("notes.txt"), "{title}");
     page.browser.screenshot("web-diff").await;
 }
 
@@ -526,7 +549,10 @@ async fn a_reload_shows_the_history_of_the_open_session() {
     page.until_idle().await;
     let before = page.cards().await;
     let url = page.browser.client.current_url().await.unwrap();
-    assert!(url.fragment().unwrap_or_default().starts_with("s="), "{url}");
+    assert!(
+        url.fragment().unwrap_or_default().starts_with("s="),
+        "{url}"
+    );
 
     page.browser.client.refresh().await.unwrap();
     let token = page.gateway.token.clone().unwrap();
@@ -556,7 +582,10 @@ async fn a_reload_shows_the_history_of_the_open_session() {
         .js("return document.querySelector('[data-testid=tool-card] [data-testid=tool-output]')?.textContent;")
         .await;
     assert!(
-        output.as_str().unwrap_or_default().contains("hello from the file"),
+        output
+            .as_str()
+            .unwrap_or_default()
+            .contains("hello from the file"),
         "{output}"
     );
     // The session is the current one in the list.
@@ -564,7 +593,10 @@ async fn a_reload_shows_the_history_of_the_open_session() {
         .js("return document.querySelector('[data-testid=session-item][aria-current=true]')?.textContent;")
         .await;
     assert!(
-        current.as_str().unwrap_or_default().contains("What does hello.txt say?"),
+        current
+            .as_str()
+            .unwrap_or_default()
+            .contains("What does hello.txt say?"),
         "{current}"
     );
     page.browser.screenshot("web-history").await;
@@ -572,11 +604,13 @@ async fn a_reload_shows_the_history_of_the_open_session() {
 
 /// Two sessions, each with one exchange; the page ends on the second.
 async fn two_sessions(page: &Page) {
-    page.mock.push(Reply::sse(anthropic_text("First answer.", 10)));
+    page.mock
+        .push(Reply::sse(anthropic_text("First answer.", 10)));
     page.send("First question").await;
     page.until_idle().await;
     page.click("session-new").await;
-    page.mock.push(Reply::sse(anthropic_text("Second answer.", 10)));
+    page.mock
+        .push(Reply::sse(anthropic_text("Second answer.", 10)));
     page.send("Second question").await;
     page.until_messages(
         "the second session",
@@ -605,7 +639,10 @@ async fn sessions_are_listed_searched_switched_renamed_and_deleted() {
         .await;
     let cwd = page.sandbox.work().display().to_string();
     assert!(meta.as_str().unwrap().contains(&cwd), "{meta} names {cwd}");
-    assert!(meta.as_str().unwrap().contains("claude"), "{meta} names the model");
+    assert!(
+        meta.as_str().unwrap().contains("claude"),
+        "{meta} names the model"
+    );
 
     // Search.
     page.browser
@@ -627,7 +664,12 @@ async fn sessions_are_listed_searched_switched_renamed_and_deleted() {
         &[("user", "First question"), ("assistant", "First answer.")],
     )
     .await;
-    page.browser.testid("session-search").await.clear().await.unwrap();
+    page.browser
+        .testid("session-search")
+        .await
+        .clear()
+        .await
+        .unwrap();
 
     // Rename: the gateway keeps the name.
     page.click("session-rename").await;
@@ -673,8 +715,10 @@ async fn model_and_thinking_level_changed_on_the_page_reach_the_model() {
     page.send("First").await;
     page.until_idle().await;
     let options = page
-        .js("const s = document.querySelector('[data-testid=model-select]'); \
-             return [s.value, [...s.options].map(o => o.value)];")
+        .js(
+            "const s = document.querySelector('[data-testid=model-select]'); \
+             return [s.value, [...s.options].map(o => o.value)];",
+        )
         .await;
     let current = options[0].as_str().unwrap().to_string();
     let other = options[1]
@@ -772,13 +816,16 @@ async fn an_attached_image_reaches_the_model() {
 
 fn base64_decode(text: &str) -> Vec<u8> {
     use base64::Engine;
-    base64::engine::general_purpose::STANDARD.decode(text).unwrap()
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap()
 }
 
 #[tokio::test]
 async fn context_usage_and_cost_are_shown() {
     let page = Page::open().await;
-    page.mock.push(Reply::sse(anthropic_text("Counted.", 12_345)));
+    page.mock
+        .push(Reply::sse(anthropic_text("Counted.", 12_345)));
     page.send("Count").await;
     page.until_idle().await;
     page.browser
@@ -799,7 +846,8 @@ async fn a_message_sent_while_busy_follows_the_queue_mode() {
         delay: Duration::from_millis(5),
         gate: Some(gate.clone()),
     });
-    page.mock.push(Reply::sse(anthropic_text("Second reply.", 10)));
+    page.mock
+        .push(Reply::sse(anthropic_text("Second reply.", 10)));
     page.js(
         "const s = document.querySelector('[data-testid=queue-select]'); s.value = 'followup'; \
          s.dispatchEvent(new Event('change'));",

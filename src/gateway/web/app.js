@@ -647,8 +647,10 @@ function updateCard(card, update) {
   const kind = typeof update.kind === "string" ? update.kind : card.dataset.kind || kindOf(update.name);
   card.dataset.kind = kind;
   card.querySelector(".tool-kind").textContent = kind;
-  const title = update.title || update.name;
-  if (typeof title === "string" && title) card.querySelector(".tool-title").textContent = title;
+  // A call's title comes with its start; later updates name only the tool.
+  const titled = card.querySelector(".tool-title");
+  if (typeof update.title === "string" && update.title) titled.textContent = update.title;
+  else if (!titled.textContent && typeof update.name === "string") titled.textContent = update.name;
   if (update.status) {
     card.dataset.status = update.status;
     card.querySelector(".tool-status").textContent = STATUS_TEXT[update.status];
@@ -900,6 +902,8 @@ function onApprovalResolved(payload) {
 
 function settleApproval(approval, outcome) {
   state.approvals.delete(approval.id);
+  // Our own answer and the gateway's announcement of it both settle it.
+  if (approval.card.dataset.resolved) return;
   approval.card.dataset.resolved = "true";
   for (const b of approval.card.querySelectorAll("button")) b.remove();
   const done = document.createElement("p");
