@@ -1040,3 +1040,94 @@ async fn the_page_reconnects_after_the_gateway_restarts() {
         )
         .await;
 }
+
+#[tokio::test]
+async fn the_page_signs_in_with_the_gateway_s_password() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    support::gateway::write_gateway_config(&sandbox, "auth = \"password\"");
+    let password = format!("pw-{}", uuid::Uuid::new_v4());
+    let mut cmd = support::gateway::gateway_command(&sandbox, &mock, None, &[]);
+    cmd.env("PINCER_GATEWAY_PASSWORD", &password);
+    let gateway = Gateway::spawn(cmd, None).await;
+    let browser = Browser::start(1280, 900).await;
+    let page = Page {
+        sandbox,
+        mock,
+        gateway,
+        browser,
+    };
+    let url = format!("http://{}/", page.gateway.addr);
+    page.browser.client.goto(&url).await.unwrap();
+    page.js("document.querySelector('input[name=kind][value=password]').click();")
+        .await;
+    // A wrong password first: refused, the form stays.
+    page.browser
+        .testid("login-secret")
+        .await
+        .send_keys("wrong")
+        .await
+        .unwrap();
+    page.click("login-submit").await;
+    page.browser
+        .until(
+            "the refusal",
+            "return document.querySelector('[data-testid=login-error]').textContent.includes('password');",
+        )
+        .await;
+    page.browser
+        .testid("login-secret")
+        .await
+        .send_keys(&password)
+        .await
+        .unwrap();
+    page.click("login-submit").await;
+    page.signed_in().await;
+    page.mock.push(Reply::sse(anthropic_text("In.", 10)));
+    page.send("Hello").await;
+    page.until_messages("the reply", &[("user", "Hello"), ("assistant", "In.")])
+        .await;
+}
+
+#[tokio::test]
+async fn a_mode_chosen_on_the_page_decides_what_is_asked() {
+    let page = Page::open().await;
+    page.mock.push(Reply::sse(anthropic_text("Ready.", 10)));
+    page.send("Start").await;
+    page.until_idle().await;
+    let modes = page
+        .js("return [...document.querySelector('[data-testid=mode-select]').options].map(o => o.value);")
+        .await;
+    assert_eq!(modes, json!(["default", "accept-edits", "plan", "bypass"]));
+    page.js(
+        "const s = document.querySelector('[data-testid=mode-select]'); s.value = 'accept-edits'; \
+         s.dispatchEvent(new Event('change'));",
+    )
+    .await;
+    page.browser
+        .until(
+            "the mode kept by the gateway",
+            "return document.querySelector('[data-testid=status]').textContent === '' \
+             && document.querySelector('[data-testid=mode-select]').value === 'accept-edits';",
+        )
+        .await;
+    page.sandbox.write("notes.txt", "old\n");
+    page.mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_m1",
+        "edit",
+        &json!({"path": "notes.txt", "edits": [{"oldText": "old", "newText": "new"}]}),
+    )));
+    page.mock.push(Reply::sse(anthropic_text("Edited.", 10)));
+    page.send("Edit it").await;
+    page.until_idle().await;
+    // Accept edits: the edit ran without a question.
+    assert_eq!(
+        std::fs::read_to_string(page.sandbox.work().join("notes.txt")).unwrap(),
+        "new\n"
+    );
+    assert_eq!(
+        page.js("return document.querySelectorAll('[data-testid=approval]').length;")
+            .await,
+        json!(0)
+    );
+}
