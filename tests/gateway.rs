@@ -15,7 +15,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use pretty_assertions::assert_eq;
 use serde_json::{Map, Value, json};
 use support::acp_client::{Sandbox, TIMEOUT, coalesce, process_running, updates_of};
-use support::gateway::{Client, Gateway, connect_params, new_key, write_gateway_config};
+use support::gateway::{
+    Client, Gateway, acp_with_gateway, connect_params, new_key, write_gateway_config,
+};
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_text, anthropic_tool_call, anthropic_tool_calls};
 use support::{spawn_anthropic, wait_until};
@@ -1463,39 +1465,6 @@ async fn interrupt_aborts_the_run_and_starts_the_new_message() {
         "the rest of the batch ran"
     );
     assert_eq!(mock.violations(), Vec::<String>::new());
-}
-
-/// `pincer acp --gateway` on a free loopback port, with the mock model and
-/// `token`; returns the editor's connection and the gateway's address.
-async fn acp_with_gateway(
-    sandbox: &Sandbox,
-    mock: &MockModel,
-    token: &str,
-) -> (support::acp_client::Acp, std::net::SocketAddr) {
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = free.local_addr().unwrap();
-    drop(free);
-    let gateway_arg = format!("--gateway={addr}");
-    let mut cmd = sandbox.command(&["acp", &gateway_arg]);
-    cmd.env("ANTHROPIC_API_KEY", "test-key")
-        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
-        .env("PINCER_GATEWAY_TOKEN", token);
-    let acp = support::acp_client::Acp::spawn(cmd);
-    // Listening once a websocket opens.
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    loop {
-        match Client::open_with(addr, std::net::Ipv4Addr::LOCALHOST, "/", &[]).await {
-            Ok(_) => break,
-            Err(e) => {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "pincer acp --gateway never listened on {addr}: {e:?}"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    }
-    (acp, addr)
 }
 
 #[tokio::test]

@@ -1131,3 +1131,72 @@ async fn a_mode_chosen_on_the_page_decides_what_is_asked() {
         json!(0)
     );
 }
+
+#[tokio::test]
+async fn the_session_an_editor_runs_streams_into_the_page() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let token = support::gateway::new_token();
+    let (mut editor, addr) = support::gateway::acp_with_gateway(&sandbox, &mock, &token).await;
+    editor.initialize().await;
+    let session = editor.new_session(&sandbox.work()).await;
+    mock.push(Reply::sse(anthropic_text("Hello, editor.", 10)));
+    let prompt =
+        |text: &str| json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
+    let first = editor.call("session/prompt", prompt("In the editor")).await;
+    assert_eq!(first["stopReason"], json!("end_turn"), "{first}");
+
+    let browser = Browser::start(1280, 900).await;
+    browser
+        .client
+        .goto(&format!("http://{addr}/"))
+        .await
+        .unwrap();
+    browser
+        .testid("login-secret")
+        .await
+        .send_keys(&token)
+        .await
+        .unwrap();
+    browser.testid("login-submit").await.click().await.unwrap();
+    // The editor's session is in the list; the page opens it with its
+    // history.
+    browser
+        .until(
+            "the editor's session open",
+            &format!(
+                "return document.querySelector('[data-testid=session-item][aria-current=true]')?.dataset.key === {} \
+                 && [...document.querySelectorAll('[data-testid=message] .body')].map(b => b.textContent.trim()).join('|') === 'In the editor|Hello, editor.';",
+                serde_json::to_string(&session).unwrap()
+            ),
+        )
+        .await;
+    // The editor's next turn streams in while it runs.
+    let gate = Arc::new(tokio::sync::Notify::new());
+    mock.push(Reply::Sse {
+        body: anthropic_deltas(&["Streaming ", "live."]),
+        delay: Duration::from_millis(5),
+        gate: Some(gate.clone()),
+    });
+    let id = editor
+        .send("session/prompt", prompt("Again from the editor"))
+        .await;
+    browser
+        .until(
+            "the editor's prompt, and the turn running",
+            "return [...document.querySelectorAll('[data-testid=message] .body')].map(b => b.textContent.trim()).join('|') === 'In the editor|Hello, editor.|Again from the editor' \
+             && !document.querySelector('[data-testid=stop]').disabled;",
+        )
+        .await;
+    gate.notify_one();
+    browser
+        .until(
+            "the streamed reply",
+            "return [...document.querySelectorAll('[data-testid=message] .body')].map(b => b.textContent.trim()).join('|') === 'In the editor|Hello, editor.|Again from the editor|Streaming live.' \
+             && document.querySelector('[data-testid=stop]').disabled;",
+        )
+        .await;
+    let (response, _) = editor.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], json!("end_turn"));
+    browser.screenshot("web-editor-session").await;
+}

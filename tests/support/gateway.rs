@@ -605,3 +605,36 @@ fn shown(frames: &[Value]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// `pincer acp --gateway` on a free loopback port, with the mock model and
+/// `token`; returns the editor's connection and the gateway's address.
+pub async fn acp_with_gateway(
+    sandbox: &Sandbox,
+    mock: &MockModel,
+    token: &str,
+) -> (super::acp_client::Acp, std::net::SocketAddr) {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = free.local_addr().unwrap();
+    drop(free);
+    let gateway_arg = format!("--gateway={addr}");
+    let mut cmd = sandbox.command(&["acp", &gateway_arg]);
+    cmd.env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+        .env("PINCER_GATEWAY_TOKEN", token);
+    let acp = super::acp_client::Acp::spawn(cmd);
+    // Listening once a websocket opens.
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        match Client::open_with(addr, std::net::Ipv4Addr::LOCALHOST, "/", &[]).await {
+            Ok(_) => break,
+            Err(e) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "pincer acp --gateway never listened on {addr}: {e:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    (acp, addr)
+}

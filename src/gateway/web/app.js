@@ -109,7 +109,9 @@ function onEvent(name, payload) {
     case "chat":
       return onChat(payload);
     case "agent":
-      if (payload.stream === "tool") onTool(payload);
+      // A run another client started: busy from its start, not its first words.
+      if (payload.stream === "lifecycle" && payload.data?.phase === "start") runOf(payload);
+      else if (payload.stream === "tool") onTool(payload);
       else if (payload.stream === "usage") onUsage(payload.sessionKey, payload.data);
       return;
     case "session.message":
@@ -498,6 +500,7 @@ function runOf(payload) {
 function onSessionMessage(payload) {
   if (payload.sessionKey !== state.current) return;
   if (state.runs.get(payload.runId)?.ours) return;
+  runOf(payload);
   const content = payload.message?.content;
   addMessage("user", joined(content, "text"));
 }
