@@ -18,7 +18,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::acp_client::Sandbox;
 use support::bridge::{Proxy, free_port, gateway_on};
-use support::browser::Browser;
+use support::browser::{Browser, Emulation, Engine};
 use support::gateway::Gateway;
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_deltas, anthropic_text, anthropic_tool_call};
@@ -33,10 +33,14 @@ struct Page {
 
 impl Page {
     async fn open() -> Self {
+        Self::open_in(Engine::Chromium).await
+    }
+
+    async fn open_in(engine: Engine) -> Self {
         let sandbox = Sandbox::new();
         let mock = MockModel::start().await;
         let gateway = Gateway::start(&sandbox, &mock).await;
-        let browser = Browser::start(1280, 900).await;
+        let browser = Browser::launch(engine, 1280, 900, Emulation::default()).await;
         let page = Self {
             sandbox,
             mock,
@@ -84,6 +88,18 @@ impl Page {
                  && document.querySelector('[data-testid=connection]').dataset.state === 'connected';",
             )
             .await;
+    }
+
+    /// Saves a screenshot (named for the engine when it is not Chromium).
+    async fn screenshot(&self, name: &str) {
+        match self.browser.engine {
+            Engine::Chromium => self.browser.screenshot(name).await,
+            engine => {
+                self.browser
+                    .screenshot(&format!("{name}-{}", engine.name()))
+                    .await
+            }
+        }
     }
 
     async fn js(&self, script: &str) -> Value {
@@ -186,9 +202,9 @@ async fn the_page_logs_in_sends_a_prompt_and_shows_the_streamed_reply_as_markdow
     };
     let url = format!("http://{}/", page.gateway.addr);
     page.browser.client.goto(&url).await.unwrap();
-    page.browser.screenshot("web-login").await;
+    page.screenshot("web-login").await;
     page.sign_in(&url, false).await;
-    page.browser.screenshot("web-signed-in").await;
+    page.screenshot("web-signed-in").await;
     // The token is nowhere in the URL, and not stored: the user did not
     // ask to stay signed in.
     let token = page.gateway.token.clone().unwrap();
@@ -213,7 +229,7 @@ async fn the_page_logs_in_sends_a_prompt_and_shows_the_streamed_reply_as_markdow
         .await;
     assert_eq!(rendered, json!(["Hello", "pincer"]));
     page.until_idle().await;
-    page.browser.screenshot("web-reply").await;
+    page.screenshot("web-reply").await;
     assert_eq!(page.mock.requests().len(), 1);
     assert_eq!(user_texts(&page.mock.requests()[0].body), vec!["Say hello"]);
 }
@@ -325,15 +341,14 @@ async fn bash_approval(page: &Page, answer: &str) -> std::path::PathBuf {
             ["approval-reject", "Reject"]
         ])
     );
-    page.browser.screenshot("web-approval").await;
+    page.screenshot("web-approval").await;
     page.click(answer).await;
     page.until_idle().await;
     page.sandbox.work().join(marker)
 }
 
-#[tokio::test]
-async fn approving_a_tool_call_runs_it_and_its_card_shows_the_output() {
-    let page = Page::open().await;
+async fn approve_a_tool_call(engine: Engine) {
+    let page = Page::open_in(engine).await;
     let marker = bash_approval(&page, "approval-allow-once").await;
     assert!(marker.exists(), "the approved command did not run");
     page.until_messages(
@@ -381,7 +396,7 @@ async fn approving_a_tool_call_runs_it_and_its_card_shows_the_output() {
             "message:assistant"
         ])
     );
-    page.browser.screenshot("web-tool-card").await;
+    page.screenshot("web-tool-card").await;
 }
 
 #[tokio::test]
@@ -453,7 +468,7 @@ async fn an_edit_is_shown_as_a_diff() {
     );
     let title = page.cards().await[0][1].clone();
     assert!(title.as_str().unwrap().contains("notes.txt"), "{title}");
-    page.browser.screenshot("web-diff").await;
+    page.screenshot("web-diff").await;
 }
 
 #[tokio::test]
@@ -526,9 +541,8 @@ async fn stop_aborts_the_run() {
     .await;
 }
 
-#[tokio::test]
-async fn a_reload_shows_the_history_of_the_open_session() {
-    let page = Page::open().await;
+async fn reload_with_history(engine: Engine) {
+    let page = Page::open_in(engine).await;
     page.sandbox.write("hello.txt", "hello from the file\n");
     page.mock.push(Reply::sse(anthropic_tool_call(
         "toolu_r1",
@@ -599,7 +613,7 @@ async fn a_reload_shows_the_history_of_the_open_session() {
             .contains("What does hello.txt say?"),
         "{current}"
     );
-    page.browser.screenshot("web-history").await;
+    page.screenshot("web-history").await;
 }
 
 /// Two sessions, each with one exchange; the page ends on the second.
@@ -921,13 +935,12 @@ async fn a_session_run_by_another_client_updates_live() {
         .await;
 }
 
-#[tokio::test]
-async fn a_dropped_line_neither_loses_nor_doubles_text() {
+async fn dropped_line(engine: Engine) {
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
     let gateway = Gateway::start(&sandbox, &mock).await;
     let proxy = Proxy::start(gateway.addr).await;
-    let browser = Browser::start(1280, 900).await;
+    let browser = Browser::launch(engine, 1280, 900, Emulation::default()).await;
     let page = Page {
         sandbox,
         mock,
@@ -1199,4 +1212,34 @@ async fn the_session_an_editor_runs_streams_into_the_page() {
     let (response, _) = editor.until_response(id).await;
     assert_eq!(response["result"]["stopReason"], json!("end_turn"));
     browser.screenshot("web-editor-session").await;
+}
+
+#[tokio::test]
+async fn approving_a_tool_call_runs_it_and_its_card_shows_the_output() {
+    approve_a_tool_call(Engine::Chromium).await;
+}
+
+#[tokio::test]
+async fn firefox_approving_a_tool_call_runs_it_and_its_card_shows_the_output() {
+    approve_a_tool_call(Engine::Firefox).await;
+}
+
+#[tokio::test]
+async fn a_reload_shows_the_history_of_the_open_session() {
+    reload_with_history(Engine::Chromium).await;
+}
+
+#[tokio::test]
+async fn firefox_a_reload_shows_the_history_of_the_open_session() {
+    reload_with_history(Engine::Firefox).await;
+}
+
+#[tokio::test]
+async fn a_dropped_line_neither_loses_nor_doubles_text() {
+    dropped_line(Engine::Chromium).await;
+}
+
+#[tokio::test]
+async fn firefox_a_dropped_line_neither_loses_nor_doubles_text() {
+    dropped_line(Engine::Firefox).await;
 }
