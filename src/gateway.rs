@@ -9,6 +9,7 @@
 //! docs/gateway.md describes the protocol as served here.
 
 mod auth;
+pub mod channels;
 pub mod client;
 mod conn;
 mod connection;
