@@ -1,6 +1,8 @@
 //! Chat channels (Telegram, Slack, Discord, WhatsApp) bridged to the
-//! gateway's sessions. Being built (issue 18); so far the part every
+//! gateway's sessions. Being built (issue 18); so far the parts every
 //! channel shares for its replies: cutting a long reply into messages the
-//! platform accepts ([`split`]).
+//! platform accepts ([`split`]) and the agent's markdown in each
+//! platform's markup ([`format`]).
 
+pub mod format;
 pub mod split;
