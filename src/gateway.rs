@@ -18,6 +18,7 @@ mod guard;
 mod hub;
 mod link;
 mod methods;
+pub mod schedule;
 mod web;
 
 use std::collections::HashMap;
