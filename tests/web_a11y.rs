@@ -231,13 +231,21 @@ async fn firefox_controls_have_names_and_roles() {
 
 // ---- keyboard only ---------------------------------------------------------
 
+/// The colour helpers the page checks share: `rgb(css colour)` and WCAG's
+/// relative luminance `lum`.
+macro_rules! colour_math {
+    () => {
+        "
+const rgb = (s) => { const m = (s.match(/[\\d.]+/g) || []).map(Number); return { r: m[0], g: m[1], b: m[2], a: m.length > 3 ? m[3] : 1 }; };
+const lum = ({ r, g, b }) => { const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); }; return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };"
+    };
+}
+
 /// The focused element's focus indicator: [testid, :focus-visible, an
 /// outline (or box-shadow) is drawn, its contrast with the background
 /// ≥ 3:1 (WCAG 1.4.11)].
-const FOCUS_RING: &str = "
+const FOCUS_RING: &str = concat!(colour_math!(), "
 const el = document.activeElement, cs = getComputedStyle(el);
-const rgb = (s) => { const m = (s.match(/[\\d.]+/g) || []).map(Number); return { r: m[0], g: m[1], b: m[2], a: m.length > 3 ? m[3] : 1 }; };
-const lum = ({ r, g, b }) => { const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); }; return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
 let bg = null;
 for (let e = el.parentElement; e && !bg; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor); if (c.a > 0) bg = c; }
 bg = bg || { r: 255, g: 255, b: 255 };
@@ -245,7 +253,7 @@ const outline = cs.outlineStyle !== 'none' && parseFloat(cs.outlineWidth) > 0;
 const shadow = cs.boxShadow && cs.boxShadow !== 'none';
 const ringColour = outline ? rgb(cs.outlineColor) : null;
 const ratio = ringColour ? (Math.max(lum(ringColour), lum(bg)) + 0.05) / (Math.min(lum(ringColour), lum(bg)) + 0.05) : (shadow ? 3 : 0);
-return [el.dataset.testid || el.outerHTML.slice(0, 80), el.matches(':focus-visible'), !!(outline || shadow), ratio >= 3];";
+return [el.dataset.testid || el.outerHTML.slice(0, 80), el.matches(':focus-visible'), !!(outline || shadow), ratio >= 3];");
 
 async fn assert_focus_ring(browser: &Browser, id: &str) {
     assert_eq!(
@@ -449,9 +457,7 @@ async fn firefox_the_page_works_from_the_keyboard_alone() {
 /// Colours: [body background luminance, body text luminance, body text
 /// contrast, every shown text's contrast failures (WCAG 1.4.3: 4.5:1, 3:1
 /// for large text; disabled controls exempt)].
-const COLOURS: &str = "
-const rgb = (s) => { const m = (s.match(/[\\d.]+/g) || []).map(Number); return { r: m[0], g: m[1], b: m[2], a: m.length > 3 ? m[3] : 1 }; };
-const lum = ({ r, g, b }) => { const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); }; return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+const COLOURS: &str = concat!(colour_math!(), "
 const ratio = (a, b) => (Math.max(lum(a), lum(b)) + 0.05) / (Math.min(lum(a), lum(b)) + 0.05);
 const canvas = (() => { const d = document.createElement('div'); d.style.backgroundColor = 'Canvas'; document.body.append(d); const c = rgb(getComputedStyle(d).backgroundColor); d.remove(); return c; })();
 const bgOf = (el) => { for (let e = el; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor); if (c.a > 0) return c; } return canvas; };
@@ -468,7 +474,7 @@ for (const el of document.querySelectorAll('body *')) {
   const need = size >= 24 || (bold && size >= 18.66) ? 3 : 4.5;
   if (r < need) failures.push(`${el.dataset.testid || el.id || el.tagName.toLowerCase()} \"${text.slice(0, 30)}\": ${r.toFixed(2)} < ${need} (${cs.color} on ${JSON.stringify(bgOf(el))})`);
 }
-return [lum(bodyBg), lum(bodyFg), ratio(bodyFg, bodyBg), failures];";
+return [lum(bodyBg), lum(bodyFg), ratio(bodyFg, bodyBg), failures];");
 
 /// Anything that moves: elements (and ::before/::after) with a non-zero
 /// transition or animation duration, smooth scrolling, running animations.

@@ -998,7 +998,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn merge(into: &mut Value, extra: Value) {
+/// Adds `extra`'s fields to the object `into`.
+pub(super) fn merge(into: &mut Value, extra: Value) {
     if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
         into.extend(extra);
     }

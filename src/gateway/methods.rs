@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::conn::{Conn, Need, Out};
 use super::frames::{self, APPROVAL_NOT_FOUND, ErrorShape, FORBIDDEN, Request, now_ms};
-use super::hub::{Hub, MAIN_KEY, Outcome, QueueMode};
+use super::hub::{Hub, MAIN_KEY, Outcome, QueueMode, merge};
 use crate::agent::AgentMessage;
 use crate::llm::{AssistantContent, Content, Message, ThinkingLevel};
 
@@ -813,12 +813,6 @@ fn usage_fields(
         "contextTokens": window,
         "costUsd": cost,
     })
-}
-
-fn merge(into: &mut Value, extra: Value) {
-    if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
-        into.extend(extra);
-    }
 }
 
 fn list(hub: &Hub, params: &Value) -> Reply {

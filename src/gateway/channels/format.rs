@@ -35,16 +35,7 @@ pub fn telegram_html(markdown: &str) -> String {
                     }
                 }
                 Tag::List(start) => lists.push(start),
-                Tag::Item => {
-                    out.push_str(&"  ".repeat(lists.len().saturating_sub(1)));
-                    match lists.last_mut() {
-                        Some(Some(n)) => {
-                            out.push_str(&format!("{n}. "));
-                            *n += 1;
-                        }
-                        _ => out.push_str("• "),
-                    }
-                }
+                Tag::Item => item(&mut out, &mut lists, "• "),
                 Tag::Emphasis => out.push_str("<i>"),
                 Tag::Strong => out.push_str("<b>"),
                 Tag::Strikethrough => out.push_str("<s>"),
@@ -82,13 +73,7 @@ pub fn telegram_html(markdown: &str) -> String {
                     }
                     out.push_str("</code></pre>\n\n");
                 }
-                TagEnd::List(_) => {
-                    lists.pop();
-                    if lists.is_empty() {
-                        trim_newlines(&mut out);
-                        out.push_str("\n\n");
-                    }
-                }
+                TagEnd::List(_) => end_list(&mut out, &mut lists),
                 TagEnd::Item => {
                     trim_newlines(&mut out);
                     out.push('\n');
@@ -105,13 +90,8 @@ pub fn telegram_html(markdown: &str) -> String {
                     }
                     Some(_) => {}
                 },
-                TagEnd::TableCell => out.push_str(" | "),
-                TagEnd::TableHead | TagEnd::TableRow => {
-                    if out.ends_with(" | ") {
-                        out.truncate(out.len() - 3);
-                    }
-                    out.push('\n');
-                }
+                TagEnd::TableCell => out.push_str(CELL),
+                TagEnd::TableHead | TagEnd::TableRow => end_row(&mut out),
                 TagEnd::Table => {
                     trim_newlines(&mut out);
                     out.push_str("</pre>\n\n");
@@ -154,16 +134,7 @@ pub fn whatsapp(markdown: &str) -> String {
                 }
                 Tag::CodeBlock(_) => out.push_str("```\n"),
                 Tag::List(start) => lists.push(start),
-                Tag::Item => {
-                    out.push_str(&"  ".repeat(lists.len().saturating_sub(1)));
-                    match lists.last_mut() {
-                        Some(Some(n)) => {
-                            out.push_str(&format!("{n}. "));
-                            *n += 1;
-                        }
-                        _ => out.push_str("- "),
-                    }
-                }
+                Tag::Item => item(&mut out, &mut lists, "- "),
                 Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => {
                     links.push(dest_url.to_string());
                 }
@@ -187,13 +158,7 @@ pub fn whatsapp(markdown: &str) -> String {
                     }
                     out.push_str("```\n\n");
                 }
-                TagEnd::List(_) => {
-                    lists.pop();
-                    if lists.is_empty() {
-                        trim_newlines(&mut out);
-                        out.push_str("\n\n");
-                    }
-                }
+                TagEnd::List(_) => end_list(&mut out, &mut lists),
                 TagEnd::Item => {
                     trim_newlines(&mut out);
                     out.push('\n');
@@ -205,13 +170,8 @@ pub fn whatsapp(markdown: &str) -> String {
                         out.push(')');
                     }
                 }
-                TagEnd::TableCell => out.push_str(" | "),
-                TagEnd::TableHead | TagEnd::TableRow => {
-                    if out.ends_with(" | ") {
-                        out.truncate(out.len() - 3);
-                    }
-                    out.push('\n');
-                }
+                TagEnd::TableCell => out.push_str(CELL),
+                TagEnd::TableHead | TagEnd::TableRow => end_row(&mut out),
                 TagEnd::Table => out.push_str("```\n\n"),
                 _ => {}
             },
@@ -263,6 +223,36 @@ fn escape(text: &str) -> String {
         }
     }
     out
+}
+
+/// A list item's start: its indent, then its number or `bullet`.
+fn item(out: &mut String, lists: &mut [Option<u64>], bullet: &str) {
+    out.push_str(&"  ".repeat(lists.len().saturating_sub(1)));
+    match lists.last_mut() {
+        Some(Some(n)) => {
+            out.push_str(&format!("{n}. "));
+            *n += 1;
+        }
+        _ => out.push_str(bullet),
+    }
+}
+
+fn end_list(out: &mut String, lists: &mut Vec<Option<u64>>) {
+    lists.pop();
+    if lists.is_empty() {
+        trim_newlines(out);
+        out.push_str("\n\n");
+    }
+}
+
+/// Between a table's cells, in monospace.
+const CELL: &str = " | ";
+
+fn end_row(out: &mut String) {
+    if out.ends_with(CELL) {
+        out.truncate(out.len() - CELL.len());
+    }
+    out.push('\n');
 }
 
 fn trim_newlines(out: &mut String) {

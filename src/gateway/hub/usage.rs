@@ -8,7 +8,7 @@
 //! later listing reads only what was appended since.
 
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -51,23 +51,22 @@ impl Scans {
         if len == scan.offset || file.seek(SeekFrom::Start(scan.offset)).is_err() {
             return scan.used.clone();
         }
-        let mut appended = Vec::new();
-        if file
-            .take(len - scan.offset)
-            .read_to_end(&mut appended)
-            .is_err()
-        {
-            return scan.used.clone();
+        // Line by line: a long transcript read for the first time costs
+        // one line's memory, not the file's.
+        let mut reader = BufReader::new(file.take(len - scan.offset));
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                // A line being written (no line end yet) is read next
+                // time, whole.
+                Ok(n) if n > 0 && line.ends_with(b"\n") => {
+                    add(&mut scan.used, &line[..n - 1]);
+                    scan.offset += n as u64;
+                }
+                _ => break,
+            }
         }
-        // A line being written is read next time, whole.
-        let complete = appended
-            .iter()
-            .rposition(|b| *b == b'\n')
-            .map_or(0, |i| i + 1);
-        for line in appended[..complete].split(|b| *b == b'\n') {
-            add(&mut scan.used, line);
-        }
-        scan.offset += complete as u64;
         scan.used.clone()
     }
 
