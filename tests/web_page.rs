@@ -1243,3 +1243,54 @@ async fn a_dropped_line_neither_loses_nor_doubles_text() {
 async fn firefox_a_dropped_line_neither_loses_nor_doubles_text() {
     dropped_line(Engine::Firefox).await;
 }
+
+#[tokio::test]
+async fn a_link_cannot_point_the_page_at_a_session_it_does_not_list() {
+    let page = Page::open().await;
+    page.mock.push(Reply::sse(anthropic_text("Mine.", 10)));
+    page.send("My session").await;
+    page.until_idle().await;
+    let mine = page
+        .js("return decodeURIComponent(location.hash.slice(3));")
+        .await;
+    let token = page.gateway.token.clone().unwrap();
+    // A link someone sent, naming a session the gateway does not list
+    // (where the user's next message would go), then a malformed one: the
+    // page opens the user's latest session instead, and keeps working.
+    for hash in ["#s=telegram%3Adm%3A424242", "#s=%E0%A4%A"] {
+        let url = format!("http://{}/{hash}", page.gateway.addr);
+        page.browser.client.goto(&url).await.unwrap();
+        page.browser.client.refresh().await.unwrap();
+        page.browser
+            .testid("login-secret")
+            .await
+            .send_keys(&token)
+            .await
+            .unwrap();
+        page.click("login-submit").await;
+        page.signed_in().await;
+        page.until_messages(
+            "the user's own session",
+            &[("user", "My session"), ("assistant", "Mine.")],
+        )
+        .await;
+        assert_eq!(
+            page.js("return decodeURIComponent(location.hash.slice(3));")
+                .await,
+            mine
+        );
+    }
+    page.mock
+        .push(Reply::sse(anthropic_text("Still mine.", 10)));
+    page.send("Next").await;
+    page.until_idle().await;
+    let mut admin = page.gateway.admin().await;
+    let rows = admin.call_ok("sessions.list", json!({})).await;
+    let keys: Vec<&str> = rows["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, vec![mine.as_str().unwrap()]);
+}

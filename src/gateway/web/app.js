@@ -164,8 +164,18 @@ async function onHello(payload) {
   await loadSessions().catch((error) => status(error.message));
   await loadApprovals();
   if (!again) {
-    const wanted = decodeURIComponent(location.hash.replace(/^#s=/, ""));
-    const first = location.hash.startsWith("#s=") ? wanted : state.sessions[0]?.key;
+    // The address names the session shown before a reload. Only one the
+    // gateway lists is opened: a link someone sent must not point the
+    // user's next message at a session of their choosing (a chat
+    // channel's, say); an unknown or malformed one opens the latest.
+    let wanted = null;
+    try {
+      if (location.hash.startsWith("#s=")) wanted = decodeURIComponent(location.hash.slice(3));
+    } catch {
+      wanted = null;
+    }
+    const listed = state.sessions.some((r) => r.key === wanted);
+    const first = listed ? wanted : state.sessions[0]?.key;
     if (first) await openSession(first);
     else newSession(false);
   } else {
