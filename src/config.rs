@@ -6,6 +6,7 @@
 //! trusted; a project's `.pincer/config.toml` is layered over it only as
 //! far as the project is trusted (see [`project`] and [`trust`]).
 
+pub mod channels;
 pub mod gateway;
 pub mod project;
 pub mod trust;
@@ -127,6 +128,15 @@ pub struct Config {
     /// user's config file sets it: a repository never chooses where pincer
     /// listens or who may connect.
     pub gateway: Option<gateway::GatewayConfig>,
+    /// `[channels.<name>]`: chat apps bridged to the agent by `pincer
+    /// gateway`. Only the user's config file sets them: a repository never
+    /// chooses where the agent answers or who may talk to it.
+    pub channels: channels::ChannelsConfig,
+    /// `[heartbeat]`: the gateway's periodic run (user's file only).
+    pub heartbeat: Option<channels::HeartbeatConfig>,
+    /// `[[cron]]`: scheduled runs of the gateway (user's file only: a job
+    /// runs a prompt unasked).
+    pub cron: Vec<channels::CronJob>,
     /// The project's `[tools]`, which narrows the user's (kept apart so that
     /// a repository can take tools away but never add them).
     #[serde(skip)]

@@ -72,6 +72,8 @@ struct Gateway {
     credential: auth::Credential,
     limiter: auth::Limiter,
     hub: Arc<hub::Hub>,
+    /// The chat channels, for their webhooks.
+    channels: channels::runner::Channels,
     /// Open connections, in all and per address.
     open: Mutex<(usize, HashMap<IpAddr, usize>)>,
 }
@@ -172,7 +174,13 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
         Duration::from_secs(config.approval_timeout_secs()),
     );
     hub.start(options.model.clone()).await?;
+    let platforms = channels::build(&settings.config.channels, &env, &settings.paths.data_dir);
+    let channels = channels::runner::start(&hub, platforms);
+    for name in channels.names() {
+        eprintln_log(&format!("channel {name} started"));
+    }
     let gateway = Arc::new(Gateway {
+        channels,
         limiter: auth::Limiter::new(
             config.auth_failures(),
             Duration::from_secs(config.auth_lockout_secs()),
@@ -244,7 +252,7 @@ async fn accept(listener: tokio::net::TcpListener, app: axum::Router, header_tim
 
 /// A line for the person who started pincer, on stderr (stdout may be an
 /// editor's protocol).
-fn eprintln_log(line: &str) {
+pub(crate) fn eprintln_log(line: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "pincer gateway: {line}");
 }
@@ -294,6 +302,37 @@ async fn upgrade(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     mut request: Request,
 ) -> Response {
+    // A chat platform's webhook: no gateway client, checked by the
+    // platform's own signature or secret.
+    if let Some(rest) = request.uri().path().strip_prefix("/channels/") {
+        let (name, path) = rest.split_once('/').map_or((rest, ""), |(n, p)| (n, p));
+        let Some(platform) = gateway.channels.platform(name) else {
+            return (StatusCode::NOT_FOUND, "no such channel\n").into_response();
+        };
+        let path = format!("/{path}");
+        let method = request.method().clone();
+        let query = request.uri().query().map(String::from);
+        let headers = request.headers().clone();
+        let body = match axum::body::to_bytes(request.into_body(), channels::WEBHOOK_MAX_BODY).await
+        {
+            Ok(body) => body,
+            Err(_) => return (StatusCode::PAYLOAD_TOO_LARGE, "too large\n").into_response(),
+        };
+        let answer = platform
+            .webhook(channels::WebhookRequest {
+                method,
+                path,
+                query,
+                headers,
+                body,
+            })
+            .await;
+        return Response::builder()
+            .status(answer.status)
+            .header(header::CONTENT_TYPE, answer.content_type)
+            .body(axum::body::Body::from(answer.body))
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
+    }
     let headers = request.headers();
     if let Some(query) = request.uri().query() {
         let leaks = url::form_urlencoded::parse(query.as_bytes())

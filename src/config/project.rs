@@ -359,6 +359,17 @@ impl Layering {
         if p.gateway.is_some() {
             self.never("gateway");
         }
+        // Where the agent answers, who may talk to it, and what it runs by
+        // itself: the user's too.
+        if !p.channels.is_empty() {
+            self.never("channels");
+        }
+        if p.heartbeat.is_some() {
+            self.never("heartbeat");
+        }
+        if !p.cron.is_empty() {
+            self.never("cron");
+        }
 
         self.providers(p.providers, builtin);
         self.mcp(p.mcp);

@@ -65,6 +65,18 @@ pub async fn call(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) {
     conn.out.push(Out::Frame(frame));
 }
 
+/// Runs one request for an in-process client (a chat channel, the
+/// scheduler) and returns its answer instead of queueing it as a frame.
+/// Not for `agent`, whose first answer is a frame of its own.
+pub async fn invoke(hub: &Arc<Hub>, conn: &Arc<Conn>, method: &str, params: Value) -> Reply {
+    let request = Request {
+        id: "in-process".to_string(),
+        method: method.to_string(),
+        params,
+    };
+    dispatch(hub, conn, request).await
+}
+
 fn need(conn: &Conn, need: Need) -> Result<(), ErrorShape> {
     if conn.scopes.allows(need) {
         return Ok(());

@@ -1,0 +1,166 @@
+//! What every channel's HTTP calls share: one client, retries that honour
+//! a platform's rate limits, and the backoff of a receiving loop.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::Failure;
+
+/// The longest wait a rate limit is obeyed for in one go: a platform
+/// asking for more is waited for again on the next try.
+const MAX_WAIT: Duration = Duration::from_secs(300);
+
+/// Tries of one call (rate limits and transient failures).
+const TRIES: u32 = 6;
+
+/// An HTTP client for a platform's API: rustls with the system's roots,
+/// a connect timeout, and no overall timeout (long polls set their own).
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(15))
+        .read_timeout(Duration::from_secs(120))
+        .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .unwrap_or_else(|_| reqwest::Client::new())
+}
+
+/// A failure of the network itself.
+pub fn network(error: reqwest::Error) -> Failure {
+    // The error's text may carry the URL, and a Telegram URL carries the
+    // bot's token: keep only what went wrong.
+    let error = error.without_url();
+    Failure::Transient(format!("network: {error}"))
+}
+
+/// The `Retry-After` header in seconds (Slack's and Discord's 429s).
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    let seconds: f64 = value.trim().parse().ok()?;
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+}
+
+/// Runs `call` until it succeeds, waiting out rate limits (as long as the
+/// platform asks) and retrying transient failures with backoff; a refusal
+/// or a fatal failure is returned at once.
+pub async fn retrying<T, F, Fut>(what: &str, mut call: F) -> Result<T, Failure>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Failure>>,
+{
+    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(8));
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let failure = match call().await {
+            Ok(value) => return Ok(value),
+            Err(failure) => failure,
+        };
+        match &failure {
+            Failure::RateLimited(wait) if tries < TRIES => {
+                tracing::info!(
+                    what,
+                    wait_ms = wait.as_millis() as u64,
+                    "rate limited; waiting"
+                );
+                tokio::time::sleep((*wait).min(MAX_WAIT)).await;
+            }
+            Failure::Transient(error) if tries < TRIES => {
+                let wait = backoff.wait();
+                tracing::info!(what, %error, wait_ms = wait.as_millis() as u64, "retrying");
+                tokio::time::sleep(wait).await;
+            }
+            _ => return Err(failure),
+        }
+    }
+}
+
+/// Exponential backoff with jitter, for reconnecting.
+#[derive(Clone, Debug)]
+pub struct Backoff {
+    first: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    pub fn new(first: Duration, max: Duration) -> Self {
+        Self {
+            first,
+            max,
+            next: first,
+        }
+    }
+
+    /// The next wait: doubling up to the maximum, with up to a quarter of
+    /// jitter so that many clients do not come back in step.
+    pub fn wait(&mut self) -> Duration {
+        let base = self.next;
+        self.next = (self.next * 2).min(self.max);
+        let jitter = base.as_millis() as u64 / 4;
+        let extra = if jitter == 0 {
+            0
+        } else {
+            let mut bytes = [0u8; 8];
+            let _ = getrandom::fill(&mut bytes);
+            u64::from_le_bytes(bytes) % jitter
+        };
+        base + Duration::from_millis(extra)
+    }
+
+    /// The connection worked: the next failure starts from the beginning.
+    pub fn reset(&mut self) {
+        self.next = self.first;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn rate_limits_are_waited_out_and_refusals_returned_at_once() {
+        let calls = AtomicU32::new(0);
+        let started = tokio::time::Instant::now();
+        let result = retrying("test", || async {
+            match calls.fetch_add(1, Ordering::SeqCst) {
+                0 => Err(Failure::RateLimited(Duration::from_secs(7))),
+                1 => Err(Failure::Transient("reset".into())),
+                _ => Ok(42),
+            }
+        })
+        .await;
+        assert_eq!(result, Ok(42));
+        assert!(started.elapsed() >= Duration::from_secs(7));
+        let calls = AtomicU32::new(0);
+        let refused: Result<(), _> = retrying("test", || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(Failure::Refused("chat not found".into()))
+        })
+        .await;
+        assert_eq!(refused, Err(Failure::Refused("chat not found".into())));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn transient_failures_stop_after_a_few_tries() {
+        let calls = AtomicU32::new(0);
+        let result: Result<(), _> = retrying("test", || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(Failure::Transient("down".into()))
+        })
+        .await;
+        assert!(result.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), TRIES);
+    }
+
+    #[test]
+    fn backoff_doubles_to_its_maximum_and_resets() {
+        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(8));
+        // Jitter adds less than a quarter: whole seconds stay the base.
+        let waits: Vec<u64> = (0..6).map(|_| backoff.wait().as_secs()).collect();
+        assert_eq!(waits, vec![1, 2, 4, 8, 8, 8]);
+        backoff.reset();
+        assert_eq!(backoff.wait().as_secs(), 1);
+    }
+}

@@ -1,0 +1,1170 @@
+//! A channel as a client of the gateway: what users write becomes
+//! `chat.send` on the chat's session, and the events of those sessions
+//! become messages (streamed by editing where the platform can).
+//!
+//! One task per channel reads what the platform receives and the gateway's
+//! events; it never waits on the platform. Each chat has a task of its own
+//! that does the chat's I/O in order, so that a chat whose messages are
+//! rate-limited holds up nobody else, and a reply's text is coalesced: the
+//! chat task shows the latest text when the platform lets it, never every
+//! delta.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+
+use super::access::Access;
+use super::http::Backoff;
+use super::split::split;
+use super::{
+    Button, Chat, ChatKind, Delivery, Failure, Incoming, Limits, Message, Platform, Press, Sent,
+};
+use crate::config::channels::Groups;
+use crate::gateway::conn::{Conn, Out, Outbox, Scopes};
+use crate::gateway::hub::Hub;
+use crate::gateway::methods;
+use crate::gateway::schedule::is_silent;
+
+/// Bytes of events a channel may have waiting: a channel is in-process and
+/// reads them at once, so this is only a bound on a stuck task.
+const OUTBOX_LIMIT: usize = 256 * 1024 * 1024;
+
+/// Characters a streamed reply has before its first message: a reply is
+/// not announced with a notification for its first word.
+const FIRST_SHOW: usize = 24;
+
+/// A chat task with nothing to do for this long ends.
+const CHAT_IDLE: Duration = Duration::from_secs(600);
+
+/// What the user configured for a channel, beside the platform's own keys.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    /// User ids allowed without pairing.
+    pub allow: Vec<String>,
+    pub groups: Groups,
+}
+
+/// The running channels of a gateway.
+#[derive(Clone, Default)]
+pub struct Channels {
+    channels: Arc<HashMap<&'static str, Handle>>,
+}
+
+#[derive(Clone)]
+struct Handle {
+    platform: Arc<dyn Platform>,
+    chats: Arc<Chats>,
+}
+
+impl Channels {
+    /// The platform serving webhooks at `/channels/<name>`.
+    pub fn platform(&self, name: &str) -> Option<Arc<dyn Platform>> {
+        self.channels.get(name).map(|h| h.platform.clone())
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut names: Vec<_> = self.channels.keys().copied().collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// Sends `markdown` to the chat `target` names (a chat's session key,
+    /// `telegram:dm:123`), for the heartbeat and cron jobs. A silent reply
+    /// (`NO_REPLY`, `HEARTBEAT_OK`) is never sent.
+    pub fn deliver(&self, target: &str, markdown: &str) -> Result<(), String> {
+        let channel = target.split(':').next().unwrap_or_default();
+        let handle = self
+            .channels
+            .get(channel)
+            .ok_or_else(|| format!("no channel `{channel}` is running for target `{target}`"))?;
+        let chat = Chat::from_key(channel, target).ok_or_else(|| {
+            format!("`{target}` names no chat (`<channel>:<dm|group|thread>:<id>`)")
+        })?;
+        if is_silent(markdown) {
+            return Ok(());
+        }
+        handle
+            .chats
+            .push(&handle.platform, chat, Op::Text(markdown.to_string()));
+        Ok(())
+    }
+}
+
+/// Starts each channel: its connection to the hub, its receiving loop
+/// (restarted with backoff when it fails; a fatal failure stops that
+/// channel only) and its runner.
+pub fn start(hub: &Arc<Hub>, platforms: Vec<(Arc<dyn Platform>, Settings)>) -> Channels {
+    let mut channels = HashMap::new();
+    for (platform, settings) in platforms {
+        let name = platform.name();
+        let chats = Arc::new(Chats::default());
+        channels.insert(
+            name,
+            Handle {
+                platform: platform.clone(),
+                chats: chats.clone(),
+            },
+        );
+        let (deliveries, received) = mpsc::channel(1024);
+        tokio::spawn(receive(platform.clone(), deliveries));
+        let runner = Runner::new(hub, platform, settings, chats);
+        tokio::spawn(runner.run(received));
+    }
+    Channels {
+        channels: Arc::new(channels),
+    }
+}
+
+/// The platform's receiving loop, kept alive.
+async fn receive(platform: Arc<dyn Platform>, deliveries: mpsc::Sender<Delivery>) {
+    let name = platform.name();
+    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+    loop {
+        let started = Instant::now();
+        match platform.clone().receive(deliveries.clone()).await {
+            Ok(()) => return,
+            Err(Failure::Fatal(why)) => {
+                tracing::error!(channel = name, "the channel stopped: {why}");
+                crate::gateway::eprintln_log(&format!("channel {name} stopped: {why}"));
+                return;
+            }
+            Err(Failure::RateLimited(wait)) => {
+                tracing::warn!(
+                    channel = name,
+                    wait_ms = wait.as_millis() as u64,
+                    "rate limited"
+                );
+                tokio::time::sleep(wait).await;
+            }
+            Err(failure) => {
+                // A connection that lasted a while was fine: start over.
+                if started.elapsed() > Duration::from_secs(60) {
+                    backoff.reset();
+                }
+                let wait = backoff.wait();
+                tracing::warn!(channel = name, error = %failure, wait_ms = wait.as_millis() as u64, "receiving failed; retrying");
+                tokio::time::sleep(wait).await;
+            }
+        }
+        if deliveries.is_closed() {
+            return;
+        }
+    }
+}
+
+struct Runner {
+    hub: Arc<Hub>,
+    conn: Arc<Conn>,
+    platform: Arc<dyn Platform>,
+    name: &'static str,
+    settings: Settings,
+    access: PathBuf,
+    chats: Arc<Chats>,
+    /// Approvals asked in each chat, newest last (for answers by number).
+    asked: HashMap<Chat, Vec<String>>,
+    inbox: Option<crate::gateway::conn::Inbox>,
+}
+
+impl Runner {
+    fn new(
+        hub: &Arc<Hub>,
+        platform: Arc<dyn Platform>,
+        settings: Settings,
+        chats: Arc<Chats>,
+    ) -> Self {
+        let (out, inbox) = Outbox::new(OUTBOX_LIMIT);
+        let conn = Arc::new(Conn {
+            id: hub.next_conn_id(),
+            out,
+            scopes: Scopes {
+                read: true,
+                write: true,
+                approvals: true,
+                admin: false,
+            },
+            tool_events: false,
+            scoped: true,
+            sessions: Mutex::new(Default::default()),
+            sessions_changed: Default::default(),
+        });
+        hub.register(conn.clone());
+        let name = platform.name();
+        Self {
+            hub: hub.clone(),
+            conn,
+            access: access_file(hub),
+            name,
+            platform,
+            settings,
+            chats,
+            asked: HashMap::new(),
+            inbox: Some(inbox),
+        }
+    }
+
+    async fn run(mut self, mut received: mpsc::Receiver<Delivery>) {
+        let Some(mut inbox) = self.inbox.take() else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                delivery = received.recv() => {
+                    let Some(mut delivery) = delivery else { break };
+                    let incoming = std::mem::replace(
+                        &mut delivery.incoming,
+                        Incoming::Message(Message {
+                            chat: Chat::dm(""),
+                            user: String::new(),
+                            name: None,
+                            text: String::new(),
+                            id: String::new(),
+                            mentioned: false,
+                        }),
+                    );
+                    match incoming {
+                        Incoming::Message(message) => self.message(message).await,
+                        Incoming::Press(press) => self.press(press).await,
+                    }
+                    delivery.finish();
+                }
+                out = inbox.rx.recv() => {
+                    let Some(out) = out else { break };
+                    inbox.written(&out);
+                    if let Out::Event(name, payload) = out
+                        && let Ok(payload) = serde_json::from_str::<Value>(&payload)
+                    {
+                        self.event(name, &payload);
+                    }
+                }
+            }
+        }
+        self.hub.unregister(self.conn.id);
+    }
+
+    fn allowed(&self, user: &str) -> bool {
+        if self.settings.allow.iter().any(|u| u == user) {
+            return true;
+        }
+        // Read each time: `pincer channels approve` writes it from another
+        // process.
+        match Access::load(&self.access) {
+            Ok(access) => access.allowed(self.name, user, &self.settings.allow),
+            Err(e) => {
+                tracing::warn!(channel = self.name, "{e}");
+                false
+            }
+        }
+    }
+
+    fn say(&self, chat: &Chat, text: impl Into<String>) {
+        self.chats
+            .push(&self.platform, chat.clone(), Op::Text(text.into()));
+    }
+
+    async fn message(&mut self, message: Message) {
+        let chat = message.chat.clone();
+        if message.user.is_empty() || message.text.trim().is_empty() {
+            return;
+        }
+        if chat.kind != ChatKind::Dm {
+            let addressed = match self.settings.groups {
+                Groups::Off => false,
+                Groups::Always => true,
+                Groups::Mention => message.mentioned,
+            };
+            if !addressed {
+                return;
+            }
+        }
+        if !self.allowed(&message.user) {
+            // Strangers in a group get nothing; in a direct message, a
+            // pairing code for the owner (and nothing else).
+            if chat.kind == ChatKind::Dm {
+                self.pair(&message);
+            }
+            return;
+        }
+        let text = message.text.trim();
+        if let Some(answer) = self.answer_by_number(&chat, text) {
+            return self.resolve(&chat, &answer.0, answer.1).await;
+        }
+        if let Some(command) = text.strip_prefix('/') {
+            let (word, rest) = command
+                .split_once(char::is_whitespace)
+                .unwrap_or((command, ""));
+            // `/status@pincer_bot` in a Telegram group.
+            let word = word.split('@').next().unwrap_or(word).to_ascii_lowercase();
+            if self.command(&chat, &word, rest.trim()).await {
+                return;
+            }
+        }
+        let key = chat.key(self.name);
+        let run = format!("{}:{}:{}", self.name, chat.id, message.id);
+        let params = json!({
+            "sessionKey": key,
+            "message": message.text,
+            "idempotencyKey": run.chars().take(256).collect::<String>(),
+        });
+        match methods::invoke(&self.hub, &self.conn, "chat.send", params).await {
+            Ok(_) => self.chats.push(&self.platform, chat, Op::Busy),
+            Err(error) => self.say(&chat, format!("⚠️ {}", error.message)),
+        }
+    }
+
+    fn pair(&self, message: &Message) {
+        let now = crate::gateway::frames::now_ms() / 1000;
+        let result = Access::load(&self.access).and_then(|mut access| {
+            access.pair(self.name, &message.user, message.name.as_deref(), now)
+        });
+        let text = match result {
+            Ok(code) => format!(
+                "This assistant is private. To ask its owner for access, give them this code:\n\n{code}\n\nThey approve it with `pincer channels approve {code}`. The code lasts an hour."
+            ),
+            Err(e) => {
+                tracing::warn!(channel = self.name, "pairing: {e}");
+                "This assistant is private, and cannot take more access requests now. Try again later.".to_string()
+            }
+        };
+        self.say(&message.chat, text);
+    }
+
+    /// `1`, `2`, `3` (or the decision's word) answers the newest approval
+    /// asked in the chat.
+    fn answer_by_number(&self, chat: &Chat, text: &str) -> Option<(String, &'static str)> {
+        let id = self.asked.get(chat)?.last()?.clone();
+        let decision = match text.to_ascii_lowercase().trim_end_matches('.') {
+            "1" | "allow" | "yes" | "y" => "allow-once",
+            "2" | "always" => "allow-always",
+            "3" | "deny" | "no" | "n" => "deny",
+            _ => return None,
+        };
+        Some((id, decision))
+    }
+
+    async fn command(&mut self, chat: &Chat, word: &str, rest: &str) -> bool {
+        let key = chat.key(self.name);
+        let hub = &self.hub;
+        let conn = &self.conn;
+        let reply = match word {
+            "new" | "reset" => {
+                match methods::invoke(hub, conn, "sessions.reset", json!({"key": key})).await {
+                    Ok(_) => "Started a new session.".to_string(),
+                    Err(e) => format!("⚠️ {}", e.message),
+                }
+            }
+            "stop" => {
+                match methods::invoke(hub, conn, "chat.abort", json!({"sessionKey": key})).await {
+                    Ok(v) if v["aborted"] == true => "Stopped.".to_string(),
+                    Ok(_) => "Nothing is running.".to_string(),
+                    Err(e) => format!("⚠️ {}", e.message),
+                }
+            }
+            "model" if rest.is_empty() => {
+                let current = self.row(&key).await;
+                let models = methods::invoke(hub, conn, "models.list", json!({})).await;
+                let mut text = match current.as_ref().and_then(|r| r["model"].as_str()) {
+                    Some(model) => format!("Model: {}/{model}", current.as_ref().and_then(|r| r["modelProvider"].as_str()).unwrap_or("?")),
+                    None => "Model: the default".to_string(),
+                };
+                if let Ok(models) = models {
+                    let names: Vec<String> = models["models"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|m| Some(format!("{}/{}", m["provider"].as_str()?, m["id"].as_str()?)))
+                        .take(40)
+                        .collect();
+                    if !names.is_empty() {
+                        text.push_str("\n\nAvailable:\n");
+                        text.push_str(&names.join("\n"));
+                        text.push_str("\n\nChange it with /model PROVIDER/MODEL");
+                    }
+                }
+                text
+            }
+            "model" => {
+                let params = json!({"key": key, "model": rest});
+                match methods::invoke(hub, conn, "sessions.patch", params).await {
+                    Ok(_) => format!("Model set to {rest}."),
+                    Err(e) => format!("⚠️ {}", e.message),
+                }
+            }
+            "status" => match self.row(&key).await {
+                None => "No session yet: write something to start one.".to_string(),
+                Some(row) => status_text(&row, hub.lookup(&key).is_some_and(|s| !hub.unfinished(&s).is_empty())),
+            },
+            "start" | "help" => "Write to talk to the agent. Commands: /new (a new session), /stop (stop the reply), /model [name], /status.".to_string(),
+            _ => return false,
+        };
+        self.say(chat, reply);
+        true
+    }
+
+    async fn row(&self, key: &str) -> Option<Value> {
+        let list = methods::invoke(
+            &self.hub,
+            &self.conn,
+            "sessions.list",
+            json!({"limit": 100000}),
+        )
+        .await
+        .ok()?;
+        list["sessions"]
+            .as_array()?
+            .iter()
+            .find(|r| r["key"] == key)
+            .cloned()
+    }
+
+    async fn press(&mut self, press: Press) {
+        let note = if !self.allowed(&press.user) {
+            "You may not answer this.".to_string()
+        } else if let Some((id, decision)) = parse_answer(&press.data) {
+            self.resolve_checked(&press.chat, &id, decision).await
+        } else {
+            "This button is not pincer's.".to_string()
+        };
+        let platform = self.platform.clone();
+        tokio::spawn(async move {
+            if let Err(e) = platform.answer(&press, &note).await {
+                tracing::debug!(channel = platform.name(), error = %e, "answering a button");
+            }
+        });
+    }
+
+    async fn resolve(&mut self, chat: &Chat, id: &str, decision: &str) {
+        let note = self.resolve_checked(chat, id, decision).await;
+        self.say(chat, note);
+    }
+
+    /// Answers approval `id` from `chat`, which must be the chat whose
+    /// session asked.
+    async fn resolve_checked(&mut self, chat: &Chat, id: &str, decision: &str) -> String {
+        let key = chat.key(self.name);
+        let asked_here = self
+            .hub
+            .approval(id)
+            .is_some_and(|a| a["request"]["sessionKey"] == key.as_str());
+        if !asked_here {
+            return "This question was already answered or has expired.".to_string();
+        }
+        let params = json!({"id": id, "decision": decision});
+        match methods::invoke(&self.hub, &self.conn, "exec.approval.resolve", params).await {
+            Ok(_) => decision_text(decision).to_string(),
+            Err(e) => format!("⚠️ {}", e.message),
+        }
+    }
+
+    fn chat_of(&self, payload: &Value) -> Option<Chat> {
+        let key = payload["sessionKey"]
+            .as_str()
+            .or_else(|| payload["request"]["sessionKey"].as_str())?;
+        Chat::from_key(self.name, key)
+    }
+
+    fn event(&mut self, name: &str, payload: &Value) {
+        match name {
+            "chat" => {
+                let Some(chat) = self.chat_of(payload) else {
+                    return;
+                };
+                let run = payload["runId"].as_str().unwrap_or_default().to_string();
+                let text = message_text(&payload["message"]);
+                let op = match payload["state"].as_str() {
+                    Some("delta") => Op::Stream {
+                        run,
+                        text,
+                        end: None,
+                    },
+                    Some("final") => Op::Stream {
+                        run,
+                        text,
+                        end: Some(End::Done),
+                    },
+                    Some("aborted") => Op::Stream {
+                        run,
+                        text,
+                        end: Some(End::Aborted),
+                    },
+                    Some("error") => {
+                        let why = payload["errorMessage"]
+                            .as_str()
+                            .unwrap_or("the run failed")
+                            .to_string();
+                        Op::Stream {
+                            run,
+                            text,
+                            end: Some(End::Error(why)),
+                        }
+                    }
+                    _ => return,
+                };
+                self.chats.push(&self.platform, chat, op);
+            }
+            "agent" if payload["stream"] == "lifecycle" => {
+                let Some(chat) = self.chat_of(payload) else {
+                    return;
+                };
+                if payload["data"]["phase"] == "start" {
+                    self.chats.push(&self.platform, chat, Op::Busy);
+                }
+            }
+            "exec.approval.requested" => {
+                let Some(chat) = self.chat_of(payload) else {
+                    return;
+                };
+                let Some(id) = payload["id"].as_str() else {
+                    return;
+                };
+                let request = &payload["request"];
+                let what = request["command"]
+                    .as_str()
+                    .or_else(|| request["toolName"].as_str())
+                    .unwrap_or("a tool");
+                let decisions: Vec<String> = payload["allowedDecisions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|d| d.as_str().map(String::from))
+                    .collect();
+                let decisions = if decisions.is_empty() {
+                    vec!["allow-once".into(), "deny".into()]
+                } else {
+                    decisions
+                };
+                let mut text = format!("🔐 The agent asks to run:\n```\n{}\n```", clip(what, 1500));
+                if !self.platform.limits().buttons {
+                    let codes: Vec<String> = decisions
+                        .iter()
+                        .filter_map(|d| Some(format!("{} {}", number_of(d)?, decision_word(d))))
+                        .collect();
+                    text.push_str(&format!("\nReply {}.", codes.join(", ")));
+                }
+                let buttons = decisions
+                    .iter()
+                    .map(|d| Button {
+                        label: decision_word(d).to_string(),
+                        data: format!("ap:{id}:{d}"),
+                        danger: d == "deny",
+                    })
+                    .collect();
+                self.asked
+                    .entry(chat.clone())
+                    .or_default()
+                    .push(id.to_string());
+                self.chats.push(
+                    &self.platform,
+                    chat,
+                    Op::Question {
+                        id: id.to_string(),
+                        text,
+                        buttons,
+                    },
+                );
+            }
+            "exec.approval.resolved" => {
+                let Some(chat) = self.chat_of(payload) else {
+                    return;
+                };
+                let Some(id) = payload["id"].as_str() else {
+                    return;
+                };
+                if let Some(ids) = self.asked.get_mut(&chat) {
+                    ids.retain(|i| i != id);
+                    if ids.is_empty() {
+                        self.asked.remove(&chat);
+                    }
+                }
+                let decision = payload["decision"].as_str().unwrap_or("deny");
+                let by = payload["resolvedBy"].as_str().unwrap_or_default();
+                let note = if by == "timeout" {
+                    "Not answered in time: rejected.".to_string()
+                } else {
+                    decision_text(decision).to_string()
+                };
+                self.chats.push(
+                    &self.platform,
+                    chat,
+                    Op::Settled {
+                        id: id.to_string(),
+                        note,
+                    },
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `$PINCER_HOME/channels/access.json` (the data dir): who may use the
+/// channels.
+pub fn access_file(hub: &Hub) -> PathBuf {
+    hub.data_dir().join("channels").join("access.json")
+}
+
+fn parse_answer(data: &str) -> Option<(String, &'static str)> {
+    let rest = data.strip_prefix("ap:")?;
+    let (id, decision) = rest.rsplit_once(':')?;
+    let decision = match decision {
+        "allow-once" => "allow-once",
+        "allow-always" => "allow-always",
+        "deny" => "deny",
+        _ => return None,
+    };
+    Some((id.to_string(), decision))
+}
+
+fn number_of(decision: &str) -> Option<u8> {
+    match decision {
+        "allow-once" => Some(1),
+        "allow-always" => Some(2),
+        "deny" => Some(3),
+        _ => None,
+    }
+}
+
+fn decision_word(decision: &str) -> &'static str {
+    match decision {
+        "allow-once" => "Allow once",
+        "allow-always" => "Always allow",
+        _ => "Deny",
+    }
+}
+
+fn decision_text(decision: &str) -> &'static str {
+    match decision {
+        "allow-once" => "✅ Allowed once.",
+        "allow-always" => "✅ Always allowed.",
+        _ => "❌ Denied.",
+    }
+}
+
+fn status_text(row: &Value, busy: bool) -> String {
+    let mut lines = vec![format!(
+        "Model: {}/{}",
+        row["modelProvider"].as_str().unwrap_or("?"),
+        row["model"].as_str().unwrap_or("default")
+    )];
+    if let Some(used) = row["totalTokens"].as_u64() {
+        match row["contextTokens"].as_u64() {
+            Some(window) if window > 0 => lines.push(format!(
+                "Context: {used} of {window} tokens ({}%)",
+                used * 100 / window
+            )),
+            _ => lines.push(format!("Context: {used} tokens")),
+        }
+    }
+    if let Some(cost) = row["costUsd"].as_f64() {
+        lines.push(format!("Cost: ${cost:.4}"));
+    }
+    if let Some(mode) = row["queueMode"].as_str() {
+        lines.push(format!("Queue mode: {mode}"));
+    }
+    if let Some(thinking) = row["thinkingLevel"].as_str() {
+        lines.push(format!("Thinking: {thinking}"));
+    }
+    lines.push(if busy {
+        "Working.".into()
+    } else {
+        "Idle.".into()
+    });
+    lines.join("\n")
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut clipped: String = text.chars().take(max).collect();
+    clipped.push('…');
+    clipped
+}
+
+/// The text of a `chat` event's message.
+fn message_text(message: &Value) -> String {
+    message["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["type"] == "text")
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+// ----- chats -----
+
+#[derive(Clone, Debug, PartialEq)]
+enum End {
+    Done,
+    Aborted,
+    Error(String),
+}
+
+/// Something to do in a chat, in order.
+#[derive(Debug)]
+enum Op {
+    /// A message of pincer's own (a command's answer, a delivery).
+    Text(String),
+    /// A run of the chat's session started: show typing until it ends.
+    Busy,
+    /// A run's text so far (cumulative), and how it ended.
+    Stream {
+        run: String,
+        text: String,
+        end: Option<End>,
+    },
+    Question {
+        id: String,
+        text: String,
+        buttons: Vec<Button>,
+    },
+    Settled {
+        id: String,
+        note: String,
+    },
+}
+
+/// The chat tasks of one channel.
+#[derive(Default)]
+struct Chats {
+    chats: Mutex<HashMap<Chat, Arc<Mailbox>>>,
+}
+
+#[derive(Default)]
+struct Mailbox {
+    state: Mutex<Waiting>,
+    notify: Notify,
+}
+
+#[derive(Default)]
+struct Waiting {
+    ops: VecDeque<Op>,
+    /// The newest text of each run still streaming (coalesced: one entry
+    /// per run, whatever the number of deltas).
+    streams: Vec<(String, String, Option<End>)>,
+    busy: bool,
+    closed: bool,
+}
+
+impl Chats {
+    fn push(&self, platform: &Arc<dyn Platform>, chat: Chat, op: Op) {
+        let mut chats = self.chats.lock().unwrap_or_else(|p| p.into_inner());
+        let mailbox = chats.entry(chat.clone()).or_insert_with(|| {
+            let mailbox = Arc::new(Mailbox::default());
+            let task = ChatTask::new(platform.clone(), chat.clone(), mailbox.clone());
+            tokio::spawn(task.run());
+            mailbox
+        });
+        {
+            let mut waiting = mailbox.state.lock().unwrap_or_else(|p| p.into_inner());
+            match op {
+                Op::Stream { run, text, end } => {
+                    match waiting.streams.iter_mut().find(|(r, ..)| *r == run) {
+                        // Events of one run arrive in order; nothing
+                        // replaces its end.
+                        Some(stream) if stream.2.is_none() => {
+                            stream.1 = text;
+                            stream.2 = end;
+                        }
+                        Some(_) => {}
+                        None => waiting.streams.push((run, text, end)),
+                    }
+                }
+                Op::Busy => waiting.busy = true,
+                op => waiting.ops.push_back(op),
+            }
+        }
+        mailbox.notify.notify_one();
+        // Finished tasks leave their mailbox: a new one starts on demand.
+        chats.retain(|_, m| !m.state.lock().map(|w| w.closed).unwrap_or(false));
+    }
+}
+
+/// A streamed reply being shown.
+struct Showing {
+    run: String,
+    /// Bytes of the run's text shown in earlier messages (before a
+    /// question cut the reply).
+    offset: usize,
+    messages: Vec<(Sent, String)>,
+    last_edit: Option<Instant>,
+}
+
+struct ChatTask {
+    platform: Arc<dyn Platform>,
+    limits: Limits,
+    chat: Chat,
+    mailbox: Arc<Mailbox>,
+    questions: HashMap<String, (Sent, String)>,
+    showing: Option<Showing>,
+    /// Runs already shown to their end.
+    ended: VecDeque<String>,
+    /// The text of the last run shown.
+    last_text: Option<String>,
+    typing_until: Option<Instant>,
+    last_typing: Option<Instant>,
+}
+
+impl ChatTask {
+    fn new(platform: Arc<dyn Platform>, chat: Chat, mailbox: Arc<Mailbox>) -> Self {
+        let limits = platform.limits();
+        Self {
+            platform,
+            limits,
+            chat,
+            mailbox,
+            questions: HashMap::new(),
+            showing: None,
+            ended: VecDeque::new(),
+            last_text: None,
+            typing_until: None,
+            last_typing: None,
+        }
+    }
+
+    async fn run(mut self) {
+        let mut idle_since = Instant::now();
+        loop {
+            let wake = self.next_wake();
+            tokio::select! {
+                _ = self.mailbox.notify.notified() => {}
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+            let worked = self.work().await;
+            if worked {
+                idle_since = Instant::now();
+            } else if idle_since.elapsed() > CHAT_IDLE && self.showing.is_none() {
+                let mut waiting = self.mailbox.state.lock().unwrap_or_else(|p| p.into_inner());
+                if waiting.ops.is_empty() && waiting.streams.is_empty() {
+                    waiting.closed = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn next_wake(&self) -> Instant {
+        let far = Instant::now() + Duration::from_secs(60);
+        let mut wake = far;
+        if let (Some(showing), Some(interval)) = (&self.showing, self.limits.edit)
+            && let Some(last) = showing.last_edit
+        {
+            wake = wake.min(last + interval);
+        }
+        if let (Some(_), Some(every)) = (self.typing_until, self.limits.typing) {
+            wake = wake.min(
+                self.last_typing
+                    .map(|t| t + every)
+                    .unwrap_or_else(Instant::now),
+            );
+        }
+        wake
+    }
+
+    /// Does what is waiting; `true` when there was something.
+    async fn work(&mut self) -> bool {
+        let mut worked = false;
+        loop {
+            let (op, busy) = {
+                let mut waiting = self.mailbox.state.lock().unwrap_or_else(|p| p.into_inner());
+                (waiting.ops.pop_front(), std::mem::take(&mut waiting.busy))
+            };
+            if busy {
+                self.typing_until = Some(Instant::now() + Duration::from_secs(600));
+                worked = true;
+            }
+            match op {
+                Some(op) => {
+                    // What comes now goes below the reply being shown.
+                    self.flush().await;
+                    self.apply(op).await;
+                    worked = true;
+                }
+                None => break,
+            }
+        }
+        worked |= self.stream().await;
+        self.typing().await;
+        worked
+    }
+
+    async fn apply(&mut self, op: Op) {
+        match op {
+            Op::Text(markdown) => {
+                for piece in self.pieces(&markdown) {
+                    self.send(&piece, &[]).await;
+                }
+            }
+            Op::Question { id, text, buttons } => {
+                let formatted = self.platform.format(&text);
+                if let Some(sent) = self.send(&formatted, &buttons).await {
+                    self.questions.insert(id, (sent, formatted));
+                }
+            }
+            Op::Settled { id, note } => {
+                if let Some((sent, text)) = self.questions.remove(&id) {
+                    let text = format!("{text}\n\n{}", self.platform.format(&note));
+                    let platform = self.platform.clone();
+                    if let Err(e) =
+                        super::http::retrying("edit", || platform.edit(&sent, &text, &[])).await
+                    {
+                        tracing::debug!(channel = platform.name(), error = %e, "settling a question");
+                    }
+                }
+            }
+            Op::Busy | Op::Stream { .. } => {}
+        }
+    }
+
+    /// Moves the front stream along: starts it, shows its newest text, and
+    /// ends it. `true` when it did something.
+    async fn stream(&mut self) -> bool {
+        let front = {
+            let waiting = self.mailbox.state.lock().unwrap_or_else(|p| p.into_inner());
+            waiting.streams.first().cloned()
+        };
+        let Some((run, text, end)) = front else {
+            return false;
+        };
+        // A run already shown, or one merged into another (a queued
+        // message collected into the next turn ends with that turn's text):
+        // shown once.
+        let merged = end.is_some()
+            && self.showing.as_ref().is_none_or(|s| s.run != run)
+            && self.last_text.as_deref() == Some(text.as_str());
+        if self.ended.contains(&run) || merged {
+            self.pop_stream(&run);
+            return true;
+        }
+        if self.showing.as_ref().is_none_or(|s| s.run != run) {
+            self.showing = Some(Showing {
+                run: run.clone(),
+                offset: 0,
+                messages: Vec::new(),
+                last_edit: None,
+            });
+        }
+        match &end {
+            None => {
+                if self.limits.edit.is_some() {
+                    self.show(&text, false).await;
+                }
+            }
+            Some(end) => {
+                self.show(&text, true).await;
+                match end {
+                    End::Done => {}
+                    End::Aborted => {
+                        self.send(&self.platform.format("_(stopped)_"), &[]).await;
+                    }
+                    End::Error(why) => {
+                        let text = self.platform.format(&format!("⚠️ {why}"));
+                        self.send(&text, &[]).await;
+                    }
+                }
+                self.showing = None;
+                self.typing_until = None;
+                self.last_text = Some(text.clone());
+                self.ended.push_back(run.clone());
+                if self.ended.len() > 64 {
+                    self.ended.pop_front();
+                }
+                self.pop_stream(&run);
+            }
+        }
+        true
+    }
+
+    fn pop_stream(&self, run: &str) {
+        let mut waiting = self.mailbox.state.lock().unwrap_or_else(|p| p.into_inner());
+        waiting.streams.retain(|(r, ..)| r != run);
+    }
+
+    /// Shows the stream's `text` (past its offset): edits the messages
+    /// that changed and sends the ones that are new, at most once per
+    /// edit interval unless `now`.
+    async fn show(&mut self, text: &str, now: bool) {
+        let Some(showing) = &self.showing else { return };
+        let visible = text.get(showing.offset..).unwrap_or_default();
+        let trimmed = visible.trim();
+        if !now {
+            // A reply that may still turn out to be silent, or that has
+            // barely begun, waits.
+            if trimmed.len() < FIRST_SHOW && showing.messages.is_empty() {
+                return;
+            }
+            if might_be_silent(trimmed) {
+                return;
+            }
+            if let (Some(last), Some(interval)) = (showing.last_edit, self.limits.edit)
+                && last.elapsed() < interval
+            {
+                return;
+            }
+        }
+        if trimmed.is_empty() || (showing.messages.is_empty() && is_silent(trimmed)) {
+            return;
+        }
+        let pieces = self.pieces(visible);
+        let platform = self.platform.clone();
+        for (i, piece) in pieces.into_iter().enumerate() {
+            let Some(showing) = self.showing.as_mut() else {
+                return;
+            };
+            match showing.messages.get(i) {
+                Some((_, shown)) if *shown == piece => {}
+                Some((sent, _)) => {
+                    let sent = sent.clone();
+                    let result = if now {
+                        super::http::retrying("edit", || platform.edit(&sent, &piece, &[])).await
+                    } else {
+                        platform.edit(&sent, &piece, &[]).await
+                    };
+                    match result {
+                        Ok(()) => {
+                            if let Some(showing) = self.showing.as_mut() {
+                                showing.messages[i].1 = piece;
+                                showing.last_edit = Some(Instant::now());
+                            }
+                        }
+                        Err(Failure::RateLimited(wait)) => {
+                            // Shown later: the next edit carries the text.
+                            if let Some(showing) = self.showing.as_mut() {
+                                showing.last_edit = Some(Instant::now() + wait);
+                            }
+                            return;
+                        }
+                        Err(e) => {
+                            tracing::debug!(channel = platform.name(), error = %e, "editing a reply");
+                            return;
+                        }
+                    }
+                }
+                None => {
+                    let Some(sent) = self.send(&piece, &[]).await else {
+                        return;
+                    };
+                    if let Some(showing) = self.showing.as_mut() {
+                        showing.messages.push((sent, piece));
+                        showing.last_edit = Some(Instant::now());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the reply being shown (shown whole) so that what comes next
+    /// goes below: a question cuts a reply in two.
+    async fn flush(&mut self) {
+        let front = {
+            let waiting = self.mailbox.state.lock().unwrap_or_else(|p| p.into_inner());
+            waiting.streams.first().cloned()
+        };
+        let (Some((run, text, _)), Some(showing)) = (front, &self.showing) else {
+            return;
+        };
+        let visible = text.get(showing.offset..).unwrap_or_default().trim();
+        if showing.run != run || (showing.messages.is_empty() && might_be_silent(visible)) {
+            return;
+        }
+        self.show(&text, true).await;
+        if let Some(showing) = self.showing.as_mut() {
+            showing.offset = text.len();
+            showing.messages.clear();
+        }
+    }
+
+    /// `markdown` cut into messages under the platform's limit, each in
+    /// its markup.
+    fn pieces(&self, markdown: &str) -> Vec<String> {
+        let max = self.limits.max;
+        let measure = self.limits.measure;
+        let mut limit = max;
+        loop {
+            let pieces: Vec<String> = split(markdown, limit, measure)
+                .iter()
+                .map(|p| self.platform.format(p))
+                .collect();
+            // Markup can be longer than the markdown (escapes, tags):
+            // split finer until every piece fits.
+            if limit <= 64 || pieces.iter().all(|p| measure.len(p) <= max) {
+                return pieces;
+            }
+            limit = limit * 3 / 4;
+        }
+    }
+
+    async fn send(&mut self, text: &str, buttons: &[Button]) -> Option<Sent> {
+        let platform = self.platform.clone();
+        let chat = self.chat.clone();
+        match super::http::retrying("send", || platform.send(&chat, text, buttons)).await {
+            Ok(sent) => Some(sent),
+            Err(e) => {
+                tracing::warn!(channel = platform.name(), error = %e, "cannot send a message");
+                None
+            }
+        }
+    }
+
+    async fn typing(&mut self) {
+        let (Some(until), Some(every)) = (self.typing_until, self.limits.typing) else {
+            return;
+        };
+        if Instant::now() > until {
+            self.typing_until = None;
+            return;
+        }
+        if self.last_typing.is_some_and(|t| t.elapsed() < every) {
+            return;
+        }
+        self.last_typing = Some(Instant::now());
+        if let Err(e) = self.platform.typing(&self.chat).await {
+            tracing::debug!(channel = self.platform.name(), error = %e, "typing");
+        }
+    }
+}
+
+/// Whether a reply so far could still become a silent one.
+fn might_be_silent(text: &str) -> bool {
+    ["NO_REPLY", "HEARTBEAT_OK"].iter().any(|token| {
+        token.starts_with(text) || (text.starts_with(token) && text.len() <= token.len() + 300)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_pincer_s_own_buttons_only() {
+        assert_eq!(
+            parse_answer("ap:1b2c-3d:allow-always"),
+            Some(("1b2c-3d".to_string(), "allow-always"))
+        );
+        for data in ["ap:x:maybe", "xx:1:deny", "ap:deny", ""] {
+            assert_eq!(parse_answer(data), None, "{data}");
+        }
+    }
+
+    #[test]
+    fn a_reply_is_held_while_it_may_still_be_silent() {
+        for text in [
+            "N",
+            "NO_RE",
+            "NO_REPLY",
+            "HEARTBEAT",
+            "HEARTBEAT_OK all fine",
+        ] {
+            assert!(might_be_silent(text), "{text}");
+        }
+        for text in ["No, ", "Here is the plan", "NOTE: x"] {
+            assert!(!might_be_silent(text), "{text}");
+        }
+    }
+}
