@@ -661,3 +661,103 @@ async fn a_webhook_is_taken_only_with_telegram_s_secret_header() {
 fn bot_reply(mock: &MockModel, text: &str) {
     mock.push(Reply::sse(anthropic_text(text, 10)));
 }
+
+#[tokio::test]
+async fn a_message_sent_while_the_agent_works_follows_the_session_s_queue_mode() {
+    let bot = Bot::start("").await;
+    bot.mock.push(Reply::sse(anthropic_text("Hello.", 10)));
+    let first = bot.api.dm(OWNER, "hi");
+    bot.run_ended(OWNER, first).await;
+    let mut admin = bot.gateway().admin().await;
+    let key = format!("telegram:dm:{OWNER}");
+    admin
+        .call_ok(
+            "sessions.patch",
+            json!({"key": key, "queueMode": "followup"}),
+        )
+        .await;
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    bot.mock.push(Reply::Sse {
+        body: anthropic_text("The slow answer.", 10),
+        delay: Duration::ZERO,
+        gate: Some(gate.clone()),
+    });
+    bot.mock
+        .push(Reply::sse(anthropic_text("The follow-up answer.", 10)));
+    bot.api.dm(OWNER, "slow question");
+    bot.mock.wait_for_requests(2, TIMEOUT).await;
+    let later = bot.api.dm(OWNER, "while you work");
+    // Taken by the gateway (and so waiting as a follow-up) before the
+    // first answer is let through.
+    bot.api
+        .until("the second message taken", |api| {
+            (api.unconfirmed() == 0).then_some(())
+        })
+        .await;
+    assert_eq!(
+        bot.mock.requests().len(),
+        2,
+        "a follow-up waits for the turn to end"
+    );
+    gate.notify_one();
+    bot.run_ended(OWNER, later).await;
+    let shown = bot
+        .api
+        .until_chat(OWNER, "both answers", |m| m.len() == 3)
+        .await;
+    assert_eq!(
+        texts(&shown),
+        vec!["Hello.", "The slow answer.", "The follow-up answer."]
+    );
+    let asked: Vec<String> = bot
+        .mock
+        .requests()
+        .iter()
+        .map(|r| last_user_text(&r.body))
+        .collect();
+    assert_eq!(asked, vec!["hi", "slow question", "while you work"]);
+}
+
+#[tokio::test]
+async fn an_unanswered_approval_is_rejected_after_the_timeout_and_says_so() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let api = TelegramApi::start().await;
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        format!(
+            "title_model = \"none\"\n[gateway]\napproval_timeout_secs = 1\n\n[channels.telegram]\napi_url = \"{}\"\nallow = [\"{OWNER}\"]\npoll_timeout_secs = 5\n",
+            api.url
+        ),
+    )
+    .unwrap();
+    let mut bot = Bot {
+        sandbox,
+        mock,
+        api,
+        gateway: None,
+    };
+    bot.launch().await;
+    let marker = bot
+        .sandbox
+        .work()
+        .join(format!("never-{}", uuid::Uuid::new_v4().simple()));
+    bot.mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_tg2",
+        "bash",
+        &json!({"command": format!("echo ran > {}", marker.display())}),
+    )));
+    bot.mock
+        .push(Reply::sse(anthropic_text("I was not allowed.", 10)));
+    bot.api.dm(OWNER, "Make the marker.");
+    let shown = bot
+        .api
+        .until_chat(OWNER, "the timed-out question and the reply", |m| {
+            m.iter().any(|m| {
+                m.text.ends_with("Not answered in time: rejected.") && m.buttons.is_empty()
+            }) && m.last().is_some_and(|m| m.text == "I was not allowed.")
+        })
+        .await;
+    assert!(shown[0].text.contains(&marker.display().to_string()));
+    assert!(!marker.exists());
+}
