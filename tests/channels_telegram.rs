@@ -522,32 +522,41 @@ async fn chat_commands_start_over_stop_change_the_model_and_report_status() {
         .until_chat(OWNER, "the status", |m| m.len() == 2)
         .await;
     assert!(
-        shown[1].text.starts_with("Model: anthropic/"),
+        shown[1].text.starts_with("• Model: anthropic/"),
         "{}",
         shown[1].text
     );
-    assert!(shown[1].text.ends_with("Idle."), "{}", shown[1].text);
+    assert!(shown[1].text.ends_with("\n• Idle."), "{}", shown[1].text);
 
+    bot.api.dm(OWNER, "/model");
+    let shown = bot
+        .api
+        .until_chat(OWNER, "the model list", |m| m.len() == 3)
+        .await;
+    let lines: Vec<&str> = shown[2].text.lines().collect();
+    assert!(lines[0].starts_with("Model: anthropic/"), "{lines:?}");
+    assert!(lines.contains(&"• anthropic/claude-opus-4-1"), "{lines:?}");
+    assert_eq!(lines.last(), Some(&"Change it with /model PROVIDER/MODEL"));
     bot.api.dm(OWNER, "/model anthropic/claude-opus-4-1");
     let shown = bot
         .api
-        .until_chat(OWNER, "the model answer", |m| m.len() == 3)
+        .until_chat(OWNER, "the model answer", |m| m.len() == 4)
         .await;
-    assert_eq!(shown[2].text, "Model set to anthropic/claude-opus-4-1.");
+    assert_eq!(shown[3].text, "Model set to anthropic/claude-opus-4-1.");
     bot.mock
         .push(Reply::sse(anthropic_text("On the new model.", 10)));
     bot.api.dm(OWNER, "and now?");
     bot.api
-        .until_chat(OWNER, "the reply", |m| m.len() == 4)
+        .until_chat(OWNER, "the reply", |m| m.len() == 5)
         .await;
     assert_eq!(bot.mock.requests()[1].body["model"], "claude-opus-4-1");
 
     bot.api.dm(OWNER, "/new");
     let shown = bot
         .api
-        .until_chat(OWNER, "the reset", |m| m.len() == 5)
+        .until_chat(OWNER, "the reset", |m| m.len() == 6)
         .await;
-    assert_eq!(shown[4].text, "Started a new session.");
+    assert_eq!(shown[5].text, "Started a new session.");
     let after = admin.call_ok("sessions.resolve", json!({"key": key})).await;
     assert_ne!(before, after);
 
