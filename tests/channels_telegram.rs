@@ -770,3 +770,25 @@ async fn an_unanswered_approval_is_rejected_after_the_timeout_and_says_so() {
     assert!(shown[0].text.contains(&marker.display().to_string()));
     assert!(!marker.exists());
 }
+
+#[tokio::test]
+async fn a_chat_s_session_shows_its_key_on_the_web_page() {
+    let bot = Bot::start("").await;
+    bot.mock.push(Reply::sse(anthropic_text("Hi there.", 10)));
+    let sent = bot.api.dm(OWNER, "hello from Telegram");
+    bot.run_ended(OWNER, sent).await;
+    let browser = support::browser::Browser::start(1280, 900).await;
+    let gateway = bot.gateway();
+    browser
+        .sign_in(gateway.addr, gateway.token.as_deref().unwrap())
+        .await;
+    browser
+        .until(
+            "the chat's session, named by its key",
+            &format!(
+                "return [...document.querySelectorAll('[data-testid=session-item]')].some(b => \
+                 b.dataset.key === 'telegram:dm:{OWNER}' && b.querySelector('small').textContent.startsWith('telegram:dm:{OWNER} · '));"
+            ),
+        )
+        .await;
+}
