@@ -792,3 +792,35 @@ async fn a_chat_s_session_shows_its_key_on_the_web_page() {
         )
         .await;
 }
+
+#[tokio::test]
+async fn an_outage_of_the_bot_api_is_retried_with_backoff_and_nothing_is_lost() {
+    let bot = Bot::start("").await;
+    // The poll in flight ends; the next two fail like a broken proxy.
+    bot.api
+        .until("the first long poll", |api| {
+            (!api.calls_of("getupdates").is_empty()).then_some(())
+        })
+        .await;
+    bot.api.fail("getupdates", 502);
+    bot.api.fail("getupdates", 502);
+    bot.api.fail("sendmessage", 503);
+    bot.mock.push(Reply::sse(anthropic_text("Still here.", 10)));
+    bot.api.dm(OWNER, "are you there?");
+    bot.api
+        .until_chat(OWNER, "the reply", |m| {
+            m.len() == 1 && m[0].text == "Still here."
+        })
+        .await;
+    let polls = bot.api.calls_of("getupdates");
+    let failed: Vec<_> = polls.iter().filter(|c| c.error == Some(502)).collect();
+    assert_eq!(failed.len(), 2);
+    // Backoff: the second try waits at least a second after the first.
+    assert!(failed[1].at - failed[0].at >= Duration::from_millis(900));
+    let sends = bot.api.calls_of("sendmessage");
+    assert_eq!(
+        sends.iter().map(|c| c.error).collect::<Vec<_>>(),
+        vec![Some(503), None]
+    );
+    assert_eq!(bot.mock.requests().len(), 1, "one run");
+}
