@@ -77,6 +77,8 @@ struct Shared {
     inner: Mutex<Inner>,
     next_update: AtomicI64,
     next_message: AtomicI64,
+    /// `getUpdates` calls waiting in their long poll now.
+    polling: AtomicI64,
     changed: Notify,
 }
 
@@ -100,6 +102,7 @@ impl TelegramApi {
             inner: Mutex::new(Inner::default()),
             next_update: AtomicI64::new(812_345_679),
             next_message: AtomicI64::new(100),
+            polling: AtomicI64::new(0),
             changed: Notify::new(),
         });
         let app = axum::Router::new()
@@ -232,6 +235,11 @@ impl TelegramApi {
             .filter(|m| m.chat == chat)
             .cloned()
             .collect()
+    }
+
+    /// Whether a `getUpdates` long poll is waiting now.
+    pub fn is_polling(&self) -> bool {
+        self.state.polling.load(Ordering::SeqCst) > 0
     }
 
     /// Updates not yet confirmed by an offset.
@@ -507,6 +515,14 @@ async fn get_updates(state: &Arc<Shared>, body: &Value) -> (u16, Value) {
     }
     let timeout = body["timeout"].as_u64().unwrap_or(0).min(60);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+    state.polling.fetch_add(1, Ordering::SeqCst);
+    state.changed.notify_waiters();
+    let answer = poll(state, body, deadline).await;
+    state.polling.fetch_sub(1, Ordering::SeqCst);
+    answer
+}
+
+async fn poll(state: &Arc<Shared>, body: &Value, deadline: tokio::time::Instant) -> (u16, Value) {
     loop {
         let changed = state.changed.notified();
         {
