@@ -25,6 +25,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
+use tokio::sync::watch;
 
 use super::access::Access;
 use super::http::{client, network, retry_after, retrying};
@@ -63,7 +64,7 @@ pub struct WhatsApp {
     access_file: PathBuf,
     seen: Mutex<Seen>,
     /// Where messages go, once the runner started.
-    deliveries: Mutex<Option<Deliveries>>,
+    deliveries: watch::Sender<Option<Deliveries>>,
     /// The newest message received in each chat: the typing indicator is
     /// shown by marking it read.
     last_received: Mutex<HashMap<String, String>>,
@@ -106,16 +107,21 @@ impl WhatsApp {
             allow: config.allow.clone(),
             access_file: data_dir.join("channels").join("access.json"),
             seen: Mutex::new(Seen::load(dir.join("seen"), now_secs())),
-            deliveries: Mutex::new(None),
+            deliveries: watch::Sender::new(None),
             last_received: Mutex::new(HashMap::new()),
         })
     }
 
-    fn deliveries(&self) -> Option<Deliveries> {
-        self.deliveries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    /// Where messages go; a request that comes while the gateway starts
+    /// waits a moment for the runner.
+    async fn deliveries(&self) -> Option<Deliveries> {
+        let mut ready = self.deliveries.subscribe();
+        let waited =
+            tokio::time::timeout(Duration::from_secs(10), ready.wait_for(Option::is_some)).await;
+        match waited {
+            Ok(Ok(deliveries)) => deliveries.clone(),
+            _ => None,
+        }
     }
 
     fn allowed(&self, user: &str) -> bool {
@@ -164,7 +170,7 @@ impl WhatsApp {
         let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
             return WebhookResponse::new(400, "the body is not JSON");
         };
-        let Some(deliveries) = self.deliveries() else {
+        let Some(deliveries) = self.deliveries().await else {
             // Not started yet: Meta tries again.
             return WebhookResponse::new(503, "not ready");
         };
@@ -625,8 +631,9 @@ impl Platform for WhatsApp {
 
     async fn receive(self: Arc<Self>, deliveries: Deliveries) -> Result<(), Failure> {
         // Webhook only: the Cloud API has no polling.
-        *self.deliveries.lock().unwrap_or_else(|p| p.into_inner()) = Some(deliveries.clone());
+        self.deliveries.send_replace(Some(deliveries.clone()));
         deliveries.closed().await;
+        self.deliveries.send_replace(None);
         Ok(())
     }
 
