@@ -33,10 +33,15 @@ struct WhatsAppTest {
     verify_token: String,
     app_secret: String,
     allow: Vec<String>,
+    approval_timeout_secs: u64,
 }
 
 impl WhatsAppTest {
     async fn start(allow: &[&str]) -> Self {
+        Self::start_with(allow, 120).await
+    }
+
+    async fn start_with(allow: &[&str], approval_timeout_secs: u64) -> Self {
         let sandbox = Sandbox::new();
         let mock = MockModel::start().await;
         let unique = uuid::Uuid::new_v4().simple().to_string();
@@ -52,6 +57,7 @@ impl WhatsAppTest {
             verify_token: format!("verify-{unique}"),
             app_secret: format!("secret-{unique}"),
             allow: allow.iter().map(|a| a.to_string()).collect(),
+            approval_timeout_secs,
         };
         test.restart().await;
         test
@@ -63,7 +69,8 @@ impl WhatsAppTest {
             gateway.stop().await;
         }
         let config = format!(
-            "[gateway]\napproval_timeout_secs = 120\n\n[channels.whatsapp]\nphone_number_id = \"{PHONE_ID}\"\napi_url = \"{}\"\nallow = {}\n",
+            "[gateway]\napproval_timeout_secs = {}\n\n[channels.whatsapp]\nphone_number_id = \"{PHONE_ID}\"\napi_url = \"{}\"\nallow = {}\n",
+            self.approval_timeout_secs,
             self.api.url(),
             serde_json::to_string(&self.allow).unwrap(),
         );
@@ -285,6 +292,44 @@ async fn an_approval_is_answered_with_a_reply_button() {
     expected.sort_by_key(|m| m.to_string());
     assert_eq!(messages, expected);
     assert_eq!(test.mock.requests().len(), 2);
+    // The outcome was told once: the next reply is the fourth message.
+    test.mock.push(Reply::sse(anthropic_text("Next.", 30)));
+    test.say(USER, "wamid.next", "and now?").await;
+    let messages = test.api.wait_messages(4, TIMEOUT).await;
+    assert_eq!(messages.len(), 4, "{messages:#?}");
+    assert_eq!(messages[3], text_to(USER, "Next."));
+}
+
+#[tokio::test]
+async fn an_unanswered_approval_is_rejected_and_the_chat_is_told_below_it() {
+    let test = WhatsAppTest::start_with(&[USER], 1).await;
+    let marker = test
+        .sandbox
+        .work()
+        .join(format!("ran-{}", uuid::Uuid::new_v4().simple()));
+    test.mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_t",
+        "bash",
+        &json!({"command": format!("touch {}", marker.display())}),
+    )));
+    test.mock
+        .push(Reply::sse(anthropic_text("Not run, then.", 30)));
+    test.say(USER, "wamid.slow", "touch it").await;
+    let mut messages = test.api.wait_messages(3, TIMEOUT).await;
+    assert_eq!(messages.remove(0)["type"], "interactive");
+    messages.sort_by_key(|m| m.to_string());
+    let mut expected = vec![
+        text_to(USER, "Not answered in time: rejected."),
+        text_to(USER, "Not run, then."),
+    ];
+    expected.sort_by_key(|m| m.to_string());
+    assert_eq!(messages, expected);
+    assert!(!marker.exists(), "a rejected command ran");
+    let (_, is_error, _) = support::tool_results(&test.mock, 1)
+        .into_iter()
+        .find(|(id, ..)| id == "toolu_t")
+        .unwrap();
+    assert!(is_error);
 }
 
 #[tokio::test]
