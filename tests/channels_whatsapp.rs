@@ -361,16 +361,16 @@ async fn a_stranger_gets_a_pairing_code_and_no_run_until_approved() {
         (200, String::new())
     );
 
-    let access = test.sandbox.home().join("channels").join("access.json");
-    let mut stored = pincer::gateway::channels::access::Access::load(&access).unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let pending = stored.approve(&code, now).unwrap();
+    let approved = test
+        .sandbox
+        .command(&["channels", "approve", &code])
+        .output()
+        .await
+        .unwrap();
+    assert!(approved.status.success(), "{approved:?}");
     assert_eq!(
-        (pending.channel.as_str(), pending.user.as_str()),
-        ("whatsapp", stranger)
+        String::from_utf8_lossy(&approved.stdout),
+        format!("Approved Sheena Nelson ({stranger}) on whatsapp.\n")
     );
     test.mock.push(Reply::sse(anthropic_text("Welcome.", 10)));
     test.say(stranger, "wamid.s3", "hello again").await;

@@ -105,7 +105,7 @@ impl WhatsApp {
             verify_token,
             app_secret,
             allow: config.allow.clone(),
-            access_file: data_dir.join("channels").join("access.json"),
+            access_file: super::access_file(data_dir),
             seen: Mutex::new(Seen::load(dir.join("seen"), now_secs())),
             deliveries: watch::Sender::new(None),
             last_received: Mutex::new(HashMap::new()),
