@@ -379,11 +379,11 @@ impl Runner {
                         .as_array()
                         .into_iter()
                         .flatten()
-                        .filter_map(|m| Some(format!("{}/{}", m["provider"].as_str()?, m["id"].as_str()?)))
+                        .filter_map(|m| m["id"].as_str().map(|id| format!("- {id}")))
                         .take(40)
                         .collect();
                     if !names.is_empty() {
-                        text.push_str("\n\nAvailable:\n");
+                        text.push_str("\n\nAvailable:\n\n");
                         text.push_str(&names.join("\n"));
                         text.push_str("\n\nChange it with /model PROVIDER/MODEL");
                     }
@@ -657,32 +657,32 @@ fn decision_text(decision: &str) -> &'static str {
 
 fn status_text(row: &Value, busy: bool) -> String {
     let mut lines = vec![format!(
-        "Model: {}/{}",
+        "- Model: {}/{}",
         row["modelProvider"].as_str().unwrap_or("?"),
         row["model"].as_str().unwrap_or("default")
     )];
     if let Some(used) = row["totalTokens"].as_u64() {
         match row["contextTokens"].as_u64() {
             Some(window) if window > 0 => lines.push(format!(
-                "Context: {used} of {window} tokens ({}%)",
+                "- Context: {used} of {window} tokens ({}%)",
                 used * 100 / window
             )),
-            _ => lines.push(format!("Context: {used} tokens")),
+            _ => lines.push(format!("- Context: {used} tokens")),
         }
     }
     if let Some(cost) = row["costUsd"].as_f64() {
-        lines.push(format!("Cost: ${cost:.4}"));
+        lines.push(format!("- Cost: ${cost:.4}"));
     }
     if let Some(mode) = row["queueMode"].as_str() {
-        lines.push(format!("Queue mode: {mode}"));
+        lines.push(format!("- Queue mode: {mode}"));
     }
     if let Some(thinking) = row["thinkingLevel"].as_str() {
-        lines.push(format!("Thinking: {thinking}"));
+        lines.push(format!("- Thinking: {thinking}"));
     }
     lines.push(if busy {
-        "Working.".into()
+        "- Working.".into()
     } else {
-        "Idle.".into()
+        "- Idle.".into()
     });
     lines.join("\n")
 }
