@@ -18,6 +18,7 @@ pub mod http;
 pub mod runner;
 pub mod split;
 pub mod telegram;
+pub mod whatsapp;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -278,6 +279,21 @@ pub fn build(
                 },
             )),
             Err(why) => failed("telegram", why),
+        }
+    }
+    if let Some(whatsapp) = &config.whatsapp
+        && whatsapp.enabled != Some(false)
+    {
+        match whatsapp::WhatsApp::new(whatsapp, env, data_dir) {
+            Ok(platform) => platforms.push((
+                Arc::new(platform),
+                runner::Settings {
+                    allow: whatsapp.allow.clone(),
+                    // Cloud API chats are direct messages.
+                    groups: Default::default(),
+                },
+            )),
+            Err(why) => failed("whatsapp", why),
         }
     }
     platforms

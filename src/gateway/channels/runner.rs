@@ -167,6 +167,8 @@ struct Runner {
     chats: Arc<Chats>,
     /// Approvals asked in each chat, newest last (for answers by number).
     asked: HashMap<Chat, Vec<String>>,
+    /// Approvals answered from a chat (its answer told the user there).
+    answered: std::collections::HashSet<String>,
     inbox: Option<crate::gateway::conn::Inbox>,
 }
 
@@ -203,6 +205,7 @@ impl Runner {
             settings,
             chats,
             asked: HashMap::new(),
+            answered: Default::default(),
             inbox: Some(inbox),
         }
     }
@@ -455,7 +458,10 @@ impl Runner {
         }
         let params = json!({"id": id, "decision": decision});
         match methods::invoke(&self.hub, &self.conn, "exec.approval.resolve", params).await {
-            Ok(_) => decision_text(decision).to_string(),
+            Ok(_) => {
+                self.answered.insert(id.to_string());
+                decision_text(decision).to_string()
+            }
             Err(e) => format!("⚠️ {}", e.message),
         }
     }
@@ -587,6 +593,13 @@ impl Runner {
                 } else {
                     decision_text(decision).to_string()
                 };
+                // Where the question cannot be edited (WhatsApp), an
+                // outcome the chat did not choose (a timeout, another
+                // client) is said below it.
+                let answered_here = self.answered.remove(id);
+                if self.platform.limits().edit.is_none() && !answered_here {
+                    self.say(&chat, note.clone());
+                }
                 self.chats.push(
                     &self.platform,
                     chat,
