@@ -32,8 +32,8 @@ use tokio_tungstenite::tungstenite::Message as Frame;
 
 use super::http::{client, network, retry_after, retrying};
 use super::{
-    Button, Chat, Deliveries, Delivery, Failure, Incoming, Limits, Measure, Message,
-    Platform, Press, Sent, WebhookRequest, WebhookResponse,
+    Button, Chat, Deliveries, Delivery, Failure, Incoming, Limits, Measure, Message, Platform,
+    Press, Sent, WebhookRequest, WebhookResponse,
 };
 use crate::config::channels::{SlackConfig, SlackMode};
 
@@ -418,12 +418,16 @@ fn failure(method: &str, error: &str, status: u16, wait: Option<Duration>) -> Fa
         "ratelimited" | "rate_limited" => {
             Failure::RateLimited(wait.unwrap_or(Duration::from_secs(30)))
         }
-        "invalid_auth" | "not_authed" | "account_inactive" | "token_revoked"
-        | "token_expired" | "not_allowed_token_type" | "no_permission" | "missing_scope" => {
-            Failure::Fatal(format!(
-                "Slack refused the token for {method} ({error}); check the tokens and scopes of [channels.slack]"
-            ))
-        }
+        "invalid_auth"
+        | "not_authed"
+        | "account_inactive"
+        | "token_revoked"
+        | "token_expired"
+        | "not_allowed_token_type"
+        | "no_permission"
+        | "missing_scope" => Failure::Fatal(format!(
+            "Slack refused the token for {method} ({error}); check the tokens and scopes of [channels.slack]"
+        )),
         "internal_error" | "fatal_error" | "service_unavailable" | "request_timeout" => {
             Failure::Transient(format!("Slack {method}: {error}"))
         }
@@ -845,9 +849,11 @@ mod tests {
 
     #[test]
     fn a_direct_message_is_a_dm_addressed_to_the_bot() {
-        let body = callback(json!({"type": "message", "channel": "D024BE91L", "user": "U2147483697",
+        let body = callback(
+            json!({"type": "message", "channel": "D024BE91L", "user": "U2147483697",
             "text": "Hello &amp; &lt;b&gt;", "ts": "1355517523.000005", "event_ts": "1355517523.000005",
-            "channel_type": "im", "user_profile": {"display_name": "", "real_name": "Ana"}}));
+            "channel_type": "im", "user_profile": {"display_name": "", "real_name": "Ana"}}),
+        );
         let (key, message) = message_of(event_item(&body, &me()));
         assert_eq!(key, "m:D024BE91L:1355517523.000005");
         assert_eq!(
@@ -881,7 +887,10 @@ mod tests {
         let other = callback(json!({"type": "message", "channel": "C1", "user": "U1",
             "text": "<@UOTHER> hi", "ts": "3.0", "channel_type": "channel"}));
         let (_, message) = message_of(event_item(&other, &me()));
-        assert_eq!((message.mentioned, message.text.as_str()), (false, "<@UOTHER> hi"));
+        assert_eq!(
+            (message.mentioned, message.text.as_str()),
+            (false, "<@UOTHER> hi")
+        );
     }
 
     #[test]
@@ -913,7 +922,10 @@ mod tests {
             assert_eq!(event_item(&callback(event.clone()), &me()), None, "{event}");
         }
         assert_eq!(
-            event_item(&json!({"type": "url_verification", "challenge": "c"}), &me()),
+            event_item(
+                &json!({"type": "url_verification", "challenge": "c"}),
+                &me()
+            ),
             None
         );
     }
@@ -955,7 +967,8 @@ mod tests {
             "payload": callback(json!({"type": "message", "channel": "D1", "user": "U1",
                 "text": "hi", "ts": "1.0", "channel_type": "im"}))});
         assert_eq!(message_of(envelope_item(&events, &me())).0, "m:D1:1.0");
-        let command = json!({"envelope_id": "e3", "type": "slash_commands", "payload": {"command": "/x"}});
+        let command =
+            json!({"envelope_id": "e3", "type": "slash_commands", "payload": {"command": "/x"}});
         assert_eq!(envelope_item(&command, &me()), None);
     }
 
@@ -1009,7 +1022,12 @@ mod tests {
             failure("chat.update", "ratelimited", 200, None),
             Failure::RateLimited(Duration::from_secs(30))
         );
-        for error in ["invalid_auth", "not_authed", "account_inactive", "token_revoked"] {
+        for error in [
+            "invalid_auth",
+            "not_authed",
+            "account_inactive",
+            "token_revoked",
+        ] {
             assert!(
                 matches!(failure("auth.test", error, 200, None), Failure::Fatal(_)),
                 "{error}"
