@@ -4,6 +4,8 @@
 //! goes in as Slack sends it, the agent runs, the reply comes out as Slack
 //! receives it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::Duration;

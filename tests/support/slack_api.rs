@@ -308,6 +308,8 @@ impl SlackApi {
         self.lock().socket.is_some()
     }
 
+    // The handshake callback's error type is tungstenite's, not ours.
+    #[allow(clippy::result_large_err)]
     async fn socket(self, stream: tokio::net::TcpStream) {
         let mock = self.clone();
         let check = move |request: &Request, response| {
