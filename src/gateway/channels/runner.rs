@@ -601,10 +601,8 @@ impl Runner {
     }
 }
 
-/// `$PINCER_HOME/channels/access.json` (the data dir): who may use the
-/// channels.
-pub fn access_file(hub: &Hub) -> PathBuf {
-    hub.data_dir().join("channels").join("access.json")
+fn access_file(hub: &Hub) -> PathBuf {
+    super::access_file(hub.data_dir())
 }
 
 fn parse_answer(data: &str) -> Option<(String, &'static str)> {
