@@ -323,13 +323,16 @@ async fn an_unknown_user_gets_a_pairing_code_and_nothing_runs_until_approved() {
     );
     assert!(mock.requests().is_empty());
 
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let access = sandbox.home().join("channels").join("access.json");
-    let mut access = pincer::gateway::channels::access::Access::load(&access).unwrap();
-    access.approve(&code, now).unwrap();
+    let approved = sandbox
+        .command(&["channels", "approve", &code])
+        .output()
+        .await
+        .unwrap();
+    assert!(approved.status.success(), "{approved:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&approved.stdout),
+        "Approved U9 on slack.\n"
+    );
 
     slack.push_event(dm("D9", "U9", "hi again", "5.000200"));
     slack
@@ -373,7 +376,7 @@ async fn a_no_reply_answer_sends_nothing() {
 async fn an_envelope_not_acknowledged_comes_again_after_a_restart_and_runs_once() {
     let (sandbox, mock, slack, gateway) =
         socket_setup(vec![text("First answer."), text("Second answer.")]).await;
-    // Slack refreshes the connection: pincer opens a new one.
+    // Slack refreshes the connection: pincer opens a new one at once.
     slack.disconnect("refresh_requested");
     slack
         .wait("a second connection", |s| {
@@ -381,6 +384,14 @@ async fn an_envelope_not_acknowledged_comes_again_after_a_restart_and_runs_once(
         })
         .await;
     assert_eq!(slack.calls_of("apps.connections.open").len(), 2);
+    // The connection breaks: pincer connects again (after a backoff).
+    slack.drop_connection();
+    slack
+        .wait("a third connection", |s| {
+            s.connections() == 3 && s.connected()
+        })
+        .await;
+    assert_eq!(slack.calls_of("apps.connections.open").len(), 3);
 
     // The acknowledgement of the first message never reaches Slack (the
     // gateway dies right after sending it).
@@ -599,4 +610,39 @@ async fn the_events_api_takes_only_signed_fresh_requests() {
     assert_eq!(mock.requests().len(), 3);
     // No Socket Mode in this mode.
     assert!(slack.calls_of("apps.connections.open").is_empty());
+}
+
+#[tokio::test]
+async fn a_refused_token_stops_the_channel_once_and_the_gateway_keeps_serving() {
+    for (bot, app, method) in [
+        ("xoxb-wrong", APP, "auth.test"),
+        (BOT, "xapp-wrong", "apps.connections.open"),
+    ] {
+        let sandbox = Sandbox::new();
+        let mock = MockModel::start().await;
+        let slack = SlackApi::start(BOT, APP).await;
+        write_config(&sandbox, &slack, "");
+        let token = new_token();
+        let mut cmd = gateway_command(&sandbox, &mock, Some(&token), &[]);
+        cmd.env("SLACK_BOT_TOKEN", bot).env("SLACK_APP_TOKEN", app);
+        let gateway = Gateway::spawn(cmd, Some(&token)).await;
+        let line = gateway
+            .stderr
+            .wait_line(TIMEOUT, |l| {
+                l.contains("channel slack stopped").then(|| l.to_string())
+            })
+            .await
+            .expect("the channel says it stopped");
+        assert_eq!(
+            line,
+            format!(
+                "pincer gateway: channel slack stopped: Slack refused the token for {method} (invalid_auth); check the tokens and scopes of [channels.slack]"
+            )
+        );
+        let mut admin = gateway.admin().await;
+        admin.call_ok("health", json!({})).await;
+        assert_eq!(slack.calls_of(method).len(), 1, "no retry storm");
+        assert_eq!(slack.connections(), 0);
+        gateway.stop().await;
+    }
 }

@@ -36,6 +36,9 @@ use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request};
 
 use super::acp_client::TIMEOUT;
 
+/// Said to a connection's task: end the connection.
+const DROP: &str = "\u{0}drop";
+
 /// The bot's identity `auth.test` answers.
 pub const BOT_USER: &str = "UBOT";
 pub const BOT_ID: &str = "BBOT";
@@ -273,6 +276,13 @@ impl SlackApi {
         }
     }
 
+    /// Drops the open connection without a word (a network failure).
+    pub fn drop_connection(&self) {
+        if let Some((_, socket)) = self.lock().socket.clone() {
+            let _ = socket.send(DROP.to_string());
+        }
+    }
+
     /// Acknowledgements from now on are lost (`false`: heard again).
     pub fn lose_acks(&self, lose: bool) {
         self.lock().lose_acks = lose;
@@ -351,6 +361,9 @@ impl SlackApi {
             tokio::select! {
                 out = rx.recv() => {
                     let Some(out) = out else { break };
+                    if out == DROP {
+                        break;
+                    }
                     if write.send(Message::text(out)).await.is_err() {
                         break;
                     }
