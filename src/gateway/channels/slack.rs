@@ -253,11 +253,7 @@ impl Slack {
                             let _ = acks.try_send(envelope);
                         }
                         Handed::Taking(taken) => {
-                            let acks = acks.clone();
-                            tokio::spawn(async move {
-                                let _ = tokio::time::timeout(ACK_WAIT, taken).await;
-                                let _ = acks.send(envelope).await;
-                            });
+                            tokio::spawn(acknowledge(taken, envelope, acks.clone()));
                         }
                     }
                 }
@@ -324,6 +320,13 @@ impl Slack {
         };
         verify(secret, &request.headers, &request.body, now)
     }
+}
+
+/// Acknowledges `envelope` once the runner took what it carried, or at
+/// Slack's deadline.
+async fn acknowledge(taken: oneshot::Receiver<bool>, envelope: String, acks: mpsc::Sender<String>) {
+    let _ = tokio::time::timeout(ACK_WAIT, taken).await;
+    let _ = acks.send(envelope).await;
 }
 
 /// How a connection ended.
@@ -1097,6 +1100,31 @@ mod tests {
                 mentioned: true,
             }),
         })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_acknowledgement_waits_for_the_runner_up_to_slack_s_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let slack = slack(dir.path());
+        let (tx, mut rx) = mpsc::channel(8);
+        let (acks, mut acked) = mpsc::channel(8);
+        for ts in ["1.0", "2.0"] {
+            let Handed::Taking(taken) = slack.hand(item(ts), &tx).await else {
+                panic!("not handed")
+            };
+            tokio::spawn(acknowledge(taken, format!("e{ts}"), acks.clone()));
+        }
+        let mut first = rx.recv().await.unwrap();
+        let _second = rx.recv().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(acked.try_recv().is_err(), "acknowledged before taken");
+        first.finish();
+        assert_eq!(acked.recv().await.as_deref(), Some("e1.0"));
+        // The runner never takes the second: acknowledged at the deadline
+        // all the same, so that Slack does not count the app as failing.
+        let started = tokio::time::Instant::now();
+        assert_eq!(acked.recv().await.as_deref(), Some("e2.0"));
+        assert!(started.elapsed() >= ACK_WAIT - Duration::from_secs(1));
     }
 
     #[tokio::test]
