@@ -522,32 +522,41 @@ async fn chat_commands_start_over_stop_change_the_model_and_report_status() {
         .until_chat(OWNER, "the status", |m| m.len() == 2)
         .await;
     assert!(
-        shown[1].text.starts_with("Model: anthropic/"),
+        shown[1].text.starts_with("• Model: anthropic/"),
         "{}",
         shown[1].text
     );
-    assert!(shown[1].text.ends_with("Idle."), "{}", shown[1].text);
+    assert!(shown[1].text.ends_with("\n• Idle."), "{}", shown[1].text);
 
+    bot.api.dm(OWNER, "/model");
+    let shown = bot
+        .api
+        .until_chat(OWNER, "the model list", |m| m.len() == 3)
+        .await;
+    let lines: Vec<&str> = shown[2].text.lines().collect();
+    assert!(lines[0].starts_with("Model: anthropic/"), "{lines:?}");
+    assert!(lines.contains(&"• anthropic/claude-opus-4-1"), "{lines:?}");
+    assert_eq!(lines.last(), Some(&"Change it with /model PROVIDER/MODEL"));
     bot.api.dm(OWNER, "/model anthropic/claude-opus-4-1");
     let shown = bot
         .api
-        .until_chat(OWNER, "the model answer", |m| m.len() == 3)
+        .until_chat(OWNER, "the model answer", |m| m.len() == 4)
         .await;
-    assert_eq!(shown[2].text, "Model set to anthropic/claude-opus-4-1.");
+    assert_eq!(shown[3].text, "Model set to anthropic/claude-opus-4-1.");
     bot.mock
         .push(Reply::sse(anthropic_text("On the new model.", 10)));
     bot.api.dm(OWNER, "and now?");
     bot.api
-        .until_chat(OWNER, "the reply", |m| m.len() == 4)
+        .until_chat(OWNER, "the reply", |m| m.len() == 5)
         .await;
     assert_eq!(bot.mock.requests()[1].body["model"], "claude-opus-4-1");
 
     bot.api.dm(OWNER, "/new");
     let shown = bot
         .api
-        .until_chat(OWNER, "the reset", |m| m.len() == 5)
+        .until_chat(OWNER, "the reset", |m| m.len() == 6)
         .await;
-    assert_eq!(shown[4].text, "Started a new session.");
+    assert_eq!(shown[5].text, "Started a new session.");
     let after = admin.call_ok("sessions.resolve", json!({"key": key})).await;
     assert_ne!(before, after);
 
@@ -660,4 +669,158 @@ async fn a_webhook_is_taken_only_with_telegram_s_secret_header() {
 
 fn bot_reply(mock: &MockModel, text: &str) {
     mock.push(Reply::sse(anthropic_text(text, 10)));
+}
+
+#[tokio::test]
+async fn a_message_sent_while_the_agent_works_follows_the_session_s_queue_mode() {
+    let bot = Bot::start("").await;
+    bot.mock.push(Reply::sse(anthropic_text("Hello.", 10)));
+    let first = bot.api.dm(OWNER, "hi");
+    bot.run_ended(OWNER, first).await;
+    let mut admin = bot.gateway().admin().await;
+    let key = format!("telegram:dm:{OWNER}");
+    admin
+        .call_ok(
+            "sessions.patch",
+            json!({"key": key, "queueMode": "followup"}),
+        )
+        .await;
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    bot.mock.push(Reply::Sse {
+        body: anthropic_text("The slow answer.", 10),
+        delay: Duration::ZERO,
+        gate: Some(gate.clone()),
+    });
+    bot.mock
+        .push(Reply::sse(anthropic_text("The follow-up answer.", 10)));
+    bot.api.dm(OWNER, "slow question");
+    bot.mock.wait_for_requests(2, TIMEOUT).await;
+    let later = bot.api.dm(OWNER, "while you work");
+    // Taken by the gateway (and so waiting as a follow-up) before the
+    // first answer is let through.
+    bot.api
+        .until("the second message taken", |api| {
+            (api.unconfirmed() == 0).then_some(())
+        })
+        .await;
+    assert_eq!(
+        bot.mock.requests().len(),
+        2,
+        "a follow-up waits for the turn to end"
+    );
+    gate.notify_one();
+    bot.run_ended(OWNER, later).await;
+    let shown = bot
+        .api
+        .until_chat(OWNER, "both answers", |m| m.len() == 3)
+        .await;
+    assert_eq!(
+        texts(&shown),
+        vec!["Hello.", "The slow answer.", "The follow-up answer."]
+    );
+    let asked: Vec<String> = bot
+        .mock
+        .requests()
+        .iter()
+        .map(|r| last_user_text(&r.body))
+        .collect();
+    assert_eq!(asked, vec!["hi", "slow question", "while you work"]);
+}
+
+#[tokio::test]
+async fn an_unanswered_approval_is_rejected_after_the_timeout_and_says_so() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let api = TelegramApi::start().await;
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        format!(
+            "title_model = \"none\"\n[gateway]\napproval_timeout_secs = 1\n\n[channels.telegram]\napi_url = \"{}\"\nallow = [\"{OWNER}\"]\npoll_timeout_secs = 5\n",
+            api.url
+        ),
+    )
+    .unwrap();
+    let mut bot = Bot {
+        sandbox,
+        mock,
+        api,
+        gateway: None,
+    };
+    bot.launch().await;
+    let marker = bot
+        .sandbox
+        .work()
+        .join(format!("never-{}", uuid::Uuid::new_v4().simple()));
+    bot.mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_tg2",
+        "bash",
+        &json!({"command": format!("echo ran > {}", marker.display())}),
+    )));
+    bot.mock
+        .push(Reply::sse(anthropic_text("I was not allowed.", 10)));
+    bot.api.dm(OWNER, "Make the marker.");
+    let shown = bot
+        .api
+        .until_chat(OWNER, "the timed-out question and the reply", |m| {
+            m.iter().any(|m| {
+                m.text.ends_with("Not answered in time: rejected.") && m.buttons.is_empty()
+            }) && m.last().is_some_and(|m| m.text == "I was not allowed.")
+        })
+        .await;
+    assert!(shown[0].text.contains(&marker.display().to_string()));
+    assert!(!marker.exists());
+}
+
+#[tokio::test]
+async fn a_chat_s_session_shows_its_key_on_the_web_page() {
+    let bot = Bot::start("").await;
+    bot.mock.push(Reply::sse(anthropic_text("Hi there.", 10)));
+    let sent = bot.api.dm(OWNER, "hello from Telegram");
+    bot.run_ended(OWNER, sent).await;
+    let browser = support::browser::Browser::start(1280, 900).await;
+    let gateway = bot.gateway();
+    browser
+        .sign_in(gateway.addr, gateway.token.as_deref().unwrap())
+        .await;
+    browser
+        .until(
+            "the chat's session, named by its key",
+            &format!(
+                "return [...document.querySelectorAll('[data-testid=session-item]')].some(b => \
+                 b.dataset.key === 'telegram:dm:{OWNER}' && b.querySelector('small').textContent.startsWith('telegram:dm:{OWNER} · '));"
+            ),
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn an_outage_of_the_bot_api_is_retried_with_backoff_and_nothing_is_lost() {
+    let bot = Bot::start("").await;
+    // The poll in flight ends; the next two fail like a broken proxy.
+    bot.api
+        .until("the first long poll", |api| {
+            (!api.calls_of("getupdates").is_empty()).then_some(())
+        })
+        .await;
+    bot.api.fail("getupdates", 502);
+    bot.api.fail("getupdates", 502);
+    bot.api.fail("sendmessage", 503);
+    bot.mock.push(Reply::sse(anthropic_text("Still here.", 10)));
+    bot.api.dm(OWNER, "are you there?");
+    bot.api
+        .until_chat(OWNER, "the reply", |m| {
+            m.len() == 1 && m[0].text == "Still here."
+        })
+        .await;
+    let polls = bot.api.calls_of("getupdates");
+    let failed: Vec<_> = polls.iter().filter(|c| c.error == Some(502)).collect();
+    assert_eq!(failed.len(), 2);
+    // Backoff: the second try waits at least a second after the first.
+    assert!(failed[1].at - failed[0].at >= Duration::from_millis(900));
+    let sends = bot.api.calls_of("sendmessage");
+    assert_eq!(
+        sends.iter().map(|c| c.error).collect::<Vec<_>>(),
+        vec![Some(503), None]
+    );
+    assert_eq!(bot.mock.requests().len(), 1, "one run");
 }

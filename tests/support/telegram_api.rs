@@ -56,6 +56,9 @@ struct Inner {
     messages: Vec<Shown>,
     /// Methods that answer 429 next, with the retry_after to give.
     limited: HashMap<String, VecDeque<u64>>,
+    /// Methods that fail next, with the HTTP status (a proxy's 502 page,
+    /// not Telegram's JSON).
+    failing: HashMap<String, VecDeque<u16>>,
     webhook: Option<String>,
 }
 
@@ -198,6 +201,17 @@ impl TelegramApi {
             .push_back(retry_after);
     }
 
+    /// The next call to `method` fails with `status` and an HTML page, as
+    /// a broken proxy or an outage answers.
+    pub fn fail(&self, method: &str, status: u16) {
+        self.state
+            .lock()
+            .failing
+            .entry(method.to_string())
+            .or_default()
+            .push_back(status);
+    }
+
     pub fn calls(&self) -> Vec<Call> {
         self.state.lock().calls.clone()
     }
@@ -296,6 +310,26 @@ async fn handle(
             Err(_) => return reply(error(400, "Bad Request: invalid JSON", None)),
         }
     };
+    let failing = state
+        .lock()
+        .failing
+        .get_mut(&method)
+        .and_then(|queue| queue.pop_front());
+    if let Some(status) = failing {
+        state.lock().calls.push(Call {
+            method,
+            body,
+            at: Instant::now(),
+            error: Some(status as u64),
+        });
+        state.changed.notify_waiters();
+        return (
+            axum::http::StatusCode::from_u16(status).unwrap(),
+            [(axum::http::header::CONTENT_TYPE, "text/html")],
+            "<html><body><h1>502 Bad Gateway</h1></body></html>",
+        )
+            .into_response();
+    }
     let (status, answer) = if bot.strip_prefix("bot") != Some(state.token.as_str()) {
         error(401, "Unauthorized", None)
     } else if let Some(retry) = state
