@@ -16,6 +16,7 @@ pub mod access;
 pub mod format;
 pub mod http;
 pub mod runner;
+pub mod slack;
 pub mod split;
 pub mod telegram;
 pub mod whatsapp;
@@ -294,6 +295,20 @@ pub fn build(
                 },
             )),
             Err(why) => failed("whatsapp", why),
+        }
+    }
+    if let Some(slack) = &config.slack
+        && slack.enabled != Some(false)
+    {
+        match slack::Slack::new(slack, env, data_dir) {
+            Ok(platform) => platforms.push((
+                Arc::new(platform),
+                runner::Settings {
+                    allow: slack.allow.clone(),
+                    groups: slack.groups.unwrap_or_default(),
+                },
+            )),
+            Err(why) => failed("slack", why),
         }
     }
     platforms

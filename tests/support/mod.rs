@@ -6,6 +6,7 @@ pub mod browser;
 pub mod gateway;
 pub mod mock_model;
 pub mod openclaw_gateway;
+pub mod slack_api;
 pub mod sse;
 pub mod telegram_api;
 pub mod whatsapp_api;
