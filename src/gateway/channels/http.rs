@@ -39,6 +39,30 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
 }
 
+/// The HMAC-SHA256 of `parts` (one after another) under `secret`, in
+/// lowercase hex: how Slack and Meta sign their webhooks.
+pub fn hmac_sha256_hex(secret: &[u8], parts: &[&[u8]]) -> String {
+    use hmac::{Hmac, Mac};
+    // HMAC takes a key of any length.
+    let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(secret) else {
+        return String::new();
+    };
+    for part in parts {
+        mac.update(part);
+    }
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Whether a signature a request carries is `expected`, compared in
+/// constant time (no timing tells an attacker how much of it was right).
+pub fn same_signature(given: &[u8], expected: &str) -> bool {
+    !expected.is_empty() && bool::from(subtle::ConstantTimeEq::ct_eq(given, expected.as_bytes()))
+}
+
 /// Runs `call` until it succeeds, waiting out rate limits (as long as the
 /// platform asks) and retrying transient failures with backoff; a refusal
 /// or a fatal failure is returned at once.

@@ -23,10 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
-use subtle::ConstantTimeEq;
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as Frame;
 
@@ -61,8 +58,6 @@ const MAX_MARKDOWN: usize = 12_000;
 
 /// The notification text beside the blocks.
 const MAX_FALLBACK: usize = 1000;
-
-type HmacSha256 = Hmac<Sha256>;
 
 pub struct Slack {
     http: reqwest::Client,
@@ -457,20 +452,11 @@ fn verify(secret: &str, headers: &axum::http::HeaderMap, body: &[u8], now: i64) 
         .get("x-slack-signature")
         .map(|v| v.as_bytes())
         .unwrap_or_default();
-    let Ok(mut mac) = HmacSha256::new_from_slice(secret.as_bytes()) else {
-        return false;
-    };
-    mac.update(b"v0:");
-    mac.update(timestamp.as_bytes());
-    mac.update(b":");
-    mac.update(body);
-    let digest = mac.finalize().into_bytes();
-    let mut expected = String::with_capacity(3 + digest.len() * 2);
-    expected.push_str("v0=");
-    for byte in digest {
-        expected.push_str(&format!("{byte:02x}"));
-    }
-    bool::from(expected.as_bytes().ct_eq(given))
+    let digest = super::http::hmac_sha256_hex(
+        secret.as_bytes(),
+        &[b"v0:", timestamp.as_bytes(), b":", body],
+    );
+    super::http::same_signature(given, &format!("v0={digest}"))
 }
 
 /// What a Socket Mode envelope carries for the runner.
@@ -976,15 +962,10 @@ mod tests {
     }
 
     fn signed_headers(secret: &str, timestamp: &str, body: &[u8]) -> axum::http::HeaderMap {
-        let mut mac = HmacSha256::new_from_slice(secret.as_bytes()).unwrap();
-        mac.update(format!("v0:{timestamp}:").as_bytes());
-        mac.update(body);
-        let hex: String = mac
-            .finalize()
-            .into_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let hex = crate::gateway::channels::http::hmac_sha256_hex(
+            secret.as_bytes(),
+            &[format!("v0:{timestamp}:").as_bytes(), body],
+        );
         let mut headers = axum::http::HeaderMap::new();
         headers.insert("x-slack-request-timestamp", timestamp.parse().unwrap());
         headers.insert("x-slack-signature", format!("v0={hex}").parse().unwrap());

@@ -21,9 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use tokio::sync::watch;
 
@@ -361,22 +359,8 @@ fn signed(secret: &[u8], body: &[u8], signature: Option<&str>) -> bool {
     let Some(given) = signature.and_then(|s| s.trim().strip_prefix("sha256=")) else {
         return false;
     };
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
-        return false;
-    };
-    mac.update(body);
-    let expected: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    bool::from(
-        given
-            .to_ascii_lowercase()
-            .as_bytes()
-            .ct_eq(expected.as_bytes()),
-    )
+    let expected = super::http::hmac_sha256_hex(secret, &[body]);
+    super::http::same_signature(given.to_ascii_lowercase().as_bytes(), &expected)
 }
 
 /// A message of a notification.
@@ -715,14 +699,7 @@ mod tests {
     use super::*;
 
     fn sign(secret: &str, body: &[u8]) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
-        mac.update(body);
-        let hex: String = mac
-            .finalize()
-            .into_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let hex = crate::gateway::channels::http::hmac_sha256_hex(secret.as_bytes(), &[body]);
         format!("sha256={hex}")
     }
 
