@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod completions;
+pub mod cron;
 pub mod doctor;
 pub mod mcp;
 pub mod run;

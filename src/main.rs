@@ -200,6 +200,12 @@ enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+    /// The gateway's scheduled runs ([[cron]] jobs and the [heartbeat]):
+    /// schedules, next and last runs. Works without a gateway running.
+    Cron {
+        #[command(subcommand)]
+        command: CronCommand,
+    },
     /// List, show or delete stored sessions.
     Sessions {
         #[command(subcommand)]
@@ -291,6 +297,17 @@ enum McpCommand {
 }
 
 #[derive(Subcommand, Debug)]
+enum CronCommand {
+    /// Each job: name, schedule, time zone, next run, last run, target,
+    /// session, missed-run policy; and the heartbeat.
+    List {
+        /// The list as one JSON object (the gateway's `cron.list`).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 enum SessionsCommand {
     /// Stored sessions, newest first.
     List {
@@ -361,6 +378,7 @@ fn main() -> std::process::ExitCode {
         }
         Command::Run { .. }
         | Command::Sessions { .. }
+        | Command::Cron { .. }
         | Command::Tools { .. }
         | Command::Mcp { .. }
         | Command::Auth { .. }
@@ -520,6 +538,10 @@ fn main() -> std::process::ExitCode {
             Command::Mcp { command } => {
                 let McpCommand::List { cwd, json } = command;
                 report(pincer::cli::mcp::list(cwd, json).await)
+            }
+            Command::Cron { command } => {
+                let CronCommand::List { json } = command;
+                report(pincer::cli::cron::list(json))
             }
             Command::Sessions { command } => {
                 let result = match command {
