@@ -326,7 +326,8 @@ impl Record {
         }
     }
 
-    fn get(&self, job: Option<&str>) -> Option<&Entry> {
+    /// A job's entry (`None`: the heartbeat's).
+    pub fn get(&self, job: Option<&str>) -> Option<&Entry> {
         match job {
             Some(name) => self.jobs.get(name),
             None => self.heartbeat.as_ref(),
@@ -420,7 +421,13 @@ pub struct Scheduler {
 impl Scheduler {
     pub fn new(plan: Arc<Plan>, clock: Arc<dyn Clock>, runs: Arc<dyn Runs>) -> Self {
         let record = Record::load(&plan.state_file).unwrap_or_else(|e| {
-            crate::gateway::eprintln_log(&format!("scheduled runs: {e}"));
+            // Kept for the user to look at, not overwritten.
+            let aside = plan.state_file.with_extension("json.broken");
+            let _ = std::fs::rename(&plan.state_file, &aside);
+            crate::gateway::eprintln_log(&format!(
+                "scheduled runs: {e}; moved it to {} and started a new record",
+                aside.display()
+            ));
             Record::default()
         });
         Self {
@@ -684,11 +691,6 @@ impl Scheduler {
             .unwrap_or_else(|p| p.into_inner())
             .contains(&job.map(str::to_string))
     }
-
-    #[cfg(test)]
-    fn entry(&self, job: Option<&str>) -> Option<Entry> {
-        self.record().get(job).cloned()
-    }
 }
 
 // ----- the gateway's side -----
@@ -839,10 +841,17 @@ mod tests {
             self.now.lock().unwrap().clone()
         }
 
+        /// Resolves at `when`, or when the test moves the clock at all
+        /// (so that each move makes one pass). The test runtime has one
+        /// thread: the loop reads the time and comes here without the test
+        /// running in between.
         fn sleep_until(&self, when: Timestamp) -> BoxFuture<'static, ()> {
             let mut moved = self.moved.subscribe();
             Box::pin(async move {
-                let _ = moved.wait_for(|now| *now >= when).await;
+                if *moved.borrow_and_update() >= when {
+                    return;
+                }
+                let _ = moved.changed().await;
             })
         }
     }
