@@ -206,6 +206,11 @@ enum Command {
         #[command(subcommand)]
         command: CronCommand,
     },
+    /// Who may use the chat channels: approve a pairing code, list users.
+    Channels {
+        #[command(subcommand)]
+        command: ChannelsCommand,
+    },
     /// List, show or delete stored sessions.
     Sessions {
         #[command(subcommand)]
@@ -308,6 +313,14 @@ enum CronCommand {
 }
 
 #[derive(Subcommand, Debug)]
+enum ChannelsCommand {
+    /// Let the user who was given CODE use the agent through their channel.
+    Approve { code: String },
+    /// Approved users and pairing codes waiting.
+    List,
+}
+
+#[derive(Subcommand, Debug)]
 enum SessionsCommand {
     /// Stored sessions, newest first.
     List {
@@ -379,6 +392,7 @@ fn main() -> std::process::ExitCode {
         Command::Run { .. }
         | Command::Sessions { .. }
         | Command::Cron { .. }
+        | Command::Channels { .. }
         | Command::Tools { .. }
         | Command::Mcp { .. }
         | Command::Auth { .. }
@@ -543,6 +557,10 @@ fn main() -> std::process::ExitCode {
                 let CronCommand::List { json } = command;
                 report(pincer::cli::cron::list(json))
             }
+            Command::Channels { command } => report(match command {
+                ChannelsCommand::Approve { code } => pincer::cli::channels::approve(&code),
+                ChannelsCommand::List => pincer::cli::channels::list(),
+            }),
             Command::Sessions { command } => {
                 let result = match command {
                     SessionsCommand::List { cwd, json } => pincer::cli::sessions::list(cwd, json),
