@@ -1267,7 +1267,7 @@ mod tests {
         assert_eq!(
             plan.problems(),
             vec![
-                "[[cron]] job `typo`: the cron expression \"61 * * * *\" is not valid: Invalid pattern: Number 61 is out of range for minute; it will not run".to_string(),
+                "[[cron]] job `typo`: the cron expression \"61 * * * *\" is not valid: Component error: Number out of bounds.; it will not run".to_string(),
                 "[[cron]] job `zoned`: the time zone \"Mars/Olympus\" is unknown; use an IANA name such as \"Europe/Berlin\" or \"UTC\"; it will not run".to_string(),
                 "[[cron]] job `ok`: another job has this name; give each job its own; it will not run".to_string(),
                 "[[cron]] job `#5`: it has no `name`; it will not run".to_string(),
