@@ -28,7 +28,10 @@ const OWNER: i64 = 123_456_789;
 /// was slower than that to start).
 fn soon() -> String {
     let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(4);
-    format!("{} * * * * *", at.to_zoned(jiff::tz::TimeZone::UTC).second())
+    format!(
+        "{} * * * * *",
+        at.to_zoned(jiff::tz::TimeZone::UTC).second()
+    )
 }
 
 struct Setup {
@@ -219,7 +222,10 @@ async fn a_cron_job_with_seconds_runs_and_its_reply_reaches_its_chat() {
     setup
         .line("[[cron]] job `zoned`: the time zone \"Mars/Olympus\" is unknown")
         .await;
-    setup.mock.wait_for_requests(1, Duration::from_secs(90)).await;
+    setup
+        .mock
+        .wait_for_requests(1, Duration::from_secs(90))
+        .await;
     let shown = setup
         .api
         .until("the reply in the owner's chat", |api| {
@@ -257,8 +263,12 @@ async fn silent_replies_of_the_heartbeat_and_of_a_job_are_never_delivered() {
         "jobs": {"quiet": {"lastRunMs": ago}},
         "heartbeat": {"lastRunMs": ago},
     }));
-    setup.mock.push(Reply::sse(anthropic_text("HEARTBEAT_OK", 10)));
-    setup.mock.push(Reply::sse(anthropic_text("HEARTBEAT_OK", 10)));
+    setup
+        .mock
+        .push(Reply::sse(anthropic_text("HEARTBEAT_OK", 10)));
+    setup
+        .mock
+        .push(Reply::sse(anthropic_text("HEARTBEAT_OK", 10)));
     setup.launch().await;
     setup.until_status(None, "silent").await;
     setup.until_status(Some("quiet"), "silent").await;
@@ -321,7 +331,9 @@ async fn run_once_catches_up_one_missed_run_after_a_restart_and_skip_does_not() 
         "skipper": {"lastRunMs": ago},
         "catcher": {"lastRunMs": ago},
     }}));
-    setup.mock.push(Reply::sse(anthropic_text("Caught up.", 10)));
+    setup
+        .mock
+        .push(Reply::sse(anthropic_text("Caught up.", 10)));
     setup.launch().await;
     // A target on a channel that is not running: a warning, and the run
     // happens all the same.
@@ -354,9 +366,7 @@ async fn run_once_catches_up_one_missed_run_after_a_restart_and_skip_does_not() 
     // A restart: nothing is missed any more, nothing runs again.
     setup.stop().await;
     setup.launch().await;
-    setup
-        .line("cron job `catcher`: next run")
-        .await;
+    setup.line("cron job `catcher`: next run").await;
     setup.line("cron job `skipper`: next run").await;
     let list = setup.cron_list().await;
     assert_eq!(list["jobs"][1]["lastRun"]["atMs"], caught_at);
@@ -391,7 +401,10 @@ async fn cron_list_shows_each_job_and_the_heartbeat_without_a_gateway() {
     let next = jiff::civil::date(now.year() + 1, 1, 1)
         .to_zoned(berlin.clone())
         .unwrap();
-    let workspace = setup.sandbox.home().join("agents/main/workspace/HEARTBEAT.md");
+    let workspace = setup
+        .sandbox
+        .home()
+        .join("agents/main/workspace/HEARTBEAT.md");
     let expected = format!(
         "yearly\n  schedule: 0 0 1 1 * (Europe/Berlin)\n  next run: {}\n  last run: {} (delivered to telegram:dm:5)\n  target: telegram:dm:5\n  session: cron:yearly\n  missed runs: run_once\n\n\
          broken\n  error: [[cron]] job `broken`: the cron expression \"every day\" is not valid: Invalid pattern: Pattern must have between 5 and 7 fields.; it will not run\n\n\
@@ -419,7 +432,10 @@ async fn cron_list_shows_each_job_and_the_heartbeat_without_a_gateway() {
         .await
         .unwrap();
     let list: Value = serde_json::from_slice(&json_out.stdout).unwrap();
-    assert_eq!(list["jobs"][0]["nextRun"]["atMs"], next.timestamp().as_millisecond());
+    assert_eq!(
+        list["jobs"][0]["nextRun"]["atMs"],
+        next.timestamp().as_millisecond()
+    );
     assert_eq!(list["jobs"][0]["lastRun"]["atMs"], ran.as_millisecond());
     assert_eq!(list["heartbeat"]["everyMinutes"], 45);
 }
@@ -452,7 +468,10 @@ async fn the_web_page_lists_the_scheduled_jobs_with_their_next_run() {
     // The name is text, never markup.
     assert_eq!(
         items,
-        json!([[format!("<b>digest {marker}</b>"), true, 2], ["Heartbeat", true, 2]])
+        json!([
+            [format!("<b>digest {marker}</b>"), true, 2],
+            ["Heartbeat", true, 2]
+        ])
     );
     let heading = browser
         .eval("const s = document.querySelector('[data-testid=scheduled]'); return [s.hidden, s.querySelector('h2').textContent, s.querySelectorAll('b').length];")

@@ -46,7 +46,9 @@ pub fn list(json: bool) -> anyhow::Result<()> {
             text(&job["timezone"]),
             time(&job["nextRun"]),
             last(job),
-            job["target"].as_str().unwrap_or("none (the reply stays in the session)"),
+            job["target"]
+                .as_str()
+                .unwrap_or("none (the reply stays in the session)"),
             text(&job["sessionKey"]),
             text(&job["missed"]),
         );
@@ -67,7 +69,9 @@ pub fn list(json: bool) -> anyhow::Result<()> {
             heartbeat["everyMinutes"],
             time(&heartbeat["nextRun"]),
             last(heartbeat),
-            heartbeat["target"].as_str().unwrap_or("none (the reply stays in the session)"),
+            heartbeat["target"]
+                .as_str()
+                .unwrap_or("none (the reply stays in the session)"),
             text(&heartbeat["sessionKey"]),
         );
     } else {

@@ -62,8 +62,12 @@ pub trait Runs: Send + Sync + 'static {
     fn busy(&self, key: &str) -> bool;
     /// Sends `prompt` to `key` as run `id` and returns the run's final
     /// text, or why it failed.
-    fn run(&self, key: String, prompt: String, id: String)
-    -> BoxFuture<'static, Result<String, String>>;
+    fn run(
+        &self,
+        key: String,
+        prompt: String,
+        id: String,
+    ) -> BoxFuture<'static, Result<String, String>>;
     /// Sends `text` to the chat `target` names.
     fn deliver(&self, target: &str, text: &str) -> Result<(), String>;
 }
@@ -214,7 +218,10 @@ fn check_job(job: &CronJob, name: &str, names: &mut HashSet<String>) -> Result<J
     })
 }
 
-fn check_heartbeat(config: &HeartbeatConfig, config_dir: &Path) -> Result<Option<Heartbeat>, String> {
+fn check_heartbeat(
+    config: &HeartbeatConfig,
+    config_dir: &Path,
+) -> Result<Option<Heartbeat>, String> {
     let minutes = config.every_minutes();
     if minutes == 0 {
         return Ok(None);
@@ -243,9 +250,10 @@ fn check_heartbeat(config: &HeartbeatConfig, config_dir: &Path) -> Result<Option
 /// skips those runs too, to spend no model call on nothing).
 pub fn heartbeat_prompt(file: &Path) -> Option<String> {
     let text = std::fs::read_to_string(file).ok()?;
-    let empty = text.lines().map(str::trim).all(|line| {
-        line.is_empty() || is_heading(line) || is_empty_item(line)
-    });
+    let empty = text
+        .lines()
+        .map(str::trim)
+        .all(|line| line.is_empty() || is_heading(line) || is_empty_item(line));
     (!empty).then_some(text)
 }
 
@@ -489,7 +497,10 @@ impl Scheduler {
             }
             let now = self.clock.now();
             for (job, next) in jobs.iter().zip(next.iter_mut()) {
-                if next.as_ref().is_some_and(|n| n.timestamp() <= now.timestamp()) {
+                if next
+                    .as_ref()
+                    .is_some_and(|n| n.timestamp() <= now.timestamp())
+                {
                     self.launch(job, &now);
                     let now = now.with_time_zone(job.zone.clone());
                     *next = due(&job.schedule, Missed::Skip, None, &now).next;
@@ -514,9 +525,15 @@ impl Scheduler {
         let last = {
             let mut record = self.record();
             let entry = record.entry(Some(&job.name));
-            // A job seen for the first time missed nothing before now.
-            let since = *entry.since_ms.get_or_insert(now.timestamp().as_millisecond());
-            entry.last_run_ms.unwrap_or(since)
+            // A job seen for the first time missed nothing before now, nor
+            // one whose missed runs were skipped before.
+            match (entry.last_run_ms, entry.since_ms) {
+                (Some(last), Some(since)) => last.max(since),
+                (Some(last), None) => last,
+                (None, _) => *entry
+                    .since_ms
+                    .get_or_insert(now.timestamp().as_millisecond()),
+            }
         };
         let last = zoned(last, &job.zone);
         let plan = due(&job.schedule, job.missed, last.as_ref(), &now);
@@ -534,6 +551,7 @@ impl Scheduler {
             ));
             let mut record = self.record();
             let entry = record.entry(Some(&job.name));
+            entry.since_ms = Some(now.timestamp().as_millisecond());
             entry.last_status = Some("skipped: missed while the gateway was down".into());
             entry.last_status_ms = Some(now.timestamp().as_millisecond());
         }
@@ -570,12 +588,9 @@ impl Scheduler {
         };
         let prompt = heartbeat_prompt(&hb.file);
         let skip = skip.or_else(|| {
-            prompt.is_none().then(|| {
-                format!(
-                    "skipped: {} is missing or has no task",
-                    hb.file.display()
-                )
-            })
+            prompt
+                .is_none()
+                .then(|| format!("skipped: {} is missing or has no task", hb.file.display()))
         });
         match (skip, prompt) {
             (None, Some(prompt)) => {
@@ -646,7 +661,9 @@ impl Scheduler {
         let clock = self.clock.clone();
         tokio::spawn(async move {
             let status = match run.await {
-                Ok(text) if is_silent(&text) => "silent".to_string(),
+                // The agent never streams a `NO_REPLY`: a silent run's
+                // text is empty.
+                Ok(text) if text.trim().is_empty() || is_silent(&text) => "silent".to_string(),
                 Ok(text) => match &target {
                     None => "ok".to_string(),
                     Some(target) => match runs.deliver(target, &text) {
@@ -1025,8 +1042,14 @@ mod tests {
             Some("telegram:dm:42"),
             MissedRuns::Skip,
         )];
-        let mut s = Setup::start("2026-11-24T10:00:30", &jobs, None, None, &["Here is the news"])
-            .await;
+        let mut s = Setup::start(
+            "2026-11-24T10:00:30",
+            &jobs,
+            None,
+            None,
+            &["Here is the news"],
+        )
+        .await;
         s.move_to("2026-11-24T10:00:59").await;
         assert_eq!(s.calls(), vec![]);
         s.move_to("2026-11-24T10:01:00").await;
@@ -1055,8 +1078,18 @@ mod tests {
     #[tokio::test]
     async fn silent_replies_are_never_delivered() {
         let jobs = [
-            job("quiet", "0 * * * * *", Some("telegram:dm:42"), MissedRuns::Skip),
-            job("ack", "0 * * * * *", Some("telegram:dm:42"), MissedRuns::Skip),
+            job(
+                "quiet",
+                "0 * * * * *",
+                Some("telegram:dm:42"),
+                MissedRuns::Skip,
+            ),
+            job(
+                "ack",
+                "0 * * * * *",
+                Some("telegram:dm:42"),
+                MissedRuns::Skip,
+            ),
         ];
         let mut s = Setup::start(
             "2026-11-24T10:00:30",
@@ -1069,13 +1102,35 @@ mod tests {
         s.move_to("2026-11-24T10:01:00").await;
         assert_eq!(s.calls().len(), 2);
         assert_eq!(s.delivered(), vec![]);
-        assert_eq!(s.entry(Some("quiet")).last_status.as_deref(), Some("silent"));
+        assert_eq!(
+            s.entry(Some("quiet")).last_status.as_deref(),
+            Some("silent")
+        );
+        assert_eq!(s.entry(Some("ack")).last_status.as_deref(), Some("silent"));
+        // What the gateway gives back for a `NO_REPLY`: nothing.
+        s.runs
+            .replies
+            .lock()
+            .unwrap()
+            .extend([Ok(String::new()), Ok(" \n".into())]);
+        s.move_to("2026-11-24T10:02:00").await;
+        assert_eq!(s.calls().len(), 4);
+        assert_eq!(s.delivered(), vec![]);
+        assert_eq!(
+            s.entry(Some("quiet")).last_status.as_deref(),
+            Some("silent")
+        );
         assert_eq!(s.entry(Some("ack")).last_status.as_deref(), Some("silent"));
     }
 
     #[tokio::test]
     async fn a_target_on_a_channel_that_is_not_running_still_runs() {
-        let jobs = [job("lost", "0 * * * * *", Some("slack:dm:U1"), MissedRuns::Skip)];
+        let jobs = [job(
+            "lost",
+            "0 * * * * *",
+            Some("slack:dm:U1"),
+            MissedRuns::Skip,
+        )];
         let mut s = Setup::start("2026-11-24T10:00:30", &jobs, None, None, &["Report"]).await;
         s.move_to("2026-11-24T10:01:00").await;
         assert_eq!(s.calls(), calls(&[("cron:lost", "prompt of lost")]));
@@ -1111,15 +1166,24 @@ mod tests {
         )
         .await;
         assert_eq!(s.calls(), calls(&[("cron:daily", "prompt of daily")]));
-        assert_eq!(s.entry(Some("daily")).last_run_ms, Some(ms("2026-11-24T12:00:00")));
+        assert_eq!(
+            s.entry(Some("daily")).last_run_ms,
+            Some(ms("2026-11-24T12:00:00"))
+        );
         assert_eq!(s.entry(Some("daily")).last_status.as_deref(), Some("ok"));
         // Nothing more until the next morning.
         s.move_to("2026-11-25T07:29:59").await;
         assert_eq!(s.calls().len(), 1);
 
         let jobs = [job("daily", "30 7 * * *", None, MissedRuns::Skip)];
-        let mut s =
-            Setup::start("2026-11-24T12:00:00", &jobs, None, Some(stale("daily")), &[]).await;
+        let mut s = Setup::start(
+            "2026-11-24T12:00:00",
+            &jobs,
+            None,
+            Some(stale("daily")),
+            &[],
+        )
+        .await;
         s.move_to("2026-11-25T07:29:59").await;
         assert_eq!(s.calls(), vec![]);
         let entry = s.entry(Some("daily"));
@@ -1128,6 +1192,12 @@ mod tests {
             entry.last_status.as_deref(),
             Some("skipped: missed while the gateway was down")
         );
+        // The skip is remembered: a gateway started later, even with
+        // `run_once`, has nothing to catch up.
+        let record = Record::load(&s.state).unwrap();
+        let jobs = [job("daily", "30 7 * * *", None, MissedRuns::RunOnce)];
+        let s = Setup::start("2026-11-24T13:00:00", &jobs, None, Some(record), &[]).await;
+        assert_eq!(s.calls(), vec![]);
     }
 
     #[tokio::test]
@@ -1195,7 +1265,10 @@ mod tests {
         s.move_to("2026-11-24T21:30:00").await;
         assert_eq!(s.calls(), vec![]);
         let why = s.entry(None).last_status.unwrap();
-        assert!(why.starts_with("skipped: ") && why.ends_with("is missing or has no task"), "{why}");
+        assert!(
+            why.starts_with("skipped: ") && why.ends_with("is missing or has no task"),
+            "{why}"
+        );
         // A task now, but the session is busy: no run stacked on it.
         std::fs::write(s.workspace.join("HEARTBEAT.md"), "Check the inbox.").unwrap();
         s.runs.busy.lock().unwrap().insert("heartbeat".into());
@@ -1261,7 +1334,10 @@ mod tests {
         };
         let plan = Plan::new(&jobs, Some(&bad_hours), Path::new("/c"), Path::new("/d"));
         assert_eq!(
-            plan.jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(),
+            plan.jobs
+                .iter()
+                .map(|j| j.name.as_str())
+                .collect::<Vec<_>>(),
             vec!["ok"]
         );
         assert_eq!(
@@ -1285,7 +1361,12 @@ mod tests {
     #[test]
     fn the_listing_shows_next_and_last_runs() {
         let dir = tempfile::tempdir().unwrap();
-        let mut berlin = job("morning", "30 7 * * *", Some("telegram:dm:1"), MissedRuns::RunOnce);
+        let mut berlin = job(
+            "morning",
+            "30 7 * * *",
+            Some("telegram:dm:1"),
+            MissedRuns::RunOnce,
+        );
         berlin.timezone = Some("Europe/Berlin".into());
         berlin.session = Some("agent:main:main".into());
         let jobs = [berlin, job("bad", "x", None, MissedRuns::Skip)];
