@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod channels;
 pub mod completions;
+pub mod cron;
 pub mod doctor;
 pub mod mcp;
 pub mod run;

@@ -19,6 +19,7 @@ mod hub;
 mod link;
 mod methods;
 pub mod schedule;
+pub mod scheduler;
 mod web;
 
 use std::collections::HashMap;
@@ -179,6 +180,14 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
     for name in channels.names() {
         eprintln_log(&format!("channel {name} started"));
     }
+    let plan = Arc::new(scheduler::Plan::new(
+        &settings.config.cron,
+        settings.config.heartbeat.as_ref(),
+        &settings.paths.config_dir,
+        &settings.paths.data_dir,
+    ));
+    let _ = hub.scheduled.set(plan.clone());
+    scheduler::start(&hub, channels.clone(), plan);
     let gateway = Arc::new(Gateway {
         channels,
         limiter: auth::Limiter::new(

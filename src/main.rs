@@ -200,6 +200,12 @@ enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+    /// The gateway's scheduled runs ([[cron]] jobs and the [heartbeat]):
+    /// schedules, next and last runs. Works without a gateway running.
+    Cron {
+        #[command(subcommand)]
+        command: CronCommand,
+    },
     /// Who may use the chat channels: approve a pairing code, list users.
     Channels {
         #[command(subcommand)]
@@ -296,6 +302,17 @@ enum McpCommand {
 }
 
 #[derive(Subcommand, Debug)]
+enum CronCommand {
+    /// Each job: name, schedule, time zone, next run, last run, target,
+    /// session, missed-run policy; and the heartbeat.
+    List {
+        /// The list as one JSON object (the gateway's `cron.list`).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 enum ChannelsCommand {
     /// Let the user who was given CODE use the agent through their channel.
     Approve { code: String },
@@ -374,6 +391,7 @@ fn main() -> std::process::ExitCode {
         }
         Command::Run { .. }
         | Command::Sessions { .. }
+        | Command::Cron { .. }
         | Command::Channels { .. }
         | Command::Tools { .. }
         | Command::Mcp { .. }
@@ -534,6 +552,10 @@ fn main() -> std::process::ExitCode {
             Command::Mcp { command } => {
                 let McpCommand::List { cwd, json } = command;
                 report(pincer::cli::mcp::list(cwd, json).await)
+            }
+            Command::Cron { command } => {
+                let CronCommand::List { json } = command;
+                report(pincer::cli::cron::list(json))
             }
             Command::Channels { command } => report(match command {
                 ChannelsCommand::Approve { code } => pincer::cli::channels::approve(&code),

@@ -66,6 +66,8 @@ pub struct Hub {
     state: Mutex<State>,
     /// What the transcripts record of usage, read incrementally.
     scans: Mutex<usage::Scans>,
+    /// The `[[cron]]` jobs and `[heartbeat]` the gateway runs (`cron.list`).
+    pub scheduled: OnceLock<Arc<super::scheduler::Plan>>,
 }
 
 /// The clients, indexed for the events of one session: those that follow
@@ -307,6 +309,7 @@ impl Hub {
             opening: tokio::sync::Mutex::new(()),
             state: Mutex::new(State::default()),
             scans: Mutex::new(usage::Scans::default()),
+            scheduled: OnceLock::new(),
         })
     }
 

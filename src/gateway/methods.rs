@@ -35,6 +35,7 @@ pub const METHODS: &[&str] = &[
     "exec.approval.get",
     "exec.approval.list",
     "exec.approval.resolve",
+    "cron.list",
 ];
 
 /// Every event, for `hello-ok`.
@@ -314,9 +315,23 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 Err(not_found(id))
             }
         }
+        "cron.list" => {
+            need(conn, Need::Read)?;
+            Ok(cron_list(hub))
+        }
         "connect" => Err(ErrorShape::invalid("already connected")),
         other => Err(ErrorShape::invalid(format!("unknown method: {other}"))),
     }
+}
+
+/// The scheduled runs: each `[[cron]]` job and the heartbeat, with their
+/// next and last runs (the same as `pincer cron list --json`).
+fn cron_list(hub: &Hub) -> Value {
+    let Some(plan) = hub.scheduled.get() else {
+        return json!({"jobs": [], "heartbeat": null});
+    };
+    let record = super::scheduler::Record::load(&plan.state_file).unwrap_or_default();
+    super::scheduler::listing(plan, &record, &jiff::Zoned::now())
 }
 
 fn not_found(id: &str) -> ErrorShape {

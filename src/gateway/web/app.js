@@ -162,6 +162,7 @@ async function onHello(payload) {
     renderSettings();
   }, () => {});
   await loadSessions().catch((error) => status(error.message));
+  loadScheduled();
   await loadApprovals();
   if (!again) {
     // The address names the session shown before a reload. Only one the
@@ -241,7 +242,50 @@ async function loadSessions() {
 
 function refreshSessionsSoon() {
   clearTimeout(state.refreshTimer);
-  state.refreshTimer = setTimeout(() => loadSessions().catch(() => {}), 150);
+  state.refreshTimer = setTimeout(() => {
+    loadSessions().catch(() => {});
+    loadScheduled();
+  }, 150);
+}
+
+/// The gateway's scheduled runs (`cron.list`): each job and the heartbeat
+/// with its next run. A gateway without the method (OpenClaw's) shows none.
+async function loadScheduled() {
+  let listed;
+  try {
+    listed = await request("cron.list", {});
+  } catch {
+    $("scheduled").hidden = true;
+    return;
+  }
+  const rows = Array.isArray(listed?.jobs) ? listed.jobs.filter((j) => j && typeof j.name === "string") : [];
+  const items = rows.map((job) => ({
+    name: job.name,
+    detail: job.error ? "not running: see the gateway's log" : nextText(job),
+  }));
+  const beat = listed?.heartbeat;
+  if (beat && typeof beat === "object") {
+    items.push({ name: "Heartbeat", detail: beat.error ? "not running: see the gateway's log" : nextText(beat) });
+  }
+  const list = $("scheduled-list");
+  list.replaceChildren();
+  for (const item of items) {
+    const li = document.createElement("li");
+    li.dataset.testid = "scheduled-item";
+    const name = document.createElement("span");
+    name.className = "scheduled-name";
+    name.textContent = item.name;
+    const detail = document.createElement("small");
+    detail.textContent = item.detail;
+    li.append(name, detail);
+    list.append(li);
+  }
+  $("scheduled").hidden = items.length === 0;
+}
+
+function nextText(row) {
+  const at = row?.nextRun?.atMs;
+  return typeof at === "number" ? `next ${new Date(at).toLocaleString()}` : "no run to come";
 }
 
 function currentRow() {

@@ -1,0 +1,1410 @@
+//! The gateway's own runs: the `[heartbeat]` and the `[[cron]]` jobs of the
+//! user's config, started by `pincer gateway` beside the channels.
+//!
+//! A run is a `chat.send` on the job's session through an in-process
+//! connection (like a channel's), so queue modes, approvals and the
+//! transcript behave as for any client. Its final text goes to the job's
+//! target chat unless it is silent (`NO_REPLY`, `HEARTBEAT_OK`). When each
+//! job last ran is kept in the data dir (`cron.json`, readable by the user
+//! only), so that a run missed while the gateway was down is caught up
+//! once or skipped, as the job says, and `pincer cron list` can show it
+//! without a gateway. The decisions are `gateway::schedule`'s; time comes
+//! from a [`Clock`] so that tests drive the loop by hand.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use jiff::tz::TimeZone;
+use jiff::{Timestamp, Zoned};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::schedule::{ActiveHours, Missed, Schedule, due, is_silent, next_heartbeat};
+use crate::config::channels::{CronJob, HeartbeatConfig, MissedRuns};
+
+/// The longest a sleep of the loop lasts: a wall clock that jumps (a
+/// laptop waking up, a time sync) is noticed within this.
+const MAX_SLEEP: Duration = Duration::from_secs(30);
+
+/// Where the time comes from.
+pub trait Clock: Send + Sync + 'static {
+    /// Now, in the local time zone.
+    fn now(&self) -> Zoned;
+    /// Resolves at `when` or later (it may resolve earlier: the loop looks
+    /// at the time again).
+    fn sleep_until(&self, when: Timestamp) -> BoxFuture<'static, ()>;
+}
+
+/// The system's clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Zoned {
+        Zoned::now()
+    }
+
+    fn sleep_until(&self, when: Timestamp) -> BoxFuture<'static, ()> {
+        let wait = when.duration_since(Timestamp::now());
+        let wait = Duration::try_from(wait)
+            .unwrap_or(Duration::ZERO)
+            .saturating_add(Duration::from_millis(1))
+            .min(MAX_SLEEP);
+        Box::pin(tokio::time::sleep(wait))
+    }
+}
+
+/// What a run needs of the gateway.
+pub trait Runs: Send + Sync + 'static {
+    /// Whether the session `key` names has a run going.
+    fn busy(&self, key: &str) -> bool;
+    /// Sends `prompt` to `key` as run `id` and returns the run's final
+    /// text, or why it failed.
+    fn run(
+        &self,
+        key: String,
+        prompt: String,
+        id: String,
+    ) -> BoxFuture<'static, Result<String, String>>;
+    /// Sends `text` to the chat `target` names.
+    fn deliver(&self, target: &str, text: &str) -> Result<(), String>;
+}
+
+/// A `[[cron]]` job, checked.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub name: String,
+    pub expression: String,
+    schedule: Schedule,
+    pub zone: TimeZone,
+    /// The zone's name as configured, or the system's.
+    pub zone_name: String,
+    pub prompt: String,
+    pub target: Option<String>,
+    pub session: String,
+    pub missed: Missed,
+}
+
+/// The `[heartbeat]`, checked and on.
+#[derive(Clone, Debug)]
+pub struct Heartbeat {
+    pub every: Duration,
+    pub active: Option<ActiveHours>,
+    pub active_text: Option<String>,
+    pub target: Option<String>,
+    pub session: String,
+    /// The workspace's HEARTBEAT.md: each run's prompt.
+    pub file: PathBuf,
+}
+
+/// A job of the config that does not run, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Invalid {
+    pub name: String,
+    pub error: String,
+}
+
+/// What the config asks the scheduler to do.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    pub jobs: Vec<Job>,
+    pub invalid: Vec<Invalid>,
+    pub heartbeat: Option<Heartbeat>,
+    /// Why the configured heartbeat does not run (an invalid setting).
+    pub heartbeat_error: Option<String>,
+    /// `cron.json` in the data dir.
+    pub state_file: PathBuf,
+}
+
+/// `cron.json`: when the runs happened.
+pub fn state_file(data_dir: &Path) -> PathBuf {
+    data_dir.join("cron.json")
+}
+
+impl Plan {
+    /// Checks the user's `[[cron]]` and `[heartbeat]`; a job that cannot
+    /// run is listed in `invalid` with a sentence naming it, the others
+    /// run.
+    pub fn new(
+        jobs: &[CronJob],
+        heartbeat: Option<&HeartbeatConfig>,
+        config_dir: &Path,
+        data_dir: &Path,
+    ) -> Self {
+        let mut plan = Plan {
+            state_file: state_file(data_dir),
+            ..Default::default()
+        };
+        let mut names = HashSet::new();
+        for (i, job) in jobs.iter().enumerate() {
+            let name = job.name.trim().to_string();
+            let label = if name.is_empty() {
+                format!("#{}", i + 1)
+            } else {
+                name.clone()
+            };
+            match check_job(job, &name, &mut names) {
+                Ok(job) => plan.jobs.push(job),
+                Err(why) => plan.invalid.push(Invalid {
+                    name: label.clone(),
+                    error: format!("[[cron]] job `{label}`: {why}; it will not run"),
+                }),
+            }
+        }
+        if let Some(config) = heartbeat {
+            match check_heartbeat(config, config_dir) {
+                Ok(heartbeat) => plan.heartbeat = heartbeat,
+                Err(why) => {
+                    plan.heartbeat_error = Some(format!("[heartbeat]: {why}; it will not run"))
+                }
+            }
+        }
+        plan
+    }
+
+    /// Sentences for the person who started the gateway: what will not
+    /// run.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems: Vec<String> = self.invalid.iter().map(|i| i.error.clone()).collect();
+        problems.extend(self.heartbeat_error.clone());
+        problems
+    }
+}
+
+fn check_job(job: &CronJob, name: &str, names: &mut HashSet<String>) -> Result<Job, String> {
+    if name.is_empty() {
+        return Err("it has no `name`".to_string());
+    }
+    if !names.insert(name.to_string()) {
+        return Err("another job has this name; give each job its own".to_string());
+    }
+    let schedule: Schedule = job.schedule.parse()?;
+    let (zone, zone_name) = match job.timezone.as_deref().map(str::trim) {
+        Some(name) if !name.is_empty() => {
+            let zone = TimeZone::get(name).map_err(|_| {
+                format!("the time zone \"{name}\" is unknown; use an IANA name such as \"Europe/Berlin\" or \"UTC\"")
+            })?;
+            (zone, name.to_string())
+        }
+        _ => {
+            let zone = TimeZone::system();
+            let name = zone.iana_name().unwrap_or("local").to_string();
+            (zone, name)
+        }
+    };
+    if job.prompt.trim().is_empty() {
+        return Err("its `prompt` is empty".to_string());
+    }
+    let session = job
+        .session
+        .clone()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| format!("cron:{name}"));
+    Ok(Job {
+        name: name.to_string(),
+        expression: job.schedule.trim().to_string(),
+        schedule,
+        zone,
+        zone_name,
+        prompt: job.prompt.clone(),
+        target: job.target.clone().filter(|t| !t.trim().is_empty()),
+        session,
+        missed: match job.missed {
+            MissedRuns::Skip => Missed::Skip,
+            MissedRuns::RunOnce => Missed::RunOnce,
+        },
+    })
+}
+
+fn check_heartbeat(
+    config: &HeartbeatConfig,
+    config_dir: &Path,
+) -> Result<Option<Heartbeat>, String> {
+    let minutes = config.every_minutes();
+    if minutes == 0 {
+        return Ok(None);
+    }
+    let active = config
+        .active_hours
+        .as_deref()
+        .map(str::parse::<ActiveHours>)
+        .transpose()?;
+    Ok(Some(Heartbeat {
+        every: Duration::from_secs(minutes.saturating_mul(60)),
+        active,
+        active_text: config.active_hours.clone(),
+        target: config.target.clone().filter(|t| !t.trim().is_empty()),
+        session: config
+            .session
+            .clone()
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| "heartbeat".to_string()),
+        file: crate::config::workspace_dir(config_dir).join("HEARTBEAT.md"),
+    }))
+}
+
+/// The prompt of a heartbeat: HEARTBEAT.md, unless it is missing or holds
+/// no task (only blank lines, headings and empty list items: OpenClaw
+/// skips those runs too, to spend no model call on nothing).
+pub fn heartbeat_prompt(file: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let empty = text
+        .lines()
+        .map(str::trim)
+        .all(|line| line.is_empty() || is_heading(line) || is_empty_item(line));
+    (!empty).then_some(text)
+}
+
+fn is_heading(line: &str) -> bool {
+    let rest = line.trim_start_matches('#');
+    rest.len() < line.len() && (rest.is_empty() || rest.starts_with(char::is_whitespace))
+}
+
+fn is_empty_item(line: &str) -> bool {
+    let Some(rest) = line.strip_prefix(['-', '*', '+']) else {
+        return false;
+    };
+    let rest = rest.trim();
+    rest.is_empty() || matches!(rest, "[]" | "[ ]" | "[x]" | "[X]")
+}
+
+// ----- what happened -----
+
+/// One job's (or the heartbeat's) record.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Entry {
+    /// When the scheduler first knew the job: runs before it were never
+    /// due.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_run_ms: Option<i64>,
+    /// How the last run (or the last time one was due) went.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_status: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_status_ms: Option<i64>,
+}
+
+/// `cron.json`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Record {
+    pub jobs: BTreeMap<String, Entry>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<Entry>,
+}
+
+impl Record {
+    /// The record in `file`; none yet is an empty one. A file that cannot
+    /// be read is an error naming it (a record thrown away would repeat or
+    /// lose runs).
+    pub fn load(file: &Path) -> Result<Self, String> {
+        match std::fs::read_to_string(file) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| {
+                format!(
+                    "{} is not a record of scheduled runs ({e}); move it away to start over",
+                    file.display()
+                )
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(format!("cannot read {}: {e}", file.display())),
+        }
+    }
+
+    /// Writes it whole (a crash leaves the old one or the new one),
+    /// readable by the user only.
+    pub fn save(&self, file: &Path) -> Result<(), String> {
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
+        crate::config::trust::write_private(file, &bytes)
+            .map_err(|e| format!("cannot write {}: {e}", file.display()))
+    }
+
+    fn entry(&mut self, job: Option<&str>) -> &mut Entry {
+        match job {
+            Some(name) => self.jobs.entry(name.to_string()).or_default(),
+            None => self.heartbeat.get_or_insert_with(Entry::default),
+        }
+    }
+
+    /// A job's entry (`None`: the heartbeat's).
+    pub fn get(&self, job: Option<&str>) -> Option<&Entry> {
+        match job {
+            Some(name) => self.jobs.get(name),
+            None => self.heartbeat.as_ref(),
+        }
+    }
+}
+
+fn zoned(ms: i64, zone: &TimeZone) -> Option<Zoned> {
+    Timestamp::from_millisecond(ms)
+        .ok()
+        .map(|t| t.to_zoned(zone.clone()))
+}
+
+// ----- the list -----
+
+/// What `pincer cron list` and `cron.list` show: each job and the
+/// heartbeat, with their next and last runs as of `now`.
+pub fn listing(plan: &Plan, record: &Record, now: &Zoned) -> Value {
+    let time = |z: Option<Zoned>| {
+        z.map(|z| json!({"atMs": z.timestamp().as_millisecond(), "text": display(&z)}))
+            .unwrap_or(Value::Null)
+    };
+    let mut jobs = Vec::new();
+    for job in &plan.jobs {
+        let entry = record.jobs.get(&job.name).cloned().unwrap_or_default();
+        let now = now.with_time_zone(job.zone.clone());
+        let next = due(&job.schedule, job.missed, None, &now).next;
+        let last = entry.last_run_ms.and_then(|ms| zoned(ms, &job.zone));
+        jobs.push(json!({
+            "name": job.name,
+            "schedule": job.expression,
+            "timezone": job.zone_name,
+            "nextRun": time(next),
+            "lastRun": time(last),
+            "lastStatus": entry.last_status,
+            "target": job.target,
+            "sessionKey": job.session,
+            "missed": match job.missed { Missed::Skip => "skip", Missed::RunOnce => "run_once" },
+            "error": Value::Null,
+        }));
+    }
+    for invalid in &plan.invalid {
+        jobs.push(json!({
+            "name": invalid.name,
+            "error": invalid.error,
+        }));
+    }
+    let heartbeat = match (&plan.heartbeat, &plan.heartbeat_error) {
+        (Some(hb), _) => {
+            let entry = record.heartbeat.clone().unwrap_or_default();
+            let last = entry.last_run_ms.and_then(|ms| zoned(ms, now.time_zone()));
+            let next = next_heartbeat(hb.every, hb.active, last.as_ref(), now);
+            json!({
+                "everyMinutes": hb.every.as_secs() / 60,
+                "activeHours": hb.active_text,
+                "nextRun": time(next),
+                "lastRun": time(last),
+                "lastStatus": entry.last_status,
+                "target": hb.target,
+                "sessionKey": hb.session,
+                "prompt": hb.file,
+                "promptEmpty": heartbeat_prompt(&hb.file).is_none(),
+                "error": Value::Null,
+            })
+        }
+        (None, Some(error)) => json!({"error": error}),
+        (None, None) => Value::Null,
+    };
+    json!({"jobs": jobs, "heartbeat": heartbeat})
+}
+
+/// A time as people read it, in its zone.
+pub fn display(time: &Zoned) -> String {
+    time.strftime("%Y-%m-%d %H:%M:%S %Z").to_string()
+}
+
+// ----- the loop -----
+
+/// The scheduler of one gateway.
+pub struct Scheduler {
+    plan: Arc<Plan>,
+    clock: Arc<dyn Clock>,
+    runs: Arc<dyn Runs>,
+    record: Arc<Mutex<Record>>,
+    /// Jobs with a run going (`None`: the heartbeat): the next one waits.
+    running: Arc<Mutex<HashSet<Option<String>>>>,
+    /// The time of the last pass over the jobs, for tests to wait on.
+    passes: tokio::sync::watch::Sender<Option<Timestamp>>,
+}
+
+impl Scheduler {
+    pub fn new(plan: Arc<Plan>, clock: Arc<dyn Clock>, runs: Arc<dyn Runs>) -> Self {
+        let record = Record::load(&plan.state_file).unwrap_or_else(|e| {
+            // Kept for the user to look at, not overwritten.
+            let aside = plan.state_file.with_extension("json.broken");
+            let _ = std::fs::rename(&plan.state_file, &aside);
+            crate::gateway::eprintln_log(&format!(
+                "scheduled runs: {e}; moved it to {} and started a new record",
+                aside.display()
+            ));
+            Record::default()
+        });
+        Self {
+            plan,
+            clock,
+            runs,
+            record: Arc::new(Mutex::new(record)),
+            running: Arc::default(),
+            passes: tokio::sync::watch::channel(None).0,
+        }
+    }
+
+    /// A receiver of the time of each pass the loop finished.
+    pub fn passes(&self) -> tokio::sync::watch::Receiver<Option<Timestamp>> {
+        self.passes.subscribe()
+    }
+
+    fn record(&self) -> std::sync::MutexGuard<'_, Record> {
+        self.record.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn save(&self) {
+        let record = self.record().clone();
+        if let Err(e) = record.save(&self.plan.state_file) {
+            tracing::warn!("scheduled runs: {e}");
+        }
+    }
+
+    /// Runs until the task is dropped: first what was missed, then each
+    /// job at its time.
+    pub async fn run(self) {
+        let now = self.clock.now();
+        let mut next: Vec<Option<Zoned>> = Vec::new();
+        let jobs = self.plan.jobs.clone();
+        for job in &jobs {
+            next.push(self.start_job(job, &now));
+        }
+        let mut next_beat = self.plan.heartbeat.as_ref().and_then(|hb| {
+            let last = self
+                .record()
+                .heartbeat
+                .as_ref()
+                .and_then(|e| e.last_run_ms)
+                .and_then(|ms| zoned(ms, now.time_zone()));
+            next_heartbeat(hb.every, hb.active, last.as_ref(), &now)
+        });
+        self.save();
+        let _ = self.passes.send(Some(now.timestamp()));
+        loop {
+            let wake = next
+                .iter()
+                .chain(std::iter::once(&next_beat))
+                .flatten()
+                .map(Zoned::timestamp)
+                .min();
+            match wake {
+                Some(wake) => self.clock.sleep_until(wake).await,
+                None => return,
+            }
+            let now = self.clock.now();
+            for (job, next) in jobs.iter().zip(next.iter_mut()) {
+                if next
+                    .as_ref()
+                    .is_some_and(|n| n.timestamp() <= now.timestamp())
+                {
+                    self.launch(job, &now);
+                    let now = now.with_time_zone(job.zone.clone());
+                    *next = due(&job.schedule, Missed::Skip, None, &now).next;
+                }
+            }
+            if let Some(hb) = &self.plan.heartbeat
+                && next_beat
+                    .as_ref()
+                    .is_some_and(|n| n.timestamp() <= now.timestamp())
+            {
+                self.beat(hb, &now);
+                next_beat = next_heartbeat(hb.every, hb.active, Some(&now), &now);
+            }
+            let _ = self.passes.send(Some(now.timestamp()));
+        }
+    }
+
+    /// A job at the scheduler's start: catches up or skips what it missed,
+    /// and returns its next run.
+    fn start_job(&self, job: &Job, now: &Zoned) -> Option<Zoned> {
+        let now = now.with_time_zone(job.zone.clone());
+        let last = {
+            let mut record = self.record();
+            let entry = record.entry(Some(&job.name));
+            // A job seen for the first time missed nothing before now, nor
+            // one whose missed runs were skipped before.
+            match (entry.last_run_ms, entry.since_ms) {
+                (Some(last), Some(since)) => last.max(since),
+                (Some(last), None) => last,
+                (None, _) => *entry
+                    .since_ms
+                    .get_or_insert(now.timestamp().as_millisecond()),
+            }
+        };
+        let last = zoned(last, &job.zone);
+        let plan = due(&job.schedule, job.missed, last.as_ref(), &now);
+        let missed = due(&job.schedule, Missed::RunOnce, last.as_ref(), &now).now;
+        if plan.now {
+            crate::gateway::eprintln_log(&format!(
+                "cron job `{}`: runs missed while the gateway was down; running it once now",
+                job.name
+            ));
+            self.launch(job, &now);
+        } else if missed {
+            crate::gateway::eprintln_log(&format!(
+                "cron job `{}`: skipped the runs missed while the gateway was down",
+                job.name
+            ));
+            let mut record = self.record();
+            let entry = record.entry(Some(&job.name));
+            entry.since_ms = Some(now.timestamp().as_millisecond());
+            entry.last_status = Some("skipped: missed while the gateway was down".into());
+            entry.last_status_ms = Some(now.timestamp().as_millisecond());
+        }
+        let line = match &plan.next {
+            Some(next) => format!("cron job `{}`: next run {}", job.name, display(next)),
+            None => format!(
+                "cron job `{}`: its schedule has no time to come; it will not run",
+                job.name
+            ),
+        };
+        crate::gateway::eprintln_log(&line);
+        plan.next
+    }
+
+    fn launch(&self, job: &Job, now: &Zoned) {
+        self.start(
+            Some(job.name.clone()),
+            job.session.clone(),
+            job.prompt.clone(),
+            job.target.clone(),
+            now,
+        );
+    }
+
+    /// A heartbeat that is due: runs unless outside the active hours,
+    /// HEARTBEAT.md has nothing to do, or the session is busy.
+    fn beat(&self, hb: &Heartbeat, now: &Zoned) {
+        let skip = if hb.active.is_some_and(|a| !a.contains(now.time())) {
+            Some("skipped: outside the active hours".to_string())
+        } else if self.runs.busy(&hb.session) {
+            Some("skipped: the session was busy".to_string())
+        } else {
+            None
+        };
+        let prompt = heartbeat_prompt(&hb.file);
+        let skip = skip.or_else(|| {
+            prompt
+                .is_none()
+                .then(|| format!("skipped: {} is missing or has no task", hb.file.display()))
+        });
+        match (skip, prompt) {
+            (None, Some(prompt)) => {
+                self.start(None, hb.session.clone(), prompt, hb.target.clone(), now)
+            }
+            (skip, _) => {
+                let why = skip.unwrap_or_default();
+                tracing::info!("heartbeat {why}");
+                let mut record = self.record();
+                let entry = record.entry(None);
+                entry.last_status = Some(why);
+                entry.last_status_ms = Some(now.timestamp().as_millisecond());
+                drop(record);
+                self.save();
+            }
+        }
+    }
+
+    /// Starts a run of `job` (`None`: the heartbeat) unless one is going,
+    /// and records it and how it ended.
+    fn start(
+        &self,
+        job: Option<String>,
+        key: String,
+        prompt: String,
+        target: Option<String>,
+        now: &Zoned,
+    ) {
+        let label = match &job {
+            Some(name) => format!("cron job `{name}`"),
+            None => "the heartbeat".to_string(),
+        };
+        let at = now.timestamp().as_millisecond();
+        {
+            let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            if !running.insert(job.clone()) {
+                drop(running);
+                tracing::warn!("{label}: the last run has not ended; this one is skipped");
+                let mut record = self.record();
+                let entry = record.entry(job.as_deref());
+                entry.last_status = Some("skipped: the last run had not ended".into());
+                entry.last_status_ms = Some(at);
+                drop(record);
+                self.save();
+                return;
+            }
+        }
+        {
+            let mut record = self.record();
+            let entry = record.entry(job.as_deref());
+            entry.last_run_ms = Some(at);
+            entry.last_status = Some("running".into());
+            entry.last_status_ms = Some(at);
+        }
+        self.save();
+        let id = format!(
+            "{}:{}",
+            job.as_deref()
+                .map(|n| format!("cron:{n}"))
+                .unwrap_or_else(|| "heartbeat".into()),
+            uuid::Uuid::new_v4()
+        );
+        let run = self.runs.run(key, prompt, id);
+        let runs = self.runs.clone();
+        let record = self.record.clone();
+        let running = self.running.clone();
+        let file = self.plan.state_file.clone();
+        let clock = self.clock.clone();
+        tokio::spawn(async move {
+            let status = match run.await {
+                // The agent never streams a `NO_REPLY`: a silent run's
+                // text is empty.
+                Ok(text) if text.trim().is_empty() || is_silent(&text) => "silent".to_string(),
+                Ok(text) => match &target {
+                    None => "ok".to_string(),
+                    Some(target) => match runs.deliver(target, &text) {
+                        Ok(()) => format!("delivered to {target}"),
+                        Err(e) => {
+                            tracing::warn!("{label}: {e}");
+                            format!("not delivered: {e}")
+                        }
+                    },
+                },
+                Err(e) => {
+                    tracing::warn!("{label}: the run failed: {e}");
+                    format!("failed: {e}")
+                }
+            };
+            let snapshot = {
+                let mut record = record.lock().unwrap_or_else(|p| p.into_inner());
+                let entry = record.entry(job.as_deref());
+                entry.last_status = Some(status);
+                entry.last_status_ms = Some(clock.now().timestamp().as_millisecond());
+                record.clone()
+            };
+            if let Err(e) = snapshot.save(&file) {
+                tracing::warn!("scheduled runs: {e}");
+            }
+            running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&job);
+        });
+    }
+
+    /// The record as it stands (for tests).
+    pub fn snapshot(&self) -> Record {
+        self.record().clone()
+    }
+
+    /// Whether the job (`None`: the heartbeat) has a run going.
+    pub fn is_running(&self, job: Option<&str>) -> bool {
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&job.map(str::to_string))
+    }
+}
+
+// ----- the gateway's side -----
+
+/// Runs through the hub, as an in-process client with the scopes to read
+/// and send (never to answer approvals: nobody watches a scheduled run's
+/// questions but the people at other clients).
+struct HubRuns {
+    hub: Arc<super::hub::Hub>,
+    conn: Arc<super::conn::Conn>,
+    channels: super::channels::runner::Channels,
+}
+
+impl Runs for HubRuns {
+    fn busy(&self, key: &str) -> bool {
+        self.hub
+            .lookup(key)
+            .is_some_and(|session| !self.hub.unfinished(&session).is_empty())
+    }
+
+    fn run(
+        &self,
+        key: String,
+        prompt: String,
+        id: String,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        let hub = self.hub.clone();
+        let conn = self.conn.clone();
+        Box::pin(async move {
+            use super::hub::Outcome;
+            let params = json!({"sessionKey": key, "message": prompt, "idempotencyKey": id});
+            let sent = super::methods::invoke(&hub, &conn, "chat.send", params)
+                .await
+                .map_err(|e| e.message)?;
+            let run = sent["runId"].as_str().unwrap_or(&id).to_string();
+            if let Some(ended) = hub.wait_for(&run) {
+                let _ = ended.await;
+            }
+            match hub.outcome(&run).flatten() {
+                Some((Outcome::Ok { .. }, text, _)) => Ok(text),
+                Some((Outcome::Aborted, _, _)) => Err("the run was stopped".to_string()),
+                Some((Outcome::Error { message, .. }, _, _)) => Err(message),
+                None => Err("the run is gone".to_string()),
+            }
+        })
+    }
+
+    fn deliver(&self, target: &str, text: &str) -> Result<(), String> {
+        self.channels.deliver(target, text)
+    }
+}
+
+/// Starts the scheduler of a gateway: says at once what will not run (an
+/// invalid job, a target on a channel that is not running), then runs the
+/// rest in a task of its own.
+pub(crate) fn start(
+    hub: &Arc<super::hub::Hub>,
+    channels: super::channels::runner::Channels,
+    plan: Arc<Plan>,
+) {
+    use super::conn::{Conn, Outbox, Scopes};
+    for problem in plan.problems() {
+        crate::gateway::eprintln_log(&problem);
+    }
+    let running = channels.names();
+    let targets = plan
+        .jobs
+        .iter()
+        .filter_map(|j| Some((format!("cron job `{}`", j.name), j.target.clone()?)))
+        .chain(
+            plan.heartbeat
+                .iter()
+                .filter_map(|h| Some(("the heartbeat".to_string(), h.target.clone()?))),
+        );
+    for (label, target) in targets {
+        let channel = target.split(':').next().unwrap_or_default();
+        if !running.contains(&channel) {
+            crate::gateway::eprintln_log(&format!(
+                "warning: {label} sends its replies to `{target}`, but no channel `{channel}` is running (configure [channels.{channel}]); it runs, and its replies stay in its session"
+            ));
+        }
+    }
+    if plan.jobs.is_empty() && plan.heartbeat.is_none() {
+        return;
+    }
+    // Events of the sessions it sends to come to its outbox; nothing needs
+    // them but the outbox must not fill.
+    let (out, mut inbox) = Outbox::new(64 * 1024 * 1024);
+    let conn = Arc::new(Conn {
+        id: hub.next_conn_id(),
+        out,
+        scopes: Scopes {
+            read: true,
+            write: true,
+            approvals: false,
+            admin: false,
+        },
+        tool_events: false,
+        scoped: true,
+        sessions: Mutex::new(Default::default()),
+        sessions_changed: Default::default(),
+    });
+    hub.register(conn.clone());
+    tokio::spawn(async move {
+        while let Some(out) = inbox.rx.recv().await {
+            inbox.written(&out);
+        }
+    });
+    let runs = Arc::new(HubRuns {
+        hub: hub.clone(),
+        conn,
+        channels,
+    });
+    let scheduler = Scheduler::new(plan, Arc::new(SystemClock), runs);
+    tokio::spawn(scheduler.run());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use std::collections::VecDeque;
+
+    /// A clock the test moves.
+    struct ManualClock {
+        now: Mutex<Zoned>,
+        moved: tokio::sync::watch::Sender<Timestamp>,
+    }
+
+    impl ManualClock {
+        fn new(now: &str) -> Arc<Self> {
+            let now = at(now);
+            Arc::new(Self {
+                moved: tokio::sync::watch::channel(now.timestamp()).0,
+                now: Mutex::new(now),
+            })
+        }
+
+        fn set(&self, now: &str) {
+            let now = at(now);
+            *self.now.lock().unwrap() = now.clone();
+            self.moved.send_replace(now.timestamp());
+        }
+    }
+
+    impl Clock for ManualClock {
+        fn now(&self) -> Zoned {
+            self.now.lock().unwrap().clone()
+        }
+
+        /// Resolves at `when`, or when the test moves the clock at all
+        /// (so that each move makes one pass). The test runtime has one
+        /// thread: the loop reads the time and comes here without the test
+        /// running in between.
+        fn sleep_until(&self, when: Timestamp) -> BoxFuture<'static, ()> {
+            let mut moved = self.moved.subscribe();
+            Box::pin(async move {
+                if *moved.borrow_and_update() >= when {
+                    return;
+                }
+                let _ = moved.changed().await;
+            })
+        }
+    }
+
+    /// The gateway's side, recorded: each run's session and prompt, what
+    /// was delivered where; replies from a queue (none queued: a run that
+    /// does not end).
+    #[derive(Default)]
+    struct FakeRuns {
+        calls: Mutex<Vec<(String, String)>>,
+        replies: Mutex<VecDeque<Result<String, String>>>,
+        delivered: Mutex<Vec<(String, String)>>,
+        busy: Mutex<HashSet<String>>,
+        channels: Vec<&'static str>,
+    }
+
+    impl Runs for FakeRuns {
+        fn busy(&self, key: &str) -> bool {
+            self.busy.lock().unwrap().contains(key)
+        }
+
+        fn run(
+            &self,
+            key: String,
+            prompt: String,
+            _id: String,
+        ) -> BoxFuture<'static, Result<String, String>> {
+            self.calls.lock().unwrap().push((key, prompt));
+            match self.replies.lock().unwrap().pop_front() {
+                Some(reply) => Box::pin(async move { reply }),
+                None => Box::pin(futures::future::pending()),
+            }
+        }
+
+        fn deliver(&self, target: &str, text: &str) -> Result<(), String> {
+            let channel = target.split(':').next().unwrap_or_default();
+            if !self.channels.contains(&channel) {
+                return Err(format!("no channel `{channel}` is running"));
+            }
+            self.delivered
+                .lock()
+                .unwrap()
+                .push((target.to_string(), text.to_string()));
+            Ok(())
+        }
+    }
+
+    fn at(text: &str) -> Zoned {
+        format!("{text}[UTC]").parse().unwrap()
+    }
+
+    fn ms(text: &str) -> i64 {
+        at(text).timestamp().as_millisecond()
+    }
+
+    fn job(name: &str, schedule: &str, target: Option<&str>, missed: MissedRuns) -> CronJob {
+        CronJob {
+            name: name.into(),
+            schedule: schedule.into(),
+            prompt: format!("prompt of {name}"),
+            target: target.map(String::from),
+            session: None,
+            missed,
+            timezone: Some("UTC".into()),
+        }
+    }
+
+    struct Setup {
+        clock: Arc<ManualClock>,
+        runs: Arc<FakeRuns>,
+        passes: tokio::sync::watch::Receiver<Option<Timestamp>>,
+        state: PathBuf,
+        _dir: tempfile::TempDir,
+        workspace: PathBuf,
+    }
+
+    impl Setup {
+        /// Starts a scheduler at `now` over `jobs` and `heartbeat`, with
+        /// `record` as what an earlier gateway left, and `replies` queued.
+        async fn start(
+            now: &str,
+            jobs: &[CronJob],
+            heartbeat: Option<(HeartbeatConfig, Option<&str>)>,
+            record: Option<Record>,
+            replies: &[&str],
+        ) -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let workspace = crate::config::workspace_dir(dir.path());
+            std::fs::create_dir_all(&workspace).unwrap();
+            if let Some((_, Some(text))) = &heartbeat {
+                std::fs::write(workspace.join("HEARTBEAT.md"), text).unwrap();
+            }
+            let plan = Plan::new(
+                jobs,
+                heartbeat.as_ref().map(|h| &h.0),
+                dir.path(),
+                dir.path(),
+            );
+            assert_eq!(plan.problems(), Vec::<String>::new());
+            if let Some(record) = record {
+                record.save(&plan.state_file).unwrap();
+            }
+            let clock = ManualClock::new(now);
+            let runs = Arc::new(FakeRuns {
+                replies: Mutex::new(replies.iter().map(|r| Ok(r.to_string())).collect()),
+                channels: vec!["telegram"],
+                ..Default::default()
+            });
+            let state = plan.state_file.clone();
+            let scheduler = Scheduler::new(Arc::new(plan), clock.clone(), runs.clone());
+            let mut passes = scheduler.passes();
+            tokio::spawn(scheduler.run());
+            let start = at(now).timestamp();
+            passes.wait_for(|p| *p == Some(start)).await.unwrap();
+            let setup = Self {
+                clock,
+                runs,
+                passes,
+                state,
+                _dir: dir,
+                workspace,
+            };
+            setup.settle().await;
+            setup
+        }
+
+        /// Moves the clock and waits for the pass at that time.
+        async fn move_to(&mut self, now: &str) {
+            self.clock.set(now);
+            let now = at(now).timestamp();
+            self.passes
+                .wait_for(|p| p.is_some_and(|p| p >= now))
+                .await
+                .unwrap();
+            self.settle().await;
+        }
+
+        /// Lets the runs' tasks finish what they can (the test runtime has
+        /// one thread: tasks that are ready run when the test yields).
+        async fn settle(&self) {
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+        }
+
+        fn calls(&self) -> Vec<(String, String)> {
+            self.runs.calls.lock().unwrap().clone()
+        }
+
+        fn delivered(&self) -> Vec<(String, String)> {
+            self.runs.delivered.lock().unwrap().clone()
+        }
+
+        fn entry(&self, job: Option<&str>) -> Entry {
+            let record = Record::load(&self.state).unwrap();
+            record.get(job).cloned().unwrap_or_default()
+        }
+    }
+
+    fn calls(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_job_runs_at_its_times_and_its_reply_reaches_its_target() {
+        let jobs = [job(
+            "news",
+            "0 * * * * *",
+            Some("telegram:dm:42"),
+            MissedRuns::Skip,
+        )];
+        let mut s = Setup::start(
+            "2026-11-24T10:00:30",
+            &jobs,
+            None,
+            None,
+            &["Here is the news"],
+        )
+        .await;
+        s.move_to("2026-11-24T10:00:59").await;
+        assert_eq!(s.calls(), vec![]);
+        s.move_to("2026-11-24T10:01:00").await;
+        assert_eq!(s.calls(), calls(&[("cron:news", "prompt of news")]));
+        assert_eq!(
+            s.delivered(),
+            calls(&[("telegram:dm:42", "Here is the news")])
+        );
+        assert_eq!(
+            s.entry(Some("news")),
+            Entry {
+                since_ms: Some(ms("2026-11-24T10:00:30")),
+                last_run_ms: Some(ms("2026-11-24T10:01:00")),
+                last_status: Some("delivered to telegram:dm:42".into()),
+                last_status_ms: Some(ms("2026-11-24T10:01:00")),
+            }
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&s.state).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    #[tokio::test]
+    async fn silent_replies_are_never_delivered() {
+        let jobs = [
+            job(
+                "quiet",
+                "0 * * * * *",
+                Some("telegram:dm:42"),
+                MissedRuns::Skip,
+            ),
+            job(
+                "ack",
+                "0 * * * * *",
+                Some("telegram:dm:42"),
+                MissedRuns::Skip,
+            ),
+        ];
+        let mut s = Setup::start(
+            "2026-11-24T10:00:30",
+            &jobs,
+            None,
+            None,
+            &["NO_REPLY", "All quiet. HEARTBEAT_OK"],
+        )
+        .await;
+        s.move_to("2026-11-24T10:01:00").await;
+        assert_eq!(s.calls().len(), 2);
+        assert_eq!(s.delivered(), vec![]);
+        assert_eq!(
+            s.entry(Some("quiet")).last_status.as_deref(),
+            Some("silent")
+        );
+        assert_eq!(s.entry(Some("ack")).last_status.as_deref(), Some("silent"));
+        // What the gateway gives back for a `NO_REPLY`: nothing.
+        s.runs
+            .replies
+            .lock()
+            .unwrap()
+            .extend([Ok(String::new()), Ok(" \n".into())]);
+        s.move_to("2026-11-24T10:02:00").await;
+        assert_eq!(s.calls().len(), 4);
+        assert_eq!(s.delivered(), vec![]);
+        assert_eq!(
+            s.entry(Some("quiet")).last_status.as_deref(),
+            Some("silent")
+        );
+        assert_eq!(s.entry(Some("ack")).last_status.as_deref(), Some("silent"));
+    }
+
+    #[tokio::test]
+    async fn a_target_on_a_channel_that_is_not_running_still_runs() {
+        let jobs = [job(
+            "lost",
+            "0 * * * * *",
+            Some("slack:dm:U1"),
+            MissedRuns::Skip,
+        )];
+        let mut s = Setup::start("2026-11-24T10:00:30", &jobs, None, None, &["Report"]).await;
+        s.move_to("2026-11-24T10:01:00").await;
+        assert_eq!(s.calls(), calls(&[("cron:lost", "prompt of lost")]));
+        assert_eq!(
+            s.entry(Some("lost")).last_status.as_deref(),
+            Some("not delivered: no channel `slack` is running")
+        );
+    }
+
+    fn stale(name: &str) -> Record {
+        let mut record = Record::default();
+        record.jobs.insert(
+            name.into(),
+            Entry {
+                since_ms: Some(ms("2026-11-01T00:00:00")),
+                last_run_ms: Some(ms("2026-11-20T07:30:00")),
+                ..Default::default()
+            },
+        );
+        record
+    }
+
+    #[tokio::test]
+    async fn run_once_catches_up_one_missed_run_and_skip_does_not() {
+        // Down from the 20th to the 24th: four daily runs missed.
+        let jobs = [job("daily", "30 7 * * *", None, MissedRuns::RunOnce)];
+        let mut s = Setup::start(
+            "2026-11-24T12:00:00",
+            &jobs,
+            None,
+            Some(stale("daily")),
+            &["caught up"],
+        )
+        .await;
+        assert_eq!(s.calls(), calls(&[("cron:daily", "prompt of daily")]));
+        assert_eq!(
+            s.entry(Some("daily")).last_run_ms,
+            Some(ms("2026-11-24T12:00:00"))
+        );
+        assert_eq!(s.entry(Some("daily")).last_status.as_deref(), Some("ok"));
+        // Nothing more until the next morning.
+        s.move_to("2026-11-25T07:29:59").await;
+        assert_eq!(s.calls().len(), 1);
+
+        let jobs = [job("daily", "30 7 * * *", None, MissedRuns::Skip)];
+        let mut s = Setup::start(
+            "2026-11-24T12:00:00",
+            &jobs,
+            None,
+            Some(stale("daily")),
+            &[],
+        )
+        .await;
+        s.move_to("2026-11-25T07:29:59").await;
+        assert_eq!(s.calls(), vec![]);
+        let entry = s.entry(Some("daily"));
+        assert_eq!(entry.last_run_ms, Some(ms("2026-11-20T07:30:00")));
+        assert_eq!(
+            entry.last_status.as_deref(),
+            Some("skipped: missed while the gateway was down")
+        );
+        // The skip is remembered: a gateway started later, even with
+        // `run_once`, has nothing to catch up.
+        let record = Record::load(&s.state).unwrap();
+        let jobs = [job("daily", "30 7 * * *", None, MissedRuns::RunOnce)];
+        let s = Setup::start("2026-11-24T13:00:00", &jobs, None, Some(record), &[]).await;
+        assert_eq!(s.calls(), vec![]);
+    }
+
+    #[tokio::test]
+    async fn a_new_job_missed_nothing_and_a_run_still_going_is_not_doubled() {
+        // No record: nothing was missed, whatever the schedule.
+        let jobs = [job("slow", "0 * * * * *", None, MissedRuns::RunOnce)];
+        let mut s = Setup::start("2026-11-24T10:00:30", &jobs, None, None, &[]).await;
+        assert_eq!(s.calls(), vec![]);
+        // The first run never ends (no reply queued): the next minute's
+        // run is skipped, not stacked.
+        s.move_to("2026-11-24T10:01:00").await;
+        s.move_to("2026-11-24T10:02:00").await;
+        assert_eq!(s.calls().len(), 1);
+        assert_eq!(
+            s.entry(Some("slow")).last_status.as_deref(),
+            Some("skipped: the last run had not ended")
+        );
+    }
+
+    fn heartbeat(every: u64, hours: Option<&str>) -> HeartbeatConfig {
+        HeartbeatConfig {
+            every_minutes: Some(every),
+            active_hours: hours.map(String::from),
+            target: Some("telegram:dm:7".into()),
+            session: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_heartbeat_runs_heartbeat_md_and_says_only_what_matters() {
+        let task = "# Checks\n- Look at the build; tell me if it is red.\n";
+        let mut s = Setup::start(
+            "2026-11-24T10:00:00",
+            &[],
+            Some((heartbeat(30, None), Some(task))),
+            None,
+            &["HEARTBEAT_OK", "The build is red."],
+        )
+        .await;
+        s.move_to("2026-11-24T10:29:59").await;
+        assert_eq!(s.calls(), vec![]);
+        s.move_to("2026-11-24T10:30:00").await;
+        assert_eq!(s.calls(), calls(&[("heartbeat", task)]));
+        assert_eq!(s.delivered(), vec![]);
+        assert_eq!(s.entry(None).last_status.as_deref(), Some("silent"));
+        s.move_to("2026-11-24T11:00:00").await;
+        assert_eq!(s.calls().len(), 2);
+        assert_eq!(
+            s.delivered(),
+            calls(&[("telegram:dm:7", "The build is red.")])
+        );
+    }
+
+    #[tokio::test]
+    async fn the_heartbeat_skips_an_empty_file_a_busy_session_and_the_night() {
+        let empty = "# HEARTBEAT.md\n\n## Tasks\n- [ ]\n-\n";
+        let mut s = Setup::start(
+            "2026-11-24T21:00:00",
+            &[],
+            Some((heartbeat(30, Some("08:00-22:00")), Some(empty))),
+            None,
+            &["checked"],
+        )
+        .await;
+        s.move_to("2026-11-24T21:30:00").await;
+        assert_eq!(s.calls(), vec![]);
+        let why = s.entry(None).last_status.unwrap();
+        assert!(
+            why.starts_with("skipped: ") && why.ends_with("is missing or has no task"),
+            "{why}"
+        );
+        // A task now, but the session is busy: no run stacked on it.
+        std::fs::write(s.workspace.join("HEARTBEAT.md"), "Check the inbox.").unwrap();
+        s.runs.busy.lock().unwrap().insert("heartbeat".into());
+        s.move_to("2026-11-24T22:00:00").await;
+        // 22:00 is past the active hours: the next beat is at 08:00.
+        s.move_to("2026-11-25T07:59:59").await;
+        assert_eq!(s.calls(), vec![]);
+        s.move_to("2026-11-25T08:00:00").await;
+        assert_eq!(s.calls(), vec![]);
+        assert_eq!(
+            s.entry(None).last_status.as_deref(),
+            Some("skipped: the session was busy")
+        );
+        s.runs.busy.lock().unwrap().clear();
+        s.move_to("2026-11-25T08:30:00").await;
+        assert_eq!(s.calls(), calls(&[("heartbeat", "Check the inbox.")]));
+    }
+
+    #[tokio::test]
+    async fn a_missing_heartbeat_file_skips_the_run() {
+        let mut s = Setup::start(
+            "2026-11-24T10:00:00",
+            &[],
+            Some((heartbeat(30, None), None)),
+            None,
+            &[],
+        )
+        .await;
+        s.move_to("2026-11-24T10:30:00").await;
+        assert_eq!(s.calls(), vec![]);
+        assert!(s.entry(None).last_status.unwrap().starts_with("skipped: "));
+    }
+
+    #[test]
+    fn heartbeat_md_without_a_task_is_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("HEARTBEAT.md");
+        assert_eq!(heartbeat_prompt(&file), None);
+        for empty in ["", "  \n\n", "# Title\n## Sub\n", "- \n* [ ]\n+ [x]\n#"] {
+            std::fs::write(&file, empty).unwrap();
+            assert_eq!(heartbeat_prompt(&file), None, "{empty:?}");
+        }
+        for task in ["Check mail", "#hashtag is text", "- water the plants"] {
+            std::fs::write(&file, task).unwrap();
+            assert_eq!(heartbeat_prompt(&file).as_deref(), Some(task));
+        }
+    }
+
+    #[test]
+    fn invalid_jobs_are_named_and_the_others_run() {
+        let mut bad_zone = job("zoned", "0 9 * * *", None, MissedRuns::Skip);
+        bad_zone.timezone = Some("Mars/Olympus".into());
+        let jobs = [
+            job("ok", "0 9 * * *", None, MissedRuns::Skip),
+            job("typo", "61 * * * *", None, MissedRuns::Skip),
+            bad_zone,
+            job("ok", "0 10 * * *", None, MissedRuns::Skip),
+            job("", "0 9 * * *", None, MissedRuns::Skip),
+        ];
+        let bad_hours = HeartbeatConfig {
+            active_hours: Some("9-5".into()),
+            ..Default::default()
+        };
+        let plan = Plan::new(&jobs, Some(&bad_hours), Path::new("/c"), Path::new("/d"));
+        assert_eq!(
+            plan.jobs
+                .iter()
+                .map(|j| j.name.as_str())
+                .collect::<Vec<_>>(),
+            vec!["ok"]
+        );
+        assert_eq!(
+            plan.problems(),
+            vec![
+                "[[cron]] job `typo`: the cron expression \"61 * * * *\" is not valid: Component error: Number out of bounds.; it will not run".to_string(),
+                "[[cron]] job `zoned`: the time zone \"Mars/Olympus\" is unknown; use an IANA name such as \"Europe/Berlin\" or \"UTC\"; it will not run".to_string(),
+                "[[cron]] job `ok`: another job has this name; give each job its own; it will not run".to_string(),
+                "[[cron]] job `#5`: it has no `name`; it will not run".to_string(),
+                "[heartbeat]: `active_hours = \"9-5\"`: write it as \"08:00-22:00\"; it will not run".to_string(),
+            ]
+        );
+        let off = HeartbeatConfig {
+            every_minutes: Some(0),
+            ..Default::default()
+        };
+        let plan = Plan::new(&[], Some(&off), Path::new("/c"), Path::new("/d"));
+        assert!(plan.heartbeat.is_none() && plan.heartbeat_error.is_none());
+    }
+
+    #[test]
+    fn the_listing_shows_next_and_last_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut berlin = job(
+            "morning",
+            "30 7 * * *",
+            Some("telegram:dm:1"),
+            MissedRuns::RunOnce,
+        );
+        berlin.timezone = Some("Europe/Berlin".into());
+        berlin.session = Some("agent:main:main".into());
+        let jobs = [berlin, job("bad", "x", None, MissedRuns::Skip)];
+        let plan = Plan::new(&jobs, Some(&heartbeat(30, None)), dir.path(), dir.path());
+        let mut record = stale("morning");
+        record.jobs.get_mut("morning").unwrap().last_status = Some("ok".into());
+        let list = listing(&plan, &record, &at("2026-11-24T10:00:00"));
+        assert_eq!(
+            list,
+            json!({
+                "jobs": [
+                    {
+                        "name": "morning",
+                        "schedule": "30 7 * * *",
+                        "timezone": "Europe/Berlin",
+                        "nextRun": {"atMs": ms("2026-11-25T06:30:00"), "text": "2026-11-25 07:30:00 CET"},
+                        "lastRun": {"atMs": ms("2026-11-20T07:30:00"), "text": "2026-11-20 08:30:00 CET"},
+                        "lastStatus": "ok",
+                        "target": "telegram:dm:1",
+                        "sessionKey": "agent:main:main",
+                        "missed": "run_once",
+                        "error": null,
+                    },
+                    {"name": "bad", "error": plan.invalid[0].error},
+                ],
+                "heartbeat": {
+                    "everyMinutes": 30,
+                    "activeHours": null,
+                    "nextRun": {"atMs": ms("2026-11-24T10:30:00"), "text": "2026-11-24 10:30:00 UTC"},
+                    "lastRun": null,
+                    "lastStatus": null,
+                    "target": "telegram:dm:7",
+                    "sessionKey": "heartbeat",
+                    "prompt": crate::config::workspace_dir(dir.path()).join("HEARTBEAT.md"),
+                    "promptEmpty": true,
+                    "error": null,
+                },
+            })
+        );
+    }
+}
