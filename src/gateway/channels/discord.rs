@@ -226,7 +226,12 @@ impl Discord {
         let result = match session {
             Some(session) => serde_json::to_vec(session)
                 .map_err(std::io::Error::other)
-                .and_then(|bytes| crate::config::trust::write_private(&self.session_file, &bytes)),
+                .and_then(|bytes| {
+                    if let Some(dir) = self.session_file.parent() {
+                        crate::config::trust::create_private_dir(dir)?;
+                    }
+                    crate::config::trust::write_private(&self.session_file, &bytes)
+                }),
             None => match std::fs::remove_file(&self.session_file) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
                 _ => Ok(()),

@@ -449,7 +449,7 @@ impl Runner {
         let asked_here = self
             .hub
             .approval(id)
-            .is_some_and(|a| a["request"]["sessionKey"] == key.as_str());
+            .is_some_and(|a| a["sessionKey"] == key.as_str());
         if !asked_here {
             return "This question was already answered or has expired.".to_string();
         }
