@@ -3,6 +3,7 @@
 //! stdout; in `pincer acp` stdout belongs to the protocol.)
 
 pub mod auth;
+pub mod channels;
 pub mod completions;
 pub mod doctor;
 pub mod mcp;

@@ -200,6 +200,11 @@ enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+    /// Who may use the chat channels: approve a pairing code, list users.
+    Channels {
+        #[command(subcommand)]
+        command: ChannelsCommand,
+    },
     /// List, show or delete stored sessions.
     Sessions {
         #[command(subcommand)]
@@ -291,6 +296,14 @@ enum McpCommand {
 }
 
 #[derive(Subcommand, Debug)]
+enum ChannelsCommand {
+    /// Let the user who was given CODE use the agent through their channel.
+    Approve { code: String },
+    /// Approved users and pairing codes waiting.
+    List,
+}
+
+#[derive(Subcommand, Debug)]
 enum SessionsCommand {
     /// Stored sessions, newest first.
     List {
@@ -361,6 +374,7 @@ fn main() -> std::process::ExitCode {
         }
         Command::Run { .. }
         | Command::Sessions { .. }
+        | Command::Channels { .. }
         | Command::Tools { .. }
         | Command::Mcp { .. }
         | Command::Auth { .. }
@@ -521,6 +535,10 @@ fn main() -> std::process::ExitCode {
                 let McpCommand::List { cwd, json } = command;
                 report(pincer::cli::mcp::list(cwd, json).await)
             }
+            Command::Channels { command } => report(match command {
+                ChannelsCommand::Approve { code } => pincer::cli::channels::approve(&code),
+                ChannelsCommand::List => pincer::cli::channels::list(),
+            }),
             Command::Sessions { command } => {
                 let result = match command {
                     SessionsCommand::List { cwd, json } => pincer::cli::sessions::list(cwd, json),

@@ -17,11 +17,14 @@ fn data_dir() -> anyhow::Result<PathBuf> {
 /// Lists sessions, newest first: of `cwd` when given, else all.
 pub fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     let cwd = cwd.map(|c| c.canonicalize().unwrap_or(c));
-    let sessions = session::list(&data_dir()?, cwd.as_deref());
+    let data = data_dir()?;
+    let sessions = session::list(&data, cwd.as_deref());
+    let keys = gateway_keys(&data);
     if json {
         for s in &sessions {
             let line = serde_json::json!({
                 "sessionId": s.id,
+                "key": keys.get(&s.id),
                 "cwd": s.cwd,
                 "title": s.title,
                 "updatedAt": s.updated_at,
@@ -35,8 +38,14 @@ pub fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
         println!("No sessions.");
     }
     for s in &sessions {
+        // A session the gateway gave a key (a chat's `telegram:dm:123`,
+        // a cron job's) shows it: that is how its owner knows it.
+        let key = keys
+            .get(&s.id)
+            .map(|k| format!("  [{k}]"))
+            .unwrap_or_default();
         println!(
-            "{}  {}  {}  {}",
+            "{}  {}  {}  {}{key}",
             s.id,
             s.updated_at,
             s.cwd.display(),
@@ -44,6 +53,23 @@ pub fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The gateway's session keys (`<data dir>/gateway/keys.json`), by session
+/// id; none when the gateway never ran.
+fn gateway_keys(data_dir: &std::path::Path) -> std::collections::HashMap<String, String> {
+    let Ok(text) = std::fs::read_to_string(data_dir.join("gateway").join("keys.json")) else {
+        return Default::default();
+    };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Default::default();
+    };
+    value["keys"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(key, id)| Some((id.as_str()?.to_string(), key.clone())))
+        .collect()
 }
 
 /// Why an id given on the command line names no single session.

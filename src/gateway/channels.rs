@@ -246,6 +246,12 @@ pub enum Failure {
     Fatal(String),
 }
 
+/// `<data dir>/channels/access.json`: who may use the channels besides
+/// the users each channel's `allow` names.
+pub fn access_file(data_dir: &std::path::Path) -> std::path::PathBuf {
+    data_dir.join("channels").join("access.json")
+}
+
 /// The largest webhook body taken (platforms send a few KB).
 pub const WEBHOOK_MAX_BODY: usize = 1024 * 1024;
 

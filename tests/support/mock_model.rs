@@ -150,6 +150,8 @@ pub struct Recorded {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Value,
+    /// When it arrived (for latency benchmarks).
+    pub at: std::time::Instant,
 }
 
 impl Recorded {
@@ -300,6 +302,7 @@ async fn handle(
             path,
             headers,
             body,
+            at: std::time::Instant::now(),
         };
         if side && problem.is_none() {
             inner.side_requests.push(recorded);

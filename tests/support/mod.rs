@@ -8,6 +8,7 @@ pub mod gateway;
 pub mod mock_model;
 pub mod openclaw_gateway;
 pub mod sse;
+pub mod telegram_api;
 
 use acp_client::{Acp, Sandbox};
 use mock_model::MockModel;

@@ -601,10 +601,8 @@ impl Runner {
     }
 }
 
-/// `$PINCER_HOME/channels/access.json` (the data dir): who may use the
-/// channels.
-pub fn access_file(hub: &Hub) -> PathBuf {
-    hub.data_dir().join("channels").join("access.json")
+fn access_file(hub: &Hub) -> PathBuf {
+    super::access_file(hub.data_dir())
 }
 
 fn parse_answer(data: &str) -> Option<(String, &'static str)> {
@@ -755,14 +753,19 @@ struct Waiting {
 impl Chats {
     fn push(&self, platform: &Arc<dyn Platform>, chat: Chat, op: Op) {
         let mut chats = self.chats.lock().unwrap_or_else(|p| p.into_inner());
-        let mailbox = chats.entry(chat.clone()).or_insert_with(|| {
-            let mailbox = Arc::new(Mailbox::default());
-            let task = ChatTask::new(platform.clone(), chat.clone(), mailbox.clone());
-            tokio::spawn(task.run());
-            mailbox
-        });
-        {
-            let mut waiting = mailbox.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let mailbox = chats
+                .entry(chat.clone())
+                .or_insert_with(|| ChatTask::start(platform, &chat))
+                .clone();
+            let mut waiting = mailbox.lock();
+            if waiting.closed {
+                // Its task ended when the chat went quiet (it closes only
+                // under this lock, with nothing waiting): a new one.
+                drop(waiting);
+                chats.remove(&chat);
+                continue;
+            }
             match op {
                 Op::Stream { run, text, end } => {
                     match waiting.streams.iter_mut().find(|(r, ..)| *r == run) {
@@ -779,10 +782,16 @@ impl Chats {
                 Op::Busy => waiting.busy = true,
                 op => waiting.ops.push_back(op),
             }
+            drop(waiting);
+            mailbox.notify.notify_one();
+            return;
         }
-        mailbox.notify.notify_one();
-        // Finished tasks leave their mailbox: a new one starts on demand.
-        chats.retain(|_, m| !m.state.lock().map(|w| w.closed).unwrap_or(false));
+    }
+}
+
+impl Mailbox {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -812,6 +821,14 @@ struct ChatTask {
 }
 
 impl ChatTask {
+    /// A chat's task, running; its mailbox.
+    fn start(platform: &Arc<dyn Platform>, chat: &Chat) -> Arc<Mailbox> {
+        let mailbox = Arc::new(Mailbox::default());
+        let task = ChatTask::new(platform.clone(), chat.clone(), mailbox.clone());
+        tokio::spawn(task.run());
+        mailbox
+    }
+
     fn new(platform: Arc<dyn Platform>, chat: Chat, mailbox: Arc<Mailbox>) -> Self {
         let limits = platform.limits();
         Self {
@@ -840,7 +857,7 @@ impl ChatTask {
             if worked {
                 idle_since = Instant::now();
             } else if idle_since.elapsed() > CHAT_IDLE && self.showing.is_none() {
-                let mut waiting = self.mailbox.state.lock().unwrap_or_else(|p| p.into_inner());
+                let mut waiting = self.mailbox.lock();
                 if waiting.ops.is_empty() && waiting.streams.is_empty() {
                     waiting.closed = true;
                     return;
@@ -872,7 +889,7 @@ impl ChatTask {
         let mut worked = false;
         loop {
             let (op, busy) = {
-                let mut waiting = self.mailbox.state.lock().unwrap_or_else(|p| p.into_inner());
+                let mut waiting = self.mailbox.lock();
                 (waiting.ops.pop_front(), std::mem::take(&mut waiting.busy))
             };
             if busy {
@@ -926,7 +943,7 @@ impl ChatTask {
     /// ends it. `true` when it did something.
     async fn stream(&mut self) -> bool {
         let front = {
-            let waiting = self.mailbox.state.lock().unwrap_or_else(|p| p.into_inner());
+            let waiting = self.mailbox.lock();
             waiting.streams.first().cloned()
         };
         let Some((run, text, end)) = front else {
@@ -982,7 +999,7 @@ impl ChatTask {
     }
 
     fn pop_stream(&self, run: &str) {
-        let mut waiting = self.mailbox.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut waiting = self.mailbox.lock();
         waiting.streams.retain(|(r, ..)| r != run);
     }
 
@@ -1063,7 +1080,7 @@ impl ChatTask {
     /// goes below: a question cuts a reply in two.
     async fn flush(&mut self) {
         let front = {
-            let waiting = self.mailbox.state.lock().unwrap_or_else(|p| p.into_inner());
+            let waiting = self.mailbox.lock();
             waiting.streams.first().cloned()
         };
         let (Some((run, text, _)), Some(showing)) = (front, &self.showing) else {

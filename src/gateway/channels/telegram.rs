@@ -158,7 +158,17 @@ impl Telegram {
     }
 
     fn store_offset(&self, offset: i64) -> Result<(), Failure> {
-        crate::config::trust::write_private(&self.offset_file, offset.to_string().as_bytes())
+        let dir = self
+            .offset_file
+            .parent()
+            .unwrap_or(std::path::Path::new("."));
+        crate::config::trust::create_private_dir(dir)
+            .and_then(|()| {
+                crate::config::trust::write_private(
+                    &self.offset_file,
+                    offset.to_string().as_bytes(),
+                )
+            })
             .map_err(|e| {
                 Failure::Fatal(format!(
                     "cannot store the Telegram offset in {}: {e}",
