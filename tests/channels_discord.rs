@@ -291,13 +291,17 @@ async fn an_unknown_user_is_refused_until_paired() {
     );
     assert!(bench.model.requests().is_empty());
 
-    let access = bench.sandbox.home().join("channels").join("access.json");
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let mut store = pincer::gateway::channels::access::Access::load(&access).unwrap();
-    store.approve(&code, now).unwrap();
+    let approved = bench
+        .sandbox
+        .command(&["channels", "approve", &code])
+        .output()
+        .await
+        .unwrap();
+    assert!(approved.status.success(), "{approved:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&approved.stdout),
+        format!("Approved user{stranger} ({stranger}) on discord.\n")
+    );
 
     bench.model.push(Reply::sse(anthropic_text("Welcome.", 10)));
     bench.discord.dm(stranger, their_dm, "now?");

@@ -448,6 +448,8 @@ fn message_object(id: &str, channel: &str, body: &Value) -> Value {
     })
 }
 
+// tungstenite's callback returns its error response by value.
+#[allow(clippy::result_large_err)]
 async fn gateway(stream: tokio::net::TcpStream, state: Arc<Mutex<State_>>) {
     let target = Arc::new(Mutex::new(String::new()));
     let seen = target.clone();
