@@ -512,3 +512,54 @@ async fn a_refused_token_stops_the_channel_once_and_the_gateway_goes_on() {
     assert!(discord.rest().is_empty());
     gateway.stop().await;
 }
+
+#[tokio::test]
+async fn the_gateway_s_heartbeat_requests_and_invalid_sessions_are_followed() {
+    let bench = Bench::start("").await;
+    // A long interval: heartbeats now come only when asked for.
+    bench.discord.set_heartbeat_interval(60_000);
+    bench
+        .discord
+        .send_op(json!({"op": 7, "d": null, "s": null, "t": null}));
+    bench.ready(2).await;
+    let discord = bench.discord.clone();
+    let seq = discord.seq();
+    bench
+        .discord
+        .send_op(json!({"op": 1, "d": null, "s": null, "t": null}));
+    wait_until("a heartbeat on request", TIMEOUT, || {
+        discord.connections()[1]
+            .sent
+            .contains(&json!({"op": 1, "d": seq}))
+    })
+    .await;
+
+    // Not resumable: a new session, identified at the gateway's URL.
+    let old = discord.session_id().unwrap();
+    bench
+        .discord
+        .send_op(json!({"op": 9, "d": false, "s": null, "t": null}));
+    bench.ready(3).await;
+    let fresh = &discord.connections()[2];
+    assert!(
+        fresh.target.starts_with("/?v=10&encoding=json"),
+        "{}",
+        fresh.target
+    );
+    assert_eq!(fresh.sent[0]["op"], 2);
+    let new = discord.session_id().unwrap();
+    assert_ne!(new, old);
+
+    // Resumable: the new session is resumed.
+    bench
+        .discord
+        .send_op(json!({"op": 9, "d": true, "s": null, "t": null}));
+    bench.ready(4).await;
+    let resumed = &discord.connections()[3];
+    assert_eq!(resumed.sent[0]["op"], 6);
+    assert_eq!(resumed.sent[0]["d"]["session_id"], json!(new));
+
+    bench.model.push(Reply::sse(anthropic_text("Back.", 10)));
+    bench.discord.dm(OWNER, DM, "still there?");
+    bench.until_texts("the reply", &["Back."]).await;
+}
