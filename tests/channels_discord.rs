@@ -563,3 +563,34 @@ async fn the_gateway_s_heartbeat_requests_and_invalid_sessions_are_followed() {
     bench.discord.dm(OWNER, DM, "still there?");
     bench.until_texts("the reply", &["Back."]).await;
 }
+
+#[tokio::test]
+async fn in_a_guild_channel_the_agent_answers_only_when_mentioned_without_the_mention() {
+    let bench = Bench::start("").await;
+    let guild = "1100000000000000001";
+    let channel = "1200000000000000002";
+    bench
+        .discord
+        .guild_message(OWNER, guild, channel, "just chatting with friends", false);
+    bench.model.push(Reply::sse(anthropic_text("On it.", 10)));
+    bench.discord.guild_message(
+        OWNER,
+        guild,
+        channel,
+        &format!("<@{BOT_ID}> run the tests"),
+        true,
+    );
+    bench
+        .until_texts("the reply to the mention", &["On it."])
+        .await;
+    assert_eq!(
+        bench.discord.posts()[0].path,
+        format!("/channels/{channel}/messages")
+    );
+    let requests = bench.model.requests();
+    assert_eq!(requests.len(), 1, "the unmentioned message ran nothing");
+    let asked = requests[0].body["messages"].to_string();
+    assert!(asked.contains("run the tests"), "{asked}");
+    assert!(!asked.contains("just chatting"), "{asked}");
+    assert!(!asked.contains(&format!("<@{BOT_ID}>")), "{asked}");
+}
