@@ -594,3 +594,41 @@ async fn in_a_guild_channel_the_agent_answers_only_when_mentioned_without_the_me
     assert!(!asked.contains("just chatting"), "{asked}");
     assert!(!asked.contains(&format!("<@{BOT_ID}>")), "{asked}");
 }
+
+#[tokio::test]
+async fn a_stored_session_whose_resume_url_is_gone_is_given_up_for_a_new_one() {
+    let sandbox = Sandbox::new();
+    let model = MockModel::start().await;
+    let bot_token = format!("bot-{}", uuid::Uuid::new_v4().simple());
+    let discord = DiscordApi::start(&bot_token).await;
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        format!(
+            "[channels.discord]\ntoken_env = \"PINCER_TEST_DISCORD\"\napi_url = \"{}\"\nallow = [\"{OWNER}\"]\n",
+            discord.api_url
+        ),
+    )
+    .unwrap();
+    // A port nothing listens on any more.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("ws://{}", gone.local_addr().unwrap());
+    drop(gone);
+    let kept = sandbox.home().join("channels").join("discord");
+    std::fs::create_dir_all(&kept).unwrap();
+    std::fs::write(
+        kept.join("session.json"),
+        json!({"session_id": "old", "resume_url": dead, "seq": 41}).to_string(),
+    )
+    .unwrap();
+    let gw = new_token();
+    let mut cmd = gateway_command(&sandbox, &model, Some(&gw), &[]);
+    cmd.env("PINCER_TEST_DISCORD", &bot_token);
+    let gateway = Gateway::spawn(cmd, Some(&gw)).await;
+    let mock = discord.clone();
+    wait_until("a new session", Duration::from_secs(30), || {
+        mock.live() == Some(0)
+    })
+    .await;
+    assert_eq!(discord.connections()[0].sent[0]["op"], 2);
+    gateway.stop().await;
+}
