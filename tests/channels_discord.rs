@@ -609,10 +609,15 @@ async fn a_stored_session_whose_resume_url_is_gone_is_given_up_for_a_new_one() {
         ),
     )
     .unwrap();
-    // A port nothing listens on any more.
-    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // A host that hangs up on every connection (held for the whole test,
+    // so that no other test's listener takes its port).
+    let gone = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let dead = format!("ws://{}", gone.local_addr().unwrap());
-    drop(gone);
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = gone.accept().await {
+            drop(socket);
+        }
+    });
     let kept = sandbox.home().join("channels").join("discord");
     std::fs::create_dir_all(&kept).unwrap();
     std::fs::write(
@@ -624,11 +629,15 @@ async fn a_stored_session_whose_resume_url_is_gone_is_given_up_for_a_new_one() {
     let mut cmd = gateway_command(&sandbox, &model, Some(&gw), &[]);
     cmd.env("PINCER_TEST_DISCORD", &bot_token);
     let gateway = Gateway::spawn(cmd, Some(&gw)).await;
-    let mock = discord.clone();
-    wait_until("a new session", Duration::from_secs(30), || {
-        mock.live() == Some(0)
-    })
-    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while discord.live() != Some(0) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no new session; stderr:\n{}",
+            gateway.stderr.text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(discord.connections()[0].sent[0]["op"], 2);
     gateway.stop().await;
 }

@@ -49,6 +49,10 @@ const RESUMABLE_CLOSE: u16 = 4000;
 /// Longest wait for the socket to open and for Hello.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Connections to a session's resume URL that may fail in a row before
+/// the session is given up.
+const MAX_FAILED_RESUMES: u32 = 3;
+
 /// Largest gateway frame taken (a READY of a big bot is a few MB).
 const MAX_FRAME: usize = 16 * 1024 * 1024;
 
@@ -322,7 +326,9 @@ impl Discord {
                         close(&mut socket, RESUMABLE_CLOSE).await;
                         return Ok(Ended::Resume { healthy: ready, why: "no heartbeat ACK (a zombie connection)".into() });
                     }
-                    send(&mut socket, &json!({"op": 1, "d": seq})).await?;
+                    if let Err(e) = send(&mut socket, &json!({"op": 1, "d": seq})).await {
+                        return Ok(Ended::Resume { healthy: ready, why: e.to_string() });
+                    }
                     acked = false;
                     next_beat = Instant::now() + interval;
                     continue;
@@ -337,11 +343,10 @@ impl Discord {
                         .as_ref()
                         .map(|c| c.reason.to_string())
                         .unwrap_or_default();
+                    if let Some(why) = code.and_then(fatal_close) {
+                        return Err(Failure::Fatal(why.to_string()));
+                    }
                     return match code {
-                        Some(code) if fatal_close(code).is_some() => {
-                            let why = fatal_close(code).unwrap_or_default();
-                            Err(Failure::Fatal(why.to_string()))
-                        }
                         Some(code) if new_session_close(code) => Ok(Ended::Identify {
                             why: format!("closed with {code} {reason}"),
                         }),
@@ -419,7 +424,14 @@ impl Discord {
                     }
                 }
                 // The gateway asks for a heartbeat now.
-                Some(1) => send(&mut socket, &json!({"op": 1, "d": seq})).await?,
+                Some(1) => {
+                    if let Err(e) = send(&mut socket, &json!({"op": 1, "d": seq})).await {
+                        return Ok(Ended::Resume {
+                            healthy: ready,
+                            why: e.to_string(),
+                        });
+                    }
+                }
                 Some(7) => {
                     close(&mut socket, RESUMABLE_CLOSE).await;
                     return Ok(Ended::Resume {
@@ -766,11 +778,25 @@ impl Platform for Discord {
         let (keeper, taken) = mpsc::unbounded_channel();
         let _keeping = AbortOnDrop(tokio::spawn(self.clone().keep(taken)));
         let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+        let mut failed_resumes = 0;
         loop {
             let ended = match self.connection(&deliveries, &keeper).await {
-                Ok(ended) => ended,
+                Ok(ended) => {
+                    failed_resumes = 0;
+                    ended
+                }
                 Err(Failure::Fatal(why)) => return Err(Failure::Fatal(why)),
                 Err(failure) => {
+                    // A resume URL that stays unreachable (kept from a
+                    // run long ago, or a host gone) is given up for a new
+                    // session at the gateway's URL.
+                    if lock(&self.session).is_some() {
+                        failed_resumes += 1;
+                        if failed_resumes >= MAX_FAILED_RESUMES {
+                            failed_resumes = 0;
+                            self.forget_session();
+                        }
+                    }
                     let wait = backoff.wait();
                     tracing::warn!(channel = "discord", error = %failure, wait_ms = wait.as_millis() as u64, "connecting failed; retrying");
                     tokio::time::sleep(wait).await;
