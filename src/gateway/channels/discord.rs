@@ -182,25 +182,7 @@ impl Discord {
             return Ok(reply);
         }
         let what = format!("Discord {method} {}", route(path));
-        let message = reply["message"].as_str().unwrap_or("no message");
-        Err(match status.as_u16() {
-            // The body's `retry_after` (float seconds) is the precise one;
-            // the header rounds up.
-            429 => Failure::RateLimited(
-                reply["retry_after"]
-                    .as_f64()
-                    .filter(|s| s.is_finite() && *s >= 0.0)
-                    .map(Duration::from_secs_f64)
-                    .or(header_wait)
-                    .unwrap_or(Duration::from_secs(1)),
-            ),
-            401 => Failure::Fatal(format!(
-                "Discord refused the bot token ({what}: {message}); check the token in [channels.discord] (token_env or token_file)"
-            )),
-            403 | 404 => Failure::Refused(format!("{what}: {} {message}", status.as_u16())),
-            500.. => Failure::Transient(format!("{what}: {}", status.as_u16())),
-            _ => Failure::Refused(format!("{what}: {} {message}", status.as_u16())),
-        })
+        Err(failure(&what, status.as_u16(), header_wait, &reply))
     }
 
     /// Where to identify: the configured URL, else `GET /gateway/bot`'s
@@ -509,6 +491,30 @@ impl Discord {
             // users, whatever it writes.
             "allowed_mentions": {"parse": []},
         })
+    }
+}
+
+/// What a REST error answer means for the caller.
+fn failure(what: &str, status: u16, header_wait: Option<Duration>, reply: &Value) -> Failure {
+    let message = reply["message"].as_str().unwrap_or("no message");
+    match status {
+        // The body's `retry_after` (float seconds) is the precise one; the
+        // `Retry-After` header rounds up.
+        429 => Failure::RateLimited(
+            reply["retry_after"]
+                .as_f64()
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(Duration::from_secs_f64)
+                .or(header_wait)
+                .unwrap_or(Duration::from_secs(1)),
+        ),
+        401 => Failure::Fatal(format!(
+            "Discord refused the bot token ({what}: {message}); check the token in [channels.discord] (token_env or token_file)"
+        )),
+        500.. => Failure::Transient(format!("{what}: {status}")),
+        // 403 (missing permissions), 404 (a channel or message gone), and
+        // other refusals of this one request: the channel goes on.
+        _ => Failure::Refused(format!("{what}: {status} {message}")),
     }
 }
 
@@ -1087,6 +1093,38 @@ mod tests {
         assert!(new_session_close(4007) && new_session_close(4009));
         assert!(!new_session_close(4000));
         assert_eq!(INTENTS, (1 << 9) | (1 << 12) | (1 << 15));
+    }
+
+    #[test]
+    fn rest_errors_become_rate_limits_refusals_and_fatal_failures() {
+        let limited =
+            json!({"message": "You are being rate limited.", "retry_after": 0.25, "global": false});
+        assert_eq!(
+            failure("x", 429, Some(Duration::from_secs(1)), &limited),
+            Failure::RateLimited(Duration::from_millis(250))
+        );
+        // Without the body's field, the header.
+        assert_eq!(
+            failure("x", 429, Some(Duration::from_secs(3)), &Value::Null),
+            Failure::RateLimited(Duration::from_secs(3))
+        );
+        let unauthorized = json!({"message": "401: Unauthorized", "code": 0});
+        assert!(
+            matches!(failure("x", 401, None, &unauthorized), Failure::Fatal(why) if why.contains("[channels.discord]"))
+        );
+        let missing = json!({"message": "Missing Access", "code": 50001});
+        assert_eq!(
+            failure("Discord POST /channels/{id}/messages", 403, None, &missing),
+            Failure::Refused("Discord POST /channels/{id}/messages: 403 Missing Access".into())
+        );
+        assert!(matches!(
+            failure("x", 404, None, &Value::Null),
+            Failure::Refused(_)
+        ));
+        assert!(matches!(
+            failure("x", 502, None, &Value::Null),
+            Failure::Transient(_)
+        ));
     }
 
     #[test]
