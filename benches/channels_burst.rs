@@ -71,10 +71,8 @@ async fn main() {
     let gateway = Gateway::spawn(cmd, Some(&token)).await;
     let pid = gateway.child.id().unwrap();
     // The bot is waiting in its long poll before anyone writes.
-    api.until("the first long poll", |api| {
-        (!api.calls_of("getupdates").is_empty()).then_some(())
-    })
-    .await;
+    api.until("the first long poll", |api| api.is_polling().then_some(()))
+        .await;
     let rss_idle = peak_rss(pid);
 
     let began = Instant::now();

@@ -522,32 +522,41 @@ async fn chat_commands_start_over_stop_change_the_model_and_report_status() {
         .until_chat(OWNER, "the status", |m| m.len() == 2)
         .await;
     assert!(
-        shown[1].text.starts_with("Model: anthropic/"),
+        shown[1].text.starts_with("• Model: anthropic/"),
         "{}",
         shown[1].text
     );
-    assert!(shown[1].text.ends_with("Idle."), "{}", shown[1].text);
+    assert!(shown[1].text.ends_with("\n• Idle."), "{}", shown[1].text);
 
+    bot.api.dm(OWNER, "/model");
+    let shown = bot
+        .api
+        .until_chat(OWNER, "the model list", |m| m.len() == 3)
+        .await;
+    let lines: Vec<&str> = shown[2].text.lines().collect();
+    assert!(lines[0].starts_with("Model: anthropic/"), "{lines:?}");
+    assert!(lines.contains(&"• anthropic/claude-opus-4-1"), "{lines:?}");
+    assert_eq!(lines.last(), Some(&"Change it with /model PROVIDER/MODEL"));
     bot.api.dm(OWNER, "/model anthropic/claude-opus-4-1");
     let shown = bot
         .api
-        .until_chat(OWNER, "the model answer", |m| m.len() == 3)
+        .until_chat(OWNER, "the model answer", |m| m.len() == 4)
         .await;
-    assert_eq!(shown[2].text, "Model set to anthropic/claude-opus-4-1.");
+    assert_eq!(shown[3].text, "Model set to anthropic/claude-opus-4-1.");
     bot.mock
         .push(Reply::sse(anthropic_text("On the new model.", 10)));
     bot.api.dm(OWNER, "and now?");
     bot.api
-        .until_chat(OWNER, "the reply", |m| m.len() == 4)
+        .until_chat(OWNER, "the reply", |m| m.len() == 5)
         .await;
     assert_eq!(bot.mock.requests()[1].body["model"], "claude-opus-4-1");
 
     bot.api.dm(OWNER, "/new");
     let shown = bot
         .api
-        .until_chat(OWNER, "the reset", |m| m.len() == 5)
+        .until_chat(OWNER, "the reset", |m| m.len() == 6)
         .await;
-    assert_eq!(shown[4].text, "Started a new session.");
+    assert_eq!(shown[5].text, "Started a new session.");
     let after = admin.call_ok("sessions.resolve", json!({"key": key})).await;
     assert_ne!(before, after);
 
@@ -760,4 +769,58 @@ async fn an_unanswered_approval_is_rejected_after_the_timeout_and_says_so() {
         .await;
     assert!(shown[0].text.contains(&marker.display().to_string()));
     assert!(!marker.exists());
+}
+
+#[tokio::test]
+async fn a_chat_s_session_shows_its_key_on_the_web_page() {
+    let bot = Bot::start("").await;
+    bot.mock.push(Reply::sse(anthropic_text("Hi there.", 10)));
+    let sent = bot.api.dm(OWNER, "hello from Telegram");
+    bot.run_ended(OWNER, sent).await;
+    let browser = support::browser::Browser::start(1280, 900).await;
+    let gateway = bot.gateway();
+    browser
+        .sign_in(gateway.addr, gateway.token.as_deref().unwrap())
+        .await;
+    browser
+        .until(
+            "the chat's session, named by its key",
+            &format!(
+                "return [...document.querySelectorAll('[data-testid=session-item]')].some(b => \
+                 b.dataset.key === 'telegram:dm:{OWNER}' && b.querySelector('small').textContent.startsWith('telegram:dm:{OWNER} · '));"
+            ),
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn an_outage_of_the_bot_api_is_retried_with_backoff_and_nothing_is_lost() {
+    let bot = Bot::start("").await;
+    // The poll in flight ends; the next two fail like a broken proxy.
+    bot.api
+        .until("the first long poll", |api| {
+            (!api.calls_of("getupdates").is_empty()).then_some(())
+        })
+        .await;
+    bot.api.fail("getupdates", 502);
+    bot.api.fail("getupdates", 502);
+    bot.api.fail("sendmessage", 503);
+    bot.mock.push(Reply::sse(anthropic_text("Still here.", 10)));
+    bot.api.dm(OWNER, "are you there?");
+    bot.api
+        .until_chat(OWNER, "the reply", |m| {
+            m.len() == 1 && m[0].text == "Still here."
+        })
+        .await;
+    let polls = bot.api.calls_of("getupdates");
+    let failed: Vec<_> = polls.iter().filter(|c| c.error == Some(502)).collect();
+    assert_eq!(failed.len(), 2);
+    // Backoff: the second try waits at least a second after the first.
+    assert!(failed[1].at - failed[0].at >= Duration::from_millis(900));
+    let sends = bot.api.calls_of("sendmessage");
+    assert_eq!(
+        sends.iter().map(|c| c.error).collect::<Vec<_>>(),
+        vec![Some(503), None]
+    );
+    assert_eq!(bot.mock.requests().len(), 1, "one run");
 }

@@ -17,8 +17,10 @@ pub mod discord;
 pub mod format;
 pub mod http;
 pub mod runner;
+pub mod slack;
 pub mod split;
 pub mod telegram;
+pub mod whatsapp;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -293,6 +295,35 @@ pub fn build(
                 },
             )),
             Err(why) => failed("discord", why),
+        }
+    }
+    if let Some(whatsapp) = &config.whatsapp
+        && whatsapp.enabled != Some(false)
+    {
+        match whatsapp::WhatsApp::new(whatsapp, env, data_dir) {
+            Ok(platform) => platforms.push((
+                Arc::new(platform),
+                runner::Settings {
+                    allow: whatsapp.allow.clone(),
+                    // Cloud API chats are direct messages.
+                    groups: Default::default(),
+                },
+            )),
+            Err(why) => failed("whatsapp", why),
+        }
+    }
+    if let Some(slack) = &config.slack
+        && slack.enabled != Some(false)
+    {
+        match slack::Slack::new(slack, env, data_dir) {
+            Ok(platform) => platforms.push((
+                Arc::new(platform),
+                runner::Settings {
+                    allow: slack.allow.clone(),
+                    groups: slack.groups.unwrap_or_default(),
+                },
+            )),
+            Err(why) => failed("slack", why),
         }
     }
     platforms

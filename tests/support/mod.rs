@@ -7,8 +7,10 @@ pub mod discord_api;
 pub mod gateway;
 pub mod mock_model;
 pub mod openclaw_gateway;
+pub mod slack_api;
 pub mod sse;
 pub mod telegram_api;
+pub mod whatsapp_api;
 
 use acp_client::{Acp, Sandbox};
 use mock_model::MockModel;

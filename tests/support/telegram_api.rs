@@ -56,6 +56,9 @@ struct Inner {
     messages: Vec<Shown>,
     /// Methods that answer 429 next, with the retry_after to give.
     limited: HashMap<String, VecDeque<u64>>,
+    /// Methods that fail next, with the HTTP status (a proxy's 502 page,
+    /// not Telegram's JSON).
+    failing: HashMap<String, VecDeque<u16>>,
     webhook: Option<String>,
 }
 
@@ -74,6 +77,8 @@ struct Shared {
     inner: Mutex<Inner>,
     next_update: AtomicI64,
     next_message: AtomicI64,
+    /// `getUpdates` calls waiting in their long poll now.
+    polling: AtomicI64,
     changed: Notify,
 }
 
@@ -97,6 +102,7 @@ impl TelegramApi {
             inner: Mutex::new(Inner::default()),
             next_update: AtomicI64::new(812_345_679),
             next_message: AtomicI64::new(100),
+            polling: AtomicI64::new(0),
             changed: Notify::new(),
         });
         let app = axum::Router::new()
@@ -198,6 +204,17 @@ impl TelegramApi {
             .push_back(retry_after);
     }
 
+    /// The next call to `method` fails with `status` and an HTML page, as
+    /// a broken proxy or an outage answers.
+    pub fn fail(&self, method: &str, status: u16) {
+        self.state
+            .lock()
+            .failing
+            .entry(method.to_string())
+            .or_default()
+            .push_back(status);
+    }
+
     pub fn calls(&self) -> Vec<Call> {
         self.state.lock().calls.clone()
     }
@@ -218,6 +235,11 @@ impl TelegramApi {
             .filter(|m| m.chat == chat)
             .cloned()
             .collect()
+    }
+
+    /// Whether a `getUpdates` long poll is waiting now.
+    pub fn is_polling(&self) -> bool {
+        self.state.polling.load(Ordering::SeqCst) > 0
     }
 
     /// Updates not yet confirmed by an offset.
@@ -296,6 +318,26 @@ async fn handle(
             Err(_) => return reply(error(400, "Bad Request: invalid JSON", None)),
         }
     };
+    let failing = state
+        .lock()
+        .failing
+        .get_mut(&method)
+        .and_then(|queue| queue.pop_front());
+    if let Some(status) = failing {
+        state.lock().calls.push(Call {
+            method,
+            body,
+            at: Instant::now(),
+            error: Some(status as u64),
+        });
+        state.changed.notify_waiters();
+        return (
+            axum::http::StatusCode::from_u16(status).unwrap(),
+            [(axum::http::header::CONTENT_TYPE, "text/html")],
+            "<html><body><h1>502 Bad Gateway</h1></body></html>",
+        )
+            .into_response();
+    }
     let (status, answer) = if bot.strip_prefix("bot") != Some(state.token.as_str()) {
         error(401, "Unauthorized", None)
     } else if let Some(retry) = state
@@ -473,6 +515,14 @@ async fn get_updates(state: &Arc<Shared>, body: &Value) -> (u16, Value) {
     }
     let timeout = body["timeout"].as_u64().unwrap_or(0).min(60);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+    state.polling.fetch_add(1, Ordering::SeqCst);
+    state.changed.notify_waiters();
+    let answer = poll(state, body, deadline).await;
+    state.polling.fetch_sub(1, Ordering::SeqCst);
+    answer
+}
+
+async fn poll(state: &Arc<Shared>, body: &Value, deadline: tokio::time::Instant) -> (u16, Value) {
     loop {
         let changed = state.changed.notified();
         {

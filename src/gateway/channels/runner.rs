@@ -167,6 +167,8 @@ struct Runner {
     chats: Arc<Chats>,
     /// Approvals asked in each chat, newest last (for answers by number).
     asked: HashMap<Chat, Vec<String>>,
+    /// Approvals answered from a chat (its answer told the user there).
+    answered: std::collections::HashSet<String>,
     inbox: Option<crate::gateway::conn::Inbox>,
 }
 
@@ -203,6 +205,7 @@ impl Runner {
             settings,
             chats,
             asked: HashMap::new(),
+            answered: Default::default(),
             inbox: Some(inbox),
         }
     }
@@ -376,11 +379,11 @@ impl Runner {
                         .as_array()
                         .into_iter()
                         .flatten()
-                        .filter_map(|m| Some(format!("{}/{}", m["provider"].as_str()?, m["id"].as_str()?)))
+                        .filter_map(|m| m["id"].as_str().map(|id| format!("- {id}")))
                         .take(40)
                         .collect();
                     if !names.is_empty() {
-                        text.push_str("\n\nAvailable:\n");
+                        text.push_str("\n\nAvailable:\n\n");
                         text.push_str(&names.join("\n"));
                         text.push_str("\n\nChange it with /model PROVIDER/MODEL");
                     }
@@ -455,7 +458,10 @@ impl Runner {
         }
         let params = json!({"id": id, "decision": decision});
         match methods::invoke(&self.hub, &self.conn, "exec.approval.resolve", params).await {
-            Ok(_) => decision_text(decision).to_string(),
+            Ok(_) => {
+                self.answered.insert(id.to_string());
+                decision_text(decision).to_string()
+            }
             Err(e) => format!("⚠️ {}", e.message),
         }
     }
@@ -587,6 +593,13 @@ impl Runner {
                 } else {
                     decision_text(decision).to_string()
                 };
+                // Where the question cannot be edited (WhatsApp), an
+                // outcome the chat did not choose (a timeout, another
+                // client) is said below it.
+                let answered_here = self.answered.remove(id);
+                if self.platform.limits().edit.is_none() && !answered_here {
+                    self.say(&chat, note.clone());
+                }
                 self.chats.push(
                     &self.platform,
                     chat,
@@ -644,32 +657,32 @@ fn decision_text(decision: &str) -> &'static str {
 
 fn status_text(row: &Value, busy: bool) -> String {
     let mut lines = vec![format!(
-        "Model: {}/{}",
+        "- Model: {}/{}",
         row["modelProvider"].as_str().unwrap_or("?"),
         row["model"].as_str().unwrap_or("default")
     )];
     if let Some(used) = row["totalTokens"].as_u64() {
         match row["contextTokens"].as_u64() {
             Some(window) if window > 0 => lines.push(format!(
-                "Context: {used} of {window} tokens ({}%)",
+                "- Context: {used} of {window} tokens ({}%)",
                 used * 100 / window
             )),
-            _ => lines.push(format!("Context: {used} tokens")),
+            _ => lines.push(format!("- Context: {used} tokens")),
         }
     }
     if let Some(cost) = row["costUsd"].as_f64() {
-        lines.push(format!("Cost: ${cost:.4}"));
+        lines.push(format!("- Cost: ${cost:.4}"));
     }
     if let Some(mode) = row["queueMode"].as_str() {
-        lines.push(format!("Queue mode: {mode}"));
+        lines.push(format!("- Queue mode: {mode}"));
     }
     if let Some(thinking) = row["thinkingLevel"].as_str() {
-        lines.push(format!("Thinking: {thinking}"));
+        lines.push(format!("- Thinking: {thinking}"));
     }
     lines.push(if busy {
-        "Working.".into()
+        "- Working.".into()
     } else {
-        "Idle.".into()
+        "- Idle.".into()
     });
     lines.join("\n")
 }

@@ -271,7 +271,9 @@ function renderSessions() {
     name.textContent = title;
     const meta = document.createElement("small");
     const when = typeof row.updatedAt === "number" ? new Date(row.updatedAt).toLocaleString() : "";
-    meta.textContent = [when, row.spawnedCwd, row.model].filter(Boolean).join(" · ");
+    // A chat's session says which chat it is (`telegram:dm:123`).
+    const chat = /^(telegram|slack|discord|whatsapp):(dm|group|thread):/.test(row.key) ? row.key : "";
+    meta.textContent = [chat, when, row.spawnedCwd, row.model].filter(Boolean).join(" · ");
     button.append(name, meta);
     button.addEventListener("click", () => {
       openSession(row.key);
