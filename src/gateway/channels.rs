@@ -13,6 +13,7 @@
 //! in each platform's markup ([`format`]).
 
 pub mod access;
+pub mod discord;
 pub mod format;
 pub mod http;
 pub mod runner;
@@ -280,6 +281,20 @@ pub fn build(
                 },
             )),
             Err(why) => failed("telegram", why),
+        }
+    }
+    if let Some(discord) = &config.discord
+        && discord.enabled != Some(false)
+    {
+        match discord::Discord::new(discord, env, data_dir) {
+            Ok(platform) => platforms.push((
+                Arc::new(platform),
+                runner::Settings {
+                    allow: discord.allow.clone(),
+                    groups: discord.groups.unwrap_or_default(),
+                },
+            )),
+            Err(why) => failed("discord", why),
         }
     }
     if let Some(whatsapp) = &config.whatsapp
