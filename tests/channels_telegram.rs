@@ -647,6 +647,15 @@ async fn a_webhook_is_taken_only_with_telegram_s_secret_header() {
         assert_eq!(response.status(), 401, "{bad:?}");
     }
     assert!(mock.requests().is_empty());
+    // A body far beyond any update is refused before it is read whole.
+    let huge = http
+        .post(&url)
+        .header("X-Telegram-Bot-Api-Secret-Token", &secret)
+        .body(vec![b'x'; 2 * 1024 * 1024])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(huge.status(), 413);
     bot_reply(&mock, "Hooked.");
     let response = http
         .post(&url)
@@ -823,4 +832,41 @@ async fn an_outage_of_the_bot_api_is_retried_with_backoff_and_nothing_is_lost() 
         vec![Some(503), None]
     );
     assert_eq!(bot.mock.requests().len(), 1, "one run");
+}
+
+#[tokio::test]
+async fn in_polling_mode_nothing_posted_to_the_gateway_reaches_the_agent() {
+    let bot = Bot::start("").await;
+    let update = json!({"update_id": 5, "message": {
+        "message_id": 9, "from": {"id": OWNER, "is_bot": false, "first_name": "Owner"},
+        "chat": {"id": OWNER, "type": "private"}, "date": 1_764_020_000, "text": "forged"}});
+    let http = reqwest::Client::new();
+    for path in [
+        "/channels/telegram",
+        "/channels/telegram/x",
+        "/channels/slack",
+        "/channels/",
+    ] {
+        let url = format!("http://{}{path}", bot.gateway().addr);
+        let response = http
+            .post(&url)
+            .header("X-Telegram-Bot-Api-Secret-Token", "anything")
+            .json(&update)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 404, "{path}");
+    }
+    bot.mock.push(Reply::sse(anthropic_text("Real.", 10)));
+    bot.api.dm(OWNER, "real");
+    bot.api
+        .until_chat(OWNER, "the real reply", |m| m.len() == 1)
+        .await;
+    let asked: Vec<String> = bot
+        .mock
+        .requests()
+        .iter()
+        .map(|r| last_user_text(&r.body))
+        .collect();
+    assert_eq!(asked, vec!["real"]);
 }
