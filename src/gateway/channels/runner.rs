@@ -38,6 +38,9 @@ const OUTBOX_LIMIT: usize = 256 * 1024 * 1024;
 /// not announced with a notification for its first word.
 const FIRST_SHOW: usize = 24;
 
+/// Started runs remembered (a run's events all come within its life).
+const MAX_STARTED: usize = 4096;
+
 /// A chat task with nothing to do for this long ends.
 const CHAT_IDLE: Duration = Duration::from_secs(600);
 
@@ -167,6 +170,11 @@ struct Runner {
     chats: Arc<Chats>,
     /// Approvals asked in each chat, newest last (for answers by number).
     asked: HashMap<Chat, Vec<String>>,
+    /// Runs of followed sessions that started (their lifecycle `start`),
+    /// newest last, bounded. A run that never started was merged into
+    /// another (a message collected or steered into a running turn): its
+    /// `final` repeats that turn's text, which the turn itself shows.
+    started: VecDeque<String>,
     /// Approvals answered from a chat (its answer told the user there).
     answered: std::collections::HashSet<String>,
     inbox: Option<crate::gateway::conn::Inbox>,
@@ -205,6 +213,7 @@ impl Runner {
             settings,
             chats,
             asked: HashMap::new(),
+            started: VecDeque::new(),
             answered: Default::default(),
             inbox: Some(inbox),
         }
@@ -480,6 +489,9 @@ impl Runner {
                     return;
                 };
                 let run = payload["runId"].as_str().unwrap_or_default().to_string();
+                if !self.started.contains(&run) {
+                    return;
+                }
                 let text = message_text(&payload["message"]);
                 let op = match payload["state"].as_str() {
                     Some("delta") => Op::Stream {
@@ -517,6 +529,12 @@ impl Runner {
                     return;
                 };
                 if payload["data"]["phase"] == "start" {
+                    if let Some(run) = payload["runId"].as_str() {
+                        if self.started.len() >= MAX_STARTED {
+                            self.started.pop_front();
+                        }
+                        self.started.push_back(run.to_string());
+                    }
                     self.chats.push(&self.platform, chat, Op::Busy);
                 }
             }
@@ -766,6 +784,12 @@ struct Waiting {
 impl Chats {
     fn push(&self, platform: &Arc<dyn Platform>, chat: Chat, op: Op) {
         let mut chats = self.chats.lock().unwrap_or_else(|p| p.into_inner());
+        // Chats that went quiet leave the map now and then, so that many
+        // chats over time (strangers each given a pairing code) do not
+        // grow it for good.
+        if !chats.contains_key(&chat) && chats.len() >= 256 && chats.len().is_power_of_two() {
+            chats.retain(|_, mailbox| !mailbox.lock().closed);
+        }
         loop {
             let mailbox = chats
                 .entry(chat.clone())
@@ -827,8 +851,6 @@ struct ChatTask {
     showing: Option<Showing>,
     /// Runs already shown to their end.
     ended: VecDeque<String>,
-    /// The text of the last run shown.
-    last_text: Option<String>,
     typing_until: Option<Instant>,
     last_typing: Option<Instant>,
 }
@@ -852,7 +874,6 @@ impl ChatTask {
             questions: HashMap::new(),
             showing: None,
             ended: VecDeque::new(),
-            last_text: None,
             typing_until: None,
             last_typing: None,
         }
@@ -962,13 +983,7 @@ impl ChatTask {
         let Some((run, text, end)) = front else {
             return false;
         };
-        // A run already shown, or one merged into another (a queued
-        // message collected into the next turn ends with that turn's text):
-        // shown once.
-        let merged = end.is_some()
-            && self.showing.as_ref().is_none_or(|s| s.run != run)
-            && self.last_text.as_deref() == Some(text.as_str());
-        if self.ended.contains(&run) || merged {
+        if self.ended.contains(&run) {
             self.pop_stream(&run);
             return true;
         }
@@ -1000,7 +1015,6 @@ impl ChatTask {
                 }
                 self.showing = None;
                 self.typing_until = None;
-                self.last_text = Some(text.clone());
                 self.ended.push_back(run.clone());
                 if self.ended.len() > 64 {
                     self.ended.pop_front();
