@@ -9,6 +9,7 @@
 //! [`transform_context`] and [`convert_to_llm`] before each model call; a
 //! cancelled run stops the stream and the tools and records what happened.
 
+pub mod claude_code;
 pub mod clock;
 pub mod compaction;
 pub mod failover;
@@ -192,6 +193,14 @@ pub enum AgentEvent {
         content: Vec<Content>,
         time: String,
     },
+    /// Which runtime ran the run, for the transcript: a Claude Code run
+    /// names the Claude Code session it continues (`resume`), which a
+    /// later run resumes; `native` after a Claude Code session was given
+    /// up (its turns went to pincer's own loop).
+    Runtime {
+        runtime: String,
+        resume: Option<String>,
+    },
     AgentEnd {
         stop: RunStop,
     },
@@ -297,6 +306,51 @@ pub struct AgentConfig {
     /// The session's id: the providers' prompt-cache key (OpenAI's
     /// `prompt_cache_key`), so that one session's calls reach the same cache.
     pub session_id: Option<String>,
+    /// Who runs the turns; `None`: pincer's own loop.
+    pub runtime: Option<Arc<dyn Runtime>>,
+}
+
+/// The name the transcript records for pincer's own loop.
+pub const NATIVE: &str = "native";
+
+/// Who runs a prompt's turns. pincer's own loop is the default; the Claude
+/// Code runtime ([`claude_code`]) hands them to the user's `claude` CLI.
+/// Either way the host hears the same [`AgentEvent`]s, tool calls go
+/// through the same policy, hooks and permission questions
+/// ([`run_tool_call`]), and the history gets the same messages: a frontend
+/// cannot tell which one ran a turn, except by the runtime the transcript
+/// records.
+pub trait Runtime: Send + Sync + std::fmt::Debug {
+    /// Runs the turns after the prompt (already in `history`) until the
+    /// run ends. `Err`: the runtime could not answer and nothing of the
+    /// turn was shown yet; pincer's own loop answers it instead.
+    fn run<'a>(
+        &'a self,
+        run: Run<'a>,
+        history: &'a mut Vec<AgentMessage>,
+    ) -> BoxFuture<'a, Result<RunStop, Fallback>>;
+}
+
+/// What a runtime works with for one run.
+#[derive(Clone, Copy)]
+pub struct Run<'a> {
+    pub client: &'a reqwest::Client,
+    pub config: &'a AgentConfig,
+    pub tools: &'a [Arc<dyn Tool>],
+    pub cwd: &'a std::path::Path,
+    pub host: &'a dyn AgentHost,
+    pub cancel: &'a CancellationToken,
+}
+
+/// A runtime that could not run a turn: pincer's own loop runs it with
+/// this model and credential, after telling the user why.
+#[derive(Clone, Debug)]
+pub struct Fallback {
+    /// The notice for the user: what failed and who answers instead.
+    pub notice: String,
+    pub model: Model,
+    pub key: Option<Secret>,
+    pub auth_profile: Option<String>,
 }
 
 /// Runs one prompt to completion. New messages are appended to `history` as
@@ -356,7 +410,33 @@ pub async fn run_timed(
         Err(reason) => RunStop::Blocked(reason),
         Ok(()) => {
             push_user(history, prompt, time);
-            run_turns(client, config, tools, cwd, history, host, cancel).await
+            let run = Run {
+                client,
+                config,
+                tools,
+                cwd,
+                host,
+                cancel,
+            };
+            match &config.runtime {
+                None => run_turns(client, config, tools, cwd, history, host, cancel).await,
+                Some(runtime) => match runtime.run(run, history).await {
+                    Ok(stop) => stop,
+                    Err(fallback) => {
+                        host.emit(AgentEvent::Failover {
+                            text: fallback.notice,
+                        });
+                        let native = AgentConfig {
+                            model: fallback.model,
+                            key: fallback.key,
+                            auth_profile: fallback.auth_profile,
+                            runtime: None,
+                            ..config.clone()
+                        };
+                        run_turns(client, &native, tools, cwd, history, host, cancel).await
+                    }
+                },
+            }
         }
     };
     config.guard.run_ended(&stop).await;
@@ -633,7 +713,7 @@ fn deliver_steering(
 /// Adds a user message, after the time it was sent (its [`time_line`]):
 /// the model learns the time from its newest message, which moves no
 /// cached prefix.
-fn push_user(history: &mut Vec<AgentMessage>, content: Vec<Content>, time: String) {
+pub(crate) fn push_user(history: &mut Vec<AgentMessage>, content: Vec<Content>, time: String) {
     history.push(AgentMessage::Time { text: time });
     history.push(AgentMessage::Llm {
         message: Message::User { content },
@@ -720,7 +800,7 @@ async fn with_extra_tools(tools: &[Arc<dyn Tool>], config: &AgentConfig) -> Vec<
     all
 }
 
-fn describe(tools: &[Arc<dyn Tool>], call: &ToolCall, cwd: &std::path::Path) -> CallInfo {
+pub(crate) fn describe(tools: &[Arc<dyn Tool>], call: &ToolCall, cwd: &std::path::Path) -> CallInfo {
     match tools.iter().find(|t| t.name() == call.name) {
         Some(tool) => tool.describe(&call.arguments, cwd),
         None => CallInfo {
@@ -729,6 +809,40 @@ fn describe(tools: &[Arc<dyn Tool>], call: &ToolCall, cwd: &std::path::Path) -> 
             locations: Vec::new(),
         },
     }
+}
+
+/// Runs a call as the native loop does, start and end events included:
+/// the one path every tool call takes, whichever runtime's model asked
+/// for it. The second value, when set, is the loop breaker's message.
+pub(crate) async fn run_tool_call(
+    config: &AgentConfig,
+    tools: &[Arc<dyn Tool>],
+    cwd: &std::path::Path,
+    call: &ToolCall,
+    host: &dyn AgentHost,
+    cancel: &CancellationToken,
+) -> (ToolOutput, Option<String>) {
+    let (output, stop) = execute_call(config, tools, cwd, call, host, cancel).await;
+    host.emit(AgentEvent::ToolExecutionEnd {
+        call_id: call.id.clone(),
+        tool_name: call.name.clone(),
+        output: output.clone(),
+    });
+    (output, stop)
+}
+
+/// The tools a model may call now: the built-in ones and whatever the
+/// config's tool source offers, as the policy lets `mode` use them.
+pub(crate) async fn offered_tools(
+    tools: &[Arc<dyn Tool>],
+    config: &AgentConfig,
+) -> Vec<Arc<dyn Tool>> {
+    let mode = config.permissions.mode();
+    with_extra_tools(tools, config)
+        .await
+        .into_iter()
+        .filter(|t| config.guard.offers(t.as_ref(), mode))
+        .collect()
 }
 
 /// Runs one call through the pipeline — policy, loop detection, the
@@ -1034,9 +1148,9 @@ async fn stream_once(
 /// How often, at most, streamed text reaches the frontend while tokens
 /// arrive faster than that: about a display frame. The first delta after a
 /// quiet spell goes out at once, so a slow stream is not delayed.
-const DELTA_INTERVAL: Duration = Duration::from_millis(16);
+pub(crate) const DELTA_INTERVAL: Duration = Duration::from_millis(16);
 
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+pub(crate) async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
@@ -1046,7 +1160,7 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 /// Joins text (or thinking) deltas that arrive within one interval into one
 /// event. A fast stream then costs the editor one update per frame instead of
 /// one per token; what the model sent is unchanged.
-struct DeltaThrottle {
+pub(crate) struct DeltaThrottle {
     interval: Duration,
     thinking: bool,
     text: String,
@@ -1057,7 +1171,7 @@ struct DeltaThrottle {
 }
 
 impl DeltaThrottle {
-    fn new(interval: Duration) -> Self {
+    pub(crate) fn new(interval: Duration) -> Self {
         Self {
             interval,
             thinking: false,
@@ -1067,7 +1181,7 @@ impl DeltaThrottle {
         }
     }
 
-    fn push(&mut self, thinking: bool, text: &str, host: &dyn AgentHost) {
+    pub(crate) fn push(&mut self, thinking: bool, text: &str, host: &dyn AgentHost) {
         if thinking != self.thinking {
             self.flush(host);
             self.thinking = thinking;
@@ -1082,7 +1196,7 @@ impl DeltaThrottle {
     }
 
     /// When the buffered text must go out.
-    fn deadline(&self) -> Option<tokio::time::Instant> {
+    pub(crate) fn deadline(&self) -> Option<tokio::time::Instant> {
         if self.text.is_empty() {
             return None;
         }
@@ -1092,7 +1206,7 @@ impl DeltaThrottle {
         )
     }
 
-    fn flush(&mut self, host: &dyn AgentHost) {
+    pub(crate) fn flush(&mut self, host: &dyn AgentHost) {
         if self.text.is_empty() {
             return;
         }
@@ -1120,7 +1234,7 @@ impl DeltaThrottle {
 
     /// The answer is over: held text goes out unless it is the silent
     /// reply, which the user never sees.
-    fn finish(&mut self, host: &dyn AgentHost) {
+    pub(crate) fn finish(&mut self, host: &dyn AgentHost) {
         if let Some(held) = self.held.take()
             && !held.is_empty()
             && !is_silent(&held)
@@ -1392,6 +1506,7 @@ mod time_tests {
             extra_tools: None,
             clock,
             session_id: None,
+            runtime: None,
         };
         let mut history = Vec::new();
         push_user(&mut history, vec![Content::text("a")], time_line(&config));

@@ -552,7 +552,57 @@ impl Settings {
 
     /// Whether a model can be called: it has a credential or needs none.
     pub fn has_credentials(&self, model: &Model) -> bool {
-        self.first_credential(model).is_some()
+        // Claude Code brings its own login; pincer never sees it.
+        self.catalog.claude_code(model).is_some() || self.first_credential(model).is_some()
+    }
+
+    /// How `model`'s turns reach the Claude Code CLI, when its provider
+    /// runs them there (`runtime = "claude-code"`, or a subscription
+    /// provider).
+    pub fn claude_code(&self, model: &Model) -> Option<crate::llm::catalog::ClaudeCodeTarget> {
+        self.catalog.claude_code(model)
+    }
+
+    /// The Claude Code settings a run of `model` needs, with the model and
+    /// credential pincer's own loop falls back to.
+    pub fn claude_code_runtime(
+        &self,
+        model: &Model,
+    ) -> Option<crate::agent::claude_code::Settings> {
+        let target = self.catalog.claude_code(model)?;
+        let native = match self.catalog.resolve(&target.native) {
+            Ok(native) => native,
+            Err(e) => {
+                tracing::warn!(model = %target.native, error = %e, "no native model to fall back to from Claude Code");
+                model.clone()
+            }
+        };
+        Some(crate::agent::claude_code::Settings {
+            path: self.resolve_program(&target.path),
+            native_key: self.api_key(&native),
+            native_profile: self.credential_source(&native),
+            native,
+        })
+    }
+
+    /// A program name as the user would run it: a bare name is looked up
+    /// on this process's `PATH`; a path is taken as it is (after `~/`).
+    fn resolve_program(&self, program: &str) -> PathBuf {
+        let path = PathBuf::from(program);
+        if let Some(rest) = program.strip_prefix("~/")
+            && let Some(home) = self.env("HOME")
+        {
+            return PathBuf::from(home).join(rest);
+        }
+        if path.components().count() > 1 {
+            return path;
+        }
+        self.env("PATH")
+            .into_iter()
+            .flat_map(std::env::split_paths)
+            .map(|dir| dir.join(program))
+            .find(|candidate| candidate.is_file())
+            .unwrap_or(path)
     }
 
     /// Whether a model may be offered for choosing in a session: its
@@ -564,6 +614,15 @@ impl Settings {
     /// explicitly (`--model`, the config) is still tried with whatever the
     /// chain finds.
     pub fn can_offer(&self, model: &Model) -> bool {
+        // A Claude Code model is there to choose when its CLI is.
+        if let Some(target) = self.catalog.claude_code(model) {
+            if self.resolve_program(&target.path).is_file() {
+                return true;
+            }
+            if crate::llm::catalog::SUBSCRIPTION_PROVIDERS.contains(&model.provider.as_str()) {
+                return false;
+            }
+        }
         match self.first_credential(model) {
             None => false,
             Some(attempt) if attempt.id.is_none() && self.uses_aws_chain(model) => {
@@ -763,6 +822,7 @@ impl Settings {
             clock: self.clock(),
             session_id: None,
             extra_tools: None,
+            runtime: None,
         }
     }
 

@@ -31,6 +31,7 @@
 mod config;
 mod content;
 mod tool;
+pub mod server;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -129,6 +129,9 @@ pub struct Restored {
     /// their index there: what an editor knows a message by
     /// (`messageId`), the same on every replay and as it was live.
     pub entry_ids: HashMap<usize, String>,
+    /// The Claude Code session the last Claude Code run continued, and how
+    /// many history entries it had seen by then.
+    pub claude_code: Option<(String, usize)>,
 }
 
 impl Restored {
@@ -298,6 +301,12 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
                 display,
                 details,
             } => {
+                // A result no open call asked for (a call Claude Code sent
+                // without saying which tool_use it answered) is not
+                // something a model can be sent.
+                if !open.iter().any(|(id, _)| *id == message.tool_call_id) {
+                    continue;
+                }
                 open.retain(|(id, _)| *id != message.tool_call_id);
                 restored.calls.insert(
                     message.tool_call_id.clone(),
@@ -322,6 +331,13 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             }
             Record::Notice { text } => {
                 restored.push(AgentMessage::Notice { text });
+            }
+            Record::Runtime { runtime, resume } => {
+                if runtime == crate::agent::claude_code::RUNTIME
+                    && let Some(resume) = resume
+                {
+                    restored.claude_code = Some((resume, restored.history.len()));
+                }
             }
             // What the user typed, for the replay alone.
             Record::Command { text } => {

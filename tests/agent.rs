@@ -111,6 +111,7 @@ fn config(mock: &MockModel, project: &std::path::Path) -> AgentConfig {
         extra_tools: None,
         clock: Default::default(),
         session_id: None,
+        runtime: None,
         model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
         key: Some(Secret::new("test-key")),
         thinking: ThinkingLevel::Off,

@@ -256,6 +256,7 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
         AgentEvent::AgentStart
         | AgentEvent::CompactionStart { .. }
         | AgentEvent::Failover { .. }
+        | AgentEvent::Runtime { .. }
         | AgentEvent::CompactionEnd { .. }
         | AgentEvent::TurnStart
         | AgentEvent::MessageStart

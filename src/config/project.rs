@@ -383,7 +383,16 @@ impl Layering {
         providers: BTreeMap<String, crate::llm::catalog::ProviderConfig>,
         builtin: &dyn Fn(&str) -> bool,
     ) {
-        for (name, provider) in providers {
+        for (name, mut provider) in providers {
+            // Which program runs the turns is the user's choice alone: a
+            // repository naming a `claude` to run would run a command of
+            // its choosing, trusted or not.
+            if provider.runtime.take().is_some() {
+                self.never(format!("providers.{name}.runtime"));
+            }
+            if provider.claude_path.take().is_some() {
+                self.never(format!("providers.{name}.claude_path"));
+            }
             let known = builtin(&name) || self.config.providers.contains_key(&name);
             if !known {
                 let grant = describe_provider(&name, &provider);
@@ -399,6 +408,8 @@ impl Layering {
                 api_key,
                 headers,
                 models,
+                runtime: _,
+                claude_path: _,
             } = provider;
             for (set, field) in [
                 (api.is_some(), "api"),

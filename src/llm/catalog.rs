@@ -97,6 +97,8 @@ pub struct Provider {
     pub key_optional: bool,
     pub headers: Vec<(String, String)>,
     pub models: Vec<Model>,
+    pub runtime: RuntimeKind,
+    pub claude_path: Option<String>,
 }
 
 /// A model entry of a custom provider in the config file.
@@ -125,6 +127,47 @@ pub struct ProviderConfig {
     pub api_key: Option<super::Secret>,
     pub headers: BTreeMap<String, String>,
     pub models: Vec<ModelConfig>,
+    /// Who runs the turns of this provider's Claude models: pincer's own
+    /// loop (the default) or the user's Claude Code CLI.
+    pub runtime: Option<RuntimeKind>,
+    /// The Claude Code CLI to run (`claude`, found on `PATH`, by default).
+    pub claude_path: Option<String>,
+}
+
+/// Who runs a turn: pincer's own loop, or the user's Claude Code CLI
+/// (`claude -p`) with pincer's tools, policy and permissions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RuntimeKind {
+    #[default]
+    Native,
+    ClaudeCode,
+}
+
+impl RuntimeKind {
+    pub fn id(self) -> &'static str {
+        match self {
+            RuntimeKind::Native => "native",
+            RuntimeKind::ClaudeCode => "claude-code",
+        }
+    }
+}
+
+/// The providers that stand for a Claude subscription: their turns always
+/// run through the user's own Claude Code CLI, logged in by the user.
+pub const SUBSCRIPTION_PROVIDERS: [&str; 2] = ["claude-pro", "claude-max"];
+
+/// The CLI run when a provider names none.
+pub const DEFAULT_CLAUDE_PATH: &str = "claude";
+
+/// How a model's turns reach Claude Code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaudeCodeTarget {
+    /// The CLI to run.
+    pub path: String,
+    /// The model pincer's own loop answers with when Claude Code cannot
+    /// (`anthropic/<id>` for a subscription provider).
+    pub native: String,
 }
 
 /// Defaults for models nobody described (a local model pulled yesterday).
@@ -437,6 +480,21 @@ impl Catalog {
                 &[],
             ),
         );
+        // A Claude subscription, reached only through the user's own
+        // Claude Code CLI: pincer never holds its credentials, so the
+        // provider has no key and no address of its own to call.
+        for name in SUBSCRIPTION_PROVIDERS {
+            let mut provider = builtin_provider(
+                name,
+                Api::AnthropicMessages,
+                &anthropic_base,
+                None,
+                true,
+                ANTHROPIC_MODELS,
+            );
+            provider.runtime = RuntimeKind::ClaudeCode;
+            providers.insert(name.to_string(), provider);
+        }
         providers.insert(
             "openrouter".to_string(),
             builtin_provider(
@@ -459,7 +517,17 @@ impl Catalog {
                 key_optional: true,
                 headers: Vec::new(),
                 models: Vec::new(),
+                runtime: RuntimeKind::Native,
+                claude_path: None,
             });
+            if let Some(runtime) = pc.runtime
+                && !SUBSCRIPTION_PROVIDERS.contains(&name.as_str())
+            {
+                entry.runtime = runtime;
+            }
+            if let Some(path) = pc.claude_path.as_ref().filter(|p| !p.trim().is_empty()) {
+                entry.claude_path = Some(path.clone());
+            }
             if let Some(api) = pc.api {
                 entry.api = api;
             }
@@ -541,6 +609,29 @@ impl Catalog {
             .unwrap_or_else(|| default_model(p, id)))
     }
 
+    /// Where `model`'s turns go when its provider runs them through Claude
+    /// Code; `None` for pincer's own loop. Only Claude models on the
+    /// Anthropic Messages API can: Claude Code speaks to nothing else, so
+    /// other models of such a provider stay on the native loop.
+    pub fn claude_code(&self, model: &Model) -> Option<ClaudeCodeTarget> {
+        let provider = self.providers.get(&model.provider)?;
+        if provider.runtime != RuntimeKind::ClaudeCode || !is_claude(model) {
+            return None;
+        }
+        let native = if SUBSCRIPTION_PROVIDERS.contains(&model.provider.as_str()) {
+            format!("anthropic/{}", model.id)
+        } else {
+            model.full_id()
+        };
+        Some(ClaudeCodeTarget {
+            path: provider
+                .claude_path
+                .clone()
+                .unwrap_or_else(|| DEFAULT_CLAUDE_PATH.to_string()),
+            native,
+        })
+    }
+
     /// Every model pincer knows by name, for pickers.
     pub fn listed_models(&self) -> impl Iterator<Item = &Model> {
         self.providers.values().flat_map(|p| p.models.iter())
@@ -577,6 +668,8 @@ fn builtin_provider(
         key_optional,
         headers: Vec::new(),
         models: Vec::new(),
+        runtime: RuntimeKind::Native,
+        claude_path: None,
     };
     provider.models = models
         .iter()
@@ -595,6 +688,11 @@ fn builtin_provider(
         })
         .collect();
     provider
+}
+
+/// A Claude model on the Anthropic Messages API: what Claude Code can run.
+fn is_claude(model: &Model) -> bool {
+    model.api == Api::AnthropicMessages && model.id.to_ascii_lowercase().contains("claude")
 }
 
 fn default_model(provider: &Provider, id: &str) -> Model {

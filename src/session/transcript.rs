@@ -152,6 +152,15 @@ pub enum Record {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         modified_files: Vec<String>,
     },
+    /// Which runtime answered the run that ends here (`claude-code`, or
+    /// `native` when Claude Code could not and pincer's own loop did);
+    /// a Claude Code run names the Claude Code session it continued, which
+    /// a later run resumes.
+    Runtime {
+        runtime: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resume: Option<String>,
+    },
 }
 
 /// One line after the header.
@@ -205,6 +214,8 @@ struct RawEntry {
     read_files: Vec<String>,
     #[serde(rename = "modified_files", default)]
     modified_files: Vec<String>,
+    runtime: Option<String>,
+    resume: Option<String>,
 }
 
 impl RawEntry {
@@ -258,6 +269,10 @@ impl RawEntry {
                 tokens_before: self.tokens_before,
                 read_files: self.read_files,
                 modified_files: self.modified_files,
+            },
+            "runtime" => Record::Runtime {
+                runtime: need(self.runtime, "runtime", kind)?,
+                resume: self.resume,
             },
             other => return Err(format!("unknown entry type `{other}`")),
         };
