@@ -512,7 +512,7 @@ impl Conversation {
     fn result_line(&self, turn: &Turn, subtype: &str) -> Value {
         let cost = (turn.input_tokens as f64 * 3.0 + turn.output_tokens as f64 * 15.0) / 1e6;
         let elapsed = self.started.elapsed().as_millis() as u64;
-        let mut line = json!({"type": "result", "subtype": subtype, "is_error": false, "api_error_status": null,
+        let line = json!({"type": "result", "subtype": subtype, "is_error": false, "api_error_status": null,
             "duration_ms": elapsed, "duration_api_ms": elapsed, "num_turns": turn.requests, "result": turn.last_text,
             "stop_reason": "end_turn", "session_id": self.session, "total_cost_usd": cost,
             "usage": usage_line(turn.input_tokens, turn.output_tokens, turn.cache_read, turn.cache_creation),
@@ -520,14 +520,21 @@ impl Conversation {
                 "cacheReadInputTokens": 0, "cacheCreationInputTokens": 0, "webSearchRequests": 0,
                 "costUSD": self.total_cost, "contextWindow": self.context_window, "maxOutputTokens": 64000}},
             "permission_denials": turn.denials, "terminal_reason": "completed", "fast_mode_state": "off", "uuid": uuid_like()});
-        if subtype != "success" {
-            let map = line.as_object_mut().unwrap();
-            map.remove("result");
-            map.remove("terminal_reason");
-            map.insert("stop_reason".into(), Value::Null);
-            map.insert("errors".into(), json!([]));
+        if subtype == "success" {
+            return line;
         }
-        line
+        // An error result (the SDK's SDKResultError) has no `result` text,
+        // but an `errors` list.
+        let mut map: serde_json::Map<String, Value> = line
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(key, _)| *key != "result" && *key != "terminal_reason")
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        map.insert("stop_reason".into(), Value::Null);
+        map.insert("errors".into(), json!([]));
+        Value::Object(map)
     }
 
     fn interrupted(&self, turn: &Turn) {
