@@ -84,7 +84,9 @@ pub fn mcp_server_bin() -> std::path::PathBuf {
 }
 
 /// The scripted fake `claude` CLI (tests/fake_claude/claude.rs), built by
-/// `cargo test` / `cargo nextest run` as an example beside the tests.
+/// `cargo test` / `cargo nextest run` as an example beside the tests. A run
+/// filtered with `--test NAME` does not rebuild examples: after changing the
+/// fake, `cargo build --example pincer-test-fake-claude` first.
 pub fn fake_claude_bin() -> std::path::PathBuf {
     let exe = std::env::current_exe().unwrap();
     let target = exe.parent().unwrap().parent().unwrap();
