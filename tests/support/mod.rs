@@ -83,6 +83,22 @@ pub fn mcp_server_bin() -> std::path::PathBuf {
     bin
 }
 
+/// The scripted fake `claude` CLI (tests/fake_claude/claude.rs), built by
+/// `cargo test` / `cargo nextest run` as an example beside the tests. A run
+/// filtered with `--test NAME` does not rebuild examples: after changing the
+/// fake, `cargo build --example pincer-test-fake-claude` first.
+pub fn fake_claude_bin() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.parent().unwrap().parent().unwrap();
+    let bin = target.join("examples").join("pincer-test-fake-claude");
+    assert!(
+        bin.exists(),
+        "{} is missing; run the tests with `cargo test` / `cargo nextest run`, or `cargo build --example pincer-test-fake-claude`",
+        bin.display()
+    );
+    bin
+}
+
 /// Whether a content block (Anthropic's `{"type": "text", "text": …}` or
 /// Bedrock's `{"text": …}`) is the time line pincer closes each user
 /// message with.
