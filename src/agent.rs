@@ -800,7 +800,11 @@ async fn with_extra_tools(tools: &[Arc<dyn Tool>], config: &AgentConfig) -> Vec<
     all
 }
 
-pub(crate) fn describe(tools: &[Arc<dyn Tool>], call: &ToolCall, cwd: &std::path::Path) -> CallInfo {
+pub(crate) fn describe(
+    tools: &[Arc<dyn Tool>],
+    call: &ToolCall,
+    cwd: &std::path::Path,
+) -> CallInfo {
     match tools.iter().find(|t| t.name() == call.name) {
         Some(tool) => tool.describe(&call.arguments, cwd),
         None => CallInfo {

@@ -30,8 +30,8 @@
 
 mod config;
 mod content;
-mod tool;
 pub mod server;
+mod tool;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

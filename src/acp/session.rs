@@ -74,6 +74,9 @@ pub struct Session {
     /// The connection the session belongs to; shared with the task that
     /// reports MCP trouble, so that it follows a change of owner.
     owner: Arc<Mutex<Owner>>,
+    /// The session's Claude Code process and session, for models whose
+    /// turns run there.
+    claude_code: Mutex<Arc<crate::agent::claude_code::Session>>,
 }
 
 /// The connection a session belongs to: the one that opened it last (new,
@@ -327,6 +330,7 @@ impl Session {
             started: tokio::sync::OnceCell::new(),
             registry,
             owner: Arc::new(Mutex::new(owner)),
+            claude_code: Mutex::new(Arc::default()),
         }
     }
 
@@ -518,6 +522,8 @@ impl Session {
             .history
             .try_lock()
             .map_err(|_| "the session is busy".to_string())?;
+        let (resume, synced) = restored.claude_code.clone().unzip();
+        *lock(&self.claude_code) = crate::agent::claude_code::Session::new(resume, synced);
         *history = restored.history;
         Ok(())
     }
@@ -1153,6 +1159,12 @@ impl Session {
         config.credentials = Some(self.credentials().clone());
         config.extra_tools = Some(self.mcp().clone());
         config.session_id = Some(self.id.0.to_string());
+        if let Some(claude_code) = self.settings().claude_code_runtime(&config.model) {
+            config.runtime = Some(Arc::new(crate::agent::claude_code::ClaudeCode::new(
+                claude_code,
+                lock(&self.claude_code).clone(),
+            )));
+        }
         Ok((config, cancel))
     }
 

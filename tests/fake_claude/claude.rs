@@ -113,6 +113,11 @@ fn log(value: Value) {
 
 /// One protocol line on stdout; nothing else is ever printed there.
 fn emit(value: Value) {
+    if value["type"] == "result" {
+        // The order of stdin lines and results in the log shows when a
+        // message arrived relative to the turn it followed.
+        log(json!({"result_sent": value["subtype"]}));
+    }
     let mut out = io().out.lock().unwrap();
     if out
         .write_all(format!("{value}\n").as_bytes())

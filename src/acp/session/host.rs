@@ -178,6 +178,13 @@ impl AgentHost for AcpHost {
                     details: output.details.clone(),
                 });
             }
+            AgentEvent::Runtime { runtime, resume } => {
+                self.session.record(transcript::Record::Runtime {
+                    runtime: runtime.clone(),
+                    resume: resume.clone(),
+                });
+                return;
+            }
             AgentEvent::CompactionStart { .. } | AgentEvent::CompactionEnd { .. } => {
                 self.compaction_event(&event);
                 return;

@@ -31,8 +31,7 @@ use tokio_util::sync::CancellationToken;
 use super::process::Process;
 use super::wire;
 use crate::agent::{
-    AgentEvent, AgentMessage, DELTA_INTERVAL, DeltaThrottle, Run, RunStop, compaction,
-    sleep_until,
+    AgentEvent, AgentMessage, DELTA_INTERVAL, DeltaThrottle, Run, RunStop, compaction, sleep_until,
 };
 use crate::llm::{
     AssistantMessage, LlmError, Message, MessageBuilder, Model, StreamEvent, ToolCall,
@@ -49,7 +48,9 @@ pub enum Outcome {
     UnknownSession,
     /// The conversation is too long; `compacted`: Claude Code compacted
     /// during the run, so one more try may fit.
-    Overflow { compacted: bool },
+    Overflow {
+        compacted: bool,
+    },
     /// It failed before anything was shown; the text says why.
     Unavailable(String),
 }
@@ -108,6 +109,9 @@ struct Turn<'a> {
     broken: Option<String>,
     /// User lines sent that have no `result` yet.
     awaiting: usize,
+    /// Tool calls that came while their message was still streaming; they
+    /// start once it is in the history, so that results follow their call.
+    deferred: Vec<(Value, mcp_server::Call)>,
 }
 
 /// Runs the prompt `first` through `process` until the CLI answered it
@@ -145,6 +149,7 @@ pub async fn drive(
         interrupted: false,
         broken: None,
         awaiting: 1,
+        deferred: Vec::new(),
     };
     if !process.initialized {
         let id = process.request_id();
@@ -224,8 +229,7 @@ impl<'a> Turn<'a> {
             "user" => self.user(history, all, &line),
             "system" => self.system(process, &line),
             "control_request" => {
-                self.control_request(process, history, all, running, &line)
-                    .await;
+                self.control_request(process, all, running, &line).await;
             }
             "control_response" => {
                 if line["response"]["subtype"] == "error" {
@@ -244,6 +248,13 @@ impl<'a> Turn<'a> {
                 }
             }
             _ => {}
+        }
+        if self.message.is_none() && !self.deferred.is_empty() {
+            for (request_id, call) in std::mem::take(&mut self.deferred) {
+                if let Some(answer) = self.start_call(all, running, request_id, call) {
+                    let _ = process.send(&answer).await;
+                }
+            }
         }
         None
     }
@@ -557,7 +568,6 @@ impl<'a> Turn<'a> {
     async fn control_request(
         &mut self,
         process: &mut Process,
-        history: &mut [AgentMessage],
         all: &'a [Arc<dyn Tool>],
         running: &mut FuturesUnordered<BoxFuture<'a, Finished>>,
         line: &Value,
@@ -594,9 +604,12 @@ impl<'a> Turn<'a> {
                             &request_id,
                             json!({"mcp_response": {"jsonrpc": "2.0", "result": {}}}),
                         ),
+                        Handled::Call(call) if self.message.is_some() => {
+                            self.deferred.push((request_id, call));
+                            return;
+                        }
                         Handled::Call(call) => {
-                            match self.start_call(history, all, running, request_id.clone(), call)
-                            {
+                            match self.start_call(all, running, request_id.clone(), call) {
                                 Some(answer) => answer,
                                 None => return,
                             }
@@ -618,7 +631,6 @@ impl<'a> Turn<'a> {
     /// the answer at once when the call cannot be paired.
     fn start_call(
         &mut self,
-        _history: &mut [AgentMessage],
         all: &'a [Arc<dyn Tool>],
         running: &mut FuturesUnordered<BoxFuture<'a, Finished>>,
         request_id: Value,
@@ -679,10 +691,9 @@ impl<'a> Turn<'a> {
         let run = self.run;
         let mcp_id = call.id;
         running.push(Box::pin(async move {
-            let (output, stop) = crate::agent::run_tool_call(
-                run.config, all, run.cwd, &run_call, run.host, &token,
-            )
-            .await;
+            let (output, stop) =
+                crate::agent::run_tool_call(run.config, all, run.cwd, &run_call, run.host, &token)
+                    .await;
             Finished {
                 request_id,
                 mcp_id,
@@ -726,9 +737,7 @@ impl<'a> Turn<'a> {
             // Going round in circles: the run ends.
             self.broken = Some(text);
             let id = process.request_id();
-            let _ = process
-                .send(&wire::control_request(&id, "interrupt"))
-                .await;
+            let _ = process.send(&wire::control_request(&id, "interrupt")).await;
         }
         self.end_turn_if_answered(history);
     }
@@ -763,15 +772,13 @@ impl<'a> Turn<'a> {
                 .and_then(Value::as_str)
                 .map(str::to_string)
                 .or_else(|| {
-                    line.get("errors")
-                        .and_then(Value::as_array)
-                        .map(|errors| {
-                            errors
-                                .iter()
-                                .filter_map(Value::as_str)
-                                .collect::<Vec<_>>()
-                                .join("; ")
-                        })
+                    line.get("errors").and_then(Value::as_array).map(|errors| {
+                        errors
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    })
                 })
                 .filter(|t| !t.is_empty())
                 .unwrap_or_else(|| format!("the turn ended with `{subtype}`"));
@@ -869,7 +876,12 @@ impl<'a> Turn<'a> {
 /// Claude Code's error class (the assistant message's `error`) or HTTP
 /// status as pincer's provider error, so that the user reads the same
 /// kind of message as from pincer's own calls.
-fn to_llm_error(provider: &str, class: Option<&str>, status: Option<u64>, message: String) -> LlmError {
+fn to_llm_error(
+    provider: &str,
+    class: Option<&str>,
+    status: Option<u64>,
+    message: String,
+) -> LlmError {
     let provider = provider.to_string();
     match (class, status) {
         (Some("authentication_failed" | "oauth_org_not_allowed" | "account_on_hold"), _)

@@ -100,10 +100,7 @@ pub fn result_content(value: &Value) -> Vec<Content> {
         Value::Array(blocks) => blocks
             .iter()
             .filter_map(|block| match block.get("type").and_then(Value::as_str) {
-                Some("text") => block
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .map(Content::text),
+                Some("text") => block.get("text").and_then(Value::as_str).map(Content::text),
                 Some("image") => {
                     let source = block.get("source")?;
                     Some(Content::Image {
@@ -186,7 +183,10 @@ pub fn catch_up(history: &[AgentMessage]) -> Option<String> {
                 clip(&text_of(&result.content))
             )),
             AgentMessage::Summary { summary, .. } => {
-                lines.push(format!("[summary of the earlier conversation]\n{}", clip(summary)));
+                lines.push(format!(
+                    "[summary of the earlier conversation]\n{}",
+                    clip(summary)
+                ));
             }
             AgentMessage::Notice { .. } | AgentMessage::Time { .. } => {}
         }

@@ -231,6 +231,10 @@ impl PrintHost {
             AgentEvent::Failover { text } => {
                 self.record(transcript::Record::Notice { text: text.clone() });
             }
+            AgentEvent::Runtime { runtime, resume } => self.record(transcript::Record::Runtime {
+                runtime: runtime.clone(),
+                resume: resume.clone(),
+            }),
             _ => {}
         }
     }

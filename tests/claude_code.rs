@@ -1,0 +1,580 @@
+//! End to end: turns run through Claude Code (the scripted fake `claude`
+//! of tests/fake_claude, which speaks the recorded stream-json and control
+//! protocol) behind `pincer acp`, with failover to pincer's own loop
+//! against the mock model.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use support::acp_client::{Acp, Sandbox, requests_of, updates_of};
+use support::mock_model::{MockModel, Reply};
+use support::{prompt, selected};
+
+/// A sandbox whose config runs `anthropic`'s Claude models through the
+/// fake CLI, with the mock model behind pincer's own loop.
+struct Harness {
+    sandbox: Sandbox,
+    mock: MockModel,
+}
+
+impl Harness {
+    async fn new(script: Value) -> Self {
+        Self::with_config(script, |fake| {
+            format!(
+                "model = \"anthropic/claude-sonnet-4-5\"\n[providers.anthropic]\nruntime = \"claude-code\"\nclaude_path = \"{fake}\"\n"
+            )
+        })
+        .await
+    }
+
+    async fn with_config(script: Value, config: impl Fn(&str) -> String) -> Self {
+        let sandbox = Sandbox::new();
+        let mock = MockModel::start().await;
+        let fake = support::fake_claude_bin();
+        std::fs::write(
+            sandbox.home().join("config.toml"),
+            config(fake.to_str().unwrap()),
+        )
+        .unwrap();
+        let harness = Self { sandbox, mock };
+        harness.script(script);
+        harness
+    }
+
+    fn script(&self, script: Value) {
+        std::fs::write(self.path("script.json"), script.to_string()).unwrap();
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.sandbox.dir.path().join(name)
+    }
+
+    fn acp(&self) -> Acp {
+        self.acp_with(|_| {})
+    }
+
+    fn acp_with(&self, extra: impl FnOnce(&mut tokio::process::Command)) -> Acp {
+        let mut cmd = self.sandbox.command(&["acp"]);
+        cmd.env("ANTHROPIC_API_KEY", "test-key")
+            .env("ANTHROPIC_BASE_URL", self.mock.anthropic_url())
+            .env("FAKE_CLAUDE_SCRIPT", self.path("script.json"))
+            .env("FAKE_CLAUDE_LOG", self.path("log.jsonl"));
+        extra(&mut cmd);
+        Acp::spawn(cmd)
+    }
+
+    /// What the fake CLI logged: argv, stdin lines, tool results, exits.
+    fn log(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.path("log.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The argv of each conversation the fake was started for.
+    fn spawns(&self) -> Vec<Vec<String>> {
+        self.log()
+            .iter()
+            .filter_map(|e| e.get("argv"))
+            .map(|argv| {
+                argv.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .filter(|argv| argv.iter().any(|a| a == "-p"))
+            .collect()
+    }
+
+    /// The user lines the fake received.
+    fn user_lines(&self) -> Vec<Value> {
+        self.log()
+            .iter()
+            .filter_map(|e| e.get("stdin"))
+            .filter(|line| line["type"] == "user")
+            .cloned()
+            .collect()
+    }
+
+    /// The session's transcript entries (after the header).
+    fn transcript(&self, session: &str) -> Vec<Value> {
+        let dir = self.sandbox.home().join("sessions");
+        for cwd in std::fs::read_dir(&dir).unwrap() {
+            let path = cwd.unwrap().path().join(format!("{session}.jsonl"));
+            if path.exists() {
+                return std::fs::read_to_string(path)
+                    .unwrap()
+                    .lines()
+                    .skip(1)
+                    .map(|l| serde_json::from_str(l).unwrap())
+                    .collect();
+            }
+        }
+        panic!("no transcript for {session}")
+    }
+
+    async fn session(&self, acp: &mut Acp) -> String {
+        acp.initialize().await;
+        acp.new_session(&self.sandbox.work()).await
+    }
+}
+
+/// The value of `--flag=value` or `--flag value` in argv.
+fn flag(argv: &[String], name: &str) -> Option<String> {
+    let eq = format!("{name}=");
+    argv.iter().enumerate().find_map(|(i, a)| {
+        if let Some(value) = a.strip_prefix(&eq) {
+            Some(value.to_string())
+        } else if a == name {
+            argv.get(i + 1).cloned()
+        } else {
+            None
+        }
+    })
+}
+
+/// Transcript entries of `kind` with their main field.
+fn entries<'a>(transcript: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    transcript.iter().filter(|e| e["type"] == kind).collect()
+}
+
+/// The text of each user block of a user line.
+fn texts(line: &Value) -> Vec<String> {
+    line["message"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["text"].as_str().unwrap_or("<image>").to_string())
+        .collect()
+}
+
+/// `(sessionUpdate, text or toolCallId/status)` of each update, chunks
+/// joined, for comparing what the editor saw.
+fn shape(updates: &[Value]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for u in updates {
+        let kind = u["sessionUpdate"].as_str().unwrap().to_string();
+        let detail = match kind.as_str() {
+            "agent_message_chunk" | "agent_thought_chunk" => {
+                u["content"]["text"].as_str().unwrap().to_string()
+            }
+            "tool_call" => format!("{} {}", u["toolCallId"].as_str().unwrap(), u["status"]),
+            "tool_call_update" => format!(
+                "{} {}",
+                u["toolCallId"].as_str().unwrap(),
+                u["status"].as_str().unwrap_or("-")
+            ),
+            "usage_update" => String::new(),
+            _ => String::new(),
+        };
+        if let Some(last) = out.last_mut()
+            && last.0 == kind
+            && kind.ends_with("_chunk")
+        {
+            last.1.push_str(&detail);
+            continue;
+        }
+        out.push((kind, detail));
+    }
+    out.retain(|(kind, _)| kind != "available_commands_update" && kind != "session_info_update");
+    out
+}
+
+#[tokio::test]
+async fn a_text_turn_streams_like_the_native_loop_and_records_the_claude_session() {
+    let h = Harness::new(json!({"processes": [{"turns": [
+        [{"thinking": "Let me think.", "text": "Hello from Claude Code", "model": "claude-opus-4-8"}]
+    ]}]}))
+    .await;
+    let mut acp = h.acp();
+    let session = h.session(&mut acp).await;
+    let id = acp.send("session/prompt", prompt(&session, "hi")).await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        shape(&updates_of(&before)),
+        vec![
+            (
+                "agent_thought_chunk".to_string(),
+                "Let me think.".to_string()
+            ),
+            (
+                "agent_message_chunk".to_string(),
+                "Hello from Claude Code".to_string()
+            ),
+            ("usage_update".to_string(), String::new()),
+        ]
+    );
+    // The CLI runs as the issue says, with none of its own tools.
+    let spawns = h.spawns();
+    assert_eq!(spawns.len(), 1);
+    let argv = &spawns[0];
+    for expected in [
+        "-p",
+        "--verbose",
+        "--include-partial-messages",
+        "--strict-mcp-config",
+    ] {
+        assert!(argv.iter().any(|a| a == expected), "{expected} in {argv:?}");
+    }
+    assert_eq!(flag(argv, "--input-format").as_deref(), Some("stream-json"));
+    assert_eq!(
+        flag(argv, "--output-format").as_deref(),
+        Some("stream-json")
+    );
+    assert_eq!(flag(argv, "--tools").as_deref(), Some(""));
+    assert_eq!(
+        flag(argv, "--permission-prompt-tool").as_deref(),
+        Some("stdio")
+    );
+    assert_eq!(flag(argv, "--model").as_deref(), Some("claude-sonnet-4-5"));
+    assert!(
+        flag(argv, "--disallowedTools")
+            .unwrap()
+            .split(',')
+            .any(|t| t == "Bash")
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&flag(argv, "--mcp-config").unwrap()).unwrap(),
+        json!({"mcpServers": {"pincer": {"type": "sdk", "name": "pincer"}}})
+    );
+    let claude_session = flag(argv, "--session-id").unwrap();
+    assert!(flag(argv, "--resume").is_none());
+    // pincer's tools were listed to it over the tunnelled MCP server.
+    let tools: Vec<String> = h.log().iter().find_map(|e| e.get("tools")).unwrap()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    for tool in ["read", "write", "edit", "bash", "grep", "find", "ls"] {
+        assert!(tools.contains(&tool.to_string()), "{tool} in {tools:?}");
+    }
+    // The prompt went in with the time line the history keeps.
+    // The transcript: the prompt, the answer with the real model, and the
+    // runtime with the Claude Code session to resume.
+    let transcript = h.transcript(&session);
+    let messages = entries(&transcript, "message");
+    let lines = h.user_lines();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(
+        texts(&lines[0]),
+        vec![
+            "hi".to_string(),
+            messages[0]["time"].as_str().unwrap().to_string()
+        ]
+    );
+    assert_eq!(messages.len(), 2);
+    let answer = &messages[1]["message"];
+    assert_eq!(answer["role"], "assistant");
+    assert_eq!(answer["provider"], "anthropic");
+    assert_eq!(answer["api"], "anthropic-messages");
+    assert_eq!(answer["model"], "claude-opus-4-8");
+    assert_eq!(
+        answer["content"],
+        json!([
+            {"type": "thinking", "thinking": "Let me think.", "signature": answer["content"][0]["signature"]},
+            {"type": "text", "text": "Hello from Claude Code"}
+        ])
+    );
+    let runtime = entries(&transcript, "runtime");
+    assert_eq!(runtime.len(), 1);
+    assert_eq!(runtime[0]["runtime"], "claude-code");
+    assert_eq!(runtime[0]["resume"], json!(claude_session));
+    assert!(
+        h.mock.requests().is_empty(),
+        "pincer's own loop was not used"
+    );
+    acp.assert_stdout_was_json_rpc();
+}
+
+/// A recorded CLI output (fixtures/claude-code/NAME.jsonl) as script
+/// steps: its lines, and its `result` ending the turn.
+fn recorded(name: &str) -> Vec<Value> {
+    support::mock_model::fixture(&format!("claude-code/{name}.jsonl"))
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let line: Value = serde_json::from_str(l).unwrap();
+            if line["type"] == "result" {
+                json!({"result": line})
+            } else {
+                json!({"line": line})
+            }
+        })
+        .collect()
+}
+
+/// The tool results of the transcript: (call id, is_error, text).
+fn tool_results(transcript: &[Value]) -> Vec<(String, bool, String)> {
+    entries(transcript, "tool_result")
+        .iter()
+        .map(|e| {
+            let m = &e["message"];
+            (
+                m["toolCallId"]
+                    .as_str()
+                    .or(m["tool_call_id"].as_str())
+                    .unwrap()
+                    .to_string(),
+                m["isError"]
+                    .as_bool()
+                    .or(m["is_error"].as_bool())
+                    .unwrap_or(false),
+                m["content"][0]["text"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// What the fake CLI got back for each tool call it sent: (tool_use id,
+/// isError, text).
+fn call_results(h: &Harness) -> Vec<(String, bool, String)> {
+    h.log()
+        .iter()
+        .filter_map(|e| e.get("call_result"))
+        .map(|r| {
+            // The control response's payload, whichever level the fake
+            // logged it at.
+            let response = &r["response"];
+            let mcp = [
+                &response["mcp_response"],
+                &response["response"]["mcp_response"],
+                &response["response"]["response"]["mcp_response"],
+            ]
+            .into_iter()
+            .find(|m| !m.is_null())
+            .unwrap_or_else(|| panic!("no mcp_response in {r}"));
+            let result = &mcp["result"];
+            (
+                r["tool_use_id"].as_str().unwrap_or("<none>").to_string(),
+                result["isError"].as_bool().unwrap_or(false),
+                result["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn tool_calls_pair_by_tool_use_id_and_go_through_pincer_s_permission_question() {
+    let h = Harness::new(json!({"processes": [{"turns": [[
+        // Two calls of one tool, run in the other order than asked.
+        {"tool_uses": [
+            {"id": "toolu_a", "name": "read", "input": {"path": "a.txt"}},
+            {"id": "toolu_b", "name": "read", "input": {"path": "b.txt"}}
+        ], "calls": [{"id": "toolu_b"}, {"id": "toolu_a"}]},
+        {"tool_uses": [{"id": "toolu_w", "name": "write", "input": {"path": "c.txt", "content": "written\n"}}]},
+        {"tool_uses": [{"id": "toolu_x", "name": "write", "input": {"path": "d.txt", "content": "refused\n"}}]},
+        {"text": "All done."}
+    ]]}]}))
+    .await;
+    h.sandbox.write("a.txt", "alpha\n");
+    h.sandbox.write("b.txt", "beta\n");
+    let mut acp = h.acp();
+    let session = h.session(&mut acp).await;
+    let id = acp.send("session/prompt", prompt(&session, "go")).await;
+    let mut asked = Vec::new();
+    let (response, before) = acp
+        .drive(id, |method, params| {
+            assert_eq!(method, "session/request_permission");
+            let call = params["toolCall"]["toolCallId"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            asked.push(call.clone());
+            selected(if call == "toolu_w" {
+                "allow_once"
+            } else {
+                "reject_once"
+            })
+        })
+        .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    // The editor was asked about the writes, by the model's call ids.
+    assert_eq!(asked, vec!["toolu_w".to_string(), "toolu_x".to_string()]);
+    assert_eq!(
+        std::fs::read_to_string(h.sandbox.work().join("c.txt")).unwrap(),
+        "written\n"
+    );
+    assert!(!h.sandbox.work().join("d.txt").exists());
+    // Each result went back to the call that asked for it.
+    let results = call_results(&h);
+    let by_id = |id: &str| results.iter().find(|r| r.0 == id).unwrap().clone();
+    assert!(by_id("toolu_a").2.contains("alpha"), "{results:?}");
+    assert!(by_id("toolu_b").2.contains("beta"), "{results:?}");
+    assert!(!by_id("toolu_w").1);
+    assert!(by_id("toolu_x").1, "a declined call is an error result");
+    assert!(by_id("toolu_x").2.contains("declined"), "{results:?}");
+    // Every call started and ended in the editor, under its own id.
+    let tool_updates: Vec<(String, String)> = shape(&updates_of(&before))
+        .into_iter()
+        .filter(|(kind, _)| kind.starts_with("tool_call"))
+        .collect();
+    for call in ["toolu_a", "toolu_b", "toolu_w", "toolu_x"] {
+        let own: Vec<&String> = tool_updates
+            .iter()
+            .filter(|(_, d)| d.starts_with(call))
+            .map(|(_, d)| d)
+            .collect();
+        assert_eq!(own.first().unwrap(), &&format!("{call} \"in_progress\""));
+        let last = own.last().unwrap();
+        let end = if call == "toolu_x" {
+            "failed"
+        } else {
+            "completed"
+        };
+        assert_eq!(last, &&format!("{call} {end}"), "{tool_updates:?}");
+    }
+    // The history mirrors it: each result after its call, by id, with
+    // the failed one an error.
+    let transcript = h.transcript(&session);
+    let results = tool_results(&transcript);
+    let ids: Vec<(&str, bool)> = results.iter().map(|r| (r.0.as_str(), r.1)).collect();
+    assert_eq!(
+        ids,
+        vec![
+            ("toolu_b", false),
+            ("toolu_a", false),
+            ("toolu_w", false),
+            ("toolu_x", true)
+        ]
+    );
+    let calls: Vec<Vec<String>> = entries(&transcript, "message")
+        .iter()
+        .filter(|m| m["message"]["role"] == "assistant")
+        .map(|m| {
+            m["message"]["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|b| b["type"] == "toolCall" || b["type"] == "tool_call")
+                .map(|b| {
+                    format!(
+                        "{} {}",
+                        b["id"].as_str().unwrap(),
+                        b["name"].as_str().unwrap()
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            vec!["toolu_a read".to_string(), "toolu_b read".to_string()],
+            vec!["toolu_w write".to_string()],
+            vec!["toolu_x write".to_string()],
+            vec![]
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_call_without_its_tool_use_id_is_refused_with_start_end_and_an_error_and_the_history_stays_valid()
+ {
+    let h = Harness::new(json!({"processes": [
+        {"turns": [[
+            {"tool_uses": [{"id": "toolu_m", "name": "read", "input": {"path": "a.txt"}}],
+             "calls": [{"id": "toolu_m", "meta_id": null}]},
+            {"tool_uses": [{"id": "toolu_n", "name": "read", "input": {"path": "a.txt"}}],
+             "calls": [{"id": "toolu_n", "meta_id": "toolu_never_asked"}]},
+            {"tool_uses": [{"id": "toolu_v", "name": "read", "input": {}}],
+             "calls": [{"id": "toolu_v", "claude_answers": {"content": "InputValidationError: path is required", "is_error": true}}]},
+            {"text": "Could not read it."}
+        ]]},
+        {"exit_at_start": {"code": 1, "stderr": "boom"}}
+    ]}))
+    .await;
+    h.sandbox.write("a.txt", "alpha\n");
+    let mut acp = h.acp();
+    let session = h.session(&mut acp).await;
+    let id = acp.send("session/prompt", prompt(&session, "read a")).await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    // The CLI got error results and ran nothing of pincer's for them.
+    let results = call_results(&h);
+    assert_eq!(results.len(), 2, "{results:?}");
+    for (_, is_error, text) in &results {
+        assert!(*is_error);
+        assert!(text.starts_with("pincer did not run this call"), "{text}");
+    }
+    // Each unpaired call still started and ended (failed) in the editor,
+    // and so did each tool_use Claude Code answered itself.
+    let updates = updates_of(&before);
+    let starts: Vec<&str> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .map(|u| u["toolCallId"].as_str().unwrap())
+        .collect();
+    assert_eq!(starts.len(), 5, "{starts:?}");
+    assert_eq!(
+        starts
+            .iter()
+            .filter(|id| id.starts_with("unpaired-"))
+            .count(),
+        2
+    );
+    for id in ["toolu_m", "toolu_n", "toolu_v"] {
+        assert!(starts.contains(&id), "{starts:?}");
+    }
+    for start in &starts {
+        let end = updates
+            .iter()
+            .rfind(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == *start)
+            .unwrap();
+        assert_eq!(end["status"], "failed", "{start}");
+    }
+    let transcript = h.transcript(&session);
+    let mirrored: Vec<(String, bool)> = tool_results(&transcript)
+        .into_iter()
+        .filter(|r| r.0.starts_with("toolu_"))
+        .map(|r| (r.0, r.1))
+        .collect();
+    assert_eq!(
+        mirrored,
+        vec![
+            ("toolu_m".to_string(), true),
+            ("toolu_n".to_string(), true),
+            ("toolu_v".to_string(), true)
+        ]
+    );
+    drop(acp);
+
+    // A later turn on pincer's own loop (the CLI fails at once) sends the
+    // reloaded history, and every result in it has its call.
+    h.mock.push(Reply::fixture("anthropic/text.sse"));
+    let mut acp = h.acp();
+    acp.initialize().await;
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": session, "cwd": h.sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    acp.until_response(id).await;
+    let id = acp.send("session/prompt", prompt(&session, "again")).await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(h.mock.requests().len(), 1);
+    assert_eq!(h.mock.violations(), Vec::<String>::new());
+    let sent = &h.mock.requests()[0].body["messages"];
+    let results: Vec<&str> = sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| b["tool_use_id"].as_str().unwrap().to_string().leak() as &str)
+        .collect();
+    assert_eq!(results, vec!["toolu_m", "toolu_n", "toolu_v"]);
+}
