@@ -578,3 +578,315 @@ async fn a_call_without_its_tool_use_id_is_refused_with_start_end_and_an_error_a
         .collect();
     assert_eq!(results, vec!["toolu_m", "toolu_n", "toolu_v"]);
 }
+
+/// Runs one prompt in a new session; returns the response, the updates
+/// and the session id.
+async fn one_prompt(h: &Harness, text: &str) -> (Value, Vec<Value>, String) {
+    let mut acp = h.acp();
+    let session = h.session(&mut acp).await;
+    let id = acp.send("session/prompt", prompt(&session, text)).await;
+    let (response, before) = acp.until_response(id).await;
+    acp.assert_stdout_was_json_rpc();
+    (response, updates_of(&before), session)
+}
+
+/// The text the editor was shown, thoughts and notices included.
+fn shown(updates: &[Value]) -> String {
+    updates
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
+/// Each failure before Claude Code showed anything: pincer's own loop
+/// answers the same turn (against the mock), and says why.
+async fn falls_back(script: Value, claude_path: Option<&str>, why: &str) {
+    let h = match claude_path {
+        None => Harness::new(script).await,
+        Some(path) => {
+            let path = path.to_string();
+            Harness::with_config(script, move |_| {
+                format!(
+                    "model = \"anthropic/claude-sonnet-4-5\"\n[providers.anthropic]\nruntime = \"claude-code\"\nclaude_path = \"{path}\"\n"
+                )
+            })
+            .await
+        }
+    };
+    h.mock.push(Reply::fixture("anthropic/text.sse"));
+    let (response, updates, session) = one_prompt(&h, "hello").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let text = shown(&updates);
+    assert!(
+        text.contains("Claude Code could not answer") && text.contains(why),
+        "{why}: {text}"
+    );
+    assert!(
+        text.contains("pincer's own loop answers this turn with anthropic/claude-sonnet-4-5"),
+        "{text}"
+    );
+    assert!(text.contains("Hello from the"), "{text}");
+    // The same turn: one prompt, once, to the mock.
+    assert_eq!(h.mock.requests().len(), 1);
+    let sent = h.mock.requests()[0].body["messages"].clone();
+    assert_eq!(sent.as_array().unwrap().len(), 1);
+    assert_eq!(sent[0]["content"][0]["text"], "hello");
+    let transcript = h.transcript(&session);
+    let runtimes: Vec<&Value> = entries(&transcript, "runtime");
+    assert_eq!(runtimes.len(), 1);
+    assert_eq!(runtimes[0]["runtime"], "native");
+    let answer = entries(&transcript, "message")
+        .into_iter()
+        .rfind(|m| m["message"]["role"] == "assistant")
+        .unwrap();
+    assert_eq!(answer["message"]["model"], "claude-sonnet-4-5");
+}
+
+#[tokio::test]
+async fn a_missing_cli_fails_over_to_the_native_loop() {
+    falls_back(
+        json!({"processes": []}),
+        Some("/nonexistent/bin/claude"),
+        "`/nonexistent/bin/claude` was not found",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_cli_that_is_not_logged_in_fails_over_before_it_is_started() {
+    let script = json!({"logged_in": false, "processes": [{"turns": [[{"text": "never"}]]}]});
+    falls_back(script, None, "it is not logged in").await;
+}
+
+#[tokio::test]
+async fn a_login_the_cli_rejects_mid_turn_fails_over() {
+    let script = json!({"processes": [{"turns": [recorded("not_logged_in")]}]});
+    falls_back(script, None, "Not logged in").await;
+}
+
+#[tokio::test]
+async fn a_rate_limited_cli_fails_over() {
+    let script = json!({"processes": [{"turns": [recorded("rate_limit")]}]});
+    falls_back(script, None, "Request rejected (429)").await;
+}
+
+#[tokio::test]
+async fn a_cli_that_dies_before_any_output_fails_over() {
+    let script =
+        json!({"processes": [{"exit_at_start": {"code": 2, "stderr": "fatal: segfault-ish\n"}}]});
+    falls_back(
+        script,
+        None,
+        "it exited with code 2 before the turn ended: fatal: segfault-ish",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_failure_after_output_is_reported_not_retried_elsewhere() {
+    let h = Harness::new(json!({"processes": [{"turns": [[
+        {"text": "Partial answer"},
+        {"result": {"type": "result", "subtype": "success", "is_error": true, "api_error_status": 500,
+            "result": "API Error: 500 Internal server error", "session_id": "$SESSION", "num_turns": 1}}
+    ]]}]}))
+    .await;
+    let (response, updates, _) = one_prompt(&h, "hello").await;
+    let message = response["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+        + response["error"]["data"].to_string().as_str();
+    assert!(message.contains("500"), "{response}");
+    assert!(shown(&updates).contains("Partial answer"));
+    assert!(
+        h.mock.requests().is_empty(),
+        "no second answer from another loop"
+    );
+}
+
+/// Loads `session` in a new `pincer acp` and prompts it once.
+async fn load_and_prompt(h: &Harness, session: &str, text: &str) -> (Value, Vec<Value>) {
+    let mut acp = h.acp();
+    acp.initialize().await;
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": session, "cwd": h.sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (loaded, _) = acp.until_response(id).await;
+    assert!(loaded.get("error").is_none(), "{loaded}");
+    let id = acp.send("session/prompt", prompt(session, text)).await;
+    let (response, before) = acp.until_response(id).await;
+    (response, updates_of(&before))
+}
+
+#[tokio::test]
+async fn a_reloaded_session_resumes_its_claude_code_session() {
+    let h = Harness::new(json!({"processes": [
+        {"turns": [[{"text": "First answer."}]]},
+        {"turns": [[{"text": "Second answer."}]]}
+    ]}))
+    .await;
+    let (_, _, session) = one_prompt(&h, "one").await;
+    let (response, updates) = load_and_prompt(&h, &session, "two").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(shown(&updates).contains("Second answer."));
+    let spawns = h.spawns();
+    assert_eq!(spawns.len(), 2);
+    let first = flag(&spawns[0], "--session-id").unwrap();
+    assert_eq!(flag(&spawns[1], "--resume"), Some(first.clone()));
+    assert_eq!(flag(&spawns[1], "--session-id"), None);
+    // The resumed session saw the first turn: only the new prompt goes in.
+    let lines = h.user_lines();
+    assert_eq!(texts(&lines[1])[0], "two");
+    assert_eq!(texts(&lines[1]).len(), 2);
+    let transcript = h.transcript(&session);
+    let resumes: Vec<&Value> = entries(&transcript, "runtime")
+        .iter()
+        .map(|r| &r["resume"])
+        .collect();
+    assert_eq!(resumes, vec![&json!(first), &json!(first)]);
+}
+
+#[tokio::test]
+async fn a_stale_resume_id_is_cleared_and_the_turn_retried_once_in_a_new_claude_session() {
+    let h = Harness::new(json!({"processes": [
+        {"turns": [[{"text": "First answer."}]]},
+        {"no_conversation": true},
+        {"turns": [[{"text": "Fresh answer."}]]}
+    ]}))
+    .await;
+    let (_, _, session) = one_prompt(&h, "one").await;
+    let (response, updates) = load_and_prompt(&h, &session, "two").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let text = shown(&updates);
+    assert!(text.contains("Fresh answer."), "{text}");
+    assert!(text.contains("no longer has its session"), "{text}");
+    let spawns = h.spawns();
+    assert_eq!(spawns.len(), 3);
+    let stale = flag(&spawns[0], "--session-id").unwrap();
+    assert_eq!(flag(&spawns[1], "--resume"), Some(stale.clone()));
+    let fresh = flag(&spawns[2], "--session-id").unwrap();
+    assert_ne!(fresh, stale);
+    assert_eq!(flag(&spawns[2], "--resume"), None);
+    // The new Claude Code session gets the conversation so far first.
+    let lines = h.user_lines();
+    let sent = texts(lines.last().unwrap());
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    assert!(sent[0].starts_with("<conversation-so-far>"), "{sent:?}");
+    assert!(
+        sent[0].contains("[user]\none") && sent[0].contains("[assistant]\nFirst answer."),
+        "{}",
+        sent[0]
+    );
+    assert_eq!(sent[1], "two");
+    let transcript = h.transcript(&session);
+    let last = entries(&transcript, "runtime").pop().unwrap().clone();
+    assert_eq!(
+        last,
+        json!({"type": "runtime", "runtime": "claude-code", "resume": fresh, "id": last["id"], "parentId": last["parentId"], "timestamp": last["timestamp"]})
+    );
+    assert!(h.mock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_turn_the_native_loop_answered_reaches_the_claude_session_with_the_next_prompt() {
+    let h = Harness::new(json!({"processes": [
+        {"turns": [
+            [{"text": "From Claude Code."}],
+            [{"exit": {"code": 1, "stderr": "API Error: overloaded"}}]
+        ]},
+        {"turns": [[{"text": "Back on Claude Code."}]]}
+    ]}))
+    .await;
+    h.mock.push(Reply::fixture("anthropic/text.sse"));
+    let mut acp = h.acp();
+    let session = h.session(&mut acp).await;
+    for text in ["one", "two", "three"] {
+        let id = acp.send("session/prompt", prompt(&session, text)).await;
+        let (response, _) = acp.until_response(id).await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    }
+    assert_eq!(h.mock.requests().len(), 1, "the second turn ran natively");
+    let spawns = h.spawns();
+    assert_eq!(spawns.len(), 2);
+    let first = flag(&spawns[0], "--session-id").unwrap();
+    assert_eq!(flag(&spawns[1], "--resume"), Some(first));
+    let sent = texts(h.user_lines().last().unwrap());
+    assert!(sent[0].starts_with("<conversation-so-far>"), "{sent:?}");
+    assert!(
+        sent[0].contains("[user]\ntwo") && sent[0].contains("Hello from the"),
+        "{}",
+        sent[0]
+    );
+    assert!(!sent[0].contains("[user]\none"), "{}", sent[0]);
+    assert_eq!(sent[1], "three");
+}
+
+#[tokio::test]
+async fn a_context_overflow_without_compaction_is_a_clear_error_and_not_retried() {
+    let h = Harness::new(json!({"processes": [{"turns": [recorded("overflow")]}]})).await;
+    let (response, _, _) = one_prompt(&h, "hello").await;
+    let error = response["error"].to_string();
+    assert!(
+        error.contains("too long") && error.contains("Claude Code did not compact it"),
+        "{response}"
+    );
+    assert_eq!(h.user_lines().len(), 1, "not retried");
+    assert!(h.mock.requests().is_empty());
+}
+
+/// Claude Code's compaction as it reports it, `trigger` set.
+fn compaction(trigger: &str) -> Vec<Value> {
+    let mut steps = recorded("compaction");
+    steps[2]["line"]["compact_metadata"]["trigger"] = json!(trigger);
+    steps
+}
+
+#[tokio::test]
+async fn a_context_overflow_after_claude_code_compacted_is_retried_once() {
+    let mut first = compaction("auto");
+    first.extend(recorded("overflow"));
+    let h =
+        Harness::new(json!({"processes": [{"turns": [first, [{"text": "It fits now."}]]}]})).await;
+    let (response, updates, session) = one_prompt(&h, "hello").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(shown(&updates).contains("It fits now."));
+    let lines = h.user_lines();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(texts(&lines[0])[0], "hello");
+    assert_eq!(texts(&lines[1]), texts(&lines[0]), "the same prompt again");
+    let transcript = h.transcript(&session);
+    assert_eq!(entries(&transcript, "compaction").len(), 1);
+}
+
+#[tokio::test]
+async fn claude_code_s_compaction_is_pincer_s_compaction_start_and_end() {
+    let mut turn = compaction("auto");
+    turn.push(json!({"text": "Still here."}));
+    let h = Harness::new(json!({"processes": [{"turns": [turn]}]})).await;
+    let (response, updates, session) = one_prompt(&h, "hello").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    // As the native loop's compaction shows it in an editor without
+    // compaction updates: a note while it runs, the result after.
+    let text = shown(&updates);
+    let native_start = "Compacting";
+    assert!(text.contains(native_start), "{text}");
+    assert!(text.contains("1552"), "tokens before: {text}");
+    let transcript = h.transcript(&session);
+    let compactions = entries(&transcript, "compaction");
+    assert_eq!(compactions.len(), 1);
+    assert!(
+        compactions[0]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("This session is being continued from a previous conversation"),
+        "{}",
+        compactions[0]
+    );
+    assert_eq!(compactions[0]["tokens_before"], 1552);
+    // The history keeps the prompt of the run that compacted, after the
+    // summary: reloading gives the same.
+    assert!(shown(&updates).contains("Still here."));
+}
