@@ -890,3 +890,116 @@ async fn claude_code_s_compaction_is_pincer_s_compaction_start_and_end() {
     // summary: reloading gives the same.
     assert!(shown(&updates).contains("Still here."));
 }
+
+#[tokio::test]
+async fn a_message_sent_mid_turn_is_delivered_at_the_next_turn() {
+    let sandbox_go = tempfile::tempdir().unwrap();
+    let go = sandbox_go.path().join("go");
+    let h = Harness::new(json!({"processes": [{"turns": [
+        [{"wait_for_file": go}, {"text": "First."}],
+        [{"text": "Second."}]
+    ]}]}))
+    .await;
+    let mut acp = h.acp();
+    let session = h.session(&mut acp).await;
+    let first = acp.send("session/prompt", prompt(&session, "one")).await;
+    support::wait_until(
+        "the CLI got the first prompt",
+        Duration::from_secs(10),
+        || h.user_lines().len() == 1,
+    )
+    .await;
+    let second = acp.send("session/prompt", prompt(&session, "two")).await;
+    // Requests are handled in order: once a later one is answered, the
+    // second prompt is in the session's queue.
+    let list = acp
+        .send("session/list", json!({"cwd": h.sandbox.work()}))
+        .await;
+    acp.until_response(list).await;
+    assert_eq!(h.user_lines().len(), 1, "held while the turn runs");
+    std::fs::write(&go, "").unwrap();
+    let mut answered = Vec::new();
+    while answered.len() < 2 {
+        let message = tokio::time::timeout(Duration::from_secs(10), acp.next())
+            .await
+            .expect("both prompts answer");
+        if message.get("method").is_none() {
+            assert_eq!(message["result"]["stopReason"], "end_turn", "{message}");
+            answered.push(message["id"].as_i64().unwrap());
+        }
+    }
+    answered.sort();
+    assert_eq!(answered, vec![first, second]);
+    // The CLI got the second message only after it answered the first.
+    let order: Vec<String> = h
+        .log()
+        .iter()
+        .filter_map(|e| {
+            if e.get("result_sent").is_some() {
+                Some("result".to_string())
+            } else {
+                e.get("stdin")
+                    .filter(|l| l["type"] == "user")
+                    .map(|l| texts(l)[0].clone())
+            }
+        })
+        .collect();
+    assert_eq!(order, vec!["one", "result", "two", "result"]);
+    let transcript = h.transcript(&session);
+    let said: Vec<String> = entries(&transcript, "message")
+        .iter()
+        .map(|m| {
+            let message = &m["message"];
+            let text = message["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find_map(|b| b["text"].as_str())
+                .unwrap_or("");
+            format!("{} {text}", message["role"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        said,
+        vec![
+            "user one",
+            "assistant First.",
+            "user two",
+            "assistant Second."
+        ]
+    );
+}
+
+#[tokio::test]
+async fn cancelling_interrupts_the_cli_and_the_prompt_answers_cancelled() {
+    let go = tempfile::tempdir().unwrap();
+    let h = Harness::new(json!({"processes": [{"turns": [
+        [{"text": "Working on it."}, {"wait_for_file": go.path().join("never")}, {"text": "too late"}],
+        [{"text": "Next one."}]
+    ]}]}))
+    .await;
+    let mut acp = h.acp();
+    let session = h.session(&mut acp).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "long job"))
+        .await;
+    support::wait_until("the CLI got the prompt", Duration::from_secs(10), || {
+        h.user_lines().len() == 1
+    })
+    .await;
+    acp.notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    assert!(!shown(&updates_of(&before)).contains("too late"));
+    assert!(
+        h.log().iter().any(|e| e.get("interrupted").is_some()),
+        "the CLI was interrupted, not killed"
+    );
+    // The same process takes the next prompt.
+    let id = acp.send("session/prompt", prompt(&session, "next")).await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(shown(&updates_of(&before)).contains("Next one."));
+    assert_eq!(h.spawns().len(), 1);
+}
