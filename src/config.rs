@@ -577,12 +577,58 @@ impl Settings {
                 model.clone()
             }
         };
+        let attempt = self.credential_without_cli(&native);
         Some(crate::agent::claude_code::Settings {
             path: self.resolve_program(&target.path),
-            native_key: self.api_key(&native),
-            native_profile: self.credential_source(&native),
+            native_key: attempt.as_ref().and_then(|a| a.secret.clone()),
+            native_profile: attempt.and_then(|a| a.id),
             native,
         })
+    }
+
+    /// The best credential for `model` that is not Claude Code's own login.
+    fn credential_without_cli(&self, model: &Model) -> Option<crate::agent::failover::Attempt> {
+        use crate::agent::failover::CredentialSource;
+        self.credentials()
+            .attempts(model)
+            .into_iter()
+            .find(|a| a.id.as_deref() != Some(crate::auth::external::CLAUDE_CODE_ID))
+    }
+
+    /// Sets `config` up to run its turns through Claude Code when its
+    /// model's provider says so: the runtime, and credentials for pincer's
+    /// own calls (compaction, a failed-over turn) that never include the
+    /// CLI's login.
+    pub fn use_claude_code(
+        &self,
+        config: &mut crate::agent::AgentConfig,
+        session: std::sync::Arc<crate::agent::claude_code::Session>,
+    ) {
+        let Some(claude_code) = self.claude_code_runtime(&config.model) else {
+            return;
+        };
+        let attempt = self.credential_without_cli(&config.model);
+        config.key = attempt.as_ref().and_then(|a| a.secret.clone());
+        config.auth_profile = attempt.and_then(|a| a.id);
+        if let Some(inner) = config.credentials.take() {
+            config.credentials = Some(std::sync::Arc::new(crate::agent::failover::Excluding {
+                inner,
+                ids: vec![crate::auth::external::CLAUDE_CODE_ID.to_string()],
+            }));
+        }
+        config.runtime = Some(std::sync::Arc::new(
+            crate::agent::claude_code::ClaudeCode::new(claude_code, session),
+        ));
+    }
+
+    /// The key for pincer's own calls on behalf of a session of `model`
+    /// (titles): never Claude Code's login when the model runs there.
+    pub fn own_call_key(&self, model: &Model, session_model: &Model) -> Option<Secret> {
+        if self.claude_code(session_model).is_some() {
+            self.credential_without_cli(model)?.secret
+        } else {
+            self.api_key(model)
+        }
     }
 
     /// A program name as the user would run it: a bare name is looked up

@@ -1003,3 +1003,179 @@ async fn cancelling_interrupts_the_cli_and_the_prompt_answers_cancelled() {
     assert!(shown(&updates_of(&before)).contains("Next one."));
     assert_eq!(h.spawns().len(), 1);
 }
+
+#[tokio::test]
+async fn claude_code_s_calls_meet_pincer_s_tool_policy_and_hooks() {
+    let block = format!("{}/fixtures/hooks/block_rm.py", env!("CARGO_MANIFEST_DIR"));
+    let h = Harness::with_config(
+        json!({"processes": [{"turns": [[
+            {"tool_uses": [{"id": "toolu_ls", "name": "ls", "input": {}}]},
+            {"tool_uses": [{"id": "toolu_rm", "name": "bash", "input": {"command": "rm victim.txt"}}]},
+            {"tool_uses": [{"id": "toolu_echo", "name": "bash", "input": {"command": "echo from-pincer"}}]},
+            {"text": "Done."}
+        ]]}]}),
+        move |fake| {
+            format!(
+                "model = \"anthropic/claude-sonnet-4-5\"\n[providers.anthropic]\nruntime = \"claude-code\"\nclaude_path = \"{fake}\"\n[tools]\ndeny = [\"ls\"]\n[[hooks]]\nevent = \"before_tool_call\"\ncommand = \"{block}\"\n"
+            )
+        },
+    )
+    .await;
+    h.sandbox.write("victim.txt", "still here\n");
+    let mut acp = h.acp();
+    let session = h.session(&mut acp).await;
+    let id = acp.send("session/prompt", prompt(&session, "go")).await;
+    let mut asked = Vec::new();
+    let (response, _) = acp
+        .drive(id, |method, params| {
+            assert_eq!(method, "session/request_permission");
+            asked.push(
+                params["toolCall"]["toolCallId"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            );
+            selected("allow_once")
+        })
+        .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    // The denied tool is not offered to Claude Code at all.
+    let listed: Vec<String> = h.log().iter().find_map(|e| e.get("tools")).unwrap()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!listed.contains(&"ls".to_string()), "{listed:?}");
+    // The hook refused the deletion before anyone was asked; the editor
+    // was asked about the other command alone, and it ran.
+    assert_eq!(asked, vec!["toolu_echo".to_string()]);
+    assert_eq!(
+        std::fs::read_to_string(h.sandbox.work().join("victim.txt")).unwrap(),
+        "still here\n"
+    );
+    let results = call_results(&h);
+    let rm = results.iter().find(|r| r.0 == "toolu_rm").unwrap();
+    assert!(
+        rm.1 && rm.2.contains("Deleting files is not allowed"),
+        "{rm:?}"
+    );
+    let echo = results.iter().find(|r| r.0 == "toolu_echo").unwrap();
+    assert!(!echo.1 && echo.2.contains("from-pincer"), "{echo:?}");
+    // The denied call still has its start, end and error result.
+    let transcript = h.transcript(&session);
+    let ls = tool_results(&transcript)
+        .into_iter()
+        .find(|r| r.0 == "toolu_ls")
+        .unwrap();
+    assert!(ls.1 && ls.2.contains("not available here"), "{ls:?}");
+}
+
+#[tokio::test]
+async fn a_subscription_provider_runs_through_the_cli_and_never_touches_its_credentials() {
+    let h = Harness::with_config(
+        json!({"processes": [{"turns": [
+            [{"text": "Subscribed answer."}],
+            [{"exit": {"code": 1, "stderr": "API Error: overloaded"}}]
+        ]}]}),
+        |fake| format!("model = \"claude-max/claude-sonnet-4-5\"\n[providers.claude-max]\nclaude_path = \"{fake}\"\n"),
+    )
+    .await;
+    // The CLI's own login, which pincer must never read or send.
+    let claude_dir = h.sandbox.home().join(".claude");
+    std::fs::create_dir_all(&claude_dir).unwrap();
+    std::fs::write(
+        claude_dir.join(".credentials.json"),
+        r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat01-NEVER-SEND-THIS","refreshToken":"sk-ant-ort01-NOR-THIS","expiresAt":9999999999999}}"#,
+    )
+    .unwrap();
+    h.mock.push(Reply::fixture("anthropic/text.sse"));
+    let mut acp = h.acp_with(|cmd| {
+        cmd.env_remove("ANTHROPIC_API_KEY");
+    });
+    let session = h.session(&mut acp).await;
+    let id = acp.send("session/prompt", prompt(&session, "one")).await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(shown(&updates_of(&before)).contains("Subscribed answer."));
+    assert_eq!(
+        flag(&h.spawns()[0], "--model").as_deref(),
+        Some("claude-sonnet-4-5")
+    );
+    // Claude Code cannot answer the next turn: pincer's own loop does, as
+    // anthropic/claude-sonnet-4-5, with no credential of the CLI's.
+    let id = acp.send("session/prompt", prompt(&session, "two")).await;
+    let (_, before) = acp.until_response(id).await;
+    assert!(
+        shown(&updates_of(&before)).contains("with anthropic/claude-sonnet-4-5"),
+        "{}",
+        shown(&updates_of(&before))
+    );
+    for request in h.mock.requests() {
+        let seen = format!("{:?} {}", request.headers, request.body);
+        assert!(!seen.contains("NEVER-SEND-THIS") && !seen.contains("NOR-THIS"));
+    }
+    let transcript = std::fs::read_to_string(
+        std::fs::read_dir(h.sandbox.home().join("sessions"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+            .join(format!("{session}.jsonl")),
+    )
+    .unwrap();
+    assert!(!transcript.contains("NEVER-SEND-THIS"));
+    let answer = entries(&h.transcript(&session), "message")
+        .into_iter()
+        .find(|m| m["message"]["role"] == "assistant")
+        .unwrap()
+        .clone();
+    assert_eq!(answer["message"]["provider"], "claude-max");
+}
+
+#[tokio::test]
+async fn a_project_cannot_choose_the_runtime_or_the_program_it_runs() {
+    let h = Harness::with_config(json!({"processes": []}), |_| {
+        "model = \"anthropic/claude-sonnet-4-5\"\n".to_string()
+    })
+    .await;
+    let marker = h.path("project-ran");
+    let evil = h.sandbox.write(
+        "evil-claude.sh",
+        &format!("#!/bin/sh\ntouch {}\n", marker.display()),
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    h.sandbox.write(
+        ".pincer/config.toml",
+        &format!(
+            "[providers.anthropic]\nruntime = \"claude-code\"\nclaude_path = \"{}\"\n[providers.claude-max]\nclaude_path = \"{}\"\n",
+            evil.display(),
+            evil.display()
+        ),
+    );
+    for trusted in [false, true] {
+        if trusted {
+            let out = h
+                .sandbox
+                .command(&["trust", h.sandbox.work().to_str().unwrap()])
+                .output()
+                .await
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        }
+        h.mock.push(Reply::fixture("anthropic/text.sse"));
+        let (response, updates, _) = one_prompt(&h, "hello").await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        assert!(shown(&updates).contains("Hello from the"));
+        assert!(
+            !marker.exists(),
+            "the project's program ran (trusted: {trusted})"
+        );
+    }
+    assert_eq!(h.mock.requests().len(), 2, "pincer's own loop answered");
+}

@@ -1034,9 +1034,15 @@ impl Session {
         prompt: String,
         answer: String,
     ) {
-        let model = crate::agent::title::model_for(&self.settings(), &lock(&self.state).model);
+        let session_model = lock(&self.state).model.clone();
+        let model = crate::agent::title::model_for(&self.settings(), &session_model);
         let Some(model) = model else { return };
-        let key = self.settings().api_key(&model);
+        let key = self.settings().own_call_key(&model, &session_model);
+        if key.is_none() && self.settings().claude_code(&session_model).is_some() {
+            // A session on Claude Code's login alone: pincer has no
+            // credential of its own to ask for a title with.
+            return;
+        }
         let session = self.clone();
         tokio::spawn(async move {
             let title = match crate::agent::title::generate(
@@ -1159,12 +1165,8 @@ impl Session {
         config.credentials = Some(self.credentials().clone());
         config.extra_tools = Some(self.mcp().clone());
         config.session_id = Some(self.id.0.to_string());
-        if let Some(claude_code) = self.settings().claude_code_runtime(&config.model) {
-            config.runtime = Some(Arc::new(crate::agent::claude_code::ClaudeCode::new(
-                claude_code,
-                lock(&self.claude_code).clone(),
-            )));
-        }
+        let claude_code = lock(&self.claude_code).clone();
+        self.settings().use_claude_code(&mut config, claude_code);
         Ok((config, cancel))
     }
 

@@ -325,5 +325,45 @@ impl CredentialSource for Fixed {
     }
 }
 
+/// A source without some of its credentials (by id): a session whose
+/// turns run through Claude Code never calls a model with the CLI's own
+/// login ([`crate::auth::external::CLAUDE_CODE_ID`]), not even when pincer's
+/// own loop answers for it.
+#[derive(Debug)]
+pub struct Excluding {
+    pub inner: Shared,
+    pub ids: Vec<String>,
+}
+
+impl Excluding {
+    fn excluded(&self, id: Option<&str>) -> bool {
+        id.is_some_and(|id| self.ids.iter().any(|x| x == id))
+    }
+}
+
+impl CredentialSource for Excluding {
+    fn attempts(&self, model: &Model) -> Vec<Attempt> {
+        self.inner
+            .attempts(model)
+            .into_iter()
+            .filter(|a| !self.excluded(a.id.as_deref()))
+            .collect()
+    }
+    fn succeeded(&self, model: &Model, id: &str) {
+        self.inner.succeeded(model, id);
+    }
+    fn failed(&self, model: &Model, id: &str, failure: Failure, retry_after: Option<Duration>) {
+        self.inner.failed(model, id, failure, retry_after);
+    }
+    fn prepare<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        model: &'a Model,
+        attempt: Attempt,
+    ) -> BoxFuture<'a, Result<Attempt, String>> {
+        self.inner.prepare(http, model, attempt)
+    }
+}
+
 /// Shares one source between the sessions' turns.
 pub type Shared = Arc<dyn CredentialSource>;

@@ -16,6 +16,10 @@ use crate::llm::Secret;
 
 /// Where each tool keeps what pincer reads, under the home directory.
 pub const CLAUDE_CODE_FILE: &str = ".claude/.credentials.json";
+/// The credential id of Claude Code's own login. A session whose turns run
+/// through Claude Code never has pincer call a model with it: that login
+/// is the CLI's, for the CLI's use.
+pub const CLAUDE_CODE_ID: &str = "claude-code";
 pub const CODEX_FILE: &str = ".codex/auth.json";
 pub const OPENCLAW_FILE: &str = ".openclaw/agents/main/agent/auth-profiles.json";
 
@@ -25,7 +29,7 @@ pub const OPENCLAW_FILE: &str = ".openclaw/agents/main/agent/auth-profiles.json"
 /// pincer itself never writes there.
 pub fn source_file(id: &str) -> Option<&'static str> {
     match id {
-        "claude-code" => Some(CLAUDE_CODE_FILE),
+        CLAUDE_CODE_ID => Some(CLAUDE_CODE_FILE),
         "codex" => Some(CODEX_FILE),
         id if id.starts_with("openclaw:") => Some(OPENCLAW_FILE),
         _ => None,
@@ -60,7 +64,7 @@ pub fn candidates(provider: &str, home: &Path, now: u64) -> Vec<Candidate> {
             .and_then(Value::as_u64)
             .is_none_or(|expires| expires > now)
     {
-        out.push(candidate("claude-code", token));
+        out.push(candidate(CLAUDE_CODE_ID, token));
     }
     if provider == "openai"
         && let Some(key) = read_json(&home.join(CODEX_FILE))

@@ -303,16 +303,14 @@ async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure>
     config.extra_tools = Some(mcp.clone());
     config.session_id = Some(session_id.clone());
     config.last_call = restored.as_ref().and_then(|r| r.last_call);
-    if let Some(claude_code) = settings.claude_code_runtime(&config.model) {
-        let (resume, synced) = restored
-            .as_ref()
-            .and_then(|r| r.claude_code.clone())
-            .unzip();
-        config.runtime = Some(Arc::new(crate::agent::claude_code::ClaudeCode::new(
-            claude_code,
-            crate::agent::claude_code::Session::new(resume, synced),
-        )));
-    }
+    let (resume, synced) = restored
+        .as_ref()
+        .and_then(|r| r.claude_code.clone())
+        .unzip();
+    settings.use_claude_code(
+        &mut config,
+        crate::agent::claude_code::Session::new(resume, synced),
+    );
     let http = crate::llm::http_client().map_err(|e| Failure::Other(e.into()))?;
     let cancel = CancellationToken::new();
     watch_signals(cancel.clone()).map_err(|e| Failure::Other(e.into()))?;

@@ -100,8 +100,8 @@ impl Process {
                 "stream-json",
                 "--verbose",
                 "--include-partial-messages",
-                "--tools",
-                "",
+                // Variadic: the `=` form keeps it from taking what follows.
+                "--tools=",
                 "--strict-mcp-config",
                 "--permission-prompt-tool",
                 "stdio",
