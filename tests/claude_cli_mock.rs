@@ -5,36 +5,29 @@
 //! mock's reply back; the mock tells the CLI's side calls from its turns;
 //! and over `--input-format stream-json` the CLI tunnels MCP and permission
 //! questions to its parent with the model's `tool_use` id.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::acp_client::Sandbox;
-use support::claude_code::{claude_cli, claude_env};
+use support::claude_code::{StreamJson, claude_command};
 use support::mock_model::{CLAUDE_CLI_SIDE_TEXT, MockModel, Reply};
 use support::sse::{anthropic_text, anthropic_tool_call};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, Command};
 
 /// Each CLI run's deadline: it starts in about a second, the mock answers
 /// at once.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-/// `claude ARGS…` in `sandbox`'s work dir, with only `PATH` and the test
-/// environment of `claude_env` (no real key, login or home).
-fn claude(sandbox: &Sandbox, mock: &MockModel, args: &[&str]) -> Command {
-    let mut cmd = Command::new(claude_cli());
-    cmd.args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(claude_env(&mock.anthropic_url(), &sandbox.home()))
-        .current_dir(sandbox.work())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    cmd
+fn claude(sandbox: &Sandbox, mock: &MockModel, args: &[&str]) -> tokio::process::Command {
+    claude_command(
+        &mock.anthropic_url(),
+        &sandbox.home(),
+        &sandbox.work(),
+        args,
+    )
 }
 
 /// Runs `claude -p --output-format stream-json --verbose EXTRA… PROMPT` to
@@ -117,6 +110,34 @@ async fn a_turn_without_tools_is_a_turn_not_a_side_call() {
     assert_eq!(mock.side_requests().len(), 0);
 }
 
+/// The CLI's calls that do not stream are side calls too (none seen from
+/// 2.1.197 yet, but its code has them): a plain JSON answer, no queued reply.
+#[tokio::test]
+async fn a_non_streaming_cli_call_gets_a_plain_json_message() {
+    let mock = MockModel::start().await;
+    let body = json!({"model": "claude-opus-4-8", "max_tokens": 64, "stream": false,
+                      "messages": [{"role": "user", "content": "name this session"}]});
+    let url = format!("{}/v1/messages?beta=true", mock.anthropic_url());
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("anthropic-beta", "claude-code-20250219,oauth-2025-04-20");
+    let response = response.json(&body).send().await.unwrap();
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(
+        answer["content"],
+        json!([{"type": "text", "text": CLAUDE_CLI_SIDE_TEXT}])
+    );
+    assert_eq!(
+        (
+            mock.requests().len(),
+            mock.side_requests().len(),
+            mock.violations().len()
+        ),
+        (0, 1, 0)
+    );
+}
+
 #[tokio::test]
 async fn the_real_cli_tunnels_mcp_and_permissions_with_the_tool_use_id() {
     let (sandbox, mock) = (Sandbox::new(), MockModel::start().await);
@@ -125,40 +146,20 @@ async fn the_real_cli_tunnels_mcp_and_permissions_with_the_tool_use_id() {
     mock.push(Reply::sse(call));
     mock.push(Reply::sse(anthropic_text("echoed", 30)));
     let mcp = r#"--mcp-config={"mcpServers":{"pincer":{"type":"sdk","name":"pincer"}}}"#;
-    let args = [
-        "-p",
-        "--input-format",
-        "stream-json",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--permission-prompt-tool",
-        "stdio",
-        "--tools",
-        "",
-        mcp,
-        "--strict-mcp-config",
-    ];
-    let mut child = claude(&sandbox, &mock, &args).spawn().unwrap();
-    let mut stdin = child.stdin.take();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let stderr = tokio::spawn(read_all(child.stderr.take().unwrap()));
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let flags = "-p --input-format stream-json --output-format stream-json --verbose \
+                 --permission-prompt-tool stdio --tools= --strict-mcp-config";
+    let args: Vec<&str> = flags.split_whitespace().chain([mcp]).collect();
+    let mut cli = StreamJson::spawn(claude(&sandbox, &mock, &args), TIMEOUT);
     let control = |id: &str, request: Value| json!({"type": "control_request", "request_id": id, "request": request});
-    send(
-        &mut stdin,
-        control("req_1", json!({"subtype": "initialize", "hooks": null})),
-    )
+    cli.send(control(
+        "req_1",
+        json!({"subtype": "initialize", "hooks": null}),
+    ))
     .await;
 
     let (mut title, mut permission, mut call, mut result) = (None, None, None, None);
     while result.is_none() {
-        let line = tokio::time::timeout_at(deadline, lines.next_line())
-            .await
-            .expect("the CLI's turn timed out")
-            .unwrap()
-            .unwrap_or_else(|| panic!("the CLI closed stdout before its result"));
-        let message: Value = serde_json::from_str(&line).unwrap();
+        let message = cli.next().await;
         let request = &message["request"];
         let answer = |response: Value| {
             json!({"type": "control_response", "response": {"subtype": "success",
@@ -170,60 +171,39 @@ async fn the_real_cli_tunnels_mcp_and_permissions_with_the_tool_use_id() {
             (Some("control_response"), _) if message["response"]["request_id"] == "req_1" => {
                 let ask = json!({"subtype": "generate_session_title", "persist": false,
                                  "description": "Echo a word through pincer's MCP tool"});
-                send(&mut stdin, control("req_title", ask)).await;
+                cli.send(control("req_title", ask)).await;
             }
             (Some("control_response"), _) if message["response"]["request_id"] == "req_title" => {
                 title = Some(message["response"]["response"]["title"].clone());
                 let prompt = json!({"type": "user", "message": {"role": "user",
                     "content": [{"type": "text", "text": "call echo"}]}, "parent_tool_use_id": null});
-                send(&mut stdin, prompt).await;
+                cli.send(prompt).await;
             }
             (Some("control_request"), Some("can_use_tool")) => {
                 permission = Some(request.clone());
                 let allow = json!({"behavior": "allow", "updatedInput": request["input"]});
-                send(&mut stdin, answer(allow)).await;
+                cli.send(answer(allow)).await;
             }
             (Some("control_request"), Some("mcp_message")) => {
                 let rpc = &request["message"];
-                let result = match rpc["method"].as_str().unwrap() {
-                    "initialize" => {
-                        json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
-                                           "serverInfo": {"name": "pincer", "version": "0"}})
-                    }
-                    "tools/list" => json!({"tools": [{"name": "echo", "description": "Echoes text",
-                        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}),
-                    "tools/call" => {
-                        call = Some(rpc["params"].clone());
-                        let text = format!(
-                            "echo:{}",
-                            rpc["params"]["arguments"]["text"].as_str().unwrap()
-                        );
-                        json!({"content": [{"type": "text", "text": text}]})
-                    }
-                    _ => json!({}), // notifications get a dummy answer
-                };
-                let reply = json!({"jsonrpc": "2.0", "id": rpc["id"], "result": result});
-                send(&mut stdin, answer(json!({"mcp_response": reply}))).await;
+                if rpc["method"] == "tools/call" {
+                    call = Some(rpc["params"].clone());
+                }
+                let reply = json!({"jsonrpc": "2.0", "id": rpc["id"], "result": echo_server(rpc)});
+                cli.send(answer(json!({"mcp_response": reply}))).await;
             }
             (Some("result"), _) => result = Some(message.clone()),
             _ => {}
         }
     }
-    drop(stdin.take()); // closing stdin ends the CLI after its turn
-    let status = tokio::time::timeout_at(deadline, child.wait())
-        .await
-        .expect("the CLI did not exit")
-        .unwrap();
-    let (stderr, result) = (stderr.await.unwrap(), result.unwrap());
+    let (status, stderr) = cli.finish().await;
+    let result = result.unwrap();
     assert!(
         status.success(),
         "the CLI failed ({status}): {result}\n{stderr}"
     );
-    assert_eq!(
-        (&result["is_error"], &result["result"]),
-        (&json!(false), &json!("echoed")),
-        "{result}"
-    );
+    let outcome = (&result["is_error"], &result["result"]);
+    assert_eq!(outcome, (&json!(false), &json!("echoed")), "{result}");
 
     // The title came from the mock's side answer, in a call of its own.
     let side_title: Value = serde_json::from_str(CLAUDE_CLI_SIDE_TEXT).unwrap();
@@ -266,19 +246,18 @@ async fn the_real_cli_tunnels_mcp_and_permissions_with_the_tool_use_id() {
     );
 }
 
-/// Writes one NDJSON line to the CLI's stdin.
-async fn send(stdin: &mut Option<ChildStdin>, line: Value) {
-    let stdin = stdin.as_mut().expect("stdin is open until the result");
-    stdin
-        .write_all(format!("{line}\n").as_bytes())
-        .await
-        .unwrap();
-}
-
-async fn read_all(mut from: impl tokio::io::AsyncRead + Unpin) -> String {
-    let mut text = String::new();
-    tokio::io::AsyncReadExt::read_to_string(&mut from, &mut text)
-        .await
-        .unwrap();
-    text
+/// The result of an MCP server with one tool, `echo`, for the JSON-RPC
+/// request `rpc` (notifications get a dummy answer, as the SDK does).
+fn echo_server(rpc: &Value) -> Value {
+    match rpc["method"].as_str().unwrap() {
+        "initialize" => json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                               "serverInfo": {"name": "pincer", "version": "0"}}),
+        "tools/list" => json!({"tools": [{"name": "echo", "description": "Echoes text",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}),
+        "tools/call" => {
+            let text = rpc["params"]["arguments"]["text"].as_str().unwrap();
+            json!({"content": [{"type": "text", "text": format!("echo:{text}")}]})
+        }
+        _ => json!({}),
+    }
 }

@@ -77,3 +77,92 @@ pub fn claude_env(mock_anthropic_url: &str, home: &Path) -> Vec<(String, String)
     .map(|(k, v)| (k.to_string(), v))
     .collect()
 }
+
+/// `claude ARGS…` in `cwd` against the mock at `mock_anthropic_url`, with
+/// only `PATH` and [`claude_env`] (no real key, login or home), all three
+/// standard streams piped and the process killed when dropped.
+pub fn claude_command(
+    mock_anthropic_url: &str,
+    home: &Path,
+    cwd: &Path,
+    args: &[&str],
+) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(claude_cli());
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(claude_env(mock_anthropic_url, home))
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// A running `claude -p --input-format stream-json --output-format
+/// stream-json …`: NDJSON lines in and out, each wait bounded by one
+/// deadline for the whole run.
+pub struct StreamJson {
+    child: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    stderr: tokio::task::JoinHandle<String>,
+    deadline: tokio::time::Instant,
+}
+
+impl StreamJson {
+    /// Spawns `cmd` (from [`claude_command`]); every later wait fails after
+    /// `timeout` from now.
+    pub fn spawn(mut cmd: tokio::process::Command, timeout: std::time::Duration) -> Self {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+        let mut child = cmd.spawn().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let stderr = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = err.read_to_string(&mut text).await;
+            text
+        });
+        Self {
+            stdin: child.stdin.take(),
+            lines: tokio::io::BufReader::new(child.stdout.take().unwrap()).lines(),
+            child,
+            stderr,
+            deadline: tokio::time::Instant::now() + timeout,
+        }
+    }
+
+    /// Writes one line.
+    pub async fn send(&mut self, line: serde_json::Value) {
+        use tokio::io::AsyncWriteExt;
+        let stdin = self
+            .stdin
+            .as_mut()
+            .expect("the CLI's stdin is already closed");
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+
+    /// The next stdout line, parsed.
+    pub async fn next(&mut self) -> serde_json::Value {
+        let line = tokio::time::timeout_at(self.deadline, self.lines.next_line())
+            .await
+            .expect("no line from the CLI before the deadline")
+            .unwrap()
+            .unwrap_or_else(|| panic!("the CLI closed its stdout"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("the CLI wrote {line:?}: {e}"))
+    }
+
+    /// Closes stdin (the CLI exits after its turn) and waits for the exit:
+    /// its status and everything it wrote to stderr.
+    pub async fn finish(mut self) -> (std::process::ExitStatus, String) {
+        drop(self.stdin.take());
+        let status = tokio::time::timeout_at(self.deadline, self.child.wait())
+            .await
+            .expect("the CLI did not exit before the deadline")
+            .unwrap();
+        (status, self.stderr.await.unwrap())
+    }
+}
