@@ -292,9 +292,11 @@ async fn handle(
     let query = uri.query().map(str::to_string);
     let cli = has_beta(&headers, "claude-code-");
     let system_messages = has_beta(&headers, "mid-conversation-system-");
-    // The CLI's reachability probe (a `HEAD /`); its answer does not matter
-    // to the CLI (a 404 works too), and it is not a model call.
-    if (method == Method::HEAD || method == Method::GET) && path == "/" {
+    // The CLI's reachability probe, a `HEAD /` (not a GET); its answer does
+    // not matter to the CLI (a 404 works too), and it is not a model call.
+    // A `GET /` stays an unexpected path (400): `pincer doctor`'s probe
+    // test expects that.
+    if method == Method::HEAD && path == "/" {
         return Response::builder()
             .status(StatusCode::OK)
             .header("content-type", "application/json")
