@@ -14,6 +14,14 @@
 //! (`push_side`), or with a 503 when nothing is queued, so that tests of
 //! the loop see only the loop's requests and titles stay the first prompt's
 //! unless a test asks for one.
+//!
+//! It also serves Anthropic's real Claude Code CLI (`ANTHROPIC_BASE_URL`
+//! pointing here), which pincer's Claude Code runtime runs: the CLI probes
+//! `HEAD /` first, posts to `/v1/messages?beta=true`, puts `role: "system"`
+//! messages into `messages` (its `mid-conversation-system-…` beta), and
+//! makes side calls of its own (a session title) that are told apart from
+//! its turns not by tools but by what they ask for (see `handle`); they
+//! get a canned answer and never take the test's queued replies.
 #![allow(dead_code)]
 
 use std::collections::{HashSet, VecDeque};
@@ -23,7 +31,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -148,6 +156,9 @@ pub fn fixture(path: &str) -> String {
 #[derive(Clone, Debug)]
 pub struct Recorded {
     pub path: String,
+    /// The query string, if any (the Claude Code CLI posts to
+    /// `/v1/messages?beta=true`).
+    pub query: Option<String>,
     pub headers: Vec<(String, String)>,
     pub body: Value,
     /// When it arrived (for latency benchmarks).
@@ -270,11 +281,28 @@ type AppState = (Arc<Mutex<Inner>>, Arc<Notify>);
 
 async fn handle(
     State((inner, arrived)): State<AppState>,
+    method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    // Routes match on the path alone, so `/v1/messages?beta=true` (the
+    // Claude Code CLI) is `/v1/messages`.
     let path = uri.path().to_string();
+    let query = uri.query().map(str::to_string);
+    let cli = has_beta(&headers, "claude-code-");
+    let system_messages = has_beta(&headers, "mid-conversation-system-");
+    // The CLI's reachability probe, a `HEAD /` (not a GET); its answer does
+    // not matter to the CLI (a 404 works too), and it is not a model call.
+    // A `GET /` stays an unexpected path (400): `pincer doctor`'s probe
+    // test expects that.
+    if method == Method::HEAD && path == "/" {
+        return Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/json")
+            .body(Body::from("{}"))
+            .unwrap();
+    }
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let headers: Vec<(String, String)> = headers
         .iter()
@@ -282,6 +310,7 @@ async fn handle(
         .collect();
     let request_headers = headers.clone();
     let problem = match path.as_str() {
+        "/v1/messages" if system_messages => check_anthropic_mid_conversation_system(&body).err(),
         "/v1/messages" => check_anthropic(&body).err(),
         "/v1/chat/completions" => check_openai(&body).err(),
         // OpenAI Responses, Gemini and Bedrock: their own tests check the
@@ -291,20 +320,37 @@ async fn handle(
         p if p.starts_with("/model/") && p.ends_with("/converse-stream") => None,
         other => Some(format!("unexpected path {other}")),
     };
+    // The Claude Code CLI's side calls are told apart from its turns by
+    // what they ask for, not by tools: with `--tools ""` and no MCP server
+    // a turn offers no tools either. Its session title call (2.1.197, on a
+    // `generate_session_title` control request) streams like a turn but
+    // asks for structured output (`output_config.format`, a JSON schema
+    // with a `title`), which a turn never does; and a call that does not
+    // stream (`"stream": false`) is never a turn's. Both are recorded in
+    // `side_requests()` and answered by `claude_cli_side_reply` without
+    // taking a queued reply, so the test's replies go to the turn.
+    let cli_side = cli
+        && (body["stream"] != Value::Bool(true) || body["output_config"].get("format").is_some());
     // Bedrock puts its tools under `toolConfig`.
-    let side = body
-        .get("tools")
-        .is_none_or(|tools| tools.as_array().is_some_and(Vec::is_empty))
+    let side = !cli
+        && body
+            .get("tools")
+            .is_none_or(|tools| tools.as_array().is_some_and(Vec::is_empty))
         && body.get("toolConfig").is_none();
     let reply = {
         let mut inner = inner.lock().unwrap();
         let recorded = Recorded {
             path,
+            query,
             headers,
             body,
             at: std::time::Instant::now(),
         };
-        if side && problem.is_none() {
+        if cli_side && problem.is_none() {
+            let reply = claude_cli_side_reply(&recorded.body);
+            inner.side_requests.push(recorded);
+            Some(reply)
+        } else if side && problem.is_none() {
             inner.side_requests.push(recorded);
             Some(inner.side_replies.pop_front().unwrap_or(Reply::Status {
                 status: 503,
@@ -458,6 +504,78 @@ fn async_stream(
             Some((Ok(Bytes::from(event)), (events, delay, gate, false)))
         },
     )
+}
+
+/// Whether the request's `anthropic-beta` list has a beta named
+/// `prefix…`. The Claude Code CLI announces itself with its `claude-code-…`
+/// beta (pincer's own Anthropic client never sends that one).
+fn has_beta(headers: &HeaderMap, prefix: &str) -> bool {
+    headers
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|beta| beta.trim().starts_with(prefix))
+}
+
+/// The text of the mock's answer to the Claude Code CLI's side calls: a
+/// session title as the title call's JSON schema asks for it.
+pub const CLAUDE_CLI_SIDE_TEXT: &str = r#"{"title":"Mock session title"}"#;
+
+/// The answer to a side call of the Claude Code CLI (`body` is its
+/// request): [`CLAUDE_CLI_SIDE_TEXT`] as an SSE stream when it streams,
+/// else as a plain Messages API response.
+fn claude_cli_side_reply(body: &Value) -> Reply {
+    use serde_json::json;
+    let message = |content: Value, stop_reason: Value| {
+        json!({
+            "id": "msg_mock_side", "type": "message", "role": "assistant",
+            "model": body["model"], "content": content,
+            "stop_reason": stop_reason, "stop_sequence": null,
+            "usage": {"input_tokens": 1, "output_tokens": 3}
+        })
+    };
+    let text = json!({"type": "text", "text": CLAUDE_CLI_SIDE_TEXT});
+    if body["stream"] != Value::Bool(true) {
+        let body = message(json!([text]), json!("end_turn"));
+        return Reply::ok_body("application/json", body.to_string());
+    }
+    let events = [
+        json!({"type": "message_start", "message": message(json!([]), Value::Null)}),
+        json!({"type": "content_block_start", "index": 0,
+               "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 0,
+               "delta": {"type": "text_delta", "text": CLAUDE_CLI_SIDE_TEXT}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+               "usage": {"output_tokens": 3}}),
+        json!({"type": "message_stop"}),
+    ];
+    Reply::sse(
+        events
+            .iter()
+            .map(|event| {
+                format!(
+                    "event: {}\ndata: {event}\n\n",
+                    event["type"].as_str().unwrap()
+                )
+            })
+            .collect::<String>(),
+    )
+}
+
+/// [`check_anthropic`] for requests with the `mid-conversation-system-…`
+/// beta (the Claude Code CLI sends it): with it the API takes
+/// `{"role": "system", "content": "…"}` messages between the others,
+/// outside the user/assistant alternation (the CLI puts the list of agent
+/// types after the first user message). Only those are skipped: everything
+/// else is held to the same rules.
+pub fn check_anthropic_mid_conversation_system(body: &Value) -> Result<(), String> {
+    let mut body = body.clone();
+    if let Some(messages) = body["messages"].as_array_mut() {
+        messages.retain(|m| m["role"] != "system");
+    }
+    check_anthropic(&body)
 }
 
 /// Anthropic's rules: roles alternate starting with user; every tool_use in

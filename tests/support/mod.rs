@@ -3,6 +3,7 @@ pub mod acp_client;
 pub mod attacker;
 pub mod bridge;
 pub mod browser;
+pub mod claude_code;
 pub mod discord_api;
 pub mod gateway;
 pub mod mock_model;
