@@ -67,6 +67,7 @@ impl Recorder {
                 }
                 AgentEvent::UserMessage { .. } => "user_message".to_string(),
                 AgentEvent::AgentEnd { .. } => "agent_end".to_string(),
+                AgentEvent::Runtime { runtime, .. } => format!("runtime {runtime}"),
                 AgentEvent::TextDelta(_) | AgentEvent::ThinkingDelta(_) => unreachable!(),
             })
             .collect()
@@ -561,4 +562,135 @@ async fn a_slow_stream_is_passed_on_delta_by_delta() {
     });
     let host = run_text(&mock).await;
     assert_eq!(text_deltas(&host), vec!["t0 ", "t1 ", "t2 ", "t3 ", "t4 "]);
+}
+
+/// The model-visible shape of a history: role, tool call ids and names,
+/// result ids and error flags, text.
+fn shape_of(history: &[AgentMessage]) -> Vec<String> {
+    history
+        .iter()
+        .filter_map(|m| match m {
+            AgentMessage::Llm {
+                message: Message::User { content },
+            } => Some(format!(
+                "user {}",
+                match &content[0] {
+                    Content::Text { text } => text.clone(),
+                    Content::Image { .. } => "<image>".to_string(),
+                }
+            )),
+            AgentMessage::Llm {
+                message: Message::Assistant(a),
+            } => Some(format!(
+                "assistant {} {:?} [{}]",
+                a.text(),
+                a.stop_reason,
+                a.tool_calls()
+                    .map(|c| format!("{} {} {}", c.id, c.name, c.arguments))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            AgentMessage::Llm {
+                message: Message::ToolResult(r),
+            } => Some(format!(
+                "result {} {} {}",
+                r.tool_call_id, r.tool_name, r.is_error
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_claude_code_runtime_emits_the_native_loop_s_events_and_history() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("a.txt"), "alpha\n").unwrap();
+    // The native loop, against the mock model.
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_calls(&[
+        ("toolu_1", "read", r#"{"path":"a.txt"}"#),
+        ("toolu_2", "write", r#"{"path":"b.txt","content":"beta\n"}"#),
+    ])));
+    mock.push(Reply::sse(support::sse::anthropic_text("Done.", 5)));
+    let native_host = Recorder::new(Answer::AllowOnce);
+    let mut native = Vec::new();
+    let config = config(&mock, project.path());
+    let stop = run(
+        project.path(),
+        &config,
+        &mut native,
+        "go",
+        &native_host,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(stop, RunStop::EndTurn);
+
+    // The same conversation through Claude Code (the scripted fake CLI).
+    std::fs::remove_file(project.path().join("b.txt")).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let script = scratch.path().join("script.json");
+    std::fs::write(
+        &script,
+        json!({"processes": [{"turns": [[
+            {"tool_uses": [
+                {"id": "toolu_1", "name": "read", "input": {"path": "a.txt"}},
+                {"id": "toolu_2", "name": "write", "input": {"path": "b.txt", "content": "beta\n"}}
+            ]},
+            {"text": "Done."}
+        ]]}]})
+        .to_string(),
+    )
+    .unwrap();
+    // The fake reads its script from its environment: a wrapper gives it.
+    let claude = scratch.path().join("claude");
+    std::fs::write(
+        &claude,
+        format!(
+            "#!/bin/sh\nFAKE_CLAUDE_SCRIPT='{}' FAKE_CLAUDE_LOG='{}' exec '{}' \"$@\"\n",
+            script.display(),
+            scratch.path().join("log.jsonl").display(),
+            support::fake_claude_bin().display()
+        ),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut claude_config = config.clone();
+    claude_config.runtime = Some(std::sync::Arc::new(agent::claude_code::ClaudeCode::new(
+        agent::claude_code::Settings {
+            path: claude,
+            native: config.model.clone(),
+            native_key: None,
+            native_profile: None,
+        },
+        agent::claude_code::Session::new(None, None),
+    )));
+    let claude_host = Recorder::new(Answer::AllowOnce);
+    let mut claude = Vec::new();
+    let stop = run(
+        project.path(),
+        &claude_config,
+        &mut claude,
+        "go",
+        &claude_host,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(stop, RunStop::EndTurn);
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("b.txt")).unwrap(),
+        "beta\n"
+    );
+    let mut names = claude_host.names();
+    assert_eq!(names.remove(names.len() - 2), "runtime claude-code");
+    assert_eq!(names, native_host.names());
+    assert_eq!(shape_of(&claude), shape_of(&native));
+    assert_eq!(
+        mock.requests().len(),
+        2,
+        "Claude Code made no call of pincer's"
+    );
 }

@@ -813,6 +813,54 @@ mod tests {
     }
 
     #[test]
+    fn claude_code_runs_claude_models_of_the_providers_that_choose_it() {
+        let config: BTreeMap<String, ProviderConfig> = toml::from_str(
+            r#"
+[anthropic]
+runtime = "claude-code"
+claude_path = "/opt/claude/bin/claude"
+[claude-pro]
+runtime = "native"
+[lab]
+api = "openai-completions"
+base_url = "http://lab:1/v1"
+runtime = "claude-code"
+"#,
+        )
+        .unwrap();
+        let catalog = Catalog::new(&config, &no_env);
+        let target = |id: &str| catalog.claude_code(&catalog.resolve(id).unwrap());
+        assert_eq!(
+            target("anthropic/claude-sonnet-4-5"),
+            Some(ClaudeCodeTarget {
+                path: "/opt/claude/bin/claude".into(),
+                native: "anthropic/claude-sonnet-4-5".into(),
+            })
+        );
+        // A subscription provider always runs there, whatever the config
+        // says, and falls back to the same model on the API.
+        for provider in SUBSCRIPTION_PROVIDERS {
+            assert_eq!(
+                target(&format!("{provider}/claude-opus-4-5")),
+                Some(ClaudeCodeTarget {
+                    path: DEFAULT_CLAUDE_PATH.into(),
+                    native: "anthropic/claude-opus-4-5".into(),
+                })
+            );
+        }
+        // Claude Code speaks Claude on the Messages API and nothing else.
+        assert_eq!(target("lab/claude-like"), None);
+        assert_eq!(target("anthropic/some-other-model"), None);
+        assert_eq!(target("openai/gpt-5"), None);
+        let plain = Catalog::new(&BTreeMap::new(), &no_env);
+        assert_eq!(
+            plain.claude_code(&plain.resolve("anthropic/claude-sonnet-4-5").unwrap()),
+            None,
+            "native by default"
+        );
+    }
+
+    #[test]
     fn custom_providers_and_models_from_config() {
         let mut config = BTreeMap::new();
         config.insert(
@@ -828,6 +876,7 @@ mod tests {
                     context_window: Some(32_768),
                     ..Default::default()
                 }],
+                ..Default::default()
             },
         );
         let catalog = Catalog::new(&config, &no_env);
