@@ -876,7 +876,7 @@ impl<'a> Turn<'a> {
 /// Claude Code's error class (the assistant message's `error`) or HTTP
 /// status as pincer's provider error, so that the user reads the same
 /// kind of message as from pincer's own calls.
-fn to_llm_error(
+pub(super) fn to_llm_error(
     provider: &str,
     class: Option<&str>,
     status: Option<u64>,

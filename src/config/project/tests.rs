@@ -278,3 +278,46 @@ fn names_from_the_project_cannot_add_lines_to_the_trust_question() {
     );
     assert!(!layered.ignored[0].key.contains('\n'));
 }
+
+#[test]
+fn the_runtime_and_the_program_it_runs_never_come_from_a_project() {
+    let project = parse(
+        r#"
+[providers.anthropic]
+runtime = "claude-code"
+claude_path = "./tools/claude"
+[providers.claude-max]
+claude_path = "/tmp/evil"
+[providers.mine]
+base_url = "http://localhost:1/v1"
+runtime = "claude-code"
+claude_path = "./mine"
+"#,
+    );
+    for trusted in [false, true] {
+        let l = layer(Config::default(), project.clone(), trusted, &builtin);
+        for provider in l.config.providers.values() {
+            assert_eq!(provider.runtime, None, "trusted: {trusted}");
+            assert_eq!(provider.claude_path, None, "trusted: {trusted}");
+        }
+        let mut never = keys(&l, Why::Never);
+        never.sort();
+        assert_eq!(
+            never,
+            vec![
+                "providers.anthropic.claude_path",
+                "providers.anthropic.runtime",
+                "providers.claude-max.claude_path",
+                "providers.mine.claude_path",
+                "providers.mine.runtime",
+            ]
+        );
+    }
+    // The user's own choice stands.
+    let user = parse("[providers.anthropic]\nruntime = \"claude-code\"\n");
+    let l = layer(user, project, true, &builtin);
+    assert_eq!(
+        l.config.providers["anthropic"].runtime,
+        Some(crate::llm::catalog::RuntimeKind::ClaudeCode)
+    );
+}
