@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use support::acp_client::{Acp, Sandbox, requests_of, updates_of};
+use support::acp_client::{Acp, Sandbox, updates_of};
 use support::mock_model::{MockModel, Reply};
 use support::{prompt, selected};
 

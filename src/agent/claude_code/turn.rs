@@ -231,10 +231,8 @@ impl<'a> Turn<'a> {
             "control_request" => {
                 self.control_request(process, all, running, &line).await;
             }
-            "control_response" => {
-                if line["response"]["subtype"] == "error" {
-                    tracing::warn!(error = %line["response"]["error"], "Claude Code refused a control request");
-                }
+            "control_response" if line["response"]["subtype"] == "error" => {
+                tracing::warn!(error = %line["response"]["error"], "Claude Code refused a control request");
             }
             "result" => return self.result(process, history, &line).await,
             // control_cancel_request names a request being answered; the
