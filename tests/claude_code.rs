@@ -246,6 +246,11 @@ async fn a_text_turn_streams_like_the_native_loop_and_records_the_claude_session
         json!({"mcpServers": {"pincer": {"type": "sdk", "name": "pincer"}}})
     );
     let claude_session = flag(argv, "--session-id").unwrap();
+    // pincer's own variables (its home, a gateway token) stay with pincer.
+    let log = h.log();
+    let env = &log.iter().find(|e| e.get("argv").is_some()).unwrap()["env"];
+    assert_eq!(env["PINCER"], json!([]), "{env}");
+    assert_eq!(env["ANTHROPIC_API_KEY"], true, "the user's own environment");
     assert!(flag(argv, "--resume").is_none());
     // pincer's tools were listed to it over the tunnelled MCP server.
     let tools: Vec<String> = h.log().iter().find_map(|e| e.get("tools")).unwrap()["tools"]
@@ -1178,4 +1183,124 @@ async fn a_project_cannot_choose_the_runtime_or_the_program_it_runs() {
         );
     }
     assert_eq!(h.mock.requests().len(), 2, "pincer's own loop answered");
+}
+
+/// What a gateway client sees of one turn: the final chat message's text,
+/// the tool events' phases (ids, names, arguments, results), the
+/// lifecycle.
+async fn gateway_turn(config: &str, script: Option<Value>) -> (String, Vec<Value>, Vec<Value>) {
+    use support::gateway::{Gateway, gateway_command, new_key, new_token, write_gateway_config};
+    let sandbox = Sandbox::new();
+    sandbox.write("hello.txt", "hello\n");
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/tool_read.sse"));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    write_gateway_config(&sandbox, config);
+    let script_path = sandbox.dir.path().join("script.json");
+    std::fs::write(&script_path, script.unwrap_or(json!({})).to_string()).unwrap();
+    let token = new_token();
+    let mut cmd = gateway_command(&sandbox, &mock, Some(&token), &[]);
+    cmd.env("FAKE_CLAUDE_SCRIPT", &script_path)
+        .env("FAKE_CLAUDE_LOG", sandbox.dir.path().join("log.jsonl"));
+    let gateway = Gateway::spawn(cmd, Some(&token)).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = client.chat_send(&key, "What does hello.txt say?").await;
+    let end = client.chat_end(&run).await;
+    client
+        .next_where("the lifecycle end", |f| {
+            f["event"] == "agent"
+                && f["payload"]["stream"] == "lifecycle"
+                && f["payload"]["data"]["phase"] == "end"
+        })
+        .await;
+    let text = end["payload"]["message"]["content"]
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<String>()
+        })
+        .unwrap_or_default();
+    let of = |stream: &str| -> Vec<Value> {
+        client
+            .payloads_of("agent")
+            .into_iter()
+            .filter(|p| p["runId"] == run && p["stream"] == stream)
+            .map(|p| p["data"].clone())
+            .collect()
+    };
+    let tools: Vec<Value> = of("tool")
+        .into_iter()
+        .filter(|d| d["phase"] != "update")
+        .map(|d| {
+            json!({"phase": d["phase"], "name": d["name"], "toolCallId": d["toolCallId"],
+                "args": d["args"], "isError": d["isError"], "content": d["result"]["content"]})
+        })
+        .collect();
+    let lifecycle = of("lifecycle")
+        .into_iter()
+        .map(|d| d["phase"].clone())
+        .collect();
+    (text, tools, lifecycle)
+}
+
+#[tokio::test]
+async fn a_gateway_client_cannot_tell_a_claude_code_turn_from_a_native_one() {
+    let native = gateway_turn("", None).await;
+    let fake = support::fake_claude_bin();
+    let claude = gateway_turn(
+        &format!(
+            "[providers.anthropic]\nruntime = \"claude-code\"\nclaude_path = \"{}\"\n",
+            fake.display()
+        ),
+        Some(json!({"processes": [{"turns": [[
+            {"text": "I'll read the file.", "tool_uses": [{"id": "toolu_01", "name": "read", "input": {"path": "hello.txt"}}]},
+            {"text": "The file says hello."}
+        ]]}]})),
+    )
+    .await;
+    assert!(native.0.ends_with("The file says hello."), "{native:?}");
+    assert_eq!(native.1.len(), 2, "{native:?}");
+    assert_eq!(claude, native);
+}
+
+#[tokio::test]
+async fn pincer_keeps_no_login_for_a_subscription_provider() {
+    let sandbox = Sandbox::new();
+    let mut cmd = sandbox.command(&["login", "--provider", "claude-max", "--api-key"]);
+    let mut child = cmd.spawn().unwrap();
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"sk-ant-api03-not-for-pincer\n")
+            .await
+            .unwrap();
+    }
+    let out = child.wait_with_output().await.unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr
+            .contains("`claude-max` runs through your Claude Code CLI, which keeps its own login"),
+        "{stderr}"
+    );
+    let stored = walk(&sandbox.home());
+    assert!(!stored.contains("not-for-pincer"), "{stored}");
+}
+
+/// Every file's text under `dir`.
+fn walk(dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.push_str(&walk(&path));
+        } else {
+            out.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+        }
+    }
+    out
 }

@@ -183,7 +183,7 @@ pub async fn login(
             let settings = settings()?;
             let providers: Vec<String> = settings
                 .catalog
-                .provider_names()
+                .keyed_provider_names()
                 .map(str::to_string)
                 .collect();
             if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
@@ -278,12 +278,17 @@ pub fn ask(
 /// `<provider>:default`).
 pub fn login_api_key(provider: &str, id: Option<String>) -> anyhow::Result<()> {
     let settings = settings()?;
+    if crate::llm::catalog::SUBSCRIPTION_PROVIDERS.contains(&provider) {
+        anyhow::bail!(
+            "`{provider}` runs through your Claude Code CLI, which keeps its own login: run `claude` and log in with /login there. pincer stores no credential for it."
+        );
+    }
     if settings.catalog.provider(provider).is_none() {
         anyhow::bail!(
             "unknown provider `{provider}`; known: {}",
             settings
                 .catalog
-                .provider_names()
+                .keyed_provider_names()
                 .collect::<Vec<_>>()
                 .join(", ")
         );

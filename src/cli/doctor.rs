@@ -259,7 +259,7 @@ fn credentials(settings: &Settings) -> Vec<ProviderCredentials> {
     let home = settings.env("HOME").map(PathBuf::from);
     settings
         .catalog
-        .provider_names()
+        .keyed_provider_names()
         .filter_map(|provider| {
             let model = any_model(settings, provider)?;
             let sources = source

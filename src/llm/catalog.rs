@@ -580,6 +580,13 @@ impl Catalog {
         self.providers.keys().map(String::as_str)
     }
 
+    /// The providers pincer can hold a credential for: all but the
+    /// subscription providers, whose login is Claude Code's own.
+    pub fn keyed_provider_names(&self) -> impl Iterator<Item = &str> {
+        self.provider_names()
+            .filter(|name| !SUBSCRIPTION_PROVIDERS.contains(name))
+    }
+
     /// Resolves `provider/model`. A model the provider does not list is still
     /// usable with default limits: local servers grow new models every day.
     pub fn resolve(&self, full_id: &str) -> Result<Model, CatalogError> {

@@ -941,7 +941,8 @@ fn main() {
         .unwrap_or_default();
     log(
         json!({"argv": args, "cwd": cwd, "env": {"ANTHROPIC_API_KEY": std::env::var_os("ANTHROPIC_API_KEY").is_some(),
-        "IS_SANDBOX": std::env::var("IS_SANDBOX").ok()}}),
+        "IS_SANDBOX": std::env::var("IS_SANDBOX").ok(),
+        "PINCER": std::env::vars().map(|(k, _)| k).filter(|k| k.starts_with("PINCER_")).collect::<Vec<_>>()}}),
     );
 
     if args.first().map(String::as_str) == Some("auth") {

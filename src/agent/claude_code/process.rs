@@ -124,6 +124,7 @@ impl Process {
             "--mcp-config={}",
             serde_json::json!({"mcpServers": {SERVER_NAME: {"type": "sdk", "name": SERVER_NAME}}})
         ));
+        without_pincer_env(&mut command);
         command
             .current_dir(&key.cwd)
             .stdin(Stdio::piped())
@@ -298,6 +299,7 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 /// knows: `Some(false)` only when it reports no login.
 pub async fn logged_in(program: &Path, cwd: &Path) -> Option<bool> {
     let mut command = tokio::process::Command::new(program);
+    without_pincer_env(&mut command);
     command
         .args(["auth", "status"])
         .current_dir(cwd)
@@ -312,4 +314,14 @@ pub async fn logged_in(program: &Path, cwd: &Path) -> Option<bool> {
         .ok()?;
     let status: Value = serde_json::from_slice(&output.stdout).ok()?;
     status.get("loggedIn").and_then(Value::as_bool)
+}
+
+/// pincer's own settings and secrets (its home, a gateway token) are not
+/// the CLI's business: it gets the user's environment without them.
+fn without_pincer_env(command: &mut tokio::process::Command) {
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("PINCER_") {
+            command.env_remove(&name);
+        }
+    }
 }
