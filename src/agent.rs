@@ -331,6 +331,26 @@ pub trait Runtime: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Result<RunStop, Fallback>>;
 }
 
+/// pincer's own loop as a [`Runtime`]: what runs a turn when the config
+/// names no other runtime, and what answers for one that cannot.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Native;
+
+impl Runtime for Native {
+    fn run<'a>(
+        &'a self,
+        run: Run<'a>,
+        history: &'a mut Vec<AgentMessage>,
+    ) -> BoxFuture<'a, Result<RunStop, Fallback>> {
+        Box::pin(async move {
+            Ok(run_turns(
+                run.client, run.config, run.tools, run.cwd, history, run.host, run.cancel,
+            )
+            .await)
+        })
+    }
+}
+
 /// What a runtime works with for one run.
 #[derive(Clone, Copy)]
 pub struct Run<'a> {
@@ -418,24 +438,22 @@ pub async fn run_timed(
                 host,
                 cancel,
             };
-            match &config.runtime {
-                None => run_turns(client, config, tools, cwd, history, host, cancel).await,
-                Some(runtime) => match runtime.run(run, history).await {
-                    Ok(stop) => stop,
-                    Err(fallback) => {
-                        host.emit(AgentEvent::Failover {
-                            text: fallback.notice,
-                        });
-                        let native = AgentConfig {
-                            model: fallback.model,
-                            key: fallback.key,
-                            auth_profile: fallback.auth_profile,
-                            runtime: None,
-                            ..config.clone()
-                        };
-                        run_turns(client, &native, tools, cwd, history, host, cancel).await
-                    }
-                },
+            let runtime: &dyn Runtime = config.runtime.as_deref().unwrap_or(&Native);
+            match runtime.run(run, history).await {
+                Ok(stop) => stop,
+                Err(fallback) => {
+                    host.emit(AgentEvent::Failover {
+                        text: fallback.notice,
+                    });
+                    let native = AgentConfig {
+                        model: fallback.model,
+                        key: fallback.key,
+                        auth_profile: fallback.auth_profile,
+                        runtime: None,
+                        ..config.clone()
+                    };
+                    run_turns(client, &native, tools, cwd, history, host, cancel).await
+                }
             }
         }
     };

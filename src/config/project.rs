@@ -393,6 +393,11 @@ impl Layering {
             if provider.claude_path.take().is_some() {
                 self.never(format!("providers.{name}.claude_path"));
             }
+            for model in &mut provider.models {
+                if model.runtime.take().is_some() {
+                    self.never(format!("providers.{name}.models.{}.runtime", model.id));
+                }
+            }
             let known = builtin(&name) || self.config.providers.contains_key(&name);
             if !known {
                 let grant = describe_provider(&name, &provider);

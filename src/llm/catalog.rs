@@ -99,6 +99,8 @@ pub struct Provider {
     pub models: Vec<Model>,
     pub runtime: RuntimeKind,
     pub claude_path: Option<String>,
+    /// Models whose `runtime` differs from the provider's, by id.
+    pub model_runtimes: BTreeMap<String, RuntimeKind>,
 }
 
 /// A model entry of a custom provider in the config file.
@@ -112,6 +114,8 @@ pub struct ModelConfig {
     pub context_window: Option<u64>,
     pub max_tokens: Option<u64>,
     pub pricing: Option<Pricing>,
+    /// Who runs this model's turns, over the provider's `runtime`.
+    pub runtime: Option<RuntimeKind>,
 }
 
 /// A `[providers.<name>]` table of the config file. For a built-in provider
@@ -519,6 +523,7 @@ impl Catalog {
                 models: Vec::new(),
                 runtime: RuntimeKind::Native,
                 claude_path: None,
+                model_runtimes: BTreeMap::new(),
             });
             if let Some(runtime) = pc.runtime
                 && !SUBSCRIPTION_PROVIDERS.contains(&name.as_str())
@@ -545,6 +550,11 @@ impl Catalog {
                 .headers
                 .extend(pc.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
             for mc in &pc.models {
+                if let Some(runtime) = mc.runtime
+                    && !SUBSCRIPTION_PROVIDERS.contains(&name.as_str())
+                {
+                    entry.model_runtimes.insert(mc.id.clone(), runtime);
+                }
                 let base = entry
                     .models
                     .iter()
@@ -622,7 +632,12 @@ impl Catalog {
     /// other models of such a provider stay on the native loop.
     pub fn claude_code(&self, model: &Model) -> Option<ClaudeCodeTarget> {
         let provider = self.providers.get(&model.provider)?;
-        if provider.runtime != RuntimeKind::ClaudeCode || !is_claude(model) {
+        let runtime = provider
+            .model_runtimes
+            .get(&model.id)
+            .copied()
+            .unwrap_or(provider.runtime);
+        if runtime != RuntimeKind::ClaudeCode || !is_claude(model) {
             return None;
         }
         let native = if SUBSCRIPTION_PROVIDERS.contains(&model.provider.as_str()) {
@@ -677,6 +692,7 @@ fn builtin_provider(
         models: Vec::new(),
         runtime: RuntimeKind::Native,
         claude_path: None,
+        model_runtimes: BTreeMap::new(),
     };
     provider.models = models
         .iter()
@@ -826,8 +842,15 @@ mod tests {
 [anthropic]
 runtime = "claude-code"
 claude_path = "/opt/claude/bin/claude"
+models = [{ id = "claude-haiku-4-5", runtime = "native" }]
 [claude-pro]
 runtime = "native"
+[openrouter]
+models = [{ id = "claude-opus-4-5", runtime = "claude-code" }]
+[vertex]
+api = "anthropic-messages"
+base_url = "http://vertex:1"
+models = [{ id = "claude-sonnet-4-5", runtime = "claude-code" }]
 [lab]
 api = "openai-completions"
 base_url = "http://lab:1/v1"
@@ -855,7 +878,15 @@ runtime = "claude-code"
                 })
             );
         }
+        // A model may choose otherwise than its provider.
+        assert_eq!(target("anthropic/claude-haiku-4-5"), None);
+        assert_eq!(
+            target("vertex/claude-sonnet-4-5").map(|t| t.native),
+            Some("vertex/claude-sonnet-4-5".to_string())
+        );
+        assert_eq!(target("vertex/claude-opus-4-5"), None);
         // Claude Code speaks Claude on the Messages API and nothing else.
+        assert_eq!(target("openrouter/claude-opus-4-5"), None);
         assert_eq!(target("lab/claude-like"), None);
         assert_eq!(target("anthropic/some-other-model"), None);
         assert_eq!(target("openai/gpt-5"), None);

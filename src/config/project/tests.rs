@@ -292,6 +292,7 @@ claude_path = "/tmp/evil"
 base_url = "http://localhost:1/v1"
 runtime = "claude-code"
 claude_path = "./mine"
+models = [{ id = "claude-x", runtime = "claude-code" }]
 "#,
     );
     for trusted in [false, true] {
@@ -299,6 +300,7 @@ claude_path = "./mine"
         for provider in l.config.providers.values() {
             assert_eq!(provider.runtime, None, "trusted: {trusted}");
             assert_eq!(provider.claude_path, None, "trusted: {trusted}");
+            assert!(provider.models.iter().all(|m| m.runtime.is_none()));
         }
         let mut never = keys(&l, Why::Never);
         never.sort();
@@ -309,6 +311,7 @@ claude_path = "./mine"
                 "providers.anthropic.runtime",
                 "providers.claude-max.claude_path",
                 "providers.mine.claude_path",
+                "providers.mine.models.claude-x.runtime",
                 "providers.mine.runtime",
             ]
         );
