@@ -1304,3 +1304,39 @@ fn walk(dir: &std::path::Path) -> String {
     }
     out
 }
+
+/// `pincer run` with the fake CLI: stdout's JSON result.
+async fn pincer_run(h: &Harness, args: &[&str]) -> Value {
+    let mut all = vec!["run", "--output-format", "json"];
+    all.extend_from_slice(args);
+    let mut cmd = h.sandbox.command(&all);
+    cmd.env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", h.mock.anthropic_url())
+        .env("FAKE_CLAUDE_SCRIPT", h.path("script.json"))
+        .env("FAKE_CLAUDE_LOG", h.path("log.jsonl"))
+        .stdin(std::process::Stdio::null());
+    let out = cmd.output().await.unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn pincer_run_goes_through_claude_code_and_continue_resumes_its_session() {
+    let h = Harness::new(json!({"processes": [
+        {"turns": [[{"text": "Headless answer."}]]},
+        {"turns": [[{"text": "Continued answer."}]]}
+    ]}))
+    .await;
+    let first = pincer_run(&h, &["hi"]).await;
+    assert_eq!(first["result"], "Headless answer.", "{first}");
+    let second = pincer_run(&h, &["--continue", "more"]).await;
+    assert_eq!(second["result"], "Continued answer.", "{second}");
+    assert_eq!(second["session_id"], first["session_id"]);
+    let spawns = h.spawns();
+    assert_eq!(spawns.len(), 2);
+    assert_eq!(
+        flag(&spawns[1], "--resume"),
+        flag(&spawns[0], "--session-id")
+    );
+    assert!(h.mock.requests().is_empty());
+}
