@@ -418,10 +418,13 @@ impl<'a> Turn<'a> {
         output: ToolOutput,
     ) {
         let host = self.run.host;
-        host.emit(AgentEvent::ToolExecutionStart {
-            call: call.clone(),
-            info: crate::agent::describe(all, call, self.run.cwd),
-        });
+        // A call that is running has had its start already.
+        if !self.running.remove(&call.id) {
+            host.emit(AgentEvent::ToolExecutionStart {
+                call: call.clone(),
+                info: crate::agent::describe(all, call, self.run.cwd),
+            });
+        }
         self.run.config.guard.record(call, &output);
         host.emit(AgentEvent::ToolExecutionEnd {
             call_id: call.id.clone(),
