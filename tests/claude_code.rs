@@ -1340,3 +1340,49 @@ async fn pincer_run_goes_through_claude_code_and_continue_resumes_its_session() 
     );
     assert!(h.mock.requests().is_empty());
 }
+
+/// The model ids an editor may pick in a new session.
+async fn offered_models(h: &Harness) -> Vec<String> {
+    let mut acp = h.acp();
+    acp.initialize().await;
+    let result = acp
+        .call(
+            "session/new",
+            json!({"cwd": h.sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    result["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "model")
+        .unwrap()["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn subscription_models_are_offered_only_when_their_cli_is_there() {
+    let with_cli = Harness::with_config(json!({}), |fake| {
+        format!("[providers.claude-pro]\nclaude_path = \"{fake}\"\n")
+    })
+    .await;
+    let offered = offered_models(&with_cli).await;
+    assert!(
+        offered.contains(&"claude-pro/claude-sonnet-4-5".to_string()),
+        "{offered:?}"
+    );
+    let without = Harness::with_config(json!({}), |_| {
+        "[providers.claude-pro]\nclaude_path = \"/nonexistent/claude\"\n".to_string()
+    })
+    .await;
+    let offered = offered_models(&without).await;
+    assert!(
+        !offered.iter().any(|m| m.starts_with("claude-pro/")),
+        "{offered:?}"
+    );
+    assert!(offered.contains(&"anthropic/claude-sonnet-4-5".to_string()));
+}
