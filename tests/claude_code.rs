@@ -1386,3 +1386,24 @@ async fn subscription_models_are_offered_only_when_their_cli_is_there() {
     );
     assert!(offered.contains(&"anthropic/claude-sonnet-4-5".to_string()));
 }
+
+#[tokio::test]
+async fn a_silent_cli_is_stopped_after_the_idle_timeout_and_the_turn_fails_over() {
+    let never = tempfile::tempdir().unwrap();
+    let h = Harness::with_config(
+        json!({"processes": [{"turns": [[{"wait_for_file": never.path().join("never")}]]}]}),
+        |fake| {
+            format!(
+                "model = \"anthropic/claude-sonnet-4-5\"\nstream_idle_timeout = 1\n[providers.anthropic]\nruntime = \"claude-code\"\nclaude_path = \"{fake}\"\n"
+            )
+        },
+    )
+    .await;
+    h.mock.push(Reply::fixture("anthropic/text.sse"));
+    let (response, updates, _) = one_prompt(&h, "hello").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let text = shown(&updates);
+    assert!(text.contains("it made no progress for 1 s"), "{text}");
+    assert!(text.contains("Hello from the"), "{text}");
+    assert_eq!(h.mock.requests().len(), 1);
+}

@@ -166,10 +166,17 @@ pub async fn drive(
     }
     let mut running: FuturesUnordered<BoxFuture<'_, Finished>> = FuturesUnordered::new();
     let mut grace: Option<tokio::time::Instant> = None;
+    // A CLI that says nothing for the stream's idle timeout while no tool
+    // of pincer's runs (and no question waits for the user) is stuck, as a
+    // provider stream would be.
+    let idle = run.config.stream.idle_timeout;
+    let mut heard = tokio::time::Instant::now();
     loop {
         let flush_at = turn.deltas.deadline();
+        let silent_until = (running.is_empty() && grace.is_none()).then_some(heard + idle);
         tokio::select! {
             line = process.next() => {
+                heard = tokio::time::Instant::now();
                 let Some(line) = line else {
                     return turn.exited(process, history).await;
                 };
@@ -178,7 +185,13 @@ pub async fn drive(
                 }
             }
             Some(done) = running.next(), if !running.is_empty() => {
+                heard = tokio::time::Instant::now();
                 turn.finished(process, history, done).await;
+            }
+            () = sleep_until(silent_until), if silent_until.is_some() => {
+                tracing::warn!(seconds = idle.as_secs(), "Claude Code made no progress; stopping it");
+                process.kill();
+                return turn.stalled(history, idle);
             }
             () = sleep_until(flush_at), if flush_at.is_some() => turn.deltas.flush(run.host),
             () = run.cancel.cancelled(), if grace.is_none() => {
@@ -859,6 +872,18 @@ impl<'a> Turn<'a> {
         Outcome::Done(RunStop::Failed(LlmError::MalformedStream {
             provider: format!("Claude Code ({})", self.run.config.model.provider),
             message: why,
+        }))
+    }
+
+    /// The CLI went silent and was stopped.
+    fn stalled(&mut self, history: &mut Vec<AgentMessage>, idle: Duration) -> Outcome {
+        self.close_open_calls(history, NOT_ANSWERED);
+        if !self.output_seen {
+            return Outcome::Unavailable(format!("it made no progress for {} s", idle.as_secs()));
+        }
+        Outcome::Done(RunStop::Failed(LlmError::Timeout {
+            provider: format!("Claude Code ({})", self.run.config.model.provider),
+            seconds: idle.as_secs(),
         }))
     }
 
