@@ -19,3 +19,4 @@ pub mod parallel;
 pub mod process_group;
 pub mod session;
 pub mod tools;
+pub mod workflow;

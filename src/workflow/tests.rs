@@ -1,0 +1,438 @@
+use super::*;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+struct Everything;
+
+impl Known for Everything {
+    fn tool_exists(&self, name: &str) -> bool {
+        ["read", "write", "edit", "bash", "grep", "find", "ls"].contains(&name)
+    }
+    fn workflow_exists(&self, name: &str) -> bool {
+        name == "release-notes"
+    }
+}
+
+/// The issue's example, completed.
+const REVIEW: &str = r#"name = "review"
+description = "Review a file, then suggest a fix or approve"
+budget = 20
+
+[inputs.file]
+type = "string"
+default = "README.md"
+
+[[steps]]
+id = "read_file"
+kind = "tool"
+tool = "read"
+params = { path = "{{ inputs.file }}" }
+next = "gather"
+
+[[steps]]
+id = "gather"
+kind = "parallel"
+next = "analyse"
+  [[steps.steps]]
+  id = "list_src"
+  kind = "tool"
+  tool = "ls"
+  params = { path = "src" }
+  [[steps.steps]]
+  id = "grep_word"
+  kind = "tool"
+  tool = "grep"
+  params = { pattern = "TODO" }
+
+[[steps]]
+id = "analyse"
+kind = "llm"
+prompt = "Review this file; answer with JSON.\n{{ steps.read_file.output }}"
+next = "decide"
+  [steps.schema]
+  type = "object"
+  required = ["issues", "summary"]
+  [steps.schema.properties.issues]
+  type = "integer"
+  [steps.schema.properties.summary]
+  type = "string"
+
+[[steps]]
+id = "decide"
+kind = "condition"
+if = "steps.analyse.output.issues > 0"
+then = "suggest_fix"
+else = "approve"
+
+[[steps]]
+id = "suggest_fix"
+kind = "llm"
+prompt = "Suggest a fix for: {{ steps.analyse.output.summary }}"
+next = "write_notes"
+
+[[steps]]
+id = "write_notes"
+kind = "tool"
+tool = "write"
+params = { path = "REVIEW.md", content = "{{ steps.suggest_fix.output }}" }
+
+[[steps]]
+id = "approve"
+kind = "llm"
+prompt = "Say the file {{ inputs.file }} is approved."
+"#;
+
+fn parse(text: &str) -> Result<Workflow, Vec<WorkflowError>> {
+    Workflow::parse(Path::new("/w/review.toml"), text, &Everything)
+}
+
+/// Each error as `line: step: message`.
+fn problems(text: &str) -> Vec<String> {
+    parse(text)
+        .unwrap_err()
+        .into_iter()
+        .map(|e| e.to_string())
+        .collect()
+}
+
+#[test]
+fn the_issue_s_example_parses_into_its_steps() {
+    let workflow = parse(REVIEW).unwrap();
+    assert_eq!(workflow.name, "review");
+    assert_eq!(workflow.budget, 20);
+    let ids: Vec<(&str, &str, usize)> = workflow
+        .steps
+        .iter()
+        .map(|s| (s.id.as_str(), s.kind.name(), s.line))
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            ("read_file", "tool", 10),
+            ("gather", "parallel", 17),
+            ("analyse", "llm", 32),
+            ("decide", "condition", 45),
+            ("suggest_fix", "llm", 52),
+            ("write_notes", "tool", 58),
+            ("approve", "llm", 64),
+        ]
+    );
+    assert_eq!(workflow.all_steps().len(), 9);
+    assert_eq!(
+        workflow.bind_inputs(&BTreeMap::new()).unwrap(),
+        json!({"file": "README.md"})
+    );
+}
+
+#[test]
+fn the_path_follows_the_outputs_and_nothing_else() {
+    let workflow = parse(REVIEW).unwrap();
+    let outputs = |issues: i64| -> serde_json::Map<String, Value> {
+        serde_json::from_value(json!({
+            "read_file": "text", "list_src": "main.rs", "grep_word": "",
+            "analyse": {"issues": issues, "summary": "typo"},
+            "suggest_fix": "fix the typo", "write_notes": "written", "approve": "approved",
+        }))
+        .unwrap()
+    };
+    let inputs = json!({"file": "README.md"});
+    let fix = path::dry_run(&workflow, inputs.clone(), &outputs(2)).unwrap();
+    assert_eq!(
+        fix,
+        vec![
+            "read_file",
+            "gather",
+            "list_src",
+            "grep_word",
+            "analyse",
+            "decide",
+            "suggest_fix",
+            "write_notes"
+        ]
+    );
+    let approve = path::dry_run(&workflow, inputs.clone(), &outputs(0)).unwrap();
+    assert_eq!(
+        approve,
+        vec![
+            "read_file",
+            "gather",
+            "list_src",
+            "grep_word",
+            "analyse",
+            "decide",
+            "approve"
+        ]
+    );
+    // The same inputs and outputs, the same path.
+    assert_eq!(
+        path::dry_run(&workflow, inputs.clone(), &outputs(2)).unwrap(),
+        fix
+    );
+    let mut missing = outputs(1);
+    missing.remove("suggest_fix");
+    assert_eq!(
+        path::dry_run(&workflow, inputs, &missing).unwrap_err(),
+        "no output given for step `suggest_fix`: add it to the outputs file"
+    );
+}
+
+#[test]
+fn a_loop_runs_until_its_condition_or_its_budget() {
+    let text = r#"
+budget = 7
+[inputs.tries]
+type = "integer"
+default = 2
+[[steps]]
+id = "test"
+kind = "tool"
+tool = "bash"
+params = { command = "cargo test" }
+transitions = [{ if = "not steps.test.error", to = "done" }]
+next = "fix"
+[[steps]]
+id = "fix"
+kind = "llm"
+prompt = "Fix it: {{ steps.test.output }}"
+next = "test"
+[[steps]]
+id = "done"
+kind = "llm"
+prompt = "Summarise {{ steps.test.output }}"
+"#;
+    let workflow = parse(text).unwrap();
+    let outputs: serde_json::Map<String, Value> =
+        serde_json::from_value(json!({"test": "ok", "fix": "patched", "done": "green"})).unwrap();
+    assert_eq!(
+        path::dry_run(&workflow, json!({"tries": 2}), &outputs).unwrap(),
+        vec!["test", "done"]
+    );
+    // A test step that keeps failing loops until the budget stops it.
+    let mut state = path::State::new(json!({}));
+    state.record("test", json!("1 failed"), true);
+    let test = &workflow.steps[0];
+    assert_eq!(path::next(test, &state).unwrap(), Some("fix"));
+    state.record("test", json!("ok"), false);
+    assert_eq!(path::next(test, &state).unwrap(), Some("done"));
+}
+
+#[test]
+fn validation_names_the_file_the_line_and_the_step() {
+    let text = r#"
+[[steps]]
+id = "start"
+kind = "tool"
+tool = "teleport"
+next = "nowhere"
+
+[[steps]]
+id = "lonely"
+kind = "llm"
+prompt = "{{ steps.later.output }} and {{ inputs.nope }}"
+
+[[steps]]
+id = "later"
+kind = "llm"
+prompt = "x"
+  [steps.schema]
+  type = "objekt"
+"#;
+    assert_eq!(
+        problems(text),
+        vec![
+            "/w/review.toml:3: step `start`: unknown step `nowhere`",
+            "/w/review.toml:3: step `start`: unknown tool `teleport`",
+            "/w/review.toml:14: step `later`: the schema is not a valid JSON schema: \"objekt\" is not valid under any of the schemas listed in the 'anyOf' keyword",
+        ]
+    );
+    let text = r#"
+[[steps]]
+id = "start"
+kind = "llm"
+prompt = "{{ inputs.nope }}"
+next = "a"
+
+[[steps]]
+id = "orphan"
+kind = "llm"
+prompt = "x"
+
+[[steps]]
+id = "a"
+kind = "llm"
+prompt = "{{ steps.b.output }}"
+next = "b"
+
+[[steps]]
+id = "b"
+kind = "llm"
+prompt = "{{ steps.a.output }} {{ steps.b.output }}"
+next = "a"
+"#;
+    assert_eq!(
+        problems(text),
+        vec![
+            "/w/review.toml:9: step `orphan`: unreachable: no path from the first step `start` leads here",
+            "/w/review.toml:14: step `a`: this step is on a cycle, and the workflow has no `budget`: set `budget` (the most steps one run may execute)",
+            "/w/review.toml:3: step `start`: `{{ inputs.nope }}` reads the unknown input `nope`",
+        ]
+    );
+}
+
+#[test]
+fn a_template_may_not_read_a_step_that_cannot_have_run() {
+    let text = r#"
+[[steps]]
+id = "decide"
+kind = "condition"
+if = "inputs.go"
+then = "left"
+else = "right"
+[inputs.go]
+type = "boolean"
+[[steps]]
+id = "left"
+kind = "llm"
+prompt = "left"
+next = "join"
+[[steps]]
+id = "right"
+kind = "llm"
+prompt = "right"
+next = "join"
+[[steps]]
+id = "join"
+kind = "llm"
+prompt = "{{ steps.left.output }}"
+next = "after"
+[[steps]]
+id = "after"
+kind = "llm"
+prompt = "{{ steps.join.output }} {{ steps.after.output }}"
+"#;
+    // `left` can have run before `join` (one branch); `after` cannot have
+    // run before itself.
+    assert_eq!(
+        problems(text),
+        vec![
+            "/w/review.toml:26: step `after`: `{{ steps.join.output }} {{ steps.after.output }}` reads step `after`, which cannot have run before this step"
+        ]
+    );
+}
+
+#[test]
+fn bad_toml_and_odd_steps_are_located_too() {
+    assert_eq!(
+        problems("name = \"x\"\n[[steps]]\nid = 3\n"),
+        vec!["/w/review.toml:3: invalid type: integer `3`, expected a string".to_string()]
+    );
+    let text = r#"
+[[steps]]
+id = "p"
+kind = "parallel"
+  [[steps.steps]]
+  id = "c"
+  kind = "condition"
+  if = "true"
+  then = "p"
+  next = "p"
+[[steps]]
+id = "w"
+kind = "workflow"
+workflow = "missing"
+[[steps]]
+id = "x"
+kind = "sing"
+"#;
+    assert_eq!(
+        problems(text),
+        vec![
+            "/w/review.toml:6: step `c`: a step inside a parallel step cannot have `next` or `transitions`: the parallel step goes on when all of them are done",
+            "/w/review.toml:16: step `x`: unknown step kind `sing` (one of tool, llm, condition, parallel, workflow)",
+        ]
+    );
+    let text = r#"
+[[steps]]
+id = "p"
+kind = "parallel"
+next = "w"
+  [[steps.steps]]
+  id = "c"
+  kind = "condition"
+  if = "true"
+  then = "p"
+[[steps]]
+id = "w"
+kind = "workflow"
+workflow = "missing"
+next = "c"
+"#;
+    assert_eq!(
+        problems(text),
+        vec![
+            "/w/review.toml:7: step `c`: a parallel step runs tool, llm and workflow steps, not `condition` steps",
+            "/w/review.toml:12: step `w`: `c` runs inside a parallel step; go to the parallel step instead",
+            "/w/review.toml:12: step `w`: unknown workflow `missing`",
+        ]
+    );
+}
+
+#[test]
+fn templates_keep_types_and_refuse_unknown_names() {
+    let context = json!({"inputs": {"n": 3, "file": "a.txt"},
+        "steps": {"analyse": {"output": {"issues": 2}, "error": false}}});
+    assert_eq!(
+        template::render("{{ inputs.n }}", &context).unwrap(),
+        json!(3)
+    );
+    assert_eq!(
+        template::render("read {{ inputs.file }} ({{ inputs.n }})", &context).unwrap(),
+        json!("read a.txt (3)")
+    );
+    assert_eq!(
+        template::render_value(
+            &json!({"limit": "{{ inputs.n + 1 }}", "p": ["{{ inputs.file }}"]}),
+            &context
+        )
+        .unwrap(),
+        json!({"limit": 4, "p": ["a.txt"]})
+    );
+    assert!(template::holds("steps.analyse.output.issues > 0", &context).unwrap());
+    assert!(template::render("{{ steps.nothing.output }}", &context).is_err());
+    assert_eq!(
+        template::references("{{ steps.a.output.x }} {{ inputs.f }}", false).unwrap(),
+        BTreeSet::from(["inputs.f".to_string(), "steps.a.output.x".to_string()])
+    );
+}
+
+#[test]
+fn inputs_are_typed() {
+    let workflow = parse(
+        "[inputs.n]\ntype = \"integer\"\n[inputs.flag]\ntype = \"boolean\"\ndefault = false\n[[steps]]\nid = \"a\"\nkind = \"llm\"\nprompt = \"{{ inputs.n }}\"\n",
+    )
+    .unwrap();
+    let given = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        workflow.bind_inputs(&given(&[("n", "4")])).unwrap(),
+        json!({"n": 4, "flag": false})
+    );
+    assert_eq!(
+        workflow.bind_inputs(&given(&[("n", "four")])).unwrap_err(),
+        "input `n` must be an integer, got `four`"
+    );
+    assert_eq!(
+        workflow.bind_inputs(&given(&[])).unwrap_err(),
+        "workflow `review` needs the input `n` (--input n=…)"
+    );
+    assert_eq!(
+        workflow
+            .bind_inputs(&given(&[("n", "1"), ("m", "2")]))
+            .unwrap_err(),
+        "workflow `review` has no input `m` (its inputs: flag, n)"
+    );
+}
