@@ -12,6 +12,7 @@ pub mod run;
 pub mod sessions;
 pub mod tools;
 pub mod trust;
+pub mod workflow;
 
 /// Tells the person at the terminal (on stderr) which project keys pincer
 /// ignored and how to trust the project.

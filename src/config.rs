@@ -418,10 +418,28 @@ impl Settings {
         let (config_file, mut problems) = project::find(cwd, home.as_deref(), "config.toml");
         let (system_file, system_problems) = project::find(cwd, home.as_deref(), "SYSTEM.md");
         problems.extend(system_problems);
+        // A project's workflows run tools and models: they need trust, and
+        // changing one asks again.
+        let workflow_files = crate::workflow::files(&root.join(".pincer").join("workflows"));
+        let workflow_labels: Vec<String> = workflow_files
+            .iter()
+            .map(|p| {
+                format!(
+                    "workflows/{}",
+                    p.file_name().unwrap_or_default().to_string_lossy()
+                )
+            })
+            .collect();
         let hashed: Vec<(&str, &Path)> = config_file
             .iter()
             .map(|p| ("config.toml", p.as_path()))
             .chain(system_file.iter().map(|p| ("SYSTEM.md", p.as_path())))
+            .chain(
+                workflow_labels
+                    .iter()
+                    .zip(&workflow_files)
+                    .map(|(label, p)| (label.as_str(), p.as_path())),
+            )
             .collect();
         let hash = project::content_hash(&hashed);
         let stored = trust::TrustStore::new(&paths.config_dir)
@@ -450,6 +468,13 @@ impl Settings {
             },
             None => (user, Vec::new(), Vec::new()),
         };
+        let mut grants = grants;
+        if !workflow_files.is_empty() {
+            grants.push(format!(
+                "run the project's workflows ({}), whose steps call tools and models",
+                workflow_labels.join(", ")
+            ));
+        }
         let stray = crate::agent::Permissions::project_file(&root);
         let project = ProjectState {
             root,
@@ -584,6 +609,29 @@ impl Settings {
             native_profile: attempt.and_then(|a| a.id),
             native,
         })
+    }
+
+    /// The workflows this session may run: the user's
+    /// (`<config dir>/workflows/`), then a trusted project's
+    /// (`.pincer/workflows/`), by name; and the problems of the files
+    /// that do not load.
+    pub fn workflows(
+        &self,
+    ) -> (
+        std::collections::BTreeMap<String, crate::workflow::Workflow>,
+        Vec<crate::workflow::WorkflowError>,
+    ) {
+        let project = self
+            .project
+            .trust
+            .trusted()
+            .then_some(self.project.root.as_path());
+        let dirs = crate::workflow::dirs(&self.paths.config_dir, project);
+        let tools: std::collections::BTreeSet<String> = crate::tools::builtin()
+            .iter()
+            .map(|t| t.name().to_string())
+            .collect();
+        crate::workflow::load(&dirs, &tools)
     }
 
     /// The best credential for `model` that is not Claude Code's own login.

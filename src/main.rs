@@ -206,6 +206,12 @@ enum Command {
         #[command(subcommand)]
         command: CronCommand,
     },
+    /// Workflows (`<config dir>/workflows/*.toml`, a trusted project's
+    /// `.pincer/workflows/*.toml`): list, check, dry-run.
+    Workflow {
+        #[command(subcommand)]
+        command: WorkflowCommand,
+    },
     /// Who may use the chat channels: approve a pairing code, list users.
     Channels {
         #[command(subcommand)]
@@ -313,6 +319,25 @@ enum CronCommand {
 }
 
 #[derive(Subcommand, Debug)]
+enum WorkflowCommand {
+    /// Each workflow: name, description, inputs, file.
+    List,
+    /// Checks every workflow file; names the file, line and step of each
+    /// problem.
+    Check,
+    /// The path a run would take, one step id a line, for the step outputs
+    /// in FILE (JSON or TOML: step id → output), calling nothing.
+    DryRun {
+        name: String,
+        #[arg(long = "outputs", value_name = "FILE")]
+        outputs: std::path::PathBuf,
+        /// An input, NAME=VALUE (repeatable).
+        #[arg(long = "input", value_name = "NAME=VALUE")]
+        inputs: Vec<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 enum ChannelsCommand {
     /// Let the user who was given CODE use the agent through their channel.
     Approve { code: String },
@@ -392,6 +417,7 @@ fn main() -> std::process::ExitCode {
         Command::Run { .. }
         | Command::Sessions { .. }
         | Command::Cron { .. }
+        | Command::Workflow { .. }
         | Command::Channels { .. }
         | Command::Tools { .. }
         | Command::Mcp { .. }
@@ -557,6 +583,15 @@ fn main() -> std::process::ExitCode {
                 let CronCommand::List { json } = command;
                 report(pincer::cli::cron::list(json))
             }
+            Command::Workflow { command } => report(match command {
+                WorkflowCommand::List => pincer::cli::workflow::list(),
+                WorkflowCommand::Check => pincer::cli::workflow::check(),
+                WorkflowCommand::DryRun {
+                    name,
+                    outputs,
+                    inputs,
+                } => pincer::cli::workflow::dry_run(&name, &inputs, &outputs),
+            }),
             Command::Channels { command } => report(match command {
                 ChannelsCommand::Approve { code } => pincer::cli::channels::approve(&code),
                 ChannelsCommand::List => pincer::cli::channels::list(),

@@ -474,7 +474,9 @@ struct Names<'a> {
 
 impl Known for Names<'_> {
     fn tool_exists(&self, name: &str) -> bool {
-        self.tools.contains(name)
+        // MCP servers' tools exist only once their server runs; the run
+        // refuses one that is not there, by name.
+        self.tools.contains(name) || name.starts_with("mcp__")
     }
     fn workflow_exists(&self, name: &str) -> bool {
         self.workflows.contains(name)

@@ -35,11 +35,14 @@ pub fn trust(dir: Option<PathBuf>) -> anyhow::Result<()> {
         Some(file) if project.grants.is_empty() => {
             println!("{} asks for nothing that needs trust.", file.display())
         }
-        Some(file) => {
-            println!("{} may now:", file.display());
-            for grant in &project.grants {
-                println!("  - {grant}");
-            }
+        Some(file) => println!("{} may now:", file.display()),
+    }
+    if !project.grants.is_empty() {
+        if project.config_file.is_none() {
+            println!("The project may now:");
+        }
+        for grant in &project.grants {
+            println!("  - {grant}");
         }
     }
     let never: Vec<&str> = project
