@@ -1,0 +1,355 @@
+//! Running workflows through the library against the mock model: the path
+//! decided by scripted model outputs, tool steps through the agent's tool
+//! path (the permission question included), structured output validated
+//! and asked for again once, parallel steps, budgets and timeouts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use pincer::agent::{AgentConfig, AgentEvent, AgentHost, Answer, Mode, Permissions};
+use pincer::llm::catalog::Catalog;
+use pincer::llm::{Secret, StreamConfig, ThinkingLevel, ToolCall};
+use pincer::tools::{self, CallInfo, Display};
+use pincer::workflow::run::{Runner, StepRecord};
+use pincer::workflow::{Known, Workflow};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+// A model call without tools is what the mock calls a side request: the
+// llm steps' replies come from its side queue.
+use support::mock_model::{MockModel, Reply};
+use support::sse::anthropic_text;
+use tokio_util::sync::CancellationToken;
+
+const REVIEW: &str = include_str!("../fixtures/workflows/review.toml");
+
+struct Host {
+    events: Mutex<Vec<String>>,
+    answer: Answer,
+}
+
+impl AgentHost for Host {
+    fn emit(&self, event: AgentEvent) {
+        let name = match &event {
+            AgentEvent::ToolExecutionStart { call, .. } => format!("tool_start {}", call.name),
+            AgentEvent::ToolExecutionEnd {
+                tool_name, output, ..
+            } => {
+                format!("tool_end {tool_name} error={}", output.is_error)
+            }
+            AgentEvent::MessageEnd(m) => format!("message {}", m.text()),
+            _ => return,
+        };
+        self.events.lock().unwrap().push(name);
+    }
+    fn request_permission<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        _info: &'a CallInfo,
+        _reason: &'a str,
+        _preview: Vec<Display>,
+    ) -> BoxFuture<'a, Answer> {
+        self.events
+            .lock()
+            .unwrap()
+            .push(format!("asked {}", call.name));
+        let answer = self.answer;
+        Box::pin(async move { answer })
+    }
+}
+
+struct Tools;
+impl Known for Tools {
+    fn tool_exists(&self, name: &str) -> bool {
+        tools::builtin().iter().any(|t| t.name() == name)
+    }
+    fn workflow_exists(&self, _name: &str) -> bool {
+        true
+    }
+}
+
+fn config(mock: &MockModel, project: &std::path::Path) -> AgentConfig {
+    let url = mock.anthropic_url();
+    let catalog = Catalog::new(&Default::default(), &|k| {
+        (k == "ANTHROPIC_BASE_URL").then(|| url.clone())
+    });
+    AgentConfig {
+        auth_profile: None,
+        compaction: Default::default(),
+        memory_dir: None,
+        prune: Default::default(),
+        last_call: None,
+        credentials: None,
+        fallbacks: Vec::new(),
+        rotate_rate_limits: false,
+        guard: Default::default(),
+        extra_tools: None,
+        clock: Default::default(),
+        session_id: None,
+        runtime: None,
+        model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
+        key: Some(Secret::new("test-key")),
+        thinking: ThinkingLevel::Off,
+        system_prompt: "You are a test.".to_string(),
+        max_turns: 10,
+        stream: StreamConfig {
+            idle_timeout: Duration::from_secs(5),
+        },
+        max_retries: 0,
+        retry_base_delay: Duration::from_millis(1),
+        permissions: Arc::new(Permissions::new(
+            Mode::Default,
+            vec![project.to_path_buf()],
+            None,
+        )),
+    }
+}
+
+/// Runs `workflow` in a project with a.txt and src/; returns the steps
+/// run, the host's events and the result.
+async fn run(
+    mock: &MockModel,
+    workflow: &Workflow,
+    inputs: Value,
+    answer: Answer,
+) -> (
+    Vec<StepRecord>,
+    Vec<String>,
+    Result<pincer::workflow::run::Finished, String>,
+    tempfile::TempDir,
+) {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("README.md"), "# Title\nTODO: typo\n").unwrap();
+    std::fs::create_dir_all(project.path().join("src")).unwrap();
+    std::fs::write(project.path().join("src/main.rs"), "fn main() {}\n").unwrap();
+    let host = Host {
+        events: Mutex::new(Vec::new()),
+        answer,
+    };
+    let records = Mutex::new(Vec::new());
+    let on_step = |r: &StepRecord| records.lock().unwrap().push(r.clone());
+    let config = config(mock, project.path());
+    let tools = tools::builtin();
+    let client = reqwest::Client::new();
+    let cancel = CancellationToken::new();
+    let workflows = BTreeMap::new();
+    let runner = Runner {
+        client: &client,
+        config: &config,
+        tools: &tools,
+        cwd: project.path(),
+        host: &host,
+        cancel: &cancel,
+        workflows: &workflows,
+        model: &|_| None,
+        on_step: &on_step,
+    };
+    let result = runner
+        .run(workflow, inputs)
+        .await
+        .map_err(|e| e.to_string());
+    let records = records.into_inner().unwrap();
+    let events = host.events.into_inner().unwrap();
+    (records, events, result, project)
+}
+
+fn review() -> Workflow {
+    Workflow::parse(std::path::Path::new("review.toml"), REVIEW, &Tools).unwrap()
+}
+
+fn steps(records: &[StepRecord]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| format!("{} {}", r.step, r.error))
+        .collect()
+}
+
+#[tokio::test]
+async fn issues_found_take_the_fix_path_with_the_answer_validated_and_the_write_asked_for() {
+    let mock = MockModel::start().await;
+    // Not JSON at first: asked again once, with the reason.
+    mock.push_side(Reply::sse(anthropic_text("Looks fine to me.", 10)));
+    mock.push_side(Reply::sse(anthropic_text(
+        "```json\n{\"issues\": 2, \"summary\": \"a typo in the title\"}\n```",
+        10,
+    )));
+    mock.push_side(Reply::sse(anthropic_text("Fix the typo.", 10)));
+    let (records, events, result, project) = run(
+        &mock,
+        &review(),
+        json!({"file": "README.md"}),
+        Answer::AllowOnce,
+    )
+    .await;
+    let finished = result.unwrap();
+    // Parallel steps record in any order; the rest in path order.
+    let mut path = steps(&records);
+    path[1..3].sort();
+    assert_eq!(
+        path,
+        vec![
+            "read_file false",
+            "grep_word false",
+            "list_src false",
+            "analyse false",
+            "decide false",
+            "suggest_fix false",
+            "write_notes false"
+        ]
+    );
+    assert_eq!(
+        records[3].output,
+        json!({"issues": 2, "summary": "a typo in the title"})
+    );
+    assert_eq!(records[4].output, json!(true));
+    assert_eq!(
+        records[5].input,
+        json!("Suggest a fix for: a typo in the title")
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("REVIEW.md")).unwrap(),
+        "Fix the typo."
+    );
+    assert_eq!(finished.steps, 8);
+    // The write was asked about, and only the write.
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.starts_with("asked"))
+            .collect::<Vec<_>>(),
+        vec!["asked write"]
+    );
+    assert!(events.contains(&"tool_start read".to_string()));
+    // The retry showed the model its answer and why it was refused.
+    let requests = mock.side_requests();
+    assert_eq!(requests.len(), 3);
+    let retry = requests[1].body["messages"].to_string();
+    assert!(retry.contains("Looks fine to me."), "{retry}");
+    assert!(
+        retry.contains("That answer is not valid: it is not JSON"),
+        "{retry}"
+    );
+    assert!(
+        requests[0].body["messages"][0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("# Title"),
+        "the prompt carries the file the tool step read"
+    );
+}
+
+#[tokio::test]
+async fn no_issues_take_the_approve_path_and_a_declined_write_is_an_error_output() {
+    let mock = MockModel::start().await;
+    mock.push_side(Reply::sse(anthropic_text(
+        "{\"issues\": 0, \"summary\": \"clean\"}",
+        10,
+    )));
+    mock.push_side(Reply::sse(anthropic_text("Approved.", 10)));
+    let (records, _, result, _) = run(
+        &mock,
+        &review(),
+        json!({"file": "README.md"}),
+        Answer::RejectOnce,
+    )
+    .await;
+    let mut path = steps(&records);
+    path[1..3].sort();
+    assert_eq!(
+        path,
+        vec![
+            "read_file false",
+            "grep_word false",
+            "list_src false",
+            "analyse false",
+            "decide false",
+            "approve false"
+        ]
+    );
+    assert_eq!(result.unwrap().output, json!("Approved."));
+
+    // The fix path with the write declined: the step's output is the
+    // refusal, marked as an error, and the run ends.
+    let mock = MockModel::start().await;
+    mock.push_side(Reply::sse(anthropic_text(
+        "{\"issues\": 1, \"summary\": \"x\"}",
+        10,
+    )));
+    mock.push_side(Reply::sse(anthropic_text("Fix x.", 10)));
+    let (records, _, result, project) = run(
+        &mock,
+        &review(),
+        json!({"file": "README.md"}),
+        Answer::RejectOnce,
+    )
+    .await;
+    assert!(result.is_ok());
+    let last = records.last().unwrap();
+    assert_eq!((last.step.as_str(), last.error), ("write_notes", true));
+    assert!(!project.path().join("REVIEW.md").exists());
+}
+
+#[tokio::test]
+async fn a_schema_answer_wrong_twice_fails_the_step_and_budgets_and_timeouts_hold() {
+    let mock = MockModel::start().await;
+    mock.push_side(Reply::sse(anthropic_text("{\"issues\": \"many\"}", 10)));
+    mock.push_side(Reply::sse(anthropic_text(
+        "{\"issues\": \"still many\"}",
+        10,
+    )));
+    let (_, _, result, _) = run(
+        &mock,
+        &review(),
+        json!({"file": "README.md"}),
+        Answer::AllowOnce,
+    )
+    .await;
+    let error = result.unwrap_err();
+    assert!(
+        error.starts_with("step `analyse`: the answer did not satisfy the schema twice:"),
+        "{error}"
+    );
+
+    // A loop stops at its budget; a slow step times out as an error output.
+    let looping = Workflow::parse(
+        std::path::Path::new("loop.toml"),
+        r#"
+budget = 5
+[[steps]]
+id = "slow"
+kind = "tool"
+tool = "bash"
+params = { command = "sleep 5" }
+timeout = 0.2
+next = "again"
+[[steps]]
+id = "again"
+kind = "condition"
+if = "steps.slow.error"
+then = "slow"
+"#,
+        &Tools,
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    let (records, _, result, _) = run(&mock, &looping, json!({}), Answer::AllowOnce).await;
+    assert_eq!(
+        result.unwrap_err(),
+        "the run used up its budget of 5 steps at step `again`"
+    );
+    assert_eq!(
+        steps(&records),
+        vec![
+            "slow true",
+            "again false",
+            "slow true",
+            "again false",
+            "slow true"
+        ]
+    );
+    assert_eq!(records[0].output, json!("The step timed out after 0.2 s."));
+}
