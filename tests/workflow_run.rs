@@ -15,7 +15,7 @@ use pincer::agent::{AgentConfig, AgentEvent, AgentHost, Answer, Mode, Permission
 use pincer::llm::catalog::Catalog;
 use pincer::llm::{Secret, StreamConfig, ThinkingLevel, ToolCall};
 use pincer::tools::{self, CallInfo, Display};
-use pincer::workflow::run::{Runner, StepRecord};
+use pincer::workflow::run::{Runner, StepEvent, StepRecord};
 use pincer::workflow::{Known, Workflow};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -131,7 +131,14 @@ async fn run(
         answer,
     };
     let records = Mutex::new(Vec::new());
-    let on_step = |r: &StepRecord| records.lock().unwrap().push(r.clone());
+    let on_step = |event: StepEvent<'_>| {
+        if let StepEvent::Finished(r) = event
+            && r.kind != "parallel"
+        {
+            records.lock().unwrap().push(r.clone());
+        }
+    };
+    let recorded = Mutex::new(Vec::new());
     let config = config(mock, project.path());
     let tools = tools::builtin();
     let client = reqwest::Client::new();
@@ -147,6 +154,7 @@ async fn run(
         workflows: &workflows,
         model: &|_| None,
         on_step: &on_step,
+        recorded: &recorded,
     };
     let result = runner
         .run(workflow, inputs)

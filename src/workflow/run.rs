@@ -56,8 +56,28 @@ pub struct Runner<'a> {
     pub workflows: &'a BTreeMap<String, Workflow>,
     /// A model named by an llm step, with its credential.
     pub model: &'a ModelLookup,
-    /// Called after each step with its id, rendered input and output.
-    pub on_step: &'a (dyn Fn(&StepRecord) + Send + Sync),
+    /// Told when each step starts and ends (the plan, the transcript).
+    pub on_step: &'a (dyn Fn(StepEvent<'_>) + Send + Sync),
+    /// The steps an earlier, interrupted run of the same workflow and
+    /// inputs finished, in order: each is taken once, in its turn, instead
+    /// of running the step again; the path they took is taken again, as it
+    /// is decided by the outputs.
+    pub recorded: &'a std::sync::Mutex<Vec<Recorded>>,
+}
+
+/// A step an interrupted run finished.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recorded {
+    pub step: String,
+    pub output: Value,
+    pub error: bool,
+}
+
+/// What a run reports as it goes.
+#[derive(Clone, Copy, Debug)]
+pub enum StepEvent<'r> {
+    Started { workflow: &'r str, step: &'r str },
+    Finished(&'r StepRecord),
 }
 
 /// What one executed step did, for the transcript and the plan.
@@ -127,17 +147,25 @@ impl Runner<'_> {
                                 message,
                             }
                         })?;
-                        (self.on_step)(&StepRecord {
+                        (self.on_step)(StepEvent::Started {
+                            workflow: &workflow.name,
+                            step: id,
+                        });
+                        (self.on_step)(StepEvent::Finished(&StepRecord {
                             workflow: workflow.name.clone(),
                             step: id.to_string(),
                             kind: "condition",
                             input: Value::Null,
                             output: held.clone(),
                             error: false,
-                        });
+                        }));
                         state.record(id, held, false);
                     }
                     StepKind::Parallel { steps: inner } => {
+                        (self.on_step)(StepEvent::Started {
+                            workflow: &workflow.name,
+                            step: id,
+                        });
                         let context = state.context();
                         let runs = inner
                             .iter()
@@ -148,6 +176,14 @@ impl Runner<'_> {
                             state.record(&inner.id, output, error);
                         }
                         state.record(id, Value::Null, false);
+                        (self.on_step)(StepEvent::Finished(&StepRecord {
+                            workflow: workflow.name.clone(),
+                            step: id.to_string(),
+                            kind: "parallel",
+                            input: Value::Null,
+                            output: Value::Null,
+                            error: false,
+                        }));
                     }
                     _ => {
                         let (output, error) =
@@ -182,6 +218,22 @@ impl Runner<'_> {
             step: step.id.clone(),
             message,
         };
+        // A step an interrupted run finished: its output stands (only at
+        // the top level: a sub-workflow runs again as a whole).
+        if depth == 0 {
+            let mut recorded = self
+                .recorded
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(at) = recorded.iter().position(|r| r.step == step.id) {
+                let done = recorded.remove(at);
+                return Ok((done.output, done.error));
+            }
+        }
+        (self.on_step)(StepEvent::Started {
+            workflow: &workflow.name,
+            step: &step.id,
+        });
         let (input, work): (Value, Work<'_>) = match &step.kind {
             StepKind::Tool { tool, params } => {
                 let params = render_value(params, context).map_err(fail)?;
@@ -251,14 +303,14 @@ impl Runner<'_> {
             None => work.await,
         };
         let (output, error) = result?;
-        (self.on_step)(&StepRecord {
+        (self.on_step)(StepEvent::Finished(&StepRecord {
             workflow: workflow.name.clone(),
             step: step.id.clone(),
             kind: step.kind.name(),
             input,
             output: output.clone(),
             error,
-        });
+        }));
         Ok((output, error))
     }
 
