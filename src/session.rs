@@ -132,6 +132,19 @@ pub struct Restored {
     /// The Claude Code session the last Claude Code run continued, and how
     /// many history entries it had seen by then.
     pub claude_code: Option<(String, usize)>,
+    /// A workflow run that started and never ended (the process died):
+    /// its start and the steps it finished, to resume it.
+    pub unfinished_workflow: Option<UnfinishedWorkflow>,
+}
+
+/// A workflow run a killed process left behind.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UnfinishedWorkflow {
+    pub run: String,
+    pub workflow: String,
+    pub inputs: serde_json::Value,
+    /// Its finished steps, in order: (step id, output, error).
+    pub steps: Vec<(String, serde_json::Value, bool)>,
 }
 
 impl Restored {
@@ -332,6 +345,31 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             Record::Notice { text } => {
                 restored.push(AgentMessage::Notice { text });
             }
+            Record::Workflow { data } => match data["event"].as_str() {
+                Some("start") => {
+                    restored.unfinished_workflow = Some(UnfinishedWorkflow {
+                        run: data["run"].as_str().unwrap_or_default().to_string(),
+                        workflow: data["workflow"].as_str().unwrap_or_default().to_string(),
+                        inputs: data["inputs"].clone(),
+                        steps: Vec::new(),
+                    });
+                }
+                Some("step") => {
+                    if let Some(run) = restored
+                        .unfinished_workflow
+                        .as_mut()
+                        .filter(|r| data["run"] == r.run.as_str())
+                    {
+                        run.steps.push((
+                            data["step"].as_str().unwrap_or_default().to_string(),
+                            data["output"].clone(),
+                            data["error"].as_bool().unwrap_or(false),
+                        ));
+                    }
+                }
+                Some("end") => restored.unfinished_workflow = None,
+                _ => {}
+            },
             Record::Runtime { runtime, resume } => {
                 if runtime == crate::agent::claude_code::RUNTIME
                     && let Some(resume) = resume

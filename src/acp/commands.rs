@@ -26,6 +26,9 @@ pub enum Command {
     Think(String),
     /// Show or change the mode.
     Mode(String),
+    /// Run a workflow: its name, then `input=value` pairs (`resume`
+    /// continues the run a killed process left behind).
+    Workflow(String),
     /// Anything that becomes a prompt for the model.
     Prompt(String),
 }
@@ -38,7 +41,11 @@ Read the README, the build files and a sample of the code first. Keep it short a
 If an AGENTS.md (or CLAUDE.md) exists already, improve it instead of starting over.";
 
 /// The commands offered for a session with these skills and templates.
-pub fn available(skills: &[Skill], templates: &[Template]) -> Vec<AvailableCommand> {
+pub fn available(
+    skills: &[Skill],
+    templates: &[Template],
+    workflows: &[(String, String)],
+) -> Vec<AvailableCommand> {
     let command = |name: &str, description: &str, hint: Option<&str>| {
         let mut command = AvailableCommand::new(name, description);
         if let Some(hint) = hint {
@@ -71,6 +78,20 @@ pub fn available(skills: &[Skill], templates: &[Template]) -> Vec<AvailableComma
             None,
         ),
     ];
+    if !workflows.is_empty() {
+        out.push(command(
+            "workflow",
+            "Run a workflow: its steps, in the order its file decides",
+            Some("NAME [input=value …], or resume"),
+        ));
+    }
+    for (name, description) in workflows {
+        out.push(command(
+            &format!("workflow:{name}"),
+            description,
+            Some("input=value … (optional)"),
+        ));
+    }
     for skill in skills {
         out.push(command(
             &format!("skill:{}", skill.name),
@@ -110,13 +131,16 @@ pub fn parse(
         "model" => Command::Model(args),
         "think" => Command::Think(args),
         "mode" => Command::Mode(args),
+        "workflow" => Command::Workflow(args),
         "init" => Command::Prompt(if args.is_empty() {
             INIT.to_string()
         } else {
             format!("{INIT}\n\nAlso: {args}")
         }),
         _ => {
-            if let Some(skill_name) = name.strip_prefix("skill:") {
+            if let Some(workflow) = name.strip_prefix("workflow:") {
+                Command::Workflow(format!("{workflow} {args}").trim().to_string())
+            } else if let Some(skill_name) = name.strip_prefix("skill:") {
                 let Some(skill) = skills.iter().find(|s| s.name == skill_name) else {
                     let names: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
                     return Err(if names.is_empty() {
@@ -242,7 +266,7 @@ mod tests {
     #[test]
     fn the_menu_lists_builtins_skills_and_templates() {
         let dir = tempfile::tempdir().unwrap();
-        let names: Vec<String> = available(&[skill(dir.path())], &[template()])
+        let names: Vec<String> = available(&[skill(dir.path())], &[template()], &[])
             .into_iter()
             .map(|c| c.name)
             .collect();

@@ -31,6 +31,7 @@ use crate::tools::{self, CallInfo, Display, Terminals, Tool, Workspace};
 mod host;
 mod live_terminal;
 mod trust;
+mod workflow;
 
 use host::AcpHost;
 
@@ -77,6 +78,8 @@ pub struct Session {
     /// The session's Claude Code process and session, for models whose
     /// turns run there.
     claude_code: Mutex<Arc<crate::agent::claude_code::Session>>,
+    /// A workflow run the transcript shows started and never ended.
+    unfinished_workflow: Mutex<Option<crate::session::UnfinishedWorkflow>>,
 }
 
 /// The connection a session belongs to: the one that opened it last (new,
@@ -331,6 +334,7 @@ impl Session {
             registry,
             owner: Arc::new(Mutex::new(owner)),
             claude_code: Mutex::new(Arc::default()),
+            unfinished_workflow: Mutex::new(None),
         }
     }
 
@@ -524,6 +528,7 @@ impl Session {
             .map_err(|_| "the session is busy".to_string())?;
         let (resume, synced) = restored.claude_code.clone().unzip();
         *lock(&self.claude_code) = crate::agent::claude_code::Session::new(resume, synced);
+        *lock(&self.unfinished_workflow) = restored.unfinished_workflow.clone();
         *history = restored.history;
         Ok(())
     }
@@ -1218,6 +1223,7 @@ impl Session {
             message: Mutex::new(None),
             live_terminals: live_terminal::wanted(client)
                 .then(|| live_terminal::LiveTerminals::new(self.cwd.clone())),
+            conversation: true,
         }
     }
 
@@ -1266,7 +1272,13 @@ impl Session {
         let (skills, mut problems) = crate::context::skills::discover(&sources);
         let (templates, more) = crate::context::templates::discover(&sources);
         problems.extend(more);
-        let commands = commands::available(&skills, &templates);
+        let (workflows, workflow_problems) = self.settings().workflows();
+        problems.extend(workflow_problems.iter().map(ToString::to_string));
+        let workflows: Vec<(String, String)> = workflows
+            .values()
+            .map(|w| (w.name.clone(), w.description.clone()))
+            .collect();
+        let commands = commands::available(&skills, &templates, &workflows);
         let mut announced = lock(&self.announced);
         if announced.commands.as_ref() != Some(&commands) {
             announced.commands = Some(commands.clone());
@@ -1386,6 +1398,9 @@ impl Session {
                         )),
                     );
                 }
+            }
+            Command::Workflow(args) => {
+                return self.workflow(&args, http, cx, client, drain).await;
             }
             Command::Prompt(_) => {}
         }

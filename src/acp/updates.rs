@@ -121,8 +121,6 @@ pub const PLAN_ID: &str = "todo";
 /// (and `plan_removed` when the list is emptied); any other client the
 /// classic `plan` with its entries.
 pub fn plan_update(event: &AgentEvent, operations: bool) -> Option<SessionUpdate> {
-    use crate::tools::todo::{TodoPriority, TodoStatus};
-    use agent_client_protocol::v1::schema::{Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus};
     let AgentEvent::ToolExecutionEnd { output, .. } = event else {
         return None;
     };
@@ -133,16 +131,25 @@ pub fn plan_update(event: &AgentEvent, operations: bool) -> Option<SessionUpdate
         Display::Plan(todos) => Some(todos),
         _ => None,
     })?;
+    Some(plan_of(todos, operations))
+}
+
+/// The editor's plan showing `todos`: a `plan` with its entries, or for a
+/// client that takes plan operations a markdown checklist (removed when
+/// empty).
+pub fn plan_of(todos: &[crate::tools::todo::TodoItem], operations: bool) -> SessionUpdate {
+    use crate::tools::todo::{TodoPriority, TodoStatus};
+    use agent_client_protocol::v1::schema::{Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus};
     if operations {
         use agent_client_protocol::v1::schema::{PlanRemoved, PlanUpdate, PlanUpdateContent};
-        return Some(if todos.is_empty() {
+        return if todos.is_empty() {
             SessionUpdate::PlanRemoved(PlanRemoved::new(PLAN_ID))
         } else {
             SessionUpdate::PlanUpdate(PlanUpdate::new(PlanUpdateContent::markdown(
                 PLAN_ID,
                 crate::tools::todo::checklist(todos),
             )))
-        });
+        };
     }
     let entries = todos
         .iter()
@@ -160,7 +167,7 @@ pub fn plan_update(event: &AgentEvent, operations: bool) -> Option<SessionUpdate
             PlanEntry::new(item.content.as_str(), priority, status)
         })
         .collect();
-    Some(SessionUpdate::Plan(Plan::new(entries)))
+    SessionUpdate::Plan(Plan::new(entries))
 }
 
 /// The `rawOutput` of a finished call: the tool's details, or its text.

@@ -161,6 +161,14 @@ pub enum Record {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         resume: Option<String>,
     },
+    /// A workflow run's start (`{"event": "start", "run", "workflow",
+    /// "inputs"}`), each step it finished (`"step"`: `step`, `kind`,
+    /// `input`, `output`, `error`) and its end (`"end"`: `ok`, `output` or
+    /// `error`). A run with no end was interrupted and can be resumed from
+    /// its last finished step. Never sent to the model.
+    Workflow {
+        data: serde_json::Value,
+    },
 }
 
 /// One line after the header.
@@ -216,6 +224,7 @@ struct RawEntry {
     modified_files: Vec<String>,
     runtime: Option<String>,
     resume: Option<String>,
+    data: Option<serde_json::Value>,
 }
 
 impl RawEntry {
@@ -269,6 +278,9 @@ impl RawEntry {
                 tokens_before: self.tokens_before,
                 read_files: self.read_files,
                 modified_files: self.modified_files,
+            },
+            "workflow" => Record::Workflow {
+                data: need(self.data, "data", kind)?,
             },
             "runtime" => Record::Runtime {
                 runtime: need(self.runtime, "runtime", kind)?,
@@ -447,7 +459,8 @@ impl Writer {
 
     /// Appends one record under an id from [`Writer::reserve`].
     pub fn append_as(&mut self, id: String, record: Record) -> Result<String, TranscriptError> {
-        let starts_file = matches!(record, Record::Message { .. });
+        // A message, or a workflow the user ran: the session is in use.
+        let starts_file = matches!(record, Record::Message { .. } | Record::Workflow { .. });
         let entry = Entry {
             id: id.clone(),
             parent_id: self.last_id.clone(),

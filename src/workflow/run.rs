@@ -37,7 +37,7 @@ pub enum RunError {
 }
 
 /// Finds a model an llm step names, with its credential.
-pub type ModelLookup = dyn Fn(&str) -> Option<(Model, Option<Secret>)> + Send + Sync;
+pub type ModelLookup<'a> = dyn Fn(&str) -> Option<(Model, Option<Secret>)> + Send + Sync + 'a;
 
 /// A step at work: its output and whether it failed.
 type Work<'a> = BoxFuture<'a, Result<(Value, bool), RunError>>;
@@ -55,7 +55,7 @@ pub struct Runner<'a> {
     /// Workflows a `workflow` step may run, by name.
     pub workflows: &'a BTreeMap<String, Workflow>,
     /// A model named by an llm step, with its credential.
-    pub model: &'a ModelLookup,
+    pub model: &'a ModelLookup<'a>,
     /// Told when each step starts and ends (the plan, the transcript).
     pub on_step: &'a (dyn Fn(StepEvent<'_>) + Send + Sync),
     /// The steps an earlier, interrupted run of the same workflow and

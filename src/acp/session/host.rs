@@ -30,6 +30,10 @@ pub(super) struct AcpHost {
     /// Display-only terminals for the commands pincer runs, when the
     /// client takes Zed's `_meta` terminal extension.
     pub(super) live_terminals: Option<super::live_terminal::LiveTerminals>,
+    /// Whether what the model says and the tools return is part of the
+    /// conversation (recorded as its messages). A workflow's steps are
+    /// shown, and recorded as the workflow's own entries instead.
+    pub(super) conversation: bool,
 }
 
 impl AcpHost {
@@ -129,6 +133,11 @@ impl AgentHost for AcpHost {
 
     fn emit(&self, event: AgentEvent) {
         match &event {
+            AgentEvent::UserMessage { .. }
+            | AgentEvent::MessageStart
+            | AgentEvent::MessageEnd(_)
+            | AgentEvent::ToolExecutionEnd { .. }
+                if !self.conversation => {}
             AgentEvent::UserMessage { content, time } => {
                 self.session.record(transcript::Record::Message {
                     message: crate::llm::Message::User {

@@ -1,0 +1,213 @@
+//! `/workflow NAME [input=value …]` in a session: the workflow runs with
+//! the session's model, tools, policy and permission questions; the editor
+//! sees it as a plan whose entries change status as steps run, its tool
+//! steps as ordinary tool calls and its llm steps streaming. Each step is
+//! recorded in the transcript, so `/workflow resume` continues a run a
+//! killed process left behind from its last finished step.
+
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{ClientCapabilities, PromptResponse, StopReason};
+use agent_client_protocol::{Client, Error};
+use serde_json::json;
+
+use super::{Drain, Session, lock, transcript};
+use crate::acp::updates;
+use crate::tools::todo::{TodoItem, TodoStatus};
+use crate::workflow::run::{Recorded, Runner, StepEvent};
+
+impl Session {
+    pub(super) async fn workflow(
+        self: &Arc<Self>,
+        args: &str,
+        http: &reqwest::Client,
+        cx: ConnectionTo<Client>,
+        client: ClientCapabilities,
+        drain: Arc<Drain>,
+    ) -> Result<PromptResponse, Error> {
+        let settings = self.settings();
+        let (workflows, problems) = settings.workflows();
+        let mut words = args.split_whitespace();
+        let name = words.next().unwrap_or_default().to_string();
+        let resume = name == "resume";
+        let (workflow_name, inputs, run_id, recorded) = if resume {
+            let Some(unfinished) = lock(&self.unfinished_workflow).clone() else {
+                self.say(&cx, "There is no interrupted workflow run to resume.\n");
+                return Ok(PromptResponse::new(StopReason::EndTurn));
+            };
+            let steps: Vec<Recorded> = unfinished
+                .steps
+                .iter()
+                .map(|(step, output, error)| Recorded {
+                    step: step.clone(),
+                    output: output.clone(),
+                    error: *error,
+                })
+                .collect();
+            (
+                unfinished.workflow,
+                Some(unfinished.inputs),
+                unfinished.run,
+                steps,
+            )
+        } else {
+            (
+                name.clone(),
+                None,
+                format!("wf_{}", uuid::Uuid::new_v4().simple()),
+                Vec::new(),
+            )
+        };
+        let workflow = match crate::cli::workflow::find(&workflows, &problems, &workflow_name) {
+            Ok(workflow) => workflow,
+            Err(e) => {
+                let usage = if workflow_name.is_empty() {
+                    "Usage: /workflow NAME [input=value …]. ".to_string()
+                } else {
+                    String::new()
+                };
+                self.say(&cx, &format!("{usage}{e}\n"));
+                return Ok(PromptResponse::new(StopReason::EndTurn));
+            }
+        };
+        let inputs = match inputs {
+            Some(inputs) => inputs,
+            None => {
+                let pairs: Vec<String> = words.map(str::to_string).collect();
+                let bound = crate::cli::workflow::parse_inputs(&pairs)
+                    .map_err(|e| e.to_string())
+                    .and_then(|given| workflow.bind_inputs(&given));
+                match bound {
+                    Ok(inputs) => inputs,
+                    Err(e) => {
+                        self.say(&cx, &format!("{e}\n"));
+                        return Ok(PromptResponse::new(StopReason::EndTurn));
+                    }
+                }
+            }
+        };
+        self.record(transcript::Record::Command {
+            text: format!("/workflow {}", args.trim()),
+        });
+        if !resume {
+            self.record(transcript::Record::Workflow {
+                data: json!({"event": "start", "run": run_id, "workflow": workflow.name, "inputs": inputs}),
+            });
+        }
+        *lock(&self.unfinished_workflow) = None;
+        // The session's history stays as it is: the steps are the
+        // workflow's, shown and recorded as such.
+        let _history = self.history.lock().await;
+        let (config, cancel) = self.turn_config()?;
+        let mut host = self.host(cx.clone(), &client, drain);
+        host.conversation = false;
+        let operations = client.plan.is_some();
+        let plan = Mutex::new(
+            workflow
+                .steps
+                .iter()
+                .map(|s| TodoItem {
+                    content: format!("{} ({})", s.id, s.kind.name()),
+                    status: TodoStatus::Pending,
+                    priority: None,
+                })
+                .collect::<Vec<_>>(),
+        );
+        let ids: Vec<String> = workflow.steps.iter().map(|s| s.id.clone()).collect();
+        // A resumed run's finished steps show as done from the start, and
+        // stay so while the run walks past them again.
+        let done: std::collections::HashSet<String> =
+            recorded.iter().map(|r| r.step.clone()).collect();
+        for (at, id) in ids.iter().enumerate() {
+            if done.contains(id) {
+                lock(&plan)[at].status = TodoStatus::Completed;
+            }
+        }
+        let set = |step: &str, status: TodoStatus| {
+            if done.contains(step) {
+                return;
+            }
+            let Some(at) = ids.iter().position(|id| id == step) else {
+                return;
+            };
+            let update = {
+                let mut plan = lock(&plan);
+                if plan[at].status == status {
+                    return;
+                }
+                plan[at].status = status;
+                updates::plan_of(&plan, operations)
+            };
+            self.notify(&cx, update);
+        };
+        self.notify(&cx, updates::plan_of(&lock(&plan), operations));
+        let on_step = |event: StepEvent<'_>| match event {
+            StepEvent::Started { workflow: w, step } if w == workflow.name => {
+                set(step, TodoStatus::InProgress);
+            }
+            StepEvent::Started { .. } => {}
+            StepEvent::Finished(record) => {
+                self.record(transcript::Record::Workflow {
+                    data: json!({"event": "step", "run": run_id, "workflow": record.workflow,
+                        "step": record.step, "kind": record.kind, "input": record.input,
+                        "output": record.output, "error": record.error}),
+                });
+                if record.workflow == workflow.name {
+                    set(&record.step, TodoStatus::Completed);
+                }
+            }
+        };
+        let model = |name: &str| {
+            let model = settings.catalog.resolve(name).ok()?;
+            let key = settings.api_key(&model);
+            Some((model, key))
+        };
+        let recorded = Mutex::new(recorded);
+        let runner = Runner {
+            client: http,
+            config: &config,
+            tools: &self.tools,
+            cwd: &self.cwd,
+            host: &host,
+            cancel: &cancel,
+            workflows: &workflows,
+            model: &model,
+            on_step: &on_step,
+            recorded: &recorded,
+        };
+        let result = runner.run(workflow, inputs).await;
+        match result {
+            Ok(finished) => {
+                self.record(transcript::Record::Workflow {
+                    data: json!({"event": "end", "run": run_id, "ok": true, "output": finished.output}),
+                });
+                let text = format!(
+                    "Workflow `{}` finished ({} steps): {}",
+                    workflow.name,
+                    finished.steps,
+                    crate::workflow::run::shown(&finished.output)
+                );
+                self.record(transcript::Record::Notice { text: text.clone() });
+                self.say(&cx, &format!("\n{text}\n"));
+                Ok(PromptResponse::new(StopReason::EndTurn))
+            }
+            Err(crate::workflow::run::RunError::Cancelled) => {
+                // Cancelled on purpose: nothing to resume.
+                self.record(transcript::Record::Workflow {
+                    data: json!({"event": "end", "run": run_id, "ok": false, "error": "cancelled"}),
+                });
+                Ok(PromptResponse::new(StopReason::Cancelled))
+            }
+            Err(e) => {
+                self.record(transcript::Record::Workflow {
+                    data: json!({"event": "end", "run": run_id, "ok": false, "error": e.to_string()}),
+                });
+                let text = format!("Workflow `{}` stopped: {e}", workflow.name);
+                self.record(transcript::Record::Notice { text: text.clone() });
+                self.say(&cx, &format!("\n{text}\n"));
+                Ok(PromptResponse::new(StopReason::EndTurn))
+            }
+        }
+    }
+}
