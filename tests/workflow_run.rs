@@ -126,6 +126,22 @@ async fn run(
     std::fs::write(project.path().join("README.md"), "# Title\nTODO: typo\n").unwrap();
     std::fs::create_dir_all(project.path().join("src")).unwrap();
     std::fs::write(project.path().join("src/main.rs"), "fn main() {}\n").unwrap();
+    let (records, events, result) = run_in(project.path(), mock, workflow, inputs, answer).await;
+    (records, events, result, project)
+}
+
+/// Runs `workflow` in `project`.
+async fn run_in(
+    project: &std::path::Path,
+    mock: &MockModel,
+    workflow: &Workflow,
+    inputs: Value,
+    answer: Answer,
+) -> (
+    Vec<StepRecord>,
+    Vec<String>,
+    Result<pincer::workflow::run::Finished, String>,
+) {
     let host = Host {
         events: Mutex::new(Vec::new()),
         answer,
@@ -139,7 +155,7 @@ async fn run(
         }
     };
     let recorded = Mutex::new(Vec::new());
-    let config = config(mock, project.path());
+    let config = config(mock, project);
     let tools = tools::builtin();
     let client = reqwest::Client::new();
     let cancel = CancellationToken::new();
@@ -148,7 +164,7 @@ async fn run(
         client: &client,
         config: &config,
         tools: &tools,
-        cwd: project.path(),
+        cwd: project,
         host: &host,
         cancel: &cancel,
         workflows: &workflows,
@@ -162,7 +178,7 @@ async fn run(
         .map_err(|e| e.to_string());
     let records = records.into_inner().unwrap();
     let events = host.events.into_inner().unwrap();
-    (records, events, result, project)
+    (records, events, result)
 }
 
 fn review() -> Workflow {
@@ -360,4 +376,197 @@ then = "slow"
         ]
     );
     assert_eq!(records[0].output, json!("The step timed out after 0.2 s."));
+}
+
+/// A shipped example workflow (docs/examples/workflows/NAME.toml).
+fn example(name: &str) -> Workflow {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("docs/examples/workflows")
+        .join(format!("{name}.toml"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    Workflow::parse(&path, &text, &Tools).unwrap_or_else(|e| panic!("{e:?}"))
+}
+
+#[tokio::test]
+async fn the_test_fix_example_loops_until_the_tests_pass() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("status.txt"), "broken\n").unwrap();
+    let mock = MockModel::start().await;
+    mock.push_side(Reply::sse(anthropic_text(
+        r#"{"path": "status.txt", "old_text": "broken", "new_text": "fixed"}"#,
+        10,
+    )));
+    mock.push_side(Reply::sse(anthropic_text("The status is fixed.", 10)));
+    let (records, events, result) = run_in(
+        project.path(),
+        &mock,
+        &example("test-fix"),
+        json!({"command": "grep -q fixed status.txt || { echo 'FAIL: status is broken'; exit 1; }"}),
+        Answer::AllowOnce,
+    )
+    .await;
+    assert_eq!(result.unwrap().output, json!("The status is fixed."));
+    assert_eq!(
+        steps(&records),
+        vec![
+            "test true",
+            "diagnose false",
+            "fix false",
+            "test false",
+            "done false"
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("status.txt")).unwrap(),
+        "fixed\n"
+    );
+    // The model saw the failure; the edit and the commands were asked about.
+    assert!(
+        mock.side_requests()[0].body["messages"]
+            .to_string()
+            .contains("FAIL: status is broken")
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.starts_with("asked"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        vec!["asked bash", "asked edit", "asked bash"]
+    );
+}
+
+#[tokio::test]
+async fn the_release_notes_example_writes_notes_from_the_git_log() {
+    let project = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(project.path())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "Release 1.0"]);
+    git(&["tag", "v1.0"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "Add the frobnicator"]);
+    git(&[
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "Fix a crash on empty input",
+    ]);
+    let mock = MockModel::start().await;
+    mock.push_side(Reply::sse(anthropic_text(
+        "# 1.1\n\n- The frobnicator.\n",
+        10,
+    )));
+    let (records, _, result) = run_in(
+        project.path(),
+        &mock,
+        &example("release-notes"),
+        json!({"since": "v1.0", "file": "RELEASE_NOTES.md"}),
+        Answer::AllowOnce,
+    )
+    .await;
+    result.unwrap();
+    assert_eq!(
+        steps(&records),
+        vec!["log false", "notes false", "save false"]
+    );
+    let prompt = mock.side_requests()[0].body["messages"].to_string();
+    assert!(
+        prompt.contains("Add the frobnicator") && prompt.contains("Fix a crash on empty input"),
+        "{prompt}"
+    );
+    assert!(
+        !prompt.contains("Release 1.0"),
+        "only the commits since the tag"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("RELEASE_NOTES.md")).unwrap(),
+        "# 1.1\n\n- The frobnicator.\n"
+    );
+}
+
+#[tokio::test]
+async fn the_code_review_example_fixes_with_permission_or_approves() {
+    let workflow = example("code-review");
+    let outputs = |issues: i64| -> serde_json::Map<String, Value> {
+        serde_json::from_value(json!({
+            "changed": "diff", "fix": "ok", "report": "fixed", "approve": "fine",
+            "analyse": {"issues": issues, "summary": "s", "path": "a", "old_text": "x", "new_text": "y"},
+        }))
+        .unwrap()
+    };
+    let path = |issues| {
+        pincer::workflow::path::dry_run(&workflow, json!({"base": "HEAD"}), &outputs(issues))
+            .unwrap()
+    };
+    assert_eq!(
+        path(2),
+        vec!["changed", "analyse", "decide", "fix", "report"]
+    );
+    assert_eq!(path(0), vec!["changed", "analyse", "decide", "approve"]);
+
+    // For real: a repository with a change that breaks a file.
+    let project = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(project.path())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(project.path().join("limit.txt"), "max = 10\n").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "start"]);
+    std::fs::write(project.path().join("limit.txt"), "max = -10\n").unwrap();
+    let mock = MockModel::start().await;
+    mock.push_side(Reply::sse(anthropic_text(
+        r#"{"issues": 1, "summary": "the limit went negative", "path": "limit.txt", "old_text": "max = -10", "new_text": "max = 10"}"#,
+        10,
+    )));
+    mock.push_side(Reply::sse(anthropic_text("Fixed the negative limit.", 10)));
+    let (records, events, result) = run_in(
+        project.path(),
+        &mock,
+        &workflow,
+        json!({"base": "HEAD"}),
+        Answer::AllowOnce,
+    )
+    .await;
+    assert_eq!(result.unwrap().output, json!("Fixed the negative limit."));
+    assert_eq!(
+        steps(&records),
+        vec![
+            "changed false",
+            "analyse false",
+            "decide false",
+            "fix false",
+            "report false"
+        ]
+    );
+    assert!(
+        mock.side_requests()[0].body["messages"]
+            .to_string()
+            .contains("max = -10")
+    );
+    assert!(events.contains(&"asked edit".to_string()), "{events:?}");
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("limit.txt")).unwrap(),
+        "max = 10\n"
+    );
 }
