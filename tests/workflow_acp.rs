@@ -274,3 +274,52 @@ async fn a_run_a_killed_process_left_behind_resumes_from_its_last_finished_step(
         .collect();
     assert_eq!(text, "There is no interrupted workflow run to resume.\n");
 }
+
+#[tokio::test]
+async fn a_gateway_client_runs_a_workflow_with_chat_send() {
+    use support::gateway::{Gateway, new_key, write_gateway_config};
+    let sandbox = Sandbox::new();
+    sandbox.write("notes.txt", "alpha beta\n");
+    write_gateway_config(&sandbox, "");
+    let dir = sandbox.home().join("workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("summarise.toml"),
+        r#"description = "Summarise a file"
+[inputs.file]
+type = "string"
+[[steps]]
+id = "read"
+kind = "tool"
+tool = "read"
+params = { path = "{{ inputs.file }}" }
+next = "sum"
+[[steps]]
+id = "sum"
+kind = "llm"
+prompt = "Summarise: {{ steps.read.output }}"
+"#,
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    mock.push_side(Reply::sse(anthropic_text("Two words.", 10)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = client
+        .chat_send(&key, "/workflow summarise file=notes.txt")
+        .await;
+    let end = client.chat_end(&run).await;
+    let text: String = end["payload"]["message"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["text"].as_str())
+        .collect();
+    assert!(
+        text.contains("Workflow `summarise` finished (2 steps): Two words."),
+        "{text}"
+    );
+    let prompt = mock.side_requests()[0].body["messages"].to_string();
+    assert!(prompt.contains("alpha beta"), "{prompt}");
+}
