@@ -158,9 +158,11 @@ impl Session {
                 }
             }
         };
+        // A session on Claude Code never has pincer call with the CLI's
+        // login, workflow steps included.
         let model = |name: &str| {
             let model = settings.catalog.resolve(name).ok()?;
-            let key = settings.api_key(&model);
+            let key = settings.own_call_key(&model, &config.model);
             Some((model, key))
         };
         let recorded = Mutex::new(recorded);
