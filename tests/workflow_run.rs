@@ -378,10 +378,10 @@ then = "slow"
     assert_eq!(records[0].output, json!("The step timed out after 0.2 s."));
 }
 
-/// A shipped example workflow (docs/examples/workflows/NAME.toml).
+/// A shipped example workflow (docs/workflow-examples/NAME.toml).
 fn example(name: &str) -> Workflow {
     let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("docs/examples/workflows")
+        .join("docs/workflow-examples")
         .join(format!("{name}.toml"));
     let text = std::fs::read_to_string(&path).unwrap();
     Workflow::parse(&path, &text, &Tools).unwrap_or_else(|e| panic!("{e:?}"))
