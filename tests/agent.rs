@@ -10,14 +10,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use pincer::agent::{
-    self, AgentConfig, AgentEvent, AgentHost, AgentMessage, Answer, Mode, Permissions, RunStop,
-};
-use pincer::llm::catalog::Catalog;
-use pincer::llm::{
-    Api, AssistantContent, Content, LlmError, Message, Secret, StopReason, StreamConfig,
-    ThinkingLevel, ToolCall,
-};
+use pincer::agent::{self, AgentConfig, AgentEvent, AgentHost, AgentMessage, Answer, RunStop};
+use pincer::llm::{Api, AssistantContent, Content, LlmError, Message, StopReason, ToolCall};
 use pincer::tools::{self, CallInfo, Display};
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -94,43 +88,6 @@ impl AgentHost for Recorder {
     }
 }
 
-fn config(mock: &MockModel, project: &std::path::Path) -> AgentConfig {
-    let url = mock.anthropic_url();
-    let catalog = Catalog::new(&Default::default(), &|k| {
-        (k == "ANTHROPIC_BASE_URL").then(|| url.clone())
-    });
-    AgentConfig {
-        auth_profile: None,
-        compaction: Default::default(),
-        memory_dir: None,
-        prune: Default::default(),
-        last_call: None,
-        credentials: None,
-        fallbacks: Vec::new(),
-        rotate_rate_limits: false,
-        guard: Default::default(),
-        extra_tools: None,
-        clock: Default::default(),
-        session_id: None,
-        runtime: None,
-        model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
-        key: Some(Secret::new("test-key")),
-        thinking: ThinkingLevel::Off,
-        system_prompt: "You are a test.".to_string(),
-        max_turns: 10,
-        stream: StreamConfig {
-            idle_timeout: Duration::from_secs(5),
-        },
-        max_retries: 0,
-        retry_base_delay: Duration::from_millis(1),
-        permissions: std::sync::Arc::new(Permissions::new(
-            Mode::Default,
-            vec![project.to_path_buf()],
-            None,
-        )),
-    }
-}
-
 /// Runs one prompt with the built-in tools in `project`.
 async fn run(
     project: &std::path::Path,
@@ -187,7 +144,7 @@ async fn events_come_in_order_and_every_call_gets_a_result() {
     let mut history = Vec::new();
     let stop = run(
         project.path(),
-        &config(&mock, project.path()),
+        &support::agent_config(&mock, project.path()),
         &mut history,
         "go",
         &host,
@@ -259,7 +216,7 @@ async fn assistant_messages_record_where_they_came_from() {
     let mut history = Vec::new();
     run(
         project.path(),
-        &config(&mock, project.path()),
+        &support::agent_config(&mock, project.path()),
         &mut history,
         "hi",
         &host,
@@ -308,7 +265,7 @@ async fn cancelling_mid_batch_still_answers_every_call() {
     let mut history = Vec::new();
     let stop = run(
         project.path(),
-        &config(&mock, project.path()),
+        &support::agent_config(&mock, project.path()),
         &mut history,
         "go",
         &host,
@@ -351,7 +308,7 @@ async fn a_failure_after_streaming_began_is_not_retried_and_keeps_the_text() {
     let project = tempfile::tempdir().unwrap();
     let mock = MockModel::start().await;
     mock.push(Reply::fixture("anthropic/overloaded_midstream.sse"));
-    let mut cfg = config(&mock, project.path());
+    let mut cfg = support::agent_config(&mock, project.path());
     cfg.max_retries = 3;
     let host = Recorder::new(Answer::AllowOnce);
     let mut history = Vec::new();
@@ -398,7 +355,7 @@ async fn a_stream_cut_off_before_its_end_is_an_error() {
     let mut history = Vec::new();
     let stop = run(
         project.path(),
-        &config(&mock, project.path()),
+        &support::agent_config(&mock, project.path()),
         &mut history,
         "hi",
         &host,
@@ -419,7 +376,7 @@ async fn a_silent_provider_hits_the_idle_timeout() {
         body: support::mock_model::fixture("anthropic/text.sse"),
         events: 2,
     });
-    let mut cfg = config(&mock, project.path());
+    let mut cfg = support::agent_config(&mock, project.path());
     cfg.stream.idle_timeout = Duration::from_millis(300);
     let host = Recorder::new(Answer::AllowOnce);
     let mut history = Vec::new();
@@ -475,7 +432,7 @@ async fn permission_rejected_becomes_an_error_result_the_model_sees() {
     let mut history = Vec::new();
     let stop = run(
         project.path(),
-        &config(&mock, project.path()),
+        &support::agent_config(&mock, project.path()),
         &mut history,
         "go",
         &host,
@@ -526,7 +483,7 @@ async fn run_text(mock: &MockModel) -> Recorder {
     let mut history = Vec::new();
     let stop = run(
         project.path(),
-        &config(mock, project.path()),
+        &support::agent_config(mock, project.path()),
         &mut history,
         "hi",
         &host,
@@ -614,7 +571,7 @@ async fn the_claude_code_runtime_emits_the_native_loop_s_events_and_history() {
     mock.push(Reply::sse(support::sse::anthropic_text("Done.", 5)));
     let native_host = Recorder::new(Answer::AllowOnce);
     let mut native = Vec::new();
-    let config = config(&mock, project.path());
+    let config = support::agent_config(&mock, project.path());
     let stop = run(
         project.path(),
         &config,

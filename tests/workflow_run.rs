@@ -7,13 +7,11 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Mutex;
 
 use futures::future::BoxFuture;
-use pincer::agent::{AgentConfig, AgentEvent, AgentHost, Answer, Mode, Permissions};
-use pincer::llm::catalog::Catalog;
-use pincer::llm::{Secret, StreamConfig, ThinkingLevel, ToolCall};
+use pincer::agent::{AgentEvent, AgentHost, Answer};
+use pincer::llm::ToolCall;
 use pincer::tools::{self, CallInfo, Display};
 use pincer::workflow::run::{Runner, StepEvent, StepRecord};
 use pincer::workflow::{Known, Workflow};
@@ -72,43 +70,6 @@ impl Known for Tools {
     }
 }
 
-fn config(mock: &MockModel, project: &std::path::Path) -> AgentConfig {
-    let url = mock.anthropic_url();
-    let catalog = Catalog::new(&Default::default(), &|k| {
-        (k == "ANTHROPIC_BASE_URL").then(|| url.clone())
-    });
-    AgentConfig {
-        auth_profile: None,
-        compaction: Default::default(),
-        memory_dir: None,
-        prune: Default::default(),
-        last_call: None,
-        credentials: None,
-        fallbacks: Vec::new(),
-        rotate_rate_limits: false,
-        guard: Default::default(),
-        extra_tools: None,
-        clock: Default::default(),
-        session_id: None,
-        runtime: None,
-        model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
-        key: Some(Secret::new("test-key")),
-        thinking: ThinkingLevel::Off,
-        system_prompt: "You are a test.".to_string(),
-        max_turns: 10,
-        stream: StreamConfig {
-            idle_timeout: Duration::from_secs(5),
-        },
-        max_retries: 0,
-        retry_base_delay: Duration::from_millis(1),
-        permissions: Arc::new(Permissions::new(
-            Mode::Default,
-            vec![project.to_path_buf()],
-            None,
-        )),
-    }
-}
-
 /// Runs `workflow` in a project with a.txt and src/; returns the steps
 /// run, the host's events and the result.
 async fn run(
@@ -155,7 +116,7 @@ async fn run_in(
         }
     };
     let recorded = Mutex::new(Vec::new());
-    let config = config(mock, project);
+    let config = support::agent_config(mock, project);
     let tools = tools::builtin();
     let client = reqwest::Client::new();
     let cancel = CancellationToken::new();
@@ -439,18 +400,7 @@ async fn the_test_fix_example_loops_until_the_tests_pass() {
 #[tokio::test]
 async fn the_release_notes_example_writes_notes_from_the_git_log() {
     let project = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(project.path())
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.com")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.com")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-    };
+    let git = |args: &[&str]| git(project.path(), args);
     git(&["init", "-q"]);
     git(&["commit", "-q", "--allow-empty", "-m", "Release 1.0"]);
     git(&["tag", "v1.0"]);
@@ -517,18 +467,7 @@ async fn the_code_review_example_fixes_with_permission_or_approves() {
 
     // For real: a repository with a change that breaks a file.
     let project = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(project.path())
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.com")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.com")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-    };
+    let git = |args: &[&str]| git(project.path(), args);
     git(&["init", "-q"]);
     std::fs::write(project.path().join("limit.txt"), "max = 10\n").unwrap();
     git(&["add", "."]);
@@ -569,4 +508,18 @@ async fn the_code_review_example_fixes_with_permission_or_approves() {
         std::fs::read_to_string(project.path().join("limit.txt")).unwrap(),
         "max = 10\n"
     );
+}
+
+/// Runs git in `dir` as a fixed author; fails the test if git does.
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
 }

@@ -129,3 +129,42 @@ pub fn without_time_lines(value: &serde_json::Value) -> serde_json::Value {
         other => other.clone(),
     }
 }
+
+/// An agent config for library tests: the mock model as Anthropic with a
+/// test key, default permissions over `project`, no retries.
+pub fn agent_config(mock: &MockModel, project: &std::path::Path) -> pincer::agent::AgentConfig {
+    let url = mock.anthropic_url();
+    let catalog = pincer::llm::catalog::Catalog::new(&Default::default(), &|k| {
+        (k == "ANTHROPIC_BASE_URL").then(|| url.clone())
+    });
+    pincer::agent::AgentConfig {
+        auth_profile: None,
+        compaction: Default::default(),
+        memory_dir: None,
+        prune: Default::default(),
+        last_call: None,
+        credentials: None,
+        fallbacks: Vec::new(),
+        rotate_rate_limits: false,
+        guard: Default::default(),
+        extra_tools: None,
+        clock: Default::default(),
+        session_id: None,
+        runtime: None,
+        model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
+        key: Some(pincer::llm::Secret::new("test-key")),
+        thinking: pincer::llm::ThinkingLevel::Off,
+        system_prompt: "You are a test.".to_string(),
+        max_turns: 10,
+        stream: pincer::llm::StreamConfig {
+            idle_timeout: std::time::Duration::from_secs(5),
+        },
+        max_retries: 0,
+        retry_base_delay: std::time::Duration::from_millis(1),
+        permissions: std::sync::Arc::new(pincer::agent::Permissions::new(
+            pincer::agent::Mode::Default,
+            vec![project.to_path_buf()],
+            None,
+        )),
+    }
+}
