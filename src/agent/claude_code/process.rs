@@ -23,6 +23,10 @@ const CLAUDE_TOOLS: &str = "Bash,BashOutput,KillShell,Edit,MultiEdit,Write,Read,
 /// protocol on the same pipes (`"type": "sdk"`).
 pub const SERVER_NAME: &str = "pincer";
 
+/// The largest system prompt passed as an argument (Linux takes 128 KiB
+/// per argument).
+const INLINE_PROMPT: usize = 64 * 1024;
+
 /// How much of the CLI's stderr is kept to explain a failure.
 const STDERR_TAIL: usize = 8 * 1024;
 
@@ -51,7 +55,7 @@ pub struct Process {
     stdin: ChildStdin,
     stdout: Lines<BufReader<ChildStdout>>,
     stderr: Arc<Mutex<String>>,
-    prompt_file: PathBuf,
+    prompt_file: Option<PathBuf>,
     next_request: u64,
 }
 
@@ -85,11 +89,18 @@ impl Process {
     /// Starts the CLI for `key`, continuing `resume` or starting the
     /// session `session_id`.
     pub fn spawn(key: Key, resume: Option<String>, session_id: String) -> Result<Self, SpawnError> {
-        let prompt_file = std::env::temp_dir().join(format!(
-            "pincer-claude-code-{}.md",
-            uuid::Uuid::new_v4().simple()
-        ));
-        write_private(&prompt_file, &key.system_prompt).map_err(SpawnError::Prompt)?;
+        // A prompt that fits an argument goes inline: no file to leave
+        // behind if pincer is killed. A larger one goes in a private file.
+        let prompt_file = if key.system_prompt.len() > INLINE_PROMPT {
+            let file = std::env::temp_dir().join(format!(
+                "pincer-claude-code-{}.md",
+                uuid::Uuid::new_v4().simple()
+            ));
+            write_private(&file, &key.system_prompt).map_err(SpawnError::Prompt)?;
+            Some(file)
+        } else {
+            None
+        };
         let mut command = tokio::process::Command::new(&key.program);
         command
             .args([
@@ -112,9 +123,11 @@ impl Process {
             ])
             .arg(format!("--disallowedTools={CLAUDE_TOOLS}"))
             .arg(format!("--model={}", key.model))
-            .arg(format!("--max-turns={}", key.max_turns))
-            .arg("--system-prompt-file")
-            .arg(&prompt_file);
+            .arg(format!("--max-turns={}", key.max_turns));
+        match &prompt_file {
+            Some(file) => command.arg("--system-prompt-file").arg(file),
+            None => command.arg(format!("--system-prompt={}", key.system_prompt)),
+        };
         match &resume {
             Some(id) => command.arg(format!("--resume={id}")),
             None => command.arg(format!("--session-id={session_id}")),
@@ -135,7 +148,9 @@ impl Process {
         let mut child = match command.spawn() {
             Ok(child) => child,
             Err(source) => {
-                let _ = std::fs::remove_file(&prompt_file);
+                if let Some(file) = &prompt_file {
+                    let _ = std::fs::remove_file(file);
+                }
                 return Err(if source.kind() == std::io::ErrorKind::NotFound {
                     SpawnError::Missing(key.program.clone())
                 } else {
@@ -149,7 +164,9 @@ impl Process {
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
-            let _ = std::fs::remove_file(&prompt_file);
+            if let Some(file) = &prompt_file {
+                let _ = std::fs::remove_file(file);
+            }
             return Err(SpawnError::Failed {
                 program: key.program.clone(),
                 source: std::io::Error::other("its pipes were not opened"),
@@ -251,7 +268,9 @@ impl Process {
 
 impl Drop for Process {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.prompt_file);
+        if let Some(file) = &self.prompt_file {
+            let _ = std::fs::remove_file(file);
+        }
         self.kill_group();
     }
 }
