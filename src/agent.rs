@@ -329,6 +329,14 @@ pub trait Runtime: Send + Sync + std::fmt::Debug {
         run: Run<'a>,
         history: &'a mut Vec<AgentMessage>,
     ) -> BoxFuture<'a, Result<RunStop, Fallback>>;
+
+    /// A runtime of the same kind for a task outside the session's
+    /// conversation (a workflow's llm step): it answers in a conversation
+    /// of its own and leaves the session's untouched. `None`: pincer's own
+    /// model call does such tasks.
+    fn detached(&self) -> Option<Arc<dyn Runtime>> {
+        None
+    }
 }
 
 /// pincer's own loop as a [`Runtime`]: what runs a turn when the config

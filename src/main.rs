@@ -207,7 +207,7 @@ enum Command {
         command: CronCommand,
     },
     /// Workflows (`<config dir>/workflows/*.toml`, a trusted project's
-    /// `.pincer/workflows/*.toml`): list, check, dry-run.
+    /// `.pincer/workflows/*.toml`): list, check, dry-run, run, resume.
     Workflow {
         #[command(subcommand)]
         command: WorkflowCommand,
@@ -335,6 +335,89 @@ enum WorkflowCommand {
         #[arg(long = "input", value_name = "NAME=VALUE")]
         inputs: Vec<String>,
     },
+    /// Run a workflow headless, as a session (`pincer sessions list` shows
+    /// it). text prints the last step's output on stdout and each step on
+    /// stderr; json one result object; stream-json the plan and every
+    /// session/update an editor would get, then the result.
+    #[command(after_help = pincer::cli::workflow::EXIT_CODES_HELP)]
+    Run {
+        name: String,
+        /// An input, NAME=VALUE (repeatable).
+        #[arg(long = "input", value_name = "NAME=VALUE")]
+        inputs: Vec<String>,
+        #[command(flatten)]
+        common: WorkflowRunArgs,
+    },
+    /// Finish the workflow run a killed process left behind in a session,
+    /// from its last finished step.
+    #[command(after_help = pincer::cli::workflow::EXIT_CODES_HELP)]
+    Resume {
+        /// The session id (a unique prefix is enough); default: the most
+        /// recent session of the working directory.
+        session: Option<String>,
+        #[command(flatten)]
+        common: WorkflowRunArgs,
+    },
+}
+
+/// What `pincer workflow run` and `resume` share with `pincer run`.
+#[derive(clap::Args, Debug)]
+struct WorkflowRunArgs {
+    /// Model for llm steps that name none, as provider/model.
+    #[arg(long, value_name = "PROVIDER/MODEL")]
+    model: Option<String>,
+    /// Same as --output-format stream-json.
+    #[arg(long, conflicts_with = "output_format")]
+    json: bool,
+    #[arg(long, value_enum, default_value = "text")]
+    output_format: OutputFormat,
+    /// What tool steps may do without asking (nobody can be asked).
+    #[arg(long, value_enum, default_value = "read-only")]
+    mode: RunMode,
+    /// Trust this project's configuration for this run (its workflows,
+    /// MCP servers, providers).
+    #[arg(long)]
+    trust: bool,
+    /// The working directory (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<std::path::PathBuf>,
+    /// Override a config.toml key for this run (repeatable).
+    #[arg(short = 'c', long = "config", value_name = "KEY=VALUE")]
+    config: Vec<String>,
+    /// Print only the result (and errors): no step activity.
+    #[arg(long, short = 'q', conflicts_with = "verbose")]
+    quiet: bool,
+    /// Also print the session and a closing line (on stderr).
+    #[arg(long, short = 'v')]
+    verbose: bool,
+}
+
+impl WorkflowRunArgs {
+    fn options(self, session: Continue) -> RunOptions {
+        RunOptions {
+            prompt: None,
+            model: self.model,
+            format: if self.json {
+                OutputFormat::StreamJson
+            } else {
+                self.output_format
+            },
+            verbosity: match (self.quiet, self.verbose) {
+                (true, _) => Verbosity::Quiet,
+                (_, true) => Verbosity::Verbose,
+                _ => Verbosity::Normal,
+            },
+            mode: self.mode,
+            trust: self.trust,
+            append_system_prompt: None,
+            cwd: self.cwd,
+            session,
+            max_turns: None,
+            allowed_tools: Vec::new(),
+            disallowed_tools: Vec::new(),
+            overrides: self.config,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -583,15 +666,33 @@ fn main() -> std::process::ExitCode {
                 let CronCommand::List { json } = command;
                 report(pincer::cli::cron::list(json))
             }
-            Command::Workflow { command } => report(match command {
-                WorkflowCommand::List => pincer::cli::workflow::list(),
-                WorkflowCommand::Check => pincer::cli::workflow::check(),
+            Command::Workflow { command } => match command {
+                WorkflowCommand::List => report(pincer::cli::workflow::list()),
+                WorkflowCommand::Check => report(pincer::cli::workflow::check()),
                 WorkflowCommand::DryRun {
                     name,
                     outputs,
                     inputs,
-                } => pincer::cli::workflow::dry_run(&name, &inputs, &outputs),
-            }),
+                } => report(pincer::cli::workflow::dry_run(&name, &inputs, &outputs)),
+                WorkflowCommand::Run {
+                    name,
+                    inputs,
+                    common,
+                } => {
+                    pincer::cli::workflow::run(
+                        pincer::cli::workflow::Start::New { name, inputs },
+                        common.options(Continue::New),
+                    )
+                    .await
+                }
+                WorkflowCommand::Resume { session, common } => {
+                    pincer::cli::workflow::run(
+                        pincer::cli::workflow::Start::Resume,
+                        common.options(session.map_or(Continue::Latest, Continue::Id)),
+                    )
+                    .await
+                }
+            },
             Command::Channels { command } => report(match command {
                 ChannelsCommand::Approve { code } => pincer::cli::channels::approve(&code),
                 ChannelsCommand::List => pincer::cli::channels::list(),

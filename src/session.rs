@@ -174,6 +174,116 @@ impl Restored {
     }
 }
 
+/// A message only the replay shows (what a workflow did): the model
+/// never reads it.
+fn show(restored: &mut Restored, message: Message, id: Option<String>) {
+    let shown = restored
+        .shown
+        .get_or_insert_with(|| restored.history.clone());
+    if let Some(id) = id {
+        restored.entry_ids.insert(shown.len(), id);
+    }
+    shown.push(AgentMessage::Llm { message });
+}
+
+/// Said by the workflow, not by a model.
+fn workflow_says(content: Vec<crate::llm::AssistantContent>) -> Message {
+    Message::Assistant(crate::llm::AssistantMessage {
+        content,
+        provider: "pincer".to_string(),
+        api: crate::llm::Api::AnthropicMessages,
+        model: "workflow".to_string(),
+        auth_profile: None,
+        stop_reason: crate::llm::StopReason::Stop,
+        error_message: None,
+        usage: Default::default(),
+    })
+}
+
+/// A workflow step on replay as it was live: a tool step as a tool call
+/// with its result, an llm or workflow step as what it answered.
+fn show_step(restored: &mut Restored, data: &serde_json::Value, id: String) {
+    use crate::llm::AssistantContent;
+    let step = data["step"].as_str().unwrap_or_default();
+    let output = match &data["output"] {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    match data["kind"].as_str() {
+        Some("tool") => {
+            let call_id = format!("{}:{step}", data["run"].as_str().unwrap_or_default());
+            let title = format!("{} › {step}", data["workflow"].as_str().unwrap_or_default());
+            restored.calls.insert(
+                call_id.clone(),
+                CallRecord {
+                    call: Some(crate::tools::CallInfo {
+                        title,
+                        kind: crate::tools::ToolKind::Other,
+                        locations: Vec::new(),
+                    }),
+                    ..CallRecord::default()
+                },
+            );
+            let call = crate::llm::ToolCall {
+                id: call_id.clone(),
+                name: step.to_string(),
+                arguments: data["input"].clone(),
+                arguments_error: None,
+            };
+            show(
+                restored,
+                workflow_says(vec![AssistantContent::ToolCall(call)]),
+                Some(id),
+            );
+            show(
+                restored,
+                Message::ToolResult(crate::llm::ToolResultMessage {
+                    tool_call_id: call_id,
+                    tool_name: step.to_string(),
+                    content: vec![crate::llm::Content::text(output)],
+                    is_error: data["error"].as_bool().unwrap_or(false),
+                }),
+                None,
+            );
+        }
+        Some("llm" | "workflow") => show(
+            restored,
+            workflow_says(vec![AssistantContent::Text {
+                text: format!("{step}: {output}\n"),
+            }]),
+            Some(id),
+        ),
+        _ => {}
+    }
+}
+
+/// How a workflow run ended, as the live session said it.
+fn show_end(restored: &mut Restored, data: &serde_json::Value, name: Option<&str>, id: String) {
+    let name = name.unwrap_or("workflow");
+    let text = if data["ok"] == true {
+        let output = match &data["output"] {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        format!(
+            "Workflow `{name}` finished ({} steps): {output}\n",
+            data["steps"]
+        )
+    } else if data["error"] == "cancelled" {
+        return;
+    } else {
+        format!(
+            "Workflow `{name}` stopped: {}\n",
+            data["error"].as_str().unwrap_or_default()
+        )
+    };
+    show(
+        restored,
+        workflow_says(vec![crate::llm::AssistantContent::Text { text }]),
+        Some(id),
+    );
+}
+
 /// The result recorded for a call whose process was killed before the call
 /// finished, so the history stays valid for the model.
 pub const INTERRUPTED: &str = "This call was interrupted: pincer stopped before it finished, so its outcome is unknown. Check its effects before you run it again.";
@@ -355,10 +465,14 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
                     });
                 }
                 Some("step") => {
+                    show_step(&mut restored, &data, entry.id);
                     if let Some(run) = restored
                         .unfinished_workflow
                         .as_mut()
                         .filter(|r| data["run"] == r.run.as_str())
+                        // The steps of workflows it called run again with
+                        // their step.
+                        .filter(|r| data["workflow"] == r.workflow.as_str())
                     {
                         run.steps.push((
                             data["step"].as_str().unwrap_or_default().to_string(),
@@ -367,7 +481,14 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
                         ));
                     }
                 }
-                Some("end") => restored.unfinished_workflow = None,
+                Some("end") => {
+                    let name = restored
+                        .unfinished_workflow
+                        .take()
+                        .filter(|r| data["run"] == r.run.as_str())
+                        .map(|r| r.workflow);
+                    show_end(&mut restored, &data, name.as_deref(), entry.id);
+                }
                 _ => {}
             },
             Record::Runtime { runtime, resume } => {
@@ -590,23 +711,30 @@ fn summarize(path: &Path) -> Option<Summary> {
     });
     // A model-written title comes after a turn, so the session had one.
     let mut prompted = title.is_some();
+    // What the user typed last: a workflow run's title.
+    let mut command = None;
     for line in lines.take(if prompted { 0 } else { 64 }) {
         let Ok(line) = line else { break };
-        if let Ok(Entry {
-            record:
-                Record::Message {
-                    message: Message::User { content },
-                    ..
-                },
-            ..
-        }) = serde_json::from_str::<Entry>(&line)
-        {
-            prompted = true;
-            title = content.iter().find_map(|c| match c {
-                crate::llm::Content::Text { text } => title_from(text),
-                crate::llm::Content::Image { .. } => None,
-            });
-            break;
+        match serde_json::from_str::<Entry>(&line).map(|e| e.record) {
+            Ok(Record::Message {
+                message: Message::User { content },
+                ..
+            }) => {
+                prompted = true;
+                title = content.iter().find_map(|c| match c {
+                    crate::llm::Content::Text { text } => title_from(text),
+                    crate::llm::Content::Image { .. } => None,
+                });
+                break;
+            }
+            Ok(Record::Command { text }) => command = Some(text),
+            // A session that ran a workflow did something worth listing.
+            Ok(Record::Workflow { .. }) => {
+                prompted = true;
+                title = command.as_deref().and_then(title_from);
+                break;
+            }
+            _ => {}
         }
     }
     if !prompted {

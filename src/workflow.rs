@@ -12,6 +12,7 @@
 //! (the dry run, and the runner's choice of the next step).
 
 pub mod path;
+pub mod plan;
 pub mod run;
 pub mod template;
 

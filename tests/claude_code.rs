@@ -1407,3 +1407,86 @@ async fn a_silent_cli_is_stopped_after_the_idle_timeout_and_the_turn_fails_over(
     assert!(text.contains("Hello from the"), "{text}");
     assert_eq!(h.mock.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn a_workflow_s_llm_step_in_a_subscription_session_runs_in_a_claude_conversation_of_its_own()
+{
+    let h = Harness::with_config(
+        json!({"processes": [
+            {"turns": [[{"text": "Hello."}], [{"text": "Again."}]]},
+            {"turns": [[{"text": "{\"n\": 2}"}]]}
+        ]}),
+        |fake| format!("model = \"claude-max/claude-sonnet-4-5\"\n[providers.claude-max]\nclaude_path = \"{fake}\"\n"),
+    )
+    .await;
+    let dir = h.sandbox.home().join("workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("count.toml"),
+        r#"description = "Counts"
+[[steps]]
+id = "ask"
+kind = "llm"
+prompt = "How many files?"
+  [steps.schema]
+  type = "object"
+  required = ["n"]
+  [steps.schema.properties.n]
+  type = "integer"
+"#,
+    )
+    .unwrap();
+    // No API key: the CLI's login is the only way to the model.
+    let mut acp = h.acp_with(|cmd| {
+        cmd.env_remove("ANTHROPIC_API_KEY");
+    });
+    let session = h.session(&mut acp).await;
+    let id = acp.send("session/prompt", prompt(&session, "hi")).await;
+    acp.until_response(id).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "/workflow count"))
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let text = shown(&updates_of(&before));
+    assert!(text.contains("{\"n\": 2}"), "the step streamed: {text}");
+    assert!(
+        text.contains("Workflow `count` finished (1 steps): {\"n\":2}"),
+        "{text}"
+    );
+    // The session's conversation goes on in its own Claude session.
+    let id = acp.send("session/prompt", prompt(&session, "again")).await;
+    let (_, before) = acp.until_response(id).await;
+    assert!(shown(&updates_of(&before)).contains("Again."));
+    let spawns = h.spawns();
+    assert_eq!(spawns.len(), 2, "{spawns:?}");
+    let session_claude = flag(&spawns[0], "--session-id").unwrap();
+    let step_claude = flag(&spawns[1], "--session-id").unwrap();
+    assert_ne!(session_claude, step_claude);
+    assert!(flag(&spawns[1], "--resume").is_none());
+    assert_eq!(
+        flag(&spawns[1], "--model").as_deref(),
+        Some("claude-sonnet-4-5")
+    );
+    // The step's prompt went to the step's process, asking for the JSON.
+    let lines = h.user_lines();
+    assert_eq!(lines.len(), 3);
+    let step_line = texts(&lines[1]).join("\n");
+    assert!(step_line.contains("How many files?"), "{step_line}");
+    assert!(step_line.contains("JSON schema"), "{step_line}");
+    assert!(
+        texts(&lines[2]).iter().all(|t| !t.contains("How many")),
+        "the session's Claude conversation never saw the step"
+    );
+    // The transcript resumes the session's Claude session, not the step's.
+    let transcript = h.transcript(&session);
+    let resumes: Vec<&Value> = entries(&transcript, "runtime")
+        .iter()
+        .map(|e| &e["resume"])
+        .collect();
+    assert_eq!(
+        resumes,
+        vec![&json!(session_claude), &json!(session_claude)]
+    );
+    assert!(h.mock.requests().is_empty() && h.mock.side_requests().is_empty());
+}

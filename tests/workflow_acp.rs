@@ -35,7 +35,10 @@ fn plans(updates: &[Value]) -> Vec<String> {
                 .unwrap()
                 .iter()
                 .map(|e| {
-                    let id = e["content"].as_str().unwrap().split(' ').next().unwrap();
+                    // A parallel step's substeps by their own id.
+                    let content = e["content"].as_str().unwrap();
+                    let id = content.split(" (").next().unwrap();
+                    let id = id.rsplit("› ").next().unwrap();
                     let status = match e["status"].as_str().unwrap() {
                         "pending" => "-",
                         "in_progress" => ">",
@@ -99,23 +102,40 @@ async fn a_workflow_runs_as_a_plan_with_tool_calls_and_streamed_steps() {
         .await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let updates = updates_of(&before);
-    assert_eq!(
-        plans(&updates),
-        vec![
-            "read_file- gather- analyse- decide- suggest_fix- write_notes- approve-",
-            "read_file> gather- analyse- decide- suggest_fix- write_notes- approve-",
-            "read_filex gather- analyse- decide- suggest_fix- write_notes- approve-",
-            "read_filex gather> analyse- decide- suggest_fix- write_notes- approve-",
-            "read_filex gatherx analyse- decide- suggest_fix- write_notes- approve-",
-            "read_filex gatherx analyse> decide- suggest_fix- write_notes- approve-",
-            "read_filex gatherx analysex decide- suggest_fix- write_notes- approve-",
-            "read_filex gatherx analysex decide> suggest_fix- write_notes- approve-",
-            "read_filex gatherx analysex decidex suggest_fix- write_notes- approve-",
-            "read_filex gatherx analysex decidex suggest_fix> write_notes- approve-",
-            "read_filex gatherx analysex decidex suggest_fixx write_notes- approve-",
-            "read_filex gatherx analysex decidex suggest_fixx write_notes> approve-",
-            "read_filex gatherx analysex decidex suggest_fixx write_notesx approve-",
-        ]
+    // The whole sequence. The substeps of `gather` start with it and run
+    // at once, so either may finish first.
+    let start = [
+        "read_file- gather- list_src- grep_word- analyse- decide- suggest_fix- write_notes- approve-",
+        "read_file> gather- list_src- grep_word- analyse- decide- suggest_fix- write_notes- approve-",
+        "read_filex gather- list_src- grep_word- analyse- decide- suggest_fix- write_notes- approve-",
+        "read_filex gather> list_src> grep_word> analyse- decide- suggest_fix- write_notes- approve-",
+    ];
+    let list_first = "read_filex gather> list_srcx grep_word> analyse- decide- suggest_fix- write_notes- approve-";
+    let grep_first = "read_filex gather> list_src> grep_wordx analyse- decide- suggest_fix- write_notes- approve-";
+    let rest = [
+        "read_filex gather> list_srcx grep_wordx analyse- decide- suggest_fix- write_notes- approve-",
+        "read_filex gatherx list_srcx grep_wordx analyse- decide- suggest_fix- write_notes- approve-",
+        "read_filex gatherx list_srcx grep_wordx analyse> decide- suggest_fix- write_notes- approve-",
+        "read_filex gatherx list_srcx grep_wordx analysex decide- suggest_fix- write_notes- approve-",
+        "read_filex gatherx list_srcx grep_wordx analysex decide> suggest_fix- write_notes- approve-",
+        "read_filex gatherx list_srcx grep_wordx analysex decidex suggest_fix- write_notes- approve-",
+        "read_filex gatherx list_srcx grep_wordx analysex decidex suggest_fix> write_notes- approve-",
+        "read_filex gatherx list_srcx grep_wordx analysex decidex suggest_fixx write_notes- approve-",
+        "read_filex gatherx list_srcx grep_wordx analysex decidex suggest_fixx write_notes> approve-",
+        "read_filex gatherx list_srcx grep_wordx analysex decidex suggest_fixx write_notesx approve-",
+    ];
+    let expected = |middle: &str| -> Vec<String> {
+        start
+            .iter()
+            .chain([&middle])
+            .chain(rest.iter())
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let plans = plans(&updates);
+    assert!(
+        plans == expected(list_first) || plans == expected(grep_first),
+        "{plans:#?}"
     );
     // Tool steps are tool calls; the write was asked about.
     let tools: Vec<&str> = updates
@@ -179,6 +199,72 @@ async fn a_workflow_runs_as_a_plan_with_tool_calls_and_streamed_steps() {
         !entries
             .iter()
             .any(|e| e["type"] == "message" || e["type"] == "tool_result")
+    );
+    acp.assert_stdout_was_json_rpc();
+    drop(acp);
+
+    // Reopened, the session shows what the run did: the command, each
+    // tool step as a finished tool call, what the llm steps answered, and
+    // how it ended.
+    let mut acp: Acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize().await;
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": session, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert!(response["error"].is_null(), "{response}");
+    let replayed = updates_of(&before);
+    let user: String = replayed
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "user_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(user, "/workflow review file=README.md");
+    let calls: Vec<(&str, &str)> = replayed
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update")
+        .map(|u| {
+            (
+                u["toolCallId"].as_str().unwrap(),
+                u["status"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(calls.len(), 4, "{replayed:#?}");
+    assert!(
+        calls.iter().all(|(_, status)| *status == "completed"),
+        "{calls:?}"
+    );
+    let titles: Vec<&str> = replayed
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .map(|u| u["title"].as_str().unwrap())
+        .collect();
+    let mut sorted = titles.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        vec![
+            "review › grep_word",
+            "review › list_src",
+            "review › read_file",
+            "review › write_notes"
+        ]
+    );
+    let said: String = replayed
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert!(said.contains("suggest_fix: Fix the typo."), "{said}");
+    assert!(
+        said.ends_with(
+            "Workflow `review` finished (8 steps): Successfully wrote 13 bytes to REVIEW.md\n"
+        ),
+        "{said}"
     );
     acp.assert_stdout_was_json_rpc();
 }
@@ -257,11 +343,11 @@ async fn a_run_a_killed_process_left_behind_resumes_from_its_last_finished_step(
     let plans = plans(&updates);
     assert_eq!(
         plans.first().unwrap(),
-        "read_filex gatherx analysex decidex suggest_fixx write_notes- approve-"
+        "read_filex gatherx list_srcx grep_wordx analysex decidex suggest_fixx write_notes- approve-"
     );
     assert_eq!(
         plans.last().unwrap(),
-        "read_filex gatherx analysex decidex suggest_fixx write_notesx approve-"
+        "read_filex gatherx list_srcx grep_wordx analysex decidex suggest_fixx write_notesx approve-"
     );
     // Nothing is left to resume.
     let id = acp

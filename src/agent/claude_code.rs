@@ -254,6 +254,15 @@ impl Runtime for ClaudeCode {
     ) -> BoxFuture<'a, Result<RunStop, Fallback>> {
         Box::pin(self.run_claude(run, history))
     }
+
+    /// A new Claude Code conversation in a process of its own, ended when
+    /// the runtime is dropped.
+    fn detached(&self) -> Option<Arc<dyn Runtime>> {
+        Some(Arc::new(ClaudeCode::new(
+            self.settings.clone(),
+            Session::new(None, None),
+        )))
+    }
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use crate::llm::Content;
 use crate::session::transcript;
 use crate::tools;
 pub use output::{OutputFormat, Verbosity};
-use output::{PrintHost, lock, print_line, usage_json};
+pub(crate) use output::{PrintHost, lock, print_line, usage_json};
 use resume::{choose_model, locate, record_unanswered};
 
 /// The exit codes of `pincer run`, distinct so that a script can tell a
@@ -129,7 +129,7 @@ pub struct RunOptions {
 
 /// Why a run ended before (or instead of) an answer.
 #[derive(Debug, thiserror::Error)]
-enum Failure {
+pub(crate) enum Failure {
     #[error("{0}")]
     Usage(String),
     #[error("{0}")]
@@ -139,7 +139,7 @@ enum Failure {
 }
 
 impl Failure {
-    fn code(&self) -> i32 {
+    pub(crate) fn code(&self) -> i32 {
         match self {
             Failure::Usage(_) => exit::USAGE,
             Failure::Credentials(_) => exit::CREDENTIALS,
@@ -147,7 +147,7 @@ impl Failure {
         }
     }
 
-    fn subtype(&self) -> &'static str {
+    pub(crate) fn subtype(&self) -> &'static str {
         match self {
             Failure::Usage(_) => "error_usage",
             Failure::Credentials(_) => "error_credentials",
@@ -195,6 +195,141 @@ async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure>
         .map_err(Failure::Usage)?;
     let prompt =
         input::compose(options.prompt.as_deref(), piped.as_deref()).map_err(Failure::Usage)?;
+    let Prepared {
+        settings,
+        cwd,
+        session_id,
+        tools,
+        mcp,
+        config,
+        host,
+        http,
+        cancel,
+        restored,
+        ..
+    } = prepare(options, &json!({}), &mut |settings, model, _| {
+        check_credentials(settings, model)
+    })
+    .await?;
+    let content = vec![Content::text(prompt)];
+    // The time line the model reads with the prompt is stored with it, so
+    // that a `--continue` sends the same bytes and the prompt cache holds.
+    let time = agent::time_line(&config);
+    host.record(transcript::Record::Message {
+        message: crate::llm::Message::User {
+            content: content.clone(),
+        },
+        time: Some(time.clone()),
+    });
+    let mut history = restored.map(|r| r.history).unwrap_or_default();
+    let stop = agent::run_timed(
+        &http,
+        &config,
+        &tools,
+        &cwd,
+        &mut history,
+        content,
+        time,
+        &host,
+        &cancel,
+    )
+    .await;
+    host.terminal.quiet();
+    mcp.shutdown().await;
+    record_unanswered(&host, &history, &config.model, &stop);
+    if let RunStop::LoopDetected(text) | RunStop::Blocked(text) = &stop {
+        host.record(transcript::Record::Notice { text: text.clone() });
+    }
+    if options.format == OutputFormat::Text && !*lock(&host.ended_with_newline) {
+        println!();
+    }
+    let (code, subtype, message) = outcome(&stop, &settings, &config);
+    let tally = lock(&host.tally);
+    let duration_ms = started.elapsed().as_millis() as u64;
+    match options.format {
+        OutputFormat::Text => {
+            if let Some(message) = &message {
+                eprintln!("pincer: {message}");
+            }
+            if options.verbosity == Verbosity::Verbose || host.terminal.interactive {
+                let closing = format!(
+                    "pincer: {} model call{}, {} tokens in, {} out, ${:.4}, {:.1} s",
+                    tally.turns,
+                    if tally.turns == 1 { "" } else { "s" },
+                    tally.usage.input + tally.usage.cache_read + tally.usage.cache_write,
+                    tally.usage.output,
+                    tally.cost,
+                    duration_ms as f64 / 1000.0
+                );
+                eprintln!("{}", host.terminal.dim(&closing));
+            }
+        }
+        OutputFormat::Json | OutputFormat::StreamJson => {
+            let mut result = json!({
+                "type": "result",
+                "subtype": subtype,
+                "is_error": code != exit::SUCCESS,
+                "exit_code": code,
+                "stop_reason": crate::acp::updates::stop_reason(&stop),
+                "result": tally.final_text,
+                "session_id": session_id,
+                "model": config.model.full_id(),
+                "cwd": cwd,
+                "num_turns": tally.turns,
+                "duration_ms": duration_ms,
+                "total_cost_usd": tally.cost,
+                "usage": usage_json(&tally.usage),
+            });
+            if let (Some(message), Value::Object(map)) = (message, &mut result) {
+                map.insert("error".into(), Value::String(message));
+            }
+            print_line(&result);
+        }
+    }
+    Ok(code)
+}
+
+/// What a run checks with the settings, the model and the continued
+/// session before it starts a transcript.
+pub(crate) type Check<'a> = dyn FnMut(&Settings, &crate::llm::Model, Option<&crate::session::Restored>) -> Result<(), Failure>
+    + 'a;
+
+/// The model's provider has credentials.
+pub(crate) fn check_credentials(
+    settings: &Settings,
+    model: &crate::llm::Model,
+) -> Result<(), Failure> {
+    if settings.has_credentials(model) {
+        Ok(())
+    } else {
+        Err(Failure::Credentials(settings.credential_hint(model)))
+    }
+}
+
+/// A headless session ready to run: the settings with the command line's
+/// overrides, the model with its credentials, the tools, MCP servers,
+/// policy and permissions of `--mode`, the transcript (new, or the one
+/// continued) and the host that prints and records. The `stream-json`
+/// start event is printed, with `init` added to it.
+pub(crate) struct Prepared {
+    pub settings: Settings,
+    pub cwd: PathBuf,
+    pub session_id: String,
+    pub tools: Vec<Arc<dyn crate::tools::Tool>>,
+    pub mcp: Arc<crate::mcp::Manager>,
+    pub config: agent::AgentConfig,
+    pub host: PrintHost,
+    pub http: reqwest::Client,
+    pub cancel: CancellationToken,
+    /// The continued session's state.
+    pub restored: Option<crate::session::Restored>,
+}
+
+pub(crate) async fn prepare(
+    options: &RunOptions,
+    init: &Value,
+    check: &mut Check<'_>,
+) -> Result<Prepared, Failure> {
     let (cwd, resumed) = locate(options)?;
     let mut settings = Settings::load_from_process_with(&cwd, options.trust)
         .map_err(|e| Failure::Other(e.into()))?;
@@ -213,9 +348,7 @@ async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure>
         .as_ref()
         .map(|r| crate::session::restore(r.loaded.entries.clone()));
     let model = choose_model(&settings, options, restored.as_ref())?;
-    if !settings.has_credentials(&model) {
-        return Err(Failure::Credentials(settings.credential_hint(&model)));
-    }
+    check(&settings, &model, restored.as_ref())?;
 
     let tools = tools::builtin_with(Arc::new(tools::shell::ShellEnv::from_config(
         &settings.config,
@@ -335,16 +468,22 @@ async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure>
     }
     let tool_names: Vec<String> = offered.iter().map(|t| t.name().to_string()).collect();
     match options.format {
-        OutputFormat::StreamJson => print_line(&json!({
-            "type": "system",
-            "subtype": "init",
-            "session_id": session_id,
-            "model": model.full_id(),
-            "cwd": cwd,
-            "tools": tool_names,
-            "mode": options.mode.mode().id(),
-            "resumed": resumed.is_some(),
-        })),
+        OutputFormat::StreamJson => {
+            let mut start = json!({
+                "type": "system",
+                "subtype": "init",
+                "session_id": session_id,
+                "model": model.full_id(),
+                "cwd": cwd,
+                "tools": tool_names,
+                "mode": options.mode.mode().id(),
+                "resumed": resumed.is_some(),
+            });
+            if let (Value::Object(start), Value::Object(more)) = (&mut start, init) {
+                start.extend(more.clone());
+            }
+            print_line(&start);
+        }
         OutputFormat::Text if options.verbosity == Verbosity::Verbose => eprintln!(
             "pincer: session {session_id} · {} · {}",
             model.full_id(),
@@ -352,90 +491,25 @@ async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure>
         ),
         _ => {}
     }
-
-    let content = vec![Content::text(prompt)];
-    // The time line the model reads with the prompt is stored with it, so
-    // that a `--continue` sends the same bytes and the prompt cache holds.
-    let time = agent::time_line(&config);
-    host.record(transcript::Record::Message {
-        message: crate::llm::Message::User {
-            content: content.clone(),
-        },
-        time: Some(time.clone()),
-    });
-    let mut history = restored.map(|r| r.history).unwrap_or_default();
-    let stop = agent::run_timed(
-        &http,
-        &config,
-        &tools,
-        &cwd,
-        &mut history,
-        content,
-        time,
-        &host,
-        &cancel,
-    )
-    .await;
-    host.terminal.quiet();
-    mcp.shutdown().await;
-    record_unanswered(&host, &history, &config.model, &stop);
-    if let RunStop::LoopDetected(text) | RunStop::Blocked(text) = &stop {
-        host.record(transcript::Record::Notice { text: text.clone() });
-    }
-    if options.format == OutputFormat::Text && !*lock(&host.ended_with_newline) {
-        println!();
-    }
-    let (code, subtype, message) = outcome(&stop, &settings, &config);
-    let tally = lock(&host.tally);
-    let duration_ms = started.elapsed().as_millis() as u64;
-    match options.format {
-        OutputFormat::Text => {
-            if let Some(message) = &message {
-                eprintln!("pincer: {message}");
-            }
-            if options.verbosity == Verbosity::Verbose || host.terminal.interactive {
-                let closing = format!(
-                    "pincer: {} model call{}, {} tokens in, {} out, ${:.4}, {:.1} s",
-                    tally.turns,
-                    if tally.turns == 1 { "" } else { "s" },
-                    tally.usage.input + tally.usage.cache_read + tally.usage.cache_write,
-                    tally.usage.output,
-                    tally.cost,
-                    duration_ms as f64 / 1000.0
-                );
-                eprintln!("{}", host.terminal.dim(&closing));
-            }
-        }
-        OutputFormat::Json | OutputFormat::StreamJson => {
-            let mut result = json!({
-                "type": "result",
-                "subtype": subtype,
-                "is_error": code != exit::SUCCESS,
-                "exit_code": code,
-                "stop_reason": crate::acp::updates::stop_reason(&stop),
-                "result": tally.final_text,
-                "session_id": session_id,
-                "model": config.model.full_id(),
-                "cwd": cwd,
-                "num_turns": tally.turns,
-                "duration_ms": duration_ms,
-                "total_cost_usd": tally.cost,
-                "usage": usage_json(&tally.usage),
-            });
-            if let (Some(message), Value::Object(map)) = (message, &mut result) {
-                map.insert("error".into(), Value::String(message));
-            }
-            print_line(&result);
-        }
-    }
-    Ok(code)
+    Ok(Prepared {
+        settings,
+        cwd,
+        session_id,
+        tools,
+        mcp,
+        config,
+        host,
+        http,
+        cancel,
+        restored,
+    })
 }
 
 /// Ctrl-C (and, on Unix, SIGTERM) cancels the run: the model call stops,
 /// child processes are killed, the transcript records the end, and the
 /// exit code is 130. The handlers are registered before this returns, so
 /// a signal that comes early is not lost.
-fn watch_signals(cancel: CancellationToken) -> std::io::Result<()> {
+pub(crate) fn watch_signals(cancel: CancellationToken) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

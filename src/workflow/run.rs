@@ -16,7 +16,9 @@ use tokio_util::sync::CancellationToken;
 use super::path::{self, State};
 use super::template::{render, render_value};
 use super::{Step, StepKind, Workflow};
-use crate::agent::{AgentConfig, AgentEvent, AgentHost};
+use crate::agent::{
+    AgentConfig, AgentEvent, AgentHost, AgentMessage, Answer, Fallback, Run, RunStop, Runtime,
+};
 use crate::llm::{Content, LlmError, Message, Model, Request, Secret};
 use crate::tools::{Tool, ToolOutput};
 
@@ -90,6 +92,49 @@ pub struct StepRecord {
     pub input: Value,
     pub output: Value,
     pub error: bool,
+}
+
+impl StepRecord {
+    /// The transcript entry of this step in run `run`.
+    pub fn entry(&self, run: &str) -> Value {
+        serde_json::json!({"event": "step", "run": run, "workflow": self.workflow,
+            "step": self.step, "kind": self.kind, "input": self.input,
+            "output": self.output, "error": self.error})
+    }
+}
+
+/// The transcript entry that starts run `run` of `workflow`.
+pub fn start_entry(run: &str, workflow: &str, inputs: &Value) -> Value {
+    serde_json::json!({"event": "start", "run": run, "workflow": workflow, "inputs": inputs})
+}
+
+/// The transcript entry that ends run `run`.
+pub fn end_entry(run: &str, result: &Result<Finished, RunError>) -> Value {
+    match result {
+        Ok(finished) => serde_json::json!({"event": "end", "run": run, "ok": true,
+            "steps": finished.steps, "output": finished.output}),
+        Err(RunError::Cancelled) => {
+            serde_json::json!({"event": "end", "run": run, "ok": false, "error": "cancelled"})
+        }
+        Err(e) => {
+            serde_json::json!({"event": "end", "run": run, "ok": false, "error": e.to_string()})
+        }
+    }
+}
+
+impl Recorded {
+    /// The finished steps of a run a killed process left behind.
+    pub fn of(unfinished: &crate::session::UnfinishedWorkflow) -> Vec<Recorded> {
+        unfinished
+            .steps
+            .iter()
+            .map(|(step, output, error)| Recorded {
+                step: step.clone(),
+                output: output.clone(),
+                error: *error,
+            })
+            .collect()
+    }
 }
 
 /// The result of a run: the last step's output and every step's.
@@ -358,11 +403,13 @@ impl Runner<'_> {
                         message: format!("unknown model `{name}`"),
                     });
                 };
+                // The session's runtime runs the session's model only.
                 AgentConfig {
                     model,
                     key,
                     credentials: None,
                     fallbacks: Vec::new(),
+                    runtime: None,
                     ..self.config.clone()
                 }
             }
@@ -416,8 +463,98 @@ impl Runner<'_> {
         unreachable!("the loop returns")
     }
 
-    /// One streamed model call; its text.
+    /// One streamed model call; its text. A session on another runtime
+    /// (Claude Code) has it answered there, in a conversation of its own;
+    /// when that runtime cannot answer, pincer's own call does, as it
+    /// would the session's turn.
     async fn ask(
+        &self,
+        step: &str,
+        config: &AgentConfig,
+        messages: &[Message],
+    ) -> Result<String, RunError> {
+        let Some(runtime) = config.runtime.as_ref().and_then(|r| r.detached()) else {
+            return self.ask_native(step, config, messages).await;
+        };
+        match self
+            .ask_runtime(step, config, runtime.as_ref(), messages)
+            .await
+        {
+            Ok(answer) => answer,
+            Err(fallback) => {
+                self.host.emit(AgentEvent::Failover {
+                    text: fallback.notice,
+                });
+                let native = AgentConfig {
+                    model: fallback.model,
+                    key: fallback.key,
+                    auth_profile: fallback.auth_profile,
+                    runtime: None,
+                    ..config.clone()
+                };
+                self.ask_native(step, &native, messages).await
+            }
+        }
+    }
+
+    /// The call through `runtime`, with no tools; `Err`: it could not
+    /// answer and pincer's own call should.
+    async fn ask_runtime(
+        &self,
+        step: &str,
+        config: &AgentConfig,
+        runtime: &dyn Runtime,
+        messages: &[Message],
+    ) -> Result<Result<String, RunError>, Fallback> {
+        let config = AgentConfig {
+            extra_tools: None,
+            ..config.clone()
+        };
+        let mut history: Vec<AgentMessage> = messages
+            .iter()
+            .cloned()
+            .map(|message| AgentMessage::Llm { message })
+            .collect();
+        let host = Detached(self.host);
+        let run = Run {
+            client: self.client,
+            config: &config,
+            tools: &[],
+            cwd: self.cwd,
+            host: &host,
+            cancel: self.cancel,
+        };
+        let stop = runtime.run(run, &mut history).await?;
+        let text = history
+            .iter()
+            .rev()
+            .find_map(|entry| match entry {
+                AgentMessage::Llm {
+                    message: Message::Assistant(answer),
+                } => Some(answer.text()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        Ok(match stop {
+            RunStop::EndTurn | RunStop::MaxTokens => Ok(text),
+            RunStop::Cancelled => Err(RunError::Cancelled),
+            RunStop::Failed(error) => Err(RunError::Model {
+                step: step.to_string(),
+                error,
+            }),
+            RunStop::Refusal => Err(RunError::Step {
+                step: step.to_string(),
+                message: "the model refused to answer".to_string(),
+            }),
+            other => Err(RunError::Step {
+                step: step.to_string(),
+                message: format!("the model's turn ended without an answer ({other:?})"),
+            }),
+        })
+    }
+
+    /// One streamed call of pincer's own; its text.
+    async fn ask_native(
         &self,
         step: &str,
         config: &AgentConfig,
@@ -459,6 +596,32 @@ impl Runner<'_> {
             }),
             None => Ok(text),
         }
+    }
+}
+
+/// The step's host for a runtime's call: the session's, except that the
+/// runtime's own conversation is not the session's to record or resume.
+struct Detached<'a>(&'a dyn AgentHost);
+
+impl AgentHost for Detached<'_> {
+    fn emit(&self, event: AgentEvent) {
+        if !matches!(event, AgentEvent::Runtime { .. }) {
+            self.0.emit(event);
+        }
+    }
+
+    fn request_permission<'a>(
+        &'a self,
+        call: &'a crate::llm::ToolCall,
+        info: &'a crate::tools::CallInfo,
+        reason: &'a str,
+        preview: Vec<crate::tools::Display>,
+    ) -> BoxFuture<'a, Answer> {
+        self.0.request_permission(call, info, reason, preview)
+    }
+
+    fn workspace(&self) -> Arc<dyn crate::tools::Workspace> {
+        self.0.workspace()
     }
 }
 

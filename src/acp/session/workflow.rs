@@ -7,15 +7,13 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::{Drain, Session, lock, transcript};
+use crate::acp::updates;
+use crate::workflow::plan::Plan;
+use crate::workflow::run::{self, Recorded, Runner, StepEvent};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{ClientCapabilities, PromptResponse, StopReason};
 use agent_client_protocol::{Client, Error};
-use serde_json::json;
-
-use super::{Drain, Session, lock, transcript};
-use crate::acp::updates;
-use crate::tools::todo::{TodoItem, TodoStatus};
-use crate::workflow::run::{Recorded, Runner, StepEvent};
 
 impl Session {
     pub(super) async fn workflow(
@@ -36,15 +34,7 @@ impl Session {
                 self.say(&cx, "There is no interrupted workflow run to resume.\n");
                 return Ok(PromptResponse::new(StopReason::EndTurn));
             };
-            let steps: Vec<Recorded> = unfinished
-                .steps
-                .iter()
-                .map(|(step, output, error)| Recorded {
-                    step: step.clone(),
-                    output: output.clone(),
-                    error: *error,
-                })
-                .collect();
+            let steps = Recorded::of(&unfinished);
             (
                 unfinished.workflow,
                 Some(unfinished.inputs),
@@ -92,7 +82,7 @@ impl Session {
         });
         if !resume {
             self.record(transcript::Record::Workflow {
-                data: json!({"event": "start", "run": run_id, "workflow": workflow.name, "inputs": inputs}),
+                data: run::start_entry(&run_id, &workflow.name, &inputs),
             });
         }
         *lock(&self.unfinished_workflow) = None;
@@ -103,59 +93,21 @@ impl Session {
         let mut host = self.host(cx.clone(), &client, drain);
         host.conversation = false;
         let operations = client.plan.is_some();
-        let plan = Mutex::new(
-            workflow
-                .steps
-                .iter()
-                .map(|s| TodoItem {
-                    content: format!("{} ({})", s.id, s.kind.name()),
-                    status: TodoStatus::Pending,
-                    priority: None,
-                })
-                .collect::<Vec<_>>(),
-        );
-        let ids: Vec<String> = workflow.steps.iter().map(|s| s.id.clone()).collect();
-        // A resumed run's finished steps show as done from the start, and
-        // stay so while the run walks past them again.
-        let done: std::collections::HashSet<String> =
-            recorded.iter().map(|r| r.step.clone()).collect();
-        for (at, id) in ids.iter().enumerate() {
-            if done.contains(id) {
-                lock(&plan)[at].status = TodoStatus::Completed;
+        let plan = Mutex::new(Plan::new(workflow, &recorded));
+        self.notify(&cx, updates::plan_of(lock(&plan).items(), operations));
+        let on_step = |event: StepEvent<'_>| {
+            if let StepEvent::Finished(record) = &event {
+                self.record(transcript::Record::Workflow {
+                    data: record.entry(&run_id),
+                });
             }
-        }
-        let set = |step: &str, status: TodoStatus| {
-            if done.contains(step) {
-                return;
-            }
-            let Some(at) = ids.iter().position(|id| id == step) else {
-                return;
-            };
             let update = {
                 let mut plan = lock(&plan);
-                if plan[at].status == status {
-                    return;
-                }
-                plan[at].status = status;
-                updates::plan_of(&plan, operations)
+                plan.apply(&event)
+                    .then(|| updates::plan_of(plan.items(), operations))
             };
-            self.notify(&cx, update);
-        };
-        self.notify(&cx, updates::plan_of(&lock(&plan), operations));
-        let on_step = |event: StepEvent<'_>| match event {
-            StepEvent::Started { workflow: w, step } if w == workflow.name => {
-                set(step, TodoStatus::InProgress);
-            }
-            StepEvent::Started { .. } => {}
-            StepEvent::Finished(record) => {
-                self.record(transcript::Record::Workflow {
-                    data: json!({"event": "step", "run": run_id, "workflow": record.workflow,
-                        "step": record.step, "kind": record.kind, "input": record.input,
-                        "output": record.output, "error": record.error}),
-                });
-                if record.workflow == workflow.name {
-                    set(&record.step, TodoStatus::Completed);
-                }
+            if let Some(update) = update {
+                self.notify(&cx, update);
             }
         };
         // A session on Claude Code never has pincer call with the CLI's
@@ -179,32 +131,24 @@ impl Session {
             recorded: &recorded,
         };
         let result = runner.run(workflow, inputs).await;
+        self.record(transcript::Record::Workflow {
+            data: run::end_entry(&run_id, &result),
+        });
         match result {
             Ok(finished) => {
-                self.record(transcript::Record::Workflow {
-                    data: json!({"event": "end", "run": run_id, "ok": true, "output": finished.output}),
-                });
                 let text = format!(
                     "Workflow `{}` finished ({} steps): {}",
                     workflow.name,
                     finished.steps,
-                    crate::workflow::run::shown(&finished.output)
+                    run::shown(&finished.output)
                 );
                 self.record(transcript::Record::Notice { text: text.clone() });
                 self.say(&cx, &format!("\n{text}\n"));
                 Ok(PromptResponse::new(StopReason::EndTurn))
             }
-            Err(crate::workflow::run::RunError::Cancelled) => {
-                // Cancelled on purpose: nothing to resume.
-                self.record(transcript::Record::Workflow {
-                    data: json!({"event": "end", "run": run_id, "ok": false, "error": "cancelled"}),
-                });
-                Ok(PromptResponse::new(StopReason::Cancelled))
-            }
+            // Cancelled on purpose: nothing to resume.
+            Err(run::RunError::Cancelled) => Ok(PromptResponse::new(StopReason::Cancelled)),
             Err(e) => {
-                self.record(transcript::Record::Workflow {
-                    data: json!({"event": "end", "run": run_id, "ok": false, "error": e.to_string()}),
-                });
                 let text = format!("Workflow `{}` stopped: {e}", workflow.name);
                 self.record(transcript::Record::Notice { text: text.clone() });
                 self.say(&cx, &format!("\n{text}\n"));

@@ -67,6 +67,9 @@ pub struct PrintHost {
     pub verbosity: Verbosity,
     pub tally: Mutex<Tally>,
     pub ended_with_newline: Mutex<bool>,
+    /// In `text` format, the model's text streams to stdout (a workflow
+    /// run prints only its result there).
+    pub show_answer: bool,
     /// The spinner and colour, when stderr is a terminal.
     pub terminal: super::terminal::Terminal,
     transcript: Mutex<transcript::Writer>,
@@ -97,6 +100,7 @@ impl PrintHost {
             verbosity,
             tally: Mutex::new(Tally::default()),
             ended_with_newline: Mutex::new(true),
+            show_answer: true,
             terminal: super::terminal::Terminal::detect(
                 format == OutputFormat::Text && verbosity != Verbosity::Quiet,
             ),
@@ -141,7 +145,7 @@ impl PrintHost {
     }
 
     /// Tool activity and notices on stderr, unless `--quiet`.
-    fn note(&self, text: &str) {
+    pub fn note(&self, text: &str) {
         if self.format == OutputFormat::Text && self.verbosity != Verbosity::Quiet {
             self.terminal.quiet();
             eprintln!("{text}");
@@ -276,6 +280,7 @@ impl AgentHost for PrintHost {
                     self.terminal.quiet();
                     self.answer_end();
                 }
+                AgentEvent::TextDelta(_) if !self.show_answer => {}
                 AgentEvent::TextDelta(text) => {
                     self.terminal.quiet();
                     self.answer(&text);
