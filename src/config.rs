@@ -611,8 +611,8 @@ impl Settings {
         })
     }
 
-    /// The workflows this session may run: the user's
-    /// (`<config dir>/workflows/`), then a trusted project's
+    /// The workflows this session may run: pincer's built-in ones, the
+    /// user's (`<config dir>/workflows/`), then a trusted project's
     /// (`.pincer/workflows/`), by name; and the problems of the files
     /// that do not load.
     pub fn workflows(
@@ -631,7 +631,7 @@ impl Settings {
             .iter()
             .map(|t| t.name().to_string())
             .collect();
-        crate::workflow::load(&dirs, &tools)
+        crate::workflow::load_with(&crate::workflow::BUILTIN, &dirs, &tools)
     }
 
     /// The best credential for `model` that is not Claude Code's own login.

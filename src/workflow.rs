@@ -412,13 +412,49 @@ pub fn files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The workflows pincer ships (docs/workflow-examples): there in every
+/// session, each replaced by a user's or a trusted project's workflow of
+/// the same name.
+pub const BUILTIN: [(&str, &str); 3] = [
+    (
+        "code-review",
+        include_str!("../docs/workflow-examples/code-review.toml"),
+    ),
+    (
+        "release-notes",
+        include_str!("../docs/workflow-examples/release-notes.toml"),
+    ),
+    (
+        "test-fix",
+        include_str!("../docs/workflow-examples/test-fix.toml"),
+    ),
+];
+
+/// Where a built-in workflow says it comes from.
+pub fn builtin_file(name: &str) -> PathBuf {
+    PathBuf::from(format!("(built in)/{name}.toml"))
+}
+
 /// The workflows of `dirs`, by name, and the problems of those that do
 /// not load (each file is checked knowing every workflow's name).
 pub fn load(
     dirs: &[PathBuf],
     tools: &BTreeSet<String>,
 ) -> (BTreeMap<String, Workflow>, Vec<WorkflowError>) {
-    let mut texts: Vec<(PathBuf, String)> = Vec::new();
+    load_with(&[], dirs, tools)
+}
+
+/// [`load`], with `builtin` (name, text) before the files: any file's
+/// workflow of the same name replaces one.
+pub fn load_with(
+    builtin: &[(&str, &str)],
+    dirs: &[PathBuf],
+    tools: &BTreeSet<String>,
+) -> (BTreeMap<String, Workflow>, Vec<WorkflowError>) {
+    let mut texts: Vec<(PathBuf, String)> = builtin
+        .iter()
+        .map(|(name, text)| (builtin_file(name), text.to_string()))
+        .collect();
     let mut errors = Vec::new();
     for dir in dirs {
         for file in files(dir) {
@@ -442,14 +478,22 @@ pub fn load(
         workflows: &names,
     };
     let mut out = BTreeMap::new();
+    // A file meant to replace a built-in workflow replaces it even when it
+    // does not load: its problems are reported, not hidden behind the
+    // built-in.
+    let mut broken = BTreeSet::new();
     for (file, text) in texts {
         match Workflow::parse(&file, &text, &known) {
             Ok(workflow) => {
                 out.insert(workflow.name.clone(), workflow);
             }
-            Err(mut problems) => errors.append(&mut problems),
+            Err(mut problems) => {
+                broken.insert(declared_name(&file, &text));
+                errors.append(&mut problems);
+            }
         }
     }
+    out.retain(|name, workflow| !(broken.contains(name) && workflow.file == builtin_file(name)));
     (out, errors)
 }
 

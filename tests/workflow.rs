@@ -118,7 +118,39 @@ async fn check_names_the_file_line_and_step_of_each_problem() {
     std::fs::remove_file(&broken).unwrap();
     let (ok, stdout, _) = pincer(&sandbox, &["workflow", "check"]).await;
     assert!(ok);
-    assert_eq!(stdout, "1 workflow(s), no problems.\n");
+    // The user's, and the three built in.
+    assert_eq!(stdout, "4 workflow(s), no problems.\n");
+}
+
+#[tokio::test]
+async fn the_built_in_workflows_are_listed_and_a_user_s_file_replaces_one() {
+    let sandbox = Sandbox::new();
+    let (ok, stdout, _) = pincer(&sandbox, &["workflow", "list"]).await;
+    assert!(ok);
+    let names: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !l.starts_with(' '))
+        .map(|l| l.split("  ").next().unwrap())
+        .collect();
+    assert_eq!(names, vec!["code-review", "release-notes", "test-fix"]);
+    assert!(
+        stdout.contains("  file: (built in)/test-fix.toml\n"),
+        "{stdout}"
+    );
+    let mine = user_workflow(
+        &sandbox,
+        "test-fix",
+        "description = \"make check, once\"\n[[steps]]\nid = \"t\"\nkind = \"tool\"\ntool = \"bash\"\nparams = { command = \"make check\" }\n",
+    );
+    let (ok, stdout, _) = pincer(&sandbox, &["workflow", "list"]).await;
+    assert!(ok);
+    assert!(
+        stdout.contains(&format!(
+            "test-fix  make check, once\n  inputs: none\n  file: {}\n",
+            mine.display()
+        )),
+        "{stdout}"
+    );
 }
 
 async fn listed(sandbox: &Sandbox) -> bool {

@@ -289,8 +289,22 @@ async fn the_editor_lists_the_workflows_as_commands() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert!(names.contains(&"workflow"), "{names:?}");
-    assert!(names.contains(&"workflow:review"), "{names:?}");
+    let workflows: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| n.starts_with("workflow"))
+        .collect();
+    // The user's workflow and the three pincer ships, each a command.
+    assert_eq!(
+        workflows,
+        vec![
+            "workflow",
+            "workflow:code-review",
+            "workflow:release-notes",
+            "workflow:review",
+            "workflow:test-fix"
+        ]
+    );
 }
 
 #[tokio::test]

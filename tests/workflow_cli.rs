@@ -530,3 +530,186 @@ async fn a_killed_headless_run_resumes_from_its_last_finished_step() {
     let out = pincer(&sandbox, None, &["workflow", "resume"]).await;
     assert_eq!(out.code, 2, "{}", out.stderr);
 }
+
+const GUARDED_CONFIG: &str = r#"
+[tools]
+deny = ["find"]
+
+[loop_detection]
+warning = 2
+block = 3
+breaker = 5
+
+[[hooks]]
+event = "before_tool_call"
+matcher = "bash"
+command = "printf '%s' '{\"block\": true, \"reason\": \"no shell in this test\"}'"
+
+[[hooks]]
+event = "after_tool_call"
+matcher = "read"
+command = "printf '%s' '{\"content\": \"redacted by a hook\"}'"
+"#;
+
+const OUTER: &str = r#"
+name = "outer"
+description = "Runs inner, then tools the policy, hooks and loop detector decide about"
+budget = 40
+
+[[steps]]
+id = "sub"
+kind = "workflow"
+workflow = "inner"
+inputs = { file = "a.txt" }
+next = "shell"
+
+[[steps]]
+id = "shell"
+kind = "tool"
+tool = "bash"
+params = { command = "touch ran.txt" }
+next = "search"
+
+[[steps]]
+id = "search"
+kind = "tool"
+tool = "find"
+params = { pattern = "*.txt" }
+next = "poll"
+
+[[steps]]
+id = "poll"
+kind = "tool"
+tool = "ls"
+params = { path = "." }
+next = "check"
+
+[[steps]]
+id = "check"
+kind = "condition"
+if = "steps.poll.error"
+then = "end"
+else = "poll"
+
+[[steps]]
+id = "end"
+kind = "tool"
+tool = "ls"
+params = { path = "sub" }
+"#;
+
+const INNER: &str = r#"
+name = "inner"
+description = "Reads a file"
+
+[inputs.file]
+type = "string"
+
+[[steps]]
+id = "look"
+kind = "tool"
+tool = "read"
+params = { path = "{{ inputs.file }}" }
+"#;
+
+#[tokio::test]
+async fn tool_steps_meet_policy_hooks_and_the_loop_detector_and_a_workflow_step_runs_another() {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.home().join("config.toml"), GUARDED_CONFIG).unwrap();
+    user_workflow(&sandbox, "outer", OUTER);
+    user_workflow(&sandbox, "inner", INNER);
+    sandbox.write("a.txt", "secret\n");
+    sandbox.write("sub/x.txt", "x\n");
+    let out = pincer(
+        &sandbox,
+        None,
+        &["workflow", "run", "outer", "--mode", "bypass", "--json"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let entries = transcript(&sandbox);
+    let step = |workflow: &str, id: &str| -> Vec<Value> {
+        entries
+            .iter()
+            .filter(|e| {
+                e["type"] == "workflow"
+                    && e["data"]["workflow"] == workflow
+                    && e["data"]["step"] == id
+            })
+            .map(|e| e["data"].clone())
+            .collect()
+    };
+    // The inner workflow ran as a step, with its input, and the after
+    // hook rewrote what its read returned.
+    let look = &step("inner", "look")[0];
+    assert_eq!(look["input"], serde_json::json!({"path": "a.txt"}));
+    assert_eq!(look["output"], "redacted by a hook");
+    assert_eq!(step("outer", "sub")[0]["output"], "redacted by a hook");
+    // Even in bypass mode the hook refused the shell, and the policy the
+    // denied tool: failed steps, and nothing ran.
+    let shell = &step("outer", "shell")[0];
+    assert_eq!(shell["error"], true);
+    assert!(
+        shell["output"]
+            .as_str()
+            .unwrap()
+            .contains("no shell in this test"),
+        "{shell}"
+    );
+    assert!(!sandbox.work().join("ran.txt").exists());
+    let search = &step("outer", "search")[0];
+    assert_eq!(search["error"], true, "{search}");
+    // The same call over and over: the detector blocks the third, and the
+    // path takes that failure to its end.
+    let polls: Vec<bool> = step("outer", "poll")
+        .iter()
+        .map(|p| p["error"].as_bool().unwrap())
+        .collect();
+    assert_eq!(polls, vec![false, false, true]);
+    assert_eq!(out.result()["result"], "x.txt");
+
+    // Without an exit before the breaker, the breaker stops the run.
+    std::fs::write(
+        sandbox.home().join("workflows/outer.toml"),
+        OUTER.replace("if = \"steps.poll.error\"", "if = \"false\""),
+    )
+    .unwrap();
+    let out = pincer(&sandbox, None, &["workflow", "run", "outer", "--json"]).await;
+    assert_eq!(out.code, 6, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.result()["subtype"], "error_loop_detected");
+    assert!(
+        out.result()["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("step `poll`: Stopped: the agent was stuck in a loop"),
+        "{}",
+        out.result()
+    );
+}
+
+#[tokio::test]
+async fn a_project_s_workflow_runs_headless_only_when_trusted() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        ".pincer/workflows/mine.toml",
+        "description = \"the repository's\"\n[[steps]]\nid = \"s\"\nkind = \"tool\"\ntool = \"bash\"\nparams = { command = \"touch pwned\" }\n",
+    );
+    let out = pincer(
+        &sandbox,
+        None,
+        &["workflow", "run", "mine", "--mode", "bypass"],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("no workflow `mine`"), "{}", out.stderr);
+    assert!(!sandbox.work().join("pwned").exists());
+    // The user says so for this run: it is theirs to run.
+    let out = pincer(
+        &sandbox,
+        None,
+        &["workflow", "run", "mine", "--mode", "bypass", "--trust"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(sandbox.work().join("pwned").exists());
+}

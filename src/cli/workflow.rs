@@ -145,6 +145,7 @@ pub const EXIT_CODES_HELP: &str = "Exit codes:
   1    a step failed (a model call, a template, a step that cannot run)
   2    usage error (unknown workflow, bad --input, nothing to resume)
   5    the workflow used up its step budget
+  6    the loop detector stopped a tool step repeating itself
   8    no credentials for the model of an llm step, or they were rejected
   130  cancelled (Ctrl-C / SIGINT)";
 
@@ -372,6 +373,11 @@ async fn execute(
             Some("cancelled".to_string()),
         ),
         Err(e @ RunError::Budget { .. }) => (BUDGET, "error_budget", Some(e.to_string())),
+        Err(e @ RunError::Loop { .. }) => (
+            crate::cli::run::exit::LOOP,
+            "error_loop_detected",
+            Some(e.to_string()),
+        ),
         Err(
             e @ RunError::Model {
                 error: crate::llm::LlmError::Auth { .. },

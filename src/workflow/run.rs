@@ -34,6 +34,8 @@ pub enum RunError {
     Model { step: String, error: LlmError },
     #[error("the run used up its budget of {budget} steps at step `{step}`")]
     Budget { budget: u32, step: String },
+    #[error("step `{step}`: {message}")]
+    Loop { step: String, message: String },
     #[error("the run was cancelled")]
     Cancelled,
 }
@@ -376,11 +378,19 @@ impl Runner<'_> {
         if let Some(source) = &self.config.extra_tools {
             all.extend(source.tools().await);
         }
-        let (output, _loop) =
+        let (output, breaker) =
             crate::agent::run_tool_call(self.config, &all, self.cwd, &call, self.host, self.cancel)
                 .await;
         if self.cancel.is_cancelled() {
             return Err(RunError::Cancelled);
+        }
+        // The loop detector's breaker stops the run as it stops a turn; a
+        // call it only blocked is an error output the path may act on.
+        if let Some(message) = breaker {
+            return Err(RunError::Loop {
+                step: step.id.clone(),
+                message,
+            });
         }
         Ok((Value::String(output_text(&output)), output.is_error))
     }

@@ -7,6 +7,10 @@
 //! A string that is one `{{ expression }}` and nothing else keeps the
 //! expression's type (a number stays a number in a tool's parameters);
 //! anything else renders to a string.
+//!
+//! Besides minijinja's own filters there is `shell_quote`, for a value
+//! that goes into a `bash` step's command as one word, whatever it holds:
+//! `git diff {{ inputs.base | shell_quote }}`.
 
 use std::collections::BTreeSet;
 
@@ -18,7 +22,28 @@ fn environment() -> Environment<'static> {
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     // Templates fill tool parameters and prompts, not HTML.
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+    env.add_filter("shell_quote", |value: minijinja::Value| -> String {
+        let text = match value.as_str() {
+            Some(text) => text.to_string(),
+            None => value.to_string(),
+        };
+        shell_quote(&text)
+    });
     env
+}
+
+/// `text` as one word of a POSIX shell command: as it is when it holds
+/// only characters no shell treats specially, else in single quotes.
+pub fn shell_quote(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:@%+=,".contains(c));
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }
 
 /// The names `source` reads (`inputs.file`, `steps.read.output.issues`);

@@ -436,3 +436,82 @@ fn inputs_are_typed() {
         "workflow `review` has no input `m` (its inputs: flag, n)"
     );
 }
+
+#[test]
+fn shell_quote_keeps_a_value_one_word() {
+    let context = json!({"inputs": {"base": "HEAD; touch pwned", "quote": "it's", "plain": "v1.2.0", "n": 3}});
+    let render = |source: &str| template::render(source, &context).unwrap();
+    assert_eq!(
+        render("git diff {{ inputs.base | shell_quote }}"),
+        json!("git diff 'HEAD; touch pwned'")
+    );
+    assert_eq!(
+        render("echo {{ inputs.quote | shell_quote }}"),
+        json!("echo 'it'\\''s'")
+    );
+    assert_eq!(
+        render("git log {{ inputs.plain | shell_quote }}..HEAD"),
+        json!("git log v1.2.0..HEAD")
+    );
+    assert_eq!(render("{{ inputs.n | shell_quote }}"), json!("3"));
+    assert_eq!(template::shell_quote(""), "''");
+    // What the shell makes of it: the one word, unchanged.
+    for word in [
+        "HEAD; touch pwned",
+        "it's",
+        "$(id)",
+        "a\nb",
+        "`x` \"y\" \\z",
+    ] {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf %s {}", template::shell_quote(word)))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), word);
+    }
+}
+
+#[test]
+fn the_built_in_workflows_load_and_a_file_of_the_same_name_replaces_one() {
+    let tools: BTreeSet<String> = crate::tools::builtin()
+        .iter()
+        .map(|t| t.name().to_string())
+        .collect();
+    let (workflows, problems) = load_with(&BUILTIN, &[], &tools);
+    assert_eq!(problems, Vec::<WorkflowError>::new());
+    assert_eq!(
+        workflows.keys().collect::<Vec<_>>(),
+        vec!["code-review", "release-notes", "test-fix"]
+    );
+    assert_eq!(
+        workflows["test-fix"].file,
+        std::path::PathBuf::from("(built in)/test-fix.toml")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("test-fix.toml"),
+        "name = \"test-fix\"\ndescription = \"mine\"\n[[steps]]\nid = \"t\"\nkind = \"tool\"\ntool = \"bash\"\nparams = { command = \"make check\" }\n",
+    )
+    .unwrap();
+    let (workflows, problems) = load_with(&BUILTIN, &[dir.path().to_path_buf()], &tools);
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(workflows["test-fix"].description, "mine");
+    assert_eq!(workflows.len(), 3);
+    // A replacement that does not load is reported, and the built-in one
+    // does not quietly run in its place.
+    std::fs::write(
+        dir.path().join("test-fix.toml"),
+        "name = \"test-fix\"\n[[steps]]\nid = \"t\"\nkind = \"tool\"\ntool = \"nope\"\n",
+    )
+    .unwrap();
+    let (workflows, problems) = load_with(&BUILTIN, &[dir.path().to_path_buf()], &tools);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].to_string().contains("unknown tool `nope`"),
+        "{}",
+        problems[0]
+    );
+    assert!(!workflows.contains_key("test-fix"));
+    assert!(workflows.contains_key("code-review"));
+}
