@@ -494,7 +494,76 @@ pub fn load_with(
         }
     }
     out.retain(|name, workflow| !(broken.contains(name) && workflow.file == builtin_file(name)));
+    for (name, problem) in call_cycles(&out) {
+        out.remove(&name);
+        errors.push(problem);
+    }
     (out, errors)
+}
+
+/// The `workflow` steps that start a circle of workflows running each
+/// other (`a` runs `b`, which runs `a`): a run of one would nest until the
+/// depth limit stops it. One file's checks see only its own name; this
+/// sees every workflow.
+fn call_cycles(workflows: &BTreeMap<String, Workflow>) -> Vec<(String, WorkflowError)> {
+    let calls = |workflow: &Workflow| -> Vec<(usize, String, String)> {
+        let mut calls: Vec<(usize, String, String)> = workflow
+            .all_steps()
+            .into_values()
+            .filter_map(|step| match &step.kind {
+                StepKind::Workflow { workflow, .. } => {
+                    Some((step.line, step.id.clone(), workflow.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        calls.sort();
+        calls
+    };
+    // The chain of calls from `from` that comes back to `to`, if any.
+    let chain_back = |from: &str, to: &str| -> Option<Vec<String>> {
+        let mut todo = vec![vec![from.to_string()]];
+        let mut seen = BTreeSet::new();
+        while let Some(chain) = todo.pop() {
+            let last = chain.last()?.clone();
+            if last == to {
+                return Some(chain);
+            }
+            if !seen.insert(last.clone()) {
+                continue;
+            }
+            if let Some(workflow) = workflows.get(&last) {
+                for (_, _, callee) in calls(workflow) {
+                    let mut longer = chain.clone();
+                    longer.push(callee);
+                    todo.push(longer);
+                }
+            }
+        }
+        None
+    };
+    let mut problems = Vec::new();
+    for (name, workflow) in workflows {
+        for (line, id, callee) in calls(workflow) {
+            if callee == *name {
+                // The file's own checks say so.
+                continue;
+            }
+            if let Some(chain) = chain_back(&callee, name) {
+                problems.push((name.clone(), WorkflowError {
+                    file: workflow.file.clone(),
+                    line: Some(line),
+                    step: Some(id),
+                    message: format!(
+                        "runs workflow `{callee}`, which runs this one again ({name} → {}): workflows may not run each other in a circle",
+                        chain.join(" → ")
+                    ),
+                }));
+                break;
+            }
+        }
+    }
+    problems
 }
 
 /// The name a file declares (or its stem), read leniently.

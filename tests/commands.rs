@@ -101,16 +101,20 @@ async fn the_menu_lists_commands_skills_and_templates_and_follows_changes() {
             "think",
             "mode",
             "init",
+            "workflow",
+            "workflow:code-review",
+            "workflow:release-notes",
+            "workflow:test-fix",
             "skill:pdf",
             "review"
         ]]
     );
     let menu = &announced.last().unwrap()["params"]["update"]["availableCommands"];
     assert_eq!(
-        menu[5]["description"],
+        menu[9]["description"],
         "Extract text and tables from PDF files"
     );
-    assert_eq!(menu[6]["description"], "Review a file for bugs");
+    assert_eq!(menu[10]["description"], "Review a file for bugs");
     assert!(menu[0]["input"]["hint"].is_string());
     // The broken skill is reported, naming its file; the rest still works.
     let warning = read_until(&mut acp, |m| {
@@ -320,7 +324,18 @@ async fn commands_alone_announce_a_changed_menu_before_they_answer() {
     let mut acp = spawn(&sandbox, &mock);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
-    let builtin = ["compact", "model", "think", "mode", "init"];
+    // pincer's commands, and its built-in workflows.
+    let builtin = [
+        "compact",
+        "model",
+        "think",
+        "mode",
+        "init",
+        "workflow",
+        "workflow:code-review",
+        "workflow:release-notes",
+        "workflow:test-fix",
+    ];
     let announced = read_until(&mut acp, |m| {
         m["params"]["update"]["sessionUpdate"] == "available_commands_update"
     })
@@ -336,10 +351,7 @@ async fn commands_alone_announce_a_changed_menu_before_they_answer() {
     let (response, before) = acp.until_response(id).await;
     assert_eq!(response["result"]["stopReason"], "end_turn");
     assert_eq!(said(&before), "Thinking set to high.\n");
-    assert_eq!(
-        commands_in(&before),
-        [["compact", "model", "think", "mode", "init", "fix"]]
-    );
+    assert_eq!(commands_in(&before), [[&builtin[..], &["fix"]].concat()]);
     // … or one that names a skill there is not.
     std::fs::remove_file(sandbox.work().join(".pincer/prompts/fix.md")).unwrap();
     let id = acp

@@ -423,3 +423,68 @@ prompt = "Summarise: {{ steps.read.output }}"
     let prompt = mock.side_requests()[0].body["messages"].to_string();
     assert!(prompt.contains("alpha beta"), "{prompt}");
 }
+
+#[tokio::test]
+async fn inputs_may_be_quoted_and_an_unclosed_quote_runs_nothing() {
+    let sandbox = Sandbox::new();
+    setup(&sandbox);
+    std::fs::write(
+        sandbox.home().join("workflows/show.toml"),
+        "[inputs.file]\n[[steps]]\nid = \"look\"\nkind = \"tool\"\ntool = \"read\"\nparams = { path = \"{{ inputs.file }}\" }\n",
+    )
+    .unwrap();
+    sandbox.write("my notes.md", "noted\n");
+    let mock = MockModel::start().await;
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let said = |updates: &[Value]| -> String {
+        updates_of(updates)
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+            .filter_map(|u| u["content"]["text"].as_str())
+            .collect()
+    };
+    let id = acp
+        .send(
+            "session/prompt",
+            prompt(&session, "/workflow show file='my notes.md'"),
+        )
+        .await;
+    let (response, before) = acp
+        .drive(id, |method, _| panic!("a read asks nothing: {method}"))
+        .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(
+        said(&before).starts_with("\nWorkflow `show` finished (1 steps): "),
+        "{}",
+        said(&before)
+    );
+    let steps = |sandbox: &Sandbox| -> Vec<Value> {
+        transcript(sandbox, &session)
+            .into_iter()
+            .filter(|e| e["type"] == "workflow" && e["data"]["event"] == "step")
+            .map(|e| json!({"input": e["data"]["input"], "error": e["data"]["error"]}))
+            .collect()
+    };
+    assert_eq!(
+        steps(&sandbox),
+        vec![json!({"input": {"path": "my notes.md"}, "error": false})]
+    );
+
+    // An unclosed quote is a usage message; nothing runs.
+    let id = acp
+        .send(
+            "session/prompt",
+            prompt(&session, "/workflow show file='my notes.md"),
+        )
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        said(&before),
+        "Usage: /workflow NAME [input=value …]. A quote is not closed; quote a value with spaces as input='a value'.\n"
+    );
+    assert_eq!(steps(&sandbox).len(), 1);
+    acp.assert_stdout_was_json_rpc();
+}

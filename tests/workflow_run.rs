@@ -337,6 +337,28 @@ then = "slow"
         ]
     );
     assert_eq!(records[0].output, json!("The step timed out after 0.2 s."));
+
+    // A timeout longer than any clock can hold is no limit, not a crash.
+    let patient = Workflow::parse(
+        std::path::Path::new("patient.toml"),
+        r#"
+[[steps]]
+id = "quick"
+kind = "tool"
+tool = "bash"
+params = { command = "echo done" }
+timeout = 1e300
+"#,
+        &Tools,
+    )
+    .unwrap();
+    let (records, _, result, _) = run(&mock, &patient, json!({}), Answer::AllowOnce).await;
+    assert_eq!(steps(&records), vec!["quick false"]);
+    assert_eq!(shown(&result.unwrap().output), "done");
+}
+
+fn shown(output: &Value) -> String {
+    pincer::workflow::run::shown(output)
 }
 
 /// A shipped example workflow (docs/workflow-examples/NAME.toml).
@@ -371,9 +393,11 @@ async fn the_test_fix_example_loops_until_the_tests_pass() {
         steps(&records),
         vec![
             "test true",
+            "failing false",
             "diagnose false",
             "fix false",
             "test false",
+            "failing false",
             "done false"
         ]
     );
@@ -394,6 +418,41 @@ async fn the_test_fix_example_loops_until_the_tests_pass() {
             .cloned()
             .collect::<Vec<_>>(),
         vec!["asked bash", "asked edit", "asked bash"]
+    );
+
+    // Tests that never pass: three fixes, then the budget ends the run
+    // before a fourth edit.
+    std::fs::write(project.path().join("count.txt"), "0\n").unwrap();
+    let mock = MockModel::start().await;
+    for n in 0..4 {
+        mock.push_side(Reply::sse(anthropic_text(
+            &format!(
+                r#"{{"path": "count.txt", "old_text": "{n}", "new_text": "{}"}}"#,
+                n + 1
+            ),
+            10,
+        )));
+    }
+    let (records, _, result) = run_in(
+        project.path(),
+        &mock,
+        &example("test-fix"),
+        json!({"command": "echo 'FAIL: always'; exit 1"}),
+        Answer::AllowOnce,
+    )
+    .await;
+    assert_eq!(
+        result.unwrap_err(),
+        "the run used up its budget of 15 steps at step `fix`"
+    );
+    let round = ["test true", "failing false", "diagnose false", "fix false"];
+    assert_eq!(
+        steps(&records),
+        [&round[..], &round[..], &round[..], &round[..3]].concat()
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("count.txt")).unwrap(),
+        "3\n"
     );
 }
 
@@ -450,8 +509,9 @@ async fn the_code_review_example_fixes_with_permission_or_approves() {
     let workflow = example("code-review");
     let outputs = |issues: i64| -> serde_json::Map<String, Value> {
         serde_json::from_value(json!({
-            "changed": "diff", "fix": "ok", "report": "fixed", "approve": "fine",
-            "analyse": {"issues": issues, "summary": "s", "path": "a", "old_text": "x", "new_text": "y"},
+            "diff": "diff", "files": "files", "fix": "ok", "report": "fixed", "approve": "fine",
+            "analyse": {"issues": issues, "summary": "s"},
+            "suggest": {"path": "a", "old_text": "x", "new_text": "y"},
         }))
         .unwrap()
     };
@@ -461,21 +521,33 @@ async fn the_code_review_example_fixes_with_permission_or_approves() {
     };
     assert_eq!(
         path(2),
-        vec!["changed", "analyse", "decide", "fix", "report"]
+        vec![
+            "read", "diff", "files", "analyse", "decide", "suggest", "fix", "report"
+        ]
     );
-    assert_eq!(path(0), vec!["changed", "analyse", "decide", "approve"]);
+    assert_eq!(
+        path(0),
+        vec!["read", "diff", "files", "analyse", "decide", "approve"]
+    );
 
-    // For real: a repository with a change that breaks a file.
+    // For real: a repository with a change that breaks a file, beside one
+    // the change deleted.
     let project = tempfile::tempdir().unwrap();
     let git = |args: &[&str]| git(project.path(), args);
     git(&["init", "-q"]);
-    std::fs::write(project.path().join("limit.txt"), "max = 10\n").unwrap();
+    std::fs::write(project.path().join("limit.txt"), "# limits\nmax = 10\n").unwrap();
+    std::fs::write(project.path().join("old.txt"), "gone\n").unwrap();
     git(&["add", "."]);
     git(&["commit", "-q", "-m", "start"]);
-    std::fs::write(project.path().join("limit.txt"), "max = -10\n").unwrap();
+    std::fs::write(project.path().join("limit.txt"), "# limits\nmax = -10\n").unwrap();
+    std::fs::remove_file(project.path().join("old.txt")).unwrap();
     let mock = MockModel::start().await;
     mock.push_side(Reply::sse(anthropic_text(
-        r#"{"issues": 1, "summary": "the limit went negative", "path": "limit.txt", "old_text": "max = -10", "new_text": "max = 10"}"#,
+        r#"{"issues": 1, "summary": "the limit went negative"}"#,
+        10,
+    )));
+    mock.push_side(Reply::sse(anthropic_text(
+        r#"{"path": "limit.txt", "old_text": "max = -10", "new_text": "max = 10"}"#,
         10,
     )));
     mock.push_side(Reply::sse(anthropic_text("Fixed the negative limit.", 10)));
@@ -488,25 +560,66 @@ async fn the_code_review_example_fixes_with_permission_or_approves() {
     )
     .await;
     assert_eq!(result.unwrap().output, json!("Fixed the negative limit."));
+    let mut ran = steps(&records);
+    ran[..2].sort();
     assert_eq!(
-        steps(&records),
+        ran,
         vec![
-            "changed false",
+            "diff false",
+            "files false",
             "analyse false",
             "decide false",
+            "suggest false",
             "fix false",
             "report false"
         ]
     );
+    // The model read the change and the changed file whole.
+    let analysed = mock.side_requests()[0].body["messages"].to_string();
+    assert!(analysed.contains("-max = 10\\n+max = -10"), "{analysed}");
     assert!(
-        mock.side_requests()[0].body["messages"]
-            .to_string()
-            .contains("max = -10")
+        analysed.contains("==> limit.txt <==\\n# limits\\nmax = -10"),
+        "{analysed}"
+    );
+    assert!(!analysed.contains("==> old.txt"), "{analysed}");
+    let suggested = mock.side_requests()[1].body["messages"].to_string();
+    assert!(
+        suggested.contains("You found this in a review: the limit went negative"),
+        "{suggested}"
     );
     assert!(events.contains(&"asked edit".to_string()), "{events:?}");
     assert_eq!(
         std::fs::read_to_string(project.path().join("limit.txt")).unwrap(),
-        "max = 10\n"
+        "# limits\nmax = 10\n"
+    );
+
+    // No problems: an approval, and nothing is edited.
+    let mock = MockModel::start().await;
+    mock.push_side(Reply::sse(anthropic_text(
+        r#"{"issues": 0, "summary": "the limit is back"}"#,
+        10,
+    )));
+    mock.push_side(Reply::sse(anthropic_text("Looks right.", 10)));
+    let (records, events, result) = run_in(
+        project.path(),
+        &mock,
+        &workflow,
+        json!({"base": "HEAD"}),
+        Answer::AllowOnce,
+    )
+    .await;
+    assert_eq!(result.unwrap().output, json!("Looks right."));
+    assert_eq!(
+        steps(&records)[2..],
+        ["analyse false", "decide false", "approve false"]
+    );
+    // The two git commands asked, as any command does; nothing else.
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.starts_with("asked"))
+            .collect::<Vec<_>>(),
+        ["asked bash", "asked bash"]
     );
 }
 

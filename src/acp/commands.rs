@@ -82,7 +82,7 @@ pub fn available(
         out.push(command(
             "workflow",
             "Run a workflow: its steps, in the order its file decides",
-            Some("NAME [input=value …], or resume"),
+            Some("NAME [input=value …] (quote a value with spaces), or resume"),
         ));
     }
     for (name, description) in workflows {

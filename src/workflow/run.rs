@@ -337,16 +337,21 @@ impl Runner<'_> {
                 return Err(fail("not a step that runs on its own".to_string()));
             }
         };
-        let result = match step.timeout {
-            Some(seconds) => {
-                match tokio::time::timeout(Duration::from_secs_f64(seconds), work).await {
-                    Ok(result) => result,
-                    Err(_) => Ok((
-                        Value::String(format!("The step timed out after {seconds} s.")),
-                        true,
-                    )),
-                }
-            }
+        // A timeout too long for a `Duration` is no limit at all (the
+        // checks let any positive, finite number through).
+        let limit = step.timeout.and_then(|seconds| {
+            Duration::try_from_secs_f64(seconds)
+                .ok()
+                .map(|d| (seconds, d))
+        });
+        let result = match limit {
+            Some((seconds, limit)) => match tokio::time::timeout(limit, work).await {
+                Ok(result) => result,
+                Err(_) => Ok((
+                    Value::String(format!("The step timed out after {seconds} s.")),
+                    true,
+                )),
+            },
             None => work.await,
         };
         let (output, error) = result?;

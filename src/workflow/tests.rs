@@ -515,3 +515,47 @@ fn the_built_in_workflows_load_and_a_file_of_the_same_name_replaces_one() {
     assert!(!workflows.contains_key("test-fix"));
     assert!(workflows.contains_key("code-review"));
 }
+
+#[test]
+fn workflows_running_each_other_in_a_circle_are_refused() {
+    let tools: BTreeSet<String> = crate::tools::builtin()
+        .iter()
+        .map(|t| t.name().to_string())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    write(
+        "a.toml",
+        "[[steps]]\nid = \"first\"\nkind = \"tool\"\ntool = \"ls\"\nnext = \"call_b\"\n\n[[steps]]\nid = \"call_b\"\nkind = \"workflow\"\nworkflow = \"b\"\n",
+    );
+    write(
+        "b.toml",
+        "[[steps]]\nid = \"both\"\nkind = \"parallel\"\n  [[steps.steps]]\n  id = \"call_c\"\n  kind = \"workflow\"\n  workflow = \"c\"\n",
+    );
+    write(
+        "c.toml",
+        "[[steps]]\nid = \"call_a\"\nkind = \"workflow\"\nworkflow = \"a\"\n",
+    );
+    // d runs a, but is not on the circle itself.
+    write(
+        "d.toml",
+        "[[steps]]\nid = \"call_a\"\nkind = \"workflow\"\nworkflow = \"a\"\n",
+    );
+    let (workflows, problems) = load(&[dir.path().to_path_buf()], &tools);
+    let shown: Vec<String> = problems
+        .iter()
+        .map(|p| {
+            p.to_string()
+                .replace(&format!("{}/", dir.path().display()), "")
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        vec![
+            "a.toml:8: step `call_b`: runs workflow `b`, which runs this one again (a → b → c → a): workflows may not run each other in a circle",
+            "b.toml:5: step `call_c`: runs workflow `c`, which runs this one again (b → c → a → b): workflows may not run each other in a circle",
+            "c.toml:2: step `call_a`: runs workflow `a`, which runs this one again (c → a → b → c): workflows may not run each other in a circle",
+        ]
+    );
+    assert_eq!(workflows.keys().collect::<Vec<_>>(), vec!["d"]);
+}

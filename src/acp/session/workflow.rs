@@ -26,8 +26,17 @@ impl Session {
     ) -> Result<PromptResponse, Error> {
         let settings = self.settings();
         let (workflows, problems) = settings.workflows();
-        let mut words = args.split_whitespace();
-        let name = words.next().unwrap_or_default().to_string();
+        // Words as a shell splits them, so a value may hold spaces:
+        // `/workflow test-fix command='cargo test -p core'`.
+        let Some(words) = shlex::split(args) else {
+            self.say(
+                &cx,
+                "Usage: /workflow NAME [input=value …]. A quote is not closed; quote a value with spaces as input='a value'.\n",
+            );
+            return Ok(PromptResponse::new(StopReason::EndTurn));
+        };
+        let mut words = words.into_iter();
+        let name = words.next().unwrap_or_default();
         let resume = name == "resume";
         let (workflow_name, inputs, run_id, recorded) = if resume {
             let Some(unfinished) = lock(&self.unfinished_workflow).clone() else {
@@ -64,7 +73,7 @@ impl Session {
         let inputs = match inputs {
             Some(inputs) => inputs,
             None => {
-                let pairs: Vec<String> = words.map(str::to_string).collect();
+                let pairs: Vec<String> = words.collect();
                 let bound = crate::cli::workflow::parse_inputs(&pairs)
                     .map_err(|e| e.to_string())
                     .and_then(|given| workflow.bind_inputs(&given));
