@@ -24,6 +24,20 @@ fn spawn(sandbox: &Sandbox, mock: &MockModel) -> Acp {
     Acp::spawn(cmd)
 }
 
+/// The menu of a project with nothing of its own: pincer's commands, and
+/// its built-in workflows.
+const BUILTIN: [&str; 9] = [
+    "compact",
+    "model",
+    "think",
+    "mode",
+    "init",
+    "workflow",
+    "workflow:code-review",
+    "workflow:release-notes",
+    "workflow:test-fix",
+];
+
 fn commands_in(messages: &[Value]) -> Vec<Vec<String>> {
     messages
         .iter()
@@ -95,19 +109,7 @@ async fn the_menu_lists_commands_skills_and_templates_and_follows_changes() {
     .await;
     assert_eq!(
         commands_in(&announced),
-        [[
-            "compact",
-            "model",
-            "think",
-            "mode",
-            "init",
-            "workflow",
-            "workflow:code-review",
-            "workflow:release-notes",
-            "workflow:test-fix",
-            "skill:pdf",
-            "review"
-        ]]
+        [[&BUILTIN[..], &["skill:pdf", "review"]].concat()]
     );
     let menu = &announced.last().unwrap()["params"]["update"]["availableCommands"];
     assert_eq!(
@@ -324,18 +326,7 @@ async fn commands_alone_announce_a_changed_menu_before_they_answer() {
     let mut acp = spawn(&sandbox, &mock);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
-    // pincer's commands, and its built-in workflows.
-    let builtin = [
-        "compact",
-        "model",
-        "think",
-        "mode",
-        "init",
-        "workflow",
-        "workflow:code-review",
-        "workflow:release-notes",
-        "workflow:test-fix",
-    ];
+    let builtin = BUILTIN;
     let announced = read_until(&mut acp, |m| {
         m["params"]["update"]["sessionUpdate"] == "available_commands_update"
     })
