@@ -502,6 +502,25 @@ async fn the_release_notes_example_writes_notes_from_the_git_log() {
         std::fs::read_to_string(project.path().join("RELEASE_NOTES.md")).unwrap(),
         "# 1.1\n\n- The frobnicator.\n"
     );
+
+    // An input that looks like an option is a revision git refuses, not
+    // `--output` writing a file of its choosing.
+    let mock = MockModel::start().await;
+    mock.push_side(Reply::sse(anthropic_text("Nothing to note.", 10)));
+    let (records, _, result) = run_in(
+        project.path(),
+        &mock,
+        &example("release-notes"),
+        json!({"since": "--output=pwned", "file": "NOTES.md"}),
+        Answer::AllowOnce,
+    )
+    .await;
+    result.unwrap();
+    assert_eq!(
+        steps(&records),
+        vec!["log true", "notes false", "save false"]
+    );
+    assert!(!project.path().join("pwned..HEAD").exists());
 }
 
 #[tokio::test]
@@ -613,6 +632,26 @@ async fn the_code_review_example_fixes_with_permission_or_approves() {
         steps(&records)[2..],
         ["analyse false", "decide false", "approve false"]
     );
+    // A base that looks like an option is a revision git refuses.
+    let mock = MockModel::start().await;
+    mock.push_side(Reply::sse(anthropic_text(
+        r#"{"issues": 0, "summary": "nothing to see"}"#,
+        10,
+    )));
+    mock.push_side(Reply::sse(anthropic_text("Looks right.", 10)));
+    let (records, _, result) = run_in(
+        project.path(),
+        &mock,
+        &workflow,
+        json!({"base": "--output=pwned"}),
+        Answer::AllowOnce,
+    )
+    .await;
+    result.unwrap();
+    let diff = records.iter().find(|r| r.step == "diff").unwrap();
+    assert!(diff.error, "{diff:?}");
+    assert!(!project.path().join("pwned").exists());
+
     // The two git commands asked, as any command does; nothing else.
     assert_eq!(
         events
