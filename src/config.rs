@@ -631,7 +631,7 @@ impl Settings {
             .iter()
             .map(|t| t.name().to_string())
             .collect();
-        crate::workflow::load_with(&crate::workflow::BUILTIN, &dirs, &tools)
+        crate::workflow::load(&dirs, &tools)
     }
 
     /// The best credential for `model` that is not Claude Code's own login.

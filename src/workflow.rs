@@ -415,7 +415,7 @@ pub fn files(dir: &Path) -> Vec<PathBuf> {
 /// The workflows pincer ships (docs/workflow-examples): there in every
 /// session, each replaced by a user's or a trusted project's workflow of
 /// the same name.
-pub const BUILTIN: [(&str, &str); 3] = [
+const BUILTIN: [(&str, &str); 3] = [
     (
         "code-review",
         include_str!("../docs/workflow-examples/code-review.toml"),
@@ -431,31 +431,57 @@ pub const BUILTIN: [(&str, &str); 3] = [
 ];
 
 /// Where a built-in workflow says it comes from.
-pub fn builtin_file(name: &str) -> PathBuf {
+fn builtin_file(name: &str) -> PathBuf {
     PathBuf::from(format!("(built in)/{name}.toml"))
 }
 
-/// The workflows of `dirs`, by name, and the problems of those that do
-/// not load (each file is checked knowing every workflow's name).
+/// The built-in workflows, parsed and checked once: every session lists
+/// them, and `announce_commands` loads workflows on each prompt. They name
+/// only built-in tools and no other workflow, so nothing a session
+/// configures changes how they check. (Their problems, never expected, are
+/// reported with the files'.)
+fn builtin() -> &'static (Vec<Workflow>, Vec<WorkflowError>) {
+    static PARSED: std::sync::OnceLock<(Vec<Workflow>, Vec<WorkflowError>)> =
+        std::sync::OnceLock::new();
+    PARSED.get_or_init(|| {
+        let tools: BTreeSet<String> = crate::tools::builtin()
+            .iter()
+            .map(|t| t.name().to_string())
+            .collect();
+        let names: BTreeSet<String> = BUILTIN.iter().map(|(name, _)| name.to_string()).collect();
+        let known = Names {
+            tools: &tools,
+            workflows: &names,
+        };
+        let mut parsed = Vec::new();
+        let mut problems = Vec::new();
+        for (name, text) in BUILTIN {
+            match Workflow::parse(&builtin_file(name), text, &known) {
+                Ok(workflow) => parsed.push(workflow),
+                Err(mut more) => problems.append(&mut more),
+            }
+        }
+        (parsed, problems)
+    })
+}
+
+/// The built-in workflows, then those of `dirs`, by name, and the problems
+/// of the files that do not load (each file is checked knowing every
+/// workflow's name). A later file's workflow replaces an earlier one of the
+/// same name, built-in ones included; it does so even when it does not
+/// load, so its problems are reported rather than the one it was meant to
+/// replace quietly running in its place.
 pub fn load(
     dirs: &[PathBuf],
     tools: &BTreeSet<String>,
 ) -> (BTreeMap<String, Workflow>, Vec<WorkflowError>) {
-    load_with(&[], dirs, tools)
-}
-
-/// [`load`], with `builtin` (name, text) before the files: any file's
-/// workflow of the same name replaces one.
-pub fn load_with(
-    builtin: &[(&str, &str)],
-    dirs: &[PathBuf],
-    tools: &BTreeSet<String>,
-) -> (BTreeMap<String, Workflow>, Vec<WorkflowError>) {
-    let mut texts: Vec<(PathBuf, String)> = builtin
+    let (builtin, builtin_problems) = builtin();
+    let mut out: BTreeMap<String, Workflow> = builtin
         .iter()
-        .map(|(name, text)| (builtin_file(name), text.to_string()))
+        .map(|w| (w.name.clone(), w.clone()))
         .collect();
-    let mut errors = Vec::new();
+    let mut errors = builtin_problems.clone();
+    let mut texts: Vec<(PathBuf, String)> = Vec::new();
     for dir in dirs {
         for file in files(dir) {
             match std::fs::read_to_string(&file) {
@@ -469,31 +495,26 @@ pub fn load_with(
             }
         }
     }
-    let names: BTreeSet<String> = texts
-        .iter()
-        .map(|(file, text)| declared_name(file, text))
+    let names: BTreeSet<String> = out
+        .keys()
+        .cloned()
+        .chain(texts.iter().map(|(file, text)| declared_name(file, text)))
         .collect();
     let known = Names {
         tools,
         workflows: &names,
     };
-    let mut out = BTreeMap::new();
-    // A file meant to replace a built-in workflow replaces it even when it
-    // does not load: its problems are reported, not hidden behind the
-    // built-in.
-    let mut broken = BTreeSet::new();
     for (file, text) in texts {
         match Workflow::parse(&file, &text, &known) {
             Ok(workflow) => {
                 out.insert(workflow.name.clone(), workflow);
             }
             Err(mut problems) => {
-                broken.insert(declared_name(&file, &text));
+                out.remove(&declared_name(&file, &text));
                 errors.append(&mut problems);
             }
         }
     }
-    out.retain(|name, workflow| !(broken.contains(name) && workflow.file == builtin_file(name)));
     for (name, problem) in call_cycles(&out) {
         out.remove(&name);
         errors.push(problem);

@@ -560,6 +560,16 @@ async fn the_code_review_example_fixes_with_permission_or_approves() {
     git(&["commit", "-q", "-m", "start"]);
     std::fs::write(project.path().join("limit.txt"), "# limits\nmax = -10\n").unwrap();
     std::fs::remove_file(project.path().join("old.txt")).unwrap();
+    // The change also adds a link to a file of the user's outside the
+    // project: its target is never read.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("credentials"), "SECRET-KEY-1234\n").unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("credentials"),
+        project.path().join("notes.txt"),
+    )
+    .unwrap();
+    git(&["add", "notes.txt"]);
     let mock = MockModel::start().await;
     mock.push_side(Reply::sse(anthropic_text(
         r#"{"issues": 1, "summary": "the limit went negative"}"#,
@@ -601,6 +611,8 @@ async fn the_code_review_example_fixes_with_permission_or_approves() {
         "{analysed}"
     );
     assert!(!analysed.contains("==> old.txt"), "{analysed}");
+    assert!(!analysed.contains("SECRET-KEY"), "{analysed}");
+    assert!(analysed.contains("notes.txt"), "the diff names the link");
     let suggested = mock.side_requests()[1].body["messages"].to_string();
     assert!(
         suggested.contains("You found this in a review: the limit went negative"),

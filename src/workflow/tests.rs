@@ -478,7 +478,7 @@ fn the_built_in_workflows_load_and_a_file_of_the_same_name_replaces_one() {
         .iter()
         .map(|t| t.name().to_string())
         .collect();
-    let (workflows, problems) = load_with(&BUILTIN, &[], &tools);
+    let (workflows, problems) = load(&[], &tools);
     assert_eq!(problems, Vec::<WorkflowError>::new());
     assert_eq!(
         workflows.keys().collect::<Vec<_>>(),
@@ -494,7 +494,7 @@ fn the_built_in_workflows_load_and_a_file_of_the_same_name_replaces_one() {
         "name = \"test-fix\"\ndescription = \"mine\"\n[[steps]]\nid = \"t\"\nkind = \"tool\"\ntool = \"bash\"\nparams = { command = \"make check\" }\n",
     )
     .unwrap();
-    let (workflows, problems) = load_with(&BUILTIN, &[dir.path().to_path_buf()], &tools);
+    let (workflows, problems) = load(&[dir.path().to_path_buf()], &tools);
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(workflows["test-fix"].description, "mine");
     assert_eq!(workflows.len(), 3);
@@ -505,7 +505,7 @@ fn the_built_in_workflows_load_and_a_file_of_the_same_name_replaces_one() {
         "name = \"test-fix\"\n[[steps]]\nid = \"t\"\nkind = \"tool\"\ntool = \"nope\"\n",
     )
     .unwrap();
-    let (workflows, problems) = load_with(&BUILTIN, &[dir.path().to_path_buf()], &tools);
+    let (workflows, problems) = load(&[dir.path().to_path_buf()], &tools);
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
         problems[0].to_string().contains("unknown tool `nope`"),
@@ -514,6 +514,30 @@ fn the_built_in_workflows_load_and_a_file_of_the_same_name_replaces_one() {
     );
     assert!(!workflows.contains_key("test-fix"));
     assert!(workflows.contains_key("code-review"));
+
+    // The same holds between files: a trusted project's broken `mine`
+    // leaves neither it nor the user's `mine` to run.
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mine.toml"),
+        "[[steps]]\nid = \"t\"\nkind = \"tool\"\ntool = \"ls\"\n",
+    )
+    .unwrap();
+    let dirs = [dir.path().to_path_buf(), project.path().to_path_buf()];
+    assert!(load(&dirs, &tools).0.contains_key("mine"));
+    std::fs::write(
+        project.path().join("mine.toml"),
+        "[[steps]]\nid = \"t\"\nkind = \"tool\"\ntool = \"nope\"\n",
+    )
+    .unwrap();
+    let (workflows, problems) = load(&dirs, &tools);
+    assert!(!workflows.contains_key("mine"));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.file == project.path().join("mine.toml")),
+        "{problems:?}"
+    );
 }
 
 #[test]
@@ -557,5 +581,8 @@ fn workflows_running_each_other_in_a_circle_are_refused() {
             "c.toml:2: step `call_a`: runs workflow `a`, which runs this one again (c → a → b → c): workflows may not run each other in a circle",
         ]
     );
-    assert_eq!(workflows.keys().collect::<Vec<_>>(), vec!["d"]);
+    assert_eq!(
+        workflows.keys().collect::<Vec<_>>(),
+        vec!["code-review", "d", "release-notes", "test-fix"]
+    );
 }
