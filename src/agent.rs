@@ -1030,9 +1030,11 @@ async fn run_call(
 
 const CANCELLED_BEFORE_RUN: &str = "Cancelled by the user before this tool ran.";
 
-/// One model call, retried on transient failures before anything streamed.
-/// Returns the message (with `StopReason::Error` on failure) and the typed
-/// error that ended it, if any.
+/// One model call, retried on transient failures and broken streams
+/// (reset, closed early, a malformed line, an `error` event) before
+/// anything of the answer streamed; after that, the failure ends the call
+/// as [`LlmError::CutOff`]. Returns the message (with `StopReason::Error`
+/// on failure) and the typed error that ended it, if any.
 pub(crate) async fn stream_with_retries(
     client: &reqwest::Client,
     config: &AgentConfig,
@@ -1048,6 +1050,14 @@ pub(crate) async fn stream_with_retries(
                 Attempt::Done(message) => return (message, None),
                 Attempt::Failed { builder, error } => (builder, error),
             };
+        // Once part of the answer (text, thinking, a tool call) has
+        // streamed, a retry would show the answer starting over: the call
+        // ends instead, saying the answer was cut off and by what.
+        let error = if builder.has_content() {
+            error.cut_off()
+        } else {
+            error
+        };
         // A throttled credential with another one waiting is not worth
         // waiting for: failover moves on at once. Nor is one whose provider
         // asks for a longer wait than pincer sits through: the credential
@@ -1056,7 +1066,7 @@ pub(crate) async fn stream_with_retries(
         let rotate = config.rotate_rate_limits && matches!(error, LlmError::RateLimit { .. });
         if rotate
             || waits_too_long(&error)
-            || !(error.is_transient() && attempt < config.max_retries && !builder.has_content())
+            || !(error.retry_before_output() && attempt < config.max_retries)
         {
             if !started {
                 host.emit(AgentEvent::MessageStart);

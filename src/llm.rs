@@ -432,6 +432,28 @@ pub enum LlmError {
         status: u16,
         location: String,
     },
+    /// The stream failed (`cause`) after part of the answer had reached
+    /// the user: it is not retried (the user would see the answer start
+    /// over, or two answers glued together), and the partial answer stays
+    /// in the history with this error.
+    #[error(
+        "{provider}'s answer was cut off after part of it was shown ({}); the partial \
+         answer is kept: ask again for the rest",
+        cut_off_cause(cause)
+    )]
+    CutOff {
+        provider: String,
+        cause: Box<LlmError>,
+    },
+}
+
+/// What cut an answer off, as the user reads it: a network error in the
+/// middle of a body is a broken connection, not a provider out of reach.
+fn cut_off_cause(cause: &LlmError) -> String {
+    match cause {
+        LlmError::Network { message, .. } => format!("the connection broke: {message}"),
+        other => other.to_string(),
+    }
 }
 
 /// What a rate limit's `retry-after` asked for, as the user reads it.
@@ -546,7 +568,51 @@ impl LlmError {
                 location: f(&location),
             },
             error @ LlmError::Timeout { .. } => error,
+            LlmError::CutOff { provider, cause } => LlmError::CutOff {
+                provider,
+                cause: Box::new(cause.map_text(f)),
+            },
         }
+    }
+
+    /// The provider the error came from.
+    pub fn provider(&self) -> &str {
+        match self {
+            LlmError::Auth { provider, .. }
+            | LlmError::RateLimit { provider, .. }
+            | LlmError::Billing { provider, .. }
+            | LlmError::Overloaded { provider, .. }
+            | LlmError::ContextOverflow { provider, .. }
+            | LlmError::ModelNotFound { provider, .. }
+            | LlmError::BadRequest { provider, .. }
+            | LlmError::Server { provider, .. }
+            | LlmError::Network { provider, .. }
+            | LlmError::Unreachable { provider, .. }
+            | LlmError::Timeout { provider, .. }
+            | LlmError::MalformedStream { provider, .. }
+            | LlmError::Redirect { provider, .. }
+            | LlmError::CutOff { provider, .. } => provider,
+        }
+    }
+
+    /// The error for a stream that failed after part of the answer was
+    /// shown (see [`LlmError::CutOff`]).
+    pub fn cut_off(self) -> Self {
+        match self {
+            error @ LlmError::CutOff { .. } => error,
+            cause => LlmError::CutOff {
+                provider: cause.provider().to_string(),
+                cause: Box::new(cause),
+            },
+        }
+    }
+
+    /// Whether a stream that failed this way before anything of the answer
+    /// arrived is worth asking again: a transient failure, or a stream
+    /// that broke (closed before its final event, a line that is not an
+    /// event), which a new connection usually does not repeat.
+    pub fn retry_before_output(&self) -> bool {
+        self.is_transient() || matches!(self, LlmError::MalformedStream { .. })
     }
 
     /// Whether trying the same request again may succeed.

@@ -23,6 +23,14 @@
 //! outlives its timeout returns an error result and the server is probed;
 //! only a server that does not answer the probe is dropped.
 //!
+//! pincer declares the `roots` capability: a server's `roots/list` gets
+//! the session's working directory as a `file://` URI (so a filesystem
+//! server started without a directory may work there), and
+//! [`Manager::set_roots`] sends `notifications/roots/list_changed` when the
+//! set changes. Every `tools/call` carries a `progressToken` (rmcp adds
+//! one to each request); the server's `notifications/progress` for it are
+//! shown in the running call through the tool's progress callback.
+//!
 //! A `notifications/tools/list_changed` marks the server's list stale; the
 //! next turn waits for the new list. Servers end with their session
 //! ([`Manager::shutdown`], and killing the process group on drop as a last
@@ -33,16 +41,27 @@ mod content;
 pub mod server;
 mod tool;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::{NotificationContext, Peer, RoleClient, ServiceExt};
+// Roots are deprecated by a protocol draft (SEP-2577) that no released
+// server speaks; today's servers (the reference filesystem server among
+// them) still ask `roots/list`.
+#[allow(deprecated)]
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
+    ClientConfig, ClientRequest, Implementation, ListRootsResult, ProgressNotificationParam,
+    ProgressToken, RequestId, Root, ServerResult,
+};
+use rmcp::service::{
+    NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient, ServiceExt,
+};
 use tokio_util::sync::CancellationToken;
 
-use crate::tools::{Tool, ToolOutput, ToolSource};
+use crate::tools::{Display, Progress, Tool, ToolOutput, ToolSource};
 
 pub use config::{McpConfig, ServerConfig, tool_prefix_name};
 pub use tool::McpTool;
@@ -155,6 +174,10 @@ struct ServerState {
 pub(crate) struct Server {
     spec: ServerSpec,
     state: Mutex<ServerState>,
+    /// The session's roots, shared by its servers (see [`Manager::set_roots`]).
+    roots: Arc<Mutex<Vec<PathBuf>>>,
+    /// Where the progress of each running call goes, by its token.
+    progress: Mutex<HashMap<ProgressToken, Progress>>,
     /// Wakes whoever waits for a new tool list.
     refreshed: tokio::sync::Notify,
     events: tokio::sync::mpsc::UnboundedSender<Event>,
@@ -255,6 +278,7 @@ impl Server {
         args: serde_json::Value,
         image_input: bool,
         cancel: &CancellationToken,
+        progress: &Progress,
     ) -> ToolOutput {
         let Some(peer) = self.peer() else {
             return ToolOutput::error(format!(
@@ -273,16 +297,47 @@ impl Server {
             }
         }
         let timeout = self.spec.call_timeout;
-        let call = peer.call_tool(params);
+        let call = async {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+            let handle = peer
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await?;
+            // rmcp put a progress token of its own into the request; what
+            // the server reports under it goes to this call's view.
+            let mut pending = PendingCall::new(
+                self,
+                &peer,
+                handle.id.clone(),
+                handle.progress_token.clone(),
+                progress.clone(),
+            );
+            let result = handle.await_response().await;
+            pending.answered();
+            result
+        };
         let result = tokio::select! {
             () = cancel.cancelled() => return ToolOutput::error("Operation aborted"),
             result = tokio::time::timeout(timeout, call) => result,
         };
         match result {
-            Ok(Ok(result)) => match serde_json::to_value(&result) {
-                Ok(value) => content::to_output(&value, image_input),
-                Err(e) => ToolOutput::error(format!("unreadable result from {tool}: {e}")),
-            },
+            Ok(Ok(result)) => {
+                let value = match result {
+                    ServerResult::CallToolResult(result) => serde_json::to_value(&result),
+                    // A reply without `content` decodes as one of these.
+                    ServerResult::EmptyResult(_) => Ok(serde_json::json!({})),
+                    ServerResult::CustomResult(custom) => Ok(custom.0),
+                    _ => {
+                        return ToolOutput::error(format!(
+                            "MCP server `{}` answered {tool} with something other than a tool result (pincer does not support input requests or tasks).",
+                            self.spec.name
+                        ));
+                    }
+                };
+                match value {
+                    Ok(value) => content::to_output(&value, image_input),
+                    Err(e) => ToolOutput::error(format!("unreadable result from {tool}: {e}")),
+                }
+            }
             Ok(Err(e)) => {
                 let gone = matches!(
                     e,
@@ -326,6 +381,101 @@ impl Server {
     }
 }
 
+/// A `tools/call` on its way: routes the server's progress reports for
+/// it to the call's view while it runs, and, when the caller gives up on
+/// it (cancel, timeout), tells the server with `notifications/cancelled`
+/// so it does not keep working on a result nobody reads.
+struct PendingCall<'a> {
+    server: &'a Server,
+    peer: &'a Peer<RoleClient>,
+    id: RequestId,
+    token: ProgressToken,
+    answered: bool,
+}
+
+impl<'a> PendingCall<'a> {
+    fn new(
+        server: &'a Server,
+        peer: &'a Peer<RoleClient>,
+        id: RequestId,
+        token: ProgressToken,
+        progress: Progress,
+    ) -> Self {
+        lock(&server.progress).insert(token.clone(), progress);
+        Self {
+            server,
+            peer,
+            id,
+            token,
+            answered: false,
+        }
+    }
+
+    fn answered(&mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for PendingCall<'_> {
+    fn drop(&mut self) {
+        lock(&self.server.progress).remove(&self.token);
+        if self.answered {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        let cancelled = CancelledNotificationParam::new(
+            Some(self.id.clone()),
+            Some("pincer stopped waiting for the call".to_string()),
+        );
+        runtime.spawn(async move {
+            let _ = peer.notify_cancelled(cancelled).await;
+        });
+    }
+}
+
+/// What a progress report says, for the call's view: "Progress: 2 of 5
+/// (40%): copying" (the total and message only when the server gives them).
+fn progress_text(report: &ProgressNotificationParam) -> String {
+    fn number(n: f64) -> String {
+        if n.fract() == 0.0 && n.abs() < 1e15 {
+            format!("{}", n as i64)
+        } else {
+            format!("{n}")
+        }
+    }
+    let mut text = format!("Progress: {}", number(report.progress));
+    if let Some(total) = report.total.filter(|t| *t > 0.0) {
+        let percent = (report.progress / total * 100.0).clamp(0.0, 100.0).round();
+        text.push_str(&format!(" of {} ({}%)", number(total), number(percent)));
+    }
+    if let Some(message) = report.message.as_deref().filter(|m| !m.trim().is_empty()) {
+        text.push_str(": ");
+        text.push_str(message.trim());
+    }
+    text
+}
+
+/// The roots a server sees: each directory as a `file://` URI, named by
+/// its last component. A path that is not absolute has no URI and is left
+/// out.
+#[allow(deprecated)]
+fn roots_of(paths: &[PathBuf]) -> Vec<Root> {
+    paths
+        .iter()
+        .filter_map(|path| {
+            let uri = url::Url::from_file_path(path).ok()?;
+            let mut root = Root::new(uri.to_string());
+            root.name = path
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned());
+            Some(root)
+        })
+        .collect()
+}
+
 /// Ends a connection: closes the transport and kills a stdio server's
 /// process group (the server and anything it started).
 fn end(connection: Connection, kill: bool) {
@@ -348,11 +498,42 @@ struct Handler {
 }
 
 impl rmcp::ClientHandler for Handler {
+    #[allow(deprecated)]
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
-            ClientCapabilities::default(),
+            ClientCapabilities::builder()
+                .enable_roots()
+                .enable_roots_list_changed()
+                .build(),
             Implementation::new("pincer", env!("CARGO_PKG_VERSION")),
         )
+    }
+
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, rmcp::ErrorData> {
+        let roots = match self.server.upgrade() {
+            Some(server) => roots_of(&lock(&server.roots)),
+            None => Vec::new(),
+        };
+        Ok(ListRootsResult::new(roots))
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let Some(server) = self.server.upgrade() else {
+            return;
+        };
+        // A report for a call that already ended (or never was) is dropped.
+        let route = lock(&server.progress).get(&params.progress_token).cloned();
+        if let Some(progress) = route {
+            progress(vec![Display::Text(progress_text(&params))]);
+        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -372,6 +553,8 @@ impl rmcp::ClientHandler for Handler {
 /// A session's MCP servers.
 pub struct Manager {
     servers: Vec<Arc<Server>>,
+    /// The directories the servers may work in (`roots/list`).
+    roots: Arc<Mutex<Vec<PathBuf>>>,
     /// How many servers are still starting.
     starting: tokio::sync::watch::Receiver<usize>,
     events: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Event>>>,
@@ -394,8 +577,14 @@ impl std::fmt::Debug for Manager {
 
 impl Manager {
     /// Starts every server at once, in the background; each has
-    /// `startup_timeout` to connect and list its tools.
-    pub fn start(specs: Vec<ServerSpec>, startup_timeout: Duration) -> Arc<Self> {
+    /// `startup_timeout` to connect and list its tools. `roots` (the
+    /// session's working directory) is what a server's `roots/list` gets.
+    pub fn start(
+        specs: Vec<ServerSpec>,
+        roots: Vec<PathBuf>,
+        startup_timeout: Duration,
+    ) -> Arc<Self> {
+        let roots = Arc::new(Mutex::new(roots));
         let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
         let (starting_tx, starting_rx) = tokio::sync::watch::channel(specs.len());
         let servers: Vec<Arc<Server>> = specs
@@ -410,6 +599,8 @@ impl Manager {
                         changes: 0,
                         listed: 0,
                     }),
+                    roots: roots.clone(),
+                    progress: Mutex::new(HashMap::new()),
                     refreshed: tokio::sync::Notify::new(),
                     events: events_tx.clone(),
                 })
@@ -447,6 +638,7 @@ impl Manager {
         }
         Arc::new(Self {
             servers,
+            roots,
             starting: starting_rx,
             events: Mutex::new(Some(events_rx)),
         })
@@ -454,7 +646,36 @@ impl Manager {
 
     /// A manager with no servers.
     pub fn empty() -> Arc<Self> {
-        Self::start(Vec::new(), DEFAULT_STARTUP_TIMEOUT)
+        Self::start(Vec::new(), Vec::new(), DEFAULT_STARTUP_TIMEOUT)
+    }
+
+    /// The directories the servers are told they may work in.
+    pub fn roots(&self) -> Vec<PathBuf> {
+        lock(&self.roots).clone()
+    }
+
+    /// Replaces the roots and, when they changed, sends
+    /// `notifications/roots/list_changed` to every connected server (which
+    /// asks `roots/list` again). A session's working directory is fixed
+    /// today, so pincer's sessions do not call this; it is the path for
+    /// whatever makes the set change. A server still starting reads the
+    /// new set when it first asks.
+    pub async fn set_roots(&self, roots: Vec<PathBuf>) {
+        {
+            let mut current = lock(&self.roots);
+            if *current == roots {
+                return;
+            }
+            *current = roots;
+        }
+        for server in &self.servers {
+            let Some(peer) = server.peer() else {
+                continue;
+            };
+            if let Err(e) = peer.notify_roots_list_changed().await {
+                tracing::debug!(server = %server.spec.name, error = %e, "could not announce new roots");
+            }
+        }
     }
 
     /// Waits until every server has started or failed.
@@ -762,4 +983,53 @@ fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
             tracing::debug!(server = %server, "{line}");
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn report(progress: f64, total: Option<f64>, message: Option<&str>) -> String {
+        let mut param = ProgressNotificationParam::new(
+            ProgressToken(rmcp::model::NumberOrString::Number(1)),
+            progress,
+        );
+        param.total = total;
+        param.message = message.map(String::from);
+        progress_text(&param)
+    }
+
+    #[test]
+    fn progress_reads_as_done_of_total_with_the_server_s_message() {
+        assert_eq!(
+            [
+                report(2.0, Some(5.0), Some(" copying ")),
+                report(1.0, Some(3.0), None),
+                report(0.5, None, Some("")),
+                report(7.0, Some(0.0), None),
+            ],
+            [
+                "Progress: 2 of 5 (40%): copying",
+                "Progress: 1 of 3 (33%)",
+                "Progress: 0.5",
+                "Progress: 7",
+            ]
+        );
+    }
+
+    #[test]
+    #[allow(deprecated)]
+    fn roots_are_file_uris_named_by_their_directory() {
+        let roots = roots_of(&[PathBuf::from("/home/me/my project"), PathBuf::from("rel")]);
+        let shown: Vec<(String, Option<String>)> =
+            roots.into_iter().map(|r| (r.uri, r.name)).collect();
+        assert_eq!(
+            shown,
+            vec![(
+                "file:///home/me/my%20project".to_string(),
+                Some("my project".to_string())
+            )]
+        );
+    }
 }

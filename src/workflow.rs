@@ -34,6 +34,8 @@ pub struct Workflow {
     pub steps: Vec<Step>,
     /// Where it was read from.
     pub file: PathBuf,
+    /// What `pincer workflow check` warns about; the workflow runs anyway.
+    pub warnings: Vec<WorkflowError>,
 }
 
 /// A typed input.
@@ -217,12 +219,14 @@ impl Workflow {
             inputs: raw.inputs,
             steps,
             file: file.to_path_buf(),
+            warnings: Vec::new(),
         };
         // Checks of the graph would only repeat what is wrong with a step.
         if errors.is_empty() {
             errors.extend(validate::check(&mut workflow, raw.budget.is_some(), known));
         }
         if errors.is_empty() {
+            workflow.warnings = validate::warnings(&workflow);
             Ok(workflow)
         } else {
             Err(errors)

@@ -322,7 +322,8 @@ async fn a_failure_after_streaming_began_is_not_retried_and_keeps_the_text() {
     )
     .await;
     assert!(
-        matches!(stop, RunStop::Failed(LlmError::Overloaded { .. })),
+        matches!(&stop, RunStop::Failed(LlmError::CutOff { cause, .. })
+            if matches!(**cause, LlmError::Overloaded { .. })),
         "{stop:?}"
     );
     assert_eq!(mock.requests().len(), 1);
@@ -363,7 +364,8 @@ async fn a_stream_cut_off_before_its_end_is_an_error() {
     )
     .await;
     assert!(
-        matches!(stop, RunStop::Failed(LlmError::MalformedStream { .. })),
+        matches!(&stop, RunStop::Failed(LlmError::CutOff { cause, .. })
+            if matches!(**cause, LlmError::MalformedStream { .. })),
         "{stop:?}"
     );
 }

@@ -627,3 +627,262 @@ async fn an_editor_server_replaces_a_configured_one_of_the_same_name() {
     wait_gone(&editor_pids).await;
     assert!(!configured.exists(), "the configured server was started");
 }
+
+/// The reference servers' release the roots and progress tests use (npm).
+const REFERENCE_SERVERS_VERSION: &str = "2026.8.31";
+
+fn target_dir() -> std::path::PathBuf {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => manifest.join(dir),
+        None => manifest.join("target"),
+    }
+}
+
+/// The entry scripts of `@modelcontextprotocol/server-filesystem` and
+/// `server-everything`, installing the pinned release under the target
+/// directory on first use (a lock file serialises test processes racing to
+/// install). Needs node and npm: the test fails, never skips, without them.
+fn ensure_reference_servers() -> (std::path::PathBuf, std::path::PathBuf) {
+    let target = target_dir();
+    std::fs::create_dir_all(&target).unwrap();
+    let prefix = target.join(format!("mcp-reference-{REFERENCE_SERVERS_VERSION}"));
+    let packages = ["server-filesystem", "server-everything"];
+    let lock = std::fs::File::create(
+        target.join(format!("mcp-reference-{REFERENCE_SERVERS_VERSION}.lock")),
+    )
+    .unwrap();
+    lock.lock().unwrap();
+    let installed = packages.iter().all(|package| {
+        std::fs::read_to_string(prefix.join(format!(
+            "node_modules/@modelcontextprotocol/{package}/package.json"
+        )))
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .is_some_and(|p| p["version"] == REFERENCE_SERVERS_VERSION)
+    });
+    if !installed {
+        eprintln!(
+            "installing the MCP reference servers {REFERENCE_SERVERS_VERSION} into {}",
+            prefix.display()
+        );
+        let mut args: Vec<String> = ["install", "--no-audit", "--no-fund", "--prefix"]
+            .map(String::from)
+            .to_vec();
+        args.push(prefix.to_str().unwrap().to_string());
+        args.extend(
+            packages
+                .iter()
+                .map(|p| format!("@modelcontextprotocol/{p}@{REFERENCE_SERVERS_VERSION}")),
+        );
+        let output = std::process::Command::new("npm")
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot install the MCP reference servers: `npm {}` did not start ({e}); \
+                     install node and npm",
+                    args.join(" ")
+                )
+            });
+        assert!(
+            output.status.success(),
+            "cannot install the MCP reference servers: `npm {}` failed ({})\n--- stdout ---\n{}\n\
+             --- stderr ---\n{}\nIt needs npm and a reachable npm registry.",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+        );
+    }
+    let script = |package: &str| {
+        prefix.join(format!(
+            "node_modules/@modelcontextprotocol/{package}/dist/index.js"
+        ))
+    };
+    let (filesystem, everything) = (script(packages[0]), script(packages[1]));
+    for script in [&filesystem, &everything] {
+        assert!(script.is_file(), "no {}", script.display());
+    }
+    (filesystem, everything)
+}
+
+async fn reference_servers() -> (std::path::PathBuf, std::path::PathBuf) {
+    tokio::task::spawn_blocking(ensure_reference_servers)
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
+fn node() -> std::path::PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("node"))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| panic!("no `node` on PATH: install node and npm"))
+}
+
+fn file_uri(path: &std::path::Path) -> String {
+    url::Url::from_file_path(path).unwrap().to_string()
+}
+
+#[tokio::test]
+async fn reference_servers_get_the_session_directory_as_root_and_show_progress() {
+    let (filesystem, everything) = reference_servers().await;
+    let sandbox = Sandbox::new();
+    sandbox.write("hello.txt", "hello from the root\n");
+    let node = node();
+    // The filesystem server is started without a directory: the session's
+    // working directory must reach it as a root.
+    let servers = json!([
+        {"name": "fs", "command": node, "args": [filesystem], "env": []},
+        {"name": "ev", "command": node, "args": [everything, "stdio"], "env": []},
+    ]);
+    let hello = sandbox.work().join("hello.txt");
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_calls(&[
+        (
+            "c_read",
+            "mcp__fs__read_text_file",
+            &json!({"path": hello}).to_string(),
+        ),
+        ("c_roots", "mcp__ev__get-roots-list", "{}"),
+        (
+            "c_long",
+            "mcp__ev__trigger-long-running-operation",
+            r#"{"duration": 0.3, "steps": 3}"#,
+        ),
+    ])));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let session = new_session(&mut acp, &sandbox, servers).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "use the servers"))
+        .await;
+    let (response, before) = acp
+        .drive(id, |method, _| match method {
+            "session/request_permission" => selected("allow_once"),
+            other => panic!("unexpected {other}"),
+        })
+        .await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+
+    let results = tool_results(&mock, 1);
+    let by_id = |id: &str| results.iter().find(|r| r.0 == id).unwrap().clone();
+    let (_, error, content) = by_id("c_read");
+    assert_eq!(
+        (error, text_of(&content)),
+        (false, "hello from the root\n".to_string())
+    );
+    let (_, error, content) = by_id("c_roots");
+    let work = sandbox.work();
+    let name = work.file_name().unwrap().to_str().unwrap();
+    assert!(!error, "{content}");
+    assert!(
+        text_of(&content).starts_with(&format!(
+            "Current MCP Roots (1 total):\n\n1. {name}\n   URI: {}\n",
+            file_uri(&work)
+        )),
+        "{content}"
+    );
+    let (_, error, content) = by_id("c_long");
+    assert_eq!(
+        (error, text_of(&content)),
+        (
+            false,
+            "Long running operation completed. Duration: 0.3 seconds, Steps: 3.".to_string()
+        )
+    );
+
+    // The server's progress reports showed in the running call.
+    let progress: Vec<String> = updates_of(&before)
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "c_long")
+        .filter(|u| u.get("status").is_none())
+        .filter_map(|u| {
+            u["content"][0]["content"]["text"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect();
+    assert_eq!(
+        progress,
+        vec![
+            "Progress: 1 of 3 (33%)",
+            "Progress: 2 of 3 (67%)",
+            "Progress: 3 of 3 (100%)"
+        ]
+    );
+}
+
+/// The roots text `get-roots-list` of server-everything answers with.
+async fn roots_listed(
+    tool: &std::sync::Arc<dyn pincer::tools::Tool>,
+    dir: &std::path::Path,
+) -> String {
+    let output = tool
+        .execute(
+            json!({}),
+            &pincer::tools::ToolContext::local(dir.to_path_buf()),
+        )
+        .await;
+    assert!(!output.is_error, "{output:?}");
+    output.text()
+}
+
+#[tokio::test]
+async fn changed_roots_are_announced_and_the_server_asks_again() {
+    use pincer::mcp::{Manager, Origin, ServerSpec, Transport};
+    use pincer::tools::ToolSource;
+
+    let (_, everything) = reference_servers().await;
+    let first = tempfile::tempdir().unwrap();
+    let second = tempfile::tempdir().unwrap();
+    let spec = ServerSpec {
+        name: "ev".to_string(),
+        transport: Transport::Stdio {
+            command: node(),
+            args: vec![
+                everything.to_str().unwrap().to_string(),
+                "stdio".to_string(),
+            ],
+            env: Vec::new(),
+            cwd: first.path().to_path_buf(),
+        },
+        call_timeout: Duration::from_secs(30),
+        origin: Origin::Config,
+    };
+    let manager = Manager::start(
+        vec![spec],
+        vec![first.path().to_path_buf()],
+        Duration::from_secs(30),
+    );
+    manager.ready().await;
+    let tool = manager
+        .tools()
+        .await
+        .into_iter()
+        .find(|t| t.name() == "mcp__ev__get-roots-list")
+        .expect("server-everything offers get-roots-list to a client with roots");
+    let listed = roots_listed(&tool, first.path()).await;
+    assert!(listed.contains(&file_uri(first.path())), "{listed}");
+
+    manager.set_roots(vec![second.path().to_path_buf()]).await;
+    assert_eq!(manager.roots(), vec![second.path().to_path_buf()]);
+    // The server asks `roots/list` again when it hears of the change, on
+    // its own schedule: ask it until it knows the new root.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let listed = roots_listed(&tool, first.path()).await;
+        if listed.contains(&file_uri(second.path())) {
+            assert!(!listed.contains(&file_uri(first.path())), "{listed}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server never saw the new root: {listed}"
+        );
+        tokio::task::yield_now().await;
+    }
+    manager.shutdown().await;
+}

@@ -211,3 +211,156 @@ async fn bedrock_signs_with_credentials_from_a_credential_process() {
         Some("process-token")
     );
 }
+
+/// The head of the Anthropic text answer up to (`with_delta`: and
+/// including) its first text delta, as separate events.
+fn anthropic_head(with_delta: bool) -> String {
+    let full = support::mock_model::fixture("anthropic/text.sse");
+    let first_delta = full.find("event: content_block_delta").unwrap();
+    let end = if with_delta {
+        first_delta + full[first_delta..].find("\n\n").unwrap() + 2
+    } else {
+        first_delta
+    };
+    full[..end].to_string()
+}
+
+/// The four ways a stream breaks in the middle, after `head`: (what it
+/// is, the reply, what the error names).
+fn broken_streams(head: &str) -> Vec<(&'static str, Reply, &'static str)> {
+    let events = head.matches("\n\n").count();
+    vec![
+        (
+            "a connection reset",
+            Reply::Reset {
+                body: head.to_string(),
+                events,
+            },
+            "error decoding response body",
+        ),
+        (
+            "a clean close before the final event",
+            Reply::sse(head),
+            "the stream ended before the final event",
+        ),
+        (
+            "a malformed event line",
+            Reply::sse(format!(
+                "{head}event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\n\n"
+            )),
+            "anthropic sent a malformed stream",
+        ),
+        (
+            "an overloaded error event",
+            Reply::sse(format!(
+                "{head}event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}}}\n\n"
+            )),
+            "anthropic is overloaded: Overloaded",
+        ),
+    ]
+}
+
+/// Runs one prompt against `mock` over ACP; the prompt's response, the
+/// agent's text and the thought chunks (notices) it showed.
+async fn prompt_once(sandbox: &Sandbox, mock: &MockModel) -> (Value, String, String) {
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "title_model = \"none\"\nretry_base_delay_ms = 1\n",
+    )
+    .unwrap();
+    let mut acp = support::spawn_anthropic(sandbox, mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp
+        .send("session/prompt", support::prompt(&session, "hi"))
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    let updates = updates_of(&before);
+    let chunks = |kind: &str| -> String {
+        updates
+            .iter()
+            .filter(|u| u["sessionUpdate"] == kind)
+            .filter_map(|u| u["content"]["text"].as_str())
+            .collect()
+    };
+    let text = chunks("agent_message_chunk");
+    let thoughts = chunks("agent_thought_chunk");
+    (response, text, thoughts)
+}
+
+#[tokio::test]
+async fn a_stream_that_breaks_before_anything_was_shown_is_retried() {
+    for (what, reply, cause) in broken_streams(&anthropic_head(false)) {
+        let sandbox = Sandbox::new();
+        let mock = MockModel::start().await;
+        mock.push(reply);
+        mock.push(Reply::fixture("anthropic/text.sse"));
+        let (response, text, thoughts) = prompt_once(&sandbox, &mock).await;
+        assert_eq!(
+            response["result"]["stopReason"], "end_turn",
+            "{what}: {response}"
+        );
+        assert_eq!(text, "Hello from the mock model.", "{what}");
+        assert_eq!(mock.requests().len(), 2, "{what}");
+        assert!(
+            thoughts.contains(cause) && thoughts.contains("Retrying in"),
+            "{what}: the retry notice names the failure: {thoughts:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_stream_that_breaks_after_text_was_shown_ends_saying_it_was_cut_off() {
+    for (what, reply, cause) in broken_streams(&anthropic_head(true)) {
+        let sandbox = Sandbox::new();
+        let mock = MockModel::start().await;
+        mock.push(reply);
+        // Never asked for: a cut-off answer is not retried.
+        mock.push(Reply::fixture("anthropic/text.sse"));
+        let (response, text, thoughts) = prompt_once(&sandbox, &mock).await;
+        let message = response["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("anthropic's answer was cut off after part of it was shown (")
+                && message.contains(cause)
+                && message.ends_with("the partial answer is kept: ask again for the rest"),
+            "{what}: {response}"
+        );
+        assert_eq!(text, "Hello", "{what}");
+        if what == "a connection reset" {
+            assert!(message.contains("(the connection broke: "), "{message}");
+        }
+        assert_eq!(mock.requests().len(), 1, "{what}");
+        assert!(!thoughts.contains("Retrying"), "{what}: {thoughts:?}");
+        // The transcript keeps the partial answer with the error that cut
+        // it off.
+        let transcript = session_files(&sandbox.home())
+            .into_iter()
+            .map(|f| std::fs::read_to_string(f).unwrap())
+            .collect::<String>();
+        let partial: Value = transcript
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|entry| entry.to_string().contains("\"Hello\""))
+            .unwrap_or_else(|| panic!("{what}: no partial answer in {transcript}"));
+        assert!(
+            partial
+                .to_string()
+                .contains("was cut off after part of it was shown"),
+            "{what}: {partial}"
+        );
+    }
+}
+
+/// Every `.jsonl` file under `dir`.
+fn session_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(session_files(&path));
+        } else if path.extension().is_some_and(|e| e == "jsonl") {
+            found.push(path);
+        }
+    }
+    found
+}

@@ -31,6 +31,66 @@ fn user_workflow(sandbox: &Sandbox, name: &str, text: &str) -> std::path::PathBu
     path
 }
 
+const SHELL_FROM_MODEL: &str = r#"
+[inputs.dir]
+type = "string"
+
+[[steps]]
+id = "plan"
+kind = "llm"
+prompt = "Which branch and files?"
+schema = { type = "object" }
+next = "run"
+
+[[steps]]
+id = "run"
+kind = "tool"
+tool = "bash"
+params = { command = "git switch {{ steps.plan.output.branch }} && ls {{ steps.plan.output.dir | shell_quote }} {{ inputs.dir }}" }
+next = "watch"
+
+[[steps]]
+id = "watch"
+kind = "tool"
+tool = "process"
+params = { action = "start", command = "{% for f in steps.plan.output.files %}cat {{f}}; {% endfor %}tail -f {{ steps.plan.output.log | upper }} {{- steps.run.output }}" }
+next = "safe"
+
+[[steps]]
+id = "safe"
+kind = "tool"
+tool = "bash"
+params = { command = "git log -1 {{ steps.plan.output.branch | shell_quote }}" }
+"#;
+
+#[tokio::test]
+async fn check_warns_where_a_model_s_answer_reaches_a_shell_command_unquoted() {
+    let sandbox = Sandbox::new();
+    let file = user_workflow(&sandbox, "deploy", SHELL_FROM_MODEL);
+    let (ok, stdout, stderr) = pincer(&sandbox, &["workflow", "check"]).await;
+    // A warning, not an error: the check passes and the workflow loads.
+    assert!(ok, "{stderr}");
+    let warning = |line: usize, step: &str, tool: &str, expr: &str| {
+        format!(
+            "{}:{line}: step `{step}`: warning: the `{tool}` command prints a model's answer \
+             without `shell_quote` (`{{{{ {expr} }}}}`); the model's text may hold `;`, `$(…)` \
+             or quotes that run commands of their own: write `{{{{ {expr} | shell_quote }}}}`\n",
+            file.display()
+        )
+    };
+    assert_eq!(
+        stdout,
+        [
+            warning(13, "run", "bash", "steps.plan.output.branch"),
+            warning(20, "watch", "process", "f"),
+            warning(20, "watch", "process", "steps.plan.output.log | upper"),
+            "4 workflow(s), no problems, 3 warning(s).\n".to_string(),
+        ]
+        .concat()
+    );
+    assert_eq!(stderr, "");
+}
+
 #[tokio::test]
 async fn dry_run_prints_the_path_the_outputs_decide() {
     let sandbox = Sandbox::new();

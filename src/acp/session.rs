@@ -1421,7 +1421,7 @@ fn start_mcp(
     let names: Vec<String> = editor.iter().map(|e| e.name.clone()).collect();
     let mut specs = settings.mcp_specs(cwd, &names);
     specs.extend(editor.into_iter().filter(|s| !config.disabled(&s.name)));
-    crate::mcp::Manager::start(specs, config.startup_timeout())
+    crate::mcp::Manager::start(specs, vec![cwd.to_path_buf()], config.startup_timeout())
 }
 
 /// An option's current value and its choices, for `/model` and friends.

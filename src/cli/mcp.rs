@@ -17,7 +17,11 @@ pub async fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     let settings = Settings::load_from_process(&cwd)?;
     let config = &settings.config.mcp;
     super::report_project(&settings);
-    let manager = Manager::start(settings.mcp_specs(&cwd, &[]), config.startup_timeout());
+    let manager = Manager::start(
+        settings.mcp_specs(&cwd, &[]),
+        vec![cwd.clone()],
+        config.startup_timeout(),
+    );
     manager.ready().await;
     let reports = manager.reports();
     manager.shutdown().await;

@@ -391,8 +391,11 @@ pub(crate) async fn prepare(
     // The configured MCP servers take part too; their failures go to
     // stderr.
     let mcp_config = &settings.config.mcp;
-    let mcp =
-        crate::mcp::Manager::start(settings.mcp_specs(&cwd, &[]), mcp_config.startup_timeout());
+    let mcp = crate::mcp::Manager::start(
+        settings.mcp_specs(&cwd, &[]),
+        vec![cwd.clone()],
+        mcp_config.startup_timeout(),
+    );
     if let Some(mut events) = mcp.take_events() {
         tokio::spawn(async move {
             while let Some(event) = events.recv().await {

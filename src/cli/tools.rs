@@ -29,8 +29,11 @@ pub async fn list(
     let mut tools = crate::tools::builtin();
     let servers = &settings.config.mcp;
     super::report_project(&settings);
-    let manager =
-        crate::mcp::Manager::start(settings.mcp_specs(&cwd, &[]), servers.startup_timeout());
+    let manager = crate::mcp::Manager::start(
+        settings.mcp_specs(&cwd, &[]),
+        vec![cwd.clone()],
+        servers.startup_timeout(),
+    );
     manager.ready().await;
     tools.extend(manager.tools_now());
     manager.shutdown().await;

@@ -66,10 +66,23 @@ pub fn check() -> anyhow::Result<()> {
     for problem in &problems {
         println!("{problem}");
     }
+    // Warnings do not fail the check: the workflow runs as written.
+    let warnings: Vec<_> = workflows.values().flat_map(|w| &w.warnings).collect();
+    for warning in &warnings {
+        println!("{warning}");
+    }
     if !problems.is_empty() {
         anyhow::bail!("{} problem(s) in the workflow files", problems.len());
     }
-    println!("{} workflow(s), no problems.", workflows.len());
+    if warnings.is_empty() {
+        println!("{} workflow(s), no problems.", workflows.len());
+    } else {
+        println!(
+            "{} workflow(s), no problems, {} warning(s).",
+            workflows.len(),
+            warnings.len()
+        );
+    }
     Ok(())
 }
 

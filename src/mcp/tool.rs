@@ -112,7 +112,13 @@ impl Tool for McpTool {
             };
             let server: Arc<Server> = server;
             server
-                .call(&self.remote, args, ctx.image_input, &ctx.cancel)
+                .call(
+                    &self.remote,
+                    args,
+                    ctx.image_input,
+                    &ctx.cancel,
+                    &ctx.progress,
+                )
                 .await
         })
     }

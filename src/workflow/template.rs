@@ -62,6 +62,69 @@ pub fn references(source: &str, expression: bool) -> Result<BTreeSet<String>, St
     Ok(names.into_iter().collect())
 }
 
+/// The expressions of `source` that print a value `tainted` (a name it
+/// reads, `steps.plan.output`) without `shell_quote` as their last filter,
+/// as written between the braces. A name a `{% for %}` or `{% set %}`
+/// binds from a tainted value is tainted too (`{% for f in
+/// steps.plan.output.files %}{{ f }}{% endfor %}`). A source that does not
+/// parse reads nothing here (validation reports it).
+pub fn unquoted_prints(source: &str, tainted: &dyn Fn(&str) -> bool) -> Vec<String> {
+    fn reads(expr: &str, tainted: &dyn Fn(&str) -> bool, bound: &BTreeSet<String>) -> bool {
+        references(&format!("{{{{ {expr} }}}}"), false).is_ok_and(|names| {
+            names.iter().any(|name| {
+                tainted(name) || bound.contains(name.split('.').next().unwrap_or_default())
+            })
+        })
+    }
+    let mut bound: BTreeSet<String> = BTreeSet::new();
+    let mut found = Vec::new();
+    let mut at = 0;
+    while let Some(offset) = source[at..].find('{') {
+        let open = at + offset;
+        let close = match source[open + 1..].chars().next() {
+            Some('{') => "}}",
+            Some('%') => "%}",
+            Some('#') => "#}",
+            _ => {
+                at = open + 1;
+                continue;
+            }
+        };
+        let start = open + 2;
+        let Some(length) = source[start..].find(close) else {
+            break;
+        };
+        let printing = close == "}}";
+        let body = source[start..start + length]
+            .trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace());
+        at = start + length + close.len();
+        if printing {
+            let quoted = body
+                .rsplit('|')
+                .next()
+                .is_some_and(|last| last.trim().split('(').next() == Some("shell_quote"));
+            if !quoted && reads(body, tainted, &bound) {
+                found.push(body.to_string());
+            }
+        } else if close == "%}" {
+            let binding = if let Some(rest) = body.strip_prefix("for ") {
+                rest.split_once(" in ")
+                    .map(|(names, expr)| (names.split(',').collect::<Vec<_>>(), expr))
+            } else if let Some(rest) = body.strip_prefix("set ") {
+                rest.split_once('=').map(|(name, expr)| (vec![name], expr))
+            } else {
+                None
+            };
+            if let Some((names, expr)) = binding
+                && reads(expr, tainted, &bound)
+            {
+                bound.extend(names.into_iter().map(|n| n.trim().to_string()));
+            }
+        }
+    }
+    found
+}
+
 /// The expression of a string that is a single `{{ … }}`.
 fn sole_expression(source: &str) -> Option<&str> {
     let inner = source.trim().strip_prefix("{{")?.strip_suffix("}}")?;

@@ -586,3 +586,42 @@ fn workflows_running_each_other_in_a_circle_are_refused() {
         vec!["code-review", "d", "release-notes", "test-fix"]
     );
 }
+
+#[test]
+fn unquoted_prints_finds_a_model_s_answer_printed_without_shell_quote() {
+    let from_plan = |name: &str| name.starts_with("steps.plan.");
+    let found = |source: &str| template::unquoted_prints(source, &from_plan);
+    assert_eq!(
+        found("ls {{ steps.plan.output | shell_quote }}"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        found("ls {{ steps.plan.output|shell_quote() }}"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        found("ls {{- steps.plan.output -}}"),
+        vec!["steps.plan.output"]
+    );
+    // Quoting first and changing the quoted text after is not quoted.
+    assert_eq!(
+        found("ls {{ steps.plan.output | shell_quote | upper }}"),
+        vec!["steps.plan.output | shell_quote | upper"]
+    );
+    assert_eq!(
+        found("{% set d = steps.plan.output.dir %}cd {{ d }} && ls {{ d | shell_quote }}"),
+        vec!["d"]
+    );
+    assert_eq!(
+        found("{% for a, b in steps.plan.output.pairs %}{{ a }}{{ b | shell_quote }}{% endfor %}"),
+        vec!["a"]
+    );
+    // Other steps and inputs are not a model's answer; a comment prints
+    // nothing; a template that does not parse reads nothing here.
+    assert_eq!(
+        found(
+            "{{ steps.run.output }} {{ inputs.x }} {# {{ steps.plan.output }} #} {{ steps.plan.output +"
+        ),
+        Vec::<String>::new()
+    );
+}

@@ -2,6 +2,10 @@
 //! names exists, every step can be reached, a loop has a budget, every
 //! template and condition parses and reads only inputs that exist and
 //! steps that can have run before it, and every schema is a schema.
+//!
+//! Besides these errors, one warning: a model's answer printed into a
+//! `bash` or `process` command without `shell_quote` (the model's text is
+//! not the workflow author's, and may hold `;` or `$(…)`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -274,6 +278,49 @@ fn check_templates(
             }
         }
     }
+}
+
+/// The tool steps whose shell command prints an `llm` step's output
+/// without `shell_quote`, one warning per expression.
+pub(super) fn warnings(workflow: &Workflow) -> Vec<WorkflowError> {
+    let steps = workflow.all_steps();
+    let models: HashSet<&str> = steps
+        .values()
+        .filter(|s| matches!(s.kind, StepKind::Llm { .. }))
+        .map(|s| s.id.as_str())
+        .collect();
+    let from_model = |name: &str| {
+        let mut parts = name.split('.');
+        parts.next() == Some("steps") && parts.next().is_some_and(|id| models.contains(id))
+    };
+    let mut shells: Vec<&Step> = steps
+        .values()
+        .copied()
+        .filter(|s| matches!(&s.kind, StepKind::Tool { tool, .. } if tool == "bash" || tool == "process"))
+        .collect();
+    shells.sort_by_key(|s| (s.line, s.id.clone()));
+    let mut out = Vec::new();
+    for step in shells {
+        let StepKind::Tool { tool, params } = &step.kind else {
+            continue;
+        };
+        let Some(command) = params.get("command").and_then(Value::as_str) else {
+            continue;
+        };
+        for expr in template::unquoted_prints(command, &from_model) {
+            out.push(WorkflowError {
+                file: workflow.file.clone(),
+                line: Some(step.line),
+                step: Some(step.id.clone()),
+                message: format!(
+                    "warning: the `{tool}` command prints a model's answer without `shell_quote` \
+                     (`{{{{ {expr} }}}}`); the model's text may hold `;`, `$(…)` or quotes \
+                     that run commands of their own: write `{{{{ {expr} | shell_quote }}}}`"
+                ),
+            });
+        }
+    }
+    out
 }
 
 /// The string leaves of `value` (templates).

@@ -49,6 +49,10 @@ pub enum Reply {
     /// The first `prefix` events of `body`, then nothing: the stream stays
     /// open until the client goes away.
     Stall { body: String, events: usize },
+    /// The first `events` events of `body`, then the connection breaks
+    /// (the body fails, so the server drops the connection without ending
+    /// the chunked body): a reset in the middle of a stream.
+    Reset { body: String, events: usize },
     /// A binary body (an AWS event stream), sent in pieces of `chunk`
     /// bytes.
     Bytes {
@@ -430,6 +434,28 @@ async fn respond(reply: Reply) -> Response {
             );
             let stream = futures::StreamExt::chain(head, futures::stream::pending());
             sse_response(Body::from_stream(stream))
+        }
+        Reply::Reset {
+            body,
+            events: count,
+        } => {
+            let mut events = split_events(&body);
+            events.truncate(count);
+            let head = futures::stream::iter(
+                events
+                    .into_iter()
+                    .map(|e| Ok::<_, std::io::Error>(Bytes::from(e))),
+            );
+            // A pause first, so that hyper flushes the events before the
+            // failing body makes it drop the connection.
+            let reset = futures::stream::once(async {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Err::<Bytes, _>(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "mock: connection reset",
+                ))
+            });
+            sse_response(Body::from_stream(futures::StreamExt::chain(head, reset)))
         }
         Reply::KeepAlive {
             head,
