@@ -1831,9 +1831,9 @@ async fn the_gateway_s_session_keys_file_is_readable_by_the_user_alone() {
     let mock = MockModel::start().await;
     let gateway = Gateway::start(&sandbox, &mock).await;
     let mut admin = gateway.admin().await;
-    admin
-        .call_ok("sessions.patch", json!({"key": new_key(), "label": "named"}))
-        .await;
+    mock.push(Reply::sse(anthropic_text("Hi.", 5)));
+    let run = admin.chat_send(&new_key(), "hello").await;
+    admin.chat_end(&run).await;
     let file = sandbox.home().join("gateway").join("keys.json");
     let mode = std::fs::metadata(&file)
         .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
