@@ -174,10 +174,7 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
             config.max_preauth_connections(),
             config.max_preauth_connections_per_ip(),
         ),
-        authenticated: peers::Caps::new(
-            config.max_connections(),
-            config.max_connections_per_ip(),
-        ),
+        authenticated: peers::Caps::new(config.max_connections(), config.max_connections_per_ip()),
         config,
     });
     let gateway_config_handshake = gateway.config.handshake_timeout_ms();
@@ -334,9 +331,11 @@ async fn upgrade(
             Ok(Err(_)) => return (StatusCode::PAYLOAD_TOO_LARGE, "too large\n").into_response(),
             Err(_) => {
                 tracing::debug!(peer = %peer.ip(), "a webhook body did not arrive in time");
-                let mut response =
-                    (StatusCode::REQUEST_TIMEOUT, "the body did not arrive in time\n")
-                        .into_response();
+                let mut response = (
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the body did not arrive in time\n",
+                )
+                    .into_response();
                 response
                     .headers_mut()
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -1016,7 +1016,9 @@ async fn authenticated_connection_caps_refuse_connect_globally_and_per_address()
     let deadline = tokio::time::Instant::now() + TIMEOUT;
     loop {
         let mut client = Client::open_with(gateway.addr, c, "/", &[]).await.unwrap();
-        let res = client.connect(connect_params(token.as_deref(), &[], &[])).await;
+        let res = client
+            .connect(connect_params(token.as_deref(), &[], &[]))
+            .await;
         if res["ok"] == json!(true) {
             break;
         }
@@ -1559,10 +1561,17 @@ async fn behind_a_trusted_proxy_failures_count_per_forwarded_client_and_the_owne
         vec![("X-Forwarded-For", "203.0.113.5, 198.51.100.1")],
         vec![("Forwarded", "for=203.0.113.5, for=198.51.100.2")],
     ] {
-        let error =
-            refused_connect_with(&gateway, proxy, &headers, connect_params(Some(&token), &[], &[]))
-                .await;
-        assert_eq!(error["details"]["code"], "AUTH_RATE_LIMITED", "{headers:?}: {error}");
+        let error = refused_connect_with(
+            &gateway,
+            proxy,
+            &headers,
+            connect_params(Some(&token), &[], &[]),
+        )
+        .await;
+        assert_eq!(
+            error["details"]["code"], "AUTH_RATE_LIMITED",
+            "{headers:?}: {error}"
+        );
     }
     // A peer that is no trusted proxy cannot choose its address.
     let stranger = Ipv4Addr::new(127, 0, 0, 2);
@@ -1666,11 +1675,18 @@ async fn idle_unauthenticated_websockets_hold_no_authenticated_place() {
     let idler = Ipv4Addr::new(127, 0, 0, 2);
     let mut idle = Vec::new();
     for _ in 0..3 {
-        idle.push(Client::open_with(gateway.addr, idler, "/", &[]).await.unwrap());
+        idle.push(
+            Client::open_with(gateway.addr, idler, "/", &[])
+                .await
+                .unwrap(),
+        );
     }
     match Client::upgrade(gateway.addr, idler, "/", &[], None).await {
         Err(Refused::Http(503)) => {}
-        other => panic!("a fourth idle websocket from one address: {:?}", other.err()),
+        other => panic!(
+            "a fourth idle websocket from one address: {:?}",
+            other.err()
+        ),
     }
     // The owner's two clients take the two authenticated places.
     let mut first = gateway.admin().await;
@@ -1685,7 +1701,10 @@ async fn idle_unauthenticated_websockets_hold_no_authenticated_place() {
     );
     match Client::upgrade(gateway.addr, Ipv4Addr::new(127, 0, 0, 4), "/", &[], None).await {
         Err(Refused::Http(503)) => {}
-        other => panic!("a websocket over the unauthenticated cap: {:?}", other.err()),
+        other => panic!(
+            "a websocket over the unauthenticated cap: {:?}",
+            other.err()
+        ),
     }
 }
 
@@ -1765,7 +1784,10 @@ async fn bypass_takes_the_approvals_scope() {
     );
     // Other modes need write only.
     writer
-        .call_ok("sessions.patch", json!({"key": key, "permissionMode": "plan"}))
+        .call_ok(
+            "sessions.patch",
+            json!({"key": key, "permissionMode": "plan"}),
+        )
         .await;
     let mut approver = gateway
         .operator(&["operator.write", "operator.approvals"], &[])
@@ -1785,14 +1807,21 @@ async fn sessions_patch_refuses_a_model_the_catalog_does_not_know() {
     let gateway = Gateway::start(&sandbox, &mock).await;
     let mut admin = gateway.admin().await;
     let key = new_key();
-    for model in ["anthropic/no-such-model-9", "no-such-provider/x", "nonsense"] {
+    for model in [
+        "anthropic/no-such-model-9",
+        "no-such-provider/x",
+        "nonsense",
+    ] {
         let res = admin
             .call("sessions.patch", json!({"key": key, "model": model}))
             .await;
         assert_eq!(res["ok"], json!(false), "{model}: {res}");
         assert_eq!(res["error"]["code"], "INVALID_REQUEST", "{model}: {res}");
         assert!(
-            res["error"]["message"].as_str().unwrap().starts_with("model:"),
+            res["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("model:"),
             "{model}: {res}"
         );
     }

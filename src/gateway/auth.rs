@@ -341,7 +341,11 @@ mod tests {
             auth: Some(AuthMode::Password),
             ..GatewayConfig::default()
         };
-        for (value, ok) in [("ab", false), ("elevenchars", false), ("twelve-chars", true)] {
+        for (value, ok) in [
+            ("ab", false),
+            ("elevenchars", false),
+            ("twelve-chars", true),
+        ] {
             let env = |k: &str| (k == "PINCER_GATEWAY_PASSWORD").then(|| value.to_string());
             match resolve(&config, dir.path(), &env, "127.0.0.1") {
                 Ok(_) => assert!(ok, "{value:?} was accepted"),

@@ -934,8 +934,7 @@ async fn patch(hub: &Arc<Hub>, conn: &Conn, params: &Value) -> Reply {
     let label = label_param(params)?;
     // `bypass` runs every tool without asking: turning it on answers every
     // approval to come, so it takes the scope that answers approvals.
-    if optional(params, "permissionMode")?
-        .and_then(crate::agent::permission::Mode::parse)
+    if optional(params, "permissionMode")?.and_then(crate::agent::permission::Mode::parse)
         == Some(crate::agent::permission::Mode::Bypass)
     {
         need(conn, Need::Approvals)?;

@@ -227,10 +227,7 @@ mod tests {
 
     #[test]
     fn ipv6_counts_by_its_64_and_ipv4_by_its_address() {
-        assert_eq!(
-            limit_key(ip("2001:db8:1:2:aaaa::1")),
-            ip("2001:db8:1:2::")
-        );
+        assert_eq!(limit_key(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
         assert_eq!(
             limit_key(ip("2001:db8:1:2:ffff:1:2:3")),
             limit_key(ip("2001:db8:1:2::9"))
@@ -250,7 +247,10 @@ mod tests {
         let proxy = ip("127.0.0.1");
         // From a stranger the header is ignored.
         let spoofed = headers(&[("x-forwarded-for", "203.0.113.9")]);
-        assert_eq!(proxies.client(ip("198.51.100.7"), &spoofed), ip("198.51.100.7"));
+        assert_eq!(
+            proxies.client(ip("198.51.100.7"), &spoofed),
+            ip("198.51.100.7")
+        );
         // From the proxy: the rightmost hop that is no proxy of ours, not
         // what the client wrote to the left of it.
         let chain = headers(&[("x-forwarded-for", "6.6.6.6, 198.51.100.7, 10.1.1.1")]);
