@@ -6,6 +6,10 @@
 //! the user's credential in its first frame before anything else happens.
 //! Checks that need no websocket (a credential in the URL, a foreign
 //! browser origin, too many connections) refuse the HTTP upgrade itself.
+//! Strangers cost little: a TCP connection is counted (and refused over
+//! its caps) the moment it is accepted, a request has deadlines for its
+//! head and its body, and a websocket that has not authenticated holds a
+//! place among the unauthenticated only (see `peers`).
 //! docs/gateway.md describes the protocol as served here.
 
 mod auth;
@@ -18,14 +22,14 @@ mod guard;
 mod hub;
 mod link;
 mod methods;
+mod peers;
 pub mod schedule;
 pub mod scheduler;
 mod web;
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{ConnectInfo, Request, State};
@@ -75,51 +79,14 @@ struct Gateway {
     hub: Arc<hub::Hub>,
     /// The chat channels, for their webhooks.
     channels: channels::runner::Channels,
-    /// Open connections, in all and per address.
-    open: Mutex<(usize, HashMap<IpAddr, usize>)>,
-}
-
-/// A connection's place in the caps; freed when the connection ends.
-struct Slot {
-    gateway: Arc<Gateway>,
-    peer: IpAddr,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut open = self.gateway.open();
-        open.0 = open.0.saturating_sub(1);
-        if let Some(n) = open.1.get_mut(&self.peer) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                open.1.remove(&self.peer);
-            }
-        }
-    }
-}
-
-impl Gateway {
-    fn open(&self) -> std::sync::MutexGuard<'_, (usize, HashMap<IpAddr, usize>)> {
-        self.open
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn take_slot(self: &Arc<Self>, peer: IpAddr) -> Option<Slot> {
-        let mut open = self.open();
-        let from_peer = open.1.get(&peer).copied().unwrap_or(0);
-        if open.0 >= self.config.max_connections()
-            || from_peer >= self.config.max_connections_per_ip()
-        {
-            return None;
-        }
-        open.0 += 1;
-        *open.1.entry(peer).or_default() += 1;
-        Some(Slot {
-            gateway: self.clone(),
-            peer,
-        })
-    }
+    /// `[gateway] trusted_proxies`.
+    proxies: peers::Proxies,
+    /// TCP connections that are not a websocket (yet).
+    pending: Arc<peers::Caps>,
+    /// Websockets that have not authenticated.
+    preauth: Arc<peers::Caps>,
+    /// Authenticated clients.
+    authenticated: Arc<peers::Caps>,
 }
 
 /// Starts the gateway of this process over `registry` (the sessions it
@@ -138,6 +105,7 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
     // The process's own environment: an empty variable counts as set.
     let env = |key: &str| std::env::var(key).ok();
     let (credential, source) = auth::resolve(&config, &settings.paths.config_dir, &env, &bind)?;
+    let proxies = peers::Proxies::parse(&config.trusted_proxies)?;
     match &source {
         auth::Source::Created(file) => eprintln_log(&format!(
             "created a gateway token in {} (readable by you alone); clients send it in their `connect`",
@@ -192,11 +160,21 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
         channels,
         limiter: auth::Limiter::new(
             config.auth_failures(),
+            config.auth_failures_global(),
             Duration::from_secs(config.auth_lockout_secs()),
         ),
         credential,
         hub: hub.clone(),
-        open: Mutex::new((0, HashMap::new())),
+        proxies,
+        pending: peers::Caps::new(
+            config.max_pending_connections(),
+            config.max_pending_connections_per_ip(),
+        ),
+        preauth: peers::Caps::new(
+            config.max_preauth_connections(),
+            config.max_preauth_connections_per_ip(),
+        ),
+        authenticated: peers::Caps::new(config.max_connections(), config.max_connections_per_ip()),
         config,
     });
     let gateway_config_handshake = gateway.config.handshake_timeout_ms();
@@ -210,17 +188,26 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
             ticker.tick();
         }
     });
-    let app = axum::Router::new().fallback(upgrade).with_state(gateway);
+    let app = axum::Router::new()
+        .fallback(upgrade)
+        .with_state(gateway.clone());
     let header_timeout = Duration::from_millis(gateway_config_handshake);
-    let task = tokio::spawn(accept(listener, app, header_timeout));
+    let task = tokio::spawn(accept(listener, app, gateway, header_timeout));
     eprintln_log(&format!("listening on ws://{address}"));
     Ok(Running { address, task })
 }
 
 /// Accepts connections and serves HTTP/1 on each, with a deadline for the
 /// request head: a peer that opens a connection and never finishes its
-/// request (slowloris) is dropped instead of holding a slot.
-async fn accept(listener: tokio::net::TcpListener, app: axum::Router, header_timeout: Duration) {
+/// request (slowloris) is dropped instead of holding a slot. A connection
+/// over the caps of `pending` is closed as soon as it is accepted: a
+/// descriptor is what silent connections exhaust, before any byte.
+async fn accept(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    gateway: Arc<Gateway>,
+    header_timeout: Duration,
+) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -230,6 +217,14 @@ async fn accept(listener: tokio::net::TcpListener, app: axum::Router, header_tim
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
+        };
+        // A trusted proxy carries many clients; which one is known only
+        // from its request, so here it counts in the total alone.
+        let key = (!gateway.proxies.trusts(peer.ip())).then(|| peers::limit_key(peer.ip()));
+        let Some(pending) = gateway.pending.take(key) else {
+            tracing::debug!(peer = %peer.ip(), "too many pending gateway connections; closed one at once");
+            drop(stream);
+            continue;
         };
         // Each event is a small frame that should leave at once: without
         // this, Nagle's algorithm holds a frame back until the client's
@@ -252,6 +247,8 @@ async fn accept(listener: tokio::net::TcpListener, app: axum::Router, header_tim
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                 .with_upgrades()
                 .await;
+            // Upgraded or closed: either way no longer pending.
+            drop(pending);
             if let Err(e) = served {
                 tracing::debug!(error = %e, "a gateway connection ended");
             }
@@ -322,10 +319,28 @@ async fn upgrade(
         let method = request.method().clone();
         let query = request.uri().query().map(String::from);
         let headers = request.headers().clone();
-        let body = match axum::body::to_bytes(request.into_body(), channels::WEBHOOK_MAX_BODY).await
-        {
-            Ok(body) => body,
-            Err(_) => return (StatusCode::PAYLOAD_TOO_LARGE, "too large\n").into_response(),
+        if let Some(answer) = platform.check_head(&method, &path, &headers) {
+            return webhook_response(answer);
+        }
+        // The whole body within one deadline, however it trickles in: a
+        // read timeout alone would let a byte a second hold it for ever.
+        let deadline = Duration::from_millis(gateway.config.request_timeout_ms());
+        let read = axum::body::to_bytes(request.into_body(), channels::WEBHOOK_MAX_BODY);
+        let body = match tokio::time::timeout(deadline, read).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(_)) => return (StatusCode::PAYLOAD_TOO_LARGE, "too large\n").into_response(),
+            Err(_) => {
+                tracing::debug!(peer = %peer.ip(), "a webhook body did not arrive in time");
+                let mut response = (
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the body did not arrive in time\n",
+                )
+                    .into_response();
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                return response;
+            }
         };
         let answer = platform
             .webhook(channels::WebhookRequest {
@@ -336,11 +351,7 @@ async fn upgrade(
                 body,
             })
             .await;
-        return Response::builder()
-            .status(answer.status)
-            .header(header::CONTENT_TYPE, answer.content_type)
-            .body(axum::body::Body::from(answer.body))
-            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
+        return webhook_response(answer);
     }
     let headers = request.headers();
     if let Some(query) = request.uri().query() {
@@ -384,7 +395,10 @@ async fn upgrade(
         )
             .into_response();
     };
-    let Some(slot) = gateway.take_slot(peer.ip()) else {
+    // Behind a trusted proxy the client is the one its headers name.
+    let client = gateway.proxies.client(peer.ip(), headers);
+    let Some(slot) = gateway.preauth.take(Some(peers::limit_key(client))) else {
+        tracing::debug!(%client, "too many unauthenticated websockets; refused an upgrade");
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "too many connections; try again later\n",
@@ -417,9 +431,7 @@ async fn upgrade(
             Some(config),
         )
         .await;
-        let gateway = slot.gateway.clone();
-        connection::run(socket, budget, peer.ip(), gateway).await;
-        drop(slot);
+        connection::run(socket, budget, client, gateway, slot).await;
     });
     let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
     let headers = response.headers_mut();
@@ -429,6 +441,15 @@ async fn upgrade(
         headers.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
     }
     response
+}
+
+/// A platform's answer to its webhook as an HTTP response.
+fn webhook_response(answer: channels::WebhookResponse) -> Response {
+    Response::builder()
+        .status(answer.status)
+        .header(header::CONTENT_TYPE, answer.content_type)
+        .body(axum::body::Body::from(answer.body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
 /// The key of a websocket upgrade request (RFC 6455 §4.2.1), if it is one.

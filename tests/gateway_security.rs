@@ -977,43 +977,60 @@ async fn a_frame_over_max_payload_closes_1009() {
 }
 
 #[tokio::test]
-async fn connection_caps_answer_503_globally_and_per_address() {
+async fn authenticated_connection_caps_refuse_connect_globally_and_per_address() {
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
     write_gateway_config(&sandbox, "max_connections = 3\nmax_connections_per_ip = 2");
     let gateway = Gateway::start(&sandbox, &mock).await;
+    let token = gateway.token.clone();
     let a = Ipv4Addr::new(127, 0, 0, 2);
     let b = Ipv4Addr::new(127, 0, 0, 3);
     let c = Ipv4Addr::new(127, 0, 0, 4);
-    // Unauthenticated connections count: they are what a flood is made of.
-    let a1 = Client::open_with(gateway.addr, a, "/", &[]).await.unwrap();
-    let a2 = Client::open_with(gateway.addr, a, "/", &[]).await.unwrap();
-    match Client::upgrade(gateway.addr, a, "/", &[], None).await {
-        Err(Refused::Http(503)) => {}
-        other => panic!("a third connection from one address: {:?}", other.err()),
-    }
-    let _b1 = Client::open_with(gateway.addr, b, "/", &[]).await.unwrap();
-    match Client::upgrade(gateway.addr, c, "/", &[], None).await {
-        Err(Refused::Http(503)) => {}
-        other => panic!("a fourth connection: {:?}", other.err()),
-    }
+    let authenticated = |from| {
+        let token = token.clone();
+        let addr = gateway.addr;
+        async move {
+            let mut client = Client::open_with(addr, from, "/", &[]).await.unwrap();
+            client
+                .connect_ok(connect_params(token.as_deref(), &[], &[]))
+                .await;
+            client
+        }
+    };
+    let a1 = authenticated(a).await;
+    let a2 = authenticated(a).await;
+    // The third from one address upgrades (it is a stranger until it
+    // authenticates) and is refused at `connect`.
+    let (error, close) =
+        refused_connect_from(&gateway, a, connect_params(token.as_deref(), &[], &[])).await;
+    assert_eq!(error["code"], "UNAVAILABLE", "{error}");
+    assert_eq!(error["details"]["code"], "TOO_MANY_CONNECTIONS", "{error}");
+    assert_eq!(close.0, 1013);
+    let _b1 = authenticated(b).await;
+    let (error, _) =
+        refused_connect_from(&gateway, c, connect_params(token.as_deref(), &[], &[])).await;
+    assert_eq!(error["details"]["code"], "TOO_MANY_CONNECTIONS", "{error}");
     // A closed connection frees its place.
     drop(a1);
     drop(a2);
     let deadline = tokio::time::Instant::now() + TIMEOUT;
     loop {
-        match Client::open_with(gateway.addr, c, "/", &[]).await {
-            Ok(mut client) => {
-                client
-                    .connect_ok(connect_params(gateway.token.as_deref(), &[], &[]))
-                    .await;
-                break;
-            }
-            Err(Refused::Http(503)) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(other) => panic!("after closing two connections: {other:?}"),
+        let mut client = Client::open_with(gateway.addr, c, "/", &[]).await.unwrap();
+        let res = client
+            .connect(connect_params(token.as_deref(), &[], &[]))
+            .await;
+        if res["ok"] == json!(true) {
+            break;
         }
+        assert_eq!(
+            res["error"]["details"]["code"], "TOO_MANY_CONNECTIONS",
+            "{res}"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "places were not freed after closing two connections"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -1289,4 +1306,567 @@ async fn an_unknown_decision_settles_nothing() {
         .await;
     admin.chat_end(&run).await;
     assert!(!marker.exists());
+}
+
+/// A TCP connection to the gateway from `from` (a loopback address).
+async fn tcp_from(addr: std::net::SocketAddr, from: Ipv4Addr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(std::net::SocketAddr::new(from.into(), 0))
+        .unwrap();
+    tokio::time::timeout(TIMEOUT, socket.connect(addr))
+        .await
+        .expect("TCP connect timed out")
+        .unwrap()
+}
+
+/// Whether the gateway closes `stream` (an end or a reset) within
+/// `TIMEOUT`; what it sends before is read and dropped.
+async fn closed_by_the_gateway(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    tokio::time::timeout(TIMEOUT, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+/// An HTTP response's head, read within `TIMEOUT` (panics without one).
+async fn response_head(stream: &mut (impl tokio::io::AsyncRead + Unpin), what: &str) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    let read = tokio::time::timeout(TIMEOUT, async {
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "{what}: no answer within {TIMEOUT:?}");
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[tokio::test]
+async fn silent_tcp_connections_over_the_pending_caps_are_closed_at_accept_and_the_owner_gets_in() {
+    use tokio::io::AsyncWriteExt;
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    // The head's own deadline is far beyond the test's: only the caps can
+    // close these connections in time.
+    write_gateway_config(
+        &sandbox,
+        "handshake_timeout_ms = 600000\nmax_pending_connections = 8\nmax_pending_connections_per_ip = 4",
+    );
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let a = Ipv4Addr::new(127, 0, 0, 2);
+    let mut silent = Vec::new();
+    for _ in 0..6 {
+        silent.push(tcp_from(gateway.addr, a).await);
+    }
+    for (i, stream) in silent.iter_mut().enumerate().skip(4) {
+        assert!(
+            closed_by_the_gateway(stream).await,
+            "silent connection {i} from one address was kept open"
+        );
+    }
+    // The first four hold their places and are served.
+    let mut kept = silent.remove(0);
+    kept.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let head = response_head(&mut kept, "a kept connection").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    silent.insert(0, kept);
+    // The owner, from another address, connects and authenticates.
+    let mut owner = gateway.admin().await;
+    owner.call_ok("health", json!({})).await;
+    // The global cap: four more from a second address fill it; a third
+    // address is closed at once.
+    let b = Ipv4Addr::new(127, 0, 0, 3);
+    for _ in 0..4 {
+        silent.push(tcp_from(gateway.addr, b).await);
+    }
+    let mut over = tcp_from(gateway.addr, Ipv4Addr::new(127, 0, 0, 4)).await;
+    assert!(
+        closed_by_the_gateway(&mut over).await,
+        "a connection over the global cap was kept open"
+    );
+    owner.call_ok("health", json!({})).await;
+}
+
+/// A gateway with the Telegram channel in webhook mode and `gateway` lines
+/// in `[gateway]`; returns it, its webhook secret and the Bot API mock.
+async fn telegram_webhook_gateway(
+    sandbox: &Sandbox,
+    mock: &MockModel,
+    gateway: &str,
+) -> (Gateway, String, support::telegram_api::TelegramApi) {
+    let api = support::telegram_api::TelegramApi::start().await;
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        format!(
+            "title_model = \"none\"\n[gateway]\n{gateway}\n\n[channels.telegram]\napi_url = \"{}\"\nallow = [\"111\"]\nmode = \"webhook\"\nwebhook_secret_env = \"TG_HOOK_SECRET\"\nwebhook_url = \"https://bot.example.com/channels/telegram\"\n",
+            api.url
+        ),
+    )
+    .unwrap();
+    let secret = format!("s_{}", uuid::Uuid::new_v4().simple());
+    let token = new_token();
+    let mut cmd = gateway_command(sandbox, mock, Some(&token), &[]);
+    cmd.env("TELEGRAM_BOT_TOKEN", &api.token)
+        .env("TG_HOOK_SECRET", &secret);
+    let gateway = Gateway::spawn(cmd, Some(&token)).await;
+    gateway
+        .stderr
+        .wait_line(TIMEOUT, |l| {
+            l.contains("channel telegram started").then_some(())
+        })
+        .await
+        .expect("the Telegram channel starts");
+    (gateway, secret, api)
+}
+
+#[tokio::test]
+async fn a_dribbling_webhook_body_is_cut_at_its_deadline() {
+    use tokio::io::AsyncWriteExt;
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let (gateway, secret, _api) =
+        telegram_webhook_gateway(&sandbox, &mock, "request_timeout_ms = 500").await;
+    let stream = tcp_from(gateway.addr, Ipv4Addr::LOCALHOST).await;
+    let (mut read, mut write) = stream.into_split();
+    write
+        .write_all(
+            format!(
+                "POST /channels/telegram HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                 Content-Length: 100000\r\nX-Telegram-Bot-Api-Secret-Token: {secret}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    // A byte every 20 ms: the whole body would take over half an hour.
+    let dribbler = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        loop {
+            tick.tick().await;
+            if write.write_all(b" ").await.is_err() {
+                return;
+            }
+        }
+    });
+    let head = response_head(&mut read, "a dribbling webhook body").await;
+    assert!(head.starts_with("HTTP/1.1 408"), "{head}");
+    assert!(
+        closed_by_the_gateway(&mut read).await,
+        "the connection stayed open"
+    );
+    dribbler.abort();
+    assert!(mock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_webhook_with_a_wrong_telegram_secret_is_refused_before_its_body_is_sent() {
+    use tokio::io::AsyncWriteExt;
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    // The body's deadline is beyond the test's: only a check of the head
+    // can answer in time.
+    let (gateway, _secret, _api) =
+        telegram_webhook_gateway(&sandbox, &mock, "request_timeout_ms = 600000").await;
+    for header in ["X-Telegram-Bot-Api-Secret-Token: wrong\r\n", ""] {
+        let mut stream = tcp_from(gateway.addr, Ipv4Addr::LOCALHOST).await;
+        stream
+            .write_all(
+                format!(
+                    "POST /channels/telegram HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                     Content-Length: 1000\r\n{header}\r\n"
+                )
+                .as_bytes(),
+            )
+            .await
+            .unwrap();
+        // No body byte is ever sent.
+        let head = response_head(&mut stream, "a webhook with a wrong secret").await;
+        assert!(head.starts_with("HTTP/1.1 401"), "{header:?}: {head}");
+    }
+    assert!(mock.requests().is_empty());
+}
+
+/// A refused connect from `from` with request `headers` on the upgrade.
+async fn refused_connect_with(
+    gateway: &Gateway,
+    from: Ipv4Addr,
+    headers: &[(&str, &str)],
+    params: Value,
+) -> Value {
+    let mut client = Client::open_with(gateway.addr, from, "/", headers)
+        .await
+        .unwrap();
+    let res = client.connect(params).await;
+    assert_eq!(res["ok"], json!(false), "{res}");
+    res["error"].clone()
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_failures_count_per_forwarded_client_and_the_owner_gets_in() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    write_gateway_config(
+        &sandbox,
+        "auth_failures = 2\nauth_lockout_secs = 600\ntrusted_proxies = [\"127.0.0.9\", \"10.0.0.0/8\"]",
+    );
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let token = gateway.token.clone().unwrap();
+    let proxy = Ipv4Addr::new(127, 0, 0, 9);
+    // Three guessers behind the proxy, two failures each: six from the
+    // proxy's address, each guesser at its own limit.
+    for client in 1..=3 {
+        for _ in 0..2 {
+            let xff = format!("198.51.100.{client}");
+            let error = refused_connect_with(
+                &gateway,
+                proxy,
+                &[("X-Forwarded-For", &xff)],
+                connect_params(Some(&new_token()), &[], &[]),
+            )
+            .await;
+            assert_eq!(error["details"]["code"], "AUTH_TOKEN_MISMATCH", "{error}");
+        }
+    }
+    // The owner, behind the same proxy (and through a second one), is in.
+    let mut owner = Client::open_with(
+        gateway.addr,
+        proxy,
+        "/",
+        &[("X-Forwarded-For", "203.0.113.5, 10.1.2.3")],
+    )
+    .await
+    .unwrap();
+    owner
+        .connect_ok(connect_params(Some(&token), &[], &[]))
+        .await;
+    // A guesser stays locked out, also when it writes the owner's address
+    // to the left of the hop the proxy added, or uses `Forwarded`.
+    for headers in [
+        vec![("X-Forwarded-For", "203.0.113.5, 198.51.100.1")],
+        vec![("Forwarded", "for=203.0.113.5, for=198.51.100.2")],
+    ] {
+        let error = refused_connect_with(
+            &gateway,
+            proxy,
+            &headers,
+            connect_params(Some(&token), &[], &[]),
+        )
+        .await;
+        assert_eq!(
+            error["details"]["code"], "AUTH_RATE_LIMITED",
+            "{headers:?}: {error}"
+        );
+    }
+    // A peer that is no trusted proxy cannot choose its address.
+    let stranger = Ipv4Addr::new(127, 0, 0, 2);
+    for i in 0..2 {
+        let xff = format!("192.0.2.{i}");
+        refused_connect_with(
+            &gateway,
+            stranger,
+            &[("X-Forwarded-For", &xff)],
+            connect_params(Some(&new_token()), &[], &[]),
+        )
+        .await;
+    }
+    let error = refused_connect_with(
+        &gateway,
+        stranger,
+        &[("X-Forwarded-For", "203.0.113.5")],
+        connect_params(Some(&token), &[], &[]),
+    )
+    .await;
+    assert_eq!(error["details"]["code"], "AUTH_RATE_LIMITED", "{error}");
+}
+
+#[tokio::test]
+async fn without_trusted_proxies_forwarding_headers_change_no_address() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    write_gateway_config(&sandbox, "auth_failures = 2\nauth_lockout_secs = 600");
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let token = gateway.token.clone().unwrap();
+    let peer = Ipv4Addr::new(127, 0, 0, 2);
+    for (i, header) in ["X-Forwarded-For", "Forwarded"].into_iter().enumerate() {
+        let value = if header == "Forwarded" {
+            format!("for=192.0.2.{i}")
+        } else {
+            format!("192.0.2.{i}")
+        };
+        refused_connect_with(
+            &gateway,
+            peer,
+            &[(header, &value)],
+            connect_params(Some(&new_token()), &[], &[]),
+        )
+        .await;
+    }
+    let error = refused_connect_with(
+        &gateway,
+        peer,
+        &[("X-Forwarded-For", "203.0.113.77")],
+        connect_params(Some(&token), &[], &[]),
+    )
+    .await;
+    assert_eq!(error["details"]["code"], "AUTH_RATE_LIMITED", "{error}");
+}
+
+#[tokio::test]
+async fn the_global_failure_budget_stops_new_addresses_but_not_the_owner_s() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    write_gateway_config(
+        &sandbox,
+        "auth_failures = 5\nauth_failures_global = 3\nauth_lockout_secs = 600",
+    );
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let token = gateway.token.clone().unwrap();
+    // The owner has connected from its address before.
+    drop(gateway.admin().await);
+    for last in 2..=4 {
+        let (error, _) = refused_connect_from(
+            &gateway,
+            Ipv4Addr::new(127, 0, 0, last),
+            connect_params(Some(&new_token()), &[], &[]),
+        )
+        .await;
+        assert_eq!(error["details"]["code"], "AUTH_TOKEN_MISMATCH", "{error}");
+    }
+    // A new address is not even checked, the right token or not.
+    let (error, close) = refused_connect_from(
+        &gateway,
+        Ipv4Addr::new(127, 0, 0, 5),
+        connect_params(Some(&token), &[], &[]),
+    )
+    .await;
+    assert_eq!(error["details"]["code"], "AUTH_RATE_LIMITED", "{error}");
+    assert_eq!(close.0, 1008);
+    // The owner's known address still gets in.
+    let mut owner = gateway.admin().await;
+    owner.call_ok("health", json!({})).await;
+}
+
+#[tokio::test]
+async fn idle_unauthenticated_websockets_hold_no_authenticated_place() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    write_gateway_config(
+        &sandbox,
+        "max_connections = 2\nmax_connections_per_ip = 2\n\
+         max_preauth_connections = 4\nmax_preauth_connections_per_ip = 3",
+    );
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let idler = Ipv4Addr::new(127, 0, 0, 2);
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(
+            Client::open_with(gateway.addr, idler, "/", &[])
+                .await
+                .unwrap(),
+        );
+    }
+    match Client::upgrade(gateway.addr, idler, "/", &[], None).await {
+        Err(Refused::Http(503)) => {}
+        other => panic!(
+            "a fourth idle websocket from one address: {:?}",
+            other.err()
+        ),
+    }
+    // The owner's two clients take the two authenticated places.
+    let mut first = gateway.admin().await;
+    let mut second = gateway.admin().await;
+    first.call_ok("health", json!({})).await;
+    second.call_ok("health", json!({})).await;
+    // The unauthenticated cap in all: one more stranger fills it.
+    idle.push(
+        Client::open_with(gateway.addr, Ipv4Addr::new(127, 0, 0, 3), "/", &[])
+            .await
+            .unwrap(),
+    );
+    match Client::upgrade(gateway.addr, Ipv4Addr::new(127, 0, 0, 4), "/", &[], None).await {
+        Err(Refused::Http(503)) => {}
+        other => panic!(
+            "a websocket over the unauthenticated cap: {:?}",
+            other.err()
+        ),
+    }
+}
+
+#[tokio::test]
+async fn a_password_under_twelve_characters_is_refused_at_start() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    write_gateway_config(&sandbox, "auth = \"password\"");
+    let mut cmd = gateway_command(&sandbox, &mock, None, &[]);
+    cmd.env("PINCER_GATEWAY_PASSWORD", "elevenchars");
+    let mut child = cmd.spawn().unwrap();
+    let stderr = spawn_stderr_reader(&mut child);
+    assert_eq!(
+        stderr.wait_line(TIMEOUT, parse_listening).await,
+        None,
+        "listening with an 11-character password: {}",
+        stderr.text()
+    );
+    let status = tokio::time::timeout(TIMEOUT, child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!status.success());
+    let text = stderr.text();
+    assert!(
+        text.contains(
+            "the gateway password in $PINCER_GATEWAY_PASSWORD is shorter than 12 characters"
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn scopes_that_are_not_an_array_of_names_are_refused_not_made_admin() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let token = gateway.token.clone().unwrap();
+    for scopes in [
+        json!("operator.read"),
+        json!({"operator.read": true}),
+        json!(1),
+        json!(true),
+        json!([1]),
+        json!(["operator.read", null]),
+    ] {
+        let mut params = connect_params(Some(&token), &[], &[]);
+        params["scopes"] = scopes.clone();
+        let (error, close) = refused_connect(&gateway, params).await;
+        assert_eq!(error["code"], "INVALID_REQUEST", "{scopes}: {error}");
+        assert!(
+            error["message"].as_str().unwrap().contains("`scopes`"),
+            "{scopes}: {error}"
+        );
+        assert_eq!(close.0, 1008, "{scopes}");
+    }
+}
+
+#[tokio::test]
+async fn bypass_takes_the_approvals_scope() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let key = new_key();
+    let mut writer = gateway.operator(&["operator.write"], &[]).await;
+    let res = writer
+        .call(
+            "sessions.patch",
+            json!({"key": key, "permissionMode": "bypass"}),
+        )
+        .await;
+    assert_eq!(res["ok"], json!(false), "{res}");
+    assert_eq!(res["error"]["code"], "FORBIDDEN", "{res}");
+    assert_eq!(
+        res["error"]["details"]["missingScope"], "operator.approvals",
+        "{res}"
+    );
+    // Other modes need write only.
+    writer
+        .call_ok(
+            "sessions.patch",
+            json!({"key": key, "permissionMode": "plan"}),
+        )
+        .await;
+    let mut approver = gateway
+        .operator(&["operator.write", "operator.approvals"], &[])
+        .await;
+    approver
+        .call_ok(
+            "sessions.patch",
+            json!({"key": key, "permissionMode": "bypass"}),
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn sessions_patch_refuses_a_model_the_catalog_does_not_know() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut admin = gateway.admin().await;
+    let key = new_key();
+    for model in [
+        "anthropic/no-such-model-9",
+        "no-such-provider/x",
+        "nonsense",
+    ] {
+        let res = admin
+            .call("sessions.patch", json!({"key": key, "model": model}))
+            .await;
+        assert_eq!(res["ok"], json!(false), "{model}: {res}");
+        assert_eq!(res["error"]["code"], "INVALID_REQUEST", "{model}: {res}");
+        assert!(
+            res["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("model:"),
+            "{model}: {res}"
+        );
+    }
+    let res = admin
+        .call(
+            "sessions.patch",
+            json!({"key": key, "model": "anthropic/no-such-model-9"}),
+        )
+        .await;
+    assert!(
+        res["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown model `anthropic/no-such-model-9`"),
+        "{res}"
+    );
+    // A model models.list offers is taken.
+    let models = admin.call_ok("models.list", json!({})).await;
+    let listed = models["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["provider"] == "anthropic")
+        .unwrap_or_else(|| panic!("no anthropic model in {models}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    admin
+        .call_ok("sessions.patch", json!({"key": key, "model": listed}))
+        .await;
+}
+
+#[tokio::test]
+async fn the_gateway_s_session_keys_file_is_readable_by_the_user_alone() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut admin = gateway.admin().await;
+    mock.push(Reply::sse(anthropic_text("Hi.", 5)));
+    let run = admin.chat_send(&new_key(), "hello").await;
+    admin.chat_end(&run).await;
+    let file = sandbox.home().join("gateway").join("keys.json");
+    let mode = std::fs::metadata(&file)
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", file.display());
 }

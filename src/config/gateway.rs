@@ -36,6 +36,23 @@ pub struct GatewayConfig {
     pub max_connections_per_ip: Option<usize>,
     pub auth_failures: Option<u32>,
     pub auth_lockout_secs: Option<u64>,
+    /// Failed connects from all addresses together within
+    /// `auth_lockout_secs` before addresses that have not authenticated
+    /// recently must wait.
+    pub auth_failures_global: Option<u32>,
+    /// TCP connections that are not (yet) a websocket: page loads,
+    /// webhooks, upgrade requests. Counted from `accept`.
+    pub max_pending_connections: Option<usize>,
+    pub max_pending_connections_per_ip: Option<usize>,
+    /// Websockets that have not authenticated yet.
+    pub max_preauth_connections: Option<usize>,
+    pub max_preauth_connections_per_ip: Option<usize>,
+    /// The longest a request's body may take to arrive (webhooks), from
+    /// the end of its head; the head has `handshake_timeout_ms`.
+    pub request_timeout_ms: Option<u64>,
+    /// Reverse proxies (addresses or CIDR ranges) whose `X-Forwarded-For`
+    /// or `Forwarded` header names the client.
+    pub trusted_proxies: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +110,24 @@ impl GatewayConfig {
     }
     pub fn auth_lockout_secs(&self) -> u64 {
         self.auth_lockout_secs.unwrap_or(60).max(1)
+    }
+    pub fn auth_failures_global(&self) -> u32 {
+        self.auth_failures_global.unwrap_or(100).max(1)
+    }
+    pub fn max_pending_connections(&self) -> usize {
+        self.max_pending_connections.unwrap_or(256).max(1)
+    }
+    pub fn max_pending_connections_per_ip(&self) -> usize {
+        self.max_pending_connections_per_ip.unwrap_or(32).max(1)
+    }
+    pub fn max_preauth_connections(&self) -> usize {
+        self.max_preauth_connections.unwrap_or(64).max(1)
+    }
+    pub fn max_preauth_connections_per_ip(&self) -> usize {
+        self.max_preauth_connections_per_ip.unwrap_or(8).max(1)
+    }
+    pub fn request_timeout_ms(&self) -> u64 {
+        self.request_timeout_ms.unwrap_or(10_000).max(50)
     }
 
     /// The variable the credential may come from.

@@ -1,7 +1,8 @@
 //! Who may use the gateway: the credential (a token or a password, never in
 //! a URL), its constant-time check, the refusal of placeholder values that
-//! OpenClaw once accepted (`""`, `"undefined"`), and a per-address limit on
-//! failed attempts so that a token cannot be guessed by trying.
+//! OpenClaw once accepted (`""`, `"undefined"`), and limits on failed
+//! attempts, per address and in all, so that a credential cannot be guessed
+//! by trying, from one address or from many.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -17,6 +18,11 @@ use crate::llm::Secret;
 
 /// The shortest token accepted: 16 characters.
 pub const MIN_TOKEN_LEN: usize = 16;
+
+/// The shortest password accepted: 12 characters. A person chooses it, so
+/// it is shorter than a token may be, but a 2-character password falls to
+/// a few hundred guesses from a few addresses in well under a second.
+pub const MIN_PASSWORD_LEN: usize = 12;
 
 /// The gateway's credential.
 #[derive(Debug)]
@@ -94,6 +100,11 @@ pub fn resolve(
                 "the gateway token in {place} is shorter than {MIN_TOKEN_LEN} characters; run `pincer gateway token` for a strong one"
             ));
         }
+        if mode == AuthMode::Password && value.chars().count() < MIN_PASSWORD_LEN {
+            return Err(format!(
+                "the gateway password in {place} is shorter than {MIN_PASSWORD_LEN} characters; choose a longer one (or use a token: auth = \"token\" and `pincer gateway token`)"
+            ));
+        }
         Ok(Secret::new(value))
     };
     let var = config.credential_env();
@@ -160,64 +171,128 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     std::fs::rename(&partial, path)
 }
 
-/// Failed connects per address, and the lockout they lead to.
+/// Failed connects per address and in all, and the lockouts they lead to.
+///
+/// Per address (an IPv4 address, an IPv6 /64: see
+/// [`super::peers::limit_key`]): after `max` failures within `window` the
+/// address waits until the oldest leaves the window. In all: after
+/// `global_max` failures within `window` from any addresses, a guesser with
+/// many addresses is stopped too. That global lockout must not hand the
+/// owner to the attacker, so addresses that authenticated within
+/// [`KNOWN_FOR`] are still checked (under their own limit); a new address
+/// waits until the window has passed. The cost falls on an owner who comes
+/// from an address the gateway has not seen, while someone is guessing.
 #[derive(Debug)]
 pub struct Limiter {
     max: u32,
+    global_max: u32,
     window: Duration,
-    failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
+    state: Mutex<LimiterState>,
 }
 
+#[derive(Debug, Default)]
+struct LimiterState {
+    failures: HashMap<IpAddr, VecDeque<Instant>>,
+    /// The last `global_max` failures from anywhere.
+    global: VecDeque<Instant>,
+    /// Addresses that authenticated, and when they last did.
+    known: HashMap<IpAddr, Instant>,
+}
+
+/// How long an address that authenticated stays exempt from the global
+/// lockout.
+pub const KNOWN_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Addresses remembered as known; the oldest go first.
+const MAX_KNOWN: usize = 4096;
+
 impl Limiter {
-    pub fn new(max: u32, window: Duration) -> Self {
+    pub fn new(max: u32, global_max: u32, window: Duration) -> Self {
         Self {
             max,
+            global_max,
             window,
-            failures: Mutex::new(HashMap::new()),
+            state: Mutex::new(LimiterState::default()),
         }
     }
 
-    /// How long `peer` must still wait, if it is locked out.
+    /// How long `peer` must still wait, if it is locked out (its own
+    /// failures, or everyone's while it is not a known address).
     pub fn locked(&self, peer: IpAddr) -> Option<Duration> {
+        let peer = super::peers::limit_key(peer);
         let now = Instant::now();
-        let mut failures = self.lock();
-        let times = failures.get_mut(&peer)?;
-        while times
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= self.window)
-        {
-            times.pop_front();
+        let window = self.window;
+        let expired = |t: &Instant| now.duration_since(*t) >= window;
+        let mut state = self.lock();
+        if let Some(times) = state.failures.get_mut(&peer) {
+            while times.front().is_some_and(expired) {
+                times.pop_front();
+            }
+            if times.is_empty() {
+                state.failures.remove(&peer);
+            } else if times.len() as u32 >= self.max
+                && let Some(first) = times.front()
+            {
+                return Some(window.saturating_sub(now.duration_since(*first)));
+            }
         }
-        if times.is_empty() {
-            failures.remove(&peer);
+        while state.global.front().is_some_and(expired) {
+            state.global.pop_front();
+        }
+        if (state.global.len() as u32) < self.global_max {
             return None;
         }
-        (times.len() as u32 >= self.max)
-            .then(|| {
-                times
-                    .front()
-                    .map(|first| self.window - now.duration_since(*first))
-            })
-            .flatten()
+        let known = state
+            .known
+            .get(&peer)
+            .is_some_and(|t| now.duration_since(*t) < KNOWN_FOR);
+        if known {
+            return None;
+        }
+        state
+            .global
+            .front()
+            .map(|first| window.saturating_sub(now.duration_since(*first)))
     }
 
     pub fn failed(&self, peer: IpAddr) {
-        let mut failures = self.lock();
+        let peer = super::peers::limit_key(peer);
+        let now = Instant::now();
+        let mut state = self.lock();
         // Addresses are few, but an attacker may have many: old entries go
         // when the map grows.
-        if failures.len() > 10_000 {
+        if state.failures.len() > 10_000 {
             let window = self.window;
-            failures.retain(|_, times| times.back().is_some_and(|t| t.elapsed() < window));
+            state
+                .failures
+                .retain(|_, times| times.back().is_some_and(|t| t.elapsed() < window));
         }
-        let times = failures.entry(peer).or_default();
-        times.push_back(Instant::now());
+        let times = state.failures.entry(peer).or_default();
+        times.push_back(now);
         while times.len() > self.max as usize {
             times.pop_front();
         }
+        state.global.push_back(now);
+        while state.global.len() > self.global_max as usize {
+            state.global.pop_front();
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, VecDeque<Instant>>> {
-        self.failures
+    /// `peer` authenticated: it is let through a global lockout.
+    pub fn succeeded(&self, peer: IpAddr) {
+        let peer = super::peers::limit_key(peer);
+        let mut state = self.lock();
+        if state.known.len() >= MAX_KNOWN && !state.known.contains_key(&peer) {
+            let oldest = state.known.iter().min_by_key(|(_, t)| **t).map(|(k, _)| *k);
+            if let Some(oldest) = oldest {
+                state.known.remove(&oldest);
+            }
+        }
+        state.known.insert(peer, Instant::now());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LimiterState> {
+        self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -260,6 +335,34 @@ mod tests {
     }
 
     #[test]
+    fn a_password_under_twelve_characters_is_refused_like_a_short_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = GatewayConfig {
+            auth: Some(AuthMode::Password),
+            ..GatewayConfig::default()
+        };
+        for (value, ok) in [
+            ("ab", false),
+            ("elevenchars", false),
+            ("twelve-chars", true),
+        ] {
+            let env = |k: &str| (k == "PINCER_GATEWAY_PASSWORD").then(|| value.to_string());
+            match resolve(&config, dir.path(), &env, "127.0.0.1") {
+                Ok(_) => assert!(ok, "{value:?} was accepted"),
+                Err(err) => {
+                    assert!(!ok, "{value:?}: {err}");
+                    assert!(
+                        err.starts_with(
+                            "the gateway password in $PINCER_GATEWAY_PASSWORD is shorter than 12 characters"
+                        ),
+                        "{err}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn without_a_credential_only_loopback_starts_and_gets_a_private_token() {
         let dir = tempfile::tempdir().unwrap();
         let config = GatewayConfig::default();
@@ -286,7 +389,7 @@ mod tests {
 
     #[test]
     fn failures_lock_an_address_out_for_the_window_only() {
-        let limiter = Limiter::new(3, Duration::from_millis(200));
+        let limiter = Limiter::new(3, 1000, Duration::from_millis(200));
         let a: IpAddr = "127.0.0.1".parse().unwrap();
         let b: IpAddr = "127.0.0.2".parse().unwrap();
         for _ in 0..2 {
@@ -298,5 +401,56 @@ mod tests {
         assert_eq!(limiter.locked(b), None);
         std::thread::sleep(Duration::from_millis(220));
         assert_eq!(limiter.locked(a), None);
+    }
+
+    #[test]
+    fn ipv6_failures_in_one_64_lock_the_64_and_not_its_neighbour() {
+        let limiter = Limiter::new(3, 1000, Duration::from_secs(60));
+        for host in ["2001:db8:0:1::1", "2001:db8:0:1::2", "2001:db8:0:1:ffff::3"] {
+            limiter.failed(host.parse().unwrap());
+        }
+        let other_host: IpAddr = "2001:db8:0:1:abcd::9".parse().unwrap();
+        assert!(limiter.locked(other_host).is_some(), "the /64 is locked");
+        let neighbour: IpAddr = "2001:db8:0:2::1".parse().unwrap();
+        assert_eq!(limiter.locked(neighbour), None);
+        // IPv4 stays exact.
+        for _ in 0..3 {
+            limiter.failed("10.0.0.1".parse().unwrap());
+        }
+        assert!(limiter.locked("10.0.0.1".parse().unwrap()).is_some());
+        assert_eq!(limiter.locked("10.0.0.2".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn the_global_budget_stops_many_addresses_but_not_a_known_one() {
+        let limiter = Limiter::new(5, 10, Duration::from_secs(60));
+        let owner: IpAddr = "192.0.2.1".parse().unwrap();
+        limiter.succeeded(owner);
+        // Ten addresses, one failure each: none is near its own limit.
+        for i in 0..10u8 {
+            let guesser = IpAddr::from([198, 51, 100, i]);
+            assert_eq!(limiter.locked(guesser), None, "guess {i}");
+            limiter.failed(guesser);
+        }
+        let fresh: IpAddr = "203.0.113.7".parse().unwrap();
+        let wait = limiter.locked(fresh).expect("the global budget is spent");
+        assert!(wait <= Duration::from_secs(60), "{wait:?}");
+        assert_eq!(limiter.locked(owner), None, "a known address still gets in");
+        // The known address's own limit still holds.
+        for _ in 0..5 {
+            limiter.failed(owner);
+        }
+        assert!(limiter.locked(owner).is_some());
+    }
+
+    #[test]
+    fn the_global_lockout_ends_with_its_window() {
+        let limiter = Limiter::new(5, 2, Duration::from_millis(200));
+        limiter.failed("198.51.100.1".parse().unwrap());
+        limiter.failed("198.51.100.2".parse().unwrap());
+        let fresh: IpAddr = "203.0.113.7".parse().unwrap();
+        assert!(limiter.locked(fresh).is_some());
+        std::thread::sleep(Duration::from_millis(220));
+        assert_eq!(limiter.locked(fresh), None);
     }
 }

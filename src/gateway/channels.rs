@@ -394,6 +394,21 @@ pub trait Platform: Send + Sync + 'static {
     /// Acknowledges a button press, with a short note for the user.
     async fn answer(&self, press: &Press, note: &str) -> Result<(), Failure>;
 
+    /// Looks at a webhook request's head before any byte of its body is
+    /// read: a request the platform can refuse from its headers alone (a
+    /// wrong secret) is answered at once, so a stranger cannot make the
+    /// gateway wait for and hold a body. `None` reads the body and calls
+    /// [`Platform::webhook`], which checks everything again (a signature
+    /// over the body, say).
+    fn check_head(
+        &self,
+        _method: &axum::http::Method,
+        _path: &str,
+        _headers: &axum::http::HeaderMap,
+    ) -> Option<WebhookResponse> {
+        None
+    }
+
     /// A request to the gateway's `/channels/<name>` (webhook modes).
     async fn webhook(&self, _request: WebhookRequest) -> WebhookResponse {
         WebhookResponse::new(404, "not found")

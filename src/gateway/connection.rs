@@ -1,7 +1,9 @@
 //! One websocket client from its first byte: the challenge, the `connect`
 //! that must come first (small, soon, and with the credential), then its
 //! requests, each answered on its own task so that a long one (`agent`,
-//! `sessions.compact`) never holds up the others.
+//! `sessions.compact`) never holds up the others. Until `connect` succeeds
+//! the client holds a place among unauthenticated websockets only; then it
+//! trades it for one among authenticated clients.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -18,6 +20,7 @@ use super::auth::Refusal;
 use super::conn::{Conn, Out, Outbox, Scopes};
 use super::frames::{self, ErrorShape, INVALID_REQUEST, PROTOCOL, UNAVAILABLE, now_ms};
 use super::guard::Budget;
+use super::peers::Slot;
 
 /// The websocket of one client.
 pub type Socket =
@@ -64,7 +67,15 @@ impl Refused {
     }
 }
 
-pub async fn run(socket: Socket, budget: Arc<Budget>, peer: IpAddr, gateway: Arc<Gateway>) {
+/// Serves one client; `preauth` is its place among unauthenticated
+/// websockets, held until `connect` succeeds.
+pub async fn run(
+    socket: Socket,
+    budget: Arc<Budget>,
+    peer: IpAddr,
+    gateway: Arc<Gateway>,
+    preauth: Slot,
+) {
     let (mut sink, mut stream) = socket.split();
     let nonce = uuid::Uuid::new_v4().simple().to_string();
     let challenge = json!({
@@ -122,7 +133,7 @@ pub async fn run(socket: Socket, budget: Arc<Budget>, peer: IpAddr, gateway: Arc
         },
         Err(refused) => (None, Err(refused)),
     };
-    let (hello, scopes, caps) = match accepted {
+    let (hello, scopes, caps, _slot) = match accepted {
         Ok(accepted) => accepted,
         Err(refused) => {
             budget.drain();
@@ -139,6 +150,7 @@ pub async fn run(socket: Socket, budget: Arc<Budget>, peer: IpAddr, gateway: Arc
         }
     };
     budget.authenticated();
+    drop(preauth);
     let request_id = request_id.unwrap_or_default();
     let (outbox, mut inbox) = Outbox::new(gateway.config.max_buffered_bytes());
     let conn = Arc::new(Conn {
@@ -274,13 +286,24 @@ async fn next_data(stream: &mut futures::stream::SplitStream<Socket>) -> Option<
     }
 }
 
+/// The refusal of a `connect` whose `scopes` is not an array of strings.
+fn bad_scopes() -> Refused {
+    Refused {
+        error: Some(ErrorShape::invalid(
+            "invalid connect params: `scopes` must be an array of scope names (such as [\"operator.read\"]); leave it out for the credential's full authority",
+        )),
+        code: 1008,
+        reason: "invalid-handshake",
+    }
+}
+
 /// Checks a `connect`: rate limit, protocol, role, credential. The answer
 /// is `hello-ok`, the scopes and the caps.
 fn connect(
     gateway: &Gateway,
     peer: IpAddr,
     params: &Value,
-) -> Result<(Value, Scopes, Vec<String>), Refused> {
+) -> Result<(Value, Scopes, Vec<String>, Slot), Refused> {
     let refuse = |error: ErrorShape, code: u16, reason: &'static str| Refused {
         error: Some(error),
         code,
@@ -314,6 +337,21 @@ fn connect(
         ));
         return Err(refuse(error, 1008, "invalid role"));
     }
+    // Asking for no scopes is asking for the credential's full authority,
+    // so a `scopes` that is not a list of names must not count as none: a
+    // client that meant to narrow itself would get admin instead.
+    let requested = match &params["scopes"] {
+        Value::Null => Vec::new(),
+        Value::Array(items) => match items
+            .iter()
+            .map(|v| v.as_str().map(String::from))
+            .collect::<Option<Vec<String>>>()
+        {
+            Some(names) => names,
+            None => return Err(bad_scopes()),
+        },
+        _ => return Err(bad_scopes()),
+    };
     let credential = &gateway.credential;
     let offered = match credential.mode {
         crate::config::gateway::AuthMode::Token => params["auth"]["token"].as_str(),
@@ -343,14 +381,19 @@ fn connect(
         }));
         return Err(refuse(error, 1008, "unauthorized"));
     }
-    let requested: Vec<String> = params["scopes"]
-        .as_array()
-        .map(|s| {
-            s.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
+    gateway.limiter.succeeded(peer);
+    let Some(slot) = gateway
+        .authenticated
+        .take(Some(super::peers::limit_key(peer)))
+    else {
+        let mut error = ErrorShape::new(
+            UNAVAILABLE,
+            "too many connections; close another client of this gateway or try again later",
+        )
+        .details(json!({"code": "TOO_MANY_CONNECTIONS"}));
+        error.retry_after_ms = Some(1000);
+        return Err(refuse(error, 1013, "try again later"));
+    };
     let (scopes, granted) = Scopes::from_requested(&requested);
     let caps: Vec<String> = params["caps"]
         .as_array()
@@ -381,5 +424,5 @@ fn connect(
             "tickIntervalMs": config.tick_interval_ms(),
         },
     });
-    Ok((hello, scopes, caps))
+    Ok((hello, scopes, caps, slot))
 }

@@ -275,9 +275,9 @@ impl KeyMap {
             tracing::warn!(error = %e, "cannot create {}", dir.display());
             return;
         }
-        let partial = self.path.with_extension("partial");
-        let written =
-            std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, &self.path));
+        // Session keys name the user's chats (a Telegram user id, a Slack
+        // channel): the user's alone, like the transcripts.
+        let written = crate::config::trust::write_private(&self.path, text.as_bytes());
         if let Err(e) = written {
             tracing::warn!(error = %e, "cannot save the gateway's session keys");
         }

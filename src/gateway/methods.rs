@@ -219,7 +219,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "sessions.patch" => {
             need(conn, Need::Write)?;
-            patch(hub, &params).await
+            patch(hub, conn, &params).await
         }
         "sessions.reset" => {
             need(conn, Need::Write)?;
@@ -929,9 +929,19 @@ fn label_param(params: &Value) -> Result<Option<&str>, ErrorShape> {
     Ok(Some(label))
 }
 
-async fn patch(hub: &Arc<Hub>, params: &Value) -> Reply {
+async fn patch(hub: &Arc<Hub>, conn: &Conn, params: &Value) -> Reply {
     let key = key_param(params, "key")?;
     let label = label_param(params)?;
+    // `bypass` runs every tool without asking: turning it on answers every
+    // approval to come, so it takes the scope that answers approvals.
+    if optional(params, "permissionMode")?.and_then(crate::agent::permission::Mode::parse)
+        == Some(crate::agent::permission::Mode::Bypass)
+    {
+        need(conn, Need::Approvals)?;
+    }
+    if let Some(model) = optional(params, "model")? {
+        known_model(hub, model)?;
+    }
     let session = hub.open(key).await?;
     let link = hub.link()?;
     if let Some(label) = label {
@@ -982,6 +992,30 @@ async fn patch(hub: &Arc<Hub>, params: &Value) -> Reply {
         .map(|s| row(hub, s, &Defaults::load(hub)));
     hub.announce_patched(key, &session, entry.clone());
     Ok(json!({"ok": true, "key": key, "sessionId": session, "entry": entry}))
+}
+
+/// Refuses a model that `models.list` would not offer: `sessions.patch`
+/// takes a model from the catalog (built in, or from the user's
+/// providers), not any string that names a provider. Whether its
+/// credential is present is the session's own check (as in `pincer acp`).
+fn known_model(hub: &Hub, model: &str) -> Result<(), ErrorShape> {
+    let settings = crate::config::Settings::load_from_process(&hub.cwd)
+        .map_err(|e| ErrorShape::invalid(e.to_string()))?;
+    let resolved = settings
+        .catalog
+        .resolve(model)
+        .map_err(|e| ErrorShape::invalid(format!("model: {e}")))?;
+    let full_id = resolved.full_id();
+    if settings
+        .catalog
+        .listed_models()
+        .any(|m| m.full_id() == full_id)
+    {
+        return Ok(());
+    }
+    Err(ErrorShape::invalid(format!(
+        "model: unknown model `{model}`; `models.list` names the models this gateway offers (a model of your own is listed under [[providers.<name>.models]] in the config)"
+    )))
 }
 
 fn models(hub: &Hub) -> Reply {

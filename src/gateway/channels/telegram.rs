@@ -476,20 +476,33 @@ impl Platform for Telegram {
             .map(|_| ())
     }
 
-    async fn webhook(&self, request: WebhookRequest) -> WebhookResponse {
+    fn check_head(
+        &self,
+        method: &axum::http::Method,
+        _path: &str,
+        headers: &axum::http::HeaderMap,
+    ) -> Option<WebhookResponse> {
         let Some(secret) = &self.secret else {
-            return WebhookResponse::new(404, "not found");
+            return Some(WebhookResponse::new(404, "not found"));
         };
-        if request.method != axum::http::Method::POST {
-            return WebhookResponse::new(405, "method not allowed");
+        if method != axum::http::Method::POST {
+            return Some(WebhookResponse::new(405, "method not allowed"));
         }
-        let given = request
-            .headers
+        let given = headers
             .get(SECRET_HEADER)
             .map(|v| v.as_bytes())
             .unwrap_or_default();
         if !bool::from(given.ct_eq(secret.as_bytes())) {
-            return WebhookResponse::new(401, "unauthorized");
+            return Some(WebhookResponse::new(401, "unauthorized"));
+        }
+        None
+    }
+
+    async fn webhook(&self, request: WebhookRequest) -> WebhookResponse {
+        // The gateway asked before reading the body; asking again keeps
+        // this safe for any other caller.
+        if let Some(refused) = self.check_head(&request.method, &request.path, &request.headers) {
+            return refused;
         }
         let Ok(update) = serde_json::from_slice::<Value>(&request.body) else {
             return WebhookResponse::new(400, "the body is not an update");
