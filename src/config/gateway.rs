@@ -36,6 +36,9 @@ pub struct GatewayConfig {
     pub max_connections_per_ip: Option<usize>,
     pub auth_failures: Option<u32>,
     pub auth_lockout_secs: Option<u64>,
+    /// Seconds a gateway session may stay idle before it is unloaded
+    /// (loaded again on its next use).
+    pub session_idle_secs: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +96,9 @@ impl GatewayConfig {
     }
     pub fn auth_lockout_secs(&self) -> u64 {
         self.auth_lockout_secs.unwrap_or(60).max(1)
+    }
+    pub fn session_idle_secs(&self) -> u64 {
+        self.session_idle_secs.unwrap_or(600).max(1)
     }
 
     /// The variable the credential may come from.
