@@ -810,7 +810,9 @@ fn sweep(path: &Path, modified: std::time::SystemTime, ttl: std::time::Duration)
         return;
     }
     match delete(path) {
-        Ok(()) => tracing::debug!(path = %path.display(), "removed a session that was never prompted"),
+        Ok(()) => {
+            tracing::debug!(path = %path.display(), "removed a session that was never prompted")
+        }
         Err(error) => {
             tracing::debug!(path = %path.display(), %error, "cannot remove a session that was never prompted")
         }
@@ -834,8 +836,8 @@ mod tests {
             if prompted {
                 writer.append(user("hello")).unwrap();
             }
-            let when = std::time::SystemTime::now()
-                - std::time::Duration::from_secs(age_hours * 3600);
+            let when =
+                std::time::SystemTime::now() - std::time::Duration::from_secs(age_hours * 3600);
             std::fs::File::options()
                 .append(true)
                 .open(&path)
@@ -847,7 +849,10 @@ mod tests {
         let fresh = write("sess_fresh", false, 1);
         let old = write("sess_old", false, 25);
         let used = write("sess_used", true, 48);
-        let listed: Vec<String> = list(data.path(), Some(cwd)).into_iter().map(|s| s.id).collect();
+        let listed: Vec<String> = list(data.path(), Some(cwd))
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
         assert_eq!(listed, vec!["sess_used".to_string()]);
         assert_eq!(
             [fresh.exists(), old.exists(), used.exists()],

@@ -94,7 +94,9 @@ fn pid_of(gateway: &Gateway) -> u32 {
 
 /// The descriptors the process holds.
 fn descriptors(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
 }
 
 /// A line of `/proc/PID/<file>` that starts with `field`, its first
@@ -239,7 +241,11 @@ async fn five_thousand_sessions_under_a_1024_descriptor_limit_leave_the_gateway_
     let history = client
         .call_ok("chat.history", json!({"sessionKey": "load:100"}))
         .await;
-    assert_eq!(history["messages"].as_array().unwrap().len(), 4, "{history}");
+    assert_eq!(
+        history["messages"].as_array().unwrap().len(),
+        4,
+        "{history}"
+    );
     drop(client);
     wait_until("the last sessions unload", TIMEOUT, || {
         unloads(&gateway) >= WARM_UP + SESSIONS + 2
@@ -348,7 +354,10 @@ async fn a_reader_subscribing_to_unknown_keys_creates_nothing() {
         .await;
     for i in 0..200 {
         let answer = reader
-            .call_ok("chat.subscribe", json!({"sessionKey": format!("ghost:{i}")}))
+            .call_ok(
+                "chat.subscribe",
+                json!({"sessionKey": format!("ghost:{i}")}),
+            )
             .await;
         assert_eq!(answer, json!({"ok": true}));
     }

@@ -1021,7 +1021,10 @@ async fn a_session_created_in_one_process_is_resumed_and_loaded_in_the_next() {
     third.call("session/resume", reopen(&session)).await;
     mock.push(Reply::fixture("anthropic/text.sse"));
     let result = third
-        .call("session/prompt", prompt(&session, "hello from the next process"))
+        .call(
+            "session/prompt",
+            prompt(&session, "hello from the next process"),
+        )
         .await;
     assert_eq!(result["stopReason"], "end_turn");
     let list = third.call("session/list", json!({"cwd": work})).await;
@@ -1031,7 +1034,10 @@ async fn a_session_created_in_one_process_is_resumed_and_loaded_in_the_next() {
         .iter()
         .map(|s| json!([s["sessionId"], s["title"]]))
         .collect();
-    assert_eq!(listed, vec![json!([session, "hello from the next process"])]);
+    assert_eq!(
+        listed,
+        vec![json!([session, "hello from the next process"])]
+    );
     third.close_stdin();
     assert!(third.wait_exit().await.success());
     assert_eq!(mock.violations(), Vec::<String>::new());

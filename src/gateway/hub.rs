@@ -1043,7 +1043,10 @@ impl Hub {
         for session in self.registry.observer_sessions() {
             let quiet = {
                 let state = self.state();
-                state.used.get(&session).is_none_or(|at| at.elapsed() >= idle)
+                state
+                    .used
+                    .get(&session)
+                    .is_none_or(|at| at.elapsed() >= idle)
                     && state.live.get(&session).is_none_or(Live::is_quiet)
                     && !state.approvals.values().any(|a| a.session == session)
             };
@@ -1052,6 +1055,17 @@ impl Hub {
                 tracing::debug!(session, "unloaded an idle session");
                 unloaded += 1;
             }
+        }
+        // What is kept of sessions no longer open (closed or deleted
+        // elsewhere) goes too, except a chosen queue mode; the opening
+        // lock keeps a session from opening meanwhile.
+        {
+            let mut state = self.state();
+            let registry = &self.registry;
+            state.used.retain(|session, _| registry.is_open(session));
+            state.live.retain(|session, live| {
+                registry.is_open(session) || !live.is_quiet() || live.queue_mode.is_some()
+            });
         }
         drop(_one);
         // Runs past their deduplication time go too, even with no new

@@ -432,14 +432,12 @@ impl Writer {
             super::create_private_dir(data_dir, dir).map_err(io)?;
         }
         close_torn_line(&mut file).map_err(io)?;
-        let header = serde_json::to_string(&loaded.header).map_err(|e| io(std::io::Error::other(e)))?;
+        let header =
+            serde_json::to_string(&loaded.header).map_err(|e| io(std::io::Error::other(e)))?;
         Ok(Self {
             path: path.to_path_buf(),
             header,
-            prompted: loaded
-                .entries
-                .iter()
-                .any(|e| starts_use(&e.record)),
+            prompted: loaded.entries.iter().any(|e| starts_use(&e.record)),
             check_end: false,
             last_id: loaded.entries.last().map(|e| e.id.clone()),
             next: loaded
@@ -773,7 +771,12 @@ mod tests {
         let mut again = Writer::append_to(&path, &loaded).unwrap();
         again.append(user("two")).unwrap();
         assert_eq!(descriptors_of(&path), 0);
-        let got: Vec<Record> = load(&path).unwrap().entries.into_iter().map(|e| e.record).collect();
+        let got: Vec<Record> = load(&path)
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| e.record)
+            .collect();
         assert_eq!(got, vec![user("one"), user("two")]);
     }
 
@@ -787,7 +790,10 @@ mod tests {
         let path = dir.path().join("s.jsonl");
         let mut writer = Writer::create(&path, &Header::new("sess_new", "/p", None)).unwrap();
         let loaded = load(&path).unwrap();
-        assert_eq!((loaded.header.id.as_str(), loaded.entries.len()), ("sess_new", 0));
+        assert_eq!(
+            (loaded.header.id.as_str(), loaded.entries.len()),
+            ("sess_new", 0)
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
