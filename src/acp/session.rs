@@ -549,8 +549,8 @@ impl Session {
         }
     }
 
-    /// Whether the session's transcript is on disk (it is written when the
-    /// session is created).
+    /// Whether the session's transcript is on disk (see
+    /// [`transcript::Writer::is_written`]).
     pub fn is_written(&self) -> bool {
         lock(&self.transcript).is_written()
     }

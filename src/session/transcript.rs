@@ -382,9 +382,11 @@ impl Writer {
         Ok(writer)
     }
 
-    /// Whether the transcript is on disk (always, since its creation).
+    /// Whether the transcript is on disk: from its creation on, unless a
+    /// never-prompted one was swept meanwhile (the next write brings it
+    /// back) or the session was deleted.
     pub fn is_written(&self) -> bool {
-        true
+        self.path.is_file()
     }
 
     fn header_bytes(&self) -> Vec<u8> {
@@ -801,6 +803,7 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
         std::fs::remove_file(&path).unwrap();
+        assert!(!writer.is_written());
         writer
             .append(Record::ModeChange {
                 mode: Mode::AcceptEdits,
