@@ -583,9 +583,10 @@ impl Server {
             }
         };
         let Some(path) = crate::session::find(&settings.paths.data_dir, &id) else {
-            // A session this process opened that has not been prompted yet
-            // has no transcript yet (it is written with the first prompt):
-            // it is still the same, empty session, with nothing to replay.
+            // A session this process opened whose transcript is not on
+            // disk (a never-prompted one swept as abandoned; its next write
+            // brings it back) is still the same, empty session, with
+            // nothing to replay.
             if let Some(open) = open
                 && !open.is_written()
             {
@@ -745,7 +746,7 @@ impl Server {
             session.cancel();
             let written = session.is_written();
             self.closed(session);
-            // Never prompted: there is no transcript to remove.
+            // No transcript on disk: nothing to remove.
             if !written {
                 return Ok(());
             }

@@ -143,6 +143,7 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
         Duration::from_secs(config.approval_timeout_secs()),
     );
     hub.start(options.model.clone()).await?;
+    hub.unload_idle_after(Duration::from_secs(config.session_idle_secs()));
     let platforms = channels::build(&settings.config.channels, &env, &settings.paths.data_dir);
     let channels = channels::runner::start(&hub, platforms);
     for name in channels.names() {

@@ -13,6 +13,34 @@ use pincer::cli::run::{Continue, OutputFormat, RunMode, RunOptions, Verbosity};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Raises the soft limit on open files to the hard one. The usual soft
+/// limit (1,024) is a leftover of `select()`; a gateway serving many
+/// clients, or `pincer acp` with many sessions, MCP servers and terminals,
+/// needs more, and the hard limit (often 500,000 and more) is what the
+/// system grants this user. A failure leaves the limit as it was.
+#[cfg(unix)]
+fn raise_open_files_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    // macOS refuses an unlimited soft limit for files: it stops at
+    // OPEN_MAX (10,240).
+    #[cfg(target_os = "macos")]
+    let target = hard.min(10_240);
+    #[cfg(not(target_os = "macos"))]
+    let target = hard;
+    if soft >= target {
+        return;
+    }
+    if let Err(error) = setrlimit(Resource::RLIMIT_NOFILE, target, hard) {
+        tracing::debug!(%error, soft, hard, "cannot raise the limit on open files");
+    }
+}
+
+#[cfg(not(unix))]
+fn raise_open_files_limit() {}
+
 /// A coding agent for editors, speaking the Agent Client Protocol.
 #[derive(Parser, Debug)]
 #[command(
@@ -488,6 +516,7 @@ fn parse_address(address: &str) -> Result<(Option<String>, Option<u16>), String>
 
 fn main() -> std::process::ExitCode {
     init_logging();
+    raise_open_files_limit();
     let cli = Cli::parse();
     // `pincer acp` waits on pipes and sockets almost all the time; one
     // thread avoids a cross-thread wake-up per streamed event. Blocking work

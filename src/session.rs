@@ -93,6 +93,14 @@ pub fn find(data_dir: &Path, id: &str) -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
+/// The header of the transcript at `path` (its first line only).
+pub fn read_header(path: &Path) -> Option<transcript::Header> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).ok()?;
+    let line = std::io::BufReader::new(file).lines().next()?.ok()?;
+    serde_json::from_str(&line).ok()
+}
+
 /// What a tool result entry adds to the model's result, for replay.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CallRecord {
@@ -689,11 +697,24 @@ pub fn title_from(text: &str) -> Option<String> {
     Some(title)
 }
 
+/// How long a transcript that was never prompted is kept (from its last
+/// change): long enough for a client that creates a session in one process
+/// and prompts it from the next (`acpx sessions new`, then `acpx prompt`),
+/// short enough that sessions editors open and never use do not pile up.
+pub const UNPROMPTED_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
+/// What [`summarize`] found in a transcript.
+enum Found {
+    Listed(Summary),
+    /// A session that never got a prompt, last changed then.
+    Unprompted(std::time::SystemTime),
+}
+
 /// Reads what a list needs: the header, and the first user text for the
 /// title. Stops reading there, so long transcripts cost no more. A session
-/// that never got a prompt (a file an older pincer wrote when the session
-/// opened) is not listed: there is nothing in it to go back to.
-fn summarize(path: &Path) -> Option<Summary> {
+/// that never got a prompt is not listed: there is nothing in it to go
+/// back to yet.
+fn summarize(path: &Path) -> Option<Found> {
     use std::io::BufRead;
     let file = std::fs::File::open(path).ok()?;
     let modified = file.metadata().and_then(|m| m.modified()).ok()?;
@@ -738,9 +759,9 @@ fn summarize(path: &Path) -> Option<Summary> {
         }
     }
     if !prompted {
-        return None;
+        return Some(Found::Unprompted(modified));
     }
-    Some(Summary {
+    Some(Found::Listed(Summary {
         id: header.id,
         cwd: header.cwd,
         title,
@@ -748,10 +769,12 @@ fn summarize(path: &Path) -> Option<Summary> {
         updated_at: humantime::format_rfc3339_seconds(modified).to_string(),
         path: path.to_path_buf(),
         modified,
-    })
+    }))
 }
 
 /// Stored sessions, newest first; only those of `cwd` when given.
+/// Transcripts of sessions never prompted are not listed, and those older
+/// than [`UNPROMPTED_TTL`] are removed on the way (see [`sweep`]).
 pub fn list(data_dir: &Path, cwd: Option<&Path>) -> Vec<Summary> {
     let dirs: Vec<PathBuf> = match cwd {
         Some(cwd) => vec![sessions_dir(data_dir).join(cwd_dir_name(cwd))],
@@ -765,16 +788,78 @@ pub fn list(data_dir: &Path, cwd: Option<&Path>) -> Vec<Summary> {
         .flat_map(|entries| entries.flatten())
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .filter_map(|p| summarize(&p))
+        .filter_map(|p| match summarize(&p)? {
+            Found::Listed(summary) => Some(summary),
+            Found::Unprompted(modified) => {
+                sweep(&p, modified, UNPROMPTED_TTL);
+                None
+            }
+        })
         .filter(|s| cwd.is_none_or(|cwd| s.cwd == cwd))
         .collect();
     sessions.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| a.id.cmp(&b.id)));
     sessions
 }
 
+/// Removes a never-prompted session's files if it has not changed for
+/// `ttl`: a session created and abandoned (an editor's new tab, a client
+/// that never came back) leaves nothing behind for long.
+fn sweep(path: &Path, modified: std::time::SystemTime, ttl: std::time::Duration) {
+    let old = modified.elapsed().is_ok_and(|age| age >= ttl);
+    if !old {
+        return;
+    }
+    match delete(path) {
+        Ok(()) => {
+            tracing::debug!(path = %path.display(), "removed a session that was never prompted")
+        }
+        Err(error) => {
+            tracing::debug!(path = %path.display(), %error, "cannot remove a session that was never prompted")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Sessions never prompted are not listed; once unchanged for a day
+    /// they are removed by the listing.
+    #[test]
+    fn never_prompted_sessions_are_unlisted_and_swept_when_old() {
+        let data = tempfile::tempdir().unwrap();
+        let cwd = Path::new("/work/project");
+        let write = |id: &str, prompted: bool, age_hours: u64| {
+            let path = transcript_path(data.path(), cwd, id);
+            let header = transcript::Header::new(id, cwd, None);
+            let mut writer = transcript::Writer::create(&path, &header).unwrap();
+            if prompted {
+                writer.append(user("hello")).unwrap();
+            }
+            let when =
+                std::time::SystemTime::now() - std::time::Duration::from_secs(age_hours * 3600);
+            std::fs::File::options()
+                .append(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(when)
+                .unwrap();
+            path
+        };
+        let fresh = write("sess_fresh", false, 1);
+        let old = write("sess_old", false, 25);
+        let used = write("sess_used", true, 48);
+        let listed: Vec<String> = list(data.path(), Some(cwd))
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        assert_eq!(listed, vec!["sess_used".to_string()]);
+        assert_eq!(
+            [fresh.exists(), old.exists(), used.exists()],
+            [true, false, true]
+        );
+        assert_eq!(find(data.path(), "sess_fresh"), Some(fresh));
+    }
 
     #[test]
     fn a_title_skips_the_working_directory_line_openclaw_s_bridge_adds() {

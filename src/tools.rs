@@ -295,6 +295,11 @@ pub trait Tool: Send + Sync {
         args: serde_json::Value,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, ToolOutput>;
+    /// Whether the tool has work of its session running between turns (a
+    /// background process): such a session is not unloaded when idle.
+    fn holds_work(&self) -> bool {
+        false
+    }
 }
 
 /// Tools that come and go while a session runs (an MCP server starts,

@@ -78,11 +78,13 @@ async fn the_queue_option_survives_load_and_resume() {
     }
 }
 
-/// Fix 5: a session that never got a prompt leaves no file and is not
-/// listed; loading it while it is open still works, and the settings chosen
-/// before its first prompt are written with that prompt.
+/// Fix 5: a session that never got a prompt is not listed; loading it
+/// while it is open still works, and the settings chosen before its first
+/// prompt hold with that prompt. (Since issue 30 its file is written when
+/// it is created, so that another process can resume it, and only
+/// `session/delete` removes it at once; see `tests/sessions.rs`.)
 #[tokio::test]
-async fn a_session_without_a_prompt_is_not_listed_and_leaves_no_file() {
+async fn a_session_without_a_prompt_is_not_listed() {
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
     let mut acp = spawn_anthropic(&sandbox, &mock);
@@ -97,7 +99,7 @@ async fn a_session_without_a_prompt_is_not_listed_and_leaves_no_file() {
         .call("session/list", json!({"cwd": sandbox.work()}))
         .await;
     assert_eq!(list["sessions"], json!([]));
-    assert_eq!(transcripts(&sandbox), Vec::<std::path::PathBuf>::new());
+    assert_eq!(transcripts(&sandbox).len(), 1);
 
     // An editor that reloads the open, empty session gets it back as it is.
     let id = acp
@@ -111,7 +113,7 @@ async fn a_session_without_a_prompt_is_not_listed_and_leaves_no_file() {
     assert_eq!(updates_of(&before), Vec::<Value>::new());
     assert_eq!(response["result"]["modes"]["currentModeId"], "accept-edits");
 
-    // Its first prompt writes it, with the mode chosen before.
+    // Its first prompt lists it, with the mode chosen before.
     mock.push(Reply::fixture("anthropic/text.sse"));
     acp.call("session/prompt", prompt(&empty, "now it counts"))
         .await;
@@ -126,7 +128,8 @@ async fn a_session_without_a_prompt_is_not_listed_and_leaves_no_file() {
         .collect();
     assert_eq!(listed, vec![json!([empty, "now it counts"])]);
 
-    // Another never-prompted session, closed and deleted: nothing left.
+    // Another never-prompted session, closed, stays resumable; one
+    // deleted leaves nothing.
     let other = acp.new_session(&sandbox.work()).await;
     acp.call("session/close", json!({"sessionId": other})).await;
     let never = acp.new_session(&sandbox.work()).await;
@@ -135,7 +138,7 @@ async fn a_session_without_a_prompt_is_not_listed_and_leaves_no_file() {
     drop(acp);
     assert_eq!(
         transcripts(&sandbox).len(),
-        1,
+        2,
         "{:?}",
         transcripts(&sandbox)
     );
@@ -149,14 +152,19 @@ async fn a_session_without_a_prompt_is_not_listed_and_leaves_no_file() {
         )
         .await;
     assert_eq!(result["modes"]["currentModeId"], "accept-edits");
+    acp.call(
+        "session/load",
+        json!({"sessionId": other, "cwd": sandbox.work(), "mcpServers": []}),
+    )
+    .await;
     let id = acp
         .send(
             "session/load",
-            json!({"sessionId": other, "cwd": sandbox.work(), "mcpServers": []}),
+            json!({"sessionId": never, "cwd": sandbox.work(), "mcpServers": []}),
         )
         .await;
     let (response, _) = acp.until_response(id).await;
-    assert_eq!(response["error"]["data"]["sessionId"], json!(other));
+    assert_eq!(response["error"]["data"]["sessionId"], json!(never));
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
 

@@ -965,3 +965,80 @@ async fn a_transcript_cut_in_the_middle_of_a_line_loads_over_acp_and_continues()
         ]
     );
 }
+
+/// The transcripts in the sandbox, by session id.
+fn transcript_of(sandbox: &Sandbox, id: &str) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(sandbox.home().join("sessions"))
+        .ok()?
+        .flatten()
+        .map(|d| d.path().join(format!("{id}.jsonl")))
+        .find(|p| p.is_file())
+}
+
+/// Issue 30: a client that creates a session in one process and prompts
+/// it from the next (`acpx sessions new`, then `acpx prompt`) got -32002
+/// from `session/resume`: a session never prompted was not saved. It is
+/// now on disk from its creation, loadable and resumable by any later
+/// process, and still not listed until its first prompt; one left
+/// unprompted for more than a day is removed when sessions are listed.
+#[tokio::test]
+async fn a_session_created_in_one_process_is_resumed_and_loaded_in_the_next() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let work = sandbox.work();
+    let reopen = |id: &str| json!({"sessionId": id, "cwd": work, "mcpServers": []});
+
+    let mut first = spawn_anthropic(&sandbox, &mock);
+    first.initialize().await;
+    let session = first.new_session(&work).await;
+    let abandoned = first.new_session(&work).await;
+    first.close_stdin();
+    assert!(first.wait_exit().await.success());
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(25 * 3600);
+    std::fs::File::options()
+        .append(true)
+        .open(transcript_of(&sandbox, &abandoned).unwrap())
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+
+    // A second process lists neither and loads the new one, empty.
+    let mut second = spawn_anthropic(&sandbox, &mock);
+    second.initialize().await;
+    let list = second.call("session/list", json!({"cwd": work})).await;
+    assert_eq!(list["sessions"], json!([]));
+    assert_eq!(transcript_of(&sandbox, &abandoned), None);
+    let id = second.send("session/load", reopen(&session)).await;
+    let (response, before) = second.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    assert_eq!(updates_of(&before), Vec::<Value>::new());
+    second.close_stdin();
+    assert!(second.wait_exit().await.success());
+
+    // A third resumes it and prompts it: now it is listed.
+    let mut third = spawn_anthropic(&sandbox, &mock);
+    third.initialize().await;
+    third.call("session/resume", reopen(&session)).await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let result = third
+        .call(
+            "session/prompt",
+            prompt(&session, "hello from the next process"),
+        )
+        .await;
+    assert_eq!(result["stopReason"], "end_turn");
+    let list = third.call("session/list", json!({"cwd": work})).await;
+    let listed: Vec<Value> = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| json!([s["sessionId"], s["title"]]))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![json!([session, "hello from the next process"])]
+    );
+    third.close_stdin();
+    assert!(third.wait_exit().await.success());
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}

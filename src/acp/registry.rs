@@ -120,12 +120,57 @@ impl Registry {
         Some(session.rename(label))
     }
 
-    /// Tells the observer, if there is one.
+    /// The open sessions the observer's own connection owns (the
+    /// gateway's): those it may unload when they are idle. An editor's
+    /// sessions are never among them.
+    pub fn observer_sessions(&self) -> Vec<String> {
+        let Some(&owner) = self.observer_connection.get() else {
+            return Vec::new();
+        };
+        super::lock(&self.sessions)
+            .iter()
+            .filter(|(_, session)| session.owned_by(owner))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Unloads session `id` if the observer's connection owns it and it is
+    /// idle ([`Session::is_idle`]), in one step under the lock, so that no
+    /// prompt gets in between. Its transcript stays: opening it again
+    /// (`session/load`) restores it as it was. The session's MCP servers
+    /// stop and its `session_end` hooks run, as when it closes; the
+    /// observer is not told (nothing changed for its clients).
+    pub fn unload_idle(&self, id: &str) -> bool {
+        let Some(&owner) = self.observer_connection.get() else {
+            return false;
+        };
+        let session = {
+            let mut sessions = super::lock(&self.sessions);
+            let idle = sessions
+                .get(id)
+                .is_some_and(|s| s.owned_by(owner) && s.is_idle());
+            if !idle {
+                return false;
+            }
+            sessions.remove(id)
+        };
+        if let Some(session) = session {
+            tokio::spawn(async move {
+                session.shutdown_mcp().await;
+                session
+                    .lifecycle_hooks(crate::agent::hooks::Event::SessionEnd)
+                    .await;
+            });
+        }
+        true
+    }
+
     /// Whether anyone observes the sessions.
     pub(super) fn is_observed(&self) -> bool {
         self.observer.get().is_some()
     }
 
+    /// Tells the observer, if there is one.
     pub(super) fn tell(&self, event: Observed) {
         if let Some(tx) = self.observer.get() {
             let _ = tx.send(event);

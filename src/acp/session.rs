@@ -549,10 +549,20 @@ impl Session {
         }
     }
 
-    /// Whether the session's transcript is on disk (it is written from the
-    /// first prompt on).
+    /// Whether the session's transcript is on disk (see
+    /// [`transcript::Writer::is_written`]).
     pub fn is_written(&self) -> bool {
         lock(&self.transcript).is_written()
+    }
+
+    /// Whether nothing of the session is going on: no run (a turn holds
+    /// the history for its whole run), no prompt waiting, no background
+    /// process. Such a session can be unloaded and loaded again later from
+    /// its transcript without anyone noticing.
+    pub fn is_idle(&self) -> bool {
+        self.history.try_lock().is_ok()
+            && self.waiting() == 0
+            && !self.tools.iter().any(|tool| tool.holds_work())
     }
 
     /// Appends to the transcript. A failure is logged, not fatal: the turn

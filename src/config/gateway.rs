@@ -53,6 +53,9 @@ pub struct GatewayConfig {
     /// Reverse proxies (addresses or CIDR ranges) whose `X-Forwarded-For`
     /// or `Forwarded` header names the client.
     pub trusted_proxies: Vec<String>,
+    /// Seconds a gateway session may stay idle before it is unloaded
+    /// (loaded again on its next use).
+    pub session_idle_secs: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,6 +131,9 @@ impl GatewayConfig {
     }
     pub fn request_timeout_ms(&self) -> u64 {
         self.request_timeout_ms.unwrap_or(10_000).max(50)
+    }
+    pub fn session_idle_secs(&self) -> u64 {
+        self.session_idle_secs.unwrap_or(600).max(1)
     }
 
     /// The variable the credential may come from.

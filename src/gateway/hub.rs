@@ -9,6 +9,13 @@
 //! of a run, tool events included, goes out before its `final`. A prompt
 //! an editor typed (no tag) gets a run id here, so clients following the
 //! session see it too.
+//!
+//! Idle sessions: the sessions the gateway opened stay loaded while they
+//! are used; one that has had no run, nothing queued and no approval
+//! waiting for `[gateway] session_idle_secs` is unloaded (its transcript
+//! stays) and loaded again, transparently, by the next [`Hub::open`]. So a
+//! gateway that has served thousands of sessions holds what its busy ones
+//! need, not what every session it ever opened did.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -90,6 +97,9 @@ struct State {
     finished: VecDeque<(Instant, String)>,
     live: HashMap<String, Live>,
     approvals: HashMap<String, Approval>,
+    /// When each session the gateway opened was last used (opened, sent
+    /// to, a run ended): the idle sweep unloads those quiet long enough.
+    used: HashMap<String, Instant>,
     /// Questions the gateway itself was asked, `(session, tool call)`, until
     /// the agent says they are settled: those are not the editor's.
     asked: std::collections::HashSet<(String, String)>,
@@ -109,6 +119,16 @@ struct Live {
     flush_scheduled: bool,
     /// The last usage report (`agent` `stream:"usage"`'s data).
     usage: Option<Value>,
+}
+
+impl Live {
+    /// Nothing runs, waits or is held for the session.
+    fn is_quiet(&self) -> bool {
+        self.active.is_none()
+            && self.pending.is_empty()
+            && self.collected.is_empty()
+            && !self.flush_scheduled
+    }
 }
 
 struct Collected {
@@ -391,8 +411,13 @@ impl Hub {
 
     /// `conn` asked about `key`, which names no session yet: a scoped
     /// client hears the events of the session the key gets.
+    ///
+    /// Only a client that may write waits for a key: one that may only
+    /// read watches sessions that exist (it could otherwise grow the hub's
+    /// memory with every key it made up, and it cannot create the session
+    /// it waits for anyway).
     pub fn follow_key(&self, conn: &Arc<Conn>, key: &str) {
-        if !conn.scoped {
+        if !conn.scoped || !conn.scopes.allows(Need::Write) {
             return;
         }
         let mut conns = self.conns();
@@ -551,20 +576,21 @@ impl Hub {
         let link = self.link()?;
         if let Some(id) = self.lookup(key) {
             if self.registry.is_open(&id) {
+                self.used(&id);
                 return Ok(id);
             }
-            if let Some(summary) = crate::session::list(&self.data_dir, None)
-                .into_iter()
-                .find(|s| s.id == id)
+            // Unloaded while idle, or from an earlier run of the gateway:
+            // loaded again from its transcript, in the cwd it names.
+            if let Some(header) = crate::session::find(&self.data_dir, &id)
+                .and_then(|path| crate::session::read_header(&path))
             {
-                link.load_session(&id, summary.cwd.clone())
-                    .await
-                    .map_err(|e| {
-                        Failure::invalid(format!(
-                            "cannot open session {key}: {}",
-                            super::link::error_text(&e)
-                        ))
-                    })?;
+                link.load_session(&id, header.cwd).await.map_err(|e| {
+                    Failure::invalid(format!(
+                        "cannot open session {key}: {}",
+                        super::link::error_text(&e)
+                    ))
+                })?;
+                self.used(&id);
                 return Ok(id);
             }
         }
@@ -574,6 +600,7 @@ impl Hub {
                 super::link::error_text(&e)
             ))
         })?;
+        self.used(&id);
         let mut keys = self.keys();
         keys.keys.insert(key.to_string(), id.clone());
         keys.save();
@@ -597,6 +624,7 @@ impl Hub {
             .new_session(self.cwd.clone())
             .await
             .map_err(|e| Failure::invalid(super::link::error_text(&e)))?;
+        self.used(&id);
         let mut keys = self.keys();
         if let Some(old) = keys.keys.insert(key.to_string(), id.clone()) {
             keys.archived.insert(old);
@@ -673,6 +701,7 @@ impl Hub {
     ) -> Result<(), Failure> {
         let link = self.link()?.clone();
         let mut state = self.prune();
+        state.used.insert(session.to_string(), Instant::now());
         let live = state.live.entry(session.to_string()).or_default();
         // Without a mode of the message's or one set here, the session's
         // own (`sessions.patch` recorded it in the transcript, an editor
@@ -865,6 +894,7 @@ impl Hub {
                 state.finished.push_back((Instant::now(), member));
             }
         }
+        state.used.insert(session.clone(), Instant::now());
         let flush = if let Some(live) = state.live.get_mut(&session) {
             live.pending.retain(|r| r != run_id);
             if live.active.as_deref() == Some(run_id) {
@@ -972,6 +1002,95 @@ impl Hub {
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    // ----- idle sessions -----
+
+    /// Notes that `session` was used now.
+    fn used(&self, session: &str) {
+        self.state()
+            .used
+            .insert(session.to_string(), Instant::now());
+    }
+
+    /// Unloads, every little while, the sessions idle for `idle` (see the
+    /// module's comment), for as long as the process runs.
+    pub fn unload_idle_after(self: &Arc<Self>, idle: Duration) {
+        let period = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(60));
+        let hub = self.clone();
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(period);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                interval.tick().await;
+                let unloaded = hub.unload_idle(idle).await;
+                if unloaded > 0 {
+                    tracing::debug!(unloaded, "unloaded idle sessions");
+                }
+            }
+        });
+    }
+
+    /// Unloads the gateway's sessions that have been quiet for `idle`: no
+    /// run, nothing queued or collected, no approval waiting, and the
+    /// agent idle too (no turn, no background process). Returns how many.
+    /// Holds the opening lock meanwhile, so a session is never unloaded
+    /// between [`Hub::open`] and its use; and `open` marks a session used,
+    /// so its caller has `idle` to use it.
+    pub async fn unload_idle(&self, idle: Duration) -> usize {
+        let _one = self.opening.lock().await;
+        let mut unloaded = 0;
+        for session in self.registry.observer_sessions() {
+            let quiet = {
+                let state = self.state();
+                state
+                    .used
+                    .get(&session)
+                    .is_none_or(|at| at.elapsed() >= idle)
+                    && state.live.get(&session).is_none_or(Live::is_quiet)
+                    && !state.approvals.values().any(|a| a.session == session)
+            };
+            if quiet && self.registry.unload_idle(&session) {
+                self.release(&session);
+                tracing::debug!(session, "unloaded an idle session");
+                unloaded += 1;
+            }
+        }
+        // What is kept of sessions no longer open (closed or deleted
+        // elsewhere) goes too, except a chosen queue mode; the opening
+        // lock keeps a session from opening meanwhile.
+        {
+            let mut state = self.state();
+            let registry = &self.registry;
+            state.used.retain(|session, _| registry.is_open(session));
+            state.live.retain(|session, live| {
+                registry.is_open(session) || !live.is_quiet() || live.queue_mode.is_some()
+            });
+        }
+        drop(_one);
+        // Runs past their deduplication time go too, even with no new
+        // message to prune them.
+        drop(self.prune());
+        unloaded
+    }
+
+    /// Forgets what the hub kept of an unloaded session, except the queue
+    /// mode a client chose for it (`sessions.patch`), which holds when it
+    /// comes back.
+    fn release(&self, session: &str) {
+        let mut state = self.state();
+        state.used.remove(session);
+        let queue_mode = state.live.remove(session).and_then(|l| l.queue_mode);
+        if let Some(queue_mode) = queue_mode {
+            state.live.insert(
+                session.to_string(),
+                Live {
+                    queue_mode: Some(queue_mode),
+                    ..Live::default()
+                },
+            );
+        }
+        state.asked.retain(|(s, _)| s != session);
     }
 }
 

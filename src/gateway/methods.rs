@@ -193,9 +193,12 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let key = key_param(&params, "sessionKey")?;
             if let Some(session) = hub.lookup(key) {
                 hub.follow(conn, &session);
-            } else {
+            } else if conn.scopes.allows(Need::Write) {
                 let session = hub.open(key).await?;
                 hub.follow(conn, &session);
+            } else {
+                // A reader watches sessions that exist; it creates none.
+                hub.follow_key(conn, key);
             }
             Ok(json!({"ok": true}))
         }

@@ -333,42 +333,66 @@ fn data_dir_of(path: &Path) -> Option<&Path> {
 
 /// Appends entries to one transcript. There is one writer per session.
 ///
-/// A new session's file is written only once it gets its first message:
-/// an editor opens sessions it never prompts (a new chat tab, a reload),
-/// and those would otherwise pile up in every listing as empty files.
-/// Until then the header and the settings chosen meanwhile (mode, model,
-/// thinking, queue) wait in memory, in order, and go out with the message.
+/// A new session's file is written when the session is created, header
+/// only: a session that was never prompted can still be resumed or loaded
+/// by another process (a client that creates a session in one process and
+/// prompts it from the next). Listings skip such files until they hold a
+/// message, and [`super::sweep_unprompted`] removes them after a while.
+///
+/// The file is not held open: every append opens it, writes whole lines in
+/// one call and closes it again, so that a process with thousands of
+/// sessions holds no descriptor per session.
 #[derive(Debug)]
 pub struct Writer {
     path: PathBuf,
-    /// `None` until the first message is appended to a new transcript.
-    file: Option<std::fs::File>,
-    /// The header and lines that wait for the first message.
-    pending: Vec<String>,
+    /// The header line, to write the file again if it vanished before the
+    /// session was ever prompted (the sweep of never-prompted files).
+    header: String,
+    /// Whether a message (or workflow run) is in the file: from then on a
+    /// vanished file was deleted on purpose and is not brought back.
+    prompted: bool,
+    /// A write failed part-way: the file may end in a torn line, which the
+    /// next write closes first.
+    check_end: bool,
     last_id: Option<String>,
     next: u64,
 }
 
 impl Writer {
-    /// A new transcript at `path` with `header`; nothing is written until
-    /// the first message is appended (see [`Writer`]).
+    /// A new transcript at `path` with `header`, written at once (see
+    /// [`Writer`]); the file must not exist yet.
     pub fn create(path: &Path, header: &Header) -> Result<Self, TranscriptError> {
         let line = serde_json::to_string(header).map_err(|e| TranscriptError::Io {
             path: path.to_path_buf(),
             source: std::io::Error::other(e),
         })?;
-        Ok(Self {
+        let writer = Self {
             path: path.to_path_buf(),
-            file: None,
-            pending: vec![line],
+            header: line,
+            prompted: false,
+            check_end: false,
             last_id: None,
             next: 1,
-        })
+        };
+        let mut file = writer.open_new()?;
+        write_bytes(&mut file, &writer.header_bytes()).map_err(|source| TranscriptError::Io {
+            path: writer.path.clone(),
+            source,
+        })?;
+        Ok(writer)
     }
 
-    /// Whether the transcript has been written to disk yet.
+    /// Whether the transcript is on disk: from its creation on, unless a
+    /// never-prompted one was swept meanwhile (the next write brings it
+    /// back) or the session was deleted.
     pub fn is_written(&self) -> bool {
-        self.file.is_some()
+        self.path.is_file()
+    }
+
+    fn header_bytes(&self) -> Vec<u8> {
+        let mut bytes = self.header.clone().into_bytes();
+        bytes.push(b'\n');
+        bytes
     }
 
     /// Creates the file of a new transcript (its directories for the user
@@ -409,20 +433,14 @@ impl Writer {
         if let (Some(dir), Some(data_dir)) = (path.parent(), data_dir_of(path)) {
             super::create_private_dir(data_dir, dir).map_err(io)?;
         }
-        // A torn last line gets its end, so the next entry starts afresh.
-        let mut last = [0u8; 1];
-        let len = file.metadata().map_err(io)?.len();
-        if len > 0 {
-            file.seek(std::io::SeekFrom::Start(len - 1)).map_err(io)?;
-            file.read_exact(&mut last).map_err(io)?;
-            if last[0] != b'\n' {
-                file.write_all(b"\n").map_err(io)?;
-            }
-        }
+        close_torn_line(&mut file).map_err(io)?;
+        let header =
+            serde_json::to_string(&loaded.header).map_err(|e| io(std::io::Error::other(e)))?;
         Ok(Self {
             path: path.to_path_buf(),
-            file: Some(file),
-            pending: Vec::new(),
+            header,
+            prompted: loaded.entries.iter().any(|e| starts_use(&e.record)),
+            check_end: false,
             last_id: loaded.entries.last().map(|e| e.id.clone()),
             next: loaded
                 .entries
@@ -440,8 +458,6 @@ impl Writer {
     }
 
     /// Appends one record as a child of the last entry; returns its id.
-    /// In a new transcript, records before the first message wait in
-    /// memory (see [`Writer`]).
     pub fn append(&mut self, record: Record) -> Result<String, TranscriptError> {
         let id = self.reserve();
         self.append_as(id, record)
@@ -459,59 +475,86 @@ impl Writer {
 
     /// Appends one record under an id from [`Writer::reserve`].
     pub fn append_as(&mut self, id: String, record: Record) -> Result<String, TranscriptError> {
-        // A message, or a workflow the user ran: the session is in use.
-        let starts_file = matches!(record, Record::Message { .. } | Record::Workflow { .. });
+        let starts = starts_use(&record);
         let entry = Entry {
             id: id.clone(),
             parent_id: self.last_id.clone(),
             timestamp: now(),
             record,
         };
-        let line = serde_json::to_string(&entry).map_err(|e| TranscriptError::Io {
+        let mut line = serde_json::to_string(&entry).map_err(|e| TranscriptError::Io {
             path: self.path.clone(),
             source: std::io::Error::other(e),
         })?;
-        if self.file.is_none() && !starts_file {
-            self.pending.push(line);
-        } else {
-            if self.file.is_none() {
-                self.file = Some(self.open_new()?);
-            }
-            let mut lines = std::mem::take(&mut self.pending);
-            lines.push(line);
-            if let Err(e) = self.write_lines(&lines) {
-                // Whatever did not get out is tried again with the next
-                // append.
-                lines.pop();
-                self.pending = lines;
-                return Err(e);
-            }
+        line.push('\n');
+        self.write_line(line.as_bytes())?;
+        if starts {
+            self.prompted = true;
         }
         self.last_id = Some(id.clone());
         Ok(id)
     }
 
-    /// Writes whole lines in one call, so a kill leaves at most one torn
-    /// line at the end, and flushes them to the OS.
-    fn write_lines(&mut self, lines: &[String]) -> Result<(), TranscriptError> {
-        let mut bytes = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-        for line in lines {
-            bytes.extend_from_slice(line.as_bytes());
-            bytes.push(b'\n');
-        }
-        let Some(file) = self.file.as_mut() else {
-            return Err(TranscriptError::Io {
-                path: self.path.clone(),
-                source: std::io::Error::other("the transcript is not open"),
-            });
+    /// Writes one whole line in one call, so a kill leaves at most one torn
+    /// line at the end, and closes the file again. A never-prompted file
+    /// that vanished (swept as abandoned while its session stayed open) is
+    /// written again, header first.
+    fn write_line(&mut self, line: &[u8]) -> Result<(), TranscriptError> {
+        let io = |source| TranscriptError::Io {
+            path: self.path.clone(),
+            source,
         };
-        file.write_all(&bytes)
-            .and_then(|()| file.flush())
-            .map_err(|source| TranscriptError::Io {
-                path: self.path.clone(),
-                source,
-            })
+        let opened = std::fs::OpenOptions::new()
+            .read(self.check_end)
+            .append(true)
+            .open(&self.path);
+        let (mut file, bytes) = match opened {
+            Ok(file) => (file, line.to_vec()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.prompted => {
+                let mut bytes = self.header_bytes();
+                bytes.extend_from_slice(line);
+                (self.open_new()?, bytes)
+            }
+            Err(e) => return Err(io(e)),
+        };
+        if self.check_end {
+            close_torn_line(&mut file).map_err(io)?;
+            self.check_end = false;
+        }
+        if let Err(e) = write_bytes(&mut file, &bytes) {
+            self.check_end = true;
+            return Err(io(e));
+        }
+        Ok(())
     }
+}
+
+/// Whether a record shows the session in use: a message, or a workflow the
+/// user ran. Until one, the session is not listed.
+fn starts_use(record: &Record) -> bool {
+    matches!(record, Record::Message { .. } | Record::Workflow { .. })
+}
+
+/// Writes and flushes `bytes` in one call.
+fn write_bytes(file: &mut std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
+    file.write_all(bytes).and_then(|()| file.flush())
+}
+
+/// Ends a torn last line (a kill or a failed write mid-line) with a
+/// newline, so the next entry starts afresh. `file` is open for reading
+/// and appending.
+fn close_torn_line(file: &mut std::fs::File) -> std::io::Result<()> {
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut last = [0u8; 1];
+    file.seek(std::io::SeekFrom::Start(len - 1))?;
+    file.read_exact(&mut last)?;
+    if last[0] != b'\n' {
+        file.write_all(b"\n")?;
+    }
+    Ok(())
 }
 
 /// A transcript as read from disk.
@@ -704,6 +747,76 @@ mod tests {
         let loaded = load(&path).unwrap();
         let got: Vec<Record> = loaded.entries.iter().map(|e| e.record.clone()).collect();
         assert_eq!(got, vec![record, user("hello")]);
+    }
+
+    /// The descriptors of this process that name `path`.
+    fn descriptors_of(path: &Path) -> usize {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == path))
+            .count()
+    }
+
+    /// A session holds no descriptor between writes: a gateway with
+    /// thousands of sessions must not run out of them.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_writer_holds_no_descriptor_between_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let mut writer = Writer::create(&path, &Header::new("sess_fd", "/p", None)).unwrap();
+        assert_eq!(descriptors_of(&path), 0);
+        writer.append(user("one")).unwrap();
+        assert_eq!(descriptors_of(&path), 0);
+        let loaded = load(&path).unwrap();
+        let mut again = Writer::append_to(&path, &loaded).unwrap();
+        again.append(user("two")).unwrap();
+        assert_eq!(descriptors_of(&path), 0);
+        let got: Vec<Record> = load(&path)
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| e.record)
+            .collect();
+        assert_eq!(got, vec![user("one"), user("two")]);
+    }
+
+    /// A new session is on disk before its first prompt (another process
+    /// may resume it), private to its owner; if its file vanishes before
+    /// the first prompt (swept as abandoned), the next write brings it
+    /// back, header first.
+    #[test]
+    fn a_new_transcript_is_written_at_once_and_comes_back_if_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let mut writer = Writer::create(&path, &Header::new("sess_new", "/p", None)).unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(
+            (loaded.header.id.as_str(), loaded.entries.len()),
+            ("sess_new", 0)
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        std::fs::remove_file(&path).unwrap();
+        assert!(!writer.is_written());
+        writer
+            .append(Record::ModeChange {
+                mode: Mode::AcceptEdits,
+            })
+            .unwrap();
+        writer.append(user("hello")).unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.header.id, "sess_new");
+        assert_eq!(loaded.entries.len(), 2);
+        // Once prompted, a removed transcript was deleted on purpose.
+        std::fs::remove_file(&path).unwrap();
+        assert!(writer.append(user("again")).is_err());
+        assert!(!path.exists());
     }
 
     #[test]

@@ -117,6 +117,15 @@ impl ProcessTool {
 }
 
 impl Tool for ProcessTool {
+    fn holds_work(&self) -> bool {
+        self.registry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entries
+            .iter()
+            .any(|entry| entry.handle.shared.lock().exit.is_none())
+    }
+
     fn name(&self) -> &str {
         "process"
     }
