@@ -70,6 +70,15 @@ pub struct Options {
 pub struct Running {
     pub address: SocketAddr,
     pub task: tokio::task::JoinHandle<()>,
+    hub: Arc<hub::Hub>,
+}
+
+impl Running {
+    /// Writes what is still only in memory (the session keys' latest
+    /// changes), before the process exits.
+    pub fn flush(&self) {
+        self.hub.write_keys();
+    }
 }
 
 struct Gateway {
@@ -195,7 +204,7 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
     let header_timeout = Duration::from_millis(gateway_config_handshake);
     let task = tokio::spawn(accept(listener, app, gateway, header_timeout));
     eprintln_log(&format!("listening on ws://{address}"));
-    Ok(Running { address, task })
+    Ok(Running { address, task, hub })
 }
 
 /// Accepts connections and serves HTTP/1 on each, with a deadline for the
@@ -266,12 +275,13 @@ pub(crate) fn eprintln_log(line: &str) {
 
 /// `pincer gateway`: serves until interrupted.
 pub async fn serve(options: Options) -> Result<(), String> {
-    let running = start(options, Registry::new()).await?;
-    let mut task = running.task;
-    tokio::select! {
-        _ = &mut task => Err("the gateway stopped".to_string()),
+    let mut running = start(options, Registry::new()).await?;
+    let stopped = tokio::select! {
+        _ = &mut running.task => Err("the gateway stopped".to_string()),
         _ = shutdown_signal() => Ok(()),
-    }
+    };
+    running.flush();
+    stopped
 }
 
 async fn shutdown_signal() {

@@ -252,6 +252,20 @@ async fn five_thousand_sessions_under_a_1024_descriptor_limit_leave_the_gateway_
     })
     .await;
 
+    // The saver wrote keys.json fewer times than keys were made, and lost
+    // none of them.
+    let stored_keys = || -> usize {
+        std::fs::read_to_string(sandbox.home().join("gateway/keys.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|stored| stored["keys"].as_object().map(|keys| keys.len()))
+            .unwrap_or(0)
+    };
+    wait_until("keys.json names every session", TIMEOUT, || {
+        stored_keys() == WARM_UP + SESSIONS + 1
+    })
+    .await;
+
     let fds_after = descriptors(pid);
     let rss_after = rss_kib(pid);
     eprintln!(
@@ -382,6 +396,11 @@ async fn a_reader_subscribing_to_unknown_keys_creates_nothing() {
     writer
         .call_ok("chat.subscribe", json!({"sessionKey": "ghost:0"}))
         .await;
+    // keys.json is written by the gateway's saver task, just after.
+    wait_until("keys.json names the subscribed key", TIMEOUT, || {
+        keys() != json!({})
+    })
+    .await;
     let stored = keys();
     assert_eq!(
         stored.as_object().unwrap().keys().collect::<Vec<_>>(),

@@ -1864,6 +1864,8 @@ async fn the_gateway_s_session_keys_file_is_readable_by_the_user_alone() {
     let run = admin.chat_send(&new_key(), "hello").await;
     admin.chat_end(&run).await;
     let file = sandbox.home().join("gateway").join("keys.json");
+    // Written by the gateway's saver task, as soon as the key is made.
+    support::wait_until("keys.json is written", TIMEOUT, || file.is_file()).await;
     let mode = std::fs::metadata(&file)
         .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
         .permissions()

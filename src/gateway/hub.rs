@@ -67,6 +67,12 @@ pub struct Hub {
     next_conn: AtomicU64,
     conns: Mutex<Conns>,
     keys: Mutex<KeyMap>,
+    /// Wakes the saver of `keys.json` (see [`KeyMap`]).
+    keys_dirty: tokio::sync::Notify,
+    /// Set once the saver runs.
+    keys_saver: OnceLock<()>,
+    /// One write of `keys.json` at a time, in the order of the changes.
+    keys_writing: Mutex<()>,
     /// Opening sessions one at a time: two first messages to one new key
     /// make one session.
     opening: tokio::sync::Mutex<()>,
@@ -264,12 +270,29 @@ impl Approval {
 }
 
 /// Session keys and the pincer sessions they name, kept on disk.
+///
+/// A gateway with thousands of chats creates keys one after another: the
+/// file is written by one saver task that takes every change made while it
+/// was writing in its next write (see [`Hub::keys_changed`]), not once per
+/// key, and events find a session's key through an index, not a scan.
 struct KeyMap {
     path: PathBuf,
     keys: BTreeMap<String, String>,
+    /// The key of each named session: the first in key order when several
+    /// name it.
+    by_session: HashMap<String, String>,
     /// Sessions a reset replaced: kept on disk (and by `pincer sessions
     /// list`), no longer listed by the gateway.
     archived: std::collections::BTreeSet<String>,
+    /// Changes not yet written.
+    dirty: bool,
+}
+
+/// `keys.json`, borrowed for writing.
+#[derive(serde::Serialize)]
+struct StoredKeys<'a> {
+    keys: &'a BTreeMap<String, String>,
+    archived: &'a std::collections::BTreeSet<String>,
 }
 
 impl KeyMap {
@@ -278,29 +301,90 @@ impl KeyMap {
             .ok()
             .and_then(|text| serde_json::from_str::<Value>(&text).ok())
             .unwrap_or_default();
-        let keys = serde_json::from_value(stored["keys"].clone()).unwrap_or_default();
+        let keys: BTreeMap<String, String> =
+            serde_json::from_value(stored["keys"].clone()).unwrap_or_default();
         let archived = serde_json::from_value(stored["archived"].clone()).unwrap_or_default();
+        let mut by_session = HashMap::new();
+        // In key order, so the first key of a session wins.
+        for (key, id) in &keys {
+            by_session.entry(id.clone()).or_insert_with(|| key.clone());
+        }
         Self {
             path,
             keys,
+            by_session,
             archived,
+            dirty: false,
         }
     }
 
-    fn save(&self) {
-        let text = json!({ "keys": self.keys, "archived": self.archived }).to_string();
-        if let Some(dir) = self.path.parent()
-            && let Err(e) = std::fs::create_dir_all(dir)
-        {
-            tracing::warn!(error = %e, "cannot create {}", dir.display());
-            return;
+    /// Names `id` with `key`; returns the session it named before.
+    fn insert(&mut self, key: &str, id: &str) -> Option<String> {
+        let old = self.keys.insert(key.to_string(), id.to_string());
+        if let Some(old) = &old {
+            self.unindex(key, old);
         }
-        // Session keys name the user's chats (a Telegram user id, a Slack
-        // channel): the user's alone, like the transcripts.
-        let written = crate::config::trust::write_private(&self.path, text.as_bytes());
-        if let Err(e) = written {
-            tracing::warn!(error = %e, "cannot save the gateway's session keys");
+        let first = self
+            .by_session
+            .entry(id.to_string())
+            .or_insert_with(|| key.to_string());
+        if key < first.as_str() {
+            *first = key.to_string();
         }
+        self.dirty = true;
+        old
+    }
+
+    /// Forgets `key`; returns the session it named.
+    fn remove(&mut self, key: &str) -> Option<String> {
+        let old = self.keys.remove(key)?;
+        self.unindex(key, &old);
+        self.dirty = true;
+        Some(old)
+    }
+
+    /// `key` no longer names `id`: its index entry goes to the session's
+    /// next key, if another names it (rare: a scan).
+    fn unindex(&mut self, key: &str, id: &str) {
+        if self.by_session.get(id).is_some_and(|k| k == key) {
+            self.by_session.remove(id);
+            if let Some((next, _)) = self.keys.iter().find(|(_, named)| named.as_str() == id) {
+                self.by_session.insert(id.to_string(), next.clone());
+            }
+        }
+    }
+
+    /// What to write, if anything changed since the last write.
+    fn take_changes(&mut self) -> Option<(PathBuf, Vec<u8>)> {
+        if !self.dirty {
+            return None;
+        }
+        self.dirty = false;
+        let stored = StoredKeys {
+            keys: &self.keys,
+            archived: &self.archived,
+        };
+        match serde_json::to_vec(&stored) {
+            Ok(bytes) => Some((self.path.clone(), bytes)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot serialise the gateway's session keys");
+                None
+            }
+        }
+    }
+}
+
+/// Writes `keys.json`: the user's alone, like the transcripts (session keys
+/// name the user's chats: a Telegram user id, a Slack channel).
+fn write_keys(path: &Path, bytes: &[u8]) {
+    if let Some(dir) = path.parent()
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        tracing::warn!(error = %e, "cannot create {}", dir.display());
+        return;
+    }
+    if let Err(e) = crate::config::trust::write_private(path, bytes) {
+        tracing::warn!(error = %e, "cannot save the gateway's session keys");
     }
 }
 
@@ -326,6 +410,9 @@ impl Hub {
             next_conn: AtomicU64::new(1),
             conns: Mutex::new(Conns::default()),
             keys: Mutex::new(keys),
+            keys_dirty: tokio::sync::Notify::new(),
+            keys_saver: OnceLock::new(),
+            keys_writing: Mutex::new(()),
             opening: tokio::sync::Mutex::new(()),
             state: Mutex::new(State::default()),
             scans: Mutex::new(usage::Scans::default()),
@@ -349,6 +436,18 @@ impl Hub {
                 hub.observe(event);
             }
         });
+        let saver = self.clone();
+        if self.keys_saver.set(()).is_ok() {
+            tokio::spawn(async move {
+                loop {
+                    saver.keys_dirty.notified().await;
+                    let hub = saver.clone();
+                    if let Err(e) = tokio::task::spawn_blocking(move || hub.write_keys()).await {
+                        tracing::warn!(error = %e, "the gateway's session keys were not saved");
+                    }
+                }
+            });
+        }
         Ok(())
     }
 
@@ -554,11 +653,31 @@ impl Hub {
     /// its id.
     pub fn key_of(&self, session: &str) -> String {
         self.keys()
-            .keys
-            .iter()
-            .find(|(_, id)| id.as_str() == session)
-            .map(|(key, _)| key.clone())
+            .by_session
+            .get(session)
+            .cloned()
             .unwrap_or_else(|| session.to_string())
+    }
+
+    /// The keys changed: the saver writes them (at once if it is not
+    /// running, as before [`Hub::start`]).
+    fn keys_changed(&self) {
+        if self.keys_saver.get().is_some() {
+            self.keys_dirty.notify_one();
+        } else {
+            self.write_keys();
+        }
+    }
+
+    /// Writes the keys if they changed since the last write. The write
+    /// itself happens outside the lock; only the saver task (or a caller
+    /// before it starts, or at shutdown) writes, one at a time.
+    pub fn write_keys(&self) {
+        let _one = lock(&self.keys_writing);
+        let changes = self.keys().take_changes();
+        if let Some((path, bytes)) = changes {
+            write_keys(&path, &bytes);
+        }
     }
 
     /// The session a key names, if it names one yet.
@@ -601,10 +720,8 @@ impl Hub {
             ))
         })?;
         self.used(&id);
-        let mut keys = self.keys();
-        keys.keys.insert(key.to_string(), id.clone());
-        keys.save();
-        drop(keys);
+        self.keys().insert(key, &id);
+        self.keys_changed();
         let waiting = self.conns().by_new_key.remove(key).unwrap_or_default();
         for conn in waiting {
             self.follow(&conn, &id);
@@ -625,12 +742,13 @@ impl Hub {
             .await
             .map_err(|e| Failure::invalid(super::link::error_text(&e)))?;
         self.used(&id);
-        let mut keys = self.keys();
-        if let Some(old) = keys.keys.insert(key.to_string(), id.clone()) {
-            keys.archived.insert(old);
+        {
+            let mut keys = self.keys();
+            if let Some(old) = keys.insert(key, &id) {
+                keys.archived.insert(old);
+            }
         }
-        keys.save();
-        drop(keys);
+        self.keys_changed();
         self.session_changed("reset", &id);
         Ok(id)
     }
@@ -641,9 +759,9 @@ impl Hub {
     }
 
     pub fn forget_key(&self, key: &str) {
-        let mut keys = self.keys();
-        if keys.keys.remove(key).is_some() {
-            keys.save();
+        let removed = self.keys().remove(key).is_some();
+        if removed {
+            self.keys_changed();
         }
     }
 
@@ -1153,4 +1271,34 @@ fn join_text(blocks: Vec<ContentBlock>) -> Vec<ContentBlock> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_s_key_is_found_by_its_index_and_survives_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway/keys.json");
+        let mut keys = KeyMap::load(path.clone());
+        assert_eq!(keys.insert("b:chat", "s1"), None);
+        assert_eq!(keys.insert("a:alias", "s1"), None);
+        // The first key in order names the session, as a scan found it.
+        assert_eq!(keys.by_session.get("s1").map(String::as_str), Some("a:alias"));
+        assert_eq!(keys.remove("a:alias"), Some("s1".to_string()));
+        assert_eq!(keys.by_session.get("s1").map(String::as_str), Some("b:chat"));
+        // A reset gives the key another session; the old one has no key.
+        assert_eq!(keys.insert("b:chat", "s2"), Some("s1".to_string()));
+        assert_eq!(keys.by_session.get("s1"), None);
+        assert_eq!(keys.by_session.get("s2").map(String::as_str), Some("b:chat"));
+
+        // Written only when something changed, and read back the same.
+        let (to, bytes) = keys.take_changes().unwrap();
+        assert_eq!(keys.take_changes(), None);
+        write_keys(&to, &bytes);
+        let again = KeyMap::load(path);
+        assert_eq!(again.keys, keys.keys);
+        assert_eq!(again.by_session, keys.by_session);
+    }
 }
