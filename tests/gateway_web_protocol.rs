@@ -730,3 +730,44 @@ async fn chat_send_images_in_the_bridges_shape_and_as_a_browsers_data_url_reach_
     assert_eq!(mock.requests().len(), 1);
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
+
+/// A session key is printable text: one with an escape sequence or a bidi
+/// override (which `pincer sessions list` would print on the owner's
+/// terminal) is refused wherever keys enter, saying why.
+#[tokio::test]
+async fn a_session_key_with_a_control_character_is_refused() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let token = new_token();
+    let gateway = Gateway::spawn(
+        gateway_command(&sandbox, &mock, Some(&token), &[]),
+        Some(&token),
+    )
+    .await;
+    let mut client = gateway.admin().await;
+    for key in [
+        "x\u{1b}]0;owned\u{7}",
+        "tab\tkey",
+        "a\u{9b}b",
+        "evil\u{202e}gnp",
+    ] {
+        for (method, params) in [
+            (
+                "chat.send",
+                json!({"sessionKey": key, "message": "hi", "idempotencyKey": new_key()}),
+            ),
+            ("chat.history", json!({"sessionKey": key})),
+            ("sessions.patch", json!({"key": key, "label": "x"})),
+            ("sessions.reset", json!({"key": key})),
+        ] {
+            let res = client.call(method, params).await;
+            assert_eq!(res["ok"], json!(false), "{method} {key:?}: {res}");
+            let message = res["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("holds a control character"),
+                "{method} {key:?}: {message}"
+            );
+        }
+    }
+    assert_eq!(mock.requests().len(), 0);
+}

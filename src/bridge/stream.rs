@@ -1,11 +1,13 @@
 //! The gateway's events as ACP updates, exactly once.
 //!
-//! A `chat` event carries the run's text so far (`message`); the bridge
-//! keeps, per run, the text it has already passed on and sends only what
-//! extends it, so a coalesced delta, a repeated event or an event after a
-//! reconnect yields neither a dropped nor a doubled character. The per-run
-//! `seq` of chat events tells a repeat from news when a gateway sends only
-//! `deltaText`. Tool events are kept per call id, so a start or a result
+//! OpenClaw's `chat` event carries the run's text so far (`message`); the
+//! bridge keeps, per run, what it has already passed on (in bounded
+//! memory: see [`Sent`]) and sends only what extends it, so a coalesced
+//! delta, a repeated event or an event after a reconnect yields neither a
+//! dropped nor a doubled character. pincer's gateway, told by the bridge's
+//! `pincer.chat-deltas` cap, sends only the new text (`deltaText`, and
+//! thinking as `agent` `thinking` deltas); the per-run `seq` of chat events
+//! tells a repeat from news then. Tool events are kept per call id, so a start or a result
 //! heard twice (or recovered from `chat.history` after a reconnect) is
 //! passed on once.
 //!
@@ -22,6 +24,7 @@ use agent_client_protocol::v1::schema::{RequestPermissionOutcome, RequestPermiss
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use super::sent::Sent;
 use super::{Bridge, lock, wire};
 use crate::gateway::client::{ClientError, Incoming};
 
@@ -47,8 +50,8 @@ pub struct Run {
     cancelled: bool,
     /// The run's text and thinking as last heard, of which the editor has
     /// everything that extended the previous value.
-    text: String,
-    thinking: String,
+    text: Sent,
+    thinking: Sent,
     /// The last per-run `seq` of a chat event.
     chat_seq: u64,
     /// Tool calls by id: `true` once ended.
@@ -75,8 +78,8 @@ impl Run {
             key: key.to_string(),
             done: None,
             cancelled: false,
-            text: String::new(),
-            thinking: String::new(),
+            text: Sent::default(),
+            thinking: Sent::default(),
             chat_seq: 0,
             tools: HashMap::new(),
         }
@@ -160,41 +163,25 @@ impl Run {
         let message = &payload["message"];
         if message.is_object() {
             let thinking = wire::joined(&message["content"], "thinking");
-            if let Some(new) = advance(&mut self.thinking, &thinking) {
+            if let Some(new) = self.thinking.advance(&thinking) {
                 updates.push(wire::thought_chunk(&new));
             }
             let text = wire::joined(&message["content"], "text");
-            if let Some(new) = advance(&mut self.text, &text) {
+            if let Some(new) = self.text.advance(&text) {
                 updates.push(wire::message_chunk(&new));
             }
         } else if let Some(delta) = payload["deltaText"].as_str()
             && fresh_seq
         {
             if payload["replace"] == true {
-                self.text = delta.to_string();
+                self.text.reset(delta);
             } else if !delta.is_empty() {
-                self.text.push_str(delta);
+                self.text.push(delta);
                 updates.push(wire::message_chunk(delta));
             }
         }
         updates
     }
-}
-
-/// Moves `seen` to `now` and returns what `now` adds to it. A snapshot
-/// that is a prefix of what was seen adds nothing; one that rewrites it
-/// (the gateway replaced the text) is taken as the new base without
-/// sending anything, since an editor cannot take text back.
-fn advance(seen: &mut String, now: &str) -> Option<String> {
-    if let Some(new) = now.strip_prefix(seen.as_str()) {
-        let new = new.to_string();
-        *seen = now.to_string();
-        return (!new.is_empty()).then_some(new);
-    }
-    if !seen.starts_with(now) {
-        *seen = now.to_string();
-    }
-    None
 }
 
 /// Reads the connection's events until it is gone.
@@ -352,6 +339,24 @@ fn agent(bridge: &Arc<Bridge>, payload: &Value) {
             for update in updates {
                 bridge.notify(&key, update);
             }
+        }
+        // pincer's gateway sends this bridge no cumulative `message` with
+        // its deltas (the `pincer.chat-deltas` cap): thinking comes as
+        // deltas here. Another gateway's thinking is read from `message`.
+        Some("thinking") if bridge.client.hello().is_some_and(|h| h.is_pincer()) => {
+            let Some(delta) = data["delta"].as_str().filter(|d| !d.is_empty()) else {
+                return;
+            };
+            let mut state = lock(&bridge.state);
+            let Some(run) = run_of(&mut state, run_id, Some(key)) else {
+                return;
+            };
+            if run.cancelled {
+                return;
+            }
+            run.thinking.push(delta);
+            let key = run.key.clone();
+            bridge.notify(&key, wire::thought_chunk(delta));
         }
         Some("approval") if data["phase"] == "requested" => {
             let Some(id) = data["approvalId"].as_str() else {
@@ -572,7 +577,7 @@ pub async fn reconcile(bridge: &Arc<Bridge>, restarted: bool) {
                     .to_string();
                 let mut state = lock(&bridge.state);
                 if let Some(run) = state.runs.get_mut(&run_id)
-                    && let Some(new) = advance(&mut run.text, &text)
+                    && let Some(new) = run.text.advance(&text)
                 {
                     bridge.notify(&key, wire::message_chunk(&new));
                 }

@@ -147,6 +147,9 @@ pub async fn run(socket: Socket, budget: Arc<Budget>, peer: IpAddr, gateway: Arc
         scopes,
         tool_events: caps.iter().any(|c| c == "tool-events"),
         scoped: caps.iter().any(|c| c == "session-scoped-events"),
+        chat_deltas: caps
+            .iter()
+            .any(|c| c == crate::gateway::conn::CHAT_DELTAS_CAP),
         sessions: Default::default(),
         sessions_changed: Default::default(),
     });
