@@ -407,9 +407,14 @@ impl Bridge {
 
     /// Asks the gateway for the events of the session `key` names (the
     /// bridge connects with `session-scoped-events`: it hears the sessions
-    /// it uses, not every session's stream). `chat.history` follows a key
-    /// without creating its session, as `chat.subscribe` would.
+    /// it uses, not every session's stream). On pincer's gateway
+    /// `chat.history` follows a key without creating its session, as
+    /// `chat.subscribe` would; another gateway is asked nothing more than
+    /// before (its runs are followed from `chat.send`).
     async fn follow(&self, key: &str) {
+        if !self.client.hello().is_some_and(|h| h.is_pincer()) {
+            return;
+        }
         let params = json!({"sessionKey": key, "limit": 1});
         if let Err(e) = self.call("chat.history", params).await {
             tracing::warn!(key, "cannot follow the session's events: {e}");
