@@ -32,6 +32,14 @@ use crate::gateway::client::{ClientError, Incoming};
 /// fails (the run may go on there; `session/load` shows it later).
 const DISCONNECT_GRACE: Duration = Duration::from_secs(30);
 
+/// The most runs of other clients followed at once: a gateway that starts
+/// runs it never ends cannot grow the bridge without bound.
+const MAX_FOREIGN_RUNS: usize = 256;
+
+/// The most tool calls remembered per run (a gateway could invent ids
+/// without end); calls past it are not passed on.
+const MAX_TOOLS: usize = 4096;
+
 /// How this bridge's prompt for a run ends.
 #[derive(Debug)]
 pub enum Ending {
@@ -112,6 +120,9 @@ impl Run {
         let name = data["name"].as_str().unwrap_or("tool");
         let mut updates = Vec::new();
         let known = self.tools.contains_key(id);
+        if !known && self.tools.len() >= MAX_TOOLS {
+            return Vec::new();
+        }
         if !known {
             let args = if data["args"].is_null() {
                 json!({})
@@ -251,6 +262,10 @@ pub fn event(bridge: &Arc<Bridge>, name: &str, payload: Value) {
 fn run_of<'a>(state: &'a mut super::State, run_id: &str, key: Option<&str>) -> Option<&'a mut Run> {
     if !state.runs.contains_key(run_id) {
         let key = key.filter(|k| state.sessions.contains_key(*k))?;
+        let foreign = state.runs.values().filter(|r| !r.is_pending()).count();
+        if foreign >= MAX_FOREIGN_RUNS {
+            return None;
+        }
         state.runs.insert(run_id.to_string(), Run::theirs(key));
     }
     state.runs.get_mut(run_id)
@@ -728,6 +743,32 @@ mod tests {
             run.absorb(&payload, true),
             vec![wire::thought_chunk("let me see")]
         );
+    }
+
+    #[test]
+    fn a_gateway_inventing_tool_calls_is_remembered_up_to_a_bound() {
+        let (tx, _rx) = tokio::sync::oneshot::channel();
+        let mut run = Run::ours("k", tx);
+        for n in 0..MAX_TOOLS + 100 {
+            let id = format!("tc{n}");
+            run.tool("start", &json!({"toolCallId": id, "name": "read"}));
+        }
+        assert_eq!(run.tools.len(), MAX_TOOLS);
+        let past = run.tool("start", &json!({"toolCallId": "one-more", "name": "read"}));
+        assert_eq!(past, Vec::<Value>::new());
+    }
+
+    #[test]
+    fn a_gateway_starting_runs_it_never_ends_is_followed_up_to_a_bound() {
+        let mut state = crate::bridge::State::default();
+        state.sessions.insert("k".into(), Default::default());
+        for n in 0..MAX_FOREIGN_RUNS + 100 {
+            let _ = run_of(&mut state, &format!("run{n}"), Some("k"));
+        }
+        assert_eq!(state.runs.len(), MAX_FOREIGN_RUNS);
+        // A run of a session the bridge has not open is never followed.
+        assert!(run_of(&mut state, "run0", Some("k")).is_some());
+        assert!(run_of(&mut state, "other", Some("not-open")).is_none());
     }
 
     #[test]
