@@ -12,6 +12,7 @@
 //! gateway's events into updates, [`wire`] maps values between the two
 //! protocols.
 
+mod sent;
 mod stream;
 mod wire;
 
@@ -400,7 +401,24 @@ impl Bridge {
         lock(&self.state)
             .sessions
             .insert(key.to_string(), Remote { row: row.clone() });
+        self.follow(key).await;
         Ok(row)
+    }
+
+    /// Asks the gateway for the events of the session `key` names (the
+    /// bridge connects with `session-scoped-events`: it hears the sessions
+    /// it uses, not every session's stream). On pincer's gateway
+    /// `chat.history` follows a key without creating its session, as
+    /// `chat.subscribe` would; another gateway is asked nothing more than
+    /// before (its runs are followed from `chat.send`).
+    async fn follow(&self, key: &str) {
+        if !self.client.hello().is_some_and(|h| h.is_pincer()) {
+            return;
+        }
+        let params = json!({"sessionKey": key, "limit": 1});
+        if let Err(e) = self.call("chat.history", params).await {
+            tracing::warn!(key, "cannot follow the session's events: {e}");
+        }
     }
 
     /// The session's config options and modes, from its row and the
@@ -850,7 +868,14 @@ impl Bridge {
                 ..
             } => {
                 let bridge = self.clone();
-                tokio::spawn(async move { stream::reconcile(&bridge, restarted).await });
+                tokio::spawn(async move {
+                    // A new connection follows nothing yet.
+                    let keys: Vec<String> = lock(&bridge.state).sessions.keys().cloned().collect();
+                    for key in keys {
+                        bridge.follow(&key).await;
+                    }
+                    stream::reconcile(&bridge, restarted).await
+                });
             }
             Incoming::Connected { .. } | Incoming::Disconnected { .. } => {}
         }

@@ -924,3 +924,54 @@ async fn a_hostile_gateway_cannot_crash_the_bridge_or_make_it_touch_the_editors_
     assert!(acp.is_running());
     acp.assert_stdout_was_json_rpc();
 }
+
+/// The bridge asks the gateway for the events of the sessions it uses
+/// only (`session-scoped-events`): another session streaming on the same
+/// gateway sends it nothing, and its own session's text still arrives,
+/// built from deltas without the cumulative text (`pincer.chat-deltas`).
+#[tokio::test]
+async fn the_bridge_hears_its_own_sessions_stream_and_not_another_sessions() {
+    let (server, editor) = (Sandbox::new(), Sandbox::new());
+    let mock = support::mock_model::MockModel::start().await;
+    let gateway = support::gateway::Gateway::start(&server, &mock).await;
+    let proxy = Proxy::start(gateway.addr).await;
+    let (mut acp, session) = through_proxy(&server, &editor, &gateway, &proxy).await;
+
+    // Another client's session streams first.
+    let secret: Vec<String> = (0..50).map(|i| format!("elsewhere{i} ")).collect();
+    let secret: Vec<&str> = secret.iter().map(String::as_str).collect();
+    mock.push(Reply::sse(anthropic_deltas(&secret)));
+    let mut other = gateway.admin().await;
+    let other_key = support::gateway::new_key();
+    let run = other.chat_send(&other_key, "Talk elsewhere.").await;
+    other.chat_end(&run).await;
+
+    let (parts, whole) = long_answer();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    // Spaced out, so that the words reach the gateway one by one.
+    mock.push(Reply::Sse {
+        body: anthropic_deltas(&parts),
+        delay: std::time::Duration::from_millis(5),
+        gate: None,
+    });
+    let id = acp
+        .send("session/prompt", prompt(&session, "Say forty words."))
+        .await;
+    let (response, seen) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(streamed_text(&seen), whole);
+
+    let heard = String::from_utf8_lossy(&proxy.downstream.lock().unwrap()).into_owned();
+    // The proxy sees the frames' text: the bridge's own stream is there,
+    let own = heard.matches("\"deltaText\":\"word").count();
+    assert!(own >= 5, "{own} deltas: {heard}");
+    // once: no delta after the first repeats the text so far (the last
+    // word is in the chat delta, the agent delta and the final message),
+    assert_eq!(heard.matches("word39 ").count(), 3, "{heard}");
+    // and nothing of the other session.
+    assert!(
+        !heard.contains("elsewhere"),
+        "another session's stream reached the bridge"
+    );
+    assert!(!heard.contains(&other_key));
+}

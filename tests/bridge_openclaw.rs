@@ -182,7 +182,7 @@ async fn initialize_is_answered_after_hello_ok_with_the_remote_capabilities() {
             "minProtocol": 4, "maxProtocol": 4,
             "client": {"id": "cli", "displayName": "pincer acp", "version": client["version"],
                        "platform": client["platform"], "mode": "cli"},
-            "caps": ["tool-events", "exec-approvals"],
+            "caps": ["tool-events", "exec-approvals", "session-scoped-events", "pincer.chat-deltas"],
             "role": "operator",
             "scopes": ["operator.admin"],
             "auth": {"token": TOKEN},

@@ -167,3 +167,57 @@ async fn run_fails_with_a_message_and_a_non_zero_exit() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("cannot connect to anthropic"), "{stderr}");
 }
+
+/// What a stranger (a chat display name) or a model (a session title) chose
+/// reaches the owner's terminal without its escape sequences: a title
+/// change, a screen clear, an OSC 52 clipboard write, a bidi override.
+#[tokio::test]
+async fn names_keys_and_titles_reach_the_terminal_without_control_characters() {
+    const HOSTILE: &str =
+        "Eve\u{1b}]0;owned\u{7}\u{1b}[2J\u{1b}]52;c;ZXZpbA==\u{7}\u{9b}1m\u{202e}";
+    let sandbox = Sandbox::new();
+    let far = 4_000_000_000u64;
+    let access = json!({
+        "pending": {"ABCDEFGH": {"channel": "telegram", "user": "42\u{1b}[1m", "name": HOSTILE, "expires": far}},
+    });
+    std::fs::create_dir_all(sandbox.home().join("channels")).unwrap();
+    std::fs::write(
+        sandbox.home().join("channels").join("access.json"),
+        access.to_string(),
+    )
+    .unwrap();
+    let id = "sess_hostile";
+    let dir = sandbox.home().join("sessions").join("--elsewhere--");
+    std::fs::create_dir_all(&dir).unwrap();
+    let header = json!({"type": "session", "version": 1, "id": id, "cwd": "/elsewhere", "created": "2026-01-01T00:00:00Z"});
+    std::fs::write(dir.join(format!("{id}.jsonl")), format!("{header}\n")).unwrap();
+    std::fs::write(dir.join(format!("{id}.title")), HOSTILE).unwrap();
+    std::fs::create_dir_all(sandbox.home().join("gateway")).unwrap();
+    std::fs::write(
+        sandbox.home().join("gateway").join("keys.json"),
+        json!({"keys": {format!("telegram:dm:{HOSTILE}"): id}}).to_string(),
+    )
+    .unwrap();
+
+    let clean = |out: &std::process::Output| {
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8(out.stdout.clone()).unwrap();
+        let bad: Vec<char> = text
+            .chars()
+            .filter(|c| (c.is_control() && *c != '\n') || *c == '\u{202e}')
+            .collect();
+        assert_eq!(bad, Vec::<char>::new(), "{text:?}");
+        text
+    };
+    let listed = clean(&output(sandbox.command(&["channels", "list"])).await);
+    assert!(listed.contains("Eve\u{fffd}]0;owned"), "{listed:?}");
+    let sessions = clean(&output(sandbox.command(&["sessions", "list"])).await);
+    assert!(sessions.contains("sess_hostile"), "{sessions:?}");
+    assert!(
+        sessions.contains("[telegram:dm:Eve\u{fffd}"),
+        "{sessions:?}"
+    );
+    clean(&output(sandbox.command(&["sessions", "show", id])).await);
+    let approved = clean(&output(sandbox.command(&["channels", "approve", "ABCDEFGH"])).await);
+    assert!(approved.starts_with("Approved Eve\u{fffd}"), "{approved:?}");
+}

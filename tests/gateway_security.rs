@@ -1058,9 +1058,10 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
 async fn a_slow_consumer_is_dropped_and_the_others_get_every_frame() {
     let sandbox = Sandbox::new();
     let mock = MockModel::start().await;
-    // 1,500 deltas of 16 characters: each delta carries the cumulative
-    // text, so one client is sent about 18 MB, in frames of at most 24 KB.
-    let (n, size) = (1500, 16);
+    // 3,000 deltas of 16 characters: each `chat` delta carries the
+    // cumulative text (for a client without `pincer.chat-deltas`), so one
+    // client is sent about 36 MB, in frames of at most 48 KB.
+    let (n, size) = (3000, 16);
     // A millisecond between events, so that they come as separate deltas
     // rather than a few coalesced reads.
     mock.push(Reply::Sse {

@@ -18,7 +18,7 @@ use support::acp_client::{Sandbox, TIMEOUT, process_running};
 use support::gateway::{Client, Gateway, gateway_command, new_key, new_token};
 use support::mock_model::{MockModel, Reply};
 use support::spawn_anthropic;
-use support::sse::{anthropic_text, anthropic_tool_calls};
+use support::sse::{anthropic_deltas, anthropic_text, anthropic_tool_calls};
 
 /// `value` with only `keys` (those it has).
 fn pick(value: &Value, keys: &[&str]) -> Value {
@@ -729,4 +729,154 @@ async fn chat_send_images_in_the_bridges_shape_and_as_a_browsers_data_url_reach_
     );
     assert_eq!(mock.requests().len(), 1);
     assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+/// A session key is printable text: one with an escape sequence or a bidi
+/// override (which `pincer sessions list` would print on the owner's
+/// terminal) is refused wherever keys enter, saying why.
+#[tokio::test]
+async fn a_session_key_with_a_control_character_is_refused() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let token = new_token();
+    let gateway = Gateway::spawn(
+        gateway_command(&sandbox, &mock, Some(&token), &[]),
+        Some(&token),
+    )
+    .await;
+    let mut client = gateway.admin().await;
+    for key in [
+        "x\u{1b}]0;owned\u{7}",
+        "tab\tkey",
+        "a\u{9b}b",
+        "evil\u{202e}gnp",
+    ] {
+        for (method, params) in [
+            (
+                "chat.send",
+                json!({"sessionKey": key, "message": "hi", "idempotencyKey": new_key()}),
+            ),
+            ("chat.history", json!({"sessionKey": key})),
+            ("sessions.patch", json!({"key": key, "label": "x"})),
+            ("sessions.reset", json!({"key": key})),
+        ] {
+            let res = client.call(method, params).await;
+            assert_eq!(res["ok"], json!(false), "{method} {key:?}: {res}");
+            let message = res["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("holds a control character"),
+                "{method} {key:?}: {message}"
+            );
+        }
+    }
+    assert_eq!(mock.requests().len(), 0);
+}
+
+/// A long reply streamed in small pieces costs a client that builds the
+/// text from deltas (pincer's page and bridge, `pincer.chat-deltas`) bytes
+/// linear in its length, and an OpenClaw client (which reads the
+/// cumulative `message` of `chat`) gets the text so far in `chat` only,
+/// never again in the `agent` `assistant` event. Each frame used to carry
+/// the whole text twice: some 2,000 bytes per character here.
+#[tokio::test]
+async fn a_long_reply_costs_each_client_bytes_linear_in_its_length() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let parts: Vec<String> = (0..2000).map(|n| format!("word{n:04}, ")).collect();
+    let whole = parts.concat();
+    assert_eq!(whole.len(), 20_000);
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    // Spaced out, so that the pieces reach the gateway one by one.
+    mock.push(Reply::Sse {
+        body: anthropic_deltas(&parts),
+        delay: std::time::Duration::from_millis(1),
+        gate: None,
+    });
+    let token = new_token();
+    let gateway = Gateway::spawn(
+        gateway_command(&sandbox, &mock, Some(&token), &[]),
+        Some(&token),
+    )
+    .await;
+    let mut openclaw = gateway.admin().await;
+    let mut lean = gateway
+        .operator(
+            &["operator.read"],
+            &["session-scoped-events", "pincer.chat-deltas"],
+        )
+        .await;
+    let key = new_key();
+    lean.call_ok("chat.history", json!({"sessionKey": key}))
+        .await;
+    let run = openclaw.chat_send(&key, "Say a lot.").await;
+    openclaw.chat_end(&run).await;
+    let end = lean.chat_end(&run).await;
+    assert_eq!(
+        end["payload"]["message"]["content"][0]["text"],
+        json!(whole)
+    );
+
+    let of_run = |client: &Client| -> Vec<Value> {
+        client
+            .events
+            .iter()
+            .filter(|e| e["payload"]["runId"] == json!(run))
+            .cloned()
+            .collect()
+    };
+    let bytes = |events: &[Value]| events.iter().map(|e| e.to_string().len()).sum::<usize>();
+
+    // The lean client: the text from the deltas, each piece once.
+    let events = of_run(&lean);
+    let deltas: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "chat" && e["payload"]["state"] == "delta")
+        .map(|e| &e["payload"])
+        .collect();
+    // Small deltas (pieces that arrive together may travel together).
+    assert!(deltas.len() >= 50, "{} deltas", deltas.len());
+    let built: String = deltas
+        .iter()
+        .map(|d| d["deltaText"].as_str().unwrap())
+        .collect();
+    assert_eq!(built, whole);
+    // Its first delta carries the text so far, the others not.
+    assert_eq!(
+        deltas[0]["message"]["content"][0]["text"],
+        deltas[0]["deltaText"]
+    );
+    assert!(deltas[1..].iter().all(|d| d.get("message").is_none()));
+    // Linear: each character a few times (the chat delta, the agent
+    // delta, the final message) plus a frame's fields per delta; the text
+    // so far with each delta would be some 20,000 bytes per delta here.
+    let total = bytes(&events);
+    let bound = 3 * whole.len() + 500 * deltas.len();
+    assert!(
+        total <= bound,
+        "{total} bytes for {} characters in {} deltas",
+        whole.len(),
+        deltas.len()
+    );
+
+    // The OpenClaw client: the cumulative text in `chat` only.
+    let events = of_run(&openclaw);
+    let assistant: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "agent" && e["payload"]["stream"] == "assistant")
+        .map(|e| &e["payload"]["data"])
+        .collect();
+    assert_eq!(assistant.len(), deltas.len());
+    for data in &assistant {
+        let fields: Vec<&String> = data.as_object().unwrap().keys().collect();
+        assert_eq!(fields, vec!["delta"], "{data}");
+    }
+    let last = events
+        .iter()
+        .rev()
+        .find(|e| e["event"] == "chat" && e["payload"]["state"] == "delta")
+        .unwrap();
+    assert_eq!(
+        last["payload"]["message"]["content"][0]["text"],
+        json!(whole)
+    );
 }

@@ -1294,3 +1294,63 @@ async fn a_link_cannot_point_the_page_at_a_session_it_does_not_list() {
         .collect();
     assert_eq!(keys, vec![mine.as_str().unwrap()]);
 }
+
+/// The page asks for the events of the sessions it shows only
+/// (`session-scoped-events`): another session streaming on the gateway
+/// sends it nothing (seen at a proxy between the page and the gateway),
+/// and the session it shows still streams into it.
+#[tokio::test]
+async fn the_page_hears_the_session_it_shows_and_not_another_sessions_stream() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let proxy = Proxy::start(gateway.addr).await;
+    let browser = Browser::launch(Engine::Chromium, 1280, 900, Emulation::default()).await;
+    let page = Page {
+        sandbox,
+        mock,
+        gateway,
+        browser,
+    };
+    page.sign_in(&format!("http://127.0.0.1:{}/", proxy.port), false)
+        .await;
+    page.mock.push(Reply::sse(anthropic_text("Mine.", 10)));
+    page.send("From the page").await;
+    page.until_idle().await;
+
+    // Another client's session streams meanwhile.
+    let mut editor = page.gateway.admin().await;
+    page.mock.push(Reply::Sse {
+        body: anthropic_deltas(&["Zan", "zibar ", "and more"]),
+        delay: Duration::from_millis(5),
+        gate: None,
+    });
+    let run = editor.chat_send("editor:other", "Another topic").await;
+    editor.chat_end(&run).await;
+
+    // The page's own session again: what the gateway sent the page
+    // before has passed the proxy once this has.
+    page.mock.push(Reply::Sse {
+        body: anthropic_deltas(&["Mine ", "again."]),
+        delay: Duration::from_millis(5),
+        gate: None,
+    });
+    page.send("Again").await;
+    page.until_messages(
+        "the page's second turn",
+        &[
+            ("user", "From the page"),
+            ("assistant", "Mine."),
+            ("user", "Again"),
+            ("assistant", "Mine again."),
+        ],
+    )
+    .await;
+    page.until_idle().await;
+    let heard = String::from_utf8_lossy(&proxy.downstream.lock().unwrap()).into_owned();
+    assert!(heard.contains("again."), "{heard}");
+    assert!(
+        !heard.contains("zibar"),
+        "another session's stream reached the page"
+    );
+}

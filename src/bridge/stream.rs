@@ -1,11 +1,13 @@
 //! The gateway's events as ACP updates, exactly once.
 //!
-//! A `chat` event carries the run's text so far (`message`); the bridge
-//! keeps, per run, the text it has already passed on and sends only what
-//! extends it, so a coalesced delta, a repeated event or an event after a
-//! reconnect yields neither a dropped nor a doubled character. The per-run
-//! `seq` of chat events tells a repeat from news when a gateway sends only
-//! `deltaText`. Tool events are kept per call id, so a start or a result
+//! OpenClaw's `chat` event carries the run's text so far (`message`); the
+//! bridge keeps, per run, what it has already passed on (in bounded
+//! memory: see [`Sent`]) and sends only what extends it, so a coalesced
+//! delta, a repeated event or an event after a reconnect yields neither a
+//! dropped nor a doubled character. pincer's gateway, told by the bridge's
+//! `pincer.chat-deltas` cap, sends only the new text (`deltaText`, and
+//! thinking as `agent` `thinking` deltas); the per-run `seq` of chat events
+//! tells a repeat from news then. Tool events are kept per call id, so a start or a result
 //! heard twice (or recovered from `chat.history` after a reconnect) is
 //! passed on once.
 //!
@@ -22,12 +24,21 @@ use agent_client_protocol::v1::schema::{RequestPermissionOutcome, RequestPermiss
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use super::sent::Sent;
 use super::{Bridge, lock, wire};
 use crate::gateway::client::{ClientError, Incoming};
 
 /// How long a prompt waits for a lost gateway to come back before it
 /// fails (the run may go on there; `session/load` shows it later).
 const DISCONNECT_GRACE: Duration = Duration::from_secs(30);
+
+/// The most runs of other clients followed at once: a gateway that starts
+/// runs it never ends cannot grow the bridge without bound.
+const MAX_FOREIGN_RUNS: usize = 256;
+
+/// The most tool calls remembered per run (a gateway could invent ids
+/// without end); calls past it are not passed on.
+const MAX_TOOLS: usize = 4096;
 
 /// How this bridge's prompt for a run ends.
 #[derive(Debug)]
@@ -47,8 +58,8 @@ pub struct Run {
     cancelled: bool,
     /// The run's text and thinking as last heard, of which the editor has
     /// everything that extended the previous value.
-    text: String,
-    thinking: String,
+    text: Sent,
+    thinking: Sent,
     /// The last per-run `seq` of a chat event.
     chat_seq: u64,
     /// Tool calls by id: `true` once ended.
@@ -75,8 +86,8 @@ impl Run {
             key: key.to_string(),
             done: None,
             cancelled: false,
-            text: String::new(),
-            thinking: String::new(),
+            text: Sent::default(),
+            thinking: Sent::default(),
             chat_seq: 0,
             tools: HashMap::new(),
         }
@@ -109,6 +120,9 @@ impl Run {
         let name = data["name"].as_str().unwrap_or("tool");
         let mut updates = Vec::new();
         let known = self.tools.contains_key(id);
+        if !known && self.tools.len() >= MAX_TOOLS {
+            return Vec::new();
+        }
         if !known {
             let args = if data["args"].is_null() {
                 json!({})
@@ -160,41 +174,25 @@ impl Run {
         let message = &payload["message"];
         if message.is_object() {
             let thinking = wire::joined(&message["content"], "thinking");
-            if let Some(new) = advance(&mut self.thinking, &thinking) {
+            if let Some(new) = self.thinking.advance(&thinking) {
                 updates.push(wire::thought_chunk(&new));
             }
             let text = wire::joined(&message["content"], "text");
-            if let Some(new) = advance(&mut self.text, &text) {
+            if let Some(new) = self.text.advance(&text) {
                 updates.push(wire::message_chunk(&new));
             }
         } else if let Some(delta) = payload["deltaText"].as_str()
             && fresh_seq
         {
             if payload["replace"] == true {
-                self.text = delta.to_string();
+                self.text.reset(delta);
             } else if !delta.is_empty() {
-                self.text.push_str(delta);
+                self.text.push(delta);
                 updates.push(wire::message_chunk(delta));
             }
         }
         updates
     }
-}
-
-/// Moves `seen` to `now` and returns what `now` adds to it. A snapshot
-/// that is a prefix of what was seen adds nothing; one that rewrites it
-/// (the gateway replaced the text) is taken as the new base without
-/// sending anything, since an editor cannot take text back.
-fn advance(seen: &mut String, now: &str) -> Option<String> {
-    if let Some(new) = now.strip_prefix(seen.as_str()) {
-        let new = new.to_string();
-        *seen = now.to_string();
-        return (!new.is_empty()).then_some(new);
-    }
-    if !seen.starts_with(now) {
-        *seen = now.to_string();
-    }
-    None
 }
 
 /// Reads the connection's events until it is gone.
@@ -264,6 +262,10 @@ pub fn event(bridge: &Arc<Bridge>, name: &str, payload: Value) {
 fn run_of<'a>(state: &'a mut super::State, run_id: &str, key: Option<&str>) -> Option<&'a mut Run> {
     if !state.runs.contains_key(run_id) {
         let key = key.filter(|k| state.sessions.contains_key(*k))?;
+        let foreign = state.runs.values().filter(|r| !r.is_pending()).count();
+        if foreign >= MAX_FOREIGN_RUNS {
+            return None;
+        }
         state.runs.insert(run_id.to_string(), Run::theirs(key));
     }
     state.runs.get_mut(run_id)
@@ -352,6 +354,24 @@ fn agent(bridge: &Arc<Bridge>, payload: &Value) {
             for update in updates {
                 bridge.notify(&key, update);
             }
+        }
+        // pincer's gateway sends this bridge no cumulative `message` with
+        // its deltas (the `pincer.chat-deltas` cap): thinking comes as
+        // deltas here. Another gateway's thinking is read from `message`.
+        Some("thinking") if bridge.client.hello().is_some_and(|h| h.is_pincer()) => {
+            let Some(delta) = data["delta"].as_str().filter(|d| !d.is_empty()) else {
+                return;
+            };
+            let mut state = lock(&bridge.state);
+            let Some(run) = run_of(&mut state, run_id, Some(key)) else {
+                return;
+            };
+            if run.cancelled {
+                return;
+            }
+            run.thinking.push(delta);
+            let key = run.key.clone();
+            bridge.notify(&key, wire::thought_chunk(delta));
         }
         Some("approval") if data["phase"] == "requested" => {
             let Some(id) = data["approvalId"].as_str() else {
@@ -572,7 +592,7 @@ pub async fn reconcile(bridge: &Arc<Bridge>, restarted: bool) {
                     .to_string();
                 let mut state = lock(&bridge.state);
                 if let Some(run) = state.runs.get_mut(&run_id)
-                    && let Some(new) = advance(&mut run.text, &text)
+                    && let Some(new) = run.text.advance(&text)
                 {
                     bridge.notify(&key, wire::message_chunk(&new));
                 }
@@ -723,6 +743,32 @@ mod tests {
             run.absorb(&payload, true),
             vec![wire::thought_chunk("let me see")]
         );
+    }
+
+    #[test]
+    fn a_gateway_inventing_tool_calls_is_remembered_up_to_a_bound() {
+        let (tx, _rx) = tokio::sync::oneshot::channel();
+        let mut run = Run::ours("k", tx);
+        for n in 0..MAX_TOOLS + 100 {
+            let id = format!("tc{n}");
+            run.tool("start", &json!({"toolCallId": id, "name": "read"}));
+        }
+        assert_eq!(run.tools.len(), MAX_TOOLS);
+        let past = run.tool("start", &json!({"toolCallId": "one-more", "name": "read"}));
+        assert_eq!(past, Vec::<Value>::new());
+    }
+
+    #[test]
+    fn a_gateway_starting_runs_it_never_ends_is_followed_up_to_a_bound() {
+        let mut state = crate::bridge::State::default();
+        state.sessions.insert("k".into(), Default::default());
+        for n in 0..MAX_FOREIGN_RUNS + 100 {
+            let _ = run_of(&mut state, &format!("run{n}"), Some("k"));
+        }
+        assert_eq!(state.runs.len(), MAX_FOREIGN_RUNS);
+        // A run of a session the bridge has not open is never followed.
+        assert!(run_of(&mut state, "run0", Some("k")).is_some());
+        assert!(run_of(&mut state, "other", Some("not-open")).is_none());
     }
 
     #[test]

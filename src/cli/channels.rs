@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+use crate::cli::shown;
 use crate::config::Paths;
 use crate::gateway::channels::access::Access;
 
@@ -28,10 +29,10 @@ pub fn approve(code: &str) -> anyhow::Result<()> {
     let mut access = Access::load(&access_file()?)?;
     let pending = access.approve(code, now())?;
     let who = match &pending.name {
-        Some(name) => format!("{name} ({})", pending.user),
-        None => pending.user.clone(),
+        Some(name) => format!("{} ({})", shown(name), shown(&pending.user)),
+        None => shown(&pending.user).into_owned(),
     };
-    println!("Approved {who} on {}.", pending.channel);
+    println!("Approved {who} on {}.", shown(&pending.channel));
     Ok(())
 }
 
@@ -47,16 +48,19 @@ pub fn list() -> anyhow::Result<()> {
     }
     for (channel, users) in access.approved() {
         for user in users {
-            println!("approved  {channel}  {user}");
+            println!("approved  {}  {}", shown(channel), shown(user));
         }
     }
     for (code, p) in pending {
         let left = p.expires.saturating_sub(now()).div_ceil(60);
         println!(
-            "waiting   {}  {}{}  code {code}  ({left} min left)",
-            p.channel,
-            p.user,
-            p.name.map(|n| format!(" {n}")).unwrap_or_default()
+            "waiting   {}  {}{}  code {}  ({left} min left)",
+            shown(&p.channel),
+            shown(&p.user),
+            p.name
+                .map(|n| format!(" {}", shown(&n)))
+                .unwrap_or_default(),
+            shown(&code)
         );
     }
     Ok(())

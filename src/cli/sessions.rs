@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::agent::AgentMessage;
+use crate::cli::shown;
 use crate::config::Paths;
 use crate::llm::{AssistantContent, Content, Message};
 use crate::session::{self, transcript};
@@ -42,14 +43,14 @@ pub fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
         // a cron job's) shows it: that is how its owner knows it.
         let key = keys
             .get(&s.id)
-            .map(|k| format!("  [{k}]"))
+            .map(|k| format!("  [{}]", shown(k)))
             .unwrap_or_default();
         println!(
             "{}  {}  {}  {}{key}",
-            s.id,
-            s.updated_at,
-            s.cwd.display(),
-            s.title.as_deref().unwrap_or("(untitled)")
+            shown(&s.id),
+            shown(&s.updated_at),
+            shown(&s.cwd.display().to_string()),
+            shown(s.title.as_deref().unwrap_or("(untitled)"))
         );
     }
     Ok(())
@@ -134,12 +135,12 @@ pub fn show(id: &str) -> anyhow::Result<()> {
     let loaded = transcript::load(&path)?;
     let restored = session::restore(loaded.entries);
     if let Some(title) = &restored.title {
-        println!("# {title}\n");
+        println!("# {}\n", shown(title));
     }
     println!(
         "session {} in {}",
-        loaded.header.id,
-        loaded.header.cwd.display()
+        shown(&loaded.header.id),
+        shown(&loaded.header.cwd.display().to_string())
     );
     println!("created {}\n", loaded.header.created);
     for entry in &restored.history {

@@ -506,7 +506,9 @@ async fn dial(shared: &Shared) -> Result<Dialled, ClientError> {
                 "platform": std::env::consts::OS,
                 "mode": "cli",
             },
-            "caps": ["tool-events", "exec-approvals"],
+            // Events of the sessions this client uses only, and `chat`
+            // deltas without the run's whole text (it builds that itself).
+            "caps": ["tool-events", "exec-approvals", "session-scoped-events", crate::gateway::conn::CHAT_DELTAS_CAP],
             "role": "operator",
             "scopes": ["operator.admin"],
             "auth": auth,

@@ -10,6 +10,14 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// pincer's own clients (the web page, the `pincer acp --connect` bridge)
+/// send this cap in `connect.caps`: they build a run's text from the
+/// deltas, so a `chat` delta need not repeat the whole text so far, which
+/// made a long reply cost each client bytes quadratic in its length.
+/// OpenClaw's clients (whose bridge reads only the cumulative `message`)
+/// do not send it and get `message` as OpenClaw's gateway sends it.
+pub const CHAT_DELTAS_CAP: &str = "pincer.chat-deltas";
+
 /// What a client may do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Scopes {
@@ -195,6 +203,9 @@ pub struct Conn {
     /// Sent the `session-scoped-events` cap: it gets chat and agent events
     /// of the sessions it used only.
     pub scoped: bool,
+    /// Sent [`CHAT_DELTAS_CAP`]: its `chat` deltas carry the new text
+    /// (`deltaText`) without the run's whole text so far (`message`).
+    pub chat_deltas: bool,
     /// The sessions (ids) it used, when `scoped`.
     pub sessions: Mutex<HashSet<String>>,
     /// Called `sessions.subscribe`.

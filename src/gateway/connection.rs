@@ -159,6 +159,9 @@ pub async fn run(
         scopes,
         tool_events: caps.iter().any(|c| c == "tool-events"),
         scoped: caps.iter().any(|c| c == "session-scoped-events"),
+        chat_deltas: caps
+            .iter()
+            .any(|c| c == crate::gateway::conn::CHAT_DELTAS_CAP),
         sessions: Default::default(),
         sessions_changed: Default::default(),
     });

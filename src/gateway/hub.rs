@@ -199,6 +199,10 @@ struct Run {
     waiters: Vec<tokio::sync::oneshot::Sender<()>>,
     /// Runs `collect` joined into this one; they end with it.
     members: Vec<String>,
+    /// Clients of `pincer.chat-deltas` that have had the run's whole text
+    /// (with their first delta of it): the next deltas carry the new text
+    /// only.
+    primed: std::collections::HashSet<u64>,
 }
 
 impl Run {
@@ -216,6 +220,7 @@ impl Run {
             usage: None,
             waiters: Vec::new(),
             members: Vec::new(),
+            primed: Default::default(),
         }
     }
 
@@ -552,7 +557,14 @@ impl Hub {
     /// Sends an event to every client that may and wants to hear it.
     fn broadcast(&self, name: &'static str, payload: &Value, to: Audience<'_>) {
         let payload: Arc<str> = Arc::from(payload.to_string());
-        let conns: Vec<Arc<Conn>> = {
+        for conn in self.audience(to) {
+            conn.out.push(Out::Event(name, payload.clone()));
+        }
+    }
+
+    /// The clients that may and want to hear an event for `to`.
+    fn audience(&self, to: Audience<'_>) -> Vec<Arc<Conn>> {
+        let mut conns: Vec<Arc<Conn>> = {
             let conns = self.conns();
             match to {
                 Audience::Session(session) | Audience::Tool(session) => conns
@@ -564,23 +576,19 @@ impl Hub {
                 _ => conns.all.values().cloned().collect(),
             }
         };
-        for conn in conns {
-            let wanted = match to {
-                Audience::Session(_) => conn.scopes.allows(Need::Read),
-                Audience::Tool(_) => conn.scopes.allows(Need::Read) && conn.tool_events,
-                Audience::Approvers => conn.scopes.allows(Need::Approvals),
-                Audience::SessionWatchers => {
-                    conn.scopes.allows(Need::Read)
-                        && conn
-                            .sessions_changed
-                            .load(std::sync::atomic::Ordering::Relaxed)
-                }
-                Audience::All => true,
-            };
-            if wanted {
-                conn.out.push(Out::Event(name, payload.clone()));
+        conns.retain(|conn| match to {
+            Audience::Session(_) => conn.scopes.allows(Need::Read),
+            Audience::Tool(_) => conn.scopes.allows(Need::Read) && conn.tool_events,
+            Audience::Approvers => conn.scopes.allows(Need::Approvals),
+            Audience::SessionWatchers => {
+                conn.scopes.allows(Need::Read)
+                    && conn
+                        .sessions_changed
+                        .load(std::sync::atomic::Ordering::Relaxed)
             }
-        }
+            Audience::All => true,
+        });
+        conns
     }
 
     pub fn tick(&self) {

@@ -114,6 +114,15 @@ fn key_param<'a>(params: &'a Value, name: &str) -> Result<&'a str, ErrorShape> {
             "`{name}` must be 1 to {MAX_KEY} characters"
         )));
     }
+    // Keys reach terminals (`pincer sessions list`), logs and file names:
+    // one that could carry an escape sequence or reorder text is refused.
+    let unsafe_char =
+        |c: char| c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+    if key.chars().any(unsafe_char) {
+        return Err(ErrorShape::invalid(format!(
+            "`{name}` holds a control character or a bidirectional override: a session key is printable text"
+        )));
+    }
     Ok(key)
 }
 

@@ -807,6 +807,8 @@ pub(crate) fn start(
         },
         tool_events: false,
         scoped: true,
+        // It reads no events: nothing to build for it.
+        chat_deltas: true,
         sessions: Mutex::new(Default::default()),
         sessions_changed: Default::default(),
     });

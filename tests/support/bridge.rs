@@ -164,6 +164,9 @@ pub struct Proxy {
     held: Arc<std::sync::atomic::AtomicBool>,
     /// Connections accepted so far.
     pub accepted: Arc<std::sync::atomic::AtomicUsize>,
+    /// Every byte the target sent back, over all connections (websocket
+    /// frames from a server are not masked: their text shows as it is).
+    pub downstream: Arc<Mutex<Vec<u8>>>,
     _accept: JoinHandle<()>,
 }
 
@@ -176,6 +179,8 @@ impl Proxy {
         let accepted: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
         let open = connections.clone();
         let (hold, count) = (held.clone(), accepted.clone());
+        let downstream: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let heard = downstream.clone();
         let accept = tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
                 count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -185,11 +190,12 @@ impl Proxy {
                 }
                 let frozen: Arc<std::sync::atomic::AtomicBool> = Arc::default();
                 let ice = frozen.clone();
+                let heard = heard.clone();
                 let relay = tokio::spawn(async move {
                     let Ok(outbound) = TcpStream::connect(target).await else {
                         return;
                     };
-                    relay(&mut inbound, outbound, ice).await;
+                    relay(&mut inbound, outbound, ice, heard).await;
                 });
                 open.lock().unwrap().push((relay, frozen));
             }
@@ -199,6 +205,7 @@ impl Proxy {
             connections,
             held,
             accepted,
+            downstream,
             _accept: accept,
         }
     }
@@ -251,6 +258,7 @@ async fn relay(
     inbound: &mut TcpStream,
     mut outbound: TcpStream,
     frozen: Arc<std::sync::atomic::AtomicBool>,
+    heard: Arc<Mutex<Vec<u8>>>,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut a, mut b) = ([0u8; 16 * 1024], [0u8; 16 * 1024]);
@@ -269,6 +277,7 @@ async fn relay(
         let written = if to_outbound {
             outbound.write_all(&a[..n]).await
         } else {
+            heard.lock().unwrap().extend_from_slice(&b[..n]);
             inbound.write_all(&b[..n]).await
         };
         if written.is_err() {

@@ -2,8 +2,12 @@
 //! user's config allows, plus those the owner approved by pairing. A
 //! stranger who writes gets a pairing code and nothing else; the owner
 //! approves it on the gateway's machine (`pincer channels approve CODE`).
-//! Codes are random, short-lived, one per stranger, and few at a time, so
-//! that a crowd of strangers can neither guess one nor fill the disk.
+//! Codes are random, short-lived, one per stranger, and few at a time per
+//! channel (a new stranger evicts the oldest waiting code of the channel,
+//! so that a crowd on one channel neither fills the disk nor closes
+//! pairing on the others). A stranger is answered when their code is new
+//! and then at most once a minute, so that writing again and again cannot
+//! spend the bot's rate limit on replies.
 //!
 //! The approvals and pending codes live in one file readable by the user
 //! only, written whole and renamed into place.
@@ -17,8 +21,12 @@ use serde::{Deserialize, Serialize};
 /// How long a pairing code can be approved.
 pub const CODE_TTL: Duration = Duration::from_secs(3600);
 
-/// The most codes waiting at once, over all channels.
-pub const MAX_PENDING: usize = 64;
+/// The most codes waiting at once on one channel; a new one evicts the
+/// oldest.
+pub const MAX_PENDING_PER_CHANNEL: usize = 16;
+
+/// How often a stranger who keeps writing is told their code again.
+pub const REPLY_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Letters and digits a person reads without confusing them (no 0/O, 1/I/L).
 const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
@@ -43,8 +51,6 @@ pub enum AccessError {
     },
     #[error("no pairing code {0} is waiting (codes last an hour; ask for a new one)")]
     UnknownCode(String),
-    #[error("too many pairing codes are waiting; approve or let them expire first")]
-    TooMany,
     #[error("no randomness for a pairing code: {0}")]
     Random(String),
 }
@@ -59,6 +65,22 @@ pub struct Pending {
     pub name: Option<String>,
     /// Seconds since the Unix epoch.
     pub expires: u64,
+    /// When the stranger was last told this code (seconds since the
+    /// epoch; 0: never).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub answered: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// What a stranger's message leads to: their code, and whether to tell
+/// it to them now.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Pairing {
+    pub code: String,
+    pub reply: bool,
 }
 
 #[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,25 +133,45 @@ impl Access {
     }
 
     /// The code `user` of `channel` gives the owner: the one already
-    /// waiting for them, else a new one. `now` is seconds since the epoch.
+    /// waiting for them, else a new one (evicting the channel's oldest when
+    /// [`MAX_PENDING_PER_CHANNEL`] wait). `reply` is true for a new code
+    /// and then once per [`REPLY_INTERVAL`]. `now` is seconds since the
+    /// epoch.
     pub fn pair(
         &mut self,
         channel: &str,
         user: &str,
         name: Option<&str>,
         now: u64,
-    ) -> Result<String, AccessError> {
+    ) -> Result<Pairing, AccessError> {
         self.expire(now);
-        if let Some((code, _)) = self
+        if let Some((code, pending)) = self
+            .stored
+            .pending
+            .iter_mut()
+            .find(|(_, p)| p.channel == channel && p.user == user)
+        {
+            let code = code.clone();
+            let reply = now >= pending.answered.saturating_add(REPLY_INTERVAL.as_secs());
+            if reply {
+                pending.answered = now;
+                self.save()?;
+            }
+            return Ok(Pairing { code, reply });
+        }
+        let mut waiting: Vec<(u64, String)> = self
             .stored
             .pending
             .iter()
-            .find(|(_, p)| p.channel == channel && p.user == user)
-        {
-            return Ok(code.clone());
-        }
-        if self.stored.pending.len() >= MAX_PENDING {
-            return Err(AccessError::TooMany);
+            .filter(|(_, p)| p.channel == channel)
+            .map(|(code, p)| (p.expires, code.clone()))
+            .collect();
+        if waiting.len() >= MAX_PENDING_PER_CHANNEL {
+            waiting.sort();
+            let excess = waiting.len() + 1 - MAX_PENDING_PER_CHANNEL;
+            for (_, code) in waiting.into_iter().take(excess) {
+                self.stored.pending.remove(&code);
+            }
         }
         let code = loop {
             let code = new_code()?;
@@ -144,10 +186,11 @@ impl Access {
                 user: user.to_string(),
                 name: name.map(|n| n.chars().take(100).collect()),
                 expires: now + CODE_TTL.as_secs(),
+                answered: now,
             },
         );
         self.save()?;
-        Ok(code)
+        Ok(Pairing { code, reply: true })
     }
 
     /// The owner approves `code` (case and spaces as typed): its user may
@@ -243,11 +286,17 @@ mod tests {
         assert!(access.allowed("telegram", "111", &configured));
         assert!(!access.allowed("telegram", "222", &configured));
 
-        let code = access.pair("telegram", "222", Some("Eve"), NOW).unwrap();
+        let code = access
+            .pair("telegram", "222", Some("Eve"), NOW)
+            .unwrap()
+            .code;
         assert_eq!(code.len(), CODE_LEN);
         assert!(code.bytes().all(|b| ALPHABET.contains(&b)), "{code}");
         // Asking again gives the same code, not a new one.
-        assert_eq!(access.pair("telegram", "222", None, NOW + 5).unwrap(), code);
+        assert_eq!(
+            access.pair("telegram", "222", None, NOW + 5).unwrap().code,
+            code
+        );
         assert!(!access.allowed("telegram", "222", &configured));
 
         // The owner types it in lower case with a space: still the code.
@@ -276,7 +325,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("access.json");
         let mut access = Access::load(&path).unwrap();
-        let code = access.pair("discord", "9", None, NOW).unwrap();
+        let code = access.pair("discord", "9", None, NOW).unwrap().code;
         let late = NOW + CODE_TTL.as_secs();
         let error = access.approve(&code, late).unwrap_err();
         assert!(matches!(error, AccessError::UnknownCode(_)), "{error}");
@@ -287,29 +336,62 @@ mod tests {
         ));
         // After expiry the stranger gets a fresh code.
         let again = access.pair("discord", "9", None, late).unwrap();
-        assert_ne!(again, code);
+        assert_ne!(again.code, code);
+        assert!(again.reply);
     }
 
     #[test]
-    fn a_crowd_of_strangers_cannot_fill_the_file() {
+    fn a_crowd_on_one_channel_evicts_its_oldest_codes_and_closes_no_channel() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("access.json");
         let mut access = Access::load(&path).unwrap();
-        for user in 0..MAX_PENDING {
-            access
-                .pair("telegram", &user.to_string(), None, NOW)
-                .unwrap();
-        }
+        // Far more strangers than ever fit, one second apart, on one channel.
+        let codes: Vec<String> = (0..200u64)
+            .map(|n| {
+                access
+                    .pair("telegram", &n.to_string(), None, NOW + n)
+                    .unwrap()
+                    .code
+            })
+            .collect();
+        let waiting = Access::load(&path).unwrap().pending(NOW + 200);
+        let mut kept: Vec<String> = waiting.iter().map(|(c, _)| c.clone()).collect();
+        kept.sort();
+        let mut newest = codes[200 - MAX_PENDING_PER_CHANNEL..].to_vec();
+        newest.sort();
+        assert_eq!(kept, newest);
+        // The oldest code is gone: the owner cannot approve it any more.
         assert!(matches!(
-            access.pair("telegram", "one-more", None, NOW).unwrap_err(),
-            AccessError::TooMany
+            access.approve(&codes[0], NOW + 201).unwrap_err(),
+            AccessError::UnknownCode(_)
         ));
-        // Once they expire there is room again.
+        // A stranger on another channel still gets a code, told at once.
+        let other = access.pair("slack", "U1", None, NOW + 202).unwrap();
+        assert!(other.reply);
         assert!(
-            access
-                .pair("telegram", "one-more", None, NOW + CODE_TTL.as_secs())
-                .is_ok()
+            Access::load(&path)
+                .unwrap()
+                .pending(NOW + 202)
+                .iter()
+                .any(|(c, p)| *c == other.code && p.channel == "slack")
         );
+    }
+
+    #[test]
+    fn a_stranger_who_keeps_writing_is_told_once_a_minute() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.json");
+        let replies: Vec<u64> = (0..200u64)
+            .filter(|n| {
+                Access::load(&path)
+                    .unwrap()
+                    .pair("telegram", "222", Some("Eve"), NOW + n / 2)
+                    .unwrap()
+                    .reply
+            })
+            .collect();
+        // 100 seconds of two messages a second: told at 0 s and at 60 s.
+        assert_eq!(replies, vec![0, 120]);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
-use super::access::Access;
+use super::access::{self, Access};
 use super::http::Backoff;
 use super::split::split;
 use super::{
@@ -199,6 +199,8 @@ impl Runner {
             },
             tool_events: false,
             scoped: true,
+            // Replies are streamed from the cumulative `message`.
+            chat_deltas: false,
             sessions: Mutex::new(Default::default()),
             sessions_changed: Default::default(),
         });
@@ -334,7 +336,10 @@ impl Runner {
             access.pair(self.name, &message.user, message.name.as_deref(), now)
         });
         let text = match result {
-            Ok(code) => format!(
+            // Told already, within the minute: a stranger who keeps
+            // writing must not spend the bot's rate limit on replies.
+            Ok(pairing) if !pairing.reply => return,
+            Ok(access::Pairing { code, .. }) => format!(
                 "This assistant is private. To ask its owner for access, give them this code:\n\n{code}\n\nThey approve it with `pincer channels approve {code}`. The code lasts an hour."
             ),
             Err(e) => {

@@ -2,6 +2,11 @@
 //! feeds [`Hub::observe`], which keeps each run's text and turns every
 //! update into `chat`, `agent`, `session.message` and `sessions.changed`
 //! events for the clients that follow the session.
+//!
+//! A streamed chunk costs each client about its own size: the `agent`
+//! `assistant`/`thinking` events carry the new text only, and the run's
+//! whole text so far rides on `chat` deltas only for the clients that read
+//! it (OpenClaw's; pincer's own declare [`CHAT_DELTAS_CAP`](crate::gateway::conn::CHAT_DELTAS_CAP)).
 
 use std::sync::Arc;
 
@@ -10,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::{Audience, Hub, Outcome, Run, ToolInfo, outcome_of};
 use crate::acp::registry::Observed;
+use crate::gateway::conn::{Conn, Out};
 use crate::gateway::frames::now_ms;
 
 impl Hub {
@@ -129,6 +135,45 @@ impl Hub {
         }
     }
 
+    /// A `chat` delta: `deltaText` is the new text. Clients that build the
+    /// text from deltas
+    /// ([`CHAT_DELTAS_CAP`](crate::gateway::conn::CHAT_DELTAS_CAP)) get
+    /// just that, once they have had the run's whole text so far
+    /// (`message`) with their first delta of the run (a client that
+    /// connected again mid-run misses nothing); the others always get
+    /// `message` too, as OpenClaw's clients read it. `message` is built
+    /// only when one of them listens.
+    fn chat_delta(&self, run_id: &str, run: &mut Run, delta: &str) {
+        run.chat_seq += 1;
+        let mut payload = json!({
+            "runId": run_id,
+            "sessionKey": run.key,
+            "seq": run.chat_seq,
+            "state": "delta",
+            "deltaText": delta,
+        });
+        let (lean, full): (Vec<_>, Vec<_>) = self
+            .audience(Audience::Session(&run.session))
+            .into_iter()
+            .partition(|conn| conn.chat_deltas && run.primed.contains(&conn.id));
+        let send = |conns: Vec<Arc<Conn>>, payload: &Value| {
+            let payload: Arc<str> = Arc::from(payload.to_string());
+            for conn in conns {
+                conn.out.push(Out::Event("chat", payload.clone()));
+            }
+        };
+        if !lean.is_empty() {
+            send(lean, &payload);
+        }
+        if !full.is_empty() {
+            for conn in full.iter().filter(|conn| conn.chat_deltas) {
+                run.primed.insert(conn.id);
+            }
+            payload["message"] = run.message();
+            send(full, &payload);
+        }
+    }
+
     /// One `session/update` of a run as protocol events.
     fn apply(&self, run_id: &str, run: &mut Run, update: SessionUpdate) {
         match update {
@@ -145,20 +190,20 @@ impl Hub {
                 }
                 run.after_tool = false;
                 run.text.push_str(&delta);
-                let extra = json!({"deltaText": delta, "message": run.message()});
-                self.chat(run_id, run, "delta", extra);
-                let data = json!({"text": run.text, "delta": delta});
-                self.agent(run_id, run, "assistant", data);
+                self.chat_delta(run_id, run, &delta);
+                // The new text only: `chat` carries the cumulative text to
+                // the clients that need it, and it is not sent twice.
+                self.agent(run_id, run, "assistant", json!({"delta": delta}));
             }
             SessionUpdate::AgentThoughtChunk(chunk) => {
                 let ContentBlock::Text(text) = chunk.content else {
                     return;
                 };
                 run.thinking.push_str(&text.text);
-                let extra = json!({"deltaText": "", "message": run.message()});
-                self.chat(run_id, run, "delta", extra);
-                let data = json!({"text": run.thinking, "delta": text.text});
-                self.agent(run_id, run, "thinking", data);
+                // The delta before the snapshot that includes it: a client
+                // that takes both sees the snapshot add nothing.
+                self.agent(run_id, run, "thinking", json!({"delta": text.text}));
+                self.chat_delta(run_id, run, "");
             }
             SessionUpdate::ToolCall(call) => {
                 let id = call.tool_call_id.0.to_string();

@@ -111,6 +111,7 @@ function onEvent(name, payload) {
     case "agent":
       // A run another client started: busy from its start, not its first words.
       if (payload.stream === "lifecycle" && payload.data?.phase === "start") runOf(payload);
+      else if (payload.stream === "thinking") onThinking(payload);
       else if (payload.stream === "tool") onTool(payload);
       else if (payload.stream === "usage") onUsage(payload.sessionKey, payload.data);
       return;
@@ -134,7 +135,9 @@ function hello() {
     minProtocol: 4,
     maxProtocol: 4,
     client: { id: "webchat", displayName: "pincer web", version: "web", platform: "browser", mode: "webchat" },
-    caps: ["tool-events", "exec-approvals"],
+    // The events of the sessions this page shows only, and chat deltas
+    // with the new text only (the page builds the run's text from them).
+    caps: ["tool-events", "exec-approvals", "session-scoped-events", "pincer.chat-deltas"],
     role: "operator",
     scopes: ["operator.admin"],
     auth,
@@ -186,9 +189,9 @@ async function onHello(payload) {
 
 /// After a reconnect: runs that ended while the line was down are settled
 /// from the gateway (and the session reloaded from its history, which has
-/// their whole text); runs still going carry on, since every chat event
-/// carries the run's whole text so far. A restarted gateway ran nothing
-/// of ours to its end.
+/// their whole text); runs still going carry on, and their end (which
+/// carries the run's whole text) fills in what the line missed. A
+/// restarted gateway ran nothing of ours to its end.
 async function reconcile(restarted) {
   let reload = false;
   for (const [runId, run] of [...state.runs]) {
@@ -569,7 +572,11 @@ function onChat(payload) {
     run.seq = payload.seq;
   }
   const message = payload.message;
-  if (message && typeof message === "object") {
+  if (payload.state === "delta" && typeof payload.deltaText === "string" && !(message && typeof message === "object")) {
+    // The new text only (`pincer.chat-deltas`); `replace` starts it over.
+    if (payload.replace === true) run.text = payload.deltaText;
+    else run.text += payload.deltaText;
+  } else if (message && typeof message === "object") {
     // The run's whole text so far: what extends what is shown is news, and
     // a shorter snapshot never takes text away.
     const text = joined(message.content, "text");
@@ -587,6 +594,15 @@ function onChat(payload) {
     if (run.gap && run.key === state.current) openSession(run.key);
     refreshSessionsSoon();
   }
+}
+
+/// Thinking arrives as deltas of the run's `agent` `thinking` stream.
+function onThinking(payload) {
+  const run = runOf(payload);
+  const delta = payload.data?.delta;
+  if (!run || typeof delta !== "string" || !delta) return;
+  run.thinking += delta;
+  if (run.key === state.current) showRun(run);
 }
 
 function endRun(runId, run) {
