@@ -1293,13 +1293,22 @@ mod tests {
         assert_eq!(keys.insert("b:chat", "s1"), None);
         assert_eq!(keys.insert("a:alias", "s1"), None);
         // The first key in order names the session, as a scan found it.
-        assert_eq!(keys.by_session.get("s1").map(String::as_str), Some("a:alias"));
+        assert_eq!(
+            keys.by_session.get("s1").map(String::as_str),
+            Some("a:alias")
+        );
         assert_eq!(keys.remove("a:alias"), Some("s1".to_string()));
-        assert_eq!(keys.by_session.get("s1").map(String::as_str), Some("b:chat"));
+        assert_eq!(
+            keys.by_session.get("s1").map(String::as_str),
+            Some("b:chat")
+        );
         // A reset gives the key another session; the old one has no key.
         assert_eq!(keys.insert("b:chat", "s2"), Some("s1".to_string()));
         assert_eq!(keys.by_session.get("s1"), None);
-        assert_eq!(keys.by_session.get("s2").map(String::as_str), Some("b:chat"));
+        assert_eq!(
+            keys.by_session.get("s2").map(String::as_str),
+            Some("b:chat")
+        );
 
         // Written only when something changed, and read back the same.
         let (to, bytes) = keys.take_changes().unwrap();
