@@ -162,7 +162,12 @@ async fn five_thousand_sessions_under_a_1024_descriptor_limit_leave_the_gateway_
     const CLIENTS: usize = 16;
     const WARM_UP: usize = 16;
     let sandbox = Sandbox::new();
-    write_gateway_config(&sandbox, "session_idle_secs = 1");
+    // Sixteen clients from one address open their websockets at once:
+    // more than the default eight that may wait to authenticate.
+    write_gateway_config(
+        &sandbox,
+        "session_idle_secs = 1\nmax_preauth_connections_per_ip = 32",
+    );
     let model = LeanModel::start().await;
     let token = new_token();
     let gateway = Gateway::spawn(

@@ -801,7 +801,9 @@ async fn a_long_reply_costs_each_client_bytes_linear_in_its_length() {
     let mut openclaw = gateway.admin().await;
     let mut lean = gateway
         .operator(
-            &["operator.read"],
+            // A writer: a reader may follow only sessions that exist, and
+            // this one asks about the key before its first message.
+            &["operator.read", "operator.write"],
             &["session-scoped-events", "pincer.chat-deltas"],
         )
         .await;
