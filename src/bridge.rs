@@ -290,7 +290,35 @@ struct State {
     runs: HashMap<String, stream::Run>,
     /// Approvals already relayed (each is asked once, whichever event
     /// announced it).
-    approvals: std::collections::HashSet<String>,
+    approvals: Recent,
+}
+
+/// The latest [`Recent::CAPACITY`] ids seen: enough to ask each approval
+/// once (its two announcements come together), bounded whatever number of
+/// ids a gateway makes up.
+#[derive(Default)]
+struct Recent {
+    order: std::collections::VecDeque<String>,
+    seen: std::collections::HashSet<String>,
+}
+
+impl Recent {
+    const CAPACITY: usize = 1024;
+
+    /// Remembers `id`; false when it was already among the latest.
+    fn insert(&mut self, id: String) -> bool {
+        if self.seen.contains(&id) {
+            return false;
+        }
+        if self.order.len() >= Self::CAPACITY
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.seen.remove(&oldest);
+        }
+        self.seen.insert(id.clone());
+        self.order.push_back(id);
+        true
+    }
 }
 
 /// What the bridge knows of an open session.
@@ -879,5 +907,25 @@ impl Bridge {
             }
             Incoming::Connected { .. } | Incoming::Disconnected { .. } => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approvals_are_asked_once_and_their_memory_is_bounded() {
+        let mut recent = Recent::default();
+        assert!(recent.insert("a1".to_string()));
+        assert!(!recent.insert("a1".to_string()));
+        // A gateway that makes up ids without end costs a bounded set.
+        for n in 0..10 * Recent::CAPACITY {
+            assert!(recent.insert(format!("made-up-{n}")));
+        }
+        assert_eq!(recent.order.len(), Recent::CAPACITY);
+        assert_eq!(recent.seen.len(), Recent::CAPACITY);
+        let last = format!("made-up-{}", 10 * Recent::CAPACITY - 1);
+        assert!(!recent.insert(last));
     }
 }
