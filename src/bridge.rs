@@ -449,6 +449,20 @@ impl Bridge {
         }
     }
 
+    /// Stops the events of a session the editor closed (pincer's gateway
+    /// only, as [`Bridge::follow`]).
+    async fn unfollow(&self, key: &str) {
+        if !self.client.hello().is_some_and(|h| h.is_pincer()) {
+            return;
+        }
+        if let Err(e) = self
+            .call("chat.unsubscribe", json!({"sessionKey": key}))
+            .await
+        {
+            tracing::debug!(key, "cannot stop following the session's events: {e}");
+        }
+    }
+
     /// The session's config options and modes, from its row and the
     /// gateway's models.
     async fn options_of(&self, row: Option<&Value>) -> (Value, Value) {
@@ -657,6 +671,7 @@ impl Bridge {
         }
         self.cancel(&key);
         lock(&self.state).runs.retain(|_, run| run.key != key);
+        self.unfollow(&key).await;
         Ok(CloseSessionResponse::new())
     }
 

@@ -882,3 +882,52 @@ async fn a_long_reply_costs_each_client_bytes_linear_in_its_length() {
         json!(whole)
     );
 }
+
+/// A client that follows only the sessions it shows (`session-scoped-events`)
+/// stops hearing one with `chat.unsubscribe`, as pincer's web page does
+/// when it switches away and its bridge when the editor closes a session.
+#[tokio::test]
+async fn chat_unsubscribe_stops_a_session_s_events_and_keeps_the_others() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut admin = gateway.admin().await;
+    let (left, shown) = (new_key(), new_key());
+    for key in [&left, &shown] {
+        mock.push(Reply::sse(anthropic_text("Hello.", 5)));
+        let run = admin.chat_send(key, "hi").await;
+        admin.chat_end(&run).await;
+    }
+    let mut page = gateway
+        .operator(&["operator.read"], &["session-scoped-events"])
+        .await;
+    for key in [&left, &shown] {
+        page.call_ok("chat.history", json!({"sessionKey": key, "limit": 1}))
+            .await;
+    }
+    let answer = page
+        .call_ok("chat.unsubscribe", json!({"sessionKey": left}))
+        .await;
+    assert_eq!(answer, json!({"ok": true}));
+
+    // The session it left streams first, then the one it shows: once the
+    // page has the second run's end, anything of the first was before it.
+    mock.push(Reply::sse(anthropic_text("Not for the page.", 5)));
+    let quiet = admin.chat_send(&left, "more").await;
+    admin.chat_end(&quiet).await;
+    mock.push(Reply::sse(anthropic_text("For the page.", 5)));
+    let heard = admin.chat_send(&shown, "more").await;
+    admin.chat_end(&heard).await;
+    let end = page.chat_end(&heard).await;
+    assert_eq!(
+        end["payload"]["message"]["content"][0]["text"],
+        json!("For the page.")
+    );
+    let runs: std::collections::BTreeSet<&str> = page
+        .events
+        .iter()
+        .filter(|e| e["event"] == "chat" || e["event"] == "agent")
+        .filter_map(|e| e["payload"]["runId"].as_str())
+        .collect();
+    assert_eq!(runs, std::collections::BTreeSet::from([heard.as_str()]));
+}

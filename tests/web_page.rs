@@ -1354,3 +1354,69 @@ async fn the_page_hears_the_session_it_shows_and_not_another_sessions_stream() {
         "another session's stream reached the page"
     );
 }
+
+/// The page follows the session it shows: after it switches to a new one,
+/// the session it left streams (another client's run) without a frame of
+/// it reaching the page.
+#[tokio::test]
+async fn the_page_stops_hearing_a_session_it_switched_away_from() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let proxy = Proxy::start(gateway.addr).await;
+    let browser = Browser::launch(Engine::Chromium, 1280, 900, Emulation::default()).await;
+    let page = Page {
+        sandbox,
+        mock,
+        gateway,
+        browser,
+    };
+    page.sign_in(&format!("http://127.0.0.1:{}/", proxy.port), false)
+        .await;
+    page.mock.push(Reply::sse(anthropic_text("First.", 10)));
+    page.send("In the first session").await;
+    page.until_idle().await;
+    let left = page
+        .js("return decodeURIComponent(location.hash.slice(3));")
+        .await
+        .as_str()
+        .unwrap()
+        .to_string();
+    page.click("session-new").await;
+    page.mock.push(Reply::sse(anthropic_text("Second.", 10)));
+    page.send("In the second session").await;
+    page.until_idle().await;
+
+    // Another client runs the session the page left.
+    let mut editor = page.gateway.admin().await;
+    page.mock.push(Reply::Sse {
+        body: anthropic_deltas(&["Zan", "zibar ", "and more"]),
+        delay: Duration::from_millis(5),
+        gate: None,
+    });
+    let run = editor.chat_send(&left, "Another topic").await;
+    editor.chat_end(&run).await;
+
+    // The shown session again: what the gateway sent the page before has
+    // passed the proxy once this has.
+    page.mock
+        .push(Reply::sse(anthropic_text("Second again.", 10)));
+    page.send("Again").await;
+    page.until_messages(
+        "the second session's second turn",
+        &[
+            ("user", "In the second session"),
+            ("assistant", "Second."),
+            ("user", "Again"),
+            ("assistant", "Second again."),
+        ],
+    )
+    .await;
+    page.until_idle().await;
+    let heard = String::from_utf8_lossy(&proxy.downstream.lock().unwrap()).into_owned();
+    assert!(heard.contains("Second again."), "{heard}");
+    assert!(
+        !heard.contains("zibar"),
+        "the session the page left still streamed to it"
+    );
+}

@@ -552,6 +552,32 @@ impl Hub {
         }
     }
 
+    /// `conn` no longer shows `key` (`chat.unsubscribe`): a scoped client
+    /// stops hearing the events of the session it names (`session`) and
+    /// no longer waits for the key to name one.
+    pub fn unfollow(&self, conn: &Arc<Conn>, key: &str, session: Option<&str>) {
+        if !conn.scoped {
+            return;
+        }
+        // The client's own set first, then the index, as `follow` does.
+        let followed = session.is_some_and(|s| lock(&conn.sessions).remove(s));
+        let mut conns = self.conns();
+        if let Some(list) = conns.by_new_key.get_mut(key) {
+            list.retain(|c| c.id != conn.id);
+            if list.is_empty() {
+                conns.by_new_key.remove(key);
+            }
+        }
+        if let Some(session) = session.filter(|_| followed)
+            && let Some(list) = conns.by_session.get_mut(session)
+        {
+            list.retain(|c| c.id != conn.id);
+            if list.is_empty() {
+                conns.by_session.remove(session);
+            }
+        }
+    }
+
     // ----- events -----
 
     /// Sends an event to every client that may and wants to hear it.

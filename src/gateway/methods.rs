@@ -20,6 +20,7 @@ pub const METHODS: &[&str] = &[
     "chat.abort",
     "chat.history",
     "chat.subscribe",
+    "chat.unsubscribe",
     "agent",
     "agent.wait",
     "sessions.list",
@@ -209,6 +210,13 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 // A reader watches sessions that exist; it creates none.
                 hub.follow_key(conn, key);
             }
+            Ok(json!({"ok": true}))
+        }
+        "chat.unsubscribe" => {
+            need(conn, Need::Read)?;
+            let key = key_param(&params, "sessionKey")?;
+            let session = hub.lookup(key);
+            hub.unfollow(conn, key, session.as_deref());
             Ok(json!({"ok": true}))
         }
         "sessions.get" => {

@@ -338,10 +338,12 @@ function renderSessions() {
 }
 
 async function openSession(key) {
+  const left = state.shown;
   state.current = key;
   history.replaceState(null, "", `#s=${encodeURIComponent(key)}`);
   const switched = state.shown !== key;
   state.shown = key;
+  if (switched) leave(left);
   renderSessions();
   renderHeader();
   // Another session's messages go at once; the same session's stay until
@@ -373,8 +375,10 @@ async function openSession(key) {
 }
 
 function newSession(focus = true) {
+  const left = state.shown;
   state.current = `web:${crypto.randomUUID()}`;
   state.shown = state.current;
+  leave(left);
   history.replaceState(null, "", `#s=${encodeURIComponent(state.current)}`);
   $("messages").replaceChildren();
   renderSessions();
@@ -608,7 +612,17 @@ function onThinking(payload) {
 function endRun(runId, run) {
   state.runs.delete(runId);
   if (run.segment) run.segment.removeAttribute("aria-busy");
+  leave(run.key);
   updateBusy();
+}
+
+/// The page hears the session it shows: one it left stops sending it
+/// events once no run of it that the page follows is still going (that
+/// run's end unsubscribes it).
+function leave(key) {
+  if (!key || key === state.shown || !state.signedIn) return;
+  for (const run of state.runs.values()) if (run.key === key) return;
+  request("chat.unsubscribe", { sessionKey: key }).catch(() => {});
 }
 
 /// The run's text and thinking since its last tool call, in the message
