@@ -975,3 +975,47 @@ async fn the_bridge_hears_its_own_sessions_stream_and_not_another_sessions() {
     );
     assert!(!heard.contains(&other_key));
 }
+
+/// A session the editor closes stops streaming to the bridge: another
+/// client's run in it sends the bridge nothing.
+#[tokio::test]
+async fn a_session_the_editor_closed_no_longer_streams_to_the_bridge() {
+    let (server, editor) = (Sandbox::new(), Sandbox::new());
+    let mock = support::mock_model::MockModel::start().await;
+    let gateway = support::gateway::Gateway::start(&server, &mock).await;
+    let proxy = Proxy::start(gateway.addr).await;
+    let (mut acp, closed) = through_proxy(&server, &editor, &gateway, &proxy).await;
+    let result = acp
+        .call(
+            "session/new",
+            json!({"cwd": editor.work(), "mcpServers": []}),
+        )
+        .await;
+    let open = result["sessionId"].as_str().unwrap().to_string();
+    let answer = acp
+        .call("session/close", json!({"sessionId": closed}))
+        .await;
+    assert_eq!(answer, json!({}));
+
+    // Another client runs the closed session's key.
+    let secret: Vec<String> = (0..20).map(|i| format!("elsewhere{i} ")).collect();
+    let secret: Vec<&str> = secret.iter().map(String::as_str).collect();
+    mock.push(Reply::sse(anthropic_deltas(&secret)));
+    let mut other = gateway.admin().await;
+    let run = other.chat_send(&closed, "Talk here.").await;
+    other.chat_end(&run).await;
+
+    // The open session's turn: what the gateway sent before has passed
+    // the proxy once this has.
+    mock.push(Reply::sse(anthropic_deltas(&["Still ", "here."])));
+    let id = acp.send("session/prompt", prompt(&open, "Hello.")).await;
+    let (response, seen) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(streamed_text(&seen), "Still here.");
+    let heard = String::from_utf8_lossy(&proxy.downstream.lock().unwrap()).into_owned();
+    assert!(heard.contains("here."), "{heard}");
+    assert!(
+        !heard.contains("elsewhere"),
+        "the closed session's stream reached the bridge"
+    );
+}
