@@ -175,6 +175,11 @@ struct Runner {
     /// another (a message collected or steered into a running turn): its
     /// `final` repeats that turn's text, which the turn itself shows.
     started: VecDeque<String>,
+    /// The text so far of each started run that has not ended, built from
+    /// the `chat` deltas: the runner takes deltas without the cumulative
+    /// `message` (`pincer.chat-deltas`), so a long reply does not cost the
+    /// gateway its whole text, serialised and parsed again, per delta.
+    texts: HashMap<String, String>,
     /// Approvals answered from a chat (its answer told the user there).
     answered: std::collections::HashSet<String>,
     inbox: Option<crate::gateway::conn::Inbox>,
@@ -199,8 +204,8 @@ impl Runner {
             },
             tool_events: false,
             scoped: true,
-            // Replies are streamed from the cumulative `message`.
-            chat_deltas: false,
+            // Replies are built from the deltas (see `Runner::texts`).
+            chat_deltas: true,
             sessions: Mutex::new(Default::default()),
             sessions_changed: Default::default(),
         });
@@ -216,6 +221,7 @@ impl Runner {
             chats,
             asked: HashMap::new(),
             started: VecDeque::new(),
+            texts: HashMap::new(),
             answered: Default::default(),
             inbox: Some(inbox),
         }
@@ -480,6 +486,16 @@ impl Runner {
         }
     }
 
+    /// A run's text so far after a `chat` delta: the whole text when the
+    /// delta carries it (`message`: the first this runner gets of a run),
+    /// else the text before with `deltaText` added (or put in its place,
+    /// `replace`).
+    fn delta_text(&mut self, run: &str, payload: &Value) -> String {
+        let text = self.texts.entry(run.to_string()).or_default();
+        apply_delta(text, payload);
+        text.clone()
+    }
+
     fn chat_of(&self, payload: &Value) -> Option<Chat> {
         let key = payload["sessionKey"]
             .as_str()
@@ -497,7 +513,12 @@ impl Runner {
                 if !self.started.contains(&run) {
                     return;
                 }
-                let text = message_text(&payload["message"]);
+                let text = if payload["state"] == "delta" {
+                    self.delta_text(&run, payload)
+                } else {
+                    self.texts.remove(&run);
+                    message_text(&payload["message"])
+                };
                 let op = match payload["state"].as_str() {
                     Some("delta") => Op::Stream {
                         run,
@@ -535,8 +556,10 @@ impl Runner {
                 };
                 if payload["data"]["phase"] == "start" {
                     if let Some(run) = payload["runId"].as_str() {
-                        if self.started.len() >= MAX_STARTED {
-                            self.started.pop_front();
+                        if self.started.len() >= MAX_STARTED
+                            && let Some(oldest) = self.started.pop_front()
+                        {
+                            self.texts.remove(&oldest);
                         }
                         self.started.push_back(run.to_string());
                     }
@@ -720,6 +743,19 @@ fn clip(text: &str, max: usize) -> String {
 }
 
 /// The text of a `chat` event's message.
+/// Brings `text` up to date with one `chat` delta (see
+/// [`Runner::delta_text`]).
+fn apply_delta(text: &mut String, payload: &Value) {
+    if payload["message"].is_object() {
+        *text = message_text(&payload["message"]);
+    } else {
+        if payload["replace"] == true {
+            text.clear();
+        }
+        text.push_str(payload["deltaText"].as_str().unwrap_or_default());
+    }
+}
+
 fn message_text(message: &Value) -> String {
     message["content"]
         .as_array()
@@ -1189,6 +1225,30 @@ fn might_be_silent(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_is_built_from_the_whole_first_delta_then_the_new_text() {
+        let mut text = String::new();
+        let message =
+            |t: &str| json!({"role": "assistant", "content": [{"type": "text", "text": t}]});
+        let steps = [
+            (
+                json!({"deltaText": "lo", "message": message("Hel lo")}),
+                "Hel lo",
+            ),
+            (json!({"deltaText": ", wor"}), "Hel lo, wor"),
+            (json!({"deltaText": "ld."}), "Hel lo, world."),
+            (
+                json!({"deltaText": "Hello, world.", "replace": true}),
+                "Hello, world.",
+            ),
+            (json!({"deltaText": " Bye."}), "Hello, world. Bye."),
+        ];
+        for (delta, expected) in steps {
+            apply_delta(&mut text, &delta);
+            assert_eq!(text, expected, "after {delta}");
+        }
+    }
 
     #[test]
     fn answers_are_pincer_s_own_buttons_only() {
