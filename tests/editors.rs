@@ -462,6 +462,104 @@ async fn acpx_drives_pincer_with_the_shipped_config() {
     );
 }
 
+/// Runs acpx (the pinned one) with `args` in `sandbox`'s work dir, where
+/// the shipped config makes pincer its default agent against `mock`;
+/// returns its JSON lines, failing with its output when it fails.
+async fn run_acpx(acpx: &Path, sandbox: &Sandbox, mock: &MockModel, args: &[&str]) -> Vec<Value> {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_pincer")).parent().unwrap();
+    let path = std::env::join_paths(std::iter::once(bin_dir.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
+    let child = tokio::process::Command::new("node")
+        .arg(acpx)
+        .args(args)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", sandbox.home())
+        .env("PINCER_HOME", sandbox.home())
+        .env("RUST_LOG", "warn")
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+        .current_dir(sandbox.work())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start node {}: {e}", acpx.display()));
+    let output = tokio::time::timeout(RUN_TIMEOUT, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("acpx {args:?} did not finish within {RUN_TIMEOUT:?}"))
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "acpx {args:?} failed ({})\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
+        output.status
+    );
+    stdout
+        .lines()
+        .filter(|line| line.starts_with('{'))
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("acpx printed a non-JSON line ({e}): {line}\n{stderr}"))
+        })
+        .collect()
+}
+
+/// What acpx users do: `acpx sessions new`, then `acpx prompt` in a new
+/// process, which loads the saved session from a new `pincer acp`. A
+/// session never prompted used to exist only in the first process's
+/// memory, and the load answered -32002.
+#[tokio::test]
+async fn acpx_prompts_a_session_an_earlier_process_created() {
+    let acpx = tokio::task::spawn_blocking(ensure_acpx)
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let sandbox = Sandbox::new();
+    sandbox.write(".acpxrc.json", &shipped("editors/acpx/acpxrc.json"));
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+
+    run_acpx(
+        &acpx,
+        &sandbox,
+        &mock,
+        &["--format", "json", "--ttl", "1", "sessions", "new"],
+    )
+    .await;
+    assert_eq!(mock.requests().len(), 0);
+    let messages = run_acpx(
+        &acpx,
+        &sandbox,
+        &mock,
+        &["--format", "json", "--ttl", "1", "prompt", "Hello"],
+    )
+    .await;
+    let methods: Vec<&str> = messages
+        .iter()
+        .filter(|m| m.get("id").is_some())
+        .filter_map(|m| m["method"].as_str())
+        .collect();
+    assert!(
+        methods.contains(&"session/load") && !methods.contains(&"session/new"),
+        "the prompt did not load the saved session: {methods:?}\n{messages:#?}"
+    );
+    let load_id = messages
+        .iter()
+        .find(|m| m["method"] == "session/load")
+        .unwrap()["id"]
+        .clone();
+    let load = messages
+        .iter()
+        .find(|m| m["id"] == load_id && m.get("method").is_none())
+        .unwrap_or_else(|| panic!("no answer to session/load: {messages:#?}"));
+    assert!(load.get("error").is_none(), "{load}");
+    assert_eq!(mock.requests().len(), 1);
+}
+
 #[test]
 fn registry_entry_matches_the_crate_version_and_names_versioned_archives() {
     let version = env!("CARGO_PKG_VERSION");
