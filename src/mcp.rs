@@ -176,8 +176,9 @@ pub(crate) struct Server {
     state: Mutex<ServerState>,
     /// The session's roots, shared by its servers (see [`Manager::set_roots`]).
     roots: Arc<Mutex<Vec<PathBuf>>>,
-    /// Where the progress of each running call goes, by its token.
-    progress: Mutex<HashMap<ProgressToken, Progress>>,
+    /// Where the progress of each running call goes, by its token, and
+    /// what wakes the call's timeout (a report is a sign of life).
+    progress: Mutex<HashMap<ProgressToken, (Progress, Arc<tokio::sync::Notify>)>>,
     /// Wakes whoever waits for a new tool list.
     refreshed: tokio::sync::Notify,
     events: tokio::sync::mpsc::UnboundedSender<Event>,
@@ -297,6 +298,7 @@ impl Server {
             }
         }
         let timeout = self.spec.call_timeout;
+        let alive = Arc::new(tokio::sync::Notify::new());
         let call = async {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
             let handle = peer
@@ -310,14 +312,20 @@ impl Server {
                 handle.id.clone(),
                 handle.progress_token.clone(),
                 progress.clone(),
+                alive.clone(),
             );
             let result = handle.await_response().await;
             pending.answered();
             result
         };
+        // The timeout counts from the call or its latest progress report
+        // (the MCP spec lets a client reset it on progress), up to
+        // MAX_PROGRESS_EXTENSIONS times the timeout in all: a tool that
+        // reports as it works may take longer than one that is silent,
+        // but not forever.
         let result = tokio::select! {
             () = cancel.cancelled() => return ToolOutput::error("Operation aborted"),
-            result = tokio::time::timeout(timeout, call) => result,
+            result = until_silent(call, timeout, &alive) => result,
         };
         match result {
             Ok(Ok(result)) => {
@@ -381,6 +389,34 @@ impl Server {
     }
 }
 
+/// How many timeouts in all a call that keeps reporting progress may take.
+const MAX_PROGRESS_EXTENSIONS: u32 = 10;
+
+/// Runs `call` until it ends, or until `timeout` passes without a sign of
+/// life on `alive` (a progress report), or `MAX_PROGRESS_EXTENSIONS`
+/// timeouts pass in all.
+async fn until_silent<T>(
+    call: impl std::future::Future<Output = T>,
+    timeout: Duration,
+    alive: &tokio::sync::Notify,
+) -> Result<T, tokio::time::error::Elapsed> {
+    let limit = tokio::time::Instant::now() + timeout.saturating_mul(MAX_PROGRESS_EXTENSIONS);
+    tokio::time::timeout_at(limit, async {
+        let mut call = std::pin::pin!(call);
+        loop {
+            tokio::select! {
+                result = &mut call => return Ok(result),
+                () = alive.notified() => continue,
+                () = tokio::time::sleep(timeout) => {
+                    return tokio::time::timeout(Duration::ZERO, std::future::pending::<T>()).await;
+                }
+            }
+        }
+    })
+    .await
+    .and_then(|inner| inner)
+}
+
 /// A `tools/call` on its way: routes the server's progress reports for
 /// it to the call's view while it runs, and, when the caller gives up on
 /// it (cancel, timeout), tells the server with `notifications/cancelled`
@@ -400,8 +436,9 @@ impl<'a> PendingCall<'a> {
         id: RequestId,
         token: ProgressToken,
         progress: Progress,
+        alive: Arc<tokio::sync::Notify>,
     ) -> Self {
-        lock(&server.progress).insert(token.clone(), progress);
+        lock(&server.progress).insert(token.clone(), (progress, alive));
         Self {
             server,
             peer,
@@ -500,11 +537,15 @@ struct Handler {
 impl rmcp::ClientHandler for Handler {
     #[allow(deprecated)]
     fn get_info(&self) -> ClientConfig {
+        // Field by field: rmcp's builder exists only with its `server` or
+        // `macros` features, which the tests' rmcp has and the binary's
+        // does not.
+        let mut roots = rmcp::model::RootsCapabilities::default();
+        roots.list_changed = Some(true);
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.roots = Some(roots);
         ClientConfig::new(
-            ClientCapabilities::builder()
-                .enable_roots()
-                .enable_roots_list_changed()
-                .build(),
+            capabilities,
             Implementation::new("pincer", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -531,7 +572,8 @@ impl rmcp::ClientHandler for Handler {
         };
         // A report for a call that already ended (or never was) is dropped.
         let route = lock(&server.progress).get(&params.progress_token).cloned();
-        if let Some(progress) = route {
+        if let Some((progress, alive)) = route {
+            alive.notify_one();
             progress(vec![Display::Text(progress_text(&params))]);
         }
     }
@@ -988,6 +1030,40 @@ fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn progress_extends_a_call_s_timeout_up_to_a_limit() {
+        let timeout = Duration::from_millis(40);
+        // Silent: the timeout ends it.
+        let alive = Arc::new(tokio::sync::Notify::new());
+        let silent = until_silent(std::future::pending::<()>(), timeout, &alive).await;
+        assert!(silent.is_err());
+        // Reporting every 10 ms: it may go on, but not past ten timeouts.
+        let reporter = {
+            let alive = alive.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    alive.notify_one();
+                }
+            })
+        };
+        let started = std::time::Instant::now();
+        let done = until_silent(
+            tokio::time::sleep(Duration::from_millis(120)),
+            timeout,
+            &alive,
+        )
+        .await;
+        assert!(
+            done.is_ok(),
+            "a reporting call that ends in 3 timeouts was cut"
+        );
+        let forever = until_silent(std::future::pending::<()>(), timeout, &alive).await;
+        assert!(forever.is_err());
+        assert!(started.elapsed() < Duration::from_secs(5));
+        reporter.abort();
+    }
     use pretty_assertions::assert_eq;
 
     fn report(progress: f64, total: Option<f64>, message: Option<&str>) -> String {

@@ -815,6 +815,48 @@ async fn reference_servers_get_the_session_directory_as_root_and_show_progress()
     );
 }
 
+/// A tool that reports progress as it works may run past the call timeout
+/// (each report starts it again, as the MCP spec allows); a silent one may
+/// not (`slow_calls_time_out_and_a_server_that_never_starts_is_reported`).
+#[tokio::test]
+async fn a_call_that_reports_progress_outlives_the_timeout() {
+    let (_, everything) = reference_servers().await;
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.home().join("config.toml"), "[mcp]\ntimeout = 1\n").unwrap();
+    let servers = json!([
+        {"name": "ev", "command": node(), "args": [everything, "stdio"], "env": []},
+    ]);
+    let mock = MockModel::start().await;
+    // Three seconds in all, a report every half second.
+    mock.push(Reply::sse(anthropic_tool_calls(&[(
+        "c_long",
+        "mcp__ev__trigger-long-running-operation",
+        r#"{"duration": 3, "steps": 6}"#,
+    )])));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let session = new_session(&mut acp, &sandbox, servers).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "take your time"))
+        .await;
+    let (response, _) = acp
+        .drive(id, |method, _| match method {
+            "session/request_permission" => selected("allow_once"),
+            other => panic!("unexpected {other}"),
+        })
+        .await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    let results = tool_results(&mock, 1);
+    let (_, error, content) = results[0].clone();
+    assert_eq!(
+        (error, text_of(&content)),
+        (
+            false,
+            "Long running operation completed. Duration: 3 seconds, Steps: 6.".to_string()
+        )
+    );
+}
+
 /// The roots text `get-roots-list` of server-everything answers with.
 async fn roots_listed(
     tool: &std::sync::Arc<dyn pincer::tools::Tool>,
