@@ -366,58 +366,25 @@ async fn acpx_drives_pincer_with_the_shipped_config() {
     mock.push(Reply::fixture("anthropic/tool_read.sse"));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
 
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_pincer")).parent().unwrap();
-    let path = std::env::join_paths(std::iter::once(bin_dir.to_path_buf()).chain(
-        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
-    ))
-    .unwrap();
-    let child = tokio::process::Command::new("node")
-        .arg(&acpx)
-        .args(["--format", "json", "exec", "Read hello.txt"])
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", sandbox.home())
-        .env("PINCER_HOME", sandbox.home())
-        .env("RUST_LOG", "warn")
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
-        .current_dir(sandbox.work())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start node {}: {e}", acpx.display()));
-    let output = tokio::time::timeout(RUN_TIMEOUT, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("acpx did not finish within {RUN_TIMEOUT:?}"))
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "acpx failed ({})\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
-        output.status
-    );
     // acpx's JSON format is the conversation, one JSON-RPC message a line,
     // both directions.
-    let messages: Vec<Value> = stdout
-        .lines()
-        .map(|line| {
-            serde_json::from_str(line)
-                .unwrap_or_else(|e| panic!("acpx printed a non-JSON line ({e}): {line}\n{stderr}"))
-        })
-        .collect();
+    let messages = run_acpx(
+        &acpx,
+        &sandbox,
+        &mock,
+        &["--format", "json", "exec", "Read hello.txt"],
+    )
+    .await;
     let result_of = |method: &str| -> Value {
         let id = messages
             .iter()
             .find(|m| m["method"] == method && m.get("id").is_some())
-            .unwrap_or_else(|| panic!("acpx sent no {method}\n{stdout}"))["id"]
+            .unwrap_or_else(|| panic!("acpx sent no {method}\n{messages:#?}"))["id"]
             .clone();
         messages
             .iter()
             .find(|m| m["id"] == id && m.get("method").is_none())
-            .unwrap_or_else(|| panic!("no answer to {method}\n{stdout}"))["result"]
+            .unwrap_or_else(|| panic!("no answer to {method}\n{messages:#?}"))["result"]
             .clone()
     };
     assert_eq!(result_of("initialize")["agentInfo"]["name"], "pincer");
@@ -501,7 +468,7 @@ async fn run_acpx(acpx: &Path, sandbox: &Sandbox, mock: &MockModel, args: &[&str
     );
     stdout
         .lines()
-        .filter(|line| line.starts_with('{'))
+        .filter(|line| !line.trim().is_empty())
         .map(|line| {
             serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("acpx printed a non-JSON line ({e}): {line}\n{stderr}"))

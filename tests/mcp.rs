@@ -726,6 +726,31 @@ fn file_uri(path: &std::path::Path) -> String {
     url::Url::from_file_path(path).unwrap().to_string()
 }
 
+/// One prompt whose single model turn calls `calls` on `servers`
+/// (permissions allowed once), then ends; returns what the editor saw.
+async fn prompt_calling(
+    sandbox: &Sandbox,
+    mock: &MockModel,
+    servers: Value,
+    calls: &[(&str, &str, &str)],
+) -> Vec<Value> {
+    mock.push(Reply::sse(anthropic_tool_calls(calls)));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn_anthropic(sandbox, mock);
+    let session = new_session(&mut acp, sandbox, servers).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "use the servers"))
+        .await;
+    let (response, before) = acp
+        .drive(id, |method, _| match method {
+            "session/request_permission" => selected("allow_once"),
+            other => panic!("unexpected {other}"),
+        })
+        .await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    before
+}
+
 #[tokio::test]
 async fn reference_servers_get_the_session_directory_as_root_and_show_progress() {
     let (filesystem, everything) = reference_servers().await;
@@ -740,32 +765,22 @@ async fn reference_servers_get_the_session_directory_as_root_and_show_progress()
     ]);
     let hello = sandbox.work().join("hello.txt");
     let mock = MockModel::start().await;
-    mock.push(Reply::sse(anthropic_tool_calls(&[
-        (
-            "c_read",
-            "mcp__fs__read_text_file",
-            &json!({"path": hello}).to_string(),
-        ),
-        ("c_roots", "mcp__ev__get-roots-list", "{}"),
-        (
-            "c_long",
-            "mcp__ev__trigger-long-running-operation",
-            r#"{"duration": 0.3, "steps": 3}"#,
-        ),
-    ])));
-    mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    let session = new_session(&mut acp, &sandbox, servers).await;
-    let id = acp
-        .send("session/prompt", prompt(&session, "use the servers"))
-        .await;
-    let (response, before) = acp
-        .drive(id, |method, _| match method {
-            "session/request_permission" => selected("allow_once"),
-            other => panic!("unexpected {other}"),
-        })
-        .await;
-    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    let path = json!({"path": hello}).to_string();
+    let before = prompt_calling(
+        &sandbox,
+        &mock,
+        servers,
+        &[
+            ("c_read", "mcp__fs__read_text_file", &path),
+            ("c_roots", "mcp__ev__get-roots-list", "{}"),
+            (
+                "c_long",
+                "mcp__ev__trigger-long-running-operation",
+                r#"{"duration": 0.3, "steps": 3}"#,
+            ),
+        ],
+    )
+    .await;
 
     let results = tool_results(&mock, 1);
     let by_id = |id: &str| results.iter().find(|r| r.0 == id).unwrap().clone();
@@ -828,24 +843,17 @@ async fn a_call_that_reports_progress_outlives_the_timeout() {
     ]);
     let mock = MockModel::start().await;
     // Three seconds in all, a report every half second.
-    mock.push(Reply::sse(anthropic_tool_calls(&[(
-        "c_long",
-        "mcp__ev__trigger-long-running-operation",
-        r#"{"duration": 3, "steps": 6}"#,
-    )])));
-    mock.push(Reply::fixture("anthropic/after_tool.sse"));
-    let mut acp = spawn_anthropic(&sandbox, &mock);
-    let session = new_session(&mut acp, &sandbox, servers).await;
-    let id = acp
-        .send("session/prompt", prompt(&session, "take your time"))
-        .await;
-    let (response, _) = acp
-        .drive(id, |method, _| match method {
-            "session/request_permission" => selected("allow_once"),
-            other => panic!("unexpected {other}"),
-        })
-        .await;
-    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    prompt_calling(
+        &sandbox,
+        &mock,
+        servers,
+        &[(
+            "c_long",
+            "mcp__ev__trigger-long-running-operation",
+            r#"{"duration": 3, "steps": 6}"#,
+        )],
+    )
+    .await;
     let results = tool_results(&mock, 1);
     let (_, error, content) = results[0].clone();
     assert_eq!(

@@ -52,6 +52,25 @@ impl Page {
         page
     }
 
+    /// A page signed in through a proxy that records what the gateway
+    /// sends it (`Proxy::downstream`).
+    async fn through_proxy() -> (Self, Proxy) {
+        let sandbox = Sandbox::new();
+        let mock = MockModel::start().await;
+        let gateway = Gateway::start(&sandbox, &mock).await;
+        let proxy = Proxy::start(gateway.addr).await;
+        let browser = Browser::launch(Engine::Chromium, 1280, 900, Emulation::default()).await;
+        let page = Self {
+            sandbox,
+            mock,
+            gateway,
+            browser,
+        };
+        page.sign_in(&format!("http://127.0.0.1:{}/", proxy.port), false)
+            .await;
+        (page, proxy)
+    }
+
     /// Loads `url` and signs in with the gateway's token.
     async fn sign_in(&self, url: &str, stay: bool) {
         self.browser.client.goto(url).await.unwrap();
@@ -1301,19 +1320,7 @@ async fn a_link_cannot_point_the_page_at_a_session_it_does_not_list() {
 /// and the session it shows still streams into it.
 #[tokio::test]
 async fn the_page_hears_the_session_it_shows_and_not_another_sessions_stream() {
-    let sandbox = Sandbox::new();
-    let mock = MockModel::start().await;
-    let gateway = Gateway::start(&sandbox, &mock).await;
-    let proxy = Proxy::start(gateway.addr).await;
-    let browser = Browser::launch(Engine::Chromium, 1280, 900, Emulation::default()).await;
-    let page = Page {
-        sandbox,
-        mock,
-        gateway,
-        browser,
-    };
-    page.sign_in(&format!("http://127.0.0.1:{}/", proxy.port), false)
-        .await;
+    let (page, proxy) = Page::through_proxy().await;
     page.mock.push(Reply::sse(anthropic_text("Mine.", 10)));
     page.send("From the page").await;
     page.until_idle().await;
@@ -1360,19 +1367,7 @@ async fn the_page_hears_the_session_it_shows_and_not_another_sessions_stream() {
 /// it reaching the page.
 #[tokio::test]
 async fn the_page_stops_hearing_a_session_it_switched_away_from() {
-    let sandbox = Sandbox::new();
-    let mock = MockModel::start().await;
-    let gateway = Gateway::start(&sandbox, &mock).await;
-    let proxy = Proxy::start(gateway.addr).await;
-    let browser = Browser::launch(Engine::Chromium, 1280, 900, Emulation::default()).await;
-    let page = Page {
-        sandbox,
-        mock,
-        gateway,
-        browser,
-    };
-    page.sign_in(&format!("http://127.0.0.1:{}/", proxy.port), false)
-        .await;
+    let (page, proxy) = Page::through_proxy().await;
     page.mock.push(Reply::sse(anthropic_text("First.", 10)));
     page.send("In the first session").await;
     page.until_idle().await;
