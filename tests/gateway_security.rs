@@ -11,6 +11,10 @@
 
 mod support;
 
+#[cfg(target_os = "linux")]
+#[path = "gateway_security/resources.rs"]
+mod resources;
+
 use std::net::Ipv4Addr;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;

@@ -2,23 +2,19 @@
 //! under the usual 1,024-descriptor limit, idle sessions unloaded and
 //! reloaded on use, read-only clients that cannot make the hub grow, and
 //! the soft open-files limit raised at start. Each test drives the real
-//! binary and reads what it holds from `/proc`.
-
-#![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+//! binary and reads what it holds from `/proc` (Linux only). A module of
+//! the gateway security tests' binary, which builds `tests/support` once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::support::acp_client::{Sandbox, TIMEOUT};
+use crate::support::gateway::{Client, Gateway, connect_params, new_token, write_gateway_config};
+use crate::support::mock_model::{MockModel, Reply};
+use crate::support::wait_until;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use support::acp_client::{Sandbox, TIMEOUT};
-use support::gateway::{Client, Gateway, connect_params, new_token, write_gateway_config};
-use support::mock_model::{MockModel, Reply};
-use support::wait_until;
 use tokio::process::Command;
 
 /// A model that answers every request with the same short text and keeps
@@ -31,7 +27,7 @@ struct LeanModel {
 
 impl LeanModel {
     async fn start() -> Self {
-        let body = support::mock_model::fixture("anthropic/text.sse");
+        let body = crate::support::mock_model::fixture("anthropic/text.sse");
         let requests = Arc::new(AtomicUsize::new(0));
         let counted = requests.clone();
         let app = axum::Router::new().fallback(move || {
