@@ -17,8 +17,9 @@ mod system_prompt;
 pub mod transport;
 pub mod updates;
 
+use parking_lot::Mutex;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
@@ -252,7 +253,7 @@ pub async fn serve(
     // The client went away: the sessions it owns end here; those of the
     // process's other connections stay open.
     let open: Vec<Arc<Session>> = {
-        let mut sessions = lock(&server.registry.sessions);
+        let mut sessions = server.registry.sessions.lock();
         let owned: Vec<String> = sessions
             .iter()
             .filter(|(_, s)| s.owned_by(server.connection))
@@ -286,13 +287,6 @@ struct Server {
     registry: Arc<registry::Registry>,
 }
 
-/// Locks a mutex whose data stays consistent even if a holder panicked.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// The auth-required error (-32000) with the sentence that fixes it.
 fn auth_required(hint: String) -> Error {
     Error::new(Error::auth_required().code, hint.clone())
@@ -314,7 +308,7 @@ fn checked_client_prompt(
 
 impl Server {
     fn initialize(&self, req: InitializeRequest) -> InitializeResponse {
-        *lock(&self.client) = req.client_capabilities.clone();
+        *self.client.lock() = req.client_capabilities.clone();
         // Zed's older way of saying it can run terminal logins.
         let legacy_terminal = req
             .client_capabilities
@@ -435,7 +429,7 @@ impl Server {
         session::Owner {
             connection: self.connection,
             cx: cx.clone(),
-            client: lock(&self.client).clone(),
+            client: self.client.lock().clone(),
             drain: self.drain.clone(),
         }
     }
@@ -481,7 +475,10 @@ impl Server {
             session.set_client_prompt(prompt);
         }
         let options = session.config_options();
-        lock(&self.registry.sessions).insert(id.clone(), session.clone());
+        self.registry
+            .sessions
+            .lock()
+            .insert(id.clone(), session.clone());
         let modes = session.mode_state();
         Ok(NewSessionResponse::new(id)
             .config_options(options)
@@ -569,11 +566,11 @@ impl Server {
         let id = session_id.0.to_string();
         crate::session::check_cwd(&cwd).map_err(|e| invalid_params(e.to_string()))?;
         let settings = self.settings(&cwd)?;
-        let open = lock(&self.registry.sessions).get(&id).cloned();
+        let open = self.registry.sessions.lock().get(&id).cloned();
         let internal =
             |e: &dyn std::fmt::Display| Error::new(Error::internal_error().code, e.to_string());
         let options = {
-            let client = lock(&self.client);
+            let client = self.client.lock();
             updates::ReplayOptions {
                 compaction: client
                     .session
@@ -638,7 +635,7 @@ impl Server {
         .await
         .map_err(|e| internal(&e))?
         .map_err(|e| internal(&e))?;
-        if let Some(old) = lock(&self.registry.sessions).remove(&id) {
+        if let Some(old) = self.registry.sessions.lock().remove(&id) {
             old.cancel();
             // The reopened session starts its own servers.
             tokio::spawn(async move { old.shutdown_mcp().await });
@@ -660,7 +657,7 @@ impl Server {
             session.set_client_prompt(prompt);
         }
         self.send_replay(blocks, cx).await;
-        lock(&self.registry.sessions).insert(id, session.clone());
+        self.registry.sessions.lock().insert(id, session.clone());
         Ok(session)
     }
 
@@ -725,7 +722,7 @@ impl Server {
 
     /// `session/close`: stops the session's work and frees it.
     fn close_session(&self, id: &str) -> Result<(), Error> {
-        let session = lock(&self.registry.sessions).remove(id);
+        let session = self.registry.sessions.lock().remove(id);
         match session {
             Some(session) => {
                 session.cancel();
@@ -742,7 +739,7 @@ impl Server {
     /// `session/delete`: closes the session if it is open and removes its
     /// transcript.
     fn delete_session(&self, id: &str) -> Result<(), Error> {
-        if let Some(session) = lock(&self.registry.sessions).remove(id) {
+        if let Some(session) = self.registry.sessions.lock().remove(id) {
             session.cancel();
             let written = session.is_written();
             self.closed(session);
@@ -767,7 +764,9 @@ impl Server {
     }
 
     fn session(&self, id: &str) -> Result<Arc<Session>, Error> {
-        lock(&self.registry.sessions)
+        self.registry
+            .sessions
+            .lock()
             .get(id)
             .cloned()
             .ok_or_else(|| {
@@ -782,7 +781,7 @@ impl Server {
             session: id.clone(),
         });
         if let Ok(session) = self.session(&id.0) {
-            let client = lock(&self.client).clone();
+            let client = self.client.lock().clone();
             session.announce_commands(cx, &client);
             session.report_mcp(cx, &client);
             let spawned = cx.spawn(async move {
@@ -883,7 +882,7 @@ impl Server {
     }
 
     fn cancel(&self, id: &str) {
-        match lock(&self.registry.sessions).get(id) {
+        match self.registry.sessions.lock().get(id) {
             Some(session) => session.cancel(),
             None => tracing::debug!(session = id, "cancel for an unknown session"),
         }

@@ -1412,7 +1412,7 @@ mod retry_tests {
 
 #[cfg(test)]
 mod silent_tests {
-    use std::sync::Mutex;
+    use parking_lot::Mutex;
 
     use pretty_assertions::assert_eq;
 
@@ -1425,7 +1425,7 @@ mod silent_tests {
     impl AgentHost for Shown {
         fn emit(&self, event: AgentEvent) {
             if let AgentEvent::TextDelta(text) = event {
-                self.0.lock().unwrap().push(text);
+                self.0.lock().push(text);
             }
         }
 
@@ -1450,7 +1450,7 @@ mod silent_tests {
         }
         throttle.flush(&host);
         throttle.finish(&host);
-        host.0.into_inner().unwrap().concat()
+        host.0.into_inner().concat()
     }
 
     #[test]

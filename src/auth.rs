@@ -511,7 +511,7 @@ pub struct SessionCredentials {
     /// Per provider: its key variable, a key from the config file, and
     /// whether it works without a key.
     providers: BTreeMap<String, ProviderKeys>,
-    pinned: std::sync::Mutex<Option<String>>,
+    pinned: parking_lot::Mutex<Option<String>>,
     /// OAuth settings by provider, for refreshing tokens.
     oauth: BTreeMap<String, oauth::OAuthConfig>,
 }
@@ -533,21 +533,18 @@ impl SessionCredentials {
         Self {
             resolver,
             providers,
-            pinned: std::sync::Mutex::new(None),
+            pinned: parking_lot::Mutex::new(None),
             oauth,
         }
     }
 
     /// Pins the session to a profile (`/model provider/model@profile`).
     pub fn pin(&self, id: Option<String>) {
-        *self.pinned.lock().unwrap_or_else(|p| p.into_inner()) = id;
+        *self.pinned.lock() = id;
     }
 
     pub fn pinned(&self) -> Option<String> {
-        self.pinned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.pinned.lock().clone()
     }
 }
 
@@ -638,7 +635,7 @@ impl crate::agent::failover::CredentialSource for SessionCredentials {
         retry_after: Option<Duration>,
     ) {
         self.resolver.failed_for(id, failure, retry_after);
-        let mut pinned = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pinned = self.pinned.lock();
         if pinned.as_deref() == Some(id) {
             *pinned = None;
         }

@@ -16,8 +16,9 @@ mod sent;
 mod stream;
 mod wire;
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use agent_client_protocol::v1::ConnectionTo;
@@ -328,12 +329,6 @@ struct Remote {
     row: Option<Value>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// An ACP error for a gateway failure: a sentence naming the gateway.
 fn gateway_error(error: ClientError) -> Error {
     internal(error.to_string())
@@ -426,7 +421,8 @@ impl Bridge {
     /// Opens a session by key: remembers it and learns its row.
     async fn open(&self, key: &str) -> Result<Option<Value>, Error> {
         let row = self.row(key).await.map_err(gateway_error)?;
-        lock(&self.state)
+        self.state
+            .lock()
             .sessions
             .insert(key.to_string(), Remote { row: row.clone() });
         self.follow(key).await;
@@ -594,7 +590,7 @@ impl Bridge {
                 .await
                 .is_ok_and(|found| found["key"] == key);
             if !known {
-                lock(&self.state).sessions.remove(key);
+                self.state.lock().sessions.remove(key);
                 return Err(invalid_params(format!("no session {key} on the gateway")));
             }
         }
@@ -666,17 +662,17 @@ impl Bridge {
 
     async fn close_session(&self, req: CloseSessionRequest) -> Result<CloseSessionResponse, Error> {
         let key = req.session_id.0.to_string();
-        if lock(&self.state).sessions.remove(&key).is_none() {
+        if self.state.lock().sessions.remove(&key).is_none() {
             return Err(invalid_params(format!("no open session {key}")));
         }
         self.cancel(&key);
-        lock(&self.state).runs.retain(|_, run| run.key != key);
+        self.state.lock().runs.retain(|_, run| run.key != key);
         self.unfollow(&key).await;
         Ok(CloseSessionResponse::new())
     }
 
     fn check_open(&self, key: &str) -> Result<(), Error> {
-        if lock(&self.state).sessions.contains_key(key) {
+        if self.state.lock().sessions.contains_key(key) {
             Ok(())
         } else {
             Err(invalid_params(format!(
@@ -704,7 +700,9 @@ impl Bridge {
             None => match self.row(key).await.map_err(gateway_error)? {
                 Some(row) => Some(row),
                 None => {
-                    let known = lock(&self.state)
+                    let known = self
+                        .state
+                        .lock()
                         .sessions
                         .get(key)
                         .and_then(|r| r.row.clone());
@@ -717,7 +715,7 @@ impl Bridge {
                 }
             },
         };
-        if let Some(remote) = lock(&self.state).sessions.get_mut(key) {
+        if let Some(remote) = self.state.lock().sessions.get_mut(key) {
             remote.row = row.clone();
         }
         let (config, _) = self.options_of(row.as_ref()).await;
@@ -774,7 +772,8 @@ impl Bridge {
         let (done, ending) = tokio::sync::oneshot::channel();
         // Registered before the send: the run's first events may come
         // before the answer to `chat.send`.
-        lock(&self.state)
+        self.state
+            .lock()
             .runs
             .insert(run.clone(), stream::Run::ours(&key, done));
         let mut params = json!({"sessionKey": key, "message": message, "idempotencyKey": run});
@@ -784,7 +783,9 @@ impl Bridge {
         match self.send(&params).await {
             // Cancelled before the gateway had the run: abort it now.
             Ok(_)
-                if lock(&self.state)
+                if self
+                    .state
+                    .lock()
                     .runs
                     .get(&run)
                     .is_some_and(stream::Run::is_cancelled) =>
@@ -807,7 +808,7 @@ impl Bridge {
                 _ => {}
             },
             Err(e) => {
-                lock(&self.state).runs.remove(&run);
+                self.state.lock().runs.remove(&run);
                 return Err(match e {
                     ClientError::Rpc { message, .. } => invalid_params(message),
                     other => gateway_error(other),
@@ -818,7 +819,7 @@ impl Bridge {
             "the bridge lost track of this turn".to_string(),
         ));
         if let Ok(row) = self.row(&key).await {
-            if let Some(remote) = lock(&self.state).sessions.get_mut(&key) {
+            if let Some(remote) = self.state.lock().sessions.get_mut(&key) {
                 remote.row = row.clone();
             }
             self.send_info(&key, row.as_ref());
@@ -853,7 +854,7 @@ impl Bridge {
 
     /// Ends this bridge's prompt for a run, once.
     fn settle(&self, run: &str, ending: stream::Ending) {
-        if let Some(run) = lock(&self.state).runs.get_mut(run) {
+        if let Some(run) = self.state.lock().runs.get_mut(run) {
             run.settle(ending);
         }
     }
@@ -861,7 +862,7 @@ impl Bridge {
     /// `session/cancel`: the prompt ends now; the gateway is told after.
     fn cancel(&self, key: &str) {
         let cancelled: Vec<String> = {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             state
                 .runs
                 .iter_mut()
@@ -913,7 +914,7 @@ impl Bridge {
                 let bridge = self.clone();
                 tokio::spawn(async move {
                     // A new connection follows nothing yet.
-                    let keys: Vec<String> = lock(&bridge.state).sessions.keys().cloned().collect();
+                    let keys: Vec<String> = bridge.state.lock().sessions.keys().cloned().collect();
                     for key in keys {
                         bridge.follow(&key).await;
                     }

@@ -1014,7 +1014,7 @@ impl Settings {
 
     /// A new loop history with the configured thresholds; one per session.
     pub fn loop_detector(&self) -> crate::agent::loops::SharedLoops {
-        std::sync::Arc::new(std::sync::Mutex::new(
+        std::sync::Arc::new(parking_lot::Mutex::new(
             crate::agent::loops::LoopDetector::new(self.config.loop_detection.unwrap_or_default()),
         ))
     }

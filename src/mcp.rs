@@ -41,9 +41,10 @@ mod content;
 pub mod server;
 mod tool;
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -184,10 +185,6 @@ pub(crate) struct Server {
     events: tokio::sync::mpsc::UnboundedSender<Event>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Server {
     fn report(&self, title: &str, text: String) {
         let _ = self.events.send(Event {
@@ -198,7 +195,8 @@ impl Server {
     }
 
     fn peer(&self) -> Option<Peer<RoleClient>> {
-        lock(&self.state)
+        self.state
+            .lock()
             .connection
             .as_ref()
             .map(|c| c.peer.clone())
@@ -208,7 +206,7 @@ impl Server {
     /// so to the user unless it had already ended.
     fn fail(&self, why: String) {
         let connection = {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             if matches!(state.status, Status::Failed(_) | Status::Stopped) {
                 return;
             }
@@ -230,7 +228,7 @@ impl Server {
 
     /// Fetches the tool list again.
     async fn list(self: &Arc<Self>, peer: &Peer<RoleClient>) -> Result<(), String> {
-        let seen = lock(&self.state).changes;
+        let seen = self.state.lock().changes;
         let listed = peer
             .list_all_tools()
             .await
@@ -244,7 +242,7 @@ impl Server {
             })
             .collect();
         {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             if state.status == Status::Ready || state.status == Status::Starting {
                 state.tools = tools;
             }
@@ -261,13 +259,13 @@ impl Server {
         loop {
             let notified = self.refreshed.notified();
             {
-                let state = lock(&self.state);
+                let state = self.state.lock();
                 if state.status != Status::Ready || state.listed >= state.changes {
                     return state.tools.clone();
                 }
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return lock(&self.state).tools.clone();
+                return self.state.lock().tools.clone();
             }
         }
     }
@@ -351,7 +349,7 @@ impl Server {
                     e,
                     rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_)
                 ) || peer.is_transport_closed()
-                    || lock(&self.state).connection.is_none();
+                    || self.state.lock().connection.is_none();
                 if !gone {
                     ToolOutput::error(format!(
                         "MCP server `{}` answered {tool} with an error: {e}",
@@ -438,7 +436,10 @@ impl<'a> PendingCall<'a> {
         progress: Progress,
         alive: Arc<tokio::sync::Notify>,
     ) -> Self {
-        lock(&server.progress).insert(token.clone(), (progress, alive));
+        server
+            .progress
+            .lock()
+            .insert(token.clone(), (progress, alive));
         Self {
             server,
             peer,
@@ -455,7 +456,7 @@ impl<'a> PendingCall<'a> {
 
 impl Drop for PendingCall<'_> {
     fn drop(&mut self) {
-        lock(&self.server.progress).remove(&self.token);
+        self.server.progress.lock().remove(&self.token);
         if self.answered {
             return;
         }
@@ -556,7 +557,7 @@ impl rmcp::ClientHandler for Handler {
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, rmcp::ErrorData> {
         let roots = match self.server.upgrade() {
-            Some(server) => roots_of(&lock(&server.roots)),
+            Some(server) => roots_of(&server.roots.lock()),
             None => Vec::new(),
         };
         Ok(ListRootsResult::new(roots))
@@ -571,7 +572,7 @@ impl rmcp::ClientHandler for Handler {
             return;
         };
         // A report for a call that already ended (or never was) is dropped.
-        let route = lock(&server.progress).get(&params.progress_token).cloned();
+        let route = server.progress.lock().get(&params.progress_token).cloned();
         if let Some((progress, alive)) = route {
             alive.notify_one();
             progress(vec![Display::Text(progress_text(&params))]);
@@ -582,7 +583,7 @@ impl rmcp::ClientHandler for Handler {
         let Some(server) = self.server.upgrade() else {
             return;
         };
-        lock(&server.state).changes += 1;
+        server.state.lock().changes += 1;
         if let Some(peer) = server.peer()
             && let Err(why) = server.list(&peer).await
         {
@@ -693,7 +694,7 @@ impl Manager {
 
     /// The directories the servers are told they may work in.
     pub fn roots(&self) -> Vec<PathBuf> {
-        lock(&self.roots).clone()
+        self.roots.lock().clone()
     }
 
     /// Replaces the roots and, when they changed, sends
@@ -704,7 +705,7 @@ impl Manager {
     /// new set when it first asks.
     pub async fn set_roots(&self, roots: Vec<PathBuf>) {
         {
-            let mut current = lock(&self.roots);
+            let mut current = self.roots.lock();
             if *current == roots {
                 return;
             }
@@ -728,14 +729,14 @@ impl Manager {
 
     /// What the user should hear about; taken once, by the frontend.
     pub fn take_events(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Event>> {
-        lock(&self.events).take()
+        self.events.lock().take()
     }
 
     /// The tools of the running servers, as they are now.
     pub fn tools_now(&self) -> Vec<Arc<dyn Tool>> {
         self.servers
             .iter()
-            .flat_map(|s| lock(&s.state).tools.clone())
+            .flat_map(|s| s.state.lock().tools.clone())
             .collect()
     }
 
@@ -743,7 +744,7 @@ impl Manager {
         self.servers
             .iter()
             .map(|s| {
-                let state = lock(&s.state);
+                let state = s.state.lock();
                 ServerReport {
                     name: s.spec.name.clone(),
                     origin: s.spec.origin,
@@ -767,7 +768,7 @@ impl Manager {
             .servers
             .iter()
             .filter_map(|s| {
-                let mut state = lock(&s.state);
+                let mut state = s.state.lock();
                 state.tools.clear();
                 if !matches!(state.status, Status::Failed(_)) {
                     state.status = Status::Stopped;
@@ -807,7 +808,7 @@ impl Drop for Manager {
         // The last resort when nobody called `shutdown`: nothing outlives
         // the session.
         for server in &self.servers {
-            if let Some(connection) = lock(&server.state).connection.take() {
+            if let Some(connection) = server.state.lock().connection.take() {
                 end(connection, true);
             }
         }
@@ -902,7 +903,7 @@ async fn connect(server: &Arc<Server>) -> Result<(), String> {
         group,
     };
     let shut_down = {
-        let mut state = lock(&server.state);
+        let mut state = server.state.lock();
         if state.status == Status::Starting {
             state.connection = Some(connection);
             None
@@ -940,7 +941,7 @@ async fn connect(server: &Arc<Server>) -> Result<(), String> {
     });
     server.list(&peer).await?;
     {
-        let mut state = lock(&server.state);
+        let mut state = server.state.lock();
         if state.status == Status::Starting {
             state.status = Status::Ready;
         }
@@ -957,7 +958,9 @@ fn listen_for_changes(server: &Arc<Server>, peer: Peer<RoleClient>) {
         .peer_info()
         .and_then(|info| serde_json::to_value(&*info).ok())
         .is_some_and(|info| info["capabilities"]["tools"]["listChanged"] == true);
-    let Some(stop) = lock(&server.state)
+    let Some(stop) = server
+        .state
+        .lock()
         .connection
         .as_ref()
         .map(|c| c.stop.clone())
@@ -992,7 +995,7 @@ fn listen_for_changes(server: &Arc<Server>, peer: Peer<RoleClient>) {
                     let Some(server) = watched.upgrade() else {
                         return;
                     };
-                    lock(&server.state).changes += 1;
+                    server.state.lock().changes += 1;
                     if let Err(why) = server.list(&peer).await {
                         tracing::warn!(server = %server.spec.name, "{why}");
                         server.refreshed.notify_waiters();

@@ -7,7 +7,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 use futures::future::BoxFuture;
 use pincer::agent::{AgentEvent, AgentHost, Answer};
@@ -42,7 +42,7 @@ impl AgentHost for Host {
             AgentEvent::MessageEnd(m) => format!("message {}", m.text()),
             _ => return,
         };
-        self.events.lock().unwrap().push(name);
+        self.events.lock().push(name);
     }
     fn request_permission<'a>(
         &'a self,
@@ -53,7 +53,6 @@ impl AgentHost for Host {
     ) -> BoxFuture<'a, Answer> {
         self.events
             .lock()
-            .unwrap()
             .push(format!("asked {}", call.name));
         let answer = self.answer;
         Box::pin(async move { answer })
@@ -112,7 +111,7 @@ async fn run_in(
         if let StepEvent::Finished(r) = event
             && r.kind != "parallel"
         {
-            records.lock().unwrap().push(r.clone());
+            records.lock().push(r.clone());
         }
     };
     let recorded = Mutex::new(Vec::new());
@@ -137,8 +136,8 @@ async fn run_in(
         .run(workflow, inputs)
         .await
         .map_err(|e| e.to_string());
-    let records = records.into_inner().unwrap();
-    let events = host.events.into_inner().unwrap();
+    let records = records.into_inner();
+    let events = host.events.into_inner();
     (records, events, result)
 }
 

@@ -5,8 +5,9 @@
 //! terminals); any connection may prompt or cancel it, and one observer
 //! (the gateway) sees what every session does, in order.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use agent_client_protocol::v1::schema::{
     PermissionOptionKind, SessionId, SessionNotification, StopReason,
@@ -72,7 +73,7 @@ pub struct Registry {
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
-            .field("open", &super::lock(&self.sessions).len())
+            .field("open", &self.sessions.lock().len())
             .finish_non_exhaustive()
     }
 }
@@ -102,13 +103,14 @@ impl Registry {
 
     /// Whether a session with this id is open in this process.
     pub fn is_open(&self, id: &str) -> bool {
-        super::lock(&self.sessions).contains_key(id)
+        self.sessions.lock().contains_key(id)
     }
 
     /// How many prompts wait for the session's running run (0 for a
     /// session that is not open).
     pub fn waiting(&self, id: &str) -> usize {
-        super::lock(&self.sessions)
+        self.sessions
+            .lock()
             .get(id)
             .map_or(0, |session| session.waiting())
     }
@@ -116,7 +118,7 @@ impl Registry {
     /// Gives an open session the user's own name (see
     /// [`Session::rename`]); `None` when no session with this id is open.
     pub fn rename(&self, id: &str, label: &str) -> Option<std::io::Result<()>> {
-        let session = super::lock(&self.sessions).get(id).cloned()?;
+        let session = self.sessions.lock().get(id).cloned()?;
         Some(session.rename(label))
     }
 
@@ -127,7 +129,8 @@ impl Registry {
         let Some(&owner) = self.observer_connection.get() else {
             return Vec::new();
         };
-        super::lock(&self.sessions)
+        self.sessions
+            .lock()
             .iter()
             .filter(|(_, session)| session.owned_by(owner))
             .map(|(id, _)| id.clone())
@@ -145,7 +148,7 @@ impl Registry {
             return false;
         };
         let session = {
-            let mut sessions = super::lock(&self.sessions);
+            let mut sessions = self.sessions.lock();
             let idle = sessions
                 .get(id)
                 .is_some_and(|s| s.owned_by(owner) && s.is_idle());

@@ -1,8 +1,9 @@
 //! One ACP session: its working directory, model and thinking level, its
 //! history, and the token that cancels its current turn.
 
+use parking_lot::Mutex;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
@@ -21,7 +22,7 @@ use super::commands::{self, Command};
 use super::editor::{EditorFiles, EditorTerminals};
 use super::registry::{Observed, Registry};
 use super::transport::Drain;
-use super::{auth_required, invalid_params, lock, updates};
+use super::{auth_required, invalid_params, updates};
 use crate::agent::{self, AgentEvent, AgentHost, AgentMessage, Answer, Mode, Permissions, RunStop};
 use crate::config::Settings;
 use crate::llm::{LlmError, Model, ThinkingLevel, ToolCall};
@@ -344,28 +345,28 @@ impl Session {
 
     /// The connection the session belongs to now.
     pub fn owner(&self) -> Owner {
-        lock(&self.owner).clone()
+        self.owner.lock().clone()
     }
 
     /// Gives the session to another connection (it opened it again),
     /// which is then told the slash commands afresh.
     pub fn set_owner(&self, owner: Owner) {
-        let mut current = lock(&self.owner);
+        let mut current = self.owner.lock();
         if current.connection != owner.connection {
-            lock(&self.announced).commands = None;
+            self.announced.lock().commands = None;
         }
         *current = owner;
     }
 
     pub fn owned_by(&self, connection: u64) -> bool {
-        lock(&self.owner).connection == connection
+        self.owner.lock().connection == connection
     }
 
     /// Sends a live `session/update` to `cx` (the owner's connection) and
     /// tells the observer.
     fn send_update(&self, cx: &ConnectionTo<Client>, update: SessionUpdate) {
         let notification = SessionNotification::new(self.id.clone(), update);
-        let owner = lock(&self.owner).connection;
+        let owner = self.owner.lock().connection;
         if self.registry.hears_through_observer(owner) {
             self.registry.tell(Observed::Update(notification));
             return;
@@ -381,7 +382,7 @@ impl Session {
 
     /// Sends a live `session/update` to the session's owner.
     pub fn notify_owner(&self, update: SessionUpdate) {
-        let cx = lock(&self.owner).cx.clone();
+        let cx = self.owner.lock().cx.clone();
         self.send_update(&cx, update);
     }
 
@@ -423,15 +424,15 @@ impl Session {
 
     /// The session's settings as they are now.
     fn settings(&self) -> Arc<Settings> {
-        lock(&self.settings_cell).clone()
+        self.settings_cell.lock().clone()
     }
 
     fn credentials(&self) -> Arc<crate::auth::SessionCredentials> {
-        lock(&self.credentials_cell).clone()
+        self.credentials_cell.lock().clone()
     }
 
     fn mcp(&self) -> Arc<crate::mcp::Manager> {
-        lock(&self.mcp_cell).clone()
+        self.mcp_cell.lock().clone()
     }
 
     /// Ends the session's MCP servers (and their processes).
@@ -462,7 +463,7 @@ impl Session {
                 };
                 let notification = SessionNotification::new(id.clone(), update);
                 registry.tell(Observed::Update(notification.clone()));
-                let cx = lock(&owner).cx.clone();
+                let cx = owner.lock().cx.clone();
                 if cx.send_notification(notification).is_err() {
                     break;
                 }
@@ -481,7 +482,7 @@ impl Session {
             // session on its default model; the history still loads.
             match self.settings().catalog.resolve(id) {
                 Ok(model) if self.settings().can_offer(&model) => {
-                    lock(&self.state).model = model;
+                    self.state.lock().model = model;
                 }
                 _ => {
                     tracing::warn!(model = %id, "the session's model is not available; using the default")
@@ -489,17 +490,17 @@ impl Session {
             }
         }
         if let Some(level) = restored.thinking {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             state.thinking = clamp_thinking(&state.model, level);
         }
         if let Some(mode) = restored.mode {
             self.permissions.set_mode(mode);
         }
         if let Some(queue) = restored.queue {
-            lock(&self.queue).mode = queue;
+            self.queue.lock().mode = queue;
         }
         {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             state.last_call = restored.last_call;
             state.client_prompt = restored.client_prompt.clone();
             state.labelled = restored.labelled;
@@ -527,8 +528,8 @@ impl Session {
             .try_lock()
             .map_err(|_| "the session is busy".to_string())?;
         let (resume, synced) = restored.claude_code.clone().unzip();
-        *lock(&self.claude_code) = crate::agent::claude_code::Session::new(resume, synced);
-        *lock(&self.unfinished_workflow) = restored.unfinished_workflow.clone();
+        *self.claude_code.lock() = crate::agent::claude_code::Session::new(resume, synced);
+        *self.unfinished_workflow.lock() = restored.unfinished_workflow.clone();
         *history = restored.history;
         Ok(())
     }
@@ -539,7 +540,7 @@ impl Session {
     /// nothing.
     pub fn set_client_prompt(&self, prompt: crate::context::ClientPrompt) {
         let changed = {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             let changed = state.client_prompt.as_ref() != Some(&prompt);
             state.client_prompt = Some(prompt.clone());
             changed
@@ -552,7 +553,7 @@ impl Session {
     /// Whether the session's transcript is on disk (see
     /// [`transcript::Writer::is_written`]).
     pub fn is_written(&self) -> bool {
-        lock(&self.transcript).is_written()
+        self.transcript.lock().is_written()
     }
 
     /// Whether nothing of the session is going on: no run (a turn holds
@@ -568,18 +569,18 @@ impl Session {
     /// Appends to the transcript. A failure is logged, not fatal: the turn
     /// goes on, and the next append tries again.
     fn record(&self, record: transcript::Record) {
-        if let Err(e) = lock(&self.transcript).append(record) {
+        if let Err(e) = self.transcript.lock().append(record) {
             tracing::error!(error = %e, "cannot write the session transcript");
         }
     }
 
     /// The id a record written later with [`Session::record_as`] gets.
     fn reserve_entry(&self) -> String {
-        lock(&self.transcript).reserve()
+        self.transcript.lock().reserve()
     }
 
     fn record_as(&self, id: String, record: transcript::Record) {
-        if let Err(e) = lock(&self.transcript).append_as(id, record) {
+        if let Err(e) = self.transcript.lock().append_as(id, record) {
             tracing::error!(error = %e, "cannot write the session transcript");
         }
     }
@@ -611,23 +612,23 @@ impl Session {
         // Cancelling a session cancels what waits in it too. The waiting
         // prompts are answered first, so that the observer hears of them
         // before anything the cancelled run does as it stops.
-        let waiting = std::mem::take(&mut lock(&self.queue).waiting);
+        let waiting = std::mem::take(&mut self.queue.lock().waiting);
         for queued in waiting {
             queued
                 .reply
                 .send(Ok(PromptResponse::new(StopReason::Cancelled)));
         }
-        lock(&self.state).cancel.cancel();
+        self.state.lock().cancel.cancel();
     }
 
     /// How many prompts wait for the session's running run.
     pub fn waiting(&self) -> usize {
-        lock(&self.queue).waiting.len()
+        self.queue.lock().waiting.len()
     }
 
     /// The session's config options, complete, as ACP wants them.
     pub fn config_options(&self) -> Vec<SessionConfigOption> {
-        let state = lock(&self.state);
+        let state = self.state.lock();
         let current = state.model.full_id();
         let mut models: Vec<SessionConfigSelectOption> = self
             .settings()
@@ -672,7 +673,7 @@ impl Session {
             SessionConfigOption::select(
                 QUEUE_OPTION,
                 "Messages while busy",
-                lock(&self.queue).mode.id(),
+                self.queue.lock().mode.id(),
                 vec![
                     SessionConfigSelectOption::new(agent::QueueMode::Steer.id(), "Steer")
                         .description(
@@ -711,7 +712,7 @@ impl Session {
                 }
                 let full_id = model.full_id();
                 {
-                    let mut state = lock(&self.state);
+                    let mut state = self.state.lock();
                     state.thinking = clamp_thinking(&model, state.thinking);
                     state.model = model;
                 }
@@ -719,7 +720,7 @@ impl Session {
                 Ok(())
             }
             THOUGHT_OPTION => {
-                let mut state = lock(&self.state);
+                let mut state = self.state.lock();
                 let level = ThinkingLevel::parse(value)
                     .filter(|l| thinking_levels(&state.model).contains(l))
                     .ok_or_else(|| {
@@ -748,7 +749,7 @@ impl Session {
                 let mode = agent::QueueMode::parse(value).ok_or_else(|| {
                     format!("`{value}` is not a queue mode; choose `steer` or `follow-up`")
                 })?;
-                lock(&self.queue).mode = mode;
+                self.queue.lock().mode = mode;
                 self.record(transcript::Record::QueueChange { queue: mode });
                 Ok(())
             }
@@ -838,7 +839,7 @@ impl Session {
         };
         let (reply, answer) = self.reply(start.tag.clone());
         let first = {
-            let mut queue = lock(&self.queue);
+            let mut queue = self.queue.lock();
             if queue.running {
                 queue.waiting.push_back(Queued {
                     content,
@@ -874,7 +875,7 @@ impl Session {
         });
         if let Err(e) = spawned {
             let current = {
-                let mut queue = lock(&self.queue);
+                let mut queue = self.queue.lock();
                 queue.running = false;
                 queue.current.take()
             };
@@ -902,7 +903,7 @@ impl Session {
                 .run_content(content, http, cx.clone(), client.clone(), drain.clone())
                 .await;
             let (done, next) = {
-                let mut queue = lock(&self.queue);
+                let mut queue = self.queue.lock();
                 let done = queue.current.take();
                 let next = queue.waiting.pop_front();
                 match &next {
@@ -1049,7 +1050,7 @@ impl Session {
         prompt: String,
         answer: String,
     ) {
-        let session_model = lock(&self.state).model.clone();
+        let session_model = self.state.lock().model.clone();
         let model = crate::agent::title::model_for(&self.settings(), &session_model);
         let Some(model) = model else { return };
         let key = self.settings().own_call_key(&model, &session_model);
@@ -1075,11 +1076,11 @@ impl Session {
                     return;
                 }
             };
-            let path = lock(&session.transcript).path().to_path_buf();
+            let path = session.transcript.lock().path().to_path_buf();
             if !path.exists() {
                 return; // deleted meanwhile
             }
-            if lock(&session.state).labelled {
+            if session.state.lock().labelled {
                 tracing::info!(session = %session.id.0, "the user named the session meanwhile; the model's title is not used");
                 return;
             }
@@ -1103,12 +1104,12 @@ impl Session {
     /// recorded in the transcript, kept beside it for listings, sent to the
     /// owner as the session's title; a model no longer names the session.
     pub fn rename(&self, label: &str) -> std::io::Result<()> {
-        lock(&self.state).labelled = true;
+        self.state.lock().labelled = true;
         self.record(transcript::Record::Title {
             title: label.to_string(),
             by_user: true,
         });
-        let path = lock(&self.transcript).path().to_path_buf();
+        let path = self.transcript.lock().path().to_path_buf();
         crate::session::save_label(&path, label)?;
         let update = SessionInfoUpdate::new()
             .title(label.to_string())
@@ -1129,7 +1130,7 @@ impl Session {
     /// token, which `session/cancel` reaches.
     fn turn_config(&self) -> Result<(agent::AgentConfig, CancellationToken), Error> {
         let (model, thinking, last_call, cancel, client_prompt) = {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             if !self.settings().has_credentials(&state.model) {
                 return Err(auth_required(
                     self.settings().credential_hint_in_editor(&state.model),
@@ -1180,7 +1181,7 @@ impl Session {
         config.credentials = Some(self.credentials().clone());
         config.extra_tools = Some(self.mcp().clone());
         config.session_id = Some(self.id.0.to_string());
-        let claude_code = lock(&self.claude_code).clone();
+        let claude_code = self.claude_code.lock().clone();
         self.settings().use_claude_code(&mut config, claude_code);
         Ok((config, cancel))
     }
@@ -1289,7 +1290,7 @@ impl Session {
             .map(|w| (w.name.clone(), w.description.clone()))
             .collect();
         let commands = commands::available(&skills, &templates, &workflows);
-        let mut announced = lock(&self.announced);
+        let mut announced = self.announced.lock();
         if announced.commands.as_ref() != Some(&commands) {
             announced.commands = Some(commands.clone());
             self.notify(

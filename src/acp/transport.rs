@@ -23,9 +23,10 @@
 //!
 //! Only whole JSON-RPC lines are written to stdout, each flushed at once.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use agent_client_protocol::{RawJsonRpcId, RawJsonRpcMessage, TransportFrame};
 use futures::{Sink, Stream};
@@ -197,10 +198,8 @@ impl Drain {
         self.stdout_gone.cancel();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, DrainState> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, DrainState> {
+        self.state.lock()
     }
 
     fn on_incoming(&self, line: &str) {

@@ -11,8 +11,9 @@
 //! truncation. Each step that refuses a call turns it into an error result
 //! the model sees; only the loop breaker ends the run.
 
+use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -120,11 +121,7 @@ impl ToolGuard {
         };
         // Refused calls count too: a model that keeps calling a forbidden
         // tool is looping as surely as one that repeats a read.
-        let verdict = self
-            .loops
-            .lock()
-            .map(|mut l| l.check(&call.name, &call.arguments))
-            .unwrap_or(Verdict::Ok);
+        let verdict = self.loops.lock().check(&call.name, &call.arguments);
         let warning = match verdict {
             Verdict::Break(text) => return Admission::Break(text),
             Verdict::Block(text) => return Admission::Refuse(ToolOutput::error(text)),
@@ -195,10 +192,10 @@ impl ToolGuard {
 
     /// Remembers what a call returned (also for calls that never ran).
     pub fn record(&self, call: &ToolCall, output: &ToolOutput) {
-        if let Ok(mut loops) = self.loops.lock() {
-            let content = serde_json::to_value(&output.content).unwrap_or(Value::Null);
-            loops.finished(&call.name, &call.arguments, &content, output.is_error);
-        }
+        let content = serde_json::to_value(&output.content).unwrap_or(Value::Null);
+        self.loops
+            .lock()
+            .finished(&call.name, &call.arguments, &content, output.is_error);
     }
 
     /// Runs the hooks of an event that only informs.

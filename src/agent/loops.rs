@@ -100,7 +100,7 @@ struct Entry {
 }
 
 /// A session's detector, shared by its runs.
-pub type SharedLoops = std::sync::Arc<std::sync::Mutex<LoopDetector>>;
+pub type SharedLoops = std::sync::Arc<parking_lot::Mutex<LoopDetector>>;
 
 /// One session's recent calls.
 #[derive(Debug, Default)]

@@ -16,9 +16,9 @@
 //! mode but `bypass` and whatever was remembered, because writing there
 //! turns "may edit files" into "may run anything later".
 
+use parking_lot::Mutex;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
@@ -325,8 +325,8 @@ impl Permissions {
         project.join(".pincer").join("permissions.toml")
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     pub fn mode(&self) -> Mode {

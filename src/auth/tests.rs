@@ -1,4 +1,5 @@
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 use pretty_assertions::assert_eq;
 
@@ -15,13 +16,13 @@ impl TestClock {
     }
 
     fn advance(&self, by: Duration) {
-        *self.0.lock().unwrap() += by;
+        *self.0.lock() += by;
     }
 }
 
 impl Clock for TestClock {
     fn now(&self) -> SystemTime {
-        *self.0.lock().unwrap()
+        *self.0.lock()
     }
 }
 

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::sent::Sent;
-use super::{Bridge, lock, wire};
+use super::{Bridge, wire};
 use crate::gateway::client::{ClientError, Incoming};
 
 /// How long a prompt waits for a lost gateway to come back before it
@@ -217,7 +217,7 @@ async fn give_up_after_grace(bridge: &Bridge) {
         bridge.client.url(),
         DISCONNECT_GRACE.as_secs()
     );
-    for run in lock(&bridge.state).runs.values_mut() {
+    for run in bridge.state.lock().runs.values_mut() {
         run.settle(Ending::Error(message.clone()));
     }
 }
@@ -301,7 +301,7 @@ fn chat(bridge: &Bridge, payload: &Value) {
         )),
         _ => None,
     };
-    let mut state = lock(&bridge.state);
+    let mut state = bridge.state.lock();
     let Some(run) = run_of(&mut state, run_id, payload["sessionKey"].as_str()) else {
         return;
     };
@@ -342,7 +342,7 @@ fn agent(bridge: &Arc<Bridge>, payload: &Value) {
     let data = &payload["data"];
     match payload["stream"].as_str() {
         Some("tool") => {
-            let mut state = lock(&bridge.state);
+            let mut state = bridge.state.lock();
             let Some(run) = run_of(&mut state, run_id, Some(key)) else {
                 return;
             };
@@ -362,7 +362,7 @@ fn agent(bridge: &Arc<Bridge>, payload: &Value) {
             let Some(delta) = data["delta"].as_str().filter(|d| !d.is_empty()) else {
                 return;
             };
-            let mut state = lock(&bridge.state);
+            let mut state = bridge.state.lock();
             let Some(run) = run_of(&mut state, run_id, Some(key)) else {
                 return;
             };
@@ -399,7 +399,7 @@ fn user_message(bridge: &Bridge, payload: &Value) {
     else {
         return;
     };
-    let state = lock(&bridge.state);
+    let state = bridge.state.lock();
     if !state.sessions.contains_key(key) || state.runs.get(run_id).is_some_and(Run::is_pending) {
         return;
     }
@@ -432,7 +432,7 @@ fn approval(bridge: &Arc<Bridge>, approval: Approval) {
         return;
     }
     let tool = {
-        let mut state = lock(&bridge.state);
+        let mut state = bridge.state.lock();
         if !state.sessions.contains_key(&approval.key)
             || !state.approvals.insert(approval.id.clone())
         {
@@ -553,7 +553,9 @@ async fn ask(
 /// gateway that `restarted` (its `bootId` changed) has lost them all,
 /// whatever `agent.wait` would say of a run id it never saw.
 pub async fn reconcile(bridge: &Arc<Bridge>, restarted: bool) {
-    let pending: Vec<(String, String)> = lock(&bridge.state)
+    let pending: Vec<(String, String)> = bridge
+        .state
+        .lock()
         .runs
         .iter()
         .filter(|(_, run)| run.is_pending())
@@ -590,7 +592,7 @@ pub async fn reconcile(bridge: &Arc<Bridge>, restarted: bool) {
                     .and_then(|a| a["terminalReply"]["text"].as_str())
                     .unwrap_or_default()
                     .to_string();
-                let mut state = lock(&bridge.state);
+                let mut state = bridge.state.lock();
                 if let Some(run) = state.runs.get_mut(&run_id)
                     && let Some(new) = run.text.advance(&text)
                 {
@@ -617,7 +619,7 @@ pub async fn reconcile(bridge: &Arc<Bridge>, restarted: bool) {
             ))),
         };
         if let Some(ending) = ending {
-            let mut state = lock(&bridge.state);
+            let mut state = bridge.state.lock();
             if let Some(run) = state.runs.get_mut(&run_id) {
                 run.settle(ending);
             }
@@ -646,7 +648,7 @@ async fn catch_up_tools(bridge: &Bridge, run_id: &str, key: &str) {
         .iter()
         .rposition(|m| m["role"] == "user")
         .map_or(0, |i| i + 1);
-    let mut state = lock(&bridge.state);
+    let mut state = bridge.state.lock();
     let Some(run) = state.runs.get_mut(run_id) else {
         return;
     };

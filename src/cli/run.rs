@@ -28,7 +28,7 @@ use crate::llm::Content;
 use crate::session::transcript;
 use crate::tools;
 pub use output::{OutputFormat, Verbosity};
-pub(crate) use output::{PrintHost, lock, print_line, usage_json};
+pub(crate) use output::{PrintHost, print_line, usage_json};
 use resume::{choose_model, locate, record_unanswered};
 
 /// The exit codes of `pincer run`, distinct so that a script can tell a
@@ -240,11 +240,11 @@ async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure>
     if let RunStop::LoopDetected(text) | RunStop::Blocked(text) = &stop {
         host.record(transcript::Record::Notice { text: text.clone() });
     }
-    if options.format == OutputFormat::Text && !*lock(&host.ended_with_newline) {
+    if options.format == OutputFormat::Text && !*host.ended_with_newline.lock() {
         println!();
     }
     let (code, subtype, message) = outcome(&stop, &settings, &config);
-    let tally = lock(&host.tally);
+    let tally = host.tally.lock();
     let duration_ms = started.elapsed().as_millis() as u64;
     match options.format {
         OutputFormat::Text => {

@@ -210,7 +210,7 @@ async fn execute(
     options: &crate::cli::run::RunOptions,
     started: std::time::Instant,
 ) -> Result<i32, crate::cli::run::Failure> {
-    use crate::cli::run::{Failure, OutputFormat, Prepared, Verbosity, lock, print_line};
+    use crate::cli::run::{Failure, OutputFormat, Prepared, Verbosity, print_line};
     use crate::session::transcript::Record;
     use crate::workflow::run::{self as runner, Recorded, RunError, Runner, StepEvent};
     use serde_json::{Value, json};
@@ -313,7 +313,7 @@ async fn execute(
         });
     }
     let format = options.format;
-    let plan = std::sync::Mutex::new(crate::workflow::plan::Plan::new(&workflow, &recorded));
+    let plan = parking_lot::Mutex::new(crate::workflow::plan::Plan::new(&workflow, &recorded));
     let print_plan = |plan: &crate::workflow::plan::Plan| {
         if format == OutputFormat::StreamJson {
             let update = crate::acp::updates::plan_of(plan.items(), false);
@@ -328,7 +328,7 @@ async fn execute(
             }));
         }
     };
-    print_plan(&lock(&plan));
+    print_plan(&plan.lock());
     let on_step = |event: StepEvent<'_>| {
         match &event {
             StepEvent::Started { workflow: w, step } => {
@@ -347,7 +347,7 @@ async fn execute(
                 }
             }
         }
-        let mut plan = lock(&plan);
+        let mut plan = plan.lock();
         if plan.apply(&event) {
             print_plan(&plan);
         }
@@ -359,7 +359,7 @@ async fn execute(
         let key = settings.own_call_key(&model, &config.model);
         Some((model, key))
     };
-    let recorded = std::sync::Mutex::new(recorded);
+    let recorded = parking_lot::Mutex::new(recorded);
     let runner = Runner {
         client: &http,
         config: &config,
@@ -424,7 +424,7 @@ async fn execute(
     if !matches!(result, Err(RunError::Cancelled)) {
         host.record(Record::Notice { text: notice });
     }
-    let tally = lock(&host.tally);
+    let tally = host.tally.lock();
     let duration_ms = started.elapsed().as_millis() as u64;
     match format {
         OutputFormat::Text => {

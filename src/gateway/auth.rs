@@ -4,10 +4,10 @@
 //! attempts, per address and in all, so that a credential cannot be guessed
 //! by trying, from one address or from many.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -291,10 +291,8 @@ impl Limiter {
         state.known.insert(peer, Instant::now());
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, LimiterState> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, LimiterState> {
+        self.state.lock()
     }
 }
 

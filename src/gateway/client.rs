@@ -17,9 +17,10 @@
 //! verifies the server against the system's roots (`SSL_CERT_FILE` and
 //! `SSL_CERT_DIR` are honoured).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
@@ -174,12 +175,6 @@ struct Link {
     next_id: AtomicU64,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 impl Client {
     /// Starts dialling at once; events arrive on the returned receiver.
     pub fn start(options: ClientOptions) -> (Self, mpsc::UnboundedReceiver<Incoming>) {
@@ -207,7 +202,7 @@ impl Client {
 
     /// The last `hello-ok`, once a connection was up.
     pub fn hello(&self) -> Option<Arc<Hello>> {
-        lock(&self.shared.state).hello.clone()
+        self.shared.state.lock().hello.clone()
     }
 
     /// Waits until the connection is up. If it is down, one more dial is
@@ -216,7 +211,7 @@ impl Client {
     pub async fn ensure(&self, wait: Duration) -> Result<Arc<Hello>, ClientError> {
         let mut changes = self.shared.changed.subscribe();
         let (target, dialling) = {
-            let mut state = lock(&self.shared.state);
+            let mut state = self.shared.state.lock();
             if let (Some(_), Some(hello)) = (&state.link, &state.hello) {
                 return Ok(hello.clone());
             }
@@ -232,7 +227,7 @@ impl Client {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             {
-                let state = lock(&self.shared.state);
+                let state = self.shared.state.lock();
                 if let (Some(_), Some(hello)) = (&state.link, &state.hello) {
                     return Ok(hello.clone());
                 }
@@ -245,7 +240,7 @@ impl Client {
             match tokio::time::timeout_at(deadline, changes.changed()).await {
                 Ok(Ok(())) => {}
                 _ => {
-                    let state = lock(&self.shared.state);
+                    let state = self.shared.state.lock();
                     return Err(state.last_error.clone().unwrap_or_else(|| {
                         ClientError::Unreachable {
                             url: self.shared.options.url.clone(),
@@ -263,12 +258,12 @@ impl Client {
         let mut changes = self.shared.changed.subscribe();
         let deadline = tokio::time::Instant::now() + wait;
         loop {
-            if lock(&self.shared.state).link.is_some() {
+            if self.shared.state.lock().link.is_some() {
                 return true;
             }
             match tokio::time::timeout_at(deadline, changes.changed()).await {
                 Ok(Ok(())) => {}
-                _ => return lock(&self.shared.state).link.is_some(),
+                _ => return self.shared.state.lock().link.is_some(),
             }
         }
     }
@@ -284,15 +279,15 @@ impl Client {
         timeout: Option<Duration>,
     ) -> Result<Value, ClientError> {
         self.ensure(wait).await?;
-        let Some(link) = lock(&self.shared.state).link.clone() else {
+        let Some(link) = self.shared.state.lock().link.clone() else {
             return Err(self.disconnected("the connection closed"));
         };
         let id = link.next_id.fetch_add(1, Ordering::Relaxed).to_string();
         let (tx, rx) = oneshot::channel();
-        lock(&link.pending).insert(id.clone(), tx);
+        link.pending.lock().insert(id.clone(), tx);
         let frame = json!({"type": "req", "id": id, "method": method, "params": params});
         if link.out.send(Message::text(frame.to_string())).is_err() {
-            lock(&link.pending).remove(&id);
+            link.pending.lock().remove(&id);
             return Err(self.disconnected("the connection closed"));
         }
         let answer = match timeout {
@@ -300,7 +295,7 @@ impl Client {
             Some(limit) => match tokio::time::timeout(limit, rx).await {
                 Ok(answer) => answer,
                 Err(_) => {
-                    lock(&link.pending).remove(&id);
+                    link.pending.lock().remove(&id);
                     return Err(ClientError::Unreachable {
                         url: self.shared.options.url.clone(),
                         reason: format!("no answer to {method} within {} s", limit.as_secs()),
@@ -321,12 +316,12 @@ impl Client {
 
 impl Shared {
     fn update(&self, change: impl FnOnce(&mut State)) {
-        change(&mut lock(&self.state));
+        change(&mut self.state.lock());
         self.changed.send_modify(|n| *n += 1);
     }
 
     fn tls_config(&self) -> Result<Arc<rustls::ClientConfig>, String> {
-        let mut cached = lock(&self.tls);
+        let mut cached = self.tls.lock();
         if let Some(config) = cached.as_ref() {
             return Ok(config.clone());
         }
@@ -362,7 +357,7 @@ async fn dial_forever(weak: std::sync::Weak<Shared>) {
         match dial(&shared).await {
             Ok((link, hello, socket, queue)) => {
                 let (again, restarted) = {
-                    let state = lock(&shared.state);
+                    let state = shared.state.lock();
                     let before = state.hello.as_ref().and_then(|h| h.boot_id.as_deref());
                     let restarted = matches!(
                         (before, hello.boot_id.as_deref()),
@@ -390,7 +385,7 @@ async fn dial_forever(weak: std::sync::Weak<Shared>) {
                     url: shared.options.url.clone(),
                     reason: reason.clone(),
                 };
-                for (_, waiter) in lock(&link.pending).drain() {
+                for (_, waiter) in link.pending.lock().drain() {
                     let _ = waiter.send(Err(error.clone()));
                 }
                 shared.update(|s| {
@@ -416,7 +411,7 @@ async fn dial_forever(weak: std::sync::Weak<Shared>) {
                 });
             }
         }
-        let refused = lock(&shared.state).refused;
+        let refused = shared.state.lock().refused;
         let wake = shared.clone();
         drop(shared);
         if refused {
@@ -721,7 +716,7 @@ fn answer(link: &Link, frame: &Value) {
     let (Some(id), Some(ok)) = (frame["id"].as_str(), frame["ok"].as_bool()) else {
         return;
     };
-    let Some(waiter) = lock(&link.pending).remove(id) else {
+    let Some(waiter) = link.pending.lock().remove(id) else {
         return;
     };
     let result = if ok {

@@ -3,9 +3,10 @@
 //! queue bounded in bytes so that a client that stops reading is dropped
 //! instead of growing pincer's memory or holding up the others.
 
+use parking_lot::Mutex;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

@@ -17,10 +17,11 @@
 //! gateway that has served thousands of sessions holds what its busy ones
 //! need, not what every session it ever opened did.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{
@@ -462,22 +463,16 @@ impl Hub {
             .ok_or_else(|| Failure::new(super::frames::UNAVAILABLE, "the agent is not ready"))
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn state(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
-    fn keys(&self) -> std::sync::MutexGuard<'_, KeyMap> {
-        self.keys
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn keys(&self) -> parking_lot::MutexGuard<'_, KeyMap> {
+        self.keys.lock()
     }
 
-    fn conns(&self) -> std::sync::MutexGuard<'_, Conns> {
-        self.conns
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn conns(&self) -> parking_lot::MutexGuard<'_, Conns> {
+        self.conns.lock()
     }
 
     pub fn next_conn_id(&self) -> u64 {
@@ -502,7 +497,7 @@ impl Hub {
             list.retain(|c| c.id != id);
             !list.is_empty()
         });
-        let sessions: Vec<String> = lock(&conn.sessions).iter().cloned().collect();
+        let sessions: Vec<String> = conn.sessions.lock().iter().cloned().collect();
         for session in sessions {
             if let Some(list) = conns.by_session.get_mut(&session) {
                 list.retain(|c| c.id != id);
@@ -539,7 +534,7 @@ impl Hub {
 
     /// `conn` used `session`: a scoped client hears its events from now on.
     pub fn follow(&self, conn: &Arc<Conn>, session: &str) {
-        if !conn.scoped || !lock(&conn.sessions).insert(session.to_string()) {
+        if !conn.scoped || !conn.sessions.lock().insert(session.to_string()) {
             return;
         }
         let mut conns = self.conns();
@@ -560,7 +555,7 @@ impl Hub {
             return;
         }
         // The client's own set first, then the index, as `follow` does.
-        let followed = session.is_some_and(|s| lock(&conn.sessions).remove(s));
+        let followed = session.is_some_and(|s| conn.sessions.lock().remove(s));
         let mut conns = self.conns();
         if let Some(list) = conns.by_new_key.get_mut(key) {
             list.retain(|c| c.id != conn.id);
@@ -707,7 +702,7 @@ impl Hub {
     /// itself happens outside the lock; only the saver task (or a caller
     /// before it starts, or at shutdown) writes, one at a time.
     pub fn write_keys(&self) {
-        let _one = lock(&self.keys_writing);
+        let _one = self.keys_writing.lock();
         let changes = self.keys().take_changes();
         if let Some((path, bytes)) = changes {
             write_keys(&path, &bytes);
@@ -815,12 +810,12 @@ impl Hub {
 
     /// The usage a transcript records (for sessions without a report).
     pub fn recorded_usage(&self, transcript: &Path) -> Used {
-        lock(&self.scans).used(transcript)
+        self.scans.lock().used(transcript)
     }
 
     /// Forgets what was read of a deleted session's transcript.
     pub fn forget_usage(&self, transcript: &Path) {
-        lock(&self.scans).forget(transcript);
+        self.scans.lock().forget(transcript);
     }
 
     pub fn queue_mode(&self, session: &str) -> Option<QueueMode> {
@@ -989,7 +984,7 @@ impl Hub {
     }
 
     /// Drops runs that ended long enough ago.
-    fn prune(&self) -> std::sync::MutexGuard<'_, State> {
+    fn prune(&self) -> parking_lot::MutexGuard<'_, State> {
         let mut state = self.state();
         while let Some((at, _)) = state.finished.front() {
             if at.elapsed() < DEDUPE_TTL {
@@ -1264,12 +1259,6 @@ enum Audience<'a> {
     Approvers,
     SessionWatchers,
     All,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Adds `extra`'s fields to the object `into`.

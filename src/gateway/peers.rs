@@ -17,9 +17,10 @@
 //! authenticated, and authenticated clients. A connection holds a place in
 //! one tier at a time, so strangers never take an authenticated client's.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::http::HeaderMap;
 use ipnet::IpNet;
@@ -161,10 +162,8 @@ impl Caps {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, HashMap<IpAddr, usize>)> {
-        self.open
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, (usize, HashMap<IpAddr, usize>)> {
+        self.open.lock()
     }
 
     /// A place for a connection from `key` (see [`limit_key`]); `None` as

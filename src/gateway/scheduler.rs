@@ -11,9 +11,10 @@
 //! without a gateway. The decisions are `gateway::schedule`'s; time comes
 //! from a [`Clock`] so that tests drive the loop by hand.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -453,8 +454,8 @@ impl Scheduler {
         self.passes.subscribe()
     }
 
-    fn record(&self) -> std::sync::MutexGuard<'_, Record> {
-        self.record.lock().unwrap_or_else(|p| p.into_inner())
+    fn record(&self) -> parking_lot::MutexGuard<'_, Record> {
+        self.record.lock()
     }
 
     fn save(&self) {
@@ -625,7 +626,7 @@ impl Scheduler {
         };
         let at = now.timestamp().as_millisecond();
         {
-            let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            let mut running = self.running.lock();
             if !running.insert(job.clone()) {
                 drop(running);
                 tracing::warn!("{label}: the last run has not ended; this one is skipped");
@@ -680,7 +681,7 @@ impl Scheduler {
                 }
             };
             let snapshot = {
-                let mut record = record.lock().unwrap_or_else(|p| p.into_inner());
+                let mut record = record.lock();
                 let entry = record.entry(job.as_deref());
                 entry.last_status = Some(status);
                 entry.last_status_ms = Some(clock.now().timestamp().as_millisecond());
@@ -689,10 +690,7 @@ impl Scheduler {
             if let Err(e) = snapshot.save(&file) {
                 tracing::warn!("scheduled runs: {e}");
             }
-            running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&job);
+            running.lock().remove(&job);
         });
     }
 
@@ -703,10 +701,7 @@ impl Scheduler {
 
     /// Whether the job (`None`: the heartbeat) has a run going.
     pub fn is_running(&self, job: Option<&str>) -> bool {
-        self.running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&job.map(str::to_string))
+        self.running.lock().contains(&job.map(str::to_string))
     }
 }
 
@@ -850,14 +845,14 @@ mod tests {
 
         fn set(&self, now: &str) {
             let now = at(now);
-            *self.now.lock().unwrap() = now.clone();
+            *self.now.lock() = now.clone();
             self.moved.send_replace(now.timestamp());
         }
     }
 
     impl Clock for ManualClock {
         fn now(&self) -> Zoned {
-            self.now.lock().unwrap().clone()
+            self.now.lock().clone()
         }
 
         /// Resolves at `when`, or when the test moves the clock at all
@@ -889,7 +884,7 @@ mod tests {
 
     impl Runs for FakeRuns {
         fn busy(&self, key: &str) -> bool {
-            self.busy.lock().unwrap().contains(key)
+            self.busy.lock().contains(key)
         }
 
         fn run(
@@ -898,8 +893,8 @@ mod tests {
             prompt: String,
             _id: String,
         ) -> BoxFuture<'static, Result<String, String>> {
-            self.calls.lock().unwrap().push((key, prompt));
-            match self.replies.lock().unwrap().pop_front() {
+            self.calls.lock().push((key, prompt));
+            match self.replies.lock().pop_front() {
                 Some(reply) => Box::pin(async move { reply }),
                 None => Box::pin(futures::future::pending()),
             }
@@ -912,7 +907,6 @@ mod tests {
             }
             self.delivered
                 .lock()
-                .unwrap()
                 .push((target.to_string(), text.to_string()));
             Ok(())
         }
@@ -1017,11 +1011,11 @@ mod tests {
         }
 
         fn calls(&self) -> Vec<(String, String)> {
-            self.runs.calls.lock().unwrap().clone()
+            self.runs.calls.lock().clone()
         }
 
         fn delivered(&self) -> Vec<(String, String)> {
-            self.runs.delivered.lock().unwrap().clone()
+            self.runs.delivered.lock().clone()
         }
 
         fn entry(&self, job: Option<&str>) -> Entry {
@@ -1113,7 +1107,6 @@ mod tests {
         s.runs
             .replies
             .lock()
-            .unwrap()
             .extend([Ok(String::new()), Ok(" \n".into())]);
         s.move_to("2026-11-24T10:02:00").await;
         assert_eq!(s.calls().len(), 4);
@@ -1273,7 +1266,7 @@ mod tests {
         );
         // A task now, but the session is busy: no run stacked on it.
         std::fs::write(s.workspace.join("HEARTBEAT.md"), "Check the inbox.").unwrap();
-        s.runs.busy.lock().unwrap().insert("heartbeat".into());
+        s.runs.busy.lock().insert("heartbeat".into());
         s.move_to("2026-11-24T22:00:00").await;
         // 22:00 is past the active hours: the next beat is at 08:00.
         s.move_to("2026-11-25T07:59:59").await;
@@ -1284,7 +1277,7 @@ mod tests {
             s.entry(None).last_status.as_deref(),
             Some("skipped: the session was busy")
         );
-        s.runs.busy.lock().unwrap().clear();
+        s.runs.busy.lock().clear();
         s.move_to("2026-11-25T08:30:00").await;
         assert_eq!(s.calls(), calls(&[("heartbeat", "Check the inbox.")]));
     }

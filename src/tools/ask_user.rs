@@ -183,7 +183,8 @@ fn question(call_id: &str, args: Args) -> Result<Question, String> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
+    use parking_lot::Mutex;
+    use std::sync::Arc;
 
     use super::*;
 
@@ -195,7 +196,7 @@ mod tests {
 
     impl AskUser for Scripted {
         fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Reply> {
-            self.asked.lock().unwrap().push(question.clone());
+            self.asked.lock().push(question.clone());
             Box::pin(async move { self.reply.clone() })
         }
     }
@@ -221,7 +222,7 @@ mod tests {
         let output = AskUserTool.execute(args, &ctx(Some(asker.clone()))).await;
         assert_eq!(output, ToolOutput::ok("Blue"));
         assert_eq!(
-            *asker.asked.lock().unwrap(),
+            *asker.asked.lock(),
             vec![Question {
                 call_id: "call_1".to_string(),
                 text: "Which colour?".to_string(),
@@ -267,6 +268,6 @@ mod tests {
             let output = AskUserTool.execute(args, &ctx(Some(asker.clone()))).await;
             assert!(output.is_error, "{output:?}");
         }
-        assert!(asker.asked.lock().unwrap().is_empty());
+        assert!(asker.asked.lock().is_empty());
     }
 }

@@ -562,8 +562,8 @@ mod tests {
     //! terminal's tests.
 
     use super::*;
+    use parking_lot::Mutex;
     use pretty_assertions::assert_eq;
-    use std::sync::Mutex;
 
     pub(super) static TOOL: std::sync::LazyLock<BashTool> =
         std::sync::LazyLock::new(BashTool::default);
@@ -580,7 +580,7 @@ mod tests {
             let mut ctx = ToolContext::local(dir.path().to_path_buf());
             let progress = Arc::new(Mutex::new(Vec::new()));
             let sink = Arc::clone(&progress);
-            ctx.progress = Arc::new(move |update| sink.lock().unwrap().push(update));
+            ctx.progress = Arc::new(move |update| sink.lock().push(update));
             Self { dir, ctx, progress }
         }
 
@@ -592,7 +592,7 @@ mod tests {
         }
 
         pub(super) fn progress(&self) -> Vec<Vec<Display>> {
-            self.progress.lock().unwrap().clone()
+            self.progress.lock().clone()
         }
     }
 

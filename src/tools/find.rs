@@ -12,10 +12,10 @@
 //!
 //! This module also owns the glob and path-order rules `grep` shares.
 
+use parking_lot::Mutex;
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use futures::future::BoxFuture;
 use globset::{GlobBuilder, GlobMatcher};
@@ -166,7 +166,7 @@ fn find(request: &Request, cancel: &CancellationToken) -> ToolOutput {
     if cancel.is_cancelled() {
         return ToolOutput::error("Operation aborted");
     }
-    let found = shared.into_inner().unwrap_or_else(|e| e.into_inner());
+    let found = shared.into_inner();
     render(request, found)
 }
 
@@ -242,7 +242,7 @@ impl ParallelVisitor for Collector<'_> {
 impl Drop for Collector<'_> {
     fn drop(&mut self) {
         let local = std::mem::take(&mut self.local);
-        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let mut shared = self.shared.lock();
         shared.total += local.total;
         let cap = self.request.limit.saturating_add(1);
         for path in local.paths {

@@ -15,9 +15,9 @@
 //! a first match (to know that something was cut). Like `rg -m`, at most
 //! `limit` matching lines are taken from any one file.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use futures::future::BoxFuture;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -226,7 +226,7 @@ fn grep(request: &Request, cancel: &CancellationToken) -> ToolOutput {
     if cancel.is_cancelled() {
         return ToolOutput::error("Operation aborted");
     }
-    let collected = shared.into_inner().unwrap_or_else(|e| e.into_inner());
+    let collected = shared.into_inner();
     render(request, collected)
 }
 
@@ -483,8 +483,8 @@ impl ParallelVisitor for FileSearcher<'_> {
 }
 
 impl FileSearcher<'_> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Collected> {
-        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Collected> {
+        self.shared.lock()
     }
 }
 

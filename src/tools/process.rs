@@ -17,9 +17,10 @@
 //! read a terminal or wait for a process hold only that process's output
 //! buffer, never the registry, and end when the process group is gone.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::io::Write;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
@@ -120,7 +121,6 @@ impl Tool for ProcessTool {
     fn holds_work(&self) -> bool {
         self.registry
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
             .entries
             .iter()
             .any(|entry| entry.handle.shared.lock().exit.is_none())
@@ -243,7 +243,7 @@ impl ProcessTool {
             ))
         })?;
         let handle = {
-            let mut registry = lock(&self.registry);
+            let mut registry = self.registry.lock();
             registry.started += 1;
             let handle = Handle {
                 id: format!("p{}", registry.started),
@@ -290,7 +290,9 @@ impl ProcessTool {
     }
 
     fn list(&self) -> ToolOutput {
-        let handles: Vec<Handle> = lock(&self.registry)
+        let handles: Vec<Handle> = self
+            .registry
+            .lock()
             .entries
             .iter()
             .map(|entry| entry.handle.clone())
@@ -365,7 +367,7 @@ impl ProcessTool {
         std::thread::Builder::new()
             .name("pincer-process-input".to_string())
             .spawn(move || {
-                let mut writer = lock(&writer);
+                let mut writer = writer.lock();
                 let result = writer.write_all(&bytes).and_then(|()| writer.flush());
                 let _ = done.send(result);
             })
@@ -457,7 +459,7 @@ impl ProcessTool {
 
     /// The process `id` names, or an error that says which ids exist.
     fn find(&self, action: Action, id: Option<&str>) -> Result<Handle, ToolOutput> {
-        let registry = lock(&self.registry);
+        let registry = self.registry.lock();
         let Some(id) = id.map(str::trim).filter(|id| !id.is_empty()) else {
             return Err(ToolOutput::error(format!(
                 "{} needs `id`: the id that start returned, e.g. \"p1\". Use action \"list\" to \
@@ -670,10 +672,6 @@ fn short_command(command: &str) -> String {
     short
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 // ---------------------------------------------------------------------------
 // Starting a process
 
@@ -773,7 +771,7 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Output> {
-        lock(&self.output)
+        self.output.lock()
     }
 }
 

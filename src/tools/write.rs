@@ -195,9 +195,10 @@ pub(crate) fn shown_path(resolved: &Path, cwd: &Path, given: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use parking_lot::Mutex;
     use std::collections::HashMap;
     use std::path::PathBuf;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
     use super::*;
     use crate::tools::Workspace;
@@ -346,7 +347,7 @@ mod tests {
 
     impl Workspace for FakeEditor {
         fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, std::io::Result<String>> {
-            let text = self.buffers.lock().unwrap().get(path).cloned();
+            let text = self.buffers.lock().get(path).cloned();
             Box::pin(async move {
                 text.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
             })
@@ -359,7 +360,6 @@ mod tests {
         ) -> BoxFuture<'a, std::io::Result<()>> {
             self.writes
                 .lock()
-                .unwrap()
                 .push((path.to_path_buf(), text.to_string()));
             Box::pin(async { Ok(()) })
         }
@@ -374,7 +374,6 @@ mod tests {
         editor
             .buffers
             .lock()
-            .unwrap()
             .insert(path.clone(), "unsaved buffer\n".to_string());
         f.ctx.workspace = editor.clone();
         assert_eq!(
@@ -387,7 +386,7 @@ mod tests {
             )
         );
         assert_eq!(
-            *editor.writes.lock().unwrap(),
+            *editor.writes.lock(),
             vec![(path.clone(), "new\n".to_string())]
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "on disk\n");

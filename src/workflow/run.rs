@@ -66,7 +66,7 @@ pub struct Runner<'a> {
     /// inputs finished, in order: each is taken once, in its turn, instead
     /// of running the step again; the path they took is taken again, as it
     /// is decided by the outputs.
-    pub recorded: &'a std::sync::Mutex<Vec<Recorded>>,
+    pub recorded: &'a parking_lot::Mutex<Vec<Recorded>>,
 }
 
 /// A step an interrupted run finished.
@@ -268,10 +268,7 @@ impl Runner<'_> {
         // A step an interrupted run finished: its output stands (only at
         // the top level: a sub-workflow runs again as a whole).
         if depth == 0 {
-            let mut recorded = self
-                .recorded
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut recorded = self.recorded.lock();
             if let Some(at) = recorded.iter().position(|r| r.step == step.id) {
                 let done = recorded.remove(at);
                 return Ok((done.output, done.error));

@@ -42,7 +42,7 @@ impl AcpHost {
     /// the transcript.
     fn compaction_event(&self, event: &AgentEvent) {
         use agent_client_protocol::v1::schema::{CompactionStatus, CompactionUpdate};
-        let n = lock(&self.session.state).compactions;
+        let n = self.session.state.lock().compactions;
         let id = updates::compaction_id(n);
         match event {
             AgentEvent::CompactionStart { reason } => {
@@ -59,7 +59,7 @@ impl AcpHost {
                 }
             }
             AgentEvent::CompactionEnd { result, .. } => {
-                lock(&self.session.state).compactions += 1;
+                self.session.state.lock().compactions += 1;
                 match result {
                     Ok(done) => {
                         self.session.record(transcript::Record::Compaction {
@@ -118,16 +118,16 @@ impl AcpHost {
 
 impl AgentHost for AcpHost {
     fn steering_waiting(&self) -> bool {
-        lock(&self.session.queue).steering_waiting()
+        self.session.queue.lock().steering_waiting()
     }
 
     fn take_steering(&self) -> Vec<Vec<crate::llm::Content>> {
-        let handovers = lock(&self.session.queue).take_steering();
+        let handovers = self.session.queue.lock().take_steering();
         handovers.into_iter().map(|h| self.hand_over(h)).collect()
     }
 
     fn take_follow_up(&self) -> Option<Vec<crate::llm::Content>> {
-        let handover = lock(&self.session.queue).advance()?;
+        let handover = self.session.queue.lock().advance()?;
         Some(self.hand_over(handover))
     }
 
@@ -147,11 +147,11 @@ impl AgentHost for AcpHost {
                 });
             }
             AgentEvent::MessageStart => {
-                *lock(&self.message) = Some(self.session.reserve_entry());
+                *self.message.lock() = Some(self.session.reserve_entry());
             }
             AgentEvent::MessageEnd(message) => {
                 {
-                    let mut state = lock(&self.session.state);
+                    let mut state = self.session.state.lock();
                     state.total_cost += message.usage.cost.total;
                     state.last_call = Some(self.session.settings().clock().now());
                 }
@@ -159,22 +159,22 @@ impl AgentHost for AcpHost {
                     message: crate::llm::Message::Assistant((**message).clone()),
                     time: None,
                 };
-                match lock(&self.message).take() {
+                match self.message.lock().take() {
                     Some(id) => self.session.record_as(id, record),
                     None => self.session.record(record),
                 }
             }
             AgentEvent::ToolExecutionStart { call, info } => {
-                lock(&self.calls).insert(call.id.clone(), info.clone());
-                lock(&self.names).insert(call.id.clone(), call.name.clone());
+                self.calls.lock().insert(call.id.clone(), info.clone());
+                self.names.lock().insert(call.id.clone(), call.name.clone());
             }
             AgentEvent::ToolExecutionEnd {
                 call_id,
                 tool_name,
                 output,
             } => {
-                lock(&self.names).remove(call_id);
-                let call = lock(&self.calls).remove(call_id);
+                self.names.lock().remove(call_id);
+                let call = self.calls.lock().remove(call_id);
                 self.session.record(transcript::Record::ToolResult {
                     message: crate::llm::ToolResultMessage {
                         tool_call_id: call_id.clone(),
@@ -233,7 +233,7 @@ impl AgentHost for AcpHost {
         }
         // Only usage reports carry the cost; deltas skip the lock.
         let total_cost = match event {
-            AgentEvent::TurnEnd { .. } => lock(&self.session.state).total_cost,
+            AgentEvent::TurnEnd { .. } => self.session.state.lock().total_cost,
             _ => 0.0,
         };
         let update = updates::session_update(&event, total_cost);
@@ -246,12 +246,14 @@ impl AgentHost for AcpHost {
         };
         match &mut update {
             SessionUpdate::AgentMessageChunk(_) | SessionUpdate::AgentThoughtChunk(_) => {
-                if let Some(id) = lock(&self.message).as_deref() {
+                if let Some(id) = self.message.lock().as_deref() {
                     update = updates::in_message(update, id);
                 }
             }
             SessionUpdate::ToolCallUpdate(call) if call.fields.name.is_none() => {
-                call.fields.name = lock(&self.names)
+                call.fields.name = self
+                    .names
+                    .lock()
                     .get(&call.tool_call_id.0.to_string())
                     .cloned();
             }
@@ -411,7 +413,7 @@ impl EditorAsker {
     /// The user declined or cancelled: that ends the turn, as cancelling a
     /// permission question does (queued prompts stay queued).
     fn cancel_turn(&self) -> Reply {
-        lock(&self.session.state).cancel.cancel();
+        self.session.state.lock().cancel.cancel();
         Reply::Cancelled
     }
 

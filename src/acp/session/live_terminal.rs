@@ -17,9 +17,9 @@
 //! still gets its `terminal_exit`, so no terminal is left open, and shows
 //! its error as text.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 use agent_client_protocol::v1::schema::{
     ClientCapabilities, Meta, SessionUpdate, Terminal, ToolCallContent, ToolCallUpdate,
@@ -74,7 +74,7 @@ impl LiveTerminals {
                 let Some(SessionUpdate::ToolCall(mut tool_call)) = plain else {
                     return plain;
                 };
-                super::lock(&self.calls).insert(call.id.clone(), None);
+                self.calls.lock().insert(call.id.clone(), None);
                 tool_call.content = vec![terminal(&call.id)];
                 tool_call.meta = Some(meta(
                     "terminal_info",
@@ -83,7 +83,7 @@ impl LiveTerminals {
                 Some(SessionUpdate::ToolCall(tool_call))
             }
             AgentEvent::ToolExecutionUpdate { call_id, display } => {
-                let mut calls = super::lock(&self.calls);
+                let mut calls = self.calls.lock();
                 let Some(ended) = calls.get_mut(call_id) else {
                     return plain;
                 };
@@ -104,7 +104,7 @@ impl LiveTerminals {
                 ))
             }
             AgentEvent::ToolExecutionEnd { call_id, .. } => {
-                let Some(ended) = super::lock(&self.calls).remove(call_id) else {
+                let Some(ended) = self.calls.lock().remove(call_id) else {
                     return plain;
                 };
                 let Some(SessionUpdate::ToolCallUpdate(mut update)) = plain else {

@@ -188,10 +188,10 @@ impl Session {
     ) {
         let before = self.settings();
         let trusted = Arc::new(trusted);
-        *lock(&self.credentials_cell) = Arc::new(trusted.credentials());
-        *lock(&self.settings_cell) = trusted.clone();
+        *self.credentials_cell.lock() = Arc::new(trusted.credentials());
+        *self.settings_cell.lock() = trusted.clone();
         let manager = start_mcp(&trusted, &self.cwd, self.editor_mcp.clone());
-        let old = std::mem::replace(&mut *lock(&self.mcp_cell), manager);
+        let old = std::mem::replace(&mut *self.mcp_cell.lock(), manager);
         tokio::spawn(async move { old.shutdown().await });
         self.report_mcp(cx, client);
         let mut changed = false;
@@ -200,7 +200,7 @@ impl Session {
             && old_default.full_id() != new_default.full_id()
             && trusted.has_credentials(&new_default)
         {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             if state.model.full_id() == old_default.full_id() {
                 state.thinking = clamp_thinking(&new_default, trusted.thinking());
                 state.model = new_default;

@@ -5,9 +5,10 @@
 //! recorded in the transcript, so `/workflow resume` continues a run a
 //! killed process left behind from its last finished step.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
-use super::{Drain, Session, lock, transcript};
+use super::{Drain, Session, transcript};
 use crate::acp::updates;
 use crate::workflow::plan::Plan;
 use crate::workflow::run::{self, Recorded, Runner, StepEvent};
@@ -39,7 +40,7 @@ impl Session {
         let name = words.next().unwrap_or_default();
         let resume = name == "resume";
         let (workflow_name, inputs, run_id, recorded) = if resume {
-            let Some(unfinished) = lock(&self.unfinished_workflow).clone() else {
+            let Some(unfinished) = self.unfinished_workflow.lock().clone() else {
                 self.say(&cx, "There is no interrupted workflow run to resume.\n");
                 return Ok(PromptResponse::new(StopReason::EndTurn));
             };
@@ -94,7 +95,7 @@ impl Session {
                 data: run::start_entry(&run_id, &workflow.name, &inputs),
             });
         }
-        *lock(&self.unfinished_workflow) = None;
+        *self.unfinished_workflow.lock() = None;
         // The session's history stays as it is: the steps are the
         // workflow's, shown and recorded as such.
         let _history = self.history.lock().await;
@@ -103,7 +104,7 @@ impl Session {
         host.conversation = false;
         let operations = client.plan.is_some();
         let plan = Mutex::new(Plan::new(workflow, &recorded));
-        self.notify(&cx, updates::plan_of(lock(&plan).items(), operations));
+        self.notify(&cx, updates::plan_of(plan.lock().items(), operations));
         let on_step = |event: StepEvent<'_>| {
             if let StepEvent::Finished(record) = &event {
                 self.record(transcript::Record::Workflow {
@@ -111,7 +112,7 @@ impl Session {
                 });
             }
             let update = {
-                let mut plan = lock(&plan);
+                let mut plan = plan.lock();
                 plan.apply(&event)
                     .then(|| updates::plan_of(plan.items(), operations))
             };

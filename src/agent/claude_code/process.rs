@@ -6,9 +6,10 @@
 //! line by the turn. pincer's system prompt goes to it in a file readable
 //! by the user alone, removed with the process.
 
+use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
@@ -238,10 +239,7 @@ impl Process {
     }
 
     pub fn stderr_tail(&self) -> String {
-        self.stderr
-            .lock()
-            .map(|tail| tail.trim().to_string())
-            .unwrap_or_default()
+        self.stderr.lock().trim().to_string()
     }
 
     /// Ends it and everything it started.
@@ -285,7 +283,8 @@ async fn keep_tail(stderr: tokio::process::ChildStderr, tail: Arc<Mutex<String>>
             Ok(n) => {
                 let text = String::from_utf8_lossy(&buf[..n]);
                 tracing::debug!(target: "pincer::claude_code", "stderr: {}", text.trim_end());
-                if let Ok(mut tail) = tail.lock() {
+                {
+                    let mut tail = tail.lock();
                     tail.push_str(&text);
                     if tail.len() > STDERR_TAIL {
                         let mut cut = tail.len() - STDERR_TAIL;

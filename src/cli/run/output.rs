@@ -9,8 +9,8 @@
 //! - `stream-json` (`--json`): a start event, the `session/update`
 //!   notifications an editor would receive, then the result object.
 
+use parking_lot::Mutex;
 use std::io::Write;
-use std::sync::Mutex;
 
 use agent_client_protocol::v1::schema::SessionNotification;
 use futures::future::BoxFuture;
@@ -81,12 +81,6 @@ pub struct PrintHost {
     markdown: Option<Mutex<super::markdown::Renderer>>,
 }
 
-pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 impl PrintHost {
     pub fn new(
         session_id: String,
@@ -115,7 +109,7 @@ impl PrintHost {
     /// Writes the answer's text to stdout, styled when it is a terminal.
     fn answer(&self, text: &str) {
         let shown = match &self.markdown {
-            Some(renderer) => lock(renderer).push(text),
+            Some(renderer) => renderer.lock().push(text),
             None => text.to_string(),
         };
         let mut out = std::io::stdout().lock();
@@ -127,7 +121,7 @@ impl PrintHost {
     /// its newline), at the end of a message.
     fn answer_end(&self) {
         if let Some(renderer) = &self.markdown {
-            let rest = lock(renderer).finish();
+            let rest = renderer.lock().finish();
             if !rest.is_empty() {
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(rest.as_bytes());
@@ -139,7 +133,7 @@ impl PrintHost {
     /// Appends to the transcript. A failure is logged, not fatal: the run
     /// goes on, and the next append tries again.
     pub fn record(&self, record: transcript::Record) {
-        if let Err(e) = lock(&self.transcript).append(record) {
+        if let Err(e) = self.transcript.lock().append(record) {
             tracing::error!(error = %e, "cannot write the session transcript");
         }
     }
@@ -163,11 +157,11 @@ impl PrintHost {
                 });
             }
             AgentEvent::MessageStart => {
-                *lock(&self.message) = Some(lock(&self.transcript).reserve());
+                *self.message.lock() = Some(self.transcript.lock().reserve());
             }
             AgentEvent::MessageEnd(message) => {
                 {
-                    let mut tally = lock(&self.tally);
+                    let mut tally = self.tally.lock();
                     tally.cost += message.usage.cost.total;
                     tally.usage.input += message.usage.input;
                     tally.usage.output += message.usage.output;
@@ -183,24 +177,24 @@ impl PrintHost {
                     message: crate::llm::Message::Assistant((**message).clone()),
                     time: None,
                 };
-                let reserved = lock(&self.message).take();
+                let reserved = self.message.lock().take();
                 let result = match reserved {
-                    Some(id) => lock(&self.transcript).append_as(id, record),
-                    None => lock(&self.transcript).append(record),
+                    Some(id) => self.transcript.lock().append_as(id, record),
+                    None => self.transcript.lock().append(record),
                 };
                 if let Err(e) = result {
                     tracing::error!(error = %e, "cannot write the session transcript");
                 }
             }
             AgentEvent::ToolExecutionStart { call, info } => {
-                lock(&self.calls).insert(call.id.clone(), info.clone());
+                self.calls.lock().insert(call.id.clone(), info.clone());
             }
             AgentEvent::ToolExecutionEnd {
                 call_id,
                 tool_name,
                 output,
             } => {
-                let call = lock(&self.calls).remove(call_id);
+                let call = self.calls.lock().remove(call_id);
                 self.record(transcript::Record::ToolResult {
                     message: crate::llm::ToolResultMessage {
                         tool_call_id: call_id.clone(),
@@ -250,7 +244,7 @@ impl AgentHost for PrintHost {
         match self.format {
             OutputFormat::Json => {}
             OutputFormat::StreamJson => {
-                let cost = lock(&self.tally).cost;
+                let cost = self.tally.lock().cost;
                 // Printed as a client without plan operations gets it.
                 let plan = updates::plan_update(&event, false);
                 for update in updates::session_update(&event, cost)
@@ -269,9 +263,9 @@ impl AgentHost for PrintHost {
                 AgentEvent::TurnStart | AgentEvent::MessageStart => {
                     // The spinner redraws its line: an answer cut mid-line
                     // (before a tool call) keeps its own.
-                    if self.terminal.interactive && !*lock(&self.ended_with_newline) {
+                    if self.terminal.interactive && !*self.ended_with_newline.lock() {
                         println!();
-                        *lock(&self.ended_with_newline) = true;
+                        *self.ended_with_newline.lock() = true;
                     }
                     self.terminal.wait();
                 }
@@ -284,7 +278,7 @@ impl AgentHost for PrintHost {
                 AgentEvent::TextDelta(text) => {
                     self.terminal.quiet();
                     self.answer(&text);
-                    *lock(&self.ended_with_newline) = text.ends_with('\n');
+                    *self.ended_with_newline.lock() = text.ends_with('\n');
                 }
                 AgentEvent::ToolExecutionStart { info, .. } => {
                     self.note(&format!("→ {}", info.title))

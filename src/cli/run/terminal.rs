@@ -3,8 +3,9 @@
 //! and a closing line with tokens, cost and time. None of it when stderr
 //! is piped (scripts get plain lines), and no colour under `NO_COLOR`.
 
+use parking_lot::Mutex;
 use std::io::{IsTerminal, Write};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -82,7 +83,7 @@ impl Spinner {
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             loop {
                 tick.tick().await;
-                let mut state = super::output::lock(&ticking);
+                let mut state = ticking.lock();
                 if !state.waiting {
                     continue;
                 }
@@ -97,7 +98,7 @@ impl Spinner {
     }
 
     fn set(&self, waiting: bool) {
-        let mut state = super::output::lock(&self.state);
+        let mut state = self.state.lock();
         state.waiting = waiting;
         if !waiting && state.drawn {
             state.drawn = false;

@@ -18,8 +18,9 @@
 //! otherwise, and what was written before the new Identify is not
 //! replayed).
 
+use parking_lot::Mutex;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
@@ -192,7 +193,7 @@ impl Discord {
         if let Some(url) = &self.gateway_url {
             return Ok(url.clone());
         }
-        if let Some(url) = lock(&self.identify_url).clone() {
+        if let Some(url) = self.identify_url.lock().clone() {
             return Ok(url);
         }
         let reply = super::http::retrying("GET /gateway/bot", || {
@@ -204,7 +205,7 @@ impl Discord {
             .filter(|u| !u.is_empty())
             .ok_or_else(|| Failure::Transient("GET /gateway/bot returned no url".to_string()))?
             .to_string();
-        *lock(&self.identify_url) = Some(url.clone());
+        *self.identify_url.lock() = Some(url.clone());
         Ok(url)
     }
 
@@ -234,7 +235,7 @@ impl Discord {
 
     /// Forgets the session: the next connection identifies.
     fn forget_session(&self) {
-        *lock(&self.session) = None;
+        *self.session.lock() = None;
         self.store_session(None);
     }
 
@@ -245,7 +246,7 @@ impl Discord {
         deliveries: &Deliveries,
         keeper: &mpsc::UnboundedSender<Taken>,
     ) -> Result<Ended, Failure> {
-        let resume = lock(&self.session).clone();
+        let resume = self.session.lock().clone();
         let url = match &resume {
             Some(session) => session.resume_url.clone(),
             None => self.identify_url().await?,
@@ -373,19 +374,19 @@ impl Discord {
                                     .into(),
                                 seq: seq.unwrap_or(0),
                             };
-                            *lock(&self.me) = data["user"]["id"].as_str().map(String::from);
-                            *lock(&self.session) = Some(session);
+                            *self.me.lock() = data["user"]["id"].as_str().map(String::from);
+                            *self.session.lock() = Some(session);
                             ready = true;
                         }
                         "RESUMED" => ready = true,
                         _ => {}
                     }
-                    if let Some(session) = lock(&self.session).as_mut()
+                    if let Some(session) = self.session.lock().as_mut()
                         && let Some(s) = seq
                     {
                         session.seq = s;
                     }
-                    let me = lock(&self.me).clone().unwrap_or_default();
+                    let me = self.me.lock().clone().unwrap_or_default();
                     let done = match incoming(kind, data, &me) {
                         Some(incoming) => {
                             let (delivery, done) = Delivery::new(incoming);
@@ -397,7 +398,7 @@ impl Discord {
                         None => None,
                     };
                     if let (Some(s), Some(session)) =
-                        (payload["s"].as_u64(), lock(&self.session).clone())
+                        (payload["s"].as_u64(), self.session.lock().clone())
                     {
                         let _ = keeper.send(Taken {
                             session: Session { seq: s, ..session },
@@ -450,7 +451,9 @@ impl Discord {
                     return;
                 }
             }
-            let current = lock(&self.session)
+            let current = self
+                .session
+                .lock()
                 .as_ref()
                 .map(|s| s.session_id == item.session.session_id)
                 .unwrap_or(false);
@@ -522,10 +525,6 @@ fn failure(what: &str, status: u16, header_wait: Option<Duration>, reply: &Value
 struct Taken {
     session: Session,
     done: Option<tokio::sync::oneshot::Receiver<()>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A REST path without its ids, for messages (ids are not secret, but
@@ -796,7 +795,7 @@ impl Platform for Discord {
                     // A resume URL that stays unreachable (kept from a
                     // run long ago, or a host gone) is given up for a new
                     // session at the gateway's URL.
-                    if lock(&self.session).is_some() {
+                    if self.session.lock().is_some() {
                         failed_resumes += 1;
                         if failed_resumes >= MAX_FAILED_RESUMES {
                             failed_resumes = 0;

@@ -9,9 +9,10 @@
 //! chat task shows the latest text when the platform lets it, never every
 //! delta.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -824,7 +825,7 @@ struct Waiting {
 
 impl Chats {
     fn push(&self, platform: &Arc<dyn Platform>, chat: Chat, op: Op) {
-        let mut chats = self.chats.lock().unwrap_or_else(|p| p.into_inner());
+        let mut chats = self.chats.lock();
         // Chats that went quiet leave the map now and then, so that many
         // chats over time (strangers each given a pairing code) do not
         // grow it for good.
@@ -868,8 +869,8 @@ impl Chats {
 }
 
 impl Mailbox {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Waiting> {
+        self.state.lock()
     }
 }
 

@@ -17,9 +17,10 @@
 //! disk (`channels/slack/seen.json`), so a redelivery of it is only
 //! acknowledged.
 
+use parking_lot::Mutex;
 use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
@@ -144,7 +145,7 @@ impl Slack {
     }
 
     async fn me(&self) -> Result<Me, Failure> {
-        if let Some(me) = self.me.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        if let Some(me) = self.me.lock().clone() {
             return Ok(me);
         }
         let empty = json!({});
@@ -156,7 +157,7 @@ impl Slack {
             user: reply["user_id"].as_str().unwrap_or_default().to_string(),
             bot: reply["bot_id"].as_str().map(String::from),
         };
-        *self.me.lock().unwrap_or_else(|p| p.into_inner()) = Some(me.clone());
+        *self.me.lock() = Some(me.clone());
         Ok(me)
     }
 
@@ -290,7 +291,7 @@ impl Slack {
         tokio::spawn(async move {
             let ok = done.await.is_ok();
             {
-                let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+                let mut seen = seen.lock();
                 if ok {
                     seen.taken(&key);
                 } else {
@@ -302,8 +303,8 @@ impl Slack {
         Handed::Taking(waiting)
     }
 
-    fn lock_seen(&self) -> std::sync::MutexGuard<'_, Seen> {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock_seen(&self) -> parking_lot::MutexGuard<'_, Seen> {
+        self.seen.lock()
     }
 
     /// The Events API's request check: a fresh timestamp and the signature
@@ -687,7 +688,7 @@ impl Platform for Slack {
             return self.socket(deliveries).await;
         }
         self.me().await?;
-        *self.deliveries.lock().unwrap_or_else(|p| p.into_inner()) = Some(deliveries.clone());
+        *self.deliveries.lock() = Some(deliveries.clone());
         deliveries.closed().await;
         Ok(())
     }
@@ -786,11 +787,7 @@ impl Platform for Slack {
         if item.is_none() {
             return WebhookResponse::new(200, "");
         }
-        let deliveries = self
-            .deliveries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let deliveries = self.deliveries.lock().clone();
         let Some(deliveries) = deliveries else {
             // Not started yet: Slack tries again.
             return WebhookResponse::new(503, "not ready");

@@ -8,8 +8,9 @@
 //! Bot API server, a test's mock), and the offset stored only after the
 //! gateway accepted each update, which a framework's dispatcher hides.
 
+use parking_lot::Mutex;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -133,7 +134,7 @@ impl Telegram {
     }
 
     async fn me(&self) -> Result<Me, Failure> {
-        if let Some(me) = self.me.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        if let Some(me) = self.me.lock().clone() {
             return Ok(me);
         }
         let empty = json!({});
@@ -145,7 +146,7 @@ impl Telegram {
             id: user["id"].as_i64().unwrap_or_default(),
             username: user["username"].as_str().unwrap_or_default().to_string(),
         };
-        *self.me.lock().unwrap_or_else(|p| p.into_inner()) = Some(me.clone());
+        *self.me.lock() = Some(me.clone());
         Ok(me)
     }
 
@@ -406,8 +407,7 @@ impl Platform for Telegram {
                     })
                     .await?;
                 }
-                *self.deliveries.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some(deliveries.clone());
+                *self.deliveries.lock() = Some(deliveries.clone());
                 deliveries.closed().await;
                 Ok(())
             }
@@ -514,11 +514,7 @@ impl Platform for Telegram {
         let Some(incoming) = incoming(&update, &me) else {
             return WebhookResponse::new(200, "");
         };
-        let deliveries = self
-            .deliveries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let deliveries = self.deliveries.lock().clone();
         let Some(deliveries) = deliveries else {
             // Not started yet: Telegram tries again later.
             return WebhookResponse::new(503, "not ready");

@@ -15,10 +15,11 @@
 //! the gateway took are therefore kept on disk ([`Seen`]), a bounded list,
 //! and a message whose id is there is acknowledged without a second run.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -173,11 +174,7 @@ impl WhatsApp {
             return WebhookResponse::new(503, "not ready");
         };
         for inbound in parse(&body, &self.phone_number_id) {
-            let seen = self
-                .seen
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .contains(&inbound.id);
+            let seen = self.seen.lock().contains(&inbound.id);
             if seen {
                 continue;
             }
@@ -185,7 +182,6 @@ impl WhatsApp {
                 What::Incoming(incoming) => {
                     self.last_received
                         .lock()
-                        .unwrap_or_else(|p| p.into_inner())
                         .insert(inbound.from.clone(), inbound.id.clone());
                     let (delivery, done) = Delivery::new(incoming);
                     if deliveries.send(delivery).await.is_err() {
@@ -209,10 +205,7 @@ impl WhatsApp {
                     }
                 }
             }
-            self.seen
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .record(&inbound.id, now_secs());
+            self.seen.lock().record(&inbound.id, now_secs());
         }
         WebhookResponse::new(200, "")
     }
@@ -651,12 +644,7 @@ impl Platform for WhatsApp {
     }
 
     async fn typing(&self, chat: &Chat) -> Result<(), Failure> {
-        let last = self
-            .last_received
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&chat.id)
-            .cloned();
+        let last = self.last_received.lock().get(&chat.id).cloned();
         // The indicator belongs to a received message: none, none shown.
         let Some(message_id) = last else {
             return Ok(());

@@ -36,10 +36,10 @@ mod sts;
 #[cfg(test)]
 mod tests;
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -367,7 +367,7 @@ impl Cache {
     }
 
     fn get(&self, key: &str, now: Timestamp) -> Option<AwsCredentials> {
-        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let entries = self.entries.lock();
         let entry = entries.get(key)?;
         let fresh = entry
             .expires
@@ -376,10 +376,7 @@ impl Cache {
     }
 
     fn put(&self, key: String, temporary: Temporary) {
-        self.entries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, temporary);
+        self.entries.lock().insert(key, temporary);
     }
 }
 

@@ -16,11 +16,11 @@
 //! [`TAIL_BYTES`] from its end, with a line between them saying how much
 //! was left out: a command printing without end must not fill the disk.
 
+use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// Bytes a full-output file keeps from the start of the output...
@@ -68,8 +68,8 @@ impl OutputFiles {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<PathBuf>> {
-        self.paths.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Vec<PathBuf>> {
+        self.paths.lock()
     }
 }
 

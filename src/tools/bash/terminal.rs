@@ -172,9 +172,9 @@ mod tests {
     use crate::tools::bash::tests::{Fixture, TOOL, details, result};
     use crate::tools::{TerminalOutput, Tool};
     use futures::future::BoxFuture;
+    use parking_lot::Mutex;
     use pretty_assertions::assert_eq;
     use serde_json::json;
-    use std::sync::Mutex;
 
     #[derive(Clone, Debug, PartialEq)]
     enum Call {
@@ -207,11 +207,11 @@ mod tests {
         }
 
         fn record(&self, call: Call) {
-            self.calls.lock().unwrap().push(call);
+            self.calls.lock().push(call);
         }
 
         fn calls(&self) -> Vec<Call> {
-            self.calls.lock().unwrap().clone()
+            self.calls.lock().clone()
         }
     }
 

@@ -1,8 +1,9 @@
 //! Tests of the edit tool: matching, tolerant matching, line endings, the
 //! diffs for the model and the editor, and editing through the workspace.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::*;
 use crate::tools::Workspace;
@@ -573,7 +574,7 @@ struct FakeEditor {
 
 impl Workspace for FakeEditor {
     fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, std::io::Result<String>> {
-        let text = self.buffers.lock().unwrap().get(path).cloned();
+        let text = self.buffers.lock().get(path).cloned();
         Box::pin(
             async move { text.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound)) },
         )
@@ -586,7 +587,6 @@ impl Workspace for FakeEditor {
     ) -> BoxFuture<'a, std::io::Result<()>> {
         self.writes
             .lock()
-            .unwrap()
             .push((path.to_path_buf(), text.to_string()));
         Box::pin(async { Ok(()) })
     }
@@ -600,7 +600,6 @@ async fn edits_the_workspace_text_not_the_disk() {
     editor
         .buffers
         .lock()
-        .unwrap()
         .insert(path.clone(), "unsaved text\n".to_string());
     f.ctx.workspace = editor.clone();
     assert_eq!(
@@ -615,7 +614,7 @@ async fn edits_the_workspace_text_not_the_disk() {
         })
     );
     assert_eq!(
-        *editor.writes.lock().unwrap(),
+        *editor.writes.lock(),
         vec![(path, "edited text\n".to_string())]
     );
     assert_eq!(f.contents("a.txt"), "saved text\n");

@@ -29,8 +29,9 @@
 //! Shells are registered by [`spawn_registered`] under a lock the reaper's
 //! scans also take, so a scan never sees a shell before it is registered.
 
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::{HashMap, HashSet};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
@@ -64,16 +65,13 @@ struct Registry {
 
 fn registry() -> MutexGuard<'static, Registry> {
     static REGISTRY: OnceLock<Mutex<Registry>> = OnceLock::new();
-    REGISTRY
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
+    REGISTRY.get_or_init(Mutex::default).lock()
 }
 
 /// Held while a shell is being started and while the reaper scans.
 fn spawn_lock() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(PoisonError::into_inner)
+    LOCK.lock()
 }
 
 /// Wakes the reaper thread before its interval.
@@ -188,17 +186,16 @@ pub fn start_reaping() {
 /// Waits for a poke or `timeout`; whether it was poked.
 fn wait_for_wake(timeout: Duration) -> bool {
     let wake = wake();
-    let pending = wake.pending.lock().unwrap_or_else(PoisonError::into_inner);
-    let (mut pending, _) = wake
+    let mut pending = wake.pending.lock();
+    let _ = wake
         .signal
-        .wait_timeout_while(pending, timeout, |pending| !*pending)
-        .unwrap_or_else(PoisonError::into_inner);
+        .wait_while_for(&mut pending, |pending| !*pending, timeout);
     std::mem::replace(&mut *pending, false)
 }
 
 fn poke_reaper() {
     let wake = wake();
-    *wake.pending.lock().unwrap_or_else(PoisonError::into_inner) = true;
+    *wake.pending.lock() = true;
     wake.signal.notify_one();
 }
 

@@ -3,9 +3,10 @@
 //! 127.0.0.1 standing in for STS, the SSO portal, the container endpoint
 //! and IMDS; nothing reaches the real `~/.aws` or the network.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use axum::body::Bytes;
@@ -151,7 +152,6 @@ impl Mock {
     fn on(&self, method: &str, path: &str, status: u16, body: impl Into<String>) {
         self.state
             .lock()
-            .unwrap()
             .routes
             .entry((method.to_string(), path.to_string()))
             .or_default()
@@ -159,7 +159,7 @@ impl Mock {
     }
 
     fn seen(&self) -> Vec<Seen> {
-        self.state.lock().unwrap().seen.clone()
+        self.state.lock().seen.clone()
     }
 
     fn requests(&self) -> Vec<String> {
@@ -177,7 +177,7 @@ async fn answer(
     headers: HeaderMap,
     body: Bytes,
 ) -> (StatusCode, String) {
-    let mut state = state.lock().unwrap();
+    let mut state = state.lock();
     state.seen.push(Seen {
         method: method.to_string(),
         path: uri.path().to_string(),
