@@ -3,7 +3,7 @@
 //!
 //! The loop knows nothing of ACP or any other frontend. It reports every step
 //! as an [`AgentEvent`] to an [`AgentHost`], which also answers permission
-//! questions. The invariants of DESIGN.md hold here: every tool call gets a
+//! questions. The invariants of ARCHITECTURE.md hold here: every tool call gets a
 //! start, an end and a result (even when it is refused, fails or is
 //! cancelled); results pair with calls by id; the history passes
 //! [`transform_context`] and [`convert_to_llm`] before each model call; a

@@ -1,9 +1,10 @@
 //! pincer: a coding agent for editors, speaking the Agent Client Protocol.
 //!
 //! The binary (`src/main.rs`) only parses the command line; everything else
-//! lives here, in the layers DESIGN.md describes: `llm` (provider wire
-//! formats), `agent` (the loop), `tools`, `acp` (the editor-facing server),
-//! and `config` (files, paths, model selection).
+//! lives here, in the layers ARCHITECTURE.md describes (lowest first: `llm`,
+//! `tools` and `auth`, `mcp`, `config`, `context`, `agent`, `workflow`,
+//! `session`, then the front doors `acp`, `gateway`, `bridge` and `cli`).
+//! `architecture.rs` checks that no import runs up that order.
 
 pub mod acp;
 pub mod agent;
@@ -20,3 +21,6 @@ pub mod process_group;
 pub mod session;
 pub mod tools;
 pub mod workflow;
+
+#[cfg(test)]
+mod architecture;

@@ -1,5 +1,5 @@
 //! The agent loop through the library API, against the mock model server:
-//! event order and the invariants of DESIGN.md (every call gets a start, an
+//! event order and the invariants of ARCHITECTURE.md (every call gets a start, an
 //! end and a result; pairing by id; cancellation; what each assistant
 //! message records).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
