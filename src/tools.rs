@@ -27,6 +27,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::llm::Content;
 
+/// Most lines of output one tool result shows (`read`, `bash`, `process`).
+pub const MAX_LINES: usize = 2_000;
+/// Most bytes of output one tool result shows (every tool that lists or
+/// prints: `read`, `bash`, `process`, `grep`, `find`, `ls`).
+pub const MAX_BYTES: usize = 50 * 1024;
+
 /// What a tool call does, in the editor's vocabulary (ACP `ToolKind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -20,6 +20,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::stream::truncate;
 use super::{
     AssistantContent, AssistantMessage, Content, HttpRequest, LlmError, Message, Model, Request,
     Secret, StopReason, StreamEvent, ThinkingLevel, ToolResultMessage, Usage, WireFormat, sse,
@@ -726,14 +727,6 @@ pub fn error_from_response(
         None => (None, truncate(body.trim(), ERROR_BODY_LIMIT)),
     };
     LlmError::from_http(provider, status, kind.as_deref(), message, retry_after)
-}
-
-/// The first `max` characters of `text`, marked when cut.
-fn truncate(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_string(),
-    }
 }
 
 /// The `reasoning_effort` for a level. Only the GPT-5 family knows

@@ -511,7 +511,7 @@ fn page_title(html: &str) -> Option<String> {
 }
 
 /// The first `max` characters of `text`, marked when cut.
-fn truncate(text: &str, max: usize) -> String {
+pub(crate) fn truncate(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_string(),

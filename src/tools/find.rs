@@ -25,12 +25,10 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{CallInfo, Location, Tool, ToolContext, ToolKind, ToolOutput};
+use super::{CallInfo, Location, MAX_BYTES, Tool, ToolContext, ToolKind, ToolOutput};
 
 /// Results one call returns unless the model asks for another number.
 const DEFAULT_LIMIT: usize = 1_000;
-/// Most bytes of output one call returns.
-const MAX_BYTES: usize = 50 * 1024;
 
 // Arguments of a `find` call; the field docs are the schema the model sees.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -31,12 +31,10 @@ use tokio_util::sync::CancellationToken;
 use super::find::{
     PathGlob, RelPath, describe_missing, parse_limit, relative_slash, shown_path, walker,
 };
-use super::{CallInfo, Location, Tool, ToolContext, ToolKind, ToolOutput};
+use super::{CallInfo, Location, MAX_BYTES, Tool, ToolContext, ToolKind, ToolOutput};
 
 /// Matching lines one call returns unless the model asks for another number.
 const DEFAULT_LIMIT: usize = 100;
-/// Most bytes of output one call returns.
-const MAX_BYTES: usize = 50 * 1024;
 /// Longest line shown whole, in characters; minified files have lines of
 /// megabytes.
 const MAX_LINE_CHARS: usize = 500;

@@ -18,12 +18,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::find::{describe_missing, parse_limit, shown_path};
-use super::{CallInfo, Location, Tool, ToolContext, ToolKind, ToolOutput};
+use super::{CallInfo, Location, MAX_BYTES, Tool, ToolContext, ToolKind, ToolOutput};
 
 /// Entries one call returns unless the model asks for another number.
 const DEFAULT_LIMIT: usize = 500;
-/// Most bytes of output one call returns.
-const MAX_BYTES: usize = 50 * 1024;
 
 // Arguments of an `ls` call; the field docs are the schema the model sees.
 #[derive(Debug, Deserialize, JsonSchema)]

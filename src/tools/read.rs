@@ -27,12 +27,9 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::{CallInfo, Location, Tool, ToolContext, ToolKind, ToolOutput};
+use super::{MAX_BYTES, MAX_LINES};
 use crate::llm::Content;
 
-/// Most lines one read returns.
-const MAX_LINES: usize = 2_000;
-/// Most bytes of text one read returns.
-const MAX_BYTES: usize = 50 * 1024;
 /// Largest base64 image providers accept in one block.
 const MAX_IMAGE_BASE64_BYTES: usize = 4_718_592; // 4.5 MB
 /// How much of a file is searched for NUL bytes to call it binary (as git does).
@@ -609,7 +606,7 @@ fn text_output(request: &Request, selection: Selection) -> ToolOutput {
             details: details(start - 1, true),
             ..ToolOutput::ok(format!(
                 "[Line {start} is {size}, beyond the 50 KB limit. Use bash: sed -n '{start}p' {} | head -c {MAX_BYTES}]",
-                shell_quote(&path),
+                crate::tools::shell::quote(&path),
             ))
         };
     }
@@ -665,18 +662,6 @@ fn without_terminator(line: &str) -> &str {
     match line.strip_suffix('\n') {
         Some(body) => body.strip_suffix('\r').unwrap_or(body),
         None => line,
-    }
-}
-
-/// Quotes `s` for a POSIX shell when it holds anything but plain path characters.
-fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
 
@@ -1001,8 +986,14 @@ mod tests {
 
     #[test]
     fn odd_paths_are_quoted_for_the_shell() {
-        assert_eq!(shell_quote("/tmp/a-b_c.txt"), "/tmp/a-b_c.txt");
-        assert_eq!(shell_quote("/tmp/it's here"), r"'/tmp/it'\''s here'");
+        assert_eq!(
+            crate::tools::shell::quote("/tmp/a-b_c.txt"),
+            "/tmp/a-b_c.txt"
+        );
+        assert_eq!(
+            crate::tools::shell::quote("/tmp/it's here"),
+            r"'/tmp/it'\''s here'"
+        );
     }
 
     #[tokio::test]

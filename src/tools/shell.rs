@@ -41,10 +41,21 @@ pub(super) fn write_locations(command: &str, cwd: &std::path::Path) -> Vec<super
         .collect()
 }
 
-/// Most lines of output one result shows.
-pub(super) const MAX_LINES: usize = 2_000;
-/// Most bytes of output one result shows.
-pub(super) const MAX_BYTES: usize = 50 * 1024;
+/// `text` as one word of a POSIX shell command: as it is when it holds
+/// only characters no shell treats specially, else in single quotes.
+pub fn quote(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:@%+=,".contains(c));
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+pub(super) use super::{MAX_BYTES, MAX_LINES};
 
 /// `text` as a model should read it: terminal escapes and control
 /// characters other than newlines and tabs removed. Text without any is

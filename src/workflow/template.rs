@@ -17,6 +17,8 @@ use std::collections::BTreeSet;
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::Value;
 
+pub use crate::tools::shell::quote as shell_quote;
+
 fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
@@ -30,20 +32,6 @@ fn environment() -> Environment<'static> {
         shell_quote(&text)
     });
     env
-}
-
-/// `text` as one word of a POSIX shell command: as it is when it holds
-/// only characters no shell treats specially, else in single quotes.
-pub fn shell_quote(text: &str) -> String {
-    let plain = !text.is_empty()
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-./:@%+=,".contains(c));
-    if plain {
-        text.to_string()
-    } else {
-        format!("'{}'", text.replace('\'', "'\\''"))
-    }
 }
 
 /// The names `source` reads (`inputs.file`, `steps.read.output.issues`);
