@@ -289,7 +289,7 @@ pub struct AgentConfig {
     pub last_call: Option<std::time::SystemTime>,
     /// Where other credentials come from when one fails; `None`: only
     /// `key` is tried.
-    pub credentials: Option<Arc<dyn failover::CredentialSource>>,
+    pub credentials: Option<Arc<dyn crate::auth::CredentialSource>>,
     /// Models to try, in order, when `model`'s provider cannot answer.
     pub fallbacks: Vec<Model>,
     /// Give up on a rate limit at once (another credential is waiting)

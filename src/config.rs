@@ -559,8 +559,8 @@ impl Settings {
     }
 
     /// The first credential to use for `model`: its id and secret.
-    fn first_credential(&self, model: &Model) -> Option<crate::agent::failover::Attempt> {
-        use crate::agent::failover::CredentialSource;
+    fn first_credential(&self, model: &Model) -> Option<crate::auth::Attempt> {
+        use crate::auth::CredentialSource;
         self.credentials().attempts(model).into_iter().next()
     }
 
@@ -635,8 +635,8 @@ impl Settings {
     }
 
     /// The best credential for `model` that is not Claude Code's own login.
-    fn credential_without_cli(&self, model: &Model) -> Option<crate::agent::failover::Attempt> {
-        use crate::agent::failover::CredentialSource;
+    fn credential_without_cli(&self, model: &Model) -> Option<crate::auth::Attempt> {
+        use crate::auth::CredentialSource;
         self.credentials()
             .attempts(model)
             .into_iter()
@@ -659,7 +659,7 @@ impl Settings {
         config.key = attempt.as_ref().and_then(|a| a.secret.clone());
         config.auth_profile = attempt.and_then(|a| a.id);
         if let Some(inner) = config.credentials.take() {
-            config.credentials = Some(std::sync::Arc::new(crate::agent::failover::Excluding {
+            config.credentials = Some(std::sync::Arc::new(crate::auth::Excluding {
                 inner,
                 ids: vec![crate::auth::external::CLAUDE_CODE_ID.to_string()],
             }));
