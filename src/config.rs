@@ -104,7 +104,7 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// `[tools]`: which tools the model is offered (profile, allow, deny,
     /// per provider or model).
-    pub tools: crate::agent::policy::ToolsConfig,
+    pub tools: crate::tools::rules::ToolsConfig,
     /// `[agents.<id>]`: rules of one agent (pincer's is `main`).
     pub agents: BTreeMap<String, AgentConfigSection>,
     /// What a prompt sent while the agent is busy does: `steer` (default:
@@ -140,11 +140,24 @@ pub struct Config {
     /// The project's `[tools]`, which narrows the user's (kept apart so that
     /// a repository can take tools away but never add them).
     #[serde(skip)]
-    pub project_tools: Option<crate::agent::policy::ToolsConfig>,
+    pub project_tools: Option<crate::tools::rules::ToolsConfig>,
     /// A trusted project's own MCP servers, kept apart from the user's so
     /// that they can never take a user server's place (or its secrets).
     #[serde(skip)]
     pub project_mcp: BTreeMap<String, crate::mcp::ServerConfig>,
+}
+
+impl Config {
+    /// The environment rules for the commands of a session with this
+    /// config: the user's `[shell]`, also removing the variables that hold
+    /// the configured providers' keys.
+    pub fn shell_env(&self) -> crate::tools::shell::ShellEnv {
+        let key_variables = self
+            .providers
+            .values()
+            .filter_map(|provider| provider.api_key_env.clone());
+        crate::tools::shell::ShellEnv::new(&self.shell, key_variables)
+    }
 }
 
 /// One `[agents.<id>]` table.
@@ -152,7 +165,7 @@ pub struct Config {
 #[serde(default, deny_unknown_fields)]
 pub struct AgentConfigSection {
     /// The agent's own allow / deny lists, applied after the global ones.
-    pub tools: crate::agent::policy::Rules,
+    pub tools: crate::tools::rules::Rules,
 }
 
 /// A duration written the way people write it (`"5m"`, `"1h 30m"`,

@@ -300,7 +300,7 @@ impl Session {
         let settings_loops = settings.loop_detector();
         let queue_mode = settings.config.queue_mode.unwrap_or_default();
         let roots = std::iter::once(cwd.clone()).chain(additional).collect();
-        let shell_env = tools::shell::ShellEnv::from_config(&settings.config);
+        let shell_env = settings.config.shell_env();
         let tools = tools::builtin_with(Arc::new(shell_env));
         let permissions = Arc::new(settings.permissions(settings.default_mode(), roots));
         Self {

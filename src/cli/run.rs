@@ -350,9 +350,7 @@ pub(crate) async fn prepare(
     let model = choose_model(&settings, options, restored.as_ref())?;
     check(&settings, &model, restored.as_ref())?;
 
-    let tools = tools::builtin_with(Arc::new(tools::shell::ShellEnv::from_config(
-        &settings.config,
-    )));
+    let tools = tools::builtin_with(Arc::new(settings.config.shell_env()));
     let allowed = overrides::tool_list(&options.allowed_tools);
     let disallowed = overrides::tool_list(&options.disallowed_tools);
     let known: Vec<&str> = tools.iter().map(|t| t.name()).collect();

@@ -249,7 +249,7 @@ impl Layering {
             memory_flush: p.compaction.memory_flush.or(c.compaction.memory_flush),
         };
         // The tool policy's project steps can only take tools away.
-        if p.tools != crate::agent::policy::ToolsConfig::default() {
+        if p.tools != crate::tools::rules::ToolsConfig::default() {
             c.project_tools = Some(p.tools);
         }
 
