@@ -38,6 +38,7 @@ use crate::llm::{
 use crate::tools::{
     CallInfo, Display, LocalWorkspace, Terminals, Tool, ToolContext, ToolOutput, Workspace,
 };
+pub use crate::config::QueueMode;
 pub use permission::{Answer, Decision, Mode, Permissions};
 
 /// An entry of a session's history. Only `Llm` entries reach the model.
@@ -468,33 +469,6 @@ pub async fn run_timed(
     config.guard.run_ended(&stop).await;
     host.emit(AgentEvent::AgentEnd { stop: stop.clone() });
     stop
-}
-
-/// What happens to a message the user sends while a run is busy.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum QueueMode {
-    /// Once the running tool finishes, the rest of its batch is skipped and
-    /// the model reads the message next.
-    #[default]
-    Steer,
-    /// The message waits until the run would end, then continues it.
-    FollowUp,
-}
-
-impl QueueMode {
-    pub const ALL: [QueueMode; 2] = [QueueMode::Steer, QueueMode::FollowUp];
-
-    pub fn id(self) -> &'static str {
-        match self {
-            QueueMode::Steer => "steer",
-            QueueMode::FollowUp => "follow-up",
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| m.id() == value)
-    }
 }
 
 /// Whether a reply is the silent token: kept in history, never shown.

@@ -8,6 +8,7 @@
 
 pub mod channels;
 pub mod gateway;
+pub mod modes;
 pub mod project;
 pub mod trust;
 
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::llm::catalog::{Catalog, CatalogError, ProviderConfig};
 use crate::llm::{Model, Secret, ThinkingLevel};
+pub use modes::{Mode, QueueMode};
 
 /// The directories pincer reads and writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,7 +79,7 @@ pub struct Config {
     /// keep-alive) before a stream fails.
     pub stream_idle_timeout: Option<u64>,
     /// The mode new sessions start in: default, accept-edits, plan, bypass.
-    pub default_mode: Option<crate::agent::Mode>,
+    pub default_mode: Option<Mode>,
     /// Retries of transient provider failures (rate limits, overload, 5xx).
     pub max_retries: Option<u32>,
     /// Base of the exponential retry backoff, in milliseconds.
@@ -110,7 +112,7 @@ pub struct Config {
     /// What a prompt sent while the agent is busy does: `steer` (default:
     /// it interrupts after the running tool) or `follow-up` (it waits for
     /// the run to end).
-    pub queue_mode: Option<crate::agent::QueueMode>,
+    pub queue_mode: Option<QueueMode>,
     /// `[loop_detection]`: thresholds of the loop detector.
     pub loop_detection: Option<crate::agent::loops::LoopSettings>,
     /// `[[hooks]]`: the user's own commands at fixed points of a session.
@@ -1054,7 +1056,7 @@ impl Settings {
     /// the user's state, and the user's sensitive paths.
     pub fn permissions(
         &self,
-        mode: crate::agent::Mode,
+        mode: Mode,
         roots: Vec<PathBuf>,
     ) -> crate::agent::Permissions {
         let file = crate::agent::permission::state_file(&self.paths.config_dir, &self.project.root);
@@ -1075,7 +1077,7 @@ impl Settings {
         }
     }
 
-    pub fn default_mode(&self) -> crate::agent::Mode {
+    pub fn default_mode(&self) -> Mode {
         self.config.default_mode.unwrap_or_default()
     }
 

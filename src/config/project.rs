@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::Config;
-use crate::agent::Mode;
+use super::Mode;
 use crate::mcp::ServerConfig;
 
 /// Why a project key was not honoured.
