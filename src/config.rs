@@ -8,6 +8,7 @@
 
 pub mod channels;
 pub mod gateway;
+pub mod hooks;
 pub mod modes;
 pub mod project;
 pub mod trust;
@@ -114,11 +115,11 @@ pub struct Config {
     /// the run to end).
     pub queue_mode: Option<QueueMode>,
     /// `[loop_detection]`: thresholds of the loop detector.
-    pub loop_detection: Option<crate::agent::loops::LoopSettings>,
+    pub loop_detection: Option<LoopSettings>,
     /// `[[hooks]]`: the user's own commands at fixed points of a session.
     /// Only the user's config file may add hooks: a project's file comes
     /// with the repository, and a hook runs whatever it says.
-    pub hooks: Vec<crate::agent::hooks::HookConfig>,
+    pub hooks: Vec<hooks::HookConfig>,
     /// `[mcp]`: MCP servers pincer starts for every session, and timeouts
     /// and allow / deny lists for the editor's servers.
     pub mcp: crate::mcp::McpConfig,
@@ -205,6 +206,30 @@ pub struct CompactionConfig {
     pub keep_recent_tokens: Option<u64>,
     /// Write durable notes to the workspace before compacting (default true).
     pub memory_flush: Option<bool>,
+}
+
+/// `[loop_detection]` in `config.toml`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoopSettings {
+    pub enabled: bool,
+    /// How many recent calls are remembered.
+    pub history: usize,
+    pub warning: usize,
+    pub block: usize,
+    pub breaker: usize,
+}
+
+impl Default for LoopSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            history: 30,
+            warning: 10,
+            block: 20,
+            breaker: 30,
+        }
+    }
 }
 
 pub const DEFAULT_MAX_TURNS: u32 = 100;

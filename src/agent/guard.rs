@@ -19,7 +19,8 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::hooks::{Before, Event, Hooks, Origin};
-use super::loops::{LoopDetector, LoopSettings, Verdict};
+use super::loops::{LoopDetector, Verdict};
+use crate::config::LoopSettings;
 use super::policy::ToolPolicy;
 use super::{Mode, RunStop};
 use crate::llm::{Content, ToolCall};
