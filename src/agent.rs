@@ -20,6 +20,7 @@ mod memory;
 pub mod permission;
 pub mod policy;
 pub mod prune;
+pub mod setup;
 pub mod title;
 
 use std::sync::Arc;

@@ -265,12 +265,6 @@ impl Permissions {
         self
     }
 
-    /// Where older versions kept answers: `<project>/.pincer/permissions.toml`.
-    /// pincer no longer reads it (a repository could commit one).
-    pub fn project_file(project: &Path) -> PathBuf {
-        project.join(".pincer").join("permissions.toml")
-    }
-
     fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
         self.state.lock()
     }
