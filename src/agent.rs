@@ -40,6 +40,7 @@ use crate::tools::{
     CallInfo, Display, LocalWorkspace, Terminals, Tool, ToolContext, ToolOutput, Workspace,
 };
 pub use crate::config::QueueMode;
+use crate::context::SILENT_REPLY;
 pub use permission::{Answer, Decision, Mode, Permissions};
 
 /// An entry of a session's history. Only `Llm` entries reach the model.
@@ -477,8 +478,6 @@ pub fn is_silent(text: &str) -> bool {
     text.trim() == SILENT_REPLY
 }
 
-/// What the model answers when it has nothing to say to the user.
-pub const SILENT_REPLY: &str = "NO_REPLY";
 
 async fn run_turns(
     client: &reqwest::Client,

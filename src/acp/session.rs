@@ -80,7 +80,7 @@ pub struct Session {
     /// turns run there.
     claude_code: Mutex<Arc<crate::agent::claude_code::Session>>,
     /// A workflow run the transcript shows started and never ended.
-    unfinished_workflow: Mutex<Option<crate::session::UnfinishedWorkflow>>,
+    unfinished_workflow: Mutex<Option<crate::workflow::run::UnfinishedWorkflow>>,
 }
 
 /// The connection a session belongs to: the one that opened it last (new,
@@ -969,7 +969,7 @@ impl Session {
         });
         // The first prompt names the session in the editor's history at
         // once; a model improves the name after the turn.
-        if let Some(title) = first_prompt.as_deref().and_then(crate::session::title_from) {
+        if let Some(title) = first_prompt.as_deref().and_then(crate::agent::title::title_from) {
             let update = SessionInfoUpdate::new().title(title).updated_at(
                 humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             );
