@@ -5,6 +5,13 @@
 //! platform's config and data directories. The user's `config.toml` is
 //! trusted; a project's `.pincer/config.toml` is layered over it only as
 //! far as the project is trusted (see [`project`] and [`trust`]).
+//!
+//! Config sits below the context, the agent and workflows and knows none
+//! of them: the types here are what the files say (the config file's
+//! schema, including the modes in [`modes`] and the hooks in [`hooks`]),
+//! and each layer above builds its own objects from [`Settings`]
+//! (`crate::agent::setup`, `crate::context::Sources::from_settings`,
+//! `crate::workflow::discover`).
 
 pub mod channels;
 pub mod gateway;
