@@ -31,6 +31,8 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::config::QueueMode;
+use crate::context::SILENT_REPLY;
 use crate::llm::{
     self, AssistantMessage, Content, LlmError, Message, MessageBuilder, Model, Request, Secret,
     StopReason, StreamConfig, StreamEvent, ThinkingLevel, ToolCall, ToolResultMessage, ToolSpec,
@@ -39,8 +41,6 @@ use crate::llm::{
 use crate::tools::{
     CallInfo, Display, LocalWorkspace, Terminals, Tool, ToolContext, ToolOutput, Workspace,
 };
-pub use crate::config::QueueMode;
-use crate::context::SILENT_REPLY;
 pub use permission::{Answer, Decision, Mode, Permissions};
 
 /// An entry of a session's history. Only `Llm` entries reach the model.
@@ -477,7 +477,6 @@ pub async fn run_timed(
 pub fn is_silent(text: &str) -> bool {
     text.trim() == SILENT_REPLY
 }
-
 
 async fn run_turns(
     client: &reqwest::Client,

@@ -969,7 +969,10 @@ impl Session {
         });
         // The first prompt names the session in the editor's history at
         // once; a model improves the name after the turn.
-        if let Some(title) = first_prompt.as_deref().and_then(crate::agent::title::title_from) {
+        if let Some(title) = first_prompt
+            .as_deref()
+            .and_then(crate::agent::title::title_from)
+        {
             let update = SessionInfoUpdate::new().title(title).updated_at(
                 humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             );
@@ -1156,9 +1159,7 @@ impl Session {
             &self.id.0,
             &self.cwd,
         )
-        .map_err(|e| {
-                invalid_params(format!("the tool policy in config.toml is invalid: {e}"))
-            })?;
+        .map_err(|e| invalid_params(format!("the tool policy in config.toml is invalid: {e}")))?;
         // The prompt lists only the tools the policy lets the model use.
         let mode = self.permissions.mode();
         let offered: Vec<Arc<dyn Tool>> = self

@@ -20,9 +20,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::hooks::{Before, Event, Hooks, Origin};
 use super::loops::{LoopDetector, Verdict};
-use crate::config::LoopSettings;
 use super::policy::ToolPolicy;
 use super::{Mode, RunStop};
+use crate::config::LoopSettings;
 use crate::llm::{Content, ToolCall};
 use crate::tools::shell::{clean_text, truncate_head};
 use crate::tools::{Tool, ToolOutput};

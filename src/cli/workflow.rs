@@ -203,8 +203,7 @@ async fn execute(
                 )
             }
         };
-        let workflow =
-            find(&workflows, &problems, &name).map_err(Failure::Usage)?;
+        let workflow = find(&workflows, &problems, &name).map_err(Failure::Usage)?;
         let inputs = match (given, restored.and_then(|r| r.unfinished_workflow.as_ref())) {
             (Some(given), _) => workflow.bind_inputs(&given).map_err(Failure::Usage)?,
             (None, Some(unfinished)) => unfinished.inputs.clone(),

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use super::conn::{Conn, Need, Out};
 use super::frames::{self, APPROVAL_NOT_FOUND, ErrorShape, FORBIDDEN, Request, now_ms};
 use super::hub::{Hub, MAIN_KEY, Outcome, merge};
-use crate::config::QueueMode;
 use crate::agent::AgentMessage;
+use crate::config::QueueMode;
 use crate::llm::{AssistantContent, Content, Message, ThinkingLevel};
 
 /// Every method, for `hello-ok`.
