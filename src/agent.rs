@@ -20,6 +20,7 @@ mod memory;
 pub mod permission;
 pub mod policy;
 pub mod prune;
+pub mod setup;
 pub mod title;
 
 use std::sync::Arc;
@@ -30,6 +31,8 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::config::QueueMode;
+use crate::context::SILENT_REPLY;
 use crate::llm::{
     self, AssistantMessage, Content, LlmError, Message, MessageBuilder, Model, Request, Secret,
     StopReason, StreamConfig, StreamEvent, ThinkingLevel, ToolCall, ToolResultMessage, ToolSpec,
@@ -289,7 +292,7 @@ pub struct AgentConfig {
     pub last_call: Option<std::time::SystemTime>,
     /// Where other credentials come from when one fails; `None`: only
     /// `key` is tried.
-    pub credentials: Option<Arc<dyn failover::CredentialSource>>,
+    pub credentials: Option<Arc<dyn crate::auth::CredentialSource>>,
     /// Models to try, in order, when `model`'s provider cannot answer.
     pub fallbacks: Vec<Model>,
     /// Give up on a rate limit at once (another credential is waiting)
@@ -470,40 +473,10 @@ pub async fn run_timed(
     stop
 }
 
-/// What happens to a message the user sends while a run is busy.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum QueueMode {
-    /// Once the running tool finishes, the rest of its batch is skipped and
-    /// the model reads the message next.
-    #[default]
-    Steer,
-    /// The message waits until the run would end, then continues it.
-    FollowUp,
-}
-
-impl QueueMode {
-    pub const ALL: [QueueMode; 2] = [QueueMode::Steer, QueueMode::FollowUp];
-
-    pub fn id(self) -> &'static str {
-        match self {
-            QueueMode::Steer => "steer",
-            QueueMode::FollowUp => "follow-up",
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| m.id() == value)
-    }
-}
-
 /// Whether a reply is the silent token: kept in history, never shown.
 pub fn is_silent(text: &str) -> bool {
     text.trim() == SILENT_REPLY
 }
-
-/// What the model answers when it has nothing to say to the user.
-pub const SILENT_REPLY: &str = "NO_REPLY";
 
 async fn run_turns(
     client: &reqwest::Client,

@@ -28,6 +28,7 @@
 
 pub mod external;
 pub mod oauth;
+mod source;
 mod store;
 
 use std::collections::BTreeMap;
@@ -37,6 +38,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use crate::llm::Secret;
+pub use source::{Attempt, CredentialSource, Excluding, Fixed, Shared};
 pub use store::{Store, StoreError};
 
 /// The agent whose profiles are used.
@@ -548,15 +550,15 @@ impl SessionCredentials {
     }
 }
 
-impl crate::agent::failover::CredentialSource for SessionCredentials {
-    fn attempts(&self, model: &crate::llm::Model) -> Vec<crate::agent::failover::Attempt> {
+impl CredentialSource for SessionCredentials {
+    fn attempts(&self, model: &crate::llm::Model) -> Vec<Attempt> {
         let keys = self
             .providers
             .get(&model.provider)
             .cloned()
             .unwrap_or_default();
         let pinned = self.pinned();
-        let mut attempts: Vec<crate::agent::failover::Attempt> = self
+        let mut attempts: Vec<Attempt> = self
             .resolver
             .candidates_with(
                 &model.provider,
@@ -565,14 +567,14 @@ impl crate::agent::failover::CredentialSource for SessionCredentials {
                 pinned.as_deref(),
             )
             .into_iter()
-            .map(|c| crate::agent::failover::Attempt {
+            .map(|c| Attempt {
                 id: Some(c.id),
                 secret: Some(c.secret),
                 unavailable: c.unavailable,
             })
             .collect();
         if attempts.is_empty() && keys.key_optional {
-            attempts.push(crate::agent::failover::Attempt {
+            attempts.push(Attempt {
                 id: None,
                 secret: None,
                 unavailable: None,
@@ -590,8 +592,8 @@ impl crate::agent::failover::CredentialSource for SessionCredentials {
         &'a self,
         http: &'a reqwest::Client,
         model: &'a crate::llm::Model,
-        attempt: crate::agent::failover::Attempt,
-    ) -> futures::future::BoxFuture<'a, Result<crate::agent::failover::Attempt, String>> {
+        attempt: Attempt,
+    ) -> futures::future::BoxFuture<'a, Result<Attempt, String>> {
         Box::pin(async move {
             let Some(id) = attempt.id.clone() else {
                 return Ok(attempt);
@@ -620,7 +622,7 @@ impl crate::agent::failover::CredentialSource for SessionCredentials {
             let secret = oauth::fresh_access(http, &self.resolver.store, config, &id, now)
                 .await
                 .map_err(|e| format!("refreshing its token failed: {e}"))?;
-            Ok(crate::agent::failover::Attempt {
+            Ok(Attempt {
                 secret: Some(secret),
                 ..attempt
             })

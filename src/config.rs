@@ -5,9 +5,18 @@
 //! platform's config and data directories. The user's `config.toml` is
 //! trusted; a project's `.pincer/config.toml` is layered over it only as
 //! far as the project is trusted (see [`project`] and [`trust`]).
+//!
+//! Config sits below the context, the agent and workflows and knows none
+//! of them: the types here are what the files say (the config file's
+//! schema, including the modes in [`modes`] and the hooks in [`hooks`]),
+//! and each layer above builds its own objects from [`Settings`]
+//! (`crate::agent::setup`, `crate::context::Sources::from_settings`,
+//! `crate::workflow::discover`).
 
 pub mod channels;
 pub mod gateway;
+pub mod hooks;
+pub mod modes;
 pub mod project;
 pub mod trust;
 
@@ -18,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::llm::catalog::{Catalog, CatalogError, ProviderConfig};
 use crate::llm::{Model, Secret, ThinkingLevel};
+pub use modes::{Mode, QueueMode};
 
 /// The directories pincer reads and writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,7 +87,7 @@ pub struct Config {
     /// keep-alive) before a stream fails.
     pub stream_idle_timeout: Option<u64>,
     /// The mode new sessions start in: default, accept-edits, plan, bypass.
-    pub default_mode: Option<crate::agent::Mode>,
+    pub default_mode: Option<Mode>,
     /// Retries of transient provider failures (rate limits, overload, 5xx).
     pub max_retries: Option<u32>,
     /// Base of the exponential retry backoff, in milliseconds.
@@ -104,19 +114,19 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// `[tools]`: which tools the model is offered (profile, allow, deny,
     /// per provider or model).
-    pub tools: crate::agent::policy::ToolsConfig,
+    pub tools: crate::tools::rules::ToolsConfig,
     /// `[agents.<id>]`: rules of one agent (pincer's is `main`).
     pub agents: BTreeMap<String, AgentConfigSection>,
     /// What a prompt sent while the agent is busy does: `steer` (default:
     /// it interrupts after the running tool) or `follow-up` (it waits for
     /// the run to end).
-    pub queue_mode: Option<crate::agent::QueueMode>,
+    pub queue_mode: Option<QueueMode>,
     /// `[loop_detection]`: thresholds of the loop detector.
-    pub loop_detection: Option<crate::agent::loops::LoopSettings>,
+    pub loop_detection: Option<LoopSettings>,
     /// `[[hooks]]`: the user's own commands at fixed points of a session.
     /// Only the user's config file may add hooks: a project's file comes
     /// with the repository, and a hook runs whatever it says.
-    pub hooks: Vec<crate::agent::hooks::HookConfig>,
+    pub hooks: Vec<hooks::HookConfig>,
     /// `[mcp]`: MCP servers pincer starts for every session, and timeouts
     /// and allow / deny lists for the editor's servers.
     pub mcp: crate::mcp::McpConfig,
@@ -140,11 +150,24 @@ pub struct Config {
     /// The project's `[tools]`, which narrows the user's (kept apart so that
     /// a repository can take tools away but never add them).
     #[serde(skip)]
-    pub project_tools: Option<crate::agent::policy::ToolsConfig>,
+    pub project_tools: Option<crate::tools::rules::ToolsConfig>,
     /// A trusted project's own MCP servers, kept apart from the user's so
     /// that they can never take a user server's place (or its secrets).
     #[serde(skip)]
     pub project_mcp: BTreeMap<String, crate::mcp::ServerConfig>,
+}
+
+impl Config {
+    /// The environment rules for the commands of a session with this
+    /// config: the user's `[shell]`, also removing the variables that hold
+    /// the configured providers' keys.
+    pub fn shell_env(&self) -> crate::tools::shell::ShellEnv {
+        let key_variables = self
+            .providers
+            .values()
+            .filter_map(|provider| provider.api_key_env.clone());
+        crate::tools::shell::ShellEnv::new(&self.shell, key_variables)
+    }
 }
 
 /// One `[agents.<id>]` table.
@@ -152,7 +175,7 @@ pub struct Config {
 #[serde(default, deny_unknown_fields)]
 pub struct AgentConfigSection {
     /// The agent's own allow / deny lists, applied after the global ones.
-    pub tools: crate::agent::policy::Rules,
+    pub tools: crate::tools::rules::Rules,
 }
 
 /// A duration written the way people write it (`"5m"`, `"1h 30m"`,
@@ -190,6 +213,30 @@ pub struct CompactionConfig {
     pub keep_recent_tokens: Option<u64>,
     /// Write durable notes to the workspace before compacting (default true).
     pub memory_flush: Option<bool>,
+}
+
+/// `[loop_detection]` in `config.toml`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoopSettings {
+    pub enabled: bool,
+    /// How many recent calls are remembered.
+    pub history: usize,
+    pub warning: usize,
+    pub block: usize,
+    pub breaker: usize,
+}
+
+impl Default for LoopSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            history: 30,
+            warning: 10,
+            block: 20,
+            breaker: 30,
+        }
+    }
 }
 
 pub const DEFAULT_MAX_TURNS: u32 = 100;
@@ -420,7 +467,7 @@ impl Settings {
         problems.extend(system_problems);
         // A project's workflows run tools and models: they need trust, and
         // changing one asks again.
-        let workflow_files = crate::workflow::files(&root.join(".pincer").join("workflows"));
+        let workflow_files = project::toml_files(&root.join(".pincer").join("workflows"));
         let workflow_labels: Vec<String> = workflow_files
             .iter()
             .map(|p| {
@@ -475,7 +522,7 @@ impl Settings {
                 workflow_labels.join(", ")
             ));
         }
-        let stray = crate::agent::Permissions::project_file(&root);
+        let stray = project::permissions_file(&root);
         let project = ProjectState {
             root,
             config_file,
@@ -559,8 +606,8 @@ impl Settings {
     }
 
     /// The first credential to use for `model`: its id and secret.
-    fn first_credential(&self, model: &Model) -> Option<crate::agent::failover::Attempt> {
-        use crate::agent::failover::CredentialSource;
+    fn first_credential(&self, model: &Model) -> Option<crate::auth::Attempt> {
+        use crate::auth::CredentialSource;
         self.credentials().attempts(model).into_iter().next()
     }
 
@@ -588,85 +635,13 @@ impl Settings {
         self.catalog.claude_code(model)
     }
 
-    /// The Claude Code settings a run of `model` needs, with the model and
-    /// credential pincer's own loop falls back to.
-    pub fn claude_code_runtime(
-        &self,
-        model: &Model,
-    ) -> Option<crate::agent::claude_code::Settings> {
-        let target = self.catalog.claude_code(model)?;
-        let native = match self.catalog.resolve(&target.native) {
-            Ok(native) => native,
-            Err(e) => {
-                tracing::warn!(model = %target.native, error = %e, "no native model to fall back to from Claude Code");
-                model.clone()
-            }
-        };
-        let attempt = self.credential_without_cli(&native);
-        Some(crate::agent::claude_code::Settings {
-            path: self.resolve_program(&target.path),
-            native_key: attempt.as_ref().and_then(|a| a.secret.clone()),
-            native_profile: attempt.and_then(|a| a.id),
-            native,
-        })
-    }
-
-    /// The workflows this session may run: pincer's built-in ones, the
-    /// user's (`<config dir>/workflows/`), then a trusted project's
-    /// (`.pincer/workflows/`), by name; and the problems of the files
-    /// that do not load.
-    pub fn workflows(
-        &self,
-    ) -> (
-        std::collections::BTreeMap<String, crate::workflow::Workflow>,
-        Vec<crate::workflow::WorkflowError>,
-    ) {
-        let project = self
-            .project
-            .trust
-            .trusted()
-            .then_some(self.project.root.as_path());
-        let dirs = crate::workflow::dirs(&self.paths.config_dir, project);
-        let tools: std::collections::BTreeSet<String> = crate::tools::builtin()
-            .iter()
-            .map(|t| t.name().to_string())
-            .collect();
-        crate::workflow::load(&dirs, &tools)
-    }
-
     /// The best credential for `model` that is not Claude Code's own login.
-    fn credential_without_cli(&self, model: &Model) -> Option<crate::agent::failover::Attempt> {
-        use crate::agent::failover::CredentialSource;
+    pub fn credential_without_cli(&self, model: &Model) -> Option<crate::auth::Attempt> {
+        use crate::auth::CredentialSource;
         self.credentials()
             .attempts(model)
             .into_iter()
             .find(|a| a.id.as_deref() != Some(crate::auth::external::CLAUDE_CODE_ID))
-    }
-
-    /// Sets `config` up to run its turns through Claude Code when its
-    /// model's provider says so: the runtime, and credentials for pincer's
-    /// own calls (compaction, a failed-over turn) that never include the
-    /// CLI's login.
-    pub fn use_claude_code(
-        &self,
-        config: &mut crate::agent::AgentConfig,
-        session: std::sync::Arc<crate::agent::claude_code::Session>,
-    ) {
-        let Some(claude_code) = self.claude_code_runtime(&config.model) else {
-            return;
-        };
-        let attempt = self.credential_without_cli(&config.model);
-        config.key = attempt.as_ref().and_then(|a| a.secret.clone());
-        config.auth_profile = attempt.and_then(|a| a.id);
-        if let Some(inner) = config.credentials.take() {
-            config.credentials = Some(std::sync::Arc::new(crate::agent::failover::Excluding {
-                inner,
-                ids: vec![crate::auth::external::CLAUDE_CODE_ID.to_string()],
-            }));
-        }
-        config.runtime = Some(std::sync::Arc::new(
-            crate::agent::claude_code::ClaudeCode::new(claude_code, session),
-        ));
     }
 
     /// The key for pincer's own calls on behalf of a session of `model`
@@ -681,7 +656,7 @@ impl Settings {
 
     /// A program name as the user would run it: a bare name is looked up
     /// on this process's `PATH`; a path is taken as it is (after `~/`).
-    fn resolve_program(&self, program: &str) -> PathBuf {
+    pub fn resolve_program(&self, program: &str) -> PathBuf {
         let path = PathBuf::from(program);
         if let Some(rest) = program.strip_prefix("~/")
             && let Some(home) = self.env("HOME")
@@ -867,59 +842,6 @@ impl Settings {
         Ok(self.catalog.resolve(fallback)?)
     }
 
-    /// The agent's clock: the system clock, or the instant in the file
-    /// that the hidden `PINCER_CLOCK_FILE` names (see
-    /// [`crate::agent::clock`]; the prompt-cache tests move time with it).
-    pub fn clock(&self) -> crate::agent::clock::Clock {
-        crate::agent::clock::Clock::from_env_value(self.env(crate::agent::clock::CLOCK_FILE_VAR))
-    }
-
-    /// How a run reaches `model`, with this config's limits and retries.
-    pub fn agent_config(
-        &self,
-        model: Model,
-        thinking: ThinkingLevel,
-        system_prompt: String,
-        permissions: std::sync::Arc<crate::agent::Permissions>,
-        guard: std::sync::Arc<crate::agent::guard::ToolGuard>,
-    ) -> crate::agent::AgentConfig {
-        crate::agent::AgentConfig {
-            key: self.api_key(&model),
-            auth_profile: self.credential_source(&model),
-            model,
-            thinking,
-            system_prompt,
-            max_turns: self.max_turns(),
-            stream: crate::llm::StreamConfig {
-                idle_timeout: std::time::Duration::from_secs(
-                    self.config.stream_idle_timeout.unwrap_or(120),
-                ),
-            },
-            max_retries: self.config.max_retries.unwrap_or(DEFAULT_MAX_RETRIES),
-            retry_base_delay: std::time::Duration::from_millis(
-                self.config.retry_base_delay_ms.unwrap_or(2000),
-            ),
-            permissions,
-            compaction: self.compaction(),
-            memory_dir: self
-                .config
-                .compaction
-                .memory_flush
-                .unwrap_or(true)
-                .then(|| self.paths.workspace_dir()),
-            prune: self.prune(),
-            last_call: None,
-            credentials: Some(std::sync::Arc::new(self.credentials())),
-            fallbacks: self.fallback_models(),
-            rotate_rate_limits: false,
-            guard,
-            clock: self.clock(),
-            session_id: None,
-            extra_tools: None,
-            runtime: None,
-        }
-    }
-
     /// The configured fallback models that resolve.
     pub fn fallback_models(&self) -> Vec<Model> {
         self.config
@@ -934,30 +856,6 @@ impl Settings {
                 }
             })
             .collect()
-    }
-
-    /// The pruning settings after config.
-    pub fn prune(&self) -> crate::agent::prune::Settings {
-        let defaults = crate::agent::prune::Settings::default();
-        crate::agent::prune::Settings {
-            enabled: self.config.prune_tool_results.unwrap_or(defaults.enabled),
-            ttl: self
-                .config
-                .cache_ttl
-                .map_or(defaults.ttl, |CacheTtl(ttl)| ttl),
-            ..defaults
-        }
-    }
-
-    /// The compaction settings after config.
-    pub fn compaction(&self) -> crate::agent::compaction::Settings {
-        let defaults = crate::agent::compaction::Settings::default();
-        let c = &self.config.compaction;
-        crate::agent::compaction::Settings {
-            enabled: c.enabled.unwrap_or(defaults.enabled),
-            reserve_tokens: c.reserve_tokens.unwrap_or(defaults.reserve_tokens),
-            keep_recent_tokens: c.keep_recent_tokens.unwrap_or(defaults.keep_recent_tokens),
-        }
     }
 
     /// The MCP servers to start in `cwd` beside the editor's (`editor`
@@ -991,78 +889,7 @@ impl Settings {
         user.into_iter().chain(project).collect()
     }
 
-    /// The tool policy for `model`: the user's `[tools]`, the project's,
-    /// and the `main` agent's rules.
-    pub fn tool_policy(
-        &self,
-        model: &Model,
-    ) -> Result<crate::agent::policy::ToolPolicy, crate::agent::policy::PolicyError> {
-        let agent = self
-            .config
-            .agents
-            .get(crate::auth::DEFAULT_AGENT)
-            .map(|a| (crate::auth::DEFAULT_AGENT, &a.tools));
-        crate::agent::policy::ToolPolicy::layered(
-            &self.config.tools,
-            self.config.project_tools.as_ref(),
-            agent,
-            &model.provider,
-            &model.id,
-            &self.config.mcp.scopes(&self.config.project_mcp),
-        )
-    }
-
-    /// A new loop history with the configured thresholds; one per session.
-    pub fn loop_detector(&self) -> crate::agent::loops::SharedLoops {
-        std::sync::Arc::new(parking_lot::Mutex::new(
-            crate::agent::loops::LoopDetector::new(self.config.loop_detection.unwrap_or_default()),
-        ))
-    }
-
-    /// A run's tool guard: the policy for `model`, the session's loop
-    /// history and the configured hooks.
-    pub fn tool_guard(
-        &self,
-        model: &Model,
-        loops: crate::agent::loops::SharedLoops,
-        session_id: &str,
-        cwd: &Path,
-    ) -> Result<crate::agent::guard::ToolGuard, crate::agent::policy::PolicyError> {
-        Ok(crate::agent::guard::ToolGuard::new(
-            self.tool_policy(model)?,
-            loops,
-            crate::agent::hooks::Hooks::new(self.config.hooks.clone()),
-            session_id,
-            cwd,
-        ))
-    }
-
-    /// A session's permission state: answers remembered for this project in
-    /// the user's state, and the user's sensitive paths.
-    pub fn permissions(
-        &self,
-        mode: crate::agent::Mode,
-        roots: Vec<PathBuf>,
-    ) -> crate::agent::Permissions {
-        let file = crate::agent::permission::state_file(&self.paths.config_dir, &self.project.root);
-        crate::agent::Permissions::new(mode, roots, Some(file)).with_sensitive(
-            crate::agent::permission::Sensitive::new(
-                self.env("HOME").map(PathBuf::from),
-                Some(self.paths.config_dir.clone()),
-            ),
-        )
-    }
-
-    /// Where the system prompt's parts come from for a session in `cwd`.
-    pub fn sources(&self, cwd: &Path) -> crate::context::Sources {
-        crate::context::Sources {
-            cwd: cwd.to_path_buf(),
-            config_dir: self.paths.config_dir.clone(),
-            project_trusted: self.project.trust.trusted(),
-        }
-    }
-
-    pub fn default_mode(&self) -> crate::agent::Mode {
+    pub fn default_mode(&self) -> Mode {
         self.config.default_mode.unwrap_or_default()
     }
 
@@ -1280,25 +1107,6 @@ mod tests {
         }
         std::fs::write(&path, "[providers.lab]\nbase_url = \"http://lab:1/v1\"\n").unwrap();
         Settings::load(home.path(), env_with(home.path(), &[])).unwrap();
-    }
-
-    #[test]
-    fn the_cache_ttl_is_configurable_and_five_minutes_by_default() {
-        let home = tempfile::tempdir().unwrap();
-        let s = Settings::load(home.path(), env_with(home.path(), &[])).unwrap();
-        assert_eq!(s.prune().ttl, std::time::Duration::from_secs(300));
-        std::fs::write(home.path().join("config.toml"), "cache_ttl = \"1h\"\n").unwrap();
-        let s = Settings::load(home.path(), env_with(home.path(), &[])).unwrap();
-        assert_eq!(
-            s.prune(),
-            crate::agent::prune::Settings {
-                ttl: std::time::Duration::from_secs(3_600),
-                ..Default::default()
-            }
-        );
-        std::fs::write(home.path().join("config.toml"), "cache_ttl = \"soon\"\n").unwrap();
-        let err = Settings::load(home.path(), env_with(home.path(), &[])).unwrap_err();
-        assert!(err.to_string().contains("cache_ttl `soon`"), "{err}");
     }
 
     #[test]

@@ -61,6 +61,16 @@ pub struct Sources {
 }
 
 impl Sources {
+    /// Where the system prompt's parts come from for a session in `cwd`
+    /// under `settings`.
+    pub fn from_settings(settings: &crate::config::Settings, cwd: &Path) -> Self {
+        Self {
+            cwd: cwd.to_path_buf(),
+            config_dir: settings.paths.config_dir.clone(),
+            project_trusted: settings.project.trust.trusted(),
+        }
+    }
+
     /// The agent's own workspace: `<config_dir>/agents/main/workspace`;
     /// holds SOUL.md, IDENTITY.md, USER.md, TOOLS.md, MEMORY.md, memory/.
     pub fn workspace(&self) -> PathBuf {

@@ -10,9 +10,11 @@ pub mod transcript;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use crate::agent::title::title_from;
 use crate::agent::{AgentMessage, Mode};
 use crate::llm::{Message, ThinkingLevel, ToolResultMessage};
 use crate::tools::{CallInfo, Display};
+use crate::workflow::run::UnfinishedWorkflow;
 use transcript::{Entry, Record};
 
 /// Why a session cannot work in the directory an editor gave.
@@ -143,16 +145,6 @@ pub struct Restored {
     /// A workflow run that started and never ended (the process died):
     /// its start and the steps it finished, to resume it.
     pub unfinished_workflow: Option<UnfinishedWorkflow>,
-}
-
-/// A workflow run a killed process left behind.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct UnfinishedWorkflow {
-    pub run: String,
-    pub workflow: String,
-    pub inputs: serde_json::Value,
-    /// Its finished steps, in order: (step id, output, error).
-    pub steps: Vec<(String, serde_json::Value, bool)>,
 }
 
 impl Restored {
@@ -677,26 +669,6 @@ pub fn delete(transcript: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A title from the first thing the user asked: its first line, cut to 80
-/// characters.
-fn is_working_directory_line(line: &str) -> bool {
-    line.starts_with("[Working directory: ") && line.ends_with(']')
-}
-
-pub fn title_from(text: &str) -> Option<String> {
-    // OpenClaw's ACP bridge starts every prompt with the editor's working
-    // directory: that line names no session.
-    let line = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty() && !is_working_directory_line(l))?;
-    let mut title: String = line.chars().take(80).collect();
-    if line.chars().count() > 80 {
-        title.push('…');
-    }
-    Some(title)
-}
-
 /// How long a transcript that was never prompted is kept (from its last
 /// change): long enough for a client that creates a session in one process
 /// and prompts it from the next (`acpx sessions new`, then `acpx prompt`),
@@ -859,19 +831,6 @@ mod tests {
             [true, false, true]
         );
         assert_eq!(find(data.path(), "sess_fresh"), Some(fresh));
-    }
-
-    #[test]
-    fn a_title_skips_the_working_directory_line_openclaw_s_bridge_adds() {
-        assert_eq!(
-            title_from("[Working directory: ~/src/app]\n\nFix the login bug").as_deref(),
-            Some("Fix the login bug")
-        );
-        assert_eq!(title_from("[Working directory: ~/src/app]"), None);
-        assert_eq!(
-            title_from("[Working directory: is what I asked] why?").as_deref(),
-            Some("[Working directory: is what I asked] why?")
-        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod grep;
 pub mod ls;
 pub mod process;
 pub mod read;
+pub mod rules;
 pub mod shell;
 pub mod todo;
 pub mod write;
@@ -472,7 +473,8 @@ pub fn builtin() -> Vec<Arc<dyn Tool>> {
 }
 
 /// The built-in tool set for a session whose commands inherit what `env`
-/// lets through (see [`shell::ShellEnv::from_config`]).
+/// lets through (see [`shell::ShellEnv::new`]; a session's come from
+/// its config's `[shell]`).
 pub fn builtin_with(env: Arc<shell::ShellEnv>) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(read::ReadTool),

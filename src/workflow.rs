@@ -403,17 +403,69 @@ pub fn dirs(config_dir: &Path, project_root: Option<&Path>) -> Vec<PathBuf> {
     dirs
 }
 
-/// The `*.toml` files of `dir`, sorted.
-pub fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "toml") && p.is_file())
+/// The workflows a session under `settings` may run: pincer's built-in
+/// ones, the user's (`<config dir>/workflows/`), then a trusted project's
+/// (`.pincer/workflows/`), by name; and the problems of the files that do
+/// not load.
+pub fn discover(
+    settings: &crate::config::Settings,
+) -> (BTreeMap<String, Workflow>, Vec<WorkflowError>) {
+    let project = settings
+        .project
+        .trust
+        .trusted()
+        .then_some(settings.project.root.as_path());
+    let dirs = dirs(&settings.paths.config_dir, project);
+    let tools: BTreeSet<String> = crate::tools::builtin()
+        .iter()
+        .map(|t| t.name().to_string())
         .collect();
-    files.sort();
-    files
+    load(&dirs, &tools)
+}
+
+/// The workflow `name` among `workflows`, or why there is none: the
+/// problems of its file when it does not load, else the names there are.
+pub fn find<'a>(
+    workflows: &'a BTreeMap<String, Workflow>,
+    problems: &[WorkflowError],
+    name: &str,
+) -> Result<&'a Workflow, String> {
+    if let Some(workflow) = workflows.get(name) {
+        return Ok(workflow);
+    }
+    let broken: Vec<String> = problems
+        .iter()
+        .filter(|p| p.file.file_stem().is_some_and(|s| s == name))
+        .map(ToString::to_string)
+        .collect();
+    if !broken.is_empty() {
+        return Err(format!(
+            "workflow `{name}` does not load:\n{}",
+            broken.join("\n")
+        ));
+    }
+    let known: Vec<&str> = workflows.keys().map(String::as_str).collect();
+    Err(format!(
+        "no workflow `{name}`; known: {}",
+        if known.is_empty() {
+            "none".to_string()
+        } else {
+            known.join(", ")
+        }
+    ))
+}
+
+/// `NAME=VALUE` pairs (`pincer workflow run --input`, `/workflow NAME
+/// input=value`) as a map.
+pub fn parse_inputs(pairs: &[String]) -> Result<BTreeMap<String, String>, String> {
+    pairs
+        .iter()
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+                .ok_or_else(|| format!("--input `{pair}` is not NAME=VALUE"))
+        })
+        .collect()
 }
 
 /// The workflows pincer ships (docs/workflow-examples): there in every
@@ -487,7 +539,7 @@ pub fn load(
     let mut errors = builtin_problems.clone();
     let mut texts: Vec<(PathBuf, String)> = Vec::new();
     for dir in dirs {
-        for file in files(dir) {
+        for file in crate::config::project::toml_files(dir) {
             match std::fs::read_to_string(&file) {
                 Ok(text) => texts.push((file, text)),
                 Err(e) => errors.push(WorkflowError {

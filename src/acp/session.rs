@@ -80,7 +80,7 @@ pub struct Session {
     /// turns run there.
     claude_code: Mutex<Arc<crate::agent::claude_code::Session>>,
     /// A workflow run the transcript shows started and never ended.
-    unfinished_workflow: Mutex<Option<crate::session::UnfinishedWorkflow>>,
+    unfinished_workflow: Mutex<Option<crate::workflow::run::UnfinishedWorkflow>>,
 }
 
 /// The connection a session belongs to: the one that opened it last (new,
@@ -297,12 +297,16 @@ impl Session {
         let mcp = start_mcp(&settings, &cwd, mcp_servers.clone());
         let thinking = clamp_thinking(&model, settings.thinking());
         let credentials = Arc::new(settings.credentials());
-        let settings_loops = settings.loop_detector();
+        let settings_loops = agent::setup::loop_detector(&settings);
         let queue_mode = settings.config.queue_mode.unwrap_or_default();
         let roots = std::iter::once(cwd.clone()).chain(additional).collect();
-        let shell_env = tools::shell::ShellEnv::from_config(&settings.config);
+        let shell_env = settings.config.shell_env();
         let tools = tools::builtin_with(Arc::new(shell_env));
-        let permissions = Arc::new(settings.permissions(settings.default_mode(), roots));
+        let permissions = Arc::new(agent::setup::permissions(
+            &settings,
+            settings.default_mode(),
+            roots,
+        ));
         Self {
             id: SessionId::new(id),
             cwd,
@@ -965,7 +969,10 @@ impl Session {
         });
         // The first prompt names the session in the editor's history at
         // once; a model improves the name after the turn.
-        if let Some(title) = first_prompt.as_deref().and_then(crate::session::title_from) {
+        if let Some(title) = first_prompt
+            .as_deref()
+            .and_then(crate::agent::title::title_from)
+        {
             let update = SessionInfoUpdate::new().title(title).updated_at(
                 humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             );
@@ -1123,7 +1130,7 @@ impl Session {
 
 impl Session {
     fn sources(&self) -> crate::context::Sources {
-        self.settings().sources(&self.cwd)
+        crate::context::Sources::from_settings(&self.settings(), &self.cwd)
     }
 
     /// The run's configuration (with a fresh system prompt) and its cancel
@@ -1145,12 +1152,14 @@ impl Session {
                 state.client_prompt.clone(),
             )
         };
-        let guard = self
-            .settings()
-            .tool_guard(&model, self.loops.clone(), &self.id.0, &self.cwd)
-            .map_err(|e| {
-                invalid_params(format!("the tool policy in config.toml is invalid: {e}"))
-            })?;
+        let guard = agent::setup::tool_guard(
+            &self.settings(),
+            &model,
+            self.loops.clone(),
+            &self.id.0,
+            &self.cwd,
+        )
+        .map_err(|e| invalid_params(format!("the tool policy in config.toml is invalid: {e}")))?;
         // The prompt lists only the tools the policy lets the model use.
         let mode = self.permissions.mode();
         let offered: Vec<Arc<dyn Tool>> = self
@@ -1170,7 +1179,8 @@ impl Session {
         for problem in &system_prompt.problems {
             tracing::warn!("{problem}");
         }
-        let mut config = self.settings().agent_config(
+        let mut config = agent::setup::agent_config(
+            &self.settings(),
             model,
             thinking,
             system_prompt.text,
@@ -1182,7 +1192,7 @@ impl Session {
         config.extra_tools = Some(self.mcp().clone());
         config.session_id = Some(self.id.0.to_string());
         let claude_code = self.claude_code.lock().clone();
-        self.settings().use_claude_code(&mut config, claude_code);
+        agent::setup::use_claude_code(&self.settings(), &mut config, claude_code);
         Ok((config, cancel))
     }
 
@@ -1283,7 +1293,7 @@ impl Session {
         let (skills, mut problems) = crate::context::skills::discover(&sources);
         let (templates, more) = crate::context::templates::discover(&sources);
         problems.extend(more);
-        let (workflows, workflow_problems) = self.settings().workflows();
+        let (workflows, workflow_problems) = crate::workflow::discover(&self.settings());
         problems.extend(workflow_problems.iter().map(ToString::to_string));
         let workflows: Vec<(String, String)> = workflows
             .values()

@@ -19,9 +19,10 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::hooks::{Before, Event, Hooks, Origin};
-use super::loops::{LoopDetector, LoopSettings, Verdict};
+use super::loops::{LoopDetector, Verdict};
 use super::policy::ToolPolicy;
 use super::{Mode, RunStop};
+use crate::config::LoopSettings;
 use crate::llm::{Content, ToolCall};
 use crate::tools::shell::{clean_text, truncate_head};
 use crate::tools::{Tool, ToolOutput};

@@ -28,66 +28,17 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+pub use crate::config::hooks::Event;
+use crate::config::hooks::HookConfig;
 use serde_json::{Map, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::llm::Content;
 
-/// The points a hook can run at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Event {
-    BeforeToolCall,
-    AfterToolCall,
-    UserPromptSubmit,
-    SessionStart,
-    SessionEnd,
-    BeforeCompaction,
-    AfterCompaction,
-    AgentEnd,
-}
-
-impl Event {
-    pub fn id(self) -> &'static str {
-        match self {
-            Event::BeforeToolCall => "before_tool_call",
-            Event::AfterToolCall => "after_tool_call",
-            Event::UserPromptSubmit => "user_prompt_submit",
-            Event::SessionStart => "session_start",
-            Event::SessionEnd => "session_end",
-            Event::BeforeCompaction => "before_compaction",
-            Event::AfterCompaction => "after_compaction",
-            Event::AgentEnd => "agent_end",
-        }
-    }
-}
-
 const DEFAULT_TIMEOUT_SECS: f64 = 30.0;
 /// More than this on stdout is not an answer.
 const MAX_ANSWER_BYTES: usize = 1024 * 1024;
-
-/// One `[[hooks]]` entry of `config.toml`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HookConfig {
-    pub event: Event,
-    /// Run with `sh -c` in the session's directory.
-    pub command: String,
-    /// For tool events: only tools whose name matches this glob.
-    #[serde(default)]
-    pub matcher: Option<String>,
-    /// Seconds before the hook is killed (default 30).
-    #[serde(default)]
-    pub timeout: Option<f64>,
-    /// Higher runs first (default 0; equal priorities keep config order).
-    #[serde(default)]
-    pub priority: i32,
-    /// A failing hook refuses what it guards instead of being ignored.
-    #[serde(default)]
-    pub fail_closed: bool,
-}
 
 /// What the `before_tool_call` hooks decided, merged.
 #[derive(Clone, Debug, PartialEq)]

@@ -21,32 +21,9 @@
 use std::collections::VecDeque;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// `[loop_detection]` in `config.toml`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LoopSettings {
-    pub enabled: bool,
-    /// How many recent calls are remembered.
-    pub history: usize,
-    pub warning: usize,
-    pub block: usize,
-    pub breaker: usize,
-}
-
-impl Default for LoopSettings {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            history: 30,
-            warning: 10,
-            block: 20,
-            breaker: 30,
-        }
-    }
-}
+use crate::config::LoopSettings;
 
 /// Which detector fired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

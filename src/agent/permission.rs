@@ -22,62 +22,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::config::Mode;
 use crate::tools::{CallInfo, Tool, ToolKind, is_inside};
-
-/// How much the agent may do without asking.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// Ask before anything that changes the machine or leaves the workspace.
-    #[default]
-    Default,
-    /// File edits inside the workspace are allowed; commands still ask.
-    AcceptEdits,
-    /// Read-only: tools that change anything are not offered.
-    Plan,
-    /// Never ask.
-    Bypass,
-}
-
-impl Mode {
-    pub const ALL: [Mode; 4] = [Mode::Default, Mode::AcceptEdits, Mode::Plan, Mode::Bypass];
-
-    pub fn id(self) -> &'static str {
-        match self {
-            Mode::Default => "default",
-            Mode::AcceptEdits => "accept-edits",
-            Mode::Plan => "plan",
-            Mode::Bypass => "bypass",
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Default => "Ask",
-            Mode::AcceptEdits => "Accept edits",
-            Mode::Plan => "Plan (read-only)",
-            Mode::Bypass => "Bypass permissions",
-        }
-    }
-
-    pub fn description(self) -> &'static str {
-        match self {
-            Mode::Default => "Ask before edits, commands and anything outside the project",
-            Mode::AcceptEdits => "Edit files in the project without asking; ask before commands",
-            Mode::Plan => "Read and search only; nothing is changed",
-            Mode::Bypass => "Run everything without asking",
-        }
-    }
-
-    pub fn parse(id: &str) -> Option<Mode> {
-        Mode::ALL.into_iter().find(|m| m.id() == id)
-    }
-
-    /// Whether a tool is offered to the model at all in this mode.
-    pub fn offers(self, tool: &dyn Tool) -> bool {
-        !(self == Mode::Plan && tool.mutating())
-    }
-}
 
 /// What to do with a call before running it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -317,12 +263,6 @@ impl Permissions {
     pub fn with_sensitive(mut self, sensitive: Sensitive) -> Self {
         self.sensitive = sensitive;
         self
-    }
-
-    /// Where older versions kept answers: `<project>/.pincer/permissions.toml`.
-    /// pincer no longer reads it (a repository could commit one).
-    pub fn project_file(project: &Path) -> PathBuf {
-        project.join(".pincer").join("permissions.toml")
     }
 
     fn lock(&self) -> parking_lot::MutexGuard<'_, State> {

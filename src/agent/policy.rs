@@ -16,59 +16,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use globset::{GlobBuilder, GlobMatcher};
-use serde::{Deserialize, Serialize};
 
 use super::Mode;
-
-/// A named starting set of tools.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Profile {
-    /// Look, don't touch: `read` and the search tools.
-    Minimal,
-    /// Everything a coding agent needs (the default).
-    #[default]
-    Coding,
-    /// Talking to people and sessions: no files, no commands.
-    Messaging,
-    /// No restriction.
-    Full,
-}
-
-impl Profile {
-    /// The allow list the profile starts from (empty: everything).
-    fn allow(self) -> &'static [&'static str] {
-        match self {
-            Profile::Minimal => &["read", "group:search"],
-            Profile::Coding => &[
-                "group:fs",
-                "group:runtime",
-                "group:search",
-                "group:mcp",
-                "group:sessions",
-                "group:memory",
-                "group:interaction",
-                "group:planning",
-            ],
-            Profile::Messaging => &[
-                "group:sessions",
-                "group:memory",
-                "group:interaction",
-                "message",
-            ],
-            Profile::Full => &[],
-        }
-    }
-
-    pub fn id(self) -> &'static str {
-        match self {
-            Profile::Minimal => "minimal",
-            Profile::Coding => "coding",
-            Profile::Messaging => "messaging",
-            Profile::Full => "full",
-        }
-    }
-}
+use crate::tools::rules::{Profile, Rules, ToolsConfig};
 
 /// The tools a `group:` entry stands for. Groups name tools pincer may not
 /// have (yet); they then match nothing.
@@ -93,31 +43,6 @@ fn group(name: &str) -> Option<&'static [&'static str]> {
         "planning" => &["todo"],
         _ => return None,
     })
-}
-
-/// Allow and deny lists as written in the config file.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Rules {
-    pub allow: Vec<String>,
-    pub deny: Vec<String>,
-}
-
-impl Rules {
-    fn is_empty(&self) -> bool {
-        self.allow.is_empty() && self.deny.is_empty()
-    }
-}
-
-/// `[tools]` in `config.toml`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ToolsConfig {
-    pub profile: Option<Profile>,
-    pub allow: Vec<String>,
-    pub deny: Vec<String>,
-    /// Rules per provider (`openai`) or per model (`openai/gpt-5`).
-    pub by_provider: BTreeMap<String, Rules>,
 }
 
 /// A step of the pipeline, in the order they apply.

@@ -164,13 +164,34 @@ pub fn clean(text: &str) -> Option<String> {
         .trim_end_matches(['.', '!', '。', ':', ';', ','])
         .trim();
     let collapsed = line.split_whitespace().collect::<Vec<_>>().join(" ");
-    crate::session::title_from(&collapsed)
+    title_from(&collapsed)
 }
 
 /// Whether what follows a `Title` label really is the rest of a label
 /// ("Title: Fix it"), not the rest of a word ("Titles for posts").
 fn label_ended(rest: &str) -> bool {
     rest.starts_with([':', ' ', '-']) || rest.is_empty()
+}
+
+/// The line OpenClaw's ACP bridge puts before every prompt.
+fn is_working_directory_line(line: &str) -> bool {
+    line.starts_with("[Working directory: ") && line.ends_with(']')
+}
+
+/// A title from the first thing the user asked: its first line, cut to 80
+/// characters.
+pub fn title_from(text: &str) -> Option<String> {
+    // OpenClaw's ACP bridge starts every prompt with the editor's working
+    // directory: that line names no session.
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !is_working_directory_line(l))?;
+    let mut title: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        title.push('…');
+    }
+    Some(title)
 }
 
 #[cfg(test)]
@@ -273,5 +294,18 @@ mod tests {
         let r = request(&mini, "hi", "");
         assert_eq!(r.thinking, ThinkingLevel::Minimal);
         assert!(r.max_tokens.unwrap() >= 1_024);
+    }
+
+    #[test]
+    fn a_title_skips_the_working_directory_line_openclaw_s_bridge_adds() {
+        assert_eq!(
+            title_from("[Working directory: ~/src/app]\n\nFix the login bug").as_deref(),
+            Some("Fix the login bug")
+        );
+        assert_eq!(title_from("[Working directory: ~/src/app]"), None);
+        assert_eq!(
+            title_from("[Working directory: is what I asked] why?").as_deref(),
+            Some("[Working directory: is what I asked] why?")
+        );
     }
 }

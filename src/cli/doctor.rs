@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::agent::failover::CredentialSource;
+use crate::auth::CredentialSource;
 use crate::config::{Settings, Trust, project::Why};
 use crate::llm::Model;
 

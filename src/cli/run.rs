@@ -350,9 +350,7 @@ pub(crate) async fn prepare(
     let model = choose_model(&settings, options, restored.as_ref())?;
     check(&settings, &model, restored.as_ref())?;
 
-    let tools = tools::builtin_with(Arc::new(tools::shell::ShellEnv::from_config(
-        &settings.config,
-    )));
+    let tools = tools::builtin_with(Arc::new(settings.config.shell_env()));
     let allowed = overrides::tool_list(&options.allowed_tools);
     let disallowed = overrides::tool_list(&options.disallowed_tools);
     let known: Vec<&str> = tools.iter().map(|t| t.name()).collect();
@@ -376,13 +374,12 @@ pub(crate) async fn prepare(
         }
     };
 
-    let policy = settings
-        .tool_policy(&model)
+    let policy = crate::agent::setup::tool_policy(&settings, &model)
         .and_then(|p| p.narrowed(&allowed, &disallowed))
         .map_err(|e| Failure::Usage(format!("tool policy: {e}")))?;
     let guard = crate::agent::guard::ToolGuard::new(
         policy,
-        settings.loop_detector(),
+        crate::agent::setup::loop_detector(&settings),
         crate::agent::hooks::Hooks::new(settings.config.hooks.clone()),
         &session_id,
         &cwd,
@@ -406,7 +403,11 @@ pub(crate) async fn prepare(
     mcp.ready().await;
     // Remembered "always" answers of the project apply; nothing new is
     // remembered, since nobody is asked.
-    let permissions = Arc::new(settings.permissions(options.mode.mode(), vec![cwd.clone()]));
+    let permissions = Arc::new(crate::agent::setup::permissions(
+        &settings,
+        options.mode.mode(),
+        vec![cwd.clone()],
+    ));
     let offered: Vec<Arc<dyn crate::tools::Tool>> = tools
         .iter()
         .chain(mcp.tools_now().iter())
@@ -421,7 +422,7 @@ pub(crate) async fn prepare(
         .map(crate::context::ClientPrompt::append);
     let stored_prompt = restored.as_ref().and_then(|r| r.client_prompt.clone());
     let system_prompt = crate::context::system_prompt_with(
-        &settings.sources(&cwd),
+        &crate::context::Sources::from_settings(&settings, &cwd),
         &model,
         &offered,
         client_prompt.as_ref().or(stored_prompt.as_ref()),
@@ -429,7 +430,8 @@ pub(crate) async fn prepare(
     for problem in &system_prompt.problems {
         tracing::warn!("{problem}");
     }
-    let mut config = settings.agent_config(
+    let mut config = crate::agent::setup::agent_config(
+        &settings,
         model.clone(),
         settings.thinking(),
         system_prompt.text,
@@ -443,7 +445,8 @@ pub(crate) async fn prepare(
         .as_ref()
         .and_then(|r| r.claude_code.clone())
         .unzip();
-    settings.use_claude_code(
+    crate::agent::setup::use_claude_code(
+        &settings,
         &mut config,
         crate::agent::claude_code::Session::new(resume, synced),
     );

@@ -25,7 +25,7 @@ pub async fn list(
     let settings = Settings::load_from_process(&cwd)?;
     let model = settings.default_model(model.as_deref())?;
     let mode = mode.unwrap_or_else(|| settings.default_mode());
-    let policy = settings.tool_policy(&model)?;
+    let policy = crate::agent::setup::tool_policy(&settings, &model)?;
     let mut tools = crate::tools::builtin();
     let servers = &settings.config.mcp;
     super::report_project(&settings);

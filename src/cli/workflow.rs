@@ -9,23 +9,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::config::Settings;
-
-/// `k=v` pairs of `--input`.
-pub fn parse_inputs(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
-    pairs
-        .iter()
-        .map(|pair| {
-            pair.split_once('=')
-                .map(|(k, v)| (k.trim().to_string(), v.to_string()))
-                .ok_or_else(|| anyhow::anyhow!("--input `{pair}` is not NAME=VALUE"))
-        })
-        .collect()
-}
+use crate::workflow::{find, parse_inputs};
 
 /// Each workflow with its description and inputs; problems on stderr.
 pub fn list() -> anyhow::Result<()> {
     let settings = Settings::load_from_process(&std::env::current_dir()?)?;
-    let (workflows, problems) = settings.workflows();
+    let (workflows, problems) = crate::workflow::discover(&settings);
     for problem in &problems {
         eprintln!("pincer: {problem}");
     }
@@ -62,7 +51,7 @@ pub fn list() -> anyhow::Result<()> {
 /// Checks every workflow file; fails when any has a problem.
 pub fn check() -> anyhow::Result<()> {
     let settings = Settings::load_from_process(&std::env::current_dir()?)?;
-    let (workflows, problems) = settings.workflows();
+    let (workflows, problems) = crate::workflow::discover(&settings);
     for problem in &problems {
         println!("{problem}");
     }
@@ -90,10 +79,10 @@ pub fn check() -> anyhow::Result<()> {
 /// step id → output), one step id a line.
 pub fn dry_run(name: &str, inputs: &[String], outputs: &Path) -> anyhow::Result<()> {
     let settings = Settings::load_from_process(&std::env::current_dir()?)?;
-    let (workflows, problems) = settings.workflows();
-    let workflow = find(&workflows, &problems, name)?;
+    let (workflows, problems) = crate::workflow::discover(&settings);
+    let workflow = find(&workflows, &problems, name).map_err(anyhow::Error::msg)?;
     let inputs = workflow
-        .bind_inputs(&parse_inputs(inputs)?)
+        .bind_inputs(&parse_inputs(inputs).map_err(anyhow::Error::msg)?)
         .map_err(anyhow::Error::msg)?;
     let text = std::fs::read_to_string(outputs)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", outputs.display()))?;
@@ -112,34 +101,6 @@ pub fn dry_run(name: &str, inputs: &[String], outputs: &Path) -> anyhow::Result<
         println!("{step}");
     }
     Ok(())
-}
-
-/// The workflow `name`, or why there is none.
-pub fn find<'a>(
-    workflows: &'a BTreeMap<String, crate::workflow::Workflow>,
-    problems: &[crate::workflow::WorkflowError],
-    name: &str,
-) -> anyhow::Result<&'a crate::workflow::Workflow> {
-    if let Some(workflow) = workflows.get(name) {
-        return Ok(workflow);
-    }
-    let broken: Vec<String> = problems
-        .iter()
-        .filter(|p| p.file.file_stem().is_some_and(|s| s == name))
-        .map(ToString::to_string)
-        .collect();
-    if !broken.is_empty() {
-        anyhow::bail!("workflow `{name}` does not load:\n{}", broken.join("\n"));
-    }
-    let known: Vec<&str> = workflows.keys().map(String::as_str).collect();
-    anyhow::bail!(
-        "no workflow `{name}`; known: {}",
-        if known.is_empty() {
-            "none".to_string()
-        } else {
-            known.join(", ")
-        }
-    )
 }
 
 /// Which run `pincer workflow run|resume` makes.
@@ -220,11 +181,11 @@ async fn execute(
                      model: &crate::llm::Model,
                      restored: Option<&crate::session::Restored>|
      -> Result<(), Failure> {
-        let (workflows, problems) = settings.workflows();
+        let (workflows, problems) = crate::workflow::discover(&settings);
         let (name, given, run, recorded) = match start {
             Start::New { name, inputs } => (
                 name.clone(),
-                Some(parse_inputs(inputs).map_err(|e| Failure::Usage(e.to_string()))?),
+                Some(parse_inputs(inputs).map_err(Failure::Usage)?),
                 format!("wf_{}", uuid::Uuid::new_v4().simple()),
                 Vec::new(),
             ),
@@ -242,8 +203,7 @@ async fn execute(
                 )
             }
         };
-        let workflow =
-            find(&workflows, &problems, &name).map_err(|e| Failure::Usage(format!("{e:#}")))?;
+        let workflow = find(&workflows, &problems, &name).map_err(Failure::Usage)?;
         let inputs = match (given, restored.and_then(|r| r.unfinished_workflow.as_ref())) {
             (Some(given), _) => workflow.bind_inputs(&given).map_err(Failure::Usage)?,
             (None, Some(unfinished)) => unfinished.inputs.clone(),

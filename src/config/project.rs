@@ -21,8 +21,28 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::Config;
-use crate::agent::Mode;
+use super::Mode;
 use crate::mcp::ServerConfig;
+
+/// The `*.toml` files of `dir`, sorted.
+pub fn toml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml") && p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+/// Where older versions kept remembered permission answers:
+/// `<project>/.pincer/permissions.toml`. pincer no longer reads it (a
+/// repository could commit one); [`super::ProjectState`] reports it.
+pub fn permissions_file(project: &Path) -> PathBuf {
+    project.join(".pincer").join("permissions.toml")
+}
 
 /// Why a project key was not honoured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,7 +269,7 @@ impl Layering {
             memory_flush: p.compaction.memory_flush.or(c.compaction.memory_flush),
         };
         // The tool policy's project steps can only take tools away.
-        if p.tools != crate::agent::policy::ToolsConfig::default() {
+        if p.tools != crate::tools::rules::ToolsConfig::default() {
             c.project_tools = Some(p.tools);
         }
 

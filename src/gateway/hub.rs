@@ -33,6 +33,7 @@ use super::conn::{Conn, Need, Out};
 use super::frames::now_ms;
 use super::link::{Approver, Link};
 use crate::acp::registry::Registry;
+use crate::config::QueueMode;
 
 mod approvals;
 mod events;
@@ -142,35 +143,6 @@ struct Collected {
     run: String,
     key: String,
     content: Vec<ContentBlock>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QueueMode {
-    Steer,
-    FollowUp,
-    Collect,
-    Interrupt,
-}
-
-impl QueueMode {
-    pub fn parse(value: &str) -> Option<Self> {
-        match value {
-            "steer" => Some(Self::Steer),
-            "followup" | "follow-up" | "follow_up" => Some(Self::FollowUp),
-            "collect" => Some(Self::Collect),
-            "interrupt" => Some(Self::Interrupt),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Steer => "steer",
-            Self::FollowUp => "followup",
-            Self::Collect => "collect",
-            Self::Interrupt => "interrupt",
-        }
-    }
 }
 
 /// How a run ended.

@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 
 use super::conn::{Conn, Need, Out};
 use super::frames::{self, APPROVAL_NOT_FOUND, ErrorShape, FORBIDDEN, Request, now_ms};
-use super::hub::{Hub, MAIN_KEY, Outcome, QueueMode, merge};
+use super::hub::{Hub, MAIN_KEY, Outcome, merge};
 use crate::agent::AgentMessage;
+use crate::config::QueueMode;
 use crate::llm::{AssistantContent, Content, Message, ThinkingLevel};
 
 /// Every method, for `hello-ok`.
@@ -441,7 +442,7 @@ async fn send(
     let blocks = content(params)?;
     let mode = match optional(params, "queueMode")? {
         None => None,
-        Some(mode) => Some(QueueMode::parse(mode).ok_or_else(|| {
+        Some(mode) => Some(QueueMode::from_wire(mode).ok_or_else(|| {
             ErrorShape::invalid("`queueMode` must be steer, followup, collect or interrupt")
         })?),
     };
@@ -700,7 +701,7 @@ fn recent_settings(path: &std::path::Path) -> Recent {
                 recent.mode = entry["mode"].as_str().map(String::from);
             }
             Some("queue_change") if recent.queue.is_none() => {
-                recent.queue = entry["queue"].as_str().and_then(QueueMode::parse);
+                recent.queue = entry["queue"].as_str().and_then(QueueMode::from_wire);
             }
             Some("message")
                 if recent.model.is_none() && entry["message"]["role"] == "assistant" =>
@@ -800,7 +801,7 @@ pub fn session_defaults(hub: &Hub) -> Value {
         "thinkingLevels": defaults.levels(defaults.model.as_deref()),
         "permissionMode": defaults.mode,
         "permissionModes": modes,
-        "queueMode": QueueMode::Steer.as_str(),
+        "queueMode": QueueMode::Steer.wire(),
     })
 }
 
@@ -828,7 +829,7 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         "thinkingLevel": thinking,
         "thinkingLevels": defaults.levels(model.as_deref()),
         "permissionMode": recent.mode.unwrap_or_else(|| defaults.mode.clone()),
-        "queueMode": hub.queue_mode(&summary.id).or(recent.queue).map(|m| m.as_str()),
+        "queueMode": hub.queue_mode(&summary.id).or(recent.queue).map(|m| m.wire()),
     });
     merge(
         &mut row,
@@ -994,7 +995,7 @@ async fn patch(hub: &Arc<Hub>, conn: &Conn, params: &Value) -> Reply {
         }
     }
     if let Some(mode) = optional(params, "queueMode")? {
-        let mode = QueueMode::parse(mode).ok_or_else(|| {
+        let mode = QueueMode::from_wire(mode).ok_or_else(|| {
             ErrorShape::invalid("`queueMode` must be steer, followup, collect or interrupt")
         })?;
         let acp = match mode {

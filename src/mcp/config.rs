@@ -66,7 +66,7 @@ impl McpConfig {
     pub fn scopes(
         &self,
         project: &BTreeMap<String, ServerConfig>,
-    ) -> BTreeMap<String, crate::agent::policy::Rules> {
+    ) -> BTreeMap<String, crate::tools::rules::Rules> {
         project
             .iter()
             .chain(self.servers.iter())
@@ -74,7 +74,7 @@ impl McpConfig {
             .map(|(name, s)| {
                 (
                     tool_prefix_name(name),
-                    crate::agent::policy::Rules {
+                    crate::tools::rules::Rules {
                         allow: s.allow.clone(),
                         deny: s.deny.clone(),
                     },

@@ -124,9 +124,20 @@ pub fn end_entry(run: &str, result: &Result<Finished, RunError>) -> Value {
     }
 }
 
+/// A workflow run a killed process left behind, as its session's
+/// transcript recorded it (`crate::session` reads it back).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UnfinishedWorkflow {
+    pub run: String,
+    pub workflow: String,
+    pub inputs: serde_json::Value,
+    /// Its finished steps, in order: (step id, output, error).
+    pub steps: Vec<(String, serde_json::Value, bool)>,
+}
+
 impl Recorded {
     /// The finished steps of a run a killed process left behind.
-    pub fn of(unfinished: &crate::session::UnfinishedWorkflow) -> Vec<Recorded> {
+    pub fn of(unfinished: &UnfinishedWorkflow) -> Vec<Recorded> {
         unfinished
             .steps
             .iter()

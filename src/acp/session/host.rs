@@ -153,7 +153,8 @@ impl AgentHost for AcpHost {
                 {
                     let mut state = self.session.state.lock();
                     state.total_cost += message.usage.cost.total;
-                    state.last_call = Some(self.session.settings().clock().now());
+                    state.last_call =
+                        Some(crate::agent::setup::clock(&self.session.settings()).now());
                 }
                 let record = transcript::Record::Message {
                     message: crate::llm::Message::Assistant((**message).clone()),

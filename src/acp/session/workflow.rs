@@ -26,7 +26,7 @@ impl Session {
         drain: Arc<Drain>,
     ) -> Result<PromptResponse, Error> {
         let settings = self.settings();
-        let (workflows, problems) = settings.workflows();
+        let (workflows, problems) = crate::workflow::discover(&settings);
         // Words as a shell splits them, so a value may hold spaces:
         // `/workflow test-fix command='cargo test -p core'`.
         let Some(words) = shlex::split(args) else {
@@ -59,7 +59,7 @@ impl Session {
                 Vec::new(),
             )
         };
-        let workflow = match crate::cli::workflow::find(&workflows, &problems, &workflow_name) {
+        let workflow = match crate::workflow::find(&workflows, &problems, &workflow_name) {
             Ok(workflow) => workflow,
             Err(e) => {
                 let usage = if workflow_name.is_empty() {
@@ -75,8 +75,7 @@ impl Session {
             Some(inputs) => inputs,
             None => {
                 let pairs: Vec<String> = words.collect();
-                let bound = crate::cli::workflow::parse_inputs(&pairs)
-                    .map_err(|e| e.to_string())
+                let bound = crate::workflow::parse_inputs(&pairs)
                     .and_then(|given| workflow.bind_inputs(&given));
                 match bound {
                     Ok(inputs) => inputs,

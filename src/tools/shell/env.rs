@@ -86,15 +86,6 @@ impl ShellEnv {
         }
     }
 
-    /// The rules for a session with `config`.
-    pub fn from_config(config: &crate::config::Config) -> Self {
-        let key_variables = config
-            .providers
-            .values()
-            .filter_map(|provider| provider.api_key_env.clone());
-        Self::new(&config.shell, key_variables)
-    }
-
     /// Whether a command inherits the variable `name`.
     pub fn keeps(&self, name: &str) -> bool {
         if self.remove.is_match(name) {

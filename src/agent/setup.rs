@@ -1,0 +1,220 @@
+//! Building a run's agent objects from the settings: the [`AgentConfig`],
+//! the tool policy and guard, the permission state, the loop history, the
+//! clock, and the Claude Code runtime when a model's provider runs there.
+//!
+//! The settings (`crate::config`) only say what the config files and the
+//! environment say; the agent's objects are made here, in the layer whose
+//! objects they are, so that config knows nothing of the agent. Each
+//! function is what a front door (ACP, `pincer run`, the gateway) calls
+//! once per session or per run.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::guard::ToolGuard;
+use super::hooks::Hooks;
+use super::loops::{LoopDetector, SharedLoops};
+use super::permission::{Sensitive, state_file};
+use super::policy::{PolicyError, ToolPolicy};
+use super::{AgentConfig, Mode, Permissions, claude_code, clock, compaction, prune};
+use crate::config::{CacheTtl, DEFAULT_MAX_RETRIES, Settings};
+use crate::llm::{Model, StreamConfig, ThinkingLevel};
+
+/// How a run reaches `model`, with the settings' limits and retries.
+pub fn agent_config(
+    settings: &Settings,
+    model: Model,
+    thinking: ThinkingLevel,
+    system_prompt: String,
+    permissions: Arc<Permissions>,
+    guard: Arc<ToolGuard>,
+) -> AgentConfig {
+    let config = &settings.config;
+    AgentConfig {
+        key: settings.api_key(&model),
+        auth_profile: settings.credential_source(&model),
+        model,
+        thinking,
+        system_prompt,
+        max_turns: settings.max_turns(),
+        stream: StreamConfig {
+            idle_timeout: Duration::from_secs(config.stream_idle_timeout.unwrap_or(120)),
+        },
+        max_retries: config.max_retries.unwrap_or(DEFAULT_MAX_RETRIES),
+        retry_base_delay: Duration::from_millis(config.retry_base_delay_ms.unwrap_or(2000)),
+        permissions,
+        compaction: compaction(settings),
+        memory_dir: config
+            .compaction
+            .memory_flush
+            .unwrap_or(true)
+            .then(|| settings.paths.workspace_dir()),
+        prune: prune(settings),
+        last_call: None,
+        credentials: Some(Arc::new(settings.credentials())),
+        fallbacks: settings.fallback_models(),
+        rotate_rate_limits: false,
+        guard,
+        clock: clock(settings),
+        session_id: None,
+        extra_tools: None,
+        runtime: None,
+    }
+}
+
+/// The pruning settings after config.
+fn prune(settings: &Settings) -> prune::Settings {
+    let defaults = prune::Settings::default();
+    let config = &settings.config;
+    prune::Settings {
+        enabled: config.prune_tool_results.unwrap_or(defaults.enabled),
+        ttl: config.cache_ttl.map_or(defaults.ttl, |CacheTtl(ttl)| ttl),
+        ..defaults
+    }
+}
+
+/// The compaction settings after config.
+fn compaction(settings: &Settings) -> compaction::Settings {
+    let defaults = compaction::Settings::default();
+    let c = &settings.config.compaction;
+    compaction::Settings {
+        enabled: c.enabled.unwrap_or(defaults.enabled),
+        reserve_tokens: c.reserve_tokens.unwrap_or(defaults.reserve_tokens),
+        keep_recent_tokens: c.keep_recent_tokens.unwrap_or(defaults.keep_recent_tokens),
+    }
+}
+
+/// The agent's clock: the system clock, or the instant in the file that
+/// the hidden `PINCER_CLOCK_FILE` names (see [`clock`]; the prompt-cache
+/// tests move time with it).
+pub fn clock(settings: &Settings) -> clock::Clock {
+    clock::Clock::from_env_value(settings.env(clock::CLOCK_FILE_VAR))
+}
+
+/// The tool policy for `model`: the user's `[tools]`, the project's, and
+/// the `main` agent's rules.
+pub fn tool_policy(settings: &Settings, model: &Model) -> Result<ToolPolicy, PolicyError> {
+    let config = &settings.config;
+    let agent = config
+        .agents
+        .get(crate::auth::DEFAULT_AGENT)
+        .map(|a| (crate::auth::DEFAULT_AGENT, &a.tools));
+    ToolPolicy::layered(
+        &config.tools,
+        config.project_tools.as_ref(),
+        agent,
+        &model.provider,
+        &model.id,
+        &config.mcp.scopes(&config.project_mcp),
+    )
+}
+
+/// A new loop history with the configured thresholds; one per session.
+pub fn loop_detector(settings: &Settings) -> SharedLoops {
+    Arc::new(parking_lot::Mutex::new(LoopDetector::new(
+        settings.config.loop_detection.unwrap_or_default(),
+    )))
+}
+
+/// A run's tool guard: the policy for `model`, the session's loop history
+/// and the configured hooks.
+pub fn tool_guard(
+    settings: &Settings,
+    model: &Model,
+    loops: SharedLoops,
+    session_id: &str,
+    cwd: &Path,
+) -> Result<ToolGuard, PolicyError> {
+    Ok(ToolGuard::new(
+        tool_policy(settings, model)?,
+        loops,
+        Hooks::new(settings.config.hooks.clone()),
+        session_id,
+        cwd,
+    ))
+}
+
+/// A session's permission state: answers remembered for this project in
+/// the user's state, and the user's sensitive paths.
+pub fn permissions(settings: &Settings, mode: Mode, roots: Vec<PathBuf>) -> Permissions {
+    let config_dir = &settings.paths.config_dir;
+    let file = state_file(config_dir, &settings.project.root);
+    Permissions::new(mode, roots, Some(file)).with_sensitive(Sensitive::new(
+        settings.env("HOME").map(PathBuf::from),
+        Some(config_dir.clone()),
+    ))
+}
+
+/// The Claude Code settings a run of `model` needs, with the model and
+/// credential pincer's own loop falls back to; `None` when `model`'s
+/// provider does not run its turns there.
+fn claude_code_runtime(settings: &Settings, model: &Model) -> Option<claude_code::Settings> {
+    let target = settings.claude_code(model)?;
+    let native = match settings.catalog.resolve(&target.native) {
+        Ok(native) => native,
+        Err(e) => {
+            tracing::warn!(model = %target.native, error = %e, "no native model to fall back to from Claude Code");
+            model.clone()
+        }
+    };
+    let attempt = settings.credential_without_cli(&native);
+    Some(claude_code::Settings {
+        path: settings.resolve_program(&target.path),
+        native_key: attempt.as_ref().and_then(|a| a.secret.clone()),
+        native_profile: attempt.and_then(|a| a.id),
+        native,
+    })
+}
+
+/// Sets `config` up to run its turns through Claude Code when its model's
+/// provider says so: the runtime, and credentials for pincer's own calls
+/// (compaction, a failed-over turn) that never include the CLI's login.
+pub fn use_claude_code(
+    settings: &Settings,
+    config: &mut AgentConfig,
+    session: Arc<claude_code::Session>,
+) {
+    let Some(claude_code) = claude_code_runtime(settings, &config.model) else {
+        return;
+    };
+    let attempt = settings.credential_without_cli(&config.model);
+    config.key = attempt.as_ref().and_then(|a| a.secret.clone());
+    config.auth_profile = attempt.and_then(|a| a.id);
+    if let Some(inner) = config.credentials.take() {
+        config.credentials = Some(Arc::new(crate::auth::Excluding {
+            inner,
+            ids: vec![crate::auth::external::CLAUDE_CODE_ID.to_string()],
+        }));
+    }
+    config.runtime = Some(Arc::new(claude_code::ClaudeCode::new(claude_code, session)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn env(home: &Path) -> std::collections::BTreeMap<String, String> {
+        [("PINCER_HOME".to_string(), home.display().to_string())].into()
+    }
+
+    #[test]
+    fn the_cache_ttl_is_configurable_and_five_minutes_by_default() {
+        let home = tempfile::tempdir().unwrap();
+        let s = Settings::load(home.path(), env(home.path())).unwrap();
+        assert_eq!(prune(&s).ttl, std::time::Duration::from_secs(300));
+        std::fs::write(home.path().join("config.toml"), "cache_ttl = \"1h\"\n").unwrap();
+        let s = Settings::load(home.path(), env(home.path())).unwrap();
+        assert_eq!(
+            prune(&s),
+            prune::Settings {
+                ttl: std::time::Duration::from_secs(3_600),
+                ..Default::default()
+            }
+        );
+        std::fs::write(home.path().join("config.toml"), "cache_ttl = \"soon\"\n").unwrap();
+        let err = Settings::load(home.path(), env(home.path())).unwrap_err();
+        assert!(err.to_string().contains("cache_ttl `soon`"), "{err}");
+    }
+}
