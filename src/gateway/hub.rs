@@ -37,8 +37,12 @@ use crate::acp::registry::Registry;
 mod approvals;
 mod events;
 mod usage;
+mod view;
 
+pub use approvals::not_found;
 pub use usage::Used;
+pub use view::Patch;
+pub(super) use view::millis;
 
 use approvals::preview;
 
@@ -54,6 +58,43 @@ const MAX_WAITING_KEYS: usize = 4096;
 
 /// The main session's key.
 pub const MAIN_KEY: &str = "agent:main:main";
+
+/// The longest session key.
+const MAX_KEY: usize = 512;
+
+/// The longest run id (a client's idempotency key).
+const MAX_RUN_ID: usize = 256;
+
+/// Checks a session key from outside: 1 to [`MAX_KEY`] printable
+/// characters. `name` is the param that carried it, for the error.
+pub fn check_key(name: &str, key: &str) -> Result<(), Failure> {
+    if key.is_empty() || key.chars().count() > MAX_KEY {
+        return Err(Failure::invalid(format!(
+            "`{name}` must be 1 to {MAX_KEY} characters"
+        )));
+    }
+    // Keys reach terminals (`pincer sessions list`), logs and file names:
+    // one that could carry an escape sequence or reorder text is refused.
+    let unsafe_char =
+        |c: char| c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+    if key.chars().any(unsafe_char) {
+        return Err(Failure::invalid(format!(
+            "`{name}` holds a control character or a bidirectional override: a session key is printable text"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a run id (`chat.send`'s `idempotencyKey`): 1 to [`MAX_RUN_ID`]
+/// bytes.
+pub fn check_run_id(run: &str) -> Result<(), Failure> {
+    if run.is_empty() || run.len() > MAX_RUN_ID {
+        return Err(Failure::invalid(
+            "`idempotencyKey` must be 1 to 256 characters",
+        ));
+    }
+    Ok(())
+}
 
 pub struct Hub {
     pub registry: Arc<Registry>,
@@ -81,7 +122,16 @@ pub struct Hub {
     /// What the transcripts record of usage, read incrementally.
     scans: Mutex<usage::Scans>,
     /// The `[[cron]]` jobs and `[heartbeat]` the gateway runs (`cron.list`).
-    pub scheduled: OnceLock<Arc<super::scheduler::Plan>>,
+    pub scheduled: OnceLock<Arc<dyn Scheduled>>,
+}
+
+/// What `cron.list` shows of the gateway's own runs. The scheduler sits
+/// above the hub (it sends through it), so the hub holds it by this
+/// trait, not by its type.
+pub trait Scheduled: Send + Sync {
+    /// Each job and the heartbeat, with their next and last runs (the
+    /// same as `pincer cron list --json`).
+    fn listing(&self) -> Value;
 }
 
 /// The clients, indexed for the events of one session: those that follow
@@ -761,6 +811,7 @@ impl Hub {
 
     /// Gives `key` a fresh session; the old transcript stays.
     pub async fn reset(&self, key: &str) -> Result<String, Failure> {
+        check_key("key", key)?;
         if let Some(old) = self.lookup(key) {
             self.link()?.cancel(&old);
         }
@@ -834,6 +885,54 @@ impl Hub {
             Some(Outcome::Aborted) => "timeout",
             Some(Outcome::Ok { .. }) => "ok",
         })
+    }
+
+    /// A message for the session `key` names (opened, or created on first
+    /// use) as run `run`: `chat.send` and `agent`, a channel's message, a
+    /// scheduled run. `conn` follows the session from now on. A run id
+    /// known already is not sent again: the answer is that run's status
+    /// (see [`Hub::known_run`]), else `started`.
+    pub async fn submit(
+        self: &Arc<Self>,
+        conn: &Arc<Conn>,
+        key: &str,
+        run: &str,
+        content: Vec<ContentBlock>,
+        mode: Option<QueueMode>,
+    ) -> Result<&'static str, Failure> {
+        check_key("sessionKey", key)?;
+        check_run_id(run)?;
+        if let Some(status) = self.known_run(run) {
+            return Ok(status);
+        }
+        let session = self.open(key).await?;
+        self.follow(conn, &session);
+        // Two sends with one run id racing past the check above: the
+        // first wins.
+        if let Some(status) = self.known_run(run) {
+            return Ok(status);
+        }
+        self.send(&session, key, run, content, mode)?;
+        Ok("started")
+    }
+
+    /// Stops what runs for the session `key` names (`chat.abort`): only
+    /// if `run` is one of its runs, when given. Returns the runs stopped,
+    /// or `None` when nothing was.
+    pub fn abort_key(
+        self: &Arc<Self>,
+        key: &str,
+        run: Option<&str>,
+    ) -> Result<Option<Vec<String>>, Failure> {
+        check_key("sessionKey", key)?;
+        let Some(session) = self.lookup(key) else {
+            return Ok(None);
+        };
+        let runs = self.unfinished(&session);
+        if run.is_some_and(|r| !runs.iter().any(|x| x == r)) || runs.is_empty() {
+            return Ok(None);
+        }
+        self.abort(&session).map(Some)
     }
 
     /// Sends a message to a session as run `run_id`, following the queue

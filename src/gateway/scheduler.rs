@@ -119,6 +119,13 @@ pub struct Plan {
     pub state_file: PathBuf,
 }
 
+impl super::hub::Scheduled for Plan {
+    fn listing(&self) -> Value {
+        let record = Record::load(&self.state_file).unwrap_or_default();
+        listing(self, &record, &Zoned::now())
+    }
+}
+
 /// `cron.json`: when the runs happened.
 pub fn state_file(data_dir: &Path) -> PathBuf {
     data_dir.join("cron.json")
@@ -733,11 +740,12 @@ impl Runs for HubRuns {
         let conn = self.conn.clone();
         Box::pin(async move {
             use super::hub::Outcome;
-            let params = json!({"sessionKey": key, "message": prompt, "idempotencyKey": id});
-            let sent = super::methods::invoke(&hub, &conn, "chat.send", params)
+            use agent_client_protocol::v1::schema::{ContentBlock, TextContent};
+            let content = vec![ContentBlock::Text(TextContent::new(prompt))];
+            hub.submit(&conn, &key, &id, content, None)
                 .await
                 .map_err(|e| e.message)?;
-            let run = sent["runId"].as_str().unwrap_or(&id).to_string();
+            let run = id;
             if let Some(ended) = hub.wait_for(&run) {
                 let _ = ended.await;
             }

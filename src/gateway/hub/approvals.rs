@@ -12,8 +12,8 @@ use agent_client_protocol::v1::schema::{
 use serde_json::{Value, json};
 
 use super::events::tool_name;
-use super::{Approval, Audience, Hub};
-use crate::gateway::frames::now_ms;
+use super::{Approval, Audience, Failure, Hub};
+use crate::gateway::frames::{APPROVAL_NOT_FOUND, now_ms};
 
 impl Hub {
     pub(super) async fn ask(
@@ -163,6 +163,52 @@ impl Hub {
         true
     }
 
+    /// A permission question was settled (the agent says so): the
+    /// gateway's own ones are done with; one an editor answered is told
+    /// to the clients that approve, so they drop it.
+    pub(super) fn permission_resolved(
+        &self,
+        session: String,
+        tool_call_id: String,
+        option: Option<(String, PermissionOptionKind)>,
+    ) {
+        let ours = self
+            .state()
+            .asked
+            .remove(&(session.clone(), tool_call_id.clone()));
+        if !ours {
+            let decision = option
+                .map(|(_, kind)| decision_of(kind).to_string())
+                .unwrap_or_else(|| "deny".to_string());
+            let payload = json!({
+                "id": format!("editor:{tool_call_id}"),
+                "decision": decision,
+                "sessionKey": self.key_of(&session),
+                "toolCallId": tool_call_id,
+                "resolvedBy": "editor",
+                "ts": now_ms(),
+            });
+            self.broadcast("exec.approval.resolved", &payload, Audience::Approvers);
+        }
+    }
+
+    /// Answers approval `id` with `decision` (`exec.approval.resolve`),
+    /// which must be one the question offers.
+    pub fn resolve_approval(&self, id: &str, decision: &str) -> Result<(), Failure> {
+        let allowed = self.approval_decisions(id).ok_or_else(|| not_found(id))?;
+        if !allowed.iter().any(|d| d == decision) {
+            return Err(Failure::invalid(format!(
+                "`decision` must be one of: {}",
+                allowed.join(", ")
+            )));
+        }
+        if self.settle(id, Some(decision), "client") {
+            Ok(())
+        } else {
+            Err(not_found(id))
+        }
+    }
+
     pub fn approval(&self, id: &str) -> Option<Value> {
         self.state().approvals.get(id).map(|a| a.describe(id))
     }
@@ -183,7 +229,13 @@ impl Hub {
     }
 }
 
-pub(super) fn decision_of(kind: PermissionOptionKind) -> &'static str {
+/// The error for an approval that is not waiting (answered, expired or
+/// never asked).
+pub fn not_found(id: &str) -> Failure {
+    Failure::new(APPROVAL_NOT_FOUND, format!("no pending approval {id}"))
+}
+
+fn decision_of(kind: PermissionOptionKind) -> &'static str {
     match kind {
         PermissionOptionKind::AllowOnce => "allow-once",
         PermissionOptionKind::AllowAlways => "allow-always",
