@@ -23,7 +23,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use catalog::{Api, Model, Pricing};
-pub(crate) use stream::describe_reqwest_error;
 pub use stream::{MessageBuilder, StreamConfig, stream};
 
 /// The HTTP client for everything that carries a credential: model calls,
@@ -38,6 +37,20 @@ pub fn http_client() -> reqwest::Result<reqwest::Client> {
         .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
         .redirect(reqwest::redirect::Policy::none())
         .build()
+}
+
+/// reqwest's message with its causes: its `Display` alone says "error
+/// sending request", the source chain says what happened (connection
+/// refused, DNS…).
+pub(crate) fn describe_reqwest_error(error: &reqwest::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
 }
 
 /// A credential that never shows itself in logs, errors or `Debug` output.

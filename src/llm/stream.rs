@@ -11,8 +11,8 @@ use futures::stream::{BoxStream, StreamExt};
 
 use super::{
     Api, AssistantContent, AssistantMessage, HttpRequest, LlmError, Model, Request, Secret,
-    StopReason, StreamEvent, ToolCall, Usage, WireFormat, anthropic, bedrock, google,
-    openai_completions, openai_responses, sse,
+    StopReason, StreamEvent, ToolCall, Usage, WireFormat, anthropic, bedrock,
+    describe_reqwest_error, google, openai_completions, openai_responses, sse,
 };
 
 /// Limits of one streaming call.
@@ -76,12 +76,12 @@ fn unredacted(
             Box::new(google::Parser::new(&model.provider)),
         ),
         Api::BedrockConverseStream => {
-            // AWS credentials may take HTTP calls (SSO, STS, instance
-            // metadata), so the request is built once the stream is polled.
+            // Authorising it may take HTTP calls (Bedrock's credentials),
+            // so the request is built once the stream is polled.
             let (client, model, key, request) =
                 (client.clone(), model.clone(), key.cloned(), request.clone());
             return futures::stream::once(async move {
-                match bedrock_request(&client, &model, key.as_ref(), &request).await {
+                match bedrock::authorised_request(&client, &model, key.as_ref(), &request).await {
                     Ok(http) => {
                         let parser = Box::new(bedrock::Parser::new(&model.provider));
                         send(&client, &model, http, parser, config)
@@ -292,59 +292,6 @@ async fn connect(
     })
 }
 
-/// A Bedrock request: a Bedrock API key when one is given (profile or
-/// AWS_BEARER_TOKEN_BEDROCK), else SigV4 with the AWS credential chain of
-/// this process's environment and `~/.aws`.
-async fn bedrock_request(
-    client: &reqwest::Client,
-    model: &Model,
-    key: Option<&Secret>,
-    request: &Request,
-) -> Result<HttpRequest, LlmError> {
-    let env = |name: &str| std::env::var(name).ok();
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let auth_error = |message: String| LlmError::Auth {
-        provider: model.provider.clone(),
-        message,
-    };
-    let (region, settings) = match key {
-        // A key needs no AWS credentials, only the region.
-        Some(_) => (
-            bedrock::credentials::region(&env, home.as_deref())
-                .map_err(|e| auth_error(e.to_string()))?,
-            None,
-        ),
-        None => {
-            let settings = bedrock::credentials::load(&env, home.as_deref(), client)
-                .await
-                .map_err(|e| auth_error(e.to_string()))?;
-            (settings.region.clone(), Some(settings))
-        }
-    };
-    let region = region.unwrap_or_else(|| "us-east-1".to_string());
-    let auth = match (key, &settings) {
-        (Some(key), _) => bedrock::Auth::Bearer(key),
-        (None, settings) => settings.as_ref().and_then(|s| s.auth()).ok_or_else(|| {
-            auth_error(
-                "no AWS credentials: set AWS_BEARER_TOKEN_BEDROCK, or AWS_ACCESS_KEY_ID and \
-                 AWS_SECRET_ACCESS_KEY, or configure a profile (`aws configure`, \
-                 `aws configure sso`; AWS_PROFILE selects it)"
-                    .to_string(),
-            )
-        })?,
-    };
-    if let Some((_, source)) = settings.as_ref().and_then(|s| s.credentials.as_ref()) {
-        tracing::debug!(%source, "using AWS credentials");
-    }
-    Ok(bedrock::build_request(
-        model,
-        auth,
-        &region,
-        request,
-        std::time::SystemTime::now(),
-    ))
-}
-
 async fn next_event(mut s: Box<Streaming>) -> Option<(Result<StreamEvent, LlmError>, State)> {
     loop {
         if let Some(event) = s.pending.pop_front() {
@@ -516,19 +463,6 @@ fn truncate(text: &str, max: usize) -> String {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_string(),
     }
-}
-
-pub(crate) fn describe_reqwest_error(error: &reqwest::Error) -> String {
-    // reqwest's Display omits the cause ("error sending request"); the
-    // source chain says what actually happened (connection refused, DNS…).
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 /// Whether the request failed before a connection existed, for a reason
