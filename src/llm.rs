@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod google;
 pub mod openai_completions;
 pub mod openai_responses;
+mod providers;
 pub mod sse;
 mod stream;
 

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use futures::stream::{BoxStream, StreamExt};
 
+use super::providers::{self, Call};
 use super::{
     Api, AssistantContent, AssistantMessage, HttpRequest, LlmError, Model, Request, Secret,
-    StopReason, StreamEvent, ToolCall, Usage, WireFormat, anthropic, bedrock,
-    describe_reqwest_error, google, openai_completions, openai_responses, sse,
+    StopReason, StreamEvent, ToolCall, Usage, WireFormat, describe_reqwest_error, sse,
 };
 
 /// Limits of one streaming call.
@@ -58,42 +58,20 @@ fn unredacted(
     request: &Request,
     config: StreamConfig,
 ) -> BoxStream<'static, Result<StreamEvent, LlmError>> {
-    let (http, parser): (HttpRequest, Box<dyn WireFormat>) = match model.api {
-        Api::AnthropicMessages => (
-            anthropic::build_request(model, key, request),
-            Box::new(anthropic::Parser::new(&model.provider)),
-        ),
-        Api::OpenaiCompletions => (
-            openai_completions::build_request(model, key, request),
-            Box::new(openai_completions::Parser::new(&model.provider)),
-        ),
-        Api::OpenaiResponses => (
-            openai_responses::build_request(model, key, request),
-            Box::new(openai_responses::Parser::new(&model.provider)),
-        ),
-        Api::GoogleGenerativeAi => (
-            google::build_request(model, key, request),
-            Box::new(google::Parser::new(&model.provider)),
-        ),
-        Api::BedrockConverseStream => {
-            // Authorising it may take HTTP calls (Bedrock's credentials),
-            // so the request is built once the stream is polled.
-            let (client, model, key, request) =
-                (client.clone(), model.clone(), key.cloned(), request.clone());
-            return futures::stream::once(async move {
-                match bedrock::authorised_request(&client, &model, key.as_ref(), &request).await {
-                    Ok(http) => {
-                        let parser = Box::new(bedrock::Parser::new(&model.provider));
-                        send(&client, &model, http, parser, config)
-                    }
+    match providers::prepare(client, model, key, request) {
+        Call::Ready((http, parser)) => send(client, model, http, parser, config),
+        Call::Later(prepared) => {
+            let (client, model) = (client.clone(), model.clone());
+            futures::stream::once(async move {
+                match prepared.await {
+                    Ok((http, parser)) => send(&client, &model, http, parser, config),
                     Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
                 }
             })
             .flatten()
-            .boxed();
+            .boxed()
         }
-    };
-    send(client, model, http, parser, config)
+    }
 }
 
 /// Sends a built request and streams its answer through `parser`.
@@ -273,23 +251,13 @@ async fn connect(
         Ok(Ok(body)) => body,
         _ => String::new(),
     };
-    Err(match api {
-        Api::AnthropicMessages => {
-            anthropic::error_from_response(provider, status.as_u16(), retry_after, &body)
-        }
-        Api::OpenaiCompletions => {
-            openai_completions::error_from_response(provider, status.as_u16(), retry_after, &body)
-        }
-        Api::OpenaiResponses => {
-            openai_responses::error_from_response(provider, status.as_u16(), retry_after, &body)
-        }
-        Api::GoogleGenerativeAi => {
-            google::error_from_response(provider, status.as_u16(), retry_after, &body)
-        }
-        Api::BedrockConverseStream => {
-            bedrock::error_from_response(provider, status.as_u16(), retry_after, &body)
-        }
-    })
+    Err(providers::error_from_response(
+        api,
+        provider,
+        status.as_u16(),
+        retry_after,
+        &body,
+    ))
 }
 
 async fn next_event(mut s: Box<Streaming>) -> Option<(Result<StreamEvent, LlmError>, State)> {
@@ -414,13 +382,7 @@ fn not_a_stream(provider: &str, api: Api, body: &[u8]) -> Option<LlmError> {
     let text = text.trim_start_matches('\u{feff}').trim();
     match text.bytes().next()? {
         b'{' | b'[' => {
-            let error = match api {
-                Api::AnthropicMessages => anthropic::error_in_ok_body(provider, text),
-                Api::OpenaiCompletions => openai_completions::error_in_ok_body(provider, text),
-                Api::OpenaiResponses => openai_responses::error_in_ok_body(provider, text),
-                Api::GoogleGenerativeAi => google::error_in_ok_body(provider, text),
-                Api::BedrockConverseStream => bedrock::error_in_ok_body(provider, text),
-            };
+            let error = providers::error_in_ok_body(api, provider, text);
             Some(error.unwrap_or_else(|| LlmError::MalformedStream {
                 provider: provider.to_string(),
                 message: format!(

@@ -1,6 +1,8 @@
-//! A channel as a client of the gateway: what users write becomes
-//! `chat.send` on the chat's session, and the events of those sessions
-//! become messages (streamed by editing where the platform can).
+//! A channel as a client of the gateway: what users write becomes a
+//! message to the chat's session through the hub's typed API (what
+//! `chat.send` does; the commands are `reset`, `abort_key`, `patch`,
+//! `resolve_approval`), and the events of those sessions become messages
+//! (streamed by editing where the platform can).
 //!
 //! One task per channel reads what the platform receives and the gateway's
 //! events; it never waits on the platform. Each chat has a task of its own

@@ -251,3 +251,64 @@ pub(super) fn preview(command: &str) -> String {
         line.to_string()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acp::registry::Registry;
+    use pretty_assertions::assert_eq;
+    use std::time::Duration;
+
+    /// A question of session `s1` waiting under `id`, offering to allow
+    /// once or to deny; the receiver gets the option id chosen.
+    fn ask(hub: &Hub, id: &str) -> tokio::sync::oneshot::Receiver<Option<String>> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let approval = Approval {
+            session: "s1".into(),
+            key: "telegram:dm:1".into(),
+            tool_call_id: "call-1".into(),
+            tool_name: "bash".into(),
+            command: "ls".into(),
+            decisions: vec![
+                ("allow-once".into(), "option-allow".into()),
+                ("deny".into(), "option-deny".into()),
+            ],
+            created_ms: 0,
+            expires_ms: 0,
+            reply: Some(reply),
+        };
+        hub.state().approvals.insert(id.to_string(), approval);
+        answer
+    }
+
+    /// What a channel's "1" (or a client's `exec.approval.resolve`) does:
+    /// the hub checks the decision against those offered, answers the
+    /// agent with the option it offered, and once only.
+    #[test]
+    fn an_approval_is_resolved_through_the_hub_with_the_option_offered_and_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = Hub::new(
+            Registry::new(),
+            dir.path().to_path_buf(),
+            dir.path().to_path_buf(),
+            Duration::from_secs(60),
+        );
+        let mut answer = ask(&hub, "a1");
+
+        let refused = hub.resolve_approval("a1", "allow-always").unwrap_err();
+        assert_eq!(
+            refused.message,
+            "`decision` must be one of: allow-once, deny"
+        );
+        assert!(answer.try_recv().is_err(), "the question still waits");
+
+        hub.resolve_approval("a1", "allow-once").unwrap();
+        assert_eq!(answer.try_recv().unwrap(), Some("option-allow".to_string()));
+
+        let gone = hub.resolve_approval("a1", "deny").unwrap_err();
+        assert_eq!(
+            (gone.code, gone.message.as_str()),
+            (APPROVAL_NOT_FOUND, "no pending approval a1")
+        );
+    }
+}
