@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod google;
 pub mod openai_completions;
 pub mod openai_responses;
+mod providers;
 pub mod sse;
 mod stream;
 
@@ -23,7 +24,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use catalog::{Api, Model, Pricing};
-pub(crate) use stream::describe_reqwest_error;
 pub use stream::{MessageBuilder, StreamConfig, stream};
 
 /// The HTTP client for everything that carries a credential: model calls,
@@ -38,6 +38,20 @@ pub fn http_client() -> reqwest::Result<reqwest::Client> {
         .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
         .redirect(reqwest::redirect::Policy::none())
         .build()
+}
+
+/// reqwest's message with its causes: its `Display` alone says "error
+/// sending request", the source chain says what happened (connection
+/// refused, DNS…).
+pub(crate) fn describe_reqwest_error(error: &reqwest::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
 }
 
 /// A credential that never shows itself in logs, errors or `Debug` output.
@@ -822,6 +836,14 @@ pub(crate) fn alternating_turns(
         turn.blocks.sort_by_key(|block| !is_result(block));
     }
     turns
+}
+
+/// The first `max` characters of `text`, marked when cut.
+pub(crate) fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -181,7 +181,7 @@ async fn execute(
                      model: &crate::llm::Model,
                      restored: Option<&crate::session::Restored>|
      -> Result<(), Failure> {
-        let (workflows, problems) = crate::workflow::discover(&settings);
+        let (workflows, problems) = crate::workflow::discover(settings);
         let (name, given, run, recorded) = match start {
             Start::New { name, inputs } => (
                 name.clone(),

@@ -417,7 +417,7 @@ fn connect(
             "health": {},
             "stateVersion": {"presence": 0, "health": 0},
             "uptimeMs": gateway.hub.started.elapsed().as_millis() as u64,
-            "sessionDefaults": super::methods::session_defaults(&gateway.hub),
+            "sessionDefaults": gateway.hub.session_defaults(),
             "authMode": credential.mode.as_str(),
         },
         "auth": {"role": "operator", "scopes": granted, "method": credential.mode.as_str()},

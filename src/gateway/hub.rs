@@ -1,7 +1,16 @@
-//! The gateway's shared state: its clients, the session keys, the runs and
-//! the approvals, and the translation of what sessions do (the ACP
-//! registry's observer) into the protocol's `chat`, `agent`, `session.*`
-//! and `exec.approval.*` events.
+//! The gateway's core: its clients, the session keys, the runs and the
+//! approvals, and the translation of what sessions do (the ACP registry's
+//! observer) into the protocol's `chat`, `agent`, `session.*` and
+//! `exec.approval.*` events. Its typed API (`submit`, `abort_key`,
+//! `reset`, `patch`, `session_rows`, `resolve_approval`, …) is what the
+//! wire methods (`gateway::methods`) and the in-process clients (chat
+//! channels, the scheduler) call; it imports none of them.
+//!
+//! This file holds the state and the clients; `keys` the session keys,
+//! `runs` the runs and queue modes, `events` the observer's translation,
+//! `approvals` the permission questions, `idle` the unloading of quiet
+//! sessions, `view` the rows and defaults the protocol shows, `usage`
+//! what transcripts record of usage.
 //!
 //! Runs: `chat.send`'s idempotency key is the run id, passed to the agent
 //! as the prompt's tag. The observer says when the agent starts and ends
@@ -18,7 +27,7 @@
 //! need, not what every session it ever opened did.
 
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -37,11 +46,19 @@ use crate::config::QueueMode;
 
 mod approvals;
 mod events;
+mod idle;
+mod keys;
+mod runs;
 mod usage;
+mod view;
 
+pub use approvals::not_found;
 pub use usage::Used;
+pub use view::Patch;
+pub(super) use view::millis;
 
 use approvals::preview;
+use keys::KeyMap;
 
 /// How long a finished run answers a repeated idempotency key.
 const DEDUPE_TTL: Duration = Duration::from_secs(300);
@@ -55,6 +72,43 @@ const MAX_WAITING_KEYS: usize = 4096;
 
 /// The main session's key.
 pub const MAIN_KEY: &str = "agent:main:main";
+
+/// The longest session key.
+const MAX_KEY: usize = 512;
+
+/// The longest run id (a client's idempotency key).
+const MAX_RUN_ID: usize = 256;
+
+/// Checks a session key from outside: 1 to [`MAX_KEY`] printable
+/// characters. `name` is the param that carried it, for the error.
+pub fn check_key(name: &str, key: &str) -> Result<(), Failure> {
+    if key.is_empty() || key.chars().count() > MAX_KEY {
+        return Err(Failure::invalid(format!(
+            "`{name}` must be 1 to {MAX_KEY} characters"
+        )));
+    }
+    // Keys reach terminals (`pincer sessions list`), logs and file names:
+    // one that could carry an escape sequence or reorder text is refused.
+    let unsafe_char =
+        |c: char| c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+    if key.chars().any(unsafe_char) {
+        return Err(Failure::invalid(format!(
+            "`{name}` holds a control character or a bidirectional override: a session key is printable text"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a run id (`chat.send`'s `idempotencyKey`): 1 to [`MAX_RUN_ID`]
+/// bytes.
+pub fn check_run_id(run: &str) -> Result<(), Failure> {
+    if run.is_empty() || run.len() > MAX_RUN_ID {
+        return Err(Failure::invalid(
+            "`idempotencyKey` must be 1 to 256 characters",
+        ));
+    }
+    Ok(())
+}
 
 pub struct Hub {
     pub registry: Arc<Registry>,
@@ -82,7 +136,16 @@ pub struct Hub {
     /// What the transcripts record of usage, read incrementally.
     scans: Mutex<usage::Scans>,
     /// The `[[cron]]` jobs and `[heartbeat]` the gateway runs (`cron.list`).
-    pub scheduled: OnceLock<Arc<super::scheduler::Plan>>,
+    pub scheduled: OnceLock<Arc<dyn Scheduled>>,
+}
+
+/// What `cron.list` shows of the gateway's own runs. The scheduler sits
+/// above the hub (it sends through it), so the hub holds it by this
+/// trait, not by its type.
+pub trait Scheduled: Send + Sync {
+    /// Each job and the heartbeat, with their next and last runs (the
+    /// same as `pincer cron list --json`).
+    fn listing(&self) -> Value;
 }
 
 /// The clients, indexed for the events of one session: those that follow
@@ -244,125 +307,6 @@ impl Approval {
             "createdAtMs": self.created_ms,
             "expiresAtMs": self.expires_ms,
         })
-    }
-}
-
-/// Session keys and the pincer sessions they name, kept on disk.
-///
-/// A gateway with thousands of chats creates keys one after another: the
-/// file is written by one saver task that takes every change made while it
-/// was writing in its next write (see [`Hub::keys_changed`]), not once per
-/// key, and events find a session's key through an index, not a scan.
-struct KeyMap {
-    path: PathBuf,
-    keys: BTreeMap<String, String>,
-    /// The key of each named session: the first in key order when several
-    /// name it.
-    by_session: HashMap<String, String>,
-    /// Sessions a reset replaced: kept on disk (and by `pincer sessions
-    /// list`), no longer listed by the gateway.
-    archived: std::collections::BTreeSet<String>,
-    /// Changes not yet written.
-    dirty: bool,
-}
-
-/// `keys.json`, borrowed for writing.
-#[derive(serde::Serialize)]
-struct StoredKeys<'a> {
-    keys: &'a BTreeMap<String, String>,
-    archived: &'a std::collections::BTreeSet<String>,
-}
-
-impl KeyMap {
-    fn load(path: PathBuf) -> Self {
-        let stored = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-            .unwrap_or_default();
-        let keys: BTreeMap<String, String> =
-            serde_json::from_value(stored["keys"].clone()).unwrap_or_default();
-        let archived = serde_json::from_value(stored["archived"].clone()).unwrap_or_default();
-        let mut by_session = HashMap::new();
-        // In key order, so the first key of a session wins.
-        for (key, id) in &keys {
-            by_session.entry(id.clone()).or_insert_with(|| key.clone());
-        }
-        Self {
-            path,
-            keys,
-            by_session,
-            archived,
-            dirty: false,
-        }
-    }
-
-    /// Names `id` with `key`; returns the session it named before.
-    fn insert(&mut self, key: &str, id: &str) -> Option<String> {
-        let old = self.keys.insert(key.to_string(), id.to_string());
-        if let Some(old) = &old {
-            self.unindex(key, old);
-        }
-        let first = self
-            .by_session
-            .entry(id.to_string())
-            .or_insert_with(|| key.to_string());
-        if key < first.as_str() {
-            *first = key.to_string();
-        }
-        self.dirty = true;
-        old
-    }
-
-    /// Forgets `key`; returns the session it named.
-    fn remove(&mut self, key: &str) -> Option<String> {
-        let old = self.keys.remove(key)?;
-        self.unindex(key, &old);
-        self.dirty = true;
-        Some(old)
-    }
-
-    /// `key` no longer names `id`: its index entry goes to the session's
-    /// next key, if another names it (rare: a scan).
-    fn unindex(&mut self, key: &str, id: &str) {
-        if self.by_session.get(id).is_some_and(|k| k == key) {
-            self.by_session.remove(id);
-            if let Some((next, _)) = self.keys.iter().find(|(_, named)| named.as_str() == id) {
-                self.by_session.insert(id.to_string(), next.clone());
-            }
-        }
-    }
-
-    /// What to write, if anything changed since the last write.
-    fn take_changes(&mut self) -> Option<(PathBuf, Vec<u8>)> {
-        if !self.dirty {
-            return None;
-        }
-        self.dirty = false;
-        let stored = StoredKeys {
-            keys: &self.keys,
-            archived: &self.archived,
-        };
-        match serde_json::to_vec(&stored) {
-            Ok(bytes) => Some((self.path.clone(), bytes)),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot serialise the gateway's session keys");
-                None
-            }
-        }
-    }
-}
-
-/// Writes `keys.json`: the user's alone, like the transcripts (session keys
-/// name the user's chats: a Telegram user id, a Slack channel).
-fn write_keys(path: &Path, bytes: &[u8]) {
-    if let Some(dir) = path.parent()
-        && let Err(e) = std::fs::create_dir_all(dir)
-    {
-        tracing::warn!(error = %e, "cannot create {}", dir.display());
-        return;
-    }
-    if let Err(e) = crate::config::trust::write_private(path, bytes) {
-        tracing::warn!(error = %e, "cannot save the gateway's session keys");
     }
 }
 
@@ -648,124 +592,6 @@ impl Hub {
         self.broadcast("agent", &payload, to);
     }
 
-    // ----- keys and sessions -----
-
-    /// The key events of a session carry: the one it was given to, else
-    /// its id.
-    pub fn key_of(&self, session: &str) -> String {
-        self.keys()
-            .by_session
-            .get(session)
-            .cloned()
-            .unwrap_or_else(|| session.to_string())
-    }
-
-    /// The keys changed: the saver writes them (at once if it is not
-    /// running, as before [`Hub::start`]).
-    fn keys_changed(&self) {
-        if self.keys_saver.get().is_some() {
-            self.keys_dirty.notify_one();
-        } else {
-            self.write_keys();
-        }
-    }
-
-    /// Writes the keys if they changed since the last write. The write
-    /// itself happens outside the lock; only the saver task (or a caller
-    /// before it starts, or at shutdown) writes, one at a time.
-    pub fn write_keys(&self) {
-        let _one = self.keys_writing.lock();
-        let changes = self.keys().take_changes();
-        if let Some((path, bytes)) = changes {
-            write_keys(&path, &bytes);
-        }
-    }
-
-    /// The session a key names, if it names one yet.
-    pub fn lookup(&self, key: &str) -> Option<String> {
-        if let Some(id) = self.keys().keys.get(key) {
-            return Some(id.clone());
-        }
-        (self.registry.is_open(key) || crate::session::find(&self.data_dir, key).is_some())
-            .then(|| key.to_string())
-    }
-
-    /// The session a key names, opened (created on first use).
-    pub async fn open(&self, key: &str) -> Result<String, Failure> {
-        let _one = self.opening.lock().await;
-        let link = self.link()?;
-        if let Some(id) = self.lookup(key) {
-            if self.registry.is_open(&id) {
-                self.used(&id);
-                return Ok(id);
-            }
-            // Unloaded while idle, or from an earlier run of the gateway:
-            // loaded again from its transcript, in the cwd it names.
-            if let Some(header) = crate::session::find(&self.data_dir, &id)
-                .and_then(|path| crate::session::read_header(&path))
-            {
-                link.load_session(&id, header.cwd).await.map_err(|e| {
-                    Failure::invalid(format!(
-                        "cannot open session {key}: {}",
-                        super::link::error_text(&e)
-                    ))
-                })?;
-                self.used(&id);
-                return Ok(id);
-            }
-        }
-        let id = link.new_session(self.cwd.clone()).await.map_err(|e| {
-            Failure::invalid(format!(
-                "cannot create a session for {key}: {}",
-                super::link::error_text(&e)
-            ))
-        })?;
-        self.used(&id);
-        self.keys().insert(key, &id);
-        self.keys_changed();
-        let waiting = self.conns().by_new_key.remove(key).unwrap_or_default();
-        for conn in waiting {
-            self.follow(&conn, &id);
-        }
-        self.session_changed("create", &id);
-        Ok(id)
-    }
-
-    /// Gives `key` a fresh session; the old transcript stays.
-    pub async fn reset(&self, key: &str) -> Result<String, Failure> {
-        if let Some(old) = self.lookup(key) {
-            self.link()?.cancel(&old);
-        }
-        let _one = self.opening.lock().await;
-        let id = self
-            .link()?
-            .new_session(self.cwd.clone())
-            .await
-            .map_err(|e| Failure::invalid(super::link::error_text(&e)))?;
-        self.used(&id);
-        {
-            let mut keys = self.keys();
-            if let Some(old) = keys.insert(key, &id) {
-                keys.archived.insert(old);
-            }
-        }
-        self.keys_changed();
-        self.session_changed("reset", &id);
-        Ok(id)
-    }
-
-    /// Whether a reset replaced this session.
-    pub fn is_archived(&self, session: &str) -> bool {
-        self.keys().archived.contains(session)
-    }
-
-    pub fn forget_key(&self, key: &str) {
-        let removed = self.keys().remove(key).is_some();
-        if removed {
-            self.keys_changed();
-        }
-    }
-
     pub fn set_queue_mode(&self, session: &str, mode: QueueMode) {
         self.state()
             .live
@@ -794,422 +620,8 @@ impl Hub {
         self.state().live.get(session).and_then(|l| l.queue_mode)
     }
 
-    // ----- runs -----
-
-    /// What a repeated idempotency key answers: `None` for a new one.
-    pub fn known_run(&self, run_id: &str) -> Option<&'static str> {
-        let state = self.state();
-        let run = state.runs.get(run_id)?;
-        Some(match &run.outcome {
-            None => "in_flight",
-            Some(Outcome::Error { .. }) => "error",
-            Some(Outcome::Aborted) => "timeout",
-            Some(Outcome::Ok { .. }) => "ok",
-        })
-    }
-
-    /// Sends a message to a session as run `run_id`, following the queue
-    /// mode when the session is busy.
-    pub fn send(
-        self: &Arc<Self>,
-        session: &str,
-        key: &str,
-        run_id: &str,
-        content: Vec<ContentBlock>,
-        mode: Option<QueueMode>,
-    ) -> Result<(), Failure> {
-        let link = self.link()?.clone();
-        let mut state = self.prune();
-        state.used.insert(session.to_string(), Instant::now());
-        let live = state.live.entry(session.to_string()).or_default();
-        // Without a mode of the message's or one set here, the session's
-        // own (`sessions.patch` recorded it in the transcript, an editor
-        // may have chosen it) decides: steer or follow-up.
-        let mode = mode.or(live.queue_mode);
-        let busy = live.active.is_some() || !live.pending.is_empty();
-        if busy && mode == Some(QueueMode::Collect) {
-            live.collected.push(Collected {
-                run: run_id.to_string(),
-                key: key.to_string(),
-                content,
-            });
-            state
-                .runs
-                .insert(run_id.to_string(), Run::new(session, key));
-            return Ok(());
-        }
-        live.pending.push(run_id.to_string());
-        state
-            .runs
-            .insert(run_id.to_string(), Run::new(session, key));
-        drop(state);
-        if busy && mode == Some(QueueMode::Interrupt) {
-            link.cancel(session);
-        }
-        let queue = match mode {
-            Some(QueueMode::FollowUp) => Some("follow-up"),
-            Some(QueueMode::Steer) => Some("steer"),
-            _ => None,
-        };
-        self.dispatch(
-            link,
-            session.to_string(),
-            run_id.to_string(),
-            content,
-            queue,
-        );
-        Ok(())
-    }
-
-    fn dispatch(
-        self: &Arc<Self>,
-        link: Link,
-        session: String,
-        run_id: String,
-        content: Vec<ContentBlock>,
-        queue: Option<&'static str>,
-    ) {
-        let hub = self.clone();
-        tokio::spawn(async move {
-            let result = link.prompt(&session, content, &run_id, queue).await;
-            // The observer ends the run, after its last update; this is for
-            // a prompt the agent never got to tell about.
-            let waiter = hub.wait_for(&run_id);
-            if let Some(waiter) = waiter
-                && tokio::time::timeout(Duration::from_secs(2), waiter)
-                    .await
-                    .is_err()
-            {
-                let outcome = match result {
-                    Ok(stop) => outcome_of(stop),
-                    Err(e) => Outcome::Error {
-                        message: super::link::error_text(&e),
-                        kind: "unknown",
-                    },
-                };
-                hub.finish(&run_id, outcome);
-            }
-        });
-    }
-
-    /// A receiver that fires when the run ends (`None`: it has ended or is
-    /// unknown).
-    pub fn wait_for(&self, run_id: &str) -> Option<tokio::sync::oneshot::Receiver<()>> {
-        let mut state = self.state();
-        let run = state.runs.get_mut(run_id)?;
-        if run.outcome.is_some() {
-            return None;
-        }
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        run.waiters.push(tx);
-        Some(rx)
-    }
-
-    /// How a run ended, with its text: `None` while it runs.
-    pub fn outcome(&self, run_id: &str) -> Option<Option<(Outcome, String, String)>> {
-        let state = self.state();
-        let run = state.runs.get(run_id)?;
-        Some(
-            run.outcome
-                .clone()
-                .map(|o| (o, run.text.clone(), run.key.clone())),
-        )
-    }
-
-    /// The runs of a session not yet ended (the running one first).
-    pub fn unfinished(&self, session: &str) -> Vec<String> {
-        let state = self.state();
-        let mut runs: Vec<String> = Vec::new();
-        if let Some(live) = state.live.get(session) {
-            runs.extend(live.active.iter().cloned());
-            runs.extend(
-                live.pending
-                    .iter()
-                    .filter(|r| !runs.contains(r))
-                    .cloned()
-                    .collect::<Vec<_>>(),
-            );
-            runs.extend(live.collected.iter().map(|c| c.run.clone()));
-        }
-        runs
-    }
-
-    /// Aborts a session's runs: the agent's, and messages `collect` holds.
-    pub fn abort(self: &Arc<Self>, session: &str) -> Result<Vec<String>, Failure> {
-        let runs = self.unfinished(session);
-        let collected: Vec<String> = {
-            let mut state = self.state();
-            state
-                .live
-                .get_mut(session)
-                .map(|l| std::mem::take(&mut l.collected))
-                .unwrap_or_default()
-                .into_iter()
-                .map(|c| c.run)
-                .collect()
-        };
-        for run in &collected {
-            self.finish(run, Outcome::Aborted);
-        }
-        self.link()?.cancel(session);
-        Ok(runs)
-    }
-
-    /// Drops runs that ended long enough ago.
-    fn prune(&self) -> parking_lot::MutexGuard<'_, State> {
-        let mut state = self.state();
-        while let Some((at, _)) = state.finished.front() {
-            if at.elapsed() < DEDUPE_TTL {
-                break;
-            }
-            if let Some((_, id)) = state.finished.pop_front() {
-                state.runs.remove(&id);
-            }
-        }
-        state
-    }
-
-    /// Ends a run (once): its last chat event and lifecycle end, and
-    /// whoever waits for it.
-    pub fn finish(self: &Arc<Self>, run_id: &str, outcome: Outcome) {
-        let mut state = self.state();
-        let Some(run) = state.runs.get_mut(run_id) else {
-            return;
-        };
-        if run.outcome.is_some() {
-            return;
-        }
-        run.outcome = Some(outcome.clone());
-        let session = run.session.clone();
-        let members = std::mem::take(&mut run.members);
-        self.end_events(run_id, run, &outcome);
-        for waiter in run.waiters.drain(..) {
-            let _ = waiter.send(());
-        }
-        let message = run.message();
-        let text = run.text.clone();
-        state
-            .finished
-            .push_back((Instant::now(), run_id.to_string()));
-        for member in members {
-            if let Some(run) = state.runs.get_mut(&member)
-                && run.outcome.is_none()
-            {
-                run.outcome = Some(outcome.clone());
-                run.text = text.clone();
-                let extra = match &outcome {
-                    Outcome::Ok { stop } => json!({"message": message, "stopReason": stop}),
-                    _ => json!({"stopReason": "aborted"}),
-                };
-                let state_name = if matches!(outcome, Outcome::Ok { .. }) {
-                    "final"
-                } else {
-                    "aborted"
-                };
-                self.chat(&member, run, state_name, extra);
-                for waiter in run.waiters.drain(..) {
-                    let _ = waiter.send(());
-                }
-                state.finished.push_back((Instant::now(), member));
-            }
-        }
-        state.used.insert(session.clone(), Instant::now());
-        let flush = if let Some(live) = state.live.get_mut(&session) {
-            live.pending.retain(|r| r != run_id);
-            if live.active.as_deref() == Some(run_id) {
-                live.active = None;
-            }
-            let idle = live.active.is_none() && live.pending.is_empty();
-            let flush = idle && !live.collected.is_empty() && !live.flush_scheduled;
-            if flush {
-                live.flush_scheduled = true;
-            }
-            flush
-        } else {
-            false
-        };
-        // Approvals of the session that nobody answered are moot now.
-        let moot: Vec<String> = state
-            .approvals
-            .iter()
-            .filter(|(_, a)| a.session == session)
-            .map(|(id, _)| id.clone())
-            .collect();
-        drop(state);
-        for id in moot {
-            self.settle(&id, None, "cancelled");
-        }
-        self.session_changed("send", &session);
-        if flush {
-            self.schedule_flush(session);
-        }
-    }
-
-    fn end_events(&self, run_id: &str, run: &mut Run, outcome: &Outcome) {
-        match outcome {
-            Outcome::Ok { stop } => {
-                let mut extra = json!({"message": run.message(), "stopReason": stop});
-                if let Some(usage) = &run.usage {
-                    extra["usage"] = usage.clone();
-                }
-                self.chat(run_id, run, "final", extra);
-                let data = json!({"phase": "end", "endedAt": now_ms()});
-                self.agent(run_id, run, "lifecycle", data);
-            }
-            Outcome::Aborted => {
-                let mut extra = json!({"message": run.message(), "stopReason": "aborted"});
-                if let Some(usage) = &run.usage {
-                    extra["usage"] = usage.clone();
-                }
-                self.chat(run_id, run, "aborted", extra);
-                let data = json!({"phase": "end", "endedAt": now_ms(), "aborted": true});
-                self.agent(run_id, run, "lifecycle", data);
-            }
-            Outcome::Error { message, kind } => {
-                let extra = json!({"errorMessage": message, "errorKind": kind});
-                self.chat(run_id, run, "error", extra);
-                let data = json!({"phase": "error", "endedAt": now_ms(), "error": message});
-                self.agent(run_id, run, "lifecycle", data);
-            }
-        }
-    }
-
-    /// Sends what `collect` gathered as one message, once no more come.
-    fn schedule_flush(self: &Arc<Self>, session: String) {
-        let Some(link) = self.link.get().cloned() else {
-            return;
-        };
-        let state_session = session.clone();
-        let this = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(COLLECT_DEBOUNCE).await;
-            let batch = {
-                let mut state = this.state();
-                let Some(live) = state.live.get_mut(&state_session) else {
-                    return;
-                };
-                live.flush_scheduled = false;
-                if live.active.is_some() || !live.pending.is_empty() {
-                    return;
-                }
-                std::mem::take(&mut live.collected)
-            };
-            let Some(first) = batch.first() else { return };
-            let lead = first.run.clone();
-            let mut content = Vec::new();
-            for (i, item) in batch.iter().enumerate() {
-                if i > 0 {
-                    content.push(ContentBlock::Text(
-                        agent_client_protocol::v1::schema::TextContent::new("\n\n"),
-                    ));
-                }
-                content.extend(item.content.iter().cloned());
-            }
-            {
-                let mut state = this.state();
-                if let Some(run) = state.runs.get_mut(&lead) {
-                    run.members = batch.iter().skip(1).map(|c| c.run.clone()).collect();
-                    run.key = first.key.clone();
-                }
-                if let Some(live) = state.live.get_mut(&state_session) {
-                    live.pending.push(lead.clone());
-                }
-            }
-            this.dispatch(link, session, lead, join_text(content), None);
-        });
-    }
-
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
-    }
-
-    // ----- idle sessions -----
-
-    /// Notes that `session` was used now.
-    fn used(&self, session: &str) {
-        self.state()
-            .used
-            .insert(session.to_string(), Instant::now());
-    }
-
-    /// Unloads, every little while, the sessions idle for `idle` (see the
-    /// module's comment), for as long as the process runs.
-    pub fn unload_idle_after(self: &Arc<Self>, idle: Duration) {
-        let period = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(60));
-        let hub = self.clone();
-        tokio::spawn(async move {
-            let mut interval = tokio::time::interval(period);
-            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                interval.tick().await;
-                let unloaded = hub.unload_idle(idle).await;
-                if unloaded > 0 {
-                    tracing::debug!(unloaded, "unloaded idle sessions");
-                }
-            }
-        });
-    }
-
-    /// Unloads the gateway's sessions that have been quiet for `idle`: no
-    /// run, nothing queued or collected, no approval waiting, and the
-    /// agent idle too (no turn, no background process). Returns how many.
-    /// Holds the opening lock meanwhile, so a session is never unloaded
-    /// between [`Hub::open`] and its use; and `open` marks a session used,
-    /// so its caller has `idle` to use it.
-    pub async fn unload_idle(&self, idle: Duration) -> usize {
-        let _one = self.opening.lock().await;
-        let mut unloaded = 0;
-        for session in self.registry.observer_sessions() {
-            let quiet = {
-                let state = self.state();
-                state
-                    .used
-                    .get(&session)
-                    .is_none_or(|at| at.elapsed() >= idle)
-                    && state.live.get(&session).is_none_or(Live::is_quiet)
-                    && !state.approvals.values().any(|a| a.session == session)
-            };
-            if quiet && self.registry.unload_idle(&session) {
-                self.release(&session);
-                tracing::debug!(session, "unloaded an idle session");
-                unloaded += 1;
-            }
-        }
-        // What is kept of sessions no longer open (closed or deleted
-        // elsewhere) goes too, except a chosen queue mode; the opening
-        // lock keeps a session from opening meanwhile.
-        {
-            let mut state = self.state();
-            let registry = &self.registry;
-            state.used.retain(|session, _| registry.is_open(session));
-            state.live.retain(|session, live| {
-                registry.is_open(session) || !live.is_quiet() || live.queue_mode.is_some()
-            });
-        }
-        drop(_one);
-        // Runs past their deduplication time go too, even with no new
-        // message to prune them.
-        drop(self.prune());
-        unloaded
-    }
-
-    /// Forgets what the hub kept of an unloaded session, except the queue
-    /// mode a client chose for it (`sessions.patch`), which holds when it
-    /// comes back.
-    fn release(&self, session: &str) {
-        let mut state = self.state();
-        state.used.remove(session);
-        let queue_mode = state.live.remove(session).and_then(|l| l.queue_mode);
-        if let Some(queue_mode) = queue_mode {
-            state.live.insert(
-                session.to_string(),
-                Live {
-                    queue_mode: Some(queue_mode),
-                    ..Live::default()
-                },
-            );
-        }
-        state.asked.retain(|(s, _)| s != session);
     }
 }
 
@@ -1251,58 +663,5 @@ fn outcome_of(stop: StopReason) -> Outcome {
         },
         StopReason::Cancelled => Outcome::Aborted,
         _ => Outcome::Ok { stop: "stop" },
-    }
-}
-
-/// Joins adjacent text blocks (a collected batch reads as one message).
-fn join_text(blocks: Vec<ContentBlock>) -> Vec<ContentBlock> {
-    let mut out: Vec<ContentBlock> = Vec::new();
-    for block in blocks {
-        match (out.last_mut(), block) {
-            (Some(ContentBlock::Text(last)), ContentBlock::Text(next)) => {
-                last.text.push_str(&next.text);
-            }
-            (_, block) => out.push(block),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_session_s_key_is_found_by_its_index_and_survives_changes() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("gateway/keys.json");
-        let mut keys = KeyMap::load(path.clone());
-        assert_eq!(keys.insert("b:chat", "s1"), None);
-        assert_eq!(keys.insert("a:alias", "s1"), None);
-        // The first key in order names the session, as a scan found it.
-        assert_eq!(
-            keys.by_session.get("s1").map(String::as_str),
-            Some("a:alias")
-        );
-        assert_eq!(keys.remove("a:alias"), Some("s1".to_string()));
-        assert_eq!(
-            keys.by_session.get("s1").map(String::as_str),
-            Some("b:chat")
-        );
-        // A reset gives the key another session; the old one has no key.
-        assert_eq!(keys.insert("b:chat", "s2"), Some("s1".to_string()));
-        assert_eq!(keys.by_session.get("s1"), None);
-        assert_eq!(
-            keys.by_session.get("s2").map(String::as_str),
-            Some("b:chat")
-        );
-
-        // Written only when something changed, and read back the same.
-        let (to, bytes) = keys.take_changes().unwrap();
-        assert_eq!(keys.take_changes(), None);
-        write_keys(&to, &bytes);
-        let again = KeyMap::load(path);
-        assert_eq!(again.keys, keys.keys);
-        assert_eq!(again.by_session, keys.by_session);
     }
 }

@@ -1,6 +1,8 @@
-//! The gateway's methods: each checks its scope and its params, then acts
-//! through the hub. The table in docs/gateway.md lists them with their
-//! params and results.
+//! The gateway's methods, the wire's table on top of the hub: each checks
+//! its scope and its params, then calls the hub's typed API (which the
+//! in-process clients, chat channels and the scheduler, call directly)
+//! and shapes its answer. The table in docs/gateway.md lists them with
+//! their params and results.
 
 use std::sync::Arc;
 
@@ -8,11 +10,11 @@ use agent_client_protocol::v1::schema::{ContentBlock, ImageContent, TextContent}
 use serde_json::{Value, json};
 
 use super::conn::{Conn, Need, Out};
-use super::frames::{self, APPROVAL_NOT_FOUND, ErrorShape, FORBIDDEN, Request, now_ms};
-use super::hub::{Hub, MAIN_KEY, Outcome, merge};
+use super::frames::{self, ErrorShape, FORBIDDEN, Request, now_ms};
+use super::hub::{self, Hub, MAIN_KEY, Outcome, Patch, millis, not_found};
 use crate::agent::AgentMessage;
 use crate::config::QueueMode;
-use crate::llm::{AssistantContent, Content, Message, ThinkingLevel};
+use crate::llm::{AssistantContent, Content, Message};
 
 /// Every method, for `hello-ok`.
 pub const METHODS: &[&str] = &[
@@ -51,9 +53,6 @@ pub const EVENTS: &[&str] = &[
     "exec.approval.resolved",
 ];
 
-/// The longest session key.
-const MAX_KEY: usize = 512;
-
 type Reply = Result<Value, ErrorShape>;
 
 /// Runs one request; the answer (or answers, for `agent`) go to the
@@ -66,18 +65,6 @@ pub async fn call(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) {
         Err(error) => frames::error(&id, &error),
     };
     conn.out.push(Out::Frame(frame));
-}
-
-/// Runs one request for an in-process client (a chat channel, the
-/// scheduler) and returns its answer instead of queueing it as a frame.
-/// Not for `agent`, whose first answer is a frame of its own.
-pub async fn invoke(hub: &Arc<Hub>, conn: &Arc<Conn>, method: &str, params: Value) -> Reply {
-    let request = Request {
-        id: "in-process".to_string(),
-        method: method.to_string(),
-        params,
-    };
-    dispatch(hub, conn, request).await
 }
 
 fn need(conn: &Conn, need: Need) -> Result<(), ErrorShape> {
@@ -111,20 +98,7 @@ fn optional<'a>(params: &'a Value, name: &str) -> Result<Option<&'a str>, ErrorS
 
 fn key_param<'a>(params: &'a Value, name: &str) -> Result<&'a str, ErrorShape> {
     let key = string(params, name)?;
-    if key.is_empty() || key.chars().count() > MAX_KEY {
-        return Err(ErrorShape::invalid(format!(
-            "`{name}` must be 1 to {MAX_KEY} characters"
-        )));
-    }
-    // Keys reach terminals (`pincer sessions list`), logs and file names:
-    // one that could carry an escape sequence or reorder text is refused.
-    let unsafe_char =
-        |c: char| c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
-    if key.chars().any(unsafe_char) {
-        return Err(ErrorShape::invalid(format!(
-            "`{name}` holds a control character or a bidirectional override: a session key is printable text"
-        )));
-    }
+    hub::check_key(name, key)?;
     Ok(key)
 }
 
@@ -171,15 +145,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             need(conn, Need::Write)?;
             let key = key_param(&params, "sessionKey")?;
             let run = optional(&params, "runId")?;
-            let Some(session) = hub.lookup(key) else {
-                return Ok(json!({"ok": true, "aborted": false, "runIds": []}));
-            };
-            let runs = hub.unfinished(&session);
-            if run.is_some_and(|r| !runs.iter().any(|x| x == r)) || runs.is_empty() {
-                return Ok(json!({"ok": true, "aborted": false, "runIds": []}));
+            match hub.abort_key(key, run)? {
+                Some(runs) => Ok(json!({"ok": true, "aborted": true, "runIds": runs})),
+                None => Ok(json!({"ok": true, "aborted": false, "runIds": []})),
             }
-            let runs = hub.abort(&session)?;
-            Ok(json!({"ok": true, "aborted": true, "runIds": runs}))
         }
         "chat.history" => {
             need(conn, Need::Read)?;
@@ -190,11 +159,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 Some(session) => hub.follow(conn, session),
                 None => hub.follow_key(conn, key),
             }
-            let thinking = session
-                .as_deref()
-                .and_then(|id| crate::session::find(hub.data_dir(), id))
-                .and_then(|path| recent_settings(&path).thinking)
-                .unwrap_or_else(|| Defaults::load(hub).thinking);
+            let thinking = hub.thinking_of(session.as_deref());
             Ok(
                 json!({"sessionKey": key, "sessionId": session, "messages": messages, "thinkingLevel": thinking}),
             )
@@ -304,7 +269,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "models.list" => {
             need(conn, Need::Read)?;
-            models(hub)
+            hub.models().map(|models| json!({ "models": models }))
         }
         "exec.approval.get" => {
             if !conn.scopes.allows(Need::Read) {
@@ -323,18 +288,8 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             need(conn, Need::Approvals)?;
             let id = string(&params, "id")?;
             let decision = string(&params, "decision")?;
-            let allowed = hub.approval_decisions(id).ok_or_else(|| not_found(id))?;
-            if !allowed.iter().any(|d| d == decision) {
-                return Err(ErrorShape::invalid(format!(
-                    "`decision` must be one of: {}",
-                    allowed.join(", ")
-                )));
-            }
-            if hub.settle(id, Some(decision), "client") {
-                Ok(json!({"ok": true}))
-            } else {
-                Err(not_found(id))
-            }
+            hub.resolve_approval(id, decision)?;
+            Ok(json!({"ok": true}))
         }
         "cron.list" => {
             need(conn, Need::Read)?;
@@ -348,15 +303,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
 /// The scheduled runs: each `[[cron]]` job and the heartbeat, with their
 /// next and last runs (the same as `pincer cron list --json`).
 fn cron_list(hub: &Hub) -> Value {
-    let Some(plan) = hub.scheduled.get() else {
-        return json!({"jobs": [], "heartbeat": null});
-    };
-    let record = super::scheduler::Record::load(&plan.state_file).unwrap_or_default();
-    super::scheduler::listing(plan, &record, &jiff::Zoned::now())
-}
-
-fn not_found(id: &str) -> ErrorShape {
-    ErrorShape::new(APPROVAL_NOT_FOUND, format!("no pending approval {id}"))
+    match hub.scheduled.get() {
+        Some(scheduled) => scheduled.listing(),
+        None => json!({"jobs": [], "heartbeat": null}),
+    }
 }
 
 /// The prompt of a `chat.send` or `agent`: its text and images.
@@ -431,11 +381,8 @@ async fn send(
     params: &Value,
 ) -> Result<(String, &'static str), ErrorShape> {
     let run = string(params, "idempotencyKey")?;
-    if run.is_empty() || run.len() > 256 {
-        return Err(ErrorShape::invalid(
-            "`idempotencyKey` must be 1 to 256 characters",
-        ));
-    }
+    hub::check_run_id(run)?;
+    // A repeated key answers before its message is read again.
     if let Some(status) = hub.known_run(run) {
         return Ok((run.to_string(), status));
     }
@@ -446,14 +393,8 @@ async fn send(
             ErrorShape::invalid("`queueMode` must be steer, followup, collect or interrupt")
         })?),
     };
-    let session = hub.open(key).await?;
-    hub.follow(conn, &session);
-    // Two sends with one key racing past the check above: the first wins.
-    if let Some(status) = hub.known_run(run) {
-        return Ok((run.to_string(), status));
-    }
-    hub.send(&session, key, run, blocks, mode)?;
-    Ok((run.to_string(), "started"))
+    let status = hub.submit(conn, key, run, blocks, mode).await?;
+    Ok((run.to_string(), status))
 }
 
 async fn agent(hub: &Arc<Hub>, conn: &Arc<Conn>, id: &str, params: &Value) -> Reply {
@@ -648,247 +589,11 @@ fn user_block(content: &Content) -> Value {
     }
 }
 
-fn millis(rfc3339: &str) -> u64 {
-    humantime::parse_rfc3339(rfc3339)
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or_default()
-}
-
-/// What a session's transcript ends on: its model, thinking level and
-/// permission mode as last set (the last assistant message or change), read
-/// from the file's tail so that a listing does not read whole transcripts.
-#[derive(Default)]
-struct Recent {
-    model: Option<String>,
-    thinking: Option<String>,
-    mode: Option<String>,
-    queue: Option<QueueMode>,
-}
-
-fn recent_settings(path: &std::path::Path) -> Recent {
-    use std::io::{Read, Seek, SeekFrom};
-    const TAIL: u64 = 256 * 1024;
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return Recent::default();
-    };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = file.seek(SeekFrom::Start(len.saturating_sub(TAIL)));
-    let mut tail = Vec::new();
-    let _ = file.take(TAIL).read_to_end(&mut tail);
-    let text = String::from_utf8_lossy(&tail);
-    let mut recent = Recent::default();
-    for line in text.lines().rev() {
-        if recent.model.is_some()
-            && recent.thinking.is_some()
-            && recent.mode.is_some()
-            && recent.queue.is_some()
-        {
-            break;
-        }
-        let Ok(entry) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        match entry["type"].as_str() {
-            Some("model_change") if recent.model.is_none() => {
-                recent.model = entry["model"].as_str().map(String::from);
-            }
-            Some("thinking_change") if recent.thinking.is_none() => {
-                recent.thinking = entry["level"].as_str().map(String::from);
-            }
-            Some("mode_change") if recent.mode.is_none() => {
-                recent.mode = entry["mode"].as_str().map(String::from);
-            }
-            Some("queue_change") if recent.queue.is_none() => {
-                recent.queue = entry["queue"].as_str().and_then(QueueMode::from_wire);
-            }
-            Some("message")
-                if recent.model.is_none() && entry["message"]["role"] == "assistant" =>
-            {
-                let message = &entry["message"];
-                if let (Some(provider), Some(id)) =
-                    (message["provider"].as_str(), message["model"].as_str())
-                {
-                    recent.model = Some(format!("{provider}/{id}"));
-                }
-            }
-            _ => {}
-        }
-    }
-    recent
-}
-
-/// The model, thinking level and mode a session without records of its own
-/// has: the configured defaults, read once per request.
-struct Defaults {
-    settings: Option<crate::config::Settings>,
-    model: Option<String>,
-    thinking: String,
-    mode: String,
-}
-
-impl Defaults {
-    fn load(hub: &Hub) -> Self {
-        let settings = crate::config::Settings::load_from_process(&hub.cwd).ok();
-        Self {
-            model: settings
-                .as_ref()
-                .and_then(|s| s.default_model(None).ok())
-                .map(|m| m.full_id()),
-            thinking: settings
-                .as_ref()
-                .map_or("off", |s| s.thinking().as_str())
-                .to_string(),
-            mode: settings
-                .as_ref()
-                .map(|s| s.default_mode())
-                .unwrap_or_default()
-                .id()
-                .to_string(),
-            settings,
-        }
-    }
-
-    /// A model's context window, in tokens.
-    fn window(&self, model: Option<&str>) -> Option<u64> {
-        let (settings, model) = self.settings.as_ref().zip(model)?;
-        settings
-            .catalog
-            .resolve(model)
-            .ok()
-            .map(|m| m.context_window)
-    }
-
-    /// The thinking levels a model offers (`off` alone without reasoning).
-    fn levels(&self, model: Option<&str>) -> Vec<Value> {
-        let reasoning = self
-            .settings
-            .as_ref()
-            .zip(model)
-            .and_then(|(s, m)| s.catalog.resolve(m).ok())
-            .is_some_and(|m| m.reasoning);
-        let levels: &[ThinkingLevel] = if reasoning {
-            &ThinkingLevel::ALL
-        } else {
-            &[ThinkingLevel::Off]
-        };
-        levels
-            .iter()
-            .map(|l| json!({"id": l.as_str(), "label": l.as_str()}))
-            .collect()
-    }
-}
-
-/// `hello-ok`'s `snapshot.sessionDefaults`: OpenClaw's three keys, and
-/// what a new session here starts with (its directory, model, thinking
-/// level, permission mode and queue mode), so that a client such as
-/// `pincer acp --connect` can show a session's options before it has a
-/// transcript.
-pub fn session_defaults(hub: &Hub) -> Value {
-    let defaults = Defaults::load(hub);
-    let modes: Vec<Value> = crate::agent::Mode::ALL
-        .iter()
-        .map(|m| json!({"id": m.id(), "name": m.name(), "description": m.description()}))
-        .collect();
-    json!({
-        "defaultAgentId": "main",
-        "mainKey": "main",
-        "mainSessionKey": super::hub::MAIN_KEY,
-        "cwd": hub.cwd,
-        "model": defaults.model,
-        "thinkingLevel": defaults.thinking,
-        "thinkingLevels": defaults.levels(defaults.model.as_deref()),
-        "permissionMode": defaults.mode,
-        "permissionModes": modes,
-        "queueMode": QueueMode::Steer.wire(),
-    })
-}
-
-fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Value {
-    let key = hub.key_of(&summary.id);
-    let title = summary.title.clone().unwrap_or_default();
-    let recent = recent_settings(&summary.path);
-    let model = recent.model.or_else(|| defaults.model.clone());
-    let thinking = recent.thinking.unwrap_or_else(|| defaults.thinking.clone());
-    let (provider, model_id) = match model.as_deref().and_then(|m| m.split_once('/')) {
-        Some((provider, id)) => (Some(provider.to_string()), Some(id.to_string())),
-        None => (None, model.clone()),
-    };
-    let mut row = json!({
-        "key": key,
-        "sessionId": summary.id,
-        "kind": "direct",
-        "updatedAt": millis(&summary.updated_at),
-        "label": summary.label,
-        "derivedTitle": title,
-        "displayName": title,
-        "spawnedCwd": summary.cwd,
-        "model": model_id,
-        "modelProvider": provider,
-        "thinkingLevel": thinking,
-        "thinkingLevels": defaults.levels(model.as_deref()),
-        "permissionMode": recent.mode.unwrap_or_else(|| defaults.mode.clone()),
-        "queueMode": hub.queue_mode(&summary.id).or(recent.queue).map(|m| m.wire()),
-    });
-    merge(
-        &mut row,
-        usage_fields(hub, summary, model.as_deref(), defaults),
-    );
-    row
-}
-
-/// A row's usage: OpenClaw's `totalTokens` (the tokens in the context now,
-/// with `totalTokensFresh`) and `contextTokens` (the model's window), and
-/// the session's cost so far, from the last report of a session that ran
-/// in this process, else from its transcript.
-fn usage_fields(
-    hub: &Hub,
-    summary: &crate::session::Summary,
-    model: Option<&str>,
-    defaults: &Defaults,
-) -> Value {
-    let recorded = hub.recorded_usage(&summary.path);
-    let live = hub.live_usage(&summary.id).unwrap_or_default();
-    let tokens = live["contextTokens"].as_u64().or(recorded.context_tokens);
-    let window = live["contextWindow"]
-        .as_u64()
-        .or_else(|| defaults.window(model));
-    let cost = live["costUsd"].as_f64().unwrap_or(recorded.cost_usd);
-    json!({
-        "totalTokens": tokens,
-        "totalTokensFresh": tokens.is_some(),
-        "contextTokens": window,
-        "costUsd": cost,
-    })
-}
-
 fn list(hub: &Hub, params: &Value) -> Reply {
     let limit = limit(params, 100, 1000)?;
     let offset = params["offset"].as_u64().unwrap_or(0) as usize;
     let search = optional(params, "search")?.map(str::to_lowercase);
-    let defaults = Defaults::load(hub);
-    let matching: Vec<crate::session::Summary> = crate::session::list(hub.data_dir(), None)
-        .into_iter()
-        .filter(|s| !hub.is_archived(&s.id))
-        .filter(|s| match &search {
-            None => true,
-            Some(search) => [
-                hub.key_of(&s.id),
-                s.id.clone(),
-                s.title.clone().unwrap_or_default(),
-            ]
-            .iter()
-            .any(|v| v.to_lowercase().contains(search)),
-        })
-        .collect();
-    let count = matching.len();
-    let page: Vec<Value> = matching
-        .iter()
-        .skip(offset)
-        .take(limit)
-        .map(|s| row(hub, s, &defaults))
-        .collect();
+    let (page, count) = hub.session_rows(search.as_deref(), offset, limit);
     Ok(json!({
         "sessions": page,
         "hasMore": offset + limit < count,
@@ -953,108 +658,21 @@ fn label_param(params: &Value) -> Result<Option<&str>, ErrorShape> {
 async fn patch(hub: &Arc<Hub>, conn: &Conn, params: &Value) -> Reply {
     let key = key_param(params, "key")?;
     let label = label_param(params)?;
+    let permission_mode = optional(params, "permissionMode")?;
     // `bypass` runs every tool without asking: turning it on answers every
     // approval to come, so it takes the scope that answers approvals.
-    if optional(params, "permissionMode")?.and_then(crate::agent::permission::Mode::parse)
+    if permission_mode.and_then(crate::agent::permission::Mode::parse)
         == Some(crate::agent::permission::Mode::Bypass)
     {
         need(conn, Need::Approvals)?;
     }
-    if let Some(model) = optional(params, "model")? {
-        known_model(hub, model)?;
-    }
-    let session = hub.open(key).await?;
-    let link = hub.link()?;
-    if let Some(label) = label {
-        match hub.registry.rename(&session, label) {
-            Some(Ok(())) => {}
-            Some(Err(e)) => {
-                return Err(ErrorShape::invalid(format!(
-                    "cannot save the name of session {key}: {e}"
-                )));
-            }
-            None => {
-                return Err(ErrorShape::invalid(format!(
-                    "session {key} is not open; try again"
-                )));
-            }
-        }
-    }
-    let options = [
-        ("model", crate::acp::MODEL_OPTION),
-        ("thinkingLevel", crate::acp::THOUGHT_OPTION),
-        ("permissionMode", crate::acp::MODE_OPTION),
-    ];
-    for (field, option) in options {
-        if let Some(value) = optional(params, field)? {
-            link.set_option(&session, option, value)
-                .await
-                .map_err(|e| {
-                    ErrorShape::invalid(format!("{field}: {}", super::link::error_text(&e)))
-                })?;
-        }
-    }
-    if let Some(mode) = optional(params, "queueMode")? {
-        let mode = QueueMode::from_wire(mode).ok_or_else(|| {
-            ErrorShape::invalid("`queueMode` must be steer, followup, collect or interrupt")
-        })?;
-        let acp = match mode {
-            QueueMode::FollowUp | QueueMode::Collect => "follow-up",
-            QueueMode::Steer | QueueMode::Interrupt => "steer",
-        };
-        link.set_option(&session, crate::acp::QUEUE_OPTION, acp)
-            .await
-            .map_err(|e| ErrorShape::invalid(super::link::error_text(&e)))?;
-        hub.set_queue_mode(&session, mode);
-    }
-    let entry = crate::session::list(hub.data_dir(), None)
-        .iter()
-        .find(|s| s.id == session)
-        .map(|s| row(hub, s, &Defaults::load(hub)));
-    hub.announce_patched(key, &session, entry.clone());
+    let patch = Patch {
+        label,
+        model: optional(params, "model")?,
+        thinking: optional(params, "thinkingLevel")?,
+        permission_mode,
+        queue_mode: optional(params, "queueMode")?,
+    };
+    let (session, entry) = hub.patch(key, patch).await?;
     Ok(json!({"ok": true, "key": key, "sessionId": session, "entry": entry}))
-}
-
-/// Refuses a model that `models.list` would not offer: `sessions.patch`
-/// takes a model from the catalog (built in, or from the user's
-/// providers), not any string that names a provider. Whether its
-/// credential is present is the session's own check (as in `pincer acp`).
-fn known_model(hub: &Hub, model: &str) -> Result<(), ErrorShape> {
-    let settings = crate::config::Settings::load_from_process(&hub.cwd)
-        .map_err(|e| ErrorShape::invalid(e.to_string()))?;
-    let resolved = settings
-        .catalog
-        .resolve(model)
-        .map_err(|e| ErrorShape::invalid(format!("model: {e}")))?;
-    let full_id = resolved.full_id();
-    if settings
-        .catalog
-        .listed_models()
-        .any(|m| m.full_id() == full_id)
-    {
-        return Ok(());
-    }
-    Err(ErrorShape::invalid(format!(
-        "model: unknown model `{model}`; `models.list` names the models this gateway offers (a model of your own is listed under [[providers.<name>.models]] in the config)"
-    )))
-}
-
-fn models(hub: &Hub) -> Reply {
-    let settings = crate::config::Settings::load_from_process(&hub.cwd)
-        .map_err(|e| ErrorShape::invalid(e.to_string()))?;
-    let models: Vec<Value> = settings
-        .catalog
-        .listed_models()
-        .filter(|m| settings.can_offer(m))
-        .map(|m| {
-            json!({
-                "id": m.full_id(),
-                "name": m.name,
-                "provider": m.provider,
-                "contextWindow": m.context_window,
-                "reasoning": m.reasoning,
-            })
-        })
-        .collect();
-    Ok(json!({ "models": models }))
 }

@@ -45,6 +45,59 @@ pub enum Auth<'a> {
     SigV4(&'a AwsCredentials),
 }
 
+/// A Bedrock request, authorised: a Bedrock API key when one is given (profile or
+/// AWS_BEARER_TOKEN_BEDROCK), else SigV4 with the AWS credential chain of
+/// this process's environment and `~/.aws`. Async: the chain may take
+/// HTTP calls (SSO, STS, instance metadata).
+pub async fn authorised_request(
+    client: &reqwest::Client,
+    model: &Model,
+    key: Option<&Secret>,
+    request: &Request,
+) -> Result<HttpRequest, LlmError> {
+    let env = |name: &str| std::env::var(name).ok();
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let auth_error = |message: String| LlmError::Auth {
+        provider: model.provider.clone(),
+        message,
+    };
+    let (region, settings) = match key {
+        // A key needs no AWS credentials, only the region.
+        Some(_) => (
+            credentials::region(&env, home.as_deref()).map_err(|e| auth_error(e.to_string()))?,
+            None,
+        ),
+        None => {
+            let settings = credentials::load(&env, home.as_deref(), client)
+                .await
+                .map_err(|e| auth_error(e.to_string()))?;
+            (settings.region.clone(), Some(settings))
+        }
+    };
+    let region = region.unwrap_or_else(|| "us-east-1".to_string());
+    let auth = match (key, &settings) {
+        (Some(key), _) => Auth::Bearer(key),
+        (None, settings) => settings.as_ref().and_then(|s| s.auth()).ok_or_else(|| {
+            auth_error(
+                "no AWS credentials: set AWS_BEARER_TOKEN_BEDROCK, or AWS_ACCESS_KEY_ID and \
+                 AWS_SECRET_ACCESS_KEY, or configure a profile (`aws configure`, \
+                 `aws configure sso`; AWS_PROFILE selects it)"
+                    .to_string(),
+            )
+        })?,
+    };
+    if let Some((_, source)) = settings.as_ref().and_then(|s| s.credentials.as_ref()) {
+        tracing::debug!(%source, "using AWS credentials");
+    }
+    Ok(build_request(
+        model,
+        auth,
+        &region,
+        request,
+        std::time::SystemTime::now(),
+    ))
+}
+
 /// A `base_url` whose region is filled in per request, so that a region
 /// found only in `~/.aws/config` still reaches the URL.
 pub const ENDPOINT_TEMPLATE: &str = "https://bedrock-runtime.{region}.amazonaws.com";

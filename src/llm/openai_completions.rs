@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::stream::truncate;
+use super::truncate;
 use super::{
     AssistantContent, AssistantMessage, Content, HttpRequest, LlmError, Message, Model, Request,
     Secret, StopReason, StreamEvent, ThinkingLevel, ToolResultMessage, Usage, WireFormat, sse,

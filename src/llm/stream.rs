@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use futures::stream::{BoxStream, StreamExt};
 
+use super::providers::{self, Call};
 use super::{
     Api, AssistantContent, AssistantMessage, HttpRequest, LlmError, Model, Request, Secret,
-    StopReason, StreamEvent, ToolCall, Usage, WireFormat, anthropic, bedrock, google,
-    openai_completions, openai_responses, sse,
+    StopReason, StreamEvent, ToolCall, Usage, WireFormat, describe_reqwest_error, sse, truncate,
 };
 
 /// Limits of one streaming call.
@@ -58,42 +58,20 @@ fn unredacted(
     request: &Request,
     config: StreamConfig,
 ) -> BoxStream<'static, Result<StreamEvent, LlmError>> {
-    let (http, parser): (HttpRequest, Box<dyn WireFormat>) = match model.api {
-        Api::AnthropicMessages => (
-            anthropic::build_request(model, key, request),
-            Box::new(anthropic::Parser::new(&model.provider)),
-        ),
-        Api::OpenaiCompletions => (
-            openai_completions::build_request(model, key, request),
-            Box::new(openai_completions::Parser::new(&model.provider)),
-        ),
-        Api::OpenaiResponses => (
-            openai_responses::build_request(model, key, request),
-            Box::new(openai_responses::Parser::new(&model.provider)),
-        ),
-        Api::GoogleGenerativeAi => (
-            google::build_request(model, key, request),
-            Box::new(google::Parser::new(&model.provider)),
-        ),
-        Api::BedrockConverseStream => {
-            // AWS credentials may take HTTP calls (SSO, STS, instance
-            // metadata), so the request is built once the stream is polled.
-            let (client, model, key, request) =
-                (client.clone(), model.clone(), key.cloned(), request.clone());
-            return futures::stream::once(async move {
-                match bedrock_request(&client, &model, key.as_ref(), &request).await {
-                    Ok(http) => {
-                        let parser = Box::new(bedrock::Parser::new(&model.provider));
-                        send(&client, &model, http, parser, config)
-                    }
+    match providers::prepare(client, model, key, request) {
+        Call::Ready((http, parser)) => send(client, model, http, parser, config),
+        Call::Later(prepared) => {
+            let (client, model) = (client.clone(), model.clone());
+            futures::stream::once(async move {
+                match prepared.await {
+                    Ok((http, parser)) => send(&client, &model, http, parser, config),
                     Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
                 }
             })
             .flatten()
-            .boxed();
+            .boxed()
         }
-    };
-    send(client, model, http, parser, config)
+    }
 }
 
 /// Sends a built request and streams its answer through `parser`.
@@ -273,75 +251,12 @@ async fn connect(
         Ok(Ok(body)) => body,
         _ => String::new(),
     };
-    Err(match api {
-        Api::AnthropicMessages => {
-            anthropic::error_from_response(provider, status.as_u16(), retry_after, &body)
-        }
-        Api::OpenaiCompletions => {
-            openai_completions::error_from_response(provider, status.as_u16(), retry_after, &body)
-        }
-        Api::OpenaiResponses => {
-            openai_responses::error_from_response(provider, status.as_u16(), retry_after, &body)
-        }
-        Api::GoogleGenerativeAi => {
-            google::error_from_response(provider, status.as_u16(), retry_after, &body)
-        }
-        Api::BedrockConverseStream => {
-            bedrock::error_from_response(provider, status.as_u16(), retry_after, &body)
-        }
-    })
-}
-
-/// A Bedrock request: a Bedrock API key when one is given (profile or
-/// AWS_BEARER_TOKEN_BEDROCK), else SigV4 with the AWS credential chain of
-/// this process's environment and `~/.aws`.
-async fn bedrock_request(
-    client: &reqwest::Client,
-    model: &Model,
-    key: Option<&Secret>,
-    request: &Request,
-) -> Result<HttpRequest, LlmError> {
-    let env = |name: &str| std::env::var(name).ok();
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let auth_error = |message: String| LlmError::Auth {
-        provider: model.provider.clone(),
-        message,
-    };
-    let (region, settings) = match key {
-        // A key needs no AWS credentials, only the region.
-        Some(_) => (
-            bedrock::credentials::region(&env, home.as_deref())
-                .map_err(|e| auth_error(e.to_string()))?,
-            None,
-        ),
-        None => {
-            let settings = bedrock::credentials::load(&env, home.as_deref(), client)
-                .await
-                .map_err(|e| auth_error(e.to_string()))?;
-            (settings.region.clone(), Some(settings))
-        }
-    };
-    let region = region.unwrap_or_else(|| "us-east-1".to_string());
-    let auth = match (key, &settings) {
-        (Some(key), _) => bedrock::Auth::Bearer(key),
-        (None, settings) => settings.as_ref().and_then(|s| s.auth()).ok_or_else(|| {
-            auth_error(
-                "no AWS credentials: set AWS_BEARER_TOKEN_BEDROCK, or AWS_ACCESS_KEY_ID and \
-                 AWS_SECRET_ACCESS_KEY, or configure a profile (`aws configure`, \
-                 `aws configure sso`; AWS_PROFILE selects it)"
-                    .to_string(),
-            )
-        })?,
-    };
-    if let Some((_, source)) = settings.as_ref().and_then(|s| s.credentials.as_ref()) {
-        tracing::debug!(%source, "using AWS credentials");
-    }
-    Ok(bedrock::build_request(
-        model,
-        auth,
-        &region,
-        request,
-        std::time::SystemTime::now(),
+    Err(providers::error_from_response(
+        api,
+        provider,
+        status.as_u16(),
+        retry_after,
+        &body,
     ))
 }
 
@@ -467,13 +382,7 @@ fn not_a_stream(provider: &str, api: Api, body: &[u8]) -> Option<LlmError> {
     let text = text.trim_start_matches('\u{feff}').trim();
     match text.bytes().next()? {
         b'{' | b'[' => {
-            let error = match api {
-                Api::AnthropicMessages => anthropic::error_in_ok_body(provider, text),
-                Api::OpenaiCompletions => openai_completions::error_in_ok_body(provider, text),
-                Api::OpenaiResponses => openai_responses::error_in_ok_body(provider, text),
-                Api::GoogleGenerativeAi => google::error_in_ok_body(provider, text),
-                Api::BedrockConverseStream => bedrock::error_in_ok_body(provider, text),
-            };
+            let error = providers::error_in_ok_body(api, provider, text);
             Some(error.unwrap_or_else(|| LlmError::MalformedStream {
                 provider: provider.to_string(),
                 message: format!(
@@ -508,27 +417,6 @@ fn page_title(html: &str) -> Option<String> {
         .collect::<Vec<_>>()
         .join(" ");
     (!title.is_empty()).then_some(title)
-}
-
-/// The first `max` characters of `text`, marked when cut.
-pub(crate) fn truncate(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_string(),
-    }
-}
-
-pub(crate) fn describe_reqwest_error(error: &reqwest::Error) -> String {
-    // reqwest's Display omits the cause ("error sending request"); the
-    // source chain says what actually happened (connection refused, DNS…).
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 /// Whether the request failed before a connection existed, for a reason

@@ -1,6 +1,8 @@
-//! A channel as a client of the gateway: what users write becomes
-//! `chat.send` on the chat's session, and the events of those sessions
-//! become messages (streamed by editing where the platform can).
+//! A channel as a client of the gateway: what users write becomes a
+//! message to the chat's session through the hub's typed API (what
+//! `chat.send` does; the commands are `reset`, `abort_key`, `patch`,
+//! `resolve_approval`), and the events of those sessions become messages
+//! (streamed by editing where the platform can).
 //!
 //! One task per channel reads what the platform receives and the gateway's
 //! events; it never waits on the platform. Each chat has a task of its own
@@ -15,7 +17,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use agent_client_protocol::v1::schema::{ContentBlock, TextContent};
+use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
@@ -27,8 +30,7 @@ use super::{
 };
 use crate::config::channels::Groups;
 use crate::gateway::conn::{Conn, Out, Outbox, Scopes};
-use crate::gateway::hub::Hub;
-use crate::gateway::methods;
+use crate::gateway::hub::{Hub, Patch};
 use crate::gateway::schedule::is_silent;
 
 /// Bytes of events a channel may have waiting: a channel is in-process and
@@ -326,12 +328,9 @@ impl Runner {
         }
         let key = chat.key(self.name);
         let run = format!("{}:{}:{}", self.name, chat.id, message.id);
-        let params = json!({
-            "sessionKey": key,
-            "message": message.text,
-            "idempotencyKey": run.chars().take(256).collect::<String>(),
-        });
-        match methods::invoke(&self.hub, &self.conn, "chat.send", params).await {
+        let run: String = run.chars().take(256).collect();
+        let content = vec![ContentBlock::Text(TextContent::new(message.text))];
+        match self.hub.submit(&self.conn, &key, &run, content, None).await {
             Ok(_) => self.chats.push(&self.platform, chat, Op::Busy),
             Err(error) => self.say(&chat, format!("⚠️ {}", error.message)),
         }
@@ -373,33 +372,30 @@ impl Runner {
     async fn command(&mut self, chat: &Chat, word: &str, rest: &str) -> bool {
         let key = chat.key(self.name);
         let hub = &self.hub;
-        let conn = &self.conn;
         let reply = match word {
             "new" | "reset" => {
-                match methods::invoke(hub, conn, "sessions.reset", json!({"key": key})).await {
+                match hub.reset(&key).await {
                     Ok(_) => "Started a new session.".to_string(),
                     Err(e) => format!("⚠️ {}", e.message),
                 }
             }
             "stop" => {
-                match methods::invoke(hub, conn, "chat.abort", json!({"sessionKey": key})).await {
-                    Ok(v) if v["aborted"] == true => "Stopped.".to_string(),
-                    Ok(_) => "Nothing is running.".to_string(),
+                match hub.abort_key(&key, None) {
+                    Ok(Some(_)) => "Stopped.".to_string(),
+                    Ok(None) => "Nothing is running.".to_string(),
                     Err(e) => format!("⚠️ {}", e.message),
                 }
             }
             "model" if rest.is_empty() => {
                 let current = self.row(&key).await;
-                let models = methods::invoke(hub, conn, "models.list", json!({})).await;
+                let models = hub.models();
                 let mut text = match current.as_ref().and_then(|r| r["model"].as_str()) {
                     Some(model) => format!("Model: {}/{model}", current.as_ref().and_then(|r| r["modelProvider"].as_str()).unwrap_or("?")),
                     None => "Model: the default".to_string(),
                 };
                 if let Ok(models) = models {
-                    let names: Vec<String> = models["models"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
+                    let names: Vec<String> = models
+                        .iter()
                         .filter_map(|m| m["id"].as_str().map(|id| format!("- {id}")))
                         .take(40)
                         .collect();
@@ -412,8 +408,11 @@ impl Runner {
                 text
             }
             "model" => {
-                let params = json!({"key": key, "model": rest});
-                match methods::invoke(hub, conn, "sessions.patch", params).await {
+                let patch = Patch {
+                    model: Some(rest),
+                    ..Patch::default()
+                };
+                match hub.patch(&key, patch).await {
                     Ok(_) => format!("Model set to {rest}."),
                     Err(e) => format!("⚠️ {}", e.message),
                 }
@@ -429,20 +428,11 @@ impl Runner {
         true
     }
 
+    /// The session's row as `sessions.list` shows it (among the first
+    /// thousand, the most that method lists at once).
     async fn row(&self, key: &str) -> Option<Value> {
-        let list = methods::invoke(
-            &self.hub,
-            &self.conn,
-            "sessions.list",
-            json!({"limit": 100000}),
-        )
-        .await
-        .ok()?;
-        list["sessions"]
-            .as_array()?
-            .iter()
-            .find(|r| r["key"] == key)
-            .cloned()
+        let (rows, _) = self.hub.session_rows(None, 0, 1000);
+        rows.into_iter().find(|r| r["key"] == key)
     }
 
     async fn press(&mut self, press: Press) {
@@ -477,8 +467,7 @@ impl Runner {
         if !asked_here {
             return "This question was already answered or has expired.".to_string();
         }
-        let params = json!({"id": id, "decision": decision});
-        match methods::invoke(&self.hub, &self.conn, "exec.approval.resolve", params).await {
+        match self.hub.resolve_approval(id, decision) {
             Ok(_) => {
                 self.answered.insert(id.to_string());
                 decision_text(decision).to_string()
@@ -1226,6 +1215,7 @@ fn might_be_silent(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_reply_is_built_from_the_whole_first_delta_then_the_new_text() {

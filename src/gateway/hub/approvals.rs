@@ -12,8 +12,8 @@ use agent_client_protocol::v1::schema::{
 use serde_json::{Value, json};
 
 use super::events::tool_name;
-use super::{Approval, Audience, Hub};
-use crate::gateway::frames::now_ms;
+use super::{Approval, Audience, Failure, Hub};
+use crate::gateway::frames::{APPROVAL_NOT_FOUND, now_ms};
 
 impl Hub {
     pub(super) async fn ask(
@@ -163,6 +163,52 @@ impl Hub {
         true
     }
 
+    /// A permission question was settled (the agent says so): the
+    /// gateway's own ones are done with; one an editor answered is told
+    /// to the clients that approve, so they drop it.
+    pub(super) fn permission_resolved(
+        &self,
+        session: String,
+        tool_call_id: String,
+        option: Option<(String, PermissionOptionKind)>,
+    ) {
+        let ours = self
+            .state()
+            .asked
+            .remove(&(session.clone(), tool_call_id.clone()));
+        if !ours {
+            let decision = option
+                .map(|(_, kind)| decision_of(kind).to_string())
+                .unwrap_or_else(|| "deny".to_string());
+            let payload = json!({
+                "id": format!("editor:{tool_call_id}"),
+                "decision": decision,
+                "sessionKey": self.key_of(&session),
+                "toolCallId": tool_call_id,
+                "resolvedBy": "editor",
+                "ts": now_ms(),
+            });
+            self.broadcast("exec.approval.resolved", &payload, Audience::Approvers);
+        }
+    }
+
+    /// Answers approval `id` with `decision` (`exec.approval.resolve`),
+    /// which must be one the question offers.
+    pub fn resolve_approval(&self, id: &str, decision: &str) -> Result<(), Failure> {
+        let allowed = self.approval_decisions(id).ok_or_else(|| not_found(id))?;
+        if !allowed.iter().any(|d| d == decision) {
+            return Err(Failure::invalid(format!(
+                "`decision` must be one of: {}",
+                allowed.join(", ")
+            )));
+        }
+        if self.settle(id, Some(decision), "client") {
+            Ok(())
+        } else {
+            Err(not_found(id))
+        }
+    }
+
     pub fn approval(&self, id: &str) -> Option<Value> {
         self.state().approvals.get(id).map(|a| a.describe(id))
     }
@@ -183,7 +229,13 @@ impl Hub {
     }
 }
 
-pub(super) fn decision_of(kind: PermissionOptionKind) -> &'static str {
+/// The error for an approval that is not waiting (answered, expired or
+/// never asked).
+pub fn not_found(id: &str) -> Failure {
+    Failure::new(APPROVAL_NOT_FOUND, format!("no pending approval {id}"))
+}
+
+fn decision_of(kind: PermissionOptionKind) -> &'static str {
     match kind {
         PermissionOptionKind::AllowOnce => "allow-once",
         PermissionOptionKind::AllowAlways => "allow-always",
@@ -197,5 +249,66 @@ pub(super) fn preview(command: &str) -> String {
         format!("{}…", line.chars().take(200).collect::<String>())
     } else {
         line.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acp::registry::Registry;
+    use pretty_assertions::assert_eq;
+    use std::time::Duration;
+
+    /// A question of session `s1` waiting under `id`, offering to allow
+    /// once or to deny; the receiver gets the option id chosen.
+    fn ask(hub: &Hub, id: &str) -> tokio::sync::oneshot::Receiver<Option<String>> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let approval = Approval {
+            session: "s1".into(),
+            key: "telegram:dm:1".into(),
+            tool_call_id: "call-1".into(),
+            tool_name: "bash".into(),
+            command: "ls".into(),
+            decisions: vec![
+                ("allow-once".into(), "option-allow".into()),
+                ("deny".into(), "option-deny".into()),
+            ],
+            created_ms: 0,
+            expires_ms: 0,
+            reply: Some(reply),
+        };
+        hub.state().approvals.insert(id.to_string(), approval);
+        answer
+    }
+
+    /// What a channel's "1" (or a client's `exec.approval.resolve`) does:
+    /// the hub checks the decision against those offered, answers the
+    /// agent with the option it offered, and once only.
+    #[test]
+    fn an_approval_is_resolved_through_the_hub_with_the_option_offered_and_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = Hub::new(
+            Registry::new(),
+            dir.path().to_path_buf(),
+            dir.path().to_path_buf(),
+            Duration::from_secs(60),
+        );
+        let mut answer = ask(&hub, "a1");
+
+        let refused = hub.resolve_approval("a1", "allow-always").unwrap_err();
+        assert_eq!(
+            refused.message,
+            "`decision` must be one of: allow-once, deny"
+        );
+        assert!(answer.try_recv().is_err(), "the question still waits");
+
+        hub.resolve_approval("a1", "allow-once").unwrap();
+        assert_eq!(answer.try_recv().unwrap(), Some("option-allow".to_string()));
+
+        let gone = hub.resolve_approval("a1", "deny").unwrap_err();
+        assert_eq!(
+            (gone.code, gone.message.as_str()),
+            (APPROVAL_NOT_FOUND, "no pending approval a1")
+        );
     }
 }

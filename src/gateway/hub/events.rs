@@ -108,25 +108,7 @@ impl Hub {
                 tool_call_id,
                 option,
             } => {
-                let session = session.0.to_string();
-                let ours = self
-                    .state()
-                    .asked
-                    .remove(&(session.clone(), tool_call_id.clone()));
-                if !ours {
-                    let decision = option
-                        .map(|(_, kind)| super::approvals::decision_of(kind).to_string())
-                        .unwrap_or_else(|| "deny".to_string());
-                    let payload = json!({
-                        "id": format!("editor:{tool_call_id}"),
-                        "decision": decision,
-                        "sessionKey": self.key_of(&session),
-                        "toolCallId": tool_call_id,
-                        "resolvedBy": "editor",
-                        "ts": now_ms(),
-                    });
-                    self.broadcast("exec.approval.resolved", &payload, Audience::Approvers);
-                }
+                self.permission_resolved(session.0.to_string(), tool_call_id, option);
             }
             // A session the gateway creates is announced once its key names
             // it (see `open`); the others when they are prompted.

@@ -28,6 +28,7 @@
 //! user runs `aws sso login`), MFA prompts for role assumption, IMDSv1, and
 //! endpoint overrides for STS and the SSO portal.
 
+mod files;
 mod metadata;
 mod process;
 mod profile;
@@ -232,7 +233,7 @@ pub fn configured(env: &dyn Fn(&str) -> Option<String>, home: Option<&Path>) -> 
     {
         return true;
     }
-    profile::Files::read(&vars, home)
+    files::Files::read(&vars, home)
         .is_ok_and(|files| profile::has_plan(&files, vars.profile().unwrap_or("default")))
 }
 
@@ -243,7 +244,7 @@ pub fn region(
     home: Option<&Path>,
 ) -> Result<Option<String>, CredentialsError> {
     let vars = Vars::capture(env);
-    let files = profile::Files::read(&vars, home)?;
+    let files = files::Files::read(&vars, home)?;
     Ok(vars.region(&files))
 }
 
@@ -296,7 +297,7 @@ impl Vars {
             .or_else(|| self.get("AWS_DEFAULT_PROFILE"))
     }
 
-    fn region(&self, files: &profile::Files) -> Option<String> {
+    fn region(&self, files: &files::Files) -> Option<String> {
         self.get("AWS_REGION")
             .or_else(|| self.get("AWS_DEFAULT_REGION"))
             .map(str::to_string)
@@ -393,7 +394,7 @@ impl Chain<'_> {
     async fn resolve(&self) -> Result<AwsSettings, CredentialsError> {
         let explicit_profile = self.vars.profile();
         let profile = explicit_profile.unwrap_or("default").to_string();
-        let files = profile::Files::read(self.vars, self.home)?;
+        let files = files::Files::read(self.vars, self.home)?;
         let region = self.vars.region(&files);
         let settings = |credentials| AwsSettings {
             profile: profile.clone(),
@@ -543,7 +544,7 @@ async fn send(
 /// reqwest's message with its causes ("error sending request" alone says
 /// nothing).
 fn describe(error: &reqwest::Error) -> String {
-    crate::llm::stream::describe_reqwest_error(error)
+    crate::llm::describe_reqwest_error(error)
 }
 
 /// At most `max` characters of an error body, for messages.

@@ -13,7 +13,7 @@ use jiff::Timestamp;
 use serde::Deserialize;
 use sha1::{Digest, Sha1};
 
-use super::profile::{Files, Profile};
+use super::files::{Files, Profile};
 use super::{AwsCredentials, Chain, CredentialsError, Temporary, excerpt, parse_time, send};
 use crate::llm::Secret;
 

@@ -12,7 +12,6 @@ use std::time::{Duration, SystemTime};
 
 use jiff::Timestamp;
 
-use super::profile::RoleStep;
 use super::{
     AwsCredentials, Chain, CredentialsError, Source, Temporary, excerpt, expand_home, parse_time,
     send,
@@ -23,6 +22,21 @@ use crate::llm::bedrock::sigv4;
 const VERSION: &str = "2011-06-15";
 const FORM: &str = "application/x-www-form-urlencoded; charset=utf-8";
 const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A role to assume with the credentials before it.
+pub(super) struct RoleStep {
+    pub(super) profile: String,
+    pub(super) role_arn: String,
+    pub(super) session_name: Option<String>,
+    pub(super) external_id: Option<String>,
+    pub(super) duration_seconds: Option<String>,
+}
+
+impl RoleStep {
+    pub(super) fn cache_key(&self) -> String {
+        format!("assume-role\0{}\0{}", self.profile, self.role_arn)
+    }
+}
 
 /// A role assumed with an OIDC token read from a file (which its issuer
 /// rotates, so it is read again on every refresh).

@@ -1,0 +1,288 @@
+//! Session keys (`agent:main:main`, `telegram:dm:123`) and the pincer
+//! sessions they name: kept in the data dir (`gateway/keys.json`, the
+//! user's alone), looked up, opened (a session is created on a key's first
+//! use, or loaded again after it was unloaded) and reset.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::{Failure, Hub, check_key};
+
+/// Session keys and the pincer sessions they name, kept on disk.
+///
+/// A gateway with thousands of chats creates keys one after another: the
+/// file is written by one saver task that takes every change made while it
+/// was writing in its next write (see [`Hub::keys_changed`]), not once per
+/// key, and events find a session's key through an index, not a scan.
+pub(super) struct KeyMap {
+    path: PathBuf,
+    keys: BTreeMap<String, String>,
+    /// The key of each named session: the first in key order when several
+    /// name it.
+    by_session: HashMap<String, String>,
+    /// Sessions a reset replaced: kept on disk (and by `pincer sessions
+    /// list`), no longer listed by the gateway.
+    archived: std::collections::BTreeSet<String>,
+    /// Changes not yet written.
+    dirty: bool,
+}
+
+/// `keys.json`, borrowed for writing.
+#[derive(serde::Serialize)]
+struct StoredKeys<'a> {
+    keys: &'a BTreeMap<String, String>,
+    archived: &'a std::collections::BTreeSet<String>,
+}
+
+impl KeyMap {
+    pub(super) fn load(path: PathBuf) -> Self {
+        let stored = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .unwrap_or_default();
+        let keys: BTreeMap<String, String> =
+            serde_json::from_value(stored["keys"].clone()).unwrap_or_default();
+        let archived = serde_json::from_value(stored["archived"].clone()).unwrap_or_default();
+        let mut by_session = HashMap::new();
+        // In key order, so the first key of a session wins.
+        for (key, id) in &keys {
+            by_session.entry(id.clone()).or_insert_with(|| key.clone());
+        }
+        Self {
+            path,
+            keys,
+            by_session,
+            archived,
+            dirty: false,
+        }
+    }
+
+    /// Names `id` with `key`; returns the session it named before.
+    pub(super) fn insert(&mut self, key: &str, id: &str) -> Option<String> {
+        let old = self.keys.insert(key.to_string(), id.to_string());
+        if let Some(old) = &old {
+            self.unindex(key, old);
+        }
+        let first = self
+            .by_session
+            .entry(id.to_string())
+            .or_insert_with(|| key.to_string());
+        if key < first.as_str() {
+            *first = key.to_string();
+        }
+        self.dirty = true;
+        old
+    }
+
+    /// Forgets `key`; returns the session it named.
+    fn remove(&mut self, key: &str) -> Option<String> {
+        let old = self.keys.remove(key)?;
+        self.unindex(key, &old);
+        self.dirty = true;
+        Some(old)
+    }
+
+    /// `key` no longer names `id`: its index entry goes to the session's
+    /// next key, if another names it (rare: a scan).
+    fn unindex(&mut self, key: &str, id: &str) {
+        if self.by_session.get(id).is_some_and(|k| k == key) {
+            self.by_session.remove(id);
+            if let Some((next, _)) = self.keys.iter().find(|(_, named)| named.as_str() == id) {
+                self.by_session.insert(id.to_string(), next.clone());
+            }
+        }
+    }
+
+    /// What to write, if anything changed since the last write.
+    fn take_changes(&mut self) -> Option<(PathBuf, Vec<u8>)> {
+        if !self.dirty {
+            return None;
+        }
+        self.dirty = false;
+        let stored = StoredKeys {
+            keys: &self.keys,
+            archived: &self.archived,
+        };
+        match serde_json::to_vec(&stored) {
+            Ok(bytes) => Some((self.path.clone(), bytes)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot serialise the gateway's session keys");
+                None
+            }
+        }
+    }
+}
+
+/// Writes `keys.json`: the user's alone, like the transcripts (session keys
+/// name the user's chats: a Telegram user id, a Slack channel).
+fn write_keys(path: &Path, bytes: &[u8]) {
+    if let Some(dir) = path.parent()
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        tracing::warn!(error = %e, "cannot create {}", dir.display());
+        return;
+    }
+    if let Err(e) = crate::config::trust::write_private(path, bytes) {
+        tracing::warn!(error = %e, "cannot save the gateway's session keys");
+    }
+}
+
+impl Hub {
+    /// The key events of a session carry: the one it was given to, else
+    /// its id.
+    pub fn key_of(&self, session: &str) -> String {
+        self.keys()
+            .by_session
+            .get(session)
+            .cloned()
+            .unwrap_or_else(|| session.to_string())
+    }
+
+    /// The keys changed: the saver writes them (at once if it is not
+    /// running, as before [`Hub::start`]).
+    pub(super) fn keys_changed(&self) {
+        if self.keys_saver.get().is_some() {
+            self.keys_dirty.notify_one();
+        } else {
+            self.write_keys();
+        }
+    }
+
+    /// Writes the keys if they changed since the last write. The write
+    /// itself happens outside the lock; only the saver task (or a caller
+    /// before it starts, or at shutdown) writes, one at a time.
+    pub fn write_keys(&self) {
+        let _one = self.keys_writing.lock();
+        let changes = self.keys().take_changes();
+        if let Some((path, bytes)) = changes {
+            write_keys(&path, &bytes);
+        }
+    }
+
+    /// The session a key names, if it names one yet.
+    pub fn lookup(&self, key: &str) -> Option<String> {
+        if let Some(id) = self.keys().keys.get(key) {
+            return Some(id.clone());
+        }
+        (self.registry.is_open(key) || crate::session::find(&self.data_dir, key).is_some())
+            .then(|| key.to_string())
+    }
+
+    /// The session a key names, opened (created on first use).
+    pub async fn open(&self, key: &str) -> Result<String, Failure> {
+        let _one = self.opening.lock().await;
+        let link = self.link()?;
+        if let Some(id) = self.lookup(key) {
+            if self.registry.is_open(&id) {
+                self.used(&id);
+                return Ok(id);
+            }
+            // Unloaded while idle, or from an earlier run of the gateway:
+            // loaded again from its transcript, in the cwd it names.
+            if let Some(header) = crate::session::find(&self.data_dir, &id)
+                .and_then(|path| crate::session::read_header(&path))
+            {
+                link.load_session(&id, header.cwd).await.map_err(|e| {
+                    Failure::invalid(format!(
+                        "cannot open session {key}: {}",
+                        crate::gateway::link::error_text(&e)
+                    ))
+                })?;
+                self.used(&id);
+                return Ok(id);
+            }
+        }
+        let id = link.new_session(self.cwd.clone()).await.map_err(|e| {
+            Failure::invalid(format!(
+                "cannot create a session for {key}: {}",
+                crate::gateway::link::error_text(&e)
+            ))
+        })?;
+        self.used(&id);
+        self.keys().insert(key, &id);
+        self.keys_changed();
+        let waiting = self.conns().by_new_key.remove(key).unwrap_or_default();
+        for conn in waiting {
+            self.follow(&conn, &id);
+        }
+        self.session_changed("create", &id);
+        Ok(id)
+    }
+
+    /// Gives `key` a fresh session; the old transcript stays.
+    pub async fn reset(&self, key: &str) -> Result<String, Failure> {
+        check_key("key", key)?;
+        if let Some(old) = self.lookup(key) {
+            self.link()?.cancel(&old);
+        }
+        let _one = self.opening.lock().await;
+        let id = self
+            .link()?
+            .new_session(self.cwd.clone())
+            .await
+            .map_err(|e| Failure::invalid(crate::gateway::link::error_text(&e)))?;
+        self.used(&id);
+        {
+            let mut keys = self.keys();
+            if let Some(old) = keys.insert(key, &id) {
+                keys.archived.insert(old);
+            }
+        }
+        self.keys_changed();
+        self.session_changed("reset", &id);
+        Ok(id)
+    }
+
+    /// Whether a reset replaced this session.
+    pub fn is_archived(&self, session: &str) -> bool {
+        self.keys().archived.contains(session)
+    }
+
+    pub fn forget_key(&self, key: &str) {
+        let removed = self.keys().remove(key).is_some();
+        if removed {
+            self.keys_changed();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_s_key_is_found_by_its_index_and_survives_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway/keys.json");
+        let mut keys = KeyMap::load(path.clone());
+        assert_eq!(keys.insert("b:chat", "s1"), None);
+        assert_eq!(keys.insert("a:alias", "s1"), None);
+        // The first key in order names the session, as a scan found it.
+        assert_eq!(
+            keys.by_session.get("s1").map(String::as_str),
+            Some("a:alias")
+        );
+        assert_eq!(keys.remove("a:alias"), Some("s1".to_string()));
+        assert_eq!(
+            keys.by_session.get("s1").map(String::as_str),
+            Some("b:chat")
+        );
+        // A reset gives the key another session; the old one has no key.
+        assert_eq!(keys.insert("b:chat", "s2"), Some("s1".to_string()));
+        assert_eq!(keys.by_session.get("s1"), None);
+        assert_eq!(
+            keys.by_session.get("s2").map(String::as_str),
+            Some("b:chat")
+        );
+
+        // Written only when something changed, and read back the same.
+        let (to, bytes) = keys.take_changes().unwrap();
+        assert_eq!(keys.take_changes(), None);
+        write_keys(&to, &bytes);
+        let again = KeyMap::load(path);
+        assert_eq!(again.keys, keys.keys);
+        assert_eq!(again.by_session, keys.by_session);
+    }
+}

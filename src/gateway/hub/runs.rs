@@ -1,0 +1,443 @@
+//! Runs: a message sent to a session as a run (its id the client's
+//! idempotency key), the queue modes when the session is busy (`collect`
+//! holds messages and sends them as one), waiting for a run's end, its
+//! outcome, aborting, and the last events of a run that ends.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::v1::schema::ContentBlock;
+use serde_json::json;
+
+use super::{
+    COLLECT_DEBOUNCE, Collected, DEDUPE_TTL, Failure, Hub, Outcome, QueueMode, Run, State,
+    check_key, check_run_id, outcome_of,
+};
+use crate::gateway::conn::Conn;
+use crate::gateway::frames::now_ms;
+use crate::gateway::link::Link;
+
+impl Hub {
+    /// What a repeated idempotency key answers: `None` for a new one.
+    pub fn known_run(&self, run_id: &str) -> Option<&'static str> {
+        let state = self.state();
+        let run = state.runs.get(run_id)?;
+        Some(match &run.outcome {
+            None => "in_flight",
+            Some(Outcome::Error { .. }) => "error",
+            Some(Outcome::Aborted) => "timeout",
+            Some(Outcome::Ok { .. }) => "ok",
+        })
+    }
+
+    /// A message for the session `key` names (opened, or created on first
+    /// use) as run `run`: `chat.send` and `agent`, a channel's message, a
+    /// scheduled run. `conn` follows the session from now on. A run id
+    /// known already is not sent again: the answer is that run's status
+    /// (see [`Hub::known_run`]), else `started`.
+    pub async fn submit(
+        self: &Arc<Self>,
+        conn: &Arc<Conn>,
+        key: &str,
+        run: &str,
+        content: Vec<ContentBlock>,
+        mode: Option<QueueMode>,
+    ) -> Result<&'static str, Failure> {
+        check_key("sessionKey", key)?;
+        check_run_id(run)?;
+        if let Some(status) = self.known_run(run) {
+            return Ok(status);
+        }
+        let session = self.open(key).await?;
+        self.follow(conn, &session);
+        // Two sends with one run id racing past the check above: the
+        // first wins.
+        if let Some(status) = self.known_run(run) {
+            return Ok(status);
+        }
+        self.send(&session, key, run, content, mode)?;
+        Ok("started")
+    }
+
+    /// Stops what runs for the session `key` names (`chat.abort`): only
+    /// if `run` is one of its runs, when given. Returns the runs stopped,
+    /// or `None` when nothing was.
+    pub fn abort_key(
+        self: &Arc<Self>,
+        key: &str,
+        run: Option<&str>,
+    ) -> Result<Option<Vec<String>>, Failure> {
+        check_key("sessionKey", key)?;
+        let Some(session) = self.lookup(key) else {
+            return Ok(None);
+        };
+        let runs = self.unfinished(&session);
+        if run.is_some_and(|r| !runs.iter().any(|x| x == r)) || runs.is_empty() {
+            return Ok(None);
+        }
+        self.abort(&session).map(Some)
+    }
+
+    /// Sends a message to a session as run `run_id`, following the queue
+    /// mode when the session is busy.
+    pub fn send(
+        self: &Arc<Self>,
+        session: &str,
+        key: &str,
+        run_id: &str,
+        content: Vec<ContentBlock>,
+        mode: Option<QueueMode>,
+    ) -> Result<(), Failure> {
+        let link = self.link()?.clone();
+        let mut state = self.prune();
+        state.used.insert(session.to_string(), Instant::now());
+        let live = state.live.entry(session.to_string()).or_default();
+        // Without a mode of the message's or one set here, the session's
+        // own (`sessions.patch` recorded it in the transcript, an editor
+        // may have chosen it) decides: steer or follow-up.
+        let mode = mode.or(live.queue_mode);
+        let busy = live.active.is_some() || !live.pending.is_empty();
+        if busy && mode == Some(QueueMode::Collect) {
+            live.collected.push(Collected {
+                run: run_id.to_string(),
+                key: key.to_string(),
+                content,
+            });
+            state
+                .runs
+                .insert(run_id.to_string(), Run::new(session, key));
+            return Ok(());
+        }
+        live.pending.push(run_id.to_string());
+        state
+            .runs
+            .insert(run_id.to_string(), Run::new(session, key));
+        drop(state);
+        if busy && mode == Some(QueueMode::Interrupt) {
+            link.cancel(session);
+        }
+        let queue = match mode {
+            Some(QueueMode::FollowUp) => Some("follow-up"),
+            Some(QueueMode::Steer) => Some("steer"),
+            _ => None,
+        };
+        self.dispatch(
+            link,
+            session.to_string(),
+            run_id.to_string(),
+            content,
+            queue,
+        );
+        Ok(())
+    }
+
+    pub(super) fn dispatch(
+        self: &Arc<Self>,
+        link: Link,
+        session: String,
+        run_id: String,
+        content: Vec<ContentBlock>,
+        queue: Option<&'static str>,
+    ) {
+        let hub = self.clone();
+        tokio::spawn(async move {
+            let result = link.prompt(&session, content, &run_id, queue).await;
+            // The observer ends the run, after its last update; this is for
+            // a prompt the agent never got to tell about.
+            let waiter = hub.wait_for(&run_id);
+            if let Some(waiter) = waiter
+                && tokio::time::timeout(Duration::from_secs(2), waiter)
+                    .await
+                    .is_err()
+            {
+                let outcome = match result {
+                    Ok(stop) => outcome_of(stop),
+                    Err(e) => Outcome::Error {
+                        message: crate::gateway::link::error_text(&e),
+                        kind: "unknown",
+                    },
+                };
+                hub.finish(&run_id, outcome);
+            }
+        });
+    }
+
+    /// A receiver that fires when the run ends (`None`: it has ended or is
+    /// unknown).
+    pub fn wait_for(&self, run_id: &str) -> Option<tokio::sync::oneshot::Receiver<()>> {
+        let mut state = self.state();
+        let run = state.runs.get_mut(run_id)?;
+        if run.outcome.is_some() {
+            return None;
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        run.waiters.push(tx);
+        Some(rx)
+    }
+
+    /// How a run ended, with its text: `None` while it runs.
+    pub fn outcome(&self, run_id: &str) -> Option<Option<(Outcome, String, String)>> {
+        let state = self.state();
+        let run = state.runs.get(run_id)?;
+        Some(
+            run.outcome
+                .clone()
+                .map(|o| (o, run.text.clone(), run.key.clone())),
+        )
+    }
+
+    /// The runs of a session not yet ended (the running one first).
+    pub fn unfinished(&self, session: &str) -> Vec<String> {
+        let state = self.state();
+        let mut runs: Vec<String> = Vec::new();
+        if let Some(live) = state.live.get(session) {
+            runs.extend(live.active.iter().cloned());
+            runs.extend(
+                live.pending
+                    .iter()
+                    .filter(|r| !runs.contains(r))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+            runs.extend(live.collected.iter().map(|c| c.run.clone()));
+        }
+        runs
+    }
+
+    /// Aborts a session's runs: the agent's, and messages `collect` holds.
+    pub fn abort(self: &Arc<Self>, session: &str) -> Result<Vec<String>, Failure> {
+        let runs = self.unfinished(session);
+        let collected: Vec<String> = {
+            let mut state = self.state();
+            state
+                .live
+                .get_mut(session)
+                .map(|l| std::mem::take(&mut l.collected))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| c.run)
+                .collect()
+        };
+        for run in &collected {
+            self.finish(run, Outcome::Aborted);
+        }
+        self.link()?.cancel(session);
+        Ok(runs)
+    }
+
+    /// Drops runs that ended long enough ago.
+    pub(super) fn prune(&self) -> parking_lot::MutexGuard<'_, State> {
+        let mut state = self.state();
+        while let Some((at, _)) = state.finished.front() {
+            if at.elapsed() < DEDUPE_TTL {
+                break;
+            }
+            if let Some((_, id)) = state.finished.pop_front() {
+                state.runs.remove(&id);
+            }
+        }
+        state
+    }
+
+    /// Ends a run (once): its last chat event and lifecycle end, and
+    /// whoever waits for it.
+    pub fn finish(self: &Arc<Self>, run_id: &str, outcome: Outcome) {
+        let mut state = self.state();
+        let Some(run) = state.runs.get_mut(run_id) else {
+            return;
+        };
+        if run.outcome.is_some() {
+            return;
+        }
+        run.outcome = Some(outcome.clone());
+        let session = run.session.clone();
+        let members = std::mem::take(&mut run.members);
+        self.end_events(run_id, run, &outcome);
+        for waiter in run.waiters.drain(..) {
+            let _ = waiter.send(());
+        }
+        let message = run.message();
+        let text = run.text.clone();
+        state
+            .finished
+            .push_back((Instant::now(), run_id.to_string()));
+        for member in members {
+            if let Some(run) = state.runs.get_mut(&member)
+                && run.outcome.is_none()
+            {
+                run.outcome = Some(outcome.clone());
+                run.text = text.clone();
+                let extra = match &outcome {
+                    Outcome::Ok { stop } => json!({"message": message, "stopReason": stop}),
+                    _ => json!({"stopReason": "aborted"}),
+                };
+                let state_name = if matches!(outcome, Outcome::Ok { .. }) {
+                    "final"
+                } else {
+                    "aborted"
+                };
+                self.chat(&member, run, state_name, extra);
+                for waiter in run.waiters.drain(..) {
+                    let _ = waiter.send(());
+                }
+                state.finished.push_back((Instant::now(), member));
+            }
+        }
+        state.used.insert(session.clone(), Instant::now());
+        let flush = if let Some(live) = state.live.get_mut(&session) {
+            live.pending.retain(|r| r != run_id);
+            if live.active.as_deref() == Some(run_id) {
+                live.active = None;
+            }
+            let idle = live.active.is_none() && live.pending.is_empty();
+            let flush = idle && !live.collected.is_empty() && !live.flush_scheduled;
+            if flush {
+                live.flush_scheduled = true;
+            }
+            flush
+        } else {
+            false
+        };
+        // Approvals of the session that nobody answered are moot now.
+        let moot: Vec<String> = state
+            .approvals
+            .iter()
+            .filter(|(_, a)| a.session == session)
+            .map(|(id, _)| id.clone())
+            .collect();
+        drop(state);
+        for id in moot {
+            self.settle(&id, None, "cancelled");
+        }
+        self.session_changed("send", &session);
+        if flush {
+            self.schedule_flush(session);
+        }
+    }
+
+    pub(super) fn end_events(&self, run_id: &str, run: &mut Run, outcome: &Outcome) {
+        match outcome {
+            Outcome::Ok { stop } => {
+                let mut extra = json!({"message": run.message(), "stopReason": stop});
+                if let Some(usage) = &run.usage {
+                    extra["usage"] = usage.clone();
+                }
+                self.chat(run_id, run, "final", extra);
+                let data = json!({"phase": "end", "endedAt": now_ms()});
+                self.agent(run_id, run, "lifecycle", data);
+            }
+            Outcome::Aborted => {
+                let mut extra = json!({"message": run.message(), "stopReason": "aborted"});
+                if let Some(usage) = &run.usage {
+                    extra["usage"] = usage.clone();
+                }
+                self.chat(run_id, run, "aborted", extra);
+                let data = json!({"phase": "end", "endedAt": now_ms(), "aborted": true});
+                self.agent(run_id, run, "lifecycle", data);
+            }
+            Outcome::Error { message, kind } => {
+                let extra = json!({"errorMessage": message, "errorKind": kind});
+                self.chat(run_id, run, "error", extra);
+                let data = json!({"phase": "error", "endedAt": now_ms(), "error": message});
+                self.agent(run_id, run, "lifecycle", data);
+            }
+        }
+    }
+
+    /// Sends what `collect` gathered as one message, once no more come.
+    pub(super) fn schedule_flush(self: &Arc<Self>, session: String) {
+        let Some(link) = self.link.get().cloned() else {
+            return;
+        };
+        let state_session = session.clone();
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(COLLECT_DEBOUNCE).await;
+            let batch = {
+                let mut state = this.state();
+                let Some(live) = state.live.get_mut(&state_session) else {
+                    return;
+                };
+                live.flush_scheduled = false;
+                if live.active.is_some() || !live.pending.is_empty() {
+                    return;
+                }
+                std::mem::take(&mut live.collected)
+            };
+            let Some(first) = batch.first() else { return };
+            let lead = first.run.clone();
+            let mut content = Vec::new();
+            for (i, item) in batch.iter().enumerate() {
+                if i > 0 {
+                    content.push(ContentBlock::Text(
+                        agent_client_protocol::v1::schema::TextContent::new("\n\n"),
+                    ));
+                }
+                content.extend(item.content.iter().cloned());
+            }
+            {
+                let mut state = this.state();
+                if let Some(run) = state.runs.get_mut(&lead) {
+                    run.members = batch.iter().skip(1).map(|c| c.run.clone()).collect();
+                    run.key = first.key.clone();
+                }
+                if let Some(live) = state.live.get_mut(&state_session) {
+                    live.pending.push(lead.clone());
+                }
+            }
+            this.dispatch(link, session, lead, join_text(content), None);
+        });
+    }
+}
+
+/// Joins adjacent text blocks (a collected batch reads as one message).
+fn join_text(blocks: Vec<ContentBlock>) -> Vec<ContentBlock> {
+    let mut out: Vec<ContentBlock> = Vec::new();
+    for block in blocks {
+        match (out.last_mut(), block) {
+            (Some(ContentBlock::Text(last)), ContentBlock::Text(next)) => {
+                last.text.push_str(&next.text);
+            }
+            (_, block) => out.push(block),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acp::registry::Registry;
+    use crate::gateway::frames::UNAVAILABLE;
+    use pretty_assertions::assert_eq;
+
+    /// `chat.abort` and a channel's `/stop` are this one call: a key that
+    /// names no session, or a run that is not the session's, stops
+    /// nothing; a run of the session goes on to stop the agent's turn
+    /// (here, with no agent connected, the hub says so); a key that is not
+    /// printable text is refused with the wire's error.
+    #[test]
+    fn abort_by_key_stops_only_the_runs_of_the_session_the_key_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = Hub::new(
+            Registry::new(),
+            dir.path().to_path_buf(),
+            dir.path().to_path_buf(),
+            Duration::from_secs(60),
+        );
+        assert_eq!(hub.abort_key("telegram:dm:9", None).unwrap(), None);
+
+        hub.keys().insert("telegram:dm:1", "s1");
+        assert_eq!(hub.abort_key("telegram:dm:1", None).unwrap(), None);
+        hub.state().live.entry("s1".into()).or_default().active = Some("r1".into());
+        assert_eq!(hub.abort_key("telegram:dm:1", Some("r2")).unwrap(), None);
+        let reached = hub.abort_key("telegram:dm:1", Some("r1")).unwrap_err();
+        assert_eq!(reached.code, UNAVAILABLE);
+
+        let bad = hub.abort_key("telegram:\u{1b}[2J", None).unwrap_err();
+        assert_eq!(
+            bad.message,
+            "`sessionKey` holds a control character or a bidirectional override: a session key is printable text"
+        );
+    }
+}

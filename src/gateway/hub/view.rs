@@ -1,0 +1,414 @@
+//! What the protocol shows of sessions and models, for the wire methods
+//! and the in-process clients (chat channels) alike: a session's row
+//! (`sessions.list`, a channel's `/status`), the defaults a new session
+//! starts with (`hello-ok`), the models the gateway offers and
+//! `sessions.patch`'s changes. A session's settings come from its
+//! transcript's tail and the configured defaults, so that a listing does
+//! not read whole transcripts.
+
+use serde_json::{Value, json};
+
+use super::{Failure, Hub, QueueMode, check_key, merge};
+use crate::llm::ThinkingLevel;
+
+/// What `sessions.patch` changes; a field left `None` stays as it is.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Patch<'a> {
+    /// The user's name for the session (checked by the caller).
+    pub label: Option<&'a str>,
+    /// A model of the catalog, `provider/id`.
+    pub model: Option<&'a str>,
+    pub thinking: Option<&'a str>,
+    pub permission_mode: Option<&'a str>,
+    /// As given: an unknown mode is refused after the options above are
+    /// set, as it always was.
+    pub queue_mode: Option<&'a str>,
+}
+
+impl Hub {
+    /// `hello-ok`'s `snapshot.sessionDefaults`: what a new session starts
+    /// with.
+    pub fn session_defaults(&self) -> Value {
+        session_defaults(self)
+    }
+
+    /// The thinking level `session` has: its transcript's last choice,
+    /// else the configured default (`chat.history`'s `thinkingLevel`).
+    pub fn thinking_of(&self, session: Option<&str>) -> String {
+        session
+            .and_then(|id| crate::session::find(self.data_dir(), id))
+            .and_then(|path| recent_settings(&path).thinking)
+            .unwrap_or_else(|| Defaults::load(self).thinking)
+    }
+
+    /// The sessions the gateway lists (not those a reset replaced) whose
+    /// key, id or title holds `search` (lowercase), as rows: the page
+    /// `offset..offset + limit`, and how many match in all.
+    pub fn session_rows(
+        &self,
+        search: Option<&str>,
+        offset: usize,
+        limit: usize,
+    ) -> (Vec<Value>, usize) {
+        let defaults = Defaults::load(self);
+        let matching: Vec<crate::session::Summary> = crate::session::list(self.data_dir(), None)
+            .into_iter()
+            .filter(|s| !self.is_archived(&s.id))
+            .filter(|s| match search {
+                None => true,
+                Some(search) => [
+                    self.key_of(&s.id),
+                    s.id.clone(),
+                    s.title.clone().unwrap_or_default(),
+                ]
+                .iter()
+                .any(|v| v.to_lowercase().contains(search)),
+            })
+            .collect();
+        let count = matching.len();
+        let page: Vec<Value> = matching
+            .iter()
+            .skip(offset)
+            .take(limit)
+            .map(|s| row(self, s, &defaults))
+            .collect();
+        (page, count)
+    }
+
+    /// The models `models.list` offers: those of the catalog whose
+    /// provider this gateway can reach.
+    pub fn models(&self) -> Result<Vec<Value>, Failure> {
+        models(self)
+    }
+
+    /// Changes the session `key` names (opened, or created on first use)
+    /// and tells the clients that watch sessions; returns the session and
+    /// its row. The checks of who may ask are the caller's.
+    pub async fn patch(
+        &self,
+        key: &str,
+        patch: Patch<'_>,
+    ) -> Result<(String, Option<Value>), Failure> {
+        check_key("key", key)?;
+        if let Some(model) = patch.model {
+            known_model(self, model)?;
+        }
+        let session = self.open(key).await?;
+        let link = self.link()?;
+        if let Some(label) = patch.label {
+            match self.registry.rename(&session, label) {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    return Err(Failure::invalid(format!(
+                        "cannot save the name of session {key}: {e}"
+                    )));
+                }
+                None => {
+                    return Err(Failure::invalid(format!(
+                        "session {key} is not open; try again"
+                    )));
+                }
+            }
+        }
+        let options = [
+            ("model", crate::acp::MODEL_OPTION, patch.model),
+            ("thinkingLevel", crate::acp::THOUGHT_OPTION, patch.thinking),
+            (
+                "permissionMode",
+                crate::acp::MODE_OPTION,
+                patch.permission_mode,
+            ),
+        ];
+        for (field, option, value) in options {
+            if let Some(value) = value {
+                link.set_option(&session, option, value)
+                    .await
+                    .map_err(|e| {
+                        Failure::invalid(format!(
+                            "{field}: {}",
+                            crate::gateway::link::error_text(&e)
+                        ))
+                    })?;
+            }
+        }
+        if let Some(mode) = patch.queue_mode {
+            let mode = QueueMode::from_wire(mode).ok_or_else(|| {
+                Failure::invalid("`queueMode` must be steer, followup, collect or interrupt")
+            })?;
+            let acp = match mode {
+                QueueMode::FollowUp | QueueMode::Collect => "follow-up",
+                QueueMode::Steer | QueueMode::Interrupt => "steer",
+            };
+            link.set_option(&session, crate::acp::QUEUE_OPTION, acp)
+                .await
+                .map_err(|e| Failure::invalid(crate::gateway::link::error_text(&e)))?;
+            self.set_queue_mode(&session, mode);
+        }
+        let entry = crate::session::list(self.data_dir(), None)
+            .iter()
+            .find(|s| s.id == session)
+            .map(|s| row(self, s, &Defaults::load(self)));
+        self.announce_patched(key, &session, entry.clone());
+        Ok((session, entry))
+    }
+}
+
+/// An RFC 3339 time (a transcript's) in milliseconds since the epoch.
+pub(in crate::gateway) fn millis(rfc3339: &str) -> u64 {
+    humantime::parse_rfc3339(rfc3339)
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}
+
+/// What a session's transcript ends on: its model, thinking level and
+/// permission mode as last set (the last assistant message or change), read
+/// from the file's tail so that a listing does not read whole transcripts.
+#[derive(Default)]
+struct Recent {
+    model: Option<String>,
+    thinking: Option<String>,
+    mode: Option<String>,
+    queue: Option<QueueMode>,
+}
+
+fn recent_settings(path: &std::path::Path) -> Recent {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 256 * 1024;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Recent::default();
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(TAIL)));
+    let mut tail = Vec::new();
+    let _ = file.take(TAIL).read_to_end(&mut tail);
+    let text = String::from_utf8_lossy(&tail);
+    let mut recent = Recent::default();
+    for line in text.lines().rev() {
+        if recent.model.is_some()
+            && recent.thinking.is_some()
+            && recent.mode.is_some()
+            && recent.queue.is_some()
+        {
+            break;
+        }
+        let Ok(entry) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        match entry["type"].as_str() {
+            Some("model_change") if recent.model.is_none() => {
+                recent.model = entry["model"].as_str().map(String::from);
+            }
+            Some("thinking_change") if recent.thinking.is_none() => {
+                recent.thinking = entry["level"].as_str().map(String::from);
+            }
+            Some("mode_change") if recent.mode.is_none() => {
+                recent.mode = entry["mode"].as_str().map(String::from);
+            }
+            Some("queue_change") if recent.queue.is_none() => {
+                recent.queue = entry["queue"].as_str().and_then(QueueMode::from_wire);
+            }
+            Some("message")
+                if recent.model.is_none() && entry["message"]["role"] == "assistant" =>
+            {
+                let message = &entry["message"];
+                if let (Some(provider), Some(id)) =
+                    (message["provider"].as_str(), message["model"].as_str())
+                {
+                    recent.model = Some(format!("{provider}/{id}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    recent
+}
+
+/// The model, thinking level and mode a session without records of its own
+/// has: the configured defaults, read once per request.
+struct Defaults {
+    settings: Option<crate::config::Settings>,
+    model: Option<String>,
+    thinking: String,
+    mode: String,
+}
+
+impl Defaults {
+    fn load(hub: &Hub) -> Self {
+        let settings = crate::config::Settings::load_from_process(&hub.cwd).ok();
+        Self {
+            model: settings
+                .as_ref()
+                .and_then(|s| s.default_model(None).ok())
+                .map(|m| m.full_id()),
+            thinking: settings
+                .as_ref()
+                .map_or("off", |s| s.thinking().as_str())
+                .to_string(),
+            mode: settings
+                .as_ref()
+                .map(|s| s.default_mode())
+                .unwrap_or_default()
+                .id()
+                .to_string(),
+            settings,
+        }
+    }
+
+    /// A model's context window, in tokens.
+    fn window(&self, model: Option<&str>) -> Option<u64> {
+        let (settings, model) = self.settings.as_ref().zip(model)?;
+        settings
+            .catalog
+            .resolve(model)
+            .ok()
+            .map(|m| m.context_window)
+    }
+
+    /// The thinking levels a model offers (`off` alone without reasoning).
+    fn levels(&self, model: Option<&str>) -> Vec<Value> {
+        let reasoning = self
+            .settings
+            .as_ref()
+            .zip(model)
+            .and_then(|(s, m)| s.catalog.resolve(m).ok())
+            .is_some_and(|m| m.reasoning);
+        let levels: &[ThinkingLevel] = if reasoning {
+            &ThinkingLevel::ALL
+        } else {
+            &[ThinkingLevel::Off]
+        };
+        levels
+            .iter()
+            .map(|l| json!({"id": l.as_str(), "label": l.as_str()}))
+            .collect()
+    }
+}
+
+/// `hello-ok`'s `snapshot.sessionDefaults`: OpenClaw's three keys, and
+/// what a new session here starts with (its directory, model, thinking
+/// level, permission mode and queue mode), so that a client such as
+/// `pincer acp --connect` can show a session's options before it has a
+/// transcript.
+fn session_defaults(hub: &Hub) -> Value {
+    let defaults = Defaults::load(hub);
+    let modes: Vec<Value> = crate::agent::Mode::ALL
+        .iter()
+        .map(|m| json!({"id": m.id(), "name": m.name(), "description": m.description()}))
+        .collect();
+    json!({
+        "defaultAgentId": "main",
+        "mainKey": "main",
+        "mainSessionKey": super::MAIN_KEY,
+        "cwd": hub.cwd,
+        "model": defaults.model,
+        "thinkingLevel": defaults.thinking,
+        "thinkingLevels": defaults.levels(defaults.model.as_deref()),
+        "permissionMode": defaults.mode,
+        "permissionModes": modes,
+        "queueMode": QueueMode::Steer.wire(),
+    })
+}
+
+fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Value {
+    let key = hub.key_of(&summary.id);
+    let title = summary.title.clone().unwrap_or_default();
+    let recent = recent_settings(&summary.path);
+    let model = recent.model.or_else(|| defaults.model.clone());
+    let thinking = recent.thinking.unwrap_or_else(|| defaults.thinking.clone());
+    let (provider, model_id) = match model.as_deref().and_then(|m| m.split_once('/')) {
+        Some((provider, id)) => (Some(provider.to_string()), Some(id.to_string())),
+        None => (None, model.clone()),
+    };
+    let mut row = json!({
+        "key": key,
+        "sessionId": summary.id,
+        "kind": "direct",
+        "updatedAt": millis(&summary.updated_at),
+        "label": summary.label,
+        "derivedTitle": title,
+        "displayName": title,
+        "spawnedCwd": summary.cwd,
+        "model": model_id,
+        "modelProvider": provider,
+        "thinkingLevel": thinking,
+        "thinkingLevels": defaults.levels(model.as_deref()),
+        "permissionMode": recent.mode.unwrap_or_else(|| defaults.mode.clone()),
+        "queueMode": hub.queue_mode(&summary.id).or(recent.queue).map(|m| m.wire()),
+    });
+    merge(
+        &mut row,
+        usage_fields(hub, summary, model.as_deref(), defaults),
+    );
+    row
+}
+
+/// A row's usage: OpenClaw's `totalTokens` (the tokens in the context now,
+/// with `totalTokensFresh`) and `contextTokens` (the model's window), and
+/// the session's cost so far, from the last report of a session that ran
+/// in this process, else from its transcript.
+fn usage_fields(
+    hub: &Hub,
+    summary: &crate::session::Summary,
+    model: Option<&str>,
+    defaults: &Defaults,
+) -> Value {
+    let recorded = hub.recorded_usage(&summary.path);
+    let live = hub.live_usage(&summary.id).unwrap_or_default();
+    let tokens = live["contextTokens"].as_u64().or(recorded.context_tokens);
+    let window = live["contextWindow"]
+        .as_u64()
+        .or_else(|| defaults.window(model));
+    let cost = live["costUsd"].as_f64().unwrap_or(recorded.cost_usd);
+    json!({
+        "totalTokens": tokens,
+        "totalTokensFresh": tokens.is_some(),
+        "contextTokens": window,
+        "costUsd": cost,
+    })
+}
+
+/// Refuses a model that `models.list` would not offer: `sessions.patch`
+/// takes a model from the catalog (built in, or from the user's
+/// providers), not any string that names a provider. Whether its
+/// credential is present is the session's own check (as in `pincer acp`).
+fn known_model(hub: &Hub, model: &str) -> Result<(), Failure> {
+    let settings = crate::config::Settings::load_from_process(&hub.cwd)
+        .map_err(|e| Failure::invalid(e.to_string()))?;
+    let resolved = settings
+        .catalog
+        .resolve(model)
+        .map_err(|e| Failure::invalid(format!("model: {e}")))?;
+    let full_id = resolved.full_id();
+    if settings
+        .catalog
+        .listed_models()
+        .any(|m| m.full_id() == full_id)
+    {
+        return Ok(());
+    }
+    Err(Failure::invalid(format!(
+        "model: unknown model `{model}`; `models.list` names the models this gateway offers (a model of your own is listed under [[providers.<name>.models]] in the config)"
+    )))
+}
+
+fn models(hub: &Hub) -> Result<Vec<Value>, Failure> {
+    let settings = crate::config::Settings::load_from_process(&hub.cwd)
+        .map_err(|e| Failure::invalid(e.to_string()))?;
+    let models: Vec<Value> = settings
+        .catalog
+        .listed_models()
+        .filter(|m| settings.can_offer(m))
+        .map(|m| {
+            json!({
+                "id": m.full_id(),
+                "name": m.name,
+                "provider": m.provider,
+                "contextWindow": m.context_window,
+                "reasoning": m.reasoning,
+            })
+        })
+        .collect();
+    Ok(models)
+}
