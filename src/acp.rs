@@ -11,6 +11,7 @@
 mod auth;
 mod commands;
 mod editor;
+pub mod observer;
 pub mod registry;
 mod session;
 mod system_prompt;
@@ -469,7 +470,7 @@ impl Server {
             writer,
             mcp,
             self.owner(cx),
-            self.registry.clone(),
+            self.registry.bus.clone(),
         ));
         if let Some(prompt) = client_prompt {
             session.set_client_prompt(prompt);
@@ -650,7 +651,7 @@ impl Server {
             writer,
             mcp,
             self.owner(cx),
-            self.registry.clone(),
+            self.registry.bus.clone(),
         ));
         session.restore(restored).map_err(invalid_params)?;
         if let Some(prompt) = client_prompt {

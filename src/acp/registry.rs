@@ -7,67 +7,21 @@
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use agent_client_protocol::v1::schema::{
-    PermissionOptionKind, SessionId, SessionNotification, StopReason,
-};
 use tokio::sync::mpsc;
 
+use super::observer::Bus;
 use super::session::Session;
 
-/// The `_meta` key of a `session/prompt` that carries the gateway's run:
-/// `{"tag": "<run id>", "queue": "steer" | "follow-up"}`. The tag comes
-/// back in [`Observed::PromptStarted`] and [`Observed::PromptEnded`]; the
-/// queue mode applies to this prompt if it has to wait for a busy session.
-pub const PROMPT_META_KEY: &str = "pincer/gateway";
-
-/// What the observer is told, per session, in the order it happened.
-// Updates are nearly every event, so boxing them would cost an allocation
-// per streamed token for the sake of the rare small variants.
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug)]
-pub enum Observed {
-    /// A `session/update`, whichever connection it went to (live updates
-    /// only: a `session/load` replay is not repeated here).
-    Update(SessionNotification),
-    /// The agent began working on a prompt: a fresh run, a prompt a running
-    /// run took in (steering, follow-up), or a command (`/compact`). `tag`
-    /// is the prompt's [`PROMPT_META_KEY`] tag (`None`: an editor's prompt);
-    /// `text` is what the user wrote.
-    PromptStarted {
-        session: SessionId,
-        tag: Option<String>,
-        text: String,
-    },
-    /// A prompt's request was answered. Every prompt request gets exactly
-    /// one, after every update of its part of the run; one refused before
-    /// it ran gets one without a `PromptStarted`.
-    PromptEnded {
-        session: SessionId,
-        tag: Option<String>,
-        result: Result<StopReason, String>,
-    },
-    /// The session's owner (an editor) answered a permission question:
-    /// `option` is the chosen option (`None`: cancelled or unanswered).
-    PermissionResolved {
-        session: SessionId,
-        tool_call_id: String,
-        option: Option<(String, PermissionOptionKind)>,
-    },
-    /// The session was opened (new, loaded, resumed) by a connection.
-    Opened { session: SessionId },
-    /// The session was closed or deleted.
-    Closed { session: SessionId },
-}
+pub use super::observer::{Observed, PROMPT_META_KEY};
 
 /// The open sessions and the observer.
 #[derive(Default)]
 pub struct Registry {
     pub(super) sessions: Mutex<HashMap<String, Arc<Session>>>,
-    observer: OnceLock<mpsc::UnboundedSender<Observed>>,
-    /// The connection whose client is the observer.
-    observer_connection: OnceLock<u64>,
+    /// What the sessions tell the observer.
+    pub(super) bus: Arc<Bus>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -86,19 +40,18 @@ impl Registry {
     /// Starts telling what every session does; there is one observer per
     /// process, so a second call gets `None`.
     pub fn observe(&self) -> Option<mpsc::UnboundedReceiver<Observed>> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        self.observer.set(tx).ok().map(|()| rx)
+        self.bus.observe()
     }
 
     /// Connection `connection` belongs to the observer: updates of the
     /// sessions it owns reach it through [`Registry::observe`] only.
     pub fn observed_by(&self, connection: u64) {
-        let _ = self.observer_connection.set(connection);
+        self.bus.observed_by(connection);
     }
 
     /// Whether updates for sessions owned by `connection` need not be sent.
     pub fn hears_through_observer(&self, connection: u64) -> bool {
-        self.observer_connection.get() == Some(&connection)
+        self.bus.hears_through_observer(connection)
     }
 
     /// Whether a session with this id is open in this process.
@@ -126,7 +79,7 @@ impl Registry {
     /// gateway's): those it may unload when they are idle. An editor's
     /// sessions are never among them.
     pub fn observer_sessions(&self) -> Vec<String> {
-        let Some(&owner) = self.observer_connection.get() else {
+        let Some(owner) = self.bus.observer_connection() else {
             return Vec::new();
         };
         self.sessions
@@ -144,7 +97,7 @@ impl Registry {
     /// stop and its `session_end` hooks run, as when it closes; the
     /// observer is not told (nothing changed for its clients).
     pub fn unload_idle(&self, id: &str) -> bool {
-        let Some(&owner) = self.observer_connection.get() else {
+        let Some(owner) = self.bus.observer_connection() else {
             return false;
         };
         let session = {
@@ -168,16 +121,9 @@ impl Registry {
         true
     }
 
-    /// Whether anyone observes the sessions.
-    pub(super) fn is_observed(&self) -> bool {
-        self.observer.get().is_some()
-    }
-
     /// Tells the observer, if there is one.
     pub(super) fn tell(&self, event: Observed) {
-        if let Some(tx) = self.observer.get() {
-            let _ = tx.send(event);
-        }
+        self.bus.tell(event);
     }
 }
 

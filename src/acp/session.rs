@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::commands::{self, Command};
 use super::editor::{EditorFiles, EditorTerminals};
-use super::registry::{Observed, Registry};
+use super::observer::{Bus, Observed};
 use super::transport::Drain;
 use super::{auth_required, invalid_params, updates};
 use crate::agent::{self, AgentEvent, AgentHost, AgentMessage, Answer, Mode, Permissions, RunStop};
@@ -71,8 +71,8 @@ pub struct Session {
     /// Set once the `session_start` hooks have run; the first prompt waits
     /// for them, so that they always come before `user_prompt_submit`.
     started: tokio::sync::OnceCell<()>,
-    /// The process's open sessions, whose observer hears what this one does.
-    registry: Arc<Registry>,
+    /// The process's event bus: its observer hears what this session does.
+    bus: Arc<Bus>,
     /// The connection the session belongs to; shared with the task that
     /// reports MCP trouble, so that it follows a change of owner.
     owner: Arc<Mutex<Owner>>,
@@ -117,7 +117,7 @@ struct Reply {
     tx: Option<tokio::sync::oneshot::Sender<Result<PromptResponse, Error>>>,
     tag: Option<String>,
     session: SessionId,
-    registry: Arc<Registry>,
+    bus: Arc<Bus>,
 }
 
 impl Reply {
@@ -129,7 +129,7 @@ impl Reply {
     }
 
     fn tell(&mut self, result: &Result<PromptResponse, Error>) {
-        self.registry.tell(Observed::PromptEnded {
+        self.bus.tell(Observed::PromptEnded {
             session: self.session.clone(),
             tag: self.tag.take(),
             result: ended(result),
@@ -292,7 +292,7 @@ impl Session {
         transcript: transcript::Writer,
         mcp_servers: Vec<crate::mcp::ServerSpec>,
         owner: Owner,
-        registry: Arc<Registry>,
+        bus: Arc<Bus>,
     ) -> Self {
         let mcp = start_mcp(&settings, &cwd, mcp_servers.clone());
         let thinking = clamp_thinking(&model, settings.thinking());
@@ -332,7 +332,7 @@ impl Session {
             editor_mcp: mcp_servers,
             trust_settled: tokio::sync::OnceCell::new(),
             started: tokio::sync::OnceCell::new(),
-            registry,
+            bus,
             owner: Arc::new(Mutex::new(owner)),
             claude_code: Mutex::new(Arc::default()),
             unfinished_workflow: Mutex::new(None),
@@ -367,13 +367,13 @@ impl Session {
     fn send_update(&self, cx: &ConnectionTo<Client>, update: SessionUpdate) {
         let notification = SessionNotification::new(self.id.clone(), update);
         let owner = self.owner.lock().connection;
-        if self.registry.hears_through_observer(owner) {
-            self.registry.tell(Observed::Update(notification));
+        if self.bus.hears_through_observer(owner) {
+            self.bus.tell(Observed::Update(notification));
             return;
         }
         // Without an observer (plain `pincer acp`) nothing is copied.
-        if self.registry.is_observed() {
-            self.registry.tell(Observed::Update(notification.clone()));
+        if self.bus.is_observed() {
+            self.bus.tell(Observed::Update(notification.clone()));
         }
         if let Err(e) = cx.send_notification(notification) {
             tracing::debug!(error = %e, "could not send session/update");
@@ -389,7 +389,7 @@ impl Session {
     /// The agent begins working on a prompt: the observer hears it, and an
     /// owner that did not send the prompt sees it as the user's message.
     fn begin(&self, cx: &ConnectionTo<Client>, start: Start) {
-        self.registry.tell(Observed::PromptStarted {
+        self.bus.tell(Observed::PromptStarted {
             session: self.id.clone(),
             tag: start.tag,
             text: start.text.clone(),
@@ -417,7 +417,7 @@ impl Session {
             tx: Some(tx),
             tag,
             session: self.id.clone(),
-            registry: self.registry.clone(),
+            bus: self.bus.clone(),
         };
         (reply, rx)
     }
@@ -449,7 +449,7 @@ impl Session {
         };
         let notices = client.session.as_ref().is_some_and(|s| s.notices.is_some());
         let id = self.id.clone();
-        let registry = self.registry.clone();
+        let bus = self.bus.clone();
         let owner = self.owner.clone();
         let spawned = cx.spawn(async move {
             while let Some(event) = events.recv().await {
@@ -462,7 +462,7 @@ impl Session {
                     updates::agent_text(&format!("{}\n", event.text))
                 };
                 let notification = SessionNotification::new(id.clone(), update);
-                registry.tell(Observed::Update(notification.clone()));
+                bus.tell(Observed::Update(notification.clone()));
                 let cx = owner.lock().cx.clone();
                 if cx.send_notification(notification).is_err() {
                     break;
@@ -784,7 +784,7 @@ impl Session {
         match answered {
             Answered::Told(result) => result,
             Answered::Here(result) => {
-                self.registry.tell(Observed::PromptEnded {
+                self.bus.tell(Observed::PromptEnded {
                     session: self.id.clone(),
                     tag,
                     result: ended(&result),

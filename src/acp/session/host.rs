@@ -386,7 +386,7 @@ struct Resolved<'a> {
 
 impl Drop for Resolved<'_> {
     fn drop(&mut self) {
-        self.session.registry.tell(Observed::PermissionResolved {
+        self.session.bus.tell(Observed::PermissionResolved {
             session: self.session.id.clone(),
             tool_call_id: std::mem::take(&mut self.tool_call_id),
             option: self.option.take(),
