@@ -128,6 +128,8 @@ pub struct Config {
     /// user's config file sets it: a repository never chooses where pincer
     /// listens or who may connect.
     pub gateway: Option<gateway::GatewayConfig>,
+    /// `[acp]`: how `pincer acp` keeps its sessions (user's file only).
+    pub acp: AcpConfig,
     /// `[channels.<name>]`: chat apps bridged to the agent by `pincer
     /// gateway`. Only the user's config file sets them: a repository never
     /// chooses where the agent answers or who may talk to it.
@@ -145,6 +147,22 @@ pub struct Config {
     /// that they can never take a user server's place (or its secrets).
     #[serde(skip)]
     pub project_mcp: BTreeMap<String, crate::mcp::ServerConfig>,
+}
+
+/// The `[acp]` table.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AcpConfig {
+    /// Seconds an editor's session may stay idle (no run, nothing queued,
+    /// no question open) before its memory (history, MCP servers) is
+    /// released; its next use loads it again from its transcript.
+    pub session_idle_secs: Option<u64>,
+}
+
+impl AcpConfig {
+    pub fn session_idle(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.session_idle_secs.unwrap_or(600).max(1))
+    }
 }
 
 /// One `[agents.<id>]` table.

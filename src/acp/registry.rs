@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::observer::Bus;
-use super::session::Session;
+use super::session::{Reopen, Session};
 
 pub use super::observer::{Observed, PROMPT_META_KEY};
 
@@ -22,6 +22,12 @@ pub struct Registry {
     pub(super) sessions: Mutex<HashMap<String, Arc<Session>>>,
     /// What the sessions tell the observer.
     pub(super) bus: Arc<Bus>,
+    /// Editors' sessions unloaded while idle, which their next use opens
+    /// again (see [`Registry::unload_idle_of`]).
+    unloaded: Mutex<HashMap<String, Reopen>>,
+    /// Held while an unloaded session is opened again, so that it is
+    /// opened once however many requests come for it.
+    pub(super) reopening: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -119,6 +125,59 @@ impl Registry {
             });
         }
         true
+    }
+
+    /// Unloads the sessions connection `connection` owns that are idle
+    /// past their `[acp] session_idle_secs` ([`Session::unloadable`]),
+    /// each in one step under the lock so that no prompt gets in between.
+    /// What opens one again is kept ([`Registry::take_unloaded`]); its MCP
+    /// servers stop and its `session_end` hooks run, as when it closes.
+    /// The observer is not told: for its clients the session is still
+    /// there. Returns how many.
+    pub(super) fn unload_idle_of(&self, connection: u64) -> usize {
+        let unloaded: Vec<Arc<Session>> = {
+            let mut sessions = self.sessions.lock();
+            let idle: Vec<String> = sessions
+                .iter()
+                .filter(|(_, s)| s.owned_by(connection) && s.unloadable())
+                .map(|(id, _)| id.clone())
+                .collect();
+            idle.iter().filter_map(|id| sessions.remove(id)).collect()
+        };
+        for session in &unloaded {
+            self.unloaded
+                .lock()
+                .insert(session.id().0.to_string(), session.reopen());
+            let session = session.clone();
+            tokio::spawn(async move {
+                session.shutdown_mcp().await;
+                session
+                    .lifecycle_hooks(crate::agent::hooks::Event::SessionEnd)
+                    .await;
+            });
+        }
+        unloaded.len()
+    }
+
+    /// What opens unloaded session `id` again, taken: the caller opens
+    /// it, or it is gone (closed, deleted, opened anew).
+    pub(super) fn take_unloaded(&self, id: &str) -> Option<Reopen> {
+        self.unloaded.lock().remove(id)
+    }
+
+    /// The unloaded sessions connection `connection` owns, forgotten (the
+    /// connection is gone).
+    pub(super) fn forget_unloaded_of(&self, connection: u64) -> Vec<String> {
+        let mut unloaded = self.unloaded.lock();
+        let owned: Vec<String> = unloaded
+            .iter()
+            .filter(|(_, r)| r.owner.connection == connection)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &owned {
+            unloaded.remove(id);
+        }
+        owned
     }
 
     /// Tells the observer, if there is one.

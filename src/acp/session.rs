@@ -32,9 +32,11 @@ use crate::tools::{self, CallInfo, Display, Terminals, Tool, Workspace};
 mod host;
 mod live_terminal;
 mod trust;
+mod turns;
 mod workflow;
 
 use host::AcpHost;
+use turns::{Submitted, Turns};
 
 pub const MODEL_OPTION: &str = "model";
 pub const THOUGHT_OPTION: &str = "thought_level";
@@ -44,8 +46,11 @@ pub const QUEUE_OPTION: &str = "queue";
 pub struct Session {
     id: SessionId,
     cwd: PathBuf,
-    /// Replaced once when the user trusts the project mid-session.
-    settings_cell: Mutex<Arc<Settings>>,
+    /// Directories beyond `cwd` the session may touch without asking.
+    additional: Vec<PathBuf>,
+    /// Settings, credentials, MCP servers and Claude Code process:
+    /// replaced as a whole when the user trusts the project mid-session.
+    parts: Mutex<Parts>,
     tools: Vec<Arc<dyn Tool>>,
     permissions: Arc<Permissions>,
     state: Mutex<State>,
@@ -55,14 +60,10 @@ pub struct Session {
     transcript: Mutex<transcript::Writer>,
     /// What the editor was last told about commands and broken skills.
     announced: Mutex<Announced>,
-    /// Auth profiles and the one this session is pinned to.
-    credentials_cell: Mutex<Arc<crate::auth::SessionCredentials>>,
     /// The session's recent tool calls, for loop detection across turns.
     loops: crate::agent::loops::SharedLoops,
-    /// Prompts that came while a run was busy, and who waits for answers.
-    queue: Mutex<Queue>,
-    /// The session's MCP servers (the editor's and the configured ones).
-    mcp_cell: Mutex<Arc<crate::mcp::Manager>>,
+    /// The prompt queue, steering and cancel: one state machine.
+    turns: Mutex<SessionTurns>,
     /// The servers the editor gave this session.
     editor_mcp: Vec<crate::mcp::ServerSpec>,
     /// Set once the project's trust has been settled (asked or reported)
@@ -76,11 +77,19 @@ pub struct Session {
     /// The connection the session belongs to; shared with the task that
     /// reports MCP trouble, so that it follows a change of owner.
     owner: Arc<Mutex<Owner>>,
+}
+
+/// What a session works with, each handed out whole (an `Arc` clone) so
+/// that no lock is held while it is used.
+struct Parts {
+    settings: Arc<Settings>,
+    /// Auth profiles and the one this session is pinned to.
+    credentials: Arc<crate::auth::SessionCredentials>,
+    /// The session's MCP servers (the editor's and the configured ones).
+    mcp: Arc<crate::mcp::Manager>,
     /// The session's Claude Code process and session, for models whose
     /// turns run there.
-    claude_code: Mutex<Arc<crate::agent::claude_code::Session>>,
-    /// A workflow run the transcript shows started and never ended.
-    unfinished_workflow: Mutex<Option<crate::session::UnfinishedWorkflow>>,
+    claude_code: Arc<crate::agent::claude_code::Session>,
 }
 
 /// The connection a session belongs to: the one that opened it last (new,
@@ -95,6 +104,15 @@ pub struct Owner {
     /// What the owner said it can do in `initialize`.
     pub client: ClientCapabilities,
     pub drain: Arc<Drain>,
+}
+
+/// What a session unloaded while idle needs to be opened again as it was:
+/// the rest comes from its transcript.
+pub struct Reopen {
+    pub cwd: PathBuf,
+    pub additional: Vec<PathBuf>,
+    pub editor_mcp: Vec<crate::mcp::ServerSpec>,
+    pub owner: Owner,
 }
 
 /// A `session/prompt` as the session takes it.
@@ -187,74 +205,14 @@ struct Start {
     echo: bool,
 }
 
-/// A prompt waiting for the running run.
-struct Queued {
+/// A prompt as the session's [`Turns`] holds it until a run takes it in.
+struct Pending {
     content: Vec<crate::llm::Content>,
-    reply: Reply,
-    /// The prompt's own queue mode, else the session's.
-    mode: Option<agent::QueueMode>,
     start: Start,
 }
 
-/// A waiting prompt the run takes in: the request the run was working on
-/// is done.
-struct Handover {
-    done: Option<Reply>,
-    start: Start,
-    content: Vec<crate::llm::Content>,
-}
-
-/// The prompts of a session, as the runs take them.
-///
-/// Which request answers when: a `session/prompt` that arrives while a run
-/// is busy is queued, not refused. When the run takes it in (steering:
-/// after the running tool; follow-up: when the run would have ended), the
-/// request whose message the run was working on answers `end_turn`, and the
-/// run goes on for the new one, which answers when the run ends (or when a
-/// later message takes over in turn). A cancel answers every waiting
-/// request `cancelled`.
-#[derive(Default)]
-struct Queue {
-    mode: agent::QueueMode,
-    running: bool,
-    waiting: std::collections::VecDeque<Queued>,
-    /// The request the running run answers.
-    current: Option<Reply>,
-}
-
-impl Queue {
-    /// Hands the run over to the next waiting prompt; the caller answers
-    /// the request that is done (outside the lock).
-    fn advance(&mut self) -> Option<Handover> {
-        let next = self.waiting.pop_front()?;
-        Some(Handover {
-            done: self.current.replace(next.reply),
-            start: next.start,
-            content: next.content,
-        })
-    }
-
-    fn steers(&self, queued: &Queued) -> bool {
-        queued.mode.unwrap_or(self.mode) == agent::QueueMode::Steer
-    }
-
-    /// Whether a waiting prompt should steer the run.
-    fn steering_waiting(&self) -> bool {
-        self.waiting.iter().any(|q| self.steers(q))
-    }
-
-    /// The waiting prompts up to the last one that steers: follow-ups sent
-    /// before a steering message go in with it, so the model reads the
-    /// messages in the order they were sent.
-    fn take_steering(&mut self) -> Vec<Handover> {
-        let count = self
-            .waiting
-            .iter()
-            .rposition(|q| self.steers(q))
-            .map_or(0, |last| last + 1);
-        (0..count).filter_map(|_| self.advance()).collect()
-    }
-}
+/// The session's prompt queue and cancel token (see [`turns`]).
+type SessionTurns = Turns<Reply, Pending>;
 
 #[derive(Default)]
 struct Announced {
@@ -265,8 +223,6 @@ struct Announced {
 struct State {
     model: Model,
     thinking: ThinkingLevel,
-    /// The running turn's token; replaced at the start of every turn.
-    cancel: CancellationToken,
     total_cost: f64,
     /// Compactions so far in this process (their ids for the editor).
     compactions: u64,
@@ -276,6 +232,8 @@ struct State {
     client_prompt: Option<crate::context::ClientPrompt>,
     /// The user named the session: a model no longer does.
     labelled: bool,
+    /// A workflow run the transcript shows started and never ended.
+    unfinished_workflow: Option<crate::session::UnfinishedWorkflow>,
 }
 
 impl Session {
@@ -299,43 +257,44 @@ impl Session {
         let credentials = Arc::new(settings.credentials());
         let settings_loops = settings.loop_detector();
         let queue_mode = settings.config.queue_mode.unwrap_or_default();
-        let roots = std::iter::once(cwd.clone()).chain(additional).collect();
+        let roots = std::iter::once(cwd.clone())
+            .chain(additional.iter().cloned())
+            .collect();
         let shell_env = tools::shell::ShellEnv::from_config(&settings.config);
         let tools = tools::builtin_with(Arc::new(shell_env));
         let permissions = Arc::new(settings.permissions(settings.default_mode(), roots));
         Self {
             id: SessionId::new(id),
             cwd,
-            settings_cell: Mutex::new(Arc::new(settings)),
+            additional,
+            parts: Mutex::new(Parts {
+                settings: Arc::new(settings),
+                credentials,
+                mcp,
+                claude_code: Arc::default(),
+            }),
             tools,
             permissions,
             state: Mutex::new(State {
                 model,
                 thinking,
-                cancel: CancellationToken::new(),
                 total_cost: 0.0,
                 compactions: 0,
                 last_call: None,
                 client_prompt: None,
                 labelled: false,
+                unfinished_workflow: None,
             }),
             history: tokio::sync::Mutex::new(Vec::new()),
             transcript: Mutex::new(transcript),
             announced: Mutex::new(Announced::default()),
-            credentials_cell: Mutex::new(credentials),
             loops: settings_loops,
-            queue: Mutex::new(Queue {
-                mode: queue_mode,
-                ..Queue::default()
-            }),
-            mcp_cell: Mutex::new(mcp),
+            turns: Mutex::new(Turns::new(queue_mode)),
             editor_mcp: mcp_servers,
             trust_settled: tokio::sync::OnceCell::new(),
             started: tokio::sync::OnceCell::new(),
             bus,
             owner: Arc::new(Mutex::new(owner)),
-            claude_code: Mutex::new(Arc::default()),
-            unfinished_workflow: Mutex::new(None),
         }
     }
 
@@ -424,15 +383,15 @@ impl Session {
 
     /// The session's settings as they are now.
     fn settings(&self) -> Arc<Settings> {
-        self.settings_cell.lock().clone()
+        self.parts.lock().settings.clone()
     }
 
     fn credentials(&self) -> Arc<crate::auth::SessionCredentials> {
-        self.credentials_cell.lock().clone()
+        self.parts.lock().credentials.clone()
     }
 
     fn mcp(&self) -> Arc<crate::mcp::Manager> {
-        self.mcp_cell.lock().clone()
+        self.parts.lock().mcp.clone()
     }
 
     /// Ends the session's MCP servers (and their processes).
@@ -497,7 +456,7 @@ impl Session {
             self.permissions.set_mode(mode);
         }
         if let Some(queue) = restored.queue {
-            self.queue.lock().mode = queue;
+            self.turns.lock().set_mode(queue);
         }
         {
             let mut state = self.state.lock();
@@ -528,8 +487,8 @@ impl Session {
             .try_lock()
             .map_err(|_| "the session is busy".to_string())?;
         let (resume, synced) = restored.claude_code.clone().unzip();
-        *self.claude_code.lock() = crate::agent::claude_code::Session::new(resume, synced);
-        *self.unfinished_workflow.lock() = restored.unfinished_workflow.clone();
+        self.parts.lock().claude_code = crate::agent::claude_code::Session::new(resume, synced);
+        self.state.lock().unfinished_workflow = restored.unfinished_workflow.clone();
         *history = restored.history;
         Ok(())
     }
@@ -562,8 +521,40 @@ impl Session {
     /// its transcript without anyone noticing.
     pub fn is_idle(&self) -> bool {
         self.history.try_lock().is_ok()
-            && self.waiting() == 0
+            && self.turns.lock().idle_since().is_some()
             && !self.tools.iter().any(|tool| tool.holds_work())
+    }
+
+    /// Whether the session is idle ([`Session::is_idle`]), has been for its
+    /// `[acp] session_idle_secs`, and has a transcript to come back from.
+    pub fn unloadable(&self) -> bool {
+        let limit = self.idle_limit();
+        self.turns
+            .lock()
+            .idle_since()
+            .is_some_and(|since| since.elapsed() >= limit)
+            && self.is_idle()
+            && self.is_written()
+    }
+
+    /// How long the session may stay idle in memory.
+    pub fn idle_limit(&self) -> std::time::Duration {
+        self.settings().config.acp.session_idle()
+    }
+
+    /// The session was used: its idle time starts again.
+    pub fn touch(&self) {
+        self.turns.lock().touch();
+    }
+
+    /// What opening the session again after an unload needs.
+    pub fn reopen(&self) -> Reopen {
+        Reopen {
+            cwd: self.cwd.clone(),
+            additional: self.additional.clone(),
+            editor_mcp: self.editor_mcp.clone(),
+            owner: self.owner(),
+        }
     }
 
     /// Appends to the transcript. A failure is logged, not fatal: the turn
@@ -612,18 +603,15 @@ impl Session {
         // Cancelling a session cancels what waits in it too. The waiting
         // prompts are answered first, so that the observer hears of them
         // before anything the cancelled run does as it stops.
-        let waiting = std::mem::take(&mut self.queue.lock().waiting);
-        for queued in waiting {
-            queued
-                .reply
-                .send(Ok(PromptResponse::new(StopReason::Cancelled)));
+        let waiting = self.turns.lock().cancel();
+        for reply in waiting {
+            reply.send(Ok(PromptResponse::new(StopReason::Cancelled)));
         }
-        self.state.lock().cancel.cancel();
     }
 
     /// How many prompts wait for the session's running run.
     pub fn waiting(&self) -> usize {
-        self.queue.lock().waiting.len()
+        self.turns.lock().waiting()
     }
 
     /// The session's config options, complete, as ACP wants them.
@@ -673,7 +661,7 @@ impl Session {
             SessionConfigOption::select(
                 QUEUE_OPTION,
                 "Messages while busy",
-                self.queue.lock().mode.id(),
+                self.turns.lock().mode().id(),
                 vec![
                     SessionConfigSelectOption::new(agent::QueueMode::Steer.id(), "Steer")
                         .description(
@@ -749,7 +737,7 @@ impl Session {
                 let mode = agent::QueueMode::parse(value).ok_or_else(|| {
                     format!("`{value}` is not a queue mode; choose `steer` or `follow-up`")
                 })?;
-                self.queue.lock().mode = mode;
+                self.turns.lock().set_mode(mode);
                 self.record(transcript::Record::QueueChange { queue: mode });
                 Ok(())
             }
@@ -838,22 +826,10 @@ impl Session {
             Err(e) => return Answered::Here(Err(invalid_params(e.to_string()))),
         };
         let (reply, answer) = self.reply(start.tag.clone());
-        let first = {
-            let mut queue = self.queue.lock();
-            if queue.running {
-                queue.waiting.push_back(Queued {
-                    content,
-                    reply,
-                    mode,
-                    start,
-                });
-                None
-            } else {
-                queue.running = true;
-                queue.current = Some(reply);
-                Some((content, start))
-            }
-        };
+        let submitted = self
+            .turns
+            .lock()
+            .submit(reply, mode, Pending { content, start });
         let answer = async move {
             Answered::Told(
                 answer
@@ -861,7 +837,7 @@ impl Session {
                     .unwrap_or_else(|_| Ok(PromptResponse::new(StopReason::Cancelled))),
             )
         };
-        let Some((content, start)) = first else {
+        let Submitted::Run(Pending { content, start }) = submitted else {
             return answer.await;
         };
         // The runs go on in a task of the owner's connection, so that this
@@ -874,11 +850,7 @@ impl Session {
             Ok(())
         });
         if let Err(e) = spawned {
-            let current = {
-                let mut queue = self.queue.lock();
-                queue.running = false;
-                queue.current.take()
-            };
+            let current = self.turns.lock().not_started();
             if let Some(reply) = current {
                 reply.send(Err(e));
             }
@@ -902,29 +874,14 @@ impl Session {
             let result = self
                 .run_content(content, http, cx.clone(), client.clone(), drain.clone())
                 .await;
-            let (done, next) = {
-                let mut queue = self.queue.lock();
-                let done = queue.current.take();
-                let next = queue.waiting.pop_front();
-                match &next {
-                    Some(_) => {}
-                    None => queue.running = false,
-                }
-                (
-                    done,
-                    next.map(|next| {
-                        queue.current = Some(next.reply);
-                        (next.content, next.start)
-                    }),
-                )
-            };
-            if let Some(reply) = done {
+            let finished = self.turns.lock().finish();
+            if let Some(reply) = finished.done {
                 reply.send(result);
             }
-            match next {
-                Some((next_content, next_start)) => {
-                    content = next_content;
-                    start = next_start;
+            match finished.next {
+                Some(next) => {
+                    content = next.content;
+                    start = next.start;
                 }
                 None => return,
             }
@@ -1129,22 +1086,21 @@ impl Session {
     /// The run's configuration (with a fresh system prompt) and its cancel
     /// token, which `session/cancel` reaches.
     fn turn_config(&self) -> Result<(agent::AgentConfig, CancellationToken), Error> {
-        let (model, thinking, last_call, cancel, client_prompt) = {
-            let mut state = self.state.lock();
+        let (model, thinking, last_call, client_prompt) = {
+            let state = self.state.lock();
             if !self.settings().has_credentials(&state.model) {
                 return Err(auth_required(
                     self.settings().credential_hint_in_editor(&state.model),
                 ));
             }
-            state.cancel = CancellationToken::new();
             (
                 state.model.clone(),
                 state.thinking,
                 state.last_call,
-                state.cancel.clone(),
                 state.client_prompt.clone(),
             )
         };
+        let cancel = self.turns.lock().start_work();
         let guard = self
             .settings()
             .tool_guard(&model, self.loops.clone(), &self.id.0, &self.cwd)
@@ -1181,7 +1137,7 @@ impl Session {
         config.credentials = Some(self.credentials().clone());
         config.extra_tools = Some(self.mcp().clone());
         config.session_id = Some(self.id.0.to_string());
-        let claude_code = self.claude_code.lock().clone();
+        let claude_code = self.parts.lock().claude_code.clone();
         self.settings().use_claude_code(&mut config, claude_code);
         Ok((config, cancel))
     }
