@@ -2,11 +2,14 @@
 //! stdin/stdout, and this module maps their requests onto sessions and the
 //! agent loop, and the loop's events onto `session/update`s.
 //!
-//! Request handlers answer at once; a prompt turn runs as a task of its own,
-//! so `session/cancel` (and everything else) is handled while a turn
-//! streams. Each session keeps its history behind an async lock that a turn
-//! holds for its whole run, so a second prompt for a busy session waits its
-//! turn instead of interleaving.
+//! [`serve`] is the table of contents: one connection, each request type
+//! routed to a named handler of [`Server`]. Request handlers answer at
+//! once; a prompt turn runs as a task of its own, so `session/cancel` (and
+//! everything else) is handled while a turn streams. A prompt for a busy
+//! session is queued by the session's state machine (`session::turns`)
+//! and taken in by the run (steering, follow-up). Idle sessions are
+//! unloaded after `[acp] session_idle_secs` and opened again from their
+//! transcript on their next use.
 
 mod auth;
 mod commands;

@@ -3,7 +3,9 @@
 //! (`pincer acp --gateway`). A session belongs to the connection that
 //! opened it (its owner: the one asked for permissions, files and
 //! terminals); any connection may prompt or cancel it, and one observer
-//! (the gateway) sees what every session does, in order.
+//! (the gateway) sees what every session does, in order (through
+//! [`super::observer`]). Sessions unloaded while idle are kept here as
+//! what opens them again.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -117,12 +119,7 @@ impl Registry {
             sessions.remove(id)
         };
         if let Some(session) = session {
-            tokio::spawn(async move {
-                session.shutdown_mcp().await;
-                session
-                    .lifecycle_hooks(crate::agent::hooks::Event::SessionEnd)
-                    .await;
-            });
+            end_unloaded(session);
         }
         true
     }
@@ -148,13 +145,7 @@ impl Registry {
             self.unloaded
                 .lock()
                 .insert(session.id().0.to_string(), session.reopen());
-            let session = session.clone();
-            tokio::spawn(async move {
-                session.shutdown_mcp().await;
-                session
-                    .lifecycle_hooks(crate::agent::hooks::Event::SessionEnd)
-                    .await;
-            });
+            end_unloaded(session.clone());
         }
         unloaded.len()
     }
@@ -184,6 +175,17 @@ impl Registry {
     pub(super) fn tell(&self, event: Observed) {
         self.bus.tell(event);
     }
+}
+
+/// Ends an unloaded session's MCP servers and runs its `session_end`
+/// hooks, as when it closes.
+fn end_unloaded(session: Arc<Session>) {
+    tokio::spawn(async move {
+        session.shutdown_mcp().await;
+        session
+            .lifecycle_hooks(crate::agent::hooks::Event::SessionEnd)
+            .await;
+    });
 }
 
 /// The gateway's tag of a prompt (`_meta["pincer/gateway"]["tag"]`).

@@ -183,6 +183,23 @@ enum Answered {
     Here(Result<PromptResponse, Error>),
 }
 
+/// A prompt request on its way into the session ([`Turns::arrive`]),
+/// until dropped.
+struct Arriving<'a>(&'a Session);
+
+impl<'a> Arriving<'a> {
+    fn new(session: &'a Session) -> Self {
+        session.turns.lock().arrive();
+        Self(session)
+    }
+}
+
+impl Drop for Arriving<'_> {
+    fn drop(&mut self) {
+        self.0.turns.lock().leave();
+    }
+}
+
 /// A prompt's text blocks, joined with newlines.
 fn prompt_text(blocks: &[ContentBlock]) -> String {
     blocks
@@ -755,6 +772,8 @@ impl Session {
         request: Prompted,
         http: &reqwest::Client,
     ) -> Result<PromptResponse, Error> {
+        // Not idle (nor unloaded) while the prompt is on its way in.
+        let _arriving = Arriving::new(self);
         let owner = self.owner();
         let start = Start {
             tag: request.tag.clone(),

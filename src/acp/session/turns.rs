@@ -80,6 +80,10 @@ pub(super) struct Turns<R, T> {
     /// The token of the work going on (or last gone on): a run, a
     /// command. Replaced when work starts; `session/cancel` cancels it.
     cancel: CancellationToken,
+    /// Prompt requests on their way in (waiting for the trust question,
+    /// running a command) that are neither running nor queued yet: the
+    /// session is not idle while there are any.
+    arriving: usize,
 }
 
 impl<R, T> Turns<R, T> {
@@ -90,7 +94,21 @@ impl<R, T> Turns<R, T> {
                 since: Instant::now(),
             },
             cancel: CancellationToken::new(),
+            arriving: 0,
         }
+    }
+
+    /// A prompt request comes in; [`Turns::leave`] when it has been
+    /// submitted or answered.
+    pub(super) fn arrive(&mut self) {
+        self.arriving += 1;
+    }
+
+    /// A prompt request that [`Turns::arrive`]d is in the queue or done;
+    /// the idle time starts now.
+    pub(super) fn leave(&mut self) {
+        self.arriving = self.arriving.saturating_sub(1);
+        self.touch();
     }
 
     pub(super) fn mode(&self) -> QueueMode {
@@ -233,11 +251,12 @@ impl<R, T> Turns<R, T> {
         }
     }
 
-    /// Since when no run has gone on (`None`: one goes on now).
+    /// Since when no run has gone on and no prompt has come in (`None`:
+    /// one goes on now, or is on its way in).
     pub(super) fn idle_since(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Idle { since } => Some(since),
-            Phase::Running { .. } => None,
+            Phase::Idle { since } if self.arriving == 0 => Some(since),
+            Phase::Idle { .. } | Phase::Running { .. } => None,
         }
     }
 
@@ -378,6 +397,18 @@ mod tests {
         assert!(turns.cancel().is_empty());
         let finished = turns.finish();
         assert_eq!((finished.done, finished.next), (None, None));
+    }
+
+    #[test]
+    fn a_prompt_on_its_way_in_keeps_the_session_from_being_idle() {
+        let mut turns = Machine::new(QueueMode::Steer);
+        turns.arrive();
+        turns.arrive();
+        assert_eq!(turns.idle_since(), None);
+        turns.leave();
+        assert_eq!(turns.idle_since(), None);
+        turns.leave();
+        assert!(turns.idle_since().is_some());
     }
 
     #[test]
