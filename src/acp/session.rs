@@ -1,5 +1,8 @@
 //! One ACP session: its working directory, model and thinking level, its
-//! history, and the token that cancels its current turn.
+//! history, and its prompts. The prompt queue, steering and cancel are one
+//! state machine ([`turns`]) behind one lock; what the session works with
+//! (settings, credentials, MCP servers) is one more ([`Parts`]), replaced
+//! as a whole when the project becomes trusted.
 
 use parking_lot::Mutex;
 use std::path::PathBuf;

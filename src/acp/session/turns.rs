@@ -19,6 +19,14 @@
 //! cancels the token of the work going on (a run, `/compact`, a workflow);
 //! the run then finishes as usual, with `cancelled`.
 //!
+//! Which request answers when: a `session/prompt` that arrives while a run
+//! is busy is queued, not refused. When the run takes it in (steering:
+//! after the running tool; follow-up: when the run would have ended), the
+//! request whose message the run was working on answers `end_turn`, and
+//! the run goes on for the new one, which answers when the run ends (or
+//! when a later message takes over in turn). A cancel answers every
+//! waiting request `cancelled`.
+//!
 //! The machine is generic over the reply (`R`) and the prompt (`T`) so
 //! that its tests need neither a connection nor a model.
 
