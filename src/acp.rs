@@ -2,15 +2,19 @@
 //! stdin/stdout, and this module maps their requests onto sessions and the
 //! agent loop, and the loop's events onto `session/update`s.
 //!
-//! Request handlers answer at once; a prompt turn runs as a task of its own,
-//! so `session/cancel` (and everything else) is handled while a turn
-//! streams. Each session keeps its history behind an async lock that a turn
-//! holds for its whole run, so a second prompt for a busy session waits its
-//! turn instead of interleaving.
+//! [`serve`] is the table of contents: one connection, each request type
+//! routed to a named handler of [`Server`]. Request handlers answer at
+//! once; a prompt turn runs as a task of its own, so `session/cancel` (and
+//! everything else) is handled while a turn streams. A prompt for a busy
+//! session is queued by the session's state machine (`session::turns`)
+//! and taken in by the run (steering, follow-up). Idle sessions are
+//! unloaded after `[acp] session_idle_secs` and opened again from their
+//! transcript on their next use.
 
 mod auth;
 mod commands;
 mod editor;
+pub mod observer;
 pub mod registry;
 mod session;
 mod system_prompt;
@@ -21,7 +25,6 @@ use parking_lot::Mutex;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentAuthCapabilities, AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest,
     AuthenticateResponse, CancelNotification, ClientCapabilities, CloseSessionRequest,
@@ -36,6 +39,7 @@ use agent_client_protocol::v1::schema::{
     SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
     SetSessionModeRequest, SetSessionModeResponse,
 };
+use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error};
 
 use crate::config::Settings;
@@ -70,208 +74,282 @@ pub async fn serve_stdio(options: ServeOptions) -> Result<(), Error> {
         .map_err(Error::into_internal_error)?
 }
 
-/// Serves ACP over any transport (tests use in-memory pipes).
+/// Routes one request type to its handler, a method of [`Server`] that
+/// gets its own handle on the server.
+macro_rules! route {
+    ($builder:expr, $server:expr, $request:ty => $handler:ident) => {{
+        let server = $server.clone();
+        $builder.on_receive_request(
+            async move |req: $request, responder, cx: ConnectionTo<Client>| {
+                Server::$handler(server.clone(), req, responder, cx).await
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+    }};
+}
+
+/// Serves ACP over any transport (tests use in-memory pipes): one
+/// connection, its requests each routed to a handler, until the client
+/// goes; then the sessions it owns end.
 pub async fn serve(
     transport: impl ConnectTo<Agent> + 'static,
     drain: Arc<Drain>,
     options: ServeOptions,
 ) -> Result<(), Error> {
-    let registry = options.registry.clone().unwrap_or_default();
-    let connection = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if options.observed {
-        registry.observed_by(connection);
-    }
-    let server = Arc::new(Server {
-        options,
-        registry,
-        connection,
-        drain,
-        http: crate::llm::http_client().map_err(Error::into_internal_error)?,
-        client: Mutex::new(ClientCapabilities::default()),
-    });
-    let s13 = server.clone();
-    let (s8, s9, s10, s11, s12) = (
-        server.clone(),
-        server.clone(),
-        server.clone(),
-        server.clone(),
-        server.clone(),
+    let server = Server::new(options, drain)?;
+    let _sweeper = server.unload_idle_sessions();
+    let agent = Agent.v1().name("pincer");
+    let agent = route!(agent, server, InitializeRequest => on_initialize);
+    let agent = route!(agent, server, AuthenticateRequest => on_authenticate);
+    let agent = route!(agent, server, LogoutRequest => on_logout);
+    let agent = route!(agent, server, NewSessionRequest => on_new_session);
+    let agent = route!(agent, server, LoadSessionRequest => on_load_session);
+    let agent = route!(agent, server, ResumeSessionRequest => on_resume_session);
+    let agent = route!(agent, server, ListSessionsRequest => on_list_sessions);
+    let agent = route!(agent, server, CloseSessionRequest => on_close_session);
+    let agent = route!(agent, server, DeleteSessionRequest => on_delete_session);
+    let agent = route!(agent, server, PromptRequest => on_prompt);
+    let agent = route!(agent, server, SetSessionConfigOptionRequest => on_set_config_option);
+    let agent = route!(agent, server, SetSessionModeRequest => on_set_mode);
+    let canceller = server.clone();
+    let agent = agent.on_receive_notification(
+        async move |notification: CancelNotification, _cx| {
+            canceller.cancel(&notification.session_id.0);
+            Ok(())
+        },
+        agent_client_protocol::on_receive_notification!(),
     );
-    let (s1, s2, s3, s4, s5, s6, s7) = (
-        server.clone(),
-        server.clone(),
-        server.clone(),
-        server.clone(),
-        server.clone(),
-        server.clone(),
-        server.clone(),
-    );
-    let result = Agent
-        .v1()
-        .name("pincer")
-        .on_receive_request(
-            async move |req: InitializeRequest, responder, _cx| {
-                responder.respond(s1.initialize(req))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: AuthenticateRequest, responder, cx: ConnectionTo<Client>| {
-                // A browser login takes minutes: the connection keeps
-                // serving meanwhile.
-                let server = s2.clone();
-                cx.spawn(async move {
-                    let sent = match server.authenticate(&req.method_id.0).await {
-                        Ok(()) => responder.respond(AuthenticateResponse::new()),
-                        Err(e) => responder.respond_with_error(e),
-                    };
-                    if let Err(e) = sent {
-                        tracing::warn!(error = %e, "could not answer authenticate");
-                    }
-                    Ok(())
-                })
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |_req: LogoutRequest, responder, _cx| match s13.logout() {
-                Ok(()) => responder.respond(LogoutResponse::new()),
-                Err(e) => responder.respond_with_error(e),
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: NewSessionRequest, responder, cx: ConnectionTo<Client>| match s3
-                .new_session(req, &cx)
-            {
-                Ok(response) => {
-                    let id = response.session_id.clone();
-                    let sent = responder.respond(response);
-                    s3.opened(&id, &cx);
-                    sent
-                }
-                Err(e) => responder.respond_with_error(e),
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: PromptRequest, responder, cx: ConnectionTo<Client>| {
-                let server = s4.clone();
-                cx.spawn(async move {
-                    let result = server.prompt(req).await;
-                    let sent = match result {
-                        Ok(response) => responder.respond(response),
-                        Err(e) => responder.respond_with_error(e),
-                    };
-                    if let Err(e) = sent {
-                        tracing::warn!(error = %e, "could not answer session/prompt");
-                    }
-                    // An error here would tear down the whole connection.
-                    Ok(())
-                })
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: SetSessionConfigOptionRequest, responder, _cx| match s5
-                .set_config_option(req)
-            {
-                Ok(response) => responder.respond(response),
-                Err(e) => responder.respond_with_error(e),
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: ResumeSessionRequest, responder, cx: ConnectionTo<Client>| {
-                let id = req.session_id.clone();
-                match s9.resume_session(req, &cx).await {
-                    Ok(response) => {
-                        let sent = responder.respond(response);
-                        s9.opened(&id, &cx);
-                        sent
-                    }
-                    Err(e) => responder.respond_with_error(e),
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: ListSessionsRequest, responder, _cx| match s10.list_sessions(req) {
-                Ok(response) => responder.respond(response),
-                Err(e) => responder.respond_with_error(e),
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: CloseSessionRequest, responder, _cx| match s11
-                .close_session(&req.session_id.0)
-            {
-                Ok(()) => responder.respond(CloseSessionResponse::new()),
-                Err(e) => responder.respond_with_error(e),
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: DeleteSessionRequest, responder, _cx| match s12
-                .delete_session(&req.session_id.0)
-            {
-                Ok(()) => responder.respond(DeleteSessionResponse::new()),
-                Err(e) => responder.respond_with_error(e),
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
-                let id = req.session_id.clone();
-                match s8.load_session(req, &cx).await {
-                    Ok(response) => {
-                        let sent = responder.respond(response);
-                        s8.opened(&id, &cx);
-                        sent
-                    }
-                    Err(e) => responder.respond_with_error(e),
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: SetSessionModeRequest, responder, _cx| match s7.set_mode(req) {
-                Ok(response) => responder.respond(response),
-                Err(e) => responder.respond_with_error(e),
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_notification(
-            async move |notification: CancelNotification, _cx| {
-                s6.cancel(&notification.session_id.0);
-                Ok(())
-            },
-            agent_client_protocol::on_receive_notification!(),
-        )
-        .connect_to(transport)
-        .await;
-    // The client went away: the sessions it owns end here; those of the
-    // process's other connections stay open.
-    let open: Vec<Arc<Session>> = {
-        let mut sessions = server.registry.sessions.lock();
-        let owned: Vec<String> = sessions
-            .iter()
-            .filter(|(_, s)| s.owned_by(server.connection))
-            .map(|(id, _)| id.clone())
-            .collect();
-        owned.iter().filter_map(|id| sessions.remove(id)).collect()
-    };
-    for session in open {
-        session.cancel();
-        server.registry.tell(registry::Observed::Closed {
-            session: session.id().clone(),
-        });
-        session.shutdown_mcp().await;
-        session
-            .lifecycle_hooks(crate::agent::hooks::Event::SessionEnd)
-            .await;
-    }
+    let result = agent.connect_to(transport).await;
+    server.end_owned_sessions().await;
     result
+}
+
+/// Answers a request with a handler's result.
+fn answer<T: agent_client_protocol::JsonRpcResponse>(
+    responder: Responder<T>,
+    result: Result<T, Error>,
+) -> Result<(), Error> {
+    match result {
+        Ok(response) => responder.respond(response),
+        Err(e) => responder.respond_with_error(e),
+    }
+}
+
+/// Runs a long request (a prompt turn, a browser login) in a task of the
+/// connection, so that the connection goes on serving meanwhile
+/// (`session/cancel` above all).
+fn answer_later<T, F>(
+    cx: &ConnectionTo<Client>,
+    what: &'static str,
+    responder: Responder<T>,
+    work: F,
+) -> Result<(), Error>
+where
+    T: agent_client_protocol::JsonRpcResponse + Send + 'static,
+    F: std::future::Future<Output = Result<T, Error>> + Send + 'static,
+{
+    cx.spawn(async move {
+        if let Err(e) = answer(responder, work.await) {
+            tracing::warn!(error = %e, "could not answer {what}");
+        }
+        // An error here would tear down the whole connection.
+        Ok(())
+    })
+}
+
+/// The request handlers: each answers its request (and for the requests
+/// that open a session, tells the session it opened after the answer).
+impl Server {
+    async fn on_initialize(
+        self: Arc<Self>,
+        req: InitializeRequest,
+        responder: Responder<InitializeResponse>,
+        _cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        responder.respond(self.initialize(req))
+    }
+
+    /// A browser login takes minutes: the connection keeps serving.
+    async fn on_authenticate(
+        self: Arc<Self>,
+        req: AuthenticateRequest,
+        responder: Responder<AuthenticateResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        answer_later(&cx, "authenticate", responder, async move {
+            self.authenticate(&req.method_id.0)
+                .await
+                .map(|()| AuthenticateResponse::new())
+        })
+    }
+
+    async fn on_logout(
+        self: Arc<Self>,
+        _req: LogoutRequest,
+        responder: Responder<LogoutResponse>,
+        _cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        answer(responder, self.logout().map(|()| LogoutResponse::new()))
+    }
+
+    async fn on_new_session(
+        self: Arc<Self>,
+        req: NewSessionRequest,
+        responder: Responder<NewSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        match self.new_session(req, &cx) {
+            Ok(response) => {
+                let id = response.session_id.clone();
+                let sent = responder.respond(response);
+                self.opened(&id, &cx);
+                sent
+            }
+            Err(e) => responder.respond_with_error(e),
+        }
+    }
+
+    async fn on_load_session(
+        self: Arc<Self>,
+        req: LoadSessionRequest,
+        responder: Responder<LoadSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let id = req.session_id.clone();
+        match self.load_session(req, &cx).await {
+            Ok(response) => {
+                let sent = responder.respond(response);
+                self.opened(&id, &cx);
+                sent
+            }
+            Err(e) => responder.respond_with_error(e),
+        }
+    }
+
+    async fn on_resume_session(
+        self: Arc<Self>,
+        req: ResumeSessionRequest,
+        responder: Responder<ResumeSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let id = req.session_id.clone();
+        match self.resume_session(req, &cx).await {
+            Ok(response) => {
+                let sent = responder.respond(response);
+                self.opened(&id, &cx);
+                sent
+            }
+            Err(e) => responder.respond_with_error(e),
+        }
+    }
+
+    async fn on_list_sessions(
+        self: Arc<Self>,
+        req: ListSessionsRequest,
+        responder: Responder<ListSessionsResponse>,
+        _cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        answer(responder, self.list_sessions(req))
+    }
+
+    async fn on_close_session(
+        self: Arc<Self>,
+        req: CloseSessionRequest,
+        responder: Responder<CloseSessionResponse>,
+        _cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let closed = self.close_session(&req.session_id.0);
+        answer(responder, closed.map(|()| CloseSessionResponse::new()))
+    }
+
+    async fn on_delete_session(
+        self: Arc<Self>,
+        req: DeleteSessionRequest,
+        responder: Responder<DeleteSessionResponse>,
+        _cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let deleted = self.delete_session(&req.session_id.0);
+        answer(responder, deleted.map(|()| DeleteSessionResponse::new()))
+    }
+
+    /// A turn runs as a task of its own, so `session/cancel` is processed
+    /// while it streams.
+    async fn on_prompt(
+        self: Arc<Self>,
+        req: PromptRequest,
+        responder: Responder<PromptResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        answer_later(&cx, "session/prompt", responder, async move {
+            self.prompt(req).await
+        })
+    }
+
+    async fn on_set_config_option(
+        self: Arc<Self>,
+        req: SetSessionConfigOptionRequest,
+        responder: Responder<SetSessionConfigOptionResponse>,
+        _cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        answer(responder, self.set_config_option(req).await)
+    }
+
+    async fn on_set_mode(
+        self: Arc<Self>,
+        req: SetSessionModeRequest,
+        responder: Responder<SetSessionModeResponse>,
+        _cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        answer(responder, self.set_mode(req).await)
+    }
+}
+
+impl Server {
+    fn new(options: ServeOptions, drain: Arc<Drain>) -> Result<Arc<Self>, Error> {
+        let registry = options.registry.clone().unwrap_or_default();
+        let connection = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if options.observed {
+            registry.observed_by(connection);
+        }
+        Ok(Arc::new(Server {
+            options,
+            registry,
+            connection,
+            drain,
+            http: crate::llm::http_client().map_err(Error::into_internal_error)?,
+            client: Mutex::new(ClientCapabilities::default()),
+            session_opened: Arc::default(),
+        }))
+    }
+
+    /// The client went away: the sessions it owns end here; those of the
+    /// process's other connections stay open.
+    async fn end_owned_sessions(&self) {
+        let open: Vec<Arc<Session>> = {
+            let mut sessions = self.registry.sessions.lock();
+            let owned: Vec<String> = sessions
+                .iter()
+                .filter(|(_, s)| s.owned_by(self.connection))
+                .map(|(id, _)| id.clone())
+                .collect();
+            owned.iter().filter_map(|id| sessions.remove(id)).collect()
+        };
+        for id in self.registry.forget_unloaded_of(self.connection) {
+            self.registry.tell(registry::Observed::Closed {
+                session: SessionId::new(id),
+            });
+        }
+        for session in open {
+            session.cancel();
+            self.registry.tell(registry::Observed::Closed {
+                session: session.id().clone(),
+            });
+            session.shutdown_mcp().await;
+            session
+                .lifecycle_hooks(crate::agent::hooks::Event::SessionEnd)
+                .await;
+        }
+    }
 }
 
 /// Numbers the connections of the process: a session's owner is one.
@@ -285,6 +363,17 @@ struct Server {
     http: reqwest::Client,
     client: Mutex<ClientCapabilities>,
     registry: Arc<registry::Registry>,
+    /// Wakes the idle sweeper when a session opens.
+    session_opened: Arc<tokio::sync::Notify>,
+}
+
+/// A task that ends when its handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The auth-required error (-32000) with the sentence that fixes it.
@@ -469,7 +558,7 @@ impl Server {
             writer,
             mcp,
             self.owner(cx),
-            self.registry.clone(),
+            self.registry.bus.clone(),
         ));
         if let Some(prompt) = client_prompt {
             session.set_client_prompt(prompt);
@@ -567,6 +656,8 @@ impl Server {
         crate::session::check_cwd(&cwd).map_err(|e| invalid_params(e.to_string()))?;
         let settings = self.settings(&cwd)?;
         let open = self.registry.sessions.lock().get(&id).cloned();
+        // Unloaded while idle: it is restored here like any stored one.
+        self.registry.take_unloaded(&id);
         let internal =
             |e: &dyn std::fmt::Display| Error::new(Error::internal_error().code, e.to_string());
         let options = {
@@ -650,7 +741,7 @@ impl Server {
             writer,
             mcp,
             self.owner(cx),
-            self.registry.clone(),
+            self.registry.bus.clone(),
         ));
         session.restore(restored).map_err(invalid_params)?;
         if let Some(prompt) = client_prompt {
@@ -729,6 +820,13 @@ impl Server {
                 self.closed(session);
                 Ok(())
             }
+            // Unloaded while idle: nothing runs, nothing to end.
+            None if self.registry.take_unloaded(id).is_some() => {
+                self.registry.tell(registry::Observed::Closed {
+                    session: SessionId::new(id.to_string()),
+                });
+                Ok(())
+            }
             None => Err(agent_client_protocol::v1::schema::Error::session_not_found(
                 id.to_string(),
             )
@@ -739,6 +837,11 @@ impl Server {
     /// `session/delete`: closes the session if it is open and removes its
     /// transcript.
     fn delete_session(&self, id: &str) -> Result<(), Error> {
+        if self.registry.take_unloaded(id).is_some() {
+            self.registry.tell(registry::Observed::Closed {
+                session: SessionId::new(id.to_string()),
+            });
+        }
         if let Some(session) = self.registry.sessions.lock().remove(id) {
             session.cancel();
             let written = session.is_written();
@@ -763,15 +866,110 @@ impl Server {
         })
     }
 
-    fn session(&self, id: &str) -> Result<Arc<Session>, Error> {
+    /// Open session `id`, opened again first if it was unloaded while
+    /// idle; its idle time starts again.
+    async fn session(&self, id: &str) -> Result<Arc<Session>, Error> {
+        let open = self.registry.sessions.lock().get(id).cloned();
+        let session = match open {
+            Some(session) => session,
+            None => self.reopen(id).await?,
+        };
+        session.touch();
+        Ok(session)
+    }
+
+    /// Opens again a session unloaded while idle, as it was: same owner,
+    /// directories and editor MCP servers, its history and settings from
+    /// its transcript. Nothing is replayed: its client still shows it.
+    async fn reopen(&self, id: &str) -> Result<Arc<Session>, Error> {
+        let not_found = || {
+            Error::from(agent_client_protocol::v1::schema::Error::session_not_found(
+                id.to_string(),
+            ))
+        };
+        let _one = self.registry.reopening.lock().await;
+        // Another request may have opened it while this one waited.
+        if let Some(open) = self.registry.sessions.lock().get(id).cloned() {
+            return Ok(open);
+        }
+        let reopen = self.registry.take_unloaded(id).ok_or_else(not_found)?;
+        let settings = self.settings(&reopen.cwd)?;
+        let path = crate::session::find(&settings.paths.data_dir, id).ok_or_else(not_found)?;
+        let internal =
+            |e: &dyn std::fmt::Display| Error::new(Error::internal_error().code, e.to_string());
+        let (writer, restored) = tokio::task::spawn_blocking(move || {
+            let loaded = transcript::load(&path)?;
+            let writer = transcript::Writer::append_to(&path, &loaded)?;
+            Ok::<_, transcript::TranscriptError>((writer, crate::session::restore(loaded.entries)))
+        })
+        .await
+        .map_err(|e| internal(&e))?
+        .map_err(|e| internal(&e))?;
+        let model = settings
+            .default_model(self.options.model.as_deref())
+            .map_err(|e| invalid_params(e.to_string()))?;
+        let owner = reopen.owner.clone();
+        let session = Arc::new(Session::new(
+            id.to_string(),
+            reopen.cwd,
+            reopen.additional,
+            settings,
+            model,
+            writer,
+            reopen.editor_mcp,
+            reopen.owner,
+            self.registry.bus.clone(),
+        ));
+        session.restore(restored).map_err(invalid_params)?;
         self.registry
             .sessions
             .lock()
-            .get(id)
-            .cloned()
-            .ok_or_else(|| {
-                agent_client_protocol::v1::schema::Error::session_not_found(id.to_string()).into()
-            })
+            .insert(id.to_string(), session.clone());
+        session.report_mcp(&owner.cx, &owner.client);
+        tracing::debug!(session = id, "opened an unloaded session again");
+        Ok(session)
+    }
+
+    /// Unloads, every little while, this connection's sessions idle for
+    /// their `[acp] session_idle_secs`, for as long as the connection is
+    /// served. The gateway's connection unloads its own sessions (see
+    /// `gateway::hub`), so it has none of this.
+    fn unload_idle_sessions(self: &Arc<Self>) -> Option<AbortOnDrop> {
+        if self.options.observed {
+            return None;
+        }
+        let server = Arc::downgrade(self);
+        Some(AbortOnDrop(tokio::spawn(async move {
+            loop {
+                let Some(me) = server.upgrade() else { return };
+                let limit = me
+                    .registry
+                    .sessions
+                    .lock()
+                    .values()
+                    .filter(|s| s.owned_by(me.connection))
+                    .map(|s| s.idle_limit())
+                    .min();
+                let Some(limit) = limit else {
+                    // Nothing to unload until a session opens.
+                    let opened = me.session_opened.clone();
+                    drop(me);
+                    opened.notified().await;
+                    continue;
+                };
+                drop(me);
+                let period = (limit / 4).clamp(
+                    std::time::Duration::from_millis(250),
+                    std::time::Duration::from_secs(60),
+                );
+                tokio::time::sleep(period).await;
+                let Some(me) = server.upgrade() else { return };
+                let unloaded = me.registry.unload_idle_of(me.connection);
+                if unloaded > 0 {
+                    tracing::debug!(unloaded, "unloaded idle sessions");
+                }
+            }
+        })))
     }
 
     /// After the answer that opened a session: tells the editor which
@@ -780,7 +978,9 @@ impl Server {
         self.registry.tell(registry::Observed::Opened {
             session: id.clone(),
         });
-        if let Ok(session) = self.session(&id.0) {
+        self.session_opened.notify_one();
+        let open = self.registry.sessions.lock().get(id.0.as_ref()).cloned();
+        if let Some(session) = open {
             let client = self.client.lock().clone();
             session.announce_commands(cx, &client);
             session.report_mcp(cx, &client);
@@ -828,7 +1028,7 @@ impl Server {
         };
         let mode = registry::prompt_queue_mode(req.meta.as_ref())
             .map_err(|e| refused(invalid_params(e)))?;
-        let session = self.session(&req.session_id.0).map_err(refused)?;
+        let session = self.session(&req.session_id.0).await.map_err(refused)?;
         let prompted = session::Prompted {
             blocks: req.prompt,
             tag: tag.clone(),
@@ -838,11 +1038,11 @@ impl Server {
         session.prompt(prompted, &self.http).await
     }
 
-    fn set_config_option(
+    async fn set_config_option(
         &self,
         req: SetSessionConfigOptionRequest,
     ) -> Result<SetSessionConfigOptionResponse, Error> {
-        let session = self.session(&req.session_id.0)?;
+        let session = self.session(&req.session_id.0).await?;
         let Some(value) = req.value.as_value_id() else {
             return Err(invalid_params(format!(
                 "{} takes one of its listed values, not a boolean",
@@ -867,8 +1067,8 @@ impl Server {
 
     /// `session/set_mode`, the older way to pick a mode; kept in step with
     /// the `mode` config option.
-    fn set_mode(&self, req: SetSessionModeRequest) -> Result<SetSessionModeResponse, Error> {
-        let session = self.session(&req.session_id.0)?;
+    async fn set_mode(&self, req: SetSessionModeRequest) -> Result<SetSessionModeResponse, Error> {
+        let session = self.session(&req.session_id.0).await?;
         session
             .set_config_option(session::MODE_OPTION, &req.mode_id.0)
             .map_err(invalid_params)?;

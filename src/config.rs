@@ -138,6 +138,8 @@ pub struct Config {
     /// user's config file sets it: a repository never chooses where pincer
     /// listens or who may connect.
     pub gateway: Option<gateway::GatewayConfig>,
+    /// `[acp]`: how `pincer acp` keeps its sessions (user's file only).
+    pub acp: AcpConfig,
     /// `[channels.<name>]`: chat apps bridged to the agent by `pincer
     /// gateway`. Only the user's config file sets them: a repository never
     /// chooses where the agent answers or who may talk to it.
@@ -167,6 +169,22 @@ impl Config {
             .values()
             .filter_map(|provider| provider.api_key_env.clone());
         crate::tools::shell::ShellEnv::new(&self.shell, key_variables)
+    }
+}
+
+/// The `[acp]` table.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AcpConfig {
+    /// Seconds an editor's session may stay idle (no run, nothing queued,
+    /// no question open) before its memory (history, MCP servers) is
+    /// released; its next use loads it again from its transcript.
+    pub session_idle_secs: Option<u64>,
+}
+
+impl AcpConfig {
+    pub fn session_idle(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.session_idle_secs.unwrap_or(600).max(1))
     }
 }
 

@@ -518,34 +518,41 @@ fn main() -> std::process::ExitCode {
     init_logging();
     raise_open_files_limit();
     let cli = Cli::parse();
+    let runtime = match runtime_for(&cli.command) {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("pincer: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let runs_tools = runs_tools(&cli.command);
+    if runs_tools {
+        pincer::tools::prepare_process();
+    }
+    let code = runtime.block_on(dispatch(cli.command));
+    // Stdin is read on a blocking thread that cannot be interrupted; do not
+    // wait for it when the work is done.
+    runtime.shutdown_background();
+    if runs_tools {
+        pincer::tools::end_process();
+    }
+    std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// The runtime a command runs on.
+fn runtime_for(command: &Command) -> std::io::Result<tokio::runtime::Runtime> {
     // `pincer acp` waits on pipes and sockets almost all the time; one
     // thread avoids a cross-thread wake-up per streamed event. Blocking work
     // (files, processes) runs on tokio's blocking pool either way.
-    let mut builder = match cli.command {
+    let mut builder = match command {
         Command::Acp { gateway: None, .. } => tokio::runtime::Builder::new_current_thread(),
-        Command::Acp { .. } | Command::Gateway { .. } => {
-            tokio::runtime::Builder::new_multi_thread()
-        }
-        Command::Run { .. }
-        | Command::Sessions { .. }
-        | Command::Cron { .. }
-        | Command::Workflow { .. }
-        | Command::Channels { .. }
-        | Command::Tools { .. }
-        | Command::Mcp { .. }
-        | Command::Auth { .. }
-        | Command::Login { .. }
-        | Command::Logout { .. }
-        | Command::Trust { .. }
-        | Command::Untrust { .. }
-        | Command::Doctor { .. }
-        | Command::Completions { .. } => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
     };
     // File work (transcripts, tools) goes to tokio's blocking pool; a
     // gateway running a hundred sessions at once must not grow it to a
     // hundred threads, each with an allocator heap of its own.
     if matches!(
-        cli.command,
+        command,
         Command::Gateway { .. }
             | Command::Acp {
                 gateway: Some(_),
@@ -554,300 +561,317 @@ fn main() -> std::process::ExitCode {
     ) {
         builder.max_blocking_threads(16);
     }
-    let runtime = match builder.enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("pincer: cannot start the async runtime: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    let runs_tools = matches!(
-        cli.command,
+    builder.enable_all().build()
+}
+
+/// Whether the command runs tools (and so prepares the process for them).
+fn runs_tools(command: &Command) -> bool {
+    matches!(
+        command,
         Command::Acp { .. } | Command::Run { .. } | Command::Gateway { action: None, .. }
-    );
-    if runs_tools {
-        pincer::tools::prepare_process();
-    }
-    let code = runtime.block_on(async {
-        match cli.command {
-            Command::Acp {
-                connect: Some(url),
-                token,
-                token_file,
-                password_file,
-                session,
-                session_label,
-                require_existing,
-                reset_session,
-                ..
-            } => {
-                let url = match pincer::bridge::check_url(&url) {
-                    Ok(url) => url,
-                    Err(e) => {
-                        eprintln!("pincer: {e}");
-                        return 2;
-                    }
-                };
-                let credential = match pincer::bridge::credential(
-                    token,
-                    token_file.as_deref(),
-                    password_file.as_deref(),
-                ) {
-                    Ok(credential) => credential,
-                    Err(e) => {
-                        eprintln!("pincer: {e}");
-                        return 2;
-                    }
-                };
-                let options = pincer::bridge::BridgeOptions {
-                    url,
-                    credential,
-                    session,
-                    session_label,
-                    require_existing,
-                    reset_session,
-                };
-                match pincer::bridge::serve_stdio(options).await {
-                    Ok(()) => 0,
-                    Err(e) => {
-                        eprintln!("pincer: {e}");
-                        1
-                    }
-                }
-            }
-            Command::Acp { model, gateway, .. } => {
-                let registry = match gateway {
-                    None => None,
-                    Some(address) => {
-                        let registry = pincer::acp::registry::Registry::new();
-                        let (bind, port) = match parse_address(&address) {
-                            Ok(parsed) => parsed,
-                            Err(e) => {
-                                eprintln!("pincer: {e}");
-                                return 2;
-                            }
-                        };
-                        let options = pincer::gateway::Options {
-                            bind,
-                            port,
-                            model: model.clone(),
-                        };
-                        if let Err(e) = pincer::gateway::start(options, registry.clone()).await {
-                            eprintln!("pincer: {e}");
-                            return 1;
-                        }
-                        Some(registry)
-                    }
-                };
-                match pincer::acp::serve_stdio(pincer::acp::ServeOptions {
-                    model,
-                    registry,
-                    observed: false,
-                })
-                .await
-                {
-                    Ok(()) => 0,
-                    Err(e) => {
-                        eprintln!("pincer: {e}");
-                        1
-                    }
-                }
-            }
-            Command::Gateway {
-                action: Some(GatewayCommand::Token { print }),
-                ..
-            } => pincer::cli::gateway_token(print),
-            Command::Gateway {
-                action: None,
-                bind,
-                port,
-                model,
-            } => match pincer::gateway::serve(pincer::gateway::Options { bind, port, model }).await
-            {
-                Ok(()) => 0,
+    )
+}
+
+/// Runs a command; its exit code.
+async fn dispatch(command: Command) -> i32 {
+    match command {
+        command @ Command::Acp {
+            connect: Some(_), ..
+        } => acp_bridge(command).await,
+        Command::Acp { model, gateway, .. } => acp(model, gateway).await,
+        Command::Gateway {
+            action: Some(GatewayCommand::Token { print }),
+            ..
+        } => pincer::cli::gateway_token(print),
+        Command::Gateway {
+            action: None,
+            bind,
+            port,
+            model,
+        } => {
+            exit_code(pincer::gateway::serve(pincer::gateway::Options { bind, port, model }).await)
+        }
+        Command::Tools {
+            cwd,
+            model,
+            mode,
+            json,
+        } => tools(cwd, model, mode, json).await,
+        Command::Mcp {
+            command: McpCommand::List { cwd, json },
+        } => report(pincer::cli::mcp::list(cwd, json).await),
+        Command::Cron {
+            command: CronCommand::List { json },
+        } => report(pincer::cli::cron::list(json)),
+        Command::Workflow { command } => workflow(command).await,
+        Command::Channels { command } => report(match command {
+            ChannelsCommand::Approve { code } => pincer::cli::channels::approve(&code),
+            ChannelsCommand::List => pincer::cli::channels::list(),
+        }),
+        Command::Sessions { command } => report(match command {
+            SessionsCommand::List { cwd, json } => pincer::cli::sessions::list(cwd, json),
+            SessionsCommand::Show { id } => pincer::cli::sessions::show(&id),
+            SessionsCommand::Delete { id } => pincer::cli::sessions::delete(&id),
+        }),
+        Command::Auth {
+            command: AuthCommand::List { json },
+        } => report(pincer::cli::auth::list(json)),
+        Command::Login {
+            provider,
+            api_key,
+            oauth,
+            profile,
+        } => login(provider, api_key, oauth, profile).await,
+        Command::Logout { profile } => report(pincer::cli::auth::logout(&profile)),
+        Command::Doctor { cwd, model, json } => {
+            match pincer::cli::doctor::doctor(cwd, model, json).await {
+                Ok(healthy) => i32::from(!healthy),
                 Err(e) => {
-                    eprintln!("pincer: {e}");
+                    eprintln!("pincer: {e:#}");
                     1
                 }
-            },
-            Command::Tools {
-                cwd,
-                model,
-                mode,
-                json,
-            } => match mode.as_deref().map(|m| (m, pincer::agent::Mode::parse(m))) {
-                Some((m, None)) => {
-                    eprintln!(
-                        "pincer: unknown mode `{m}`; modes are default, accept-edits, plan, bypass"
-                    );
-                    2
-                }
-                parsed => report(
-                    pincer::cli::tools::list(cwd, model, parsed.and_then(|(_, mode)| mode), json)
-                        .await,
-                ),
-            },
-            Command::Mcp { command } => {
-                let McpCommand::List { cwd, json } = command;
-                report(pincer::cli::mcp::list(cwd, json).await)
-            }
-            Command::Cron { command } => {
-                let CronCommand::List { json } = command;
-                report(pincer::cli::cron::list(json))
-            }
-            Command::Workflow { command } => match command {
-                WorkflowCommand::List => report(pincer::cli::workflow::list()),
-                WorkflowCommand::Check => report(pincer::cli::workflow::check()),
-                WorkflowCommand::DryRun {
-                    name,
-                    outputs,
-                    inputs,
-                } => report(pincer::cli::workflow::dry_run(&name, &inputs, &outputs)),
-                WorkflowCommand::Run {
-                    name,
-                    inputs,
-                    common,
-                } => {
-                    pincer::cli::workflow::run(
-                        pincer::cli::workflow::Start::New { name, inputs },
-                        common.options(Continue::New),
-                    )
-                    .await
-                }
-                WorkflowCommand::Resume { session, common } => {
-                    pincer::cli::workflow::run(
-                        pincer::cli::workflow::Start::Resume,
-                        common.options(session.map_or(Continue::Latest, Continue::Id)),
-                    )
-                    .await
-                }
-            },
-            Command::Channels { command } => report(match command {
-                ChannelsCommand::Approve { code } => pincer::cli::channels::approve(&code),
-                ChannelsCommand::List => pincer::cli::channels::list(),
-            }),
-            Command::Sessions { command } => {
-                let result = match command {
-                    SessionsCommand::List { cwd, json } => pincer::cli::sessions::list(cwd, json),
-                    SessionsCommand::Show { id } => pincer::cli::sessions::show(&id),
-                    SessionsCommand::Delete { id } => pincer::cli::sessions::delete(&id),
-                };
-                match result {
-                    Ok(()) => 0,
-                    Err(e) => {
-                        eprintln!("pincer: {e:#}");
-                        1
-                    }
-                }
-            }
-            Command::Auth { command } => {
-                let AuthCommand::List { json } = command;
-                report(pincer::cli::auth::list(json))
-            }
-            Command::Login {
-                provider,
-                api_key,
-                oauth,
-                profile,
-            } => {
-                use pincer::cli::auth::{LoginUsage, Method};
-                let method = match (api_key, oauth) {
-                    (true, _) => Some(Method::ApiKey),
-                    (_, true) => Some(Method::OAuth),
-                    _ => None,
-                };
-                match pincer::cli::auth::login(provider, method, profile).await {
-                    // Not told enough and cannot ask: a usage error.
-                    Err(e) if e.is::<LoginUsage>() => {
-                        eprintln!("pincer: {e}");
-                        2
-                    }
-                    result => report(result),
-                }
-            }
-            Command::Logout { profile } => report(pincer::cli::auth::logout(&profile)),
-            Command::Doctor { cwd, model, json } => {
-                match pincer::cli::doctor::doctor(cwd, model, json).await {
-                    Ok(healthy) => i32::from(!healthy),
-                    Err(e) => {
-                        eprintln!("pincer: {e:#}");
-                        1
-                    }
-                }
-            }
-            Command::Completions { shell } => {
-                use clap::CommandFactory;
-                use std::io::Write;
-                let script = pincer::cli::completions::script(shell, &mut Cli::command());
-                match std::io::stdout().lock().write_all(&script) {
-                    Ok(()) => 0,
-                    // Nobody reads the rest (`| head`): nothing to report.
-                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
-                    Err(e) => {
-                        eprintln!("pincer: cannot write the completion script: {e}");
-                        1
-                    }
-                }
-            }
-            Command::Trust { list: true, .. } => report(pincer::cli::trust::list()),
-            Command::Trust { dir, .. } => report(pincer::cli::trust::trust(dir)),
-            Command::Untrust { dir } => report(pincer::cli::trust::untrust(dir)),
-            Command::Run {
-                prompt,
-                model,
-                json,
-                output_format,
-                mode,
-                trust,
-                append_system_prompt,
-                cwd,
-                continue_last,
-                resume,
-                max_turns,
-                allowed_tools,
-                disallowed_tools,
-                config,
-                quiet,
-                verbose,
-            } => {
-                pincer::cli::run::run(RunOptions {
-                    prompt,
-                    model,
-                    format: if json {
-                        OutputFormat::StreamJson
-                    } else {
-                        output_format
-                    },
-                    verbosity: match (quiet, verbose) {
-                        (true, _) => Verbosity::Quiet,
-                        (_, true) => Verbosity::Verbose,
-                        _ => Verbosity::Normal,
-                    },
-                    mode,
-                    trust,
-                    append_system_prompt,
-                    cwd,
-                    session: match (continue_last, resume) {
-                        (_, Some(id)) => Continue::Id(id),
-                        (true, None) => Continue::Latest,
-                        (false, None) => Continue::New,
-                    },
-                    max_turns,
-                    allowed_tools,
-                    disallowed_tools,
-                    overrides: config,
-                })
-                .await
             }
         }
-    });
-    // Stdin is read on a blocking thread that cannot be interrupted; do not
-    // wait for it when the work is done.
-    runtime.shutdown_background();
-    if runs_tools {
-        pincer::tools::end_process();
+        Command::Completions { shell } => completions(shell),
+        Command::Trust { list: true, .. } => report(pincer::cli::trust::list()),
+        Command::Trust { dir, .. } => report(pincer::cli::trust::trust(dir)),
+        Command::Untrust { dir } => report(pincer::cli::trust::untrust(dir)),
+        command @ Command::Run { .. } => match run_options(command) {
+            Some(options) => pincer::cli::run::run(options).await,
+            None => 1,
+        },
     }
-    std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// The exit code of a server that ran until its end.
+fn exit_code<E: std::fmt::Display>(result: Result<(), E>) -> i32 {
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("pincer: {e}");
+            1
+        }
+    }
+}
+
+/// `pincer acp --connect URL`: the bridge to a gateway.
+async fn acp_bridge(command: Command) -> i32 {
+    let Command::Acp {
+        connect: Some(url),
+        token,
+        token_file,
+        password_file,
+        session,
+        session_label,
+        require_existing,
+        reset_session,
+        ..
+    } = command
+    else {
+        return 1;
+    };
+    let url = match pincer::bridge::check_url(&url) {
+        Ok(url) => url,
+        Err(e) => {
+            eprintln!("pincer: {e}");
+            return 2;
+        }
+    };
+    let credential =
+        match pincer::bridge::credential(token, token_file.as_deref(), password_file.as_deref()) {
+            Ok(credential) => credential,
+            Err(e) => {
+                eprintln!("pincer: {e}");
+                return 2;
+            }
+        };
+    let options = pincer::bridge::BridgeOptions {
+        url,
+        credential,
+        session,
+        session_label,
+        require_existing,
+        reset_session,
+    };
+    exit_code(pincer::bridge::serve_stdio(options).await)
+}
+
+/// `pincer acp`, with the gateway in the same process for `--gateway`.
+async fn acp(model: Option<String>, gateway: Option<String>) -> i32 {
+    let registry = match gateway {
+        None => None,
+        Some(address) => match start_gateway(&address, model.clone()).await {
+            Ok(registry) => Some(registry),
+            Err(code) => return code,
+        },
+    };
+    exit_code(
+        pincer::acp::serve_stdio(pincer::acp::ServeOptions {
+            model,
+            registry,
+            observed: false,
+        })
+        .await,
+    )
+}
+
+/// Starts `--gateway ADDR`'s gateway on the process's shared sessions;
+/// the exit code when it cannot.
+async fn start_gateway(
+    address: &str,
+    model: Option<String>,
+) -> Result<std::sync::Arc<pincer::acp::registry::Registry>, i32> {
+    let registry = pincer::acp::registry::Registry::new();
+    let (bind, port) = parse_address(address).map_err(|e| {
+        eprintln!("pincer: {e}");
+        2
+    })?;
+    let options = pincer::gateway::Options { bind, port, model };
+    if let Err(e) = pincer::gateway::start(options, registry.clone()).await {
+        eprintln!("pincer: {e}");
+        return Err(1);
+    }
+    Ok(registry)
+}
+
+/// `pincer tools`.
+async fn tools(
+    cwd: Option<std::path::PathBuf>,
+    model: Option<String>,
+    mode: Option<String>,
+    json: bool,
+) -> i32 {
+    match mode.as_deref().map(|m| (m, pincer::agent::Mode::parse(m))) {
+        Some((m, None)) => {
+            eprintln!("pincer: unknown mode `{m}`; modes are default, accept-edits, plan, bypass");
+            2
+        }
+        parsed => report(
+            pincer::cli::tools::list(cwd, model, parsed.and_then(|(_, mode)| mode), json).await,
+        ),
+    }
+}
+
+/// `pincer workflow …`.
+async fn workflow(command: WorkflowCommand) -> i32 {
+    match command {
+        WorkflowCommand::List => report(pincer::cli::workflow::list()),
+        WorkflowCommand::Check => report(pincer::cli::workflow::check()),
+        WorkflowCommand::DryRun {
+            name,
+            outputs,
+            inputs,
+        } => report(pincer::cli::workflow::dry_run(&name, &inputs, &outputs)),
+        WorkflowCommand::Run {
+            name,
+            inputs,
+            common,
+        } => {
+            pincer::cli::workflow::run(
+                pincer::cli::workflow::Start::New { name, inputs },
+                common.options(Continue::New),
+            )
+            .await
+        }
+        WorkflowCommand::Resume { session, common } => {
+            pincer::cli::workflow::run(
+                pincer::cli::workflow::Start::Resume,
+                common.options(session.map_or(Continue::Latest, Continue::Id)),
+            )
+            .await
+        }
+    }
+}
+
+/// `pincer login`.
+async fn login(
+    provider: Option<String>,
+    api_key: bool,
+    oauth: bool,
+    profile: Option<String>,
+) -> i32 {
+    use pincer::cli::auth::{LoginUsage, Method};
+    let method = match (api_key, oauth) {
+        (true, _) => Some(Method::ApiKey),
+        (_, true) => Some(Method::OAuth),
+        _ => None,
+    };
+    match pincer::cli::auth::login(provider, method, profile).await {
+        // Not told enough and cannot ask: a usage error.
+        Err(e) if e.is::<LoginUsage>() => {
+            eprintln!("pincer: {e}");
+            2
+        }
+        result => report(result),
+    }
+}
+
+/// `pincer completions SHELL`.
+fn completions(shell: pincer::cli::completions::Shell) -> i32 {
+    use clap::CommandFactory;
+    use std::io::Write;
+    let script = pincer::cli::completions::script(shell, &mut Cli::command());
+    match std::io::stdout().lock().write_all(&script) {
+        Ok(()) => 0,
+        // Nobody reads the rest (`| head`): nothing to report.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("pincer: cannot write the completion script: {e}");
+            1
+        }
+    }
+}
+
+/// `pincer run`'s options from its command line.
+fn run_options(command: Command) -> Option<RunOptions> {
+    let Command::Run {
+        prompt,
+        model,
+        json,
+        output_format,
+        mode,
+        trust,
+        append_system_prompt,
+        cwd,
+        continue_last,
+        resume,
+        max_turns,
+        allowed_tools,
+        disallowed_tools,
+        config,
+        quiet,
+        verbose,
+    } = command
+    else {
+        return None;
+    };
+    Some(RunOptions {
+        prompt,
+        model,
+        format: if json {
+            OutputFormat::StreamJson
+        } else {
+            output_format
+        },
+        verbosity: match (quiet, verbose) {
+            (true, _) => Verbosity::Quiet,
+            (_, true) => Verbosity::Verbose,
+            _ => Verbosity::Normal,
+        },
+        mode,
+        trust,
+        append_system_prompt,
+        cwd,
+        session: match (continue_last, resume) {
+            (_, Some(id)) => Continue::Id(id),
+            (true, None) => Continue::Latest,
+            (false, None) => Continue::New,
+        },
+        max_turns,
+        allowed_tools,
+        disallowed_tools,
+        overrides: config,
+    })
 }
 
 /// Logs go to stderr only: in `pincer acp`, stdout belongs to the protocol.

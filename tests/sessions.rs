@@ -1042,3 +1042,51 @@ async fn a_session_created_in_one_process_is_resumed_and_loaded_in_the_next() {
     assert!(third.wait_exit().await.success());
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_session_unloaded_while_idle_comes_back_with_its_history() {
+    let sandbox = Sandbox::new();
+    // The session_end hook runs when the idle session is unloaded.
+    let ended = sandbox.home().join("ended");
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        format!(
+            "title_model = \"none\"\n\n[acp]\nsession_idle_secs = 1\n\n[[hooks]]\nevent = \"session_end\"\ncommand = \"echo unloaded >> {}\"\n",
+            ended.display()
+        ),
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "remember 42"))
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    wait_until(
+        "the idle session was unloaded",
+        std::time::Duration::from_secs(10),
+        || ended.exists(),
+    )
+    .await;
+
+    // Its next use opens it again from its transcript: the model sees the
+    // earlier turn, exactly as it was.
+    let id = acp
+        .send("session/prompt", prompt(&session, "which number?"))
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    let first = without_cache_marks(&requests[0].body["messages"]);
+    let second = without_cache_marks(&requests[1].body["messages"]);
+    let (first, second) = (first.as_array().unwrap(), second.as_array().unwrap());
+    assert_eq!(second.len(), first.len() + 2);
+    assert_eq!(second[..first.len()], first[..]);
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}

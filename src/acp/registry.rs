@@ -3,71 +3,33 @@
 //! (`pincer acp --gateway`). A session belongs to the connection that
 //! opened it (its owner: the one asked for permissions, files and
 //! terminals); any connection may prompt or cancel it, and one observer
-//! (the gateway) sees what every session does, in order.
+//! (the gateway) sees what every session does, in order (through
+//! [`super::observer`]). Sessions unloaded while idle are kept here as
+//! what opens them again.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use agent_client_protocol::v1::schema::{
-    PermissionOptionKind, SessionId, SessionNotification, StopReason,
-};
 use tokio::sync::mpsc;
 
-use super::session::Session;
+use super::observer::Bus;
+use super::session::{Reopen, Session};
 
-/// The `_meta` key of a `session/prompt` that carries the gateway's run:
-/// `{"tag": "<run id>", "queue": "steer" | "follow-up"}`. The tag comes
-/// back in [`Observed::PromptStarted`] and [`Observed::PromptEnded`]; the
-/// queue mode applies to this prompt if it has to wait for a busy session.
-pub const PROMPT_META_KEY: &str = "pincer/gateway";
-
-/// What the observer is told, per session, in the order it happened.
-// Updates are nearly every event, so boxing them would cost an allocation
-// per streamed token for the sake of the rare small variants.
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug)]
-pub enum Observed {
-    /// A `session/update`, whichever connection it went to (live updates
-    /// only: a `session/load` replay is not repeated here).
-    Update(SessionNotification),
-    /// The agent began working on a prompt: a fresh run, a prompt a running
-    /// run took in (steering, follow-up), or a command (`/compact`). `tag`
-    /// is the prompt's [`PROMPT_META_KEY`] tag (`None`: an editor's prompt);
-    /// `text` is what the user wrote.
-    PromptStarted {
-        session: SessionId,
-        tag: Option<String>,
-        text: String,
-    },
-    /// A prompt's request was answered. Every prompt request gets exactly
-    /// one, after every update of its part of the run; one refused before
-    /// it ran gets one without a `PromptStarted`.
-    PromptEnded {
-        session: SessionId,
-        tag: Option<String>,
-        result: Result<StopReason, String>,
-    },
-    /// The session's owner (an editor) answered a permission question:
-    /// `option` is the chosen option (`None`: cancelled or unanswered).
-    PermissionResolved {
-        session: SessionId,
-        tool_call_id: String,
-        option: Option<(String, PermissionOptionKind)>,
-    },
-    /// The session was opened (new, loaded, resumed) by a connection.
-    Opened { session: SessionId },
-    /// The session was closed or deleted.
-    Closed { session: SessionId },
-}
+pub use super::observer::{Observed, PROMPT_META_KEY};
 
 /// The open sessions and the observer.
 #[derive(Default)]
 pub struct Registry {
     pub(super) sessions: Mutex<HashMap<String, Arc<Session>>>,
-    observer: OnceLock<mpsc::UnboundedSender<Observed>>,
-    /// The connection whose client is the observer.
-    observer_connection: OnceLock<u64>,
+    /// What the sessions tell the observer.
+    pub(super) bus: Arc<Bus>,
+    /// Editors' sessions unloaded while idle, which their next use opens
+    /// again (see [`Registry::unload_idle_of`]).
+    unloaded: Mutex<HashMap<String, Reopen>>,
+    /// Held while an unloaded session is opened again, so that it is
+    /// opened once however many requests come for it.
+    pub(super) reopening: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -86,19 +48,18 @@ impl Registry {
     /// Starts telling what every session does; there is one observer per
     /// process, so a second call gets `None`.
     pub fn observe(&self) -> Option<mpsc::UnboundedReceiver<Observed>> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        self.observer.set(tx).ok().map(|()| rx)
+        self.bus.observe()
     }
 
     /// Connection `connection` belongs to the observer: updates of the
     /// sessions it owns reach it through [`Registry::observe`] only.
     pub fn observed_by(&self, connection: u64) {
-        let _ = self.observer_connection.set(connection);
+        self.bus.observed_by(connection);
     }
 
     /// Whether updates for sessions owned by `connection` need not be sent.
     pub fn hears_through_observer(&self, connection: u64) -> bool {
-        self.observer_connection.get() == Some(&connection)
+        self.bus.hears_through_observer(connection)
     }
 
     /// Whether a session with this id is open in this process.
@@ -126,7 +87,7 @@ impl Registry {
     /// gateway's): those it may unload when they are idle. An editor's
     /// sessions are never among them.
     pub fn observer_sessions(&self) -> Vec<String> {
-        let Some(&owner) = self.observer_connection.get() else {
+        let Some(owner) = self.bus.observer_connection() else {
             return Vec::new();
         };
         self.sessions
@@ -144,7 +105,7 @@ impl Registry {
     /// stop and its `session_end` hooks run, as when it closes; the
     /// observer is not told (nothing changed for its clients).
     pub fn unload_idle(&self, id: &str) -> bool {
-        let Some(&owner) = self.observer_connection.get() else {
+        let Some(owner) = self.bus.observer_connection() else {
             return false;
         };
         let session = {
@@ -158,27 +119,73 @@ impl Registry {
             sessions.remove(id)
         };
         if let Some(session) = session {
-            tokio::spawn(async move {
-                session.shutdown_mcp().await;
-                session
-                    .lifecycle_hooks(crate::agent::hooks::Event::SessionEnd)
-                    .await;
-            });
+            end_unloaded(session);
         }
         true
     }
 
-    /// Whether anyone observes the sessions.
-    pub(super) fn is_observed(&self) -> bool {
-        self.observer.get().is_some()
+    /// Unloads the sessions connection `connection` owns that are idle
+    /// past their `[acp] session_idle_secs` ([`Session::unloadable`]),
+    /// each in one step under the lock so that no prompt gets in between.
+    /// What opens one again is kept ([`Registry::take_unloaded`]); its MCP
+    /// servers stop and its `session_end` hooks run, as when it closes.
+    /// The observer is not told: for its clients the session is still
+    /// there. Returns how many.
+    pub(super) fn unload_idle_of(&self, connection: u64) -> usize {
+        let unloaded: Vec<Arc<Session>> = {
+            let mut sessions = self.sessions.lock();
+            let idle: Vec<String> = sessions
+                .iter()
+                .filter(|(_, s)| s.owned_by(connection) && s.unloadable())
+                .map(|(id, _)| id.clone())
+                .collect();
+            idle.iter().filter_map(|id| sessions.remove(id)).collect()
+        };
+        for session in &unloaded {
+            self.unloaded
+                .lock()
+                .insert(session.id().0.to_string(), session.reopen());
+            end_unloaded(session.clone());
+        }
+        unloaded.len()
+    }
+
+    /// What opens unloaded session `id` again, taken: the caller opens
+    /// it, or it is gone (closed, deleted, opened anew).
+    pub(super) fn take_unloaded(&self, id: &str) -> Option<Reopen> {
+        self.unloaded.lock().remove(id)
+    }
+
+    /// The unloaded sessions connection `connection` owns, forgotten (the
+    /// connection is gone).
+    pub(super) fn forget_unloaded_of(&self, connection: u64) -> Vec<String> {
+        let mut unloaded = self.unloaded.lock();
+        let owned: Vec<String> = unloaded
+            .iter()
+            .filter(|(_, r)| r.owner.connection == connection)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &owned {
+            unloaded.remove(id);
+        }
+        owned
     }
 
     /// Tells the observer, if there is one.
     pub(super) fn tell(&self, event: Observed) {
-        if let Some(tx) = self.observer.get() {
-            let _ = tx.send(event);
-        }
+        self.bus.tell(event);
     }
+}
+
+/// Ends an unloaded session's MCP servers and runs its `session_end`
+/// hooks, as when it closes.
+fn end_unloaded(session: Arc<Session>) {
+    tokio::spawn(async move {
+        session.shutdown_mcp().await;
+        session
+            .lifecycle_hooks(crate::agent::hooks::Event::SessionEnd)
+            .await;
+    });
 }
 
 /// The gateway's tag of a prompt (`_meta["pincer/gateway"]["tag"]`).

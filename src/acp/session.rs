@@ -1,5 +1,8 @@
 //! One ACP session: its working directory, model and thinking level, its
-//! history, and the token that cancels its current turn.
+//! history, and its prompts. The prompt queue, steering and cancel are one
+//! state machine ([`turns`]) behind one lock; what the session works with
+//! (settings, credentials, MCP servers) is one more ([`Parts`]), replaced
+//! as a whole when the project becomes trusted.
 
 use parking_lot::Mutex;
 use std::path::PathBuf;
@@ -20,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::commands::{self, Command};
 use super::editor::{EditorFiles, EditorTerminals};
-use super::registry::{Observed, Registry};
+use super::observer::{Bus, Observed};
 use super::transport::Drain;
 use super::{auth_required, invalid_params, updates};
 use crate::agent::{self, AgentEvent, AgentHost, AgentMessage, Answer, Mode, Permissions, RunStop};
@@ -32,9 +35,11 @@ use crate::tools::{self, CallInfo, Display, Terminals, Tool, Workspace};
 mod host;
 mod live_terminal;
 mod trust;
+mod turns;
 mod workflow;
 
 use host::AcpHost;
+use turns::{Submitted, Turns};
 
 pub const MODEL_OPTION: &str = "model";
 pub const THOUGHT_OPTION: &str = "thought_level";
@@ -44,8 +49,11 @@ pub const QUEUE_OPTION: &str = "queue";
 pub struct Session {
     id: SessionId,
     cwd: PathBuf,
-    /// Replaced once when the user trusts the project mid-session.
-    settings_cell: Mutex<Arc<Settings>>,
+    /// Directories beyond `cwd` the session may touch without asking.
+    additional: Vec<PathBuf>,
+    /// Settings, credentials, MCP servers and Claude Code process:
+    /// replaced as a whole when the user trusts the project mid-session.
+    parts: Mutex<Parts>,
     tools: Vec<Arc<dyn Tool>>,
     permissions: Arc<Permissions>,
     state: Mutex<State>,
@@ -55,14 +63,10 @@ pub struct Session {
     transcript: Mutex<transcript::Writer>,
     /// What the editor was last told about commands and broken skills.
     announced: Mutex<Announced>,
-    /// Auth profiles and the one this session is pinned to.
-    credentials_cell: Mutex<Arc<crate::auth::SessionCredentials>>,
     /// The session's recent tool calls, for loop detection across turns.
     loops: crate::agent::loops::SharedLoops,
-    /// Prompts that came while a run was busy, and who waits for answers.
-    queue: Mutex<Queue>,
-    /// The session's MCP servers (the editor's and the configured ones).
-    mcp_cell: Mutex<Arc<crate::mcp::Manager>>,
+    /// The prompt queue, steering and cancel: one state machine.
+    turns: Mutex<SessionTurns>,
     /// The servers the editor gave this session.
     editor_mcp: Vec<crate::mcp::ServerSpec>,
     /// Set once the project's trust has been settled (asked or reported)
@@ -71,16 +75,24 @@ pub struct Session {
     /// Set once the `session_start` hooks have run; the first prompt waits
     /// for them, so that they always come before `user_prompt_submit`.
     started: tokio::sync::OnceCell<()>,
-    /// The process's open sessions, whose observer hears what this one does.
-    registry: Arc<Registry>,
+    /// The process's event bus: its observer hears what this session does.
+    bus: Arc<Bus>,
     /// The connection the session belongs to; shared with the task that
     /// reports MCP trouble, so that it follows a change of owner.
     owner: Arc<Mutex<Owner>>,
+}
+
+/// What a session works with, each handed out whole (an `Arc` clone) so
+/// that no lock is held while it is used.
+struct Parts {
+    settings: Arc<Settings>,
+    /// Auth profiles and the one this session is pinned to.
+    credentials: Arc<crate::auth::SessionCredentials>,
+    /// The session's MCP servers (the editor's and the configured ones).
+    mcp: Arc<crate::mcp::Manager>,
     /// The session's Claude Code process and session, for models whose
     /// turns run there.
-    claude_code: Mutex<Arc<crate::agent::claude_code::Session>>,
-    /// A workflow run the transcript shows started and never ended.
-    unfinished_workflow: Mutex<Option<crate::workflow::run::UnfinishedWorkflow>>,
+    claude_code: Arc<crate::agent::claude_code::Session>,
 }
 
 /// The connection a session belongs to: the one that opened it last (new,
@@ -95,6 +107,15 @@ pub struct Owner {
     /// What the owner said it can do in `initialize`.
     pub client: ClientCapabilities,
     pub drain: Arc<Drain>,
+}
+
+/// What a session unloaded while idle needs to be opened again as it was:
+/// the rest comes from its transcript.
+pub struct Reopen {
+    pub cwd: PathBuf,
+    pub additional: Vec<PathBuf>,
+    pub editor_mcp: Vec<crate::mcp::ServerSpec>,
+    pub owner: Owner,
 }
 
 /// A `session/prompt` as the session takes it.
@@ -117,7 +138,7 @@ struct Reply {
     tx: Option<tokio::sync::oneshot::Sender<Result<PromptResponse, Error>>>,
     tag: Option<String>,
     session: SessionId,
-    registry: Arc<Registry>,
+    bus: Arc<Bus>,
 }
 
 impl Reply {
@@ -129,7 +150,7 @@ impl Reply {
     }
 
     fn tell(&mut self, result: &Result<PromptResponse, Error>) {
-        self.registry.tell(Observed::PromptEnded {
+        self.bus.tell(Observed::PromptEnded {
             session: self.session.clone(),
             tag: self.tag.take(),
             result: ended(result),
@@ -165,6 +186,23 @@ enum Answered {
     Here(Result<PromptResponse, Error>),
 }
 
+/// A prompt request on its way into the session ([`Turns::arrive`]),
+/// until dropped.
+struct Arriving<'a>(&'a Session);
+
+impl<'a> Arriving<'a> {
+    fn new(session: &'a Session) -> Self {
+        session.turns.lock().arrive();
+        Self(session)
+    }
+}
+
+impl Drop for Arriving<'_> {
+    fn drop(&mut self) {
+        self.0.turns.lock().leave();
+    }
+}
+
 /// A prompt's text blocks, joined with newlines.
 fn prompt_text(blocks: &[ContentBlock]) -> String {
     blocks
@@ -187,74 +225,14 @@ struct Start {
     echo: bool,
 }
 
-/// A prompt waiting for the running run.
-struct Queued {
+/// A prompt as the session's [`Turns`] holds it until a run takes it in.
+struct Pending {
     content: Vec<crate::llm::Content>,
-    reply: Reply,
-    /// The prompt's own queue mode, else the session's.
-    mode: Option<agent::QueueMode>,
     start: Start,
 }
 
-/// A waiting prompt the run takes in: the request the run was working on
-/// is done.
-struct Handover {
-    done: Option<Reply>,
-    start: Start,
-    content: Vec<crate::llm::Content>,
-}
-
-/// The prompts of a session, as the runs take them.
-///
-/// Which request answers when: a `session/prompt` that arrives while a run
-/// is busy is queued, not refused. When the run takes it in (steering:
-/// after the running tool; follow-up: when the run would have ended), the
-/// request whose message the run was working on answers `end_turn`, and the
-/// run goes on for the new one, which answers when the run ends (or when a
-/// later message takes over in turn). A cancel answers every waiting
-/// request `cancelled`.
-#[derive(Default)]
-struct Queue {
-    mode: agent::QueueMode,
-    running: bool,
-    waiting: std::collections::VecDeque<Queued>,
-    /// The request the running run answers.
-    current: Option<Reply>,
-}
-
-impl Queue {
-    /// Hands the run over to the next waiting prompt; the caller answers
-    /// the request that is done (outside the lock).
-    fn advance(&mut self) -> Option<Handover> {
-        let next = self.waiting.pop_front()?;
-        Some(Handover {
-            done: self.current.replace(next.reply),
-            start: next.start,
-            content: next.content,
-        })
-    }
-
-    fn steers(&self, queued: &Queued) -> bool {
-        queued.mode.unwrap_or(self.mode) == agent::QueueMode::Steer
-    }
-
-    /// Whether a waiting prompt should steer the run.
-    fn steering_waiting(&self) -> bool {
-        self.waiting.iter().any(|q| self.steers(q))
-    }
-
-    /// The waiting prompts up to the last one that steers: follow-ups sent
-    /// before a steering message go in with it, so the model reads the
-    /// messages in the order they were sent.
-    fn take_steering(&mut self) -> Vec<Handover> {
-        let count = self
-            .waiting
-            .iter()
-            .rposition(|q| self.steers(q))
-            .map_or(0, |last| last + 1);
-        (0..count).filter_map(|_| self.advance()).collect()
-    }
-}
+/// The session's prompt queue and cancel token (see [`turns`]).
+type SessionTurns = Turns<Reply, Pending>;
 
 #[derive(Default)]
 struct Announced {
@@ -265,8 +243,6 @@ struct Announced {
 struct State {
     model: Model,
     thinking: ThinkingLevel,
-    /// The running turn's token; replaced at the start of every turn.
-    cancel: CancellationToken,
     total_cost: f64,
     /// Compactions so far in this process (their ids for the editor).
     compactions: u64,
@@ -276,6 +252,8 @@ struct State {
     client_prompt: Option<crate::context::ClientPrompt>,
     /// The user named the session: a model no longer does.
     labelled: bool,
+    /// A workflow run the transcript shows started and never ended.
+    unfinished_workflow: Option<crate::workflow::run::UnfinishedWorkflow>,
 }
 
 impl Session {
@@ -292,14 +270,16 @@ impl Session {
         transcript: transcript::Writer,
         mcp_servers: Vec<crate::mcp::ServerSpec>,
         owner: Owner,
-        registry: Arc<Registry>,
+        bus: Arc<Bus>,
     ) -> Self {
         let mcp = start_mcp(&settings, &cwd, mcp_servers.clone());
         let thinking = clamp_thinking(&model, settings.thinking());
         let credentials = Arc::new(settings.credentials());
         let settings_loops = agent::setup::loop_detector(&settings);
         let queue_mode = settings.config.queue_mode.unwrap_or_default();
-        let roots = std::iter::once(cwd.clone()).chain(additional).collect();
+        let roots = std::iter::once(cwd.clone())
+            .chain(additional.iter().cloned())
+            .collect();
         let shell_env = settings.config.shell_env();
         let tools = tools::builtin_with(Arc::new(shell_env));
         let permissions = Arc::new(agent::setup::permissions(
@@ -310,36 +290,35 @@ impl Session {
         Self {
             id: SessionId::new(id),
             cwd,
-            settings_cell: Mutex::new(Arc::new(settings)),
+            additional,
+            parts: Mutex::new(Parts {
+                settings: Arc::new(settings),
+                credentials,
+                mcp,
+                claude_code: Arc::default(),
+            }),
             tools,
             permissions,
             state: Mutex::new(State {
                 model,
                 thinking,
-                cancel: CancellationToken::new(),
                 total_cost: 0.0,
                 compactions: 0,
                 last_call: None,
                 client_prompt: None,
                 labelled: false,
+                unfinished_workflow: None,
             }),
             history: tokio::sync::Mutex::new(Vec::new()),
             transcript: Mutex::new(transcript),
             announced: Mutex::new(Announced::default()),
-            credentials_cell: Mutex::new(credentials),
             loops: settings_loops,
-            queue: Mutex::new(Queue {
-                mode: queue_mode,
-                ..Queue::default()
-            }),
-            mcp_cell: Mutex::new(mcp),
+            turns: Mutex::new(Turns::new(queue_mode)),
             editor_mcp: mcp_servers,
             trust_settled: tokio::sync::OnceCell::new(),
             started: tokio::sync::OnceCell::new(),
-            registry,
+            bus,
             owner: Arc::new(Mutex::new(owner)),
-            claude_code: Mutex::new(Arc::default()),
-            unfinished_workflow: Mutex::new(None),
         }
     }
 
@@ -371,13 +350,13 @@ impl Session {
     fn send_update(&self, cx: &ConnectionTo<Client>, update: SessionUpdate) {
         let notification = SessionNotification::new(self.id.clone(), update);
         let owner = self.owner.lock().connection;
-        if self.registry.hears_through_observer(owner) {
-            self.registry.tell(Observed::Update(notification));
+        if self.bus.hears_through_observer(owner) {
+            self.bus.tell(Observed::Update(notification));
             return;
         }
         // Without an observer (plain `pincer acp`) nothing is copied.
-        if self.registry.is_observed() {
-            self.registry.tell(Observed::Update(notification.clone()));
+        if self.bus.is_observed() {
+            self.bus.tell(Observed::Update(notification.clone()));
         }
         if let Err(e) = cx.send_notification(notification) {
             tracing::debug!(error = %e, "could not send session/update");
@@ -393,7 +372,7 @@ impl Session {
     /// The agent begins working on a prompt: the observer hears it, and an
     /// owner that did not send the prompt sees it as the user's message.
     fn begin(&self, cx: &ConnectionTo<Client>, start: Start) {
-        self.registry.tell(Observed::PromptStarted {
+        self.bus.tell(Observed::PromptStarted {
             session: self.id.clone(),
             tag: start.tag,
             text: start.text.clone(),
@@ -421,22 +400,22 @@ impl Session {
             tx: Some(tx),
             tag,
             session: self.id.clone(),
-            registry: self.registry.clone(),
+            bus: self.bus.clone(),
         };
         (reply, rx)
     }
 
     /// The session's settings as they are now.
     fn settings(&self) -> Arc<Settings> {
-        self.settings_cell.lock().clone()
+        self.parts.lock().settings.clone()
     }
 
     fn credentials(&self) -> Arc<crate::auth::SessionCredentials> {
-        self.credentials_cell.lock().clone()
+        self.parts.lock().credentials.clone()
     }
 
     fn mcp(&self) -> Arc<crate::mcp::Manager> {
-        self.mcp_cell.lock().clone()
+        self.parts.lock().mcp.clone()
     }
 
     /// Ends the session's MCP servers (and their processes).
@@ -453,7 +432,7 @@ impl Session {
         };
         let notices = client.session.as_ref().is_some_and(|s| s.notices.is_some());
         let id = self.id.clone();
-        let registry = self.registry.clone();
+        let bus = self.bus.clone();
         let owner = self.owner.clone();
         let spawned = cx.spawn(async move {
             while let Some(event) = events.recv().await {
@@ -466,7 +445,7 @@ impl Session {
                     updates::agent_text(&format!("{}\n", event.text))
                 };
                 let notification = SessionNotification::new(id.clone(), update);
-                registry.tell(Observed::Update(notification.clone()));
+                bus.tell(Observed::Update(notification.clone()));
                 let cx = owner.lock().cx.clone();
                 if cx.send_notification(notification).is_err() {
                     break;
@@ -501,7 +480,7 @@ impl Session {
             self.permissions.set_mode(mode);
         }
         if let Some(queue) = restored.queue {
-            self.queue.lock().mode = queue;
+            self.turns.lock().set_mode(queue);
         }
         {
             let mut state = self.state.lock();
@@ -532,8 +511,8 @@ impl Session {
             .try_lock()
             .map_err(|_| "the session is busy".to_string())?;
         let (resume, synced) = restored.claude_code.clone().unzip();
-        *self.claude_code.lock() = crate::agent::claude_code::Session::new(resume, synced);
-        *self.unfinished_workflow.lock() = restored.unfinished_workflow.clone();
+        self.parts.lock().claude_code = crate::agent::claude_code::Session::new(resume, synced);
+        self.state.lock().unfinished_workflow = restored.unfinished_workflow.clone();
         *history = restored.history;
         Ok(())
     }
@@ -566,8 +545,40 @@ impl Session {
     /// its transcript without anyone noticing.
     pub fn is_idle(&self) -> bool {
         self.history.try_lock().is_ok()
-            && self.waiting() == 0
+            && self.turns.lock().idle_since().is_some()
             && !self.tools.iter().any(|tool| tool.holds_work())
+    }
+
+    /// Whether the session is idle ([`Session::is_idle`]), has been for its
+    /// `[acp] session_idle_secs`, and has a transcript to come back from.
+    pub fn unloadable(&self) -> bool {
+        let limit = self.idle_limit();
+        self.turns
+            .lock()
+            .idle_since()
+            .is_some_and(|since| since.elapsed() >= limit)
+            && self.is_idle()
+            && self.is_written()
+    }
+
+    /// How long the session may stay idle in memory.
+    pub fn idle_limit(&self) -> std::time::Duration {
+        self.settings().config.acp.session_idle()
+    }
+
+    /// The session was used: its idle time starts again.
+    pub fn touch(&self) {
+        self.turns.lock().touch();
+    }
+
+    /// What opening the session again after an unload needs.
+    pub fn reopen(&self) -> Reopen {
+        Reopen {
+            cwd: self.cwd.clone(),
+            additional: self.additional.clone(),
+            editor_mcp: self.editor_mcp.clone(),
+            owner: self.owner(),
+        }
     }
 
     /// Appends to the transcript. A failure is logged, not fatal: the turn
@@ -616,18 +627,15 @@ impl Session {
         // Cancelling a session cancels what waits in it too. The waiting
         // prompts are answered first, so that the observer hears of them
         // before anything the cancelled run does as it stops.
-        let waiting = std::mem::take(&mut self.queue.lock().waiting);
-        for queued in waiting {
-            queued
-                .reply
-                .send(Ok(PromptResponse::new(StopReason::Cancelled)));
+        let waiting = self.turns.lock().cancel();
+        for reply in waiting {
+            reply.send(Ok(PromptResponse::new(StopReason::Cancelled)));
         }
-        self.state.lock().cancel.cancel();
     }
 
     /// How many prompts wait for the session's running run.
     pub fn waiting(&self) -> usize {
-        self.queue.lock().waiting.len()
+        self.turns.lock().waiting()
     }
 
     /// The session's config options, complete, as ACP wants them.
@@ -677,7 +685,7 @@ impl Session {
             SessionConfigOption::select(
                 QUEUE_OPTION,
                 "Messages while busy",
-                self.queue.lock().mode.id(),
+                self.turns.lock().mode().id(),
                 vec![
                     SessionConfigSelectOption::new(agent::QueueMode::Steer.id(), "Steer")
                         .description(
@@ -753,7 +761,7 @@ impl Session {
                 let mode = agent::QueueMode::parse(value).ok_or_else(|| {
                     format!("`{value}` is not a queue mode; choose `steer` or `follow-up`")
                 })?;
-                self.queue.lock().mode = mode;
+                self.turns.lock().set_mode(mode);
                 self.record(transcript::Record::QueueChange { queue: mode });
                 Ok(())
             }
@@ -771,6 +779,8 @@ impl Session {
         request: Prompted,
         http: &reqwest::Client,
     ) -> Result<PromptResponse, Error> {
+        // Not idle (nor unloaded) while the prompt is on its way in.
+        let _arriving = Arriving::new(self);
         let owner = self.owner();
         let start = Start {
             tag: request.tag.clone(),
@@ -788,7 +798,7 @@ impl Session {
         match answered {
             Answered::Told(result) => result,
             Answered::Here(result) => {
-                self.registry.tell(Observed::PromptEnded {
+                self.bus.tell(Observed::PromptEnded {
                     session: self.id.clone(),
                     tag,
                     result: ended(&result),
@@ -842,22 +852,10 @@ impl Session {
             Err(e) => return Answered::Here(Err(invalid_params(e.to_string()))),
         };
         let (reply, answer) = self.reply(start.tag.clone());
-        let first = {
-            let mut queue = self.queue.lock();
-            if queue.running {
-                queue.waiting.push_back(Queued {
-                    content,
-                    reply,
-                    mode,
-                    start,
-                });
-                None
-            } else {
-                queue.running = true;
-                queue.current = Some(reply);
-                Some((content, start))
-            }
-        };
+        let submitted = self
+            .turns
+            .lock()
+            .submit(reply, mode, Pending { content, start });
         let answer = async move {
             Answered::Told(
                 answer
@@ -865,7 +863,7 @@ impl Session {
                     .unwrap_or_else(|_| Ok(PromptResponse::new(StopReason::Cancelled))),
             )
         };
-        let Some((content, start)) = first else {
+        let Submitted::Run(Pending { content, start }) = submitted else {
             return answer.await;
         };
         // The runs go on in a task of the owner's connection, so that this
@@ -878,11 +876,7 @@ impl Session {
             Ok(())
         });
         if let Err(e) = spawned {
-            let current = {
-                let mut queue = self.queue.lock();
-                queue.running = false;
-                queue.current.take()
-            };
+            let current = self.turns.lock().not_started();
             if let Some(reply) = current {
                 reply.send(Err(e));
             }
@@ -906,29 +900,14 @@ impl Session {
             let result = self
                 .run_content(content, http, cx.clone(), client.clone(), drain.clone())
                 .await;
-            let (done, next) = {
-                let mut queue = self.queue.lock();
-                let done = queue.current.take();
-                let next = queue.waiting.pop_front();
-                match &next {
-                    Some(_) => {}
-                    None => queue.running = false,
-                }
-                (
-                    done,
-                    next.map(|next| {
-                        queue.current = Some(next.reply);
-                        (next.content, next.start)
-                    }),
-                )
-            };
-            if let Some(reply) = done {
+            let finished = self.turns.lock().finish();
+            if let Some(reply) = finished.done {
                 reply.send(result);
             }
-            match next {
-                Some((next_content, next_start)) => {
-                    content = next_content;
-                    start = next_start;
+            match finished.next {
+                Some(next) => {
+                    content = next.content;
+                    start = next.start;
                 }
                 None => return,
             }
@@ -1136,22 +1115,21 @@ impl Session {
     /// The run's configuration (with a fresh system prompt) and its cancel
     /// token, which `session/cancel` reaches.
     fn turn_config(&self) -> Result<(agent::AgentConfig, CancellationToken), Error> {
-        let (model, thinking, last_call, cancel, client_prompt) = {
-            let mut state = self.state.lock();
+        let (model, thinking, last_call, client_prompt) = {
+            let state = self.state.lock();
             if !self.settings().has_credentials(&state.model) {
                 return Err(auth_required(
                     self.settings().credential_hint_in_editor(&state.model),
                 ));
             }
-            state.cancel = CancellationToken::new();
             (
                 state.model.clone(),
                 state.thinking,
                 state.last_call,
-                state.cancel.clone(),
                 state.client_prompt.clone(),
             )
         };
+        let cancel = self.turns.lock().start_work();
         let guard = agent::setup::tool_guard(
             &self.settings(),
             &model,
@@ -1191,7 +1169,7 @@ impl Session {
         config.credentials = Some(self.credentials().clone());
         config.extra_tools = Some(self.mcp().clone());
         config.session_id = Some(self.id.0.to_string());
-        let claude_code = self.claude_code.lock().clone();
+        let claude_code = self.parts.lock().claude_code.clone();
         agent::setup::use_claude_code(&self.settings(), &mut config, claude_code);
         Ok((config, cancel))
     }

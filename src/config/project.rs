@@ -379,6 +379,10 @@ impl Layering {
         if p.gateway.is_some() {
             self.never("gateway");
         }
+        // How long the process keeps sessions in memory is the user's.
+        if p.acp != super::AcpConfig::default() {
+            self.never("acp");
+        }
         // Where the agent answers, who may talk to it, and what it runs by
         // itself: the user's too.
         if !p.channels.is_empty() {

@@ -107,27 +107,30 @@ impl AcpHost {
 
     /// The run takes in a waiting prompt: the request it was working on
     /// answers `end_turn` (its part is over), then the new one begins.
-    fn hand_over(&self, handover: Handover) -> Vec<crate::llm::Content> {
+    fn hand_over(
+        &self,
+        handover: turns::Handover<super::Reply, Pending>,
+    ) -> Vec<crate::llm::Content> {
         if let Some(done) = handover.done {
             done.send(Ok(PromptResponse::new(StopReason::EndTurn)));
         }
-        self.session.begin(&self.cx, handover.start);
-        handover.content
+        self.session.begin(&self.cx, handover.prompt.start);
+        handover.prompt.content
     }
 }
 
 impl AgentHost for AcpHost {
     fn steering_waiting(&self) -> bool {
-        self.session.queue.lock().steering_waiting()
+        self.session.turns.lock().steering_waiting()
     }
 
     fn take_steering(&self) -> Vec<Vec<crate::llm::Content>> {
-        let handovers = self.session.queue.lock().take_steering();
+        let handovers = self.session.turns.lock().take_steering();
         handovers.into_iter().map(|h| self.hand_over(h)).collect()
     }
 
     fn take_follow_up(&self) -> Option<Vec<crate::llm::Content>> {
-        let handover = self.session.queue.lock().advance()?;
+        let handover = self.session.turns.lock().take_follow_up()?;
         Some(self.hand_over(handover))
     }
 
@@ -387,7 +390,7 @@ struct Resolved<'a> {
 
 impl Drop for Resolved<'_> {
     fn drop(&mut self) {
-        self.session.registry.tell(Observed::PermissionResolved {
+        self.session.bus.tell(Observed::PermissionResolved {
             session: self.session.id.clone(),
             tool_call_id: std::mem::take(&mut self.tool_call_id),
             option: self.option.take(),
@@ -414,7 +417,7 @@ impl EditorAsker {
     /// The user declined or cancelled: that ends the turn, as cancelling a
     /// permission question does (queued prompts stay queued).
     fn cancel_turn(&self) -> Reply {
-        self.session.state.lock().cancel.cancel();
+        self.session.turns.lock().cancel_work();
         Reply::Cancelled
     }
 

@@ -188,10 +188,13 @@ impl Session {
     ) {
         let before = self.settings();
         let trusted = Arc::new(trusted);
-        *self.credentials_cell.lock() = Arc::new(trusted.credentials());
-        *self.settings_cell.lock() = trusted.clone();
         let manager = start_mcp(&trusted, &self.cwd, self.editor_mcp.clone());
-        let old = std::mem::replace(&mut *self.mcp_cell.lock(), manager);
+        let old = {
+            let mut parts = self.parts.lock();
+            parts.credentials = Arc::new(trusted.credentials());
+            parts.settings = trusted.clone();
+            std::mem::replace(&mut parts.mcp, manager)
+        };
         tokio::spawn(async move { old.shutdown().await });
         self.report_mcp(cx, client);
         let mut changed = false;

@@ -40,7 +40,7 @@ impl Session {
         let name = words.next().unwrap_or_default();
         let resume = name == "resume";
         let (workflow_name, inputs, run_id, recorded) = if resume {
-            let Some(unfinished) = self.unfinished_workflow.lock().clone() else {
+            let Some(unfinished) = self.state.lock().unfinished_workflow.clone() else {
                 self.say(&cx, "There is no interrupted workflow run to resume.\n");
                 return Ok(PromptResponse::new(StopReason::EndTurn));
             };
@@ -94,7 +94,7 @@ impl Session {
                 data: run::start_entry(&run_id, &workflow.name, &inputs),
             });
         }
-        *self.unfinished_workflow.lock() = None;
+        self.state.lock().unfinished_workflow = None;
         // The session's history stays as it is: the steps are the
         // workflow's, shown and recorded as such.
         let _history = self.history.lock().await;

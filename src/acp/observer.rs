@@ -1,0 +1,105 @@
+//! The event bus between the process's ACP sessions and the one observer
+//! that watches them all (the gateway, in `pincer acp --gateway`): what it
+//! is told ([`Observed`]), and the channel it hears it on.
+//!
+//! It is a module of its own so that the sessions (which tell) and the
+//! session table ([`super::registry`], which holds the sessions) both
+//! depend on it, and not on each other.
+
+use std::sync::OnceLock;
+
+use agent_client_protocol::v1::schema::{
+    PermissionOptionKind, SessionId, SessionNotification, StopReason,
+};
+use tokio::sync::mpsc;
+
+/// The `_meta` key of a `session/prompt` that carries the gateway's run:
+/// `{"tag": "<run id>", "queue": "steer" | "follow-up"}`. The tag comes
+/// back in [`Observed::PromptStarted`] and [`Observed::PromptEnded`]; the
+/// queue mode applies to this prompt if it has to wait for a busy session.
+pub const PROMPT_META_KEY: &str = "pincer/gateway";
+
+/// What the observer is told, per session, in the order it happened.
+// Updates are nearly every event, so boxing them would cost an allocation
+// per streamed token for the sake of the rare small variants.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+pub enum Observed {
+    /// A `session/update`, whichever connection it went to (live updates
+    /// only: a `session/load` replay is not repeated here).
+    Update(SessionNotification),
+    /// The agent began working on a prompt: a fresh run, a prompt a running
+    /// run took in (steering, follow-up), or a command (`/compact`). `tag`
+    /// is the prompt's [`PROMPT_META_KEY`] tag (`None`: an editor's prompt);
+    /// `text` is what the user wrote.
+    PromptStarted {
+        session: SessionId,
+        tag: Option<String>,
+        text: String,
+    },
+    /// A prompt's request was answered. Every prompt request gets exactly
+    /// one, after every update of its part of the run; one refused before
+    /// it ran gets one without a `PromptStarted`.
+    PromptEnded {
+        session: SessionId,
+        tag: Option<String>,
+        result: Result<StopReason, String>,
+    },
+    /// The session's owner (an editor) answered a permission question:
+    /// `option` is the chosen option (`None`: cancelled or unanswered).
+    PermissionResolved {
+        session: SessionId,
+        tool_call_id: String,
+        option: Option<(String, PermissionOptionKind)>,
+    },
+    /// The session was opened (new, loaded, resumed) by a connection.
+    Opened { session: SessionId },
+    /// The session was closed or deleted.
+    Closed { session: SessionId },
+}
+
+/// The observer's channel, once someone observes, and the connection that
+/// is the observer's own.
+#[derive(Default)]
+pub struct Bus {
+    observer: OnceLock<mpsc::UnboundedSender<Observed>>,
+    /// The connection whose client is the observer.
+    observer_connection: OnceLock<u64>,
+}
+
+impl Bus {
+    /// Starts telling what every session does; there is one observer per
+    /// process, so a second call gets `None`.
+    pub fn observe(&self) -> Option<mpsc::UnboundedReceiver<Observed>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.observer.set(tx).ok().map(|()| rx)
+    }
+
+    /// Connection `connection` belongs to the observer: updates of the
+    /// sessions it owns reach it through [`Bus::observe`] only.
+    pub fn observed_by(&self, connection: u64) {
+        let _ = self.observer_connection.set(connection);
+    }
+
+    /// The observer's own connection, if it has one.
+    pub fn observer_connection(&self) -> Option<u64> {
+        self.observer_connection.get().copied()
+    }
+
+    /// Whether updates for sessions owned by `connection` need not be sent.
+    pub fn hears_through_observer(&self, connection: u64) -> bool {
+        self.observer_connection.get() == Some(&connection)
+    }
+
+    /// Whether anyone observes the sessions.
+    pub fn is_observed(&self) -> bool {
+        self.observer.get().is_some()
+    }
+
+    /// Tells the observer, if there is one.
+    pub fn tell(&self, event: Observed) {
+        if let Some(tx) = self.observer.get() {
+            let _ = tx.send(event);
+        }
+    }
+}
