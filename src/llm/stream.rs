@@ -60,19 +60,19 @@ fn unredacted(
 ) -> BoxStream<'static, Result<StreamEvent, LlmError>> {
     let (http, parser): (HttpRequest, Box<dyn WireFormat>) = match model.api {
         Api::AnthropicMessages => (
-            anthropic::build_request(model, key, request),
+            anthropic::build_request_cached(model, key, request),
             Box::new(anthropic::Parser::new(&model.provider)),
         ),
         Api::OpenaiCompletions => (
-            openai_completions::build_request(model, key, request),
+            openai_completions::build_request_cached(model, key, request),
             Box::new(openai_completions::Parser::new(&model.provider)),
         ),
         Api::OpenaiResponses => (
-            openai_responses::build_request(model, key, request),
+            openai_responses::build_request_cached(model, key, request),
             Box::new(openai_responses::Parser::new(&model.provider)),
         ),
         Api::GoogleGenerativeAi => (
-            google::build_request(model, key, request),
+            google::build_request_cached(model, key, request),
             Box::new(google::Parser::new(&model.provider)),
         ),
         Api::BedrockConverseStream => {
@@ -100,14 +100,17 @@ fn unredacted(
 fn send(
     client: &reqwest::Client,
     model: &Model,
-    http: HttpRequest,
+    mut http: HttpRequest,
     parser: Box<dyn WireFormat>,
     config: StreamConfig,
 ) -> BoxStream<'static, Result<StreamEvent, LlmError>> {
     let provider = model.provider.clone();
     let api = model.api;
-    let mut builder = client.post(&http.url).json(&http.body);
-    // `.json()` already set the content type; reqwest would add a second.
+    let mut builder = client
+        .post(&http.url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(http.take_body());
+    // The content type is set above; reqwest would add a second.
     for (name, value) in http
         .headers
         .iter()
@@ -336,7 +339,7 @@ async fn bedrock_request(
     if let Some((_, source)) = settings.as_ref().and_then(|s| s.credentials.as_ref()) {
         tracing::debug!(%source, "using AWS credentials");
     }
-    Ok(bedrock::build_request(
+    Ok(bedrock::build_request_cached(
         model,
         auth,
         &region,
