@@ -58,9 +58,9 @@ pub fn endpoint(region: &str) -> String {
 /// scope, and replaces `{region}` in the model's `base_url` (an empty
 /// `base_url` is [`ENDPOINT_TEMPLATE`]); `now` is the signing time.
 ///
-/// The signature covers `serde_json::to_vec(&body)`, which is exactly what
-/// `reqwest`'s `.json(&body)` sends; a sender that serialises differently
-/// must re-sign.
+/// The signature covers [`HttpRequest::body_bytes`] (`serde_json::to_vec`
+/// of the body), which is exactly what the stream sends; a sender that
+/// serialises differently must re-sign.
 pub fn build_request(
     model: &Model,
     auth: Auth<'_>,
@@ -114,12 +114,16 @@ fn build(
             format!("Bearer {}", key.expose()),
         )),
         Auth::SigV4(credentials) => {
-            let payload = match &bytes {
-                Some(bytes) => bytes.clone(),
-                // Serialising a `Value` cannot fail (its keys are strings).
-                None => serde_json::to_vec(&body).unwrap_or_default(),
+            let serialised;
+            let payload: &[u8] = match &bytes {
+                Some(bytes) => bytes,
+                None => {
+                    // Serialising a `Value` cannot fail (its keys are strings).
+                    serialised = serde_json::to_vec(&body).unwrap_or_default();
+                    &serialised
+                }
             };
-            if let Some(signed) = sign(&url, credentials, region, &payload, now) {
+            if let Some(signed) = sign(&url, credentials, region, payload, now) {
                 headers.extend(signed.headers);
             }
         }
