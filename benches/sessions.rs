@@ -2,6 +2,9 @@
 //! 10,000 entries (target: under 100 ms), and listing 1,000 sessions (target:
 //! under 100 ms). Both are measured through the library and end to end over
 //! ACP with the release binary (`session/load` answered; `session/list`).
+//! Issue 31 set `session/load` over ACP a goal of 50 ms (60.7 ms then), and
+//! asked that listing a session whose first prompt is 50 MB not read that
+//! prompt (each list took 38 ms): its title is kept beside the transcript.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 #[path = "../tests/support/acp_client.rs"]
@@ -188,9 +191,14 @@ fn main() {
     };
     let acp_load_raw = acp_load(false);
     println!(
-        "  session/load over ACP, lines read   median {:>8.2} ms  target < 100 ms: {}",
+        "  session/load over ACP, lines read   median {:>8.2} ms  target < 100 ms: {}; issue 31: before 60.7 ms, goal <= 50 ms: {}",
         acp_load_raw.as_secs_f64() * 1e3,
-        verdict(acp_load_raw)
+        verdict(acp_load_raw),
+        if acp_load_raw <= Duration::from_millis(50) {
+            "met"
+        } else {
+            "MISSED"
+        }
     );
     let acp_load_parsed = acp_load(true);
     println!(
@@ -236,9 +244,44 @@ fn main() {
         acp_list.as_secs_f64() * 1e3,
         verdict(acp_list)
     );
+    // One session whose first prompt is 50 MB, alone in its directory.
+    let huge_cwd = cwd.join("huge");
+    let path = session::transcript_path(&data_dir, &huge_cwd, "sess_huge");
+    let mut writer = transcript::Writer::create(
+        &path,
+        &transcript::Header::new("sess_huge", &huge_cwd, None),
+    )
+    .unwrap();
+    let prompt = format!("Summarise this log\n{}", "x".repeat(50_000_000));
+    writer
+        .append(transcript::Record::Message {
+            message: Message::User {
+                content: vec![Content::text(prompt)],
+            },
+            time: None,
+        })
+        .unwrap();
+    let huge: Vec<Duration> = (0..RUNS)
+        .map(|_| {
+            let start = Instant::now();
+            let all = session::list(&data_dir, Some(&huge_cwd));
+            assert_eq!(all[0].title.as_deref(), Some("Summarise this log"));
+            start.elapsed()
+        })
+        .collect();
+    let huge = median(huge);
+    println!(
+        "  list a session with a 50 MB prompt  median {:>8.2} ms  issue 31: before 38 ms, goal: the prompt is not read: {}",
+        huge.as_secs_f64() * 1e3,
+        if huge < Duration::from_millis(1) {
+            "met"
+        } else {
+            "MISSED"
+        }
+    );
     println!(
         "{}",
-        json!({"bench": "sessions", "load_replay_ms": library.as_secs_f64() * 1e3, "acp_load_ms": acp_load_raw.as_secs_f64() * 1e3, "acp_load_parsed_ms": acp_load_parsed.as_secs_f64() * 1e3,
+        json!({"bench": "sessions", "list_huge_prompt_ms": huge.as_secs_f64() * 1e3, "load_replay_ms": library.as_secs_f64() * 1e3, "acp_load_ms": acp_load_raw.as_secs_f64() * 1e3, "acp_load_parsed_ms": acp_load_parsed.as_secs_f64() * 1e3,
                "list_ms": listing.as_secs_f64() * 1e3, "acp_list_ms": acp_list.as_secs_f64() * 1e3, "target_ms": 100})
     );
 }

@@ -11,6 +11,7 @@
 pub mod anthropic;
 pub mod bedrock;
 pub mod catalog;
+mod conversation;
 pub mod google;
 pub mod openai_completions;
 pub mod openai_responses;
@@ -776,6 +777,31 @@ pub struct HttpRequest {
     pub url: String,
     pub headers: Vec<(String, String)>,
     pub body: serde_json::Value,
+    /// The body as sent, when it was serialised from a session's cached
+    /// conversation ([`conversation`]); `body` then holds `null` in place
+    /// of the conversation. `None`: `body` is sent as it is.
+    pub bytes: Option<Vec<u8>>,
+}
+
+impl HttpRequest {
+    /// The bytes to send: those of `body` as `serde_json::to_vec` writes
+    /// them.
+    pub fn body_bytes(&self) -> Vec<u8> {
+        match &self.bytes {
+            Some(bytes) => bytes.clone(),
+            // Serialising a `Value` cannot fail (its keys are strings).
+            None => serde_json::to_vec(&self.body).unwrap_or_default(),
+        }
+    }
+
+    /// [`HttpRequest::body_bytes`], taking the serialised body instead of
+    /// copying it.
+    pub fn take_body(&mut self) -> Vec<u8> {
+        match self.bytes.take() {
+            Some(bytes) => bytes,
+            None => self.body_bytes(),
+        }
+    }
 }
 
 /// The per-provider part of a streaming call.

@@ -569,6 +569,21 @@ pub fn label_path(transcript: &Path) -> PathBuf {
     transcript.with_extension("label")
 }
 
+/// Where the title of a session's first prompt (its first line, as
+/// [`title_from`] makes it; empty for a prompt without text) is kept next
+/// to its transcript once the prompt is written, so that listing sessions
+/// never reads the prompt itself, which may be megabytes. Transcripts
+/// written before this file existed are read once by the listing, which
+/// then writes it.
+pub fn prompt_title_path(transcript: &Path) -> PathBuf {
+    transcript.with_extension("prompt")
+}
+
+/// Saves the title of a session's first prompt beside its transcript.
+pub fn save_prompt_title(transcript: &Path, title: &str) -> std::io::Result<()> {
+    save_beside(&prompt_title_path(transcript), title)
+}
+
 /// Saves a session's title beside its transcript (atomically: a listing
 /// never sees half a title), readable by the user alone like the
 /// transcript.
@@ -657,10 +672,14 @@ pub(crate) fn narrow_file(path: &Path) {
     narrow(path, FILE_MODE);
 }
 
-/// Removes a session: its transcript, its title and its label.
+/// Removes a session: its transcript, its titles and its label.
 pub fn delete(transcript: &Path) -> std::io::Result<()> {
     std::fs::remove_file(transcript)?;
-    for beside in [title_path(transcript), label_path(transcript)] {
+    for beside in [
+        title_path(transcript),
+        label_path(transcript),
+        prompt_title_path(transcript),
+    ] {
         match std::fs::remove_file(beside) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => {}
@@ -682,10 +701,13 @@ enum Found {
     Unprompted(std::time::SystemTime),
 }
 
-/// Reads what a list needs: the header, and the first user text for the
-/// title. Stops reading there, so long transcripts cost no more. A session
-/// that never got a prompt is not listed: there is nothing in it to go
-/// back to yet.
+/// Reads what a list needs: the header line, and the title from the small
+/// files beside the transcript (the user's label, the model's title, the
+/// first prompt's title). Only a transcript without them (never prompted,
+/// or written before the first prompt's title was kept beside it) is read
+/// further, up to its first prompt, and the title found is then saved
+/// beside it, so the body is read once at most. A session that never got
+/// a prompt is not listed: there is nothing in it to go back to yet.
 fn summarize(path: &Path) -> Option<Found> {
     use std::io::BufRead;
     let file = std::fs::File::open(path).ok()?;
@@ -703,35 +725,20 @@ fn summarize(path: &Path) -> Option<Found> {
             .and_then(|t| title_from(&t))
     });
     // A model-written title comes after a turn, so the session had one.
-    let mut prompted = title.is_some();
-    // What the user typed last: a workflow run's title.
-    let mut command = None;
-    for line in lines.take(if prompted { 0 } else { 64 }) {
-        let Ok(line) = line else { break };
-        match serde_json::from_str::<Entry>(&line).map(|e| e.record) {
-            Ok(Record::Message {
-                message: Message::User { content },
-                ..
-            }) => {
-                prompted = true;
-                title = content.iter().find_map(|c| match c {
-                    crate::llm::Content::Text { text } => title_from(text),
-                    crate::llm::Content::Image { .. } => None,
-                });
-                break;
-            }
-            Ok(Record::Command { text }) => command = Some(text),
-            // A session that ran a workflow did something worth listing.
-            Ok(Record::Workflow { .. }) => {
-                prompted = true;
-                title = command.as_deref().and_then(title_from);
-                break;
-            }
-            _ => {}
-        }
-    }
-    if !prompted {
-        return Some(Found::Unprompted(modified));
+    if title.is_none() {
+        title = match std::fs::read_to_string(prompt_title_path(path)) {
+            Ok(prompt) => title_from(&prompt),
+            Err(_) => match first_prompt_title(lines) {
+                Some(found) => {
+                    let kept = found.as_deref().unwrap_or_default();
+                    if let Err(error) = save_prompt_title(path, kept) {
+                        tracing::debug!(path = %path.display(), %error, "cannot keep the first prompt's title beside the transcript");
+                    }
+                    found
+                }
+                None => return Some(Found::Unprompted(modified)),
+            },
+        };
     }
     Some(Found::Listed(Summary {
         id: header.id,
@@ -742,6 +749,57 @@ fn summarize(path: &Path) -> Option<Found> {
         path: path.to_path_buf(),
         modified,
     }))
+}
+
+/// The title of a transcript's first prompt, read from its entries after
+/// the header: `Some(None)` for a prompt without text, `None` when the
+/// first 64 entries hold no prompt (the session was never prompted).
+fn first_prompt_title(
+    lines: impl Iterator<Item = std::io::Result<String>>,
+) -> Option<Option<String>> {
+    let mut tracker = PromptTitle::default();
+    for line in lines.take(64) {
+        let Ok(line) = line else { break };
+        if let Ok(entry) = serde_json::from_str::<Entry>(&line)
+            && let Some(found) = tracker.see(&entry.record)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// Finds the title a listing shows for a session without a label or a
+/// model-written title, entry by entry: the first line of the first user
+/// message's text, or, for a session that ran a workflow first, of the
+/// command the user typed before it. The transcript's writer uses it to
+/// keep that title beside the transcript; the listing, for transcripts
+/// written before.
+#[derive(Debug, Default)]
+pub(crate) struct PromptTitle {
+    command: Option<String>,
+}
+
+impl PromptTitle {
+    /// `Some(title)` once `record` is the first prompt.
+    pub(crate) fn see(&mut self, record: &Record) -> Option<Option<String>> {
+        match record {
+            Record::Message {
+                message: Message::User { content },
+                ..
+            } => Some(content.iter().find_map(|c| match c {
+                crate::llm::Content::Text { text } => title_from(text),
+                crate::llm::Content::Image { .. } => None,
+            })),
+            Record::Command { text } => {
+                self.command = Some(text.clone());
+                None
+            }
+            // A session that ran a workflow did something worth listing.
+            Record::Workflow { .. } => Some(self.command.as_deref().and_then(title_from)),
+            _ => None,
+        }
+    }
 }
 
 /// Stored sessions, newest first; only those of `cwd` when given.
@@ -852,6 +910,63 @@ mod tests {
             timestamp: "2026-11-22T07:00:00.000Z".into(),
             record,
         }
+    }
+
+    /// A session whose first prompt is huge lists with that prompt's title
+    /// without its transcript being read past the header: the body is
+    /// replaced by bytes that are not JSON, and the title still comes back.
+    /// A transcript from before the title was kept beside it is read once,
+    /// and the title is kept beside it from then on.
+    #[test]
+    fn listing_takes_the_first_prompt_s_title_without_reading_the_transcript() {
+        let data = tempfile::tempdir().unwrap();
+        let cwd = Path::new("/work/project");
+        let path = transcript_path(data.path(), cwd, "sess_huge");
+        let header = transcript::Header::new("sess_huge", cwd, None);
+        let mut writer = transcript::Writer::create(&path, &header).unwrap();
+        writer
+            .append(transcript::Record::Command {
+                text: "/model x".into(),
+            })
+            .unwrap();
+        let prompt = format!("Fix the parser\n{}", "x".repeat(4_000_000));
+        writer.append(user(&prompt)).unwrap();
+        writer.append(user("a later prompt")).unwrap();
+        let titles = || -> Vec<Option<String>> {
+            list(data.path(), Some(cwd))
+                .into_iter()
+                .map(|s| s.title)
+                .collect()
+        };
+        assert_eq!(titles(), vec![Some("Fix the parser".to_string())]);
+
+        let header_line = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_string();
+        std::fs::write(
+            &path,
+            format!("{header_line}\n{}\n", "\u{1}garbage".repeat(1000)),
+        )
+        .unwrap();
+        assert_eq!(titles(), vec![Some("Fix the parser".to_string())]);
+
+        // Written by an older pincer: no title beside it.
+        let old = transcript_path(data.path(), cwd, "sess_old");
+        let mut writer =
+            transcript::Writer::create(&old, &transcript::Header::new("sess_old", cwd, None))
+                .unwrap();
+        writer.append(user("An old session")).unwrap();
+        std::fs::remove_file(prompt_title_path(&old)).unwrap();
+        let listed = list(data.path(), Some(cwd));
+        let old_title = listed.iter().find(|s| s.id == "sess_old").unwrap();
+        assert_eq!(old_title.title.as_deref(), Some("An old session"));
+        assert_eq!(
+            std::fs::read_to_string(prompt_title_path(&old)).unwrap(),
+            "An old session"
+        );
     }
 
     fn user(text: &str) -> Record {

@@ -817,6 +817,7 @@ async fn transcripts_titles_and_session_directories_are_private_whatever_the_uma
     let transcript = only_transcript(&sandbox);
     let dir = transcript.parent().unwrap().to_path_buf();
     let title = transcript.with_extension("title");
+    let prompt = transcript.with_extension("prompt");
     let modes = |paths: &[&std::path::Path]| -> Vec<String> {
         paths
             .iter()
@@ -830,16 +831,17 @@ async fn transcripts_titles_and_session_directories_are_private_whatever_the_uma
             .collect()
     };
     let sessions = sandbox.home().join("sessions");
-    let paths = [sessions.as_path(), &dir, &transcript, &title];
+    let paths = [sessions.as_path(), &dir, &transcript, &title, &prompt];
     let expected = vec![
         "sessions 700".to_string(),
         format!("{} 700", dir.file_name().unwrap().to_string_lossy()),
         format!("{session}.jsonl 600"),
         format!("{session}.title 600"),
+        format!("{session}.prompt 600"),
     ];
     assert_eq!(modes(&paths), expected);
     // Nothing else was left beside them (a partial title, say).
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 3);
 
     // Files an older pincer made readable by everyone are narrowed when the
     // session is opened again.

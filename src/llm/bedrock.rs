@@ -89,7 +89,7 @@ pub async fn authorised_request(
     if let Some((_, source)) = settings.as_ref().and_then(|s| s.credentials.as_ref()) {
         tracing::debug!(%source, "using AWS credentials");
     }
-    Ok(build_request(
+    Ok(build_request_cached(
         model,
         auth,
         &region,
@@ -111,15 +111,40 @@ pub fn endpoint(region: &str) -> String {
 /// scope, and replaces `{region}` in the model's `base_url` (an empty
 /// `base_url` is [`ENDPOINT_TEMPLATE`]); `now` is the signing time.
 ///
-/// The signature covers `serde_json::to_vec(&body)`, which is exactly what
-/// `reqwest`'s `.json(&body)` sends; a sender that serialises differently
-/// must re-sign.
+/// The signature covers [`HttpRequest::body_bytes`] (`serde_json::to_vec`
+/// of the body), which is exactly what the stream sends; a sender that
+/// serialises differently must re-sign.
 pub fn build_request(
     model: &Model,
     auth: Auth<'_>,
     region: &str,
     request: &Request,
     now: SystemTime,
+) -> HttpRequest {
+    build(model, auth, region, request, now, false)
+}
+
+/// [`build_request`] with the conversation serialised from the session's
+/// earlier calls where they sent the same messages (see
+/// [`super::conversation`]): the same bytes, for a fraction of the work,
+/// and signed as they are.
+pub(crate) fn build_request_cached(
+    model: &Model,
+    auth: Auth<'_>,
+    region: &str,
+    request: &Request,
+    now: SystemTime,
+) -> HttpRequest {
+    build(model, auth, region, request, now, true)
+}
+
+fn build(
+    model: &Model,
+    auth: Auth<'_>,
+    region: &str,
+    request: &Request,
+    now: SystemTime,
+    cached: bool,
 ) -> HttpRequest {
     let base = if model.base_url.is_empty() {
         ENDPOINT_TEMPLATE
@@ -133,7 +158,7 @@ pub fn build_request(
         "{base}/model/{}/converse-stream",
         sigv4::uri_encode(&model.id, false)
     );
-    let body = request_body(model, request);
+    let (body, bytes) = request_body(model, request, cached);
 
     let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
     match auth {
@@ -142,9 +167,16 @@ pub fn build_request(
             format!("Bearer {}", key.expose()),
         )),
         Auth::SigV4(credentials) => {
-            // Serialising a `Value` cannot fail (its keys are strings).
-            let payload = serde_json::to_vec(&body).unwrap_or_default();
-            if let Some(signed) = sign(&url, credentials, region, &payload, now) {
+            let serialised;
+            let payload: &[u8] = match &bytes {
+                Some(bytes) => bytes,
+                None => {
+                    // Serialising a `Value` cannot fail (its keys are strings).
+                    serialised = serde_json::to_vec(&body).unwrap_or_default();
+                    &serialised
+                }
+            };
+            if let Some(signed) = sign(&url, credentials, region, payload, now) {
                 headers.extend(signed.headers);
             }
         }
@@ -160,7 +192,12 @@ pub fn build_request(
     });
     headers.extend(model.headers.iter().cloned());
 
-    HttpRequest { url, headers, body }
+    HttpRequest {
+        url,
+        headers,
+        body,
+        bytes,
+    }
 }
 
 /// The SigV4 signature of a POST of `payload` to `url`; `None` for a URL
@@ -216,7 +253,9 @@ fn sign(
 /// The Converse body. Its keys (and a turn's) go in alphabetical order, so
 /// the signed bytes of a given request do not depend on whether serde_json
 /// preserves insertion order; the signing test vectors rely on that.
-fn request_body(model: &Model, request: &Request) -> Value {
+/// With `cached`, the conversation is `null` in the body and the body's
+/// bytes come with it.
+fn request_body(model: &Model, request: &Request, cached: bool) -> (Value, Option<Vec<u8>>) {
     let (max_tokens, thinking_budget) = token_limits(model, request);
     let cache = takes_cache_points(model);
     let mut body = Map::new();
@@ -227,10 +266,24 @@ fn request_body(model: &Model, request: &Request) -> Value {
         );
     }
     body.insert("inferenceConfig".into(), json!({"maxTokens": max_tokens}));
-    body.insert(
-        "messages".into(),
-        Value::Array(convert_messages(model, &request.messages, cache)),
-    );
+    let conversation = if cached {
+        body.insert("messages".into(), Value::Null);
+        let convert = |messages: &[Message]| convert_turns(model, messages);
+        let mark = |turns: &mut [Value]| if cache { mark_turns(turns) } else { 0 };
+        let format = super::conversation::Format {
+            convert: &convert,
+            mark: &mark,
+            marks: if cache { 2 } else { 0 },
+            joins_by: |turn| turn["role"].as_str(),
+        };
+        Some(super::conversation::serialised(model, request, &format))
+    } else {
+        body.insert(
+            "messages".into(),
+            Value::Array(convert_messages(model, &request.messages, cache)),
+        );
+        None
+    };
     if !request.system.trim().is_empty() {
         let mut system = vec![json!({"text": request.system})];
         system.extend(cache.then(cache_point));
@@ -251,7 +304,8 @@ fn request_body(model: &Model, request: &Request) -> Value {
         tools.extend(cache.then(cache_point));
         body.insert("toolConfig".into(), json!({"tools": tools}));
     }
-    Value::Object(body)
+    let bytes = conversation.map(|c| super::conversation::body_with(&body, "messages", &c));
+    (Value::Object(body), bytes)
 }
 
 /// Whether requests to `model` get prompt-cache checkpoints: Claude on
@@ -288,26 +342,42 @@ fn token_limits(model: &Model, request: &Request) -> (u64, Option<u64>) {
 /// request may have): the newest writes the whole conversation, the one
 /// before is where the previous request ended, so this one reads it.
 fn convert_messages(model: &Model, messages: &[Message], cache: bool) -> Vec<Value> {
+    let mut turns = convert_turns(model, messages);
+    if cache {
+        mark_turns(&mut turns);
+    }
+    turns
+}
+
+/// The turns without checkpoints.
+fn convert_turns(model: &Model, messages: &[Message]) -> Vec<Value> {
     let converted = messages.iter().map(|message| match message {
         Message::User { content } => ("user", content.iter().filter_map(content_block).collect()),
         Message::Assistant(message) => ("assistant", assistant_blocks(model, message)),
         Message::ToolResult(result) => ("user", vec![tool_result_block(result)]),
     });
-    let mut turns = super::alternating_turns(converted, |block| block.get("toolResult").is_some());
-    if cache {
-        for turn in turns
-            .iter_mut()
-            .rev()
-            .filter(|turn| turn.role == "user" && !turn.blocks.is_empty())
-            .take(2)
-        {
-            turn.blocks.push(cache_point());
-        }
-    }
-    turns
+    super::alternating_turns(converted, |block| block.get("toolResult").is_some())
         .into_iter()
         .map(|turn| json!({"content": turn.blocks, "role": turn.role}))
         .collect()
+}
+
+/// A checkpoint closing each of the two newest user turns; returns how
+/// many it placed.
+fn mark_turns(turns: &mut [Value]) -> usize {
+    let mut placed = 0;
+    for blocks in turns
+        .iter_mut()
+        .rev()
+        .filter(|turn| turn["role"] == "user")
+        .filter_map(|turn| turn["content"].as_array_mut())
+        .filter(|blocks| !blocks.is_empty())
+        .take(2)
+    {
+        blocks.push(cache_point());
+        placed += 1;
+    }
+    placed
 }
 
 /// A text block, or nothing for text Converse would reject as blank.

@@ -45,6 +45,21 @@ const MAX_SCHEMA_DEPTH: usize = 24;
 
 /// Builds the streaming request for `model`.
 pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> HttpRequest {
+    build(model, key, request, false)
+}
+
+/// [`build_request`] with the conversation serialised from the session's
+/// earlier calls where they sent the same messages (see
+/// [`super::conversation`]): the same bytes, for a fraction of the work.
+pub(crate) fn build_request_cached(
+    model: &Model,
+    key: Option<&Secret>,
+    request: &Request,
+) -> HttpRequest {
+    build(model, key, request, true)
+}
+
+fn build(model: &Model, key: Option<&Secret>, request: &Request, cached: bool) -> HttpRequest {
     let mut headers = Vec::new();
     if let Some(key) = key {
         headers.push(("x-goog-api-key".to_string(), key.expose().to_string()));
@@ -61,10 +76,23 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
     headers.extend(model.headers.iter().cloned());
 
     let mut body = Map::new();
-    body.insert(
-        "contents".into(),
-        Value::Array(convert_messages(model, &request.messages)),
-    );
+    let conversation = if cached {
+        body.insert("contents".into(), Value::Null);
+        let convert = |messages: &[Message]| convert_messages(model, messages);
+        let format = super::conversation::Format {
+            convert: &convert,
+            mark: &|_: &mut [Value]| 0,
+            marks: 0,
+            joins_by: |turn| turn["role"].as_str(),
+        };
+        Some(super::conversation::serialised(model, request, &format))
+    } else {
+        body.insert(
+            "contents".into(),
+            Value::Array(convert_messages(model, &request.messages)),
+        );
+        None
+    };
     if !request.system.trim().is_empty() {
         body.insert(
             "systemInstruction".into(),
@@ -82,6 +110,7 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
 
     // Model ids are sometimes written the way the API names them.
     let id = model.id.strip_prefix("models/").unwrap_or(&model.id);
+    let bytes = conversation.map(|c| super::conversation::body_with(&body, "contents", &c));
     HttpRequest {
         url: format!(
             "{}/models/{id}:streamGenerateContent?alt=sse",
@@ -89,6 +118,7 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
         ),
         headers,
         body: Value::Object(body),
+        bytes,
     }
 }
 

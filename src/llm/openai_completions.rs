@@ -35,6 +35,21 @@ const ERROR_BODY_LIMIT: usize = 500;
 
 /// Builds the streaming request for `model`.
 pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> HttpRequest {
+    build(model, key, request, false)
+}
+
+/// [`build_request`] with the conversation serialised from the session's
+/// earlier calls where they sent the same messages (see
+/// [`super::conversation`]): the same bytes, for a fraction of the work.
+pub(crate) fn build_request_cached(
+    model: &Model,
+    key: Option<&Secret>,
+    request: &Request,
+) -> HttpRequest {
+    build(model, key, request, true)
+}
+
+fn build(model: &Model, key: Option<&Secret>, request: &Request, cached: bool) -> HttpRequest {
     let is_openai = model.provider == "openai";
 
     let mut headers = Vec::new();
@@ -48,6 +63,7 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
     headers.extend(model.headers.iter().cloned());
 
     let mut messages = Vec::new();
+    let marked = takes_cache_control(model);
     if !request.system.is_empty() {
         // OpenAI's reasoning models take instructions as `developer`; the
         // compatible servers' chat templates mostly know only `system`.
@@ -58,14 +74,41 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
         };
         messages.push(json!({"role": role, "content": request.system}));
     }
-    messages.extend(convert_messages(&request.messages));
-    if takes_cache_control(model) {
-        mark_cache_breakpoints(&mut messages, &request.cache_retention.cache_control());
-    }
-
+    let cache_control = request.cache_retention.cache_control();
     let mut body = Map::new();
     body.insert("model".into(), json!(model.id));
-    body.insert("messages".into(), Value::Array(messages));
+    let conversation = if cached {
+        // The system message stays out of the cached conversation.
+        if marked && let Some(system) = messages.first_mut().filter(|m| m["role"] == "system") {
+            mark_last_part(system, &cache_control);
+        }
+        let mark = |messages: &mut [Value]| {
+            if marked {
+                mark_runs(messages, &cache_control)
+            } else {
+                0
+            }
+        };
+        let format = super::conversation::Format {
+            convert: &convert_messages,
+            mark: &mark,
+            marks: if marked { 2 } else { 0 },
+            joins_by: |_| None,
+        };
+        let array = super::conversation::serialised(model, request, &format);
+        body.insert("messages".into(), Value::Null);
+        Some(match messages.first() {
+            Some(system) => super::conversation::prepend(system, &array),
+            None => array,
+        })
+    } else {
+        messages.extend(convert_messages(&request.messages));
+        if marked {
+            mark_cache_breakpoints(&mut messages, &cache_control);
+        }
+        body.insert("messages".into(), Value::Array(messages));
+        None
+    };
     body.insert("stream".into(), json!(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
     if !request.tools.is_empty() {
@@ -109,10 +152,12 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
         );
     }
 
+    let bytes = conversation.map(|c| super::conversation::body_with(&body, "messages", &c));
     HttpRequest {
         url: format!("{}/chat/completions", model.base_url),
         headers,
         body: Value::Object(body),
+        bytes,
     }
 }
 
@@ -137,6 +182,12 @@ fn mark_cache_breakpoints(messages: &mut [Value], cache_control: &Value) {
     if let Some(system) = messages.first_mut().filter(|m| m["role"] == "system") {
         mark_last_part(system, cache_control);
     }
+    mark_runs(messages, cache_control);
+}
+
+/// The breakpoints of [`mark_cache_breakpoints`] on the runs of user and
+/// tool messages; returns how many it placed.
+fn mark_runs(messages: &mut [Value], cache_control: &Value) -> usize {
     let mut marked = 0;
     let mut in_run = false;
     for message in messages.iter_mut().rev() {
@@ -147,6 +198,7 @@ fn mark_cache_breakpoints(messages: &mut [Value], cache_control: &Value) {
         }
         in_run = turn_end;
     }
+    marked
 }
 
 /// Puts `cache_control` on the last content part of `message`, turning

@@ -39,6 +39,21 @@ const ERROR_BODY_LIMIT: usize = 500;
 
 /// Builds the streaming request for `model`.
 pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> HttpRequest {
+    build(model, key, request, false)
+}
+
+/// [`build_request`] with the conversation serialised from the session's
+/// earlier calls where they sent the same messages (see
+/// [`super::conversation`]): the same bytes, for a fraction of the work.
+pub(crate) fn build_request_cached(
+    model: &Model,
+    key: Option<&Secret>,
+    request: &Request,
+) -> HttpRequest {
+    build(model, key, request, true)
+}
+
+fn build(model: &Model, key: Option<&Secret>, request: &Request, cached: bool) -> HttpRequest {
     let mut headers = Vec::new();
     if let Some(key) = key {
         headers.push((
@@ -62,10 +77,23 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
     if !request.system.trim().is_empty() {
         body.insert("instructions".into(), json!(request.system));
     }
-    body.insert(
-        "input".into(),
-        Value::Array(convert_messages(model, &request.messages)),
-    );
+    let conversation = if cached {
+        body.insert("input".into(), Value::Null);
+        let convert = |messages: &[Message]| convert_messages(model, messages);
+        let format = super::conversation::Format {
+            convert: &convert,
+            mark: &|_: &mut [Value]| 0,
+            marks: 0,
+            joins_by: |_| None,
+        };
+        Some(super::conversation::serialised(model, request, &format))
+    } else {
+        body.insert(
+            "input".into(),
+            Value::Array(convert_messages(model, &request.messages)),
+        );
+        None
+    };
     if !request.tools.is_empty() {
         let tools = request
             .tools
@@ -111,10 +139,12 @@ pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> 
         .unwrap_or_else(|| model.max_tokens.min(DEFAULT_OUTPUT_CAP));
     body.insert("max_output_tokens".into(), json!(max_tokens));
 
+    let bytes = conversation.map(|c| super::conversation::body_with(&body, "input", &c));
     HttpRequest {
         url: format!("{}/responses", model.base_url),
         headers,
         body: Value::Object(body),
+        bytes,
     }
 }
 

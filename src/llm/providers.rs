@@ -34,19 +34,19 @@ pub(super) fn prepare(
     let provider = &model.provider;
     Call::Ready(match model.api {
         Api::AnthropicMessages => (
-            anthropic::build_request(model, key, request),
+            anthropic::build_request_cached(model, key, request),
             Box::new(anthropic::Parser::new(provider)),
         ),
         Api::OpenaiCompletions => (
-            openai_completions::build_request(model, key, request),
+            openai_completions::build_request_cached(model, key, request),
             Box::new(openai_completions::Parser::new(provider)),
         ),
         Api::OpenaiResponses => (
-            openai_responses::build_request(model, key, request),
+            openai_responses::build_request_cached(model, key, request),
             Box::new(openai_responses::Parser::new(provider)),
         ),
         Api::GoogleGenerativeAi => (
-            google::build_request(model, key, request),
+            google::build_request_cached(model, key, request),
             Box::new(google::Parser::new(provider)),
         ),
         Api::BedrockConverseStream => {

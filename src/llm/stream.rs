@@ -78,14 +78,17 @@ fn unredacted(
 fn send(
     client: &reqwest::Client,
     model: &Model,
-    http: HttpRequest,
+    mut http: HttpRequest,
     parser: Box<dyn WireFormat>,
     config: StreamConfig,
 ) -> BoxStream<'static, Result<StreamEvent, LlmError>> {
     let provider = model.provider.clone();
     let api = model.api;
-    let mut builder = client.post(&http.url).json(&http.body);
-    // `.json()` already set the content type; reqwest would add a second.
+    let mut builder = client
+        .post(&http.url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(http.take_body());
+    // The content type is set above; reqwest would add a second.
     for (name, value) in http
         .headers
         .iter()

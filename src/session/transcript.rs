@@ -351,6 +351,10 @@ pub struct Writer {
     /// Whether a message (or workflow run) is in the file: from then on a
     /// vanished file was deleted on purpose and is not brought back.
     prompted: bool,
+    /// Looks for the first prompt until it is written, to keep its title
+    /// beside the transcript for listings ([`super::prompt_title_path`]);
+    /// `None` once it has been.
+    prompt_title: Option<super::PromptTitle>,
     /// A write failed part-way: the file may end in a torn line, which the
     /// next write closes first.
     check_end: bool,
@@ -370,6 +374,7 @@ impl Writer {
             path: path.to_path_buf(),
             header: line,
             prompted: false,
+            prompt_title: Some(super::PromptTitle::default()),
             check_end: false,
             last_id: None,
             next: 1,
@@ -436,10 +441,23 @@ impl Writer {
         close_torn_line(&mut file).map_err(io)?;
         let header =
             serde_json::to_string(&loaded.header).map_err(|e| io(std::io::Error::other(e)))?;
+        let mut prompt_title = Some(super::PromptTitle::default());
+        for entry in &loaded.entries {
+            if let Some(tracker) = &mut prompt_title
+                && let Some(found) = tracker.see(&entry.record)
+            {
+                // A transcript from before the title was kept beside it.
+                if !super::prompt_title_path(path).exists() {
+                    keep_prompt_title(path, found.as_deref());
+                }
+                prompt_title = None;
+            }
+        }
         Ok(Self {
             path: path.to_path_buf(),
             header,
             prompted: loaded.entries.iter().any(|e| starts_use(&e.record)),
+            prompt_title,
             check_end: false,
             last_id: loaded.entries.last().map(|e| e.id.clone()),
             next: loaded
@@ -491,6 +509,12 @@ impl Writer {
         if starts {
             self.prompted = true;
         }
+        if let Some(tracker) = &mut self.prompt_title
+            && let Some(found) = tracker.see(&entry.record)
+        {
+            keep_prompt_title(&self.path, found.as_deref());
+            self.prompt_title = None;
+        }
         self.last_id = Some(id.clone());
         Ok(id)
     }
@@ -526,6 +550,14 @@ impl Writer {
             return Err(io(e));
         }
         Ok(())
+    }
+}
+
+/// Saves the first prompt's title beside the transcript. A failure costs
+/// only speed: a listing then reads the transcript up to the prompt.
+fn keep_prompt_title(path: &Path, title: Option<&str>) {
+    if let Err(error) = super::save_prompt_title(path, title.unwrap_or_default()) {
+        tracing::debug!(path = %path.display(), %error, "cannot keep the first prompt's title beside the transcript");
     }
 }
 

@@ -309,7 +309,7 @@ fn foreign_reasoning_goes_back_as_text() {
     let mut model = model();
     model.reasoning = false;
     assert_eq!(
-        request_body(&model, &request)["messages"],
+        request_body(&model, &request, false).0["messages"],
         json!([{"role": "assistant", "content": [{"text": "Gemini thought"}]}])
     );
 }
