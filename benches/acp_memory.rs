@@ -75,10 +75,11 @@ fn main() {
     println!();
     println!("{sessions} concurrent sessions, one prompt each");
     println!(
-        "  peak RSS {:.1} MB; after: {:.1} MB file-backed + {:.1} MB anonymous",
+        "  peak RSS {:.1} MB; after: {:.1} MB file-backed + {:.1} MB anonymous, {} threads",
         mb(concurrent.peak),
         mb(concurrent.after.file),
-        mb(concurrent.after.anon)
+        mb(concurrent.after.anon),
+        concurrent.threads
     );
     println!(
         "  goal: {SESSIONS_GOAL_MB} MB or less — {}",
@@ -103,6 +104,7 @@ fn main() {
             "peak_rss_mb": mb(concurrent.peak),
             "after_file_mb": mb(concurrent.after.file),
             "after_anon_mb": mb(concurrent.after.anon),
+            "threads": concurrent.threads,
             "goal_mb": SESSIONS_GOAL_MB,
             "met": mb(concurrent.peak) <= SESSIONS_GOAL_MB,
         },
@@ -170,7 +172,10 @@ async fn finish(mut acp: Acp) {
     acp.close_stdin();
     let status = acp.wait_exit().await;
     let stderr = acp.stderr.await.unwrap_or_default();
-    assert!(status.success(), "pincer acp exited with {status}\n{stderr}");
+    assert!(
+        status.success(),
+        "pincer acp exited with {status}\n{stderr}"
+    );
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -209,6 +214,9 @@ async fn hello_once() -> Hello {
 struct Concurrent {
     peak: u64,
     after: Resident,
+    /// The process's threads after the turns (each has a stack and an
+    /// allocator heap of its own).
+    threads: u64,
 }
 
 /// `sessions` sessions in one process, a prompt in each, all in flight at
@@ -249,9 +257,11 @@ async fn concurrent_sessions(sessions: usize) -> Concurrent {
             "a prompt failed: {message}"
         );
     }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let concurrent = Concurrent {
         peak: peak(pid),
         after: resident(pid),
+        threads: status_kb(&status, "Threads:") / 1024,
     };
     finish(acp).await;
     concurrent
