@@ -6,8 +6,8 @@
 
 mod support;
 
-use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use parking_lot::Mutex;
 
 use futures::future::BoxFuture;
 use pincer::agent::{AgentEvent, AgentHost, Answer};
@@ -51,7 +51,9 @@ impl AgentHost for Host {
         _reason: &'a str,
         _preview: Vec<Display>,
     ) -> BoxFuture<'a, Answer> {
-        self.events.lock().push(format!("asked {}", call.name));
+        self.events
+            .lock()
+            .push(format!("asked {}", call.name));
         let answer = self.answer;
         Box::pin(async move { answer })
     }
