@@ -6,7 +6,9 @@
 //! or a project's `.pincer/config.toml`. Each session owns a [`Manager`]
 //! that connects to all of them at once with the official SDK (`rmcp`):
 //! stdio servers run as child processes in their own process group, HTTP
-//! servers speak streamable HTTP.
+//! servers speak streamable HTTP. Sessions of one project that use the
+//! same server configuration share one connection (and one process); see
+//! `shared.rs` for what stays per session.
 //!
 //! Their tools reach the model as `mcp__<server>__<tool>` with the server's
 //! JSON schema and go through the same pipeline as the built-in tools
@@ -32,13 +34,14 @@
 //! shown in the running call through the tool's progress callback.
 //!
 //! A `notifications/tools/list_changed` marks the server's list stale; the
-//! next turn waits for the new list. Servers end with their session
-//! ([`Manager::shutdown`], and killing the process group on drop as a last
-//! resort), so pincer leaves no processes behind.
+//! next turn waits for the new list. Servers end with the last session
+//! using them ([`Manager::shutdown`], and killing the process group on drop
+//! as a last resort), so pincer leaves no processes behind.
 
 mod config;
 mod content;
 pub mod server;
+mod shared;
 mod tool;
 
 use parking_lot::Mutex;
@@ -47,7 +50,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 // Roots are deprecated by a protocol draft (SEP-2577) that no released
 // server speaks; today's servers (the reference filesystem server among
 // them) still ask `roots/list`.
@@ -62,9 +64,10 @@ use rmcp::service::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::tools::{Display, Progress, Tool, ToolOutput, ToolSource};
+use crate::tools::{Display, Progress, Tool, ToolOutput};
 
 pub use config::{McpConfig, ServerConfig, tool_prefix_name};
+pub use shared::Manager;
 pub use tool::McpTool;
 
 /// How long a server may take to start and list its tools.
@@ -75,7 +78,7 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where a server came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Origin {
     /// The editor's `session/new` or `session/load`.
     Editor,
@@ -86,7 +89,7 @@ pub enum Origin {
 }
 
 /// How to reach a server.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Transport {
     Stdio {
         command: PathBuf,
@@ -101,7 +104,7 @@ pub enum Transport {
 }
 
 /// A server to start.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ServerSpec {
     pub name: String,
     pub transport: Transport,
@@ -169,29 +172,62 @@ struct ServerState {
     /// `listed` has caught up.
     changes: u64,
     listed: u64,
+    /// The sessions using it (see `shared.rs`); the last one stops it.
+    users: usize,
 }
 
 /// One server of a session.
 pub(crate) struct Server {
     spec: ServerSpec,
     state: Mutex<ServerState>,
-    /// The session's roots, shared by its servers (see [`Manager::set_roots`]).
-    roots: Arc<Mutex<Vec<PathBuf>>>,
+    /// The roots of the project it was started for (see
+    /// [`Manager::set_roots`]).
+    roots: Mutex<Vec<PathBuf>>,
     /// Where the progress of each running call goes, by its token, and
     /// what wakes the call's timeout (a report is a sign of life).
     progress: Mutex<HashMap<ProgressToken, (Progress, Arc<tokio::sync::Notify>)>>,
     /// Wakes whoever waits for a new tool list.
     refreshed: tokio::sync::Notify,
-    events: tokio::sync::mpsc::UnboundedSender<Event>,
+    /// Where each session using the server hears about it.
+    listeners: Mutex<Vec<tokio::sync::mpsc::UnboundedSender<Event>>>,
+    /// True once the server has started or failed to.
+    settled: tokio::sync::watch::Sender<bool>,
 }
 
 impl Server {
+    fn new(
+        spec: ServerSpec,
+        roots: Vec<PathBuf>,
+        listener: tokio::sync::mpsc::UnboundedSender<Event>,
+    ) -> Self {
+        Server {
+            spec,
+            state: Mutex::new(ServerState {
+                status: Status::Starting,
+                connection: None,
+                tools: Vec::new(),
+                changes: 0,
+                listed: 0,
+                users: 1,
+            }),
+            roots: Mutex::new(roots),
+            progress: Mutex::new(HashMap::new()),
+            refreshed: tokio::sync::Notify::new(),
+            listeners: Mutex::new(vec![listener]),
+            settled: tokio::sync::watch::Sender::new(false),
+        }
+    }
+
+    /// Tells every session using the server.
     fn report(&self, title: &str, text: String) {
-        let _ = self.events.send(Event {
+        let event = Event {
             server: self.spec.name.clone(),
             title: title.to_string(),
             text,
-        });
+        };
+        self.listeners
+            .lock()
+            .retain(|listener| listener.send(event.clone()).is_ok());
     }
 
     fn peer(&self) -> Option<Peer<RoleClient>> {
@@ -593,203 +629,6 @@ impl rmcp::ClientHandler for Handler {
     }
 }
 
-/// A session's MCP servers.
-pub struct Manager {
-    servers: Vec<Arc<Server>>,
-    /// The directories the servers may work in (`roots/list`).
-    roots: Arc<Mutex<Vec<PathBuf>>>,
-    /// How many servers are still starting.
-    starting: tokio::sync::watch::Receiver<usize>,
-    events: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Event>>>,
-}
-
-impl std::fmt::Debug for Manager {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Manager")
-            .field(
-                "servers",
-                &self
-                    .servers
-                    .iter()
-                    .map(|s| &s.spec.name)
-                    .collect::<Vec<_>>(),
-            )
-            .finish_non_exhaustive()
-    }
-}
-
-impl Manager {
-    /// Starts every server at once, in the background; each has
-    /// `startup_timeout` to connect and list its tools. `roots` (the
-    /// session's working directory) is what a server's `roots/list` gets.
-    pub fn start(
-        specs: Vec<ServerSpec>,
-        roots: Vec<PathBuf>,
-        startup_timeout: Duration,
-    ) -> Arc<Self> {
-        let roots = Arc::new(Mutex::new(roots));
-        let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
-        let (starting_tx, starting_rx) = tokio::sync::watch::channel(specs.len());
-        let servers: Vec<Arc<Server>> = specs
-            .into_iter()
-            .map(|spec| {
-                Arc::new(Server {
-                    spec,
-                    state: Mutex::new(ServerState {
-                        status: Status::Starting,
-                        connection: None,
-                        tools: Vec::new(),
-                        changes: 0,
-                        listed: 0,
-                    }),
-                    roots: roots.clone(),
-                    progress: Mutex::new(HashMap::new()),
-                    refreshed: tokio::sync::Notify::new(),
-                    events: events_tx.clone(),
-                })
-            })
-            .collect();
-        let starting_tx = Arc::new(starting_tx);
-        for server in &servers {
-            let server = server.clone();
-            let starting = starting_tx.clone();
-            tokio::spawn(async move {
-                // Its own task, so that a panic in the client is one more
-                // way for a server to fail, not a server stuck starting.
-                let connecting = {
-                    let server = server.clone();
-                    tokio::spawn(async move { connect(&server).await })
-                };
-                let abort = connecting.abort_handle();
-                let failure = match tokio::time::timeout(startup_timeout, connecting).await {
-                    Ok(Ok(Ok(()))) => None,
-                    Ok(Ok(Err(why))) => Some(why),
-                    Ok(Err(e)) => Some(format!("failed to start ({e})")),
-                    Err(_) => {
-                        abort.abort();
-                        Some(format!(
-                            "did not start within {} s",
-                            startup_timeout.as_secs_f64()
-                        ))
-                    }
-                };
-                if let Some(why) = failure {
-                    server.fail(why);
-                }
-                starting.send_modify(|n| *n = n.saturating_sub(1));
-            });
-        }
-        Arc::new(Self {
-            servers,
-            roots,
-            starting: starting_rx,
-            events: Mutex::new(Some(events_rx)),
-        })
-    }
-
-    /// A manager with no servers.
-    pub fn empty() -> Arc<Self> {
-        Self::start(Vec::new(), Vec::new(), DEFAULT_STARTUP_TIMEOUT)
-    }
-
-    /// The directories the servers are told they may work in.
-    pub fn roots(&self) -> Vec<PathBuf> {
-        self.roots.lock().clone()
-    }
-
-    /// Replaces the roots and, when they changed, sends
-    /// `notifications/roots/list_changed` to every connected server (which
-    /// asks `roots/list` again). A session's working directory is fixed
-    /// today, so pincer's sessions do not call this; it is the path for
-    /// whatever makes the set change. A server still starting reads the
-    /// new set when it first asks.
-    pub async fn set_roots(&self, roots: Vec<PathBuf>) {
-        {
-            let mut current = self.roots.lock();
-            if *current == roots {
-                return;
-            }
-            *current = roots;
-        }
-        for server in &self.servers {
-            let Some(peer) = server.peer() else {
-                continue;
-            };
-            if let Err(e) = peer.notify_roots_list_changed().await {
-                tracing::debug!(server = %server.spec.name, error = %e, "could not announce new roots");
-            }
-        }
-    }
-
-    /// Waits until every server has started or failed.
-    pub async fn ready(&self) {
-        let mut starting = self.starting.clone();
-        let _ = starting.wait_for(|n| *n == 0).await;
-    }
-
-    /// What the user should hear about; taken once, by the frontend.
-    pub fn take_events(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Event>> {
-        self.events.lock().take()
-    }
-
-    /// The tools of the running servers, as they are now.
-    pub fn tools_now(&self) -> Vec<Arc<dyn Tool>> {
-        self.servers
-            .iter()
-            .flat_map(|s| s.state.lock().tools.clone())
-            .collect()
-    }
-
-    pub fn reports(&self) -> Vec<ServerReport> {
-        self.servers
-            .iter()
-            .map(|s| {
-                let state = s.state.lock();
-                ServerReport {
-                    name: s.spec.name.clone(),
-                    origin: s.spec.origin,
-                    transport: s.spec.transport.clone(),
-                    status: state.status.clone(),
-                    tools: state
-                        .tools
-                        .iter()
-                        .map(|t| (t.name().to_string(), !t.mutating()))
-                        .collect(),
-                }
-            })
-            .collect()
-    }
-
-    /// Ends every server: closes its transport, asks a stdio server's
-    /// process group to stop, and kills what is left after a grace
-    /// period.
-    pub async fn shutdown(&self) {
-        let connections: Vec<Connection> = self
-            .servers
-            .iter()
-            .filter_map(|s| {
-                let mut state = s.state.lock();
-                state.tools.clear();
-                if !matches!(state.status, Status::Failed(_)) {
-                    state.status = Status::Stopped;
-                }
-                state.connection.take()
-            })
-            .collect();
-        let groups: Vec<i32> = connections.iter().filter_map(|c| c.group).collect();
-        for connection in connections {
-            end(connection, false);
-        }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-        while groups.iter().any(|g| group_alive(*g)) && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        for group in groups {
-            kill_group(group);
-        }
-    }
-}
-
 /// Whether any process of a group is still there.
 fn group_alive(group: i32) -> bool {
     crate::process_group::group_alive(crate::process_group::Pid::from_raw(group))
@@ -801,30 +640,6 @@ fn kill_group(group: i32) {
         crate::process_group::Pid::from_raw(group),
         crate::process_group::Signal::SIGKILL,
     );
-}
-
-impl Drop for Manager {
-    fn drop(&mut self) {
-        // The last resort when nobody called `shutdown`: nothing outlives
-        // the session.
-        for server in &self.servers {
-            if let Some(connection) = server.state.lock().connection.take() {
-                end(connection, true);
-            }
-        }
-    }
-}
-
-impl ToolSource for Manager {
-    fn tools(&self) -> BoxFuture<'_, Vec<Arc<dyn Tool>>> {
-        Box::pin(async move {
-            let mut all = Vec::new();
-            for server in &self.servers {
-                all.extend(server.current_tools().await);
-            }
-            all
-        })
-    }
 }
 
 /// Connects to one server and lists its tools.

@@ -473,6 +473,80 @@ async fn server_processes_end_with_their_session_and_with_pincer() {
     wait_gone(&second_pids).await;
 }
 
+/// The pids a `--starts-file` lists, one per start of the server.
+fn starts(file: &std::path::Path) -> Vec<u32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+/// How many of the model's requests so far offered `tool`.
+fn requests_offering(mock: &MockModel, tool: &str) -> usize {
+    (0..mock.requests().len())
+        .filter(|i| mcp_tool_names(mock, *i).iter().any(|n| n == tool))
+        .count()
+}
+
+#[tokio::test]
+async fn sessions_of_a_project_share_one_process_per_server_configuration() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let shared_file = sandbox.dir.path().join("shared.starts");
+    let other_file = sandbox.dir.path().join("other.starts");
+    let shared = stdio_server("notes", &["--starts-file", shared_file.to_str().unwrap()]);
+    // The same name, another configuration (its arguments differ).
+    let other = stdio_server("notes", &["--starts-file", other_file.to_str().unwrap()]);
+    acp.initialize().await;
+    let mut sessions = Vec::new();
+    for servers in [json!([shared]), json!([shared]), json!([other])] {
+        let result = acp
+            .call(
+                "session/new",
+                json!({"cwd": sandbox.work(), "mcpServers": servers}),
+            )
+            .await;
+        sessions.push(result["sessionId"].as_str().unwrap().to_string());
+    }
+    // A turn in each: every session is offered the server's tools.
+    for (n, session) in sessions.iter().enumerate() {
+        mock.push(Reply::fixture("anthropic/text.sse"));
+        let result = acp.call("session/prompt", prompt(session, "hi")).await;
+        assert_eq!(result, json!({"stopReason": "end_turn"}));
+        assert_eq!(requests_offering(&mock, "mcp__notes__echo"), n + 1);
+    }
+    // Two sessions with one configuration: one process; the other
+    // configuration: a process of its own.
+    let shared_pids = starts(&shared_file);
+    let other_pids = starts(&other_file);
+    assert_eq!((shared_pids.len(), other_pids.len()), (1, 1));
+    assert_ne!(shared_pids, other_pids);
+
+    // The shared server outlives the first session that used it…
+    acp.call("session/close", json!({"sessionId": sessions[0]}))
+        .await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let result = acp
+        .call("session/prompt", prompt(&sessions[1], "again"))
+        .await;
+    assert_eq!(result, json!({"stopReason": "end_turn"}));
+    assert_eq!(requests_offering(&mock, "mcp__notes__echo"), 4);
+    assert!(!gone(shared_pids[0]));
+    // …and ends with the last one.
+    acp.call("session/close", json!({"sessionId": sessions[1]}))
+        .await;
+    wait_gone(&shared_pids).await;
+    assert!(!gone(other_pids[0]));
+    assert_eq!(starts(&shared_file).len(), 1);
+
+    // pincer exits: the other server ends with it.
+    acp.close_stdin();
+    assert!(acp.wait_exit().await.success());
+    wait_gone(&other_pids).await;
+}
+
 #[tokio::test]
 async fn mcp_list_shows_configured_servers_their_state_and_tools() {
     let sandbox = Sandbox::new();

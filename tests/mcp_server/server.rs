@@ -2,7 +2,8 @@
 //! default, streamable HTTP with `--http ADDR` (it prints its URL on the
 //! first line of stdout). `--pid-file PATH` writes its pid and the pid of
 //! a `sleep` child it starts (to check that the whole process group ends);
-//! `--hang` never answers the handshake.
+//! `--starts-file PATH` appends its pid, one line per start; `--hang`
+//! never answers the handshake.
 //!
 //! Tools: `echo` (read-only), `add_note` (text and a resource link),
 //! `image`, `fail` (an `isError` result), `slow` (sleeps `seconds`),
@@ -218,6 +219,17 @@ async fn main() {
             .spawn()
             .unwrap();
         std::fs::write(&path, format!("{} {}\n", std::process::id(), child.id())).unwrap();
+    }
+    if let Some(path) = value("--starts-file") {
+        // One line per start: the sharing test counts the processes pincer
+        // started for a configuration.
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        writeln!(file, "{}", std::process::id()).unwrap();
     }
     if args.iter().any(|a| a == "--hang") {
         tokio::time::sleep(std::time::Duration::from_secs(300)).await;
