@@ -6,8 +6,8 @@
 
 use crate::support;
 
-use std::collections::BTreeMap;
 use parking_lot::Mutex;
+use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
 use pincer::agent::{AgentEvent, AgentHost, Answer};
@@ -51,9 +51,7 @@ impl AgentHost for Host {
         _reason: &'a str,
         _preview: Vec<Display>,
     ) -> BoxFuture<'a, Answer> {
-        self.events
-            .lock()
-            .push(format!("asked {}", call.name));
+        self.events.lock().push(format!("asked {}", call.name));
         let answer = self.answer;
         Box::pin(async move { answer })
     }
