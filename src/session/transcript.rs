@@ -29,7 +29,7 @@
 //! Versions: 1 is the first and current format. A pincer reads every
 //! version up to its own and refuses newer files with a message that says
 //! so. The example above is kept as `fixtures/sessions/v1.jsonl`, frozen:
-//! every later pincer must still load it (`tests/sessions.rs`).
+//! every later pincer must still load it (`tests/it/sessions.rs`).
 
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,1662 @@
+//! End-to-end: `pincer gateway` speaks OpenClaw's gateway protocol as
+//! docs/gateway.md describes it: the handshake and `hello-ok`, ticks,
+//! every method of the spec's table, streaming a turn with a tool call,
+//! approvals, abort, two clients on one session, reconnecting, sessions
+//! that `pincer sessions list` and an editor see, and messages sent while
+//! a session is busy. The real binary, a real websocket client, the mock
+//! model.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use pretty_assertions::assert_eq;
+use serde_json::{Map, Value, json};
+use support::acp_client::{Sandbox, TIMEOUT, coalesce, process_running, updates_of};
+use support::gateway::{
+    Client, Gateway, acp_with_gateway, connect_params, new_key, write_gateway_config,
+};
+use support::mock_model::{MockModel, Reply};
+use support::sse::{anthropic_text, anthropic_tool_call, anthropic_tool_calls};
+use support::{spawn_anthropic, wait_until};
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// `value` with only `keys` (those it has): the fields the spec names,
+/// compared whole, whatever else a server adds.
+fn pick(value: &Value, keys: &[&str]) -> Value {
+    let mut out = Map::new();
+    for key in keys {
+        if let Some(v) = value.get(*key) {
+            out.insert(key.to_string(), v.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// A transcript message (`chat.history`, `sessions.get`) reduced to the
+/// fields the spec names, its timestamp checked and dropped.
+fn message_shape(message: &Value) -> Value {
+    pick(
+        message,
+        &["role", "content", "toolCallId", "toolName", "isError"],
+    )
+}
+
+/// Every message has its `timestamp` (ms): checked last in a test, so
+/// that a missing one does not hide other differences.
+fn assert_timestamps(messages: &Value) {
+    let missing: Vec<&Value> = messages
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| !m["timestamp"].is_u64())
+        .collect();
+    assert_eq!(
+        missing,
+        Vec::<&Value>::new(),
+        "messages without a timestamp"
+    );
+}
+
+fn messages_shape(messages: &Value) -> Vec<Value> {
+    messages
+        .as_array()
+        .unwrap_or_else(|| panic!("messages is not an array: {messages}"))
+        .iter()
+        .map(message_shape)
+        .collect()
+}
+
+/// The text of a `chat` event's `message`.
+fn message_text(payload: &Value) -> String {
+    payload["message"]["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["type"] == "text")
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The chat event payloads of one run, in the order received.
+fn chat_of(client: &Client, run: &str) -> Vec<Value> {
+    client
+        .payloads_of("chat")
+        .into_iter()
+        .filter(|p| p["runId"] == run)
+        .collect()
+}
+
+/// The `agent` event payloads of one run with `stream`.
+fn agent_of(client: &Client, run: &str, stream: &str) -> Vec<Value> {
+    client
+        .payloads_of("agent")
+        .into_iter()
+        .filter(|p| p["runId"] == run && p["stream"] == stream)
+        .collect()
+}
+
+/// The texts of the user messages a model request carried (without the
+/// time line pincer adds).
+fn user_texts(body: &Value) -> Vec<String> {
+    support::without_time_lines(body)["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .flat_map(|m| match &m["content"] {
+            Value::String(text) => vec![text.clone()],
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter(|b| b["type"] == "text")
+                .filter_map(|b| b["text"].as_str().map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// The text and error flag of the tool result for `id` in a request.
+fn tool_result(body: &Value, id: &str) -> (String, bool) {
+    for message in body["messages"].as_array().unwrap() {
+        for block in message["content"].as_array().into_iter().flatten() {
+            if block["type"] == "tool_result" && block["tool_use_id"] == id {
+                let text: Vec<&str> = block["content"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["text"].as_str())
+                    .collect();
+                return (text.join("\n"), block["is_error"] == json!(true));
+            }
+        }
+    }
+    panic!("no result for {id} in {body}")
+}
+
+/// The methods and events the spec lists.
+const METHODS: &[&str] = &[
+    "chat.send",
+    "chat.abort",
+    "chat.history",
+    "chat.subscribe",
+    "agent",
+    "agent.wait",
+    "sessions.list",
+    "sessions.resolve",
+    "sessions.get",
+    "sessions.patch",
+    "sessions.reset",
+    "sessions.delete",
+    "sessions.compact",
+    "sessions.subscribe",
+    "sessions.unsubscribe",
+    "models.list",
+    "exec.approval.get",
+    "exec.approval.list",
+    "exec.approval.resolve",
+    "health",
+];
+const EVENTS: &[&str] = &[
+    "chat",
+    "agent",
+    "tick",
+    "session.message",
+    "sessions.changed",
+    "exec.approval.requested",
+    "exec.approval.resolved",
+];
+
+/// The `server.bootId` another connection's hello carries.
+async fn other_hello_boot(gateway: &Gateway) -> String {
+    let client = gateway.admin().await;
+    client.hello["server"]["bootId"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn the_handshake_challenge_hello_ok_and_ticks_have_the_specs_shape() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    write_gateway_config(&sandbox, "tick_interval_ms = 200");
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let before = now_ms();
+    let mut client = Client::open(gateway.addr).await;
+    let after = now_ms();
+    let challenge = client.challenge.clone();
+    let nonce = challenge["payload"]["nonce"].as_str().unwrap().to_string();
+    let ts = challenge["payload"]["ts"].as_u64().unwrap();
+    assert!(nonce.len() >= 16, "a weak nonce: {nonce:?}");
+    assert!(
+        before.saturating_sub(1000) <= ts && ts <= after + 1000,
+        "{ts}"
+    );
+    assert_eq!(
+        challenge,
+        json!({"type": "event", "event": "connect.challenge", "payload": {"nonce": nonce, "ts": ts}})
+    );
+    // Each connection gets its own nonce.
+    let other = Client::open(gateway.addr).await;
+    assert_ne!(other.challenge["payload"]["nonce"], json!(nonce));
+
+    let id = client
+        .request(
+            "connect",
+            connect_params(gateway.token.as_deref(), &[], &["tool-events"]),
+        )
+        .await;
+    let res = client.response(&id).await;
+    assert_eq!(res["ok"], json!(true), "{res}");
+    let mut hello = res["payload"].clone();
+    let conn_id = hello["server"]["connId"].as_str().unwrap().to_string();
+    assert!(hello["snapshot"]["uptimeMs"].is_u64(), "{hello}");
+    let methods: Vec<String> =
+        serde_json::from_value(hello["features"]["methods"].clone()).unwrap();
+    let events: Vec<String> = serde_json::from_value(hello["features"]["events"].clone()).unwrap();
+    for method in METHODS {
+        assert!(
+            methods.iter().any(|m| m == method),
+            "{method} not in {methods:?}"
+        );
+    }
+    for event in EVENTS {
+        assert!(
+            events.iter().any(|e| e == event),
+            "{event} not in {events:?}"
+        );
+    }
+    hello["server"]["connId"] = json!("<conn>");
+    // One boot id for the process's life (clients tell a restart by it).
+    let boot = hello["server"]["bootId"].as_str().unwrap().to_string();
+    assert!(uuid::Uuid::parse_str(&boot).is_ok(), "{boot}");
+    assert_eq!(other_hello_boot(&gateway).await, boot);
+    hello["server"]["bootId"] = json!("<boot>");
+    hello["snapshot"]["uptimeMs"] = json!("<uptime>");
+    hello["features"] = json!("<features>");
+    // OpenClaw's three defaults, and what a new session here starts with
+    // (for `pincer acp --connect`, which shows it before the first turn).
+    let modes: Vec<Value> = ["default", "accept-edits", "plan", "bypass"]
+        .iter()
+        .map(|id| json!(id))
+        .collect();
+    let defaults = hello["snapshot"]["sessionDefaults"].clone();
+    let ids: Vec<Value> = defaults["permissionModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].clone())
+        .collect();
+    assert_eq!(ids, modes);
+    assert_eq!(
+        pick(
+            &defaults,
+            &[
+                "cwd",
+                "model",
+                "thinkingLevel",
+                "permissionMode",
+                "queueMode"
+            ]
+        ),
+        json!({"cwd": sandbox.work(), "model": "anthropic/claude-sonnet-4-5", "thinkingLevel": "off",
+               "permissionMode": "default", "queueMode": "steer"})
+    );
+    hello["snapshot"]["sessionDefaults"] =
+        pick(&defaults, &["defaultAgentId", "mainKey", "mainSessionKey"]);
+    assert_eq!(
+        hello,
+        json!({
+            "type": "hello-ok",
+            "protocol": 4,
+            "server": {"version": format!("pincer {}", env!("CARGO_PKG_VERSION")), "connId": "<conn>", "bootId": "<boot>"},
+            "features": "<features>",
+            "snapshot": {
+                "presence": [], "health": {}, "stateVersion": {"presence": 0, "health": 0},
+                "uptimeMs": "<uptime>",
+                "sessionDefaults": {"defaultAgentId": "main", "mainKey": "main", "mainSessionKey": "agent:main:main"},
+                "authMode": "token"
+            },
+            "auth": {"role": "operator", "scopes": ["operator.admin"], "method": "token"},
+            "policy": {"maxPayload": 26214400, "maxBufferedBytes": 52428800, "tickIntervalMs": 200}
+        })
+    );
+    // No device token, ever.
+    assert!(res["payload"]["auth"].get("deviceToken").is_none());
+
+    // Ticks come, and every event of the connection is numbered from 1.
+    let first = client.next_event("tick").await;
+    let second = client.next_event("tick").await;
+    for tick in [&first, &second] {
+        assert!(tick["payload"]["ts"].is_u64(), "{tick}");
+        assert_eq!(pick(&tick["payload"], &["ts"]), tick["payload"]);
+    }
+    let seqs: Vec<u64> = client
+        .events
+        .iter()
+        .skip(1) // the challenge has none
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert!(client.events[0].get("seq").is_none());
+    // Narrowed scopes are what hello-ok grants.
+    let reader = gateway.operator(&["operator.read"], &[]).await;
+    assert_eq!(reader.hello["auth"]["scopes"], json!(["operator.read"]));
+    // The spec's connId is a uuid (a counter tells a client how many
+    // others there were).
+    assert!(
+        uuid::Uuid::parse_str(&conn_id).is_ok(),
+        "connId {conn_id:?} is not a uuid"
+    );
+}
+
+#[tokio::test]
+async fn a_turn_with_a_tool_call_streams_to_two_clients_tool_events_only_with_the_cap() {
+    let sandbox = Sandbox::new();
+    sandbox.write("hello.txt", "hello\n");
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/tool_read.sse"));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut tools = gateway.admin().await;
+    let mut plain = gateway.operator(&[], &[]).await;
+    let key = new_key();
+    let run = tools.chat_send(&key, "What does hello.txt say?").await;
+    let end = tools.chat_end(&run).await;
+    let plain_end = plain.chat_end(&run).await;
+    assert_eq!(end["payload"], plain_end["payload"]);
+
+    // chat: numbered per run from 1, deltas cumulative, then final.
+    let chat = chat_of(&tools, &run);
+    let seqs: Vec<u64> = chat.iter().map(|p| p["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=chat.len() as u64).collect::<Vec<_>>());
+    let (last, deltas) = chat.split_last().unwrap();
+    assert!(!deltas.is_empty());
+    let mut so_far = String::new();
+    for delta in deltas {
+        assert_eq!(delta["state"], "delta", "{delta}");
+        assert_eq!(delta["sessionKey"], json!(key));
+        assert_eq!(delta["message"]["role"], "assistant", "{delta}");
+        let text = delta["deltaText"].as_str().unwrap();
+        if delta["replace"] == json!(true) {
+            so_far = text.to_string();
+        } else {
+            so_far.push_str(text);
+        }
+        assert_eq!(message_text(delta), so_far, "{delta}");
+    }
+    assert!(so_far.contains("I'll read the file."), "{so_far:?}");
+    assert!(so_far.ends_with("The file says hello."), "{so_far:?}");
+    assert_eq!(
+        pick(last, &["runId", "sessionKey", "seq", "state", "stopReason"]),
+        json!({"runId": run, "sessionKey": key, "seq": chat.len(), "state": "final", "stopReason": "stop"})
+    );
+    assert!(
+        message_text(last).ends_with("The file says hello."),
+        "{last}"
+    );
+    // Both clients saw the same chat events.
+    assert_eq!(chat_of(&plain, &run), chat);
+
+    // agent: the tool's start and result, before the final, with the cap.
+    let tool_events = agent_of(&tools, &run, "tool");
+    for event in &tool_events {
+        assert_eq!(
+            pick(event, &["runId", "sessionKey", "stream"]),
+            json!({"runId": run, "sessionKey": key, "stream": "tool"})
+        );
+        assert!(event["ts"].is_u64() && event["seq"].is_u64(), "{event}");
+    }
+    let phases: Vec<Value> = tool_events
+        .iter()
+        .map(|e| &e["data"])
+        .filter(|d| d["phase"] != "update")
+        .map(|d| {
+            let mut shape = pick(d, &["phase", "name", "toolCallId", "args", "isError"]);
+            if d["phase"] == "result" {
+                shape["result"] = json!({"content": d["result"]["content"]});
+            }
+            shape
+        })
+        .collect();
+    assert_eq!(
+        phases,
+        vec![
+            json!({"phase": "start", "name": "read", "toolCallId": "toolu_01", "args": {"path": "hello.txt"}}),
+            json!({"phase": "result", "name": "read", "toolCallId": "toolu_01", "isError": false,
+                   "result": {"content": [{"type": "text", "text": "hello"}]}}),
+        ]
+    );
+    let position = |client: &Client, pred: &dyn Fn(&Value) -> bool| {
+        client.events.iter().position(pred).unwrap()
+    };
+    let last_tool = tools
+        .events
+        .iter()
+        .rposition(|e| e["event"] == "agent" && e["payload"]["stream"] == "tool")
+        .unwrap();
+    let final_at = position(&tools, &|e| {
+        e["event"] == "chat" && e["payload"]["state"] == "final"
+    });
+    assert!(last_tool < final_at, "a tool event came after the final");
+    // The first text came before the tool started.
+    let first_tool = position(&tools, &|e| {
+        e["event"] == "agent" && e["payload"]["stream"] == "tool"
+    });
+    let first_delta = position(&tools, &|e| e["event"] == "chat");
+    assert!(first_delta < first_tool);
+    // Lifecycle: start, then end.
+    tools
+        .next_where("the lifecycle end", |f| {
+            f["event"] == "agent"
+                && f["payload"]["stream"] == "lifecycle"
+                && f["payload"]["data"]["phase"] == "end"
+        })
+        .await;
+    let lifecycle: Vec<Value> = agent_of(&tools, &run, "lifecycle")
+        .iter()
+        .map(|e| e["data"]["phase"].clone())
+        .collect();
+    assert_eq!(lifecycle, vec![json!("start"), json!("end")]);
+    // Without the cap: no tool events at all.
+    assert_eq!(agent_of(&plain, &run, "tool"), Vec::<Value>::new());
+    // The client that did not send saw the user's message join.
+    let joined = plain.next_event("session.message").await;
+    assert_eq!(
+        pick(&joined["payload"], &["sessionKey", "runId"]),
+        json!({"sessionKey": key, "runId": run})
+    );
+    assert_eq!(message_text(&joined["payload"]), "What does hello.txt say?");
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn chat_send_is_idempotent_in_flight_then_ok() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    mock.push(Reply::Sse {
+        body: support::mock_model::fixture("anthropic/text.sse"),
+        delay: Duration::ZERO,
+        gate: Some(gate.clone()),
+    });
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = uuid::Uuid::new_v4().to_string();
+    let send = json!({"sessionKey": key, "message": "hello", "idempotencyKey": run});
+    let first = client.call_ok("chat.send", send.clone()).await;
+    assert_eq!(first, json!({"runId": run, "status": "started"}));
+    mock.wait_for_requests(1, TIMEOUT).await;
+    let again = client.call_ok("chat.send", send.clone()).await;
+    assert_eq!(again, json!({"runId": run, "status": "in_flight"}));
+    gate.notify_one();
+    let end = client.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "final");
+    let after = client.call_ok("chat.send", send.clone()).await;
+    assert_eq!(after, json!({"runId": run, "status": "ok"}));
+    // One run only: one model request, one user message in the history.
+    assert_eq!(mock.requests().len(), 1);
+    let history = client
+        .call_ok("chat.history", json!({"sessionKey": key}))
+        .await;
+    assert_eq!(
+        messages_shape(&history["messages"]),
+        vec![
+            json!({"role": "user", "content": [{"type": "text", "text": "hello"}]}),
+            json!({"role": "assistant", "content": [{"type": "text", "text": "Hello from the mock model."}]}),
+        ]
+    );
+    assert_eq!(
+        chat_of(&client, &run)
+            .iter()
+            .filter(|p| p["state"] == "final")
+            .count(),
+        1
+    );
+    assert_timestamps(&history["messages"]);
+}
+
+#[tokio::test]
+async fn chat_abort_stops_the_run_with_an_aborted_event_and_the_session_goes_on() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::Stall {
+        body: support::mock_model::fixture("anthropic/text.sse"),
+        events: 4,
+    });
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let mut watcher = gateway.operator(&["operator.read"], &[]).await;
+    let key = new_key();
+    let run = client.chat_send(&key, "talk forever").await;
+    let delta = client.chat_state(&run, "delta").await;
+    assert_eq!(delta["payload"]["deltaText"], "Hello");
+    // Another run id aborts nothing.
+    let nothing = client
+        .call_ok(
+            "chat.abort",
+            json!({"sessionKey": key, "runId": "not-this-one"}),
+        )
+        .await;
+    assert_eq!(nothing, json!({"ok": true, "aborted": false, "runIds": []}));
+    let aborted = client
+        .call_ok("chat.abort", json!({"sessionKey": key, "runId": run}))
+        .await;
+    assert_eq!(
+        aborted,
+        json!({"ok": true, "aborted": true, "runIds": [run]})
+    );
+    for who in [&mut client, &mut watcher] {
+        let end = who.chat_end(&run).await;
+        assert_eq!(
+            pick(
+                &end["payload"],
+                &["runId", "sessionKey", "state", "stopReason"]
+            ),
+            json!({"runId": run, "sessionKey": key, "state": "aborted", "stopReason": "aborted"})
+        );
+    }
+    let again = client
+        .call_ok("chat.abort", json!({"sessionKey": key}))
+        .await;
+    assert_eq!(again, json!({"ok": true, "aborted": false, "runIds": []}));
+    // The session takes the next message.
+    let next = client.chat_send(&key, "hello").await;
+    let end = client.chat_end(&next).await;
+    assert_eq!(end["payload"]["state"], "final");
+    assert_eq!(message_text(&end["payload"]), "Hello from the mock model.");
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn the_agent_method_answers_twice_and_agent_wait_reports_the_end() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    mock.push(Reply::Sse {
+        body: anthropic_text("The main session.", 20),
+        delay: Duration::ZERO,
+        gate: Some(gate.clone()),
+    });
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = uuid::Uuid::new_v4().to_string();
+    let before = now_ms();
+    let id = client
+        .request(
+            "agent",
+            json!({"message": "hello", "idempotencyKey": run, "sessionKey": key}),
+        )
+        .await;
+    let accepted = client.response(&id).await;
+    assert_eq!(accepted["ok"], json!(true), "{accepted}");
+    let at = accepted["payload"]["acceptedAt"].as_u64().unwrap();
+    assert!(at + 1000 >= before && at <= now_ms() + 1000);
+    assert_eq!(
+        pick(&accepted["payload"], &["runId", "sessionKey", "status"]),
+        json!({"runId": run, "sessionKey": key, "status": "accepted"})
+    );
+    let done = client.response(&id).await;
+    assert_eq!(done["ok"], json!(true), "{done}");
+    assert!(done["payload"]["summary"].is_string(), "{done}");
+    assert_eq!(
+        pick(&done["payload"], &["runId", "status", "result"]),
+        json!({"runId": run, "status": "ok",
+               "result": {"text": "Hello from the mock model.", "stopReason": "stop"}})
+    );
+    // The same events as chat.send.
+    assert_eq!(chat_of(&client, &run).last().unwrap()["state"], "final");
+    let waited = client.call_ok("agent.wait", json!({"runId": run})).await;
+    assert_eq!(
+        pick(&waited, &["runId", "status", "terminalReply"]),
+        json!({"runId": run, "status": "ok",
+               "terminalReply": {"disposition": "visible", "text": "Hello from the mock model."}})
+    );
+
+    // Without a session key: agent:main:main. While it runs, agent.wait
+    // times out.
+    let main_run = uuid::Uuid::new_v4().to_string();
+    let id = client
+        .request(
+            "agent",
+            json!({"message": "main?", "idempotencyKey": main_run}),
+        )
+        .await;
+    let accepted = client.response(&id).await;
+    assert_eq!(accepted["payload"]["sessionKey"], "agent:main:main");
+    mock.wait_for_requests(2, TIMEOUT).await;
+    let waited = client
+        .call_ok("agent.wait", json!({"runId": main_run, "timeoutMs": 100}))
+        .await;
+    assert_eq!(
+        pick(&waited, &["runId", "status"]),
+        json!({"runId": main_run, "status": "timeout"})
+    );
+    gate.notify_one();
+    let done = client.response(&id).await;
+    assert_eq!(done["payload"]["result"]["text"], "The main session.");
+    let resolved = client
+        .call_ok("sessions.resolve", json!({"key": "agent:main:main"}))
+        .await;
+    assert_eq!(resolved["key"], "agent:main:main");
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn sessions_methods_list_resolve_get_patch_reset_and_delete() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    mock.push(Reply::sse(anthropic_text("Second key.", 20)));
+    mock.push(Reply::sse(anthropic_text("With another model.", 20)));
+    mock.push(Reply::sse(anthropic_text("A fresh start.", 20)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let mut watcher = gateway.operator(&["operator.read"], &[]).await;
+    assert_eq!(
+        watcher.call_ok("sessions.subscribe", json!({})).await,
+        json!({"ok": true})
+    );
+    let listed = client.call_ok("sessions.list", json!({})).await;
+    assert_eq!(
+        pick(&listed, &["sessions", "hasMore", "count"]),
+        json!({"sessions": [], "hasMore": false, "count": 0})
+    );
+
+    let key = new_key();
+    let run = client.chat_send(&key, "say hello").await;
+    client.chat_end(&run).await;
+    let changed = watcher
+        .next_where("sessions.changed for the key", |f| {
+            f["event"] == "sessions.changed" && f["payload"]["key"] == json!(key)
+        })
+        .await;
+    let first_changes: Vec<Value> = watcher
+        .payloads_of("sessions.changed")
+        .iter()
+        .filter(|p| p["key"] != json!(key))
+        .cloned()
+        .collect();
+    assert!(changed["payload"]["reason"].is_string(), "{changed}");
+
+    let listed = client.call_ok("sessions.list", json!({})).await;
+    assert!(listed["ts"].is_u64(), "{listed}");
+    assert_eq!(
+        pick(&listed, &["hasMore", "count"]),
+        json!({"hasMore": false, "count": 1})
+    );
+    let row = listed["sessions"][0].clone();
+    let session_id = row["sessionId"].as_str().unwrap().to_string();
+    assert!(
+        row["updatedAt"].as_u64().unwrap() + 60_000 > now_ms(),
+        "{row}"
+    );
+    assert_eq!(
+        pick(
+            &row,
+            &["key", "sessionId", "kind", "derivedTitle", "spawnedCwd",]
+        ),
+        json!({"key": key, "sessionId": session_id, "kind": "direct", "derivedTitle": "say hello",
+               "spawnedCwd": sandbox.work()})
+    );
+
+    // resolve by key and by session id.
+    let by_key = client
+        .call_ok("sessions.resolve", json!({"key": key}))
+        .await;
+    let expected = json!({"ok": true, "key": key, "agentId": "main", "sessionId": session_id});
+    assert_eq!(
+        pick(&by_key, &["ok", "key", "agentId", "sessionId"]),
+        expected
+    );
+    let by_id = client
+        .call_ok("sessions.resolve", json!({"sessionId": session_id}))
+        .await;
+    assert_eq!(
+        pick(&by_id, &["ok", "key", "agentId", "sessionId"]),
+        expected
+    );
+
+    // get: the transcript.
+    let got = client.call_ok("sessions.get", json!({"key": key})).await;
+    let got_messages = got["messages"].clone();
+    assert_eq!(got["key"], json!(key));
+    assert_eq!(got["sessionId"], json!(session_id));
+    assert_eq!(
+        messages_shape(&got["messages"]),
+        vec![
+            json!({"role": "user", "content": [{"type": "text", "text": "say hello"}]}),
+            json!({"role": "assistant", "content": [{"type": "text", "text": "Hello from the mock model."}]}),
+        ]
+    );
+
+    // search and paging.
+    let other = new_key();
+    let run = client.chat_send(&other, "another one").await;
+    client.chat_end(&run).await;
+    let found = client
+        .call_ok("sessions.list", json!({"search": other}))
+        .await;
+    let keys: Vec<Value> = found["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].clone())
+        .collect();
+    assert_eq!(keys, vec![json!(other)]);
+    let page = client.call_ok("sessions.list", json!({"limit": 1})).await;
+    assert_eq!(page["sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(page["hasMore"], json!(true));
+    assert_eq!(page["sessions"][0]["key"], json!(other), "newest first");
+
+    // patch: the thinking level and the model, which the next turn uses.
+    let models = client.call_ok("models.list", json!({})).await;
+    let first_model = mock.requests()[0].body["model"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let current = first_model.as_str();
+    let other_model = models["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| {
+            m["provider"] == "anthropic"
+                && m["reasoning"] == json!(true)
+                && m["id"] != current
+                && !current.ends_with(m["id"].as_str().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no second anthropic model in {models}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let patched = client
+        .call_ok(
+            "sessions.patch",
+            json!({"key": key, "model": other_model, "thinkingLevel": "high"}),
+        )
+        .await;
+    assert_eq!(
+        pick(&patched, &["ok", "key"]),
+        json!({"ok": true, "key": key})
+    );
+    assert_eq!(patched["entry"]["key"], json!(key), "{patched}");
+    let patched_entry = patched["entry"].clone();
+    let run = client.chat_send(&key, "again").await;
+    client.chat_end(&run).await;
+    let sent_model = mock.requests().last().unwrap().body["model"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        other_model.ends_with(&sent_model) || sent_model.ends_with(&other_model),
+        "{sent_model} vs {other_model}"
+    );
+    let history = client
+        .call_ok("chat.history", json!({"sessionKey": key}))
+        .await;
+    let history_thinking = history["thinkingLevel"].clone();
+    assert_eq!(history["sessionId"], json!(session_id));
+    assert_eq!(history["messages"].as_array().unwrap().len(), 4);
+    let limited = client
+        .call_ok("chat.history", json!({"sessionKey": key, "limit": 2}))
+        .await;
+    assert_eq!(
+        messages_shape(&limited["messages"]),
+        vec![
+            json!({"role": "user", "content": [{"type": "text", "text": "again"}]}),
+            json!({"role": "assistant", "content": [{"type": "text", "text": "With another model."}]}),
+        ]
+    );
+
+    // reset: a fresh session for the key; the old transcript stays.
+    let reset = client.call_ok("sessions.reset", json!({"key": key})).await;
+    let new_id = reset["sessionId"].as_str().unwrap().to_string();
+    assert_ne!(new_id, session_id);
+    assert_eq!(reset, json!({"ok": true, "key": key, "sessionId": new_id}));
+    let history = client
+        .call_ok("chat.history", json!({"sessionKey": key}))
+        .await;
+    assert_eq!(history["messages"], json!([]));
+    let run = client.chat_send(&key, "start over").await;
+    client.chat_end(&run).await;
+    assert_eq!(
+        user_texts(&mock.requests().last().unwrap().body),
+        vec!["start over"]
+    );
+    let out = sandbox
+        .command(&["sessions", "list", "--json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let ids: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["sessionId"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        ids.contains(&session_id) && ids.contains(&new_id),
+        "{ids:?}"
+    );
+
+    // delete.
+    let deleted = client
+        .call_ok("sessions.delete", json!({"key": other}))
+        .await;
+    assert_eq!(
+        pick(&deleted, &["ok", "key", "deleted"]),
+        json!({"ok": true, "key": other, "deleted": true})
+    );
+    let listed = client.call_ok("sessions.list", json!({})).await;
+    let keys: Vec<Value> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].clone())
+        .collect();
+    // (The transcript `reset` left may be listed under its id.)
+    assert!(
+        keys.contains(&json!(key)) && !keys.contains(&json!(other)),
+        "{keys:?}"
+    );
+    let again = client
+        .call_ok("sessions.delete", json!({"key": other}))
+        .await;
+    assert_eq!(again["deleted"], json!(false));
+    assert_eq!(
+        watcher.call_ok("sessions.unsubscribe", json!({})).await,
+        json!({"ok": true})
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+    // What the spec names beyond the above, all reported at once.
+    let mut problems: Vec<String> = Vec::new();
+    let untimed = got_messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| !m["timestamp"].is_u64())
+        .count();
+    if untimed > 0 {
+        problems.push(format!(
+            "{untimed} sessions.get messages without a timestamp"
+        ));
+    }
+    // Events about the first session named it by the key its client used.
+    if !first_changes.is_empty() {
+        problems.push(format!(
+            "sessions.changed with keys nobody used: {first_changes:?}"
+        ));
+    }
+    for field in ["displayName", "model", "thinkingLevel"] {
+        if !row[field].is_string() {
+            problems.push(format!("the session row has no {field}: {row}"));
+        }
+    }
+    if row["modelProvider"] != "anthropic" {
+        problems.push(format!(
+            "the session row's modelProvider is not anthropic: {row}"
+        ));
+    }
+    if patched_entry["thinkingLevel"] != "high" {
+        problems.push(format!(
+            "sessions.patch's entry has no thinkingLevel high: {patched_entry}"
+        ));
+    }
+    if history_thinking != "high" {
+        problems.push(format!(
+            "chat.history's thinkingLevel is {history_thinking}, not high"
+        ));
+    }
+    assert_eq!(problems, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn sessions_compact_summarises_the_history() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    // No title calls: the only side call is the summary.
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "title_model = \"none\"\n",
+    )
+    .unwrap();
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = client.chat_send(&key, "remember the word pelican").await;
+    client.chat_end(&run).await;
+    let sides = mock.side_requests().len();
+    mock.push_side(Reply::sse(anthropic_text(
+        "The user asked to remember pelican.",
+        30,
+    )));
+    let compacted = client
+        .call_ok("sessions.compact", json!({"key": key}))
+        .await;
+    assert_eq!(
+        pick(&compacted, &["ok", "key"]),
+        json!({"ok": true, "key": key})
+    );
+    let summary_request = mock
+        .side_requests()
+        .into_iter()
+        .nth(sides)
+        .expect("no summary request");
+    assert!(
+        summary_request
+            .body
+            .to_string()
+            .contains("remember the word pelican")
+    );
+    // The next turn starts from the summary.
+    mock.push(Reply::sse(anthropic_text("Pelican.", 30)));
+    let run = client.chat_send(&key, "which word?").await;
+    client.chat_end(&run).await;
+    let body = mock.requests().last().unwrap().body.to_string();
+    assert!(
+        body.contains("The user asked to remember pelican."),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn models_list_and_health() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.operator(&["operator.read"], &[]).await;
+    let models = client.call_ok("models.list", json!({})).await;
+    let list = models["models"].as_array().unwrap();
+    assert!(
+        list.iter().any(|m| m["provider"] == "anthropic"),
+        "{models}"
+    );
+    for model in list {
+        assert!(
+            model["id"].is_string() && model["name"].is_string(),
+            "{model}"
+        );
+        assert!(model["provider"].is_string(), "{model}");
+        assert!(
+            model["contextWindow"].as_u64().is_some_and(|w| w > 0),
+            "{model}"
+        );
+        assert!(model["reasoning"].is_boolean(), "{model}");
+    }
+    let health = client.call_ok("health", json!({})).await;
+    assert!(health["uptimeMs"].is_u64(), "{health}");
+    assert_eq!(pick(&health, &["ok"]), json!({"ok": true}));
+}
+
+/// A session whose model calls `bash` with `command` and then answers.
+async fn approval_setup(config: &str) -> (Sandbox, MockModel, Gateway, std::path::PathBuf, String) {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let marker = sandbox.work().join("ran");
+    let command = format!("touch {}", marker.display());
+    mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_b",
+        "bash",
+        &json!({"command": command}),
+    )));
+    mock.push(Reply::sse(anthropic_text("Done.", 30)));
+    write_gateway_config(&sandbox, config);
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    (sandbox, mock, gateway, marker, command)
+}
+
+#[tokio::test]
+async fn an_approval_allowed_once_runs_the_tool_and_a_second_resolve_is_not_found() {
+    let (sandbox, mock, gateway, marker, command) =
+        approval_setup("approval_timeout_secs = 120").await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = client.chat_send(&key, "touch it").await;
+    let requested = client.next_event("exec.approval.requested").await["payload"].clone();
+    let id = requested["id"].as_str().unwrap().to_string();
+    let created = requested["createdAtMs"].as_u64().unwrap();
+    let expires = requested["expiresAtMs"].as_u64().unwrap();
+    assert!(
+        (119_000..=121_000).contains(&(expires - created)),
+        "{requested}"
+    );
+    assert!(
+        requested["request"]["commandPreview"].is_string(),
+        "{requested}"
+    );
+    assert_eq!(
+        pick(&requested, &["approvalKind", "id", "allowedDecisions"]),
+        json!({"approvalKind": "exec", "id": id, "allowedDecisions": ["allow-once", "allow-always", "deny"]})
+    );
+    assert_eq!(
+        pick(
+            &requested["request"],
+            &["command", "sessionKey", "toolCallId", "toolName", "cwd"]
+        ),
+        json!({"command": command, "sessionKey": key, "toolCallId": "toolu_b", "toolName": "bash", "cwd": sandbox.work()})
+    );
+    assert!(!marker.exists(), "the command ran before it was approved");
+
+    let got = client.call_ok("exec.approval.get", json!({"id": id})).await;
+    assert_eq!(
+        pick(
+            &got,
+            &[
+                "id",
+                "commandText",
+                "allowedDecisions",
+                "sessionKey",
+                "toolCallId",
+                "expiresAtMs"
+            ]
+        ),
+        json!({"id": id, "commandText": command, "allowedDecisions": ["allow-once", "allow-always", "deny"],
+               "sessionKey": key, "toolCallId": "toolu_b", "expiresAtMs": expires})
+    );
+    let listed = client.call_ok("exec.approval.list", json!({})).await;
+    let ids: Vec<Value> = listed["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].clone())
+        .collect();
+    assert_eq!(ids, vec![json!(id)]);
+
+    let resolved = client
+        .call_ok(
+            "exec.approval.resolve",
+            json!({"id": id, "decision": "allow-once"}),
+        )
+        .await;
+    assert_eq!(resolved, json!({"ok": true}));
+    let event = client.next_event("exec.approval.resolved").await;
+    assert_eq!(
+        pick(
+            &event["payload"],
+            &["id", "decision", "sessionKey", "toolCallId", "resolvedBy"]
+        ),
+        json!({"id": id, "decision": "allow-once", "sessionKey": key, "toolCallId": "toolu_b", "resolvedBy": "client"})
+    );
+    let end = client.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "final");
+    assert!(marker.exists(), "the approved command did not run");
+    assert_eq!(tool_result(&mock.requests()[1].body, "toolu_b").1, false);
+
+    let again = client
+        .call(
+            "exec.approval.resolve",
+            json!({"id": id, "decision": "deny"}),
+        )
+        .await;
+    assert_not_found(&again);
+    let again = client.call("exec.approval.get", json!({"id": id})).await;
+    assert_not_found(&again);
+    let listed = client.call_ok("exec.approval.list", json!({})).await;
+    assert_eq!(listed["approvals"], json!([]));
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+/// `APPROVAL_NOT_FOUND` as the error's code or its `details.code` (the
+/// spec names the code, not where it goes).
+fn assert_not_found(res: &Value) {
+    assert_eq!(res["ok"], json!(false), "{res}");
+    assert!(
+        res["error"]["code"] == "APPROVAL_NOT_FOUND"
+            || res["error"]["details"]["code"] == "APPROVAL_NOT_FOUND",
+        "{res}"
+    );
+}
+
+#[tokio::test]
+async fn the_first_resolve_wins_and_a_denial_is_what_the_model_sees() {
+    let (_sandbox, mock, gateway, marker, _command) = approval_setup("").await;
+    let mut first = gateway.admin().await;
+    let mut second = gateway
+        .operator(&["operator.approvals", "operator.read"], &[])
+        .await;
+    let key = new_key();
+    let run = first.chat_send(&key, "touch it").await;
+    let id = first.next_event("exec.approval.requested").await["payload"]["id"].clone();
+    // Every approver is asked.
+    assert_eq!(
+        second.next_event("exec.approval.requested").await["payload"]["id"],
+        id
+    );
+    let denied = second
+        .call_ok(
+            "exec.approval.resolve",
+            json!({"id": id, "decision": "deny"}),
+        )
+        .await;
+    assert_eq!(denied, json!({"ok": true}));
+    let late = first
+        .call(
+            "exec.approval.resolve",
+            json!({"id": id, "decision": "allow-once"}),
+        )
+        .await;
+    assert_not_found(&late);
+    let event = first.next_event("exec.approval.resolved").await;
+    assert_eq!(
+        pick(&event["payload"], &["id", "decision", "resolvedBy"]),
+        json!({"id": id, "decision": "deny", "resolvedBy": "client"})
+    );
+    let end = first.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "final");
+    assert!(!marker.exists(), "a denied command ran");
+    let (text, is_error) = tool_result(&mock.requests()[1].body, "toolu_b");
+    assert!(
+        is_error,
+        "the model was told the denied call succeeded: {text}"
+    );
+    // The tool's events say so too.
+    let results: Vec<Value> = agent_of(&first, &run, "tool")
+        .into_iter()
+        .filter(|e| e["data"]["phase"] == "result")
+        .collect();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["data"]["isError"], json!(true));
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn an_unanswered_approval_times_out_as_a_rejection() {
+    let (_sandbox, mock, gateway, marker, _command) =
+        approval_setup("approval_timeout_secs = 1").await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = client.chat_send(&key, "touch it").await;
+    let requested = client.next_event("exec.approval.requested").await;
+    let id = requested["payload"]["id"].clone();
+    let event = client.next_event("exec.approval.resolved").await;
+    assert_eq!(
+        pick(&event["payload"], &["id", "resolvedBy", "sessionKey"]),
+        json!({"id": id, "resolvedBy": "timeout", "sessionKey": key})
+    );
+    let end = client.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "final");
+    assert!(!marker.exists());
+    let (_, is_error) = tool_result(&mock.requests()[1].body, "toolu_b");
+    assert!(is_error);
+    let late = client
+        .call(
+            "exec.approval.resolve",
+            json!({"id": id, "decision": "allow-once"}),
+        )
+        .await;
+    assert_not_found(&late);
+    assert!(!marker.exists());
+}
+
+#[tokio::test]
+async fn a_reconnecting_client_reads_the_history_and_an_editor_loads_the_session() {
+    let sandbox = Sandbox::new();
+    sandbox.write("hello.txt", "hello\n");
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/tool_read.sse"));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let key = new_key();
+    let session_id = {
+        let mut client = gateway.admin().await;
+        let run = client.chat_send(&key, "What does hello.txt say?").await;
+        client.chat_end(&run).await;
+        client
+            .call_ok("sessions.resolve", json!({"key": key}))
+            .await["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // A new connection, as after a network drop.
+    let mut again = gateway.operator(&["operator.read"], &[]).await;
+    let history = again
+        .call_ok("chat.history", json!({"sessionKey": key}))
+        .await;
+    assert_eq!(history["sessionKey"], json!(key));
+    assert_eq!(history["sessionId"], json!(session_id));
+    assert_eq!(
+        messages_shape(&history["messages"]),
+        vec![
+            json!({"role": "user", "content": [{"type": "text", "text": "What does hello.txt say?"}]}),
+            json!({"role": "assistant", "content": [
+                {"type": "text", "text": "I'll read the file."},
+                {"type": "toolCall", "id": "toolu_01", "name": "read", "kind": "read",
+                 "title": "Read hello.txt", "arguments": {"path": "hello.txt"}}]}),
+            json!({"role": "toolResult", "toolCallId": "toolu_01", "toolName": "read",
+                   "content": [{"type": "text", "text": "hello"}], "isError": false}),
+            json!({"role": "assistant", "content": [{"type": "text", "text": "The file says hello."}]}),
+        ]
+    );
+    let history_messages = history["messages"].clone();
+    drop(again);
+    gateway.stop().await;
+
+    // `pincer sessions list` lists it.
+    let out = sandbox
+        .command(&["sessions", "list", "--json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    let rows: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        pick(&rows[0], &["sessionId", "title", "cwd"]),
+        json!({"sessionId": session_id, "title": "What does hello.txt say?", "cwd": sandbox.work()})
+    );
+
+    // An editor loads it and sees the replay, then goes on.
+    mock.push(Reply::sse(anthropic_text("Still hello.", 40)));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize().await;
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": session_id, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    let replay: Vec<Value> = coalesce(updates_of(&before))
+        .into_iter()
+        .map(|u| match u["sessionUpdate"].as_str().unwrap() {
+            "user_message_chunk" | "agent_message_chunk" => {
+                json!([u["sessionUpdate"], u["content"]["text"]])
+            }
+            "tool_call" => json!(["tool_call", u["toolCallId"]]),
+            "tool_call_update" => json!(["tool_call_update", u["toolCallId"], u["status"]]),
+            other => json!([other]),
+        })
+        .collect();
+    assert_eq!(
+        replay,
+        vec![
+            json!(["user_message_chunk", "What does hello.txt say?"]),
+            json!(["agent_message_chunk", "I'll read the file."]),
+            json!(["tool_call", "toolu_01"]),
+            json!(["tool_call_update", "toolu_01", "completed"]),
+            json!(["agent_message_chunk", "The file says hello."]),
+        ]
+    );
+    let id = acp
+        .send("session/prompt", support::prompt(&session_id, "and now?"))
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(
+        user_texts(&mock.requests().last().unwrap().body),
+        vec!["What does hello.txt say?", "and now?"]
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+    assert_timestamps(&history_messages);
+}
+
+/// A command that runs until `go` appears in the project; its comment
+/// names the sandbox, so `process_running` finds only this test's.
+fn wait_for_go(sandbox: &Sandbox) -> String {
+    json!({"command": format!("while [ ! -f go ]; do sleep 0.02; done; echo went # {}", marker(sandbox))})
+        .to_string()
+}
+
+fn marker(sandbox: &Sandbox) -> String {
+    sandbox
+        .dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string()
+}
+
+fn go_running(sandbox: &Sandbox) -> bool {
+    process_running(&format!("done; echo went # {}", marker(sandbox)))
+}
+
+/// Starts "first" on a session whose model runs a waiting `bash` (the
+/// user's config says `bypass`, so that these tests need no approvals) and
+/// then `read`s a.txt; once the command runs, sends `later` with
+/// `mode`. Returns the client, the key, the first run and the later runs.
+async fn busy_session(
+    gateway: &Gateway,
+    sandbox: &Sandbox,
+    mode: &str,
+    later: &[&str],
+) -> (Client, String, String, Vec<String>) {
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let first = client.chat_send(&key, "first").await;
+    wait_until("the waiting command never started", TIMEOUT, || {
+        go_running(sandbox)
+    })
+    .await;
+    let mut runs = Vec::new();
+    for text in later {
+        let run = uuid::Uuid::new_v4().to_string();
+        let res = client
+            .call_ok(
+                "chat.send",
+                json!({"sessionKey": key, "message": text, "idempotencyKey": run, "queueMode": mode}),
+            )
+            .await;
+        assert_eq!(res["runId"], json!(run), "{res}");
+        runs.push(run);
+    }
+    (client, key, first, runs)
+}
+
+fn busy_mock(sandbox: &Sandbox, mock: &MockModel) {
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "default_mode = \"bypass\"\n",
+    )
+    .unwrap();
+    sandbox.write("a.txt", "alpha\n");
+    mock.push(Reply::sse(anthropic_tool_calls(&[
+        ("w1", "bash", &wait_for_go(sandbox)),
+        ("r1", "read", r#"{"path": "a.txt"}"#),
+    ])));
+}
+
+#[tokio::test]
+async fn steer_skips_the_rest_of_the_batch_and_the_model_reads_the_message_next() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    busy_mock(&sandbox, &mock);
+    mock.push(Reply::sse(anthropic_text(
+        "Understood, the second thing.",
+        50,
+    )));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let (mut client, _key, first, runs) =
+        busy_session(&gateway, &sandbox, "steer", &["second"]).await;
+    std::fs::write(sandbox.work().join("go"), "").unwrap();
+    let end_first = client.chat_end(&first).await;
+    let end_second = client.chat_end(&runs[0]).await;
+    assert_eq!(end_first["payload"]["state"], "final");
+    assert_eq!(end_second["payload"]["state"], "final");
+    assert!(message_text(&end_second["payload"]).ends_with("Understood, the second thing."));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    let body = &requests[1].body;
+    assert_eq!(tool_result(body, "w1"), ("went".to_string(), false));
+    assert_eq!(
+        tool_result(body, "r1"),
+        (
+            "Skipped: the user sent a new message while this batch ran; read it and decide again."
+                .to_string(),
+            true
+        )
+    );
+    assert_eq!(user_texts(body), vec!["first", "second"]);
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn followup_waits_for_the_run_to_end() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    busy_mock(&sandbox, &mock);
+    mock.push(Reply::sse(anthropic_text("First done.", 50)));
+    mock.push(Reply::sse(anthropic_text("Second done.", 60)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let (mut client, _key, first, runs) =
+        busy_session(&gateway, &sandbox, "followup", &["second"]).await;
+    std::fs::write(sandbox.work().join("go"), "").unwrap();
+    let end_first = client.chat_end(&first).await;
+    assert_eq!(end_first["payload"]["state"], "final");
+    assert!(message_text(&end_first["payload"]).ends_with("First done."));
+    let end_second = client.chat_end(&runs[0]).await;
+    assert_eq!(end_second["payload"]["state"], "final");
+    assert!(message_text(&end_second["payload"]).ends_with("Second done."));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(
+        tool_result(&requests[1].body, "r1"),
+        ("alpha".to_string(), false)
+    );
+    assert_eq!(user_texts(&requests[1].body), vec!["first"]);
+    assert_eq!(user_texts(&requests[2].body), vec!["first", "second"]);
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn collect_joins_the_messages_that_came_while_busy_into_one_prompt() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    busy_mock(&sandbox, &mock);
+    mock.push(Reply::sse(anthropic_text("First done.", 50)));
+    mock.push(Reply::sse(anthropic_text("Both done.", 60)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let (mut client, _key, first, runs) =
+        busy_session(&gateway, &sandbox, "collect", &["second", "third"]).await;
+    std::fs::write(sandbox.work().join("go"), "").unwrap();
+    assert_eq!(client.chat_end(&first).await["payload"]["state"], "final");
+    for run in &runs {
+        let end = client.chat_end(run).await;
+        assert_eq!(end["payload"]["state"], "final", "{end}");
+    }
+    mock.wait_for_requests(3, TIMEOUT).await;
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3, "the collected messages were one prompt");
+    assert_eq!(
+        tool_result(&requests[1].body, "r1"),
+        ("alpha".to_string(), false)
+    );
+    let texts = user_texts(&requests[2].body);
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert_eq!(texts[0], "first");
+    let joined = &texts[1];
+    let (s, t) = (joined.find("second"), joined.find("third"));
+    assert!(s.is_some() && t.is_some() && s < t, "{joined:?}");
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn interrupt_aborts_the_run_and_starts_the_new_message() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    busy_mock(&sandbox, &mock);
+    mock.push(Reply::sse(anthropic_text("Started over.", 50)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let (mut client, _key, first, runs) =
+        busy_session(&gateway, &sandbox, "interrupt", &["second"]).await;
+    let end_first = client.chat_end(&first).await;
+    assert_eq!(end_first["payload"]["state"], "aborted", "{end_first}");
+    let end_second = client.chat_end(&runs[0]).await;
+    assert_eq!(end_second["payload"]["state"], "final");
+    assert!(message_text(&end_second["payload"]).ends_with("Started over."));
+    // The waiting command was killed, never told to go.
+    wait_until("the interrupted command still runs", TIMEOUT, || {
+        !go_running(&sandbox)
+    })
+    .await;
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(user_texts(&requests[1].body).last().unwrap(), "second");
+    assert!(
+        tool_result(&requests[1].body, "r1").1,
+        "the rest of the batch ran"
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_gateway_client_follows_and_steers_the_session_an_editor_runs() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let marker = sandbox.work().join("ran");
+    let command = format!("touch {}", marker.display());
+    mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_e",
+        "bash",
+        &json!({"command": command}),
+    )));
+    mock.push(Reply::sse(anthropic_text("Done.", 30)));
+    mock.push(Reply::sse(anthropic_text("From the phone.", 40)));
+    let token = support::gateway::new_token();
+    let (mut acp, addr) = acp_with_gateway(&sandbox, &mock, &token).await;
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let mut phone = Client::open(addr).await;
+    phone
+        .connect_ok(connect_params(Some(&token), &[], &["tool-events"]))
+        .await;
+    assert_eq!(
+        pick(
+            &phone
+                .call_ok("chat.subscribe", json!({"sessionKey": session}))
+                .await,
+            &["ok"]
+        ),
+        json!({"ok": true})
+    );
+
+    // The editor prompts and is asked, as always; the phone follows.
+    let id = acp
+        .send("session/prompt", support::prompt(&session, "touch it"))
+        .await;
+    let (response, before) = acp
+        .drive(id, |method, _| {
+            assert_eq!(method, "session/request_permission");
+            support::selected("allow_once")
+        })
+        .await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(
+        support::acp_client::requests_of(&before, "session/request_permission").len(),
+        1
+    );
+    assert!(marker.exists());
+    let joined = phone.next_event("session.message").await;
+    assert_eq!(joined["payload"]["sessionKey"], json!(session));
+    assert_eq!(message_text(&joined["payload"]), "touch it");
+    let run = joined["payload"]["runId"].as_str().unwrap().to_string();
+    let end = phone.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "final");
+    assert!(message_text(&end["payload"]).ends_with("Done."), "{end}");
+    let resolved = phone.next_event("exec.approval.resolved").await;
+    assert_eq!(
+        pick(
+            &resolved["payload"],
+            &["decision", "sessionKey", "toolCallId", "resolvedBy"]
+        ),
+        json!({"decision": "allow-once", "sessionKey": session, "toolCallId": "toolu_e", "resolvedBy": "editor"})
+    );
+    let tools: Vec<Value> = agent_of(&phone, &run, "tool")
+        .iter()
+        .map(|e| pick(&e["data"], &["phase", "toolCallId"]))
+        .filter(|d| d["phase"] != "update")
+        .collect();
+    assert_eq!(
+        tools,
+        vec![
+            json!({"phase": "start", "toolCallId": "toolu_e"}),
+            json!({"phase": "result", "toolCallId": "toolu_e"}),
+        ]
+    );
+
+    // The phone sends; the editor sees the turn in its session.
+    let sent = phone.chat_send(&session, "hello from the phone").await;
+    let end = phone.chat_end(&sent).await;
+    assert!(message_text(&end["payload"]).ends_with("From the phone."));
+    let mut shown = String::new();
+    while !shown.contains("From the phone.") {
+        let message = acp.next().await;
+        let update = &message["params"]["update"];
+        if message["method"] == "session/update"
+            && message["params"]["sessionId"] == json!(session)
+            && update["sessionUpdate"] == "agent_message_chunk"
+        {
+            shown.push_str(update["content"]["text"].as_str().unwrap_or_default());
+        }
+    }
+    assert_eq!(
+        user_texts(&mock.requests().last().unwrap().body),
+        vec!["touch it", "hello from the phone"]
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn session_scoped_clients_get_events_only_for_sessions_they_used() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("For the first.", 20)));
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    mock.push(Reply::Sse {
+        body: anthropic_text("For the second.", 20),
+        delay: Duration::ZERO,
+        gate: Some(gate.clone()),
+    });
+    mock.push(Reply::sse(anthropic_text("For the third.", 20)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut owner = gateway.admin().await;
+    let mut scoped = gateway
+        .operator(&[], &["session-scoped-events", "tool-events"])
+        .await;
+    let (first, second, third) = (new_key(), new_key(), new_key());
+    let run = owner.chat_send(&first, "one").await;
+    owner.chat_end(&run).await;
+    // The scoped client opens the second session while its run waits.
+    let other = owner.chat_send(&second, "two").await;
+    mock.wait_for_requests(2, TIMEOUT).await;
+    let history = scoped
+        .call_ok("chat.history", json!({"sessionKey": second}))
+        .await;
+    assert!(history["sessionId"].is_string(), "{history}");
+    gate.notify_one();
+    owner.chat_end(&other).await;
+    let end = scoped.chat_end(&other).await;
+    assert!(message_text(&end["payload"]).ends_with("For the second."));
+    let seen: Vec<Value> = scoped
+        .events
+        .iter()
+        .filter(|e| {
+            e["event"] == "chat" || e["event"] == "agent" || e["event"] == "session.message"
+        })
+        .map(|e| e["payload"]["sessionKey"].clone())
+        .filter(|k| *k != json!(second))
+        .collect();
+    assert_eq!(
+        seen,
+        Vec::<Value>::new(),
+        "events of a session it never used"
+    );
+    // A key it opened before anyone wrote to it (a chat page opened on an
+    // empty session) is used too: its first run reaches the client.
+    let empty = scoped
+        .call_ok("chat.history", json!({"sessionKey": third}))
+        .await;
+    assert_eq!(empty["messages"], json!([]));
+    let later = owner.chat_send(&third, "three").await;
+    owner.chat_end(&later).await;
+    let end = scoped.chat_end(&later).await;
+    assert!(message_text(&end["payload"]).ends_with("For the third."));
+}
+
+#[tokio::test]
+async fn chat_send_passes_image_attachments_to_the_model() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("A red dot.", 30)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    // A 1x1 PNG.
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+    let run = uuid::Uuid::new_v4().to_string();
+    let sent = client
+        .call_ok(
+            "chat.send",
+            json!({"sessionKey": key, "message": "what is this?", "idempotencyKey": run,
+                   "attachments": [{"type": "image", "mimeType": "image/png", "content": png}]}),
+        )
+        .await;
+    assert_eq!(
+        pick(&sent, &["runId", "status"]),
+        json!({"runId": run, "status": "started"})
+    );
+    let end = client.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "final");
+    let body = support::without_time_lines(&mock.requests()[0].body);
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    let images: Vec<Value> = last["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "image")
+        .map(|b| b["source"].clone())
+        .collect();
+    assert_eq!(
+        images,
+        vec![json!({"type": "base64", "media_type": "image/png", "data": png})]
+    );
+    assert_eq!(user_texts(&mock.requests()[0].body), vec!["what is this?"]);
+}

