@@ -155,7 +155,7 @@ const ACK_MAX_CHARS: usize = 300;
 /// acknowledgement beside it.
 pub fn is_silent(reply: &str) -> bool {
     let reply = reply.trim();
-    if reply == "NO_REPLY" {
+    if reply == crate::context::SILENT_REPLY {
         return true;
     }
     let rest = reply

@@ -1207,7 +1207,7 @@ impl ChatTask {
 
 /// Whether a reply so far could still become a silent one.
 fn might_be_silent(text: &str) -> bool {
-    ["NO_REPLY", "HEARTBEAT_OK"].iter().any(|token| {
+    [crate::context::SILENT_REPLY, "HEARTBEAT_OK"].iter().any(|token| {
         token.starts_with(text) || (text.starts_with(token) && text.len() <= token.len() + 300)
     })
 }
