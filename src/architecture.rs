@@ -97,7 +97,7 @@ fn test_module_declarations(text: &str) -> Vec<String> {
     let mut rest = text;
     while let Some(at) = rest.find("#[cfg(test)]") {
         rest = &rest[at + "#[cfg(test)]".len()..];
-        let after = rest.trim_start();
+        let after = skip_attributes(rest);
         let Some(decl) = after.strip_prefix("mod ") else {
             continue;
         };
@@ -110,6 +110,31 @@ fn test_module_declarations(text: &str) -> Vec<String> {
         }
     }
     names
+}
+
+/// `text` from its first item on: whitespace and attributes
+/// (`#[path = "…"]`, `#[allow(…)]`) skipped.
+fn skip_attributes(text: &str) -> &str {
+    let mut rest = text.trim_start();
+    while rest.starts_with("#[") {
+        let mut depth = 0usize;
+        let mut end = rest.len();
+        for (i, c) in rest.char_indices() {
+            match c {
+                '[' => depth += 1,
+                ']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = rest[end..].trim_start();
+    }
+    rest
 }
 
 /// The text without `//` and `/* */` comments (string literals are left;
@@ -155,7 +180,7 @@ fn strip_tests(text: &str) -> String {
     while let Some(at) = rest.find("#[cfg(test)]") {
         out.push_str(&rest[..at]);
         let after = &rest[at + "#[cfg(test)]".len()..];
-        let trimmed = after.trim_start();
+        let trimmed = skip_attributes(after);
         let is_block = trimmed.starts_with("mod ")
             && trimmed
                 .find(['{', ';'])
@@ -539,6 +564,14 @@ mod tests {
                 "gateway::scheduler".to_string()
             ]]
         );
+    }
+
+    #[test]
+    fn a_test_module_in_a_file_of_its_own_is_test_code() {
+        let text = "#[cfg(test)]\n#[path = \"conversation/tests.rs\"]\nmod tests;\n";
+        assert_eq!(test_module_declarations(text), vec!["tests".to_string()]);
+        let inline = "pub fn a() {}\n#[cfg(test)]\n#[allow(dead_code)]\nmod tests {\n    use crate::agent::Mode;\n}\n";
+        assert!(!strip_tests(inline).contains("crate::agent"));
     }
 
     #[test]

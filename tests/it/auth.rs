@@ -111,8 +111,8 @@ fn transcript(sandbox: &Sandbox) -> String {
         .unwrap();
     let file = std::fs::read_dir(dir.path())
         .unwrap()
-        .next()
-        .unwrap()
+        .flatten()
+        .find(|f| f.path().extension().is_some_and(|e| e == "jsonl"))
         .unwrap();
     std::fs::read_to_string(file.path()).unwrap()
 }

@@ -32,6 +32,7 @@ fn transcripts(sandbox: &Sandbox) -> Vec<std::path::PathBuf> {
     dirs.flatten()
         .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
         .map(|f| f.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
         .collect()
 }
 

@@ -74,7 +74,11 @@ fn transcript(sandbox: &Sandbox) -> Vec<Value> {
         .unwrap()
         .unwrap()
         .path();
-    let file = std::fs::read_dir(dir).unwrap().next().unwrap().unwrap();
+    let file = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .find(|f| f.path().extension().is_some_and(|e| e == "jsonl"))
+        .unwrap();
     std::fs::read_to_string(file.path())
         .unwrap()
         .lines()

@@ -1207,9 +1207,11 @@ impl ChatTask {
 
 /// Whether a reply so far could still become a silent one.
 fn might_be_silent(text: &str) -> bool {
-    [crate::context::SILENT_REPLY, "HEARTBEAT_OK"].iter().any(|token| {
-        token.starts_with(text) || (text.starts_with(token) && text.len() <= token.len() + 300)
-    })
+    [crate::context::SILENT_REPLY, "HEARTBEAT_OK"]
+        .iter()
+        .any(|token| {
+            token.starts_with(text) || (text.starts_with(token) && text.len() <= token.len() + 300)
+        })
 }
 
 #[cfg(test)]
