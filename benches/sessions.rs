@@ -9,15 +9,14 @@
 
 #[path = "../tests/support/acp_client.rs"]
 mod acp_client;
+#[path = "support/transcript.rs"]
+mod transcript_fixture;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use acp_client::{Acp, Sandbox};
-use pincer::llm::{
-    Api, AssistantContent, AssistantMessage, Content, Message, StopReason, ToolCall,
-    ToolResultMessage, Usage,
-};
+use pincer::llm::{Content, Message};
 use pincer::session::{self, transcript};
 use serde_json::json;
 
@@ -31,68 +30,6 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 
 fn verdict(d: Duration) -> &'static str {
     if d < TARGET { "met" } else { "MISSED" }
-}
-
-/// A transcript of `entries` entries shaped like real work: a prompt, an
-/// answer with a tool call, its result, and so on.
-fn write_transcript(data_dir: &Path, cwd: &Path, id: &str, entries: usize) {
-    let path = session::transcript_path(data_dir, cwd, id);
-    let mut writer =
-        transcript::Writer::create(&path, &transcript::Header::new(id, cwd, None)).unwrap();
-    let mut n = 0;
-    while n < entries {
-        let call_id = format!("toolu_{n}");
-        let records = [
-            transcript::Record::Message {
-                message: Message::User {
-                    content: vec![Content::text(format!(
-                        "Please look at module {n} and fix the bug in it."
-                    ))],
-                },
-                time: None,
-            },
-            transcript::Record::Message {
-                message: Message::Assistant(AssistantMessage {
-                    content: vec![
-                        AssistantContent::Text {
-                            text: "I'll read the file first to see what is going on. ".repeat(4),
-                        },
-                        AssistantContent::ToolCall(ToolCall {
-                            id: call_id.clone(),
-                            name: "read".into(),
-                            arguments: json!({"path": format!("src/module_{n}.rs")}),
-                            arguments_error: None,
-                        }),
-                    ],
-                    provider: "anthropic".into(),
-                    api: Api::AnthropicMessages,
-                    model: "claude-sonnet-4-5".into(),
-                    auth_profile: None,
-                    stop_reason: StopReason::ToolUse,
-                    error_message: None,
-                    usage: Usage::default(),
-                }),
-                time: None,
-            },
-            transcript::Record::ToolResult {
-                message: ToolResultMessage {
-                    tool_call_id: call_id,
-                    tool_name: "read".into(),
-                    content: vec![Content::text(
-                        "fn main() {\n    println!(\"hello\");\n}\n".repeat(20),
-                    )],
-                    is_error: false,
-                },
-                call: None,
-                display: Vec::new(),
-                details: json!({"startLine": 1}),
-            },
-        ];
-        for record in records {
-            writer.append(record).unwrap();
-            n += 1;
-        }
-    }
 }
 
 /// Starts `pincer acp`, initialises it, then times `session/load` of
@@ -143,7 +80,7 @@ fn main() {
     let sandbox = Sandbox::new();
     let data_dir = sandbox.home();
     let cwd = sandbox.work();
-    write_transcript(&data_dir, &cwd, "sess_big", 10_000);
+    transcript_fixture::write_transcript(&data_dir, &cwd, "sess_big", 10_000);
     let path = session::find(&data_dir, "sess_big").unwrap();
     let size = std::fs::metadata(&path).unwrap().len();
     println!(
@@ -209,7 +146,7 @@ fn main() {
 
     // 1,000 sessions of a few entries each.
     for i in 0..1_000 {
-        write_transcript(&data_dir, &cwd, &format!("sess_{i:04}"), 3);
+        transcript_fixture::write_transcript(&data_dir, &cwd, &format!("sess_{i:04}"), 3);
     }
     let listing: Vec<Duration> = (0..RUNS)
         .map(|_| {

@@ -32,12 +32,12 @@ const EMPTY_TOOL_RESULT: &str = "(no output)";
 /// How much of a non-JSON error body (an HTML page from a proxy) to keep.
 const MAX_ERROR_BODY_CHARS: usize = 500;
 
-/// Builds the streaming Messages request for `model`.
 /// How Anthropic's OAuth access tokens begin.
 pub const OAUTH_TOKEN_PREFIX: &str = "sk-ant-oat";
 /// The beta flag the Messages API wants with an OAuth token.
 const OAUTH_BETA: &str = "oauth-2025-04-20";
 
+/// Builds the streaming Messages request for `model`.
 pub fn build_request(model: &Model, key: Option<&Secret>, request: &Request) -> HttpRequest {
     build(model, key, request, false)
 }
