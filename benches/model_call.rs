@@ -24,7 +24,6 @@ mod mock_model;
 #[path = "support/transcript.rs"]
 mod transcript_fixture;
 
-
 use acp_client::{Acp, Sandbox};
 use mock_model::{MockModel, Reply};
 use serde_json::json;
