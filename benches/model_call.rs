@@ -113,13 +113,17 @@ async fn run(calls: usize) -> (f64, f64) {
         .await;
     assert_eq!(result, json!({"stopReason": "end_turn"}));
     let after = cpu_ns(pid);
-    assert_eq!(mock.requests().len(), calls + 2);
+    // The loop detector may end the repeated reads early (the model
+    // then answers): the second prompt's calls are what the mock saw
+    // after the first prompt's one.
+    let made = mock.requests().len() - 1;
+    assert!(made > calls / 2, "only {made} model calls of {}", calls + 1);
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
     acp.close_stdin();
     let _ = acp.wait_exit().await;
     (
         (warm - before) as f64 / 1e6,
-        (after - warm) as f64 / 1e6 / (calls + 1) as f64,
+        (after - warm) as f64 / 1e6 / made as f64,
     )
 }
 

@@ -201,8 +201,11 @@ impl MockModel {
         let arrived = Arc::new(Notify::new());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        // Anthropic takes requests up to 32 MB; axum's default of 2 MB
+        // would refuse a long session's history as no provider does.
         let app = axum::Router::new()
             .fallback(handle)
+            .layer(axum::extract::DefaultBodyLimit::max(32 * 1024 * 1024))
             .with_state((inner.clone(), arrived.clone()));
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
