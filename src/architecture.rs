@@ -523,7 +523,7 @@ mod tests {
         for text in [
             "use crate::agent::Mode;",
             "use crate::{llm::Model, agent::{Mode, QueueMode}};",
-            "fn f() -> crate::agent::Mode { todo!() }",
+            "fn f() -> crate::agent::Mode { crate::agent::Mode::Default }",
             "use super::super::agent::Mode;",
         ] {
             let modules = tree(&[("config/project", text), ("config", ""), ("agent", "")]);

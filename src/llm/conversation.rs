@@ -19,7 +19,9 @@
 //!
 //! The segments live in a small table keyed by the request's cache key (the
 //! session id) and the model, so that no caller has to carry them; it
-//! holds the last [`SESSIONS`] sessions that called.
+//! holds the last [`SESSIONS`] sessions that called, and drops the oldest
+//! while what it keeps passes [`MAX_BYTES`] (a session unloaded for being
+//! idle, or long gone, must not stay in memory through this table).
 
 use std::sync::{Arc, LazyLock};
 
@@ -30,6 +32,9 @@ use super::{Message, Model, Request};
 
 /// How many sessions' conversations are kept.
 const SESSIONS: usize = 16;
+/// How many bytes of serialised conversation the table keeps at most (the
+/// messages' copies come on top, about as large again).
+const MAX_BYTES: usize = 32 * 1024 * 1024;
 
 /// How a provider turns messages into the elements of its conversation
 /// array (`messages`, `contents`, `input`).
@@ -58,7 +63,7 @@ pub(crate) fn serialised(model: &Model, request: &Request, format: &Format<'_>) 
     let key = (session.to_string(), model_key(model));
     let segments = {
         let mut table = TABLE.lock();
-        match table.iter().position(|(k, _)| *k == key) {
+        match table.iter().position(|(k, _, _)| *k == key) {
             Some(index) => {
                 let entry = table.remove(index);
                 let segments = Arc::clone(&entry.1);
@@ -70,16 +75,33 @@ pub(crate) fn serialised(model: &Model, request: &Request, format: &Format<'_>) 
                 if table.len() >= SESSIONS {
                     table.remove(0);
                 }
-                table.push((key, Arc::clone(&segments)));
+                table.push((key.clone(), Arc::clone(&segments), 0));
                 segments
             }
         }
     };
-    let mut kept = segments.lock();
-    build(&request.messages, format, &mut kept)
+    let body = {
+        let mut kept = segments.lock();
+        build(&request.messages, format, &mut kept)
+    };
+    let mut table = TABLE.lock();
+    if let Some(entry) = table.iter_mut().find(|(k, _, _)| *k == key) {
+        entry.2 = body.len();
+    }
+    evict(&mut table, MAX_BYTES);
+    body
 }
 
-type Table = Vec<((String, String), Arc<Mutex<Vec<Segment>>>)>;
+/// Drops the oldest sessions (never the newest, which just called) while
+/// the table keeps more than `max` bytes.
+fn evict(table: &mut Table, max: usize) {
+    while table.len() > 1 && table.iter().map(|(_, _, bytes)| bytes).sum::<usize>() > max {
+        table.remove(0);
+    }
+}
+
+/// (session, model), its segments, the size of its last body.
+type Table = Vec<((String, String), Arc<Mutex<Vec<Segment>>>, usize)>;
 
 /// Sessions' segments, least recently used first.
 static TABLE: LazyLock<Mutex<Table>> = LazyLock::new(|| Mutex::new(Vec::new()));

@@ -247,3 +247,21 @@ fn a_call_converts_only_the_newest_segments() {
     // The last two segments (3 + 5 messages), not all 302.
     assert_eq!(converted.get(), 8);
 }
+
+#[test]
+fn the_table_drops_its_oldest_sessions_past_its_byte_limit_but_never_the_newest() {
+    let entry = |name: &str, bytes: usize| {
+        (
+            (name.to_string(), String::new()),
+            std::sync::Arc::new(parking_lot::Mutex::new(Vec::new())),
+            bytes,
+        )
+    };
+    let mut table: super::Table = vec![entry("old", 30), entry("mid", 30), entry("new", 30)];
+    super::evict(&mut table, 70);
+    let left: Vec<&str> = table.iter().map(|(k, _, _)| k.0.as_str()).collect();
+    assert_eq!(left, ["mid", "new"]);
+    let mut table: super::Table = vec![entry("huge", 500)];
+    super::evict(&mut table, 70);
+    assert_eq!(table.len(), 1);
+}
