@@ -710,10 +710,11 @@ async fn transient_provider_failures_are_retried_and_reported() {
         .next()
         .unwrap()
         .unwrap();
+    // The transcript, not the title sidecar beside it.
     let file = std::fs::read_dir(dir.path())
         .unwrap()
-        .next()
-        .unwrap()
+        .flatten()
+        .find(|f| f.path().extension().is_some_and(|e| e == "jsonl"))
         .unwrap();
     let text = std::fs::read_to_string(file.path()).unwrap();
     let notice = text

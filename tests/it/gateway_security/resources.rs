@@ -381,7 +381,13 @@ async fn a_reader_subscribing_to_unknown_keys_creates_nothing() {
             return 0;
         };
         dirs.flatten()
-            .map(|d| std::fs::read_dir(d.path()).unwrap().count())
+            .map(|d| {
+                std::fs::read_dir(d.path())
+                    .unwrap()
+                    .flatten()
+                    .filter(|f| f.path().extension().is_some_and(|e| e == "jsonl"))
+                    .count()
+            })
             .sum()
     };
     let keys = || -> Value {
