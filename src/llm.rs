@@ -259,7 +259,7 @@ pub struct ToolSpec {
     pub name: String,
     pub description: String,
     /// JSON Schema of the arguments object.
-    pub parameters: serde_json::Value,
+    pub parameters: std::sync::Arc<serde_json::Value>,
 }
 
 /// How hard the model should think before answering.

@@ -9,6 +9,7 @@ pub mod ask_user;
 pub mod bash;
 pub mod edit;
 pub mod find;
+pub mod globs;
 pub mod grep;
 pub mod ls;
 pub mod process;
@@ -18,6 +19,8 @@ pub mod shell;
 pub mod todo;
 pub mod write;
 
+use std::any::TypeId;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -274,8 +277,9 @@ pub trait Tool: Send + Sync {
     fn name(&self) -> &str;
     /// One paragraph for the model.
     fn description(&self) -> &str;
-    /// JSON Schema of the arguments.
-    fn parameters(&self) -> serde_json::Value;
+    /// JSON Schema of the arguments, shared rather than copied for every
+    /// model call of every session.
+    fn parameters(&self) -> Arc<serde_json::Value>;
     /// Title, kind and locations of a call, for the editor. The locations
     /// are also the paths the permission check looks at.
     fn describe(&self, args: &serde_json::Value, cwd: &Path) -> CallInfo;
@@ -318,8 +322,13 @@ pub trait ToolSource: Send + Sync + std::fmt::Debug {
 }
 
 /// The JSON Schema of a typed tool input, in the plain form providers accept
-/// (no `$schema`, no title).
-pub fn schema_for<T: JsonSchema>() -> serde_json::Value {
+/// (no `$schema`, no title). Generated once per type for the whole process.
+pub fn schema_for<T: JsonSchema + 'static>() -> Arc<serde_json::Value> {
+    static SCHEMAS: parking_lot::Mutex<BTreeMap<TypeId, Arc<serde_json::Value>>> =
+        parking_lot::Mutex::new(BTreeMap::new());
+    if let Some(found) = SCHEMAS.lock().get(&TypeId::of::<T>()) {
+        return found.clone();
+    }
     let schema = schemars::SchemaGenerator::new(schemars::generate::SchemaSettings::draft07())
         .into_root_schema_for::<T>();
     let mut value = schema.to_value();
@@ -327,7 +336,11 @@ pub fn schema_for<T: JsonSchema>() -> serde_json::Value {
         object.remove("$schema");
         object.remove("title");
     }
-    value
+    SCHEMAS
+        .lock()
+        .entry(TypeId::of::<T>())
+        .or_insert_with(|| Arc::new(value))
+        .clone()
 }
 
 /// Parses a call's arguments, or explains to the model what was wrong.

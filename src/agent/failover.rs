@@ -11,6 +11,8 @@
 //! Credentials waiting out a cooldown are not tried while anything else
 //! can be (see [`call`]).
 
+use std::borrow::Cow;
+
 use tokio_util::sync::CancellationToken;
 
 use super::{AgentConfig, AgentEvent, AgentHost};
@@ -266,11 +268,14 @@ fn attempt_config(config: &AgentConfig, model: &Model, attempt: &Attempt) -> Age
     }
 }
 
-/// The request as `model` can take it: no thinking for models without.
-fn request_for(request: &Request, model: &Model) -> Request {
-    let mut request = request.clone();
-    if !model.reasoning {
-        request.thinking = ThinkingLevel::Off;
+/// The request as `model` can take it: no thinking for models without. A
+/// copy (the whole history) only when something changes.
+fn request_for<'a>(request: &'a Request, model: &Model) -> Cow<'a, Request> {
+    if model.reasoning || request.thinking == ThinkingLevel::Off {
+        return Cow::Borrowed(request);
     }
-    request
+    Cow::Owned(Request {
+        thinking: ThinkingLevel::Off,
+        ..request.clone()
+    })
 }

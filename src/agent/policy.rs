@@ -14,8 +14,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
-use globset::{GlobBuilder, GlobMatcher};
+use globset::GlobMatcher;
 
 use super::Mode;
 use crate::tools::rules::{Profile, Rules, ToolsConfig};
@@ -100,8 +101,8 @@ impl fmt::Display for Removal {
 #[derive(Clone, Debug)]
 struct Filter {
     step: Step,
-    allow: Vec<(String, GlobMatcher)>,
-    deny: Vec<(String, GlobMatcher)>,
+    allow: Vec<(String, Arc<GlobMatcher>)>,
+    deny: Vec<(String, Arc<GlobMatcher>)>,
 }
 
 impl Filter {
@@ -132,7 +133,7 @@ impl Filter {
 }
 
 /// Each entry with the globs it stands for (a group expands to several).
-fn compile(entries: &[String]) -> Result<Vec<(String, GlobMatcher)>, PolicyError> {
+fn compile(entries: &[String]) -> Result<Vec<(String, Arc<GlobMatcher>)>, PolicyError> {
     let mut out = Vec::new();
     for entry in entries {
         let trimmed = entry.trim();
@@ -147,15 +148,12 @@ fn compile(entries: &[String]) -> Result<Vec<(String, GlobMatcher)>, PolicyError
             None => vec![trimmed],
         };
         for pattern in patterns {
-            let glob = GlobBuilder::new(pattern)
-                .case_insensitive(true)
-                .literal_separator(false)
-                .build()
-                .map_err(|e| PolicyError::BadPattern {
+            let matcher =
+                crate::tools::globs::matcher(pattern).map_err(|e| PolicyError::BadPattern {
                     entry: trimmed.to_string(),
                     message: e.kind().to_string(),
                 })?;
-            out.push((entry.clone(), glob.compile_matcher()));
+            out.push((entry.clone(), matcher));
         }
     }
     Ok(out)

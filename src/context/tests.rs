@@ -26,8 +26,8 @@ impl Tool for FakeTool {
         self.description
     }
 
-    fn parameters(&self) -> serde_json::Value {
-        serde_json::json!({"type": "object"})
+    fn parameters(&self) -> std::sync::Arc<serde_json::Value> {
+        serde_json::json!({"type": "object"}).into()
     }
 
     fn describe(&self, _args: &serde_json::Value, _cwd: &Path) -> CallInfo {

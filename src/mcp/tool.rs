@@ -17,7 +17,7 @@ pub struct McpTool {
     remote: String,
     server_name: String,
     description: String,
-    parameters: Value,
+    parameters: Arc<Value>,
     title: String,
     kind: ToolKind,
     read_only: bool,
@@ -68,7 +68,7 @@ impl McpTool {
             remote,
             server_name: server_name.to_string(),
             description,
-            parameters,
+            parameters: Arc::new(parameters),
             title,
             kind,
             read_only,
@@ -86,7 +86,7 @@ impl Tool for McpTool {
         &self.description
     }
 
-    fn parameters(&self) -> Value {
+    fn parameters(&self) -> Arc<Value> {
         self.parameters.clone()
     }
 
@@ -145,7 +145,7 @@ mod tests {
         assert_eq!(tool.name(), "mcp__my_server__echo");
         assert_eq!(tool.description(), "Echo it back");
         assert_eq!(
-            tool.parameters(),
+            *tool.parameters(),
             json!({"type": "object", "properties": {"text": {"type": "string"}}})
         );
         assert!(!tool.mutating());

@@ -77,7 +77,7 @@ impl Tool for AskUserTool {
         "Ask the user a question and wait for the answer: give `choices` for the user to pick one (their label is returned), or none for a typed answer. Use it when you cannot go on without a decision only the user can make; do not use it for things you can find out yourself."
     }
 
-    fn parameters(&self) -> serde_json::Value {
+    fn parameters(&self) -> std::sync::Arc<serde_json::Value> {
         schema_for::<Args>()
     }
 

@@ -126,7 +126,7 @@ impl Tool for BashTool {
          commands that may hang. Background processes are killed when the command ends."
     }
 
-    fn parameters(&self) -> serde_json::Value {
+    fn parameters(&self) -> std::sync::Arc<serde_json::Value> {
         super::schema_for::<BashInput>()
     }
 
@@ -973,7 +973,7 @@ mod tests {
     #[test]
     fn schema_has_command_and_timeout() {
         assert_eq!(
-            TOOL.parameters(),
+            *TOOL.parameters(),
             json!({
                 "type": "object",
                 "properties": {

@@ -121,7 +121,7 @@ impl Tool for EditTool {
          rewrite it whole, use write."
     }
 
-    fn parameters(&self) -> serde_json::Value {
+    fn parameters(&self) -> std::sync::Arc<serde_json::Value> {
         super::schema_for::<EditInput>()
     }
 

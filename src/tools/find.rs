@@ -62,7 +62,7 @@ impl Tool for FindTool {
          50 KB."
     }
 
-    fn parameters(&self) -> serde_json::Value {
+    fn parameters(&self) -> std::sync::Arc<serde_json::Value> {
         super::schema_for::<FindInput>()
     }
 

@@ -81,7 +81,7 @@ impl Tool for GrepTool {
          50 KB; lines longer than 500 characters are cut."
     }
 
-    fn parameters(&self) -> serde_json::Value {
+    fn parameters(&self) -> std::sync::Arc<serde_json::Value> {
         super::schema_for::<GrepInput>()
     }
 

@@ -48,7 +48,7 @@ impl Tool for LsTool {
          name and grep to search file contents."
     }
 
-    fn parameters(&self) -> serde_json::Value {
+    fn parameters(&self) -> std::sync::Arc<serde_json::Value> {
         super::schema_for::<LsInput>()
     }
 

@@ -142,7 +142,7 @@ impl Tool for ProcessTool {
          the session ends."
     }
 
-    fn parameters(&self) -> serde_json::Value {
+    fn parameters(&self) -> std::sync::Arc<serde_json::Value> {
         super::schema_for::<ProcessInput>()
     }
 

@@ -72,7 +72,7 @@ impl Tool for ReadTool {
          Relative paths are resolved against the working directory."
     }
 
-    fn parameters(&self) -> serde_json::Value {
+    fn parameters(&self) -> std::sync::Arc<serde_json::Value> {
         super::schema_for::<ReadInput>()
     }
 
@@ -1210,7 +1210,7 @@ mod tests {
     #[test]
     fn schema_describes_path_offset_and_limit() {
         assert_eq!(
-            ReadTool.parameters(),
+            *ReadTool.parameters(),
             json!({
                 "type": "object",
                 "properties": {

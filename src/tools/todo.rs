@@ -78,7 +78,7 @@ impl Tool for TodoTool {
          At most 50 entries and one in_progress."
     }
 
-    fn parameters(&self) -> serde_json::Value {
+    fn parameters(&self) -> std::sync::Arc<serde_json::Value> {
         super::schema_for::<TodoInput>()
     }
 

@@ -40,7 +40,7 @@ impl Tool for WriteTool {
          against the working directory."
     }
 
-    fn parameters(&self) -> serde_json::Value {
+    fn parameters(&self) -> std::sync::Arc<serde_json::Value> {
         super::schema_for::<WriteInput>()
     }
 
@@ -411,7 +411,7 @@ mod tests {
     #[test]
     fn schema_requires_path_and_content() {
         assert_eq!(
-            WriteTool.parameters(),
+            *WriteTool.parameters(),
             json!({
                 "type": "object",
                 "properties": {

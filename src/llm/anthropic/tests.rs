@@ -111,7 +111,8 @@ fn request_body_for_a_tool_round_trip() {
         tools: vec![ToolSpec {
             name: "read".to_string(),
             description: "Read a file.".to_string(),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}})
+                .into(),
         }],
         thinking: ThinkingLevel::Medium,
         max_tokens: None,

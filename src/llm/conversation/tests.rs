@@ -141,7 +141,7 @@ fn check(session: &str, messages: &[Message]) {
         tools: vec![ToolSpec {
             name: "read".into(),
             description: "Reads a file.".into(),
-            parameters: json!({"type": "object"}),
+            parameters: json!({"type": "object"}).into(),
         }],
         cache_key: Some(session.into()),
         ..Default::default()

@@ -161,12 +161,13 @@ fn tools() -> Vec<ToolSpec> {
         ToolSpec {
             name: "read".to_string(),
             description: "Read a file.".to_string(),
-            parameters: read_schema(),
+            parameters: read_schema().into(),
         },
         ToolSpec {
             name: "ls".to_string(),
             description: "List the directory.".to_string(),
-            parameters: json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            parameters: json!({"type": "object", "properties": {}, "additionalProperties": false})
+                .into(),
         },
     ]
 }

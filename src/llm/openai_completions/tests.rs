@@ -105,7 +105,8 @@ fn conversation() -> Request {
                 "type": "object",
                 "properties": {"path": {"type": "string"}},
                 "required": ["path"],
-            }),
+            })
+            .into(),
         }],
         thinking: ThinkingLevel::High,
         max_tokens: None,

@@ -94,7 +94,8 @@ fn read_tool() -> ToolSpec {
             "type": "object",
             "properties": {"path": {"type": "string"}},
             "required": ["path"],
-        }),
+        })
+        .into(),
     }
 }
 

@@ -639,7 +639,7 @@ fn describe_names_the_file() {
 #[test]
 fn schema_documents_the_edits_form() {
     assert_eq!(
-        EditTool.parameters(),
+        *EditTool.parameters(),
         json!({
             "type": "object",
             "properties": {

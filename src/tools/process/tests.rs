@@ -399,7 +399,7 @@ async fn dropping_the_tool_kills_its_processes() {
 #[test]
 fn schema_is_an_object_with_action_required() {
     assert_eq!(
-        ProcessTool::new().parameters(),
+        *ProcessTool::new().parameters(),
         json!({
             "type": "object",
             "properties": {

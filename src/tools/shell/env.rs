@@ -17,6 +17,8 @@
 
 use std::ffi::OsString;
 
+use std::sync::Arc;
+
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
@@ -55,9 +57,9 @@ const SECRET_PATTERNS: &[&str] = &["*_API_KEY", "*_TOKEN", "*_SECRET*", "*PASSWO
 #[derive(Clone, Debug)]
 pub struct ShellEnv {
     /// Built-in credentials, provider key variables, secret-looking names.
-    credentials: GlobSet,
-    passthrough: GlobSet,
-    remove: GlobSet,
+    credentials: Arc<GlobSet>,
+    passthrough: Arc<GlobSet>,
+    remove: Arc<GlobSet>,
 }
 
 impl Default for ShellEnv {
@@ -106,7 +108,12 @@ impl ShellEnv {
 }
 
 /// Case-insensitive globs; one that does not parse matches its own text.
-fn glob_set(patterns: &[String]) -> GlobSet {
+/// Compiled once per distinct list, for all sessions.
+fn glob_set(patterns: &[String]) -> Arc<GlobSet> {
+    crate::tools::globs::set(patterns, compile)
+}
+
+fn compile(patterns: &[String]) -> GlobSet {
     let mut builder = GlobSetBuilder::new();
     for pattern in patterns {
         let glob = GlobBuilder::new(pattern)
