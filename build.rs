@@ -2,11 +2,14 @@
 //!
 //! Most of `pincer acp`'s resident memory is its own code: the kernel maps
 //! an executable's pages 64 KB around each page touched, and a hello turn
-//! touches a few thousand functions spread over all 24 MB of `.text`, so
+//! touches a few thousand functions spread over all 23 MB of `.text`, so
 //! two thirds of it became resident. `packaging/hot-functions.txt` lists
-//! the functions that starting, `initialize`, `session/new` and a prompt
-//! with a tool call run, and the linker places them together at the front
-//! of `.text`. Functions missing from the list (renamed since it was made)
+//! the functions that starting, `initialize`, `session/new` and prompts
+//! with and without a tool call run, as patterns of their v0 symbol names
+//! with the build-dependent parts left out (see `packaging/hot_functions.py`
+//! and `.cargo/config.toml`); this script turns the list into a linker
+//! script that gathers their sections into `.text.hot`, in front of
+//! `.text`. Functions the list no longer names (renamed since it was made)
 //! stay where they would have been: a stale list costs memory, never
 //! correctness. `packaging/hot-functions.sh` makes it anew.
 //!
@@ -14,6 +17,9 @@
 //! `x86_64-unknown-linux-gnu` (other linkers and targets are left alone).
 //! `PINCER_LINK_MAP=<file>` also writes the linker's map, which the script
 //! reads.
+
+use std::fmt::Write as _;
+use std::path::Path;
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
@@ -23,21 +29,41 @@ fn main() {
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     let release = var("PROFILE") == "release";
     let lld_default = var("TARGET") == "x86_64-unknown-linux-gnu"
-        // A linker chosen in the flags may not know the option.
+        // A linker chosen in the flags may not know the options.
         && !var("CARGO_ENCODED_RUSTFLAGS").contains("link");
-    if !release || !lld_default || std::env::var_os("PINCER_NO_HOT_FUNCTIONS").is_some() {
+    if !release || !lld_default {
         return;
     }
-    let list = std::path::Path::new(&var("CARGO_MANIFEST_DIR")).join("packaging/hot-functions.txt");
-    if list.exists() {
-        println!(
-            "cargo::rustc-link-arg-bin=pincer=-Wl,--symbol-ordering-file={},--no-warn-symbol-ordering",
-            list.display()
-        );
+    let list = Path::new(&var("CARGO_MANIFEST_DIR")).join("packaging/hot-functions.txt");
+    if let (Ok(text), None) = (
+        std::fs::read_to_string(&list),
+        std::env::var_os("PINCER_NO_HOT_FUNCTIONS"),
+    ) {
+        let script = Path::new(&var("OUT_DIR")).join("hot-functions.ld");
+        std::fs::write(&script, linker_script(&text)).expect("OUT_DIR is writable");
+        println!("cargo::rustc-link-arg-bin=pincer=-Wl,-T,{}", script.display());
     }
     let map = var("PINCER_LINK_MAP");
     if !map.is_empty() {
-        // Mangled names, as the ordering list needs them.
+        // Mangled names, as the list needs them.
         println!("cargo::rustc-link-arg-bin=pincer=-Wl,-Map={map},--no-demangle");
     }
+}
+
+/// A script that only adds `.text.hot`, holding the sections of the listed
+/// functions, before the default layout's `.text`. Each line of the list is
+/// a symbol pattern (`*` for the build-dependent parts), made of the
+/// characters of mangled Rust symbols, which a linker script takes bare.
+fn linker_script(list: &str) -> String {
+    let mut script = String::from("SECTIONS {\n  .text.hot : {\n    *(\n");
+    for pattern in list.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let bare = pattern
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_$.*".contains(c));
+        if bare {
+            let _ = writeln!(script, "      .text.{pattern}");
+        }
+    }
+    script.push_str("    )\n  }\n}\nINSERT BEFORE .text;\n");
+    script
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes packaging/hot-functions.txt anew: the functions a typical editor
-# session runs, which build.rs asks the linker to place together (see
+# session runs, which build.rs asks the linker to place together (as symbol patterns) (see
 # build.rs for why). Run it after changes that rename or add much of what a
 # turn runs; a stale list only costs memory. Needs valgrind and python3.
 #

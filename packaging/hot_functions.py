@@ -10,7 +10,13 @@ for one editor session: initialize, session/new, a prompt whose answer reads
 a file with the `read` tool, a second plain prompt, session/list, and the end
 of input. Every instruction address executed inside the binary is mapped,
 through the link map, to the input section holding it, and the symbols of
-those sections are written to OUTPUT, one a line, in their present order.
+those sections are written to OUTPUT, one a line, in their present order,
+as patterns: the parts of a Rust symbol that depend on the build rather
+than on the code (v0's crate disambiguators and back-references) become
+`*`, so that the list also fits a build from
+another directory, profile or toolchain (build.rs turns it into a linker
+script's section patterns). A pattern may match a few more functions than
+the one it came from; they are placed with the hot ones, nothing worse.
 """
 
 import http.server
@@ -180,6 +186,19 @@ def sections(link_map):
     return out
 
 
+def pattern(symbol):
+    """`symbol` with its build-dependent parts replaced by `*`. Legacy
+    names (`_ZN…17h<hash>E`) are kept whole: every instance of a generic
+    function has the same legacy name but its hash, so a pattern would take
+    them all (.cargo/config.toml asks for v0 names)."""
+    if symbol.startswith("_R"):
+        # Crate roots (`Cs<disambiguator>_`) and back-references
+        # (`B<offset>_`, offsets that move with the disambiguators' length).
+        # Replacing more than that only widens the pattern.
+        return re.sub(r"(Cs|B)[0-9A-Za-z]*_", r"\1*_", symbol)
+    return symbol
+
+
 def main():
     binary, link_map, output = sys.argv[1:4]
     binary = os.path.realpath(binary)
@@ -198,7 +217,10 @@ def main():
         sys.exit("no executed address fell inside .text: is the map from this binary?")
     names = []
     for i in sorted(hot):
-        names.extend(hot[i][2])
+        for symbol in hot[i][2]:
+            # Only Rust's functions have sections of their own to move.
+            if symbol.startswith(("_ZN", "_R")) and pattern(symbol) not in names:
+                names.append(pattern(symbol))
     hot_bytes = sum(s[1] for s in hot.values())
     Path(output).write_text("".join(n + "\n" for n in names))
     print(f"{len(hot)} sections, {hot_bytes / 1e6:.2f} MB of code, {len(names)} symbols -> {output}")
