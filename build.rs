@@ -40,8 +40,15 @@ fn main() {
         std::env::var_os("PINCER_NO_HOT_FUNCTIONS"),
     ) {
         let script = Path::new(&var("OUT_DIR")).join("hot-functions.ld");
-        std::fs::write(&script, linker_script(&text)).expect("OUT_DIR is writable");
-        println!("cargo::rustc-link-arg-bin=pincer=-Wl,-T,{}", script.display());
+        match std::fs::write(&script, linker_script(&text)) {
+            Ok(()) => println!(
+                "cargo::rustc-link-arg-bin=pincer=-Wl,-T,{}",
+                script.display()
+            ),
+            Err(e) => {
+                println!("cargo::warning=the binary is laid out without its hot functions: {e}")
+            }
+        }
     }
     let map = var("PINCER_LINK_MAP");
     if !map.is_empty() {
