@@ -67,8 +67,10 @@ fn linker_script(list: &str) -> String {
         let bare = pattern
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "_$.*".contains(c));
+        // LLVM puts cold functions (a `Vec` growing, a table rehashing:
+        // paths every session runs) in `.text.unlikely.` sections.
         if bare {
-            let _ = writeln!(script, "      .text.{pattern}");
+            let _ = writeln!(script, "      .text.{pattern} .text.unlikely.{pattern}");
         }
     }
     script.push_str("    )\n  }\n}\nINSERT BEFORE .text;\n");
