@@ -218,8 +218,9 @@ def main():
     names = []
     for i in sorted(hot):
         for symbol in hot[i][2]:
-            # Only Rust's functions have sections of their own to move.
-            if symbol.startswith(("_ZN", "_R")) and pattern(symbol) not in names:
+            # Rust's functions and C's (mimalloc's allocator, every
+            # allocation) have sections of their own, named after them.
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$.]*", symbol) and pattern(symbol) not in names:
                 names.append(pattern(symbol))
     hot_bytes = sum(s[1] for s in hot.values())
     Path(output).write_text("".join(n + "\n" for n in names))
