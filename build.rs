@@ -3,15 +3,15 @@
 //! Most of `pincer acp`'s resident memory is its own code: the kernel maps
 //! an executable's pages 64 KB around each page touched, and a hello turn
 //! touches a few thousand functions spread over all 23 MB of `.text`, so
-//! two thirds of it became resident. `packaging/hot-functions.txt` lists
+//! two thirds of it became resident. `build/hot-functions.txt` lists
 //! the functions that starting, `initialize`, `session/new` and prompts
 //! with and without a tool call run, as patterns of their v0 symbol names
-//! with the build-dependent parts left out (see `packaging/hot_functions.py`
+//! with the build-dependent parts left out (see `build/hot_functions.py`
 //! and `.cargo/config.toml`); this script turns the list into a linker
 //! script that gathers their sections into `.text.hot`, in front of
 //! `.text`. Functions the list no longer names (renamed since it was made)
 //! stay where they would have been: a stale list costs memory, never
-//! correctness. `packaging/hot-functions.sh` makes it anew.
+//! correctness. `build/hot-functions.sh` makes it anew.
 //!
 //! Only for release builds linked by LLD, the default linker of
 //! `x86_64-unknown-linux-gnu` (other linkers and targets are left alone).
@@ -23,7 +23,7 @@ use std::path::Path;
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
-    println!("cargo::rerun-if-changed=packaging/hot-functions.txt");
+    println!("cargo::rerun-if-changed=build/hot-functions.txt");
     println!("cargo::rerun-if-env-changed=PINCER_LINK_MAP");
     println!("cargo::rerun-if-env-changed=PINCER_NO_HOT_FUNCTIONS");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
@@ -34,7 +34,7 @@ fn main() {
     if !release || !lld_default {
         return;
     }
-    let list = Path::new(&var("CARGO_MANIFEST_DIR")).join("packaging/hot-functions.txt");
+    let list = Path::new(&var("CARGO_MANIFEST_DIR")).join("build/hot-functions.txt");
     if let (Ok(text), None) = (
         std::fs::read_to_string(&list),
         std::env::var_os("PINCER_NO_HOT_FUNCTIONS"),
