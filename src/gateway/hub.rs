@@ -361,13 +361,16 @@ impl Hub {
         let saver = self.clone();
         if self.keys_saver.set(()).is_ok() {
             tokio::spawn(async move {
-                loop {
-                    saver.keys_dirty.notified().await;
+                keys::save_changes(&saver.keys_dirty, keys::WRITE_SPACING, || {
                     let hub = saver.clone();
-                    if let Err(e) = tokio::task::spawn_blocking(move || hub.write_keys()).await {
-                        tracing::warn!(error = %e, "the gateway's session keys were not saved");
+                    async move {
+                        if let Err(e) = tokio::task::spawn_blocking(move || hub.write_keys()).await
+                        {
+                            tracing::warn!(error = %e, "the gateway's session keys were not saved");
+                        }
                     }
-                }
+                })
+                .await
             });
         }
         Ok(())

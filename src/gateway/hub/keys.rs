@@ -5,17 +5,26 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use super::{Failure, Hub, check_key};
 
+/// The least time between two writes of `keys.json` by the saver task.
+/// The whole map is written each time, so writing once per new key made
+/// a burst of new chats quadratic (5,000 keys: thousands of writes of up
+/// to 400 KB). A key made in this window is written with the next; the
+/// gateway writes what is left when it stops ([`Hub::write_keys`]).
+pub(super) const WRITE_SPACING: Duration = Duration::from_millis(200);
+
 /// Session keys and the pincer sessions they name, kept on disk.
 ///
 /// A gateway with thousands of chats creates keys one after another: the
 /// file is written by one saver task that takes every change made while it
-/// was writing in its next write (see [`Hub::keys_changed`]), not once per
-/// key, and events find a session's key through an index, not a scan.
+/// was writing or waiting out [`WRITE_SPACING`] in its next write (see
+/// [`Hub::keys_changed`]), not once per key, and events find a session's
+/// key through an index, not a scan.
 pub(super) struct KeyMap {
     path: PathBuf,
     keys: BTreeMap<String, String>,
@@ -112,6 +121,23 @@ impl KeyMap {
                 None
             }
         }
+    }
+}
+
+/// The saver's loop: waits for a change, writes, then waits out `spacing`
+/// before it looks again, so the changes of a burst go out together.
+pub(super) async fn save_changes<F, Fut>(
+    dirty: &tokio::sync::Notify,
+    spacing: Duration,
+    mut write: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    loop {
+        dirty.notified().await;
+        write().await;
+        tokio::time::sleep(spacing).await;
     }
 }
 
@@ -284,5 +310,51 @@ mod tests {
         let again = KeyMap::load(path);
         assert_eq!(again.keys, keys.keys);
         assert_eq!(again.by_session, keys.by_session);
+    }
+
+    /// A burst of changes is written a few times, not once per change:
+    /// 400 changes over about 300 ms with a 100 ms spacing make at most a
+    /// handful of writes (one per change before the spacing), and the last
+    /// change is written.
+    #[tokio::test]
+    async fn a_burst_of_changes_is_written_a_few_times() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let dirty = Arc::new(tokio::sync::Notify::new());
+        let changes = Arc::new(AtomicUsize::new(0));
+        let writes = Arc::new(AtomicUsize::new(0));
+        let written = Arc::new(AtomicUsize::new(0));
+        let saver = {
+            let (dirty, changes, writes, written) = (
+                dirty.clone(),
+                changes.clone(),
+                writes.clone(),
+                written.clone(),
+            );
+            tokio::spawn(async move {
+                save_changes(&dirty, Duration::from_millis(100), || {
+                    writes.fetch_add(1, Ordering::SeqCst);
+                    written.store(changes.load(Ordering::SeqCst), Ordering::SeqCst);
+                    async {}
+                })
+                .await
+            })
+        };
+        for _ in 0..400 {
+            changes.fetch_add(1, Ordering::SeqCst);
+            dirty.notify_one();
+            tokio::time::sleep(Duration::from_micros(750)).await;
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while written.load(Ordering::SeqCst) < 400 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the last change was not written"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        saver.abort();
+        let writes = writes.load(Ordering::SeqCst);
+        assert!(writes <= 10, "{writes} writes for 400 changes");
     }
 }
