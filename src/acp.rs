@@ -714,13 +714,39 @@ impl Server {
             return Err(auth_required(settings.credential_hint(&model)));
         }
         let replay_id = replay.then(|| session_id.clone());
+        // Straight to stdout as it is serialised, unless a session open
+        // here is being replaced: its last updates go out before the
+        // replay, which then waits for it to be cancelled below.
+        let stream_to = self
+            .drain
+            .line_sender()
+            .filter(|_| !self.registry.sessions.lock().contains_key(&id));
+        let started = std::time::Instant::now();
         let (writer, restored, blocks) = tokio::task::spawn_blocking(move || {
             let loaded = transcript::load(&path)?;
+            let read = started.elapsed();
             let writer = transcript::Writer::append_to(&path, &loaded)?;
             let restored = crate::session::restore(loaded.entries);
-            let blocks = replay_id
-                .map(|id| updates::replay_lines_with(&id, &restored, options))
-                .unwrap_or_default();
+            let ready = started.elapsed();
+            let blocks = match (replay_id, stream_to) {
+                (Some(id), Some(stdout)) => {
+                    updates::stream_replay(&id, &restored, options, &mut |mut block| {
+                        if block.ends_with('\n') {
+                            block.pop();
+                        }
+                        stdout.blocking_send(block).is_ok()
+                    });
+                    Vec::new()
+                }
+                (Some(id), None) => updates::replay_lines_with(&id, &restored, options),
+                (None, _) => Vec::new(),
+            };
+            tracing::debug!(
+                read_ms = read.as_secs_f64() * 1e3,
+                restored_ms = ready.as_secs_f64() * 1e3,
+                replayed_ms = started.elapsed().as_secs_f64() * 1e3,
+                "session read, restored and replayed"
+            );
             Ok::<_, transcript::TranscriptError>((writer, restored, blocks))
         })
         .await
@@ -749,6 +775,10 @@ impl Server {
         }
         self.send_replay(blocks, cx).await;
         self.registry.sessions.lock().insert(id, session.clone());
+        tracing::debug!(
+            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            "session restored"
+        );
         Ok(session)
     }
 

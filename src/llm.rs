@@ -18,6 +18,7 @@ pub mod openai_responses;
 mod providers;
 pub mod sse;
 mod stream;
+mod tagged;
 
 use std::fmt;
 use std::time::Duration;
@@ -97,7 +98,7 @@ impl fmt::Display for Secret {
 }
 
 /// Content a user message or a tool result can carry.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Content {
     Text {
@@ -117,7 +118,7 @@ impl Content {
 }
 
 /// One block of an assistant message, in the order the model produced them.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AssistantContent {
     Text {
@@ -245,12 +246,111 @@ pub struct ToolResultMessage {
 }
 
 /// A message of the conversation as the model sees it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Message {
     User { content: Vec<Content> },
     Assistant(AssistantMessage),
     ToolResult(ToolResultMessage),
+}
+
+// The three tagged enums are read by `tagged` (as serde's derive would
+// read them, without its buffering: transcripts are mostly these). Their
+// fields are listed again here, in the structs each variant is read as;
+// `tagged`'s tests read every variant back.
+
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        tagged::deserialize(deserializer)
+    }
+}
+
+impl tagged::Tagged for Message {
+    const TAG: &'static str = "role";
+    const VARIANTS: &'static [&'static str] = &["user", "assistant", "tool_result"];
+    const EXPECTING: &'static str = "a message";
+
+    fn variant<'de, D: serde::Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct User {
+            content: Vec<Content>,
+        }
+        match tag {
+            "user" => User::deserialize(rest).map(|u| Message::User { content: u.content }),
+            "assistant" => AssistantMessage::deserialize(rest).map(Message::Assistant),
+            "tool_result" => ToolResultMessage::deserialize(rest).map(Message::ToolResult),
+            other => Err(tagged::unknown::<Self, _>(other)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        tagged::deserialize(deserializer)
+    }
+}
+
+impl tagged::Tagged for Content {
+    const TAG: &'static str = "type";
+    const VARIANTS: &'static [&'static str] = &["text", "image"];
+    const EXPECTING: &'static str = "a content block";
+
+    fn variant<'de, D: serde::Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Text {
+            text: String,
+        }
+        #[derive(Deserialize)]
+        struct Image {
+            data: String,
+            mime_type: String,
+        }
+        match tag {
+            "text" => Text::deserialize(rest).map(|t| Content::Text { text: t.text }),
+            "image" => Image::deserialize(rest).map(|i| Content::Image {
+                data: i.data,
+                mime_type: i.mime_type,
+            }),
+            other => Err(tagged::unknown::<Self, _>(other)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for AssistantContent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        tagged::deserialize(deserializer)
+    }
+}
+
+impl tagged::Tagged for AssistantContent {
+    const TAG: &'static str = "type";
+    const VARIANTS: &'static [&'static str] = &["text", "thinking", "tool_call"];
+    const EXPECTING: &'static str = "an assistant message's block";
+
+    fn variant<'de, D: serde::Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Text {
+            text: String,
+        }
+        #[derive(Deserialize)]
+        struct Thinking {
+            thinking: String,
+            #[serde(default)]
+            signature: Option<String>,
+            #[serde(default)]
+            redacted: bool,
+        }
+        match tag {
+            "text" => Text::deserialize(rest).map(|t| AssistantContent::Text { text: t.text }),
+            "thinking" => Thinking::deserialize(rest).map(|t| AssistantContent::Thinking {
+                thinking: t.thinking,
+                signature: t.signature,
+                redacted: t.redacted,
+            }),
+            "tool_call" => ToolCall::deserialize(rest).map(AssistantContent::ToolCall),
+            other => Err(tagged::unknown::<Self, _>(other)),
+        }
+    }
 }
 
 /// A tool as offered to the model.

@@ -1,35 +1,65 @@
 //! Splitting CPU-bound work over the machine's cores.
 
 /// Applies `work` to consecutive chunks of `items`, one chunk per core (at
-/// most eight), and concatenates the results in order. Fewer than `min_len`
-/// items are done on the calling thread, where starting threads would cost
-/// more than it saves.
-pub fn map_chunks<T, R>(items: &[T], min_len: usize, work: impl Fn(&[T]) -> Vec<R> + Sync) -> Vec<R>
-where
+/// most eight), and hands the results to `emit` in order, each as soon as
+/// it and every result before it are ready: the first chunk's as they are
+/// made (on the calling thread), a later chunk's once the chunks before it
+/// are done. Fewer than `min_len` items are done on the calling thread,
+/// where starting threads would cost more than it saves. Work is handed its chunk and a function
+/// that takes each result it makes. After `emit` returns false it is not
+/// called again (the workers still finish; what they make is dropped).
+///
+/// A long result written as it is made overlaps the writing with the
+/// making of the rest (a session's replay, several megabytes, goes to the
+/// editor while it is still being serialised).
+pub fn stream_chunks<T, R>(
+    items: &[T],
+    min_len: usize,
+    work: impl Fn(&[T], &mut dyn FnMut(R)) + Sync,
+    emit: &mut dyn FnMut(R) -> bool,
+) where
     T: Sync,
     R: Send,
 {
+    let mut open = true;
+    let mut give = |result: R| {
+        if open {
+            open = emit(result);
+        }
+    };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     if threads < 2 || items.len() < min_len.max(2) {
-        return work(items);
+        work(items, &mut give);
+        return;
     }
     let chunk = items.len().div_ceil(threads);
     let work = &work;
     std::thread::scope(|scope| {
-        let workers: Vec<_> = items
+        let later: Vec<_> = items
             .chunks(chunk)
             .skip(1)
-            .map(|part| scope.spawn(move || work(part)))
+            .map(|part| {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let worker = scope.spawn(move || {
+                    work(part, &mut |result| {
+                        // The receiver goes only when the caller panics.
+                        let _ = tx.send(result);
+                    })
+                });
+                (worker, rx)
+            })
             .collect();
-        let mut out = work(&items[..chunk]);
-        for worker in workers {
-            match worker.join() {
-                Ok(part) => out.extend(part),
-                Err(panic) => std::panic::resume_unwind(panic),
+        work(&items[..chunk], &mut give);
+        for (worker, rx) in later {
+            // Ends when the worker drops its sender: done or panicked.
+            for result in rx {
+                give(result);
+            }
+            if let Err(panic) = worker.join() {
+                std::panic::resume_unwind(panic);
             }
         }
-        out
-    })
+    });
 }
 
 #[cfg(test)]
@@ -37,11 +67,60 @@ mod tests {
     use super::*;
 
     #[test]
-    fn results_keep_the_order_of_the_items() {
+    fn streamed_results_keep_the_order_of_the_items_and_stop_when_told() {
         for len in [0, 1, 2, 3, 7, 100, 1001] {
             let items: Vec<usize> = (0..len).collect();
-            let doubled = map_chunks(&items, 2, |part| part.iter().map(|n| n * 2).collect());
-            assert_eq!(doubled, items.iter().map(|n| n * 2).collect::<Vec<_>>());
+            let mut seen = Vec::new();
+            stream_chunks(
+                &items,
+                2,
+                |part, out| part.iter().for_each(|n| out(n * 2)),
+                &mut |n| {
+                    seen.push(n);
+                    true
+                },
+            );
+            assert_eq!(seen, items.iter().map(|n| n * 2).collect::<Vec<_>>());
         }
+        let items: Vec<usize> = (0..1000).collect();
+        let mut seen = Vec::new();
+        stream_chunks(
+            &items,
+            2,
+            |part, out| part.iter().for_each(|n| out(*n)),
+            &mut |n| {
+                seen.push(n);
+                n < 700
+            },
+        );
+        assert_eq!(seen, (0..=700).collect::<Vec<_>>());
+    }
+
+    /// The first results are handed on before the last are made.
+    #[test]
+    fn the_first_results_go_out_before_the_work_is_done() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let items: Vec<usize> = (0..4000).collect();
+        let made = AtomicUsize::new(0);
+        let mut made_at_first = None;
+        stream_chunks(
+            &items,
+            2,
+            |part, out| {
+                for n in part {
+                    made.fetch_add(1, Ordering::SeqCst);
+                    out(*n);
+                }
+            },
+            &mut |_| {
+                made_at_first.get_or_insert(made.load(Ordering::SeqCst));
+                true
+            },
+        );
+        let first = made_at_first.unwrap();
+        assert!(
+            first < items.len(),
+            "the first result waited for all {first}"
+        );
     }
 }

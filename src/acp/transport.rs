@@ -176,6 +176,13 @@ impl Drain {
         self.outgoing.get().is_some()
     }
 
+    /// A sender of whole lines to stdout, for a blocking thread that
+    /// streams many (a session's replay, with `blocking_send`): blocks as
+    /// [`Drain::send_lines`] takes them, without their last newline.
+    pub fn line_sender(&self) -> Option<tokio::sync::mpsc::Sender<String>> {
+        self.outgoing.get().and_then(|tx| tx.upgrade())
+    }
+
     /// Queues lines for stdout behind everything already queued, bypassing
     /// the ACP crate's per-message path: replaying a long session sends
     /// thousands of notifications, and serialising them in blocks here is

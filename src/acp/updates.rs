@@ -530,8 +530,9 @@ fn replay_part(
     }
 }
 
-/// Replay blocks of at most about this many bytes go to stdout at a time.
-const REPLAY_BLOCK: usize = 256 * 1024;
+/// Replay blocks of at most about this many bytes go to stdout at a time
+/// (a pipe's buffer: the first reaches the editor early).
+const REPLAY_BLOCK: usize = 64 * 1024;
 
 /// The replay of a restored session as ready-to-send JSON-RPC
 /// `session/update` notifications, one per line, in blocks of lines.
@@ -550,15 +551,38 @@ pub fn replay_lines_with(
     restored: &crate::session::Restored,
     options: ReplayOptions,
 ) -> Vec<String> {
+    let mut blocks = Vec::new();
+    stream_replay(session_id, restored, options, &mut |block| {
+        blocks.push(block);
+        true
+    });
+    blocks
+}
+
+/// [`replay_lines_with`], each block handed to `emit` in history order as
+/// soon as it is ready, so that sending the first overlaps serialising the
+/// rest. Stops when `emit` returns false (the editor is gone).
+pub fn stream_replay(
+    session_id: &SessionId,
+    restored: &crate::session::Restored,
+    options: ReplayOptions,
+    emit: &mut dyn FnMut(String) -> bool,
+) {
     #[derive(serde::Serialize)]
     struct Notification<'a> {
         jsonrpc: &'static str,
         method: &'static str,
         params: &'a SessionNotification,
     }
-    let serialise = |part: &[Numbered<'_>]| -> Vec<String> {
-        let mut blocks = Vec::new();
-        let mut block = String::with_capacity(REPLAY_BLOCK);
+    // Serialised straight into the block; JSON is UTF-8, so the block
+    // always converts (a failure would only drop the block, with a warning).
+    let finish = |block: Vec<u8>| {
+        String::from_utf8(block)
+            .inspect_err(|e| tracing::warn!(error = %e, "a replay block is not UTF-8"))
+            .ok()
+    };
+    let serialise = |part: &[Numbered<'_>], out: &mut dyn FnMut(String)| {
+        let mut block: Vec<u8> = Vec::with_capacity(REPLAY_BLOCK + REPLAY_BLOCK / 4);
         replay_part(restored, part, options, &mut |update| {
             let params = SessionNotification::new(session_id.clone(), update);
             let line = Notification {
@@ -566,26 +590,34 @@ pub fn replay_lines_with(
                 method: "session/update",
                 params: &params,
             };
-            match serde_json::to_string(&line) {
-                Ok(text) => {
-                    block.push_str(&text);
-                    block.push('\n');
+            let before = block.len();
+            match serde_json::to_writer(&mut block, &line) {
+                Ok(()) => block.push(b'\n'),
+                Err(e) => {
+                    // What it wrote before failing is not a line.
+                    block.truncate(before);
+                    tracing::warn!(error = %e, "cannot serialise a replayed update");
                 }
-                Err(e) => tracing::warn!(error = %e, "cannot serialise a replayed update"),
             }
             if block.len() >= REPLAY_BLOCK {
-                blocks.push(std::mem::replace(
+                let full = std::mem::replace(
                     &mut block,
-                    String::with_capacity(REPLAY_BLOCK),
-                ));
+                    Vec::with_capacity(REPLAY_BLOCK + REPLAY_BLOCK / 4),
+                );
+                out_block(finish(full), out);
             }
         });
         if !block.is_empty() {
-            blocks.push(block);
+            out_block(finish(block), out);
         }
-        blocks
     };
-    crate::parallel::map_chunks(&numbered(restored.visible()), 512, serialise)
+    crate::parallel::stream_chunks(&numbered(restored.visible()), 512, serialise, emit);
+}
+
+fn out_block(block: Option<String>, out: &mut dyn FnMut(String)) {
+    if let Some(block) = block {
+        out(block);
+    }
 }
 
 /// Why a prompt block could not be used.

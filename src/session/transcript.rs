@@ -186,22 +186,18 @@ pub struct Entry {
 /// An entry as it lies on disk, read field by field. Deriving
 /// `Deserialize` for [`Entry`] would go through `flatten` and the `type`
 /// tag, which buffer every line as a tree and copy it before the message
-/// is read. Here the message is kept as raw JSON until `type` says what it
-/// is, and then parsed once.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// is read. Here the fields are read in one pass ([`EntryVisitor`]): the
+/// message straight into its type when `type` came before it, as pincer
+/// writes it; otherwise kept as raw JSON until `type` says what it is.
+#[derive(Default)]
 struct RawEntry {
-    #[serde(rename = "type")]
-    kind: String,
-    id: String,
-    #[serde(default)]
+    kind: Option<String>,
+    id: Option<String>,
     parent_id: Option<String>,
-    timestamp: String,
-    message: Option<Box<serde_json::value::RawValue>>,
+    timestamp: Option<String>,
+    message: Option<MessageField>,
     call: Option<CallInfo>,
-    #[serde(default)]
     display: Vec<Display>,
-    #[serde(default)]
     details: serde_json::Value,
     model: Option<String>,
     level: Option<ThinkingLevel>,
@@ -209,22 +205,169 @@ struct RawEntry {
     queue: Option<QueueMode>,
     prompt: Option<ClientPrompt>,
     title: Option<String>,
-    #[serde(rename = "by_user", default)]
     by_user: bool,
     text: Option<String>,
     summary: Option<String>,
     time: Option<String>,
     kept: Option<usize>,
-    // Record's fields keep their snake_case names on disk.
-    #[serde(rename = "tokens_before", default)]
     tokens_before: u64,
-    #[serde(rename = "read_files", default)]
     read_files: Vec<String>,
-    #[serde(rename = "modified_files", default)]
     modified_files: Vec<String>,
     runtime: Option<String>,
     resume: Option<String>,
     data: Option<serde_json::Value>,
+}
+
+/// An entry's `message`, read as what its `type` says, or kept raw when
+/// the `type` came after it.
+enum MessageField {
+    Message(Message),
+    ToolResult(ToolResultMessage),
+    Raw(Box<serde_json::value::RawValue>),
+}
+
+/// The keys of an entry; unknown ones are skipped.
+#[derive(Deserialize)]
+#[serde(field_identifier)]
+enum Field {
+    #[serde(rename = "type")]
+    Kind,
+    #[serde(rename = "id")]
+    Id,
+    #[serde(rename = "parentId")]
+    ParentId,
+    #[serde(rename = "timestamp")]
+    Timestamp,
+    #[serde(rename = "message")]
+    Message,
+    #[serde(rename = "call")]
+    Call,
+    #[serde(rename = "display")]
+    Display,
+    #[serde(rename = "details")]
+    Details,
+    #[serde(rename = "model")]
+    Model,
+    #[serde(rename = "level")]
+    Level,
+    #[serde(rename = "mode")]
+    Mode,
+    #[serde(rename = "queue")]
+    Queue,
+    #[serde(rename = "prompt")]
+    Prompt,
+    #[serde(rename = "title")]
+    Title,
+    // Record's fields keep their snake_case names on disk.
+    #[serde(rename = "by_user")]
+    ByUser,
+    #[serde(rename = "text")]
+    Text,
+    #[serde(rename = "summary")]
+    Summary,
+    #[serde(rename = "time")]
+    Time,
+    #[serde(rename = "kept")]
+    Kept,
+    #[serde(rename = "tokens_before")]
+    TokensBefore,
+    #[serde(rename = "read_files")]
+    ReadFiles,
+    #[serde(rename = "modified_files")]
+    ModifiedFiles,
+    #[serde(rename = "runtime")]
+    Runtime,
+    #[serde(rename = "resume")]
+    Resume,
+    #[serde(rename = "data")]
+    Data,
+    #[serde(other)]
+    Other,
+}
+
+struct EntryVisitor;
+
+impl<'de> serde::de::Visitor<'de> for EntryVisitor {
+    type Value = RawEntry;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a transcript entry")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RawEntry, A::Error> {
+        fn once<T, E: serde::de::Error>(slot: &Option<T>, name: &'static str) -> Result<(), E> {
+            match slot {
+                Some(_) => Err(E::duplicate_field(name)),
+                None => Ok(()),
+            }
+        }
+        let mut e = RawEntry::default();
+        while let Some(field) = map.next_key::<Field>()? {
+            match field {
+                Field::Kind => {
+                    once(&e.kind, "type")?;
+                    e.kind = Some(map.next_value()?);
+                }
+                Field::Id => {
+                    once(&e.id, "id")?;
+                    e.id = Some(map.next_value()?);
+                }
+                Field::ParentId => e.parent_id = map.next_value()?,
+                Field::Timestamp => {
+                    once(&e.timestamp, "timestamp")?;
+                    e.timestamp = Some(map.next_value()?);
+                }
+                Field::Message => {
+                    once(&e.message, "message")?;
+                    e.message = match e.kind.as_deref() {
+                        Some("message") => map
+                            .next_value::<Option<Message>>()?
+                            .map(MessageField::Message),
+                        Some("tool_result") => map
+                            .next_value::<Option<ToolResultMessage>>()?
+                            .map(MessageField::ToolResult),
+                        _ => map
+                            .next_value::<Option<Box<serde_json::value::RawValue>>>()?
+                            .map(MessageField::Raw),
+                    };
+                }
+                Field::Call => e.call = map.next_value()?,
+                Field::Display => e.display = map.next_value()?,
+                Field::Details => e.details = map.next_value()?,
+                Field::Model => e.model = map.next_value()?,
+                Field::Level => e.level = map.next_value()?,
+                Field::Mode => e.mode = map.next_value()?,
+                Field::Queue => e.queue = map.next_value()?,
+                Field::Prompt => e.prompt = map.next_value()?,
+                Field::Title => e.title = map.next_value()?,
+                Field::ByUser => e.by_user = map.next_value()?,
+                Field::Text => e.text = map.next_value()?,
+                Field::Summary => e.summary = map.next_value()?,
+                Field::Time => e.time = map.next_value()?,
+                Field::Kept => e.kept = map.next_value()?,
+                Field::TokensBefore => e.tokens_before = map.next_value()?,
+                Field::ReadFiles => e.read_files = map.next_value()?,
+                Field::ModifiedFiles => e.modified_files = map.next_value()?,
+                Field::Runtime => e.runtime = map.next_value()?,
+                Field::Resume => e.resume = map.next_value()?,
+                Field::Data => e.data = map.next_value()?,
+                Field::Other => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        use serde::de::Error;
+        for (slot, name) in [
+            (&e.kind, "type"),
+            (&e.id, "id"),
+            (&e.timestamp, "timestamp"),
+        ] {
+            if slot.is_none() {
+                return Err(A::Error::missing_field(name));
+            }
+        }
+        Ok(e)
+    }
 }
 
 impl RawEntry {
@@ -232,17 +375,28 @@ impl RawEntry {
         fn need<T>(field: Option<T>, name: &str, kind: &str) -> Result<T, String> {
             field.ok_or_else(|| format!("a `{kind}` entry needs `{name}`"))
         }
-        let kind = self.kind.as_str();
-        let message = || -> Result<&str, String> {
-            Ok(need(self.message.as_deref(), "message", kind)?.get())
-        };
+        let kind_owned = need(self.kind, "type", "transcript")?;
+        let kind = kind_owned.as_str();
+        let message = need(self.message, "message", kind);
         let record = match kind {
             "message" => Record::Message {
-                message: serde_json::from_str(message()?).map_err(|e| e.to_string())?,
+                message: match message? {
+                    MessageField::Message(message) => message,
+                    MessageField::Raw(raw) => {
+                        serde_json::from_str(raw.get()).map_err(|e| e.to_string())?
+                    }
+                    MessageField::ToolResult(_) => unreachable_kind(kind)?,
+                },
                 time: self.time,
             },
             "tool_result" => Record::ToolResult {
-                message: serde_json::from_str(message()?).map_err(|e| e.to_string())?,
+                message: match message? {
+                    MessageField::ToolResult(message) => message,
+                    MessageField::Raw(raw) => {
+                        serde_json::from_str(raw.get()).map_err(|e| e.to_string())?
+                    }
+                    MessageField::Message(_) => unreachable_kind(kind)?,
+                },
                 call: self.call,
                 display: self.display,
                 details: self.details,
@@ -289,17 +443,26 @@ impl RawEntry {
             other => return Err(format!("unknown entry type `{other}`")),
         };
         Ok(Entry {
-            id: self.id,
+            id: need(self.id, "id", kind)?,
             parent_id: self.parent_id,
-            timestamp: self.timestamp,
+            timestamp: need(self.timestamp, "timestamp", kind)?,
             record,
         })
     }
 }
 
+/// A message read as one kind of entry's while the entry is another's:
+/// cannot happen, since the message is read by the `type` seen before it.
+fn unreachable_kind<T>(kind: &str) -> Result<T, String> {
+    Err(format!(
+        "a `{kind}` entry's message was read as another kind's"
+    ))
+}
+
 impl<'de> Deserialize<'de> for Entry {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        RawEntry::deserialize(deserializer)?
+        deserializer
+            .deserialize_map(EntryVisitor)?
             .into_entry()
             .map_err(serde::de::Error::custom)
     }
@@ -609,8 +772,10 @@ pub fn load(path: &Path) -> Result<Transcript, TranscriptError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let mut lines = bytes.split(|b| *b == b'\n');
-    let first = lines.next().unwrap_or_default();
+    let (first, rest) = match memchr::memchr(b'\n', &bytes) {
+        Some(end) => (&bytes[..end], &bytes[end + 1..]),
+        None => (&bytes[..], &[][..]),
+    };
     let not_a_transcript = |message: String| TranscriptError::NotATranscript {
         path: path.to_path_buf(),
         message,
@@ -632,16 +797,23 @@ pub fn load(path: &Path) -> Result<Transcript, TranscriptError> {
             version: header.version,
         });
     }
-    // Line numbers start at 1 and the header is line 1.
-    let lines: Vec<(usize, &[u8])> = lines
-        .enumerate()
-        .map(|(index, line)| (index + 2, line))
-        .filter(|(_, line)| !line.iter().all(u8::is_ascii_whitespace))
-        .collect();
-    let parsed = parse_lines(&lines);
-    let mut entries = Vec::with_capacity(parsed.len());
+    // Line numbers start at 1 and the header is line 1. (memchr finds the
+    // line ends many bytes at a time: a long transcript is megabytes.)
+    let mut lines: Vec<(usize, &[u8])> = Vec::new();
+    let mut start = 0;
+    let ends = memchr::memchr_iter(b'\n', rest).chain(std::iter::once(rest.len()));
+    for (index, end) in ends.enumerate() {
+        let line = &rest[start..end];
+        if !line.iter().all(u8::is_ascii_whitespace) {
+            lines.push((index + 2, line));
+        }
+        start = end + 1;
+    }
+    // Each entry is moved once, from the thread that parsed it into its
+    // place, rather than gathered per thread and then copied over.
+    let mut entries = Vec::with_capacity(lines.len());
     let mut skipped = Vec::new();
-    for (number, result) in parsed {
+    parse_lines(&lines, &mut |(number, result)| {
         match result {
             Ok(entry) => entries.push(entry),
             Err(e) => {
@@ -650,7 +822,8 @@ pub fn load(path: &Path) -> Result<Transcript, TranscriptError> {
                 skipped.push(number);
             }
         }
-    }
+        true
+    });
     Ok(Transcript {
         header,
         entries,
@@ -661,18 +834,17 @@ pub fn load(path: &Path) -> Result<Transcript, TranscriptError> {
 /// Below this many lines one thread is quicker than several.
 const PARALLEL_FROM: usize = 512;
 
-type Parsed = Vec<(usize, Result<Entry, serde_json::Error>)>;
+type Parsed = (usize, Result<Entry, serde_json::Error>);
 
-/// Parses numbered lines into entries, in order, using the machine's cores
-/// for long transcripts.
-fn parse_lines(lines: &[(usize, &[u8])]) -> Parsed {
-    let parse = |chunk: &[(usize, &[u8])]| -> Parsed {
-        chunk
-            .iter()
-            .map(|(number, line)| (*number, serde_json::from_slice::<Entry>(line)))
-            .collect()
+/// Parses numbered lines into entries, handed to `take` in order, using
+/// the machine's cores for long transcripts.
+fn parse_lines(lines: &[(usize, &[u8])], take: &mut dyn FnMut(Parsed) -> bool) {
+    let parse = |chunk: &[(usize, &[u8])], out: &mut dyn FnMut(Parsed)| {
+        for (number, line) in chunk {
+            out((*number, serde_json::from_slice::<Entry>(line)));
+        }
     };
-    crate::parallel::map_chunks(lines, PARALLEL_FROM, parse)
+    crate::parallel::stream_chunks(lines, PARALLEL_FROM, parse, take)
 }
 
 #[cfg(test)]
@@ -750,6 +922,54 @@ mod tests {
             writer.append(record.clone()).unwrap();
         }
         records
+    }
+
+    /// An entry reads the same whichever order its keys come in: `type`
+    /// before `message` (as pincer writes it) reads the message in one
+    /// pass, after it keeps it raw first. Unknown keys are skipped; a
+    /// missing `type`, `id` or `timestamp` is an error.
+    #[test]
+    fn entries_read_the_same_in_any_key_order() {
+        let message = r#"{"role":"user","content":[{"type":"text","text":"hi"}]}"#;
+        let result = r#"{"tool_call_id":"t1","tool_name":"read","content":[{"type":"text","text":"x"}],"is_error":false}"#;
+        for (kind, message) in [("message", message), ("tool_result", result)] {
+            let first = format!(
+                r#"{{"type":"{kind}","id":"e1","parentId":null,"timestamp":"t","message":{message},"future":[1,{{"a":2}}]}}"#
+            );
+            let last = format!(
+                r#"{{"id":"e1","future":{{"b":[]}},"message":{message},"timestamp":"t","type":"{kind}"}}"#
+            );
+            let first: Entry = serde_json::from_str(&first).unwrap();
+            let last: Entry = serde_json::from_str(&last).unwrap();
+            assert_eq!(first, last);
+            assert_eq!(first.id, "e1");
+            assert_eq!(first.parent_id, None);
+        }
+        for (text, missing) in [
+            (r#"{"id":"e1","timestamp":"t","message":{}}"#, "type"),
+            (r#"{"type":"notice","timestamp":"t","text":"x"}"#, "id"),
+            (r#"{"type":"notice","id":"e1","text":"x"}"#, "timestamp"),
+        ] {
+            let error = serde_json::from_str::<Entry>(text).unwrap_err().to_string();
+            assert!(
+                error.contains(&format!("missing field `{missing}`")),
+                "{error}"
+            );
+        }
+        let error =
+            serde_json::from_str::<Entry>(r#"{"type":"message","id":"e1","timestamp":"t"}"#)
+                .unwrap_err()
+                .to_string();
+        assert!(
+            error.contains("a `message` entry needs `message`"),
+            "{error}"
+        );
+        let error = serde_json::from_str::<Entry>(
+            r#"{"type":"message","id":"e1","timestamp":"t","message":{"role":"user"}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("missing field `content`"), "{error}");
     }
 
     /// The client's prompt sits in its own `prompt` object, so its `mode`
