@@ -258,11 +258,12 @@ pub enum Message {
 // read them, without its buffering: transcripts are mostly these). Their
 // fields are listed again here, in the structs each variant is read as;
 // `tagged`'s tests read every variant back.
+tagged::deserialize_with_tag!(Message, Content, AssistantContent);
 
-impl<'de> Deserialize<'de> for Message {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        tagged::deserialize(deserializer)
-    }
+/// The fields of a `text` block, of a user's content or an assistant's.
+#[derive(Deserialize)]
+struct TextFields {
+    text: String,
 }
 
 impl tagged::Tagged for Message {
@@ -284,12 +285,6 @@ impl tagged::Tagged for Message {
     }
 }
 
-impl<'de> Deserialize<'de> for Content {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        tagged::deserialize(deserializer)
-    }
-}
-
 impl tagged::Tagged for Content {
     const TAG: &'static str = "type";
     const VARIANTS: &'static [&'static str] = &["text", "image"];
@@ -297,28 +292,18 @@ impl tagged::Tagged for Content {
 
     fn variant<'de, D: serde::Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
-        struct Text {
-            text: String,
-        }
-        #[derive(Deserialize)]
         struct Image {
             data: String,
             mime_type: String,
         }
         match tag {
-            "text" => Text::deserialize(rest).map(|t| Content::Text { text: t.text }),
+            "text" => TextFields::deserialize(rest).map(|t| Content::Text { text: t.text }),
             "image" => Image::deserialize(rest).map(|i| Content::Image {
                 data: i.data,
                 mime_type: i.mime_type,
             }),
             other => Err(tagged::unknown::<Self, _>(other)),
         }
-    }
-}
-
-impl<'de> Deserialize<'de> for AssistantContent {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        tagged::deserialize(deserializer)
     }
 }
 
@@ -329,10 +314,6 @@ impl tagged::Tagged for AssistantContent {
 
     fn variant<'de, D: serde::Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
-        struct Text {
-            text: String,
-        }
-        #[derive(Deserialize)]
         struct Thinking {
             thinking: String,
             #[serde(default)]
@@ -341,7 +322,9 @@ impl tagged::Tagged for AssistantContent {
             redacted: bool,
         }
         match tag {
-            "text" => Text::deserialize(rest).map(|t| AssistantContent::Text { text: t.text }),
+            "text" => {
+                TextFields::deserialize(rest).map(|t| AssistantContent::Text { text: t.text })
+            }
             "thinking" => Thinking::deserialize(rest).map(|t| AssistantContent::Thinking {
                 thinking: t.thinking,
                 signature: t.signature,

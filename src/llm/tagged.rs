@@ -43,6 +43,18 @@ pub(super) fn deserialize<'de, T: Tagged, D: Deserializer<'de>>(
     deserializer.deserialize_map(TaggedVisitor(PhantomData))
 }
 
+/// `Deserialize` for each [`Tagged`] type named, through [`deserialize`].
+macro_rules! deserialize_with_tag {
+    ($($name:ty),*) => {$(
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                tagged::deserialize(deserializer)
+            }
+        }
+    )*};
+}
+pub(super) use deserialize_with_tag;
+
 /// The error for a tag no variant has.
 pub(super) fn unknown<T: Tagged, E: Error>(tag: &str) -> E {
     E::unknown_variant(tag, T::VARIANTS)
