@@ -5,9 +5,10 @@
 /// it and every result before it are ready: the first chunk's as they are
 /// made (on the calling thread), a later chunk's once the chunks before it
 /// are done. Fewer than `min_len` items are done on the calling thread,
-/// where starting threads would cost more than it saves. Work is handed its chunk and a function
-/// that takes each result it makes. After `emit` returns false it is not
-/// called again (the workers still finish; what they make is dropped).
+/// where starting threads would cost more than it saves. `work` is handed
+/// its chunk and a function that takes each result it makes. After `emit`
+/// returns false it is not called again (the workers still finish; what
+/// they make is dropped).
 ///
 /// A long result written as it is made overlaps the writing with the
 /// making of the rest (a session's replay, several megabytes, goes to the
