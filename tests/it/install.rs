@@ -108,3 +108,57 @@ fn ci_refuses_to_run_when_the_readme_shows_another_command() {
         ".ci/run: README.md's \"Run the tests\" section does not show `cargo nextest run --no-fail-fast`; update one or the other\n"
     );
 }
+
+/// `cargo tree`'s direct dependencies of pincer with the features each is
+/// built with: `(name version, features)`.
+fn direct_dependencies(edges: &str) -> std::collections::BTreeMap<String, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["tree", "--frozen", "--depth", "1", "--prefix", "none"])
+        .args(["-e", edges, "-f", "{p}|{f}"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let (package, features) = line.split_once('|')?;
+            let package = package.split(" (").next()?.to_string();
+            Some((package, features.trim_end_matches(" (*)").to_string()))
+        })
+        .collect()
+}
+
+/// The dev-dependencies give none of pincer's own dependencies a feature
+/// the installed binary lacks: code the tests and clippy compile then
+/// compiles in `cargo install` too, which is why CI no longer builds
+/// the binary a second time without them.
+#[test]
+fn the_tests_build_every_direct_dependency_with_the_binary_s_features() {
+    let binary = direct_dependencies("normal");
+    let with_tests = direct_dependencies("normal,dev");
+    assert!(binary.len() > 40, "{binary:?}");
+    let differ: Vec<String> = binary
+        .iter()
+        .filter(|(package, features)| with_tests.get(*package) != Some(features))
+        .map(|(package, features)| {
+            format!(
+                "{package}: [{features}] in the binary, [{}] in the tests",
+                with_tests.get(package).map_or("?", String::as_str)
+            )
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "give the dependency these features in [dependencies] or drop them from \
+         [dev-dependencies]:\n{}",
+        differ.join("\n")
+    );
+}

@@ -370,11 +370,10 @@ async fn rest(
         .unwrap_or_default();
     if auth != format!("Bot {}", state.token) {
         record(&mut state, 401, body);
-        return (
+        return json_response(
             StatusCode::UNAUTHORIZED,
-            axum::Json(json!({"message": "401: Unauthorized", "code": 0})),
-        )
-            .into_response();
+            json!({"message": "401: Unauthorized", "code": 0}),
+        );
     }
     let limited = state
         .rate_limits
@@ -383,11 +382,10 @@ async fn rest(
     if let Some(index) = limited {
         let (_, _, retry_after) = state.rate_limits.remove(index).unwrap();
         record(&mut state, 429, body);
-        let mut response = (
+        let mut response = json_response(
             StatusCode::TOO_MANY_REQUESTS,
-            axum::Json(json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false})),
-        )
-            .into_response();
+            json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false}),
+        );
         let h = response.headers_mut();
         h.insert(
             "retry-after",
@@ -407,7 +405,10 @@ async fn rest(
         ("GET", ["gateway", "bot"]) => {
             let url = state.ws_url.clone();
             record(&mut state, 200, body);
-            axum::Json(json!({"url": url, "shards": 1, "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 14400000, "max_concurrency": 1}})).into_response()
+            json_response(
+                StatusCode::OK,
+                json!({"url": url, "shards": 1, "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 14400000, "max_concurrency": 1}}),
+            )
         }
         ("POST", ["channels", channel, "messages"]) => {
             state.next_id += 1;
@@ -415,12 +416,12 @@ async fn rest(
             let message = message_object(&id, channel, &body);
             body["__id"] = json!(id);
             record(&mut state, 200, body);
-            axum::Json(message).into_response()
+            json_response(StatusCode::OK, message)
         }
         ("PATCH", ["channels", channel, "messages", id]) => {
             let message = message_object(id, channel, &body);
             record(&mut state, 200, body);
-            axum::Json(message).into_response()
+            json_response(StatusCode::OK, message)
         }
         ("POST", ["channels", _, "typing"]) | ("POST", ["interactions", _, _, "callback"]) => {
             record(&mut state, 204, body);
@@ -428,13 +429,22 @@ async fn rest(
         }
         _ => {
             record(&mut state, 404, body);
-            (
+            json_response(
                 StatusCode::NOT_FOUND,
-                axum::Json(json!({"message": "404: Not Found", "code": 0})),
+                json!({"message": "404: Not Found", "code": 0}),
             )
-                .into_response()
         }
     }
+}
+
+/// A JSON body with its content type, as Discord answers.
+fn json_response(status: StatusCode, body: Value) -> Response {
+    (
+        status,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 fn message_object(id: &str, channel: &str, body: &Value) -> Value {

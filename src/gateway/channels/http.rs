@@ -66,10 +66,21 @@ pub fn same_signature(given: &[u8], expected: &str) -> bool {
 /// Runs `call` until it succeeds, waiting out rate limits (as long as the
 /// platform asks) and retrying transient failures with backoff; a refusal
 /// or a fatal failure is returned at once.
-pub async fn retrying<T, F, Fut>(what: &str, mut call: F) -> Result<T, Failure>
+pub async fn retrying<T, F, Fut>(what: &str, call: F) -> Result<T, Failure>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Failure>>,
+{
+    retrying_with(what, tokio::time::sleep, call).await
+}
+
+/// [`retrying`], waiting with `sleep`.
+async fn retrying_with<T, F, Fut, S, SFut>(what: &str, sleep: S, mut call: F) -> Result<T, Failure>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Failure>>,
+    S: Fn(Duration) -> SFut,
+    SFut: Future<Output = ()>,
 {
     let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(8));
     let mut tries = 0;
@@ -86,12 +97,12 @@ where
                     wait_ms = wait.as_millis() as u64,
                     "rate limited; waiting"
                 );
-                tokio::time::sleep((*wait).min(MAX_WAIT)).await;
+                sleep((*wait).min(MAX_WAIT)).await;
             }
             Failure::Transient(error) if tries < TRIES => {
                 let wait = backoff.wait();
                 tracing::info!(what, %error, wait_ms = wait.as_millis() as u64, "retrying");
-                tokio::time::sleep(wait).await;
+                sleep(wait).await;
             }
             _ => return Err(failure),
         }
@@ -140,42 +151,78 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use parking_lot::Mutex;
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    #[tokio::test(start_paused = true)]
+    /// A `sleep` that returns at once and keeps what it was asked to wait.
+    fn recorded() -> (
+        Arc<Mutex<Vec<Duration>>>,
+        impl Fn(Duration) -> std::future::Ready<()>,
+    ) {
+        let waits = Arc::new(Mutex::new(Vec::new()));
+        let kept = waits.clone();
+        (waits, move |wait| {
+            kept.lock().push(wait);
+            std::future::ready(())
+        })
+    }
+
+    #[tokio::test]
     async fn rate_limits_are_waited_out_and_refusals_returned_at_once() {
         let calls = AtomicU32::new(0);
-        let started = tokio::time::Instant::now();
-        let result = retrying("test", || async {
+        let (waits, sleep) = recorded();
+        let result = retrying_with("test", sleep, || async {
             match calls.fetch_add(1, Ordering::SeqCst) {
                 0 => Err(Failure::RateLimited(Duration::from_secs(7))),
-                1 => Err(Failure::Transient("reset".into())),
+                1 => Err(Failure::RateLimited(Duration::from_secs(3600))),
+                2 => Err(Failure::Transient("reset".into())),
                 _ => Ok(42),
             }
         })
         .await;
         assert_eq!(result, Ok(42));
-        assert!(started.elapsed() >= Duration::from_secs(7));
+        let waits = waits.lock().clone();
+        // As long as the platform asks, up to MAX_WAIT at a time; then the
+        // first backoff (half a second and up to a quarter of jitter).
+        assert_eq!(waits[..2], [Duration::from_secs(7), MAX_WAIT]);
+        assert!(
+            (Duration::from_millis(500)..Duration::from_millis(625)).contains(&waits[2]),
+            "{waits:?}"
+        );
+        assert_eq!(waits.len(), 3);
         let calls = AtomicU32::new(0);
-        let refused: Result<(), _> = retrying("test", || async {
+        let (waits, sleep) = recorded();
+        let refused: Result<(), _> = retrying_with("test", sleep, || async {
             calls.fetch_add(1, Ordering::SeqCst);
             Err(Failure::Refused("chat not found".into()))
         })
         .await;
         assert_eq!(refused, Err(Failure::Refused("chat not found".into())));
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert!(waits.lock().is_empty());
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn transient_failures_stop_after_a_few_tries() {
         let calls = AtomicU32::new(0);
-        let result: Result<(), _> = retrying("test", || async {
+        let (waits, sleep) = recorded();
+        let result: Result<(), _> = retrying_with("test", sleep, || async {
             calls.fetch_add(1, Ordering::SeqCst);
             Err(Failure::Transient("down".into()))
         })
         .await;
         assert!(result.is_err());
         assert_eq!(calls.load(Ordering::SeqCst), TRIES);
+        // Backing off between the tries, doubling up to its maximum.
+        let waits = waits.lock().clone();
+        assert_eq!(waits.len() as u32, TRIES - 1);
+        assert!(
+            waits
+                .windows(2)
+                .all(|w| w[1] > w[0] || w[1] >= Duration::from_secs(8)),
+            "{waits:?}"
+        );
     }
 
     #[test]
