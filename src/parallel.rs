@@ -28,7 +28,7 @@ pub fn stream_chunks<T, R>(
             open = emit(result);
         }
     };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let threads = cores();
     if threads < 2 || items.len() < min_len.max(2) {
         work(items, &mut give);
         return;
@@ -61,6 +61,13 @@ pub fn stream_chunks<T, R>(
             }
         }
     });
+}
+
+/// The cores work is split over (at most eight), found once: the standard
+/// library reads the cgroup's files each time it is asked.
+pub fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)))
 }
 
 #[cfg(test)]

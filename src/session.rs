@@ -394,6 +394,9 @@ fn drop_unanswered(restored: &mut Restored) {
 /// result, since every call must have one.
 pub fn restore(entries: Vec<Entry>) -> Restored {
     let mut restored = Restored::default();
+    // About one message per entry: no growing and copying on the way.
+    restored.history.reserve(entries.len());
+    restored.entry_ids.reserve(entries.len());
     // Calls of the latest assistant message still waiting for a result.
     let mut open: Vec<(String, String)> = Vec::new();
     for entry in entries {

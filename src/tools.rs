@@ -138,16 +138,20 @@ impl ToolOutput {
 
     /// The text parts, joined by newlines (images left out).
     pub fn text(&self) -> String {
-        let parts: Vec<&str> = self
-            .content
-            .iter()
-            .filter_map(|c| match c {
-                Content::Text { text } => Some(text.as_str()),
-                Content::Image { .. } => None,
-            })
-            .collect();
-        parts.join("\n")
+        text_of(&self.content)
     }
+}
+
+/// The text parts of a tool's output, one after another on their own lines.
+pub fn text_of(content: &[Content]) -> String {
+    let parts: Vec<&str> = content
+        .iter()
+        .filter_map(|c| match c {
+            Content::Text { text } => Some(text.as_str()),
+            Content::Image { .. } => None,
+        })
+        .collect();
+    parts.join("\n")
 }
 
 /// Reports what a running call has produced so far (it replaces what the

@@ -278,8 +278,8 @@ type LineSink = Pin<Box<dyn Sink<String, Error = std::io::Error> + Send>>;
 /// slow reader on the other end of stdout cannot make pincer's memory grow.
 const OUTGOING_QUEUE: usize = 1024;
 
-/// Writes queued lines on a thread of its own: every line that is waiting
-/// goes out in one write and one flush. (Handing each line to tokio's
+/// Writes queued lines on a thread of its own: the lines that are waiting
+/// go out together (in writes of about 64 KiB) with one flush. (Handing each line to tokio's
 /// blocking pool cost more CPU than everything else pincer does per
 /// streamed token.)
 fn write_lines(
@@ -288,7 +288,7 @@ fn write_lines(
     drain: &Drain,
 ) {
     let mut batch: Vec<String> = Vec::with_capacity(64);
-    let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut buffer: Vec<u8> = Vec::with_capacity(WRITE_BUFFER);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
         while batch.len() < OUTGOING_QUEUE {
@@ -297,12 +297,7 @@ fn write_lines(
                 Err(_) => break,
             }
         }
-        buffer.clear();
-        for line in &batch {
-            buffer.extend_from_slice(line.as_bytes());
-            buffer.push(b'\n');
-        }
-        if let Err(e) = writer.write_all(&buffer).and_then(|()| writer.flush()) {
+        if let Err(e) = write_batch(&batch, &mut buffer, &mut writer) {
             tracing::debug!(error = %e, "stdout is closed");
             drain.stdout_gone();
             return;
@@ -311,6 +306,35 @@ fn write_lines(
             drain.on_outgoing(&line);
         }
     }
+}
+
+/// Lines are gathered into writes of about this size.
+const WRITE_BUFFER: usize = 64 * 1024;
+
+/// Writes `lines`, each followed by a newline, gathering short ones in
+/// `buffer` and writing long ones (a replay's blocks of lines) as they
+/// are: copying them would cost as much as writing them, and the buffer,
+/// kept for the next batch, would stay as large as the largest batch.
+fn write_batch(
+    lines: &[String],
+    buffer: &mut Vec<u8>,
+    writer: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    buffer.clear();
+    for line in lines {
+        if !buffer.is_empty() && buffer.len() + line.len() >= WRITE_BUFFER {
+            writer.write_all(buffer)?;
+            buffer.clear();
+        }
+        if line.len() >= WRITE_BUFFER {
+            writer.write_all(line.as_bytes())?;
+        } else {
+            buffer.extend_from_slice(line.as_bytes());
+        }
+        buffer.push(b'\n');
+    }
+    writer.write_all(buffer)?;
+    writer.flush()
 }
 
 /// The transport over the process's stdin and stdout.
@@ -443,6 +467,61 @@ where
 
 #[cfg(test)]
 mod tests {
+    /// A writer that keeps what it was given and each write's size.
+    #[derive(Default)]
+    struct Recorded {
+        bytes: Vec<u8>,
+        writes: Vec<usize>,
+    }
+
+    impl std::io::Write for Recorded {
+        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+            self.bytes.extend_from_slice(data);
+            self.writes.push(data.len());
+            Ok(data.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_batch_goes_out_in_order_and_the_buffer_stays_small() {
+        use super::{WRITE_BUFFER, write_batch};
+        let block =
+            |c: char| std::iter::repeat_n(c.to_string(), 3 * WRITE_BUFFER / 2).collect::<String>();
+        let lines: Vec<String> = vec![
+            "short one".into(),
+            block('a'),
+            "short two".into(),
+            "short three".into(),
+            block('b'),
+            block('c'),
+        ];
+        let mut buffer = Vec::with_capacity(WRITE_BUFFER);
+        let mut out = Recorded::default();
+        write_batch(&lines, &mut buffer, &mut out).unwrap();
+        let expected: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        assert_eq!(out.bytes, expected.as_bytes());
+        // The long lines were written as they are, not copied into the
+        // buffer, which kept its size.
+        assert!(buffer.capacity() <= WRITE_BUFFER, "{}", buffer.capacity());
+        assert!(
+            out.writes
+                .iter()
+                .filter(|w| **w == 3 * WRITE_BUFFER / 2)
+                .count()
+                == 3,
+            "{:?}",
+            out.writes
+        );
+        // Short lines still go out together.
+        let shorts: Vec<String> = (0..100).map(|i| format!("line {i}")).collect();
+        let mut out = Recorded::default();
+        write_batch(&shorts, &mut buffer, &mut out).unwrap();
+        assert_eq!(out.writes.len(), 1);
+    }
+
     use super::*;
 
     fn id(n: i64) -> Option<RawJsonRpcId> {

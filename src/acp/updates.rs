@@ -2,6 +2,8 @@
 //! [`AgentEvent`]s to ACP `session/update`s, and from ACP prompt content to
 //! the model's [`Content`]. `pincer run --json` prints the same updates.
 
+mod json;
+
 use std::path::Path;
 
 use agent_client_protocol::v1::schema::{
@@ -48,9 +50,8 @@ pub fn kind(kind: ToolKind) -> AcpToolKind {
     }
 }
 
-fn output_content(output: &ToolOutput) -> Vec<ToolCallContent> {
-    output
-        .content
+fn output_content(content: &[Content]) -> Vec<ToolCallContent> {
+    content
         .iter()
         .map(|c| {
             let block = match c {
@@ -124,6 +125,11 @@ pub fn plan_update(event: &AgentEvent, operations: bool) -> Option<SessionUpdate
     let AgentEvent::ToolExecutionEnd { output, .. } = event else {
         return None;
     };
+    plan_after(output.into(), operations)
+}
+
+/// [`plan_update`] for a call that finished with `output`.
+fn plan_after(output: Finished<'_>, operations: bool) -> Option<SessionUpdate> {
     if output.is_error {
         return None;
     }
@@ -170,12 +176,73 @@ pub fn plan_of(todos: &[crate::tools::todo::TodoItem], operations: bool) -> Sess
     SessionUpdate::Plan(Plan::new(entries))
 }
 
+/// A finished call's output as its update reads it: a live
+/// [`ToolOutput`]'s parts, or a stored result's (borrowed, so that a
+/// replay copies each text once, into the update).
+#[derive(Clone, Copy)]
+struct Finished<'a> {
+    content: &'a [Content],
+    is_error: bool,
+    details: &'a serde_json::Value,
+    display: &'a [Display],
+}
+
+impl<'a> From<&'a ToolOutput> for Finished<'a> {
+    fn from(output: &'a ToolOutput) -> Self {
+        Self {
+            content: &output.content,
+            is_error: output.is_error,
+            details: &output.details,
+            display: &output.display,
+        }
+    }
+}
+
 /// The `rawOutput` of a finished call: the tool's details, or its text.
-fn raw_output(output: &ToolOutput) -> serde_json::Value {
+fn raw_output(output: Finished<'_>) -> serde_json::Value {
     if !output.details.is_null() {
         return output.details.clone();
     }
-    serde_json::json!({ "output": output.text(), "isError": output.is_error })
+    serde_json::json!({ "output": crate::tools::text_of(output.content), "isError": output.is_error })
+}
+
+/// The update that shows a call starting.
+fn call_started(call: &crate::llm::ToolCall, info: &crate::tools::CallInfo) -> SessionUpdate {
+    let locations = info
+        .locations
+        .iter()
+        .map(|l| ToolCallLocation::new(l.path.clone()).line(l.line))
+        .collect::<Vec<_>>();
+    SessionUpdate::ToolCall(
+        AcpToolCall::new(call.id.clone(), info.title.clone())
+            .name(call.name.clone())
+            .kind(kind(info.kind))
+            .status(ToolCallStatus::InProgress)
+            .locations(locations)
+            .raw_input(call.arguments.clone()),
+    )
+}
+
+/// The update that shows a call's result.
+fn call_finished(call_id: &str, tool_name: &str, output: Finished<'_>) -> SessionUpdate {
+    let status = if output.is_error {
+        ToolCallStatus::Failed
+    } else {
+        ToolCallStatus::Completed
+    };
+    let content = if output.display.is_empty() {
+        output_content(output.content)
+    } else {
+        display_content(output.display)
+    };
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        call_id.to_string(),
+        ToolCallUpdateFields::new()
+            .name(tool_name.to_string())
+            .status(status)
+            .content(content)
+            .raw_output(raw_output(output)),
+    ))
 }
 
 /// The update an editor should see for an event, if any. `total_cost` is the
@@ -184,45 +251,12 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
     Some(match event {
         AgentEvent::TextDelta(text) => SessionUpdate::AgentMessageChunk(text_chunk(text)),
         AgentEvent::ThinkingDelta(text) => SessionUpdate::AgentThoughtChunk(text_chunk(text)),
-        AgentEvent::ToolExecutionStart { call, info } => {
-            let locations = info
-                .locations
-                .iter()
-                .map(|l| ToolCallLocation::new(l.path.clone()).line(l.line))
-                .collect::<Vec<_>>();
-            SessionUpdate::ToolCall(
-                AcpToolCall::new(call.id.clone(), info.title.clone())
-                    .name(call.name.clone())
-                    .kind(kind(info.kind))
-                    .status(ToolCallStatus::InProgress)
-                    .locations(locations)
-                    .raw_input(call.arguments.clone()),
-            )
-        }
+        AgentEvent::ToolExecutionStart { call, info } => call_started(call, info),
         AgentEvent::ToolExecutionEnd {
             call_id,
             tool_name,
             output,
-        } => {
-            let status = if output.is_error {
-                ToolCallStatus::Failed
-            } else {
-                ToolCallStatus::Completed
-            };
-            let content = if output.display.is_empty() {
-                output_content(output)
-            } else {
-                display_content(&output.display)
-            };
-            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                call_id.clone(),
-                ToolCallUpdateFields::new()
-                    .name(tool_name.clone())
-                    .status(status)
-                    .content(content)
-                    .raw_output(raw_output(output)),
-            ))
-        }
+        } => call_finished(call_id, tool_name, output.into()),
         // A live view that replaces what it shows has nothing to add before
         // the command printed, nor once it ended (the result follows)
         // unless lines came that `_meta.terminal_output` readers lack.
@@ -461,37 +495,35 @@ fn replay_part(
             }
             Message::Assistant(message) => {
                 for part in &message.content {
-                    let event = match part {
+                    let update = match part {
                         // A silent reply stays silent on replay too.
                         AssistantContent::Text { text } if crate::agent::is_silent(text) => {
                             continue;
                         }
-                        AssistantContent::Text { text } => AgentEvent::TextDelta(text.clone()),
+                        AssistantContent::Text { text } => {
+                            SessionUpdate::AgentMessageChunk(text_chunk(text))
+                        }
                         AssistantContent::Thinking {
                             thinking,
                             redacted: false,
                             ..
-                        } => AgentEvent::ThinkingDelta(thinking.clone()),
+                        } => SessionUpdate::AgentThoughtChunk(text_chunk(thinking)),
                         AssistantContent::Thinking { .. } => continue,
                         AssistantContent::ToolCall(call) => {
-                            let info = restored
-                                .calls
-                                .get(&call.id)
-                                .and_then(|r| r.call.clone())
-                                .unwrap_or_else(|| crate::tools::CallInfo {
-                                    title: call.name.clone(),
-                                    kind: ToolKind::Other,
-                                    locations: Vec::new(),
-                                });
-                            AgentEvent::ToolExecutionStart {
-                                call: call.clone(),
-                                info,
+                            match restored.calls.get(&call.id).and_then(|r| r.call.as_ref()) {
+                                Some(info) => call_started(call, info),
+                                None => call_started(
+                                    call,
+                                    &crate::tools::CallInfo {
+                                        title: call.name.clone(),
+                                        kind: ToolKind::Other,
+                                        locations: Vec::new(),
+                                    },
+                                ),
                             }
                         }
                     };
-                    if let Some(update) = session_update(&event, 0.0) {
-                        out(update);
-                    }
+                    out(update);
                 }
                 // The error that ended the turn, after whatever streamed
                 // before it, where the user saw the prompt fail.
@@ -504,25 +536,19 @@ fn replay_part(
                 }
             }
             Message::ToolResult(result) => {
-                let record = restored
-                    .calls
-                    .get(&result.tool_call_id)
-                    .cloned()
-                    .unwrap_or_default();
-                let event = AgentEvent::ToolExecutionEnd {
-                    call_id: result.tool_call_id.clone(),
-                    tool_name: result.tool_name.clone(),
-                    output: ToolOutput {
-                        content: result.content.clone(),
-                        is_error: result.is_error,
-                        details: record.details,
-                        display: record.display,
-                    },
+                let record = restored.calls.get(&result.tool_call_id);
+                let output = Finished {
+                    content: &result.content,
+                    is_error: result.is_error,
+                    details: record.map_or(&serde_json::Value::Null, |r| &r.details),
+                    display: record.map_or(&[], |r| r.display.as_slice()),
                 };
-                if let Some(update) = session_update(&event, 0.0) {
-                    out(update);
-                }
-                if let Some(update) = plan_update(&event, options.plan_operations) {
+                out(call_finished(
+                    &result.tool_call_id,
+                    &result.tool_name,
+                    output,
+                ));
+                if let Some(update) = plan_after(output, options.plan_operations) {
                     out(update);
                 }
             }
@@ -591,7 +617,7 @@ pub fn stream_replay(
                 params: &params,
             };
             let before = block.len();
-            match serde_json::to_writer(&mut block, &line) {
+            match json::write(&mut block, &line) {
                 Ok(()) => block.push(b'\n'),
                 Err(e) => {
                     // What it wrote before failing is not a line.

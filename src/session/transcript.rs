@@ -485,7 +485,7 @@ pub struct Transcript {
 /// The file is read in one go and long transcripts are parsed on several
 /// threads: loading is what an editor waits for when it reopens a session.
 pub fn load(path: &Path) -> Result<Transcript, TranscriptError> {
-    let bytes = std::fs::read(path).map_err(|source| TranscriptError::Io {
+    let bytes = read_whole(path).map_err(|source| TranscriptError::Io {
         path: path.to_path_buf(),
         source,
     })?;
@@ -548,6 +548,43 @@ pub fn load(path: &Path) -> Result<Transcript, TranscriptError> {
     })
 }
 
+/// From this size a file is read in two halves at once.
+const READ_IN_HALVES_FROM: usize = 1 << 20;
+
+/// Reads a whole file, a long one in two halves at once on two cores:
+/// most of the time a long read takes is the kernel giving the buffer its
+/// pages, which two cores do in half the time.
+fn read_whole(path: &Path) -> std::io::Result<Vec<u8>> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::File::open(path)?;
+        let len = usize::try_from(file.metadata()?.len()).unwrap_or(usize::MAX);
+        if len >= READ_IN_HALVES_FROM && len < isize::MAX as usize && crate::parallel::cores() >= 2
+        {
+            // Zeroed, so that the allocator hands over fresh pages without
+            // touching them: the reads fault them in, each half on its own core.
+            let mut bytes = vec![0u8; len];
+            let (first, second) = bytes.split_at_mut(len / 2);
+            let read = std::thread::scope(|scope| {
+                let other = scope.spawn(|| file.read_exact_at(second, (len / 2) as u64));
+                let mine = file.read_exact_at(first, 0);
+                let other = other
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                mine.and(other)
+            });
+            return match read {
+                Ok(()) => Ok(bytes),
+                // Shortened meanwhile: read what there is now.
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => std::fs::read(path),
+                Err(e) => Err(e),
+            };
+        }
+    }
+    std::fs::read(path)
+}
+
 /// Below this many lines one thread is quicker than several.
 const PARALLEL_FROM: usize = 512;
 
@@ -556,9 +593,15 @@ type Parsed = (usize, Result<Entry, serde_json::Error>);
 /// Parses numbered lines into entries, handed to `take` in order, using
 /// the machine's cores for long transcripts.
 fn parse_lines(lines: &[(usize, &[u8])], take: &mut dyn FnMut(Parsed) -> bool) {
+    // A line is checked to be UTF-8 as a whole, which is quicker than
+    // serde_json checking each string in it on its own.
     let parse = |chunk: &[(usize, &[u8])], out: &mut dyn FnMut(Parsed)| {
         for (number, line) in chunk {
-            out((*number, serde_json::from_slice::<Entry>(line)));
+            let entry = match std::str::from_utf8(line) {
+                Ok(line) => serde_json::from_str::<Entry>(line),
+                Err(e) => Err(<serde_json::Error as serde::de::Error>::custom(e)),
+            };
+            out((*number, entry));
         }
     };
     crate::parallel::stream_chunks(lines, PARALLEL_FROM, parse, take)
@@ -929,6 +972,56 @@ mod tests {
             Record::ModelChange {
                 model: "a/b".into()
             }
+        );
+    }
+
+    #[test]
+    fn a_long_transcript_is_read_in_halves_as_it_is_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let mut text = String::from(
+            r#"{"type":"session","version":1,"id":"x","cwd":"/","created":"2026-01-01T00:00:00Z"}"#,
+        );
+        let mut count = 0;
+        while text.len() <= 2 * READ_IN_HALVES_FROM {
+            count += 1;
+            text.push_str(&format!(
+                "\n{{\"type\":\"notice\",\"id\":\"e{count}\",\"parentId\":null,\"timestamp\":\"t\",\"text\":\"notice {count} {}\"}}",
+                "é".repeat(count % 97)
+            ));
+        }
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(read_whole(&path).unwrap(), text.as_bytes());
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.skipped, Vec::<usize>::new());
+        assert_eq!(loaded.entries.len(), count);
+        assert_eq!(
+            loaded.entries[count / 2].record,
+            Record::Notice {
+                text: format!(
+                    "notice {} {}",
+                    count / 2 + 1,
+                    "é".repeat((count / 2 + 1) % 97)
+                )
+            }
+        );
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_skipped_and_the_rest_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let mut bytes = br#"{"type":"session","version":1,"id":"x","cwd":"/","created":"2026-01-01T00:00:00Z"}"#.to_vec();
+        bytes.extend_from_slice(b"\n{\"type\":\"notice\",\"id\":\"e1\",\"parentId\":null,\"timestamp\":\"t\",\"text\":\"caf\xc3\"}\n");
+        bytes.extend_from_slice(br#"{"type":"notice","id":"e2","parentId":null,"timestamp":"t","text":"caf\u00e9 \u2014 ok"}"#);
+        std::fs::write(&path, &bytes).unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.skipped, vec![2]);
+        assert_eq!(
+            loaded.entries.iter().map(|e| &e.record).collect::<Vec<_>>(),
+            vec![&Record::Notice {
+                text: "café — ok".into()
+            }]
         );
     }
 
