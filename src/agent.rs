@@ -426,16 +426,9 @@ pub async fn run_timed(
     cancel: &CancellationToken,
 ) -> RunStop {
     host.emit(AgentEvent::AgentStart);
-    let text: Vec<&str> = prompt
-        .iter()
-        .filter_map(|c| match c {
-            Content::Text { text } => Some(text.as_str()),
-            Content::Image { .. } => None,
-        })
-        .collect();
     let stop = match config
         .guard
-        .prompt_submitted(&text.join("\n"), cancel)
+        .prompt_submitted(&crate::tools::text_of(&prompt), cancel)
         .await
     {
         Err(reason) => RunStop::Blocked(reason),

@@ -388,41 +388,28 @@ impl<'a, 'w> Compound<'a, 'w> {
     }
 }
 
-impl ser::SerializeSeq for Compound<'_, '_> {
-    type Ok = ();
-    type Error = serde_json::Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Self::Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Self::Error> {
-        self.close(b']');
-        Ok(())
-    }
+/// The sequence-like `Serialize…` traits: elements, then `]`.
+macro_rules! sequence {
+    ($($name:ident::$method:ident),*) => {$(
+        impl ser::$name for Compound<'_, '_> {
+            type Ok = ();
+            type Error = serde_json::Error;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Self::Error> {
+                self.element(value)
+            }
+            fn end(self) -> Result<(), Self::Error> {
+                self.close(b']');
+                Ok(())
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Compound<'_, '_> {
-    type Ok = ();
-    type Error = serde_json::Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Self::Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Self::Error> {
-        self.close(b']');
-        Ok(())
-    }
-}
-
-impl ser::SerializeTupleStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = serde_json::Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Self::Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Self::Error> {
-        self.close(b']');
-        Ok(())
-    }
-}
+sequence!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field
+);
 
 impl ser::SerializeTupleVariant for Compound<'_, '_> {
     type Ok = ();
@@ -498,6 +485,71 @@ impl ser::SerializeStructVariant for Compound<'_, '_> {
     }
 }
 
+/// The methods of a serializer that only takes scalars: a newtype
+/// variant, a sequence or a map is refused with `$error()`.
+macro_rules! refuse_compounds {
+    ($error:ident) => {
+        type SerializeSeq = ser::Impossible<(), serde_json::Error>;
+        type SerializeTuple = ser::Impossible<(), serde_json::Error>;
+        type SerializeTupleStruct = ser::Impossible<(), serde_json::Error>;
+        type SerializeTupleVariant = ser::Impossible<(), serde_json::Error>;
+        type SerializeMap = ser::Impossible<(), serde_json::Error>;
+        type SerializeStruct = ser::Impossible<(), serde_json::Error>;
+        type SerializeStructVariant = ser::Impossible<(), serde_json::Error>;
+
+        fn serialize_newtype_variant<T: Serialize + ?Sized>(
+            self,
+            _name: &'static str,
+            _index: u32,
+            _variant: &'static str,
+            _value: &T,
+        ) -> Result<(), Self::Error> {
+            Err($error())
+        }
+        fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, Self::Error> {
+            Err($error())
+        }
+        fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, Self::Error> {
+            Err($error())
+        }
+        fn serialize_tuple_struct(
+            self,
+            _name: &'static str,
+            _len: usize,
+        ) -> Result<Self::SerializeTupleStruct, Self::Error> {
+            Err($error())
+        }
+        fn serialize_tuple_variant(
+            self,
+            _name: &'static str,
+            _index: u32,
+            _variant: &'static str,
+            _len: usize,
+        ) -> Result<Self::SerializeTupleVariant, Self::Error> {
+            Err($error())
+        }
+        fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, Self::Error> {
+            Err($error())
+        }
+        fn serialize_struct(
+            self,
+            _name: &'static str,
+            _len: usize,
+        ) -> Result<Self::SerializeStruct, Self::Error> {
+            Err($error())
+        }
+        fn serialize_struct_variant(
+            self,
+            _name: &'static str,
+            _index: u32,
+            _variant: &'static str,
+            _len: usize,
+        ) -> Result<Self::SerializeStructVariant, Self::Error> {
+            Err($error())
+        }
+    };
+}
+
 fn key_must_be_a_string() -> serde_json::Error {
     ser::Error::custom("key must be a string")
 }
@@ -523,13 +575,6 @@ impl KeyWriter<'_> {
 impl ser::Serializer for KeyWriter<'_> {
     type Ok = ();
     type Error = serde_json::Error;
-    type SerializeSeq = ser::Impossible<(), serde_json::Error>;
-    type SerializeTuple = ser::Impossible<(), serde_json::Error>;
-    type SerializeTupleStruct = ser::Impossible<(), serde_json::Error>;
-    type SerializeTupleVariant = ser::Impossible<(), serde_json::Error>;
-    type SerializeMap = ser::Impossible<(), serde_json::Error>;
-    type SerializeStruct = ser::Impossible<(), serde_json::Error>;
-    type SerializeStructVariant = ser::Impossible<(), serde_json::Error>;
 
     fn serialize_str(self, v: &str) -> Result<(), Self::Error> {
         write_str(self.out, v);
@@ -613,56 +658,7 @@ impl ser::Serializer for KeyWriter<'_> {
     fn serialize_unit_struct(self, _name: &'static str) -> Result<(), Self::Error> {
         Err(key_must_be_a_string())
     }
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _value: &T,
-    ) -> Result<(), Self::Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, Self::Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, Self::Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_tuple_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleStruct, Self::Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_tuple_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleVariant, Self::Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, Self::Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStruct, Self::Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_struct_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStructVariant, Self::Error> {
-        Err(key_must_be_a_string())
-    }
+    refuse_compounds!(key_must_be_a_string);
 }
 
 /// The text of a `RawValue`, written as it is (serde_json checked it is
@@ -678,13 +674,6 @@ fn not_raw() -> serde_json::Error {
 impl ser::Serializer for RawWriter<'_> {
     type Ok = ();
     type Error = serde_json::Error;
-    type SerializeSeq = ser::Impossible<(), serde_json::Error>;
-    type SerializeTuple = ser::Impossible<(), serde_json::Error>;
-    type SerializeTupleStruct = ser::Impossible<(), serde_json::Error>;
-    type SerializeTupleVariant = ser::Impossible<(), serde_json::Error>;
-    type SerializeMap = ser::Impossible<(), serde_json::Error>;
-    type SerializeStruct = ser::Impossible<(), serde_json::Error>;
-    type SerializeStructVariant = ser::Impossible<(), serde_json::Error>;
 
     fn serialize_str(self, v: &str) -> Result<(), Self::Error> {
         self.out.extend_from_slice(v.as_bytes());
@@ -756,56 +745,7 @@ impl ser::Serializer for RawWriter<'_> {
     ) -> Result<(), Self::Error> {
         Err(not_raw())
     }
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _value: &T,
-    ) -> Result<(), Self::Error> {
-        Err(not_raw())
-    }
-    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, Self::Error> {
-        Err(not_raw())
-    }
-    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, Self::Error> {
-        Err(not_raw())
-    }
-    fn serialize_tuple_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleStruct, Self::Error> {
-        Err(not_raw())
-    }
-    fn serialize_tuple_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleVariant, Self::Error> {
-        Err(not_raw())
-    }
-    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, Self::Error> {
-        Err(not_raw())
-    }
-    fn serialize_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStruct, Self::Error> {
-        Err(not_raw())
-    }
-    fn serialize_struct_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStructVariant, Self::Error> {
-        Err(not_raw())
-    }
+    refuse_compounds!(not_raw);
 }
 
 #[cfg(test)]
