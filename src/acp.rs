@@ -198,6 +198,9 @@ impl Server {
         responder: Responder<NewSessionResponse>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
+        // The session's commands follow its answer: pincer does not end
+        // at the end of stdin in between.
+        let _hold = self.drain.hold();
         match self.new_session(req, &cx) {
             Ok(response) => {
                 let id = response.session_id.clone();
@@ -215,6 +218,9 @@ impl Server {
         responder: Responder<LoadSessionResponse>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
+        // The session's commands follow its answer: pincer does not end
+        // at the end of stdin in between.
+        let _hold = self.drain.hold();
         let id = req.session_id.clone();
         match self.load_session(req, &cx).await {
             Ok(response) => {
@@ -232,6 +238,9 @@ impl Server {
         responder: Responder<ResumeSessionResponse>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
+        // The session's commands follow its answer: pincer does not end
+        // at the end of stdin in between.
+        let _hold = self.drain.hold();
         let id = req.session_id.clone();
         match self.resume_session(req, &cx).await {
             Ok(response) => {

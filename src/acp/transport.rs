@@ -56,6 +56,27 @@ struct DrainState {
     unanswered: HashMap<RawJsonRpcId, usize>,
     /// The id of an `initialize` request whose answer has not gone out.
     initializing: Option<RawJsonRpcId>,
+    /// Handlers still sending what follows their answer ([`Drain::hold`]).
+    holds: usize,
+}
+
+impl DrainState {
+    /// Every request received is answered and nothing follows an answer.
+    fn finished(&self) -> bool {
+        self.unanswered.is_empty() && self.holds == 0
+    }
+}
+
+/// While it lives, the end of stdin does not end pincer: what a handler
+/// sends after its answer (a new session's slash commands) is queued
+/// before the connection closes, and the connection writes what it queued.
+pub struct Hold(Arc<Drain>);
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.0.lock().holds -= 1;
+        self.0.changed.notify_waiters();
+    }
 }
 
 /// Just enough of an outgoing JSON-RPC message to see which request it
@@ -225,6 +246,14 @@ impl Drain {
             _ => RawJsonRpcId::Null,
         };
         self.expect_answer(id);
+    }
+
+    /// Keeps pincer from ending at the end of stdin until the [`Hold`] is
+    /// dropped. Taken before a handler answers, so that the answer going
+    /// out cannot let pincer end before what follows it is queued.
+    pub fn hold(self: &Arc<Self>) -> Hold {
+        self.lock().holds += 1;
+        Hold(self.clone())
     }
 
     /// Counts an answer that must go out before pincer may end.
@@ -434,7 +463,7 @@ where
             drain.stdin_closed.cancel();
             tracing::debug!("stdin closed; finishing the requests already received");
             tokio::select! {
-                () = drain.wait_until(|s| s.unanswered.is_empty()) => {}
+                () = drain.wait_until(DrainState::finished) => {}
                 () = gone.cancelled() => {
                     tracing::debug!("stdout is closed too; not waiting for the answers");
                 }
@@ -619,6 +648,26 @@ mod tests {
         }
         drain.on_incoming(r#"{"jsonrpc":"2.0","id":-5,"method":"initialize","x":1}"#);
         assert_eq!(drain.lock().initializing, id(-5));
+    }
+
+    #[tokio::test]
+    async fn a_hold_keeps_pincer_from_finishing_until_it_is_dropped() {
+        let drain = Drain::new();
+        drain.on_incoming(r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}"#);
+        let hold = drain.hold();
+        // The answer goes out; what follows it is still being sent.
+        drain.on_outgoing(r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}"#);
+        let waiting = tokio::spawn({
+            let drain = drain.clone();
+            async move { drain.wait_until(DrainState::finished).await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(!waiting.is_finished(), "finished while a handler held it");
+        drop(hold);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .unwrap()
+            .unwrap();
     }
 
     async fn reads(input: &[u8], limit: usize) -> Vec<Read> {
