@@ -340,6 +340,7 @@ mod tests {
                 .await
             })
         };
+        let started = std::time::Instant::now();
         for _ in 0..400 {
             changes.fetch_add(1, Ordering::SeqCst);
             dirty.notify_one();
@@ -354,7 +355,15 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         saver.abort();
+        // One write at once, then at most one per spacing (100 ms) while
+        // changes keep coming: a loaded machine stretches the burst, and
+        // with it the number of writes, but never near one per change.
+        let elapsed = started.elapsed();
         let writes = writes.load(Ordering::SeqCst);
-        assert!(writes <= 10, "{writes} writes for 400 changes");
+        let most = elapsed.as_millis() / 100 + 2;
+        assert!(
+            writes as u128 <= most,
+            "{writes} writes for 400 changes in {elapsed:?}"
+        );
     }
 }
