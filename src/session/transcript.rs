@@ -555,10 +555,11 @@ const READ_IN_HALVES_FROM: usize = 1 << 20;
 /// most of the time a long read takes is the kernel giving the buffer its
 /// pages, which two cores do in half the time.
 fn read_whole(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileExt;
-        let file = std::fs::File::open(path)?;
         let len = usize::try_from(file.metadata()?.len()).unwrap_or(usize::MAX);
         if len >= READ_IN_HALVES_FROM && len < isize::MAX as usize && crate::parallel::cores() >= 2
         {
@@ -574,15 +575,18 @@ fn read_whole(path: &Path) -> std::io::Result<Vec<u8>> {
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
                 mine.and(other)
             });
-            return match read {
-                Ok(()) => Ok(bytes),
-                // Shortened meanwhile: read what there is now.
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => std::fs::read(path),
-                Err(e) => Err(e),
-            };
+            match read {
+                Ok(()) => return Ok(bytes),
+                // Shortened meanwhile: read what there is now, below.
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+                Err(e) => return Err(e),
+            }
         }
     }
-    std::fs::read(path)
+    // (Reads at an offset leave the file's position at its start.)
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Below this many lines one thread is quicker than several.
