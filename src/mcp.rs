@@ -880,7 +880,8 @@ mod tests {
         assert!(forever.is_err());
         let took = started.elapsed();
         assert!(
-            took >= timeout * MAX_PROGRESS_EXTENSIONS && took < timeout * 2 * MAX_PROGRESS_EXTENSIONS,
+            took >= timeout * MAX_PROGRESS_EXTENSIONS
+                && took < timeout * 2 * MAX_PROGRESS_EXTENSIONS,
             "a call that reports forever ends at ten timeouts, not after {took:?}"
         );
         reporter.abort();

@@ -113,14 +113,17 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Starts a WebDriver server (`program args…`, logging to `log`) and waits
-/// until it listens on `port`.
+/// Starts a WebDriver server (`program args…`, logging to `log`) in a
+/// process group of its own and waits until it listens on `port`. A
+/// driver `kept` for the pool outlives this test's process; any other is
+/// killed with it.
 async fn spawn_driver(
     env: &[(&str, String)],
     program: &Path,
     args: &[String],
     port: u16,
     log: &Path,
+    kept: bool,
 ) -> Child {
     let log_file = std::fs::File::create(log).unwrap();
     let driver = Command::new(program)
@@ -129,7 +132,7 @@ async fn spawn_driver(
         .stdin(Stdio::null())
         .stdout(log_file.try_clone().unwrap())
         .stderr(log_file)
-        .kill_on_drop(true)
+        .kill_on_drop(!kept)
         .process_group(0)
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
@@ -197,6 +200,23 @@ async fn phone_viewport(client: &Client, width: u32, height: u32) -> Bidi {
     bidi
 }
 
+/// A browser and its WebDriver session, started for one test.
+struct Started {
+    client: Client,
+    driver: Child,
+    /// The driver's port.
+    port: u16,
+    bidi: Option<Bidi>,
+}
+
+/// Kills a driver's process group: the driver and the browser it started.
+/// (Killing only the driver would leave the browser's processes running,
+/// hundreds of them over a test run.)
+fn kill_group(pgid: u32) {
+    let group = nix::unistd::Pid::from_raw(pgid as i32);
+    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+}
+
 pub struct Browser {
     pub client: Client,
     /// Which engine this is.
@@ -204,49 +224,339 @@ pub struct Browser {
     /// Firefox's WebDriver BiDi connection, when it holds a viewport
     /// override.
     _bidi: Option<Bidi>,
-    _driver: Child,
-    _profile: tempfile::TempDir,
+    owner: Owner,
 }
 
-/// The driver runs in a process group of its own with the browser it
-/// starts: killing only the driver (as dropping its `Child` does) would
-/// leave the browser's processes running after the test, hundreds of them
-/// over a test run.
+/// Who ends a [`Browser`].
+enum Owner {
+    /// Started for this test alone: killed with it.
+    Test {
+        driver: Child,
+        _profile: tempfile::TempDir,
+    },
+    /// Lent by the [`pool`]: given back when the test passes, killed when
+    /// it fails.
+    Pool(pool::Lease),
+}
+
 impl Drop for Browser {
     fn drop(&mut self) {
-        if let Some(pid) = self._driver.id() {
-            let group = nix::unistd::Pid::from_raw(pid as i32);
-            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        match &mut self.owner {
+            Owner::Test { driver, .. } => {
+                if let Some(pid) = driver.id() {
+                    kill_group(pid);
+                }
+            }
+            // A failed test may have left the browser in any state, and
+            // whoever looks into the failure wants the next run to start
+            // from scratch.
+            Owner::Pool(lease) => lease.give_back(std::thread::panicking()),
+        }
+    }
+}
+
+/// Browsers kept between tests. Starting one is most of a browser test's
+/// cost on two cores (measured here: Chromium's session with its first
+/// page about 2.8 s of CPU, Firefox's about 4.5 s, against 0.35 s for a
+/// new tab in a running one), and nextest runs every test in a process of
+/// its own, so a browser that serves several tests has to outlive the
+/// test that started it.
+///
+/// A browser is kept in a slot (a directory under the target directory's
+/// `tmp/browser-pool/`, one set of slots per engine, window size and
+/// emulation). A test takes a slot by locking its `lock` file (an
+/// exclusive `flock`, which the kernel releases when the test's process
+/// ends however it ends). The slot's `state` file names the running
+/// driver (its port and process group) and the WebDriver session. The
+/// test opens a fresh tab in that session (a new tab has its own
+/// `sessionStorage`, where the page keeps a credential) and closes every
+/// other, or starts a browser when the slot has none or the one it has
+/// does not answer. Each kept browser has a watchdog (`bash`, detached) that
+/// kills it, and deletes its profile, once its slot has been unlocked for
+/// `IDLE` seconds: browsers end soon after the run that used them.
+mod pool {
+    use super::*;
+
+    /// Slots per kind of browser: the browser tests run at most two at a
+    /// time (.config/nextest.toml), and a slot whose lock is briefly held
+    /// by its watchdog is passed over.
+    const SLOTS: usize = 3;
+    /// Seconds a kept browser waits unused before its watchdog ends it.
+    const IDLE: u64 = 20;
+
+    /// What the slot's `state` file says.
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct State {
+        port: u16,
+        session: String,
+        pgid: u32,
+    }
+
+    /// A slot taken by this test.
+    pub(super) struct Lease {
+        dir: PathBuf,
+        /// Locked while the test holds the slot.
+        _lock: std::fs::File,
+        /// The process group of the slot's browser, once known.
+        pgid: Option<u32>,
+    }
+
+    /// Takes a free slot for browsers of this kind, if one is free.
+    pub(super) fn take(kind: &str) -> Option<Lease> {
+        let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-pool");
+        for slot in 0..SLOTS {
+            let dir = root.join(format!("{kind}-{slot}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let lock = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join("lock"))
+                .unwrap();
+            if lock.try_lock().is_ok() {
+                return Some(Lease {
+                    dir,
+                    _lock: lock,
+                    pgid: None,
+                });
+            }
+        }
+        None
+    }
+
+    impl Lease {
+        fn state_path(&self) -> PathBuf {
+            self.dir.join("state")
+        }
+
+        /// Where the slot's browser keeps its profile.
+        pub(super) fn profile(&self) -> PathBuf {
+            self.dir.join("profile")
+        }
+
+        /// The slot's running browser, in a fresh tab that is its only
+        /// one; `None` (with the browser ended) when there is none or it
+        /// does not answer.
+        pub(super) async fn reuse(&mut self, engine: Engine) -> Option<Client> {
+            let state: State = std::fs::read(self.state_path())
+                .ok()
+                .and_then(|bytes| serde_json::from_slice(&bytes).ok())?;
+            self.pgid = Some(state.pgid);
+            let fresh_tab = async {
+                let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+                let client = Client::with_existing_session(
+                    &format!("http://127.0.0.1:{}", state.port),
+                    &state.session,
+                    connector,
+                )
+                .await
+                .ok()?;
+                client.persist().await.ok()?;
+                let old = client.windows().await.ok()?;
+                let tab = client.new_window(true).await.ok()?.handle;
+                for window in old {
+                    client.switch_to_window(window).await.ok()?;
+                    client.close_window().await.ok()?;
+                }
+                client.switch_to_window(tab).await.ok()?;
+                if engine == Engine::Chromium {
+                    // Chromium leaves a tab opened this way without the
+                    // focus (`document.hasFocus()` is false, so nothing
+                    // on the page is `:focus-visible`) even once it is
+                    // the only one.
+                    client
+                        .issue_cmd(ChromiumCdp("Page.bringToFront"))
+                        .await
+                        .ok()?;
+                }
+                Some(client)
+            };
+            match tokio::time::timeout(Duration::from_secs(10), fresh_tab).await {
+                Ok(Some(client)) => Some(client),
+                _ => {
+                    self.end();
+                    None
+                }
+            }
+        }
+
+        /// Keeps the browser just started in this slot, with a watchdog
+        /// that ends it when the slot stays unused.
+        pub(super) async fn keep(&mut self, client: &Client, port: u16, pgid: u32) {
+            client.persist().await.unwrap();
+            let session = client
+                .session_id()
+                .await
+                .unwrap()
+                .expect("a WebDriver session has an id");
+            let state = State {
+                port,
+                session,
+                pgid,
+            };
+            std::fs::write(self.state_path(), serde_json::to_vec(&state).unwrap()).unwrap();
+            self.pgid = Some(pgid);
+            // $1 lock, $2 state, $3 process group, $4 idle seconds,
+            // $5 profile. The lock is only tried: a test that finds it
+            // held by the watchdog takes another slot.
+            // The watchdog runs in the background of a shell that ends at
+            // once (waited for here), so it belongs to no test process.
+            const WATCHDOG: &str = r#"watch() {
+  exec 9>>"$1"
+  while sleep 2; do
+    kill -0 -- "-$3" 2>/dev/null || exit 0
+    if flock -n 9; then
+      used=$(stat -c %Y "$2" 2>/dev/null || echo 0)
+      if [ $(( $(date +%s) - used )) -ge "$4" ]; then
+        kill -KILL -- "-$3"
+        grep -q "\"pgid\":$3[,}]" "$2" 2>/dev/null && rm -f "$2"
+        rm -rf "$5"
+        exit 0
+      fi
+      flock -u 9
+    fi
+  done
+}
+watch "$@" &"#;
+            use std::os::unix::process::CommandExt;
+            let status = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(WATCHDOG)
+                .arg("browser-pool-watchdog")
+                .arg(self.dir.join("lock"))
+                .arg(self.state_path())
+                .arg(pgid.to_string())
+                .arg(IDLE.to_string())
+                .arg(self.profile())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0)
+                .status()
+                .expect("cannot start the browser pool's watchdog");
+            assert!(status.success(), "the browser pool's watchdog: {status}");
+        }
+
+        /// Ends the slot's browser and forgets it.
+        fn end(&mut self) {
+            if let Some(pgid) = self.pgid.take() {
+                kill_group(pgid);
+            }
+            let _ = std::fs::remove_file(self.state_path());
+            let _ = std::fs::remove_dir_all(self.profile());
+        }
+
+        /// Gives the slot back: the browser stays for the next test, or
+        /// ends when this test failed.
+        pub(super) fn give_back(&mut self, failed: bool) {
+            if failed {
+                self.end();
+            } else if let Ok(state) = std::fs::File::options()
+                .append(true)
+                .open(self.state_path())
+            {
+                // The watchdog counts idleness from here.
+                let _ = state.set_modified(std::time::SystemTime::now());
+            }
         }
     }
 }
 
 impl Browser {
-    /// A headless Chromium with a fresh profile, `width` × `height`.
+    /// A headless Chromium, `width` × `height`, with a profile that no
+    /// other test uses at the same time.
     pub async fn start(width: u32, height: u32) -> Self {
-        Self::chromium(width, height, Emulation::default()).await
+        Self::launch(Engine::Chromium, width, height, Emulation::default()).await
     }
 
-    /// A headless Firefox with a fresh profile, `width` × `height`.
+    /// A headless Firefox, `width` × `height`, with a profile that no
+    /// other test uses at the same time.
     pub async fn firefox(width: u32, height: u32) -> Self {
         Self::launch(Engine::Firefox, width, height, Emulation::default()).await
     }
 
-    /// A headless `engine` with a fresh profile, `width` × `height`, that
-    /// tells pages the system settings in `emulation`.
+    /// A headless `engine`, `width` × `height`, that tells pages the
+    /// system settings in `emulation`: a kept one from the [`pool`], in a
+    /// fresh tab, when one is free; otherwise one started for this test.
+    /// (An emulated phone's screen is set up for one session, so phones
+    /// always get a browser of their own.)
     pub async fn launch(engine: Engine, width: u32, height: u32, emulation: Emulation) -> Self {
-        match engine {
-            Engine::Chromium => Self::chromium(width, height, emulation).await,
-            Engine::Firefox => Self::start_firefox(width, height, emulation).await,
+        let kind = format!(
+            "{}-{width}x{height}{}{}",
+            engine.name(),
+            if emulation.dark { "-dark" } else { "" },
+            if emulation.reduced_motion {
+                "-reduced-motion"
+            } else {
+                ""
+            }
+        );
+        let lease = if width >= MIN_WINDOW_WIDTH {
+            pool::take(&kind)
+        } else {
+            None
+        };
+        let Some(mut lease) = lease else {
+            let profile = tempfile::tempdir().unwrap();
+            let started =
+                Self::start_engine(engine, width, height, emulation, profile.path(), false).await;
+            return Self {
+                client: started.client,
+                engine,
+                _bidi: started.bidi,
+                owner: Owner::Test {
+                    driver: started.driver,
+                    _profile: profile,
+                },
+            };
+        };
+        if let Some(client) = lease.reuse(engine).await {
+            return Self {
+                client,
+                engine,
+                _bidi: None,
+                owner: Owner::Pool(lease),
+            };
+        }
+        let profile = lease.profile();
+        let _ = std::fs::remove_dir_all(&profile);
+        std::fs::create_dir_all(&profile).unwrap();
+        let started = Self::start_engine(engine, width, height, emulation, &profile, true).await;
+        let port = started.port;
+        let pgid = started.driver.id().expect("the driver is running");
+        lease.keep(&started.client, port, pgid).await;
+        Self {
+            client: started.client,
+            engine,
+            _bidi: started.bidi,
+            owner: Owner::Pool(lease),
         }
     }
 
-    async fn start_firefox(width: u32, height: u32, emulation: Emulation) -> Self {
+    /// Starts `engine` and its driver with its profile under `dir`.
+    async fn start_engine(
+        engine: Engine,
+        width: u32,
+        height: u32,
+        emulation: Emulation,
+        dir: &Path,
+        kept: bool,
+    ) -> Started {
+        match engine {
+            Engine::Chromium => Self::start_chromium(width, height, emulation, dir, kept).await,
+            Engine::Firefox => Self::start_firefox(width, height, emulation, dir, kept).await,
+        }
+    }
+    async fn start_firefox(
+        width: u32,
+        height: u32,
+        emulation: Emulation,
+        dir: &Path,
+        kept: bool,
+    ) -> Started {
         let (firefox, geckodriver) = tokio::task::spawn_blocking(firefox_paths).await.unwrap();
-        let profile = tempfile::tempdir().unwrap();
         let port = free_port();
         // geckodriver makes a fresh profile under --profile-root (this
-        // browser's own temporary directory) and lets Firefox choose its
+        // browser's own directory) and lets Firefox choose its
         // Marionette port, so parallel tests do not meet.
         let driver = spawn_driver(
             &[],
@@ -254,12 +564,13 @@ impl Browser {
             &[
                 format!("--port={port}"),
                 "--host=127.0.0.1".to_string(),
-                format!("--profile-root={}", profile.path().display()),
+                format!("--profile-root={}", dir.display()),
                 format!("--binary={}", firefox.display()),
                 format!("--websocket-port={}", free_port()),
             ],
             port,
-            &profile.path().join("geckodriver.log"),
+            &dir.join("geckodriver.log"),
+            kept,
         )
         .await;
         let mut prefs = serde_json::Map::new();
@@ -310,8 +621,7 @@ impl Browser {
             .unwrap_or_else(|e| {
                 panic!(
                     "cannot start headless Firefox through geckodriver: {e}; its log: {}",
-                    std::fs::read_to_string(profile.path().join("geckodriver.log"))
-                        .unwrap_or_default()
+                    std::fs::read_to_string(dir.join("geckodriver.log")).unwrap_or_default()
                 )
             });
         // -width/-height size the window; make sure the viewport is what
@@ -330,44 +640,33 @@ impl Browser {
         } else {
             None
         };
-        Self {
+        Started {
             client,
-            engine: Engine::Firefox,
-            _bidi: bidi,
-            _driver: driver,
-            _profile: profile,
+            driver,
+            port,
+            bidi,
         }
     }
 
-    async fn chromium(width: u32, height: u32, emulation: Emulation) -> Self {
+    async fn start_chromium(
+        width: u32,
+        height: u32,
+        emulation: Emulation,
+        dir: &Path,
+        kept: bool,
+    ) -> Started {
         tokio::task::spawn_blocking(ensure_installed).await.unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let driver = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .process_group(0)
-            .spawn()
-            .unwrap();
+        let port = free_port();
+        let driver = spawn_driver(
+            &[],
+            Path::new(CHROMEDRIVER),
+            &[format!("--port={port}")],
+            port,
+            &dir.join("chromedriver.log"),
+            kept,
+        )
+        .await;
         let url = format!("http://127.0.0.1:{port}");
-        let deadline = tokio::time::Instant::now() + TIMEOUT;
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "chromedriver did not listen"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let profile = tempfile::tempdir().unwrap();
         let mut args = vec![
             "--headless".to_string(),
             "--no-sandbox".to_string(),
@@ -377,7 +676,7 @@ impl Browser {
             "--disable-background-networking".to_string(),
             "--disable-component-update".to_string(),
             "--disable-sync".to_string(),
-            format!("--user-data-dir={}", profile.path().display()),
+            format!("--user-data-dir={}", dir.join("chromium").display()),
             format!("--window-size={width},{height}"),
         ];
         if emulation.dark {
@@ -409,12 +708,11 @@ impl Browser {
             .connect(&url)
             .await
             .unwrap_or_else(|e| panic!("cannot start headless Chromium through chromedriver: {e}"));
-        Self {
+        Started {
             client,
-            engine: Engine::Chromium,
-            _bidi: None,
-            _driver: driver,
-            _profile: profile,
+            driver,
+            port,
+            bidi: None,
         }
     }
 
@@ -556,6 +854,29 @@ impl Browser {
                && !shown(document.querySelector('[data-testid=login-secret]'));",
         )
         .await;
+    }
+}
+
+/// A Chrome DevTools Protocol command without parameters, through
+/// chromedriver's `goog/cdp/execute`.
+#[derive(Debug)]
+struct ChromiumCdp(&'static str);
+
+impl fantoccini::wd::WebDriverCompatibleCommand for ChromiumCdp {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/goog/cdp/execute",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (axum::http::Method, Option<String>) {
+        let body = json!({ "cmd": self.0, "params": {} });
+        (axum::http::Method::POST, Some(body.to_string()))
     }
 }
 
