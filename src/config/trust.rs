@@ -164,33 +164,72 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Writes `bytes` to `path` atomically (a temporary file renamed over it),
-/// readable by the user only.
+/// readable by the user only. Each write has a temporary file of its own:
+/// two writers of one file (two tasks saving a record at once) each put
+/// a whole file in place, where with one shared name the second's rename
+/// failed and the content could be a mix of both.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let partial = path.with_extension(format!(
-        "{}.partial",
-        path.extension().and_then(|e| e.to_str()).unwrap_or("tmp")
-    ));
-    let mut options = std::fs::OpenOptions::new();
-    options.create(true).truncate(true).write(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{}-{write}.partial", std::process::id()));
+    let partial = path.with_file_name(name);
+    let written = (|| {
+        let mut options = std::fs::OpenOptions::new();
+        options.create_new(true).write(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let mut file = options.open(&partial)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&partial, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
     }
-    let mut file = options.open(&partial)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&partial, path)
+    written
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn concurrent_writes_of_one_file_each_put_a_whole_file_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("record.json");
+        let contents: Vec<Vec<u8>> = (0..8u8)
+            .map(|i| vec![b'a' + i; 1000 + 300 * usize::from(i)])
+            .collect();
+        for _ in 0..20 {
+            std::thread::scope(|scope| {
+                for bytes in &contents {
+                    let path = &path;
+                    scope.spawn(move || write_private(path, bytes).unwrap());
+                }
+            });
+            let now = std::fs::read(&path).unwrap();
+            assert!(
+                contents.contains(&now),
+                "a mix of writes: {} bytes",
+                now.len()
+            );
+        }
+        // Nothing but the file is left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("record.json")]);
+    }
 
     #[test]
     fn decisions_round_trip_and_are_private() {

@@ -298,6 +298,14 @@ pub struct Entry {
     pub last_status_ms: Option<i64>,
 }
 
+/// Saves `record` (whose lock the caller holds) to `file`; a failure is
+/// logged, and the next save writes the whole record again.
+fn save_record(record: &Record, file: &Path) {
+    if let Err(e) = record.save(file) {
+        tracing::warn!("scheduled runs: {e}");
+    }
+}
+
 /// `cron.json`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -466,11 +474,12 @@ impl Scheduler {
         self.record.lock()
     }
 
+    /// Writes the record as it stands. The lock is held while writing, so
+    /// that of two saves at once the later state is the one left on disk
+    /// (`cron.list` reads the file): a run that ended while the scheduler
+    /// saved must not be shown running for good.
     fn save(&self) {
-        let record = self.record().clone();
-        if let Err(e) = record.save(&self.plan.state_file) {
-            tracing::warn!("scheduled runs: {e}");
-        }
+        save_record(&self.record(), &self.plan.state_file);
     }
 
     /// Runs until the task is dropped: first what was missed, then each
@@ -688,15 +697,12 @@ impl Scheduler {
                     format!("failed: {e}")
                 }
             };
-            let snapshot = {
+            {
                 let mut record = record.lock();
                 let entry = record.entry(job.as_deref());
                 entry.last_status = Some(status);
                 entry.last_status_ms = Some(clock.now().timestamp().as_millisecond());
-                record.clone()
-            };
-            if let Err(e) = snapshot.save(&file) {
-                tracing::warn!("scheduled runs: {e}");
+                save_record(&record, &file);
             }
             running.lock().remove(&job);
         });
