@@ -23,6 +23,10 @@ use support::gateway::Gateway;
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_deltas, anthropic_text, anthropic_tool_call};
 
+/// The messages shown, as (role, text).
+const MESSAGES: &str = "return [...document.querySelectorAll('[data-testid=message]')]\
+     .map(m => [m.dataset.role, m.querySelector('.body')?.textContent.trim() ?? '']);";
+
 /// A gateway with the mock model, and the page signed in to it.
 struct Page {
     sandbox: Sandbox,
@@ -143,27 +147,12 @@ impl Page {
     /// Waits until the page shows these messages (role, text), in order.
     async fn until_messages(&self, what: &str, expected: &[(&str, &str)]) {
         let expected: Value = expected.iter().map(|(r, t)| json!([r, t])).collect();
-        let deadline = tokio::time::Instant::now() + support::acp_client::TIMEOUT;
-        loop {
-            let shown = self.messages().await;
-            if shown == expected {
-                return;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the page never showed {what}: it shows {shown:#}"
-            );
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        self.browser.until_equals(what, MESSAGES, &expected).await;
     }
 
     /// The messages shown, as (role, text).
     async fn messages(&self) -> Value {
-        self.js(
-            "return [...document.querySelectorAll('[data-testid=message]')]\
-               .map(m => [m.dataset.role, m.querySelector('.body')?.textContent.trim() ?? '']);",
-        )
-        .await
+        self.js(MESSAGES).await
     }
 
     async fn until_idle(&self) {

@@ -727,19 +727,70 @@ impl Browser {
             .unwrap_or_else(|e| panic!("no element [data-testid={id}] on the page: {e}"))
     }
 
-    /// Evaluates `script` until it returns true, or fails after the timeout.
+    /// Evaluates `script` (a function body) until it returns true, or
+    /// fails after the timeout.
     pub async fn until(&self, what: &str, script: &str) {
+        if !self.wait_in_page(script).await {
+            panic!("the page never showed {what}");
+        }
+    }
+
+    /// Waits until `script` (a function body) returns a value equal to
+    /// `expected` (compared as JSON), or fails after the timeout showing
+    /// what it returned last.
+    pub async fn until_equals(&self, what: &str, script: &str, expected: &serde_json::Value) {
+        let want = serde_json::to_string(&expected.to_string()).unwrap();
+        let check = format!(
+            "const got = (() => {{ {script} }})(); \
+             return JSON.stringify(got) === JSON.stringify(JSON.parse({want}));"
+        );
+        if !self.wait_in_page(&check).await {
+            let shown = self.eval(script).await;
+            panic!("the page never showed {what}: it shows {shown:#}");
+        }
+    }
+
+    /// Waits in the page itself until `check` (a function body) returns
+    /// true: true when it did, false when the timeout passed. The page
+    /// checks every 10 ms, so a wait costs one WebDriver command instead of
+    /// one every 25 ms (those round trips through the driver were a large
+    /// part of a browser test's CPU). A wait whose page goes away (a
+    /// reload, a navigation) is started again in the new one; an exception
+    /// in `check` fails the test.
+    async fn wait_in_page(&self, check: &str) -> bool {
         let deadline = tokio::time::Instant::now() + TIMEOUT;
         loop {
-            let value = self.client.execute(script, vec![]).await.unwrap();
-            if value == json!(true) {
-                return;
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return false;
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the page never showed {what}"
+            // Well under WebDriver's script timeout (30 s by default).
+            let slice = (deadline - now).min(Duration::from_secs(5));
+            let waiter = format!(
+                "const done = arguments[arguments.length - 1];
+const check = () => {{ {check} }};
+const end = Date.now() + {ms};
+const tick = () => {{
+  let ok;
+  try {{ ok = check(); }} catch (e) {{ done({{ error: String((e && e.stack) || e) }}); return; }}
+  if (ok === true) done(true);
+  else if (Date.now() >= end) done(false);
+  else setTimeout(tick, 10);
+}};
+tick();",
+                ms = slice.as_millis()
             );
-            tokio::time::sleep(Duration::from_millis(25)).await;
+            match self.client.execute_async(&waiter, vec![]).await {
+                Ok(serde_json::Value::Bool(true)) => return true,
+                Ok(serde_json::Value::Bool(false)) => {}
+                Ok(value) => panic!(
+                    "{}: a wait's check failed: {}\n{check}",
+                    self.engine.name(),
+                    value["error"]
+                ),
+                // The page went away under the wait.
+                Err(_) => tokio::time::sleep(Duration::from_millis(25)).await,
+            }
         }
     }
 
