@@ -200,6 +200,17 @@ async fn phone_viewport(client: &Client, width: u32, height: u32) -> Bidi {
     bidi
 }
 
+/// How to start a browser: its window, what it tells pages of the
+/// system's settings, the directory for its profile and logs, and whether
+/// it is `kept` for the pool (its driver then outlives the test).
+struct Launch<'a> {
+    width: u32,
+    height: u32,
+    emulation: Emulation,
+    dir: &'a Path,
+    kept: bool,
+}
+
 /// A browser and its WebDriver session, started for one test.
 struct Started {
     client: Client,
@@ -364,7 +375,7 @@ mod pool {
                     // on the page is `:focus-visible`) even once it is
                     // the only one.
                     client
-                        .issue_cmd(ChromiumCdp("Page.bringToFront"))
+                        .issue_cmd(SessionCommand::chromium_cdp("Page.bringToFront"))
                         .await
                         .ok()?;
                 }
@@ -497,8 +508,14 @@ impl Browser {
         };
         let Some(mut lease) = lease else {
             let profile = tempfile::tempdir().unwrap();
-            let started =
-                Self::start_engine(engine, width, height, emulation, profile.path(), false).await;
+            let launch = Launch {
+                width,
+                height,
+                emulation,
+                dir: profile.path(),
+                kept: false,
+            };
+            let started = Self::start_engine(engine, &launch).await;
             return Self {
                 client: started.client,
                 engine,
@@ -520,7 +537,14 @@ impl Browser {
         let profile = lease.profile();
         let _ = std::fs::remove_dir_all(&profile);
         std::fs::create_dir_all(&profile).unwrap();
-        let started = Self::start_engine(engine, width, height, emulation, &profile, true).await;
+        let launch = Launch {
+            width,
+            height,
+            emulation,
+            dir: &profile,
+            kept: true,
+        };
+        let started = Self::start_engine(engine, &launch).await;
         let port = started.port;
         let pgid = started.driver.id().expect("the driver is running");
         lease.keep(&started.client, port, pgid).await;
@@ -532,27 +556,15 @@ impl Browser {
         }
     }
 
-    /// Starts `engine` and its driver with its profile under `dir`.
-    async fn start_engine(
-        engine: Engine,
-        width: u32,
-        height: u32,
-        emulation: Emulation,
-        dir: &Path,
-        kept: bool,
-    ) -> Started {
+    /// Starts `engine` and its driver as `launch` says.
+    async fn start_engine(engine: Engine, launch: &Launch<'_>) -> Started {
         match engine {
-            Engine::Chromium => Self::start_chromium(width, height, emulation, dir, kept).await,
-            Engine::Firefox => Self::start_firefox(width, height, emulation, dir, kept).await,
+            Engine::Chromium => Self::start_chromium(launch).await,
+            Engine::Firefox => Self::start_firefox(launch).await,
         }
     }
-    async fn start_firefox(
-        width: u32,
-        height: u32,
-        emulation: Emulation,
-        dir: &Path,
-        kept: bool,
-    ) -> Started {
+
+    async fn start_firefox(launch: &Launch<'_>) -> Started {
         let (firefox, geckodriver) = tokio::task::spawn_blocking(firefox_paths).await.unwrap();
         let port = free_port();
         // geckodriver makes a fresh profile under --profile-root (this
@@ -564,13 +576,13 @@ impl Browser {
             &[
                 format!("--port={port}"),
                 "--host=127.0.0.1".to_string(),
-                format!("--profile-root={}", dir.display()),
+                format!("--profile-root={}", launch.dir.display()),
                 format!("--binary={}", firefox.display()),
                 format!("--websocket-port={}", free_port()),
             ],
             port,
-            &dir.join("geckodriver.log"),
-            kept,
+            &launch.dir.join("geckodriver.log"),
+            launch.kept,
         )
         .await;
         let mut prefs = serde_json::Map::new();
@@ -585,7 +597,7 @@ impl Browser {
         ] {
             prefs.insert(name.to_string(), value);
         }
-        if emulation.dark {
+        if launch.emulation.dark {
             // The system theme, and the content override that follows it
             // (0 = dark), so pages see `prefers-color-scheme: dark`.
             prefs.insert("ui.systemUsesDarkTheme".to_string(), json!(1));
@@ -594,7 +606,7 @@ impl Browser {
                 json!(0),
             );
         }
-        if emulation.reduced_motion {
+        if launch.emulation.reduced_motion {
             prefs.insert("ui.prefersReducedMotion".to_string(), json!(1));
         }
         let mut caps = serde_json::Map::new();
@@ -607,8 +619,8 @@ impl Browser {
                 "binary": firefox,
                 "args": [
                     "-headless",
-                    "-width", width.max(MIN_WINDOW_WIDTH).to_string(),
-                    "-height", height.to_string(),
+                    "-width", launch.width.max(MIN_WINDOW_WIDTH).to_string(),
+                    "-height", launch.height.to_string(),
                 ],
                 "prefs": prefs,
             }),
@@ -621,13 +633,13 @@ impl Browser {
             .unwrap_or_else(|e| {
                 panic!(
                     "cannot start headless Firefox through geckodriver: {e}; its log: {}",
-                    std::fs::read_to_string(dir.join("geckodriver.log")).unwrap_or_default()
+                    std::fs::read_to_string(launch.dir.join("geckodriver.log")).unwrap_or_default()
                 )
             });
         // -width/-height size the window; make sure the viewport is what
         // the test asked for whatever the window's chrome takes.
         client
-            .set_window_size(width.max(MIN_WINDOW_WIDTH), height)
+            .set_window_size(launch.width.max(MIN_WINDOW_WIDTH), launch.height)
             .await
             .unwrap();
         // Headless Firefox will not make a window narrower than 500 CSS
@@ -635,8 +647,8 @@ impl Browser {
         // (what Firefox's responsive design mode does), three device
         // pixels per CSS pixel as on a phone. The override lasts as long
         // as the BiDi connection, which the browser keeps.
-        let bidi = if width < MIN_WINDOW_WIDTH {
-            Some(phone_viewport(&client, width, height).await)
+        let bidi = if launch.width < MIN_WINDOW_WIDTH {
+            Some(phone_viewport(&client, launch.width, launch.height).await)
         } else {
             None
         };
@@ -648,13 +660,7 @@ impl Browser {
         }
     }
 
-    async fn start_chromium(
-        width: u32,
-        height: u32,
-        emulation: Emulation,
-        dir: &Path,
-        kept: bool,
-    ) -> Started {
+    async fn start_chromium(launch: &Launch<'_>) -> Started {
         tokio::task::spawn_blocking(ensure_installed).await.unwrap();
         let port = free_port();
         let driver = spawn_driver(
@@ -662,8 +668,8 @@ impl Browser {
             Path::new(CHROMEDRIVER),
             &[format!("--port={port}")],
             port,
-            &dir.join("chromedriver.log"),
-            kept,
+            &launch.dir.join("chromedriver.log"),
+            launch.kept,
         )
         .await;
         let url = format!("http://127.0.0.1:{port}");
@@ -676,26 +682,26 @@ impl Browser {
             "--disable-background-networking".to_string(),
             "--disable-component-update".to_string(),
             "--disable-sync".to_string(),
-            format!("--user-data-dir={}", dir.join("chromium").display()),
-            format!("--window-size={width},{height}"),
+            format!("--user-data-dir={}", launch.dir.join("chromium").display()),
+            format!("--window-size={},{}", launch.width, launch.height),
         ];
-        if emulation.dark {
+        if launch.emulation.dark {
             // Blink's preferred colour scheme (0 = dark) and the system's
             // dark theme: pages see `prefers-color-scheme: dark`.
             args.push("--blink-settings=preferredColorScheme=0".to_string());
             args.push("--force-dark-mode".to_string());
         }
-        if emulation.reduced_motion {
+        if launch.emulation.reduced_motion {
             args.push("--force-prefers-reduced-motion".to_string());
         }
         let mut options = json!({ "binary": CHROMIUM, "args": args });
-        if width < MIN_WINDOW_WIDTH {
+        if launch.width < MIN_WINDOW_WIDTH {
             // Headless Chromium will not make a window narrower than 500
             // pixels: a phone's screen is chromedriver's mobile emulation
             // (its viewport, three device pixels per CSS pixel, touch).
             options["mobileEmulation"] = json!({
                 "deviceMetrics": {
-                    "width": width, "height": height, "pixelRatio": 3.0,
+                    "width": launch.width, "height": launch.height, "pixelRatio": 3.0,
                     "mobile": true, "touch": true,
                 },
             });
@@ -908,54 +914,43 @@ impl Browser {
     }
 }
 
-/// A Chrome DevTools Protocol command without parameters, through
-/// chromedriver's `goog/cdp/execute`.
+/// A WebDriver command of the session that fantoccini has no method for:
+/// `session/{id}/{path}`, a GET without a body, a POST with one.
 #[derive(Debug)]
-struct ChromiumCdp(&'static str);
+struct SessionCommand {
+    path: String,
+    body: Option<serde_json::Value>,
+}
 
-impl fantoccini::wd::WebDriverCompatibleCommand for ChromiumCdp {
+impl SessionCommand {
+    /// A Chrome DevTools Protocol command without parameters, through
+    /// chromedriver's `goog/cdp/execute`.
+    fn chromium_cdp(command: &str) -> Self {
+        Self {
+            path: "goog/cdp/execute".to_string(),
+            body: Some(json!({ "cmd": command, "params": {} })),
+        }
+    }
+}
+
+impl fantoccini::wd::WebDriverCompatibleCommand for SessionCommand {
     fn endpoint(
         &self,
         base_url: &url::Url,
         session_id: Option<&str>,
     ) -> Result<url::Url, url::ParseError> {
         base_url.join(&format!(
-            "session/{}/goog/cdp/execute",
-            session_id.unwrap_or_default()
-        ))
-    }
-
-    fn method_and_body(&self, _: &url::Url) -> (axum::http::Method, Option<String>) {
-        let body = json!({ "cmd": self.0, "params": {} });
-        (axum::http::Method::POST, Some(body.to_string()))
-    }
-}
-
-/// WebDriver's Get Computed Label / Get Computed Role for one element: the
-/// name and role the browser's own accessibility tree gives it, which is
-/// what a screen reader announces.
-#[derive(Debug)]
-struct ComputedA11y {
-    element: String,
-    what: &'static str,
-}
-
-impl fantoccini::wd::WebDriverCompatibleCommand for ComputedA11y {
-    fn endpoint(
-        &self,
-        base_url: &url::Url,
-        session_id: Option<&str>,
-    ) -> Result<url::Url, url::ParseError> {
-        base_url.join(&format!(
-            "session/{}/element/{}/{}",
+            "session/{}/{}",
             session_id.unwrap_or_default(),
-            self.element,
-            self.what
+            self.path
         ))
     }
 
     fn method_and_body(&self, _: &url::Url) -> (axum::http::Method, Option<String>) {
-        (axum::http::Method::GET, None)
+        match &self.body {
+            None => (axum::http::Method::GET, None),
+            Some(body) => (axum::http::Method::POST, Some(body.to_string())),
+        }
     }
 }
 
@@ -966,9 +961,12 @@ impl Browser {
         for what in ["computedlabel", "computedrole"] {
             let value = self
                 .client
-                .issue_cmd(ComputedA11y {
-                    element: element.element_id().to_string(),
-                    what,
+                // WebDriver's Get Computed Label / Get Computed Role: the
+                // name and role the browser's own accessibility tree gives
+                // the element, which is what a screen reader announces.
+                .issue_cmd(SessionCommand {
+                    path: format!("element/{}/{what}", element.element_id()),
+                    body: None,
                 })
                 .await
                 .unwrap_or_else(|e| panic!("{}: {what} failed: {e}", self.engine.name()));
