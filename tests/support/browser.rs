@@ -414,7 +414,10 @@ mod pool {
             const WATCHDOG: &str = r#"watch() {
   exec 9>>"$1"
   while sleep 2; do
-    kill -0 -- "-$3" 2>/dev/null || exit 0
+    if ! kill -0 -- "-$3" 2>/dev/null; then
+      grep -q "\"pgid\":$3[,}]" "$2" 2>/dev/null && rm -f "$2"
+      exit 0
+    fi
     if flock -n 9; then
       used=$(stat -c %Y "$2" 2>/dev/null || echo 0)
       if [ $(( $(date +%s) - used )) -ge "$4" ]; then
@@ -449,7 +452,15 @@ watch "$@" &"#;
 
         /// Ends the slot's browser and forgets it.
         fn end(&mut self) {
-            if let Some(pgid) = self.pgid.take() {
+            // Only a WebDriver driver's group: a browser that died on its
+            // own leaves its process group's number behind in the state,
+            // and the system may have given it to something else since.
+            if let Some(pgid) = self.pgid.take()
+                && std::fs::read(format!("/proc/{pgid}/cmdline")).is_ok_and(|cmdline| {
+                    let program = cmdline.split(|&b| b == 0).next().unwrap_or_default();
+                    program.ends_with(b"chromedriver") || program.ends_with(b"geckodriver")
+                })
+            {
                 kill_group(pgid);
             }
             let _ = std::fs::remove_file(self.state_path());
