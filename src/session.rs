@@ -599,22 +599,12 @@ pub fn save_label(transcript: &Path, label: &str) -> std::io::Result<()> {
     save_beside(&label_path(transcript), label)
 }
 
+/// Writes `title` to `path` whole (two writers at once, such as two
+/// listings filling in a prompt's title, each put a whole file in place),
+/// readable by the user alone. Not synced: a title lost in a crash is
+/// written again.
 fn save_beside(path: &Path, title: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let extension = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or("beside");
-    let partial = path.with_extension(format!("{extension}.partial"));
-    let mut file = private_file()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&partial)?;
-    make_private(&partial, &file.metadata()?, FILE_MODE)?;
-    file.write_all(title.as_bytes())?;
-    drop(file);
-    std::fs::rename(&partial, path)
+    crate::config::trust::replace_private(path, title.as_bytes(), false)
 }
 
 /// Transcripts hold everything said and every file read in a session, so

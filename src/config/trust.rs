@@ -163,12 +163,19 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)
 }
 
-/// Writes `bytes` to `path` atomically (a temporary file renamed over it),
-/// readable by the user only. Each write has a temporary file of its own:
-/// two writers of one file (two tasks saving a record at once) each put
-/// a whole file in place, where with one shared name the second's rename
-/// failed and the content could be a mix of both.
+/// Writes `bytes` to `path` atomically and durably (a temporary file,
+/// synced, renamed over it), readable by the user only.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    replace_private(path, bytes, true)
+}
+
+/// Puts `bytes` in place at `path` as a whole (a temporary file renamed
+/// over it), readable by the user only; `durable` syncs it before the
+/// rename. Each write has a temporary file of its own: two writers of one
+/// file (two tasks saving a record at once) each put a whole file in
+/// place, where with one shared name the second's rename failed and the
+/// content could be a mix of both.
+pub fn replace_private(path: &Path, bytes: &[u8], durable: bool) -> std::io::Result<()> {
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut name = path.file_name().unwrap_or_default().to_os_string();
@@ -189,7 +196,9 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
         }
         file.write_all(bytes)?;
-        file.sync_all()?;
+        if durable {
+            file.sync_all()?;
+        }
         std::fs::rename(&partial, path)
     })();
     if written.is_err() {
@@ -213,7 +222,7 @@ mod tests {
             std::thread::scope(|scope| {
                 for bytes in &contents {
                     let path = &path;
-                    scope.spawn(move || write_private(path, bytes).unwrap());
+                    scope.spawn(move || replace_private(path, bytes, false).unwrap());
                 }
             });
             let now = std::fs::read(&path).unwrap();
