@@ -776,9 +776,18 @@ impl Browser {
     /// in `check` fails the test.
     async fn wait_in_page(&self, check: &str) -> bool {
         let deadline = tokio::time::Instant::now() + TIMEOUT;
+        // What WebDriver last said when a wait could not run: a page going
+        // away is brief, a driver that stopped answering is not.
+        let mut failed: Option<fantoccini::error::CmdError> = None;
         loop {
             let now = tokio::time::Instant::now();
             if now >= deadline {
+                if let Some(error) = failed {
+                    panic!(
+                        "{}: the page could not be checked: {error}",
+                        self.engine.name()
+                    );
+                }
                 return false;
             }
             // Well under WebDriver's script timeout (30 s by default).
@@ -799,14 +808,17 @@ tick();",
             );
             match self.client.execute_async(&waiter, vec![]).await {
                 Ok(serde_json::Value::Bool(true)) => return true,
-                Ok(serde_json::Value::Bool(false)) => {}
+                Ok(serde_json::Value::Bool(false)) => failed = None,
                 Ok(value) => panic!(
                     "{}: a wait's check failed: {}\n{check}",
                     self.engine.name(),
                     value["error"]
                 ),
                 // The page went away under the wait.
-                Err(_) => tokio::time::sleep(Duration::from_millis(25)).await,
+                Err(error) => {
+                    failed = Some(error);
+                    tokio::time::sleep(Duration::from_millis(25)).await;
+                }
             }
         }
     }
