@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fantoccini::key::Key;
+use crate::support::browser::Key;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::acp_client::Sandbox;

@@ -747,7 +747,7 @@ async fn the_copy_button_copies_the_code_by_mouse_and_keyboard_and_says_copied()
     let buttons = page
         .browser
         .client
-        .find_all(fantoccini::Locator::Css("#sample [data-testid=copy-code]"))
+        .find_all("#sample [data-testid=copy-code]")
         .await
         .unwrap();
     assert_eq!(buttons.len(), 2);

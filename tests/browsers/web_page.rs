@@ -498,7 +498,7 @@ async fn thinking_is_shown_collapsed_and_opens() {
     assert_eq!(shown, json!([false, true, "assistant"]));
     page.browser
         .client
-        .find(fantoccini::Locator::Css("[data-testid=thinking] summary"))
+        .find("[data-testid=thinking] summary")
         .await
         .unwrap()
         .click()

@@ -1,6 +1,7 @@
 //! A real browser for the web page's tests: Debian's Chromium or Firefox
 //! (ESR), headless, driven over W3C WebDriver by chromedriver or geckodriver
-//! (fantoccini is the client), so one test body runs in both engines.
+//! (tests/support/webdriver.rs is the client), so one test body runs in
+//! both engines.
 //! Chromium and chromedriver are installed by `.ci/chromium` when missing,
 //! Firefox and geckodriver (built from its crates.io release) by
 //! `.ci/firefox` (as `cargo nextest run` on a fresh machine would need); a
@@ -17,13 +18,12 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use fantoccini::actions::{InputSource, KeyAction, KeyActions};
-use fantoccini::key::Key;
-use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 use tokio::process::{Child, Command};
 
 use super::acp_client::TIMEOUT;
+use super::webdriver::KeyAction;
+pub use super::webdriver::{Client, Element, Key};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// The narrowest window either headless browser makes; narrower screens
@@ -160,13 +160,11 @@ type Bidi =
 /// connection, which must stay open for the override to last.
 async fn phone_viewport(client: &Client, width: u32, height: u32) -> Bidi {
     use futures::{SinkExt, StreamExt};
-    let url = client
-        .capabilities()
-        .and_then(|caps| caps.get("webSocketUrl"))
-        .and_then(|url| url.as_str())
+    let url = client.capabilities()["webSocketUrl"]
+        .as_str()
         .unwrap_or_else(|| panic!("geckodriver offered no WebDriver BiDi connection"))
         .to_string();
-    let context: String = client.window().await.unwrap().into();
+    let context = client.window().await.unwrap();
     let (mut bidi, _) = tokio_tungstenite::connect_async(&url)
         .await
         .unwrap_or_else(|e| panic!("cannot open WebDriver BiDi at {url}: {e}"));
@@ -353,29 +351,29 @@ mod pool {
                 .and_then(|bytes| serde_json::from_slice(&bytes).ok())?;
             self.pgid = Some(state.pgid);
             let fresh_tab = async {
-                let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-                let client = Client::with_existing_session(
+                let client = Client::existing_session(
                     &format!("http://127.0.0.1:{}", state.port),
                     &state.session,
-                    connector,
                 )
                 .await
                 .ok()?;
-                client.persist().await.ok()?;
                 let old = client.windows().await.ok()?;
-                let tab = client.new_window(true).await.ok()?.handle;
+                let tab = client.new_tab().await.ok()?;
                 for window in old {
-                    client.switch_to_window(window).await.ok()?;
+                    client.switch_to_window(&window).await.ok()?;
                     client.close_window().await.ok()?;
                 }
-                client.switch_to_window(tab).await.ok()?;
+                client.switch_to_window(&tab).await.ok()?;
                 if engine == Engine::Chromium {
                     // Chromium leaves a tab opened this way without the
                     // focus (`document.hasFocus()` is false, so nothing
                     // on the page is `:focus-visible`) even once it is
                     // the only one.
                     client
-                        .issue_cmd(SessionCommand::chromium_cdp("Page.bringToFront"))
+                        .command(
+                            "goog/cdp/execute",
+                            Some(json!({ "cmd": "Page.bringToFront", "params": {} })),
+                        )
                         .await
                         .ok()?;
                 }
@@ -393,12 +391,7 @@ mod pool {
         /// Keeps the browser just started in this slot, with a watchdog
         /// that ends it when the slot stays unused.
         pub(super) async fn keep(&mut self, client: &Client, port: u16, pgid: u32) {
-            client.persist().await.unwrap();
-            let session = client
-                .session_id()
-                .await
-                .unwrap()
-                .expect("a WebDriver session has an id");
+            let session = client.session_id().to_string();
             let state = State {
                 port,
                 session,
@@ -636,10 +629,7 @@ impl Browser {
                 "prefs": prefs,
             }),
         );
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let client = ClientBuilder::new(connector)
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{port}"))
+        let client = Client::new_session(&format!("http://127.0.0.1:{port}"), caps.into())
             .await
             .unwrap_or_else(|e| {
                 panic!(
@@ -719,10 +709,7 @@ impl Browser {
         }
         let mut caps = serde_json::Map::new();
         caps.insert("goog:chromeOptions".to_string(), options);
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let client = ClientBuilder::new(connector)
-            .capabilities(caps)
-            .connect(&url)
+        let client = Client::new_session(&url, caps.into())
             .await
             .unwrap_or_else(|e| panic!("cannot start headless Chromium through chromedriver: {e}"));
         Started {
@@ -734,12 +721,10 @@ impl Browser {
     }
 
     /// The element with this `data-testid`, once it exists.
-    pub async fn testid(&self, id: &str) -> fantoccini::elements::Element {
+    pub async fn testid(&self, id: &str) -> Element {
         let selector = format!("[data-testid=\"{id}\"]");
         self.client
-            .wait()
-            .at_most(TIMEOUT)
-            .for_element(Locator::Css(&selector))
+            .wait_for(&selector, TIMEOUT)
             .await
             .unwrap_or_else(|e| panic!("no element [data-testid={id}] on the page: {e}"))
     }
@@ -778,7 +763,7 @@ impl Browser {
         let deadline = tokio::time::Instant::now() + TIMEOUT;
         // What WebDriver last said when a wait could not run: a page going
         // away is brief, a driver that stopped answering is not.
-        let mut failed: Option<fantoccini::error::CmdError> = None;
+        let mut failed: Option<super::webdriver::Error> = None;
         loop {
             let now = tokio::time::Instant::now();
             if now >= deadline {
@@ -845,27 +830,23 @@ impl Browser {
 
     /// Presses and releases each key in turn (`Key::Tab.into()`, `'a'`, …).
     pub async fn press(&self, keys: &[char]) {
-        let mut actions = KeyActions::new("keyboard".to_string());
-        for &key in keys {
-            actions = actions
-                .then(KeyAction::Down { value: key })
-                .then(KeyAction::Up { value: key });
-        }
-        self.client.perform_actions(actions).await.unwrap();
+        let actions: Vec<KeyAction> = keys
+            .iter()
+            .flat_map(|&key| [KeyAction::Down(key), KeyAction::Up(key)])
+            .collect();
+        self.client.keys(&actions).await.unwrap();
     }
 
     /// Holds `modifier` while pressing `key` (Shift+Tab).
     pub async fn chord(&self, modifier: Key, key: Key) {
-        let actions = KeyActions::new("keyboard".to_string())
-            .then(KeyAction::Down {
-                value: modifier.into(),
-            })
-            .then(KeyAction::Down { value: key.into() })
-            .then(KeyAction::Up { value: key.into() })
-            .then(KeyAction::Up {
-                value: modifier.into(),
-            });
-        self.client.perform_actions(actions).await.unwrap();
+        let (modifier, key) = (char::from(modifier), char::from(key));
+        let actions = [
+            KeyAction::Down(modifier),
+            KeyAction::Down(key),
+            KeyAction::Up(key),
+            KeyAction::Up(modifier),
+        ];
+        self.client.keys(&actions).await.unwrap();
     }
 
     /// Types `text` into whatever has the focus.
@@ -937,49 +918,9 @@ impl Browser {
     }
 }
 
-/// A WebDriver command of the session that fantoccini has no method for:
-/// `session/{id}/{path}`, a GET without a body, a POST with one.
-#[derive(Debug)]
-struct SessionCommand {
-    path: String,
-    body: Option<serde_json::Value>,
-}
-
-impl SessionCommand {
-    /// A Chrome DevTools Protocol command without parameters, through
-    /// chromedriver's `goog/cdp/execute`.
-    fn chromium_cdp(command: &str) -> Self {
-        Self {
-            path: "goog/cdp/execute".to_string(),
-            body: Some(json!({ "cmd": command, "params": {} })),
-        }
-    }
-}
-
-impl fantoccini::wd::WebDriverCompatibleCommand for SessionCommand {
-    fn endpoint(
-        &self,
-        base_url: &url::Url,
-        session_id: Option<&str>,
-    ) -> Result<url::Url, url::ParseError> {
-        base_url.join(&format!(
-            "session/{}/{}",
-            session_id.unwrap_or_default(),
-            self.path
-        ))
-    }
-
-    fn method_and_body(&self, _: &url::Url) -> (axum::http::Method, Option<String>) {
-        match &self.body {
-            None => (axum::http::Method::GET, None),
-            Some(body) => (axum::http::Method::POST, Some(body.to_string())),
-        }
-    }
-}
-
 impl Browser {
     /// The accessible name and role the browser computes for `element`.
-    pub async fn accessible(&self, element: &fantoccini::elements::Element) -> (String, String) {
+    pub async fn accessible(&self, element: &Element) -> (String, String) {
         let mut out = Vec::new();
         for what in ["computedlabel", "computedrole"] {
             let value = self
@@ -987,10 +928,7 @@ impl Browser {
                 // WebDriver's Get Computed Label / Get Computed Role: the
                 // name and role the browser's own accessibility tree gives
                 // the element, which is what a screen reader announces.
-                .issue_cmd(SessionCommand {
-                    path: format!("element/{}/{what}", element.element_id()),
-                    body: None,
-                })
+                .command(&format!("element/{}/{what}", element.element_id()), None)
                 .await
                 .unwrap_or_else(|e| panic!("{}: {what} failed: {e}", self.engine.name()));
             out.push(value.as_str().unwrap_or_default().to_string());

@@ -11,6 +11,7 @@ pub mod openclaw_gateway;
 pub mod slack_api;
 pub mod sse;
 pub mod telegram_api;
+pub mod webdriver;
 pub mod whatsapp_api;
 
 use acp_client::{Acp, Sandbox};
