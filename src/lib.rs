@@ -14,6 +14,7 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod gateway;
+pub mod json_schema;
 pub mod llm;
 pub mod mcp;
 pub mod parallel;

@@ -241,24 +241,14 @@ impl ToolGuard {
 /// nothing: the server still checks its own input.
 fn check_arguments(tool: &dyn Tool, arguments: &Value) -> Result<(), String> {
     let schema = tool.parameters();
-    let validator = match jsonschema::validator_for(&schema) {
+    let validator = match crate::json_schema::Schema::compile(&schema) {
         Ok(validator) => validator,
         Err(error) => {
             tracing::debug!(tool = tool.name(), %error, "tool schema not usable for validation");
             return Ok(());
         }
     };
-    let problems: Vec<String> = validator
-        .iter_errors(arguments)
-        .map(|error| {
-            let at = error.instance_path().to_string();
-            if at.is_empty() {
-                error.to_string()
-            } else {
-                format!("{at}: {error}")
-            }
-        })
-        .collect();
+    let problems = validator.problems(arguments);
     if problems.is_empty() {
         return Ok(());
     }

@@ -672,19 +672,9 @@ pub fn structured(text: &str, schema: &Value) -> Result<Value, String> {
         .unwrap_or(trimmed)
         .trim();
     let value: Value = serde_json::from_str(body).map_err(|e| format!("it is not JSON ({e})"))?;
-    let validator =
-        jsonschema::validator_for(schema).map_err(|e| format!("the schema is invalid: {e}"))?;
-    let problems: Vec<String> = validator
-        .iter_errors(&value)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{at}: {e}")
-            }
-        })
-        .collect();
+    let validator = crate::json_schema::Schema::compile(schema)
+        .map_err(|e| format!("the schema is invalid: {e}"))?;
+    let problems = validator.problems(&value);
     if problems.is_empty() {
         Ok(value)
     } else {

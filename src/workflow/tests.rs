@@ -242,7 +242,7 @@ prompt = "x"
         vec![
             "/w/review.toml:3: step `start`: unknown step `nowhere`",
             "/w/review.toml:3: step `start`: unknown tool `teleport`",
-            "/w/review.toml:14: step `later`: the schema is not a valid JSON schema: \"objekt\" is not valid under any of the schemas listed in the 'anyOf' keyword",
+            "/w/review.toml:14: step `later`: the schema is not a valid JSON schema: /type: \"objekt\" fits none of the schemas its `anyOf` allows",
         ]
     );
     let text = r#"

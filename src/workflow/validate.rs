@@ -107,7 +107,7 @@ pub(super) fn check(
                 schema: Some(schema),
                 ..
             } => {
-                if let Err(e) = jsonschema::validator_for(schema) {
+                if let Err(e) = crate::json_schema::Schema::compile(schema) {
                     errors.push(err(
                         step,
                         format!("the schema is not a valid JSON schema: {e}"),
