@@ -40,7 +40,9 @@ impl Schema {
         compiled
             .map(|index| Self { schemas, index })
             .map_err(|error| match &error {
-                boon::CompileError::ValidationError { src, .. } => problems(src, schema).join("; "),
+                boon::CompileError::ValidationError { src, .. } => {
+                    bounded(problems(src, schema)).join("; ")
+                }
                 boon::CompileError::LoadUrlError { url, .. } => {
                     format!("{url} is outside the schema, and pincer loads no other document")
                 }
@@ -54,9 +56,23 @@ impl Schema {
     pub fn problems(&self, value: &Value) -> Vec<String> {
         match self.schemas.validate(value, self.index) {
             Ok(()) => Vec::new(),
-            Err(error) => problems(&error, value),
+            Err(error) => bounded(problems(&error, value)),
         }
     }
+}
+
+/// Problems listed at most: a model's arguments can hold thousands of
+/// wrong items, and the list goes back to it as a tool result.
+const MAX_PROBLEMS: usize = 20;
+
+/// `found` cut to [`MAX_PROBLEMS`], the rest counted.
+fn bounded(mut found: Vec<String>) -> Vec<String> {
+    if found.len() > MAX_PROBLEMS {
+        let more = found.len() - MAX_PROBLEMS;
+        found.truncate(MAX_PROBLEMS);
+        found.push(format!("and {more} more problems"));
+    }
+    found
 }
 
 /// The leaves of a validation error's tree over `value`, each with its
@@ -148,10 +164,29 @@ fn keyword(kind: &boon::ErrorKind) -> &'static str {
 /// A value as JSON, cut to a line: an argument can be a whole file.
 fn shown(value: &Value) -> String {
     const MAX: usize = 60;
-    let text = value.to_string();
+    // Written into a buffer that stops taking bytes past the cut, so a
+    // large value is never serialised whole for 60 characters of it.
+    struct Capped(Vec<u8>);
+    impl std::io::Write for Capped {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            let room = (MAX * 4 + 4).saturating_sub(self.0.len());
+            if room == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            let taken = bytes.len().min(room);
+            self.0.extend_from_slice(&bytes[..taken]);
+            Ok(taken)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut out = Capped(Vec::new());
+    let _ = serde_json::to_writer(&mut out, value);
+    let text = String::from_utf8_lossy(&out.0);
     match text.char_indices().nth(MAX) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text,
+        None => text.into_owned(),
     }
 }
 
@@ -209,6 +244,23 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].starts_with("/v: "), "{found:?}");
         assert!(problems_of(any, json!({"v": true})).is_empty());
+    }
+
+    #[test]
+    fn many_problems_and_large_values_are_bounded() {
+        let schema = json!({"type": "array", "items": {"type": "integer"}});
+        let wrong: Vec<Value> = (0..1000)
+            .map(|i| json!(format!("{i}{}", "x".repeat(10_000))))
+            .collect();
+        let found = problems_of(schema, Value::Array(wrong));
+        assert_eq!(found.len(), MAX_PROBLEMS + 1, "{:?}", &found[..3]);
+        assert_eq!(found[MAX_PROBLEMS], "and 980 more problems");
+        assert!(found[0].starts_with("/0: \"0xxx"), "{}", found[0]);
+        assert!(
+            found.iter().all(|p| p.chars().count() < 120),
+            "{}",
+            found[0]
+        );
     }
 
     #[test]
