@@ -13,6 +13,10 @@
 //! stay where they would have been: a stale list costs memory, never
 //! correctness. `build/hot-functions.sh` makes it anew.
 //!
+//! Relative relocations are packed (`-z pack-relative-relocs`) when the
+//! binary is built for the glibc it is built on and that glibc is 2.36 or
+//! later.
+//!
 //! Only for release builds linked by LLD, the default linker of
 //! `x86_64-unknown-linux-gnu` (other linkers and targets are left alone).
 //! `PINCER_LINK_MAP=<file>` also writes the linker's map, which the script
@@ -50,6 +54,15 @@ fn main() {
             }
         }
     }
+    if glibc_reads_relr(&var("HOST"), &var("TARGET")) {
+        // Relative relocations packed (DT_RELR): of the 34,000 the binary
+        // has, `.rela.dyn` spends 24 bytes on each, 0.8 MB that the loader
+        // reads at every start and that stayed resident; packed, they take
+        // a few kilobytes. glibc applies them since 2.36; the binary then
+        // names `GLIBC_ABI_DT_RELR`, so an older glibc refuses to start it
+        // rather than running it unrelocated.
+        println!("cargo::rustc-link-arg-bin=pincer=-Wl,-z,pack-relative-relocs");
+    }
     let map = var("PINCER_LINK_MAP");
     if !map.is_empty() {
         // Mangled names, as the list needs them.
@@ -75,4 +88,28 @@ fn linker_script(list: &str) -> String {
     }
     script.push_str("    )\n  }\n}\nINSERT BEFORE .text;\n");
     script
+}
+
+/// Whether the binary is built for this machine and its glibc applies
+/// packed relative relocations (2.36 or later), from
+/// `getconf GNU_LIBC_VERSION` ("glibc 2.36").
+fn glibc_reads_relr(host: &str, target: &str) -> bool {
+    if host != target || !target.ends_with("-linux-gnu") {
+        return false;
+    }
+    let Ok(out) = std::process::Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+    else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut version = text
+        .trim()
+        .strip_prefix("glibc ")
+        .unwrap_or_default()
+        .split('.')
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (version.next().unwrap_or(0), version.next().unwrap_or(0));
+    (major, minor) >= (2, 36)
 }

@@ -5,11 +5,25 @@
 //! workflow files, so compiling one never loads anything: a `$ref` can
 //! point only inside the schema itself (boon's default would read
 //! `file://` URLs).
+//!
+//! Checking a schema against its draft's meta-schema is what makes boon
+//! compile all five meta-schemas, once per process: 2.2 MB of heap that
+//! stays. A schema from outside pays it ([`Schema::compile`]); pincer's own
+//! (its tools' parameters, its built-in workflows', each checked by a
+//! test) and one already checked when its workflow file loaded do not
+//! ([`Schema::known_valid`]), so a session that uses no MCP tool and no
+//! workflow file of its own never holds them.
 
 use serde_json::Value;
 
 /// Where a schema that names no `$id` lives, for its `$ref`s.
 const ROOT: &str = "urn:pincer:schema";
+
+/// Where a schema known to be valid lives. boon checks every schema
+/// against its meta-schema except those on json-schema.org, the home of
+/// the meta-schemas it ships (`Roots::create_root` in boon 0.6); nothing is
+/// ever loaded from there (the compiler is given the schema itself).
+const KNOWN_VALID_ROOT: &str = "https://json-schema.org/pincer/known-valid";
 
 /// A compiled schema.
 pub struct Schema {
@@ -30,11 +44,23 @@ impl Schema {
     /// Compiles `schema`; `Err` says what is wrong with it (checked
     /// against its draft's meta-schema) on one line.
     pub fn compile(schema: &Value) -> Result<Self, String> {
+        Self::compile_at(ROOT, schema)
+    }
+
+    /// Compiles `schema` without checking it against its meta-schema: for
+    /// a schema that was checked already (pincer's own, by tests; a
+    /// workflow file's, when it loaded): boon takes an invalid one for a
+    /// bug of its own (an error in release builds, a panic in debug ones).
+    pub fn known_valid(schema: &Value) -> Result<Self, String> {
+        Self::compile_at(KNOWN_VALID_ROOT, schema)
+    }
+
+    fn compile_at(root: &str, schema: &Value) -> Result<Self, String> {
         let mut compiler = boon::Compiler::new();
         compiler.use_loader(Box::new(NoLoading));
         let mut schemas = boon::Schemas::new();
-        let compiled = match compiler.add_resource(ROOT, schema.clone()) {
-            Ok(()) => compiler.compile(ROOT, &mut schemas),
+        let compiled = match compiler.add_resource(root, schema.clone()) {
+            Ok(()) => compiler.compile(root, &mut schemas),
             Err(error) => Err(error),
         };
         compiled
@@ -276,6 +302,29 @@ mod tests {
     }
 
     #[test]
+    fn a_known_valid_schema_skips_only_the_meta_schema_check() {
+        // Not checked against the meta-schema: `compile` refuses this one.
+        assert!(Schema::compile(&json!({"type": "objekt"})).is_err());
+        assert!(Schema::known_valid(&json!({"type": "objekt"})).is_ok());
+        // Otherwise the same checks, drafts and references.
+        let draft7 = json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "definitions": {"name": {"type": "string", "minLength": 2}},
+            "properties": {"who": {"$ref": "#/definitions/name"}},
+            "required": ["who"],
+        });
+        let known = Schema::known_valid(&draft7).unwrap();
+        let checked = Schema::compile(&draft7).unwrap();
+        for value in [json!({"who": "x"}), json!({}), json!({"who": "xy"})] {
+            assert_eq!(known.problems(&value), checked.problems(&value), "{value}");
+        }
+        assert_eq!(
+            known.problems(&json!({})),
+            ["\"who\" is a required property"]
+        );
+    }
+
+    #[test]
     fn a_reference_outside_the_schema_is_never_loaded() {
         let dir = tempfile::tempdir().unwrap();
         let secret = dir.path().join("secret.json");
@@ -288,10 +337,17 @@ mod tests {
             format!("file://{}", secret.display()),
             "https://example.com/schema.json".to_string(),
         ] {
-            let error = Schema::compile(&json!({"$ref": reference})).err().unwrap();
-            assert!(error.contains("pincer loads no other document"), "{error}");
-            assert!(error.contains(&reference), "{error}");
-            assert!(!error.contains("TOP-SECRET"), "{error}");
+            for compile in [Schema::compile, Schema::known_valid] {
+                let error = compile(&json!({"$ref": reference})).err().unwrap();
+                assert!(error.contains("pincer loads no other document"), "{error}");
+                assert!(error.contains(&reference), "{error}");
+                assert!(!error.contains("TOP-SECRET"), "{error}");
+            }
         }
+        // Relative to where a known-valid schema lives, either.
+        let error = Schema::known_valid(&json!({"$ref": "other.json"}))
+            .err()
+            .unwrap();
+        assert!(error.contains("pincer loads no other document"), "{error}");
     }
 }

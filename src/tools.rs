@@ -22,7 +22,7 @@ pub mod write;
 use std::any::TypeId;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
@@ -325,13 +325,22 @@ pub trait ToolSource: Send + Sync + std::fmt::Debug {
     fn tools(&self) -> BoxFuture<'_, Vec<Arc<dyn Tool>>>;
 }
 
+/// A schema [`schema_for`] made, and the check of arguments compiled from
+/// it on the first call that needs it.
+struct Generated {
+    schema: Arc<serde_json::Value>,
+    check: OnceLock<Result<Arc<crate::json_schema::Schema>, String>>,
+}
+
+/// The schemas [`schema_for`] made, by input type: kept for the process.
+static GENERATED: parking_lot::Mutex<BTreeMap<TypeId, Arc<Generated>>> =
+    parking_lot::Mutex::new(BTreeMap::new());
+
 /// The JSON Schema of a typed tool input, in the plain form providers accept
 /// (no `$schema`, no title). Generated once per type for the whole process.
 pub fn schema_for<T: JsonSchema + 'static>() -> Arc<serde_json::Value> {
-    static SCHEMAS: parking_lot::Mutex<BTreeMap<TypeId, Arc<serde_json::Value>>> =
-        parking_lot::Mutex::new(BTreeMap::new());
-    if let Some(found) = SCHEMAS.lock().get(&TypeId::of::<T>()) {
-        return found.clone();
+    if let Some(found) = GENERATED.lock().get(&TypeId::of::<T>()) {
+        return found.schema.clone();
     }
     let schema = schemars::SchemaGenerator::new(schemars::generate::SchemaSettings::draft07())
         .into_root_schema_for::<T>();
@@ -340,11 +349,41 @@ pub fn schema_for<T: JsonSchema + 'static>() -> Arc<serde_json::Value> {
         object.remove("$schema");
         object.remove("title");
     }
-    SCHEMAS
+    GENERATED
         .lock()
         .entry(TypeId::of::<T>())
-        .or_insert_with(|| Arc::new(value))
+        .or_insert_with(|| {
+            Arc::new(Generated {
+                schema: Arc::new(value),
+                check: OnceLock::new(),
+            })
+        })
+        .schema
         .clone()
+}
+
+/// The check of a call's arguments against `schema`, a tool's parameters;
+/// `Err` says why the schema does not compile. One that [`schema_for`]
+/// made is compiled once for the process and not checked against its
+/// meta-schema (a test checks every built-in tool's); any other (an MCP
+/// server's) is checked and compiled on each call.
+pub fn arguments_check(
+    schema: &Arc<serde_json::Value>,
+) -> Result<Arc<crate::json_schema::Schema>, String> {
+    let generated = GENERATED
+        .lock()
+        .values()
+        .find(|g| Arc::ptr_eq(&g.schema, schema))
+        .cloned();
+    match generated {
+        Some(generated) => generated
+            .check
+            .get_or_init(|| {
+                crate::json_schema::Schema::known_valid(&generated.schema).map(Arc::new)
+            })
+            .clone(),
+        None => crate::json_schema::Schema::compile(schema).map(Arc::new),
+    }
 }
 
 /// Parses a call's arguments, or explains to the model what was wrong.
@@ -523,6 +562,27 @@ mod tests {
             PathBuf::from("/work/other/x")
         );
         assert_eq!(resolve_path(cwd, "/etc/hosts"), PathBuf::from("/etc/hosts"));
+    }
+
+    #[test]
+    fn each_built_in_tools_schema_is_valid_and_its_check_compiled_once() {
+        for tool in builtin() {
+            let schema = tool.parameters();
+            // Calls skip this check for pincer's own schemas.
+            if let Err(e) = crate::json_schema::Schema::compile(&schema) {
+                panic!("{}: {e}", tool.name());
+            }
+            let first = arguments_check(&schema).unwrap();
+            let again = arguments_check(&tool.parameters()).unwrap();
+            assert!(Arc::ptr_eq(&first, &again), "{}", tool.name());
+        }
+        // Anyone else's schema (an MCP server's) is checked, each time: an
+        // equal copy of a built-in one is not taken for it.
+        let copy = Arc::new((*builtin()[0].parameters()).clone());
+        let first = arguments_check(&copy).unwrap();
+        assert!(!Arc::ptr_eq(&first, &arguments_check(&copy).unwrap()));
+        let invalid = Arc::new(serde_json::json!({"type": "objekt"}));
+        assert!(arguments_check(&invalid).is_err());
     }
 
     #[test]

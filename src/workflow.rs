@@ -181,6 +181,13 @@ struct RawStep {
 pub trait Known {
     fn tool_exists(&self, name: &str) -> bool;
     fn workflow_exists(&self, name: &str) -> bool;
+    /// Whether the workflow's schemas are known to be valid (pincer's
+    /// built-in workflows, which a test checks), so loading it does not
+    /// check them against their meta-schema: that check costs every
+    /// process that makes it 2 MB (see `json_schema`).
+    fn schemas_known_valid(&self) -> bool {
+        false
+    }
 }
 
 /// The line of byte `offset` in `text`, from 1.
@@ -508,6 +515,7 @@ fn builtin() -> &'static (Vec<Workflow>, Vec<WorkflowError>) {
         let known = Names {
             tools: &tools,
             workflows: &names,
+            schemas_known_valid: true,
         };
         let mut parsed = Vec::new();
         let mut problems = Vec::new();
@@ -559,6 +567,7 @@ pub fn load(
     let known = Names {
         tools,
         workflows: &names,
+        schemas_known_valid: false,
     };
     for (file, text) in texts {
         match Workflow::parse(&file, &text, &known) {
@@ -662,6 +671,7 @@ fn declared_name(file: &Path, text: &str) -> String {
 struct Names<'a> {
     tools: &'a BTreeSet<String>,
     workflows: &'a BTreeSet<String>,
+    schemas_known_valid: bool,
 }
 
 impl Known for Names<'_> {
@@ -672,6 +682,9 @@ impl Known for Names<'_> {
     }
     fn workflow_exists(&self, name: &str) -> bool {
         self.workflows.contains(name)
+    }
+    fn schemas_known_valid(&self) -> bool {
+        self.schemas_known_valid
     }
 }
 

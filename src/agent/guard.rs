@@ -240,8 +240,7 @@ impl ToolGuard {
 /// (an MCP server's, in a dialect the validator does not know) checks
 /// nothing: the server still checks its own input.
 fn check_arguments(tool: &dyn Tool, arguments: &Value) -> Result<(), String> {
-    let schema = tool.parameters();
-    let validator = match crate::json_schema::Schema::compile(&schema) {
+    let validator = match crate::tools::arguments_check(&tool.parameters()) {
         Ok(validator) => validator,
         Err(error) => {
             tracing::debug!(tool = tool.name(), %error, "tool schema not usable for validation");

@@ -662,7 +662,8 @@ fn output_text(output: &ToolOutput) -> String {
 }
 
 /// The JSON in a model's answer (a fenced block or the whole text),
-/// checked against `schema`.
+/// checked against `schema`, a step's, which was checked when its
+/// workflow loaded.
 pub fn structured(text: &str, schema: &Value) -> Result<Value, String> {
     let trimmed = text.trim();
     let body = trimmed
@@ -672,7 +673,7 @@ pub fn structured(text: &str, schema: &Value) -> Result<Value, String> {
         .unwrap_or(trimmed)
         .trim();
     let value: Value = serde_json::from_str(body).map_err(|e| format!("it is not JSON ({e})"))?;
-    let validator = crate::json_schema::Schema::compile(schema)
+    let validator = crate::json_schema::Schema::known_valid(schema)
         .map_err(|e| format!("the schema is invalid: {e}"))?;
     let problems = validator.problems(&value);
     if problems.is_empty() {

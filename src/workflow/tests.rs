@@ -541,6 +541,37 @@ fn the_built_in_workflows_load_and_a_file_of_the_same_name_replaces_one() {
 }
 
 #[test]
+fn the_built_in_workflows_schemas_are_valid() {
+    // Loading a built-in workflow does not check its schemas against
+    // their meta-schema (the check costs 2 MB): this test does.
+    let mut schemas = 0;
+    for (name, text) in BUILTIN {
+        let workflow = Workflow::parse(&builtin_file(name), text, &Everything);
+        let workflow = workflow.unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        for step in &workflow.steps {
+            if let StepKind::Llm {
+                schema: Some(schema),
+                ..
+            } = &step.kind
+            {
+                crate::json_schema::Schema::compile(schema)
+                    .unwrap_or_else(|e| panic!("{name}, step {}: {e}", step.id));
+                schemas += 1;
+            }
+        }
+    }
+    assert!(schemas >= 3, "{schemas}");
+    // A file's are checked: one that is not a schema does not load.
+    let bad =
+        "[[steps]]\nid = \"a\"\nkind = \"llm\"\nprompt = \"x\"\nschema = { type = \"objekt\" }\n";
+    let problems = Workflow::parse(Path::new("/w/bad.toml"), bad, &Everything).unwrap_err();
+    assert!(
+        problems[0].message.contains("not a valid JSON schema"),
+        "{problems:?}"
+    );
+}
+
+#[test]
 fn workflows_running_each_other_in_a_circle_are_refused() {
     let tools: BTreeSet<String> = crate::tools::builtin()
         .iter()

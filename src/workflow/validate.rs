@@ -106,7 +106,7 @@ pub(super) fn check(
             StepKind::Llm {
                 schema: Some(schema),
                 ..
-            } => {
+            } if !known.schemas_known_valid() => {
                 if let Err(e) = crate::json_schema::Schema::compile(schema) {
                     errors.push(err(
                         step,
