@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 /// each other nor anything after them.
 pub const LAYERS: &[&[&str]] = &[
     &["process_group", "parallel", "json_schema"],
+    &["checkpoint"],
     &["llm"],
     &["tools", "auth"],
     &["mcp"],

@@ -10,6 +10,7 @@ pub mod acp;
 pub mod agent;
 pub mod auth;
 pub mod bridge;
+pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod context;

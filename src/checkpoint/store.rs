@@ -1,0 +1,365 @@
+//! The content-addressed store of one project's checkpoints: every version
+//! of a file a checkpoint may have to put back, kept once however many
+//! sessions and turns saw it, under `objects/<2 hex>/<62 hex>` (the
+//! SHA-256 of the bytes). A blob is written to a temporary file and renamed
+//! into place, so a reader never sees half of one and two sessions storing
+//! the same content at once both succeed. The store is bounded: files over
+//! `max_file` are not kept (the checkpoint records them as not restorable),
+//! and [`Store::trim`] deletes the least recently used blobs past
+//! `max_size`.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use sha2::{Digest, Sha256};
+
+/// The SHA-256 of a blob's bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Hash([u8; 32]);
+
+impl Hash {
+    /// The hash of `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(Sha256::digest(bytes).into())
+    }
+
+    /// Parses 64 lowercase hex digits.
+    pub fn parse(text: &str) -> Option<Self> {
+        if text.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        // Uppercase digits parse too; only the canonical spelling is a name.
+        (Self(out).to_string() == text).then_some(Self(out))
+    }
+}
+
+impl fmt::Display for Hash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for byte in self.0 {
+            write!(f, "{byte:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Hash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Hash({self})")
+    }
+}
+
+/// How much a project's store may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The store's size past which [`Store::trim`] deletes the oldest blobs.
+    pub max_size: u64,
+    /// A file larger than this is not kept.
+    pub max_file: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_size: 300 * 1024 * 1024,
+            max_file: 10 * 1024 * 1024,
+        }
+    }
+}
+
+/// Why a file's content was not kept.
+#[derive(Debug, thiserror::Error)]
+pub enum PutError {
+    #[error("{size} bytes, over the {limit}-byte limit for a checkpointed file")]
+    TooLarge { size: u64, limit: u64 },
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// What [`Store::trim`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Trimmed {
+    pub removed: usize,
+    pub freed: u64,
+    /// The store's size afterwards.
+    pub size: u64,
+}
+
+/// One project's blobs.
+#[derive(Clone, Debug)]
+pub struct Store {
+    dir: PathBuf,
+    limits: Limits,
+}
+
+impl Store {
+    /// The store in `dir`, created (readable by the user only) if missing.
+    pub fn open(dir: &Path, limits: Limits) -> io::Result<Self> {
+        create_private_dir(&dir.join("objects"))?;
+        create_private_dir(&dir.join("tmp"))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            limits,
+        })
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Where the blob lives.
+    pub(super) fn object(&self, hash: Hash) -> PathBuf {
+        let name = hash.to_string();
+        self.dir.join("objects").join(&name[..2]).join(&name[2..])
+    }
+
+    /// Whether the blob is there.
+    pub fn contains(&self, hash: Hash) -> bool {
+        self.object(hash).is_file()
+    }
+
+    /// Keeps the bytes of the file at `path` (read once, hashed while they
+    /// are copied), never following a symlink; their hash.
+    pub fn put_file(&self, path: &Path) -> Result<Hash, PutError> {
+        let file = open_no_follow(path)?;
+        let size = file.metadata()?.len();
+        if size > self.limits.max_file {
+            return Err(PutError::TooLarge {
+                size,
+                limit: self.limits.max_file,
+            });
+        }
+        // The file may grow while it is read: no more than the limit is
+        // taken, and a file that turns out larger is refused all the same.
+        let mut reader = file.take(self.limits.max_file + 1);
+        let (mut temp, temp_path) = self.temp_file()?;
+        let mut hasher = Sha256::new();
+        let mut buffer = vec![0u8; 64 * 1024];
+        let mut copied = 0u64;
+        let result = (|| -> Result<(), PutError> {
+            loop {
+                let n = match reader.read(&mut buffer) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e.into()),
+                };
+                copied += n as u64;
+                if copied > self.limits.max_file {
+                    return Err(PutError::TooLarge {
+                        size: copied,
+                        limit: self.limits.max_file,
+                    });
+                }
+                hasher.update(&buffer[..n]);
+                temp.write_all(&buffer[..n])?;
+            }
+            Ok(())
+        })();
+        drop(temp);
+        if let Err(e) = result {
+            let _ = std::fs::remove_file(&temp_path);
+            return Err(e);
+        }
+        let hash = Hash(hasher.finalize().into());
+        self.settle(&temp_path, hash)?;
+        Ok(hash)
+    }
+
+    /// Keeps `bytes`; their hash.
+    pub fn put_bytes(&self, bytes: &[u8]) -> Result<Hash, PutError> {
+        let size = bytes.len() as u64;
+        if size > self.limits.max_file {
+            return Err(PutError::TooLarge {
+                size,
+                limit: self.limits.max_file,
+            });
+        }
+        let hash = Hash::of(bytes);
+        if self.touch(hash) {
+            return Ok(hash);
+        }
+        let (mut temp, temp_path) = self.temp_file()?;
+        if let Err(e) = temp.write_all(bytes) {
+            let _ = std::fs::remove_file(&temp_path);
+            return Err(e.into());
+        }
+        drop(temp);
+        self.settle(&temp_path, hash)?;
+        Ok(hash)
+    }
+
+    /// The blob's bytes.
+    pub fn read(&self, hash: Hash) -> io::Result<Vec<u8>> {
+        let bytes = std::fs::read(self.object(hash))?;
+        if Hash::of(&bytes) != hash {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("checkpoint blob {hash} is damaged (its content has another hash)"),
+            ));
+        }
+        Ok(bytes)
+    }
+
+    /// The bytes the store holds, in blobs.
+    pub fn size(&self) -> io::Result<u64> {
+        Ok(self.blobs()?.iter().map(|b| b.size).sum())
+    }
+
+    /// Deletes the least recently stored or used blobs, except `keep`, until
+    /// the store holds no more than its `max_size`.
+    pub fn trim(&self, keep: &HashSet<Hash>) -> io::Result<Trimmed> {
+        let mut blobs = self.blobs()?;
+        let mut size: u64 = blobs.iter().map(|b| b.size).sum();
+        let mut trimmed = Trimmed::default();
+        blobs.sort_by_key(|b| (b.used, b.hash));
+        for blob in blobs {
+            if size <= self.limits.max_size {
+                break;
+            }
+            if keep.contains(&blob.hash) {
+                continue;
+            }
+            match std::fs::remove_file(self.object(blob.hash)) {
+                Ok(()) => {
+                    size -= blob.size;
+                    trimmed.removed += 1;
+                    trimmed.freed += blob.size;
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => size -= blob.size,
+                Err(e) => return Err(e),
+            }
+        }
+        trimmed.size = size;
+        Ok(trimmed)
+    }
+
+    /// Every blob with its size and when it was last stored or used.
+    fn blobs(&self) -> io::Result<Vec<BlobInfo>> {
+        let mut out = Vec::new();
+        for shard in std::fs::read_dir(self.dir.join("objects"))? {
+            let shard = shard?;
+            let prefix = shard.file_name().to_string_lossy().into_owned();
+            if !shard.file_type()?.is_dir() {
+                continue;
+            }
+            for entry in std::fs::read_dir(shard.path())? {
+                let entry = entry?;
+                let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
+                let (Some(hash), Ok(meta)) = (Hash::parse(&name), entry.metadata()) else {
+                    continue;
+                };
+                out.push(BlobInfo {
+                    hash,
+                    size: meta.len(),
+                    used: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// A new file in the store's `tmp`, on the same file system as the
+    /// objects so that a rename moves it.
+    fn temp_file(&self) -> io::Result<(File, PathBuf)> {
+        let tmp = self.dir.join("tmp");
+        loop {
+            let path = tmp.join(format!("{}-{:016x}", std::process::id(), rand_u64()));
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            match options.open(&path) {
+                Ok(file) => return Ok((file, path)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Moves a written temporary file to its blob's place, or drops it when
+    /// the blob is there already.
+    fn settle(&self, temp: &Path, hash: Hash) -> io::Result<()> {
+        if self.touch(hash) {
+            let _ = std::fs::remove_file(temp);
+            return Ok(());
+        }
+        let object = self.object(hash);
+        if let Some(shard) = object.parent() {
+            create_private_dir(shard)?;
+        }
+        // A rename over a blob another session just stored replaces equal
+        // bytes with equal bytes.
+        std::fs::rename(temp, &object).inspect_err(|_| {
+            let _ = std::fs::remove_file(temp);
+        })
+    }
+
+    /// Marks the blob as used now, for [`Store::trim`]; whether it exists.
+    fn touch(&self, hash: Hash) -> bool {
+        let object = self.object(hash);
+        match File::options().write(true).open(&object) {
+            Ok(file) => {
+                let _ = file.set_modified(SystemTime::now());
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+struct BlobInfo {
+    hash: Hash,
+    size: u64,
+    used: SystemTime,
+}
+
+fn create_private_dir(dir: &Path) -> io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Opens a regular file for reading without following a symlink at its
+/// last component (a workspace may swap a file for a link to a secret).
+fn open_no_follow(path: &Path) -> io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        nix::fcntl::OFlag::O_NOFOLLOW.bits(),
+    );
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    Ok(file)
+}
+
+/// A random number for temporary names (std's hasher keys are random per
+/// process; the counter makes each call's differ).
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.finish()
+}
+
+#[cfg(test)]
+#[path = "store/tests.rs"]
+mod tests;

@@ -1,0 +1,199 @@
+use pretty_assertions::assert_eq;
+
+use super::*;
+use crate::checkpoint::store::Limits;
+
+struct Fixture {
+    _store_dir: tempfile::TempDir,
+    work: tempfile::TempDir,
+    store: Store,
+}
+
+fn fixture(max_file: u64) -> Fixture {
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        store_dir.path(),
+        Limits {
+            max_size: 1 << 30,
+            max_file,
+        },
+    )
+    .unwrap();
+    Fixture {
+        _store_dir: store_dir,
+        work: tempfile::tempdir().unwrap(),
+        store,
+    }
+}
+
+impl Fixture {
+    fn root(&self) -> &Path {
+        self.work.path()
+    }
+    fn write(&self, path: &str, bytes: &[u8]) {
+        let path = self.root().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+    fn scan(&self, previous: Option<&Snapshot>) -> Snapshot {
+        scan(self.root(), &self.store, previous).unwrap()
+    }
+}
+
+fn paths(snapshot: &Snapshot) -> Vec<String> {
+    snapshot
+        .entries
+        .keys()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn a_snapshot_keeps_every_file_but_the_ignored_ones_and_git_s_own() {
+    let f = fixture(1 << 20);
+    f.write("src/main.rs", b"fn main() {}\n");
+    f.write(".env", b"KEY=1\n");
+    f.write(".gitignore", b"target/\n*.log\n");
+    f.write("target/debug/app", b"\x7fELF");
+    f.write("run.log", b"noise");
+    f.write(".git/config", b"[core]\n");
+    let snapshot = f.scan(None);
+    assert_eq!(
+        paths(&snapshot),
+        [".env", ".gitignore", "src/main.rs"],
+        "ignored without a git repository too"
+    );
+    let main = &snapshot.entries[Path::new("src/main.rs")];
+    let hash = main.content.clone().unwrap().unwrap();
+    assert_eq!(f.store.read(hash).unwrap(), b"fn main() {}\n");
+}
+
+#[cfg(unix)]
+#[test]
+fn symlinks_are_recorded_as_links_and_never_followed() {
+    let f = fixture(1 << 20);
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "TOP-SECRET").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret"), f.root().join("s")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), f.root().join("dir")).unwrap();
+    let snapshot = f.scan(None);
+    assert_eq!(paths(&snapshot), ["dir", "s"]);
+    assert_eq!(
+        snapshot.entries[Path::new("s")].kind,
+        Kind::Symlink {
+            target: outside.path().join("secret")
+        }
+    );
+    assert_eq!(snapshot.entries[Path::new("s")].content, Ok(None));
+    assert_eq!(f.store.size().unwrap(), 0, "nothing read through a link");
+}
+
+#[cfg(unix)]
+#[test]
+fn every_kind_of_change_a_command_makes_is_found() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture(1 << 20);
+    f.write("edited.txt", b"one\n");
+    f.write("sed.txt", b"old\n");
+    f.write("gone.txt", b"bye\n");
+    f.write("moved.txt", b"travel\n");
+    f.write("script.sh", b"echo hi\n");
+    f.write("same.txt", b"same\n");
+    f.write("touched.txt", b"touched\n");
+    let before = f.scan(None);
+
+    // In place, through a rename (sed -i), rm, mv, chmod +x, a new binary
+    // file, a new link; a touch that changes no content.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(f.root().join("edited.txt"))
+        .unwrap();
+    f.write("edited.txt", b"two\n");
+    f.write("sed.tmp", b"new\n");
+    std::fs::rename(f.root().join("sed.tmp"), f.root().join("sed.txt")).unwrap();
+    std::fs::remove_file(f.root().join("gone.txt")).unwrap();
+    std::fs::rename(f.root().join("moved.txt"), f.root().join("arrived.txt")).unwrap();
+    std::fs::set_permissions(
+        f.root().join("script.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    f.write("image.bin", &[0, 159, 146, 150, 255]);
+    std::os::unix::fs::symlink("same.txt", f.root().join("alias")).unwrap();
+    f.write("touched.txt", b"touched\n");
+    let after = f.scan(Some(&before));
+
+    let found: Vec<String> = changes(&before, &after)
+        .iter()
+        .map(|c| match c {
+            Change::Created { path } => format!("+ {}", path.display()),
+            Change::Deleted { path, .. } => format!("- {}", path.display()),
+            Change::Modified { path, .. } => format!("~ {}", path.display()),
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "+ alias",
+            "+ arrived.txt",
+            "~ edited.txt",
+            "- gone.txt",
+            "+ image.bin",
+            "- moved.txt",
+            "~ script.sh",
+            "~ sed.txt",
+        ]
+    );
+    // The pre-images are in the store.
+    let Some(Change::Modified { before: old, .. }) = changes(&before, &after)
+        .into_iter()
+        .find(|c| c.path() == Path::new("sed.txt"))
+    else {
+        panic!("sed.txt not modified");
+    };
+    let hash = old.content.unwrap().unwrap();
+    assert_eq!(f.store.read(hash).unwrap(), b"old\n");
+}
+
+#[test]
+fn an_unchanged_file_is_not_read_again() {
+    let f = fixture(1 << 20);
+    f.write("a.txt", b"content a\n");
+    f.write("b.txt", b"content b\n");
+    let first = f.scan(None);
+    // Were the scan to read a.txt again, its blob would be back.
+    let a = first.entries[Path::new("a.txt")]
+        .content
+        .clone()
+        .unwrap()
+        .unwrap();
+    std::fs::remove_file(f.store.object(a)).unwrap();
+    let second = f.scan(Some(&first));
+    assert_eq!(second, first);
+    assert!(!f.store.contains(a));
+    // A changed file is read.
+    f.write("a.txt", b"content A\n");
+    let third = f.scan(Some(&second));
+    let new = third.entries[Path::new("a.txt")]
+        .content
+        .clone()
+        .unwrap()
+        .unwrap();
+    assert_eq!(f.store.read(new).unwrap(), b"content A\n");
+}
+
+#[test]
+fn a_file_too_large_to_keep_is_listed_as_not_kept() {
+    let f = fixture(10);
+    f.write("small", b"0123456789");
+    f.write("large", b"0123456789a");
+    let snapshot = f.scan(None);
+    assert!(matches!(
+        snapshot.entries[Path::new("small")].content,
+        Ok(Some(_))
+    ));
+    assert_eq!(
+        snapshot.entries[Path::new("large")].content,
+        Err(NotKept::TooLarge { size: 11 })
+    );
+}
