@@ -111,51 +111,55 @@ pub fn scan(root: &Path, store: &Store, previous: Option<&Snapshot>) -> io::Resu
         if relative.as_os_str().is_empty() {
             continue;
         }
-        let meta = match std::fs::symlink_metadata(path) {
-            Ok(meta) => meta,
-            // Gone between the listing and now.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        let stamp = stamp(&meta);
-        let file_type = meta.file_type();
-        let kind = if file_type.is_symlink() {
-            Kind::Symlink {
-                target: std::fs::read_link(path)?,
-            }
-        } else if file_type.is_file() {
-            Kind::File { mode: mode(&meta) }
-        } else {
-            continue;
-        };
-        if let Some(before) = previous.and_then(|p| p.entries.get(relative))
-            && before.stamp == stamp
-            && before.kind == kind
-        {
-            snapshot
-                .entries
-                .insert(relative.to_path_buf(), before.clone());
-            continue;
+        let previous = previous.and_then(|p| p.entries.get(relative));
+        if let Some(entry) = entry_of(path, store, previous)? {
+            snapshot.entries.insert(relative.to_path_buf(), entry);
         }
-        let content = match kind {
-            Kind::Symlink { .. } => Ok(None),
-            Kind::File { .. } => match store.put_file(path) {
-                Ok(hash) => Ok(Some(hash)),
-                Err(PutError::TooLarge { size, .. }) => Err(NotKept::TooLarge { size }),
-                Err(PutError::Io(e)) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(PutError::Io(e)) => Err(NotKept::Unreadable(e.to_string())),
-            },
-        };
-        snapshot.entries.insert(
-            relative.to_path_buf(),
-            Entry {
-                kind,
-                content,
-                stamp,
-            },
-        );
     }
     Ok(snapshot)
+}
+
+/// The entry for what is at `path` now (`None`: nothing, or neither a file
+/// nor a symlink), its content kept in `store` unless `previous` has the
+/// same stamp.
+pub fn entry_of(path: &Path, store: &Store, previous: Option<&Entry>) -> io::Result<Option<Entry>> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let stamp = stamp(&meta);
+    let file_type = meta.file_type();
+    let kind = if file_type.is_symlink() {
+        Kind::Symlink {
+            target: std::fs::read_link(path)?,
+        }
+    } else if file_type.is_file() {
+        Kind::File { mode: mode(&meta) }
+    } else {
+        return Ok(None);
+    };
+    if let Some(before) = previous
+        && before.stamp == stamp
+        && before.kind == kind
+    {
+        return Ok(Some(before.clone()));
+    }
+    let content = match kind {
+        Kind::Symlink { .. } => Ok(None),
+        Kind::File { .. } => match store.put_file(path) {
+            Ok(hash) => Ok(Some(hash)),
+            Err(PutError::TooLarge { size, .. }) => Err(NotKept::TooLarge { size }),
+            // Gone between the stat and the read.
+            Err(PutError::Io(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(PutError::Io(e)) => Err(NotKept::Unreadable(e.to_string())),
+        },
+    };
+    Ok(Some(Entry {
+        kind,
+        content,
+        stamp,
+    }))
 }
 
 /// What changed from `before` to `after`, by path.

@@ -1,0 +1,210 @@
+use std::collections::BTreeMap;
+
+use pretty_assertions::assert_eq;
+
+use super::*;
+use crate::checkpoint::store::{Hash, Limits};
+use crate::checkpoint::tree::scan;
+
+struct Fixture {
+    _store_dir: tempfile::TempDir,
+    work: tempfile::TempDir,
+    store: Store,
+}
+
+fn fixture(max_file: u64) -> Fixture {
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        store_dir.path(),
+        Limits {
+            max_size: 1 << 30,
+            max_file,
+        },
+    )
+    .unwrap();
+    Fixture {
+        _store_dir: store_dir,
+        work: tempfile::tempdir().unwrap(),
+        store,
+    }
+}
+
+impl Fixture {
+    fn root(&self) -> &Path {
+        self.work.path()
+    }
+    fn at(&self, path: &str) -> PathBuf {
+        self.root().join(path)
+    }
+    fn write(&self, path: &str, bytes: &[u8]) {
+        let path = self.at(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+    fn scan(&self, previous: Option<&Snapshot>) -> Snapshot {
+        scan(self.root(), &self.store, previous).unwrap()
+    }
+}
+
+/// Every file, link and directory under `root` with its mode and content
+/// hash (or target), read straight from the file system.
+#[cfg(unix)]
+fn listing(root: &Path) -> BTreeMap<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.strip_prefix(root).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mode = meta.permissions().mode() & 0o7777;
+            let what = if meta.file_type().is_symlink() {
+                format!("link -> {}", std::fs::read_link(&path).unwrap().display())
+            } else if meta.is_dir() {
+                stack.push(path.clone());
+                format!("dir {mode:o}")
+            } else {
+                format!("file {mode:o} {}", Hash::of(&std::fs::read(&path).unwrap()))
+            };
+            out.insert(name, what);
+        }
+    }
+    out
+}
+
+#[cfg(unix)]
+#[test]
+fn undo_puts_the_tree_back_byte_for_byte_and_redo_forward_again() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture(1 << 20);
+    f.write("edited.txt", b"one\n");
+    f.write("sed.txt", b"old\n");
+    f.write("gone.txt", b"bye\n");
+    f.write("moved.txt", b"travel\n");
+    f.write("script.sh", b"echo hi\n");
+    f.write("src/lib.rs", b"pub fn f() {}\n");
+    let before = f.scan(None);
+    let listed_before = listing(f.root());
+
+    f.write("edited.txt", b"two\n");
+    f.write("sed.tmp", b"new\n");
+    std::fs::rename(f.at("sed.tmp"), f.at("sed.txt")).unwrap();
+    std::fs::remove_file(f.at("gone.txt")).unwrap();
+    std::fs::rename(f.at("moved.txt"), f.at("arrived.txt")).unwrap();
+    std::fs::set_permissions(f.at("script.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    f.write("image.bin", &[0, 159, 146, 150, 255]);
+    std::os::unix::fs::symlink("edited.txt", f.at("alias")).unwrap();
+    std::fs::remove_file(f.at("src/lib.rs")).unwrap();
+    std::fs::remove_dir(f.at("src")).unwrap();
+    let after = f.scan(Some(&before));
+    let listed_after = listing(f.root());
+
+    let undo = plan(f.root(), &f.store, steps_back(&before, &after)).unwrap();
+    assert!(undo.conflicts.is_empty(), "{:?}", undo.conflicts);
+    assert!(undo.not_restorable.is_empty());
+    assert_eq!(undo.ready.len(), 9);
+    let report = apply(f.root(), &f.store, &undo, false);
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    assert_eq!(listing(f.root()), listed_before);
+
+    let now = f.scan(Some(&after));
+    let redo = plan(f.root(), &f.store, steps_back(&after, &now)).unwrap();
+    assert!(redo.conflicts.is_empty(), "{:?}", redo.conflicts);
+    let report = apply(f.root(), &f.store, &redo, false);
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    // The emptied directory `src` stays; everything else is as after.
+    let mut expected = listed_after;
+    expected.insert("src".into(), listed_before["src"].clone());
+    assert_eq!(listing(f.root()), expected);
+}
+
+#[test]
+fn a_change_made_since_the_checkpoint_is_left_alone_unless_confirmed() {
+    let f = fixture(1 << 20);
+    f.write("a.txt", b"before\n");
+    f.write("b.txt", b"before\n");
+    let before = f.scan(None);
+    f.write("a.txt", b"by the turn\n");
+    f.write("b.txt", b"by the turn\n");
+    let after = f.scan(Some(&before));
+    // The user edits a.txt after the turn.
+    f.write("a.txt", b"by hand\n");
+
+    let undo = plan(f.root(), &f.store, steps_back(&before, &after)).unwrap();
+    assert_eq!(
+        undo.ready
+            .iter()
+            .map(|s| s.path.clone())
+            .collect::<Vec<_>>(),
+        [PathBuf::from("b.txt")]
+    );
+    let (_, conflict) = &undo.conflicts[0];
+    assert_eq!(conflict.path, PathBuf::from("a.txt"));
+    let report = apply(f.root(), &f.store, &undo, false);
+    assert_eq!(report.restored, [PathBuf::from("b.txt")]);
+    assert_eq!(std::fs::read(f.at("a.txt")).unwrap(), b"by hand\n");
+    assert_eq!(std::fs::read(f.at("b.txt")).unwrap(), b"before\n");
+
+    // Confirmed, it is restored, and the hand edit stays in the store.
+    let report = apply(f.root(), &f.store, &undo, true);
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    assert_eq!(std::fs::read(f.at("a.txt")).unwrap(), b"before\n");
+    let kept = conflict.found.clone().unwrap().content.unwrap().unwrap();
+    assert_eq!(f.store.read(kept).unwrap(), b"by hand\n");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_directory_that_became_a_symlink_is_never_written_through() {
+    let f = fixture(1 << 20);
+    let outside = tempfile::tempdir().unwrap();
+    f.write("dir/file.txt", b"mine\n");
+    let before = f.scan(None);
+    std::fs::remove_file(f.at("dir/file.txt")).unwrap();
+    std::fs::remove_dir(f.at("dir")).unwrap();
+    let after = f.scan(Some(&before));
+    // Something puts a link where the directory was.
+    std::os::unix::fs::symlink(outside.path(), f.at("dir")).unwrap();
+
+    let undo = plan(f.root(), &f.store, steps_back(&before, &after)).unwrap();
+    let report = apply(f.root(), &f.store, &undo, true);
+    assert!(report.restored.is_empty(), "{report:?}");
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert!(
+        report.failed[0].1.contains("no longer a directory"),
+        "{report:?}"
+    );
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_file_too_large_to_keep_is_reported_not_restored() {
+    let f = fixture(8);
+    f.write("big.txt", b"0123456789");
+    f.write("small.txt", b"0123");
+    let before = f.scan(None);
+    std::fs::remove_file(f.at("big.txt")).unwrap();
+    std::fs::remove_file(f.at("small.txt")).unwrap();
+    let after = f.scan(Some(&before));
+    let undo = plan(f.root(), &f.store, steps_back(&before, &after)).unwrap();
+    assert_eq!(undo.not_restorable.len(), 1);
+    assert_eq!(undo.not_restorable[0].0, PathBuf::from("big.txt"));
+    assert!(undo.not_restorable[0].1.contains("too large"), "{undo:?}");
+    apply(f.root(), &f.store, &undo, false);
+    assert!(!f.at("big.txt").exists());
+    assert_eq!(std::fs::read(f.at("small.txt")).unwrap(), b"0123");
+}
+
+#[test]
+fn a_step_outside_the_root_is_refused() {
+    let f = fixture(1 << 20);
+    let step = Step {
+        path: PathBuf::from("../escape.txt"),
+        expected: None,
+        target: None,
+    };
+    let undo = plan(f.root(), &f.store, vec![step]).unwrap();
+    assert!(undo.ready.is_empty());
+    assert_eq!(undo.not_restorable.len(), 1);
+}
