@@ -12,10 +12,13 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
 use super::store::{Hash, PutError, Store};
 
 /// A file's kind and what restoring it needs besides its content.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Kind {
     /// A regular file and its permission bits.
     File { mode: u32 },
@@ -24,15 +27,17 @@ pub enum Kind {
 }
 
 /// Why a file's content is not in the store.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum NotKept {
     TooLarge { size: u64 },
     Unreadable(String),
 }
 
 /// One path of a snapshot.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
+    #[serde(flatten)]
     pub kind: Kind,
     /// The content's blob, or why there is none (a symlink has none and
     /// needs none).
@@ -50,7 +55,7 @@ impl Entry {
 
 /// The metadata that moves when a file is written, renamed over or
 /// changed in mode: equal stamps mean the content need not be read again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Stamp {
     size: u64,
     modified_ns: i128,
