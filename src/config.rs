@@ -14,6 +14,7 @@
 //! `crate::workflow::discover`).
 
 pub mod channels;
+pub mod checkpoints;
 pub mod gateway;
 pub mod hooks;
 pub mod modes;
@@ -140,6 +141,9 @@ pub struct Config {
     pub gateway: Option<gateway::GatewayConfig>,
     /// `[acp]`: how `pincer acp` keeps its sessions (user's file only).
     pub acp: AcpConfig,
+    /// `[checkpoints]`: how much a project's checkpoint store may hold
+    /// (user's file only).
+    pub checkpoints: checkpoints::CheckpointsConfig,
     /// `[channels.<name>]`: chat apps bridged to the agent by `pincer
     /// gateway`. Only the user's config file sets them: a repository never
     /// chooses where the agent answers or who may talk to it.

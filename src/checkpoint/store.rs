@@ -228,6 +228,20 @@ impl Store {
         Ok(self.blobs()?.iter().map(|b| b.size).sum())
     }
 
+    /// The bytes the store in `dir` holds, without creating it (0 when
+    /// there is none).
+    pub fn size_at(dir: &Path) -> io::Result<u64> {
+        let store = Self {
+            dir: dir.to_path_buf(),
+            limits: Limits::default(),
+        };
+        match store.blobs() {
+            Ok(blobs) => Ok(blobs.iter().map(|b| b.size).sum()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Deletes the least recently stored or used blobs, except `keep`, until
     /// the store holds no more than its `max_size`.
     pub fn trim(&self, keep: &HashSet<Hash>) -> io::Result<Trimmed> {

@@ -31,8 +31,21 @@ pub struct Report {
     pub model: Option<ModelReport>,
     pub credentials: Vec<ProviderCredentials>,
     pub mcp_servers: Vec<McpServer>,
+    /// The project's checkpoint store.
+    pub checkpoints: Option<CheckpointsReport>,
     /// What is broken, each with what to do about it.
     pub problems: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CheckpointsReport {
+    pub dir: PathBuf,
+    /// Bytes the store holds (0 before the project's first checkpoint).
+    pub size: u64,
+    pub max_size: u64,
+    pub max_file: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -147,6 +160,7 @@ pub async fn check(cwd: &Path, model: Option<&str>) -> Report {
         model: None,
         credentials: Vec::new(),
         mcp_servers: Vec::new(),
+        checkpoints: None,
         problems: Vec::new(),
     };
     let settings = match Settings::load_from_process(cwd) {
@@ -162,6 +176,7 @@ pub async fn check(cwd: &Path, model: Option<&str>) -> Report {
     report.trust = Some(trust(&settings));
     report.credentials = credentials(&settings);
     report.mcp_servers = mcp_servers(&settings, cwd);
+    report.checkpoints = Some(checkpoints(&settings));
     match settings.default_model(model) {
         Ok(model) => {
             let model_report = model_report(&settings, &model).await;
@@ -190,6 +205,22 @@ pub async fn check(cwd: &Path, model: Option<&str>) -> Report {
     }
     report.ok = report.problems.is_empty();
     report
+}
+
+fn checkpoints(settings: &Settings) -> CheckpointsReport {
+    let dir = crate::checkpoint::store_dir(&settings.paths.data_dir, &settings.project.root);
+    let limits = settings.config.checkpoints.limits();
+    let (size, error) = match crate::checkpoint::store::Store::size_at(&dir) {
+        Ok(size) => (size, None),
+        Err(e) => (0, Some(e.to_string())),
+    };
+    CheckpointsReport {
+        dir,
+        size,
+        max_size: limits.max_size,
+        max_file: limits.max_file,
+        error,
+    }
 }
 
 fn config_files(settings: &Settings) -> Vec<ConfigFile> {
@@ -474,6 +505,20 @@ pub fn render(report: &Report) -> String {
                     server.name, server.origin
                 );
             }
+        }
+    }
+    if let Some(store) = &report.checkpoints {
+        use crate::config::checkpoints::ByteSize;
+        let _ = writeln!(out, "\nCheckpoints: {}", store.dir.display());
+        let _ = writeln!(
+            out,
+            "  {} of {} (files over {} are not kept)",
+            ByteSize(store.size),
+            ByteSize(store.max_size),
+            ByteSize(store.max_file)
+        );
+        if let Some(error) = &store.error {
+            let _ = writeln!(out, "  cannot be read: {error}");
         }
     }
     if report.problems.is_empty() {

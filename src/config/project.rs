@@ -383,6 +383,11 @@ impl Layering {
         if p.acp != super::AcpConfig::default() {
             self.never("acp");
         }
+        // The store is on the user's disk, and what undo can put back is
+        // the user's safety net: a repository changes neither.
+        if p.checkpoints != super::checkpoints::CheckpointsConfig::default() {
+            self.never("checkpoints");
+        }
         // Where the agent answers, who may talk to it, and what it runs by
         // itself: the user's too.
         if !p.channels.is_empty() {

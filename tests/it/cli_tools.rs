@@ -526,6 +526,51 @@ async fn doctor_reports_the_setup_without_secrets_and_fails_on_what_is_broken() 
 }
 
 #[tokio::test]
+async fn doctor_shows_the_project_s_checkpoint_store_and_its_limits() {
+    let sandbox = Sandbox::new();
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "[checkpoints]\nmax_size = \"2GB\"\n",
+    )
+    .unwrap();
+    let model_url = format!("http://127.0.0.1:{}", closed_port());
+    let doctor = |json: bool| {
+        let mut cmd = sandbox.command(if json {
+            &["doctor", "--json"][..]
+        } else {
+            &["doctor"][..]
+        });
+        cmd.env("ANTHROPIC_API_KEY", "sk-ant-test")
+            .env("ANTHROPIC_BASE_URL", &model_url);
+        output(cmd)
+    };
+    let report: Value = serde_json::from_slice(&doctor(true).await.stdout).unwrap();
+    let root = std::path::PathBuf::from(report["trust"]["root"].as_str().unwrap());
+    let dir = pincer::checkpoint::store_dir(&sandbox.home(), &root);
+    assert_eq!(
+        report["checkpoints"],
+        json!({"dir": dir, "size": 0, "max_size": 2_000_000_000u64, "max_file": 10_485_760})
+    );
+    assert!(!dir.exists(), "doctor created the store");
+
+    let store =
+        pincer::checkpoint::store::Store::open(&dir, pincer::checkpoint::store::Limits::default())
+            .unwrap();
+    store.put_bytes(&[b'x'; 3000]).unwrap();
+    store.put_bytes(&[b'y'; 1000]).unwrap();
+    let report: Value = serde_json::from_slice(&doctor(true).await.stdout).unwrap();
+    assert_eq!(report["checkpoints"]["size"], 4000);
+    let stdout = text(&doctor(false).await.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "Checkpoints: {}\n  3.9 KiB of 1.9 GiB (files over 10.0 MiB are not kept)\n",
+            dir.display()
+        )),
+        "{stdout}"
+    );
+}
+
+#[tokio::test]
 async fn completion_scripts_are_generated_and_bash_completes_subcommands() {
     let sandbox = Sandbox::new();
     for (shell, start) in [

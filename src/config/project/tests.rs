@@ -324,3 +324,22 @@ models = [{ id = "claude-x", runtime = "claude-code" }]
         Some(crate::llm::catalog::RuntimeKind::ClaudeCode)
     );
 }
+
+#[test]
+fn checkpoint_limits_never_come_from_a_project() {
+    let user = parse("[checkpoints]\nmax_size = \"1GB\"\n");
+    let project = parse("[checkpoints]\nmax_size = \"100TB\"\nmax_file = 1\n");
+    for trusted in [false, true] {
+        let l = layer(user.clone(), project.clone(), trusted, &builtin);
+        assert_eq!(
+            l.config.checkpoints.limits().max_size,
+            1_000_000_000,
+            "trusted: {trusted}"
+        );
+        assert_eq!(
+            l.config.checkpoints.limits().max_file,
+            crate::checkpoint::store::Limits::default().max_file
+        );
+        assert_eq!(keys(&l, Why::Never), ["checkpoints"]);
+    }
+}
