@@ -1,11 +1,14 @@
 //! Checkpoints: the files a turn changed, kept as they were before it, so
-//! that undo, redo, rewind and fork can put them back. This module owns the
-//! project's content-addressed store ([`store`]), the snapshots that find
-//! what a command changed ([`tree`]) and the restore that puts files back
-//! without overwriting what it did not change ([`restore`]), and a turn's
-//! changes as the transcript keeps them ([`turn`]); the sessions decide
-//! when to take them.
+//! that undo, redo, rewind and fork can put them back. This module owns:
+//! - the project's content-addressed store of file versions ([`store`]);
+//! - snapshots of the working directory that find what a call changed
+//!   ([`tree`]);
+//! - a session's [`recorder`], which takes them around each call and
+//!   gathers a turn's changes ([`turn`], as the transcript keeps them);
+//! - the restore, which puts files back without overwriting what it did
+//!   not change ([`restore`]).
 
+pub mod recorder;
 pub mod restore;
 pub mod store;
 pub mod tree;

@@ -1,0 +1,138 @@
+//! A session's checkpoint recorder: the working directory's last snapshot,
+//! and the changes of the turn running now. Every call that may change
+//! files (pincer's tools, commands, MCP tools, hooks) is wrapped in
+//! [`Recorder::before_call`] and [`Recorder::after_call`]: the snapshot
+//! before the call is taken anew, so what the user or the editor changed
+//! between calls is not counted as the turn's, and what differs after the
+//! call is. The calls of a turn merge into its [`TurnChanges`].
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::store::Store;
+use super::tree::{Snapshot, scan};
+use super::turn::TurnChanges;
+
+pub struct Recorder {
+    root: PathBuf,
+    store: Store,
+    last: Snapshot,
+    /// The snapshot taken by `before_call`, until its `after_call`.
+    before: Option<Snapshot>,
+    turn: Option<TurnChanges>,
+}
+
+impl Recorder {
+    /// A recorder for the tree under `root`; its first snapshot reads and
+    /// stores every file (unchanged ones are shared with the project's
+    /// other sessions by content).
+    pub fn open(root: &Path, store: Store) -> io::Result<Self> {
+        let last = scan(root, &store, None)?;
+        Ok(Self {
+            root: root.to_path_buf(),
+            store,
+            last,
+            before: None,
+            turn: None,
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// A turn begins: calls until [`Recorder::end_turn`] count as its.
+    pub fn begin_turn(&mut self) {
+        self.turn = Some(TurnChanges::default());
+    }
+
+    /// Before a call that may change files.
+    pub fn before_call(&mut self) -> io::Result<()> {
+        let now = scan(&self.root, &self.store, Some(&self.last))?;
+        self.last = now.clone();
+        self.before = Some(now);
+        Ok(())
+    }
+
+    /// After it: what changed since [`Recorder::before_call`] joins the
+    /// turn's changes. Without a `before_call` (it failed), nothing is
+    /// counted.
+    pub fn after_call(&mut self) -> io::Result<()> {
+        let Some(before) = self.before.take() else {
+            return Ok(());
+        };
+        let now = scan(&self.root, &self.store, Some(&self.last))?;
+        let changes = TurnChanges::between(&before, &now);
+        self.last = now;
+        if let Some(turn) = &mut self.turn {
+            turn.merge(changes);
+        }
+        Ok(())
+    }
+
+    /// The turn ends; what it changed.
+    pub fn end_turn(&mut self) -> TurnChanges {
+        self.before = None;
+        self.turn.take().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+    use crate::checkpoint::restore::{apply, plan};
+    use crate::checkpoint::store::Limits;
+
+    #[test]
+    fn a_turn_counts_its_calls_changes_and_not_the_user_s_between_them() {
+        let store_dir = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let root = work.path();
+        std::fs::write(root.join("code.rs"), "v1\n").unwrap();
+        std::fs::write(root.join("notes.md"), "mine\n").unwrap();
+        let store = Store::open(store_dir.path(), Limits::default()).unwrap();
+        let mut recorder = Recorder::open(root, store).unwrap();
+
+        recorder.begin_turn();
+        recorder.before_call().unwrap();
+        std::fs::write(root.join("code.rs"), "v2\n").unwrap();
+        recorder.after_call().unwrap();
+        // The user edits notes.md while the model thinks.
+        std::fs::write(root.join("notes.md"), "mine, edited\n").unwrap();
+        recorder.before_call().unwrap();
+        std::fs::write(root.join("new.rs"), "new\n").unwrap();
+        recorder.after_call().unwrap();
+        let turn = recorder.end_turn();
+
+        let paths: Vec<&Path> = turn.files.iter().map(|c| c.path.as_path()).collect();
+        assert_eq!(paths, [Path::new("code.rs"), Path::new("new.rs")]);
+        // Undo takes back the turn's changes and leaves the user's.
+        let undo = plan(root, recorder.store(), turn.undo()).unwrap();
+        assert!(undo.conflicts.is_empty(), "{:?}", undo.conflicts);
+        assert!(
+            apply(root, recorder.store(), &undo, false)
+                .failed
+                .is_empty()
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("code.rs")).unwrap(),
+            "v1\n"
+        );
+        assert!(!root.join("new.rs").exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join("notes.md")).unwrap(),
+            "mine, edited\n"
+        );
+        // Outside a turn nothing is counted.
+        recorder.before_call().unwrap();
+        std::fs::write(root.join("code.rs"), "v9\n").unwrap();
+        recorder.after_call().unwrap();
+        assert_eq!(recorder.end_turn(), TurnChanges::default());
+    }
+}
