@@ -8,6 +8,8 @@
 //! - the restore, which puts files back without overwriting what it did
 //!   not change ([`restore`]).
 
+#[cfg(test)]
+mod fixture;
 pub mod recorder;
 pub mod restore;
 pub mod store;

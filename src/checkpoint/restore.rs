@@ -229,21 +229,18 @@ fn inside(root: &Path, relative: &Path) -> Option<PathBuf> {
 /// Whether every directory between `root` and `relative`'s last part is a
 /// real directory (none missing, none a symlink).
 fn parents_are_directories(root: &Path, relative: &Path) -> bool {
-    let mut at = root.to_path_buf();
-    let parts: Vec<_> = relative.components().collect();
-    for part in &parts[..parts.len().saturating_sub(1)] {
-        at.push(part);
-        match std::fs::symlink_metadata(&at) {
-            Ok(meta) if meta.is_dir() => {}
-            _ => return false,
-        }
-    }
-    true
+    walk_parents(root, relative, false).is_ok()
 }
 
 /// Creates the missing directories between `root` and `relative`'s last
 /// part; refuses one that is a symlink or not a directory.
 fn ensure_parents(root: &Path, relative: &Path) -> io::Result<()> {
+    walk_parents(root, relative, true)
+}
+
+/// Checks each directory between `root` and `relative`'s last part,
+/// creating a missing one when `create` is set.
+fn walk_parents(root: &Path, relative: &Path, create: bool) -> io::Result<()> {
     let mut at = root.to_path_buf();
     let parts: Vec<_> = relative.components().collect();
     for part in &parts[..parts.len().saturating_sub(1)] {
@@ -259,7 +256,7 @@ fn ensure_parents(root: &Path, relative: &Path) -> io::Result<()> {
                     ),
                 ));
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => std::fs::create_dir(&at)?,
+            Err(e) if create && e.kind() == io::ErrorKind::NotFound => std::fs::create_dir(&at)?,
             Err(e) => return Err(e),
         }
     }

@@ -3,48 +3,8 @@ use std::collections::BTreeMap;
 use pretty_assertions::assert_eq;
 
 use super::*;
-use crate::checkpoint::store::{Hash, Limits};
-use crate::checkpoint::tree::scan;
-
-struct Fixture {
-    _store_dir: tempfile::TempDir,
-    work: tempfile::TempDir,
-    store: Store,
-}
-
-fn fixture(max_file: u64) -> Fixture {
-    let store_dir = tempfile::tempdir().unwrap();
-    let store = Store::open(
-        store_dir.path(),
-        Limits {
-            max_size: 1 << 30,
-            max_file,
-        },
-    )
-    .unwrap();
-    Fixture {
-        _store_dir: store_dir,
-        work: tempfile::tempdir().unwrap(),
-        store,
-    }
-}
-
-impl Fixture {
-    fn root(&self) -> &Path {
-        self.work.path()
-    }
-    fn at(&self, path: &str) -> PathBuf {
-        self.root().join(path)
-    }
-    fn write(&self, path: &str, bytes: &[u8]) {
-        let path = self.at(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, bytes).unwrap();
-    }
-    fn scan(&self, previous: Option<&Snapshot>) -> Snapshot {
-        scan(self.root(), &self.store, previous).unwrap()
-    }
-}
+use crate::checkpoint::fixture::fixture;
+use crate::checkpoint::store::Hash;
 
 /// Every file, link and directory under `root` with its mode and content
 /// hash (or target), read straight from the file system.
@@ -94,7 +54,7 @@ fn undo_puts_the_tree_back_byte_for_byte_and_redo_forward_again() {
     std::fs::rename(f.at("moved.txt"), f.at("arrived.txt")).unwrap();
     std::fs::set_permissions(f.at("script.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     f.write("image.bin", &[0, 159, 146, 150, 255]);
-    std::os::unix::fs::symlink("edited.txt", f.at("alias")).unwrap();
+    f.symlink("edited.txt", "alias");
     std::fs::remove_file(f.at("src/lib.rs")).unwrap();
     std::fs::remove_dir(f.at("src")).unwrap();
     let after = f.scan(Some(&before));

@@ -1,44 +1,7 @@
 use pretty_assertions::assert_eq;
 
 use super::*;
-use crate::checkpoint::store::Limits;
-
-struct Fixture {
-    _store_dir: tempfile::TempDir,
-    work: tempfile::TempDir,
-    store: Store,
-}
-
-fn fixture(max_file: u64) -> Fixture {
-    let store_dir = tempfile::tempdir().unwrap();
-    let store = Store::open(
-        store_dir.path(),
-        Limits {
-            max_size: 1 << 30,
-            max_file,
-        },
-    )
-    .unwrap();
-    Fixture {
-        _store_dir: store_dir,
-        work: tempfile::tempdir().unwrap(),
-        store,
-    }
-}
-
-impl Fixture {
-    fn root(&self) -> &Path {
-        self.work.path()
-    }
-    fn write(&self, path: &str, bytes: &[u8]) {
-        let path = self.root().join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, bytes).unwrap();
-    }
-    fn scan(&self, previous: Option<&Snapshot>) -> Snapshot {
-        scan(self.root(), &self.store, previous).unwrap()
-    }
-}
+use crate::checkpoint::fixture::fixture;
 
 fn paths(snapshot: &Snapshot) -> Vec<String> {
     snapshot
@@ -119,7 +82,7 @@ fn every_kind_of_change_a_command_makes_is_found() {
     )
     .unwrap();
     f.write("image.bin", &[0, 159, 146, 150, 255]);
-    std::os::unix::fs::symlink("same.txt", f.root().join("alias")).unwrap();
+    f.symlink("same.txt", "alias");
     f.write("touched.txt", b"touched\n");
     let after = f.scan(Some(&before));
 

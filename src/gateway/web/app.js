@@ -675,7 +675,10 @@ function onTool(payload) {
   if (!card) {
     card = toolCard(data.toolCallId);
     run.tools.set(data.toolCallId, card);
-    $("messages").append(card);
+    // A question about this call that came first stays below its card.
+    const question = [...$("messages").querySelectorAll("[data-testid=approval]")].find((q) => q.dataset.toolCallId === data.toolCallId);
+    if (question) question.before(card);
+    else $("messages").append(card);
     // Text after the call is a new message below its card.
     if (run.segment) run.segment.removeAttribute("aria-busy");
     run.segment = null;
@@ -925,7 +928,7 @@ async function loadApprovals() {
   }
   for (const a of pending) {
     if (a && typeof a.id === "string" && !state.approvals.has(a.id)) {
-      onApproval({ id: a.id, allowedDecisions: a.allowedDecisions, request: { sessionKey: a.sessionKey, commandPreview: a.commandPreview, command: a.commandText, toolName: a.toolName } });
+      onApproval({ id: a.id, allowedDecisions: a.allowedDecisions, request: { sessionKey: a.sessionKey, commandPreview: a.commandPreview, command: a.commandText, toolName: a.toolName, toolCallId: a.toolCallId } });
     }
   }
 }
@@ -940,6 +943,7 @@ function onApproval(payload) {
   card.className = "message approval";
   card.dataset.testid = "approval";
   card.dataset.approvalId = payload.id;
+  if (typeof asked.toolCallId === "string") card.dataset.toolCallId = asked.toolCallId;
   const group = document.createElement("div");
   group.setAttribute("role", "group");
   const question = document.createElement("p");
@@ -973,7 +977,11 @@ function onApproval(payload) {
   card.append(group);
   state.approvals.set(payload.id, approval);
   if (asked.sessionKey === state.current) {
-    $("messages").append(card);
+    // The question goes below the card of the call it asks about, whichever
+    // of the two events came first (see onTool).
+    const asksAbout = typeof asked.toolCallId === "string" ? findCard(asked.toolCallId) : undefined;
+    if (asksAbout) asksAbout.after(card);
+    else $("messages").append(card);
     scrollDown();
     // Announced, not focused: a key pressed while typing must never answer.
     status(`pincer asks to run: ${what}`);
