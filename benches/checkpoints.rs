@@ -18,9 +18,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use pincer::checkpoint::restore::{apply, plan, steps_back};
+use pincer::checkpoint::restore::{apply, plan};
 use pincer::checkpoint::store::{Limits, Store};
 use pincer::checkpoint::tree::{Snapshot, changes, scan};
+use pincer::checkpoint::turn::TurnChanges;
 use serde_json::json;
 
 fn main() {
@@ -76,7 +77,12 @@ fn main() {
         assert_eq!(found.len(), 100);
 
         let started = Instant::now();
-        let undo = plan(work.path(), &store, steps_back(&before, &after)).unwrap();
+        let undo = plan(
+            work.path(),
+            &store,
+            TurnChanges::between(&before, &after).undo(),
+        )
+        .unwrap();
         let report = apply(work.path(), &store, &undo, false);
         restored.push(started.elapsed());
         assert_eq!(report.restored.len(), 100, "{report:?}");

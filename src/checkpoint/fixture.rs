@@ -51,6 +51,36 @@ impl Fixture {
         std::os::unix::fs::symlink(target, self.at(path)).unwrap();
     }
 
+    /// The files [`Fixture::make_every_kind_of_change`] changes.
+    pub fn prepare_every_kind_of_change(&self) {
+        for (path, text) in [
+            ("edited.txt", "one\n"),
+            ("sed.txt", "old\n"),
+            ("gone.txt", "bye\n"),
+            ("moved.txt", "travel\n"),
+            ("script.sh", "echo hi\n"),
+        ] {
+            self.write(path, text.as_bytes());
+        }
+    }
+
+    /// What a turn's commands may do to files: an edit in place, `sed -i`
+    /// (a new file renamed over the old), `rm`, `mv`, `chmod +x`, a new
+    /// binary file and a new symlink.
+    #[cfg(unix)]
+    pub fn make_every_kind_of_change(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        self.write("edited.txt", b"two\n");
+        self.write("sed.tmp", b"new\n");
+        std::fs::rename(self.at("sed.tmp"), self.at("sed.txt")).unwrap();
+        std::fs::remove_file(self.at("gone.txt")).unwrap();
+        std::fs::rename(self.at("moved.txt"), self.at("arrived.txt")).unwrap();
+        std::fs::set_permissions(self.at("script.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        self.write("image.bin", &[0, 159, 146, 150, 255]);
+        self.symlink("edited.txt", "alias");
+    }
+
     pub fn scan(&self, previous: Option<&Snapshot>) -> Snapshot {
         scan(self.root(), &self.store, previous).unwrap()
     }

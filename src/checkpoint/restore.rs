@@ -13,7 +13,7 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 
 use super::store::Store;
-use super::tree::{Entry, Kind, NotKept, Snapshot, entry_of};
+use super::tree::{Entry, Kind, NotKept, entry_of};
 
 /// One path's move: what it should be now and what it becomes (`None`:
 /// no file there).
@@ -22,22 +22,6 @@ pub struct Step {
     pub path: PathBuf,
     pub expected: Option<Entry>,
     pub target: Option<Entry>,
-}
-
-/// The steps that take the paths changed from `from` to `to` back from
-/// `to` to `from` (undo: `from` is the turn's before, `to` its after).
-pub fn steps_back(from: &Snapshot, to: &Snapshot) -> Vec<Step> {
-    super::tree::changes(from, to)
-        .into_iter()
-        .map(|change| {
-            let path = change.path().to_path_buf();
-            Step {
-                expected: to.entries.get(&path).cloned(),
-                target: from.entries.get(&path).cloned(),
-                path,
-            }
-        })
-        .collect()
 }
 
 /// A path that is not as the checkpoint left it.

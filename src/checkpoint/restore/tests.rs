@@ -5,6 +5,7 @@ use pretty_assertions::assert_eq;
 use super::*;
 use crate::checkpoint::fixture::fixture;
 use crate::checkpoint::store::Hash;
+use crate::checkpoint::turn::TurnChanges;
 
 /// Every file, link and directory under `root` with its mode and content
 /// hash (or target), read straight from the file system.
@@ -36,31 +37,23 @@ fn listing(root: &Path) -> BTreeMap<String, String> {
 #[cfg(unix)]
 #[test]
 fn undo_puts_the_tree_back_byte_for_byte_and_redo_forward_again() {
-    use std::os::unix::fs::PermissionsExt;
     let f = fixture(1 << 20);
-    f.write("edited.txt", b"one\n");
-    f.write("sed.txt", b"old\n");
-    f.write("gone.txt", b"bye\n");
-    f.write("moved.txt", b"travel\n");
-    f.write("script.sh", b"echo hi\n");
+    f.prepare_every_kind_of_change();
     f.write("src/lib.rs", b"pub fn f() {}\n");
     let before = f.scan(None);
     let listed_before = listing(f.root());
-
-    f.write("edited.txt", b"two\n");
-    f.write("sed.tmp", b"new\n");
-    std::fs::rename(f.at("sed.tmp"), f.at("sed.txt")).unwrap();
-    std::fs::remove_file(f.at("gone.txt")).unwrap();
-    std::fs::rename(f.at("moved.txt"), f.at("arrived.txt")).unwrap();
-    std::fs::set_permissions(f.at("script.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    f.write("image.bin", &[0, 159, 146, 150, 255]);
-    f.symlink("edited.txt", "alias");
+    f.make_every_kind_of_change();
     std::fs::remove_file(f.at("src/lib.rs")).unwrap();
     std::fs::remove_dir(f.at("src")).unwrap();
     let after = f.scan(Some(&before));
     let listed_after = listing(f.root());
 
-    let undo = plan(f.root(), &f.store, steps_back(&before, &after)).unwrap();
+    let undo = plan(
+        f.root(),
+        &f.store,
+        TurnChanges::between(&before, &after).undo(),
+    )
+    .unwrap();
     assert!(undo.conflicts.is_empty(), "{:?}", undo.conflicts);
     assert!(undo.not_restorable.is_empty());
     assert_eq!(undo.ready.len(), 9);
@@ -69,7 +62,12 @@ fn undo_puts_the_tree_back_byte_for_byte_and_redo_forward_again() {
     assert_eq!(listing(f.root()), listed_before);
 
     let now = f.scan(Some(&after));
-    let redo = plan(f.root(), &f.store, steps_back(&after, &now)).unwrap();
+    let redo = plan(
+        f.root(),
+        &f.store,
+        TurnChanges::between(&after, &now).undo(),
+    )
+    .unwrap();
     assert!(redo.conflicts.is_empty(), "{:?}", redo.conflicts);
     let report = apply(f.root(), &f.store, &redo, false);
     assert!(report.failed.is_empty(), "{:?}", report.failed);
@@ -91,7 +89,12 @@ fn a_change_made_since_the_checkpoint_is_left_alone_unless_confirmed() {
     // The user edits a.txt after the turn.
     f.write("a.txt", b"by hand\n");
 
-    let undo = plan(f.root(), &f.store, steps_back(&before, &after)).unwrap();
+    let undo = plan(
+        f.root(),
+        &f.store,
+        TurnChanges::between(&before, &after).undo(),
+    )
+    .unwrap();
     assert_eq!(
         undo.ready
             .iter()
@@ -127,7 +130,12 @@ fn a_directory_that_became_a_symlink_is_never_written_through() {
     // Something puts a link where the directory was.
     std::os::unix::fs::symlink(outside.path(), f.at("dir")).unwrap();
 
-    let undo = plan(f.root(), &f.store, steps_back(&before, &after)).unwrap();
+    let undo = plan(
+        f.root(),
+        &f.store,
+        TurnChanges::between(&before, &after).undo(),
+    )
+    .unwrap();
     let report = apply(f.root(), &f.store, &undo, true);
     assert!(report.restored.is_empty(), "{report:?}");
     assert_eq!(report.failed.len(), 1, "{report:?}");
@@ -147,7 +155,12 @@ fn a_file_too_large_to_keep_is_reported_not_restored() {
     std::fs::remove_file(f.at("big.txt")).unwrap();
     std::fs::remove_file(f.at("small.txt")).unwrap();
     let after = f.scan(Some(&before));
-    let undo = plan(f.root(), &f.store, steps_back(&before, &after)).unwrap();
+    let undo = plan(
+        f.root(),
+        &f.store,
+        TurnChanges::between(&before, &after).undo(),
+    )
+    .unwrap();
     assert_eq!(undo.not_restorable.len(), 1);
     assert_eq!(undo.not_restorable[0].0, PathBuf::from("big.txt"));
     assert!(undo.not_restorable[0].1.contains("too large"), "{undo:?}");

@@ -54,35 +54,12 @@ fn symlinks_are_recorded_as_links_and_never_followed() {
 #[cfg(unix)]
 #[test]
 fn every_kind_of_change_a_command_makes_is_found() {
-    use std::os::unix::fs::PermissionsExt;
     let f = fixture(1 << 20);
-    f.write("edited.txt", b"one\n");
-    f.write("sed.txt", b"old\n");
-    f.write("gone.txt", b"bye\n");
-    f.write("moved.txt", b"travel\n");
-    f.write("script.sh", b"echo hi\n");
-    f.write("same.txt", b"same\n");
+    f.prepare_every_kind_of_change();
     f.write("touched.txt", b"touched\n");
     let before = f.scan(None);
-
-    // In place, through a rename (sed -i), rm, mv, chmod +x, a new binary
-    // file, a new link; a touch that changes no content.
-    std::fs::OpenOptions::new()
-        .append(true)
-        .open(f.root().join("edited.txt"))
-        .unwrap();
-    f.write("edited.txt", b"two\n");
-    f.write("sed.tmp", b"new\n");
-    std::fs::rename(f.root().join("sed.tmp"), f.root().join("sed.txt")).unwrap();
-    std::fs::remove_file(f.root().join("gone.txt")).unwrap();
-    std::fs::rename(f.root().join("moved.txt"), f.root().join("arrived.txt")).unwrap();
-    std::fs::set_permissions(
-        f.root().join("script.sh"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
-    f.write("image.bin", &[0, 159, 146, 150, 255]);
-    f.symlink("same.txt", "alias");
+    f.make_every_kind_of_change();
+    // A write that changes no content is no change.
     f.write("touched.txt", b"touched\n");
     let after = f.scan(Some(&before));
 
