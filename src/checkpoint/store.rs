@@ -300,7 +300,7 @@ impl Store {
     fn temp_file(&self) -> io::Result<(File, PathBuf)> {
         let tmp = self.dir.join("tmp");
         loop {
-            let path = tmp.join(format!("{}-{:016x}", std::process::id(), rand_u64()));
+            let path = tmp.join(format!("{}-{:016x}", std::process::id(), fastrand::u64(..)));
             let mut options = std::fs::OpenOptions::new();
             options.write(true).create_new(true);
             #[cfg(unix)]
@@ -376,17 +376,6 @@ fn open_no_follow(path: &Path) -> io::Result<File> {
         ));
     }
     Ok(file)
-}
-
-/// A random number for temporary names (std's hasher keys are random per
-/// process; the counter makes each call's differ).
-fn rand_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    hasher.finish()
 }
 
 #[cfg(test)]
