@@ -43,7 +43,7 @@ fn main() {
         store_dir = tempfile::tempdir().unwrap();
         let store = Store::open(store_dir.path(), limits).unwrap();
         let started = Instant::now();
-        snapshot = scan(work.path(), &store, None).unwrap();
+        snapshot = scan(work.path(), &store, None, usize::MAX).unwrap();
         first.push(started.elapsed());
     }
     assert_eq!(
@@ -56,7 +56,7 @@ fn main() {
     let mut unchanged = Vec::new();
     for _ in 0..runs {
         let started = Instant::now();
-        let again = scan(work.path(), &store, Some(&snapshot)).unwrap();
+        let again = scan(work.path(), &store, Some(&snapshot), usize::MAX).unwrap();
         let found = changes(&snapshot, &again);
         unchanged.push(started.elapsed());
         assert!(found.is_empty(), "{found:?}");
@@ -71,7 +71,7 @@ fn main() {
             std::fs::write(&path, format!("changed in run {run}\n")).unwrap();
         }
         let started = Instant::now();
-        let after = scan(work.path(), &store, Some(&before)).unwrap();
+        let after = scan(work.path(), &store, Some(&before), usize::MAX).unwrap();
         let found = changes(&before, &after);
         hundred.push(started.elapsed());
         assert_eq!(found.len(), 100);
@@ -86,7 +86,7 @@ fn main() {
         let report = apply(work.path(), &store, &undo, false);
         restored.push(started.elapsed());
         assert_eq!(report.restored.len(), 100, "{report:?}");
-        snapshot = scan(work.path(), &store, Some(&after)).unwrap();
+        snapshot = scan(work.path(), &store, Some(&after), usize::MAX).unwrap();
         assert!(changes(&before, &snapshot).is_empty());
     }
 

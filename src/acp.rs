@@ -14,6 +14,7 @@
 mod auth;
 mod commands;
 mod editor;
+mod fork;
 pub mod observer;
 pub mod registry;
 mod session;
@@ -29,15 +30,16 @@ use agent_client_protocol::v1::schema::{
     AgentAuthCapabilities, AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateRequest,
     AuthenticateResponse, CancelNotification, ClientCapabilities, CloseSessionRequest,
     CloseSessionResponse, ConfigOptionUpdate, CurrentModeUpdate, DeleteSessionRequest,
-    DeleteSessionResponse, Implementation, InitializeRequest, InitializeResponse,
-    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
-    LogoutCapabilities, LogoutRequest, LogoutResponse, McpCapabilities, McpServer,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    ResumeSessionRequest, ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities,
-    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionId,
-    SessionInfo, SessionListCapabilities, SessionNotification, SessionResumeCapabilities,
-    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse,
+    DeleteSessionResponse, ForkSessionRequest, ForkSessionResponse, Implementation,
+    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
+    LoadSessionRequest, LoadSessionResponse, LogoutCapabilities, LogoutRequest, LogoutResponse,
+    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
+    PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
+    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
+    SessionDeleteCapabilities, SessionForkCapabilities, SessionId, SessionInfo,
+    SessionListCapabilities, SessionNotification, SessionResumeCapabilities, SessionUpdate,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error};
@@ -105,6 +107,8 @@ pub async fn serve(
     let agent = route!(agent, server, NewSessionRequest => on_new_session);
     let agent = route!(agent, server, LoadSessionRequest => on_load_session);
     let agent = route!(agent, server, ResumeSessionRequest => on_resume_session);
+    let agent = route!(agent, server, ForkSessionRequest => on_fork_session);
+    let agent = route!(agent, server, fork::SessionRewindRequest => on_session_rewind);
     let agent = route!(agent, server, ListSessionsRequest => on_list_sessions);
     let agent = route!(agent, server, CloseSessionRequest => on_close_session);
     let agent = route!(agent, server, DeleteSessionRequest => on_delete_session);
@@ -250,6 +254,36 @@ impl Server {
             }
             Err(e) => responder.respond_with_error(e),
         }
+    }
+
+    async fn on_fork_session(
+        self: Arc<Self>,
+        req: ForkSessionRequest,
+        responder: Responder<ForkSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let _hold = self.drain.hold();
+        match self.fork_session(req, &cx).await {
+            Ok(response) => {
+                let id = response.session_id.clone();
+                let sent = responder.respond(response);
+                self.opened(&id, &cx);
+                sent
+            }
+            Err(e) => responder.respond_with_error(e),
+        }
+    }
+
+    /// The question about the files runs while the connection serves on.
+    async fn on_session_rewind(
+        self: Arc<Self>,
+        req: fork::SessionRewindRequest,
+        responder: Responder<fork::SessionRewindResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        answer_later(&cx, "_session/rewind", responder, async move {
+            self.session_rewind(req).await
+        })
     }
 
     async fn on_list_sessions(
@@ -435,6 +469,7 @@ impl Server {
                             .delete(SessionDeleteCapabilities::new())
                             .resume(SessionResumeCapabilities::new())
                             .close(SessionCloseCapabilities::new())
+                            .fork(SessionForkCapabilities::new())
                             .system_prompt(system_prompt::capabilities()),
                     )
                     .auth(AgentAuthCapabilities::new().logout(LogoutCapabilities::new())),
@@ -454,6 +489,7 @@ impl Server {
                 methods
             })
             .agent_info(Implementation::new("pincer", env!("CARGO_PKG_VERSION")).title("pincer"))
+            .meta(fork::air_meta(&req.client_capabilities).and_then(|m| m.as_object().cloned()))
     }
 
     fn settings(&self, cwd: &std::path::Path) -> Result<Settings, Error> {
@@ -778,11 +814,13 @@ impl Server {
             self.owner(cx),
             self.registry.bus.clone(),
         ));
+        let unfinished = restored.unfinished_restore.clone();
         session.restore(restored).map_err(invalid_params)?;
         if let Some(prompt) = client_prompt {
             session.set_client_prompt(prompt);
         }
         self.send_replay(blocks, cx).await;
+        session.finish_unfinished_restore(unfinished);
         self.registry.sessions.lock().insert(id, session.clone());
         tracing::debug!(
             elapsed_ms = started.elapsed().as_secs_f64() * 1e3,

@@ -204,6 +204,16 @@ pub enum AgentEvent {
         runtime: String,
         resume: Option<String>,
     },
+    /// Something the user should know that is not an error of the run
+    /// (checkpoints turned off for the session).
+    Notice {
+        text: String,
+    },
+    /// What the run changed in the working directory, for the transcript
+    /// (undo and rewind put it back); sent once, before `AgentEnd`. `None`:
+    /// the session records no checkpoints (they are off), so an undo can
+    /// take back only the conversation.
+    Checkpoint(Option<crate::checkpoint::turn::TurnChanges>),
     AgentEnd {
         stop: RunStop,
     },
@@ -311,6 +321,10 @@ pub struct AgentConfig {
     pub session_id: Option<String>,
     /// Who runs the turns; `None`: pincer's own loop.
     pub runtime: Option<Arc<dyn Runtime>>,
+    /// The session's checkpoints: what each call changes in the working
+    /// directory is recorded, and the run's changes reported at its end
+    /// ([`AgentEvent::Checkpoint`]). `None`: nothing is recorded.
+    pub checkpoints: Option<Arc<crate::checkpoint::recording::Recording>>,
 }
 
 /// The name the transcript records for pincer's own loop.
@@ -426,11 +440,19 @@ pub async fn run_timed(
     cancel: &CancellationToken,
 ) -> RunStop {
     host.emit(AgentEvent::AgentStart);
-    let stop = match config
-        .guard
-        .prompt_submitted(&crate::tools::text_of(&prompt), cancel)
-        .await
-    {
+    if let Some(recording) = &config.checkpoints {
+        recording.begin_turn();
+    }
+    let submitted = recorded(
+        config,
+        host,
+        !config.guard.hooks.is_empty(),
+        config
+            .guard
+            .prompt_submitted(&crate::tools::text_of(&prompt), cancel),
+    )
+    .await;
+    let stop = match submitted {
         Err(reason) => RunStop::Blocked(reason),
         Ok(()) => {
             push_user(history, prompt, time);
@@ -461,9 +483,55 @@ pub async fn run_timed(
             }
         }
     };
-    config.guard.run_ended(&stop).await;
+    recorded(
+        config,
+        host,
+        !config.guard.hooks.is_empty(),
+        config.guard.run_ended(&stop),
+    )
+    .await;
+    let changes = match config.checkpoints.clone() {
+        Some(recording) => tokio::task::spawn_blocking(move || recording.end_turn())
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
+    host.emit(AgentEvent::Checkpoint(changes));
     host.emit(AgentEvent::AgentEnd { stop: stop.clone() });
     stop
+}
+
+/// Runs `work` between two snapshots of the session's checkpoints when
+/// it `may_change` files (a command, an edit, an MCP tool, a hook), so
+/// that what it changes joins the run's changes.
+async fn recorded<T>(
+    config: &AgentConfig,
+    host: &dyn AgentHost,
+    may_change: bool,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let Some(recording) = config.checkpoints.clone().filter(|_| may_change) else {
+        return work.await;
+    };
+    let before = recording.clone();
+    if let Ok(Some(text)) = tokio::task::spawn_blocking(move || before.before_call()).await {
+        host.emit(AgentEvent::Notice { text });
+    }
+    let output = work.await;
+    let _ = tokio::task::spawn_blocking(move || recording.after_call()).await;
+    output
+}
+
+/// Whether a call may change files: anything but reading and searching,
+/// and anything at all when hooks run around it.
+fn may_change_files(config: &AgentConfig, info: &CallInfo) -> bool {
+    use crate::tools::ToolKind;
+    !config.guard.hooks.is_empty()
+        || !matches!(
+            info.kind,
+            ToolKind::Read | ToolKind::Search | ToolKind::Think | ToolKind::Fetch
+        )
 }
 
 /// Whether a reply is the silent token: kept in history, never shown.
@@ -858,6 +926,43 @@ async fn execute_call(
         call: call.clone(),
         info: info.clone(),
     });
+    let may_change = call.arguments_error.is_none() && may_change_files(config, &info);
+    let result = recorded(
+        config,
+        host,
+        may_change,
+        admit_and_run(config, tools, cwd, call, &info, host, cancel),
+    )
+    .await;
+    if let Some(recording) = &config.checkpoints
+        && !result.0.is_error
+        && matches!(
+            info.kind,
+            crate::tools::ToolKind::Edit
+                | crate::tools::ToolKind::Delete
+                | crate::tools::ToolKind::Move
+        )
+    {
+        for location in &info.locations {
+            let path = crate::tools::resolve_path(cwd, &location.path.to_string_lossy());
+            if !crate::tools::is_inside(recording.root(), &path) {
+                recording.note_outside(&path);
+            }
+        }
+    }
+    result
+}
+
+/// [`execute_call`] after the call's start was told.
+async fn admit_and_run(
+    config: &AgentConfig,
+    tools: &[Arc<dyn Tool>],
+    cwd: &std::path::Path,
+    call: &ToolCall,
+    info: &CallInfo,
+    host: &dyn AgentHost,
+    cancel: &CancellationToken,
+) -> (ToolOutput, Option<String>) {
     if let Some(error) = &call.arguments_error {
         let output = ToolOutput::error(format!(
             "The arguments for {} could not be parsed ({error}). Send them again as one JSON object.",
@@ -905,7 +1010,7 @@ async fn execute_call(
         arguments: params.clone(),
         ..call.clone()
     };
-    let output = run_call(config, tool.as_ref(), cwd, &rewritten, &info, host, cancel).await;
+    let output = run_call(config, tool.as_ref(), cwd, &rewritten, info, host, cancel).await;
     let output = config
         .guard
         .finish(call, &params, output, warning, cancel)
@@ -1513,6 +1618,7 @@ mod time_tests {
             clock,
             session_id: None,
             runtime: None,
+            checkpoints: None,
         };
         let mut history = Vec::new();
         push_user(&mut history, vec![Content::text("a")], time_line(&config));

@@ -4,13 +4,15 @@
 //! - snapshots of the working directory that find what a call changed
 //!   ([`tree`]);
 //! - a session's [`recorder`], which takes them around each call and
-//!   gathers a turn's changes ([`turn`], as the transcript keeps them);
+//!   gathers a turn's changes ([`turn`], as the transcript keeps them),
+//!   opened by the session's [`recording`] when a run first needs it;
 //! - the restore, which puts files back without overwriting what it did
 //!   not change ([`restore`]).
 
 #[cfg(test)]
 mod fixture;
 pub mod recorder;
+pub mod recording;
 pub mod restore;
 pub mod store;
 pub mod tree;

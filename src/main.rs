@@ -245,7 +245,7 @@ enum Command {
         #[command(subcommand)]
         command: ChannelsCommand,
     },
-    /// List, show or delete stored sessions.
+    /// List, show, delete, rewind or fork stored sessions.
     Sessions {
         #[command(subcommand)]
         command: SessionsCommand,
@@ -471,6 +471,37 @@ enum SessionsCommand {
     Show { id: String },
     /// Delete a session.
     Delete { id: String },
+    /// List a session's turns, or go back to before turn N: the files the
+    /// turns changed are put back and the conversation the model sees
+    /// ends before it (the transcript keeps everything).
+    Rewind {
+        id: String,
+        /// The turn to go back to before, as the list numbers them.
+        turn: Option<usize>,
+        /// Restore without asking.
+        #[arg(long)]
+        yes: bool,
+        /// Also overwrite files changed since the turns (by hand, by
+        /// another session); without it they are kept and reported.
+        #[arg(long)]
+        overwrite: bool,
+    },
+    /// A new session with this one's conversation: all of it, or what
+    /// came before turn N. Prints the new session's id.
+    Fork {
+        id: String,
+        /// Fork before this turn.
+        turn: Option<usize>,
+        /// Also put the files back to that point.
+        #[arg(long)]
+        files: bool,
+        /// With --files: restore without asking.
+        #[arg(long)]
+        yes: bool,
+        /// With --files: also overwrite files changed since.
+        #[arg(long)]
+        overwrite: bool,
+    },
 }
 
 /// The exit code of a command, with its error on stderr.
@@ -612,6 +643,19 @@ async fn dispatch(command: Command) -> i32 {
             SessionsCommand::List { cwd, json } => pincer::cli::sessions::list(cwd, json),
             SessionsCommand::Show { id } => pincer::cli::sessions::show(&id),
             SessionsCommand::Delete { id } => pincer::cli::sessions::delete(&id),
+            SessionsCommand::Rewind {
+                id,
+                turn,
+                yes,
+                overwrite,
+            } => pincer::cli::sessions::rewind(&id, turn, yes, overwrite),
+            SessionsCommand::Fork {
+                id,
+                turn,
+                files,
+                yes,
+                overwrite,
+            } => pincer::cli::sessions::fork(&id, turn, files, yes, overwrite),
         }),
         Command::Auth {
             command: AuthCommand::List { json },

@@ -5,6 +5,7 @@
 //! live, and how a transcript turns back into the history the agent loop
 //! works on.
 
+pub mod rewind;
 pub mod transcript;
 
 use std::collections::HashMap;
@@ -145,6 +146,12 @@ pub struct Restored {
     /// A workflow run that started and never ended (the process died):
     /// its start and the steps it finished, to resume it.
     pub unfinished_workflow: Option<UnfinishedWorkflow>,
+    /// The runs with a checkpoint, oldest first: what `/rewind` lists.
+    pub turns: Vec<rewind::Turn>,
+    /// The rewinds `/redo` can reverse, the last on top.
+    pub redo: Vec<rewind::Redoable>,
+    /// A rewind whose files were being put back when the process died.
+    pub unfinished_restore: Option<rewind::Unfinished>,
 }
 
 impl Restored {
@@ -393,7 +400,14 @@ fn drop_unanswered(restored: &mut Restored) {
 /// a transcript's entries. Calls cut off by a killed process get an error
 /// result, since every call must have one.
 pub fn restore(entries: Vec<Entry>) -> Restored {
-    let mut restored = Restored::default();
+    let effective = rewind::effective(entries);
+    let mut restored = Restored {
+        turns: rewind::turns(&effective.entries),
+        redo: effective.redo,
+        unfinished_restore: effective.unfinished,
+        ..Restored::default()
+    };
+    let entries = effective.entries;
     // About one message per entry: no growing and copying on the way.
     restored.history.reserve(entries.len());
     restored.entry_ids.reserve(entries.len());
@@ -513,6 +527,12 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
                     },
                 });
             }
+            // For undo and rewind (`turns`), and the rewinds themselves
+            // are applied already.
+            Record::Checkpoint { .. }
+            | Record::Rewind { .. }
+            | Record::Redo { .. }
+            | Record::RestoreEnd { .. } => {}
             // The summary text carries its file lists; the entry's own
             // copy of them is for readers of the transcript.
             Record::Compaction {

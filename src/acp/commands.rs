@@ -29,6 +29,9 @@ pub enum Command {
     /// Run a workflow: its name, then `input=value` pairs (`resume`
     /// continues the run a killed process left behind).
     Workflow(String),
+    /// `/undo`, `/redo`, `/rewind N`: the files and the conversation go
+    /// back (or forward again); `None`: `/rewind` alone lists the turns.
+    Travel(Option<crate::session::rewind::Travel>),
     /// Anything that becomes a prompt for the model.
     Prompt(String),
 }
@@ -76,6 +79,17 @@ pub fn available(
             "init",
             "Write an AGENTS.md that describes this project for agents",
             None,
+        ),
+        command(
+            "undo",
+            "Put back the files of the last turn and take it out of the conversation",
+            None,
+        ),
+        command("redo", "Reverse the last undo or rewind", None),
+        command(
+            "rewind",
+            "List the turns, or go back to before turn N (files and conversation)",
+            Some("N (optional)"),
         ),
     ];
     if !workflows.is_empty() {
@@ -132,6 +146,10 @@ pub fn parse(
         "think" => Command::Think(args),
         "mode" => Command::Mode(args),
         "workflow" => Command::Workflow(args),
+        "undo" | "redo" | "rewind" => match crate::session::rewind::Travel::parse(text) {
+            Some(parsed) => Command::Travel(parsed?),
+            None => return Ok(None),
+        },
         "init" => Command::Prompt(if args.is_empty() {
             INIT.to_string()
         } else {
@@ -217,6 +235,22 @@ mod tests {
         let skills = [skill(dir.path())];
         let templates = [template()];
         let parse = |text: &str| parse(text, &skills, &templates);
+        use crate::session::rewind::Travel;
+        assert_eq!(
+            parse("/undo").unwrap(),
+            Some(Command::Travel(Some(Travel::Undo)))
+        );
+        assert_eq!(
+            parse("/redo").unwrap(),
+            Some(Command::Travel(Some(Travel::Redo)))
+        );
+        assert_eq!(parse("/rewind").unwrap(), Some(Command::Travel(None)));
+        assert_eq!(
+            parse("/rewind 3").unwrap(),
+            Some(Command::Travel(Some(Travel::Rewind(3))))
+        );
+        assert!(parse("/rewind zero").unwrap_err().contains("turn number"));
+        assert!(parse("/rewind 0").is_err());
         assert_eq!(
             parse("/compact keep the API names").unwrap(),
             Some(Command::Compact("keep the API names".into()))
@@ -278,6 +312,9 @@ mod tests {
                 "think",
                 "mode",
                 "init",
+                "undo",
+                "redo",
+                "rewind",
                 "skill:pdf",
                 "review"
             ]

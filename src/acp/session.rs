@@ -34,6 +34,7 @@ use crate::tools::{self, CallInfo, Display, Terminals, Tool, Workspace};
 
 mod host;
 mod live_terminal;
+mod rewind;
 mod trust;
 mod turns;
 mod workflow;
@@ -80,6 +81,9 @@ pub struct Session {
     /// The connection the session belongs to; shared with the task that
     /// reports MCP trouble, so that it follows a change of owner.
     owner: Arc<Mutex<Owner>>,
+    /// What each run changes in the working directory (`None`: the user
+    /// turned checkpoints off).
+    checkpoints: Option<Arc<crate::checkpoint::recording::Recording>>,
 }
 
 /// What a session works with, each handed out whole (an `Arc` clone) so
@@ -287,6 +291,7 @@ impl Session {
             settings.default_mode(),
             roots,
         ));
+        let checkpoints = agent::setup::checkpoints(&settings, &cwd);
         Self {
             id: SessionId::new(id),
             cwd,
@@ -319,6 +324,7 @@ impl Session {
             started: tokio::sync::OnceCell::new(),
             bus,
             owner: Arc::new(Mutex::new(owner)),
+            checkpoints,
         }
     }
 
@@ -584,8 +590,17 @@ impl Session {
     /// Appends to the transcript. A failure is logged, not fatal: the turn
     /// goes on, and the next append tries again.
     fn record(&self, record: transcript::Record) {
-        if let Err(e) = self.transcript.lock().append(record) {
-            tracing::error!(error = %e, "cannot write the session transcript");
+        self.record_id(record);
+    }
+
+    /// [`Session::record`], returning the entry's id when it was written.
+    fn record_id(&self, record: transcript::Record) -> Option<String> {
+        match self.transcript.lock().append(record) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot write the session transcript");
+                None
+            }
         }
     }
 
@@ -930,7 +945,7 @@ impl Session {
         let (config, cancel) = self.turn_config()?;
         let host = self.host(cx, &client, drain);
         let time = agent::time_line(&config);
-        self.record(transcript::Record::Message {
+        *host.prompt.lock() = self.record_id(transcript::Record::Message {
             message: crate::llm::Message::User {
                 content: content.clone(),
             },
@@ -1169,6 +1184,7 @@ impl Session {
         config.credentials = Some(self.credentials().clone());
         config.extra_tools = Some(self.mcp().clone());
         config.session_id = Some(self.id.0.to_string());
+        config.checkpoints = self.checkpoints.clone();
         let claude_code = self.parts.lock().claude_code.clone();
         agent::setup::use_claude_code(&self.settings(), &mut config, claude_code);
         Ok((config, cancel))
@@ -1220,6 +1236,7 @@ impl Session {
             calls: Mutex::new(std::collections::HashMap::new()),
             names: Mutex::new(std::collections::HashMap::new()),
             message: Mutex::new(None),
+            prompt: Mutex::new(None),
             live_terminals: live_terminal::wanted(client)
                 .then(|| live_terminal::LiveTerminals::new(self.cwd.clone())),
             conversation: true,
@@ -1400,6 +1417,13 @@ impl Session {
             }
             Command::Workflow(args) => {
                 return self.workflow(&args, http, cx, client, drain).await;
+            }
+            Command::Travel(travel) => {
+                let travel = match travel {
+                    Some(travel) => rewind::Travel::Go(travel),
+                    None => rewind::Travel::List,
+                };
+                return self.time_travel(travel, cx, drain).await;
             }
             Command::Prompt(_) => {}
         }

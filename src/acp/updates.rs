@@ -297,6 +297,8 @@ pub fn session_update(event: &AgentEvent, total_cost: f64) -> Option<SessionUpda
         AgentEvent::AgentStart
         | AgentEvent::CompactionStart { .. }
         | AgentEvent::Failover { .. }
+        | AgentEvent::Notice { .. }
+        | AgentEvent::Checkpoint(_)
         | AgentEvent::Runtime { .. }
         | AgentEvent::CompactionEnd { .. }
         | AgentEvent::TurnStart

@@ -60,7 +60,26 @@ pub fn agent_config(
         session_id: None,
         extra_tools: None,
         runtime: None,
+        checkpoints: None,
     }
+}
+
+/// The checkpoints of a session working in `cwd`, as the config asks
+/// (`None`: `[checkpoints] enabled = false`). Nothing is read until a run
+/// first calls something that may change files.
+pub fn checkpoints(
+    settings: &Settings,
+    cwd: &Path,
+) -> Option<Arc<crate::checkpoint::recording::Recording>> {
+    let config = &settings.config.checkpoints;
+    config.enabled().then(|| {
+        Arc::new(crate::checkpoint::recording::Recording::new(
+            cwd,
+            &crate::checkpoint::store_dir(&settings.paths.data_dir, &settings.project.root),
+            config.limits(),
+            config.max_files(),
+        ))
+    })
 }
 
 /// The pruning settings after config.

@@ -82,6 +82,6 @@ impl Fixture {
     }
 
     pub fn scan(&self, previous: Option<&Snapshot>) -> Snapshot {
-        scan(self.root(), &self.store, previous).unwrap()
+        scan(self.root(), &self.store, previous, 100_000).unwrap()
     }
 }

@@ -16,24 +16,29 @@ use super::turn::TurnChanges;
 pub struct Recorder {
     root: PathBuf,
     store: Store,
+    /// The last snapshot: taken by `before_call`, it is what the
+    /// matching `after_call` compares with.
     last: Snapshot,
-    /// The snapshot taken by `before_call`, until its `after_call`.
-    before: Option<Snapshot>,
+    /// Between a `before_call` and its `after_call`.
+    in_call: bool,
     turn: Option<TurnChanges>,
+    max_files: usize,
 }
 
 impl Recorder {
     /// A recorder for the tree under `root`; its first snapshot reads and
     /// stores every file (unchanged ones are shared with the project's
     /// other sessions by content).
-    pub fn open(root: &Path, store: Store) -> io::Result<Self> {
-        let last = scan(root, &store, None)?;
+    /// A tree of more than `max_files` files is refused (see [`scan`]).
+    pub fn open(root: &Path, store: Store, max_files: usize) -> io::Result<Self> {
+        let last = scan(root, &store, None, max_files)?;
         Ok(Self {
             root: root.to_path_buf(),
             store,
             last,
-            before: None,
+            in_call: false,
             turn: None,
+            max_files,
         })
     }
 
@@ -45,6 +50,14 @@ impl Recorder {
         &self.root
     }
 
+    /// The blobs the files hold as last seen.
+    pub fn hashes(&self) -> impl Iterator<Item = super::store::Hash> + '_ {
+        self.last
+            .entries
+            .values()
+            .filter_map(|e| e.content.clone().ok().flatten())
+    }
+
     /// A turn begins: calls until [`Recorder::end_turn`] count as its.
     pub fn begin_turn(&mut self) {
         self.turn = Some(TurnChanges::default());
@@ -52,9 +65,9 @@ impl Recorder {
 
     /// Before a call that may change files.
     pub fn before_call(&mut self) -> io::Result<()> {
-        let now = scan(&self.root, &self.store, Some(&self.last))?;
-        self.last = now.clone();
-        self.before = Some(now);
+        self.in_call = false;
+        self.last = scan(&self.root, &self.store, Some(&self.last), self.max_files)?;
+        self.in_call = true;
         Ok(())
     }
 
@@ -62,11 +75,11 @@ impl Recorder {
     /// turn's changes. Without a `before_call` (it failed), nothing is
     /// counted.
     pub fn after_call(&mut self) -> io::Result<()> {
-        let Some(before) = self.before.take() else {
+        if !std::mem::take(&mut self.in_call) {
             return Ok(());
-        };
-        let now = scan(&self.root, &self.store, Some(&self.last))?;
-        let changes = TurnChanges::between(&before, &now);
+        }
+        let now = scan(&self.root, &self.store, Some(&self.last), self.max_files)?;
+        let changes = TurnChanges::between(&self.last, &now);
         self.last = now;
         if let Some(turn) = &mut self.turn {
             turn.merge(changes);
@@ -74,9 +87,19 @@ impl Recorder {
         Ok(())
     }
 
+    /// A file outside the root that a call of the turn wrote: named in the
+    /// turn's record, never restored.
+    pub fn note_outside(&mut self, path: &Path) {
+        if let Some(turn) = &mut self.turn
+            && !turn.outside.iter().any(|p| p == path)
+        {
+            turn.outside.push(path.to_path_buf());
+        }
+    }
+
     /// The turn ends; what it changed.
     pub fn end_turn(&mut self) -> TurnChanges {
-        self.before = None;
+        self.in_call = false;
         self.turn.take().unwrap_or_default()
     }
 }
@@ -97,7 +120,7 @@ mod tests {
         std::fs::write(root.join("code.rs"), "v1\n").unwrap();
         std::fs::write(root.join("notes.md"), "mine\n").unwrap();
         let store = Store::open(store_dir.path(), Limits::default()).unwrap();
-        let mut recorder = Recorder::open(root, store).unwrap();
+        let mut recorder = Recorder::open(root, store, 1000).unwrap();
 
         recorder.begin_turn();
         recorder.before_call().unwrap();

@@ -51,16 +51,22 @@ pub fn plan(root: &Path, store: &Store, steps: Vec<Step>) -> io::Result<Plan> {
             plan.not_restorable.push((step.path, reason));
             continue;
         }
-        let Some(path) = inside(root, &step.path) else {
+        if let Some(Ok(Some(hash))) = step.target.as_ref().map(|t| &t.content)
+            && !store.contains(*hash)
+        {
+            plan.not_restorable.push((
+                step.path,
+                "its copy was dropped to keep the checkpoint store under [checkpoints] max_size"
+                    .into(),
+            ));
+            continue;
+        }
+        if inside(root, &step.path).is_none() {
             plan.not_restorable
                 .push((step.path, "it is outside the working directory".into()));
             continue;
-        };
-        let found = if parents_are_directories(root, &step.path) {
-            entry_of(&path, store, None)?
-        } else {
-            None
-        };
+        }
+        let found = current(root, store, &step.path)?;
         let as_left = match (&found, &step.expected) {
             (None, None) => true,
             (Some(found), Some(expected)) => found.same_as(expected),
@@ -91,11 +97,33 @@ pub struct Report {
 pub fn apply(root: &Path, store: &Store, plan: &Plan, overwrite: bool) -> Report {
     let mut report = Report::default();
     let conflicting = plan.conflicts.iter().map(|(step, _)| step);
-    let steps: Vec<&Step> = if overwrite {
+    let mut steps: Vec<&Step> = if overwrite {
         plan.ready.iter().chain(conflicting).collect()
     } else {
         plan.ready.iter().collect()
     };
+    // Directories are made before what goes in them, shallow first, and
+    // removed after what was in them, deep first.
+    steps.sort_by_key(|step| {
+        let depth = step.path.components().count();
+        match (&step.target, &step.expected) {
+            (
+                Some(Entry {
+                    kind: Kind::Dir { .. },
+                    ..
+                }),
+                _,
+            ) => (0, depth as isize),
+            (
+                None,
+                Some(Entry {
+                    kind: Kind::Dir { .. },
+                    ..
+                }),
+            ) => (2, -(depth as isize)),
+            _ => (1, 0),
+        }
+    });
     for step in steps {
         match restore_one(root, store, step) {
             Ok(()) => report.restored.push(step.path.clone()),
@@ -113,17 +141,45 @@ fn restore_one(root: &Path, store: &Store, step: &Step) -> io::Result<()> {
         )
     })?;
     ensure_parents(root, &step.path)?;
+    let there = match std::fs::symlink_metadata(&path) {
+        Ok(meta) => Some(meta),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
     match &step.target {
-        None => match std::fs::symlink_metadata(&path) {
-            Ok(meta) if meta.is_dir() => Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a directory is there now",
-            )),
-            Ok(_) => std::fs::remove_file(&path),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e),
+        None => match there {
+            Some(meta) if meta.is_dir() => std::fs::remove_dir(&path).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("the directory is not empty or cannot be removed ({e})"),
+                )
+            }),
+            Some(_) => std::fs::remove_file(&path),
+            None => Ok(()),
         },
+        Some(Entry {
+            kind: Kind::Dir { mode },
+            ..
+        }) => {
+            match there {
+                Some(meta) if meta.is_dir() => {}
+                Some(_) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AlreadyExists,
+                        "a file is where the directory was",
+                    ));
+                }
+                None => std::fs::create_dir(&path)?,
+            }
+            set_dir_mode(&path, *mode)
+        }
         Some(entry) => {
+            if there.as_ref().is_some_and(std::fs::Metadata::is_dir) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a directory is there now",
+                ));
+            }
             let temp = temp_beside(&path);
             let written = write_entry(&temp, store, entry);
             let renamed = written.and_then(|()| std::fs::rename(&temp, &path));
@@ -146,12 +202,17 @@ fn write_entry(temp: &Path, store: &Store, entry: &Entry) -> io::Result<()> {
             std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
             let mut file = options.open(temp)?;
             io::Write::write_all(&mut file, &bytes)?;
-            set_mode(&file, *mode)?;
-            file.sync_all()
+            // No sync: the rename that follows makes a killed process
+            // leave the old file or the new one, never a torn one.
+            set_mode(&file, *mode)
         }
         (Kind::File { .. }, _) => Err(io::Error::new(
             io::ErrorKind::NotFound,
             "its content was not kept",
+        )),
+        (Kind::Dir { .. }, _) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a directory is not written as a file",
         )),
     }
 }
@@ -167,6 +228,17 @@ fn symlink(_target: &Path, _at: &Path) -> io::Result<()> {
         io::ErrorKind::Unsupported,
         "symlinks are restored on Unix only",
     ))
+}
+
+#[cfg(unix)]
+fn set_dir_mode(path: &Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+#[cfg(not(unix))]
+fn set_dir_mode(_path: &Path, _mode: u32) -> io::Result<()> {
+    Ok(())
 }
 
 #[cfg(unix)]
@@ -198,6 +270,16 @@ fn not_kept(entry: &Entry) -> Option<String> {
         )),
         Err(NotKept::Unreadable(why)) => Some(format!("it could not be read ({why})")),
         Ok(_) => None,
+    }
+}
+
+/// What is at `relative` under `root` now (`None`: nothing, or a path
+/// outside the root or under a directory that became a symlink), its
+/// content kept in `store`.
+pub fn current(root: &Path, store: &Store, relative: &Path) -> io::Result<Option<Entry>> {
+    match inside(root, relative) {
+        Some(path) if parents_are_directories(root, relative) => entry_of(&path, store, None),
+        _ => Ok(None),
     }
 }
 

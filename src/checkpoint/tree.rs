@@ -24,6 +24,9 @@ pub enum Kind {
     File { mode: u32 },
     /// A symbolic link and where it points (as written, not resolved).
     Symlink { target: PathBuf },
+    /// A directory and its permission bits: recorded so that undo removes
+    /// the directories a turn made and makes again those it removed.
+    Dir { mode: u32 },
 }
 
 /// Why a file's content is not in the store.
@@ -88,8 +91,15 @@ impl Change {
 }
 
 /// The files under `root` now, their content kept in `store`. Files whose
-/// stamp equals their entry in `previous` are not read again.
-pub fn scan(root: &Path, store: &Store, previous: Option<&Snapshot>) -> io::Result<Snapshot> {
+/// stamp equals their entry in `previous` are not read again. A tree of
+/// more than `max_files` files is an error: a session started in a home
+/// directory or at `/` must not copy it whole.
+pub fn scan(
+    root: &Path,
+    store: &Store,
+    previous: Option<&Snapshot>,
+    max_files: usize,
+) -> io::Result<Snapshot> {
     let mut snapshot = Snapshot::default();
     let walker = ignore::WalkBuilder::new(root)
         .hidden(false)
@@ -118,15 +128,21 @@ pub fn scan(root: &Path, store: &Store, previous: Option<&Snapshot>) -> io::Resu
         }
         let previous = previous.and_then(|p| p.entries.get(relative));
         if let Some(entry) = entry_of(path, store, previous)? {
+            if snapshot.entries.len() >= max_files {
+                return Err(io::Error::other(format!(
+                    "{} holds more than {max_files} files outside its ignore files",
+                    root.display()
+                )));
+            }
             snapshot.entries.insert(relative.to_path_buf(), entry);
         }
     }
     Ok(snapshot)
 }
 
-/// The entry for what is at `path` now (`None`: nothing, or neither a file
-/// nor a symlink), its content kept in `store` unless `previous` has the
-/// same stamp.
+/// The entry for what is at `path` now (`None`: nothing, or neither a
+/// file, a symlink nor a directory), its content kept in `store` unless
+/// `previous` has the same stamp.
 pub fn entry_of(path: &Path, store: &Store, previous: Option<&Entry>) -> io::Result<Option<Entry>> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
@@ -141,6 +157,8 @@ pub fn entry_of(path: &Path, store: &Store, previous: Option<&Entry>) -> io::Res
         }
     } else if file_type.is_file() {
         Kind::File { mode: mode(&meta) }
+    } else if file_type.is_dir() {
+        Kind::Dir { mode: mode(&meta) }
     } else {
         return Ok(None);
     };
@@ -151,7 +169,7 @@ pub fn entry_of(path: &Path, store: &Store, previous: Option<&Entry>) -> io::Res
         return Ok(Some(before.clone()));
     }
     let content = match kind {
-        Kind::Symlink { .. } => Ok(None),
+        Kind::Symlink { .. } | Kind::Dir { .. } => Ok(None),
         Kind::File { .. } => match store.put_file(path) {
             Ok(hash) => Ok(Some(hash)),
             Err(PutError::TooLarge { size, .. }) => Err(NotKept::TooLarge { size }),

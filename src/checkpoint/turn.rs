@@ -25,6 +25,10 @@ pub struct FileChange {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnChanges {
     pub files: Vec<FileChange>,
+    /// Files the turn's own tools wrote outside the working directory:
+    /// never recorded nor restored, only named to the user.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside: Vec<PathBuf>,
 }
 
 impl TurnChanges {
@@ -41,12 +45,20 @@ impl TurnChanges {
                 }
             })
             .collect();
-        Self { files }
+        Self {
+            files,
+            outside: Vec::new(),
+        }
     }
 
     /// Adds a later call's changes: a path keeps its first `before` and
     /// takes the later `after`; one that ends as it began is dropped.
     pub fn merge(&mut self, later: TurnChanges) {
+        for path in later.outside {
+            if !self.outside.contains(&path) {
+                self.outside.push(path);
+            }
+        }
         let mut by_path: BTreeMap<PathBuf, FileChange> = std::mem::take(&mut self.files)
             .into_iter()
             .map(|c| (c.path.clone(), c))

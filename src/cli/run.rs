@@ -195,6 +195,9 @@ async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure>
         .map_err(Failure::Usage)?;
     let prompt =
         input::compose(options.prompt.as_deref(), piped.as_deref()).map_err(Failure::Usage)?;
+    if let Some(travel) = crate::session::rewind::Travel::parse(&prompt) {
+        return time_travel(options, travel.map_err(Failure::Usage)?);
+    }
     let Prepared {
         settings,
         cwd,
@@ -215,7 +218,7 @@ async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure>
     // The time line the model reads with the prompt is stored with it, so
     // that a `--continue` sends the same bytes and the prompt cache holds.
     let time = agent::time_line(&config);
-    host.record(transcript::Record::Message {
+    host.record_prompt(transcript::Record::Message {
         message: crate::llm::Message::User {
             content: content.clone(),
         },
@@ -287,6 +290,47 @@ async fn execute(options: &RunOptions, started: Instant) -> Result<i32, Failure>
         }
     }
     Ok(code)
+}
+
+/// `/undo`, `/redo`, `/rewind [N]` as the prompt of a continued session:
+/// no model is called. Nobody is asked: files changed since the turns are
+/// kept and reported, never overwritten (`pincer sessions rewind
+/// --overwrite` can).
+fn time_travel(
+    options: &RunOptions,
+    travel: Option<crate::session::rewind::Travel>,
+) -> Result<i32, Failure> {
+    let (_, resumed) = locate(options)?;
+    let Some(resumed) = resumed else {
+        return Err(Failure::Usage(
+            "/undo, /redo and /rewind act on a stored session: pass --continue or --resume ID"
+                .into(),
+        ));
+    };
+    let text = match travel {
+        None => {
+            crate::session::rewind::list(&crate::session::restore(resumed.loaded.entries).turns)
+        }
+        Some(travel) => {
+            crate::cli::sessions::travel_stored(&resumed.path, &travel, &mut |_, _| {
+                Ok(Some(false))
+            })?
+        }
+    };
+    match options.format {
+        OutputFormat::Text => println!("{}", text.trim_end()),
+        OutputFormat::Json | OutputFormat::StreamJson => print_line(&json!({
+            "type": "result",
+            "subtype": "success",
+            "is_error": false,
+            "exit_code": exit::SUCCESS,
+            "result": text,
+            "session_id": resumed.loaded.header.id,
+            "num_turns": 0,
+            "total_cost_usd": 0.0,
+        })),
+    }
+    Ok(exit::SUCCESS)
 }
 
 /// What a run checks with the settings, the model and the continued
@@ -440,6 +484,7 @@ pub(crate) async fn prepare(
     );
     config.extra_tools = Some(mcp.clone());
     config.session_id = Some(session_id.clone());
+    config.checkpoints = crate::agent::setup::checkpoints(&settings, &cwd);
     config.last_call = restored.as_ref().and_then(|r| r.last_call);
     let (resume, synced) = restored
         .as_ref()

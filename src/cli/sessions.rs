@@ -1,4 +1,4 @@
-//! `pincer sessions list|show|delete`: stored sessions for people and
+//! `pincer sessions list|show|delete|rewind|fork`: stored sessions for people and
 //! scripts.
 #![allow(clippy::print_stdout)]
 
@@ -8,7 +8,7 @@ use crate::agent::AgentMessage;
 use crate::cli::shown;
 use crate::config::Paths;
 use crate::llm::{AssistantContent, Content, Message};
-use crate::session::{self, transcript};
+use crate::session::{self, rewind, transcript};
 
 fn data_dir() -> anyhow::Result<PathBuf> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
@@ -220,5 +220,131 @@ pub fn delete(id: &str) -> anyhow::Result<()> {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| id.to_string());
     println!("Deleted {id}.");
+    Ok(())
+}
+
+/// The checkpoint store of the project a session works in.
+fn store_for(cwd: &Path) -> anyhow::Result<crate::checkpoint::store::Store> {
+    let settings = crate::config::Settings::load_from_process(cwd)?;
+    Ok(crate::checkpoint::store::Store::open(
+        &crate::checkpoint::store_dir(&settings.paths.data_dir, &settings.project.root),
+        settings.config.checkpoints.limits(),
+    )?)
+}
+
+/// Carries out `travel` on the stored session at `path`, in the directory
+/// it works in. `decide` sees what would change and says whether to go
+/// ahead (`Some(overwrite)`: also over files changed since) or not.
+pub(crate) fn travel_stored(
+    path: &Path,
+    travel: &rewind::Travel,
+    decide: &mut dyn FnMut(&rewind::Proposal, &str) -> anyhow::Result<Option<bool>>,
+) -> anyhow::Result<String> {
+    let loaded = transcript::load(path)?;
+    let cwd = loaded.header.cwd.clone();
+    session::check_cwd(&cwd)?;
+    let store = store_for(&cwd)?;
+    let restored = session::restore(loaded.entries.clone());
+    let (proposal, what) =
+        rewind::propose(&restored, &cwd, &store, travel).map_err(anyhow::Error::msg)?;
+    let overwrite = if proposal.touches_files() {
+        match decide(&proposal, &what)? {
+            Some(overwrite) => overwrite,
+            None => return Ok(format!("{what}: cancelled; nothing changed.")),
+        }
+    } else {
+        false
+    };
+    let mut writer = transcript::Writer::append_to(path, &loaded)?;
+    let outcome = rewind::carry_out(&mut writer, &cwd, &store, &proposal, overwrite)?;
+    Ok(rewind::done_text(&what, &proposal, &outcome))
+}
+
+/// Asks on the terminal whether to restore, after showing what changes;
+/// `yes` answers for the user (conflicts are overwritten only with
+/// `overwrite`). Without a terminal and without `yes`, refuses.
+fn ask_on_terminal(
+    proposal: &rewind::Proposal,
+    what: &str,
+    yes: bool,
+    overwrite: bool,
+) -> anyhow::Result<Option<bool>> {
+    use std::io::{BufRead, IsTerminal, Write};
+    println!("{what}");
+    println!("{}", proposal.summary());
+    if yes {
+        return Ok(Some(overwrite));
+    }
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!("nothing changed: pass --yes to restore without being asked");
+    }
+    let conflicts = !proposal.plan.conflicts.is_empty();
+    let mut out = std::io::stdout().lock();
+    if conflicts && !overwrite {
+        write!(
+            out,
+            "Restore, keeping the files changed since? [y/N, o = overwrite them] "
+        )?;
+    } else {
+        write!(out, "Restore? [y/N] ")?;
+    }
+    out.flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Some(overwrite),
+        "o" | "overwrite" if conflicts => Some(true),
+        _ => None,
+    })
+}
+
+/// `pincer sessions rewind ID [N]`: lists the turns, or goes back to
+/// before turn N, files and conversation.
+pub fn rewind(id: &str, turn: Option<usize>, yes: bool, overwrite: bool) -> anyhow::Result<()> {
+    let path = find(id)?;
+    let Some(n) = turn else {
+        let loaded = transcript::load(&path)?;
+        print!("{}", rewind::list(&session::restore(loaded.entries).turns));
+        return Ok(());
+    };
+    let text = travel_stored(&path, &rewind::Travel::Rewind(n), &mut |proposal, what| {
+        ask_on_terminal(proposal, what, yes, overwrite)
+    })?;
+    println!("{text}");
+    Ok(())
+}
+
+/// `pincer sessions fork ID [N]`: a new session with the history before
+/// turn N (all of it without N); with `files`, the files are put back to
+/// that point too.
+pub fn fork(
+    id: &str,
+    turn: Option<usize>,
+    files: bool,
+    yes: bool,
+    overwrite: bool,
+) -> anyhow::Result<()> {
+    let data = data_dir()?;
+    let path = find(id)?;
+    let point = turn.map_or(rewind::ForkPoint::Whole, rewind::ForkPoint::BeforeTurn);
+    let forked = rewind::fork(&data, &path, &point).map_err(anyhow::Error::msg)?;
+    println!("Forked {} as {}.", id, forked.id);
+    if files && !forked.after.is_empty() {
+        let store = store_for(&forked.cwd)?;
+        let proposal = rewind::Proposal::rewind(&forked.cwd, &store, &forked.after, 0)?;
+        if proposal.touches_files() {
+            let what = "Put the files back to the fork point";
+            if let Some(overwrite) = ask_on_terminal(&proposal, what, yes, overwrite)? {
+                let report = crate::checkpoint::restore::apply(
+                    &forked.cwd,
+                    &store,
+                    &proposal.plan,
+                    overwrite,
+                );
+                let outcome = rewind::Outcome::of(&proposal, report, overwrite);
+                println!("{}", outcome.report());
+            }
+        }
+    }
     Ok(())
 }

@@ -286,6 +286,9 @@ struct Approval {
     command: String,
     /// `(decision, option id)` in the order offered.
     decisions: Vec<(String, String)>,
+    /// `(decision, the option's own name)`: what the question calls each
+    /// choice (a restore's "Restore" rather than "Allow once").
+    labels: Vec<(String, String)>,
     created_ms: u64,
     expires_ms: u64,
     reply: Option<tokio::sync::oneshot::Sender<Option<String>>>,
@@ -299,6 +302,11 @@ impl Approval {
             "commandText": self.command,
             "commandPreview": preview(&self.command),
             "allowedDecisions": decisions,
+            "labels": self
+                .labels
+                .iter()
+                .map(|(decision, label)| (decision.clone(), Value::String(label.clone())))
+                .collect::<serde_json::Map<String, Value>>(),
             "host": "gateway",
             "agentId": "main",
             "sessionKey": self.key,

@@ -33,6 +33,8 @@ pub const METHODS: &[&str] = &[
     "sessions.reset",
     "sessions.delete",
     "sessions.compact",
+    "sessions.rewind",
+    "sessions.fork",
     "sessions.subscribe",
     "sessions.unsubscribe",
     "models.list",
@@ -259,6 +261,49 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 _ => Err(ErrorShape::invalid("the compaction was cancelled")),
             }
         }
+        "sessions.rewind" => {
+            need(conn, Need::Write)?;
+            let key = key_param(&params, "key")?;
+            let turn = turn_param(hub, key, &params)?
+                .ok_or_else(|| ErrorShape::invalid("`turn` or `messageId` is required"))?;
+            let session = hub.open(key).await?;
+            let run = uuid::Uuid::new_v4().to_string();
+            // Through the session, as `/rewind N` typed there: the question
+            // about the files goes to whoever answers its approvals.
+            let waiter = {
+                hub.send(
+                    &session,
+                    key,
+                    &run,
+                    vec![ContentBlock::Text(TextContent::new(format!(
+                        "/rewind {turn}"
+                    )))],
+                    Some(QueueMode::FollowUp),
+                )?;
+                hub.wait_for(&run)
+            };
+            if let Some(waiter) = waiter {
+                let _ = waiter.await;
+            }
+            match hub.outcome(&run).flatten() {
+                Some((Outcome::Ok { .. }, _, _)) => {
+                    Ok(json!({"ok": true, "key": key, "turn": turn}))
+                }
+                Some((Outcome::Error { message, .. }, _, _)) => Err(ErrorShape::invalid(message)),
+                _ => Err(ErrorShape::invalid("the rewind was cancelled")),
+            }
+        }
+        "sessions.fork" => {
+            need(conn, Need::Write)?;
+            let key = key_param(&params, "key")?;
+            let point = match turn_param(hub, key, &params)? {
+                Some(turn) => crate::session::rewind::ForkPoint::BeforeTurn(turn),
+                None => crate::session::rewind::ForkPoint::Whole,
+            };
+            let new_key = optional(&params, "newKey")?;
+            let (new_key, session) = hub.fork(key, &point, new_key)?;
+            Ok(json!({"ok": true, "key": new_key, "sessionId": session, "parentKey": key}))
+        }
         "sessions.subscribe" | "sessions.unsubscribe" => {
             need(conn, Need::Read)?;
             conn.sessions_changed.store(
@@ -479,6 +524,36 @@ async fn agent_wait(hub: &Arc<Hub>, params: &Value) -> Reply {
 }
 
 /// A session's messages from its transcript (none for a key not used yet).
+/// The turn a request names: `turn` (as `/rewind` numbers them) or the
+/// `messageId` of the user message that started it (as `chat.history`
+/// gives it).
+fn turn_param(hub: &Hub, key: &str, params: &Value) -> Result<Option<usize>, ErrorShape> {
+    if !params["turn"].is_null() {
+        return params["turn"]
+            .as_u64()
+            .filter(|n| *n >= 1)
+            .map(|n| Some(n as usize))
+            .ok_or_else(|| ErrorShape::invalid("`turn` must be a turn number from 1"));
+    }
+    let Some(message) = optional(params, "messageId")? else {
+        return Ok(None);
+    };
+    let session = hub.lookup(key).ok_or_else(|| not_found(key))?;
+    let path = crate::session::find(hub.data_dir(), &session).ok_or_else(|| not_found(key))?;
+    let loaded = crate::session::transcript::load(&path)
+        .map_err(|e| ErrorShape::invalid(format!("cannot read the session: {e}")))?;
+    let turns = crate::session::restore(loaded.entries).turns;
+    turns
+        .iter()
+        .position(|t| t.prompt_id == message)
+        .map(|i| Some(i + 1))
+        .ok_or_else(|| {
+            ErrorShape::invalid(format!(
+                "`messageId` {message} is not a user message that started a turn"
+            ))
+        })
+}
+
 fn history(hub: &Hub, key: &str, limit: usize) -> Result<(Option<String>, Vec<Value>), ErrorShape> {
     let Some(session) = hub.lookup(key) else {
         return Ok((None, Vec::new()));
@@ -499,11 +574,22 @@ fn history(hub: &Hub, key: &str, limit: usize) -> Result<(Option<String>, Vec<Va
     let mut last = 0;
     let mut messages: Vec<Value> = Vec::new();
     for (i, entry) in restored.visible().iter().enumerate() {
-        if let Some(time) = restored.entry_ids.get(&i).and_then(|id| times.get(id)) {
+        let id = restored.entry_ids.get(&i);
+        if let Some(time) = id.and_then(|id| times.get(id)) {
             last = *time;
         }
         if let Some(mut shown) = message(entry, &restored.calls) {
             shown["timestamp"] = json!(last);
+            // A prompt that started a turn can be rewound to or forked
+            // from (`sessions.rewind`, `sessions.fork`).
+            if let Some(id) = id
+                && shown["role"] == "user"
+            {
+                shown["id"] = json!(id);
+                if let Some(turn) = restored.turns.iter().position(|t| t.prompt_id == *id) {
+                    shown["turn"] = json!(turn + 1);
+                }
+            }
             messages.push(shown);
         }
     }

@@ -23,8 +23,11 @@
 //! messages carry provider, api, model, auth profile, stop reason, error
 //! and usage), `tool_result` (with what the editor was shown: `call`,
 //! `display`, `details`), `model_change`, `thinking_change`, `mode_change`,
-//! `queue_change`, `system_prompt`, `title`, `command`, `notice` and
-//! `compaction`.
+//! `queue_change`, `system_prompt`, `title`, `command`, `notice`,
+//! `compaction`, `runtime`, `workflow`, and for checkpoints `checkpoint`
+//! (what a run changed in the files), `rewind` and `redo` (the
+//! conversation goes back, or forward again, and the files with it) and
+//! `restore_end` (which files were put back).
 //!
 //! Versions: 1 is the first and current format. A pincer reads every
 //! version up to its own and refuses newer files with a message that says
@@ -38,6 +41,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{Mode, QueueMode};
+use crate::checkpoint::turn::FileChange;
 use crate::context::ClientPrompt;
 use crate::llm::{Message, ThinkingLevel, ToolResultMessage};
 use crate::tools::{CallInfo, Display};
@@ -171,6 +175,56 @@ pub enum Record {
     Workflow {
         data: serde_json::Value,
     },
+    /// What a run changed in the working directory: each path as it was
+    /// before the run's first change and after its last, and the files its
+    /// tools wrote outside it (named, never restored). `prompt_id` is the
+    /// user message (or command) that started the run; `off`: the
+    /// session recorded no files (checkpoints off), so undo takes back
+    /// only the conversation. Never sent to the model.
+    Checkpoint {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt_id: Option<String>,
+        files: Vec<FileChange>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        outside: Vec<PathBuf>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        off: bool,
+    },
+    /// Undo or rewind: the conversation goes back to before the entry
+    /// `to` (a run's prompt), and the entries after it leave what the
+    /// model sees (they stay in the file). `files` are the paths put back,
+    /// each from `before` (what the restore expects to find) to `after`
+    /// (what it writes). Written before a file is touched; a
+    /// `restore_end` follows once they are.
+    Rewind {
+        to: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        files: Vec<FileChange>,
+    },
+    /// Redo: the rewind `of` is reversed, its entries come back, and
+    /// `files` are put back as for a rewind.
+    Redo {
+        of: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        files: Vec<FileChange>,
+    },
+    /// The files of the rewind or redo `of` were put back: `restored`
+    /// were, `left` were not (with why). A rewind without one was cut off
+    /// (the process died): the next load checks its files.
+    RestoreEnd {
+        of: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        restored: Vec<PathBuf>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        left: Vec<LeftFile>,
+    },
+}
+
+/// A file a restore did not put back, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftFile {
+    pub path: PathBuf,
+    pub why: String,
 }
 
 /// One line after the header.

@@ -248,7 +248,8 @@ async fn message_ids_are_stable_per_message_live_and_on_every_replay() {
     }
     let second_text = chunk_ids(&live).len() - thinking_chunks - first_text - 1;
     for _ in 0..second_text {
-        expected_live.push(("agent_message_chunk".into(), "e4".into()));
+        // e3 is the first turn's checkpoint, e4 the second prompt.
+        expected_live.push(("agent_message_chunk".into(), "e5".into()));
     }
     // The compaction's marker is its own message, not part of the answer
     // before it.
@@ -267,9 +268,9 @@ async fn message_ids_are_stable_per_message_live_and_on_every_replay() {
             json!({"sessionUpdate": "user_message_chunk", "messageId": "e1", "content": {"type": "text", "text": "hi"}}),
             json!({"sessionUpdate": "agent_thought_chunk", "messageId": "e2-thought", "content": {"type": "text", "text": "The user says hi. I should greet them back briefly."}}),
             json!({"sessionUpdate": "agent_message_chunk", "messageId": "e2", "content": {"type": "text", "text": "Hi there! How can I help?"}}),
-            json!({"sessionUpdate": "user_message_chunk", "messageId": "e3", "content": {"type": "text", "text": "again"}}),
-            json!({"sessionUpdate": "agent_message_chunk", "messageId": "e4", "content": {"type": "text", "text": "Hello from the mock model."}}),
-            json!({"sessionUpdate": "user_message_chunk", "messageId": "e5", "content": {"type": "text", "text": "/compact"}}),
+            json!({"sessionUpdate": "user_message_chunk", "messageId": "e4", "content": {"type": "text", "text": "again"}}),
+            json!({"sessionUpdate": "agent_message_chunk", "messageId": "e5", "content": {"type": "text", "text": "Hello from the mock model."}}),
+            json!({"sessionUpdate": "user_message_chunk", "messageId": "e7", "content": {"type": "text", "text": "/compact"}}),
             json!({"sessionUpdate": "agent_message_chunk", "messageId": "compaction-0", "content": {"type": "text", "text": marker}}),
         ][..]
     );

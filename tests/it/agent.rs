@@ -41,7 +41,14 @@ impl Recorder {
             .lock()
             .unwrap()
             .iter()
-            .filter(|e| !matches!(e, AgentEvent::TextDelta(_) | AgentEvent::ThinkingDelta(_)))
+            .filter(|e| {
+                !matches!(
+                    e,
+                    AgentEvent::TextDelta(_)
+                        | AgentEvent::ThinkingDelta(_)
+                        | AgentEvent::Checkpoint(_)
+                )
+            })
             .map(|e| match e {
                 AgentEvent::AgentStart => "agent_start".to_string(),
                 AgentEvent::TurnStart => "turn_start".to_string(),
@@ -62,7 +69,10 @@ impl Recorder {
                 AgentEvent::UserMessage { .. } => "user_message".to_string(),
                 AgentEvent::AgentEnd { .. } => "agent_end".to_string(),
                 AgentEvent::Runtime { runtime, .. } => format!("runtime {runtime}"),
-                AgentEvent::TextDelta(_) | AgentEvent::ThinkingDelta(_) => unreachable!(),
+                AgentEvent::Notice { text } => format!("notice {text}"),
+                AgentEvent::TextDelta(_)
+                | AgentEvent::ThinkingDelta(_)
+                | AgentEvent::Checkpoint(_) => unreachable!(),
             })
             .collect()
     }

@@ -26,12 +26,15 @@ fn spawn(sandbox: &Sandbox, mock: &MockModel) -> Acp {
 
 /// The menu of a project with nothing of its own: pincer's commands, and
 /// its built-in workflows.
-const BUILTIN: [&str; 9] = [
+const BUILTIN: [&str; 12] = [
     "compact",
     "model",
     "think",
     "mode",
     "init",
+    "undo",
+    "redo",
+    "rewind",
     "workflow",
     "workflow:code-review",
     "workflow:release-notes",
@@ -113,10 +116,10 @@ async fn the_menu_lists_commands_skills_and_templates_and_follows_changes() {
     );
     let menu = &announced.last().unwrap()["params"]["update"]["availableCommands"];
     assert_eq!(
-        menu[9]["description"],
+        menu[12]["description"],
         "Extract text and tables from PDF files"
     );
-    assert_eq!(menu[10]["description"], "Review a file for bugs");
+    assert_eq!(menu[13]["description"], "Review a file for bugs");
     assert!(menu[0]["input"]["hint"].is_string());
     // The broken skill is reported, naming its file; the rest still works.
     let warning = read_until(&mut acp, |m| {

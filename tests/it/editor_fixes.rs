@@ -255,11 +255,11 @@ async fn a_failed_prompt_is_not_glued_to_the_next_one() {
         support::acp_client::coalesce(updates_of(&before)),
         vec![
             // The error is a message of its own, after the failed (empty)
-            // answer e2.
+            // answer e2 (e3 is the turn's checkpoint).
             user_chunk("e1", "What model are you?"),
             agent_chunk("e2-error", &format!("The prompt failed: {error}\n\n")),
-            user_chunk("e3", "What model are you now?"),
-            agent_chunk("e4", "Hello from the mock model."),
+            user_chunk("e4", "What model are you now?"),
+            agent_chunk("e5", "Hello from the mock model."),
         ]
     );
     // The loaded session goes on without the failed prompt too.
@@ -322,9 +322,10 @@ async fn a_prompt_cancelled_before_any_answer_is_not_glued_to_the_next_one() {
     assert_eq!(
         support::acp_client::coalesce(replayed),
         vec![
+            // e2 is the turn's checkpoint, e3 its cancelled end.
             user_chunk("e1", "Rename the crate"),
-            user_chunk("e3", "No, explain it first"),
-            agent_chunk("e4", "Hello from the mock model."),
+            user_chunk("e4", "No, explain it first"),
+            agent_chunk("e5", "Hello from the mock model."),
         ]
     );
     mock.push(Reply::fixture("anthropic/text.sse"));
@@ -405,12 +406,13 @@ async fn a_compaction_replays_as_its_own_message_after_the_compact_request() {
     let summary = live[1]["summary"].clone();
     drop(acp);
 
+    // Each turn ends with its checkpoint (e3, e6).
     let before_compaction = vec![
         user_chunk("e1", "first question"),
         agent_chunk("e2", "first answer"),
-        user_chunk("e3", "second question"),
-        agent_chunk("e4", "second answer"),
-        user_chunk("e5", "/compact keep the names"),
+        user_chunk("e4", "second question"),
+        agent_chunk("e5", "second answer"),
+        user_chunk("e7", "/compact keep the names"),
     ];
     // A client that shows compactions.
     let mut acp = spawn_quiet(&sandbox, &mock);
@@ -455,9 +457,9 @@ async fn a_compaction_replays_as_its_own_message_after_the_compact_request() {
         agent_chunk(id, text)
     };
     expected.push(marker(&replayed[5], "compaction-0"));
-    expected.push(user_chunk("e7", "third question"));
-    expected.push(agent_chunk("e8", "third answer"));
-    expected.push(user_chunk("e9", "/compact"));
+    expected.push(user_chunk("e9", "third question"));
+    expected.push(agent_chunk("e10", "third answer"));
+    expected.push(user_chunk("e12", "/compact"));
     expected.push(marker(&replayed[9], "compaction-1"));
     assert_eq!(replayed, expected);
     assert_eq!(mock.violations(), Vec::<String>::new());

@@ -26,6 +26,7 @@ mod acp_shared;
 mod agent;
 mod ask_user;
 mod auth;
+mod checkpoints;
 mod claude_cli_mock;
 mod claude_code;
 mod claude_code_cli;

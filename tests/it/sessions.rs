@@ -68,7 +68,8 @@ async fn a_fresh_process_loads_the_conversation_and_the_model_sees_the_same_hist
         .await;
     let (_, before) = acp.until_response(id).await;
     live.extend(updates_of(&before));
-    live.push(json!({"sessionUpdate": "user_message_chunk", "messageId": "e4", "content": {"type": "text", "text": "now edit"}}));
+    // e3 is the answer, e4 the turn's checkpoint.
+    live.push(json!({"sessionUpdate": "user_message_chunk", "messageId": "e5", "content": {"type": "text", "text": "now edit"}}));
     let id = acp
         .send("session/prompt", prompt(&session, "now edit"))
         .await;
@@ -887,9 +888,15 @@ async fn a_transcript_cut_in_the_middle_of_a_line_loads_over_acp_and_continues()
     let transcript = only_transcript(&sandbox);
     let full = std::fs::read_to_string(&transcript).unwrap();
     let lines: Vec<&str> = full.lines().collect();
-    let last = *lines.last().unwrap();
-    assert!(last.contains("the second answer"), "{last}");
-    let without_last = format!("{}\n", lines[..lines.len() - 1].join("\n"));
+    // The answer, and after it the turn's checkpoint, which a process
+    // killed while writing the answer never got to.
+    let at = lines
+        .iter()
+        .position(|l| l.contains("the second answer"))
+        .unwrap();
+    assert!(lines[at + 1].contains("\"type\":\"checkpoint\""), "{full}");
+    let last = lines[at];
+    let without_last = format!("{}\n", lines[..at].join("\n"));
     // Cut halfway through the last entry, as a kill mid-write leaves it.
     let cut = format!("{without_last}{}", &last[..last.len() / 2]);
     assert!(serde_json::from_str::<Value>(&cut[without_last.len()..]).is_err());
@@ -907,7 +914,8 @@ async fn a_transcript_cut_in_the_middle_of_a_line_loads_over_acp_and_continues()
         vec![
             json!({"sessionUpdate": "user_message_chunk", "messageId": "e1", "content": {"type": "text", "text": "first"}}),
             json!({"sessionUpdate": "agent_message_chunk", "messageId": "e2", "content": {"type": "text", "text": "Hello from the mock model."}}),
-            json!({"sessionUpdate": "user_message_chunk", "messageId": "e3", "content": {"type": "text", "text": "second"}}),
+            // e3 is the first turn's checkpoint.
+            json!({"sessionUpdate": "user_message_chunk", "messageId": "e4", "content": {"type": "text", "text": "second"}}),
         ]
     );
 

@@ -4,6 +4,7 @@
 //! handed to the running run (steering and follow-ups).
 
 use super::*;
+use crate::session::rewind;
 use crate::tools::ask_user::{AskUser, Question, Reply};
 
 /// The agent's view of the editor during one turn.
@@ -27,6 +28,9 @@ pub(super) struct AcpHost {
     /// The transcript entry id reserved for the assistant message that is
     /// streaming: its chunks' `messageId`, as a replay gives it again.
     pub(super) message: Mutex<Option<String>>,
+    /// The transcript entry of the prompt that started the run: what its
+    /// checkpoint names.
+    pub(super) prompt: Mutex<Option<String>>,
     /// Display-only terminals for the commands pincer runs, when the
     /// client takes Zed's `_meta` terminal extension.
     pub(super) live_terminals: Option<super::live_terminal::LiveTerminals>,
@@ -191,6 +195,25 @@ impl AgentHost for AcpHost {
                     details: output.details.clone(),
                 });
             }
+            AgentEvent::Checkpoint(changes) => {
+                let (files, outside) = changes
+                    .clone()
+                    .map(|c| (c.files, c.outside))
+                    .unwrap_or_default();
+                if !outside.is_empty() {
+                    let text = rewind::outside_notice(&outside);
+                    self.session
+                        .record(transcript::Record::Notice { text: text.clone() });
+                    self.send(updates::agent_text(&format!("\n\n{text}\n")));
+                }
+                self.session.record(transcript::Record::Checkpoint {
+                    prompt_id: self.prompt.lock().clone(),
+                    files,
+                    outside,
+                    off: changes.is_none(),
+                });
+                return;
+            }
             AgentEvent::Runtime { runtime, resume } => {
                 self.session.record(transcript::Record::Runtime {
                     runtime: runtime.clone(),
@@ -217,6 +240,7 @@ impl AgentHost for AcpHost {
                 ),
             )),
             AgentEvent::Failover { text } => Some(("Switching credentials or model", text.clone())),
+            AgentEvent::Notice { text } => Some(("Checkpoints", text.clone())),
             _ => None,
         };
         if let Some((title, text)) = notice {

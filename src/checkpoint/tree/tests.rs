@@ -23,7 +23,7 @@ fn a_snapshot_keeps_every_file_but_the_ignored_ones_and_git_s_own() {
     let snapshot = f.scan(None);
     assert_eq!(
         paths(&snapshot),
-        [".env", ".gitignore", "src/main.rs"],
+        [".env", ".gitignore", "src", "src/main.rs"],
         "ignored without a git repository too"
     );
     let main = &snapshot.entries[Path::new("src/main.rs")];
@@ -136,4 +136,15 @@ fn a_file_too_large_to_keep_is_listed_as_not_kept() {
         snapshot.entries[Path::new("large")].content,
         Err(NotKept::TooLarge { size: 11 })
     );
+}
+
+#[test]
+fn a_tree_with_too_many_files_is_refused_rather_than_copied() {
+    let f = fixture(1 << 20);
+    for i in 0..5 {
+        f.write(&format!("f{i}"), b"x");
+    }
+    let error = scan(f.root(), &f.store, None, 4).unwrap_err();
+    assert!(error.to_string().contains("more than 4 files"), "{error}");
+    assert_eq!(scan(f.root(), &f.store, None, 5).unwrap().entries.len(), 5);
 }

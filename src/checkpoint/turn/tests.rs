@@ -19,18 +19,18 @@ fn a_turn_s_calls_merge_into_its_first_before_and_last_after() {
     let root = work.path();
     std::fs::write(root.join("kept.txt"), "v1\n").unwrap();
     std::fs::write(root.join("undone.txt"), "same\n").unwrap();
-    let s0 = scan(root, &store, None).unwrap();
+    let s0 = scan(root, &store, None, 100_000).unwrap();
 
     // Call 1: kept.txt changes, undone.txt changes, temp.txt appears.
     std::fs::write(root.join("kept.txt"), "v2\n").unwrap();
     std::fs::write(root.join("undone.txt"), "different\n").unwrap();
     std::fs::write(root.join("temp.txt"), "scratch\n").unwrap();
-    let s1 = scan(root, &store, Some(&s0)).unwrap();
+    let s1 = scan(root, &store, Some(&s0), 100_000).unwrap();
     // Call 2: kept.txt again, undone.txt back as it was, temp.txt gone.
     std::fs::write(root.join("kept.txt"), "v3\n").unwrap();
     std::fs::write(root.join("undone.txt"), "same\n").unwrap();
     std::fs::remove_file(root.join("temp.txt")).unwrap();
-    let s2 = scan(root, &store, Some(&s1)).unwrap();
+    let s2 = scan(root, &store, Some(&s1), 100_000).unwrap();
 
     let mut turn = TurnChanges::between(&s0, &s1);
     turn.merge(TurnChanges::between(&s1, &s2));
@@ -68,12 +68,12 @@ fn a_turn_s_changes_survive_the_transcript_as_json() {
     let work = tempfile::tempdir().unwrap();
     let root = work.path();
     std::fs::write(root.join("a.txt"), "a\n").unwrap();
-    let s0 = scan(root, &store, None).unwrap();
+    let s0 = scan(root, &store, None, 100_000).unwrap();
     std::fs::write(root.join("a.txt"), "b\n").unwrap();
     std::fs::write(root.join("new.txt"), "new\n").unwrap();
     #[cfg(unix)]
     std::os::unix::fs::symlink("a.txt", root.join("link")).unwrap();
-    let s1 = scan(root, &store, Some(&s0)).unwrap();
+    let s1 = scan(root, &store, Some(&s0), 100_000).unwrap();
     let turn = TurnChanges::between(&s0, &s1);
     let text = serde_json::to_string(&turn).unwrap();
     assert!(!text.contains('\n'), "one transcript line");

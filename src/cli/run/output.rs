@@ -75,6 +75,9 @@ pub struct PrintHost {
     transcript: Mutex<transcript::Writer>,
     /// The entry id reserved for the streaming assistant message.
     message: Mutex<Option<String>>,
+    /// The entry of the prompt that started the run (its checkpoint
+    /// names it).
+    prompt: Mutex<Option<String>>,
     calls: Mutex<std::collections::HashMap<String, CallInfo>>,
     /// The answer drawn as styled Markdown, when stdout is a terminal and
     /// colour is allowed; `None` prints the model's text as it is.
@@ -100,6 +103,7 @@ impl PrintHost {
             ),
             transcript: Mutex::new(transcript),
             message: Mutex::new(None),
+            prompt: Mutex::new(None),
             calls: Mutex::new(std::collections::HashMap::new()),
             markdown: (format == OutputFormat::Text && styled_stdout())
                 .then(|| Mutex::new(super::markdown::Renderer::default())),
@@ -135,6 +139,14 @@ impl PrintHost {
     pub fn record(&self, record: transcript::Record) {
         if let Err(e) = self.transcript.lock().append(record) {
             tracing::error!(error = %e, "cannot write the session transcript");
+        }
+    }
+
+    /// Records the prompt that starts the run.
+    pub fn record_prompt(&self, record: transcript::Record) {
+        match self.transcript.lock().append(record) {
+            Ok(id) => *self.prompt.lock() = Some(id),
+            Err(e) => tracing::error!(error = %e, "cannot write the session transcript"),
         }
     }
 
@@ -226,8 +238,25 @@ impl PrintHost {
                     delay.as_secs_f64()
                 ),
             }),
-            AgentEvent::Failover { text } => {
+            AgentEvent::Failover { text } | AgentEvent::Notice { text } => {
                 self.record(transcript::Record::Notice { text: text.clone() });
+            }
+            AgentEvent::Checkpoint(changes) => {
+                let (files, outside) = changes
+                    .clone()
+                    .map(|c| (c.files, c.outside))
+                    .unwrap_or_default();
+                if !outside.is_empty() {
+                    let text = crate::session::rewind::outside_notice(&outside);
+                    self.record(transcript::Record::Notice { text: text.clone() });
+                    self.note(&format!("pincer: {text}"));
+                }
+                self.record(transcript::Record::Checkpoint {
+                    prompt_id: self.prompt.lock().clone(),
+                    files,
+                    outside,
+                    off: changes.is_none(),
+                });
             }
             AgentEvent::Runtime { runtime, resume } => self.record(transcript::Record::Runtime {
                 runtime: runtime.clone(),
@@ -292,7 +321,9 @@ impl AgentHost for PrintHost {
                         delay.as_secs_f64()
                     ));
                 }
-                AgentEvent::Failover { text } => self.note(&format!("pincer: {text}")),
+                AgentEvent::Failover { text } | AgentEvent::Notice { text } => {
+                    self.note(&format!("pincer: {text}"))
+                }
                 _ => {}
             },
         }

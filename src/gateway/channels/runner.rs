@@ -421,7 +421,7 @@ impl Runner {
                 None => "No session yet: write something to start one.".to_string(),
                 Some(row) => status_text(&row, hub.lookup(&key).is_some_and(|s| !hub.unfinished(&s).is_empty())),
             },
-            "start" | "help" => "Write to talk to the agent. Commands: /new (a new session), /stop (stop the reply), /model [name], /status.".to_string(),
+            "start" | "help" => "Write to talk to the agent. Commands: /new (a new session), /stop (stop the reply), /undo (put back the last turn's files and take it out of the conversation), /redo, /model [name], /status.".to_string(),
             _ => return false,
         };
         self.say(chat, reply);
@@ -580,17 +580,25 @@ impl Runner {
                     decisions
                 };
                 let mut text = format!("🔐 The agent asks to run:\n```\n{}\n```", clip(what, 1500));
+                // The question's own words for its choices when it has
+                // them (an undo offers "Restore", not "Allow once").
+                let label = |d: &str| {
+                    payload["labels"][d]
+                        .as_str()
+                        .filter(|l| !l.is_empty())
+                        .map_or_else(|| decision_word(d).to_string(), |l| clip(l, 60))
+                };
                 if !self.platform.limits().buttons {
                     let codes: Vec<String> = decisions
                         .iter()
-                        .filter_map(|d| Some(format!("{} {}", number_of(d)?, decision_word(d))))
+                        .filter_map(|d| Some(format!("{} {}", number_of(d)?, label(d))))
                         .collect();
                     text.push_str(&format!("\nReply {}.", codes.join(", ")));
                 }
                 let buttons = decisions
                     .iter()
                     .map(|d| Button {
-                        label: decision_word(d).to_string(),
+                        label: label(d),
                         data: format!("ap:{id}:{d}"),
                         danger: d == "deny",
                     })

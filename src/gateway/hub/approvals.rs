@@ -30,6 +30,7 @@ impl Hub {
             .or_else(|| tool["title"].as_str().map(String::from))
             .unwrap_or_default();
         let mut decisions: Vec<(String, String)> = Vec::new();
+        let mut labels: Vec<(String, String)> = Vec::new();
         let mut reject = None;
         for option in &request.options {
             // The protocol knows three decisions; "reject always" has no
@@ -45,6 +46,7 @@ impl Hub {
                 reject = Some(option.option_id.0.to_string());
             }
             if !decisions.iter().any(|(d, _)| *d == decision) {
+                labels.push((decision.clone(), option.name.clone()));
                 decisions.push((decision, option.option_id.0.to_string()));
             }
         }
@@ -70,6 +72,7 @@ impl Hub {
             tool_call_id,
             command,
             decisions,
+            labels,
             created_ms,
             expires_ms,
             reply: Some(tx),
@@ -89,6 +92,7 @@ impl Hub {
                 "agentId": "main",
             },
             "allowedDecisions": described["allowedDecisions"],
+            "labels": described["labels"],
             "createdAtMs": created_ms,
             "expiresAtMs": expires_ms,
         });
@@ -273,6 +277,7 @@ mod tests {
                 ("allow-once".into(), "option-allow".into()),
                 ("deny".into(), "option-deny".into()),
             ],
+            labels: Vec::new(),
             created_ms: 0,
             expires_ms: 0,
             reply: Some(reply),

@@ -261,6 +261,42 @@ impl Hub {
         Ok(id)
     }
 
+    /// Forks the session `key` names at `point` into a new session, given
+    /// `new_key` (default: the key with `:fork:` and a short id): the
+    /// history up to there, the files as they are.
+    pub fn fork(
+        &self,
+        key: &str,
+        point: &crate::session::rewind::ForkPoint,
+        new_key: Option<&str>,
+    ) -> Result<(String, String), Failure> {
+        let session = self.lookup(key).ok_or_else(|| super::not_found(key))?;
+        let path =
+            crate::session::find(&self.data_dir, &session).ok_or_else(|| super::not_found(key))?;
+        let new_key = match new_key {
+            Some(new_key) => {
+                check_key("newKey", new_key)?;
+                if self.lookup(new_key).is_some() {
+                    return Err(Failure::invalid(format!(
+                        "`newKey` {new_key} already names a session"
+                    )));
+                }
+                new_key.to_string()
+            }
+            None => format!(
+                "{key}:fork:{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            ),
+        };
+        check_key("newKey", &new_key)?;
+        let forked =
+            crate::session::rewind::fork(&self.data_dir, &path, point).map_err(Failure::invalid)?;
+        self.keys().insert(&new_key, &forked.id);
+        self.keys_changed();
+        self.session_changed("create", &forked.id);
+        Ok((new_key, forked.id))
+    }
+
     /// Whether a reset replaced this session.
     pub fn is_archived(&self, session: &str) -> bool {
         self.keys().archived.contains(session)

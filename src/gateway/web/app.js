@@ -871,6 +871,7 @@ function renderHistory(messages) {
     if (!message || typeof message !== "object") continue;
     if (message.role === "user") {
       const item = addMessage("user", joined(message.content, "text"));
+      if (Number.isInteger(message.turn) && message.turn > 0) addTurnActions(item, message.turn);
       for (const block of Array.isArray(message.content) ? message.content : []) {
         if (block?.type === "image") {
           const note = document.createElement("span");
@@ -917,6 +918,52 @@ function renderHistory(messages) {
   }
 }
 
+// A user message that started a turn can be gone back to: its files and
+// the conversation after it (the session asks before files change, as an
+// approval), or forked into a new session that holds what came before it.
+function addTurnActions(item, turn) {
+  const actions = document.createElement("div");
+  actions.className = "turn-actions";
+  const rewind = document.createElement("button");
+  rewind.type = "button";
+  rewind.textContent = "Rewind to here";
+  rewind.dataset.testid = "rewind-here";
+  rewind.title = "Put the files back as they were before this message, and take it and what followed out of the conversation";
+  const fork = document.createElement("button");
+  fork.type = "button";
+  fork.textContent = "Fork from here";
+  fork.dataset.testid = "fork-here";
+  fork.title = "A new session with the conversation before this message";
+  const key = state.current;
+  rewind.addEventListener("click", async () => {
+    rewind.disabled = true;
+    status(`Rewinding to before turn ${turn}…`);
+    try {
+      await request("sessions.rewind", { key, turn });
+      if (state.current === key) await openSession(key);
+    } catch (error) {
+      status(`The rewind failed: ${error.message}`);
+    } finally {
+      rewind.disabled = false;
+    }
+  });
+  fork.addEventListener("click", async () => {
+    fork.disabled = true;
+    try {
+      const forked = await request("sessions.fork", { key, turn });
+      await loadSessions();
+      if (typeof forked?.key === "string") await openSession(forked.key);
+      status("Forked into a new session.");
+    } catch (error) {
+      status(`The fork failed: ${error.message}`);
+    } finally {
+      fork.disabled = false;
+    }
+  });
+  actions.append(rewind, fork);
+  item.append(actions);
+}
+
 // ---- approvals ---------------------------------------------------------
 
 async function loadApprovals() {
@@ -928,7 +975,7 @@ async function loadApprovals() {
   }
   for (const a of pending) {
     if (a && typeof a.id === "string" && !state.approvals.has(a.id)) {
-      onApproval({ id: a.id, allowedDecisions: a.allowedDecisions, request: { sessionKey: a.sessionKey, commandPreview: a.commandPreview, command: a.commandText, toolName: a.toolName, toolCallId: a.toolCallId } });
+      onApproval({ id: a.id, allowedDecisions: a.allowedDecisions, labels: a.labels, request: { sessionKey: a.sessionKey, commandPreview: a.commandPreview, command: a.commandText, toolName: a.toolName, toolCallId: a.toolCallId } });
     }
   }
 }
@@ -955,17 +1002,21 @@ function onApproval(payload) {
   buttons.className = "approval-buttons";
   const offered = Array.isArray(payload.allowedDecisions) ? payload.allowedDecisions : Object.keys(DECISIONS);
   const approval = { id: payload.id, sessionKey: asked.sessionKey, card, question };
+  // The question's own words for its choices when it has them (a restore
+  // offers "Restore", not "Allow once").
+  const labels = payload.labels && typeof payload.labels === "object" ? payload.labels : {};
+  const labelOf = (decision) => (typeof labels[decision] === "string" && labels[decision]) || DECISIONS[decision];
   for (const decision of offered.filter((d) => DECISIONS[d])) {
     const button = document.createElement("button");
     button.type = "button";
-    button.textContent = DECISIONS[decision];
+    button.textContent = labelOf(decision);
     button.dataset.testid = `approval-${decision === "deny" ? "reject" : decision}`;
     if (decision === "deny") button.className = "danger";
     button.addEventListener("click", async () => {
       for (const b of card.querySelectorAll("button")) b.disabled = true;
       try {
         await request("exec.approval.resolve", { id: payload.id, decision });
-        settleApproval(approval, DECISIONS[decision]);
+        settleApproval(approval, labelOf(decision));
       } catch (error) {
         for (const b of card.querySelectorAll("button")) b.disabled = false;
         status(`The answer did not reach the gateway: ${error.message}`);

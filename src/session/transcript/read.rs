@@ -4,8 +4,11 @@
 
 use serde::Deserialize;
 
-use super::{Entry, Record};
+use std::path::PathBuf;
+
+use super::{Entry, LeftFile, Record};
 use crate::agent::{Mode, QueueMode};
+use crate::checkpoint::turn::FileChange;
 use crate::context::ClientPrompt;
 use crate::llm::{Message, ThinkingLevel, ToolResultMessage};
 use crate::tools::{CallInfo, Display};
@@ -43,6 +46,14 @@ struct RawEntry {
     runtime: Option<String>,
     resume: Option<String>,
     data: Option<serde_json::Value>,
+    prompt_id: Option<String>,
+    files: Option<Vec<FileChange>>,
+    outside: Vec<PathBuf>,
+    to: Option<String>,
+    of: Option<String>,
+    restored: Vec<PathBuf>,
+    left: Vec<LeftFile>,
+    off: bool,
 }
 
 /// An entry's `message`, read as what its `type` says, or kept raw when
@@ -108,6 +119,22 @@ enum Field {
     Resume,
     #[serde(rename = "data")]
     Data,
+    #[serde(rename = "prompt_id")]
+    PromptId,
+    #[serde(rename = "files")]
+    Files,
+    #[serde(rename = "outside")]
+    Outside,
+    #[serde(rename = "to")]
+    To,
+    #[serde(rename = "of")]
+    Of,
+    #[serde(rename = "restored")]
+    Restored,
+    #[serde(rename = "left")]
+    Left,
+    #[serde(rename = "off")]
+    Off,
     #[serde(other)]
     Other,
 }
@@ -178,6 +205,14 @@ impl<'de> serde::de::Visitor<'de> for EntryVisitor {
                 Field::Runtime => e.runtime = map.next_value()?,
                 Field::Resume => e.resume = map.next_value()?,
                 Field::Data => e.data = map.next_value()?,
+                Field::PromptId => e.prompt_id = map.next_value()?,
+                Field::Files => e.files = map.next_value()?,
+                Field::Outside => e.outside = map.next_value()?,
+                Field::To => e.to = map.next_value()?,
+                Field::Of => e.of = map.next_value()?,
+                Field::Restored => e.restored = map.next_value()?,
+                Field::Left => e.left = map.next_value()?,
+                Field::Off => e.off = map.next_value()?,
                 Field::Other => {
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }
@@ -266,6 +301,25 @@ impl RawEntry {
             "runtime" => Record::Runtime {
                 runtime: need(self.runtime, "runtime", kind)?,
                 resume: self.resume,
+            },
+            "checkpoint" => Record::Checkpoint {
+                prompt_id: self.prompt_id,
+                files: need(self.files, "files", kind)?,
+                outside: self.outside,
+                off: self.off,
+            },
+            "rewind" => Record::Rewind {
+                to: need(self.to, "to", kind)?,
+                files: self.files.unwrap_or_default(),
+            },
+            "redo" => Record::Redo {
+                of: need(self.of, "of", kind)?,
+                files: self.files.unwrap_or_default(),
+            },
+            "restore_end" => Record::RestoreEnd {
+                of: need(self.of, "of", kind)?,
+                restored: self.restored,
+                left: self.left,
             },
             other => return Err(format!("unknown entry type `{other}`")),
         };

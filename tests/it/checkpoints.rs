@@ -1,0 +1,546 @@
+//! End-to-end: checkpoints over ACP against the mock model. A turn makes
+//! every kind of change (its own edit and write, `sed -i`, `rm`, `mv`,
+//! `chmod +x`, a binary file, a symlink); `/undo` puts the tree back byte
+//! for byte and takes the turn out of what the model sees, `/redo` makes
+//! the changes again. A file changed by hand since is not overwritten
+//! without the user's say; a second session's change survives the first
+//! one's undo; a process killed during a restore leaves a session that
+//! loads and says which files were put back.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use support::acp_client::{Acp, Sandbox, requests_of, updates_of};
+use support::mock_model::{MockModel, Reply};
+use support::sse::{anthropic_text, anthropic_tool_calls};
+use support::{prompt, selected, spawn_anthropic};
+
+/// Every path under `root` (ignored ones too, `.git` aside) with its kind,
+/// mode and content hash or link target.
+pub fn listing(root: &Path) -> BTreeMap<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.strip_prefix(root).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let what = if meta.file_type().is_symlink() {
+                format!("link -> {}", std::fs::read_link(&path).unwrap().display())
+            } else if meta.is_dir() {
+                stack.push(path.clone());
+                format!("dir {:o}", meta.permissions().mode() & 0o7777)
+            } else {
+                let hash: String = Sha256::digest(std::fs::read(&path).unwrap())
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                format!("file {:o} {hash}", meta.permissions().mode() & 0o7777)
+            };
+            out.insert(name, what);
+        }
+    }
+    out
+}
+
+/// A session in `bypass` mode (the turn's calls ask nothing).
+async fn bypass_session(acp: &mut Acp, sandbox: &Sandbox) -> String {
+    acp.initialize_with(json!({})).await;
+    let session = acp.new_session(&sandbox.work()).await;
+    acp.call(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "bypass"}),
+    )
+    .await;
+    session
+}
+
+/// Sends `text` and answers each permission question with `answer`;
+/// returns the stop reason, the text pincer said, and the questions.
+async fn send(
+    acp: &mut Acp,
+    session: &str,
+    text: &str,
+    answer: &str,
+) -> (Value, String, Vec<Value>) {
+    let id = acp.send("session/prompt", prompt(session, text)).await;
+    let answer = answer.to_string();
+    let (response, before) = acp
+        .drive(id, move |method, _| match method {
+            "session/request_permission" => selected(&answer),
+            other => panic!("unexpected {other}"),
+        })
+        .await;
+    let said: String = updates_of(&before)
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    let questions = requests_of(&before, "session/request_permission")
+        .into_iter()
+        .cloned()
+        .collect();
+    (response["result"]["stopReason"].clone(), said, questions)
+}
+
+/// The texts of the user messages in a model request.
+fn user_texts(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .flat_map(|m| match &m["content"] {
+            Value::String(text) => vec![text.clone()],
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str().map(String::from))
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn undo_puts_back_every_kind_of_change_and_redo_makes_them_again() {
+    let sandbox = Sandbox::new();
+    sandbox.write("edit.txt", "one\ntwo\n");
+    sandbox.write("sed.txt", "old value\n");
+    sandbox.write("gone.txt", "to be removed\n");
+    sandbox.write("moved.txt", "to be moved\n");
+    sandbox.write("run.sh", "echo hi\n");
+    sandbox.write("src/deep/file.rs", "fn main() {}\n");
+    sandbox.write(".gitignore", "target/\n");
+    sandbox.write("target/build.out", "ignored\n");
+    let before = listing(&sandbox.work());
+
+    let mock = MockModel::start().await;
+    let command = "sed -i 's/old/new/' sed.txt && rm gone.txt && mv moved.txt src/moved.txt \
+        && chmod +x run.sh && printf '\\000\\001\\377' > blob.bin && ln -s edit.txt link \
+        && rm -r src/deep && echo rebuilt > target/build.out";
+    let calls = [
+        (
+            "c_edit",
+            "edit",
+            json!({"path": "edit.txt", "edits": [{"oldText": "two", "newText": "TWO"}]})
+                .to_string(),
+        ),
+        (
+            "c_write",
+            "write",
+            json!({"path": "new/file.txt", "content": "fresh\n"}).to_string(),
+        ),
+        ("c_bash", "bash", json!({"command": command}).to_string()),
+    ];
+    let refs: Vec<(&str, &str, &str)> =
+        calls.iter().map(|(a, b, c)| (*a, *b, c.as_str())).collect();
+    mock.push(Reply::sse(anthropic_tool_calls(&refs)));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let session = bypass_session(&mut acp, &sandbox).await;
+    let (stop, _, questions) = send(&mut acp, &session, "make the changes", "cancel").await;
+    assert_eq!(stop, "end_turn");
+    assert!(questions.is_empty());
+    let after = listing(&sandbox.work());
+    for path in [
+        "edit.txt",
+        "sed.txt",
+        "gone.txt",
+        "moved.txt",
+        "src/moved.txt",
+        "run.sh",
+        "blob.bin",
+        "link",
+        "new/file.txt",
+        "src/deep/file.rs",
+        "target/build.out",
+    ] {
+        assert_ne!(before.get(path), after.get(path), "{path} did not change");
+    }
+
+    // The editor offers the commands.
+    let (_, said, questions) = send(&mut acp, &session, "/undo", "restore").await;
+    assert_eq!(questions.len(), 1, "{said}");
+    let question = &questions[0]["params"]["toolCall"];
+    assert!(
+        question["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("Undo turn 1"),
+        "{question}"
+    );
+    let content = question["content"].as_array().unwrap();
+    assert!(
+        content.iter().any(|c| c["type"] == "diff"
+            && c["path"] == json!(sandbox.work().join("edit.txt"))
+            && c["oldText"] == "one\nTWO\n"
+            && c["newText"] == "one\ntwo\n"),
+        "{content:?}"
+    );
+    assert!(said.contains("Undo turn 1"), "{said}");
+    // The tree is as it was, ignored files aside: they were never copied.
+    let mut undone = listing(&sandbox.work());
+    let mut expected = before.clone();
+    expected.remove("target/build.out");
+    undone.remove("target/build.out");
+    assert_eq!(undone, expected);
+
+    let (_, said, questions) = send(&mut acp, &session, "/redo", "restore").await;
+    assert_eq!(questions.len(), 1, "{said}");
+    let mut redone = listing(&sandbox.work());
+    let mut expected = after.clone();
+    expected.remove("target/build.out");
+    redone.remove("target/build.out");
+    assert_eq!(redone, expected);
+
+    // Undo once more; the next request holds no trace of the turn.
+    send(&mut acp, &session, "/undo", "restore").await;
+    mock.push(Reply::sse(anthropic_text("ok", 10)));
+    let (stop, _, _) = send(&mut acp, &session, "what now?", "cancel").await;
+    assert_eq!(stop, "end_turn");
+    let requests = mock.requests();
+    let last = requests
+        .iter()
+        .rev()
+        .find(|r| user_texts(&r.body).iter().any(|t| t.contains("what now?")))
+        .unwrap();
+    let texts = user_texts(&last.body).join("\n");
+    assert!(!texts.contains("make the changes"), "{texts}");
+    assert!(
+        !last.body.to_string().contains("c_edit"),
+        "the undone turn's calls are gone"
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_file_changed_since_the_turn_is_kept_unless_the_user_says_overwrite() {
+    let sandbox = Sandbox::new();
+    sandbox.write("a.txt", "a1\n");
+    sandbox.write("b.txt", "b1\n");
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_calls(&[(
+        "c1",
+        "bash",
+        &json!({"command": "echo a2 > a.txt && echo b2 > b.txt"}).to_string(),
+    )])));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let session = bypass_session(&mut acp, &sandbox).await;
+    send(&mut acp, &session, "change both", "cancel").await;
+    // The user edits a.txt by hand afterwards.
+    sandbox.write("a.txt", "mine\n");
+
+    // Cancelling changes nothing.
+    let (_, said, questions) = send(&mut acp, &session, "/undo", "cancel").await;
+    assert_eq!(questions.len(), 1);
+    assert!(said.contains("cancelled"), "{said}");
+    let question = &questions[0]["params"];
+    let text = question["toolCall"]["content"].to_string();
+    assert!(text.contains("Changed since the checkpoint"), "{text}");
+    assert!(text.contains("a.txt"), "{text}");
+    let options: Vec<&str> = question["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["optionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(options, ["restore", "overwrite", "cancel"]);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
+        "b2\n"
+    );
+
+    // Restoring keeps the user's change and puts back the rest.
+    let (_, said, _) = send(&mut acp, &session, "/undo", "restore").await;
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("a.txt")).unwrap(),
+        "mine\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
+        "b1\n"
+    );
+    assert!(said.contains("Left `a.txt`"), "{said}");
+
+    // Redo, edit by hand again, and this time overwrite: the hand edit
+    // goes, as the question said it would.
+    send(&mut acp, &session, "/redo", "restore").await;
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
+        "b2\n"
+    );
+    sandbox.write("b.txt", "mine too\n");
+    send(&mut acp, &session, "/undo", "overwrite").await;
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
+        "b1\n"
+    );
+}
+
+#[tokio::test]
+async fn undo_in_one_session_leaves_another_session_s_changes_alone() {
+    let sandbox = Sandbox::new();
+    sandbox.write("a.txt", "a1\n");
+    sandbox.write("b.txt", "b1\n");
+    let mock = MockModel::start().await;
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let first = bypass_session(&mut acp, &sandbox).await;
+    let second = acp.new_session(&sandbox.work()).await;
+    acp.call(
+        "session/set_mode",
+        json!({"sessionId": second, "modeId": "bypass"}),
+    )
+    .await;
+    for (session, command) in [(&first, "echo a2 > a.txt"), (&second, "echo b2 > b.txt")] {
+        mock.push(Reply::sse(anthropic_tool_calls(&[(
+            "c1",
+            "bash",
+            &json!({ "command": command }).to_string(),
+        )])));
+        mock.push(Reply::fixture("anthropic/after_tool.sse"));
+        send(&mut acp, session, "change a file", "cancel").await;
+    }
+    let (_, said, questions) = send(&mut acp, &first, "/undo", "restore").await;
+    assert_eq!(questions.len(), 1, "{said}");
+    let text = questions[0]["params"]["toolCall"]["content"].to_string();
+    assert!(!text.contains("b.txt"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("a.txt")).unwrap(),
+        "a1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
+        "b2\n"
+    );
+}
+
+#[tokio::test]
+async fn a_process_killed_during_a_restore_leaves_a_session_that_loads_and_says_what_was_put_back()
+{
+    const FILES: usize = 3000;
+    let sandbox = Sandbox::new();
+    for i in 0..FILES {
+        sandbox.write(&format!("many/f{i}.txt"), "original\n");
+    }
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_calls(&[(
+        "c1",
+        "bash",
+        &json!({"command": "for f in many/*.txt; do echo changed > \"$f\"; done"}).to_string(),
+    )])));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let session = bypass_session(&mut acp, &sandbox).await;
+    send(&mut acp, &session, "change them all", "cancel").await;
+
+    let transcript = find_transcript(&sandbox.home(), &session);
+    let id = acp.send("session/prompt", prompt(&session, "/undo")).await;
+    // Answer the question, then kill the process as soon as the rewind
+    // entry is written: the restore is under way.
+    loop {
+        let message = acp.next().await;
+        if message["method"] == "session/request_permission" {
+            acp.respond(&message["id"], selected("restore")).await;
+            break;
+        }
+        assert_ne!(message["id"], json!(id), "answered without asking");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(&transcript)
+        .unwrap()
+        .contains("\"type\":\"rewind\"")
+    {
+        assert!(std::time::Instant::now() < deadline, "no rewind entry");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let pid = acp.child.id().unwrap();
+    nix_kill(pid);
+    acp.wait_exit().await;
+    let restored = (0..FILES)
+        .filter(|i| {
+            std::fs::read_to_string(sandbox.work().join(format!("many/f{i}.txt"))).unwrap()
+                == "original\n"
+        })
+        .count();
+    assert!(restored < FILES, "the restore finished before the kill");
+
+    // A new process loads the session and says what happened.
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize_with(json!({})).await;
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": session, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    let mut said = String::new();
+    for message in before {
+        said.push_str(
+            message["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap_or(""),
+        );
+    }
+    // The report may come just after the response.
+    while !said.contains("cut off") {
+        let message = acp.next().await;
+        said.push_str(
+            message["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap_or(""),
+        );
+    }
+    assert!(
+        said.contains(&format!("Put back {restored} file")),
+        "{restored}: {said}"
+    );
+    assert!(
+        said.contains("not put back: the restore was cut off"),
+        "{said}"
+    );
+    let text = std::fs::read_to_string(&transcript).unwrap();
+    assert!(text.contains("\"type\":\"restore_end\""));
+}
+
+fn nix_kill(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// The transcript file of `session` under pincer's home.
+fn find_transcript(home: &Path, session: &str) -> std::path::PathBuf {
+    let mut stack = vec![home.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().unwrap().to_string_lossy() == format!("{session}.jsonl") {
+                return path;
+            }
+        }
+    }
+    panic!("no transcript for {session}");
+}
+
+/// `pincer ARGS` in `sandbox` against `mock`; its stdout, after checking
+/// it succeeded.
+async fn pincer(sandbox: &Sandbox, mock: &MockModel, args: &[&str]) -> String {
+    let mut cmd = sandbox.command(args);
+    cmd.env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+        .stdin(std::process::Stdio::null());
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "pincer {args:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[tokio::test]
+async fn pincer_run_undoes_with_continue_and_sessions_rewind_and_fork_work_from_the_shell() {
+    let sandbox = Sandbox::new();
+    sandbox.write("a.txt", "a1\n");
+    sandbox.write("old/kept.txt", "kept\n");
+    let before = listing(&sandbox.work());
+    let mock = MockModel::start().await;
+    // Turn 1 changes a.txt and removes a directory; turn 2 adds a file.
+    mock.push(Reply::sse(anthropic_tool_calls(&[(
+        "c1",
+        "bash",
+        &json!({"command": "echo a2 > a.txt && rm -r old && chmod 600 a.txt"}).to_string(),
+    )])));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    pincer(&sandbox, &mock, &["run", "--mode", "bypass", "first turn"]).await;
+    let after_first = listing(&sandbox.work());
+    mock.push(Reply::sse(anthropic_tool_calls(&[(
+        "c2",
+        "write",
+        &json!({"path": "b.txt", "content": "b\n"}).to_string(),
+    )])));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    pincer(
+        &sandbox,
+        &mock,
+        &["run", "--mode", "bypass", "--continue", "second turn"],
+    )
+    .await;
+    assert!(sandbox.work().join("b.txt").exists());
+
+    // The list, from the shell.
+    let sessions = pincer(&sandbox, &mock, &["sessions", "list", "--json"]).await;
+    let id = serde_json::from_str::<Value>(sessions.lines().next().unwrap()).unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let listed = pincer(&sandbox, &mock, &["sessions", "rewind", &id]).await;
+    assert!(
+        listed.contains("1. ") && listed.contains("first turn (2 files)"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("2. ") && listed.contains("second turn (1 file)"),
+        "{listed}"
+    );
+
+    // A fork before turn 2 holds turn 1 only; the files stay as they are.
+    let forked = pincer(&sandbox, &mock, &["sessions", "fork", &id, "2"]).await;
+    let fork_id = forked
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .trim_end_matches('.')
+        .to_string();
+    assert!(fork_id.starts_with("sess_"), "{forked}");
+    assert!(sandbox.work().join("b.txt").exists());
+    mock.push(Reply::sse(anthropic_text("forked answer", 10)));
+    pincer(
+        &sandbox,
+        &mock,
+        &["run", "--resume", &fork_id, "in the fork"],
+    )
+    .await;
+    let request = mock.requests().last().unwrap().body.clone();
+    let texts = user_texts(&request).join("\n");
+    assert!(texts.contains("first turn"), "{texts}");
+    assert!(!texts.contains("second turn"), "{texts}");
+
+    // `pincer run --continue /undo` in the parent: turn 2 goes, files too.
+    let said = pincer(&sandbox, &mock, &["run", "--resume", &id, "/undo"]).await;
+    assert!(said.contains("Undo turn 2"), "{said}");
+    assert_eq!(listing(&sandbox.work()), after_first);
+    // Back to before turn 1 from the shell, without a question.
+    let said = pincer(&sandbox, &mock, &["sessions", "rewind", &id, "1", "--yes"]).await;
+    assert!(said.contains("Rewind to before turn 1"), "{said}");
+    assert_eq!(listing(&sandbox.work()), before);
+    // The next request holds neither turn.
+    mock.push(Reply::sse(anthropic_text("fresh", 10)));
+    pincer(&sandbox, &mock, &["run", "--resume", &id, "start again"]).await;
+    let request = mock.requests().last().unwrap().body.clone();
+    let texts = user_texts(&request).join("\n");
+    assert!(
+        !texts.contains("first turn") && !texts.contains("second turn"),
+        "{texts}"
+    );
+    assert!(texts.contains("start again"), "{texts}");
+}
