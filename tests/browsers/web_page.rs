@@ -1404,3 +1404,91 @@ async fn the_page_stops_hearing_a_session_it_switched_away_from() {
         "the session the page left still streamed to it"
     );
 }
+
+/// A turn that writes `file`, its write approved on the page.
+async fn writing_turn(page: &Page, file: &str) {
+    page.mock.push(Reply::sse(anthropic_tool_call(
+        &format!("toolu_{}", file.replace('.', "_")),
+        "write",
+        &json!({"path": file, "content": "written\n"}),
+    )));
+    page.mock.push(Reply::sse(anthropic_text("Written.", 10)));
+    page.send(&format!("Write {file}")).await;
+    page.browser
+        .until(
+            "the write's question",
+            "return [...document.querySelectorAll('[data-testid=approval] button')].some(b => !b.disabled);",
+        )
+        .await;
+    page.js("[...document.querySelectorAll('[data-testid=approval-allow-once]')].filter(b => !b.disabled).pop().click();")
+        .await;
+    page.until_idle().await;
+}
+
+const USER_TEXTS: &str = "return [...document.querySelectorAll('[data-testid=message][data-role=user] .body')].map(b => b.textContent.trim());";
+
+#[tokio::test]
+async fn a_user_message_can_be_rewound_to_and_forked_from() {
+    let page = Page::open().await;
+    writing_turn(&page, "one.txt").await;
+    writing_turn(&page, "two.txt").await;
+    // Once a turn has ended its message offers both.
+    page.browser
+        .until(
+            "the actions on both user messages",
+            "return document.querySelectorAll('[data-testid=rewind-here]').length === 2 \
+             && document.querySelectorAll('[data-testid=fork-here]').length === 2;",
+        )
+        .await;
+    let original = page.js("return location.hash;").await;
+
+    // Fork from the second message: a new session holding the first turn.
+    page.js("document.querySelectorAll('[data-testid=fork-here]')[1].click();")
+        .await;
+    page.browser
+        .until_equals("the fork's messages", USER_TEXTS, &json!(["Write one.txt"]))
+        .await;
+    assert_ne!(page.js("return location.hash;").await, original);
+    assert!(page.sandbox.work().join("two.txt").exists());
+
+    // Back in the first session, rewind to the second message: the
+    // question uses the session's words, and the file goes.
+    let key = original
+        .as_str()
+        .unwrap()
+        .trim_start_matches("#s=")
+        .to_string();
+    page.js(&format!(
+        "document.querySelector('[data-testid=session-item][data-key=\"' + decodeURIComponent({key:?}) + '\"]').click();"
+    ))
+    .await;
+    page.browser
+        .until_equals(
+            "the first session again",
+            USER_TEXTS,
+            &json!(["Write one.txt", "Write two.txt"]),
+        )
+        .await;
+    page.browser
+        .until(
+            "its actions",
+            "return document.querySelectorAll('[data-testid=rewind-here]').length === 2;",
+        )
+        .await;
+    page.js("document.querySelectorAll('[data-testid=rewind-here]')[1].click();")
+        .await;
+    page.browser
+        .until(
+            "the restore's question",
+            "return [...document.querySelectorAll('[data-testid=approval-allow-once]')].some(b => !b.disabled && b.textContent === 'Restore');",
+        )
+        .await;
+    page.screenshot("web-rewind").await;
+    page.js("[...document.querySelectorAll('[data-testid=approval-allow-once]')].filter(b => !b.disabled).pop().click();")
+        .await;
+    page.browser
+        .until_equals("the rewound session", USER_TEXTS, &json!(["Write one.txt"]))
+        .await;
+    assert!(!page.sandbox.work().join("two.txt").exists());
+    assert!(page.sandbox.work().join("one.txt").exists());
+}

@@ -950,3 +950,56 @@ async fn messages_collected_into_one_turn_get_one_answer() {
         vec!["Hello.", "First turn.", "Both notes taken."]
     );
 }
+
+#[tokio::test]
+async fn undo_in_a_chat_puts_the_last_turn_s_files_back_after_the_owner_says_so() {
+    let bot = Bot::start("").await;
+    let file = bot.sandbox.work().join("made.txt");
+    bot.mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_tg_w",
+        "bash",
+        &json!({"command": format!("echo made > {}", file.display())}),
+    )));
+    bot.mock.push(Reply::sse(anthropic_text("Made.", 10)));
+    bot.api.dm(OWNER, "Make the file.");
+    let question = bot
+        .api
+        .until_chat(OWNER, "the command's question", |m| {
+            m.iter().any(|m| !m.buttons.is_empty())
+        })
+        .await
+        .into_iter()
+        .find(|m| !m.buttons.is_empty())
+        .unwrap();
+    bot.api.press(OWNER, &question, &question.buttons[0].1);
+    bot.api
+        .until_chat(OWNER, "the reply", |m| {
+            m.last().is_some_and(|m| m.text == "Made.")
+        })
+        .await;
+    assert!(file.exists());
+
+    // /undo asks, in the question's own words, then puts the file back.
+    bot.api.dm(OWNER, "/undo");
+    let undo = bot
+        .api
+        .until_chat(OWNER, "the undo's question", |m| {
+            m.iter()
+                .any(|m| m.id != question.id && !m.buttons.is_empty())
+        })
+        .await
+        .into_iter()
+        .find(|m| m.id != question.id && !m.buttons.is_empty())
+        .unwrap();
+    assert!(undo.text.contains("Undo turn 1"), "{}", undo.text);
+    let labels: Vec<&str> = undo.buttons.iter().map(|b| b.0.as_str()).collect();
+    assert_eq!(labels, vec!["Restore", "Cancel"]);
+    bot.api.press(OWNER, &undo, &undo.buttons[0].1);
+    bot.api
+        .until_chat(OWNER, "the undo's report", |m| {
+            m.iter()
+                .any(|m| m.text.contains("Undo turn 1") && m.text.contains("done"))
+        })
+        .await;
+    assert!(!file.exists());
+}

@@ -158,6 +158,8 @@ const METHODS: &[&str] = &[
     "sessions.reset",
     "sessions.delete",
     "sessions.compact",
+    "sessions.rewind",
+    "sessions.fork",
     "sessions.subscribe",
     "sessions.unsubscribe",
     "models.list",
@@ -1659,4 +1661,120 @@ async fn chat_send_passes_image_attachments_to_the_model() {
         vec![json!({"type": "base64", "media_type": "image/png", "data": png})]
     );
     assert_eq!(user_texts(&mock.requests()[0].body), vec!["what is this?"]);
+}
+
+/// A turn through the gateway that writes `file`, its write approved.
+async fn writing_turn(client: &mut Client, mock: &MockModel, key: &str, file: &str) {
+    mock.push(Reply::sse(anthropic_tool_call(
+        &format!("toolu_{file}"),
+        "write",
+        &json!({"path": file, "content": "written\n"}),
+    )));
+    mock.push(Reply::sse(anthropic_text("Written.", 30)));
+    let run = client.chat_send(key, &format!("write {file}")).await;
+    let asked = client.next_event("exec.approval.requested").await["payload"]["id"].clone();
+    client
+        .call_ok(
+            "exec.approval.resolve",
+            json!({"id": asked, "decision": "allow-once"}),
+        )
+        .await;
+    client.chat_end(&run).await;
+}
+
+#[tokio::test]
+async fn sessions_rewind_and_fork_go_back_to_a_turn_with_its_files() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "title_model = \"none\"\n",
+    )
+    .unwrap();
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    writing_turn(&mut client, &mock, &key, "one.txt").await;
+    writing_turn(&mut client, &mock, &key, "two.txt").await;
+
+    // The history names the turns of its user messages.
+    let history = client
+        .call_ok("chat.history", json!({"sessionKey": key}))
+        .await;
+    let users: Vec<Value> = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| json!({"turn": m["turn"], "has_id": m["id"].is_string()}))
+        .collect();
+    assert_eq!(
+        users,
+        [
+            json!({"turn": 1, "has_id": true}),
+            json!({"turn": 2, "has_id": true})
+        ]
+    );
+    let second_id = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .nth(1)
+        .unwrap()["id"]
+        .clone();
+
+    // A fork before turn 2: a new key whose history is turn 1 alone.
+    let forked = client
+        .call_ok("sessions.fork", json!({"key": key, "messageId": second_id}))
+        .await;
+    let fork_key = forked["key"].as_str().unwrap().to_string();
+    assert!(fork_key.starts_with(&format!("{key}:fork:")), "{forked}");
+    assert_eq!(forked["parentKey"], json!(key));
+    let fork_history = client
+        .call_ok("chat.history", json!({"sessionKey": fork_key}))
+        .await;
+    let texts = fork_history["messages"].to_string();
+    assert!(
+        texts.contains("write one.txt") && !texts.contains("write two.txt"),
+        "{texts}"
+    );
+    assert!(
+        sandbox.work().join("two.txt").exists(),
+        "a fork leaves the files"
+    );
+
+    // A rewind to before turn 2, through the session: its question has
+    // the session's own words for the choices.
+    let id = client
+        .request("sessions.rewind", json!({"key": key, "turn": 2}))
+        .await;
+    let asked = client.next_event("exec.approval.requested").await["payload"].clone();
+    assert_eq!(asked["labels"]["allow-once"], "Restore", "{asked}");
+    assert_eq!(asked["labels"]["deny"], "Cancel", "{asked}");
+    client
+        .call_ok(
+            "exec.approval.resolve",
+            json!({"id": asked["id"], "decision": "allow-once"}),
+        )
+        .await;
+    let answer = client.response(&id).await;
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+    assert!(!sandbox.work().join("two.txt").exists());
+    assert!(sandbox.work().join("one.txt").exists());
+    let history = client
+        .call_ok("chat.history", json!({"sessionKey": key}))
+        .await;
+    let texts = history["messages"].to_string();
+    assert!(!texts.contains("write two.txt"), "{texts}");
+
+    // Bad params are refused.
+    let refused = client
+        .call("sessions.rewind", json!({"key": key, "turn": 0}))
+        .await;
+    assert_eq!(refused["ok"], json!(false), "{refused}");
+    let refused = client
+        .call("sessions.rewind", json!({"key": key, "messageId": "e999"}))
+        .await;
+    assert_eq!(refused["ok"], json!(false), "{refused}");
 }

@@ -544,3 +544,200 @@ async fn pincer_run_undoes_with_continue_and_sessions_rewind_and_fork_work_from_
     );
     assert!(texts.contains("start again"), "{texts}");
 }
+
+/// Two turns in bypass mode: the first writes `one.txt`, the second
+/// `two.txt`; returns the session.
+async fn two_turns(acp: &mut Acp, sandbox: &Sandbox, mock: &MockModel) -> String {
+    let session = bypass_session(acp, sandbox).await;
+    for (n, file) in [(1, "one.txt"), (2, "two.txt")] {
+        mock.push(Reply::sse(anthropic_tool_calls(&[(
+            &format!("c{n}"),
+            "write",
+            &json!({"path": file, "content": format!("{n}\n")}).to_string(),
+        )])));
+        mock.push(Reply::sse(anthropic_text(&format!("answer {n}"), 10)));
+        send(acp, &session, &format!("turn {n}"), "cancel").await;
+    }
+    session
+}
+
+/// The ids the replay of `session` gives its messages, by their text.
+async fn replayed_ids(
+    sandbox: &Sandbox,
+    mock: &MockModel,
+    session: &str,
+) -> BTreeMap<String, String> {
+    let mut acp = spawn_anthropic(sandbox, mock);
+    acp.initialize().await;
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": session, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (_, before) = acp.until_response(id).await;
+    updates_of(&before)
+        .iter()
+        .filter_map(|u| {
+            Some((
+                u["content"]["text"].as_str()?.to_string(),
+                u["messageId"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_fork_at_a_message_holds_exactly_the_history_up_to_its_turn() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let session = two_turns(&mut acp, &sandbox, &mock).await;
+    // What the model was sent with turn 2 is turn 1's history and turn 2.
+    let turn_2_request = mock
+        .requests()
+        .into_iter()
+        .find(|r| user_texts(&r.body).iter().any(|t| t.contains("turn 2")))
+        .unwrap()
+        .body;
+    drop(acp);
+    let ids = replayed_ids(&sandbox, &mock, &session).await;
+
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let init = acp
+        .initialize_with(json!({"_meta": {"jetbrains": {"air": {"version": 1}}}}))
+        .await;
+    assert_eq!(
+        init["agentCapabilities"]["sessionCapabilities"]["fork"],
+        json!({})
+    );
+    assert_eq!(
+        init["_meta"]["jetbrains"]["air"]["capabilities"],
+        json!(["sessionRewind"])
+    );
+    // Fork at turn 1's answer, as JetBrains' client names it.
+    let forked = acp
+        .call(
+            "session/fork",
+            json!({
+                "sessionId": session, "cwd": sandbox.work(), "mcpServers": [],
+                "_meta": {"jetbrains": {"air": {"fork": {"version": 1, "messageId": ids["answer 1"]}}}}
+            }),
+        )
+        .await;
+    let fork = forked["sessionId"].as_str().unwrap().to_string();
+    assert_ne!(fork, session);
+    assert!(forked["configOptions"].is_array(), "{forked}");
+    mock.push(Reply::sse(anthropic_text("forked", 10)));
+    let (stop, _, _) = send(&mut acp, &fork, "turn 2", "cancel").await;
+    assert_eq!(stop, "end_turn");
+    // The fork's request for the same prompt is the original's, byte for
+    // byte in what the model reads, but for the time lines.
+    let fork_request = mock.requests().last().unwrap().body.clone();
+    assert_eq!(
+        support::without_time_lines(&fork_request)["messages"],
+        support::without_time_lines(&turn_2_request)["messages"]
+    );
+    // The files were left alone, and the parent is as it was.
+    assert!(sandbox.work().join("two.txt").exists());
+    let parent = replayed_ids(&sandbox, &mock, &session).await;
+    assert!(parent.contains_key("answer 2"));
+
+    // An unknown message is refused and no session is made.
+    let refused = acp
+        .send(
+            "session/fork",
+            json!({
+                "sessionId": session, "cwd": sandbox.work(), "mcpServers": [],
+                "_meta": {"pincer": {"fork": {"messageId": "e999"}}}
+            }),
+        )
+        .await;
+    let (response, _) = acp.until_response(refused).await;
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+}
+
+#[tokio::test]
+async fn jetbrains_session_rewind_takes_back_the_conversation_and_the_files_if_the_user_says_so() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let session = two_turns(&mut acp, &sandbox, &mock).await;
+    drop(acp);
+    let ids = replayed_ids(&sandbox, &mock, &session).await;
+
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize_with(json!({"_meta": {"jetbrains": {"air": {"version": 1}}}}))
+        .await;
+    acp.call(
+        "session/resume",
+        json!({"sessionId": session, "cwd": sandbox.work(), "mcpServers": []}),
+    )
+    .await;
+    // Named by fingerprint and occurrence, as for a message whose id the
+    // client never got: turn 2's prompt. The files stay (the user says
+    // so), the conversation goes back.
+    let fingerprint: String = Sha256::digest(b"turn 2")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let id = acp
+        .send(
+            "_session/rewind",
+            json!({"sessionId": session, "beforeMessage": {
+                "messageId": "unknown-to-pincer",
+                "messageFingerprint": format!("sha256:{fingerprint}"),
+                "messageOccurrence": 1
+            }}),
+        )
+        .await;
+    let (response, before) = acp
+        .drive(id, |method, params| {
+            assert_eq!(method, "session/request_permission");
+            let options: Vec<&str> = params["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["name"].as_str().unwrap())
+                .collect();
+            assert!(
+                options.contains(&"Keep the files as they are"),
+                "{options:?}"
+            );
+            selected("cancel")
+        })
+        .await;
+    assert_eq!(response["result"], json!({"rewound": true}), "{response}");
+    assert_eq!(requests_of(&before, "session/request_permission").len(), 1);
+    assert!(sandbox.work().join("two.txt").exists(), "the files stay");
+    mock.push(Reply::sse(anthropic_text("again", 10)));
+    send(&mut acp, &session, "after the rewind", "cancel").await;
+    let texts = user_texts(&mock.requests().last().unwrap().body).join("\n");
+    assert!(
+        texts.contains("turn 1") && !texts.contains("turn 2"),
+        "{texts}"
+    );
+
+    // Rewinding to turn 1 by id, putting the files back this time.
+    let id = acp
+        .send(
+            "_session/rewind",
+            json!({"sessionId": session, "beforeMessage": {"messageId": ids["turn 1"]}}),
+        )
+        .await;
+    let (response, _) = acp.drive(id, |_, _| selected("restore")).await;
+    assert_eq!(response["result"], json!({"rewound": true}), "{response}");
+    assert!(!sandbox.work().join("one.txt").exists());
+    // two.txt was turn 2's, whose files stayed when it was rewound.
+    assert!(sandbox.work().join("two.txt").exists());
+
+    // A message that is not there.
+    let id = acp
+        .send(
+            "_session/rewind",
+            json!({"sessionId": session, "beforeMessage": {"messageId": "e999"}}),
+        )
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+}

@@ -614,6 +614,30 @@ function endRun(runId, run) {
   if (run.segment) run.segment.removeAttribute("aria-busy");
   leave(run.key);
   updateBusy();
+  if (run.key === state.shown) refreshTurnActions(run.key);
+}
+
+/// A turn that ended is one the page can go back to: the user messages
+/// shown live get their actions once the history numbers them.
+async function refreshTurnActions(key) {
+  let loaded;
+  try {
+    loaded = await request("chat.history", { sessionKey: key, limit: 500 });
+  } catch {
+    return;
+  }
+  if (state.shown !== key) return;
+  const users = (Array.isArray(loaded?.messages) ? loaded.messages : []).filter((m) => m?.role === "user");
+  const shown = [...$("messages").querySelectorAll("[data-testid=message][data-role=user]")];
+  // The page may show fewer than the history holds (a long one): the
+  // last ones match.
+  const offset = users.length - shown.length;
+  shown.forEach((item, i) => {
+    const message = users[i + offset];
+    if (message && Number.isInteger(message.turn) && message.turn > 0 && !item.querySelector(".turn-actions")) {
+      addTurnActions(item, message.turn);
+    }
+  });
 }
 
 /// The page hears the session it shows: one it left stops sending it
