@@ -440,11 +440,12 @@ pub async fn run_timed(
     cancel: &CancellationToken,
 ) -> RunStop {
     host.emit(AgentEvent::AgentStart);
-    if let Some(recording) = &config.checkpoints {
-        recording.begin_turn();
+    if let Some(recording) = config.checkpoints.clone() {
+        let _ = tokio::task::spawn_blocking(move || recording.begin_turn()).await;
     }
     let submitted = recorded(
         config,
+        tools,
         host,
         !config.guard.hooks.is_empty(),
         config
@@ -485,13 +486,15 @@ pub async fn run_timed(
     };
     recorded(
         config,
+        tools,
         host,
         !config.guard.hooks.is_empty(),
         config.guard.run_ended(&stop),
     )
     .await;
+    let background = tools.iter().any(|t| t.holds_work());
     let changes = match config.checkpoints.clone() {
-        Some(recording) => tokio::task::spawn_blocking(move || recording.end_turn())
+        Some(recording) => tokio::task::spawn_blocking(move || recording.end_turn(background))
             .await
             .ok()
             .flatten(),
@@ -504,9 +507,12 @@ pub async fn run_timed(
 
 /// Runs `work` between two snapshots of the session's checkpoints when
 /// it `may_change` files (a command, an edit, an MCP tool, a hook), so
-/// that what it changes joins the run's changes.
+/// that what it changes joins the run's changes. While a background job
+/// of the session runs (`tools` hold work), what changed between calls
+/// counts too.
 async fn recorded<T>(
     config: &AgentConfig,
+    tools: &[Arc<dyn Tool>],
     host: &dyn AgentHost,
     may_change: bool,
     work: impl std::future::Future<Output = T>,
@@ -515,7 +521,10 @@ async fn recorded<T>(
         return work.await;
     };
     let before = recording.clone();
-    if let Ok(Some(text)) = tokio::task::spawn_blocking(move || before.before_call()).await {
+    let background = tools.iter().any(|t| t.holds_work());
+    if let Ok(Some(text)) =
+        tokio::task::spawn_blocking(move || before.before_call(background)).await
+    {
         host.emit(AgentEvent::Notice { text });
     }
     let output = work.await;
@@ -929,6 +938,7 @@ async fn execute_call(
     let may_change = call.arguments_error.is_none() && may_change_files(config, &info);
     let result = recorded(
         config,
+        tools,
         host,
         may_change,
         admit_and_run(config, tools, cwd, call, &info, host, cancel),

@@ -21,6 +21,9 @@ pub struct Recorder {
     last: Snapshot,
     /// Between a `before_call` and its `after_call`.
     in_call: bool,
+    /// The last turn ended with a background job still running: what
+    /// changed since counts with the next turn (the job may have made it).
+    background: bool,
     turn: Option<TurnChanges>,
     max_files: usize,
 }
@@ -37,6 +40,7 @@ impl Recorder {
             store,
             last,
             in_call: false,
+            background: false,
             turn: None,
             max_files,
         })
@@ -61,13 +65,35 @@ impl Recorder {
     /// A turn begins: calls until [`Recorder::end_turn`] count as its.
     pub fn begin_turn(&mut self) {
         self.turn = Some(TurnChanges::default());
+        if std::mem::take(&mut self.background)
+            && let Err(error) = self.count_changes()
+        {
+            tracing::debug!(%error, "cannot count a background job's changes");
+        }
     }
 
-    /// Before a call that may change files.
-    pub fn before_call(&mut self) -> io::Result<()> {
+    /// Before a call that may change files. With `background` (a job the
+    /// session started is still running), what changed since the last
+    /// snapshot counts as the turn's too: the job may have made it.
+    pub fn before_call(&mut self, background: bool) -> io::Result<()> {
         self.in_call = false;
+        if background && self.turn.is_some() {
+            self.in_call = true;
+            return self.count_changes();
+        }
         self.last = scan(&self.root, &self.store, Some(&self.last), self.max_files)?;
         self.in_call = true;
+        Ok(())
+    }
+
+    /// What changed since the last snapshot joins the turn's changes.
+    fn count_changes(&mut self) -> io::Result<()> {
+        let now = scan(&self.root, &self.store, Some(&self.last), self.max_files)?;
+        let changes = TurnChanges::between(&self.last, &now);
+        self.last = now;
+        if let Some(turn) = &mut self.turn {
+            turn.merge(changes);
+        }
         Ok(())
     }
 
@@ -78,13 +104,7 @@ impl Recorder {
         if !std::mem::take(&mut self.in_call) {
             return Ok(());
         }
-        let now = scan(&self.root, &self.store, Some(&self.last), self.max_files)?;
-        let changes = TurnChanges::between(&self.last, &now);
-        self.last = now;
-        if let Some(turn) = &mut self.turn {
-            turn.merge(changes);
-        }
-        Ok(())
+        self.count_changes()
     }
 
     /// A file outside the root that a call of the turn wrote: named in the
@@ -97,9 +117,14 @@ impl Recorder {
         }
     }
 
-    /// The turn ends; what it changed.
-    pub fn end_turn(&mut self) -> TurnChanges {
+    /// The turn ends; what it changed. With `background` (a job of the
+    /// session still runs), what changed since its last call counts too.
+    pub fn end_turn(&mut self, background: bool) -> TurnChanges {
         self.in_call = false;
+        if background && let Err(error) = self.count_changes() {
+            tracing::debug!(%error, "cannot count a background job's changes");
+        }
+        self.background = background;
         self.turn.take().unwrap_or_default()
     }
 }
@@ -123,15 +148,15 @@ mod tests {
         let mut recorder = Recorder::open(root, store, 1000).unwrap();
 
         recorder.begin_turn();
-        recorder.before_call().unwrap();
+        recorder.before_call(false).unwrap();
         std::fs::write(root.join("code.rs"), "v2\n").unwrap();
         recorder.after_call().unwrap();
         // The user edits notes.md while the model thinks.
         std::fs::write(root.join("notes.md"), "mine, edited\n").unwrap();
-        recorder.before_call().unwrap();
+        recorder.before_call(false).unwrap();
         std::fs::write(root.join("new.rs"), "new\n").unwrap();
         recorder.after_call().unwrap();
-        let turn = recorder.end_turn();
+        let turn = recorder.end_turn(false);
 
         let paths: Vec<&Path> = turn.files.iter().map(|c| c.path.as_path()).collect();
         assert_eq!(paths, [Path::new("code.rs"), Path::new("new.rs")]);
@@ -153,9 +178,9 @@ mod tests {
             "mine, edited\n"
         );
         // Outside a turn nothing is counted.
-        recorder.before_call().unwrap();
+        recorder.before_call(false).unwrap();
         std::fs::write(root.join("code.rs"), "v9\n").unwrap();
         recorder.after_call().unwrap();
-        assert_eq!(recorder.end_turn(), TurnChanges::default());
+        assert_eq!(recorder.end_turn(false), TurnChanges::default());
     }
 }

@@ -77,7 +77,8 @@ impl Recording {
         Store::open(&self.store_dir, self.limits)
     }
 
-    /// A run begins: the calls until [`Recording::end_turn`] are its.
+    /// A run begins: the calls until [`Recording::end_turn`] are its (and
+    /// what a background job of the last run changed since it ended).
     pub fn begin_turn(&self) {
         let mut state = self.state.lock();
         state.in_turn = true;
@@ -88,7 +89,9 @@ impl Recording {
 
     /// Before a call that may change files; opens the recorder the first
     /// time. `Some(reason)`, once: checkpoints are off for the session.
-    pub fn before_call(&self) -> Option<String> {
+    /// `background`: a job the session started still runs, and what
+    /// changed since the last call counts as the turn's.
+    pub fn before_call(&self, background: bool) -> Option<String> {
         let mut state = self.state.lock();
         if let Phase::NotYet = state.phase {
             state.phase = match self.open() {
@@ -105,7 +108,7 @@ impl Recording {
             };
         }
         let failed = match &mut state.phase {
-            Phase::Open(recorder) => recorder.before_call().err(),
+            Phase::Open(recorder) => recorder.before_call(background).err(),
             _ => None,
         };
         if let Some(error) = failed {
@@ -153,14 +156,14 @@ impl Recording {
     /// The run ended: what it changed (`None` when checkpoints are off).
     /// Past the store's size, its oldest versions are dropped, except
     /// those this turn and the files as they are now need.
-    pub fn end_turn(&self) -> Option<TurnChanges> {
+    pub fn end_turn(&self, background: bool) -> Option<TurnChanges> {
         let mut state = self.state.lock();
         state.in_turn = false;
         match &mut state.phase {
             Phase::NotYet => Some(TurnChanges::default()),
             Phase::Off { .. } => None,
             Phase::Open(recorder) => {
-                let turn = recorder.end_turn();
+                let turn = recorder.end_turn(background);
                 if !turn.files.is_empty() {
                     let mut keep: HashSet<_> = recorder.hashes().collect();
                     for change in &turn.files {
@@ -213,14 +216,14 @@ mod tests {
         let recording = Recording::new(work.path(), store.path(), Limits::default(), 3);
         // A run that calls nothing records nothing and opens no store.
         recording.begin_turn();
-        assert_eq!(recording.end_turn(), Some(TurnChanges::default()));
+        assert_eq!(recording.end_turn(false), Some(TurnChanges::default()));
         assert!(!store.path().join("objects").exists());
 
         recording.begin_turn();
-        assert_eq!(recording.before_call(), None);
+        assert_eq!(recording.before_call(false), None);
         std::fs::write(work.path().join("a"), "2").unwrap();
         recording.after_call();
-        let turn = recording.end_turn().unwrap();
+        let turn = recording.end_turn(false).unwrap();
         assert_eq!(turn.files.len(), 1);
 
         // Past its file limit the session's checkpoints turn off, said once.
@@ -228,11 +231,11 @@ mod tests {
             std::fs::write(work.path().join(name), "x").unwrap();
         }
         recording.begin_turn();
-        let said = recording.before_call().unwrap();
+        let said = recording.before_call(false).unwrap();
         assert!(said.contains("more than 3 files"), "{said}");
         recording.after_call();
-        assert_eq!(recording.before_call(), None);
-        assert_eq!(recording.end_turn(), None);
+        assert_eq!(recording.before_call(false), None);
+        assert_eq!(recording.end_turn(false), None);
         assert!(recording.is_off());
     }
 }

@@ -299,26 +299,63 @@ async fn undo_in_one_session_leaves_another_session_s_changes_alone() {
         json!({"sessionId": second, "modeId": "bypass"}),
     )
     .await;
-    for (session, command) in [(&first, "echo a2 > a.txt"), (&second, "echo b2 > b.txt")] {
-        mock.push(Reply::sse(anthropic_tool_calls(&[(
-            "c1",
-            "bash",
-            &json!({ "command": command }).to_string(),
-        )])));
-        mock.push(Reply::fixture("anthropic/after_tool.sse"));
-        send(&mut acp, session, "change a file", "cancel").await;
-    }
+    let call = |id: &str, command: &str| {
+        anthropic_tool_calls(&[(id, "bash", &json!({ "command": command }).to_string())])
+    };
+    // The first session's turn changes a.txt, then waits for the model
+    // while the second session's whole turn changes b.txt, then goes on
+    // to change c.txt.
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    mock.push(Reply::sse(call("a1", "echo a2 > a.txt")));
+    mock.push(Reply::Sse {
+        body: call("a2", "echo c > c.txt"),
+        delay: std::time::Duration::ZERO,
+        gate: Some(gate.clone()),
+    });
+    mock.push(Reply::sse(call("b1", "echo b2 > b.txt")));
+    mock.push(Reply::sse(anthropic_text("second done", 10)));
+    mock.push(Reply::sse(anthropic_text("first done", 10)));
+    let first_prompt = acp
+        .send("session/prompt", prompt(&first, "change a and c"))
+        .await;
+    support::wait_until(
+        "the first turn waits for the model",
+        std::time::Duration::from_secs(10),
+        || mock.requests().len() == 2,
+    )
+    .await;
+    send(&mut acp, &second, "change b", "cancel").await;
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
+        "b2\n"
+    );
+    gate.notify_one();
+    let (response, _) = acp.until_response(first_prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+
     let (_, said, questions) = send(&mut acp, &first, "/undo", "restore").await;
     assert_eq!(questions.len(), 1, "{said}");
     let text = questions[0]["params"]["toolCall"]["content"].to_string();
+    assert!(text.contains("a.txt") && text.contains("c.txt"), "{text}");
     assert!(!text.contains("b.txt"), "{text}");
     assert_eq!(
         std::fs::read_to_string(sandbox.work().join("a.txt")).unwrap(),
         "a1\n"
     );
+    assert!(!sandbox.work().join("c.txt").exists());
     assert_eq!(
         std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
         "b2\n"
+    );
+    // And the second session's undo takes back only its own.
+    send(&mut acp, &second, "/undo", "restore").await;
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
+        "b1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("a.txt")).unwrap(),
+        "a1\n"
     );
 }
 
@@ -740,4 +777,35 @@ async fn jetbrains_session_rewind_takes_back_the_conversation_and_the_files_if_t
         .await;
     let (response, _) = acp.until_response(id).await;
     assert_eq!(response["error"]["code"], -32602, "{response}");
+}
+
+#[tokio::test]
+async fn a_background_job_s_changes_are_recorded_even_after_its_turn_ended() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let session = bypass_session(&mut acp, &sandbox).await;
+    mock.push(Reply::sse(anthropic_tool_calls(&[(
+        "job",
+        "process",
+        &json!({"action": "start", "command": "echo early > early.txt; echo started; sleep 2; echo late > late.txt"})
+            .to_string(),
+    )])));
+    mock.push(Reply::sse(anthropic_text("started", 10)));
+    send(&mut acp, &session, "start the job", "cancel").await;
+    support::wait_until(
+        "the job's late file",
+        std::time::Duration::from_secs(10),
+        || sandbox.work().join("late.txt").exists(),
+    )
+    .await;
+    // The job wrote late.txt after its turn ended: the next turn counts it.
+    mock.push(Reply::sse(anthropic_text("ok", 10)));
+    send(&mut acp, &session, "anything new?", "cancel").await;
+    let (_, said, questions) = send(&mut acp, &session, "/undo", "restore").await;
+    assert_eq!(questions.len(), 1, "{said}");
+    assert!(!sandbox.work().join("late.txt").exists());
+    assert!(sandbox.work().join("early.txt").exists());
+    send(&mut acp, &session, "/undo", "restore").await;
+    assert!(!sandbox.work().join("early.txt").exists());
 }
