@@ -257,7 +257,8 @@ async fn execute(
     // stdout carries the workflow's result, not what its llm steps say.
     host.show_answer = false;
     let resuming = matches!(start, Start::Resume);
-    host.record(Record::Command {
+    // The run is a turn for checkpoints, started by this command.
+    host.record_prompt(Record::Command {
         text: match start {
             Start::New { inputs, .. } => {
                 format!("/workflow {} {}", workflow.name, inputs.join(" "))
@@ -332,7 +333,18 @@ async fn execute(
         on_step: &on_step,
         recorded: &recorded,
     };
+    if let Some(recording) = config.checkpoints.clone() {
+        let _ = tokio::task::spawn_blocking(move || recording.begin_turn()).await;
+    }
     let result = runner.run(&workflow, inputs).await;
+    if let Some(recording) = config.checkpoints.clone() {
+        let background = tools.iter().any(|t| t.holds_work());
+        let changes = tokio::task::spawn_blocking(move || recording.end_turn(background))
+            .await
+            .ok()
+            .flatten();
+        crate::agent::AgentHost::emit(&host, crate::agent::AgentEvent::Checkpoint(changes));
+    }
     host.terminal.quiet();
     mcp.shutdown().await;
     host.record(Record::Workflow {

@@ -809,3 +809,37 @@ async fn a_background_job_s_changes_are_recorded_even_after_its_turn_ended() {
     send(&mut acp, &session, "/undo", "restore").await;
     assert!(!sandbox.work().join("early.txt").exists());
 }
+
+#[tokio::test]
+async fn a_workflow_run_is_a_turn_that_undo_takes_back() {
+    let sandbox = Sandbox::new();
+    let dir = sandbox.home().join("workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("stamp.toml"),
+        "name = \"stamp\"\ndescription = \"Stamp the project\"\n\n\
+         [[steps]]\nid = \"stamp\"\nkind = \"tool\"\ntool = \"bash\"\n\
+         params = { command = \"echo stamped > STAMP && rm old.txt\" }\n",
+    )
+    .unwrap();
+    sandbox.write("old.txt", "old\n");
+    let before = listing(&sandbox.work());
+    let mock = MockModel::start().await;
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let session = bypass_session(&mut acp, &sandbox).await;
+    let (_, said, _) = send(&mut acp, &session, "/workflow stamp", "cancel").await;
+    assert!(said.contains("finished"), "{said}");
+    assert!(sandbox.work().join("STAMP").exists());
+    let (_, said, questions) = send(&mut acp, &session, "/undo", "restore").await;
+    assert_eq!(questions.len(), 1, "{said}");
+    assert!(said.contains("/workflow stamp"), "{said}");
+    assert_eq!(listing(&sandbox.work()), before);
+
+    // The same from the shell: a headless run, then `/undo`.
+    drop(acp);
+    pincer(&sandbox, &mock, &["workflow", "run", "stamp", "--mode", "bypass"]).await;
+    assert!(sandbox.work().join("STAMP").exists());
+    let said = pincer(&sandbox, &mock, &["run", "--continue", "/undo"]).await;
+    assert!(said.contains("/workflow stamp"), "{said}");
+    assert_eq!(listing(&sandbox.work()), before);
+}

@@ -86,7 +86,7 @@ impl Session {
                 }
             }
         };
-        self.record(transcript::Record::Command {
+        let command = self.record_id(transcript::Record::Command {
             text: format!("/workflow {}", args.trim()),
         });
         if !resume {
@@ -139,10 +139,30 @@ impl Session {
             on_step: &on_step,
             recorded: &recorded,
         };
+        // A run is a turn for checkpoints: `/undo` puts back what its
+        // tool steps changed.
+        if let Some(recording) = config.checkpoints.clone() {
+            let _ = tokio::task::spawn_blocking(move || recording.begin_turn()).await;
+        }
         let result = runner.run(workflow, inputs).await;
         self.record(transcript::Record::Workflow {
             data: run::end_entry(&run_id, &result),
         });
+        if let Some(recording) = config.checkpoints.clone() {
+            let background = self.tools.iter().any(|t| t.holds_work());
+            let changes = tokio::task::spawn_blocking(move || recording.end_turn(background))
+                .await
+                .ok()
+                .flatten();
+            let off = changes.is_none();
+            let changes = changes.unwrap_or_default();
+            self.record(transcript::Record::Checkpoint {
+                prompt_id: command,
+                files: changes.files,
+                outside: changes.outside,
+                off,
+            });
+        }
         match result {
             Ok(finished) => {
                 let text = format!(
