@@ -1423,7 +1423,7 @@ impl Session {
                     Some(travel) => rewind::Travel::Go(travel),
                     None => rewind::Travel::List,
                 };
-                return self.time_travel(travel, cx, drain).await;
+                return self.time_travel(travel, cx, &client, drain).await;
             }
             Command::Prompt(_) => {}
         }

@@ -49,6 +49,21 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// An entry for content that is not on disk (an editor's unsaved
+    /// buffer), kept in the store as `content`.
+    pub fn unsaved(kind: Kind, content: Hash) -> Self {
+        Self {
+            kind,
+            content: Ok(Some(content)),
+            stamp: Stamp {
+                size: 0,
+                modified_ns: 0,
+                changed_ns: 0,
+                inode: 0,
+            },
+        }
+    }
+
     /// Whether `other` holds the same thing (kind, mode, target, content),
     /// whatever its times say.
     pub fn same_as(&self, other: &Entry) -> bool {

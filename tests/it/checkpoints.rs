@@ -837,9 +837,77 @@ async fn a_workflow_run_is_a_turn_that_undo_takes_back() {
 
     // The same from the shell: a headless run, then `/undo`.
     drop(acp);
-    pincer(&sandbox, &mock, &["workflow", "run", "stamp", "--mode", "bypass"]).await;
+    pincer(
+        &sandbox,
+        &mock,
+        &["workflow", "run", "stamp", "--mode", "bypass"],
+    )
+    .await;
     assert!(sandbox.work().join("STAMP").exists());
     let said = pincer(&sandbox, &mock, &["run", "--continue", "/undo"]).await;
     assert!(said.contains("/workflow stamp"), "{said}");
     assert_eq!(listing(&sandbox.work()), before);
+}
+
+#[tokio::test]
+async fn an_unsaved_change_in_the_editor_s_buffer_counts_as_a_change_since() {
+    let sandbox = Sandbox::new();
+    sandbox.write("a.txt", "a1\n");
+    sandbox.write("b.txt", "b1\n");
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_calls(&[(
+        "c1",
+        "bash",
+        &json!({"command": "echo a2 > a.txt && echo b2 > b.txt"}).to_string(),
+    )])));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize_with(json!({"fs": {"readTextFile": true, "writeTextFile": false}}))
+        .await;
+    let session = acp.new_session(&sandbox.work()).await;
+    acp.call(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "bypass"}),
+    )
+    .await;
+    send(&mut acp, &session, "change both", "cancel").await;
+
+    // The editor has a.txt open with an edit not saved yet.
+    let id = acp.send("session/prompt", prompt(&session, "/undo")).await;
+    let work = sandbox.work();
+    let mut questions = Vec::new();
+    let (_, _) = acp
+        .drive(id, |method, params| match method {
+            "fs/read_text_file" => {
+                let path = std::path::PathBuf::from(params["path"].as_str().unwrap());
+                let content = if path.ends_with("a.txt") {
+                    "a2 and my unsaved line\n".to_string()
+                } else {
+                    std::fs::read_to_string(work.join(&path)).unwrap()
+                };
+                json!({ "content": content })
+            }
+            "session/request_permission" => {
+                questions.push(params.clone());
+                selected("restore")
+            }
+            other => panic!("unexpected {other}"),
+        })
+        .await;
+    assert_eq!(questions.len(), 1);
+    let text = questions[0]["toolCall"]["content"].to_string();
+    assert!(text.contains("Changed since the checkpoint"), "{text}");
+    assert!(
+        text.contains("a2 and my unsaved line"),
+        "the diff starts from the buffer: {text}"
+    );
+    // a.txt is left for the editor's buffer; b.txt goes back.
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("a.txt")).unwrap(),
+        "a2\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
+        "b1\n"
+    );
 }

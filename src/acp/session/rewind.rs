@@ -48,10 +48,23 @@ impl Session {
         self: &Arc<Self>,
         travel: Travel,
         cx: ConnectionTo<Client>,
+        client: &ClientCapabilities,
         drain: Arc<Drain>,
     ) -> Result<PromptResponse, Error> {
         let mut history = self.history.lock().await;
-        let text = match self.travel(&travel, &cx, &drain, &mut history).await {
+        // An editor that serves its files has buffers that may hold
+        // changes not saved yet: those count as changes since, too.
+        let buffers = client.fs.read_text_file.then(|| EditorFiles {
+            cx: cx.clone(),
+            session: self.id.clone(),
+            drain: drain.clone(),
+            read: true,
+            write: false,
+        });
+        let text = match self
+            .travel(&travel, &cx, &drain, buffers.as_ref(), &mut history)
+            .await
+        {
             Ok(text) | Err(text) => text,
         };
         self.say(&cx, &format!("{text}\n"));
@@ -84,6 +97,7 @@ impl Session {
         travel: &Travel,
         cx: &ConnectionTo<Client>,
         drain: &Drain,
+        buffers: Option<&EditorFiles>,
         history: &mut Vec<AgentMessage>,
     ) -> Result<String, String> {
         let restored = self.reread()?;
@@ -94,7 +108,10 @@ impl Session {
             Travel::List => return Ok(travel::list(&restored.turns)),
             Travel::Go(travel) => travel,
         };
-        let (proposal, what) = travel::propose(&restored, &self.cwd, &store, travel)?;
+        let (mut proposal, what) = travel::propose(&restored, &self.cwd, &store, travel)?;
+        if let Some(buffers) = buffers {
+            self.check_buffers(buffers, &mut proposal, &store).await;
+        }
         let overwrite = if proposal.touches_files() {
             match self
                 .ask_restore(cx, drain, &what, &proposal, &store, &UNDO_LABELS)
@@ -114,6 +131,44 @@ impl Session {
         .map_err(|e| format!("The transcript cannot be written, so nothing was changed: {e}"))?;
         self.reload_history(history)?;
         Ok(travel::done_text(&what, &proposal, &outcome))
+    }
+
+    /// Moves the files whose editor buffer differs from what the turns
+    /// left (unsaved changes) from ready to conflicts; their buffer's text
+    /// is kept in the store, so that even an overwrite loses nothing.
+    async fn check_buffers(&self, buffers: &EditorFiles, proposal: &mut Proposal, store: &Store) {
+        use crate::checkpoint::restore::Conflict;
+        use crate::checkpoint::store::Hash;
+        use crate::checkpoint::tree::{Entry, Kind};
+        /// The most buffers asked for: past it, only the disk is compared.
+        const MAX_READS: usize = 200;
+        let mut unsaved = Vec::new();
+        for (index, step) in proposal.plan.ready.iter().enumerate().take(MAX_READS) {
+            let Some(Entry {
+                kind: kind @ Kind::File { .. },
+                content: Ok(Some(hash)),
+                ..
+            }) = &step.expected
+            else {
+                continue;
+            };
+            let Ok(text) = buffers.read_text(&self.cwd.join(&step.path)).await else {
+                continue;
+            };
+            if Hash::of(text.as_bytes()) != *hash
+                && let Ok(kept) = store.put_bytes(text.as_bytes())
+            {
+                unsaved.push((index, Entry::unsaved(kind.clone(), kept)));
+            }
+        }
+        for (index, found) in unsaved.into_iter().rev() {
+            let step = proposal.plan.ready.remove(index);
+            let conflict = Conflict {
+                path: step.path.clone(),
+                found: Some(found),
+            };
+            proposal.plan.conflicts.push((step, conflict));
+        }
     }
 
     /// Puts the conversation the transcript now holds in place.
