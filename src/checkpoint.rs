@@ -2,7 +2,8 @@
 //! that undo, redo, rewind and fork can put them back. This module owns:
 //! - the project's content-addressed store of file versions ([`store`]);
 //! - snapshots of the working directory that find what a call changed
-//!   ([`tree`]);
+//!   ([`tree`]), told by the kernel which paths to look at where it can
+//!   ([`watch`]);
 //! - a session's [`recorder`], which takes them around each call and
 //!   gathers a turn's changes ([`turn`], as the transcript keeps them),
 //!   opened by the session's [`recording`] when a run first needs it;
@@ -17,6 +18,7 @@ pub mod restore;
 pub mod store;
 pub mod tree;
 pub mod turn;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 

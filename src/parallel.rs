@@ -65,6 +65,31 @@ pub fn stream_chunks<T, R>(
 
 /// The cores work is split over (at most eight), found once: the standard
 /// library reads the cgroup's files each time it is asked.
+/// `work` applied to each of `items`, the results in order, spread over
+/// the cores as [`stream_chunks`] spreads them (below `min_len` items, on
+/// the calling thread).
+pub fn map_chunks<T, R>(items: &[T], min_len: usize, work: impl Fn(&T) -> R + Sync) -> Vec<R>
+where
+    T: Sync,
+    R: Send,
+{
+    let mut out = Vec::with_capacity(items.len());
+    stream_chunks(
+        items,
+        min_len,
+        |chunk, give| {
+            for item in chunk {
+                give(work(item));
+            }
+        },
+        &mut |result| {
+            out.push(result);
+            true
+        },
+    );
+    out
+}
+
 pub fn cores() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)))

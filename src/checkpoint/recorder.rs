@@ -10,8 +10,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::store::Store;
-use super::tree::{Snapshot, scan};
+use super::tree::{Kind, PathChange, Snapshot, scan, update, update_seen};
 use super::turn::TurnChanges;
+use super::watch::Watcher;
 
 pub struct Recorder {
     root: PathBuf,
@@ -26,6 +27,9 @@ pub struct Recorder {
     background: bool,
     turn: Option<TurnChanges>,
     max_files: usize,
+    /// The kernel's word on what changed (`None`: every look compares
+    /// every path's stamp).
+    watcher: Option<Watcher>,
 }
 
 impl Recorder {
@@ -34,8 +38,16 @@ impl Recorder {
     /// other sessions by content).
     /// A tree of more than `max_files` files is refused (see [`scan`]).
     pub fn open(root: &Path, store: Store, max_files: usize) -> io::Result<Self> {
+        // Watched before the first look, so that nothing done meanwhile
+        // goes unseen.
+        let mut watcher = Watcher::new().ok();
+        if let Some(w) = &mut watcher
+            && w.watch(root, Path::new("")).is_err()
+        {
+            watcher = None;
+        }
         let last = scan(root, &store, None, max_files)?;
-        Ok(Self {
+        let mut recorder = Self {
             root: root.to_path_buf(),
             store,
             last,
@@ -43,7 +55,20 @@ impl Recorder {
             background: false,
             turn: None,
             max_files,
-        })
+            watcher,
+        };
+        let dirs: Vec<PathBuf> = recorder.dirs().cloned().collect();
+        recorder.watch(&dirs);
+        if recorder.watcher.is_some() {
+            // What changed in a directory between its scan and its watch.
+            update(
+                &recorder.root,
+                &recorder.store,
+                &mut recorder.last,
+                max_files,
+            )?;
+        }
+        Ok(recorder)
     }
 
     pub fn store(&self) -> &Store {
@@ -52,6 +77,58 @@ impl Recorder {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Brings the last snapshot up to date: from the watcher's events when
+    /// there is one, else by comparing every path's stamp.
+    fn refresh(&mut self) -> io::Result<Vec<PathChange>> {
+        let seen = self.watcher.as_mut().and_then(Watcher::changed);
+        let changes = match seen {
+            Some(seen) => update_seen(
+                &self.root,
+                &self.store,
+                &mut self.last,
+                seen,
+                self.max_files,
+            )?,
+            None => update(&self.root, &self.store, &mut self.last, self.max_files)?,
+        };
+        // New directories are watched too (the events of what was made in
+        // them before the watch are covered: the update listed them whole).
+        let made: Vec<PathBuf> = changes
+            .iter()
+            .filter(|(_, before, after)| {
+                before.is_none()
+                    && after
+                        .as_ref()
+                        .is_some_and(|e| matches!(e.kind, Kind::Dir { .. }))
+            })
+            .map(|(path, _, _)| path.clone())
+            .collect();
+        self.watch(&made);
+        Ok(changes)
+    }
+
+    fn dirs(&self) -> impl Iterator<Item = &PathBuf> {
+        self.last
+            .entries
+            .iter()
+            .filter(|(_, e)| matches!(e.kind, Kind::Dir { .. }))
+            .map(|(p, _)| p)
+    }
+
+    /// Watches `dirs`; past the kernel's limit, stops watching at all.
+    fn watch(&mut self, dirs: &[PathBuf]) {
+        let Some(watcher) = &mut self.watcher else {
+            return;
+        };
+        for dir in dirs {
+            if let Err(error) = watcher.watch(&self.root, dir) {
+                tracing::debug!(%error, "cannot watch {}; comparing stamps instead", dir.display());
+                self.watcher = None;
+                return;
+            }
+        }
     }
 
     /// The blobs the files hold as last seen.
@@ -81,18 +158,16 @@ impl Recorder {
             self.in_call = true;
             return self.count_changes();
         }
-        self.last = scan(&self.root, &self.store, Some(&self.last), self.max_files)?;
+        self.refresh()?;
         self.in_call = true;
         Ok(())
     }
 
     /// What changed since the last snapshot joins the turn's changes.
     fn count_changes(&mut self) -> io::Result<()> {
-        let now = scan(&self.root, &self.store, Some(&self.last), self.max_files)?;
-        let changes = TurnChanges::between(&self.last, &now);
-        self.last = now;
+        let changes = self.refresh()?;
         if let Some(turn) = &mut self.turn {
-            turn.merge(changes);
+            turn.merge(TurnChanges::from_changes(changes));
         }
         Ok(())
     }

@@ -278,7 +278,9 @@ fn not_kept(entry: &Entry) -> Option<String> {
 /// content kept in `store`.
 pub fn current(root: &Path, store: &Store, relative: &Path) -> io::Result<Option<Entry>> {
     match inside(root, relative) {
-        Some(path) if parents_are_directories(root, relative) => entry_of(&path, store, None),
+        Some(path) if parents_are_directories(root, relative) => {
+            entry_of(&path, store, None, i128::MIN)
+        }
         _ => Ok(None),
     }
 }

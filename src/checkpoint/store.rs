@@ -112,6 +112,12 @@ pub struct Trimmed {
 pub struct Store {
     dir: PathBuf,
     limits: Limits,
+    /// The shard directories (`objects/ab`) known to exist, one bit each:
+    /// a first snapshot stores thousands of blobs, and asking the file
+    /// system again for each was a tenth of its system calls.
+    shards: std::sync::Arc<[std::sync::atomic::AtomicU64; 4]>,
+    /// This process's id, for temporary names (a system call each time).
+    pid: u32,
 }
 
 impl Store {
@@ -119,10 +125,16 @@ impl Store {
     pub fn open(dir: &Path, limits: Limits) -> io::Result<Self> {
         create_private_dir(&dir.join("objects"))?;
         create_private_dir(&dir.join("tmp"))?;
-        Ok(Self {
+        Ok(Self::at(dir, limits))
+    }
+
+    fn at(dir: &Path, limits: Limits) -> Self {
+        Self {
             dir: dir.to_path_buf(),
             limits,
-        })
+            shards: std::sync::Arc::new(Default::default()),
+            pid: std::process::id(),
+        }
     }
 
     pub fn limits(&self) -> Limits {
@@ -143,23 +155,26 @@ impl Store {
     /// Keeps the bytes of the file at `path` (read once, hashed while they
     /// are copied), never following a symlink; their hash.
     pub fn put_file(&self, path: &Path) -> Result<Hash, PutError> {
-        let file = open_no_follow(path)?;
-        let size = file.metadata()?.len();
+        let (file, meta) = open_no_follow(path)?;
+        let size = meta.len();
         if size > self.limits.max_file {
             return Err(PutError::TooLarge {
                 size,
                 limit: self.limits.max_file,
             });
         }
-        // The file may grow while it is read: no more than the limit is
-        // taken, and a file that turns out larger is refused all the same.
+        // The file may grow while it is read: no more than its size when
+        // opened (within the limit) is taken.
         let mut reader = file.take(self.limits.max_file + 1);
         let (mut temp, temp_path) = self.temp_file()?;
         let mut hasher = Sha256::new();
         let mut buffer = vec![0u8; 64 * 1024];
         let mut copied = 0u64;
         let result = (|| -> Result<(), PutError> {
-            loop {
+            // Up to the size it had when opened (one read less than
+            // reading to the end): a file that grows meanwhile is taken
+            // as it was, and its stamp has moved for the next look.
+            while copied < size {
                 let n = match reader.read(&mut buffer) {
                     Ok(0) => break,
                     Ok(n) => n,
@@ -231,10 +246,7 @@ impl Store {
     /// The bytes the store in `dir` holds, without creating it (0 when
     /// there is none).
     pub fn size_at(dir: &Path) -> io::Result<u64> {
-        let store = Self {
-            dir: dir.to_path_buf(),
-            limits: Limits::default(),
-        };
+        let store = Self::at(dir, Limits::default());
         match store.blobs() {
             Ok(blobs) => Ok(blobs.iter().map(|b| b.size).sum()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
@@ -300,7 +312,7 @@ impl Store {
     fn temp_file(&self) -> io::Result<(File, PathBuf)> {
         let tmp = self.dir.join("tmp");
         loop {
-            let path = tmp.join(format!("{}-{:016x}", std::process::id(), fastrand::u64(..)));
+            let path = tmp.join(format!("{}-{:016x}", self.pid, fastrand::u64(..)));
             let mut options = std::fs::OpenOptions::new();
             options.write(true).create_new(true);
             #[cfg(unix)]
@@ -313,19 +325,17 @@ impl Store {
         }
     }
 
-    /// Moves a written temporary file to its blob's place, or drops it when
-    /// the blob is there already.
+    /// Moves a written temporary file to its blob's place.
     fn settle(&self, temp: &Path, hash: Hash) -> io::Result<()> {
-        if self.touch(hash) {
-            let _ = std::fs::remove_file(temp);
-            return Ok(());
-        }
+        // No look first: renaming over a blob already there replaces
+        // equal bytes with equal bytes, and stamps it as just used.
         let object = self.object(hash);
-        if let Some(shard) = object.parent() {
+        let (word, bit) = ((hash.0[0] >> 6) as usize, 1u64 << (hash.0[0] & 63));
+        let known = self.shards[word].load(std::sync::atomic::Ordering::Relaxed) & bit != 0;
+        if !known && let Some(shard) = object.parent() {
             create_private_dir(shard)?;
+            self.shards[word].fetch_or(bit, std::sync::atomic::Ordering::Relaxed);
         }
-        // A rename over a blob another session just stored replaces equal
-        // bytes with equal bytes.
         std::fs::rename(temp, &object).inspect_err(|_| {
             let _ = std::fs::remove_file(temp);
         })
@@ -360,22 +370,25 @@ fn create_private_dir(dir: &Path) -> io::Result<()> {
 
 /// Opens a regular file for reading without following a symlink at its
 /// last component (a workspace may swap a file for a link to a secret).
-fn open_no_follow(path: &Path) -> io::Result<File> {
+/// A FIFO put in a file's place is opened without waiting for a writer
+/// (`O_NONBLOCK`), and then refused as not a regular file.
+fn open_no_follow(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::custom_flags(
         &mut options,
-        nix::fcntl::OFlag::O_NOFOLLOW.bits(),
+        (nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits(),
     );
     let file = options.open(path)?;
-    if !file.metadata()?.is_file() {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("{} is not a regular file", path.display()),
         ));
     }
-    Ok(file)
+    Ok((file, meta))
 }
 
 #[cfg(test)]

@@ -85,6 +85,32 @@ struct Stamp {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
     pub entries: BTreeMap<PathBuf, Entry>,
+    /// The root directory's stamp: whether its listing may have changed.
+    root: Option<Stamp>,
+    /// When the snapshot was begun (ns since the epoch). A file system
+    /// stamps changes with a coarse clock (a tick of up to 10 ms), so a
+    /// path changed within a tick of the snapshot may keep its stamp
+    /// through a second change: such "racy" entries are read again next
+    /// time, whatever their stamp says (git's rule for its index).
+    taken_ns: i128,
+}
+
+/// How far before a snapshot a change may still share its stamp with a
+/// later one: the file system clock's tick, with room to spare.
+const RACY_NS: i128 = 50_000_000;
+
+impl Snapshot {
+    /// Entries stamped before this are settled: an equal stamp later
+    /// means unchanged.
+    fn settled_before(&self) -> i128 {
+        self.taken_ns - RACY_NS
+    }
+}
+
+fn now_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
 }
 
 /// A difference between two snapshots.
@@ -115,8 +141,20 @@ pub fn scan(
     previous: Option<&Snapshot>,
     max_files: usize,
 ) -> io::Result<Snapshot> {
-    let mut snapshot = Snapshot::default();
-    let walker = ignore::WalkBuilder::new(root)
+    let mut snapshot = Snapshot {
+        entries: BTreeMap::new(),
+        root: std::fs::symlink_metadata(root).ok().map(|m| stamp(&m)),
+        taken_ns: now_ns(),
+    };
+    walk(root, root, None, store, previous, max_files, &mut snapshot)?;
+    Ok(snapshot)
+}
+
+/// The walker over `dir` as checkpoints see a tree: the ignore files
+/// respected with or without git, hidden files kept, `.git` left out,
+/// links not followed; `depth` levels deep (`None`: all).
+fn walker(dir: &Path, depth: Option<usize>) -> ignore::Walk {
+    ignore::WalkBuilder::new(dir)
         .hidden(false)
         .git_ignore(true)
         .git_exclude(true)
@@ -124,9 +162,26 @@ pub fn scan(
         .require_git(false)
         .parents(true)
         .follow_links(false)
+        .max_depth(depth)
         .filter_entry(|entry| entry.file_name() != ".git")
-        .build();
-    for entry in walker {
+        .build()
+}
+
+/// Adds what is under `dir` (and `dir` itself, unless it is the root) to
+/// `snapshot`, `depth` levels deep.
+fn walk(
+    root: &Path,
+    dir: &Path,
+    depth: Option<usize>,
+    store: &Store,
+    previous: Option<&Snapshot>,
+    max_files: usize,
+    snapshot: &mut Snapshot,
+) -> io::Result<()> {
+    // The paths first: a tree past `max_files` is refused before anything
+    // of it is copied; then their content, read on all the cores.
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for entry in walker(dir, depth) {
         let entry = match entry {
             Ok(entry) => entry,
             Err(error) => {
@@ -134,31 +189,333 @@ pub fn scan(
                 continue;
             }
         };
-        let path = entry.path();
-        let Ok(relative) = path.strip_prefix(root) else {
+        let Ok(relative) = entry.path().strip_prefix(root) else {
             continue;
         };
         if relative.as_os_str().is_empty() {
             continue;
         }
+        if snapshot.entries.len() + paths.len() >= max_files {
+            return Err(io::Error::other(format!(
+                "{} holds more than {max_files} files outside its ignore files",
+                root.display()
+            )));
+        }
+        paths.push(relative.to_path_buf());
+    }
+    let settled = previous.map_or(i128::MIN, Snapshot::settled_before);
+    let entries = crate::parallel::map_chunks(&paths, 64, |relative| {
         let previous = previous.and_then(|p| p.entries.get(relative));
-        if let Some(entry) = entry_of(path, store, previous)? {
-            if snapshot.entries.len() >= max_files {
-                return Err(io::Error::other(format!(
-                    "{} holds more than {max_files} files outside its ignore files",
-                    root.display()
-                )));
-            }
-            snapshot.entries.insert(relative.to_path_buf(), entry);
+        entry_of(&root.join(relative), store, previous, settled)
+    });
+    for (relative, entry) in paths.into_iter().zip(entries) {
+        if let Some(entry) = entry? {
+            snapshot.entries.insert(relative, entry);
         }
     }
-    Ok(snapshot)
+    Ok(())
+}
+
+/// One path's change: what it was and what it is (`None`: nothing).
+pub type PathChange = (PathBuf, Option<Entry>, Option<Entry>);
+
+/// Brings `snapshot` (an earlier [`scan`] of `root`) up to date and says
+/// what changed. Only directories whose own stamp moved (a name was
+/// added, removed or renamed in them) are listed again; every other path
+/// is one `lstat`, spread over the cores, and read only if its stamp
+/// moved. A change to an ignore file makes it a whole [`scan`] again,
+/// since what is ignored may have changed anywhere below it.
+pub fn update(
+    root: &Path,
+    store: &Store,
+    snapshot: &mut Snapshot,
+    max_files: usize,
+) -> io::Result<Vec<PathChange>> {
+    let taken_ns = now_ns();
+    let settled = snapshot.settled_before();
+    let root_now = std::fs::symlink_metadata(root).map(|m| stamp(&m))?;
+    let racy = |s: &Stamp| s.changed_ns >= settled || s.modified_ns >= settled;
+    // Directories whose listing may have changed, shallow first.
+    let mut listed: Vec<PathBuf> = Vec::new();
+    if snapshot.root != Some(root_now) || racy(&root_now) {
+        listed.push(PathBuf::new());
+    }
+    let dirs: Vec<(&PathBuf, &Entry)> = snapshot
+        .entries
+        .iter()
+        .filter(|(_, e)| matches!(e.kind, Kind::Dir { .. }))
+        .collect();
+    for (path, entry) in dirs {
+        let moved = std::fs::symlink_metadata(root.join(path)).map_or(true, |m| {
+            let now = stamp(&m);
+            !m.is_dir() || now != entry.stamp || racy(&now)
+        });
+        if moved {
+            listed.push(path.clone());
+        }
+    }
+    refresh(
+        root, store, snapshot, listed, None, settled, max_files, taken_ns,
+    )
+}
+
+/// [`update`] with what a [`super::watch::Watcher`] saw: only those
+/// directories are listed again and those paths read again.
+pub fn update_seen(
+    root: &Path,
+    store: &Store,
+    snapshot: &mut Snapshot,
+    seen: super::watch::Changed,
+    max_files: usize,
+) -> io::Result<Vec<PathChange>> {
+    let taken_ns = now_ns();
+    let mut listed: Vec<PathBuf> = seen.dirs.into_iter().collect();
+    let mut paths = Vec::new();
+    for path in seen.paths {
+        let is_dir = snapshot
+            .entries
+            .get(&path)
+            .is_some_and(|e| matches!(e.kind, Kind::Dir { .. }));
+        if is_dir {
+            listed.push(path.parent().map(Path::to_path_buf).unwrap_or_default());
+        } else {
+            paths.push(path);
+        }
+    }
+    listed.sort();
+    listed.dedup();
+    // Each path had an event: it is read again whatever its stamp.
+    refresh(
+        root,
+        store,
+        snapshot,
+        listed,
+        Some(paths),
+        i128::MAX,
+        max_files,
+        taken_ns,
+    )
+}
+
+/// The common part of [`update`] and [`update_seen`]: `listed`
+/// directories are listed again; `checked` paths (`None`: every path
+/// outside them) are compared, an equal stamp from before `settled` taken
+/// as no change.
+#[allow(clippy::too_many_arguments)]
+fn refresh(
+    root: &Path,
+    store: &Store,
+    snapshot: &mut Snapshot,
+    mut listed: Vec<PathBuf>,
+    checked: Option<Vec<PathBuf>>,
+    settled: i128,
+    max_files: usize,
+    taken_ns: i128,
+) -> io::Result<Vec<PathChange>> {
+    let root_now = std::fs::symlink_metadata(root).map(|m| stamp(&m))?;
+    // An ignore file that changed, came or went changes what is recorded
+    // anywhere below it: then the whole tree is scanned again.
+    let ignore_names = [".gitignore", ".ignore"];
+    let is_ignore_file = |p: &Path| {
+        p.file_name()
+            .is_some_and(|n| ignore_names.iter().any(|i| n == *i))
+    };
+    let candidates: Vec<&PathBuf> = match &checked {
+        None => snapshot
+            .entries
+            .keys()
+            .filter(|p| is_ignore_file(p))
+            .collect(),
+        Some(paths) => paths.iter().filter(|p| is_ignore_file(p)).collect(),
+    };
+    let ignore_moved = candidates.into_iter().any(|p| {
+        let Some(e) = snapshot.entries.get(p) else {
+            return false;
+        };
+        entry_of(&root.join(p), store, Some(e), settled)
+            .ok()
+            .flatten()
+            .is_none_or(|now| !now.same_as(e))
+    }) || listed.iter().any(|dir| {
+        ignore_names.iter().any(|name| {
+            let path = dir.join(name);
+            snapshot.entries.contains_key(&path)
+                != std::fs::symlink_metadata(root.join(&path)).is_ok()
+        })
+    });
+    if ignore_moved {
+        let now = scan(root, store, Some(snapshot), max_files)?;
+        let found = changes(snapshot, &now)
+            .into_iter()
+            .map(|c| {
+                let path = c.path().to_path_buf();
+                let was = snapshot.entries.get(&path).cloned();
+                let is = now.entries.get(&path).cloned();
+                (path, was, is)
+            })
+            .collect();
+        *snapshot = now;
+        return Ok(found);
+    }
+    let is_listed = |path: &Path| {
+        let parent = path.parent().unwrap_or(Path::new(""));
+        listed.iter().any(|d| d == parent)
+    };
+    // Every other path (or those seen): is it as it was?
+    let checked: Vec<(&PathBuf, &Entry)> = match &checked {
+        None => snapshot
+            .entries
+            .iter()
+            .filter(|(p, e)| !matches!(e.kind, Kind::Dir { .. }) && !is_listed(p))
+            .collect(),
+        Some(paths) => paths
+            .iter()
+            .filter(|p| !is_listed(p))
+            .filter_map(|p| snapshot.entries.get_key_value(p))
+            .collect(),
+    };
+    let now = crate::parallel::map_chunks(&checked, 2048, |(path, entry)| {
+        entry_of(&root.join(path), store, Some(entry), settled)
+    });
+    let mut changes: Vec<PathChange> = Vec::new();
+    let mut updated: Vec<(PathBuf, Option<Entry>)> = Vec::new();
+    for ((path, before), now) in checked.into_iter().zip(now) {
+        let now = now?;
+        let same = now.as_ref().is_some_and(|n| n.same_as(before));
+        if !same {
+            changes.push((path.clone(), Some(before.clone()), now.clone()));
+        }
+        if now.as_ref() != Some(before) {
+            updated.push((path.clone(), now));
+        }
+    }
+    for (path, now) in updated {
+        match now {
+            Some(entry) => snapshot.entries.insert(path, entry),
+            None => snapshot.entries.remove(&path),
+        };
+    }
+    // The directories listed again: what is in them now.
+    listed.sort_by_key(|d| d.components().count());
+    for dir in listed {
+        if !dir.as_os_str().is_empty() && !snapshot.entries.contains_key(&dir) {
+            // Gone with its parent, already.
+            continue;
+        }
+        relist(root, &dir, store, snapshot, max_files, &mut changes)?;
+    }
+    snapshot.root = Some(root_now);
+    snapshot.taken_ns = taken_ns;
+    if snapshot.entries.len() > max_files {
+        return Err(io::Error::other(format!(
+            "{} holds more than {max_files} files outside its ignore files",
+            root.display()
+        )));
+    }
+    changes.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(changes)
+}
+
+/// Lists `dir` again: new names are read (a new directory whole), gone
+/// ones leave with everything under them, and the rest are compared.
+fn relist(
+    root: &Path,
+    dir: &Path,
+    store: &Store,
+    snapshot: &mut Snapshot,
+    max_files: usize,
+    changes: &mut Vec<PathChange>,
+) -> io::Result<()> {
+    let absolute = root.join(dir);
+    let mut seen: Vec<PathBuf> = Vec::new();
+    let here = std::fs::symlink_metadata(&absolute);
+    if here.as_ref().is_ok_and(|m| m.is_dir()) {
+        let mut found = Snapshot::default();
+        walk(
+            root,
+            &absolute,
+            Some(1),
+            store,
+            Some(snapshot),
+            usize::MAX,
+            &mut found,
+        )?;
+        for (path, entry) in found.entries {
+            if path == dir {
+                if let Some(before) = snapshot.entries.get(&path)
+                    && !before.same_as(&entry)
+                {
+                    changes.push((path.clone(), Some(before.clone()), Some(entry.clone())));
+                }
+                snapshot.entries.insert(path, entry);
+                continue;
+            }
+            seen.push(path.clone());
+            match snapshot.entries.get(&path) {
+                Some(before) => {
+                    if !before.same_as(&entry) {
+                        changes.push((path.clone(), Some(before.clone()), Some(entry.clone())));
+                    }
+                    snapshot.entries.insert(path, entry);
+                }
+                None if matches!(entry.kind, Kind::Dir { .. }) => {
+                    // A new directory: all of it.
+                    let mut new = Snapshot::default();
+                    walk(
+                        root,
+                        &root.join(&path),
+                        None,
+                        store,
+                        None,
+                        max_files,
+                        &mut new,
+                    )?;
+                    for (path, entry) in new.entries {
+                        changes.push((path.clone(), None, Some(entry.clone())));
+                        snapshot.entries.insert(path, entry);
+                    }
+                }
+                None => {
+                    changes.push((path.clone(), None, Some(entry.clone())));
+                    snapshot.entries.insert(path, entry);
+                }
+            }
+        }
+    }
+    // What was in `dir` and is not now (nor what was under it).
+    let gone: Vec<PathBuf> = snapshot
+        .entries
+        .keys()
+        .filter(|p| {
+            p.parent().unwrap_or(Path::new("")) == dir && !seen.contains(p) && p.as_path() != dir
+        })
+        .cloned()
+        .collect();
+    for path in gone {
+        let under: Vec<PathBuf> = snapshot
+            .entries
+            .range(path.clone()..)
+            .take_while(|(p, _)| p.starts_with(&path))
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in under {
+            if let Some(before) = snapshot.entries.remove(&p) {
+                changes.push((p, Some(before), None));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The entry for what is at `path` now (`None`: nothing, or neither a
 /// file, a symlink nor a directory), its content kept in `store` unless
-/// `previous` has the same stamp.
-pub fn entry_of(path: &Path, store: &Store, previous: Option<&Entry>) -> io::Result<Option<Entry>> {
+/// `previous` has the same stamp, changed before `settled` (ns).
+pub fn entry_of(
+    path: &Path,
+    store: &Store,
+    previous: Option<&Entry>,
+    settled: i128,
+) -> io::Result<Option<Entry>> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -180,6 +537,8 @@ pub fn entry_of(path: &Path, store: &Store, previous: Option<&Entry>) -> io::Res
     if let Some(before) = previous
         && before.stamp == stamp
         && before.kind == kind
+        && stamp.changed_ns < settled
+        && stamp.modified_ns < settled
     {
         return Ok(Some(before.clone()));
     }

@@ -51,6 +51,21 @@ impl TurnChanges {
         }
     }
 
+    /// The changes [`super::tree::update`] found.
+    pub fn from_changes(changes: Vec<super::tree::PathChange>) -> Self {
+        Self {
+            files: changes
+                .into_iter()
+                .map(|(path, before, after)| FileChange {
+                    path,
+                    before,
+                    after,
+                })
+                .collect(),
+            outside: Vec::new(),
+        }
+    }
+
     /// Adds a later call's changes: a path keeps its first `before` and
     /// takes the later `after`; one that ends as it began is dropped.
     pub fn merge(&mut self, later: TurnChanges) {
