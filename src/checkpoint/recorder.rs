@@ -14,6 +14,11 @@ use super::tree::{Kind, PathChange, Snapshot, scan, update, update_seen};
 use super::turn::TurnChanges;
 use super::watch::Watcher;
 
+/// The most directories one recorder watches: the user's inotify watches
+/// (`max_user_watches`, as low as 8,192 on older kernels) are shared with
+/// every other program's, an editor's file watcher first.
+pub const MAX_WATCHES: usize = 4096;
+
 pub struct Recorder {
     root: PathBuf,
     store: Store,
@@ -58,6 +63,11 @@ impl Recorder {
             watcher,
         };
         let dirs: Vec<PathBuf> = recorder.dirs().cloned().collect();
+        if dirs.len() >= MAX_WATCHES {
+            // The user's inotify watches are shared with their editor's
+            // file watchers: a huge tree is compared by stamps instead.
+            recorder.watcher = None;
+        }
         recorder.watch(&dirs);
         if recorder.watcher.is_some() {
             // What changed in a directory between its scan and its watch.
@@ -117,11 +127,16 @@ impl Recorder {
             .map(|(p, _)| p)
     }
 
-    /// Watches `dirs`; past the kernel's limit, stops watching at all.
+    /// Watches `dirs`; past the kernel's limit or [`MAX_WATCHES`], stops
+    /// watching at all.
     fn watch(&mut self, dirs: &[PathBuf]) {
         let Some(watcher) = &mut self.watcher else {
             return;
         };
+        if watcher.count() + dirs.len() > MAX_WATCHES {
+            self.watcher = None;
+            return;
+        }
         for dir in dirs {
             if let Err(error) = watcher.watch(&self.root, dir) {
                 tracing::debug!(%error, "cannot watch {}; comparing stamps instead", dir.display());

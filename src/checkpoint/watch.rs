@@ -69,6 +69,11 @@ mod imp {
             Ok(())
         }
 
+        /// How many directories are watched.
+        pub fn count(&self) -> usize {
+            self.dirs.len()
+        }
+
         /// What changed since the last call; `None`: the kernel dropped
         /// events (its queue overflowed), so anything may have.
         pub fn changed(&mut self) -> Option<Changed> {
@@ -139,6 +144,10 @@ mod imp {
 
         pub fn changed(&mut self) -> Option<Changed> {
             None
+        }
+
+        pub fn count(&self) -> usize {
+            0
         }
     }
 }

@@ -215,13 +215,20 @@ async fn chat_history_gives_a_reloaded_page_what_its_tool_cards_showed() {
             m
         })
         .collect();
+    // The prompt is named by its transcript entry, and as turn 1 (what
+    // the page's "Rewind to here" and "Fork from here" send).
+    let prompt_id = messages[0]["id"].clone();
+    assert!(
+        prompt_id.as_str().is_some_and(|id| id.starts_with('e')),
+        "{prompt_id}"
+    );
     let calls = &messages[1]["content"];
     let bash_args = calls[2]["arguments"].clone();
     let bash_title = calls[2]["title"].clone();
     assert_eq!(
         messages,
         vec![
-            json!({"role": "user", "content": [{"type": "text", "text": "edit and run"}]}),
+            json!({"role": "user", "content": [{"type": "text", "text": "edit and run"}], "id": prompt_id, "turn": 1}),
             json!({"role": "assistant", "content": [
                 {"type": "toolCall", "id": "r1", "name": "read", "kind": "read", "title": "Read a.txt",
                  "arguments": {"path": "a.txt"}},

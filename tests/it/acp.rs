@@ -60,7 +60,7 @@ async fn initialize_reports_honest_capabilities() {
             "mcpCapabilities": {"http": true, "sse": false},
             "sessionCapabilities": {
                 "additionalDirectories": {}, "list": {}, "delete": {}, "resume": {}, "close": {},
-                "systemPrompt": {"mode": {"override": {}}}
+                "fork": {}, "systemPrompt": {"mode": {"override": {}}}
             },
             "auth": {"logout": {}}
         })

@@ -46,7 +46,12 @@ impl Hub {
                 reject = Some(option.option_id.0.to_string());
             }
             if !decisions.iter().any(|(d, _)| *d == decision) {
-                labels.push((decision.clone(), option.name.clone()));
+                // A question of its own (a restore) names its choices;
+                // a tool's approval keeps the protocol's words.
+                let usual = ["allow_once", "allow_always", "reject_once", "reject_always"];
+                if !usual.contains(&option.option_id.0.as_ref()) {
+                    labels.push((decision.clone(), option.name.clone()));
+                }
                 decisions.push((decision, option.option_id.0.to_string()));
             }
         }
