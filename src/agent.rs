@@ -935,15 +935,13 @@ async fn execute_call(
         call: call.clone(),
         info: info.clone(),
     });
-    let may_change = call.arguments_error.is_none() && may_change_files(config, &info);
-    let result = recorded(
-        config,
-        tools,
-        host,
-        may_change,
-        admit_and_run(config, tools, cwd, call, &info, host, cancel),
-    )
-    .await;
+    let may_change = call.arguments_error.is_none()
+        && may_change_files(config, &info)
+        && tools
+            .iter()
+            .find(|t| t.name() == call.name)
+            .is_none_or(|t| t.may_change_files());
+    let result = admit_and_run(config, tools, cwd, call, &info, host, cancel, may_change).await;
     if let Some(recording) = &config.checkpoints
         && !result.0.is_error
         && matches!(
@@ -963,7 +961,11 @@ async fn execute_call(
     result
 }
 
-/// [`execute_call`] after the call's start was told.
+/// [`execute_call`] after the call's start was told. When the call
+/// `may_change` files, the checkpoint records its hooks and its run, each
+/// between two snapshots, and not the wait for the user's answer in
+/// between: what the user edits meanwhile is not the turn's.
+#[allow(clippy::too_many_arguments)]
 async fn admit_and_run(
     config: &AgentConfig,
     tools: &[Arc<dyn Tool>],
@@ -972,7 +974,9 @@ async fn admit_and_run(
     info: &CallInfo,
     host: &dyn AgentHost,
     cancel: &CancellationToken,
+    may_change: bool,
 ) -> (ToolOutput, Option<String>) {
+    let hooks = may_change && !config.guard.hooks.is_empty();
     if let Some(error) = &call.arguments_error {
         let output = ToolOutput::error(format!(
             "The arguments for {} could not be parsed ({error}). Send them again as one JSON object.",
@@ -983,11 +987,17 @@ async fn admit_and_run(
     }
     let tool = tools.iter().find(|t| t.name() == call.name);
     let mode = config.permissions.mode();
-    let (params, warning) = match config
-        .guard
-        .admit(tool.map(|t| t.as_ref()), call, mode, cancel)
-        .await
-    {
+    let admitted = recorded(
+        config,
+        tools,
+        host,
+        hooks,
+        config
+            .guard
+            .admit(tool.map(|t| t.as_ref()), call, mode, cancel),
+    )
+    .await;
+    let (params, warning) = match admitted {
         guard::Admission::Break(text) => return (ToolOutput::error(text.clone()), Some(text)),
         guard::Admission::Refuse(mut output) => {
             if tool.is_none() {
@@ -1020,15 +1030,32 @@ async fn admit_and_run(
         arguments: params.clone(),
         ..call.clone()
     };
-    let output = run_call(config, tool.as_ref(), cwd, &rewritten, info, host, cancel).await;
-    let output = config
-        .guard
-        .finish(call, &params, output, warning, cancel)
-        .await;
+    let checkpoint = may_change.then_some(tools);
+    let output = run_call(
+        config,
+        tool.as_ref(),
+        cwd,
+        &rewritten,
+        info,
+        host,
+        cancel,
+        checkpoint,
+    )
+    .await;
+    let output = recorded(
+        config,
+        tools,
+        host,
+        hooks,
+        config.guard.finish(call, &params, output, warning, cancel),
+    )
+    .await;
     (output, None)
 }
 
-/// Asks permission for a call and runs it.
+/// Asks permission for a call and runs it; with `checkpoint` (the
+/// session's tools), its run is recorded.
+#[allow(clippy::too_many_arguments)]
 async fn run_call(
     config: &AgentConfig,
     tool: &dyn Tool,
@@ -1037,6 +1064,7 @@ async fn run_call(
     info: &CallInfo,
     host: &dyn AgentHost,
     cancel: &CancellationToken,
+    checkpoint: Option<&[Arc<dyn Tool>]>,
 ) -> ToolOutput {
     let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
     let ctx = ToolContext {
@@ -1087,16 +1115,26 @@ async fn run_call(
         }
     }
     let run = tool.execute(call.arguments.clone(), &ctx);
-    tokio::pin!(run);
-    let output = loop {
-        tokio::select! {
-            output = &mut run => break output,
-            Some(display) = progress_rx.recv() => host.emit(AgentEvent::ToolExecutionUpdate {
-                call_id: call.id.clone(),
-                display,
-            }),
+    let running = async {
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                output = &mut run => break output,
+                Some(display) = progress_rx.recv() => host.emit(AgentEvent::ToolExecutionUpdate {
+                    call_id: call.id.clone(),
+                    display,
+                }),
+            }
         }
     };
+    let output = recorded(
+        config,
+        checkpoint.unwrap_or_default(),
+        host,
+        checkpoint.is_some(),
+        running,
+    )
+    .await;
     // What the tool reported just before it returned (how a command ended,
     // its last lines) still goes out, before the call's end.
     while let Ok(display) = progress_rx.try_recv() {

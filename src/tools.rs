@@ -315,6 +315,12 @@ pub trait Tool: Send + Sync {
     fn holds_work(&self) -> bool {
         false
     }
+    /// Whether a call may change files in the working directory (the
+    /// checkpoint records it). Tools whose kind says they only read need
+    /// not say so; one that waits for the user, and changes nothing, does.
+    fn may_change_files(&self) -> bool {
+        true
+    }
 }
 
 /// Tools that come and go while a session runs (an MCP server starts,

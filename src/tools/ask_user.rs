@@ -69,6 +69,12 @@ struct Args {
 pub struct AskUserTool;
 
 impl Tool for AskUserTool {
+    /// It waits for the user, who may edit files meanwhile: those edits
+    /// are not the turn's.
+    fn may_change_files(&self) -> bool {
+        false
+    }
+
     fn name(&self) -> &str {
         "ask_user"
     }

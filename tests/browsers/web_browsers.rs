@@ -209,7 +209,7 @@ async fn chat_round_trip(engine: Engine, (width, height): (u32, u32)) {
             "const m = document.querySelector('[data-testid=message][data-role=assistant]'); \
              return [m.querySelector('strong')?.textContent, m.querySelector('code')?.textContent, \
                [...document.querySelectorAll('[data-testid=message][data-role=user]')] \
-                 .map((u) => u.textContent.trim())];",
+                 .map((u) => u.querySelector('.body').textContent.trim())];",
         )
         .await;
     assert_eq!(rendered, json!(["Streamed", "pincer", ["Say hello"]]));

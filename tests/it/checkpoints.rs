@@ -911,3 +911,89 @@ async fn an_unsaved_change_in_the_editor_s_buffer_counts_as_a_change_since() {
         "b1\n"
     );
 }
+
+#[tokio::test]
+async fn what_the_user_edits_while_a_question_is_open_is_not_the_turn_s() {
+    let sandbox = Sandbox::new();
+    sandbox.write("a.txt", "a1\n");
+    sandbox.write("b.txt", "b1\n");
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_calls(&[(
+        "c1",
+        "bash",
+        &json!({"command": "echo b2 > b.txt"}).to_string(),
+    )])));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize_with(json!({})).await;
+    let session = acp.new_session(&sandbox.work()).await;
+    // The default mode asks before the command; the user edits a.txt
+    // while the question is open, then allows it.
+    let id = acp
+        .send("session/prompt", prompt(&session, "change b"))
+        .await;
+    let work = sandbox.work();
+    acp.drive(id, |method, _| {
+        assert_eq!(method, "session/request_permission");
+        std::fs::write(work.join("a.txt"), "mine\n").unwrap();
+        selected("allow_once")
+    })
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
+        "b2\n"
+    );
+
+    let (_, said, questions) = send(&mut acp, &session, "/undo", "restore").await;
+    assert_eq!(questions.len(), 1, "{said}");
+    let text = questions[0]["params"]["toolCall"]["content"].to_string();
+    assert!(text.contains("b.txt") && !text.contains("a.txt"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("a.txt")).unwrap(),
+        "mine\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
+        "b1\n"
+    );
+}
+
+#[tokio::test]
+async fn what_the_user_edits_while_answering_the_model_s_question_is_not_the_turn_s() {
+    let sandbox = Sandbox::new();
+    sandbox.write("a.txt", "a1\n");
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_calls(&[(
+        "q1",
+        "ask_user",
+        &json!({"question": "Which colour?", "choices": [{"label": "Red"}, {"label": "Blue"}]})
+            .to_string(),
+    )])));
+    mock.push(Reply::sse(anthropic_tool_calls(&[(
+        "c1",
+        "bash",
+        &json!({"command": "echo made > b.txt"}).to_string(),
+    )])));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let session = bypass_session(&mut acp, &sandbox).await;
+    let id = acp.send("session/prompt", prompt(&session, "ask me")).await;
+    let work = sandbox.work();
+    acp.drive(id, |method, _| {
+        assert_eq!(method, "session/request_permission");
+        // The user edits a.txt before answering.
+        std::fs::write(work.join("a.txt"), "mine\n").unwrap();
+        selected("choice_1")
+    })
+    .await;
+    let (_, said, questions) = send(&mut acp, &session, "/undo", "restore").await;
+    assert_eq!(questions.len(), 1, "{said}");
+    let text = questions[0]["params"]["toolCall"]["content"].to_string();
+    assert!(text.contains("b.txt") && !text.contains("a.txt"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("a.txt")).unwrap(),
+        "mine\n",
+        "{said}\n{text}"
+    );
+    assert!(!sandbox.work().join("b.txt").exists());
+}
