@@ -237,61 +237,25 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             need(conn, Need::Write)?;
             let key = key_param(&params, "key")?;
             let instructions = optional(&params, "instructions")?.unwrap_or_default();
-            let session = hub.open(key).await?;
-            let run = uuid::Uuid::new_v4().to_string();
             let text = format!("/compact {instructions}").trim_end().to_string();
-            let waiter = {
-                hub.send(
-                    &session,
-                    key,
-                    &run,
-                    vec![ContentBlock::Text(TextContent::new(text))],
-                    Some(QueueMode::FollowUp),
-                )?;
-                hub.wait_for(&run)
-            };
-            if let Some(waiter) = waiter {
-                let _ = waiter.await;
-            }
-            match hub.outcome(&run).flatten() {
-                Some((Outcome::Ok { .. }, _, _)) => {
-                    Ok(json!({"ok": true, "key": key, "compacted": true}))
-                }
-                Some((Outcome::Error { message, .. }, _, _)) => Err(ErrorShape::invalid(message)),
-                _ => Err(ErrorShape::invalid("the compaction was cancelled")),
-            }
+            run_command(hub, key, text, "the compaction was cancelled").await?;
+            Ok(json!({"ok": true, "key": key, "compacted": true}))
         }
         "sessions.rewind" => {
             need(conn, Need::Write)?;
             let key = key_param(&params, "key")?;
             let turn = turn_param(hub, key, &params)?
                 .ok_or_else(|| ErrorShape::invalid("`turn` or `messageId` is required"))?;
-            let session = hub.open(key).await?;
-            let run = uuid::Uuid::new_v4().to_string();
             // Through the session, as `/rewind N` typed there: the question
             // about the files goes to whoever answers its approvals.
-            let waiter = {
-                hub.send(
-                    &session,
-                    key,
-                    &run,
-                    vec![ContentBlock::Text(TextContent::new(format!(
-                        "/rewind {turn}"
-                    )))],
-                    Some(QueueMode::FollowUp),
-                )?;
-                hub.wait_for(&run)
-            };
-            if let Some(waiter) = waiter {
-                let _ = waiter.await;
-            }
-            match hub.outcome(&run).flatten() {
-                Some((Outcome::Ok { .. }, _, _)) => {
-                    Ok(json!({"ok": true, "key": key, "turn": turn}))
-                }
-                Some((Outcome::Error { message, .. }, _, _)) => Err(ErrorShape::invalid(message)),
-                _ => Err(ErrorShape::invalid("the rewind was cancelled")),
-            }
+            run_command(
+                hub,
+                key,
+                format!("/rewind {turn}"),
+                "the rewind was cancelled",
+            )
+            .await?;
+            Ok(json!({"ok": true, "key": key, "turn": turn}))
         }
         "sessions.fork" => {
             need(conn, Need::Write)?;
@@ -524,6 +488,33 @@ async fn agent_wait(hub: &Arc<Hub>, params: &Value) -> Reply {
 }
 
 /// A session's messages from its transcript (none for a key not used yet).
+/// Sends a slash command to the session `key` names, as a message typed
+/// there, and waits for it to end; `cancelled` is the error when it was.
+async fn run_command(
+    hub: &Arc<Hub>,
+    key: &str,
+    text: String,
+    cancelled: &str,
+) -> Result<(), ErrorShape> {
+    let session = hub.open(key).await?;
+    let run = uuid::Uuid::new_v4().to_string();
+    hub.send(
+        &session,
+        key,
+        &run,
+        vec![ContentBlock::Text(TextContent::new(text))],
+        Some(QueueMode::FollowUp),
+    )?;
+    if let Some(waiter) = hub.wait_for(&run) {
+        let _ = waiter.await;
+    }
+    match hub.outcome(&run).flatten() {
+        Some((Outcome::Ok { .. }, _, _)) => Ok(()),
+        Some((Outcome::Error { message, .. }, _, _)) => Err(ErrorShape::invalid(message)),
+        _ => Err(ErrorShape::invalid(cancelled)),
+    }
+}
+
 /// The turn a request names: `turn` (as `/rewind` numbers them) or the
 /// `messageId` of the user message that started it (as `chat.history`
 /// gives it).

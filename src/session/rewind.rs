@@ -245,15 +245,7 @@ impl Proposal {
             target: Target::Rewind {
                 to: turns[from].prompt_id.clone(),
             },
-            files: changes
-                .files
-                .iter()
-                .map(|c| FileChange {
-                    path: c.path.clone(),
-                    before: c.after.clone(),
-                    after: c.before.clone(),
-                })
-                .collect(),
+            files: reversed(&changes.files),
             plan,
             outside: changes.outside,
             unrecorded: unrecorded.len(),
@@ -271,20 +263,24 @@ impl Proposal {
             target: Target::Redo {
                 of: redo.rewind.clone(),
             },
-            files: redo
-                .files
-                .iter()
-                .map(|c| FileChange {
-                    path: c.path.clone(),
-                    before: c.after.clone(),
-                    after: c.before.clone(),
-                })
-                .collect(),
+            files: reversed(&redo.files),
             plan,
             outside: Vec::new(),
             unrecorded: 0,
         })
     }
+}
+
+/// Each change the other way round.
+fn reversed(files: &[FileChange]) -> Vec<FileChange> {
+    files
+        .iter()
+        .map(|c| FileChange {
+            path: c.path.clone(),
+            before: c.after.clone(),
+            after: c.before.clone(),
+        })
+        .collect()
 }
 
 /// What a rewind or redo did to the files.
