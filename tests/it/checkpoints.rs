@@ -50,6 +50,37 @@ pub fn listing(root: &Path) -> BTreeMap<String, String> {
     out
 }
 
+/// A file of the sandbox's working directory.
+fn read(sandbox: &Sandbox, name: &str) -> String {
+    std::fs::read_to_string(sandbox.work().join(name)).unwrap()
+}
+
+/// An answer that runs `command` with `bash`.
+fn bash_call(id: &str, command: impl std::fmt::Display) -> Reply {
+    let input = json!({ "command": command.to_string() }).to_string();
+    Reply::sse(anthropic_tool_calls(&[(id, "bash", input.as_str())]))
+}
+
+/// `/undo` asks about `taken` alone and puts it back to `was` (`None`:
+/// no file), leaving a.txt as the user made it ("mine").
+async fn undo_spares_the_user_s_a(
+    acp: &mut Acp,
+    session: &str,
+    sandbox: &Sandbox,
+    taken: &str,
+    was: Option<&str>,
+) {
+    let (_, said, questions) = send(acp, session, "/undo", "restore").await;
+    assert_eq!(questions.len(), 1, "{said}");
+    let text = questions[0]["params"]["toolCall"]["content"].to_string();
+    assert!(text.contains(taken) && !text.contains("a.txt"), "{text}");
+    assert_eq!(read(sandbox, "a.txt"), "mine\n");
+    match was {
+        Some(was) => assert_eq!(read(sandbox, taken), was),
+        None => assert!(!sandbox.work().join(taken).exists()),
+    }
+}
+
 /// A session in `bypass` mode (the turn's calls ask nothing).
 async fn bypass_session(acp: &mut Acp, sandbox: &Sandbox) -> String {
     acp.initialize_with(json!({})).await;
@@ -226,11 +257,7 @@ async fn a_file_changed_since_the_turn_is_kept_unless_the_user_says_overwrite() 
     sandbox.write("a.txt", "a1\n");
     sandbox.write("b.txt", "b1\n");
     let mock = MockModel::start().await;
-    mock.push(Reply::sse(anthropic_tool_calls(&[(
-        "c1",
-        "bash",
-        &json!({"command": "echo a2 > a.txt && echo b2 > b.txt"}).to_string(),
-    )])));
+    mock.push(bash_call("c1", "echo a2 > a.txt && echo b2 > b.txt"));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
     let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = bypass_session(&mut acp, &sandbox).await;
@@ -253,36 +280,21 @@ async fn a_file_changed_since_the_turn_is_kept_unless_the_user_says_overwrite() 
         .map(|o| o["optionId"].as_str().unwrap())
         .collect();
     assert_eq!(options, ["restore", "overwrite", "cancel"]);
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
-        "b2\n"
-    );
+    assert_eq!(read(&sandbox, "b.txt"), "b2\n");
 
     // Restoring keeps the user's change and puts back the rest.
     let (_, said, _) = send(&mut acp, &session, "/undo", "restore").await;
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("a.txt")).unwrap(),
-        "mine\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
-        "b1\n"
-    );
+    assert_eq!(read(&sandbox, "a.txt"), "mine\n");
+    assert_eq!(read(&sandbox, "b.txt"), "b1\n");
     assert!(said.contains("Left `a.txt`"), "{said}");
 
     // Redo, edit by hand again, and this time overwrite: the hand edit
     // goes, as the question said it would.
     send(&mut acp, &session, "/redo", "restore").await;
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
-        "b2\n"
-    );
+    assert_eq!(read(&sandbox, "b.txt"), "b2\n");
     sandbox.write("b.txt", "mine too\n");
     send(&mut acp, &session, "/undo", "overwrite").await;
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
-        "b1\n"
-    );
+    assert_eq!(read(&sandbox, "b.txt"), "b1\n");
 }
 
 #[tokio::test]
@@ -325,10 +337,7 @@ async fn undo_in_one_session_leaves_another_session_s_changes_alone() {
     )
     .await;
     send(&mut acp, &second, "change b", "cancel").await;
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
-        "b2\n"
-    );
+    assert_eq!(read(&sandbox, "b.txt"), "b2\n");
     gate.notify_one();
     let (response, _) = acp.until_response(first_prompt).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
@@ -338,25 +347,13 @@ async fn undo_in_one_session_leaves_another_session_s_changes_alone() {
     let text = questions[0]["params"]["toolCall"]["content"].to_string();
     assert!(text.contains("a.txt") && text.contains("c.txt"), "{text}");
     assert!(!text.contains("b.txt"), "{text}");
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("a.txt")).unwrap(),
-        "a1\n"
-    );
+    assert_eq!(read(&sandbox, "a.txt"), "a1\n");
     assert!(!sandbox.work().join("c.txt").exists());
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
-        "b2\n"
-    );
+    assert_eq!(read(&sandbox, "b.txt"), "b2\n");
     // And the second session's undo takes back only its own.
     send(&mut acp, &second, "/undo", "restore").await;
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
-        "b1\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("a.txt")).unwrap(),
-        "a1\n"
-    );
+    assert_eq!(read(&sandbox, "b.txt"), "b1\n");
+    assert_eq!(read(&sandbox, "a.txt"), "a1\n");
 }
 
 #[tokio::test]
@@ -368,11 +365,10 @@ async fn a_process_killed_during_a_restore_leaves_a_session_that_loads_and_says_
         sandbox.write(&format!("many/f{i}.txt"), "original\n");
     }
     let mock = MockModel::start().await;
-    mock.push(Reply::sse(anthropic_tool_calls(&[(
+    mock.push(bash_call(
         "c1",
-        "bash",
-        &json!({"command": "for f in many/*.txt; do echo changed > \"$f\"; done"}).to_string(),
-    )])));
+        "for f in many/*.txt; do echo changed > \"$f\"; done",
+    ));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
     let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = bypass_session(&mut acp, &sandbox).await;
@@ -501,11 +497,10 @@ async fn pincer_run_undoes_with_continue_and_sessions_rewind_and_fork_work_from_
     let before = listing(&sandbox.work());
     let mock = MockModel::start().await;
     // Turn 1 changes a.txt and removes a directory; turn 2 adds a file.
-    mock.push(Reply::sse(anthropic_tool_calls(&[(
+    mock.push(bash_call(
         "c1",
-        "bash",
-        &json!({"command": "echo a2 > a.txt && rm -r old && chmod 600 a.txt"}).to_string(),
-    )])));
+        "echo a2 > a.txt && rm -r old && chmod 600 a.txt",
+    ));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
     pincer(&sandbox, &mock, &["run", "--mode", "bypass", "first turn"]).await;
     let after_first = listing(&sandbox.work());
@@ -855,11 +850,7 @@ async fn an_unsaved_change_in_the_editor_s_buffer_counts_as_a_change_since() {
     sandbox.write("a.txt", "a1\n");
     sandbox.write("b.txt", "b1\n");
     let mock = MockModel::start().await;
-    mock.push(Reply::sse(anthropic_tool_calls(&[(
-        "c1",
-        "bash",
-        &json!({"command": "echo a2 > a.txt && echo b2 > b.txt"}).to_string(),
-    )])));
+    mock.push(bash_call("c1", "echo a2 > a.txt && echo b2 > b.txt"));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
     let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize_with(json!({"fs": {"readTextFile": true, "writeTextFile": false}}))
@@ -902,14 +893,8 @@ async fn an_unsaved_change_in_the_editor_s_buffer_counts_as_a_change_since() {
         "the diff starts from the buffer: {text}"
     );
     // a.txt is left for the editor's buffer; b.txt goes back.
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("a.txt")).unwrap(),
-        "a2\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
-        "b1\n"
-    );
+    assert_eq!(read(&sandbox, "a.txt"), "a2\n");
+    assert_eq!(read(&sandbox, "b.txt"), "b1\n");
 }
 
 #[tokio::test]
@@ -918,11 +903,7 @@ async fn what_the_user_edits_while_a_question_is_open_is_not_the_turn_s() {
     sandbox.write("a.txt", "a1\n");
     sandbox.write("b.txt", "b1\n");
     let mock = MockModel::start().await;
-    mock.push(Reply::sse(anthropic_tool_calls(&[(
-        "c1",
-        "bash",
-        &json!({"command": "echo b2 > b.txt"}).to_string(),
-    )])));
+    mock.push(bash_call("c1", "echo b2 > b.txt"));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
     let mut acp = spawn_anthropic(&sandbox, &mock);
     acp.initialize_with(json!({})).await;
@@ -939,23 +920,8 @@ async fn what_the_user_edits_while_a_question_is_open_is_not_the_turn_s() {
         selected("allow_once")
     })
     .await;
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
-        "b2\n"
-    );
-
-    let (_, said, questions) = send(&mut acp, &session, "/undo", "restore").await;
-    assert_eq!(questions.len(), 1, "{said}");
-    let text = questions[0]["params"]["toolCall"]["content"].to_string();
-    assert!(text.contains("b.txt") && !text.contains("a.txt"), "{text}");
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("a.txt")).unwrap(),
-        "mine\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("b.txt")).unwrap(),
-        "b1\n"
-    );
+    assert_eq!(read(&sandbox, "b.txt"), "b2\n");
+    undo_spares_the_user_s_a(&mut acp, &session, &sandbox, "b.txt", Some("b1\n")).await;
 }
 
 #[tokio::test]
@@ -969,11 +935,7 @@ async fn what_the_user_edits_while_answering_the_model_s_question_is_not_the_tur
         &json!({"question": "Which colour?", "choices": [{"label": "Red"}, {"label": "Blue"}]})
             .to_string(),
     )])));
-    mock.push(Reply::sse(anthropic_tool_calls(&[(
-        "c1",
-        "bash",
-        &json!({"command": "echo made > b.txt"}).to_string(),
-    )])));
+    mock.push(bash_call("c1", "echo made > b.txt"));
     mock.push(Reply::fixture("anthropic/after_tool.sse"));
     let mut acp = spawn_anthropic(&sandbox, &mock);
     let session = bypass_session(&mut acp, &sandbox).await;
@@ -986,14 +948,5 @@ async fn what_the_user_edits_while_answering_the_model_s_question_is_not_the_tur
         selected("choice_1")
     })
     .await;
-    let (_, said, questions) = send(&mut acp, &session, "/undo", "restore").await;
-    assert_eq!(questions.len(), 1, "{said}");
-    let text = questions[0]["params"]["toolCall"]["content"].to_string();
-    assert!(text.contains("b.txt") && !text.contains("a.txt"), "{text}");
-    assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("a.txt")).unwrap(),
-        "mine\n",
-        "{said}\n{text}"
-    );
-    assert!(!sandbox.work().join("b.txt").exists());
+    undo_spares_the_user_s_a(&mut acp, &session, &sandbox, "b.txt", None).await;
 }
