@@ -950,3 +950,82 @@ async fn what_the_user_edits_while_answering_the_model_s_question_is_not_the_tur
     .await;
     undo_spares_the_user_s_a(&mut acp, &session, &sandbox, "b.txt", None).await;
 }
+
+#[tokio::test]
+async fn a_file_written_outside_the_working_directory_is_named_and_never_restored() {
+    let sandbox = Sandbox::new();
+    let outside = sandbox.home().join("outside.txt");
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_calls(&[
+        (
+            "w1",
+            "write",
+            &json!({"path": outside, "content": "out\n"}).to_string(),
+        ),
+        (
+            "w2",
+            "write",
+            &json!({"path": "inside.txt", "content": "in\n"}).to_string(),
+        ),
+    ])));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let session = bypass_session(&mut acp, &sandbox).await;
+    let (_, said, _) = send(&mut acp, &session, "write both", "cancel").await;
+    assert!(
+        said.contains("wrote outside the working directory"),
+        "{said}"
+    );
+    assert!(said.contains(&outside.display().to_string()), "{said}");
+    let (_, said, questions) = send(&mut acp, &session, "/undo", "restore").await;
+    let text = questions[0]["params"]["toolCall"]["content"].to_string();
+    assert!(text.contains("not put back"), "{text}");
+    assert!(
+        said.contains("Not put back (outside the working directory)"),
+        "{said}"
+    );
+    assert!(!sandbox.work().join("inside.txt").exists());
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "out\n");
+}
+
+#[tokio::test]
+async fn a_fork_from_the_shell_can_put_the_files_back_to_its_point() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    for (n, file) in [(1, "one.txt"), (2, "two.txt")] {
+        mock.push(Reply::sse(anthropic_tool_calls(&[(
+            "w",
+            "write",
+            &json!({"path": file, "content": "x\n"}).to_string(),
+        )])));
+        mock.push(Reply::fixture("anthropic/after_tool.sse"));
+        let mut args = vec!["run", "--mode", "bypass"];
+        if n == 2 {
+            args.push("--continue");
+        }
+        let text = format!("turn {n}");
+        args.push(&text);
+        pincer(&sandbox, &mock, &args).await;
+    }
+    let sessions = pincer(&sandbox, &mock, &["sessions", "list", "--json"]).await;
+    let id = serde_json::from_str::<Value>(sessions.lines().next().unwrap()).unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let said = pincer(
+        &sandbox,
+        &mock,
+        &["sessions", "fork", &id, "2", "--files", "--yes"],
+    )
+    .await;
+    assert!(said.contains("Put back 1 file: `two.txt`"), "{said}");
+    assert!(!sandbox.work().join("two.txt").exists());
+    assert!(sandbox.work().join("one.txt").exists());
+    // Without a terminal and without --yes nothing changes.
+    let mut cmd = sandbox.command(&["sessions", "rewind", &id, "1"]);
+    cmd.stdin(std::process::Stdio::null());
+    let out = cmd.output().await.unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"));
+    assert!(sandbox.work().join("one.txt").exists());
+}
