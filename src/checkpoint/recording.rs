@@ -182,11 +182,6 @@ impl Recording {
         }
     }
 
-    /// Whether checkpoints were turned off for this session.
-    pub fn is_off(&self) -> bool {
-        matches!(self.state.lock().phase, Phase::Off { .. })
-    }
-
     fn open(&self) -> Result<Recorder, String> {
         let store = Store::open(&self.store_dir, self.limits).map_err(|e| {
             format!(
@@ -236,6 +231,5 @@ mod tests {
         recording.after_call();
         assert_eq!(recording.before_call(false), None);
         assert_eq!(recording.end_turn(false), None);
-        assert!(recording.is_off());
     }
 }

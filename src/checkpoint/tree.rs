@@ -178,8 +178,13 @@ fn walk(
     max_files: usize,
     snapshot: &mut Snapshot,
 ) -> io::Result<()> {
-    // The paths first: a tree past `max_files` is refused before anything
-    // of it is copied; then their content, read on all the cores.
+    // The paths first: a tree past `max_files`, or one whose files to copy
+    // would not fit the store (`max_size`), is refused before anything of
+    // it is copied; then their content, read on all the cores. Only a
+    // first snapshot is measured: later ones copy just what changed, and
+    // the store trims itself after the turn.
+    let limits = store.limits();
+    let mut to_copy: u64 = 0;
     let mut paths: Vec<PathBuf> = Vec::new();
     for entry in walker(dir, depth) {
         let entry = match entry {
@@ -200,6 +205,23 @@ fn walk(
                 "{} holds more than {max_files} files outside its ignore files",
                 root.display()
             )));
+        }
+        if previous.is_none()
+            && let Some(size) = entry
+                .metadata()
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .filter(|size| *size <= limits.max_file)
+        {
+            to_copy += size;
+            if to_copy > limits.max_size {
+                return Err(io::Error::other(format!(
+                    "{} holds more than {} bytes to copy, more than the checkpoint store may hold ([checkpoints] max_size)",
+                    root.display(),
+                    limits.max_size
+                )));
+            }
         }
         paths.push(relative.to_path_buf());
     }

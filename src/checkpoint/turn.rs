@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::restore::Step;
-use super::tree::{Entry, Snapshot, changes};
+use super::tree::Entry;
+#[cfg(test)]
+use super::tree::{Snapshot, changes};
 
 /// One path's change (`None`: no file there).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,7 +35,8 @@ pub struct TurnChanges {
 
 impl TurnChanges {
     /// The changes from `before` to `after` (one call's).
-    pub fn between(before: &Snapshot, after: &Snapshot) -> Self {
+    #[cfg(test)]
+    pub(crate) fn between(before: &Snapshot, after: &Snapshot) -> Self {
         let files = changes(before, after)
             .into_iter()
             .map(|change| {

@@ -1029,3 +1029,27 @@ async fn a_fork_from_the_shell_can_put_the_files_back_to_its_point() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"));
     assert!(sandbox.work().join("one.txt").exists());
 }
+
+#[tokio::test]
+async fn with_checkpoints_off_undo_takes_back_the_conversation_and_says_the_files_stay() {
+    let sandbox = Sandbox::new();
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "[checkpoints]\nenabled = false\n",
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    mock.push(bash_call("c1", "echo made > made.txt"));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let session = bypass_session(&mut acp, &sandbox).await;
+    send(&mut acp, &session, "make a file", "cancel").await;
+    let (_, said, questions) = send(&mut acp, &session, "/undo", "restore").await;
+    assert!(questions.is_empty(), "nothing to put back, nothing asked");
+    assert!(said.contains("checkpoints off"), "{said}");
+    assert!(sandbox.work().join("made.txt").exists());
+    mock.push(Reply::sse(anthropic_text("ok", 10)));
+    send(&mut acp, &session, "next", "cancel").await;
+    let texts = user_texts(&mock.requests().last().unwrap().body).join("\n");
+    assert!(!texts.contains("make a file"), "{texts}");
+}

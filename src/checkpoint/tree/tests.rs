@@ -228,3 +228,27 @@ fn a_changed_ignore_file_changes_what_is_recorded_below_it() {
     assert_eq!(paths, [Path::new(".gitignore"), Path::new("src/run.log")]);
     assert!(snapshot.entries.contains_key(Path::new("src/run.log")));
 }
+
+#[test]
+fn a_tree_too_large_for_the_store_is_refused_before_anything_is_copied() {
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        store_dir.path(),
+        crate::checkpoint::store::Limits {
+            max_size: 1000,
+            max_file: 600,
+        },
+    )
+    .unwrap();
+    let f = fixture(1 << 20);
+    f.write("a.bin", &[0u8; 500]);
+    f.write("b.bin", &[1u8; 500]);
+    // Too large to copy at all: not counted.
+    f.write("huge.bin", &[2u8; 5000]);
+    f.write("c.bin", &[3u8; 100]);
+    let error = scan(f.root(), &store, None, 1000).unwrap_err();
+    assert!(error.to_string().contains("max_size"), "{error}");
+    assert_eq!(store.size().unwrap(), 0, "nothing was copied");
+    std::fs::remove_file(f.at("b.bin")).unwrap();
+    assert_eq!(scan(f.root(), &store, None, 1000).unwrap().entries.len(), 3);
+}
