@@ -69,7 +69,7 @@ fn main() {
         let before = started.elapsed();
         command();
         let started = Instant::now();
-        recorder.after_call().unwrap();
+        recorder.after_call(false).unwrap();
         before + started.elapsed()
     };
 

@@ -528,7 +528,9 @@ async fn recorded<T>(
         host.emit(AgentEvent::Notice { text });
     }
     let output = work.await;
-    let _ = tokio::task::spawn_blocking(move || recording.after_call()).await;
+    // The call may have started a job that runs on.
+    let background = tools.iter().any(|t| t.holds_work());
+    let _ = tokio::task::spawn_blocking(move || recording.after_call(background)).await;
     output
 }
 

@@ -12,6 +12,7 @@
 
 #[cfg(test)]
 mod fixture;
+pub mod presence;
 pub mod recorder;
 pub mod recording;
 pub mod restore;

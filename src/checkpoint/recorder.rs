@@ -4,11 +4,15 @@
 //! [`Recorder::before_call`] and [`Recorder::after_call`]: the snapshot
 //! before the call is taken anew, so what the user or the editor changed
 //! between calls is not counted as the turn's, and what differs after the
-//! call is. The calls of a turn merge into its [`TurnChanges`].
+//! call is. The calls of a turn merge into its [`TurnChanges`]. Each window
+//! is made known to the project's other sessions ([`Presence`]): what
+//! changed while another session's window was open too may be its change,
+//! and is marked shared.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::presence::{Presence, new_tag};
 use super::store::Store;
 use super::tree::{Kind, PathChange, Snapshot, scan, update, update_seen};
 use super::turn::TurnChanges;
@@ -25,8 +29,9 @@ pub struct Recorder {
     /// The last snapshot: taken by `before_call`, it is what the
     /// matching `after_call` compares with.
     last: Snapshot,
-    /// Between a `before_call` and its `after_call`.
-    in_call: bool,
+    /// The session's calls between their `before_call` and `after_call`:
+    /// the Claude Code runtime runs several at once.
+    open_calls: usize,
     /// The last turn ended with a background job still running: what
     /// changed since counts with the next turn (the job may have made it).
     background: bool,
@@ -35,6 +40,19 @@ pub struct Recorder {
     /// The kernel's word on what changed (`None`: every look compares
     /// every path's stamp).
     watcher: Option<Watcher>,
+    /// This session's name among the windows of the project's sessions.
+    tag: String,
+    /// The window of the call running now.
+    call: Option<Presence>,
+    /// The window of the session's background jobs, while one runs.
+    background_window: Option<Presence>,
+}
+
+/// Which window an interval was seen in.
+#[derive(Clone, Copy)]
+enum Window {
+    Call,
+    Background,
 }
 
 impl Recorder {
@@ -56,11 +74,14 @@ impl Recorder {
             root: root.to_path_buf(),
             store,
             last,
-            in_call: false,
+            open_calls: 0,
             background: false,
             turn: None,
             max_files,
             watcher,
+            tag: new_tag(),
+            call: None,
+            background_window: None,
         };
         let dirs: Vec<PathBuf> = recorder.dirs().cloned().collect();
         if dirs.len() >= MAX_WATCHES {
@@ -158,7 +179,7 @@ impl Recorder {
     pub fn begin_turn(&mut self) {
         self.turn = Some(TurnChanges::default());
         if std::mem::take(&mut self.background)
-            && let Err(error) = self.count_changes()
+            && let Err(error) = self.count_changes(Window::Background)
         {
             tracing::debug!(%error, "cannot count a background job's changes");
         }
@@ -167,34 +188,73 @@ impl Recorder {
     /// Before a call that may change files. With `background` (a job the
     /// session started is still running), what changed since the last
     /// snapshot counts as the turn's too: the job may have made it.
+    /// Another call of the session's already open: what changed so far is
+    /// counted (it is the open one's), and both go on in one window.
     pub fn before_call(&mut self, background: bool) -> io::Result<()> {
-        self.in_call = false;
+        self.keep_background_window(background);
+        if self.open_calls > 0 {
+            self.open_calls += 1;
+            return self.count_changes(Window::Call);
+        }
+        // Known to the other sessions before the snapshot it begins with.
+        self.call = self.enter();
         if background && self.turn.is_some() {
-            self.in_call = true;
-            return self.count_changes();
+            self.open_calls = 1;
+            return self.count_changes(Window::Background);
         }
         self.refresh()?;
-        self.in_call = true;
+        self.open_calls = 1;
         Ok(())
     }
 
-    /// What changed since the last snapshot joins the turn's changes.
-    fn count_changes(&mut self) -> io::Result<()> {
+    /// What changed since the last snapshot joins the turn's changes,
+    /// marked shared when another session's window overlapped the
+    /// interval (looked at after the snapshot that ends it).
+    fn count_changes(&mut self, window: Window) -> io::Result<()> {
         let changes = self.refresh()?;
+        let shared = match window {
+            Window::Call => self.call.as_mut().is_some_and(Presence::look),
+            Window::Background => self.background_window.as_mut().is_some_and(Presence::look),
+        };
         if let Some(turn) = &mut self.turn {
-            turn.merge(TurnChanges::from_changes(changes));
+            turn.merge(TurnChanges::from_changes(changes, shared));
         }
         Ok(())
     }
 
     /// After it: what changed since [`Recorder::before_call`] joins the
     /// turn's changes. Without a `before_call` (it failed), nothing is
-    /// counted.
-    pub fn after_call(&mut self) -> io::Result<()> {
-        if !std::mem::take(&mut self.in_call) {
+    /// counted. `background`: a job of the session runs on (the call may
+    /// have started it); its window opens before the call's closes.
+    pub fn after_call(&mut self, background: bool) -> io::Result<()> {
+        self.keep_background_window(background);
+        if self.open_calls == 0 {
+            self.call = None;
             return Ok(());
         }
-        self.count_changes()
+        self.open_calls -= 1;
+        let counted = self.count_changes(Window::Call);
+        if self.open_calls == 0 {
+            self.call = None;
+        }
+        counted
+    }
+
+    /// A window of this session's, or none when the store cannot be
+    /// written (its blobs could not be either).
+    fn enter(&self) -> Option<Presence> {
+        Presence::enter(self.store.dir(), &self.tag)
+            .inspect_err(|error| tracing::debug!(%error, "cannot mark a checkpoint window"))
+            .ok()
+    }
+
+    /// Opens the background jobs' window while one runs, closes it after.
+    fn keep_background_window(&mut self, background: bool) {
+        if !background {
+            self.background_window = None;
+        } else if self.background_window.is_none() {
+            self.background_window = self.enter();
+        }
     }
 
     /// A file outside the root that a call of the turn wrote: named in the
@@ -210,10 +270,12 @@ impl Recorder {
     /// The turn ends; what it changed. With `background` (a job of the
     /// session still runs), what changed since its last call counts too.
     pub fn end_turn(&mut self, background: bool) -> TurnChanges {
-        self.in_call = false;
-        if background && let Err(error) = self.count_changes() {
+        self.open_calls = 0;
+        self.call = None;
+        if background && let Err(error) = self.count_changes(Window::Background) {
             tracing::debug!(%error, "cannot count a background job's changes");
         }
+        self.keep_background_window(background);
         self.background = background;
         self.turn.take().unwrap_or_default()
     }
@@ -240,12 +302,12 @@ mod tests {
         recorder.begin_turn();
         recorder.before_call(false).unwrap();
         std::fs::write(root.join("code.rs"), "v2\n").unwrap();
-        recorder.after_call().unwrap();
+        recorder.after_call(false).unwrap();
         // The user edits notes.md while the model thinks.
         std::fs::write(root.join("notes.md"), "mine, edited\n").unwrap();
         recorder.before_call(false).unwrap();
         std::fs::write(root.join("new.rs"), "new\n").unwrap();
-        recorder.after_call().unwrap();
+        recorder.after_call(false).unwrap();
         let turn = recorder.end_turn(false);
 
         let paths: Vec<&Path> = turn.files.iter().map(|c| c.path.as_path()).collect();
@@ -270,7 +332,107 @@ mod tests {
         // Outside a turn nothing is counted.
         recorder.before_call(false).unwrap();
         std::fs::write(root.join("code.rs"), "v9\n").unwrap();
-        recorder.after_call().unwrap();
+        recorder.after_call(false).unwrap();
         assert_eq!(recorder.end_turn(false), TurnChanges::default());
+    }
+
+    #[test]
+    fn what_changed_while_two_sessions_calls_ran_at_once_is_shared_and_else_not() {
+        let store_dir = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let root = work.path();
+        std::fs::write(root.join("a.txt"), "a1\n").unwrap();
+        std::fs::write(root.join("b.txt"), "b1\n").unwrap();
+        let open = || {
+            let store = Store::open(store_dir.path(), Limits::default()).unwrap();
+            Recorder::open(root, store, 1000).unwrap()
+        };
+        let (mut first, mut second) = (open(), open());
+        let shared = |turn: &TurnChanges| -> Vec<(String, bool)> {
+            turn.files
+                .iter()
+                .map(|c| (c.path.display().to_string(), c.shared))
+                .collect()
+        };
+
+        // One after the other: each its own.
+        first.begin_turn();
+        second.begin_turn();
+        first.before_call(false).unwrap();
+        std::fs::write(root.join("a.txt"), "a2\n").unwrap();
+        first.after_call(false).unwrap();
+        second.before_call(false).unwrap();
+        std::fs::write(root.join("b.txt"), "b2\n").unwrap();
+        second.after_call(false).unwrap();
+        assert_eq!(shared(&first.end_turn(false)), [("a.txt".into(), false)]);
+        assert_eq!(shared(&second.end_turn(false)), [("b.txt".into(), false)]);
+
+        // At the same moment: each sees both changes, and cannot tell
+        // whose they are.
+        first.begin_turn();
+        second.begin_turn();
+        first.before_call(false).unwrap();
+        second.before_call(false).unwrap();
+        std::fs::write(root.join("a.txt"), "a3\n").unwrap();
+        std::fs::write(root.join("b.txt"), "b3\n").unwrap();
+        second.after_call(false).unwrap();
+        first.after_call(false).unwrap();
+        let both = [("a.txt".to_string(), true), ("b.txt".to_string(), true)];
+        assert_eq!(shared(&first.end_turn(false)), both);
+        assert_eq!(shared(&second.end_turn(false)), both);
+
+        // A session's background job runs on after its turn: what another
+        // session's call sees meanwhile may be the job's.
+        first.begin_turn();
+        first.before_call(false).unwrap();
+        first.after_call(true).unwrap();
+        first.end_turn(true);
+        second.begin_turn();
+        second.before_call(false).unwrap();
+        std::fs::write(root.join("b.txt"), "b4\n").unwrap();
+        second.after_call(false).unwrap();
+        assert_eq!(shared(&second.end_turn(false)), [("b.txt".into(), true)]);
+        // The job ended: the next call is the session's alone.
+        first.begin_turn();
+        first.before_call(false).unwrap();
+        first.after_call(false).unwrap();
+        first.end_turn(false);
+        second.begin_turn();
+        second.before_call(false).unwrap();
+        std::fs::write(root.join("b.txt"), "b5\n").unwrap();
+        second.after_call(false).unwrap();
+        assert_eq!(shared(&second.end_turn(false)), [("b.txt".into(), false)]);
+    }
+
+    #[test]
+    fn calls_of_one_session_that_run_at_once_count_every_change() {
+        let store_dir = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let root = work.path();
+        let store = Store::open(store_dir.path(), Limits::default()).unwrap();
+        let mut recorder = Recorder::open(root, store, 1000).unwrap();
+        recorder.begin_turn();
+        recorder.before_call(false).unwrap();
+        std::fs::write(root.join("one.txt"), "1").unwrap();
+        // A second call starts while the first runs.
+        recorder.before_call(false).unwrap();
+        std::fs::write(root.join("two.txt"), "2").unwrap();
+        recorder.after_call(false).unwrap();
+        std::fs::write(root.join("three.txt"), "3").unwrap();
+        recorder.after_call(false).unwrap();
+        let turn = recorder.end_turn(false);
+        let paths: Vec<(&Path, bool)> = turn
+            .files
+            .iter()
+            .map(|c| (c.path.as_path(), c.shared))
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                (Path::new("one.txt"), false),
+                (Path::new("three.txt"), false),
+                (Path::new("two.txt"), false)
+            ]
+        );
     }
 }

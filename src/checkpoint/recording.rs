@@ -129,10 +129,11 @@ impl Recording {
     }
 
     /// After the call: what it changed joins the turn's changes.
-    pub fn after_call(&self) {
+    /// `background`: a job the session started runs on.
+    pub fn after_call(&self, background: bool) {
         let mut state = self.state.lock();
         let failed = match &mut state.phase {
-            Phase::Open(recorder) => recorder.after_call().err(),
+            Phase::Open(recorder) => recorder.after_call(background).err(),
             _ => None,
         };
         if let Some(error) = failed {
@@ -217,7 +218,7 @@ mod tests {
         recording.begin_turn();
         assert_eq!(recording.before_call(false), None);
         std::fs::write(work.path().join("a"), "2").unwrap();
-        recording.after_call();
+        recording.after_call(false);
         let turn = recording.end_turn(false).unwrap();
         assert_eq!(turn.files.len(), 1);
 
@@ -228,7 +229,7 @@ mod tests {
         recording.begin_turn();
         let said = recording.before_call(false).unwrap();
         assert!(said.contains("more than 3 files"), "{said}");
-        recording.after_call();
+        recording.after_call(false);
         assert_eq!(recording.before_call(false), None);
         assert_eq!(recording.end_turn(false), None);
     }

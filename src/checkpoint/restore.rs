@@ -4,7 +4,8 @@
 //! each path is compared with the state the checkpoint left it in, and a
 //! path that differs (edited by hand, by the editor, by another session) is
 //! a conflict, left alone unless the user confirms, and even then its
-//! present content is kept in the store first. Paths stay inside the root:
+//! present content is kept in the store first. So is a change that may be
+//! another session's (see [`super::presence`]). Paths stay inside the root:
 //! a parent directory that became a symlink is never written through. Each
 //! file is written to a temporary file beside it and renamed into place,
 //! so a killed process leaves either the old or the restored file.
@@ -22,14 +23,21 @@ pub struct Step {
     pub path: PathBuf,
     pub expected: Option<Entry>,
     pub target: Option<Entry>,
+    /// The change being taken back may be another session's (it ran at
+    /// the same moment): asked about like a change made since.
+    pub shared: bool,
 }
 
-/// A path that is not as the checkpoint left it.
+/// A path that is not as the checkpoint left it, or whose change may be
+/// another session's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Conflict {
     pub path: PathBuf,
     /// What is there now (`None`: nothing).
     pub found: Option<Entry>,
+    /// As the checkpoint left it, but another session's call ran in the
+    /// project while the change was made: it may be that session's.
+    pub shared: bool,
 }
 
 /// What a restore would do, for the user to see before it happens.
@@ -72,12 +80,13 @@ pub fn plan(root: &Path, store: &Store, steps: Vec<Step>) -> io::Result<Plan> {
             (Some(found), Some(expected)) => found.same_as(expected),
             _ => false,
         };
-        if as_left {
+        if as_left && !step.shared {
             plan.ready.push(step);
         } else {
             let conflict = Conflict {
                 path: step.path.clone(),
                 found,
+                shared: as_left,
             };
             plan.conflicts.push((step, conflict));
         }

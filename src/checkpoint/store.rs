@@ -137,6 +137,11 @@ impl Store {
         }
     }
 
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     pub fn limits(&self) -> Limits {
         self.limits
     }

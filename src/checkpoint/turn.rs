@@ -21,6 +21,10 @@ pub struct FileChange {
     pub path: PathBuf,
     pub before: Option<Entry>,
     pub after: Option<Entry>,
+    /// Changed while another session's call ran in the project too: it may
+    /// be that session's change (see [`super::presence`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
 }
 
 /// A turn's changes, by path.
@@ -45,6 +49,7 @@ impl TurnChanges {
                     before: before.entries.get(&path).cloned(),
                     after: after.entries.get(&path).cloned(),
                     path,
+                    shared: false,
                 }
             })
             .collect();
@@ -54,8 +59,9 @@ impl TurnChanges {
         }
     }
 
-    /// The changes [`super::tree::update`] found.
-    pub fn from_changes(changes: Vec<super::tree::PathChange>) -> Self {
+    /// The changes [`super::tree::update`] found; `shared`: another
+    /// session's call ran meanwhile.
+    pub fn from_changes(changes: Vec<super::tree::PathChange>, shared: bool) -> Self {
         Self {
             files: changes
                 .into_iter()
@@ -63,6 +69,7 @@ impl TurnChanges {
                     path,
                     before,
                     after,
+                    shared,
                 })
                 .collect(),
             outside: Vec::new(),
@@ -70,7 +77,8 @@ impl TurnChanges {
     }
 
     /// Adds a later call's changes: a path keeps its first `before` and
-    /// takes the later `after`; one that ends as it began is dropped.
+    /// takes the later `after`, and is shared if either change was; one
+    /// that ends as it began is dropped.
     pub fn merge(&mut self, later: TurnChanges) {
         for path in later.outside {
             if !self.outside.contains(&path) {
@@ -83,7 +91,10 @@ impl TurnChanges {
             .collect();
         for change in later.files {
             match by_path.get_mut(&change.path) {
-                Some(known) => known.after = change.after,
+                Some(known) => {
+                    known.after = change.after;
+                    known.shared |= change.shared;
+                }
                 None => {
                     by_path.insert(change.path.clone(), change);
                 }
@@ -103,6 +114,7 @@ impl TurnChanges {
                 path: c.path.clone(),
                 expected: c.after.clone(),
                 target: c.before.clone(),
+                shared: c.shared,
             })
             .collect()
     }
@@ -115,6 +127,7 @@ impl TurnChanges {
                 path: c.path.clone(),
                 expected: c.before.clone(),
                 target: c.after.clone(),
+                shared: false,
             })
             .collect()
     }

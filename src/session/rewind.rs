@@ -279,6 +279,7 @@ fn reversed(files: &[FileChange]) -> Vec<FileChange> {
             path: c.path.clone(),
             before: c.after.clone(),
             after: c.before.clone(),
+            shared: false,
         })
         .collect()
 }
@@ -407,11 +408,20 @@ impl Proposal {
                 names(&mut ready.iter().copied())
             ));
         }
-        if !self.plan.conflicts.is_empty() {
+        let (shared, changed): (Vec<_>, Vec<_>) =
+            self.plan.conflicts.iter().partition(|(_, c)| c.shared);
+        if !changed.is_empty() {
             text.push_str(&format!(
                 "{}Changed since the checkpoint (by you, the editor or another session): {}. They are kept as they are unless you choose to overwrite them, which loses those changes.",
                 if text.is_empty() { "" } else { "\n" },
-                names(&mut self.plan.conflicts.iter().map(|(s, _)| s.path.as_path()))
+                names(&mut changed.iter().map(|(s, _)| s.path.as_path()))
+            ));
+        }
+        if !shared.is_empty() {
+            text.push_str(&format!(
+                "{}Changed while another session was running a command in this project at the same moment, so they may be its changes: {}. They are kept as they are unless you choose to overwrite them.",
+                if text.is_empty() { "" } else { "\n" },
+                names(&mut shared.iter().map(|(s, _)| s.path.as_path()))
             ));
         }
         for (path, why) in &self.plan.not_restorable {
@@ -515,10 +525,15 @@ impl Outcome {
             left: Vec::new(),
         };
         if !overwrite {
-            for (step, _) in &proposal.plan.conflicts {
+            for (step, conflict) in &proposal.plan.conflicts {
                 outcome.left.push(LeftFile {
                     path: step.path.clone(),
-                    why: "changed since the checkpoint; kept as it is".into(),
+                    why: if conflict.shared {
+                        "another session ran at the same moment and may have made this change; kept as it is"
+                    } else {
+                        "changed since the checkpoint; kept as it is"
+                    }
+                    .into(),
                 });
             }
         }

@@ -356,6 +356,98 @@ async fn undo_in_one_session_leaves_another_session_s_changes_alone() {
     assert_eq!(read(&sandbox, "a.txt"), "a1\n");
 }
 
+/// Waits (at most 20 s) in a shell until `file` exists.
+fn wait_for(file: &Path) -> String {
+    format!(
+        "for i in $(seq 1000); do [ -e '{0}' ] && break; sleep 0.02; done",
+        file.display()
+    )
+}
+
+#[tokio::test]
+async fn what_two_sessions_change_at_the_same_moment_is_never_taken_back_unasked() {
+    // Two editors' pincer processes in one directory; their commands run
+    // at once, each waiting for the other, so that each sees both changes
+    // and neither can know whose the other file is.
+    let sandbox = Sandbox::new();
+    sandbox.write("a.txt", "a1\n");
+    sandbox.write("b.txt", "b1\n");
+    let gate = sandbox.home().join("gate");
+    std::fs::create_dir(&gate).unwrap();
+    let (mock_a, mock_b) = (MockModel::start().await, MockModel::start().await);
+    mock_a.push(bash_call(
+        "a1",
+        format!(
+            "touch '{g}/a-in'; {}; echo a2 > a.txt; touch '{g}/a-done'; {}",
+            wait_for(&gate.join("b-in")),
+            wait_for(&gate.join("b-done")),
+            g = gate.display()
+        ),
+    ));
+    mock_a.push(Reply::sse(anthropic_text("a done", 10)));
+    mock_b.push(bash_call(
+        "b1",
+        format!(
+            "touch '{g}/b-in'; {}; echo b2 > b.txt; touch '{g}/b-done'",
+            wait_for(&gate.join("a-done")),
+            g = gate.display()
+        ),
+    ));
+    mock_b.push(Reply::sse(anthropic_text("b done", 10)));
+    let mut first = spawn_anthropic(&sandbox, &mock_a);
+    let mut second = spawn_anthropic(&sandbox, &mock_b);
+    let a = bypass_session(&mut first, &sandbox).await;
+    let b = bypass_session(&mut second, &sandbox).await;
+    let first_prompt = first.send("session/prompt", prompt(&a, "change a")).await;
+    let (stop, _, _) = send(&mut second, &b, "change b", "cancel").await;
+    assert_eq!(stop, "end_turn");
+    let (response, _) = first.until_response(first_prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        (read(&sandbox, "a.txt"), read(&sandbox, "b.txt")),
+        ("a2\n".into(), "b2\n".into())
+    );
+
+    // The first session's undo asks about both, and keeps both unless
+    // told to overwrite: b.txt may be the second session's.
+    let (_, said, questions) = send(&mut first, &a, "/undo", "restore").await;
+    assert_eq!(questions.len(), 1, "{said}");
+    let text = questions[0]["params"]["toolCall"]["content"].to_string();
+    assert!(text.contains("at the same moment"), "{text}");
+    assert!(text.contains("a.txt") && text.contains("b.txt"), "{text}");
+    assert!(said.contains("may have made this change"), "{said}");
+    assert_eq!(read(&sandbox, "b.txt"), "b2\n");
+    assert_eq!(read(&sandbox, "a.txt"), "a2\n");
+    // No window is left behind in the store.
+    drop(first);
+    drop(second);
+    let present: Vec<_> = walk_names(&sandbox.home(), "present");
+    assert!(!present.is_empty());
+    assert!(
+        present
+            .iter()
+            .all(|dir| std::fs::read_dir(dir).unwrap().next().is_none()),
+        "{present:?}"
+    );
+}
+
+/// Every directory named `name` under `root`.
+fn walk_names(root: &Path, name: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            if entry.file_type().unwrap().is_dir() {
+                if entry.file_name() == name {
+                    out.push(entry.path());
+                }
+                stack.push(entry.path());
+            }
+        }
+    }
+    out
+}
+
 #[tokio::test]
 async fn a_process_killed_during_a_restore_leaves_a_session_that_loads_and_says_what_was_put_back()
 {

@@ -166,6 +166,7 @@ impl Session {
             let conflict = Conflict {
                 path: step.path.clone(),
                 found: Some(found),
+                shared: false,
             };
             proposal.plan.conflicts.push((step, conflict));
         }

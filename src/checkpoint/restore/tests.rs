@@ -176,8 +176,37 @@ fn a_step_outside_the_root_is_refused() {
         path: PathBuf::from("../escape.txt"),
         expected: None,
         target: None,
+        shared: false,
     };
     let undo = plan(f.root(), &f.store, vec![step]).unwrap();
     assert!(undo.ready.is_empty());
     assert_eq!(undo.not_restorable.len(), 1);
+}
+
+#[test]
+fn a_change_that_may_be_another_session_s_is_asked_about_though_it_is_as_left() {
+    let f = fixture(1 << 20);
+    f.write("mine.txt", b"1");
+    f.write("theirs.txt", b"1");
+    let before = f.scan(None);
+    f.write("mine.txt", b"2");
+    f.write("theirs.txt", b"2");
+    let after = f.scan(Some(&before));
+    let mut turn = TurnChanges::between(&before, &after);
+    for change in &mut turn.files {
+        change.shared = change.path == Path::new("theirs.txt");
+    }
+    let undo = plan(f.root(), &f.store, turn.undo()).unwrap();
+    let ready: Vec<&Path> = undo.ready.iter().map(|s| s.path.as_path()).collect();
+    assert_eq!(ready, [Path::new("mine.txt")]);
+    assert_eq!(undo.conflicts.len(), 1);
+    let (step, conflict) = &undo.conflicts[0];
+    assert_eq!(step.path, Path::new("theirs.txt"));
+    assert!(conflict.shared, "{conflict:?}");
+    apply(f.root(), &f.store, &undo, false);
+    assert_eq!(std::fs::read(f.at("mine.txt")).unwrap(), b"1");
+    assert_eq!(std::fs::read(f.at("theirs.txt")).unwrap(), b"2");
+    // Told to overwrite, it is put back too.
+    apply(f.root(), &f.store, &undo, true);
+    assert_eq!(std::fs::read(f.at("theirs.txt")).unwrap(), b"1");
 }
