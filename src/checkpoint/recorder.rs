@@ -129,10 +129,11 @@ impl Recorder {
         let made: Vec<PathBuf> = changes
             .iter()
             .filter(|(_, before, after)| {
-                before.is_none()
-                    && after
-                        .as_ref()
+                let is_dir = |e: &Option<super::tree::Entry>| {
+                    e.as_ref()
                         .is_some_and(|e| matches!(e.kind, Kind::Dir { .. }))
+                };
+                is_dir(after) && !is_dir(before)
             })
             .map(|(path, _, _)| path.clone())
             .collect();
@@ -434,5 +435,74 @@ mod tests {
                 (Path::new("two.txt"), false)
             ]
         );
+    }
+
+    /// Each path with what it holds, whatever its times.
+    fn held(snapshot: &Snapshot) -> Vec<String> {
+        snapshot
+            .entries
+            .iter()
+            .map(|(p, e)| format!("{} {:?} {:?}", p.display(), e.kind, e.content))
+            .collect()
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn what_the_kernel_says_changed_brings_the_snapshot_where_a_whole_scan_does() {
+        use crate::checkpoint::fixture::fixture;
+        use crate::checkpoint::tree::changes;
+        let f = fixture(1 << 20);
+        f.prepare_every_kind_of_change();
+        f.write(".gitignore", b"*.log\n");
+        f.write("old/deep/a.txt", b"a\n");
+        f.write("kept/c.txt", b"c\n");
+        f.write("kept/f.txt", b"f\n");
+        let before = f.scan(None);
+        let mut recorder = Recorder::open(f.root(), f.store.clone(), 1000).unwrap();
+        assert!(recorder.watcher.is_some());
+        recorder.begin_turn();
+        recorder.before_call(false).unwrap();
+        f.make_every_kind_of_change();
+        std::fs::remove_dir_all(f.at("old")).unwrap();
+        f.write("new/deep/d.txt", b"d\n");
+        // Written beside and renamed over a known file, as a restore does.
+        f.write("kept/.c.txt.tmp", b"C\n");
+        std::fs::rename(f.at("kept/.c.txt.tmp"), f.at("kept/c.txt")).unwrap();
+        // A file that comes and goes; one the ignore file leaves out.
+        f.write("kept/scratch", b"x\n");
+        std::fs::remove_file(f.at("kept/scratch")).unwrap();
+        f.write("kept/run.log", b"noise\n");
+        // A known file that becomes a directory.
+        std::fs::remove_file(f.at("kept/f.txt")).unwrap();
+        f.write("kept/f.txt/inner.txt", b"in\n");
+        recorder.after_call(false).unwrap();
+        let turn = recorder.end_turn(false);
+
+        let whole = f.scan(None);
+        assert_eq!(held(&recorder.last), held(&whole));
+        let found: Vec<PathBuf> = turn.files.into_iter().map(|c| c.path).collect();
+        let expected: Vec<PathBuf> = changes(&before, &whole)
+            .into_iter()
+            .map(|c| c.path().to_path_buf())
+            .collect();
+        assert_eq!(found, expected);
+
+        // The directory that was a file is watched now; a directory
+        // replaced by a file takes what was under it along.
+        recorder.begin_turn();
+        recorder.before_call(false).unwrap();
+        f.write("kept/f.txt/inner.txt", b"again\n");
+        std::fs::remove_dir_all(f.at("new/deep")).unwrap();
+        f.write("new/deep", b"a file now\n");
+        recorder.after_call(false).unwrap();
+        let turn = recorder.end_turn(false);
+        let whole_again = f.scan(None);
+        assert_eq!(held(&recorder.last), held(&whole_again));
+        let found: Vec<PathBuf> = turn.files.into_iter().map(|c| c.path).collect();
+        let expected: Vec<PathBuf> = changes(&whole, &whole_again)
+            .into_iter()
+            .map(|c| c.path().to_path_buf())
+            .collect();
+        assert_eq!(found, expected);
     }
 }

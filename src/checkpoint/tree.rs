@@ -304,8 +304,31 @@ pub fn update_seen(
             paths.push(path);
         }
     }
+    // A name added, removed or renamed. A file or link the snapshot has
+    // is looked at alone (a restore renames a file into place), unless
+    // it became a directory; a name it does not have and that is gone
+    // again (a temporary file) changed nothing; anything else lists its
+    // directory again, where the ignore files say what counts.
+    for path in seen.named {
+        let parent = || path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let now = std::fs::symlink_metadata(root.join(&path));
+        match snapshot.entries.get(&path) {
+            Some(entry) if !matches!(entry.kind, Kind::Dir { .. }) => {
+                if now.is_ok_and(|m| m.is_dir()) {
+                    listed.push(parent());
+                } else {
+                    paths.push(path);
+                }
+            }
+            Some(_) => listed.push(parent()),
+            None if now.is_ok() => listed.push(parent()),
+            None => {}
+        }
+    }
     listed.sort();
     listed.dedup();
+    paths.sort();
+    paths.dedup();
     // Each path had an event: it is read again whatever its stamp.
     refresh(
         root,
@@ -473,12 +496,39 @@ fn relist(
                 continue;
             }
             seen.push(path.clone());
-            match snapshot.entries.get(&path) {
-                Some(before) => {
+            let is_dir = |e: &Entry| matches!(e.kind, Kind::Dir { .. });
+            let was = snapshot.entries.get(&path).cloned();
+            if let Some(before) = &was
+                && is_dir(before)
+                && !is_dir(&entry)
+            {
+                // A directory replaced by a file: what was under it is gone.
+                remove_under(snapshot, &path, changes);
+            }
+            match was {
+                Some(before) if is_dir(&before) || !is_dir(&entry) => {
                     if !before.same_as(&entry) {
-                        changes.push((path.clone(), Some(before.clone()), Some(entry.clone())));
+                        changes.push((path.clone(), Some(before), Some(entry.clone())));
                     }
                     snapshot.entries.insert(path, entry);
+                }
+                Some(before) => {
+                    // A file replaced by a directory: all of it is new.
+                    let mut new = Snapshot::default();
+                    walk(
+                        root,
+                        &root.join(&path),
+                        None,
+                        store,
+                        None,
+                        max_files,
+                        &mut new,
+                    )?;
+                    for (under, entry) in new.entries {
+                        let was = (under == path).then(|| before.clone());
+                        changes.push((under.clone(), was, Some(entry.clone())));
+                        snapshot.entries.insert(under, entry);
+                    }
                 }
                 None if matches!(entry.kind, Kind::Dir { .. }) => {
                     // A new directory: all of it.
@@ -514,19 +564,28 @@ fn relist(
         .cloned()
         .collect();
     for path in gone {
-        let under: Vec<PathBuf> = snapshot
-            .entries
-            .range(path.clone()..)
-            .take_while(|(p, _)| p.starts_with(&path))
-            .map(|(p, _)| p.clone())
-            .collect();
-        for p in under {
-            if let Some(before) = snapshot.entries.remove(&p) {
-                changes.push((p, Some(before), None));
-            }
+        if let Some(before) = snapshot.entries.remove(&path) {
+            changes.push((path.clone(), Some(before), None));
         }
+        remove_under(snapshot, &path, changes);
     }
     Ok(())
+}
+
+/// Takes what is under the directory `dir` out of `snapshot`, as changes.
+fn remove_under(snapshot: &mut Snapshot, dir: &Path, changes: &mut Vec<PathChange>) {
+    let under: Vec<PathBuf> = snapshot
+        .entries
+        .range(dir.to_path_buf()..)
+        .skip_while(|(p, _)| p.as_path() == dir)
+        .take_while(|(p, _)| p.starts_with(dir))
+        .map(|(p, _)| p.clone())
+        .collect();
+    for p in under {
+        if let Some(before) = snapshot.entries.remove(&p) {
+            changes.push((p, Some(before), None));
+        }
+    }
 }
 
 /// The entry for what is at `path` now (`None`: nothing, or neither a
@@ -540,7 +599,15 @@ pub fn entry_of(
 ) -> io::Result<Option<Entry>> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        // Gone, or a directory above it is a file now.
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(None);
+        }
         Err(e) => return Err(e),
     };
     let stamp = stamp(&meta);

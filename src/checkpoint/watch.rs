@@ -3,8 +3,8 @@
 //! snapshots around each call cost next to nothing when a command changed
 //! little. Every directory the snapshot holds is watched (ignored ones,
 //! such as `target/`, are not, so a build's output costs nothing either);
-//! a name added, removed or renamed lists its directory again, a write or
-//! a mode change reads its file again.
+//! a write or a mode change reads its file again, and a name added,
+//! removed or renamed is looked at (see [`super::tree::update_seen`]).
 //!
 //! The kernel queues an event before the call that caused it returns, so
 //! once a command has exited, everything it did is in the queue. A queue
@@ -23,6 +23,8 @@ pub struct Changed {
     pub dirs: BTreeSet<PathBuf>,
     /// Paths written to or changed in mode.
     pub paths: BTreeSet<PathBuf>,
+    /// Names added, removed or renamed in a directory.
+    pub named: BTreeSet<PathBuf>,
 }
 
 #[cfg(target_os = "linux")]
@@ -107,7 +109,7 @@ mod imp {
                         Some(name) => {
                             let path = dir.join(name);
                             if event.mask.intersects(LISTING) {
-                                changed.dirs.insert(dir);
+                                changed.named.insert(path);
                             } else if event.mask.contains(AddWatchFlags::IN_ISDIR) {
                                 // A subdirectory's mode: its entry is
                                 // in this listing.
