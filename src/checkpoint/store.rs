@@ -1,7 +1,8 @@
 //! The content-addressed store of one project's checkpoints: every version
 //! of a file a checkpoint may have to put back, kept once however many
 //! sessions and turns saw it, under `objects/<2 hex>/<62 hex>` (the
-//! SHA-256 of the bytes). A blob is written to a temporary file and renamed
+//! SHA-256 of the bytes), or in a pack file with others ([`pack`]: what a
+//! first snapshot stores). A blob is written to a temporary file and renamed
 //! into place, so a reader never sees half of one and two sessions storing
 //! the same content at once both succeed. The store is bounded: files over
 //! `max_file` are not kept (the checkpoint records them as not restorable),
@@ -16,6 +17,8 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
+
+pub mod pack;
 
 /// The SHA-256 of a blob's bytes.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -71,6 +74,9 @@ impl fmt::Debug for Hash {
     }
 }
 
+/// The largest file read whole before it is stored.
+const SMALL: u64 = 256 * 1024;
+
 /// How much a project's store may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -118,6 +124,11 @@ pub struct Store {
     shards: std::sync::Arc<[std::sync::atomic::AtomicU64; 4]>,
     /// This process's id, for temporary names (a system call each time).
     pid: u32,
+    /// The packs this handle has read the index of.
+    packs: std::sync::Arc<parking_lot::Mutex<pack::Packs>>,
+    /// New small blobs go into a pack rather than a file each (see
+    /// [`Store::packing`]).
+    packing: Option<std::sync::Arc<parking_lot::Mutex<pack::Pending>>>,
 }
 
 impl Store {
@@ -125,7 +136,72 @@ impl Store {
     pub fn open(dir: &Path, limits: Limits) -> io::Result<Self> {
         create_private_dir(&dir.join("objects"))?;
         create_private_dir(&dir.join("tmp"))?;
+        create_private_dir(&dir.join("packs"))?;
         Ok(Self::at(dir, limits))
+    }
+
+    /// This store, with new small blobs gathered into packs until
+    /// [`Store::finish_pack`] (for a first snapshot: thousands of blobs).
+    pub fn packing(&self) -> Self {
+        Self {
+            packing: Some(Default::default()),
+            ..self.clone()
+        }
+    }
+
+    /// Writes what is gathered for a pack.
+    pub fn finish_pack(&self) -> io::Result<()> {
+        let Some(packing) = &self.packing else {
+            return Ok(());
+        };
+        let pending = std::mem::take(&mut *packing.lock());
+        self.write_pack(&pending)
+    }
+
+    fn write_pack(&self, pending: &pack::Pending) -> io::Result<()> {
+        if pending.index.is_empty() {
+            return Ok(());
+        }
+        let (mut temp, temp_path) = self.temp_file()?;
+        let path = self
+            .dir
+            .join("packs")
+            .join(format!("{:016x}.pack", fastrand::u64(..)));
+        let written = pending
+            .write(&mut temp)
+            .and_then(|()| std::fs::rename(&temp_path, &path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp_path);
+            return Err(e);
+        }
+        let path = std::sync::Arc::new(path);
+        let mut packs = self.packs.lock();
+        for (hash, offset, len) in &pending.index {
+            packs.insert(
+                *hash,
+                pack::Location {
+                    pack: path.clone(),
+                    offset: *offset,
+                    len: *len,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Where the blob is packed. With `sure` (it must be right: a restore
+    /// depends on it), a known pack is checked to be still there (a trim
+    /// elsewhere may have removed it), and the packs are listed again even
+    /// if their directory's stamp did not move.
+    fn packed(&self, hash: Hash, sure: bool) -> Option<pack::Location> {
+        let mut packs = self.packs.lock();
+        if let Some(found) = packs.get(&hash)
+            && (!sure || found.pack.is_file())
+        {
+            return Some(found);
+        }
+        packs.refresh(&self.dir.join("packs"), sure);
+        packs.get(&hash)
     }
 
     fn at(dir: &Path, limits: Limits) -> Self {
@@ -134,6 +210,8 @@ impl Store {
             limits,
             shards: std::sync::Arc::new(Default::default()),
             pid: std::process::id(),
+            packs: Default::default(),
+            packing: None,
         }
     }
 
@@ -154,7 +232,7 @@ impl Store {
 
     /// Whether the blob is there.
     pub fn contains(&self, hash: Hash) -> bool {
-        self.object(hash).is_file()
+        self.object(hash).is_file() || self.packed(hash, true).is_some()
     }
 
     /// Keeps the bytes of the file at `path` (read once, hashed while they
@@ -167,6 +245,15 @@ impl Store {
                 size,
                 limit: self.limits.max_file,
             });
+        }
+        if size <= SMALL {
+            // Read whole first: content the store has already (a file put
+            // back by a restore, a revert) costs no new file, whose
+            // inode the file system may be slow to find after many were
+            // deleted (a `cargo clean`, a trimmed store).
+            let mut bytes = Vec::with_capacity(size as usize);
+            file.take(size).read_to_end(&mut bytes)?;
+            return self.put_bytes(&bytes);
         }
         // The file may grow while it is read: no more than its size when
         // opened (within the limit) is taken.
@@ -221,39 +308,75 @@ impl Store {
         if self.touch(hash) {
             return Ok(hash);
         }
+        if let Some(packing) = &self.packing
+            && size <= SMALL
+        {
+            let mut pending = packing.lock();
+            pending.add(hash, bytes);
+            if pending.bytes.len() >= pack::PACK_SIZE {
+                let full = std::mem::take(&mut *pending);
+                drop(pending);
+                self.write_pack(&full)?;
+            }
+            return Ok(hash);
+        }
+        self.write_loose(hash, bytes)?;
+        Ok(hash)
+    }
+
+    /// Keeps `bytes` as a file of its own.
+    fn write_loose(&self, hash: Hash, bytes: &[u8]) -> io::Result<()> {
         let (mut temp, temp_path) = self.temp_file()?;
         if let Err(e) = temp.write_all(bytes) {
             let _ = std::fs::remove_file(&temp_path);
-            return Err(e.into());
+            return Err(e);
         }
         drop(temp);
-        self.settle(&temp_path, hash)?;
-        Ok(hash)
+        self.settle(&temp_path, hash)
     }
 
     /// The blob's bytes.
     pub fn read(&self, hash: Hash) -> io::Result<Vec<u8>> {
-        let bytes = std::fs::read(self.object(hash))?;
+        let bytes = match std::fs::read(self.object(hash)) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return match self.packed(hash, true) {
+                    Some(location) => match pack::read_blob(&location, hash) {
+                        // Its pack was trimmed meanwhile (by another
+                        // session): the blob is a file now, or gone.
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                            self.packs.lock().refresh(&self.dir.join("packs"), true);
+                            std::fs::read(self.object(hash)).and_then(|bytes| {
+                                if Hash::of(&bytes) == hash {
+                                    Ok(bytes)
+                                } else {
+                                    Err(damaged(hash))
+                                }
+                            })
+                        }
+                        other => other,
+                    },
+                    None => Err(e),
+                };
+            }
+            other => other?,
+        };
         if Hash::of(&bytes) != hash {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("checkpoint blob {hash} is damaged (its content has another hash)"),
-            ));
+            return Err(damaged(hash));
         }
         Ok(bytes)
     }
 
-    /// The bytes the store holds, in blobs.
+    /// The bytes the store holds, in blobs and packs.
     pub fn size(&self) -> io::Result<u64> {
-        Ok(self.blobs()?.iter().map(|b| b.size).sum())
+        Ok(self.units()?.iter().map(Unit::size).sum())
     }
 
     /// The bytes the store in `dir` holds, without creating it (0 when
     /// there is none).
     pub fn size_at(dir: &Path) -> io::Result<u64> {
         let store = Self::at(dir, Limits::default());
-        match store.blobs() {
-            Ok(blobs) => Ok(blobs.iter().map(|b| b.size).sum()),
+        match store.units() {
+            Ok(units) => Ok(units.iter().map(Unit::size).sum()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
             Err(e) => Err(e),
         }
@@ -261,15 +384,48 @@ impl Store {
 
     /// Deletes the least recently stored or used blobs, except `keep`, until
     /// the store holds no more than its `max_size`.
+    /// A pack goes whole, its blobs in `keep` stored as files first.
     pub fn trim(&self, keep: &HashSet<Hash>) -> io::Result<Trimmed> {
-        let mut blobs = self.blobs()?;
-        let mut size: u64 = blobs.iter().map(|b| b.size).sum();
+        let mut units = self.units()?;
+        let mut size: u64 = units.iter().map(Unit::size).sum();
         let mut trimmed = Trimmed::default();
-        blobs.sort_by_key(|b| (b.used, b.hash));
-        for blob in blobs {
+        units.sort_by_key(|u| match u {
+            Unit::Blob(b) => (b.used, Some(b.hash)),
+            Unit::Pack(p) => (p.used, None),
+        });
+        for unit in units {
             if size <= self.limits.max_size {
                 break;
             }
+            let blob = match unit {
+                Unit::Blob(blob) => blob,
+                Unit::Pack(pack) => {
+                    let location = |offset, len| pack::Location {
+                        pack: std::sync::Arc::new(pack.path.clone()),
+                        offset,
+                        len,
+                    };
+                    let mut kept = 0;
+                    for (hash, offset, len) in &pack.blobs {
+                        if keep.contains(hash) && !self.object(*hash).is_file() {
+                            let bytes = pack::read_blob(&location(*offset, *len), *hash)?;
+                            self.write_loose(*hash, &bytes)?;
+                            kept += 1;
+                            size += len;
+                        }
+                    }
+                    match std::fs::remove_file(&pack.path) {
+                        Ok(()) => {
+                            trimmed.removed += pack.blobs.len() - kept;
+                            trimmed.freed += pack.size;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(e),
+                    }
+                    size -= pack.size;
+                    continue;
+                }
+            };
             if keep.contains(&blob.hash) {
                 continue;
             }
@@ -284,10 +440,24 @@ impl Store {
             }
         }
         trimmed.size = size;
+        // What this handle knew of the packs removed goes.
+        self.packs.lock().refresh(&self.dir.join("packs"), true);
         Ok(trimmed)
     }
 
-    /// Every blob with its size and when it was last stored or used.
+    /// Every loose blob and every pack, with its size and when it was last
+    /// stored or used.
+    fn units(&self) -> io::Result<Vec<Unit>> {
+        let mut out: Vec<Unit> = self.blobs()?.into_iter().map(Unit::Blob).collect();
+        out.extend(
+            pack::list(&self.dir.join("packs"))?
+                .into_iter()
+                .map(Unit::Pack),
+        );
+        Ok(out)
+    }
+
+    /// Every loose blob with its size and when it was last stored or used.
     fn blobs(&self) -> io::Result<Vec<BlobInfo>> {
         let mut out = Vec::new();
         for shard in std::fs::read_dir(self.dir.join("objects"))? {
@@ -346,15 +516,45 @@ impl Store {
         })
     }
 
-    /// Marks the blob as used now, for [`Store::trim`]; whether it exists.
+    /// Marks the blob (or its pack) as used now, for [`Store::trim`];
+    /// whether it exists.
     fn touch(&self, hash: Hash) -> bool {
         let object = self.object(hash);
-        match File::options().write(true).open(&object) {
+        let found =
+            File::options()
+                .write(true)
+                .open(&object)
+                .or_else(|e| match self.packed(hash, false) {
+                    Some(location) => File::options().write(true).open(location.pack.as_path()),
+                    None => Err(e),
+                });
+        match found {
             Ok(file) => {
                 let _ = file.set_modified(SystemTime::now());
                 true
             }
             Err(_) => false,
+        }
+    }
+}
+
+fn damaged(hash: Hash) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("checkpoint blob {hash} is damaged (its content has another hash)"),
+    )
+}
+
+enum Unit {
+    Blob(BlobInfo),
+    Pack(pack::PackInfo),
+}
+
+impl Unit {
+    fn size(&self) -> u64 {
+        match self {
+            Unit::Blob(b) => b.size,
+            Unit::Pack(p) => p.size,
         }
     }
 }

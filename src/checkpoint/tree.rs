@@ -146,7 +146,18 @@ pub fn scan(
         root: std::fs::symlink_metadata(root).ok().map(|m| stamp(&m)),
         taken_ns: now_ns(),
     };
-    walk(root, root, None, store, previous, max_files, &mut snapshot)?;
+    // A whole tree's new blobs go into packs, not a file each.
+    let packing = store.packing();
+    walk(
+        root,
+        root,
+        None,
+        &packing,
+        previous,
+        max_files,
+        &mut snapshot,
+    )?;
+    packing.finish_pack()?;
     Ok(snapshot)
 }
 

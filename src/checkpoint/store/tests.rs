@@ -161,3 +161,82 @@ fn two_writers_of_the_same_content_both_succeed() {
         0
     );
 }
+
+#[test]
+fn packed_blobs_read_back_from_any_handle_and_a_damaged_pack_is_no_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path(), 1 << 30, 1 << 20);
+    let packing = store.packing();
+    let texts: Vec<Vec<u8>> = (0..50)
+        .map(|i| format!("blob {i}\n").into_bytes())
+        .collect();
+    let hashes: Vec<Hash> = texts
+        .iter()
+        .map(|t| packing.put_bytes(t).unwrap())
+        .collect();
+    // The same content twice is kept once.
+    packing.put_bytes(&texts[0]).unwrap();
+    packing.finish_pack().unwrap();
+    let packs: Vec<_> = std::fs::read_dir(dir.path().join("packs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(packs.len(), 1, "one pack, not a file each");
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("objects"))
+            .unwrap()
+            .count(),
+        0
+    );
+    // Another handle (another session, another process) finds them.
+    let other = super::Store::open(dir.path(), Limits::default()).unwrap();
+    for (hash, text) in hashes.iter().zip(&texts) {
+        assert!(other.contains(*hash));
+        assert_eq!(&other.read(*hash).unwrap(), text);
+    }
+    // Content it has is not stored again, packed or not.
+    assert_eq!(other.put_bytes(&texts[3]).unwrap(), hashes[3]);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("objects"))
+            .unwrap()
+            .count(),
+        0
+    );
+    assert_eq!(
+        other.size().unwrap(),
+        std::fs::metadata(&packs[0]).unwrap().len()
+    );
+    // A changed byte is an error, not content.
+    let mut bytes = std::fs::read(&packs[0]).unwrap();
+    bytes[0] ^= 1;
+    std::fs::write(&packs[0], &bytes).unwrap();
+    let fresh = super::Store::open(dir.path(), Limits::default()).unwrap();
+    assert!(fresh.read(hashes[0]).is_err());
+    assert_eq!(fresh.read(hashes[1]).unwrap(), texts[1]);
+    // A file that is not a pack is ignored.
+    std::fs::write(dir.path().join("packs/0000000000000000.pack"), b"junk").unwrap();
+    let fresh = super::Store::open(dir.path(), Limits::default()).unwrap();
+    assert_eq!(fresh.read(hashes[2]).unwrap(), texts[2]);
+    assert!(!fresh.contains(Hash::of(b"never stored")));
+}
+
+#[test]
+fn trimming_drops_an_old_pack_whole_and_keeps_what_is_asked_for_as_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path(), 1, 1 << 20);
+    let packing = store.packing();
+    let kept = packing.put_bytes(b"still needed\n").unwrap();
+    let dropped = packing.put_bytes(b"not needed\n").unwrap();
+    packing.finish_pack().unwrap();
+    assert!(store.contains(dropped));
+    let trimmed = store.trim(&HashSet::from([kept])).unwrap();
+    assert_eq!(trimmed.removed, 1);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("packs")).unwrap().count(),
+        0
+    );
+    assert_eq!(store.read(kept).unwrap(), b"still needed\n");
+    assert!(store.object(kept).is_file());
+    assert!(!store.contains(dropped));
+    assert_eq!(trimmed.size, b"still needed\n".len() as u64);
+}

@@ -110,7 +110,10 @@ fn an_unchanged_file_is_not_read_again() {
         .clone()
         .unwrap()
         .unwrap();
-    std::fs::remove_file(f.store.object(a)).unwrap();
+    let packs = f.store.dir().join("packs");
+    std::fs::remove_dir_all(&packs).unwrap();
+    std::fs::create_dir(&packs).unwrap();
+    assert!(!f.store.contains(a));
     let second = f.scan(Some(&first));
     assert_eq!(second.entries, first.entries);
     assert!(!f.store.contains(a));
