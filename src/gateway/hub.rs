@@ -289,6 +289,10 @@ struct Approval {
     /// `(decision, the option's own name)`: what the question calls each
     /// choice (a restore's "Restore" rather than "Allow once").
     labels: Vec<(String, String)>,
+    /// The question's text beyond its title, and its diffs (a restore's
+    /// files, an edit's change).
+    details: String,
+    diffs: Vec<Value>,
     created_ms: u64,
     expires_ms: u64,
     reply: Option<tokio::sync::oneshot::Sender<Option<String>>>,
@@ -309,6 +313,8 @@ impl Approval {
                 .collect::<serde_json::Map<String, Value>>(),
             "host": "gateway",
             "agentId": "main",
+            "details": self.details,
+            "diffs": self.diffs,
             "sessionKey": self.key,
             "toolCallId": self.tool_call_id,
             "toolName": self.tool_name,

@@ -1483,6 +1483,19 @@ async fn a_user_message_can_be_rewound_to_and_forked_from() {
             "return [...document.querySelectorAll('[data-testid=approval-allow-once]')].some(b => !b.disabled && b.textContent === 'Restore');",
         )
         .await;
+    // The question says which file goes back, with its diff, and is not
+    // worded as a command to run.
+    page.browser
+        .until_equals(
+            "the restore's question shows its file",
+            "const card = [...document.querySelectorAll('[data-testid=approval]')].pop(); \
+             return [card.querySelector('[data-testid=approval-details]')?.textContent.includes('two.txt'), \
+                     card.querySelector('[data-testid=tool-diff] figcaption')?.textContent.endsWith('two.txt'), \
+                     card.textContent.includes('asks to run'), \
+                     document.querySelector('[data-testid=status]').textContent.includes('asks to run')];",
+            &json!([true, true, false, false]),
+        )
+        .await;
     page.screenshot("web-rewind").await;
     page.js("[...document.querySelectorAll('[data-testid=approval-allow-once]')].filter(b => !b.disabled).pop().click();")
         .await;

@@ -992,6 +992,13 @@ async fn undo_in_a_chat_puts_the_last_turn_s_files_back_after_the_owner_says_so(
         .find(|m| m.id != question.id && !m.buttons.is_empty())
         .unwrap();
     assert!(undo.text.contains("Undo turn 1"), "{}", undo.text);
+    // It says which file goes, and how many lines it changes.
+    assert!(
+        undo.text.contains("Puts back 1 file") && undo.text.contains("• made.txt (+0 −1)"),
+        "{}",
+        undo.text
+    );
+    assert!(!undo.text.contains("asks to run"), "{}", undo.text);
     let labels: Vec<&str> = undo.buttons.iter().map(|b| b.0.as_str()).collect();
     assert_eq!(labels, vec!["Restore", "Cancel"]);
     bot.api.press(OWNER, &undo, &undo.buttons[0].1);

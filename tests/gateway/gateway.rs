@@ -1752,6 +1752,22 @@ async fn sessions_rewind_and_fork_go_back_to_a_turn_with_its_files() {
     let asked = client.next_event("exec.approval.requested").await["payload"].clone();
     assert_eq!(asked["labels"]["allow-once"], "Restore", "{asked}");
     assert_eq!(asked["labels"]["deny"], "Cancel", "{asked}");
+    // It says which files change, with their diffs.
+    let details = asked["request"]["details"].as_str().unwrap();
+    assert!(
+        details.contains("Puts back 1 file") && details.contains("two.txt"),
+        "{asked}"
+    );
+    let diffs = asked["request"]["diffs"].as_array().unwrap();
+    assert_eq!(diffs.len(), 1, "{asked}");
+    assert!(
+        diffs[0]["path"].as_str().unwrap().ends_with("two.txt"),
+        "{asked}"
+    );
+    assert!(diffs[0]["oldText"].is_string(), "{asked}");
+    // And so does the list of pending approvals.
+    let pending = client.call_ok("exec.approval.list", json!({})).await;
+    assert_eq!(pending["approvals"][0]["diffs"], json!(diffs), "{pending}");
     client
         .call_ok(
             "exec.approval.resolve",

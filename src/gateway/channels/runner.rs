@@ -579,7 +579,15 @@ impl Runner {
                 } else {
                     decisions
                 };
-                let mut text = format!("🔐 The agent asks to run:\n```\n{}\n```", clip(what, 1500));
+                // A question of its own (an undo) names its choices, and
+                // its title is the question; a tool's is a command to run.
+                let own = payload["labels"].as_object().is_some_and(|l| !l.is_empty());
+                let mut text = if own {
+                    format!("🔐 {}", clip(what, 300))
+                } else {
+                    format!("🔐 The agent asks to run:\n```\n{}\n```", clip(what, 1500))
+                };
+                text.push_str(&shown(request));
                 // The question's own words for its choices when it has
                 // them (an undo offers "Restore", not "Allow once").
                 let label = |d: &str| {
@@ -729,6 +737,65 @@ fn status_text(row: &Value, busy: bool) -> String {
         "- Idle.".into()
     });
     lines.join("\n")
+}
+
+/// The most files a question in a chat names with their changed lines.
+const MAX_CHAT_DIFFS: usize = 10;
+
+/// What a question says besides its title, for a chat: its text (an
+/// undo's files, what overwriting would lose) and each diff's file with
+/// the lines it adds and removes (a chat shows no diff well).
+fn shown(request: &Value) -> String {
+    let mut out = String::new();
+    if let Some(details) = request["details"].as_str().filter(|d| !d.is_empty()) {
+        out.push('\n');
+        out.push_str(&clip(details, 1500));
+    }
+    let diffs: Vec<&Value> = request["diffs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["path"].is_string())
+        .collect();
+    let cwd = request["cwd"].as_str().unwrap_or_default();
+    for diff in diffs.iter().take(MAX_CHAT_DIFFS) {
+        let path = diff["path"].as_str().unwrap_or_default();
+        let path = path
+            .strip_prefix(cwd)
+            .filter(|_| !cwd.is_empty())
+            .map_or(path, |p| p.trim_start_matches('/'));
+        let (added, removed) = changed_lines(
+            diff["oldText"].as_str().unwrap_or_default(),
+            diff["newText"].as_str().unwrap_or_default(),
+        );
+        out.push_str(&format!("\n• {} (+{added} −{removed})", clip(path, 200)));
+    }
+    if diffs.len() > MAX_CHAT_DIFFS {
+        out.push_str(&format!("\n• and {} more", diffs.len() - MAX_CHAT_DIFFS));
+    }
+    out
+}
+
+/// How many lines `new` has that `old` has not, and the other way round.
+fn changed_lines(old: &str, new: &str) -> (usize, usize) {
+    let mut counts: HashMap<&str, isize> = HashMap::new();
+    for line in old.lines() {
+        *counts.entry(line).or_default() -= 1;
+    }
+    for line in new.lines() {
+        *counts.entry(line).or_default() += 1;
+    }
+    let added = counts
+        .values()
+        .filter(|n| **n > 0)
+        .map(|n| n.unsigned_abs())
+        .sum();
+    let removed = counts
+        .values()
+        .filter(|n| **n < 0)
+        .map(|n| n.unsigned_abs())
+        .sum();
+    (added, removed)
 }
 
 fn clip(text: &str, max: usize) -> String {

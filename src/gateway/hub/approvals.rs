@@ -68,6 +68,7 @@ impl Hub {
                 .and_then(|r| r.tools.get(&tool_call_id).map(|t| t.name.clone()))
                 .unwrap_or_else(|| tool_name(&tool))
         };
+        let (details, diffs) = shown(&tool);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let approval = Approval {
             session: session.clone(),
@@ -78,6 +79,8 @@ impl Hub {
             command,
             decisions,
             labels,
+            details,
+            diffs,
             created_ms,
             expires_ms,
             reply: Some(tx),
@@ -95,6 +98,8 @@ impl Hub {
                 "cwd": self.cwd,
                 "host": "gateway",
                 "agentId": "main",
+                "details": described["details"],
+                "diffs": described["diffs"],
             },
             "allowedDecisions": described["allowedDecisions"],
             "labels": described["labels"],
@@ -252,6 +257,48 @@ fn decision_of(kind: PermissionOptionKind) -> &'static str {
     }
 }
 
+/// The most text of diffs one question carries to every approver.
+const MAX_SHOWN_DIFFS: usize = 512 * 1024;
+
+/// What the question shows besides its title: its text (a restore says
+/// which files change and what overwriting loses) and its diffs
+/// (`{path, oldText, newText}`), within [`MAX_SHOWN_DIFFS`]; files past
+/// it are named in the text.
+fn shown(tool: &Value) -> (String, Vec<Value>) {
+    let mut details: Vec<String> = Vec::new();
+    let mut diffs = Vec::new();
+    let mut left = Vec::new();
+    let mut budget = MAX_SHOWN_DIFFS;
+    for item in tool["content"].as_array().into_iter().flatten() {
+        match item["type"].as_str() {
+            Some("content") => {
+                if let Some(text) = item["content"]["text"].as_str() {
+                    details.push(text.to_string());
+                }
+            }
+            Some("diff") => {
+                let len = item["oldText"].as_str().map_or(0, str::len)
+                    + item["newText"].as_str().map_or(0, str::len);
+                if len <= budget {
+                    budget -= len;
+                    diffs.push(json!({
+                        "path": item["path"],
+                        "oldText": item["oldText"],
+                        "newText": item["newText"],
+                    }));
+                } else if let Some(path) = item["path"].as_str() {
+                    left.push(path.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    if !left.is_empty() {
+        details.push(format!("Not shown here: {}.", left.join(", ")));
+    }
+    (details.join("\n"), diffs)
+}
+
 pub(super) fn preview(command: &str) -> String {
     let line = command.lines().next().unwrap_or_default();
     if line.chars().count() > 200 {
@@ -283,6 +330,8 @@ mod tests {
                 ("deny".into(), "option-deny".into()),
             ],
             labels: Vec::new(),
+            details: String::new(),
+            diffs: Vec::new(),
             created_ms: 0,
             expires_ms: 0,
             reply: Some(reply),

@@ -999,7 +999,7 @@ async function loadApprovals() {
   }
   for (const a of pending) {
     if (a && typeof a.id === "string" && !state.approvals.has(a.id)) {
-      onApproval({ id: a.id, allowedDecisions: a.allowedDecisions, labels: a.labels, request: { sessionKey: a.sessionKey, commandPreview: a.commandPreview, command: a.commandText, toolName: a.toolName, toolCallId: a.toolCallId } });
+      onApproval({ id: a.id, allowedDecisions: a.allowedDecisions, labels: a.labels, request: { sessionKey: a.sessionKey, commandPreview: a.commandPreview, command: a.commandText, toolName: a.toolName, toolCallId: a.toolCallId, details: a.details, diffs: a.diffs } });
     }
   }
 }
@@ -1020,7 +1020,10 @@ function onApproval(payload) {
   const question = document.createElement("p");
   question.id = `approval-${payload.id}`;
   const what = asked.commandPreview || asked.command || asked.toolName || "a tool call";
-  question.textContent = `pincer asks to run: ${what}`;
+  // A question of its own (a restore) names its choices, and its title
+  // is the question; a tool's is a command to run.
+  const own = payload.labels && typeof payload.labels === "object" && Object.keys(payload.labels).length > 0;
+  question.textContent = own ? what : `pincer asks to run: ${what}`;
   group.setAttribute("aria-labelledby", question.id);
   const buttons = document.createElement("div");
   buttons.className = "approval-buttons";
@@ -1048,7 +1051,22 @@ function onApproval(payload) {
     });
     buttons.append(button);
   }
-  group.append(question, buttons);
+  group.append(question);
+  // What the question says besides its title (the files a restore puts
+  // back, what overwriting would lose) and its diffs, unless the card of
+  // the call it asks about shows them already.
+  if (typeof asked.details === "string" && asked.details) {
+    const details = document.createElement("p");
+    details.className = "approval-details";
+    details.dataset.testid = "approval-details";
+    details.textContent = asked.details;
+    group.append(details);
+  }
+  const shownAlready = typeof asked.toolCallId === "string" && findCard(asked.toolCallId)?.querySelector("[data-testid=tool-diff]");
+  if (Array.isArray(asked.diffs) && !shownAlready) {
+    for (const diff of asked.diffs.filter((d) => d && typeof d.path === "string")) group.append(diffView(diff));
+  }
+  group.append(buttons);
   card.append(group);
   state.approvals.set(payload.id, approval);
   if (asked.sessionKey === state.current) {
@@ -1059,7 +1077,7 @@ function onApproval(payload) {
     else $("messages").append(card);
     scrollDown();
     // Announced, not focused: a key pressed while typing must never answer.
-    status(`pincer asks to run: ${what}`);
+    status(own ? `pincer asks: ${what}` : `pincer asks to run: ${what}`);
   } else {
     status(`A session is waiting for your approval: ${titleOf(state.sessions.find((r) => r.key === asked.sessionKey)) || asked.sessionKey}`);
   }
