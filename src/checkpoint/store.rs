@@ -140,6 +140,16 @@ impl Store {
         Ok(Self::at(dir, limits))
     }
 
+    /// The store in `dir` to read from: not created when there is none
+    /// (checkpoints were off), so that reading what it holds finds nothing.
+    pub fn existing(dir: &Path, limits: Limits) -> io::Result<Self> {
+        if dir.is_dir() {
+            Self::open(dir, limits)
+        } else {
+            Ok(Self::at(dir, limits))
+        }
+    }
+
     /// This store, with new small blobs gathered into packs until
     /// [`Store::finish_pack`] (for a first snapshot: thousands of blobs).
     pub fn packing(&self) -> Self {

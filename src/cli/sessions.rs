@@ -226,7 +226,7 @@ pub fn delete(id: &str) -> anyhow::Result<()> {
 /// The checkpoint store of the project a session works in.
 fn store_for(cwd: &Path) -> anyhow::Result<crate::checkpoint::store::Store> {
     let settings = crate::config::Settings::load_from_process(cwd)?;
-    Ok(crate::checkpoint::store::Store::open(
+    Ok(crate::checkpoint::store::Store::existing(
         &crate::checkpoint::store_dir(&settings.paths.data_dir, &settings.project.root),
         settings.config.checkpoints.limits(),
     )?)

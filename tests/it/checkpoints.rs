@@ -1140,6 +1140,10 @@ async fn with_checkpoints_off_undo_takes_back_the_conversation_and_says_the_file
     assert!(questions.is_empty(), "nothing to put back, nothing asked");
     assert!(said.contains("checkpoints off"), "{said}");
     assert!(sandbox.work().join("made.txt").exists());
+    assert!(
+        walk_names(&sandbox.home(), "objects").is_empty(),
+        "no store is made for checkpoints that are off"
+    );
     mock.push(Reply::sse(anthropic_text("ok", 10)));
     send(&mut acp, &session, "next", "cancel").await;
     let texts = user_texts(&mock.requests().last().unwrap().body).join("\n");

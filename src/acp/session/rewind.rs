@@ -77,7 +77,7 @@ impl Session {
             Some(recording) => recording.open_store(),
             None => {
                 let settings = self.settings();
-                Store::open(
+                Store::existing(
                     &crate::checkpoint::store_dir(&settings.paths.data_dir, &settings.project.root),
                     settings.config.checkpoints.limits(),
                 )

@@ -255,3 +255,19 @@ fn a_tree_too_large_for_the_store_is_refused_before_anything_is_copied() {
     std::fs::remove_file(f.at("b.bin")).unwrap();
     assert_eq!(scan(f.root(), &store, None, 1000).unwrap().entries.len(), 3);
 }
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_socket_in_the_tree_is_neither_read_nor_waited_on() {
+    let f = fixture(1 << 20);
+    f.write("a.txt", b"a\n");
+    nix::unistd::mkfifo(&f.at("pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let _socket = std::os::unix::net::UnixListener::bind(f.at("sock")).unwrap();
+    // Were a snapshot to open the pipe as a file, it would wait for a
+    // writer forever: the test's time limit would end it.
+    let snapshot = f.scan(None);
+    assert_eq!(paths(&snapshot), ["a.txt"]);
+    // Asked to keep one, the store refuses at once.
+    let error = f.store.put_file(&f.at("pipe")).unwrap_err();
+    assert!(error.to_string().contains("not a regular file"), "{error}");
+}
