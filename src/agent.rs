@@ -448,6 +448,7 @@ pub async fn run_timed(
         tools,
         host,
         !config.guard.hooks.is_empty(),
+        Vec::new(),
         config
             .guard
             .prompt_submitted(&crate::tools::text_of(&prompt), cancel),
@@ -489,6 +490,7 @@ pub async fn run_timed(
         tools,
         host,
         !config.guard.hooks.is_empty(),
+        Vec::new(),
         config.guard.run_ended(&stop),
     )
     .await;
@@ -510,11 +512,15 @@ pub async fn run_timed(
 /// that what it changes joins the run's changes. While a background job
 /// of the session runs (`tools` hold work), what changed between calls
 /// counts too.
+///
+/// `own`: the paths the call writes itself (pincer's `write` and `edit`),
+/// whose changes are its own even if another session ran a call meanwhile.
 async fn recorded<T>(
     config: &AgentConfig,
     tools: &[Arc<dyn Tool>],
     host: &dyn AgentHost,
     may_change: bool,
+    own: Vec<std::path::PathBuf>,
     work: impl std::future::Future<Output = T>,
 ) -> T {
     let Some(recording) = config.checkpoints.clone().filter(|_| may_change) else {
@@ -530,7 +536,7 @@ async fn recorded<T>(
     let output = work.await;
     // The call may have started a job that runs on.
     let background = tools.iter().any(|t| t.holds_work());
-    let _ = tokio::task::spawn_blocking(move || recording.after_call(background)).await;
+    let _ = tokio::task::spawn_blocking(move || recording.after_call(background, &own)).await;
     output
 }
 
@@ -994,6 +1000,7 @@ async fn admit_and_run(
         tools,
         host,
         hooks,
+        Vec::new(),
         config
             .guard
             .admit(tool.map(|t| t.as_ref()), call, mode, cancel),
@@ -1049,6 +1056,7 @@ async fn admit_and_run(
         tools,
         host,
         hooks,
+        Vec::new(),
         config.guard.finish(call, &params, output, warning, cancel),
     )
     .await;
@@ -1129,11 +1137,21 @@ async fn run_call(
             }
         }
     };
+    let own = match &config.checkpoints {
+        Some(recording) if tool.writes_only_its_locations() => info
+            .locations
+            .iter()
+            .map(|l| crate::tools::resolve_path(cwd, &l.path.to_string_lossy()))
+            .filter_map(|p| p.strip_prefix(recording.root()).ok().map(Into::into))
+            .collect(),
+        _ => Vec::new(),
+    };
     let output = recorded(
         config,
         checkpoint.unwrap_or_default(),
         host,
         checkpoint.is_some(),
+        own,
         running,
     )
     .await;

@@ -321,6 +321,13 @@ pub trait Tool: Send + Sync {
     fn may_change_files(&self) -> bool {
         true
     }
+    /// Whether a call writes just the paths its `describe` names, itself
+    /// (pincer's `write` and `edit`): a change there during the call is
+    /// the call's, even if another session's command ran at the same
+    /// moment (see `checkpoint::presence`).
+    fn writes_only_its_locations(&self) -> bool {
+        false
+    }
 }
 
 /// Tools that come and go while a session runs (an MCP server starts,

@@ -169,22 +169,28 @@ fn start_time(pid: u32) -> Option<String> {
 }
 
 /// Elsewhere a process is alive while a signal can reach it.
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 fn start_time(pid: u32) -> Option<String> {
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).ok()?);
-    match nix::sys::signal::kill(pid, None) {
-        Err(nix::errno::Errno::ESRCH) => None,
+    use nix::{errno::Errno, sys::signal::kill, unistd::Pid};
+    let pid = Pid::from_raw(i32::try_from(pid).ok()?);
+    match kill(pid, None) {
+        Err(Errno::ESRCH) => None,
         _ => Some("0".into()),
     }
 }
 
+/// Without a way to ask, every marker's process is taken as running.
+#[cfg(not(unix))]
+fn start_time(_pid: u32) -> Option<String> {
+    Some("0".into())
+}
+
 fn create_private_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    match std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-    {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    match builder.create(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),

@@ -180,7 +180,7 @@ impl Recorder {
     pub fn begin_turn(&mut self) {
         self.turn = Some(TurnChanges::default());
         if std::mem::take(&mut self.background)
-            && let Err(error) = self.count_changes(Window::Background)
+            && let Err(error) = self.count_changes(Window::Background, &[])
         {
             tracing::debug!(%error, "cannot count a background job's changes");
         }
@@ -195,13 +195,13 @@ impl Recorder {
         self.keep_background_window(background);
         if self.open_calls > 0 {
             self.open_calls += 1;
-            return self.count_changes(Window::Call);
+            return self.count_changes(Window::Call, &[]);
         }
         // Known to the other sessions before the snapshot it begins with.
         self.call = self.enter();
         if background && self.turn.is_some() {
             self.open_calls = 1;
-            return self.count_changes(Window::Background);
+            return self.count_changes(Window::Background, &[]);
         }
         self.refresh()?;
         self.open_calls = 1;
@@ -211,14 +211,19 @@ impl Recorder {
     /// What changed since the last snapshot joins the turn's changes,
     /// marked shared when another session's window overlapped the
     /// interval (looked at after the snapshot that ends it).
-    fn count_changes(&mut self, window: Window) -> io::Result<()> {
+    /// `own`: paths the call wrote itself, whose change is not shared.
+    fn count_changes(&mut self, window: Window, own: &[PathBuf]) -> io::Result<()> {
         let changes = self.refresh()?;
         let shared = match window {
             Window::Call => self.call.as_mut().is_some_and(Presence::look),
             Window::Background => self.background_window.as_mut().is_some_and(Presence::look),
         };
         if let Some(turn) = &mut self.turn {
-            turn.merge(TurnChanges::from_changes(changes, shared));
+            let (mine, rest): (Vec<_>, Vec<_>) = changes
+                .into_iter()
+                .partition(|(path, _, _)| own.contains(path));
+            turn.merge(TurnChanges::from_changes(rest, shared));
+            turn.merge(TurnChanges::from_changes(mine, false));
         }
         Ok(())
     }
@@ -228,13 +233,21 @@ impl Recorder {
     /// counted. `background`: a job of the session runs on (the call may
     /// have started it); its window opens before the call's closes.
     pub fn after_call(&mut self, background: bool) -> io::Result<()> {
+        self.after_call_owning(background, &[])
+    }
+
+    /// [`Recorder::after_call`] for a call that wrote the paths `own`
+    /// (relative to the root) itself (pincer's `write` and `edit`): their
+    /// changes are the call's even if another session's call ran at the
+    /// same moment.
+    pub fn after_call_owning(&mut self, background: bool, own: &[PathBuf]) -> io::Result<()> {
         self.keep_background_window(background);
         if self.open_calls == 0 {
             self.call = None;
             return Ok(());
         }
         self.open_calls -= 1;
-        let counted = self.count_changes(Window::Call);
+        let counted = self.count_changes(Window::Call, own);
         if self.open_calls == 0 {
             self.call = None;
         }
@@ -273,7 +286,7 @@ impl Recorder {
     pub fn end_turn(&mut self, background: bool) -> TurnChanges {
         self.open_calls = 0;
         self.call = None;
-        if background && let Err(error) = self.count_changes(Window::Background) {
+        if background && let Err(error) = self.count_changes(Window::Background, &[]) {
             tracing::debug!(%error, "cannot count a background job's changes");
         }
         self.keep_background_window(background);
@@ -381,6 +394,20 @@ mod tests {
         let both = [("a.txt".to_string(), true), ("b.txt".to_string(), true)];
         assert_eq!(shared(&first.end_turn(false)), both);
         assert_eq!(shared(&second.end_turn(false)), both);
+
+        // A file the first session's own edit wrote is its own, whatever
+        // ran meanwhile; the second cannot know that, and asks.
+        first.begin_turn();
+        second.begin_turn();
+        second.before_call(false).unwrap();
+        first.before_call(false).unwrap();
+        std::fs::write(root.join("a.txt"), "a4\n").unwrap();
+        first
+            .after_call_owning(false, &[PathBuf::from("a.txt")])
+            .unwrap();
+        second.after_call(false).unwrap();
+        assert_eq!(shared(&first.end_turn(false)), [("a.txt".into(), false)]);
+        assert_eq!(shared(&second.end_turn(false)), [("a.txt".into(), true)]);
 
         // A session's background job runs on after its turn: what another
         // session's call sees meanwhile may be the job's.

@@ -129,11 +129,12 @@ impl Recording {
     }
 
     /// After the call: what it changed joins the turn's changes.
-    /// `background`: a job the session started runs on.
-    pub fn after_call(&self, background: bool) {
+    /// `background`: a job the session started runs on. `own`: paths
+    /// (relative to the root) the call wrote itself.
+    pub fn after_call(&self, background: bool, own: &[PathBuf]) {
         let mut state = self.state.lock();
         let failed = match &mut state.phase {
-            Phase::Open(recorder) => recorder.after_call(background).err(),
+            Phase::Open(recorder) => recorder.after_call_owning(background, own).err(),
             _ => None,
         };
         if let Some(error) = failed {
@@ -218,7 +219,7 @@ mod tests {
         recording.begin_turn();
         assert_eq!(recording.before_call(false), None);
         std::fs::write(work.path().join("a"), "2").unwrap();
-        recording.after_call(false);
+        recording.after_call(false, &[]);
         let turn = recording.end_turn(false).unwrap();
         assert_eq!(turn.files.len(), 1);
 
@@ -229,7 +230,7 @@ mod tests {
         recording.begin_turn();
         let said = recording.before_call(false).unwrap();
         assert!(said.contains("more than 3 files"), "{said}");
-        recording.after_call(false);
+        recording.after_call(false, &[]);
         assert_eq!(recording.before_call(false), None);
         assert_eq!(recording.end_turn(false), None);
     }

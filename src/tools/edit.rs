@@ -111,6 +111,10 @@ impl Tool for EditTool {
         "edit"
     }
 
+    fn writes_only_its_locations(&self) -> bool {
+        true
+    }
+
     fn description(&self) -> &str {
         "Edit a file by replacing exact text. Each edits[].oldText must match exactly one place \
          in the file as it is before this call (edits are not applied one after another) and \

@@ -33,6 +33,10 @@ impl Tool for WriteTool {
         "write"
     }
 
+    fn writes_only_its_locations(&self) -> bool {
+        true
+    }
+
     fn description(&self) -> &str {
         "Write content to a file. Creates the file if it does not exist and overwrites it if it \
          does, creating parent directories as needed. Use it for new files and complete \

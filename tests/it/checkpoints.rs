@@ -431,6 +431,55 @@ async fn what_two_sessions_change_at_the_same_moment_is_never_taken_back_unasked
     );
 }
 
+#[tokio::test]
+async fn what_a_session_s_own_edit_wrote_while_another_s_command_ran_is_its_own() {
+    // The second session's command runs while the first session's `write`
+    // changes a.txt: the first session knows the file is its own, the
+    // second cannot know it is not.
+    let sandbox = Sandbox::new();
+    sandbox.write("a.txt", "a1\n");
+    let (mock_a, mock_b) = (MockModel::start().await, MockModel::start().await);
+    let gate = sandbox.home().join("b-in");
+    mock_b.push(bash_call(
+        "b1",
+        format!(
+            "touch '{}'; for i in $(seq 1000); do grep -q a2 a.txt && break; sleep 0.02; done",
+            gate.display()
+        ),
+    ));
+    mock_b.push(Reply::sse(anthropic_text("b done", 10)));
+    mock_a.push(Reply::sse(anthropic_tool_calls(&[(
+        "w1",
+        "write",
+        &json!({"path": "a.txt", "content": "a2\n"}).to_string(),
+    )])));
+    mock_a.push(Reply::sse(anthropic_text("a done", 10)));
+    let mut first = spawn_anthropic(&sandbox, &mock_a);
+    let mut second = spawn_anthropic(&sandbox, &mock_b);
+    let a = bypass_session(&mut first, &sandbox).await;
+    let b = bypass_session(&mut second, &sandbox).await;
+    let second_prompt = second
+        .send("session/prompt", prompt(&b, "wait for a"))
+        .await;
+    support::wait_until(
+        "the second session's command runs",
+        std::time::Duration::from_secs(20),
+        || gate.exists(),
+    )
+    .await;
+    let (stop, _, _) = send(&mut first, &a, "write a", "cancel").await;
+    assert_eq!(stop, "end_turn");
+    let (response, _) = second.until_response(second_prompt).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+
+    // The first session's undo puts a.txt back without a doubt.
+    let (_, said, questions) = send(&mut first, &a, "/undo", "restore").await;
+    let text = questions[0]["params"]["toolCall"]["content"].to_string();
+    assert!(text.contains("Puts back 1 file"), "{text}");
+    assert!(!text.contains("at the same moment"), "{text}");
+    assert_eq!(read(&sandbox, "a.txt"), "a1\n", "{said}");
+}
+
 /// Every directory named `name` under `root`.
 fn walk_names(root: &Path, name: &str) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
