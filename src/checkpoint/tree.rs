@@ -523,8 +523,8 @@ fn relist(
                     }
                     snapshot.entries.insert(path, entry);
                 }
-                Some(before) => {
-                    // A file replaced by a directory: all of it is new.
+                // A new directory, or one that replaced a file: all of it.
+                was if is_dir(&entry) => {
                     let mut new = Snapshot::default();
                     walk(
                         root,
@@ -536,29 +536,13 @@ fn relist(
                         &mut new,
                     )?;
                     for (under, entry) in new.entries {
-                        let was = (under == path).then(|| before.clone());
-                        changes.push((under.clone(), was, Some(entry.clone())));
+                        let before = if under == path { was.clone() } else { None };
+                        changes.push((under.clone(), before, Some(entry.clone())));
                         snapshot.entries.insert(under, entry);
                     }
                 }
-                None if matches!(entry.kind, Kind::Dir { .. }) => {
-                    // A new directory: all of it.
-                    let mut new = Snapshot::default();
-                    walk(
-                        root,
-                        &root.join(&path),
-                        None,
-                        store,
-                        None,
-                        max_files,
-                        &mut new,
-                    )?;
-                    for (path, entry) in new.entries {
-                        changes.push((path.clone(), None, Some(entry.clone())));
-                        snapshot.entries.insert(path, entry);
-                    }
-                }
-                None => {
+                // A new file or link.
+                _ => {
                     changes.push((path.clone(), None, Some(entry.clone())));
                     snapshot.entries.insert(path, entry);
                 }
