@@ -415,18 +415,25 @@ impl Store {
                         offset,
                         len,
                     };
-                    let mut kept = 0;
-                    for (hash, offset, len) in &pack.blobs {
-                        if keep.contains(hash) && !self.object(*hash).is_file() {
+                    let needed: Vec<&(Hash, u64, u64)> = pack
+                        .blobs
+                        .iter()
+                        .filter(|(h, _, _)| keep.contains(h))
+                        .collect();
+                    if needed.len() == pack.blobs.len() {
+                        // All of it is needed: nothing to gain.
+                        continue;
+                    }
+                    for (hash, offset, len) in &needed {
+                        if !self.object(*hash).is_file() {
                             let bytes = pack::read_blob(&location(*offset, *len), *hash)?;
                             self.write_loose(*hash, &bytes)?;
-                            kept += 1;
                             size += len;
                         }
                     }
                     match std::fs::remove_file(&pack.path) {
                         Ok(()) => {
-                            trimmed.removed += pack.blobs.len() - kept;
+                            trimmed.removed += pack.blobs.len() - needed.len();
                             trimmed.freed += pack.size;
                         }
                         Err(e) if e.kind() == io::ErrorKind::NotFound => {}

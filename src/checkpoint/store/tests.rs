@@ -229,6 +229,19 @@ fn trimming_drops_an_old_pack_whole_and_keeps_what_is_asked_for_as_files() {
     let dropped = packing.put_bytes(b"not needed\n").unwrap();
     packing.finish_pack().unwrap();
     assert!(store.contains(dropped));
+    // A pack all of whose blobs are needed stays as it is.
+    let trimmed = store.trim(&HashSet::from([kept, dropped])).unwrap();
+    assert_eq!(trimmed.removed, 0);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("packs")).unwrap().count(),
+        1
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("objects"))
+            .unwrap()
+            .count(),
+        0
+    );
     let trimmed = store.trim(&HashSet::from([kept])).unwrap();
     assert_eq!(trimmed.removed, 1);
     assert_eq!(
