@@ -43,10 +43,9 @@ impl Presence {
     pub fn enter(store_dir: &Path, tag: &str) -> io::Result<Self> {
         let dir = store_dir.join("present");
         create_private_dir(&dir)?;
-        let name = format!(
-            "{tag}.{}",
-            process_stamp(std::process::id()).unwrap_or_default()
-        );
+        let pid = std::process::id();
+        let stamp = process_stamp(pid).unwrap_or_else(|| format!("{pid}.0"));
+        let name = format!("{tag}.{stamp}");
         let name = format!("{name}.{}", unique());
         OpenOptions::new()
             .write(true)
@@ -102,10 +101,12 @@ impl Presence {
             if name.starts_with(&prefix) {
                 continue;
             }
-            if alive(&name) {
-                out.push(name);
-            } else {
-                let _ = std::fs::remove_file(self.dir.join(&name));
+            match alive(&name) {
+                Some(true) => out.push(name),
+                Some(false) => {
+                    let _ = std::fs::remove_file(self.dir.join(&name));
+                }
+                None => {}
             }
         }
         Ok(out)
@@ -139,23 +140,21 @@ fn process_stamp(pid: u32) -> Option<String> {
     Some(format!("{pid}.{}", start_time(pid)?))
 }
 
-/// Whether the process that made the marker `name` still runs. A name
-/// that is not a marker's is taken as alive (left alone).
-fn alive(name: &str) -> bool {
+/// Whether the process that made the marker `name` still runs; `None`
+/// for a name that is not a marker's (left alone, and not counted: a
+/// stray file must not make every window shared).
+fn alive(name: &str) -> Option<bool> {
     let mut parts = name.split('.');
-    let (Some(_tag), Some(pid), Some(start)) = (parts.next(), parts.next(), parts.next()) else {
-        return true;
+    let (Some(_tag), Some(pid), Some(start), Some(_n)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
     };
-    let Ok(pid) = pid.parse::<u32>() else {
-        return true;
-    };
+    let pid = pid.parse::<u32>().ok()?;
     if pid == std::process::id() {
-        return true;
+        return Some(true);
     }
-    match start_time(pid) {
-        Some(now) => now == start,
-        None => false,
-    }
+    Some(start_time(pid).is_some_and(|now| now == start))
 }
 
 /// When the process started, in clock ticks since boot (field 22 of
@@ -261,6 +260,11 @@ mod tests {
         assert!(!window.look());
         assert!(!stale.exists() && !reused.exists());
         // A marker of a live process of another pincer counts.
+        // A file that is no marker is neither counted nor removed.
+        let stray = present.join("notes.txt");
+        std::fs::write(&stray, "").unwrap();
+        assert!(!window.look());
+        assert!(stray.exists());
         let live = present.join(format!("live.{}.0", process_stamp(1).unwrap()));
         std::fs::write(&live, "").unwrap();
         assert!(window.look());
