@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use support::acp_client::{Acp, Sandbox, TIMEOUT, coalesce, requests_of, updates_of};
+use support::acp_client::{Acp, NODE_TIMEOUT, Sandbox, TIMEOUT, coalesce, requests_of, updates_of};
 use support::mock_model::{MockModel, Reply, fixture};
 use support::sse::{anthropic_text, anthropic_tool_call};
 use support::{prompt, selected, tool_results, without_time_lines};
@@ -184,7 +184,8 @@ async fn connect_bridge(sandbox: &Sandbox, gateway: &Gateway, name: &str) -> Acp
         name,
         &gateway.url,
         TOKEN,
-    ));
+    ))
+    .waiting(NODE_TIMEOUT);
     // The bridge answers `initialize` only after the gateway accepted its
     // `connect` (hello-ok); a refused handshake ends the process.
     let id = acp
@@ -687,7 +688,8 @@ async fn the_bridge_refuses_a_gateway_that_refuses_its_token() {
         "bridge",
         &gateway.url,
         "not-the-gateway-token-at-all-000",
-    ));
+    ))
+    .waiting(NODE_TIMEOUT);
     let status = acp.wait_exit().await;
     assert!(!status.success());
     let stderr = tokio::time::timeout(Duration::from_secs(5), &mut acp.stderr)

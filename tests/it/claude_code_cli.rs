@@ -9,7 +9,7 @@ use crate::support;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use support::acp_client::{Acp, Sandbox, updates_of};
+use support::acp_client::{Acp, NODE_TIMEOUT, Sandbox, updates_of};
 use support::claude_code::{claude_cli, claude_env};
 use support::mock_model::{MockModel, Reply};
 use support::sse::{anthropic_text, anthropic_tool_calls};
@@ -46,7 +46,7 @@ async fn the_real_claude_cli_runs_a_turn_with_pincer_s_tools_and_permissions() {
 
     let mut cmd = sandbox.command(&["acp"]);
     cmd.envs(claude_env(&mock.anthropic_url(), &sandbox.home()));
-    let mut acp = Acp::spawn(cmd);
+    let mut acp = Acp::spawn(cmd).waiting(NODE_TIMEOUT);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     let id = acp
@@ -198,7 +198,7 @@ async fn a_repository_s_claude_code_settings_hooks_and_mcp_servers_never_reach_t
     mock.push(Reply::sse(anthropic_text("Nothing ran.", 10)));
     let mut cmd = sandbox.command(&["acp"]);
     cmd.envs(claude_env(&mock.anthropic_url(), &sandbox.home()));
-    let mut acp = Acp::spawn(cmd);
+    let mut acp = Acp::spawn(cmd).waiting(NODE_TIMEOUT);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     let id = acp.send("session/prompt", prompt(&session, "hello")).await;

@@ -20,6 +20,12 @@ use tokio::sync::mpsc;
 
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long a test waits on a large Node program (OpenClaw's bridge, the
+/// real `claude` CLI) that it drives or that pincer drives: starting one
+/// on a loaded two-core machine, beside two browsers, took longer than
+/// `TIMEOUT` in CI. A wait is a bound on failure, never a pass condition.
+pub const NODE_TIMEOUT: Duration = Duration::from_secs(90);
+
 /// A temporary home and project for one test.
 pub struct Sandbox {
     pub dir: tempfile::TempDir,
@@ -84,6 +90,8 @@ pub struct Acp {
     backlog: VecDeque<Value>,
     next_id: i64,
     pub stderr: tokio::task::JoinHandle<String>,
+    /// How long `next` and `wait_exit` wait.
+    timeout: Duration,
 }
 
 impl Acp {
@@ -123,7 +131,15 @@ impl Acp {
             backlog: VecDeque::new(),
             next_id: 0,
             stderr,
+            timeout: TIMEOUT,
         }
+    }
+
+    /// Waits up to `timeout` (instead of `TIMEOUT`) for each message and
+    /// for the exit.
+    pub fn waiting(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     /// Writes `bytes` as they are (plus a newline): for lines that are not
@@ -170,16 +186,17 @@ impl Acp {
         self.stdin = None;
     }
 
-    /// The next message from pincer, within `TIMEOUT`.
+    /// The next message from pincer, within `TIMEOUT` (or the time given
+    /// to `waiting`).
     pub async fn next(&mut self) -> Value {
         if let Some(v) = self.backlog.pop_front() {
             return v;
         }
-        match tokio::time::timeout(TIMEOUT, self.lines.recv()).await {
+        match tokio::time::timeout(self.timeout, self.lines.recv()).await {
             Ok(Some(Ok(v))) => v,
             Ok(Some(Err(violation))) => panic!("{violation}"),
             Ok(None) => panic!("pincer closed stdout"),
-            Err(_) => panic!("no message from pincer within {TIMEOUT:?}"),
+            Err(_) => panic!("no message from pincer within {:?}", self.timeout),
         }
     }
 
@@ -221,10 +238,11 @@ impl Acp {
         result["sessionId"].as_str().unwrap().to_string()
     }
 
-    /// Waits for the process to exit within `TIMEOUT`, then fails if any
-    /// stdout line was not JSON-RPC (also lines nobody read).
+    /// Waits for the process to exit within `TIMEOUT` (or the time given
+    /// to `waiting`), then fails if any stdout line was not JSON-RPC (also
+    /// lines nobody read).
     pub async fn wait_exit(&mut self) -> std::process::ExitStatus {
-        let status = tokio::time::timeout(TIMEOUT, self.child.wait())
+        let status = tokio::time::timeout(self.timeout, self.child.wait())
             .await
             .expect("pincer did not exit")
             .unwrap();
