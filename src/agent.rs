@@ -41,7 +41,7 @@ use crate::llm::{
 use crate::tools::{
     CallInfo, Display, LocalWorkspace, Terminals, Tool, ToolContext, ToolOutput, Workspace,
 };
-pub use permission::{Answer, Decision, Mode, Permissions};
+pub use permission::{Answer, Decision, Mode, Permissions, Sandboxing};
 
 /// An entry of a session's history. Only `Llm` entries reach the model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -1089,8 +1089,25 @@ async fn run_call(
         }),
         call_id: call.id.clone(),
         ask: host.asker(),
+        confine: None,
     };
-    match config.permissions.decide(tool, info, &call.arguments) {
+    let mut ctx = ctx;
+    let sandboxing = config.permissions.sandboxing(tool, cwd);
+    let mut unavailable = None;
+    match sandboxing {
+        Sandboxing::Confined(confinement) => ctx.confine = Some(confinement),
+        Sandboxing::Unavailable(why) => {
+            if config.permissions.tell_unavailable() {
+                tracing::warn!(reason = %why, "commands cannot run in a sandbox here; they ask first");
+                unavailable = Some(why);
+            }
+        }
+        Sandboxing::None => {}
+    }
+    let decision = config
+        .permissions
+        .decide(tool, info, &call.arguments, ctx.confine.as_ref());
+    match decision {
         Decision::Allow => {}
         Decision::Reject(reason) => {
             return ToolOutput::error(format!(
@@ -1098,6 +1115,14 @@ async fn run_call(
             ));
         }
         Decision::Ask(reason) => {
+            // The first question after the sandbox turned out to be
+            // missing says so, once.
+            let reason = match unavailable {
+                Some(why) => format!(
+                    "{reason} (commands are not sandboxed here: {why}; pincer asks before each one instead)"
+                ),
+                None => reason,
+            };
             let preview = tool.preview(&call.arguments, &ctx).await;
             let answer = tokio::select! {
                 answer = host.request_permission(call, info, &reason, preview) => answer,
@@ -1124,17 +1149,39 @@ async fn run_call(
             }
         }
     }
-    let run = tool.execute(call.arguments.clone(), &ctx);
     let running = async {
-        tokio::pin!(run);
-        loop {
-            tokio::select! {
-                output = &mut run => break output,
-                Some(display) = progress_rx.recv() => host.emit(AgentEvent::ToolExecutionUpdate {
-                    call_id: call.id.clone(),
-                    display,
-                }),
+        let output = forward_progress(
+            tool.execute(call.arguments.clone(), &ctx),
+            &mut progress_rx,
+            host,
+            &call.id,
+        )
+        .await;
+        let Some(confinement) = &ctx.confine else {
+            return output;
+        };
+        if !output.is_error {
+            return output;
+        }
+        let Some(why) = crate::tools::sandbox::looks_denied(&output.text()) else {
+            return output;
+        };
+        match escape(config, tool, call, info, host, cancel, confinement, why).await {
+            Escape::Outside => {
+                let outside = ToolContext {
+                    confine: None,
+                    ..ctx.clone()
+                };
+                let output = forward_progress(
+                    tool.execute(call.arguments.clone(), &outside),
+                    &mut progress_rx,
+                    host,
+                    &call.id,
+                )
+                .await;
+                output.with_note("[Run outside the sandbox, with the user's permission.]")
             }
+            Escape::Stay(note) => output.with_note(&note),
         }
     };
     let own = match &config.checkpoints {
@@ -1168,6 +1215,89 @@ async fn run_call(
 }
 
 const CANCELLED_BEFORE_RUN: &str = "Cancelled by the user before this tool ran.";
+
+/// Runs a tool call's future, passing on the progress it reports.
+async fn forward_progress(
+    run: impl std::future::Future<Output = ToolOutput>,
+    progress: &mut tokio::sync::mpsc::UnboundedReceiver<Vec<crate::tools::Display>>,
+    host: &dyn AgentHost,
+    call_id: &str,
+) -> ToolOutput {
+    tokio::pin!(run);
+    loop {
+        tokio::select! {
+            output = &mut run => break output,
+            Some(display) = progress.recv() => host.emit(AgentEvent::ToolExecutionUpdate {
+                call_id: call_id.to_string(),
+                display,
+            }),
+        }
+    }
+}
+
+/// What becomes of a command the sandbox stopped.
+enum Escape {
+    /// Run it again outside the sandbox.
+    Outside,
+    /// Keep the sandbox's failure, with this note for the model.
+    Stay(String),
+}
+
+/// Whether a command the sandbox stopped (`why`) runs again outside it:
+/// when the user allowed that for good, or says yes now. Sessions that may
+/// not leave the sandbox (nobody watches them) and sessions that never ask
+/// (`bypass`) keep the failure.
+#[allow(clippy::too_many_arguments)]
+async fn escape(
+    config: &AgentConfig,
+    tool: &dyn Tool,
+    call: &ToolCall,
+    info: &CallInfo,
+    host: &dyn AgentHost,
+    cancel: &CancellationToken,
+    confinement: &crate::tools::sandbox::Confinement,
+    why: &str,
+) -> Escape {
+    let stopped = format!(
+        "[The sandbox stopped this command: {why}. {}",
+        confinement.summary()
+    );
+    let may_escape = config.permissions.sandbox().is_some_and(|s| s.may_escape());
+    if !may_escape {
+        return Escape::Stay(format!(
+            "{stopped} This session cannot run commands outside the sandbox; do it another way or tell the user what is needed.]"
+        ));
+    }
+    if config.permissions.allowed_outside(tool, &call.arguments) {
+        return Escape::Outside;
+    }
+    if config.permissions.mode() == Mode::Bypass {
+        return Escape::Stay(format!(
+            "{stopped} Nobody is asked in this mode, so it stays in the sandbox.]"
+        ));
+    }
+    let reason = format!(
+        "The sandbox stopped it ({why}). Run it outside the sandbox, with your full access?"
+    );
+    let answer = tokio::select! {
+        answer = host.request_permission(call, info, &reason, Vec::new()) => answer,
+        () = cancel.cancelled() => Answer::Cancelled,
+    };
+    match answer {
+        Answer::AllowOnce => Escape::Outside,
+        Answer::AllowAlways => {
+            config.permissions.remember_outside(tool, &call.arguments);
+            Escape::Outside
+        }
+        Answer::RejectOnce | Answer::RejectAlways => Escape::Stay(format!(
+            "{stopped} The user chose not to run it outside the sandbox; do not retry it, continue another way.]"
+        )),
+        Answer::Cancelled => {
+            cancel.cancel();
+            Escape::Stay(format!("{stopped}]"))
+        }
+    }
+}
 
 /// One model call, retried on transient failures and broken streams
 /// (reset, closed early, a malformed line, an `error` event) before

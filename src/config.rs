@@ -144,6 +144,9 @@ pub struct Config {
     /// `[checkpoints]`: how much a project's checkpoint store may hold
     /// (user's file only).
     pub checkpoints: checkpoints::CheckpointsConfig,
+    /// `[sandbox]`: what commands may read, write and reach. A project's
+    /// file may only narrow it (kept apart in `project_sandbox`).
+    pub sandbox: crate::tools::sandbox::SandboxConfig,
     /// `[channels.<name>]`: chat apps bridged to the agent by `pincer
     /// gateway`. Only the user's config file sets them: a repository never
     /// chooses where the agent answers or who may talk to it.
@@ -161,6 +164,10 @@ pub struct Config {
     /// that they can never take a user server's place (or its secrets).
     #[serde(skip)]
     pub project_mcp: BTreeMap<String, crate::mcp::ServerConfig>,
+    /// The project's `[sandbox]`, which can only narrow the user's (kept
+    /// apart so that it applies after every layer of the user's).
+    #[serde(skip)]
+    pub project_sandbox: Option<crate::tools::sandbox::SandboxConfig>,
 }
 
 impl Config {
@@ -198,6 +205,8 @@ impl AcpConfig {
 pub struct AgentConfigSection {
     /// The agent's own allow / deny lists, applied after the global ones.
     pub tools: crate::tools::rules::Rules,
+    /// The agent's own `[sandbox]` keys, over the global ones.
+    pub sandbox: crate::tools::sandbox::SandboxConfig,
 }
 
 /// A duration written the way people write it (`"5m"`, `"1h 30m"`,

@@ -546,8 +546,22 @@ fn parse_address(address: &str) -> Result<(Option<String>, Option<u16>), String>
 }
 
 fn main() -> std::process::ExitCode {
+    // `pincer sandbox exec` is the first step of every sandboxed command:
+    // it confines itself and becomes the command, before anything else
+    // (logging, the async runtime) starts a thread or costs time.
+    #[cfg(target_os = "linux")]
+    {
+        let mut args = std::env::args_os().skip(1);
+        if args.next().is_some_and(|a| a == "sandbox") && args.next().is_some_and(|a| a == "exec") {
+            let code = pincer::tools::sandbox::linux::exec_main(args.collect());
+            return std::process::ExitCode::from(u8::try_from(code).unwrap_or(1));
+        }
+    }
     init_logging();
     raise_open_files_limit();
+    if let Ok(program) = std::env::current_exe() {
+        pincer::tools::sandbox::set_launcher(program);
+    }
     let cli = Cli::parse();
     let runtime = match runtime_for(&cli.command) {
         Ok(runtime) => runtime,

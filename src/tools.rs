@@ -15,6 +15,7 @@ pub mod ls;
 pub mod process;
 pub mod read;
 pub mod rules;
+pub mod sandbox;
 pub mod shell;
 pub mod todo;
 pub mod write;
@@ -140,6 +141,15 @@ impl ToolOutput {
     pub fn text(&self) -> String {
         text_of(&self.content)
     }
+
+    /// With `note` after what it says, for the model and the editor.
+    pub fn with_note(mut self, note: &str) -> Self {
+        self.content.push(Content::text(note));
+        if !self.display.is_empty() {
+            self.display.push(Display::Text(note.to_string()));
+        }
+        self
+    }
 }
 
 /// The text parts of a tool's output, one after another on their own lines.
@@ -247,6 +257,8 @@ pub struct ToolContext {
     pub call_id: String,
     /// Who can answer the model's questions (`ask_user`); `None`: no one.
     pub ask: Option<Arc<dyn ask_user::AskUser>>,
+    /// The sandbox the call's commands run in; `None`: unconfined.
+    pub confine: Option<sandbox::Confinement>,
 }
 
 impl ToolContext {
@@ -261,6 +273,7 @@ impl ToolContext {
             progress: Arc::new(|_| {}),
             call_id: String::new(),
             ask: None,
+            confine: None,
         }
     }
 }
@@ -326,6 +339,11 @@ pub trait Tool: Send + Sync {
     /// the call's, even if another session's command ran at the same
     /// moment (see `checkpoint::presence`).
     fn writes_only_its_locations(&self) -> bool {
+        false
+    }
+    /// Whether a call runs a command (`bash`, `process`): such calls run
+    /// in the session's sandbox ([`ToolContext::confine`]).
+    fn runs_commands(&self) -> bool {
         false
     }
 }

@@ -10,6 +10,14 @@
 //! command made of several commands is allowed only when every one of them
 //! is.
 //!
+//! Commands run in the session's sandbox (`crate::tools::sandbox`) where
+//! it has one. There a command that would ask runs without asking unless
+//! it is dangerous by itself ([`crate::tools::sandbox::dangerous`]): the
+//! sandbox, not the question, keeps it to the project. A command the
+//! sandbox stopped may be run outside it after its own question, whose
+//! "always" answers are remembered apart (`outside` in the file): an
+//! answer given inside the sandbox never lets a command out of it.
+//!
 //! Some paths are sensitive: pincer's own `.pincer/` files, `.git/` (hooks
 //! and config that git runs and obeys), the user's shell start-up files and
 //! `~/.ssh`, and pincer's own state. A change to one always asks, in every
@@ -23,6 +31,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use crate::config::Mode;
+use crate::tools::sandbox::{Confinement, Sandbox};
 use crate::tools::{CallInfo, Tool, ToolKind, is_inside};
 
 /// What to do with a call before running it.
@@ -102,6 +111,9 @@ struct RulesFile {
     project: Option<String>,
     allow: Vec<String>,
     reject: Vec<String>,
+    /// Commands allowed to run outside the sandbox when it stops them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    outside: Vec<String>,
 }
 
 /// The paths whose change always asks, and why.
@@ -208,6 +220,22 @@ struct State {
     mode: Mode,
     allow: BTreeSet<Rule>,
     reject: BTreeSet<Rule>,
+    outside: BTreeSet<Rule>,
+    /// Whether the user was told the sandbox is not available here.
+    unavailable_said: bool,
+}
+
+/// Where a call's commands run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sandboxing {
+    /// Unconfined: the tool runs no commands, the session has no sandbox,
+    /// or its mode is off.
+    None,
+    /// In this confinement.
+    Confined(Confinement),
+    /// It should be confined and cannot be here (why): the call asks as it
+    /// would without a sandbox.
+    Unavailable(String),
 }
 
 /// A session's permission state: its mode and remembered answers.
@@ -222,6 +250,8 @@ pub struct Permissions {
     sensitive: Sensitive,
     /// The project the answers belong to, recorded in the file.
     project: Option<String>,
+    /// The session's sandbox, if it has one.
+    sandbox: Option<std::sync::Arc<Sandbox>>,
 }
 
 impl Permissions {
@@ -239,6 +269,7 @@ impl Permissions {
                     Ok(rules) => {
                         state.allow = rules.allow.iter().map(|r| Rule::parse(r)).collect();
                         state.reject = rules.reject.iter().map(|r| Rule::parse(r)).collect();
+                        state.outside = rules.outside.iter().map(|r| Rule::parse(r)).collect();
                     }
                     Err(e) => {
                         tracing::warn!(path = %path.display(), error = %e, "ignoring unreadable permissions file")
@@ -256,7 +287,51 @@ impl Permissions {
             roots,
             file,
             sensitive: Sensitive::default(),
+            sandbox: None,
         }
+    }
+
+    /// With a sandbox for the session's commands.
+    pub fn with_sandbox(mut self, sandbox: std::sync::Arc<Sandbox>) -> Self {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
+    pub fn sandbox(&self) -> Option<&std::sync::Arc<Sandbox>> {
+        self.sandbox.as_ref()
+    }
+
+    /// Where a call of `tool` in `cwd` runs its commands.
+    pub fn sandboxing(&self, tool: &dyn Tool, cwd: &Path) -> Sandboxing {
+        if !tool.runs_commands() {
+            return Sandboxing::None;
+        }
+        let Some(sandbox) = &self.sandbox else {
+            return Sandboxing::None;
+        };
+        match sandbox.confinement(cwd) {
+            Ok(None) => Sandboxing::None,
+            Ok(Some(confinement)) => Sandboxing::Confined(confinement),
+            Err(why) => Sandboxing::Unavailable(why),
+        }
+    }
+
+    /// Whether the user still has to be told that the sandbox is not
+    /// available (true once: the first time it is asked).
+    pub fn tell_unavailable(&self) -> bool {
+        let mut state = self.lock();
+        !std::mem::replace(&mut state.unavailable_said, true)
+    }
+
+    /// Whether the user allowed, for good, every command of this call to
+    /// run outside the sandbox.
+    pub fn allowed_outside(&self, tool: &dyn Tool, args: &serde_json::Value) -> bool {
+        let scopes = tool.permission_scopes(args);
+        let state = self.lock();
+        !scopes.is_empty()
+            && scopes
+                .iter()
+                .all(|s| state.outside.iter().any(|r| r.covers(tool.name(), Some(s))))
     }
 
     /// With the user's sensitive paths known.
@@ -285,8 +360,15 @@ impl Permissions {
             .collect()
     }
 
-    /// Decides about one call.
-    pub fn decide(&self, tool: &dyn Tool, info: &CallInfo, args: &serde_json::Value) -> Decision {
+    /// Decides about one call; `confined` is the sandbox its commands will
+    /// run in, if any.
+    pub fn decide(
+        &self,
+        tool: &dyn Tool,
+        info: &CallInfo,
+        args: &serde_json::Value,
+        confined: Option<&Confinement>,
+    ) -> Decision {
         let scopes = tool.permission_scopes(args);
         let state = self.lock();
         let name = tool.name();
@@ -309,6 +391,23 @@ impl Permissions {
         }
         if state.mode == Mode::Bypass {
             return Decision::Allow;
+        }
+        // In the sandbox, the sandbox decides where a command may write
+        // and what it may reach; only what it cannot stop is asked about.
+        if let Some(confined) = confined
+            && tool.runs_commands()
+        {
+            let dangerous = scopes.iter().find_map(|s| {
+                crate::tools::sandbox::dangerous(s, confined.policy.network)
+                    .map(|why| (s.clone(), why))
+            });
+            let Some((scope, why)) = dangerous else {
+                return Decision::Allow;
+            };
+            if matches(&state.allow, Some(&scope)) {
+                return Decision::Allow;
+            }
+            return Decision::Ask(format!("`{scope}` runs in the sandbox, but {why}"));
         }
         if tool.mutating()
             && let Some(why) = info
@@ -347,6 +446,16 @@ impl Permissions {
 
     /// Remembers an "always" answer for a call and persists it.
     pub fn remember(&self, allow: bool, tool: &dyn Tool, args: &serde_json::Value) {
+        self.remember_in(if allow { Kind::Allow } else { Kind::Reject }, tool, args);
+    }
+
+    /// Remembers that the commands of a call may always run outside the
+    /// sandbox when it stops them.
+    pub fn remember_outside(&self, tool: &dyn Tool, args: &serde_json::Value) {
+        self.remember_in(Kind::Outside, tool, args);
+    }
+
+    fn remember_in(&self, kind: Kind, tool: &dyn Tool, args: &serde_json::Value) {
         let scopes = tool.permission_scopes(args);
         let rules: Vec<Rule> = if scopes.is_empty() {
             vec![Rule {
@@ -364,16 +473,17 @@ impl Permissions {
         };
         let file = {
             let mut state = self.lock();
-            let set = if allow {
-                &mut state.allow
-            } else {
-                &mut state.reject
+            let set = match kind {
+                Kind::Allow => &mut state.allow,
+                Kind::Reject => &mut state.reject,
+                Kind::Outside => &mut state.outside,
             };
             set.extend(rules);
             RulesFile {
                 project: self.project.clone(),
                 allow: state.allow.iter().map(Rule::to_text).collect(),
                 reject: state.reject.iter().map(Rule::to_text).collect(),
+                outside: state.outside.iter().map(Rule::to_text).collect(),
             }
         };
         if let Some(path) = &self.file
@@ -382,6 +492,14 @@ impl Permissions {
             tracing::warn!(path = %path.display(), error = %e, "cannot save permissions");
         }
     }
+}
+
+/// Which answers a remembered rule joins.
+#[derive(Clone, Copy)]
+enum Kind {
+    Allow,
+    Reject,
+    Outside,
 }
 
 fn describe_scopes(tool: &str, scopes: &[String]) -> String {
@@ -397,7 +515,7 @@ fn write_rules(path: &Path, rules: &RulesFile) -> std::io::Result<()> {
         crate::config::trust::create_private_dir(dir)?;
     }
     let text = toml::to_string(rules).map_err(std::io::Error::other)?;
-    let header = "# Answers pincer remembers for this project (\"always allow\" / \"always reject\").\n# Entries are a tool name, or tool:command-prefix for shell commands.\n";
+    let header = "# Answers pincer remembers for this project (\"always allow\" / \"always reject\").\n# Entries are a tool name, or tool:command-prefix for shell commands. `allow` applies\n# inside the sandbox (or without one); `outside` lets a command the sandbox stopped\n# run outside it.\n";
     crate::config::trust::write_private(path, format!("{header}{text}").as_bytes())
 }
 

@@ -155,14 +155,46 @@ pub fn tool_guard(
 }
 
 /// A session's permission state: answers remembered for this project in
-/// the user's state, and the user's sensitive paths.
+/// the user's state, the user's sensitive paths, and the sandbox its
+/// commands run in.
 pub fn permissions(settings: &Settings, mode: Mode, roots: Vec<PathBuf>) -> Permissions {
     let config_dir = &settings.paths.config_dir;
     let file = state_file(config_dir, &settings.project.root);
-    Permissions::new(mode, roots, Some(file)).with_sensitive(Sensitive::new(
-        settings.env("HOME").map(PathBuf::from),
-        Some(config_dir.clone()),
-    ))
+    Permissions::new(mode, roots, Some(file))
+        .with_sensitive(Sensitive::new(
+            settings.env("HOME").map(PathBuf::from),
+            Some(config_dir.clone()),
+        ))
+        .with_sandbox(Arc::new(sandbox(settings, None)))
+}
+
+/// The sandbox of a session: the user's `[sandbox]`, the `main` agent's
+/// over it, then `unattended` (a channel's, cron's or heartbeat's
+/// `[sandbox]`) for a session nobody watches, and last the project's,
+/// which only narrows.
+pub fn sandbox(
+    settings: &Settings,
+    unattended: Option<&crate::tools::sandbox::SandboxConfig>,
+) -> crate::tools::sandbox::Sandbox {
+    use crate::tools::sandbox;
+    let config = &settings.config;
+    let home = settings.env("HOME").map(PathBuf::from);
+    let merged = match config.agents.get(crate::auth::DEFAULT_AGENT) {
+        Some(agent) => config.sandbox.overlay(&agent.sandbox),
+        None => config.sandbox.clone(),
+    };
+    let mut resolved = sandbox::Settings::from_config(&merged, home.as_deref());
+    if let Some(channel) = unattended {
+        resolved = resolved.unattended(channel);
+    }
+    if let Some(project) = &config.project_sandbox {
+        resolved = resolved.narrowed(project, home.as_deref());
+    }
+    let mut pincer_dirs = vec![settings.paths.config_dir.clone()];
+    if settings.paths.data_dir != settings.paths.config_dir {
+        pincer_dirs.push(settings.paths.data_dir.clone());
+    }
+    sandbox::Sandbox::new(resolved, home, pincer_dirs)
 }
 
 /// The Claude Code settings a run of `model` needs, with the model and

@@ -388,6 +388,16 @@ impl Layering {
         if p.checkpoints != super::checkpoints::CheckpointsConfig::default() {
             self.never("checkpoints");
         }
+        // The sandbox: a project may narrow it, never widen it, trusted or
+        // not (it is how the user keeps a repository's commands in it).
+        if p.sandbox != crate::tools::sandbox::SandboxConfig::default() {
+            let user = &self.config.sandbox;
+            let (narrowing, widening) = crate::tools::sandbox::narrowing(user, &p.sandbox);
+            for key in widening {
+                self.never(key);
+            }
+            self.config.project_sandbox = Some(narrowing);
+        }
         // Where the agent answers, who may talk to it, and what it runs by
         // itself: the user's too.
         if !p.channels.is_empty() {

@@ -211,6 +211,7 @@ mod tests {
         ToolContext {
             call_id: "call_1".to_string(),
             ask,
+            confine: None,
             ..ToolContext::local(std::env::temp_dir())
         }
     }

@@ -148,6 +148,10 @@ impl Tool for BashTool {
         true
     }
 
+    fn runs_commands(&self) -> bool {
+        true
+    }
+
     fn permission_scopes(&self, args: &serde_json::Value) -> Vec<String> {
         let command = args
             .get("command")
@@ -237,10 +241,11 @@ async fn run_local(
             ctx.cwd.display()
         ));
     }
-    let (mut process, mut chunks) = match LocalProcess::spawn(command, &ctx.cwd, env) {
-        Ok(started) => started,
-        Err(e) => return ToolOutput::error(format!("Could not run the command: {e}")),
-    };
+    let (mut process, mut chunks) =
+        match LocalProcess::spawn(command, &ctx.cwd, env, ctx.confine.as_ref()) {
+            Ok(started) => started,
+            Err(e) => return ToolOutput::error(format!("Could not run the command: {e}")),
+        };
 
     let deadline = timeout.map(|seconds| Instant::now() + Duration::from_secs(seconds));
     let mut exit_poll = tokio::time::interval(EXIT_POLL);
@@ -364,9 +369,16 @@ impl LocalProcess {
         command: &str,
         cwd: &Path,
         env: &ShellEnv,
+        confine: Option<&super::sandbox::Confinement>,
     ) -> Result<(Self, mpsc::Receiver<Vec<u8>>), String> {
         // Same line, so line numbers in bash's messages match the command.
-        let started = shell::spawn(&format!("exec </dev/null; {command}"), cwd, 24, env)?;
+        let started = shell::spawn(
+            &format!("exec </dev/null; {command}"),
+            cwd,
+            24,
+            env,
+            confine,
+        )?;
         let process = Self {
             pid: started.pgid,
             tag: started.tag,

@@ -175,6 +175,10 @@ impl Tool for ProcessTool {
         true
     }
 
+    fn runs_commands(&self) -> bool {
+        true
+    }
+
     /// `start` is scoped by the commands it runs, like `bash`; the other
     /// actions by name, so polling can be allowed once without allowing
     /// every command.
@@ -235,7 +239,7 @@ impl ProcessTool {
                 ));
             }
         };
-        let spawned = spawn(&command, &ctx.cwd, &self.env).map_err(|e| {
+        let spawned = spawn(&command, &ctx.cwd, &self.env, ctx.confine.as_ref()).map_err(|e| {
             ToolOutput::error(format!(
                 "Could not start `{}` in {}: {e}",
                 short_command(&command),
@@ -686,7 +690,12 @@ struct Spawned {
 
 /// Starts `bash -c command` on a new terminal, with a thread that reaps it
 /// and one that reads its output.
-fn spawn(command: &str, cwd: &Path, env: &ShellEnv) -> Result<Spawned, String> {
+fn spawn(
+    command: &str,
+    cwd: &Path,
+    env: &ShellEnv,
+    confine: Option<&super::sandbox::Confinement>,
+) -> Result<Spawned, String> {
     if !cwd.is_dir() {
         return Err("the working directory does not exist".to_string());
     }
@@ -696,7 +705,7 @@ fn spawn(command: &str, cwd: &Path, env: &ShellEnv) -> Result<Spawned, String> {
         master,
         tag,
         registration,
-    } = shell::spawn(command, cwd, 50, env)?;
+    } = shell::spawn(command, cwd, 50, env, confine)?;
     let shared = Arc::new(Shared::default());
 
     let waited = Arc::clone(&shared);

@@ -31,9 +31,16 @@ pub(super) async fn run_in_terminal(
     mut buffer: OutputBuffer,
     ctx: &ToolContext,
 ) -> ToolOutput {
+    // In a sandbox, the editor starts pincer's launcher, which confines
+    // itself before it becomes bash.
+    let bash_args = vec!["-c".to_string(), command.to_string()];
+    let (program, args) = match &ctx.confine {
+        Some(confine) => confine.command("bash", &bash_args),
+        None => ("bash".to_string(), bash_args),
+    };
     let request = TerminalCommand {
-        command: "bash".to_string(),
-        args: vec!["-c".to_string(), command.to_string()],
+        command: program,
+        args,
         cwd: ctx.cwd.clone(),
         env: Vec::new(),
         output_byte_limit: Some(TERMINAL_OUTPUT_LIMIT),

@@ -43,7 +43,14 @@ pub(crate) struct Shell {
 
 /// Starts `bash -c script` in `cwd` on a new terminal `rows` high, with the
 /// environment `env` lets through.
-pub(crate) fn spawn(script: &str, cwd: &Path, rows: u16, env: &ShellEnv) -> Result<Shell, String> {
+/// With `confine`, bash starts in that sandbox.
+pub(crate) fn spawn(
+    script: &str,
+    cwd: &Path,
+    rows: u16,
+    env: &ShellEnv,
+    confine: Option<&crate::tools::sandbox::Confinement>,
+) -> Result<Shell, String> {
     let PtyPair { slave, master } = native_pty_system()
         .openpty(PtySize {
             rows,
@@ -53,9 +60,20 @@ pub(crate) fn spawn(script: &str, cwd: &Path, rows: u16, env: &ShellEnv) -> Resu
         })
         .map_err(|e| format!("could not open a pseudo-terminal: {e:#}"))?;
     let tag = uuid::Uuid::new_v4().simple().to_string();
-    let mut builder = CommandBuilder::new("bash");
-    builder.arg("-c");
-    builder.arg(script);
+    let mut builder = match confine {
+        Some(confine) => {
+            let (program, args) = confine.command("bash", &["-c".to_string(), script.to_string()]);
+            let mut builder = CommandBuilder::new(program);
+            builder.args(args);
+            builder
+        }
+        None => {
+            let mut builder = CommandBuilder::new("bash");
+            builder.arg("-c");
+            builder.arg(script);
+            builder
+        }
+    };
     builder.cwd(cwd);
     builder.env_clear();
     for (name, value) in env.filter(std::env::vars_os()) {

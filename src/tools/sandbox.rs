@@ -1,0 +1,893 @@
+//! The sandbox commands run in: what a command may read, write and reach,
+//! decided by pincer and enforced by the operating system, so that a
+//! command the model runs cannot do more than the user allowed even when
+//! nobody reads it first.
+//!
+//! `[sandbox] mode` says how much a command may change:
+//! - `workspace-write` (the default): it reads the machine except the
+//!   user's secrets ([`secrets`]: `~/.ssh`, `~/.aws`, `~/.gnupg`, pincer's
+//!   own config and state, the credential files of other tools, the
+//!   sockets of the user's agents and daemons, and `deny_read`), writes
+//!   only in the working directory, the temp dir and `allow_write`, and
+//!   never in the working directory's `.git/hooks`, `.git/config` or
+//!   `.pincer/`;
+//! - `read-only`: the same reads, writes only in the temp dir;
+//! - `off`: commands run as the user's own processes, as before.
+//!
+//! `[sandbox] network` says what it may reach: `loopback` (the default: a
+//! network of its own with only a loopback, so a test that starts a
+//! server and talks to it works, while the machine's own listeners and
+//! everything beyond are out of reach), `off` (no sockets but Unix ones),
+//! or `on`. `[sandbox.limits]` bounds the processes a command may have
+//! at once, the size of a file it writes and each process's CPU time.
+//!
+//! This module is the policy as data ([`Settings`] from the config file,
+//! [`Policy`] for one command). Linux enforces it in `linux`: pincer
+//! starts the command through itself (`pincer sandbox exec`), which
+//! confines its own process — user, mount and network namespaces,
+//! Landlock, seccomp, resource limits — and then becomes the command, so
+//! pincer itself is never confined and no unsafe code runs between fork
+//! and exec. macOS's Seatbelt profile is written by `seatbelt`. Windows
+//! has no sandbox: commands ask as they did.
+
+#[cfg(target_os = "linux")]
+pub mod linux;
+pub mod seatbelt;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// How much a sandboxed command may change.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Writes only in the temp dir.
+    ReadOnly,
+    /// Writes in the working directory, the temp dir and `allow_write`.
+    #[default]
+    WorkspaceWrite,
+    /// No sandbox.
+    Off,
+}
+
+impl SandboxMode {
+    pub const ALL: [SandboxMode; 3] = [
+        SandboxMode::WorkspaceWrite,
+        SandboxMode::ReadOnly,
+        SandboxMode::Off,
+    ];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::Off => "off",
+        }
+    }
+
+    pub fn parse(id: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.id() == id)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SandboxMode::ReadOnly => "Sandbox: read-only",
+            SandboxMode::WorkspaceWrite => "Sandbox: workspace",
+            SandboxMode::Off => "No sandbox",
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            SandboxMode::ReadOnly => {
+                "Commands read the machine (not your secrets) and write only to temp"
+            }
+            SandboxMode::WorkspaceWrite => {
+                "Commands write only in the project and temp, never read your secrets"
+            }
+            SandboxMode::Off => "Commands run unconfined, as your own processes",
+        }
+    }
+
+    /// How much it allows: a project may only choose a mode allowing no
+    /// more than the user's.
+    pub fn leniency(self) -> u8 {
+        match self {
+            SandboxMode::ReadOnly => 0,
+            SandboxMode::WorkspaceWrite => 1,
+            SandboxMode::Off => 2,
+        }
+    }
+}
+
+/// What a sandboxed command may reach over the network.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Network {
+    /// No sockets but Unix ones.
+    Off,
+    /// A network of its own with only a loopback interface.
+    #[default]
+    Loopback,
+    /// The machine's network.
+    On,
+}
+
+impl Network {
+    pub fn id(self) -> &'static str {
+        match self {
+            Network::Off => "off",
+            Network::Loopback => "loopback",
+            Network::On => "on",
+        }
+    }
+
+    pub fn leniency(self) -> u8 {
+        match self {
+            Network::Off => 0,
+            Network::Loopback => 1,
+            Network::On => 2,
+        }
+    }
+}
+
+/// `[sandbox.limits]`: bounds on one command.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Processes the command may have at once (default 1,024).
+    pub processes: Option<u64>,
+    /// Largest file it may write, in bytes or as "512 MiB", "2 GB"
+    /// (default 1 GiB).
+    pub file_size: Option<ByteSize>,
+    /// CPU seconds each of its processes may use (default 3,600).
+    pub cpu_seconds: Option<u64>,
+}
+
+/// A size in bytes, written as a number or as "64 MiB", "2 GB", "512k".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl ByteSize {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let split = text
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        let number: u64 = number.parse().map_err(|_| {
+            format!("`{text}` is not a size: write it like 1073741824, \"512 MiB\" or \"2 GB\"")
+        })?;
+        let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "k" | "kb" => 1_000,
+            "kib" => 1 << 10,
+            "m" | "mb" => 1_000_000,
+            "mib" => 1 << 20,
+            "g" | "gb" => 1_000_000_000,
+            "gib" => 1 << 30,
+            "t" | "tb" => 1_000_000_000_000,
+            "tib" => 1 << 40,
+            other => {
+                return Err(format!(
+                    "`{text}`: unknown unit `{other}` (use B, KB, KiB, MB, MiB, GB, GiB, TB or TiB)"
+                ));
+            }
+        };
+        number
+            .checked_mul(factor)
+            .map(ByteSize)
+            .ok_or_else(|| format!("`{text}` is too large"))
+    }
+}
+
+impl Serialize for ByteSize {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Number(u64),
+            Text(String),
+        }
+        match Written::deserialize(deserializer)? {
+            Written::Number(n) => Ok(ByteSize(n)),
+            Written::Text(text) => ByteSize::parse(&text).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// `[sandbox]` in a config file. Every key is optional: what is unset
+/// comes from the layer below (the user's file, then the defaults).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// `workspace-write` (default), `read-only` or `off`.
+    pub mode: Option<SandboxMode>,
+    /// `loopback` (default), `off` or `on`.
+    pub network: Option<Network>,
+    /// More places commands may write (`~` for the home directory).
+    pub allow_write: Vec<String>,
+    /// More places commands may not read (`~` for the home directory).
+    pub deny_read: Vec<String>,
+    pub limits: LimitsConfig,
+    /// Whether a command the sandbox stopped may be run outside it after
+    /// the user says yes (default true; sessions nobody watches never ask).
+    pub escape: Option<bool>,
+}
+
+impl SandboxConfig {
+    /// This config with `over`'s keys over it: a key `over` sets wins; its
+    /// lists are added.
+    pub fn overlay(&self, over: &SandboxConfig) -> SandboxConfig {
+        let mut out = self.clone();
+        out.mode = over.mode.or(out.mode);
+        out.network = over.network.or(out.network);
+        out.allow_write.extend(over.allow_write.iter().cloned());
+        out.deny_read.extend(over.deny_read.iter().cloned());
+        out.limits.processes = over.limits.processes.or(out.limits.processes);
+        out.limits.file_size = over.limits.file_size.or(out.limits.file_size);
+        out.limits.cpu_seconds = over.limits.cpu_seconds.or(out.limits.cpu_seconds);
+        out.escape = over.escape.or(out.escape);
+        out
+    }
+}
+
+/// What of a project's `[sandbox]` (`project`) narrows the user's
+/// (`user`), and the keys that would widen it, as written, which are not
+/// honoured: a stricter mode or network, lower limits, more `deny_read`,
+/// `escape = false`. `allow_write` always widens.
+pub fn narrowing(user: &SandboxConfig, project: &SandboxConfig) -> (SandboxConfig, Vec<String>) {
+    let base = Settings::from_config(user, None);
+    let mut out = SandboxConfig {
+        deny_read: project.deny_read.clone(),
+        ..SandboxConfig::default()
+    };
+    let mut widening = Vec::new();
+    if let Some(mode) = project.mode {
+        if mode.leniency() <= base.mode.leniency() {
+            out.mode = Some(mode);
+        } else {
+            widening.push(format!("sandbox.mode = \"{}\"", mode.id()));
+        }
+    }
+    if let Some(network) = project.network {
+        if network.leniency() <= base.network.leniency() {
+            out.network = Some(network);
+        } else {
+            widening.push(format!("sandbox.network = \"{}\"", network.id()));
+        }
+    }
+    if !project.allow_write.is_empty() {
+        widening.push("sandbox.allow_write".to_string());
+    }
+    let limits = &project.limits;
+    if let Some(n) = limits.processes {
+        if n <= base.limits.processes {
+            out.limits.processes = Some(n);
+        } else {
+            widening.push(format!("sandbox.limits.processes = {n}"));
+        }
+    }
+    if let Some(size) = limits.file_size {
+        if size.0 <= base.limits.file_size {
+            out.limits.file_size = Some(size);
+        } else {
+            widening.push(format!("sandbox.limits.file_size = {}", size.0));
+        }
+    }
+    if let Some(n) = limits.cpu_seconds {
+        if n <= base.limits.cpu_seconds {
+            out.limits.cpu_seconds = Some(n);
+        } else {
+            widening.push(format!("sandbox.limits.cpu_seconds = {n}"));
+        }
+    }
+    match project.escape {
+        Some(false) => out.escape = Some(false),
+        Some(true) if !base.escape => widening.push("sandbox.escape = true".to_string()),
+        _ => {}
+    }
+    (out, widening)
+}
+
+/// Resolved limits of one command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    pub processes: u64,
+    pub file_size: u64,
+    pub cpu_seconds: u64,
+}
+
+pub const DEFAULT_PROCESSES: u64 = 1024;
+pub const DEFAULT_FILE_SIZE: u64 = 1 << 30;
+pub const DEFAULT_CPU_SECONDS: u64 = 3600;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            processes: DEFAULT_PROCESSES,
+            file_size: DEFAULT_FILE_SIZE,
+            cpu_seconds: DEFAULT_CPU_SECONDS,
+        }
+    }
+}
+
+/// The settings a session's sandbox is built from: the user's `[sandbox]`
+/// with a project's narrowing applied, and where the user's secrets are.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    pub mode: SandboxMode,
+    pub network: Network,
+    /// Absolute paths.
+    pub allow_write: Vec<PathBuf>,
+    /// Absolute paths, beyond [`secrets`].
+    pub deny_read: Vec<PathBuf>,
+    pub limits: Limits,
+    pub escape: bool,
+}
+
+impl Settings {
+    /// `config` read against `home` (for `~`).
+    pub fn from_config(config: &SandboxConfig, home: Option<&Path>) -> Self {
+        let defaults = Limits::default();
+        Self {
+            mode: config.mode.unwrap_or_default(),
+            network: config.network.unwrap_or_default(),
+            allow_write: config
+                .allow_write
+                .iter()
+                .filter_map(|p| expand(p, home))
+                .collect(),
+            deny_read: config
+                .deny_read
+                .iter()
+                .filter_map(|p| expand(p, home))
+                .collect(),
+            limits: Limits {
+                processes: config.limits.processes.unwrap_or(defaults.processes),
+                file_size: config.limits.file_size.map_or(defaults.file_size, |s| s.0),
+                cpu_seconds: config.limits.cpu_seconds.unwrap_or(defaults.cpu_seconds),
+            },
+            escape: config.escape.unwrap_or(true),
+        }
+    }
+}
+
+impl Settings {
+    /// These settings narrowed by `project` (a project's `[sandbox]`):
+    /// whichever is stricter of each, and the project's `deny_read` added.
+    /// Whatever `project` says, nothing gets looser.
+    pub fn narrowed(mut self, project: &SandboxConfig, home: Option<&Path>) -> Settings {
+        if let Some(mode) = project.mode
+            && mode.leniency() < self.mode.leniency()
+        {
+            self.mode = mode;
+        }
+        if let Some(network) = project.network
+            && network.leniency() < self.network.leniency()
+        {
+            self.network = network;
+        }
+        self.deny_read
+            .extend(project.deny_read.iter().filter_map(|p| expand(p, home)));
+        let limits = &project.limits;
+        self.limits.processes = self
+            .limits
+            .processes
+            .min(limits.processes.unwrap_or(u64::MAX));
+        self.limits.file_size = self
+            .limits
+            .file_size
+            .min(limits.file_size.map_or(u64::MAX, |s| s.0));
+        self.limits.cpu_seconds = self
+            .limits
+            .cpu_seconds
+            .min(limits.cpu_seconds.unwrap_or(u64::MAX));
+        if project.escape == Some(false) {
+            self.escape = false;
+        }
+        self
+    }
+
+    /// These settings for a session nobody watches (a chat channel, cron,
+    /// heartbeat): never unconfined and never asking to leave, unless the
+    /// user's `config` for it (the channel's `[sandbox]`) says so.
+    pub fn unattended(mut self, config: &SandboxConfig) -> Settings {
+        self.mode = config.mode.unwrap_or(match self.mode {
+            SandboxMode::Off => SandboxMode::WorkspaceWrite,
+            other => other,
+        });
+        self.network = config.network.unwrap_or(self.network);
+        self.escape = config.escape.unwrap_or(false);
+        self
+    }
+}
+
+/// `~/x` under `home`; an absolute path as it is; anything else (a
+/// relative path, `~` with no home known) is not a place and is dropped.
+fn expand(text: &str, home: Option<&Path>) -> Option<PathBuf> {
+    let path = match text.strip_prefix("~") {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            home?.join(rest.trim_start_matches('/'))
+        }
+        _ => PathBuf::from(text),
+    };
+    path.is_absolute().then_some(path)
+}
+
+/// Files and directories under the home directory that hold credentials:
+/// never readable inside the sandbox.
+pub const HOME_SECRETS: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".azure",
+    ".kube",
+    ".docker/config.json",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".gem/credentials",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".config/gcloud",
+    ".config/gh/hosts.yml",
+    ".config/hub",
+    ".config/op",
+    ".claude/.credentials.json",
+    ".claude.json",
+    ".codex/auth.json",
+    ".gemini/oauth_creds.json",
+    ".password-store",
+    ".local/share/keyrings",
+    ".vault-token",
+    ".terraform.d/credentials.tfrc.json",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+];
+
+/// Sockets through which a process could act as the user outside the
+/// sandbox (the Docker daemon, the system bus).
+pub const MACHINE_SECRETS: &[&str] = &[
+    "/run/docker.sock",
+    "/var/run/docker.sock",
+    "/run/podman",
+    "/run/dbus/system_bus_socket",
+];
+
+/// Everything a sandboxed command may not read: [`HOME_SECRETS`] under
+/// `home`, pincer's own directories (`pincer_dirs`: its config, state and
+/// credentials), the user's runtime directory (`XDG_RUNTIME_DIR`: the
+/// session bus, the ssh and gpg agents' sockets), the ssh agent's socket,
+/// [`MACHINE_SECRETS`] and the user's `deny_read`.
+pub fn secrets(
+    home: Option<&Path>,
+    pincer_dirs: &[PathBuf],
+    deny_read: &[PathBuf],
+) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    if let Some(home) = home {
+        out.extend(HOME_SECRETS.iter().map(|s| home.join(s)));
+    }
+    out.extend(pincer_dirs.iter().cloned());
+    for variable in ["XDG_RUNTIME_DIR", "SSH_AUTH_SOCK", "GPG_AGENT_INFO"] {
+        if let Some(value) = std::env::var_os(variable) {
+            let path = PathBuf::from(value);
+            if path.is_absolute() {
+                out.push(path);
+            }
+        }
+    }
+    out.extend(MACHINE_SECRETS.iter().map(PathBuf::from));
+    out.extend(deny_read.iter().cloned());
+    out
+}
+
+/// The working directory's own paths that stay read-only even where it is
+/// writable: what git runs and obeys, and pincer's project settings.
+pub const PROTECTED: &[&str] = &[".git/hooks", ".git/config", ".pincer"];
+
+/// What one command is confined to. Every path is absolute.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// Where it may create, change and delete files.
+    pub writable: Vec<PathBuf>,
+    /// Paths inside `writable` that stay read-only (and cannot be renamed
+    /// or removed).
+    pub read_only: Vec<PathBuf>,
+    /// Paths it may not read at all.
+    pub deny_read: Vec<PathBuf>,
+    pub network: Network,
+    pub limits: Limits,
+}
+
+/// The temp directories a command may write: the system's (`TMPDIR`) and
+/// `/tmp`.
+pub fn temp_dirs() -> Vec<PathBuf> {
+    let mut dirs = vec![std::env::temp_dir()];
+    #[cfg(unix)]
+    dirs.push(PathBuf::from("/tmp"));
+    let mut out: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+        if !out.contains(&dir) {
+            out.push(dir);
+        }
+    }
+    out
+}
+
+impl Policy {
+    /// The policy of a command run in `cwd` under `settings`; `None` when
+    /// the mode is `off`. `home` and `pincer_dirs` name the secrets.
+    pub fn new(
+        settings: &Settings,
+        cwd: &Path,
+        home: Option<&Path>,
+        pincer_dirs: &[PathBuf],
+    ) -> Option<Policy> {
+        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let cwd = canonical(cwd);
+        let mut writable = Vec::new();
+        let mut read_only = Vec::new();
+        match settings.mode {
+            SandboxMode::Off => return None,
+            SandboxMode::ReadOnly => {}
+            SandboxMode::WorkspaceWrite => {
+                read_only.extend(PROTECTED.iter().map(|p| cwd.join(p)));
+                writable.push(cwd.clone());
+                writable.extend(settings.allow_write.iter().map(|p| canonical(p)));
+            }
+        }
+        writable.extend(temp_dirs());
+        let secrets = secrets(home, pincer_dirs, &settings.deny_read);
+        let deny_read = carve(secrets.iter().map(|p| canonical(p)).collect(), &writable);
+        Some(Policy {
+            writable,
+            read_only,
+            deny_read,
+            network: settings.network,
+            limits: settings.limits,
+        })
+    }
+}
+
+/// `deny` without what would hide a writable place: a denied directory
+/// that holds one (pincer's config dir holding the agent's workspace, say)
+/// is replaced by its entries other than the way to it, level by level,
+/// so the place stays reachable and everything beside it stays denied.
+/// A denied path inside a writable place stays denied.
+pub fn carve(deny: Vec<PathBuf>, writable: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut work = deny;
+    while let Some(path) = work.pop() {
+        let holds: Vec<&PathBuf> = writable.iter().filter(|w| w.starts_with(&path)).collect();
+        if holds.is_empty() {
+            if !out.contains(&path) {
+                out.push(path);
+            }
+            continue;
+        }
+        if holds.iter().any(|w| **w == path) {
+            // The denied place is itself writable: the user's choice.
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&path) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            work.push(entry.path());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Why a command is worth a question even inside the sandbox, if it is:
+/// what it does cannot be undone by putting files back, or leaves the
+/// machine. `prefix` is one of a command line's scopes (`git push`);
+/// network clients count only when the sandbox lets them out.
+pub fn dangerous(prefix: &str, network: Network) -> Option<&'static str> {
+    const HISTORY: &[&str] = &[
+        "git push",
+        "git reset",
+        "git clean",
+        "git rebase",
+        "git branch",
+        "git tag",
+        "git stash",
+        "git update-ref",
+        "git reflog",
+        "git gc",
+        "git prune",
+        "git filter-branch",
+        "git filter-repo",
+    ];
+    const PUBLISH: &[&str] = &[
+        "npm publish",
+        "pnpm publish",
+        "yarn publish",
+        "cargo publish",
+        "cargo yank",
+        "gem push",
+        "twine",
+        "docker push",
+        "gh",
+        "glab",
+    ];
+    const NETWORK: &[&str] = &[
+        "curl", "wget", "ssh", "scp", "sftp", "rsync", "nc", "ncat", "socat", "telnet", "ftp",
+    ];
+    // The program and subcommand, after any variable assignments.
+    let words: Vec<&str> = prefix
+        .split_whitespace()
+        .skip_while(|w| w.contains('=') && !w.starts_with('='))
+        .collect();
+    let program = words.first().map(|w| w.rsplit('/').next().unwrap_or(w));
+    let command = match (program, words.get(1)) {
+        (Some(p), Some(sub)) => format!("{p} {sub}"),
+        (Some(p), None) => p.to_string(),
+        _ => return None,
+    };
+    let matches = |list: &[&str]| {
+        list.iter()
+            .any(|d| command == *d || program.is_some_and(|p| p == *d))
+    };
+    if matches(HISTORY) {
+        return Some("it rewrites or removes git history, which undo cannot put back");
+    }
+    if matches(PUBLISH) {
+        return Some("it publishes or changes something outside this machine");
+    }
+    if network == Network::On && matches(NETWORK) {
+        return Some("it reaches the network, which the sandbox leaves open");
+    }
+    None
+}
+
+/// How a sandboxed command's failure reads when the sandbox caused it: the
+/// words the kernel's errors print as.
+pub fn looks_denied(output: &str) -> Option<&'static str> {
+    const SIGNS: &[(&str, &str)] = &[
+        (
+            "Read-only file system",
+            "a write outside the places the sandbox allows",
+        ),
+        (
+            "Permission denied",
+            "a file the sandbox does not let it read or write",
+        ),
+        (
+            "Operation not permitted",
+            "something the sandbox does not allow",
+        ),
+        (
+            "Network is unreachable",
+            "a connection the sandbox blocks (network is off)",
+        ),
+        (
+            "Connection refused",
+            "a connection the sandbox blocks (its network has only its own loopback)",
+        ),
+        (
+            "Could not resolve host",
+            "a name lookup the sandbox blocks (no network)",
+        ),
+        (
+            "Temporary failure in name resolution",
+            "a name lookup the sandbox blocks (no network)",
+        ),
+        (
+            "Name or service not known",
+            "a name lookup the sandbox blocks (no network)",
+        ),
+        (
+            "Address family not supported",
+            "a socket the sandbox does not allow",
+        ),
+        (
+            "File size limit exceeded",
+            "a file larger than the sandbox's file size limit",
+        ),
+        (
+            "Resource temporarily unavailable",
+            "more processes than the sandbox's limit",
+        ),
+        (
+            "CPU time limit exceeded",
+            "more CPU time than the sandbox's limit",
+        ),
+    ];
+    SIGNS
+        .iter()
+        .find(|(sign, _)| output.contains(sign))
+        .map(|(_, why)| *why)
+}
+
+/// The program that confines commands: the running `pincer` (set once by
+/// its `main`). A process that is not `pincer` (a library's tests) has no
+/// sandbox.
+static LAUNCHER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Names the running program as the launcher of sandboxed commands.
+pub fn set_launcher(path: PathBuf) {
+    let _ = LAUNCHER.set(path);
+}
+
+/// Whether commands can be confined here, probed once per process by
+/// confining a launcher that exits at once; `Err` says why not.
+pub fn support() -> &'static Result<(), String> {
+    static SUPPORT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    SUPPORT.get_or_init(probe)
+}
+
+#[cfg(target_os = "linux")]
+fn probe() -> Result<(), String> {
+    let Some(launcher) = LAUNCHER.get() else {
+        return Err("only the pincer program can confine commands".to_string());
+    };
+    let policy = Policy {
+        writable: temp_dirs(),
+        read_only: Vec::new(),
+        deny_read: Vec::new(),
+        network: Network::Loopback,
+        limits: Limits::default(),
+    };
+    let output = std::process::Command::new(launcher)
+        .args(["sandbox", "exec", "--probe", "--policy"])
+        .arg(serde_json::to_string(&policy).unwrap_or_default())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start {}: {e}", launcher.display()))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&output.stderr);
+    let why = said
+        .lines()
+        .find_map(|l| l.strip_prefix(SETUP_FAILED_PREFIX))
+        .map_or_else(|| said.trim().to_string(), str::to_string);
+    Err(why)
+}
+
+#[cfg(target_os = "macos")]
+fn probe() -> Result<(), String> {
+    if Path::new(seatbelt::SANDBOX_EXEC).is_file() {
+        Ok(())
+    } else {
+        Err(format!("{} is missing", seatbelt::SANDBOX_EXEC))
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+fn probe() -> Result<(), String> {
+    Err("pincer has no sandbox for this operating system".to_string())
+}
+
+/// A command's confinement: the policy, and how to start a program in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Confinement {
+    pub policy: Policy,
+    launcher: PathBuf,
+}
+
+impl Confinement {
+    /// The program and arguments that run `program` with `args` confined.
+    pub fn command(&self, program: &str, args: &[String]) -> (String, Vec<String>) {
+        #[cfg(target_os = "macos")]
+        {
+            let mut words: Vec<&str> = vec![program];
+            words.extend(args.iter().map(String::as_str));
+            let mut line = seatbelt::command(&self.policy, &words);
+            let first = line.remove(0);
+            (first, line)
+        }
+        #[cfg(not(target_os = "macos"))]
+        {
+            let mut out = vec![
+                "sandbox".to_string(),
+                "exec".to_string(),
+                "--policy".to_string(),
+                serde_json::to_string(&self.policy).unwrap_or_default(),
+                "--".to_string(),
+                program.to_string(),
+            ];
+            out.extend(args.iter().cloned());
+            (self.launcher.display().to_string(), out)
+        }
+    }
+
+    /// One sentence for the model on what the sandbox allows.
+    pub fn summary(&self) -> String {
+        let places: Vec<String> = self
+            .policy
+            .writable
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        let network = match self.policy.network {
+            Network::Off => "no network",
+            Network::Loopback => "no network beyond its own loopback",
+            Network::On => "the network",
+        };
+        format!(
+            "Commands run in a sandbox: they may write only in {} (never .git/hooks, .git/config or .pincer/), cannot read the user's credentials, and have {network}.",
+            places.join(", ")
+        )
+    }
+}
+
+/// A session's sandbox: the settings, the mode the session runs in now,
+/// and whether a command it stopped may be run outside after asking.
+#[derive(Debug)]
+pub struct Sandbox {
+    settings: Settings,
+    mode: parking_lot::Mutex<SandboxMode>,
+    home: Option<PathBuf>,
+    pincer_dirs: Vec<PathBuf>,
+}
+
+impl Sandbox {
+    /// The sandbox of a session with `settings`; `home` and `pincer_dirs`
+    /// (pincer's config, state and data) name the secrets.
+    pub fn new(settings: Settings, home: Option<PathBuf>, pincer_dirs: Vec<PathBuf>) -> Self {
+        Self {
+            mode: parking_lot::Mutex::new(settings.mode),
+            settings,
+            home,
+            pincer_dirs,
+        }
+    }
+
+    pub fn mode(&self) -> SandboxMode {
+        *self.mode.lock()
+    }
+
+    pub fn set_mode(&self, mode: SandboxMode) {
+        *self.mode.lock() = mode;
+    }
+
+    /// Whether a command it stopped may run outside after the user agrees.
+    pub fn may_escape(&self) -> bool {
+        self.settings.escape
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// How a command run in `cwd` now is confined: `Ok(None)` when the
+    /// mode is off, `Err` (why) when it should be confined and cannot be.
+    pub fn confinement(&self, cwd: &Path) -> Result<Option<Confinement>, String> {
+        let settings = Settings {
+            mode: self.mode(),
+            ..self.settings.clone()
+        };
+        let Some(policy) = Policy::new(&settings, cwd, self.home.as_deref(), &self.pincer_dirs)
+        else {
+            return Ok(None);
+        };
+        support().clone()?;
+        let launcher = LAUNCHER.get().cloned().unwrap_or_default();
+        Ok(Some(Confinement { policy, launcher }))
+    }
+}
+
+/// The exit code of `pincer sandbox exec` when it could not confine the
+/// command (it then never starts it).
+pub const SETUP_FAILED: i32 = 125;
+/// What `pincer sandbox exec` prints first when it could not confine the
+/// command.
+pub const SETUP_FAILED_PREFIX: &str = "pincer sandbox: ";
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,467 @@
+//! The sandbox on Linux: `pincer sandbox exec --policy JSON -- PROGRAM
+//! ARGS…` confines its own process and then becomes the program, so the
+//! confinement holds for the program and everything it starts (a pipeline,
+//! a `nohup` or `setsid` process left running), and pincer, which started
+//! it, stays unconfined.
+//!
+//! In order, while the launcher is still the only thread:
+//! 1. a user namespace (the user stays who they are: their uid and gid
+//!    map to themselves), a mount namespace, and with `network =
+//!    "loopback"` a network namespace whose loopback is brought up;
+//! 2. in the mount namespace, each secret is covered: a directory by an
+//!    empty read-only tmpfs whose root nobody may enter, a file or socket
+//!    by an empty file nobody may read; each protected path (`.git/hooks`,
+//!    `.git/config`, `.pincer/`) is bound read-only over itself, and
+//!    `.git` over itself, so neither can be renamed away and replaced;
+//! 3. the capabilities the namespace gave are dropped from the bounding,
+//!    inheritable and ambient sets, so the program holds none (not even a
+//!    root user: it could otherwise read past the covers);
+//! 4. resource limits (processes, file size, CPU time); the user
+//!    namespace makes the process limit count only this command's
+//!    processes;
+//! 5. Landlock: everything may be read and run, and written only beneath
+//!    the writable places and a few devices; abstract Unix sockets and
+//!    signals outside the sandbox are out of reach (ABI 6);
+//! 6. seccomp: sockets of families the network setting does not allow,
+//!    io_uring (which would bypass that check), mounts, BPF and the
+//!    kernel keyrings fail with `EPERM`.
+//!
+//! Any step that fails ends the launcher with [`super::SETUP_FAILED`] and
+//! a line saying why, before the program ever runs: a command is never run
+//! less confined than its policy says.
+//!
+//! The kernel does not apply the process limit to the real root user
+//! (`RLIMIT_NPROC` exempts uid 0); everything else holds for root too.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    RulesetStatus, Scope,
+};
+use nix::mount::{MsFlags, mount};
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+use super::{Network, Policy, SETUP_FAILED, SETUP_FAILED_PREFIX};
+
+/// Devices every command may open for writing: the terminal, the null and
+/// random devices, shared memory.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+    "/dev/shm",
+];
+
+/// `pincer sandbox exec` with `args` (what follows `exec`): confines this
+/// process as `--policy` says and becomes the program after `--`; with
+/// `--probe` instead of a program, exits 0 once confined. Returns the exit
+/// code when it cannot.
+pub fn exec_main(args: Vec<OsString>) -> i32 {
+    let mut policy = None;
+    let mut probe = false;
+    let mut rest = args.into_iter();
+    let mut program = Vec::new();
+    while let Some(arg) = rest.next() {
+        match arg.to_str() {
+            Some("--policy") => policy = rest.next(),
+            Some("--probe") => probe = true,
+            Some("--") => {
+                program.extend(rest.by_ref());
+                break;
+            }
+            _ => {
+                eprintln!(
+                    "{SETUP_FAILED_PREFIX}unexpected argument {arg:?}; usage: pincer sandbox exec --policy JSON -- PROGRAM [ARGS]"
+                );
+                return SETUP_FAILED;
+            }
+        }
+    }
+    let Some(policy) = policy else {
+        eprintln!("{SETUP_FAILED_PREFIX}--policy is required");
+        return SETUP_FAILED;
+    };
+    let policy: Policy = match serde_json::from_str(&policy.to_string_lossy()) {
+        Ok(policy) => policy,
+        Err(e) => {
+            eprintln!("{SETUP_FAILED_PREFIX}the policy is not valid: {e}");
+            return SETUP_FAILED;
+        }
+    };
+    if let Err(why) = confine(&policy) {
+        eprintln!("{SETUP_FAILED_PREFIX}{why}");
+        return SETUP_FAILED;
+    }
+    if probe {
+        return 0;
+    }
+    let mut program = program.into_iter();
+    let Some(name) = program.next() else {
+        eprintln!("{SETUP_FAILED_PREFIX}no program to run after --");
+        return SETUP_FAILED;
+    };
+    let error = std::process::Command::new(&name).args(program).exec();
+    eprintln!("{}: {error}", Path::new(&name).display());
+    if error.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    }
+}
+
+/// Confines this process (which must have one thread) to `policy`.
+pub fn confine(policy: &Policy) -> Result<(), String> {
+    let uid = nix::unistd::getuid();
+    let gid = nix::unistd::getgid();
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
+    if policy.network == Network::Loopback {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).map_err(|e| {
+        format!(
+            "cannot create a user namespace ({e}): this system does not allow unprivileged \
+             user namespaces (see `pincer sandbox check`)"
+        )
+    })?;
+    std::fs::write("/proc/self/setgroups", "deny")
+        .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")))
+        .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")))
+        .map_err(|e| format!("cannot map the user into its namespace: {e}"))?;
+    if policy.network == Network::Loopback {
+        loopback_up().map_err(|e| format!("cannot bring up the sandbox's loopback: {e}"))?;
+    }
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| format!("cannot make the mounts private: {e}"))?;
+    protect(policy)?;
+    cover(&policy.deny_read)?;
+    for set in [
+        caps::CapSet::Ambient,
+        caps::CapSet::Inheritable,
+        caps::CapSet::Bounding,
+    ] {
+        caps::clear(None, set).map_err(|e| format!("cannot drop capabilities: {e}"))?;
+    }
+    limit(policy)?;
+    landlock(policy)?;
+    seccomp(policy.network)?;
+    Ok(())
+}
+
+/// Binds each existing protected path read-only over itself, and the
+/// directories between it and its writable place (`.git`) over themselves:
+/// a mount point cannot be renamed or removed.
+fn protect(policy: &Policy) -> Result<(), String> {
+    let mut pinned: Vec<PathBuf> = Vec::new();
+    for path in &policy.read_only {
+        if std::fs::symlink_metadata(path).is_err() {
+            continue;
+        }
+        if let Some(root) = policy.writable.iter().find(|w| path.starts_with(w)) {
+            let mut between = path.parent();
+            let mut chain = Vec::new();
+            while let Some(dir) = between {
+                if dir == root.as_path() || !dir.starts_with(root) {
+                    break;
+                }
+                chain.push(dir.to_path_buf());
+                between = dir.parent();
+            }
+            for dir in chain.into_iter().rev() {
+                if !pinned.contains(&dir) {
+                    bind(&dir, &dir, false)?;
+                    pinned.push(dir);
+                }
+            }
+        }
+        bind(path, path, true)?;
+    }
+    Ok(())
+}
+
+/// Bind-mounts `source` on `target`, read-only if asked. A read-only
+/// remount keeps the flags the kernel locked on the mount beneath
+/// (`nosuid`, `nodev`, …), which a user namespace may not clear.
+fn bind(source: &Path, target: &Path, read_only: bool) -> Result<(), String> {
+    mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| format!("cannot bind {}: {e}", target.display()))?;
+    if read_only {
+        let locked = nix::sys::statvfs::statvfs(target)
+            .map(|s| mount_flags(s.flags()))
+            .unwrap_or_else(|_| MsFlags::empty());
+        mount(
+            None::<&str>,
+            target,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | locked,
+            None::<&str>,
+        )
+        .map_err(|e| format!("cannot make {} read-only: {e}", target.display()))?;
+    }
+    Ok(())
+}
+
+fn mount_flags(flags: nix::sys::statvfs::FsFlags) -> MsFlags {
+    use nix::sys::statvfs::FsFlags;
+    let mut out = MsFlags::empty();
+    for (from, to) in [
+        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+    ] {
+        if flags.contains(from) {
+            out |= to;
+        }
+    }
+    out
+}
+
+/// Covers each existing path of `deny`, parents first: a directory with an
+/// empty read-only tmpfs that nobody may enter, anything else with an
+/// empty file nobody may read.
+fn cover(deny: &[PathBuf]) -> Result<(), String> {
+    let mut deny: Vec<&PathBuf> = deny.iter().collect();
+    deny.sort_by_key(|p| p.components().count());
+    let mut blank: Option<std::os::fd::OwnedFd> = None;
+    for path in deny {
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            mount(
+                Some("none"),
+                path.as_path(),
+                Some("tmpfs"),
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                Some("mode=000,size=4k,nr_inodes=1"),
+            )
+            .map_err(|e| format!("cannot hide {}: {e}", path.display()))?;
+        } else {
+            if blank.is_none() {
+                let fd = nix::sys::memfd::memfd_create(
+                    c"pincer-denied",
+                    nix::sys::memfd::MFdFlags::MFD_CLOEXEC,
+                )
+                .map_err(|e| format!("cannot make the file that hides secrets: {e}"))?;
+                nix::sys::stat::fchmod(&fd, nix::sys::stat::Mode::empty())
+                    .map_err(|e| format!("cannot make the file that hides secrets: {e}"))?;
+                blank = Some(fd);
+            }
+            let source = PathBuf::from(format!(
+                "/proc/self/fd/{}",
+                blank.as_ref().map_or(-1, |fd| fd.as_raw_fd())
+            ));
+            bind(&source, path, true)?;
+        }
+    }
+    Ok(())
+}
+
+/// Sets each limit as both soft and hard (never above the hard limit
+/// already in place).
+fn limit(policy: &Policy) -> Result<(), String> {
+    for (resource, value, name) in [
+        (
+            Resource::RLIMIT_NPROC,
+            policy.limits.processes,
+            "the process limit",
+        ),
+        (
+            Resource::RLIMIT_FSIZE,
+            policy.limits.file_size,
+            "the file size limit",
+        ),
+        (
+            Resource::RLIMIT_CPU,
+            policy.limits.cpu_seconds,
+            "the CPU time limit",
+        ),
+    ] {
+        let (_, hard) = getrlimit(resource).map_err(|e| format!("cannot read {name}: {e}"))?;
+        let value = value.min(hard);
+        setrlimit(resource, value, value).map_err(|e| format!("cannot set {name}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Landlock: read and run everything; write beneath the writable places
+/// and the devices; no abstract Unix sockets or signals beyond the
+/// sandbox.
+fn landlock(policy: &Policy) -> Result<(), String> {
+    let abi = ABI::V6;
+    let fail = |e: landlock::RulesetError| format!("cannot set up Landlock: {e}");
+    let mut ruleset = Ruleset::default()
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(fail)?
+        .scope(Scope::AbstractUnixSocket | Scope::Signal)
+        .map_err(fail)?
+        .create()
+        .map_err(fail)?;
+    let root = PathFd::new("/").map_err(|e| format!("cannot open /: {e}"))?;
+    ruleset = ruleset
+        .add_rule(PathBeneath::new(root, AccessFs::from_read(abi)))
+        .map_err(fail)?;
+    let writable = policy
+        .writable
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(DEVICES.iter().map(Path::new));
+    for path in writable {
+        // A place that does not exist cannot be written beneath.
+        let Ok(fd) = PathFd::new(path) else { continue };
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, AccessFs::from_all(abi)))
+            .map_err(fail)?;
+    }
+    let status = ruleset.restrict_self().map_err(fail)?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err(format!(
+            "this kernel does not enforce Landlock ({:?}); commands cannot be confined",
+            status.landlock
+        ));
+    }
+    Ok(())
+}
+
+/// seccomp: what fails with `EPERM` for the program and its descendants.
+fn seccomp(network: Network) -> Result<(), String> {
+    fn fail(e: impl std::fmt::Display) -> String {
+        format!("cannot set up seccomp: {e}")
+    }
+    let arch = TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|_| format!("seccomp is not set up for {}", std::env::consts::ARCH))?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for call in [
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_move_mount,
+        libc::SYS_open_tree,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_mount_setattr,
+        libc::SYS_bpf,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+    ] {
+        rules.insert(call, Vec::new());
+    }
+    let families: &[i32] = match network {
+        Network::Off => &[libc::AF_UNIX],
+        Network::Loopback | Network::On => &[
+            libc::AF_UNIX,
+            libc::AF_INET,
+            libc::AF_INET6,
+            libc::AF_NETLINK,
+        ],
+    };
+    let mut other_family = Vec::new();
+    for family in families {
+        other_family.push(
+            SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Ne,
+                u64::from(family.unsigned_abs()),
+            )
+            .map_err(fail)?,
+        );
+    }
+    rules.insert(
+        libc::SYS_socket,
+        vec![SeccompRule::new(other_family).map_err(fail)?],
+    );
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM.unsigned_abs()),
+        arch,
+    )
+    .map_err(fail)?;
+    let program: BpfProgram = filter.try_into().map_err(fail)?;
+    seccompiler::apply_filter(&program).map_err(fail)
+}
+
+/// Brings up the loopback interface (index 1 in a new network namespace)
+/// with one rtnetlink request.
+fn loopback_up() -> Result<(), String> {
+    use nix::sys::socket::{
+        AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, recv, sendto,
+        socket,
+    };
+    const RTM_NEWLINK: u16 = 16;
+    const NLM_F_REQUEST: u16 = 1;
+    const NLM_F_ACK: u16 = 4;
+    const NLMSG_ERROR: u16 = 2;
+    const IFF_UP: u32 = 1;
+    let socket = socket(
+        AddressFamily::Netlink,
+        SockType::Raw,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkRoute,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut message = Vec::with_capacity(32);
+    message.extend_from_slice(&32u32.to_ne_bytes());
+    message.extend_from_slice(&RTM_NEWLINK.to_ne_bytes());
+    message.extend_from_slice(&(NLM_F_REQUEST | NLM_F_ACK).to_ne_bytes());
+    message.extend_from_slice(&1u32.to_ne_bytes());
+    message.extend_from_slice(&0u32.to_ne_bytes());
+    // struct ifinfomsg: family, padding, type, index, flags, change.
+    message.extend_from_slice(&[0, 0, 0, 0]);
+    message.extend_from_slice(&1i32.to_ne_bytes());
+    message.extend_from_slice(&IFF_UP.to_ne_bytes());
+    message.extend_from_slice(&IFF_UP.to_ne_bytes());
+    sendto(
+        socket.as_raw_fd(),
+        &message,
+        &NetlinkAddr::new(0, 0),
+        MsgFlags::empty(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut answer = [0u8; 512];
+    let n = recv(socket.as_raw_fd(), &mut answer, MsgFlags::empty()).map_err(|e| e.to_string())?;
+    if n < 20 || u16::from_ne_bytes([answer[4], answer[5]]) != NLMSG_ERROR {
+        return Err("the kernel's answer was not an acknowledgement".to_string());
+    }
+    let code = i32::from_ne_bytes([answer[16], answer[17], answer[18], answer[19]]);
+    if code != 0 {
+        return Err(nix::errno::Errno::from_raw(-code).to_string());
+    }
+    Ok(())
+}
