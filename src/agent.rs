@@ -1277,7 +1277,7 @@ async fn escape(
         ));
     }
     let reason = format!(
-        "The sandbox stopped it ({why}). Run it outside the sandbox, with your full access?"
+        "the sandbox stopped this command ({why}); allowing runs it again outside the sandbox, with your full access"
     );
     let answer = tokio::select! {
         answer = host.request_permission(call, info, &reason, Vec::new()) => answer,

@@ -126,6 +126,8 @@ pub struct Restored {
     pub model: Option<String>,
     pub thinking: Option<ThinkingLevel>,
     pub mode: Option<Mode>,
+    /// The sandbox mode the user chose for the session.
+    pub sandbox: Option<crate::tools::sandbox::SandboxMode>,
     /// What messages sent while the agent works do.
     pub queue: Option<crate::agent::QueueMode>,
     /// The client's instructions for the session, as it last gave them.
@@ -463,6 +465,7 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             Record::ModelChange { model } => restored.model = Some(model),
             Record::ThinkingChange { level } => restored.thinking = Some(level),
             Record::ModeChange { mode } => restored.mode = Some(mode),
+            Record::SandboxChange { sandbox } => restored.sandbox = Some(sandbox),
             Record::QueueChange { queue } => restored.queue = Some(queue),
             Record::SystemPrompt { prompt } => restored.client_prompt = Some(prompt),
             Record::Title { title, by_user } => {

@@ -26,6 +26,8 @@ pub enum Command {
     Think(String),
     /// Show or change the mode.
     Mode(String),
+    /// Show or change the sandbox commands run in.
+    Sandbox(String),
     /// Run a workflow: its name, then `input=value` pairs (`resume`
     /// continues the run a killed process left behind).
     Workflow(String),
@@ -74,6 +76,11 @@ pub fn available(
             "mode",
             "Show or change the mode",
             Some("default, accept-edits, plan or bypass"),
+        ),
+        command(
+            "sandbox",
+            "Show or change where commands may write and what they may reach",
+            Some("workspace-write, read-only or off"),
         ),
         command(
             "init",
@@ -145,6 +152,7 @@ pub fn parse(
         "model" => Command::Model(args),
         "think" => Command::Think(args),
         "mode" => Command::Mode(args),
+        "sandbox" => Command::Sandbox(args),
         "workflow" => Command::Workflow(args),
         "undo" | "redo" | "rewind" => match crate::session::rewind::Travel::parse(text) {
             Some(parsed) => Command::Travel(parsed?),

@@ -76,6 +76,17 @@ impl Registry {
             .map_or(0, |session| session.waiting())
     }
 
+    /// Makes an open session's sandbox that of a session nobody watches
+    /// (a chat channel's, cron's, the heartbeat's); false when no session
+    /// with this id is open.
+    pub fn make_unattended(&self, id: &str, config: &crate::tools::sandbox::SandboxConfig) -> bool {
+        let Some(session) = self.sessions.lock().get(id).cloned() else {
+            return false;
+        };
+        session.make_unattended(config);
+        true
+    }
+
     /// Gives an open session the user's own name (see
     /// [`Session::rename`]); `None` when no session with this id is open.
     pub fn rename(&self, id: &str, label: &str) -> Option<std::io::Result<()>> {

@@ -30,6 +30,7 @@ use crate::agent::{self, AgentEvent, AgentHost, AgentMessage, Answer, Mode, Perm
 use crate::config::Settings;
 use crate::llm::{LlmError, Model, ThinkingLevel, ToolCall};
 use crate::session::transcript;
+use crate::tools::sandbox::SandboxMode;
 use crate::tools::{self, CallInfo, Display, Terminals, Tool, Workspace};
 
 mod host;
@@ -45,6 +46,8 @@ use turns::{Submitted, Turns};
 pub const MODEL_OPTION: &str = "model";
 pub const THOUGHT_OPTION: &str = "thought_level";
 pub const MODE_OPTION: &str = "mode";
+/// The config option (and `/sandbox`) of the sandbox commands run in.
+pub const SANDBOX_OPTION: &str = "sandbox";
 pub const QUEUE_OPTION: &str = "queue";
 
 pub struct Session {
@@ -347,6 +350,14 @@ impl Session {
         *current = owner;
     }
 
+    /// Makes the session's sandbox that of a session nobody watches (see
+    /// [`crate::tools::sandbox::Sandbox::make_unattended`]).
+    pub fn make_unattended(&self, config: &crate::tools::sandbox::SandboxConfig) {
+        if let Some(sandbox) = self.permissions.sandbox() {
+            sandbox.make_unattended(config);
+        }
+    }
+
     pub fn owned_by(&self, connection: u64) -> bool {
         self.owner.lock().connection == connection
     }
@@ -484,6 +495,9 @@ impl Session {
         }
         if let Some(mode) = restored.mode {
             self.permissions.set_mode(mode);
+        }
+        if let (Some(mode), Some(sandbox)) = (restored.sandbox, self.permissions.sandbox()) {
+            sandbox.set_mode(mode);
         }
         if let Some(queue) = restored.queue {
             self.turns.lock().set_mode(queue);
@@ -682,7 +696,7 @@ impl Session {
             .into_iter()
             .map(|m| SessionConfigSelectOption::new(m.id(), m.name()).description(m.description()))
             .collect();
-        vec![
+        let mut options = vec![
             SessionConfigOption::select(MODE_OPTION, "Mode", mode.id(), modes)
                 .category(SessionConfigOptionCategory::Mode)
                 .description("What pincer may do without asking"),
@@ -713,7 +727,21 @@ impl Session {
                 ],
             )
             .description("What a message sent while the agent works does"),
-        ]
+        ];
+        if let Some(sandbox) = self.permissions.sandbox() {
+            let modes: Vec<SessionConfigSelectOption> = SandboxMode::ALL
+                .into_iter()
+                .map(|m| {
+                    SessionConfigSelectOption::new(m.id(), m.name()).description(m.description())
+                })
+                .collect();
+            options.insert(
+                1,
+                SessionConfigOption::select(SANDBOX_OPTION, "Sandbox", sandbox.mode().id(), modes)
+                    .description("Where commands may write and what they may reach"),
+            );
+        }
+        options
     }
 
     /// The modes, in ACP's older `modes` form.
@@ -772,6 +800,27 @@ impl Session {
                 self.record(transcript::Record::ModeChange { mode });
                 Ok(())
             }
+            SANDBOX_OPTION => {
+                let sandbox = self
+                    .permissions
+                    .sandbox()
+                    .ok_or_else(|| "this session has no sandbox".to_string())?;
+                let mode = SandboxMode::parse(value).ok_or_else(|| {
+                    format!(
+                        "`{value}` is not a sandbox mode; choose `workspace-write`, `read-only` or `off`"
+                    )
+                })?;
+                let settings = sandbox.settings();
+                if mode.leniency() > settings.mode.leniency() && !settings.escape {
+                    return Err(format!(
+                        "this session runs in the `{}` sandbox and may not leave it",
+                        settings.mode.id()
+                    ));
+                }
+                sandbox.set_mode(mode);
+                self.record(transcript::Record::SandboxChange { sandbox: mode });
+                Ok(())
+            }
             QUEUE_OPTION => {
                 let mode = agent::QueueMode::parse(value).ok_or_else(|| {
                     format!("`{value}` is not a queue mode; choose `steer` or `follow-up`")
@@ -781,7 +830,7 @@ impl Session {
                 Ok(())
             }
             other => Err(format!(
-                "unknown config option `{other}`; options are `{MODE_OPTION}`, `{MODEL_OPTION}`, `{THOUGHT_OPTION}` and `{QUEUE_OPTION}`"
+                "unknown config option `{other}`; options are `{MODE_OPTION}`, `{SANDBOX_OPTION}`, `{MODEL_OPTION}`, `{THOUGHT_OPTION}` and `{QUEUE_OPTION}`"
             )),
         }
     }
@@ -1376,6 +1425,7 @@ impl Session {
             },
             Command::Think(value) => option(THOUGHT_OPTION, &value, "Thinking"),
             Command::Mode(value) => option(MODE_OPTION, &value, "Mode"),
+            Command::Sandbox(value) => option(SANDBOX_OPTION, &value, "Sandbox"),
             Command::Compact(instructions) => {
                 let mut history = self.history.lock().await;
                 let (config, cancel) = self.turn_config()?;

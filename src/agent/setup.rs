@@ -168,6 +168,9 @@ pub fn permissions(settings: &Settings, mode: Mode, roots: Vec<PathBuf>) -> Perm
         .with_sandbox(Arc::new(sandbox(settings, None)))
 }
 
+/// The variable that chooses the sandbox mode of one pincer process.
+pub const SANDBOX_VARIABLE: &str = "PINCER_SANDBOX";
+
 /// The sandbox of a session: the user's `[sandbox]`, the `main` agent's
 /// over it, then `unattended` (a channel's, cron's or heartbeat's
 /// `[sandbox]`) for a session nobody watches, and last the project's,
@@ -179,22 +182,31 @@ pub fn sandbox(
     use crate::tools::sandbox;
     let config = &settings.config;
     let home = settings.env("HOME").map(PathBuf::from);
-    let merged = match config.agents.get(crate::auth::DEFAULT_AGENT) {
+    let mut merged = match config.agents.get(crate::auth::DEFAULT_AGENT) {
         Some(agent) => config.sandbox.overlay(&agent.sandbox),
         None => config.sandbox.clone(),
     };
-    let mut resolved = sandbox::Settings::from_config(&merged, home.as_deref());
-    if let Some(channel) = unattended {
-        resolved = resolved.unattended(channel);
+    // `PINCER_SANDBOX` chooses the mode for this process (a script, CI);
+    // a project still narrows it.
+    if let Some(value) = settings.env(SANDBOX_VARIABLE) {
+        match sandbox::SandboxMode::parse(&value) {
+            Some(mode) => merged.mode = Some(mode),
+            None => tracing::warn!(
+                "{SANDBOX_VARIABLE}={value} is not a sandbox mode (workspace-write, read-only or off); it is ignored"
+            ),
+        }
     }
-    if let Some(project) = &config.project_sandbox {
-        resolved = resolved.narrowed(project, home.as_deref());
-    }
+    let resolved = sandbox::Settings::from_config(&merged, home.as_deref());
     let mut pincer_dirs = vec![settings.paths.config_dir.clone()];
     if settings.paths.data_dir != settings.paths.config_dir {
         pincer_dirs.push(settings.paths.data_dir.clone());
     }
-    sandbox::Sandbox::new(resolved, home, pincer_dirs)
+    let sandbox =
+        sandbox::Sandbox::new(resolved, config.project_sandbox.clone(), home, pincer_dirs);
+    if let Some(channel) = unattended {
+        sandbox.make_unattended(channel);
+    }
+    sandbox
 }
 
 /// The Claude Code settings a run of `model` needs, with the model and

@@ -102,6 +102,11 @@ pub struct TelegramConfig {
     pub groups: Option<Groups>,
     /// Least milliseconds between two edits of a streamed reply.
     pub edit_interval_ms: Option<u64>,
+    /// `[…sandbox]`: the sandbox of this one's sessions, which nobody
+    /// watches: `workspace-write` and no way out unless set here (`mode`,
+    /// `network`, `escape = true` to let an approval run a command
+    /// outside).
+    pub sandbox: crate::tools::sandbox::SandboxConfig,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -154,6 +159,11 @@ pub struct SlackConfig {
     pub allow: Vec<String>,
     pub groups: Option<Groups>,
     pub edit_interval_ms: Option<u64>,
+    /// `[…sandbox]`: the sandbox of this one's sessions, which nobody
+    /// watches: `workspace-write` and no way out unless set here (`mode`,
+    /// `network`, `escape = true` to let an approval run a command
+    /// outside).
+    pub sandbox: crate::tools::sandbox::SandboxConfig,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,6 +218,11 @@ pub struct DiscordConfig {
     pub allow: Vec<String>,
     pub groups: Option<Groups>,
     pub edit_interval_ms: Option<u64>,
+    /// `[…sandbox]`: the sandbox of this one's sessions, which nobody
+    /// watches: `workspace-write` and no way out unless set here (`mode`,
+    /// `network`, `escape = true` to let an approval run a command
+    /// outside).
+    pub sandbox: crate::tools::sandbox::SandboxConfig,
 }
 
 impl DiscordConfig {
@@ -243,6 +258,11 @@ pub struct WhatsAppConfig {
     pub app_secret_env: Option<String>,
     pub app_secret_file: Option<PathBuf>,
     pub allow: Vec<String>,
+    /// `[…sandbox]`: the sandbox of this one's sessions, which nobody
+    /// watches: `workspace-write` and no way out unless set here (`mode`,
+    /// `network`, `escape = true` to let an approval run a command
+    /// outside).
+    pub sandbox: crate::tools::sandbox::SandboxConfig,
 }
 
 impl WhatsAppConfig {
@@ -287,6 +307,11 @@ pub struct HeartbeatConfig {
     pub target: Option<String>,
     /// The session the runs go to (default `heartbeat`).
     pub session: Option<String>,
+    /// `[…sandbox]`: the sandbox of this one's sessions, which nobody
+    /// watches: `workspace-write` and no way out unless set here (`mode`,
+    /// `network`, `escape = true` to let an approval run a command
+    /// outside).
+    pub sandbox: crate::tools::sandbox::SandboxConfig,
 }
 
 impl HeartbeatConfig {
@@ -320,6 +345,11 @@ pub struct CronJob {
     pub missed: MissedRuns,
     /// An IANA time zone for the expression (default: the system's).
     pub timezone: Option<String>,
+    /// `[…sandbox]`: the sandbox of this one's sessions, which nobody
+    /// watches: `workspace-write` and no way out unless set here (`mode`,
+    /// `network`, `escape = true` to let an approval run a command
+    /// outside).
+    pub sandbox: crate::tools::sandbox::SandboxConfig,
 }
 
 fn base<'a>(configured: Option<&'a str>, default: &'a str) -> &'a str {

@@ -278,6 +278,7 @@ pub fn build(
                 runner::Settings {
                     allow: telegram.allow.clone(),
                     groups: telegram.groups.unwrap_or_default(),
+                    sandbox: telegram.sandbox.clone(),
                 },
             )),
             Err(why) => failed("telegram", why),
@@ -292,6 +293,7 @@ pub fn build(
                 runner::Settings {
                     allow: discord.allow.clone(),
                     groups: discord.groups.unwrap_or_default(),
+                    sandbox: discord.sandbox.clone(),
                 },
             )),
             Err(why) => failed("discord", why),
@@ -307,6 +309,7 @@ pub fn build(
                     allow: whatsapp.allow.clone(),
                     // Cloud API chats are direct messages.
                     groups: Default::default(),
+                    sandbox: whatsapp.sandbox.clone(),
                 },
             )),
             Err(why) => failed("whatsapp", why),
@@ -321,6 +324,7 @@ pub fn build(
                 runner::Settings {
                     allow: slack.allow.clone(),
                     groups: slack.groups.unwrap_or_default(),
+                    sandbox: slack.sandbox.clone(),
                 },
             )),
             Err(why) => failed("slack", why),

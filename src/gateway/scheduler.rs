@@ -64,11 +64,13 @@ pub trait Runs: Send + Sync + 'static {
     fn busy(&self, key: &str) -> bool;
     /// Sends `prompt` to `key` as run `id` and returns the run's final
     /// text, or why it failed.
+    /// `sandbox` is the job's `[sandbox]`: nobody watches the run.
     fn run(
         &self,
         key: String,
         prompt: String,
         id: String,
+        sandbox: crate::tools::sandbox::SandboxConfig,
     ) -> BoxFuture<'static, Result<String, String>>;
     /// Sends `text` to the chat `target` names.
     fn deliver(&self, target: &str, text: &str) -> Result<(), String>;
@@ -87,6 +89,8 @@ pub struct Job {
     pub target: Option<String>,
     pub session: String,
     pub missed: Missed,
+    /// The job's `[sandbox]` (its sessions are unattended).
+    pub sandbox: crate::tools::sandbox::SandboxConfig,
 }
 
 /// The `[heartbeat]`, checked and on.
@@ -99,6 +103,8 @@ pub struct Heartbeat {
     pub session: String,
     /// The workspace's HEARTBEAT.md: each run's prompt.
     pub file: PathBuf,
+    /// The heartbeat's `[sandbox]` (its session is unattended).
+    pub sandbox: crate::tools::sandbox::SandboxConfig,
 }
 
 /// A job of the config that does not run, and why.
@@ -224,6 +230,7 @@ fn check_job(job: &CronJob, name: &str, names: &mut HashSet<String>) -> Result<J
             MissedRuns::Skip => Missed::Skip,
             MissedRuns::RunOnce => Missed::RunOnce,
         },
+        sandbox: job.sandbox.clone(),
     })
 }
 
@@ -251,6 +258,7 @@ fn check_heartbeat(
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| "heartbeat".to_string()),
         file: crate::config::workspace_dir(config_dir).join("HEARTBEAT.md"),
+        sandbox: config.sandbox.clone(),
     }))
 }
 
@@ -671,7 +679,17 @@ impl Scheduler {
                 .unwrap_or_else(|| "heartbeat".into()),
             uuid::Uuid::new_v4()
         );
-        let run = self.runs.run(key, prompt, id);
+        let sandbox = match &job {
+            Some(name) => self
+                .plan
+                .jobs
+                .iter()
+                .find(|j| &j.name == name)
+                .map(|j| j.sandbox.clone()),
+            None => self.plan.heartbeat.as_ref().map(|hb| hb.sandbox.clone()),
+        }
+        .unwrap_or_default();
+        let run = self.runs.run(key, prompt, id, sandbox);
         let runs = self.runs.clone();
         let record = self.record.clone();
         let running = self.running.clone();
@@ -742,6 +760,7 @@ impl Runs for HubRuns {
         key: String,
         prompt: String,
         id: String,
+        sandbox: crate::tools::sandbox::SandboxConfig,
     ) -> BoxFuture<'static, Result<String, String>> {
         let hub = self.hub.clone();
         let conn = self.conn.clone();
@@ -749,7 +768,7 @@ impl Runs for HubRuns {
             use super::hub::Outcome;
             use agent_client_protocol::v1::schema::{ContentBlock, TextContent};
             let content = vec![ContentBlock::Text(TextContent::new(prompt))];
-            hub.submit(&conn, &key, &id, content, None)
+            hub.submit_unattended(&conn, &key, &id, content, &sandbox)
                 .await
                 .map_err(|e| e.message)?;
             let run = id;

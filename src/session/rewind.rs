@@ -81,6 +81,7 @@ fn is_conversation(record: &Record) -> bool {
         Record::ModelChange { .. }
         | Record::ThinkingChange { .. }
         | Record::ModeChange { .. }
+        | Record::SandboxChange { .. }
         | Record::QueueChange { .. }
         | Record::SystemPrompt { .. }
         | Record::Title { .. }

@@ -115,6 +115,11 @@ pub enum Record {
     ModeChange {
         mode: Mode,
     },
+    /// The sandbox the session's commands run in, as the user last chose
+    /// it for this session.
+    SandboxChange {
+        sandbox: crate::tools::sandbox::SandboxMode,
+    },
     /// What a message sent while the agent works does (`steer` or
     /// `follow-up`), as the user last chose it for this session.
     QueueChange {
@@ -713,6 +718,9 @@ mod tests {
             },
             Record::ModeChange {
                 mode: Mode::AcceptEdits,
+            },
+            Record::SandboxChange {
+                sandbox: crate::tools::sandbox::SandboxMode::ReadOnly,
             },
             Record::QueueChange {
                 queue: QueueMode::FollowUp,

@@ -830,47 +830,93 @@ impl Confinement {
 /// and whether a command it stopped may be run outside after asking.
 #[derive(Debug)]
 pub struct Sandbox {
-    settings: Settings,
-    mode: parking_lot::Mutex<SandboxMode>,
+    /// The user's settings, before a project narrowed them.
+    base: Settings,
+    /// The project's `[sandbox]`, which narrows whatever else applies.
+    project: Option<SandboxConfig>,
+    state: parking_lot::Mutex<SandboxState>,
     home: Option<PathBuf>,
     pincer_dirs: Vec<PathBuf>,
 }
 
+#[derive(Debug)]
+struct SandboxState {
+    /// What applies: `base`, unattended if nobody watches, narrowed.
+    settings: Settings,
+    /// The mode the session runs in now (`/sandbox`).
+    mode: SandboxMode,
+}
+
 impl Sandbox {
-    /// The sandbox of a session with `settings`; `home` and `pincer_dirs`
-    /// (pincer's config, state and data) name the secrets.
-    pub fn new(settings: Settings, home: Option<PathBuf>, pincer_dirs: Vec<PathBuf>) -> Self {
+    /// The sandbox of a session with the user's settings `base`, narrowed
+    /// by `project`; `home` and `pincer_dirs` (pincer's config, state and
+    /// data) name the secrets.
+    pub fn new(
+        base: Settings,
+        project: Option<SandboxConfig>,
+        home: Option<PathBuf>,
+        pincer_dirs: Vec<PathBuf>,
+    ) -> Self {
+        let settings = match &project {
+            Some(project) => base.clone().narrowed(project, home.as_deref()),
+            None => base.clone(),
+        };
         Self {
-            mode: parking_lot::Mutex::new(settings.mode),
-            settings,
+            base,
+            project,
+            state: parking_lot::Mutex::new(SandboxState {
+                mode: settings.mode,
+                settings,
+            }),
             home,
             pincer_dirs,
         }
     }
 
     pub fn mode(&self) -> SandboxMode {
-        *self.mode.lock()
+        self.state.lock().mode
     }
 
     pub fn set_mode(&self, mode: SandboxMode) {
-        *self.mode.lock() = mode;
+        self.state.lock().mode = mode;
     }
 
     /// Whether a command it stopped may run outside after the user agrees.
     pub fn may_escape(&self) -> bool {
-        self.settings.escape
+        self.state.lock().settings.escape
     }
 
-    pub fn settings(&self) -> &Settings {
-        &self.settings
+    /// The settings that apply now (the mode aside).
+    pub fn settings(&self) -> Settings {
+        self.state.lock().settings.clone()
+    }
+
+    /// Makes this the sandbox of a session nobody watches (a chat
+    /// channel's, cron's, the heartbeat's), with `config` the user's
+    /// `[sandbox]` for it: confined and never asking to leave unless
+    /// `config` says so, still narrowed by the project. For good: a
+    /// session a channel used once stays this strict.
+    pub fn make_unattended(&self, config: &SandboxConfig) {
+        let mut settings = self.base.clone().unattended(config);
+        if let Some(project) = &self.project {
+            settings = settings.narrowed(project, self.home.as_deref());
+        }
+        let mut state = self.state.lock();
+        if state.mode.leniency() > settings.mode.leniency() || !settings.escape {
+            state.mode = settings.mode;
+        }
+        state.settings = settings;
     }
 
     /// How a command run in `cwd` now is confined: `Ok(None)` when the
     /// mode is off, `Err` (why) when it should be confined and cannot be.
     pub fn confinement(&self, cwd: &Path) -> Result<Option<Confinement>, String> {
-        let settings = Settings {
-            mode: self.mode(),
-            ..self.settings.clone()
+        let settings = {
+            let state = self.state.lock();
+            Settings {
+                mode: state.mode,
+                ..state.settings.clone()
+            }
         };
         let Some(policy) = Policy::new(&settings, cwd, self.home.as_deref(), &self.pincer_dirs)
         else {

@@ -49,6 +49,7 @@ mod provider_http;
 mod providers;
 mod python_client;
 mod run_cli;
+mod sandbox;
 mod scripting;
 mod sessions;
 mod shell_safety;

@@ -27,6 +27,11 @@ const UNIX_ONLY_MODULES: &[(&str, &str, &str)] = &[
         "src/tools/shell.rs",
         "#[cfg(unix)]\nmod reaper;",
     ),
+    (
+        "src/tools/sandbox/linux.rs",
+        "src/tools/sandbox.rs",
+        "#[cfg(target_os = \"linux\")]\npub mod linux;",
+    ),
 ];
 
 /// How far above a use its `cfg` attribute may be (the item's signature

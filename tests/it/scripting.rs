@@ -42,6 +42,9 @@ fn script(sandbox: &Sandbox, mock: &MockModel, program: &str, args: &[&str]) -> 
         .env("PATH", path)
         .env("HOME", sandbox.home())
         .env("PINCER_HOME", sandbox.home())
+        // The scripts show how a command is asked about: unsandboxed, as
+        // in `Sandbox::command`.
+        .env("PINCER_SANDBOX", "off")
         .env("RUST_LOG", "warn")
         .env("ANTHROPIC_API_KEY", "test-key")
         .env("ANTHROPIC_BASE_URL", mock.anthropic_url())

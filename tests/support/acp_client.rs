@@ -39,6 +39,17 @@ impl Sandbox {
         Self { dir }
     }
 
+    /// One outside the system's temp dir (in the target directory), as a
+    /// user's home and projects are: the sandbox lets commands write the
+    /// temp dir, so a test of what they may not write needs places
+    /// elsewhere.
+    pub fn outside_temp() -> Self {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        std::fs::create_dir_all(dir.path().join("work")).unwrap();
+        Self { dir }
+    }
+
     pub fn home(&self) -> PathBuf {
         self.dir.path().join("home")
     }
@@ -59,7 +70,10 @@ impl Sandbox {
     }
 
     /// A `pincer` command with a clean environment: no real keys, no real
-    /// home, logs quiet.
+    /// home, logs quiet, and commands unsandboxed (`PINCER_SANDBOX=off`):
+    /// most tests are about what asks and what runs without the sandbox;
+    /// `tests/it/sandbox.rs` and the tests of sessions nobody watches
+    /// remove the variable and run the sandbox as users have it.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_pincer"));
         cmd.args(args)
@@ -67,6 +81,7 @@ impl Sandbox {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", self.home())
             .env("PINCER_HOME", self.home())
+            .env("PINCER_SANDBOX", "off")
             .env("RUST_LOG", "warn")
             .current_dir(self.work())
             .stdin(Stdio::piped())

@@ -53,6 +53,8 @@ pub struct Settings {
     /// User ids allowed without pairing.
     pub allow: Vec<String>,
     pub groups: Groups,
+    /// The channel's `[sandbox]` (its sessions are unattended).
+    pub sandbox: crate::tools::sandbox::SandboxConfig,
 }
 
 /// The running channels of a gateway.
@@ -330,7 +332,11 @@ impl Runner {
         let run = format!("{}:{}:{}", self.name, chat.id, message.id);
         let run: String = run.chars().take(256).collect();
         let content = vec![ContentBlock::Text(TextContent::new(message.text))];
-        match self.hub.submit(&self.conn, &key, &run, content, None).await {
+        match self
+            .hub
+            .submit_unattended(&self.conn, &key, &run, content, &self.settings.sandbox)
+            .await
+        {
             Ok(_) => self.chats.push(&self.platform, chat, Op::Busy),
             Err(error) => self.say(&chat, format!("⚠️ {}", error.message)),
         }

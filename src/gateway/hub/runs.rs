@@ -43,12 +43,47 @@ impl Hub {
         content: Vec<ContentBlock>,
         mode: Option<QueueMode>,
     ) -> Result<&'static str, Failure> {
+        self.submit_as(conn, key, run, content, mode, None).await
+    }
+
+    /// [`Hub::submit`] for a session nobody watches (a chat channel's,
+    /// cron's, the heartbeat's): before the message runs, its session's
+    /// sandbox becomes an unattended one, with `sandbox` the user's
+    /// `[sandbox]` for that channel or job.
+    pub async fn submit_unattended(
+        self: &Arc<Self>,
+        conn: &Arc<Conn>,
+        key: &str,
+        run: &str,
+        content: Vec<ContentBlock>,
+        sandbox: &crate::tools::sandbox::SandboxConfig,
+    ) -> Result<&'static str, Failure> {
+        self.submit_as(conn, key, run, content, None, Some(sandbox))
+            .await
+    }
+
+    async fn submit_as(
+        self: &Arc<Self>,
+        conn: &Arc<Conn>,
+        key: &str,
+        run: &str,
+        content: Vec<ContentBlock>,
+        mode: Option<QueueMode>,
+        unattended: Option<&crate::tools::sandbox::SandboxConfig>,
+    ) -> Result<&'static str, Failure> {
         check_key("sessionKey", key)?;
         check_run_id(run)?;
         if let Some(status) = self.known_run(run) {
             return Ok(status);
         }
         let session = self.open(key).await?;
+        if let Some(sandbox) = unattended
+            && !self.registry.make_unattended(&session, sandbox)
+        {
+            return Err(Failure::invalid(format!(
+                "the session of {key} closed before its run could start"
+            )));
+        }
         self.follow(conn, &session);
         // Two sends with one run id racing past the check above: the
         // first wins.

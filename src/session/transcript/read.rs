@@ -32,6 +32,7 @@ struct RawEntry {
     model: Option<String>,
     level: Option<ThinkingLevel>,
     mode: Option<Mode>,
+    sandbox: Option<crate::tools::sandbox::SandboxMode>,
     queue: Option<QueueMode>,
     prompt: Option<ClientPrompt>,
     title: Option<String>,
@@ -271,6 +272,9 @@ impl RawEntry {
             },
             "mode_change" => Record::ModeChange {
                 mode: need(self.mode, "mode", kind)?,
+            },
+            "sandbox_change" => Record::SandboxChange {
+                sandbox: need(self.sandbox, "sandbox", kind)?,
             },
             "queue_change" => Record::QueueChange {
                 queue: need(self.queue, "queue", kind)?,

@@ -1,0 +1,458 @@
+//! End-to-end: the sandbox of commands, through the agent over ACP against
+//! the mock model. Real commands run in the real kernel sandbox (user,
+//! mount and network namespaces, Landlock, seccomp, resource limits): a
+//! write inside the project runs without a question, a write outside it is
+//! denied and reported to the model with the reason, then asks "run
+//! outside the sandbox?" and, allowed, succeeds outside; the user's ssh
+//! key cannot be read; a listener on the machine's loopback cannot be
+//! reached; a fork bomb and a 2 GB write stop at the limits; a process the
+//! command leaves behind (`setsid`, `nohup`) is as confined as the
+//! command; a repository's config cannot turn the sandbox off or widen it.
+//!
+//! Homes and projects live outside the system temp dir (which commands
+//! may write), as a user's do.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::acp_client::{Acp, Sandbox, requests_of};
+use support::mock_model::{MockModel, Reply};
+use support::sse::{anthropic_text, anthropic_tool_calls};
+use support::{prompt, selected, tool_results};
+
+/// What the fake private key holds; no tool result may contain it.
+const KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY----- fake-key-material-4242";
+
+struct World {
+    sandbox: Sandbox,
+    mock: MockModel,
+    acp: Acp,
+    session: String,
+}
+
+/// A session in a project outside temp, with `config` as the user's
+/// `config.toml` and a fake `~/.ssh/id_ed25519`.
+async fn world(config: &str) -> World {
+    let sandbox = Sandbox::outside_temp();
+    std::fs::write(sandbox.home().join("config.toml"), config).unwrap();
+    std::fs::create_dir_all(sandbox.home().join(".ssh")).unwrap();
+    std::fs::write(sandbox.home().join(".ssh/id_ed25519"), KEY).unwrap();
+    std::fs::create_dir_all(sandbox.dir.path().join("outside")).unwrap();
+    let mock = MockModel::start().await;
+    let mut acp = spawn_sandboxed(&sandbox, &mock);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    World {
+        sandbox,
+        mock,
+        acp,
+        session,
+    }
+}
+
+/// What one `bash` call came to.
+struct Ran {
+    is_error: bool,
+    /// The tool result the model read.
+    text: String,
+    /// The permission questions asked, as sent.
+    questions: Vec<Value>,
+}
+
+impl World {
+    /// A directory outside the project and outside temp.
+    fn outside(&self) -> PathBuf {
+        self.sandbox.dir.path().join("outside")
+    }
+
+    /// Runs `command` with `bash` in one turn, answering every question
+    /// with `answer`.
+    async fn bash(&mut self, command: &str, answer: &str) -> Ran {
+        let input = json!({ "command": command }).to_string();
+        self.mock.push(Reply::sse(anthropic_tool_calls(&[(
+            "call_1",
+            "bash",
+            input.as_str(),
+        )])));
+        self.mock.push(Reply::sse(anthropic_text("Done.", 5)));
+        let before = self.mock.requests().len();
+        let id = self
+            .acp
+            .send("session/prompt", prompt(&self.session, "run it"))
+            .await;
+        let answer = answer.to_string();
+        let (response, messages) = self
+            .acp
+            .drive(id, move |method, _| match method {
+                "session/request_permission" => selected(&answer),
+                other => panic!("unexpected {other}"),
+            })
+            .await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        let results = tool_results(&self.mock, before + 1);
+        let (_, is_error, text) = results.into_iter().next().unwrap();
+        Ran {
+            is_error,
+            text,
+            questions: requests_of(&messages, "session/request_permission")
+                .into_iter()
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+/// `pincer acp` against `mock` with the sandbox as the config says (the
+/// tests' `PINCER_SANDBOX=off` removed).
+fn spawn_sandboxed(sandbox: &Sandbox, mock: &MockModel) -> Acp {
+    let mut cmd = sandbox.command(&["acp"]);
+    cmd.env_remove("PINCER_SANDBOX")
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url());
+    Acp::spawn(cmd)
+}
+
+fn shown(path: &Path) -> String {
+    path.display().to_string()
+}
+
+#[tokio::test]
+async fn writes_inside_the_project_run_without_a_question_and_outside_are_denied_with_the_reason() {
+    let mut w = world("").await;
+    let ran = w
+        .bash("echo made > inside.txt && cat inside.txt", "reject_once")
+        .await;
+    assert!(!ran.is_error, "{}", ran.text);
+    assert!(ran.questions.is_empty(), "{:?}", ran.questions);
+    assert_eq!(
+        std::fs::read_to_string(w.sandbox.work().join("inside.txt")).unwrap(),
+        "made\n"
+    );
+
+    // Outside: denied by the kernel, reported with the reason, and the
+    // user is asked once whether it may run outside; declined, it stays.
+    let target = w.outside().join("escaped.txt");
+    let ran = w
+        .bash(&format!("echo out > {}", shown(&target)), "reject_once")
+        .await;
+    assert!(ran.is_error);
+    assert!(ran.text.contains("Permission denied"), "{}", ran.text);
+    assert!(
+        ran.text.contains("The sandbox stopped this command")
+            && ran.text.contains("chose not to run it outside the sandbox"),
+        "{}",
+        ran.text
+    );
+    assert_eq!(ran.questions.len(), 1, "{:?}", ran.questions);
+    assert!(
+        ran.questions[0]
+            .to_string()
+            .contains("runs it again outside the sandbox"),
+        "{}",
+        ran.questions[0]
+    );
+    assert!(!target.exists());
+}
+
+#[tokio::test]
+async fn a_denied_write_asks_to_run_outside_and_allowed_it_succeeds_there() {
+    let mut w = world("").await;
+    let target = w.outside().join("allowed.txt");
+    let ran = w
+        .bash(&format!("echo out > {}", shown(&target)), "allow_once")
+        .await;
+    assert!(!ran.is_error, "{}", ran.text);
+    assert_eq!(ran.questions.len(), 1);
+    assert!(ran.text.contains("outside the sandbox"), "{}", ran.text);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "out\n");
+
+    // "Always" remembers the command (its program and where it writes)
+    // for outside the sandbox: the next one the sandbox stops runs
+    // outside without a question.
+    let log = w.outside().join("log.txt");
+    let ran = w
+        .bash(&format!("echo two >> {}", shown(&log)), "allow_always")
+        .await;
+    assert!(!ran.is_error, "{}", ran.text);
+    assert_eq!(ran.questions.len(), 1);
+    let ran = w
+        .bash(&format!("echo three >> {}", shown(&log)), "reject_once")
+        .await;
+    assert!(ran.questions.is_empty(), "{:?}", ran.questions);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "two\nthree\n");
+    // Inside the sandbox nothing changed: a write elsewhere still asks.
+    let ran = w
+        .bash(
+            &format!("echo four > {}", shown(&w.outside().join("other.txt"))),
+            "reject_once",
+        )
+        .await;
+    assert_eq!(ran.questions.len(), 1);
+}
+
+#[tokio::test]
+async fn the_user_s_ssh_key_and_pincer_s_own_files_cannot_be_read() {
+    let mut w = world("[sandbox]\nescape = false\n").await;
+    let ran = w
+        .bash(
+            "cat ~/.ssh/id_ed25519; ls ~/.ssh; cat $PINCER_HOME/config.toml ~/config.toml",
+            "reject_once",
+        )
+        .await;
+    assert!(ran.is_error);
+    assert!(!ran.text.contains("fake-key-material"), "{}", ran.text);
+    assert!(!ran.text.contains("escape = false"), "{}", ran.text);
+    assert!(ran.text.contains("Permission denied"), "{}", ran.text);
+    assert!(
+        ran.text
+            .contains("This session cannot run commands outside the sandbox"),
+        "{}",
+        ran.text
+    );
+    assert!(ran.questions.is_empty());
+}
+
+/// A connection from the sandbox to `listener`'s port: refused, and the
+/// listener never sees it.
+async fn loopback_is_out_of_reach(config: &str, error: &str) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut w = world(config).await;
+    let ran = w
+        .bash(
+            &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"),
+            "reject_once",
+        )
+        .await;
+    assert!(ran.is_error, "{}", ran.text);
+    assert!(!ran.text.contains("connected\n"), "{}", ran.text);
+    assert!(ran.text.contains(error), "{}", ran.text);
+    assert!(
+        listener.accept().is_err(),
+        "the listener was reached from the sandbox"
+    );
+}
+
+#[tokio::test]
+async fn a_listener_on_the_machine_s_loopback_is_blocked_with_the_network_off() {
+    loopback_is_out_of_reach("[sandbox]\nnetwork = \"off\"\n", "Operation not permitted").await;
+}
+
+#[tokio::test]
+async fn a_listener_on_the_machine_s_loopback_is_blocked_by_default() {
+    // The default network is the sandbox's own loopback: the machine's
+    // listeners are not on it.
+    loopback_is_out_of_reach("", "Connection refused").await;
+}
+
+#[tokio::test]
+async fn a_process_left_running_by_setsid_and_nohup_stays_confined() {
+    let mut w = world("").await;
+    let leak = w.outside().join("leak.txt");
+    let command = format!(
+        "setsid nohup bash -c 'sleep 0.3; echo leaked > {leak}; cat ~/.ssh/id_ed25519 > stolen.txt 2>&1; echo finished >> stolen.txt' > /dev/null 2>&1 & sleep 1.5; cat stolen.txt",
+        leak = shown(&leak)
+    );
+    let ran = w.bash(&command, "reject_once").await;
+    assert!(ran.text.contains("finished"), "{}", ran.text);
+    assert!(!ran.text.contains("fake-key-material"), "{}", ran.text);
+    assert!(!leak.exists());
+    let stolen = std::fs::read_to_string(w.sandbox.work().join("stolen.txt")).unwrap();
+    assert!(!stolen.contains("fake-key-material"), "{stolen}");
+}
+
+#[tokio::test]
+async fn a_2_gb_write_stops_at_the_file_size_limit() {
+    let mut w = world("[sandbox]\nescape = false\n[sandbox.limits]\nfile_size = \"8 MiB\"\n").await;
+    let ran = w
+        .bash("head -c 2000000000 /dev/zero > big.bin", "reject_once")
+        .await;
+    assert!(ran.is_error);
+    assert!(
+        ran.text.contains("File size limit exceeded"),
+        "{}",
+        ran.text
+    );
+    let size = std::fs::metadata(w.sandbox.work().join("big.bin"))
+        .unwrap()
+        .len();
+    assert_eq!(size, 8 << 20);
+}
+
+#[tokio::test]
+async fn the_working_directory_s_git_hooks_git_config_and_pincer_settings_stay_read_only() {
+    let mut w = world("[sandbox]\nescape = false\n").await;
+    let work = w.sandbox.work();
+    std::fs::create_dir_all(work.join(".git/hooks")).unwrap();
+    std::fs::write(work.join(".git/config"), "[core]\n").unwrap();
+    std::fs::create_dir_all(work.join(".pincer")).unwrap();
+    let ran = w
+        .bash(
+            "echo evil > .git/hooks/pre-commit; echo evil >> .git/config; echo x > .pincer/config.toml; mv .git .git-old; echo ok > .git/HEAD2",
+            "reject_once",
+        )
+        .await;
+    assert!(ran.text.contains("Read-only file system"), "{}", ran.text);
+    assert!(ran.text.contains("Device or resource busy"), "{}", ran.text);
+    assert!(!work.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(work.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(!work.join(".pincer/config.toml").exists());
+    assert!(!work.join(".git-old").exists());
+    // The rest of .git stays writable: git can still commit.
+    assert_eq!(
+        std::fs::read_to_string(work.join(".git/HEAD2")).unwrap(),
+        "ok\n"
+    );
+}
+
+#[tokio::test]
+async fn a_repository_cannot_turn_the_sandbox_off_or_widen_it_even_trusted() {
+    let mut w = world("").await;
+    let outside = w.outside();
+    std::fs::create_dir_all(w.sandbox.work().join(".pincer")).unwrap();
+    std::fs::write(
+        w.sandbox.work().join(".pincer/config.toml"),
+        format!(
+            "[sandbox]\nmode = \"off\"\nnetwork = \"on\"\nescape = true\nallow_write = [\"{}\"]\n",
+            shown(&outside)
+        ),
+    )
+    .unwrap();
+    // Trusting the project does not change it either.
+    let status = w
+        .sandbox
+        .command(&["trust", w.sandbox.work().to_str().unwrap()])
+        .output()
+        .await
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    let mut acp = spawn_sandboxed(&w.sandbox, &w.mock);
+    acp.initialize().await;
+    w.session = acp.new_session(&w.sandbox.work()).await;
+    w.acp = acp;
+    let target = outside.join("widened.txt");
+    let ran = w
+        .bash(&format!("echo x > {}", shown(&target)), "reject_once")
+        .await;
+    assert!(ran.is_error, "{}", ran.text);
+    assert!(!target.exists());
+}
+
+#[tokio::test]
+async fn a_command_that_is_dangerous_by_itself_still_asks_inside_the_sandbox() {
+    let mut w = world("").await;
+    let ran = w.bash("git push origin main", "reject_once").await;
+    assert_eq!(ran.questions.len(), 1, "{:?}", ran.questions);
+    assert!(
+        ran.questions[0]
+            .to_string()
+            .contains("runs in the sandbox, but"),
+        "{}",
+        ran.questions[0]
+    );
+    assert!(ran.is_error);
+    assert!(ran.text.contains("declined"), "{}", ran.text);
+}
+
+/// The uid tests run the limits under when they run as root: the kernel
+/// never applies the process limit to root.
+const NOBODY: u32 = 65534;
+
+#[tokio::test]
+async fn a_fork_bomb_stops_at_the_process_limit() {
+    let config = "[sandbox]\nescape = false\n[sandbox.limits]\nprocesses = 32\n";
+    let sandbox = Sandbox::outside_temp();
+    std::fs::write(sandbox.home().join("config.toml"), config).unwrap();
+    let mock = MockModel::start().await;
+    let mut cmd = if nix::unistd::geteuid().is_root() {
+        chown_tree(sandbox.dir.path(), NOBODY);
+        let mut cmd = tokio::process::Command::new("setpriv");
+        cmd.args([
+            format!("--reuid={NOBODY}"),
+            format!("--regid={NOBODY}"),
+            "--clear-groups".to_string(),
+            env!("CARGO_BIN_EXE_pincer").to_string(),
+            "acp".to_string(),
+        ]);
+        cmd
+    } else {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+    };
+    if !nix::unistd::geteuid().is_root() {
+        cmd.arg("acp");
+    }
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", sandbox.home())
+        .env("PINCER_HOME", sandbox.home())
+        .env("RUST_LOG", "warn")
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+        .current_dir(sandbox.work())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut acp = Acp::spawn(cmd);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let mut w = World {
+        sandbox,
+        mock,
+        acp,
+        session,
+    };
+    // 200 sleeps asked for, at most 32 processes at once: the shell
+    // cannot fork the 32nd and says so.
+    let ran = w
+        .bash(
+            "sh -c 'i=0; while [ $i -lt 200 ]; do sleep 2 & i=$((i+1)); echo $i > started.txt; done'; echo started $(cat started.txt)",
+            "reject_once",
+        )
+        .await;
+    let started: u32 = ran
+        .text
+        .lines()
+        .find_map(|l| l.strip_prefix("started ")?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{}", ran.text));
+    assert!(started < 32, "{started} started: {}", ran.text);
+    assert!(ran.text.contains("fork"), "{}", ran.text);
+    // A real fork bomb: it ends at the call's timeout, with the machine
+    // and pincer still answering.
+    let started = std::time::Instant::now();
+    w.mock.push(Reply::sse(anthropic_tool_calls(&[(
+        "bomb",
+        "bash",
+        r#"{"command": "sh -c 'b(){ b | b & }; b'; sleep 30", "timeout": 3}"#,
+    )])));
+    w.mock.push(Reply::sse(anthropic_text("Done.", 5)));
+    let id = w
+        .acp
+        .send("session/prompt", prompt(&w.session, "bomb"))
+        .await;
+    let (response, _) = w.acp.drive(id, |_, _| selected("reject_once")).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+fn chown_tree(root: &Path, uid: u32) {
+    let owner = Some(nix::unistd::Uid::from_raw(uid));
+    let group = Some(nix::unistd::Gid::from_raw(uid));
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        nix::unistd::chown(&path, owner, group).unwrap();
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                stack.push(entry.unwrap().path());
+            }
+        }
+    }
+}
