@@ -9,6 +9,7 @@ pub mod cron;
 pub mod doctor;
 pub mod mcp;
 pub mod run;
+pub mod sandbox;
 pub mod sessions;
 pub mod tools;
 pub mod trust;

@@ -55,6 +55,30 @@ struct Cli {
     command: Command,
 }
 
+/// `pincer sandbox …`.
+#[derive(Subcommand, Debug)]
+enum SandboxCommand {
+    /// Show what the sandbox allows commands in a directory, and try it:
+    /// a write outside the project, a read of ~/.ssh and a connection to
+    /// this machine's loopback must be stopped. Exits non-zero when the
+    /// sandbox is not available or did not hold.
+    Check {
+        /// The project directory (default: the current one).
+        #[arg(long)]
+        cwd: Option<std::path::PathBuf>,
+    },
+    /// Confine this process to a policy and run PROGRAM in it (what pincer
+    /// runs every command through; Linux).
+    Exec {
+        /// The policy, as pincer writes it.
+        #[arg(long)]
+        policy: String,
+        /// The program and its arguments.
+        #[arg(last = true, required = true)]
+        program: Vec<String>,
+    },
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Serve the Agent Client Protocol on stdin/stdout (what editors run).
@@ -291,6 +315,12 @@ enum Command {
         /// One JSON object with every check.
         #[arg(long)]
         json: bool,
+    },
+    /// The sandbox commands run in: `check` shows what it allows here and
+    /// tries it.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
     },
     /// Print a shell completion script, e.g.
     /// `pincer completions bash > ~/.local/share/bash-completion/completions/pincer`.
@@ -681,6 +711,22 @@ async fn dispatch(command: Command) -> i32 {
             profile,
         } => login(provider, api_key, oauth, profile).await,
         Command::Logout { profile } => report(pincer::cli::auth::logout(&profile)),
+        Command::Sandbox {
+            command: SandboxCommand::Check { cwd },
+        } => match pincer::cli::sandbox::check(cwd) {
+            Ok(fine) => i32::from(!fine),
+            Err(e) => {
+                eprintln!("pincer: {e:#}");
+                1
+            }
+        },
+        Command::Sandbox {
+            command: SandboxCommand::Exec { .. },
+        } => {
+            // On Linux `main` runs it before parsing anything.
+            eprintln!("pincer: `pincer sandbox exec` confines commands on Linux only");
+            125
+        }
         Command::Doctor { cwd, model, json } => {
             match pincer::cli::doctor::doctor(cwd, model, json).await {
                 Ok(healthy) => i32::from(!healthy),

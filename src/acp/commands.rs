@@ -319,6 +319,7 @@ mod tests {
                 "model",
                 "think",
                 "mode",
+                "sandbox",
                 "init",
                 "undo",
                 "redo",

@@ -719,9 +719,6 @@ mod tests {
             Record::ModeChange {
                 mode: Mode::AcceptEdits,
             },
-            Record::SandboxChange {
-                sandbox: crate::tools::sandbox::SandboxMode::ReadOnly,
-            },
             Record::QueueChange {
                 queue: QueueMode::FollowUp,
             },
@@ -895,6 +892,30 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert!(writer.append(user("again")).is_err());
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn the_sandbox_the_user_chose_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        write_sample(&path);
+        let loaded = load(&path).unwrap();
+        let mut writer = Writer::append_to(&path, &loaded).unwrap();
+        let change = Record::SandboxChange {
+            sandbox: crate::tools::sandbox::SandboxMode::ReadOnly,
+        };
+        writer.append(change.clone()).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.lines()
+                .last()
+                .unwrap()
+                .contains(r#""type":"sandbox_change""#),
+            "{text}"
+        );
+        let reloaded = load(&path).unwrap();
+        assert_eq!(reloaded.entries.len(), loaded.entries.len() + 1);
+        assert_eq!(reloaded.entries.last().unwrap().record, change);
     }
 
     #[test]

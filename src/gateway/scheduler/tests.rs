@@ -54,6 +54,8 @@ impl Clock for ManualClock {
 #[derive(Default)]
 struct FakeRuns {
     calls: Mutex<Vec<(String, String)>>,
+    /// The `[sandbox]` each run was given.
+    sandboxes: Mutex<Vec<crate::tools::sandbox::SandboxConfig>>,
     replies: Mutex<VecDeque<Result<String, String>>>,
     delivered: Mutex<Vec<(String, String)>>,
     busy: Mutex<HashSet<String>>,
@@ -70,8 +72,10 @@ impl Runs for FakeRuns {
         key: String,
         prompt: String,
         _id: String,
+        sandbox: crate::tools::sandbox::SandboxConfig,
     ) -> BoxFuture<'static, Result<String, String>> {
         self.calls.lock().push((key, prompt));
+        self.sandboxes.lock().push(sandbox);
         match self.replies.lock().pop_front() {
             Some(reply) => Box::pin(async move { reply }),
             None => Box::pin(futures::future::pending()),
@@ -107,6 +111,7 @@ fn job(name: &str, schedule: &str, target: Option<&str>, missed: MissedRuns) -> 
         session: None,
         missed,
         timezone: Some("UTC".into()),
+        sandbox: Default::default(),
     }
 }
 
@@ -210,12 +215,15 @@ fn calls(list: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn a_job_runs_at_its_times_and_its_reply_reaches_its_target() {
-    let jobs = [job(
+    let mut news = job(
         "news",
         "0 * * * * *",
         Some("telegram:dm:42"),
         MissedRuns::Skip,
-    )];
+    );
+    // The job's own sandbox goes with each of its runs.
+    news.sandbox.network = Some(crate::tools::sandbox::Network::On);
+    let jobs = [news];
     let mut s = Setup::start(
         "2026-11-24T10:00:30",
         &jobs,
@@ -228,6 +236,10 @@ async fn a_job_runs_at_its_times_and_its_reply_reaches_its_target() {
     assert_eq!(s.calls(), vec![]);
     s.move_to("2026-11-24T10:01:00").await;
     assert_eq!(s.calls(), calls(&[("cron:news", "prompt of news")]));
+    assert_eq!(
+        s.runs.sandboxes.lock()[0].network,
+        Some(crate::tools::sandbox::Network::On)
+    );
     assert_eq!(
         s.delivered(),
         calls(&[("telegram:dm:42", "Here is the news")])
@@ -396,6 +408,7 @@ fn heartbeat(every: u64, hours: Option<&str>) -> HeartbeatConfig {
         active_hours: hours.map(String::from),
         target: Some("telegram:dm:7".into()),
         session: None,
+        sandbox: Default::default(),
     }
 }
 

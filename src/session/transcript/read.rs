@@ -91,6 +91,8 @@ enum Field {
     Level,
     #[serde(rename = "mode")]
     Mode,
+    #[serde(rename = "sandbox")]
+    Sandbox,
     #[serde(rename = "queue")]
     Queue,
     #[serde(rename = "prompt")]
@@ -192,6 +194,7 @@ impl<'de> serde::de::Visitor<'de> for EntryVisitor {
                 Field::Model => e.model = map.next_value()?,
                 Field::Level => e.level = map.next_value()?,
                 Field::Mode => e.mode = map.next_value()?,
+                Field::Sandbox => e.sandbox = map.next_value()?,
                 Field::Queue => e.queue = map.next_value()?,
                 Field::Prompt => e.prompt = map.next_value()?,
                 Field::Title => e.title = map.next_value()?,

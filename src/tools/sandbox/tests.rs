@@ -15,3 +15,257 @@ fn sizes_read_as_people_write_them() {
     );
     assert!(ByteSize::parse("99999999999 TiB").is_err());
 }
+
+fn settings(mode: SandboxMode) -> Settings {
+    Settings {
+        mode,
+        ..Settings::default()
+    }
+}
+
+#[test]
+fn the_defaults_confine_and_stop_a_2_gb_file() {
+    let s = Settings::from_config(&SandboxConfig::default(), None);
+    assert_eq!(s.mode, SandboxMode::WorkspaceWrite);
+    assert_eq!(s.network, Network::Loopback);
+    assert!(s.escape);
+    assert!(s.limits.file_size < 2_000_000_000);
+    assert_eq!(s.limits.processes, DEFAULT_PROCESSES);
+}
+
+#[test]
+fn a_policy_writes_the_project_temp_and_allow_write_and_never_the_protected_paths() {
+    let cwd = tempfile::tempdir().unwrap();
+    let cwd = std::fs::canonicalize(cwd.path()).unwrap();
+    let extra = PathBuf::from("/var/cache/extra-place");
+    let mut s = settings(SandboxMode::WorkspaceWrite);
+    s.allow_write = vec![extra.clone()];
+    let home = PathBuf::from("/home/someone");
+    let policy = Policy::new(&s, &cwd, Some(&home), &[home.join(".config/pincer")]).unwrap();
+    assert_eq!(policy.writable[0], cwd);
+    assert!(policy.writable.contains(&extra));
+    for temp in temp_dirs() {
+        assert!(policy.writable.contains(&temp));
+    }
+    for protected in PROTECTED {
+        assert!(policy.read_only.contains(&cwd.join(protected)));
+    }
+    for secret in [".ssh", ".aws", ".gnupg", ".config/pincer"] {
+        assert!(policy.deny_read.contains(&home.join(secret)), "{secret}");
+    }
+    // Read-only: temp alone; off: no policy.
+    let policy = Policy::new(&settings(SandboxMode::ReadOnly), &cwd, None, &[]).unwrap();
+    assert_eq!(policy.writable, temp_dirs());
+    assert!(policy.read_only.is_empty());
+    assert_eq!(
+        Policy::new(&settings(SandboxMode::Off), &cwd, None, &[]),
+        None
+    );
+}
+
+#[test]
+fn a_denied_directory_that_holds_a_writable_place_is_carved_around_it() {
+    let root = tempfile::tempdir().unwrap();
+    let pincer = root.path().join("pincer");
+    let workspace = pincer.join("agents/main/workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(pincer.join("agents/other")).unwrap();
+    std::fs::write(pincer.join("auth-profiles.json"), "{}").unwrap();
+    std::fs::write(pincer.join("agents/main/notes"), "").unwrap();
+    let elsewhere = root.path().join("elsewhere");
+    let carved = carve(
+        vec![pincer.clone(), elsewhere.clone()],
+        &[workspace.clone()],
+    );
+    assert_eq!(
+        carved,
+        vec![
+            elsewhere,
+            pincer.join("agents/main/notes"),
+            pincer.join("agents/other"),
+            pincer.join("auth-profiles.json"),
+        ]
+    );
+    // A denied place that is itself writable is the user's choice.
+    assert!(carve(vec![workspace.clone()], &[workspace]).is_empty());
+}
+
+#[test]
+fn a_project_only_narrows_and_says_what_it_could_not_widen() {
+    let user = SandboxConfig::default();
+    let project = SandboxConfig {
+        mode: Some(SandboxMode::Off),
+        network: Some(Network::On),
+        allow_write: vec!["/".into()],
+        escape: Some(true),
+        limits: LimitsConfig {
+            processes: Some(1 << 20),
+            file_size: Some(ByteSize(1 << 20)),
+            cpu_seconds: None,
+        },
+        ..SandboxConfig::default()
+    };
+    let (narrow, widening) = narrowing(&user, &project);
+    assert_eq!(
+        widening,
+        vec![
+            "sandbox.mode = \"off\"".to_string(),
+            "sandbox.network = \"on\"".to_string(),
+            "sandbox.allow_write".to_string(),
+            format!("sandbox.limits.processes = {}", 1 << 20),
+        ]
+    );
+    assert_eq!(narrow.mode, None);
+    assert_eq!(narrow.limits.file_size, Some(ByteSize(1 << 20)));
+    // Narrowing applied: whatever the project says, nothing loosens.
+    let base = Settings::from_config(&user, None);
+    let narrowed = base.clone().narrowed(&project, None);
+    assert_eq!(narrowed.mode, base.mode);
+    assert_eq!(narrowed.network, base.network);
+    assert_eq!(narrowed.allow_write, base.allow_write);
+    assert_eq!(narrowed.limits.file_size, 1 << 20);
+    assert_eq!(narrowed.limits.processes, base.limits.processes);
+    let stricter = SandboxConfig {
+        mode: Some(SandboxMode::ReadOnly),
+        network: Some(Network::Off),
+        escape: Some(false),
+        deny_read: vec!["/srv/secrets".into()],
+        ..SandboxConfig::default()
+    };
+    let (kept, widening) = narrowing(&user, &stricter);
+    assert!(widening.is_empty());
+    let narrowed = base.narrowed(&kept, None);
+    assert_eq!(narrowed.mode, SandboxMode::ReadOnly);
+    assert_eq!(narrowed.network, Network::Off);
+    assert!(!narrowed.escape);
+    assert_eq!(narrowed.deny_read, vec![PathBuf::from("/srv/secrets")]);
+}
+
+#[test]
+fn a_session_nobody_watches_is_confined_and_never_asks_to_leave_unless_its_config_says() {
+    let off = settings(SandboxMode::Off);
+    let s = off.clone().unattended(&SandboxConfig::default());
+    assert_eq!(s.mode, SandboxMode::WorkspaceWrite);
+    assert!(!s.escape);
+    let allowed = off.unattended(&SandboxConfig {
+        escape: Some(true),
+        ..SandboxConfig::default()
+    });
+    assert!(allowed.escape);
+    // The live object: a project's narrowing still applies after it.
+    let project = SandboxConfig {
+        mode: Some(SandboxMode::ReadOnly),
+        ..SandboxConfig::default()
+    };
+    let sandbox = Sandbox::new(settings(SandboxMode::Off), Some(project), None, Vec::new());
+    sandbox.make_unattended(&SandboxConfig {
+        mode: Some(SandboxMode::WorkspaceWrite),
+        ..SandboxConfig::default()
+    });
+    assert_eq!(sandbox.mode(), SandboxMode::ReadOnly);
+    assert!(!sandbox.may_escape());
+}
+
+#[test]
+fn only_what_the_sandbox_cannot_undo_or_keep_in_is_dangerous() {
+    for prefix in [
+        "git push",
+        "git reset",
+        "FOO=1 git push",
+        "/usr/bin/git push",
+        "npm publish",
+        "cargo publish",
+        "gh",
+    ] {
+        assert!(dangerous(prefix, Network::Loopback).is_some(), "{prefix}");
+    }
+    for prefix in ["cargo test", "git status", "git commit", "rm", "ls", "make"] {
+        assert_eq!(dangerous(prefix, Network::On), None, "{prefix}");
+    }
+    assert_eq!(dangerous("curl", Network::Loopback), None);
+    assert!(dangerous("curl", Network::On).is_some());
+}
+
+#[test]
+fn the_kernel_s_refusals_read_as_the_sandbox_s() {
+    assert!(looks_denied("bash: /etc/x: Read-only file system").is_some());
+    assert!(looks_denied("cat: /root/.ssh/id: Permission denied").is_some());
+    assert!(looks_denied("bash: line 1: 99 File size limit exceeded").is_some());
+    assert_eq!(looks_denied("error[E0308]: mismatched types"), None);
+}
+
+#[test]
+fn the_seatbelt_profile_says_what_the_policy_says() {
+    let policy = Policy {
+        writable: vec![
+            PathBuf::from("/Users/me/proj"),
+            PathBuf::from("/private/tmp"),
+        ],
+        read_only: vec![
+            PathBuf::from("/Users/me/proj/.git/hooks"),
+            PathBuf::from("/Users/me/proj/.pincer"),
+        ],
+        deny_read: vec![
+            PathBuf::from("/Users/me/.ssh"),
+            PathBuf::from("/Users/me/we\"ird"),
+        ],
+        network: Network::Off,
+        limits: Limits::default(),
+    };
+    let profile = seatbelt::profile(&policy);
+    assert!(
+        profile.starts_with("(version 1)\n(deny default)\n"),
+        "{profile}"
+    );
+    assert!(
+        profile.contains("(require-not (subpath \"/Users/me/.ssh\"))"),
+        "{profile}"
+    );
+    assert!(
+        profile.contains("(subpath \"/Users/me/we\\\"ird\")"),
+        "{profile}"
+    );
+    assert!(
+        profile.contains(
+            "(require-all (subpath \"/Users/me/proj\")\n    (require-not (subpath \"/Users/me/proj/.git/hooks\"))\n    (require-not (subpath \"/Users/me/proj/.pincer\")))"
+        ),
+        "{profile}"
+    );
+    assert!(
+        profile.contains("\n  (subpath \"/private/tmp\")"),
+        "{profile}"
+    );
+    assert!(!profile.contains("network*"), "{profile}");
+    assert!(!profile.contains("remote ip"), "{profile}");
+    let on = seatbelt::profile(&Policy {
+        network: Network::On,
+        ..policy.clone()
+    });
+    assert!(on.contains("(allow network*)"));
+    let loopback = seatbelt::profile(&Policy {
+        network: Network::Loopback,
+        ..policy.clone()
+    });
+    assert!(loopback.contains("(allow network-outbound (remote ip \"localhost:*\"))"));
+    // Balanced parentheses outside string literals: sandbox-exec would
+    // refuse the profile otherwise.
+    let mut depth = 0i32;
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in profile.chars() {
+        match (in_string, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (true, false, '"') => in_string = false,
+            (false, _, '"') => in_string = true,
+            (false, _, '(') => depth += 1,
+            (false, _, ')') => depth -= 1,
+            _ => {}
+        }
+        assert!(depth >= 0, "{profile}");
+    }
+    assert_eq!(depth, 0, "{profile}");
+    let line = seatbelt::command(&policy, &["bash", "-c", "true"]);
+    assert_eq!(line[0], seatbelt::SANDBOX_EXEC);
+    assert_eq!(&line[3..], ["--", "bash", "-c", "true"]);
+}
