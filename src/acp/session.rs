@@ -642,7 +642,8 @@ impl Session {
         if self.settings().config.hooks.is_empty() {
             return;
         }
-        let hooks = agent::hooks::Hooks::new(self.settings().config.hooks.clone());
+        let hooks = agent::hooks::Hooks::new(self.settings().config.hooks.clone())
+            .with_sandbox(self.permissions.sandbox().cloned());
         let origin = agent::hooks::Origin {
             session_id: &self.id.0,
             cwd: &self.cwd,
@@ -735,8 +736,7 @@ impl Session {
                     SessionConfigSelectOption::new(m.id(), m.name()).description(m.description())
                 })
                 .collect();
-            options.insert(
-                1,
+            options.push(
                 SessionConfigOption::select(SANDBOX_OPTION, "Sandbox", sandbox.mode().id(), modes)
                     .description("Where commands may write and what they may reach"),
             );
@@ -1200,6 +1200,7 @@ impl Session {
             self.loops.clone(),
             &self.id.0,
             &self.cwd,
+            self.permissions.sandbox().cloned(),
         )
         .map_err(|e| invalid_params(format!("the tool policy in config.toml is invalid: {e}")))?;
         // The prompt lists only the tools the policy lets the model use.

@@ -59,6 +59,8 @@ pub struct After {
 #[derive(Clone, Debug, Default)]
 pub struct Hooks {
     hooks: Vec<HookConfig>,
+    /// The session's sandbox, which hooks run in unless they say not to.
+    sandbox: Option<std::sync::Arc<crate::tools::sandbox::Sandbox>>,
 }
 
 /// Who is asking, sent with every event.
@@ -72,7 +74,42 @@ impl Hooks {
     pub fn new(mut hooks: Vec<HookConfig>) -> Self {
         // A stable sort keeps config order among equal priorities.
         hooks.sort_by_key(|h| std::cmp::Reverse(h.priority));
-        Self { hooks }
+        Self {
+            hooks,
+            sandbox: None,
+        }
+    }
+
+    /// With the session's sandbox: each hook runs in it unless its
+    /// config says `sandbox = false`. Where the sandbox is not available
+    /// here, hooks (the user's own commands) run as they would without.
+    pub fn with_sandbox(
+        mut self,
+        sandbox: Option<std::sync::Arc<crate::tools::sandbox::Sandbox>>,
+    ) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// Runs `hook` with `input` in `cwd`, in the sandbox if it applies.
+    async fn run(
+        &self,
+        hook: &HookConfig,
+        cwd: &Path,
+        input: &Value,
+        cancel: &CancellationToken,
+    ) -> Result<Map<String, Value>, HookError> {
+        let confine = match (&self.sandbox, hook.sandbox) {
+            (Some(sandbox), None | Some(true)) => match sandbox.confinement(cwd) {
+                Ok(confine) => confine,
+                Err(why) => {
+                    tracing::debug!(%why, "hooks run unconfined: the sandbox is not available here");
+                    None
+                }
+            },
+            _ => None,
+        };
+        run(hook, cwd, input, cancel, confine.as_ref()).await
     }
 
     pub fn is_empty(&self) -> bool {
@@ -113,7 +150,7 @@ impl Hooks {
                     ("params", params.clone()),
                 ],
             );
-            let answer = match run(hook, origin.cwd, &input, cancel).await {
+            let answer = match self.run(hook, origin.cwd, &input, cancel).await {
                 Ok(answer) => answer,
                 Err(error) => {
                     tracing::warn!(command = %hook.command, %error, "before_tool_call hook failed");
@@ -181,7 +218,7 @@ impl Hooks {
                     ),
                 ],
             );
-            match run(hook, origin.cwd, &input, cancel).await {
+            match self.run(hook, origin.cwd, &input, cancel).await {
                 Ok(answer) => {
                     if let Some(content) = answer.get("content").and_then(parse_content) {
                         after.content = Some(content);
@@ -220,7 +257,7 @@ impl Hooks {
                 origin,
                 [("prompt", Value::from(prompt))],
             );
-            match run(hook, origin.cwd, &input, cancel).await {
+            match self.run(hook, origin.cwd, &input, cancel).await {
                 Ok(answer) if answer.get("block").and_then(Value::as_bool) == Some(true) => {
                     return Err(answer
                         .get("reason")
@@ -254,7 +291,7 @@ impl Hooks {
     ) {
         for hook in self.for_event(event, None) {
             let input = payload(event, origin, fields.clone());
-            if let Err(error) = run(hook, origin.cwd, &input, cancel).await {
+            if let Err(error) = self.run(hook, origin.cwd, &input, cancel).await {
                 tracing::warn!(command = %hook.command, event = event.id(), %error, "hook failed");
             }
         }
@@ -313,12 +350,14 @@ enum HookError {
     Io(std::io::Error),
 }
 
-/// Runs one hook with `input` on stdin; an empty stdout is an empty answer.
+/// Runs one hook with `input` on stdin, in `confine` if given; an empty
+/// stdout is an empty answer.
 async fn run(
     hook: &HookConfig,
     cwd: &Path,
     input: &Value,
     cancel: &CancellationToken,
+    confine: Option<&crate::tools::sandbox::Confinement>,
 ) -> Result<Map<String, Value>, HookError> {
     let timeout = Duration::from_secs_f64(
         hook.timeout
@@ -326,10 +365,14 @@ async fn run(
             .unwrap_or(DEFAULT_TIMEOUT_SECS),
     );
     crate::tools::shell::start_reaping();
-    let mut command = tokio::process::Command::new("sh");
+    let sh_args = vec!["-c".to_string(), hook.command.clone()];
+    let (program, args) = match confine {
+        Some(confine) => confine.command("sh", &sh_args),
+        None => ("sh".to_string(), sh_args),
+    };
+    let mut command = tokio::process::Command::new(program);
     command
-        .arg("-c")
-        .arg(&hook.command)
+        .args(args)
         .current_dir(cwd)
         .env("PINCER_HOOK_EVENT", hook.event.id())
         .stdin(Stdio::piped())

@@ -138,17 +138,19 @@ pub fn loop_detector(settings: &Settings) -> SharedLoops {
 
 /// A run's tool guard: the policy for `model`, the session's loop history
 /// and the configured hooks.
+/// The hooks run in `sandbox` (the session's).
 pub fn tool_guard(
     settings: &Settings,
     model: &Model,
     loops: SharedLoops,
     session_id: &str,
     cwd: &Path,
+    sandbox: Option<Arc<crate::tools::sandbox::Sandbox>>,
 ) -> Result<ToolGuard, PolicyError> {
     Ok(ToolGuard::new(
         tool_policy(settings, model)?,
         loops,
-        Hooks::new(settings.config.hooks.clone()),
+        Hooks::new(settings.config.hooks.clone()).with_sandbox(sandbox),
         session_id,
         cwd,
     ))
@@ -189,7 +191,7 @@ pub fn sandbox(
     // `PINCER_SANDBOX` chooses the mode for this process (a script, CI);
     // a project still narrows it.
     if let Some(value) = settings.env(SANDBOX_VARIABLE) {
-        match sandbox::SandboxMode::parse(&value) {
+        match sandbox::SandboxMode::parse(value) {
             Some(mode) => merged.mode = Some(mode),
             None => tracing::warn!(
                 "{SANDBOX_VARIABLE}={value} is not a sandbox mode (workspace-write, read-only or off); it is ignored"

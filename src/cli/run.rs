@@ -424,7 +424,9 @@ pub(crate) async fn prepare(
     let guard = crate::agent::guard::ToolGuard::new(
         policy,
         crate::agent::setup::loop_detector(&settings),
-        crate::agent::hooks::Hooks::new(settings.config.hooks.clone()),
+        crate::agent::hooks::Hooks::new(settings.config.hooks.clone()).with_sandbox(Some(
+            std::sync::Arc::new(crate::agent::setup::sandbox(&settings, None)),
+        )),
         &session_id,
         &cwd,
     );

@@ -52,4 +52,9 @@ pub struct HookConfig {
     /// A failing hook refuses what it guards instead of being ignored.
     #[serde(default)]
     pub fail_closed: bool,
+    /// Whether it runs in the session's sandbox (default true; `false`
+    /// runs it as your own process, for a hook that must reach the
+    /// desktop, the network or your credentials).
+    #[serde(default)]
+    pub sandbox: Option<bool>,
 }

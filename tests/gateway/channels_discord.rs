@@ -42,7 +42,7 @@ impl Bench {
         std::fs::write(
             sandbox.home().join("config.toml"),
             format!(
-                "[channels.discord]\ntoken_env = \"PINCER_TEST_DISCORD\"\napi_url = \"{}\"\ngateway_url = \"\"\nallow = [\"{OWNER}\"]\nedit_interval_ms = 100\n{extra}\n",
+                "[channels.discord]\ntoken_env = \"PINCER_TEST_DISCORD\"\napi_url = \"{}\"\ngateway_url = \"\"\nallow = [\"{OWNER}\"]\nedit_interval_ms = 100\nsandbox = {{ mode = \"off\" }}\n{extra}\n",
                 discord.api_url
             ),
         )

@@ -25,11 +25,14 @@ const APP: &str = "xapp-test-app-token";
 const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 
 /// The user's config: the gateway, and Slack at `slack` with `U1` allowed.
+/// The chat's sessions run unsandboxed (`sandbox = { mode = "off" }` in
+/// the channel's table): these tests are about the questions commands
+/// ask; `channels_telegram.rs` proves a chat's commands are confined.
 fn write_config(sandbox: &Sandbox, slack: &SlackApi, extra: &str) {
     std::fs::write(
         sandbox.home().join("config.toml"),
         format!(
-            "[gateway]\napproval_timeout_secs = 120\n\n[channels.slack]\napi_url = \"{}\"\nallow = [\"U1\"]\nedit_interval_ms = 150\n{extra}\n",
+            "[gateway]\napproval_timeout_secs = 120\n\n[channels.slack]\napi_url = \"{}\"\nallow = [\"U1\"]\nedit_interval_ms = 150\nsandbox = {{ mode = \"off\" }}\n{extra}\n",
             slack.url
         ),
     )

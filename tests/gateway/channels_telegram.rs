@@ -19,6 +19,11 @@ const OWNER: i64 = 111_222_333;
 const STRANGER: i64 = 444_555_666;
 const GROUP: i64 = -100_500_600;
 
+/// For the tests of questions: the chat's sessions run unsandboxed (`sandbox = { mode = "off" }` in
+/// the channel's table): these tests are about the questions commands
+/// ask; `channels_telegram.rs` proves a chat's commands are confined.
+const UNSANDBOXED: &str = "sandbox = { mode = \"off\" }";
+
 struct Bot {
     sandbox: Sandbox,
     mock: MockModel,
@@ -51,7 +56,10 @@ fn write_config(sandbox: &Sandbox, api: &TelegramApi, extra: &str) {
 
 impl Bot {
     async fn start(extra: &str) -> Self {
-        let sandbox = Sandbox::new();
+        Self::start_in(Sandbox::new(), extra).await
+    }
+
+    async fn start_in(sandbox: Sandbox, extra: &str) -> Self {
         let mock = MockModel::start().await;
         let api = TelegramApi::start().await;
         write_config(&sandbox, &api, extra);
@@ -254,7 +262,7 @@ async fn a_long_reply_is_split_under_telegram_s_limit_with_code_blocks_closed() 
 
 #[tokio::test]
 async fn an_approval_is_answered_with_an_inline_button_and_only_by_an_allowed_user() {
-    let bot = Bot::start("").await;
+    let bot = Bot::start(UNSANDBOXED).await;
     let marker = bot
         .sandbox
         .work()
@@ -760,7 +768,7 @@ async fn an_unanswered_approval_is_rejected_after_the_timeout_and_says_so() {
     std::fs::write(
         sandbox.home().join("config.toml"),
         format!(
-            "title_model = \"none\"\n[gateway]\napproval_timeout_secs = 1\n\n[channels.telegram]\napi_url = \"{}\"\nallow = [\"{OWNER}\"]\npoll_timeout_secs = 5\n",
+            "title_model = \"none\"\n[gateway]\napproval_timeout_secs = 1\n\n[channels.telegram]\napi_url = \"{}\"\nallow = [\"{OWNER}\"]\npoll_timeout_secs = 5\n{UNSANDBOXED}\n",
             api.url
         ),
     )
@@ -953,7 +961,7 @@ async fn messages_collected_into_one_turn_get_one_answer() {
 
 #[tokio::test]
 async fn undo_in_a_chat_puts_the_last_turn_s_files_back_after_the_owner_says_so() {
-    let bot = Bot::start("").await;
+    let bot = Bot::start(UNSANDBOXED).await;
     let file = bot.sandbox.work().join("made.txt");
     bot.mock.push(Reply::sse(anthropic_tool_call(
         "toolu_tg_w",
@@ -1009,4 +1017,75 @@ async fn undo_in_a_chat_puts_the_last_turn_s_files_back_after_the_owner_says_so(
         })
         .await;
     assert!(!file.exists());
+}
+
+/// The tool results of the model's request `index`: (is_error, text).
+fn results_of(mock: &MockModel, index: usize) -> Vec<(bool, String)> {
+    let body = &mock.requests()[index].body;
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    last["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            let text: String = b["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c["text"].as_str())
+                .collect();
+            (b["is_error"].as_bool().unwrap_or(false), text)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_chat_s_commands_run_in_the_sandbox_and_can_never_leave_it() {
+    // A home and project outside temp (which the sandbox lets commands
+    // write), and pincer's own sandbox settings as users have them: the
+    // channel's session is confined even though this gateway's own mode
+    // is off, and nobody is asked to let a command out.
+    let sandbox = Sandbox::outside_temp();
+    let outside = sandbox.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let escaped = outside.join("escaped.txt");
+    let inside = sandbox.work().join("inside.txt");
+    let bot = Bot::start_in(sandbox, "").await;
+    bot.mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_in",
+        "bash",
+        &json!({"command": format!("echo in > {}", inside.display())}),
+    )));
+    bot.mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_out",
+        "bash",
+        &json!({"command": format!("echo out > {}", escaped.display())}),
+    )));
+    bot.mock.push(Reply::sse(anthropic_text("Done.", 10)));
+    bot.api.dm(OWNER, "Write both files.");
+    let shown = bot
+        .api
+        .until_chat(OWNER, "the final reply", |m| {
+            m.last().is_some_and(|m| m.text == "Done.")
+        })
+        .await;
+    assert!(
+        shown.iter().all(|m| m.buttons.is_empty()),
+        "a question was asked: {:?}",
+        texts(&shown)
+    );
+    assert_eq!(std::fs::read_to_string(&inside).unwrap(), "in\n");
+    assert!(!escaped.exists());
+    let inside_result = results_of(&bot.mock, 1);
+    assert!(!inside_result[0].0, "{:?}", inside_result);
+    let outside_result = results_of(&bot.mock, 2);
+    assert!(outside_result[0].0);
+    assert!(
+        outside_result[0]
+            .1
+            .contains("This session cannot run commands outside the sandbox"),
+        "{:?}",
+        outside_result
+    );
 }

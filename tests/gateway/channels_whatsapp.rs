@@ -68,8 +68,11 @@ impl WhatsAppTest {
         if let Some(gateway) = self.gateway.take() {
             gateway.stop().await;
         }
+        // The chat's sessions run unsandboxed: these tests are about the
+        // questions commands ask; `channels_telegram.rs` proves a chat's
+        // commands are confined.
         let config = format!(
-            "[gateway]\napproval_timeout_secs = {}\n\n[channels.whatsapp]\nphone_number_id = \"{PHONE_ID}\"\napi_url = \"{}\"\nallow = {}\n",
+            "[gateway]\napproval_timeout_secs = {}\n\n[channels.whatsapp]\nphone_number_id = \"{PHONE_ID}\"\napi_url = \"{}\"\nallow = {}\nsandbox = {{ mode = \"off\" }}\n",
             self.approval_timeout_secs,
             self.api.url(),
             serde_json::to_string(&self.allow).unwrap(),

@@ -591,9 +591,12 @@ async fn config_options_switch_model_and_thinking() {
     let (response, before) = acp.until_response(id).await;
     let options = response["result"]["configOptions"].clone();
     assert_eq!(options[1]["currentValue"], "anthropic/claude-haiku-4-5");
-    assert_eq!(options.as_array().unwrap().len(), 4);
+    assert_eq!(options.as_array().unwrap().len(), 5);
     assert_eq!(options[3]["id"], "queue");
     assert_eq!(options[3]["currentValue"], "steer");
+    // The tests' pincer runs with `PINCER_SANDBOX=off`.
+    assert_eq!(options[4]["id"], "sandbox");
+    assert_eq!(options[4]["currentValue"], "off");
     let update = updates_of(&before);
     assert_eq!(
         update,

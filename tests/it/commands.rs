@@ -26,11 +26,12 @@ fn spawn(sandbox: &Sandbox, mock: &MockModel) -> Acp {
 
 /// The menu of a project with nothing of its own: pincer's commands, and
 /// its built-in workflows.
-const BUILTIN: [&str; 12] = [
+const BUILTIN: [&str; 13] = [
     "compact",
     "model",
     "think",
     "mode",
+    "sandbox",
     "init",
     "undo",
     "redo",
@@ -116,10 +117,10 @@ async fn the_menu_lists_commands_skills_and_templates_and_follows_changes() {
     );
     let menu = &announced.last().unwrap()["params"]["update"]["availableCommands"];
     assert_eq!(
-        menu[12]["description"],
+        menu[13]["description"],
         "Extract text and tables from PDF files"
     );
-    assert_eq!(menu[13]["description"], "Review a file for bugs");
+    assert_eq!(menu[14]["description"], "Review a file for bugs");
     assert!(menu[0]["input"]["hint"].is_string());
     // The broken skill is reported, naming its file; the rest still works.
     let warning = read_until(&mut acp, |m| {

@@ -61,6 +61,7 @@ async fn the_queue_option_survives_load_and_resume() {
         "model": "anthropic/claude-sonnet-4-5",
         "thought_level": "off",
         "queue": "follow-up",
+        "sandbox": "off",
     });
     for method in ["session/load", "session/resume"] {
         let mut acp = spawn_anthropic(&sandbox, &mock);

@@ -456,3 +456,138 @@ fn chown_tree(root: &Path, uid: u32) {
         }
     }
 }
+
+#[tokio::test]
+async fn sandbox_check_shows_the_sandbox_and_proves_it_holds() {
+    let w = world("").await;
+    let output = w
+        .sandbox
+        .command(&["sandbox", "check"])
+        .env_remove("PINCER_SANDBOX")
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(text.starts_with("sandbox: workspace-write\n"), "{text}");
+    assert!(
+        text.contains(&format!("  writes: {}", shown(&w.sandbox.work()))),
+        "{text}"
+    );
+    assert!(
+        text.contains(&shown(&w.sandbox.home().join(".ssh"))),
+        "{text}"
+    );
+    assert!(text.contains("network: its own loopback only"), "{text}");
+    for line in [
+        "✓ write in",
+        "✓ read ~/.ssh: stopped, as it should be",
+        ": stopped, as it should be",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
+    assert!(!text.contains('✗'), "{text}");
+    // With the sandbox off it says so and tries nothing.
+    let output = w
+        .sandbox
+        .command(&["sandbox", "check"])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success());
+    assert!(text.starts_with("sandbox: off\n"), "{text}");
+}
+
+#[tokio::test]
+async fn the_sandbox_option_and_command_change_it_for_the_session_and_it_survives_a_reload() {
+    let mut w = world("").await;
+    let target = w.outside().join("unconfined.txt");
+    let options = w
+        .acp
+        .call(
+            "session/set_config_option",
+            json!({"sessionId": w.session, "configId": "sandbox", "value": "off"}),
+        )
+        .await;
+    let sandbox = options["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "sandbox")
+        .cloned()
+        .unwrap();
+    assert_eq!(sandbox["currentValue"], "off", "{sandbox}");
+    // Off: the write outside the project asks as it did before there was
+    // a sandbox, and allowed it runs unconfined.
+    let ran = w
+        .bash(&format!("echo free > {}", shown(&target)), "allow_once")
+        .await;
+    assert!(!ran.is_error, "{}", ran.text);
+    assert_eq!(ran.questions.len(), 1);
+    assert!(
+        !ran.questions[0].to_string().contains("sandbox"),
+        "{}",
+        ran.questions[0]
+    );
+    assert!(target.exists());
+
+    // `/sandbox read-only` in a later process, after a reload: writes in
+    // the project are stopped now.
+    let id = w
+        .acp
+        .send("session/prompt", prompt(&w.session, "/sandbox read-only"))
+        .await;
+    w.acp.until_response(id).await;
+    let mut acp = spawn_sandboxed(&w.sandbox, &w.mock);
+    acp.initialize().await;
+    acp.call(
+        "session/load",
+        json!({"sessionId": w.session, "cwd": w.sandbox.work(), "mcpServers": []}),
+    )
+    .await;
+    w.acp = acp;
+    let ran = w.bash("echo x > inside.txt", "reject_once").await;
+    assert!(ran.is_error, "{}", ran.text);
+    assert!(
+        ran.text.contains("Read-only file system") || ran.text.contains("Permission denied"),
+        "{}",
+        ran.text
+    );
+    assert!(!w.sandbox.work().join("inside.txt").exists());
+}
+
+#[tokio::test]
+async fn hooks_run_in_the_sandbox_unless_their_config_says_not_to() {
+    // The hooks' command lines name places the world creates.
+    let config = |outside: &Path| {
+        format!(
+            "[[hooks]]\nevent = \"user_prompt_submit\"\ncommand = \"cat ~/.ssh/id_ed25519 > hook-read.txt 2>&1; echo confined > {confined} 2>/dev/null; true\"\n\n[[hooks]]\nevent = \"user_prompt_submit\"\nsandbox = false\ncommand = \"echo free > {free}\"\n",
+            confined = shown(&outside.join("confined.txt")),
+            free = shown(&outside.join("free.txt")),
+        )
+    };
+    // A world whose outside dir the config can name: made first, then
+    // configured.
+    let mut w = world("").await;
+    let outside_dir = w.outside();
+    std::fs::write(w.sandbox.home().join("config.toml"), config(&outside_dir)).unwrap();
+    let mut acp = spawn_sandboxed(&w.sandbox, &w.mock);
+    acp.initialize().await;
+    w.session = acp.new_session(&w.sandbox.work()).await;
+    w.acp = acp;
+    let ran = w.bash("true", "reject_once").await;
+    assert!(!ran.is_error, "{}", ran.text);
+    let read = std::fs::read_to_string(w.sandbox.work().join("hook-read.txt")).unwrap();
+    assert!(!read.contains("fake-key-material"), "{read}");
+    assert!(read.contains("Permission denied"), "{read}");
+    assert!(!outside_dir.join("confined.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(outside_dir.join("free.txt")).unwrap(),
+        "free\n"
+    );
+}

@@ -17,6 +17,7 @@ fn hook(event: Event, script: &str) -> HookConfig {
         timeout: None,
         priority: 0,
         fail_closed: false,
+        sandbox: None,
     }
 }
 

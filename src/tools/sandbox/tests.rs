@@ -75,7 +75,7 @@ fn a_denied_directory_that_holds_a_writable_place_is_carved_around_it() {
     let elsewhere = root.path().join("elsewhere");
     let carved = carve(
         vec![pincer.clone(), elsewhere.clone()],
-        &[workspace.clone()],
+        std::slice::from_ref(&workspace),
     );
     assert_eq!(
         carved,
