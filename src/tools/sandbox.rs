@@ -462,6 +462,7 @@ pub const MACHINE_SECRETS: &[&str] = &[
     "/var/run/docker.sock",
     "/run/podman",
     "/run/dbus/system_bus_socket",
+    "/run/screen",
 ];
 
 /// Everything a sandboxed command may not read: [`HOME_SECRETS`] under
@@ -488,7 +489,42 @@ pub fn secrets(
         }
     }
     out.extend(MACHINE_SECRETS.iter().map(PathBuf::from));
+    out.extend(temp_sockets());
     out.extend(deny_read.iter().cloned());
+    out
+}
+
+/// Names in the temp dir of sockets through which a process could act
+/// as the user outside the sandbox: the X server (keystrokes into any
+/// window), tmux and screen (keystrokes into a terminal), the ssh agent,
+/// VS Code's command and git sockets. The temp dir is writable, so these
+/// are covered one by one.
+pub const TEMP_SOCKETS: &[&str] = &[
+    ".X11-unix",
+    ".ICE-unix",
+    "tmux-",
+    "screens",
+    "ssh-",
+    "vscode-ipc-",
+    "vscode-git-",
+    "vscode-ssh-auth-",
+];
+
+/// The entries of the temp dirs that [`TEMP_SOCKETS`] names.
+fn temp_sockets() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in temp_dirs() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if TEMP_SOCKETS.iter().any(|prefix| name.starts_with(prefix)) {
+                out.push(entry.path());
+            }
+        }
+    }
     out
 }
 
@@ -508,6 +544,22 @@ pub struct Policy {
     pub deny_read: Vec<PathBuf>,
     pub network: Network,
     pub limits: Limits,
+    /// With `network = "loopback"`: the network namespace the commands of
+    /// this pincer share (one loopback for all, so a server one command
+    /// started is reachable from the next), held by a process of its own;
+    /// `None`: a namespace of the command's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_network: Option<SharedNetwork>,
+}
+
+/// A network namespace held for sandboxed commands to join: the holder's
+/// pid, and the inodes of its user and network namespaces, which the
+/// launcher checks before and after joining (a pid can be reused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedNetwork {
+    pub pid: i32,
+    pub user: u64,
+    pub net: u64,
 }
 
 /// The temp directories a command may write: the system's (`TMPDIR`) and
@@ -557,6 +609,7 @@ impl Policy {
             deny_read,
             network: settings.network,
             limits: settings.limits,
+            shared_network: None,
         })
     }
 }
@@ -741,9 +794,18 @@ fn probe() -> Result<(), String> {
         deny_read: Vec::new(),
         network: Network::Loopback,
         limits: Limits::default(),
+        shared_network: None,
     };
-    let output = std::process::Command::new(launcher)
-        .args(["sandbox", "exec", "--probe", "--policy"])
+    let mut command = match launcher_for(launcher) {
+        Launcher::Small(path) => std::process::Command::new(path),
+        Launcher::Pincer(path) => {
+            let mut command = std::process::Command::new(path);
+            command.args(["sandbox", "exec"]);
+            command
+        }
+    };
+    let output = command
+        .args(["--probe", "--policy"])
         .arg(serde_json::to_string(&policy).unwrap_or_default())
         .stdin(std::process::Stdio::null())
         .output()
@@ -773,11 +835,94 @@ fn probe() -> Result<(), String> {
     Err("pincer has no sandbox for this operating system".to_string())
 }
 
+/// The network namespace this process's sandboxed commands share, started
+/// on first use and again if its holder is gone; `None` when it cannot be
+/// held (each command then gets a namespace of its own). The holder ends
+/// when pincer does: its stdin is a pipe only pincer holds.
+#[cfg(target_os = "linux")]
+fn shared_network(launcher: &Launcher) -> Option<SharedNetwork> {
+    struct Held {
+        child: std::process::Child,
+        network: SharedNetwork,
+    }
+    static HELD: parking_lot::Mutex<Option<Held>> = parking_lot::Mutex::new(None);
+    let mut held = HELD.lock();
+    if let Some(h) = held.as_mut() {
+        if matches!(h.child.try_wait(), Ok(None)) {
+            return Some(h.network);
+        }
+        *held = None;
+    }
+    let mut command = match launcher {
+        Launcher::Small(path) => std::process::Command::new(path),
+        Launcher::Pincer(path) => {
+            let mut command = std::process::Command::new(path);
+            command.args(["sandbox", "exec"]);
+            command
+        }
+    };
+    let mut child = command
+        .arg("--hold-network")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut line = String::new();
+    let read = child.stdout.take().map(|out| {
+        use std::io::BufRead;
+        std::io::BufReader::new(out).read_line(&mut line)
+    });
+    let network = match (read, line.split_whitespace().collect::<Vec<_>>().as_slice()) {
+        (Some(Ok(_)), [user, net]) => {
+            let pid = i32::try_from(child.id()).ok()?;
+            user.parse()
+                .ok()
+                .zip(net.parse().ok())
+                .map(|(user, net)| SharedNetwork { pid, user, net })
+        }
+        _ => None,
+    };
+    let Some(network) = network else {
+        tracing::debug!(
+            "the sandbox's shared network could not be held; each command gets its own"
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+        return None;
+    };
+    *held = Some(Held { child, network });
+    Some(network)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn shared_network(_launcher: &Launcher) -> Option<SharedNetwork> {
+    None
+}
+
 /// A command's confinement: the policy, and how to start a program in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Confinement {
     pub policy: Policy,
-    launcher: PathBuf,
+    launcher: Launcher,
+}
+
+/// What confines a command: `pincer-sandbox` beside the running pincer
+/// (small, so it starts fast), else `pincer sandbox exec`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Launcher {
+    Small(PathBuf),
+    Pincer(PathBuf),
+}
+
+/// The launcher beside `pincer` at `program`.
+fn launcher_for(program: &Path) -> Launcher {
+    let small = program.with_file_name(format!("pincer-sandbox{}", std::env::consts::EXE_SUFFIX));
+    if small.is_file() {
+        Launcher::Small(small)
+    } else {
+        Launcher::Pincer(program.to_path_buf())
+    }
 }
 
 impl Confinement {
@@ -793,16 +938,18 @@ impl Confinement {
         }
         #[cfg(not(target_os = "macos"))]
         {
-            let mut out = vec![
-                "sandbox".to_string(),
-                "exec".to_string(),
+            let (launcher, mut out) = match &self.launcher {
+                Launcher::Small(path) => (path, Vec::new()),
+                Launcher::Pincer(path) => (path, vec!["sandbox".to_string(), "exec".to_string()]),
+            };
+            out.extend([
                 "--policy".to_string(),
                 serde_json::to_string(&self.policy).unwrap_or_default(),
                 "--".to_string(),
                 program.to_string(),
-            ];
+            ]);
             out.extend(args.iter().cloned());
-            (self.launcher.display().to_string(), out)
+            (launcher.display().to_string(), out)
         }
     }
 
@@ -918,12 +1065,15 @@ impl Sandbox {
                 ..state.settings.clone()
             }
         };
-        let Some(policy) = Policy::new(&settings, cwd, self.home.as_deref(), &self.pincer_dirs)
+        let Some(mut policy) = Policy::new(&settings, cwd, self.home.as_deref(), &self.pincer_dirs)
         else {
             return Ok(None);
         };
         support().clone()?;
-        let launcher = LAUNCHER.get().cloned().unwrap_or_default();
+        let launcher = launcher_for(&LAUNCHER.get().cloned().unwrap_or_default());
+        if policy.network == Network::Loopback {
+            policy.shared_network = shared_network(&launcher);
+        }
         Ok(Some(Confinement { policy, launcher }))
     }
 }

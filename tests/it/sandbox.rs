@@ -591,3 +591,107 @@ async fn hooks_run_in_the_sandbox_unless_their_config_says_not_to() {
         "free\n"
     );
 }
+
+#[tokio::test]
+async fn where_the_sandbox_cannot_be_made_pincer_says_so_once_and_every_command_asks() {
+    // A user namespace in which no further user namespace may be made:
+    // pincer's sandbox cannot start there, as on a kernel without them.
+    let sandbox = Sandbox::outside_temp();
+    let mock = MockModel::start().await;
+    let mut cmd = tokio::process::Command::new("unshare");
+    cmd.args([
+        "--user",
+        "--map-root-user",
+        "sh",
+        "-c",
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" acp",
+        env!("CARGO_BIN_EXE_pincer"),
+    ])
+    .env_clear()
+    .env("PATH", std::env::var("PATH").unwrap_or_default())
+    .env("HOME", sandbox.home())
+    .env("PINCER_HOME", sandbox.home())
+    .env("RUST_LOG", "warn")
+    .env("ANTHROPIC_API_KEY", "test-key")
+    .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+    .current_dir(sandbox.work())
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .kill_on_drop(true);
+    let mut acp = Acp::spawn(cmd);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let mut w = World {
+        sandbox,
+        mock,
+        acp,
+        session,
+    };
+    let first = w.bash("echo one > one.txt", "allow_once").await;
+    assert!(!first.is_error, "{}", first.text);
+    assert_eq!(first.questions.len(), 1, "{:?}", first.questions);
+    let said = first.questions[0].to_string();
+    assert!(
+        said.contains("commands are not sandboxed here") && said.contains("user namespace"),
+        "{said}"
+    );
+    let second = w.bash("echo two > two.txt", "allow_once").await;
+    assert_eq!(second.questions.len(), 1);
+    assert!(
+        !second.questions[0]
+            .to_string()
+            .contains("not sandboxed here"),
+        "{}",
+        second.questions[0]
+    );
+    assert!(w.sandbox.work().join("two.txt").exists());
+}
+
+#[tokio::test]
+async fn a_server_one_command_starts_is_reachable_from_the_next_and_not_from_the_machine() {
+    let mut w = world("").await;
+    // A port free on this machine; inside, the commands' network is their
+    // own, shared by every command of this pincer.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = format!(
+        "perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalAddr => \"127.0.0.1:{port}\", Listen => 5, ReuseAddr => 1) or die \"listen: $!\"; print \"listening\\n\"; while ($c = $s->accept) {{ print $c \"hello from the sandbox\\n\"; close $c }}'"
+    );
+    let input = json!({"action": "start", "command": server}).to_string();
+    w.mock.push(Reply::sse(anthropic_tool_calls(&[(
+        "start",
+        "process",
+        input.as_str(),
+    )])));
+    w.mock.push(Reply::sse(anthropic_text("Started.", 5)));
+    let id = w
+        .acp
+        .send("session/prompt", prompt(&w.session, "start it"))
+        .await;
+    let (response, _) = w.acp.drive(id, |_, _| selected("reject_once")).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let started = tool_results(&w.mock, w.mock.requests().len() - 1);
+    assert!(!started[0].1, "{started:?}");
+
+    let mut reached = String::new();
+    for _ in 0..50 {
+        let ran = w
+            .bash(
+                &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && head -n 1 <&3"),
+                "reject_once",
+            )
+            .await;
+        reached = ran.text;
+        if reached.contains("hello from the sandbox") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(reached.contains("hello from the sandbox"), "{reached}");
+    // The machine's own loopback has nothing on that port.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}

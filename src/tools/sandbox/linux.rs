@@ -72,6 +72,9 @@ const DEVICES: &[&str] = &[
 /// `--probe` instead of a program, exits 0 once confined. Returns the exit
 /// code when it cannot.
 pub fn exec_main(args: Vec<OsString>) -> i32 {
+    if args.first().is_some_and(|a| a == "--hold-network") {
+        return hold_network();
+    }
     let mut policy = None;
     let mut probe = false;
     let mut rest = args.into_iter();
@@ -126,12 +129,20 @@ pub fn exec_main(args: Vec<OsString>) -> i32 {
 
 /// Confines this process (which must have one thread) to `policy`.
 pub fn confine(policy: &Policy) -> Result<(), String> {
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
+    let shared = match (policy.network, policy.shared_network) {
+        (Network::Loopback, Some(shared)) => {
+            join(&shared)?;
+            true
+        }
+        (Network::Loopback, None) => {
+            flags |= CloneFlags::CLONE_NEWNET;
+            false
+        }
+        _ => false,
+    };
     let uid = nix::unistd::getuid();
     let gid = nix::unistd::getgid();
-    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
-    if policy.network == Network::Loopback {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
     unshare(flags).map_err(|e| {
         format!(
             "cannot create a user namespace ({e}): this system does not allow unprivileged \
@@ -142,7 +153,7 @@ pub fn confine(policy: &Policy) -> Result<(), String> {
         .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")))
         .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")))
         .map_err(|e| format!("cannot map the user into its namespace: {e}"))?;
-    if policy.network == Network::Loopback {
+    if policy.network == Network::Loopback && !shared {
         loopback_up().map_err(|e| format!("cannot bring up the sandbox's loopback: {e}"))?;
     }
     mount(
@@ -165,6 +176,68 @@ pub fn confine(policy: &Policy) -> Result<(), String> {
     limit(policy)?;
     landlock(policy)?;
     seccomp(policy.network)?;
+    Ok(())
+}
+
+/// The inode of one of this process's namespaces (`user`, `net`).
+fn namespace_of(pid: &str, kind: &str) -> std::io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/ns/{kind}")).map(|m| m.ino())
+}
+
+/// `pincer-sandbox --hold-network`: makes a user and a network namespace
+/// with its loopback up, says their inodes on stdout, and holds them until
+/// its stdin closes (pincer, which started it, is gone).
+fn hold_network() -> i32 {
+    let made = (|| -> Result<(u64, u64), String> {
+        let uid = nix::unistd::getuid();
+        let gid = nix::unistd::getgid();
+        unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET)
+            .map_err(|e| format!("cannot create the namespaces: {e}"))?;
+        std::fs::write("/proc/self/setgroups", "deny")
+            .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")))
+            .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")))
+            .map_err(|e| format!("cannot map the user into its namespace: {e}"))?;
+        loopback_up().map_err(|e| format!("cannot bring up the loopback: {e}"))?;
+        let user = namespace_of("self", "user").map_err(|e| e.to_string())?;
+        let net = namespace_of("self", "net").map_err(|e| e.to_string())?;
+        Ok((user, net))
+    })();
+    let (user, net) = match made {
+        Ok(inodes) => inodes,
+        Err(why) => {
+            eprintln!("{SETUP_FAILED_PREFIX}{why}");
+            return SETUP_FAILED;
+        }
+    };
+    println!("{user} {net}");
+    let mut byte = [0u8; 64];
+    loop {
+        use std::io::Read;
+        match std::io::stdin().read(&mut byte) {
+            Ok(0) | Err(_) => return 0,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Joins the held user and network namespaces of `shared`, after checking
+/// that its pid still names them (and again after).
+fn join(shared: &super::SharedNetwork) -> Result<(), String> {
+    let pid = shared.pid.to_string();
+    let fail = |e: &dyn std::fmt::Display| format!("cannot join the sandbox's network: {e}");
+    let user = std::fs::File::open(format!("/proc/{pid}/ns/user")).map_err(|e| fail(&e))?;
+    let net = std::fs::File::open(format!("/proc/{pid}/ns/net")).map_err(|e| fail(&e))?;
+    use std::os::unix::fs::MetadataExt;
+    let inode = |file: &std::fs::File| file.metadata().map(|m| m.ino()).unwrap_or_default();
+    if inode(&user) != shared.user || inode(&net) != shared.net {
+        return Err(fail(&"its holder is gone"));
+    }
+    nix::sched::setns(&user, CloneFlags::CLONE_NEWUSER).map_err(|e| fail(&e))?;
+    nix::sched::setns(&net, CloneFlags::CLONE_NEWNET).map_err(|e| fail(&e))?;
+    if namespace_of("self", "net").ok() != Some(shared.net) {
+        return Err(fail(&"the namespace joined is not the one held"));
+    }
     Ok(())
 }
 

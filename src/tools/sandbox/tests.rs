@@ -211,6 +211,7 @@ fn the_seatbelt_profile_says_what_the_policy_says() {
         ],
         network: Network::Off,
         limits: Limits::default(),
+        shared_network: None,
     };
     let profile = seatbelt::profile(&policy);
     assert!(
@@ -268,4 +269,25 @@ fn the_seatbelt_profile_says_what_the_policy_says() {
     let line = seatbelt::command(&policy, &["bash", "-c", "true"]);
     assert_eq!(line[0], seatbelt::SANDBOX_EXEC);
     assert_eq!(&line[3..], ["--", "bash", "-c", "true"]);
+}
+
+#[test]
+fn the_temp_dir_s_sockets_of_the_desktop_and_terminals_are_secrets() {
+    let made: Vec<PathBuf> = ["tmux-4242", ".X11-unix-pincer-test", "ssh-pincerTEST"]
+        .iter()
+        .map(|name| std::env::temp_dir().join(format!("{name}-{}", std::process::id())))
+        .collect();
+    for path in &made {
+        std::fs::create_dir_all(path).unwrap();
+    }
+    let found = secrets(None, &[], &[]);
+    for path in &made {
+        let canonical = std::fs::canonicalize(path).unwrap();
+        assert!(
+            found.contains(path) || found.contains(&canonical),
+            "{} is not covered",
+            path.display()
+        );
+        std::fs::remove_dir_all(path).unwrap();
+    }
 }
