@@ -187,7 +187,9 @@ fn namespace_of(pid: &str, kind: &str) -> std::io::Result<u64> {
 
 /// `pincer-sandbox --hold-network`: makes a user and a network namespace
 /// with its loopback up, says their inodes on stdout, and holds them until
-/// its stdin closes (pincer, which started it, is gone).
+/// its stdin closes (pincer, which started it, is gone). Its stdout is a
+/// pipe to pincer, never a protocol stream.
+#[allow(clippy::print_stdout)]
 fn hold_network() -> i32 {
     let made = (|| -> Result<(u64, u64), String> {
         let uid = nix::unistd::getuid();
