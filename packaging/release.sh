@@ -9,8 +9,9 @@
 #   packaging/release.sh            build, package, check
 #   packaging/release.sh --no-build package and check the existing build
 #
-# Output: dist/pincer-VERSION-x86_64-unknown-linux-gnu.tar.gz (binary at the
-# top level). Needs cargo, tar and python3.
+# Output: dist/pincer-VERSION-x86_64-unknown-linux-gnu.tar.gz (pincer and
+# pincer-sandbox, the launcher of sandboxed commands, at the top level).
+# Needs cargo, tar and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,26 +35,31 @@ if [[ "${1:-}" != "--no-build" ]]; then
   nice cargo build --release --locked
 fi
 binary="target/release/pincer"
-if [[ ! -x "$binary" ]]; then
-  echo "release.sh: $binary is missing; run without --no-build" >&2
-  exit 1
-fi
+launcher="target/release/pincer-sandbox"
+for built in "$binary" "$launcher"; do
+  if [[ ! -x "$built" ]]; then
+    echo "release.sh: $built is missing; run without --no-build" >&2
+    exit 1
+  fi
+done
 
 stage=$(mktemp -d)
 check=$(mktemp -d)
 trap 'rm -rf "$stage" "$check"' EXIT
 cp "$binary" "$stage/pincer"
+cp "$launcher" "$stage/pincer-sandbox"
 cp README.md "$stage/"
 mkdir -p dist
 # Entries at the top level (`pincer`, not `name/pincer` or `./pincer`): the
-# registry runs `cmd: ./pincer` in the directory it unpacks into.
-tar -czf "$archive" -C "$stage" pincer README.md
+# registry runs `cmd: ./pincer` in the directory it unpacks into; pincer
+# finds `pincer-sandbox` beside itself.
+tar -czf "$archive" -C "$stage" pincer pincer-sandbox README.md
 
 # --- the validator's view -------------------------------------------------
 tar -xzf "$archive" -C "$check"
 unpacked="$check/pincer"
-if [[ ! -x "$unpacked" ]]; then
-  echo "release.sh: $archive has no executable ./pincer at its top level" >&2
+if [[ ! -x "$unpacked" || ! -x "$check/pincer-sandbox" ]]; then
+  echo "release.sh: $archive has no executable ./pincer and ./pincer-sandbox at its top level" >&2
   exit 1
 fi
 home="$check/home"

@@ -83,7 +83,9 @@ fn module_of(src: &Path, file: &Path) -> Option<Module> {
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .collect();
-    if parts == ["lib"] || parts == ["main"] {
+    // The crate roots: the library, and the binaries (`main`, and
+    // `bin/*`, the small `pincer-sandbox`), which sit on top of it.
+    if parts == ["lib"] || parts == ["main"] || parts.first().is_some_and(|p| p == "bin") {
         return None;
     }
     if parts.last().is_some_and(|p| p == "mod") {

@@ -695,3 +695,85 @@ async fn a_server_one_command_starts_is_reachable_from_the_next_and_not_from_the
     // The machine's own loopback has nothing on that port.
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }
+
+#[tokio::test]
+async fn a_command_in_the_editor_s_terminal_is_confined_the_same_way() {
+    let sandbox = Sandbox::outside_temp();
+    std::fs::create_dir_all(sandbox.home().join(".ssh")).unwrap();
+    std::fs::write(sandbox.home().join(".ssh/id_ed25519"), KEY).unwrap();
+    let outside = sandbox.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let mock = MockModel::start().await;
+    let mut acp = spawn_sandboxed(&sandbox, &mock);
+    acp.initialize_with(json!({"terminal": true})).await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let command = format!(
+        "cat ~/.ssh/id_ed25519; echo out > {}/editor.txt; echo in > inside.txt",
+        shown(&outside)
+    );
+    let input = json!({ "command": command }).to_string();
+    mock.push(Reply::sse(anthropic_tool_calls(&[(
+        "call_1",
+        "bash",
+        input.as_str(),
+    )])));
+    mock.push(Reply::sse(anthropic_text("Done.", 5)));
+    let id = acp.send("session/prompt", prompt(&session, "run it")).await;
+    // The editor runs what pincer asks it to, as Zed does: the program
+    // and arguments of terminal/create, in its cwd.
+    let mut ran: Option<std::process::Output> = None;
+    let mut asked_for = Value::Null;
+    let (response, messages) = acp
+        .drive(id, |method, params| match method {
+            "terminal/create" => {
+                asked_for = params.clone();
+                let args: Vec<String> = params["args"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap().to_string())
+                    .collect();
+                ran = Some(
+                    std::process::Command::new(params["command"].as_str().unwrap())
+                        .args(&args)
+                        .current_dir(params["cwd"].as_str().unwrap())
+                        .env("HOME", sandbox.home())
+                        .output()
+                        .unwrap(),
+                );
+                json!({"terminalId": "term-1"})
+            }
+            "terminal/wait_for_exit" => {
+                json!({"exitCode": ran.as_ref().unwrap().status.code()})
+            }
+            "terminal/output" => {
+                let out = ran.as_ref().unwrap();
+                let text = String::from_utf8_lossy(&out.stdout).to_string()
+                    + &String::from_utf8_lossy(&out.stderr);
+                json!({"output": text, "truncated": false, "exitStatus": {"exitCode": out.status.code()}})
+            }
+            "terminal/release" => json!({}),
+            "session/request_permission" => selected("reject_once"),
+            other => panic!("unexpected {other}"),
+        })
+        .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert!(
+        asked_for["command"]
+            .as_str()
+            .unwrap()
+            .ends_with("pincer-sandbox"),
+        "{asked_for}"
+    );
+    assert!(requests_of(&messages, "session/request_permission").len() <= 1);
+    let out = ran.unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!text.contains("fake-key-material"), "{text}");
+    assert!(text.contains("Permission denied"), "{text}");
+    assert!(!outside.join("editor.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("inside.txt")).unwrap(),
+        "in\n"
+    );
+}
