@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// earlier lines only; modules on one line are peers that import neither
 /// each other nor anything after them.
 pub const LAYERS: &[&[&str]] = &[
-    &["process_group", "parallel", "json_schema"],
+    &["process_group", "parallel", "json_schema", "units"],
     &["checkpoint"],
     &["llm"],
     &["tools", "auth"],

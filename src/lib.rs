@@ -22,6 +22,7 @@ pub mod parallel;
 pub mod process_group;
 pub mod session;
 pub mod tools;
+pub mod units;
 pub mod workflow;
 
 #[cfg(test)]

@@ -145,63 +145,7 @@ pub struct LimitsConfig {
     pub cpu_seconds: Option<u64>,
 }
 
-/// A size in bytes, written as a number or as "64 MiB", "2 GB", "512k".
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ByteSize(pub u64);
-
-impl ByteSize {
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let text = text.trim();
-        let split = text
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len());
-        let (number, unit) = text.split_at(split);
-        let number: u64 = number.parse().map_err(|_| {
-            format!("`{text}` is not a size: write it like 1073741824, \"512 MiB\" or \"2 GB\"")
-        })?;
-        let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-            "" | "b" => 1,
-            "k" | "kb" => 1_000,
-            "kib" => 1 << 10,
-            "m" | "mb" => 1_000_000,
-            "mib" => 1 << 20,
-            "g" | "gb" => 1_000_000_000,
-            "gib" => 1 << 30,
-            "t" | "tb" => 1_000_000_000_000,
-            "tib" => 1 << 40,
-            other => {
-                return Err(format!(
-                    "`{text}`: unknown unit `{other}` (use B, KB, KiB, MB, MiB, GB, GiB, TB or TiB)"
-                ));
-            }
-        };
-        number
-            .checked_mul(factor)
-            .map(ByteSize)
-            .ok_or_else(|| format!("`{text}` is too large"))
-    }
-}
-
-impl Serialize for ByteSize {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_u64(self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for ByteSize {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Written {
-            Number(u64),
-            Text(String),
-        }
-        match Written::deserialize(deserializer)? {
-            Written::Number(n) => Ok(ByteSize(n)),
-            Written::Text(text) => ByteSize::parse(&text).map_err(serde::de::Error::custom),
-        }
-    }
-}
+pub use crate::units::ByteSize;
 
 /// `[sandbox]` in a config file. Every key is optional: what is unset
 /// comes from the layer below (the user's file, then the defaults).

@@ -1019,27 +1019,6 @@ async fn undo_in_a_chat_puts_the_last_turn_s_files_back_after_the_owner_says_so(
     assert!(!file.exists());
 }
 
-/// The tool results of the model's request `index`: (is_error, text).
-fn results_of(mock: &MockModel, index: usize) -> Vec<(bool, String)> {
-    let body = &mock.requests()[index].body;
-    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
-    last["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|b| b["type"] == "tool_result")
-        .map(|b| {
-            let text: String = b["content"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|c| c["text"].as_str())
-                .collect();
-            (b["is_error"].as_bool().unwrap_or(false), text)
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn a_chat_s_commands_run_in_the_sandbox_and_can_never_leave_it() {
     // A home and project outside temp (which the sandbox lets commands
@@ -1077,13 +1056,13 @@ async fn a_chat_s_commands_run_in_the_sandbox_and_can_never_leave_it() {
     );
     assert_eq!(std::fs::read_to_string(&inside).unwrap(), "in\n");
     assert!(!escaped.exists());
-    let inside_result = results_of(&bot.mock, 1);
-    assert!(!inside_result[0].0, "{:?}", inside_result);
-    let outside_result = results_of(&bot.mock, 2);
-    assert!(outside_result[0].0);
+    let inside_result = support::tool_results(&bot.mock, 1);
+    assert!(!inside_result[0].1, "{:?}", inside_result);
+    let outside_result = support::tool_results(&bot.mock, 2);
+    assert!(outside_result[0].1);
     assert!(
         outside_result[0]
-            .1
+            .2
             .contains("This session cannot run commands outside the sandbox"),
         "{:?}",
         outside_result

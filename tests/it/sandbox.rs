@@ -116,6 +116,31 @@ fn spawn_sandboxed(sandbox: &Sandbox, mock: &MockModel) -> Acp {
     Acp::spawn(cmd)
 }
 
+/// `program args…` with the environment `Sandbox::command` gives pincer
+/// (but no `PINCER_SANDBOX`), the mock as Anthropic, pipes for ACP.
+fn raw_command(
+    sandbox: &Sandbox,
+    mock: &MockModel,
+    program: &str,
+    args: &[String],
+) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", sandbox.home())
+        .env("PINCER_HOME", sandbox.home())
+        .env("RUST_LOG", "warn")
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+        .current_dir(sandbox.work())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
 fn shown(path: &Path) -> String {
     path.display().to_string()
 }
@@ -372,35 +397,20 @@ async fn a_fork_bomb_stops_at_the_process_limit() {
     let sandbox = Sandbox::outside_temp();
     std::fs::write(sandbox.home().join("config.toml"), config).unwrap();
     let mock = MockModel::start().await;
-    let mut cmd = if nix::unistd::geteuid().is_root() {
+    let pincer = env!("CARGO_BIN_EXE_pincer").to_string();
+    let cmd = if nix::unistd::geteuid().is_root() {
         chown_tree(sandbox.dir.path(), NOBODY);
-        let mut cmd = tokio::process::Command::new("setpriv");
-        cmd.args([
+        let args = [
             format!("--reuid={NOBODY}"),
             format!("--regid={NOBODY}"),
             "--clear-groups".to_string(),
-            env!("CARGO_BIN_EXE_pincer").to_string(),
+            pincer,
             "acp".to_string(),
-        ]);
-        cmd
+        ];
+        raw_command(&sandbox, &mock, "setpriv", &args)
     } else {
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        raw_command(&sandbox, &mock, &pincer, &["acp".to_string()])
     };
-    if !nix::unistd::geteuid().is_root() {
-        cmd.arg("acp");
-    }
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", sandbox.home())
-        .env("PINCER_HOME", sandbox.home())
-        .env("RUST_LOG", "warn")
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
-        .current_dir(sandbox.work())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
     let mut acp = Acp::spawn(cmd);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
@@ -598,27 +608,18 @@ async fn where_the_sandbox_cannot_be_made_pincer_says_so_once_and_every_command_
     // pincer's sandbox cannot start there, as on a kernel without them.
     let sandbox = Sandbox::outside_temp();
     let mock = MockModel::start().await;
-    let mut cmd = tokio::process::Command::new("unshare");
-    cmd.args([
+    let args: Vec<String> = [
         "--user",
         "--map-root-user",
         "sh",
         "-c",
         "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" acp",
         env!("CARGO_BIN_EXE_pincer"),
-    ])
-    .env_clear()
-    .env("PATH", std::env::var("PATH").unwrap_or_default())
-    .env("HOME", sandbox.home())
-    .env("PINCER_HOME", sandbox.home())
-    .env("RUST_LOG", "warn")
-    .env("ANTHROPIC_API_KEY", "test-key")
-    .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
-    .current_dir(sandbox.work())
-    .stdin(std::process::Stdio::piped())
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .kill_on_drop(true);
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let cmd = raw_command(&sandbox, &mock, "unshare", &args);
     let mut acp = Acp::spawn(cmd);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;

@@ -2,18 +2,14 @@ use super::*;
 use pretty_assertions::assert_eq;
 
 #[test]
-fn sizes_read_as_people_write_them() {
-    assert_eq!(ByteSize::parse("1024").unwrap(), ByteSize(1024));
-    assert_eq!(ByteSize::parse("64 MiB").unwrap(), ByteSize(64 << 20));
-    assert_eq!(ByteSize::parse("2GB").unwrap(), ByteSize(2_000_000_000));
-    assert_eq!(ByteSize::parse("512k").unwrap(), ByteSize(512_000));
-    assert!(ByteSize::parse("lots").is_err());
-    assert!(
-        ByteSize::parse("3 parsecs")
-            .unwrap_err()
-            .contains("unknown unit")
-    );
-    assert!(ByteSize::parse("99999999999 TiB").is_err());
+fn limits_take_sizes_as_people_write_them() {
+    let config: SandboxConfig =
+        toml::from_str("[limits]\nfile_size = \"64 MiB\"\nprocesses = 10\n").unwrap();
+    assert_eq!(config.limits.file_size, Some(ByteSize(64 << 20)));
+    let settings = Settings::from_config(&config, None);
+    assert_eq!(settings.limits.file_size, 64 << 20);
+    assert_eq!(settings.limits.processes, 10);
+    assert!(toml::from_str::<SandboxConfig>("[limits]\nfile_size = \"3 parsecs\"\n").is_err());
 }
 
 fn settings(mode: SandboxMode) -> Settings {
