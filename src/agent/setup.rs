@@ -167,20 +167,17 @@ pub fn permissions(settings: &Settings, mode: Mode, roots: Vec<PathBuf>) -> Perm
             settings.env("HOME").map(PathBuf::from),
             Some(config_dir.clone()),
         ))
-        .with_sandbox(Arc::new(sandbox(settings, None)))
+        .with_sandbox(Arc::new(sandbox(settings)))
 }
 
 /// The variable that chooses the sandbox mode of one pincer process.
 pub const SANDBOX_VARIABLE: &str = "PINCER_SANDBOX";
 
 /// The sandbox of a session: the user's `[sandbox]`, the `main` agent's
-/// over it, then `unattended` (a channel's, cron's or heartbeat's
-/// `[sandbox]`) for a session nobody watches, and last the project's,
-/// which only narrows.
-pub fn sandbox(
-    settings: &Settings,
-    unattended: Option<&crate::tools::sandbox::SandboxConfig>,
-) -> crate::tools::sandbox::Sandbox {
+/// over it, `PINCER_SANDBOX`, and last the project's, which only narrows.
+/// A session nobody watches is made so later
+/// ([`crate::tools::sandbox::Sandbox::make_unattended`]).
+pub fn sandbox(settings: &Settings) -> crate::tools::sandbox::Sandbox {
     use crate::tools::sandbox;
     let config = &settings.config;
     let home = settings.env("HOME").map(PathBuf::from);
@@ -203,12 +200,7 @@ pub fn sandbox(
     if settings.paths.data_dir != settings.paths.config_dir {
         pincer_dirs.push(settings.paths.data_dir.clone());
     }
-    let sandbox =
-        sandbox::Sandbox::new(resolved, config.project_sandbox.clone(), home, pincer_dirs);
-    if let Some(channel) = unattended {
-        sandbox.make_unattended(channel);
-    }
-    sandbox
+    sandbox::Sandbox::new(resolved, config.project_sandbox.clone(), home, pincer_dirs)
 }
 
 /// The Claude Code settings a run of `model` needs, with the model and

@@ -425,7 +425,7 @@ pub(crate) async fn prepare(
         policy,
         crate::agent::setup::loop_detector(&settings),
         crate::agent::hooks::Hooks::new(settings.config.hooks.clone()).with_sandbox(Some(
-            std::sync::Arc::new(crate::agent::setup::sandbox(&settings, None)),
+            std::sync::Arc::new(crate::agent::setup::sandbox(&settings)),
         )),
         &session_id,
         &cwd,

@@ -26,7 +26,7 @@ pub fn check(cwd: Option<PathBuf>) -> anyhow::Result<bool> {
         None => std::env::current_dir()?,
     };
     let settings = Settings::load_from_process(&cwd)?;
-    let sandbox = crate::agent::setup::sandbox(&settings, None);
+    let sandbox = crate::agent::setup::sandbox(&settings);
     let applied = sandbox.settings();
     println!("sandbox: {}", sandbox.mode().id());
     if sandbox.mode() == SandboxMode::Off {

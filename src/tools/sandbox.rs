@@ -740,15 +740,8 @@ fn probe() -> Result<(), String> {
         limits: Limits::default(),
         shared_network: None,
     };
-    let mut command = match launcher_for(launcher) {
-        Launcher::Small(path) => std::process::Command::new(path),
-        Launcher::Pincer(path) => {
-            let mut command = std::process::Command::new(path);
-            command.args(["sandbox", "exec"]);
-            command
-        }
-    };
-    let output = command
+    let output = launcher_for(launcher)
+        .command()
         .args(["--probe", "--policy"])
         .arg(serde_json::to_string(&policy).unwrap_or_default())
         .stdin(std::process::Stdio::null())
@@ -797,23 +790,18 @@ fn shared_network(launcher: &Launcher) -> Option<SharedNetwork> {
         }
         *held = None;
     }
-    let mut command = match launcher {
-        Launcher::Small(path) => std::process::Command::new(path),
-        Launcher::Pincer(path) => {
-            let mut command = std::process::Command::new(path);
-            command.args(["sandbox", "exec"]);
-            command
-        }
-    };
-    let mut child = command
+    // The holder says its namespaces on stderr (a line of two numbers),
+    // or why it could not make them.
+    let mut child = launcher
+        .command()
         .arg("--hold-network")
         .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .ok()?;
     let mut line = String::new();
-    let read = child.stdout.take().map(|out| {
+    let read = child.stderr.take().map(|out| {
         use std::io::BufRead;
         std::io::BufReader::new(out).read_line(&mut line)
     });
@@ -857,6 +845,20 @@ pub struct Confinement {
 enum Launcher {
     Small(PathBuf),
     Pincer(PathBuf),
+}
+
+impl Launcher {
+    /// The launcher as a command, before its own arguments.
+    fn command(&self) -> std::process::Command {
+        match self {
+            Launcher::Small(path) => std::process::Command::new(path),
+            Launcher::Pincer(path) => {
+                let mut command = std::process::Command::new(path);
+                command.args(["sandbox", "exec"]);
+                command
+            }
+        }
+    }
 }
 
 /// The launcher beside `pincer` at `program`.

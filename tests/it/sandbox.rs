@@ -778,3 +778,83 @@ async fn a_command_in_the_editor_s_terminal_is_confined_the_same_way() {
         "in\n"
     );
 }
+
+#[tokio::test]
+async fn a_repository_s_dangling_links_where_protected_paths_go_stop_nothing() {
+    // A repository that commits `.pincer` and `.git/hooks` as links to
+    // nowhere must not make every command fail (nor leave the sandbox).
+    let mut w = world("[sandbox]\nescape = false\n").await;
+    let work = w.sandbox.work();
+    std::fs::create_dir_all(work.join(".git")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/hooks", work.join(".git/hooks")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/pincer", work.join(".pincer")).unwrap();
+    let ran = w
+        .bash(
+            "echo fine > made.txt && cat ~/.ssh/id_ed25519",
+            "reject_once",
+        )
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(work.join("made.txt")).unwrap(),
+        "fine\n",
+        "{}",
+        ran.text
+    );
+    assert!(ran.text.contains("Permission denied"), "{}", ran.text);
+    assert!(!ran.text.contains("fake-key-material"), "{}", ran.text);
+}
+
+#[tokio::test]
+async fn pincer_sandbox_exec_confines_as_the_small_launcher_does() {
+    // What pincer falls back to when pincer-sandbox is not beside it.
+    let sandbox = Sandbox::outside_temp();
+    std::fs::create_dir_all(sandbox.home().join(".ssh")).unwrap();
+    std::fs::write(sandbox.home().join(".ssh/id_ed25519"), KEY).unwrap();
+    let outside = sandbox.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let policy = json!({
+        "writable": [sandbox.work()],
+        "read_only": [],
+        "deny_read": [sandbox.home().join(".ssh")],
+        "network": "off",
+        "limits": {"processes": 1024, "file_size": 1 << 30, "cpu_seconds": 60},
+    });
+    let script = format!(
+        "echo in > inside.txt; cat ~/.ssh/id_ed25519; echo out > {}/x.txt",
+        shown(&outside)
+    );
+    let output = sandbox
+        .command(&[
+            "sandbox",
+            "exec",
+            "--policy",
+            &policy.to_string(),
+            "--",
+            "bash",
+            "-c",
+            &script,
+        ])
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(said.contains("Permission denied"), "{said}");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("fake-key-material"));
+    assert!(!outside.join("x.txt").exists());
+    assert!(sandbox.work().join("inside.txt").exists());
+    // A policy that is not one runs nothing, and says why.
+    let output = sandbox
+        .command(&[
+            "sandbox", "exec", "--policy", "{}", "--", "touch", "ran.txt",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(125));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .starts_with("pincer sandbox: the policy is not valid")
+    );
+    assert!(!sandbox.work().join("ran.txt").exists());
+}

@@ -186,10 +186,9 @@ fn namespace_of(pid: &str, kind: &str) -> std::io::Result<u64> {
 }
 
 /// `pincer-sandbox --hold-network`: makes a user and a network namespace
-/// with its loopback up, says their inodes on stdout, and holds them until
-/// its stdin closes (pincer, which started it, is gone). Its stdout is a
-/// pipe to pincer, never a protocol stream.
-#[allow(clippy::print_stdout)]
+/// with its loopback up, says their inodes on stderr (a pipe to pincer),
+/// and holds them until its stdin closes (pincer, which started it, is
+/// gone).
 fn hold_network() -> i32 {
     let made = (|| -> Result<(u64, u64), String> {
         let uid = nix::unistd::getuid();
@@ -212,7 +211,7 @@ fn hold_network() -> i32 {
             return SETUP_FAILED;
         }
     };
-    println!("{user} {net}");
+    eprintln!("{user} {net}");
     let mut byte = [0u8; 64];
     loop {
         use std::io::Read;
@@ -249,7 +248,10 @@ fn join(shared: &super::SharedNetwork) -> Result<(), String> {
 fn protect(policy: &Policy) -> Result<(), String> {
     let mut pinned: Vec<PathBuf> = Vec::new();
     for path in &policy.read_only {
-        if std::fs::symlink_metadata(path).is_err() {
+        // What is not there (a dangling link included: a repository can
+        // commit one) has nothing to protect, and a failed bind would stop
+        // every command.
+        if std::fs::metadata(path).is_err() {
             continue;
         }
         if let Some(root) = policy.writable.iter().find(|w| path.starts_with(w)) {
