@@ -1188,6 +1188,7 @@ fn mcp_specs(
                         args: s.args,
                         env: s.env.into_iter().map(|e| (e.name, e.value)).collect(),
                         cwd: cwd.to_path_buf(),
+                        confined: crate::mcp::Confined::No,
                     },
                 ),
                 McpServer::Http(s) => (

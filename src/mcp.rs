@@ -33,6 +33,13 @@
 //! one to each request); the server's `notifications/progress` for it are
 //! shown in the running call through the tool's progress callback.
 //!
+//! A stdio server runs in the session's sandbox, as commands do
+//! ([`confine`]): it reads the machine but not the user's secrets, writes
+//! only in the project and temp, and reaches no network beyond its own
+//! loopback, unless the user's `[mcp.servers.<name>] sandbox` says
+//! otherwise (`false`, or keys of its own such as `{ network = "on" }`).
+//! A server that should be confined and cannot be is not started.
+//!
 //! A `notifications/tools/list_changed` marks the server's list stale; the
 //! next turn waits for the new list. Servers end with the last session
 //! using them ([`Manager::shutdown`], and killing the process group on drop
@@ -66,7 +73,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::tools::{Display, Progress, Tool, ToolOutput};
 
-pub use config::{McpConfig, ServerConfig, tool_prefix_name};
+pub use config::{McpConfig, ServerConfig, ServerSandbox, tool_prefix_name};
 pub use shared::Manager;
 pub use tool::McpTool;
 
@@ -96,11 +103,79 @@ pub enum Transport {
         args: Vec<String>,
         env: Vec<(String, String)>,
         cwd: PathBuf,
+        /// How its process is confined ([`confine`]).
+        confined: Confined,
     },
     Http {
         url: String,
         headers: Vec<(String, String)>,
     },
+}
+
+/// How a stdio server's process is confined.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Confined {
+    /// It runs as the user's own process.
+    #[default]
+    No,
+    /// It runs through the sandbox's launcher: this program and these
+    /// arguments start its command confined.
+    By { program: String, args: Vec<String> },
+    /// It should be confined and cannot be here: why. It is not started.
+    Unavailable(String),
+}
+
+/// `specs` with each stdio server confined by `sandbox` (a session's), as
+/// the user's `config` says of it: its `sandbox` table over the session's
+/// settings, `sandbox = false` for none. A project's own server runs in
+/// the session's sandbox whatever its table says.
+pub fn confine(
+    specs: Vec<ServerSpec>,
+    sandbox: Option<&crate::tools::sandbox::Sandbox>,
+    config: &McpConfig,
+) -> Vec<ServerSpec> {
+    let Some(sandbox) = sandbox else {
+        return specs;
+    };
+    specs
+        .into_iter()
+        .map(|mut spec| {
+            let own = match spec.origin {
+                Origin::Project => None,
+                Origin::Config | Origin::Editor => config
+                    .servers
+                    .get(&spec.name)
+                    .and_then(|s| s.sandbox.clone()),
+            };
+            if let Transport::Stdio {
+                command,
+                args,
+                cwd,
+                confined,
+                ..
+            } = &mut spec.transport
+            {
+                let over = match own {
+                    Some(ServerSandbox::Confined(false)) => return spec,
+                    Some(ServerSandbox::Confined(true)) | None => None,
+                    Some(ServerSandbox::With(table)) => Some(table),
+                };
+                *confined = match sandbox.confinement_with(cwd, over.as_ref()) {
+                    Ok(None) => Confined::No,
+                    Ok(Some(confinement)) => {
+                        let (program, args) = confinement.command(&command.to_string_lossy(), args);
+                        Confined::By { program, args }
+                    }
+                    Err(why) => Confined::Unavailable(format!(
+                        "cannot be confined by the sandbox here ({why}); set `sandbox = false` \
+                         in its [mcp.servers.{}] table to run it unconfined",
+                        spec.name
+                    )),
+                };
+            }
+            spec
+        })
+        .collect()
 }
 
 /// A server to start.
@@ -653,11 +728,23 @@ async fn connect(server: &Arc<Server>) -> Result<(), String> {
             args,
             env,
             cwd,
+            confined,
         } => {
             crate::tools::shell::start_reaping();
-            let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args)
-                .envs(env.iter().map(|(k, v)| (k, v)))
+            let mut cmd = match confined {
+                Confined::No => {
+                    let mut cmd = tokio::process::Command::new(command);
+                    cmd.args(args);
+                    cmd
+                }
+                Confined::By { program, args } => {
+                    let mut cmd = tokio::process::Command::new(program);
+                    cmd.args(args);
+                    cmd
+                }
+                Confined::Unavailable(why) => return Err(why.clone()),
+            };
+            cmd.envs(env.iter().map(|(k, v)| (k, v)))
                 .current_dir(cwd)
                 .kill_on_drop(true);
             // Its own group, so that ending it ends what it started.

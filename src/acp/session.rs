@@ -279,7 +279,6 @@ impl Session {
         owner: Owner,
         bus: Arc<Bus>,
     ) -> Self {
-        let mcp = start_mcp(&settings, &cwd, mcp_servers.clone());
         let thinking = clamp_thinking(&model, settings.thinking());
         let credentials = Arc::new(settings.credentials());
         let settings_loops = agent::setup::loop_detector(&settings);
@@ -294,6 +293,12 @@ impl Session {
             settings.default_mode(),
             roots,
         ));
+        let mcp = start_mcp(
+            &settings,
+            &cwd,
+            mcp_servers.clone(),
+            permissions.sandbox().map(|s| s.as_ref()),
+        );
         let checkpoints = agent::setup::checkpoints(&settings, &cwd);
         Self {
             id: SessionId::new(id),
@@ -1485,16 +1490,19 @@ impl Session {
 /// Starts the editor's MCP servers and the configured ones. An editor's
 /// server replaces a configured one of the same name; the config may turn
 /// either off (`enabled = false`). A trusted project's servers never take
-/// a name that is already used.
+/// a name that is already used. Stdio servers run in the session's
+/// sandbox ([`crate::mcp::confine`]).
 fn start_mcp(
     settings: &Settings,
     cwd: &std::path::Path,
     editor: Vec<crate::mcp::ServerSpec>,
+    sandbox: Option<&crate::tools::sandbox::Sandbox>,
 ) -> Arc<crate::mcp::Manager> {
     let config = &settings.config.mcp;
     let names: Vec<String> = editor.iter().map(|e| e.name.clone()).collect();
     let mut specs = settings.mcp_specs(cwd, &names);
     specs.extend(editor.into_iter().filter(|s| !config.disabled(&s.name)));
+    let specs = crate::mcp::confine(specs, sandbox, config);
     crate::mcp::Manager::start(specs, vec![cwd.to_path_buf()], config.startup_timeout())
 }
 

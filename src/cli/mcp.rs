@@ -17,8 +17,9 @@ pub async fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     let settings = Settings::load_from_process(&cwd)?;
     let config = &settings.config.mcp;
     super::report_project(&settings);
+    let sandbox = crate::agent::setup::sandbox(&settings);
     let manager = Manager::start(
-        settings.mcp_specs(&cwd, &[]),
+        crate::mcp::confine(settings.mcp_specs(&cwd, &[]), Some(&sandbox), config),
         vec![cwd.clone()],
         config.startup_timeout(),
     );
@@ -87,11 +88,19 @@ fn status_id(status: &Status) -> &'static str {
 
 fn describe(transport: &Transport) -> String {
     match transport {
-        Transport::Stdio { command, args, .. } => {
+        Transport::Stdio {
+            command,
+            args,
+            confined,
+            ..
+        } => {
             let mut text = command.display().to_string();
             for arg in args {
                 text.push(' ');
                 text.push_str(arg);
+            }
+            if matches!(confined, crate::mcp::Confined::By { .. }) {
+                text.push_str(", in the sandbox");
             }
             text
         }

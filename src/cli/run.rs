@@ -421,21 +421,31 @@ pub(crate) async fn prepare(
     let policy = crate::agent::setup::tool_policy(&settings, &model)
         .and_then(|p| p.narrowed(&allowed, &disallowed))
         .map_err(|e| Failure::Usage(format!("tool policy: {e}")))?;
+    // Remembered "always" answers of the project apply; nothing new is
+    // remembered, since nobody is asked.
+    let permissions = Arc::new(crate::agent::setup::permissions(
+        &settings,
+        options.mode.mode(),
+        vec![cwd.clone()],
+    ));
     let guard = crate::agent::guard::ToolGuard::new(
         policy,
         crate::agent::setup::loop_detector(&settings),
-        crate::agent::hooks::Hooks::new(settings.config.hooks.clone()).with_sandbox(Some(
-            std::sync::Arc::new(crate::agent::setup::sandbox(&settings)),
-        )),
+        crate::agent::hooks::Hooks::new(settings.config.hooks.clone())
+            .with_sandbox(permissions.sandbox().cloned()),
         &session_id,
         &cwd,
     );
 
-    // The configured MCP servers take part too; their failures go to
-    // stderr.
+    // The configured MCP servers take part too, in the run's sandbox;
+    // their failures go to stderr.
     let mcp_config = &settings.config.mcp;
     let mcp = crate::mcp::Manager::start(
-        settings.mcp_specs(&cwd, &[]),
+        crate::mcp::confine(
+            settings.mcp_specs(&cwd, &[]),
+            permissions.sandbox().map(|s| s.as_ref()),
+            mcp_config,
+        ),
         vec![cwd.clone()],
         mcp_config.startup_timeout(),
     );
@@ -447,13 +457,6 @@ pub(crate) async fn prepare(
         });
     }
     mcp.ready().await;
-    // Remembered "always" answers of the project apply; nothing new is
-    // remembered, since nobody is asked.
-    let permissions = Arc::new(crate::agent::setup::permissions(
-        &settings,
-        options.mode.mode(),
-        vec![cwd.clone()],
-    ));
     let offered: Vec<Arc<dyn crate::tools::Tool>> = tools
         .iter()
         .chain(mcp.tools_now().iter())

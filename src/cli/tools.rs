@@ -29,8 +29,9 @@ pub async fn list(
     let mut tools = crate::tools::builtin();
     let servers = &settings.config.mcp;
     super::report_project(&settings);
+    let sandbox = crate::agent::setup::sandbox(&settings);
     let manager = crate::mcp::Manager::start(
-        settings.mcp_specs(&cwd, &[]),
+        crate::mcp::confine(settings.mcp_specs(&cwd, &[]), Some(&sandbox), servers),
         vec![cwd.clone()],
         servers.startup_timeout(),
     );

@@ -490,7 +490,12 @@ impl Layering {
         let c = &mut self.config.mcp;
         c.startup_timeout = mcp.startup_timeout.or(c.startup_timeout);
         c.timeout = mcp.timeout.or(c.timeout);
-        for (name, server) in mcp.servers {
+        for (name, mut server) in mcp.servers {
+            // How a server is confined is the user's to say: a project's
+            // server runs in the session's sandbox.
+            if server.sandbox.take().is_some() {
+                self.never(format!("mcp.servers.{name}.sandbox"));
+            }
             let starts = server.command.is_some() || server.url.is_some();
             let users = self
                 .config
@@ -516,6 +521,7 @@ impl Layering {
                 allow,
                 deny,
                 enabled,
+                sandbox: _,
             } = server;
             for (set, field) in [
                 (command.is_some(), "command"),

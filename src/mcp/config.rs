@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, Origin, ServerSpec, Transport};
+use super::{
+    Confined, DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, Origin, ServerSpec, Transport,
+};
 
 /// `[mcp]` in `config.toml`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -44,6 +46,22 @@ pub struct ServerConfig {
     pub deny: Vec<String>,
     /// `false` turns the server off (a project may turn off a user's).
     pub enabled: Option<bool>,
+    /// How a stdio server is confined: in the session's sandbox (unset or
+    /// `true`), unconfined (`false`), or with `[sandbox]` keys of its own
+    /// over the session's (`{ network = "on" }`). Only the user's file
+    /// may say so; a project's server runs in the session's sandbox.
+    pub sandbox: Option<ServerSandbox>,
+}
+
+/// `sandbox` of one `[mcp.servers.<name>]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "`sandbox` of an MCP server is true, false or a table of [sandbox] keys"
+)]
+pub enum ServerSandbox {
+    Confined(bool),
+    With(crate::tools::sandbox::SandboxConfig),
 }
 
 impl McpConfig {
@@ -115,6 +133,7 @@ impl McpConfig {
                         args: s.args.clone(),
                         env: s.env.clone().into_iter().collect(),
                         cwd: s.cwd.clone().unwrap_or_else(|| cwd.to_path_buf()),
+                        confined: Confined::No,
                     },
                     (None, Some(url)) => Transport::Http {
                         url: url.clone(),
@@ -191,6 +210,7 @@ mod tests {
                     args: vec!["--x".into()],
                     env: Vec::new(),
                     cwd: PathBuf::from("/project"),
+                    confined: Confined::No,
                 },
                 call_timeout: Duration::from_secs(5),
                 origin: Origin::Config,
@@ -224,5 +244,75 @@ mod tests {
         assert_eq!(tool_prefix_name("My Server.v2"), "My_Server_v2");
         assert_eq!(tool_prefix_name("a__b"), "a_b");
         assert_eq!(tool_prefix_name("mcp-server-git"), "mcp-server-git");
+    }
+
+    #[test]
+    fn stdio_servers_are_confined_unless_the_user_s_table_says_not_to() {
+        use crate::tools::sandbox::{Sandbox, SandboxConfig, SandboxMode, Settings};
+        let config = parse(
+            "[servers.plain]\ncommand = \"a\"\n[servers.free]\ncommand = \"b\"\nsandbox = false\n[servers.online]\ncommand = \"c\"\nsandbox = { network = \"on\" }\n[servers.web]\nurl = \"http://w\"\n",
+        );
+        assert_eq!(
+            config.servers["online"].sandbox,
+            Some(ServerSandbox::With(SandboxConfig {
+                network: Some(crate::tools::sandbox::Network::On),
+                ..SandboxConfig::default()
+            }))
+        );
+        let bad = toml::from_str::<McpConfig>("[servers.x]\ncommand = \"a\"\nsandbox = \"yes\"\n");
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("true, false or a table"),
+            "a clear error"
+        );
+        let cwd = std::path::Path::new("/project");
+        let mut specs = config.specs(cwd);
+        // A project's server with the same wish: not the project's to make.
+        let mut project = config.project_specs(
+            &parse("[servers.theirs]\ncommand = \"d\"\nsandbox = false\n").servers,
+            cwd,
+        );
+        if let Some(ServerSpec { name, .. }) = project.first_mut() {
+            *name = "free".into();
+        }
+        specs.extend(project);
+        let confined = |mode| {
+            let settings = Settings {
+                mode,
+                ..Settings::from_config(&SandboxConfig::default(), None)
+            };
+            let sandbox = Sandbox::new(settings, None, None, Vec::new());
+            super::super::confine(specs.clone(), Some(&sandbox), &config)
+                .into_iter()
+                .map(|s| match s.transport {
+                    Transport::Stdio { confined, .. } => (s.name, s.origin, Some(confined)),
+                    Transport::Http { .. } => (s.name, s.origin, None),
+                })
+                .collect::<Vec<_>>()
+        };
+        // A library's test has no launcher: what should be confined says
+        // it cannot be, and how to run it anyway.
+        let why = |name: &str| {
+            Some(Confined::Unavailable(format!(
+                "cannot be confined by the sandbox here (only the pincer program can confine commands); set `sandbox = false` in its [mcp.servers.{name}] table to run it unconfined"
+            )))
+        };
+        assert_eq!(
+            confined(SandboxMode::WorkspaceWrite),
+            vec![
+                ("free".into(), Origin::Config, Some(Confined::No)),
+                ("online".into(), Origin::Config, why("online")),
+                ("plain".into(), Origin::Config, why("plain")),
+                ("web".into(), Origin::Config, None),
+                ("free".into(), Origin::Project, why("free")),
+            ]
+        );
+        // The session's sandbox off: nothing is confined.
+        assert!(
+            confined(SandboxMode::Off)
+                .iter()
+                .all(|(_, _, c)| matches!(c, None | Some(Confined::No)))
+        );
     }
 }

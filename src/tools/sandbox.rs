@@ -340,6 +340,23 @@ impl Settings {
         self
     }
 
+    /// These settings with the keys `over` sets put over them (a server's
+    /// own `sandbox` table): its mode and network, its limits, its lists
+    /// added. It may widen: narrow the result by the project after.
+    pub fn overlaid(mut self, over: &SandboxConfig, home: Option<&Path>) -> Settings {
+        let own = Settings::from_config(over, home);
+        self.mode = over.mode.unwrap_or(self.mode);
+        self.network = over.network.unwrap_or(self.network);
+        self.allow_write.extend(own.allow_write);
+        self.deny_read.extend(own.deny_read);
+        let limits = &over.limits;
+        self.limits.processes = limits.processes.unwrap_or(self.limits.processes);
+        self.limits.file_size = limits.file_size.map_or(self.limits.file_size, |s| s.0);
+        self.limits.cpu_seconds = limits.cpu_seconds.unwrap_or(self.limits.cpu_seconds);
+        self.escape = over.escape.unwrap_or(self.escape);
+        self
+    }
+
     /// These settings for a session nobody watches (a chat channel, cron,
     /// heartbeat): never unconfined and never asking to leave, unless the
     /// user's `config` for it (the channel's `[sandbox]`) says so.
@@ -1004,13 +1021,30 @@ impl Sandbox {
     /// How a command run in `cwd` now is confined: `Ok(None)` when the
     /// mode is off, `Err` (why) when it should be confined and cannot be.
     pub fn confinement(&self, cwd: &Path) -> Result<Option<Confinement>, String> {
-        let settings = {
+        self.confinement_with(cwd, None)
+    }
+
+    /// [`Sandbox::confinement`] with `over` (the user's `sandbox` table
+    /// of one MCP server) put over the session's settings; the project
+    /// still narrows the result.
+    pub fn confinement_with(
+        &self,
+        cwd: &Path,
+        over: Option<&SandboxConfig>,
+    ) -> Result<Option<Confinement>, String> {
+        let mut settings = {
             let state = self.state.lock();
             Settings {
                 mode: state.mode,
                 ..state.settings.clone()
             }
         };
+        if let Some(over) = over {
+            settings = settings.overlaid(over, self.home.as_deref());
+            if let Some(project) = &self.project {
+                settings = settings.narrowed(project, self.home.as_deref());
+            }
+        }
         let Some(mut policy) = Policy::new(&settings, cwd, self.home.as_deref(), &self.pincer_dirs)
         else {
             return Ok(None);

@@ -155,6 +155,8 @@ async fn stdio_server_tools_are_offered_run_with_permission_and_mapped() {
             "mcp__notes__image",
             "mcp__notes__fail",
             "mcp__notes__slow",
+            "mcp__notes__read_file",
+            "mcp__notes__write_file",
             "mcp__notes__add_tool",
         ]
     );
@@ -576,6 +578,8 @@ async fn mcp_list_shows_configured_servers_their_state_and_tools() {
     mcp__notes__fail  (read-only)
     mcp__notes__slow  (read-only)
     mcp__notes__crash  (read-only)
+    mcp__notes__read_file  (read-only)
+    mcp__notes__write_file
     mcp__notes__add_tool  (read-only)
   off: disabled
 ",
@@ -972,6 +976,7 @@ async fn changed_roots_are_announced_and_the_server_asks_again() {
             ],
             env: Vec::new(),
             cwd: first.path().to_path_buf(),
+            confined: pincer::mcp::Confined::No,
         },
         call_timeout: Duration::from_secs(30),
         origin: Origin::Config,

@@ -37,7 +37,11 @@ struct World {
 /// A session in a project outside temp, with `config` as the user's
 /// `config.toml` and a fake `~/.ssh/id_ed25519`.
 async fn world(config: &str) -> World {
-    let sandbox = Sandbox::outside_temp();
+    world_in(Sandbox::outside_temp(), config).await
+}
+
+/// [`world`] in `sandbox`, which may hold a project already.
+async fn world_in(sandbox: Sandbox, config: &str) -> World {
     std::fs::write(sandbox.home().join("config.toml"), config).unwrap();
     std::fs::create_dir_all(sandbox.home().join(".ssh")).unwrap();
     std::fs::write(sandbox.home().join(".ssh/id_ed25519"), KEY).unwrap();
@@ -857,4 +861,98 @@ async fn pincer_sandbox_exec_confines_as_the_small_launcher_does() {
             .starts_with("pincer sandbox: the policy is not valid")
     );
     assert!(!sandbox.work().join("ran.txt").exists());
+}
+
+#[tokio::test]
+async fn stdio_mcp_servers_run_in_the_sandbox_unless_the_user_s_config_says_not_to() {
+    let bin = support::mcp_server_bin();
+    let config = format!(
+        "[mcp.servers.files]\ncommand = \"{bin}\"\n\n[mcp.servers.free]\ncommand = \"{bin}\"\nsandbox = false\n",
+        bin = bin.display()
+    );
+    let sandbox = Sandbox::outside_temp();
+    // A repository may not take the server out of the sandbox.
+    std::fs::create_dir_all(sandbox.work().join(".pincer")).unwrap();
+    std::fs::write(
+        sandbox.work().join(".pincer/config.toml"),
+        "[mcp.servers.files]\nsandbox = false\n",
+    )
+    .unwrap();
+    let mut w = world_in(sandbox, &config).await;
+    let key = shown(&w.sandbox.home().join(".ssh/id_ed25519"));
+    let outside = shown(&w.outside().join("from-mcp.txt"));
+    let free_outside = shown(&w.outside().join("from-free.txt"));
+    let inside = shown(&w.sandbox.work().join("from-mcp.txt"));
+    let inputs = [
+        json!({ "path": key }).to_string(),
+        json!({ "path": outside, "text": "x" }).to_string(),
+        json!({ "path": inside, "text": "in" }).to_string(),
+        json!({ "path": free_outside, "text": "free" }).to_string(),
+    ];
+    let triples = [
+        ("c_key", "mcp__files__read_file", inputs[0].as_str()),
+        ("c_out", "mcp__files__write_file", inputs[1].as_str()),
+        ("c_in", "mcp__files__write_file", inputs[2].as_str()),
+        ("c_free", "mcp__free__write_file", inputs[3].as_str()),
+    ];
+    w.mock.push(Reply::sse(anthropic_tool_calls(&triples)));
+    w.mock.push(Reply::sse(anthropic_text("Done.", 5)));
+    let before = w.mock.requests().len();
+    let id = w
+        .acp
+        .send("session/prompt", prompt(&w.session, "use the servers"))
+        .await;
+    let (response, _) = w
+        .acp
+        .drive(id, |method, _| match method {
+            "session/request_permission" => selected("allow_once"),
+            other => panic!("unexpected {other}"),
+        })
+        .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let results = tool_results(&w.mock, before + 1);
+    let by_id = |id: &str| results.iter().find(|r| r.0 == id).unwrap().clone();
+    let (_, error, text) = by_id("c_key");
+    assert!(error, "{text}");
+    assert!(text.contains("Permission denied"), "{text}");
+    assert!(!text.contains("fake-key-material"), "{text}");
+    let (_, error, text) = by_id("c_out");
+    assert!(error, "{text}");
+    assert!(!w.outside().join("from-mcp.txt").exists());
+    let (_, error, text) = by_id("c_in");
+    assert!(!error, "{text}");
+    assert_eq!(
+        std::fs::read_to_string(w.sandbox.work().join("from-mcp.txt")).unwrap(),
+        "in"
+    );
+    // `sandbox = false` in the user's own table: the server runs as the
+    // user's process.
+    let (_, error, text) = by_id("c_free");
+    assert!(!error, "{text}");
+    assert_eq!(
+        std::fs::read_to_string(w.outside().join("from-free.txt")).unwrap(),
+        "free"
+    );
+
+    // `pincer mcp list` says which servers run in the sandbox.
+    let output = raw_command(
+        &w.sandbox,
+        &w.mock,
+        env!("CARGO_BIN_EXE_pincer"),
+        &["mcp".to_string(), "list".to_string()],
+    )
+    .stdin(std::process::Stdio::null())
+    .output()
+    .await
+    .unwrap();
+    let listed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        listed.contains(&format!("files ({}, in the sandbox): ready", bin.display())),
+        "{listed}"
+    );
+    assert!(
+        listed.contains(&format!("free ({}): ready", bin.display())),
+        "{listed}"
+    );
 }

@@ -82,6 +82,18 @@ impl TestServer {
                 json!({"readOnlyHint": true}),
             ),
             tool(
+                "read_file",
+                "Read a file",
+                json!({"path": {"type": "string"}}),
+                json!({"readOnlyHint": true}),
+            ),
+            tool(
+                "write_file",
+                "Write a file",
+                json!({"path": {"type": "string"}, "text": {"type": "string"}}),
+                json!({"readOnlyHint": false}),
+            ),
+            tool(
                 "add_tool",
                 "Add the `extra` tool",
                 json!({}),
@@ -178,6 +190,29 @@ impl ServerHandler for TestServer {
                 result(text("done sleeping"))
             }
             "crash" => std::process::exit(3),
+            // What the server's process may touch: the sandbox tests
+            // confine it.
+            "read_file" => {
+                let path = args["path"].as_str().unwrap_or_default();
+                match std::fs::read_to_string(path) {
+                    Ok(content) => result(text(&content)),
+                    Err(e) => result(json!({
+                        "content": [{"type": "text", "text": format!("cannot read {path}: {e}")}],
+                        "isError": true,
+                    })),
+                }
+            }
+            "write_file" => {
+                let path = args["path"].as_str().unwrap_or_default();
+                let content = args["text"].as_str().unwrap_or_default();
+                match std::fs::write(path, content) {
+                    Ok(()) => result(text(&format!("wrote {path}"))),
+                    Err(e) => result(json!({
+                        "content": [{"type": "text", "text": format!("cannot write {path}: {e}")}],
+                        "isError": true,
+                    })),
+                }
+            }
             "add_tool" => {
                 self.tools.lock().unwrap().push(tool(
                     "extra",

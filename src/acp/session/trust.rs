@@ -188,7 +188,12 @@ impl Session {
     ) {
         let before = self.settings();
         let trusted = Arc::new(trusted);
-        let manager = start_mcp(&trusted, &self.cwd, self.editor_mcp.clone());
+        let manager = start_mcp(
+            &trusted,
+            &self.cwd,
+            self.editor_mcp.clone(),
+            self.permissions.sandbox().map(|s| s.as_ref()),
+        );
         let old = {
             let mut parts = self.parts.lock();
             parts.credentials = Arc::new(trusted.credentials());

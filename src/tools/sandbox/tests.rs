@@ -287,3 +287,17 @@ fn the_temp_dir_s_sockets_of_the_desktop_and_terminals_are_secrets() {
         std::fs::remove_dir_all(path).unwrap();
     }
 }
+
+#[test]
+fn a_server_s_own_keys_go_over_the_session_s() {
+    let base = Settings::from_config(&SandboxConfig::default(), None);
+    let over: SandboxConfig = toml::from_str(
+        "network = \"on\"\nallow_write = [\"/srv/cache\"]\n[limits]\nprocesses = 7\n",
+    )
+    .unwrap();
+    let s = base.clone().overlaid(&over, None);
+    assert_eq!(s.network, Network::On);
+    assert_eq!(s.allow_write, vec![PathBuf::from("/srv/cache")]);
+    assert_eq!(s.limits.processes, 7);
+    assert_eq!(s.mode, SandboxMode::WorkspaceWrite);
+}
