@@ -87,6 +87,15 @@ pub fn check(cwd: Option<PathBuf>) -> anyhow::Result<bool> {
         script: format!("exec 3<>/dev/tcp/127.0.0.1/{port}"),
         should_work: confinement.policy.network == Network::On,
     });
+    if let Some(proxy) = confinement.policy.proxy {
+        tries.push(Try {
+            what: "reach a host allow_hosts does not list, through the proxy".to_string(),
+            script: format!(
+                "exec 3<>/dev/tcp/127.0.0.1/{proxy} && printf 'CONNECT unlisted.invalid:443 HTTP/1.1\\r\\n\\r\\n' >&3 && head -c 12 <&3 | grep -q ' 200'"
+            ),
+            should_work: false,
+        });
+    }
     let mut all = true;
     for attempt in &tries {
         let (worked, said) = run(&confinement, &cwd, &attempt.script);
@@ -137,9 +146,16 @@ fn describe(confinement: &Confinement, settings: &crate::tools::sandbox::Setting
     println!(
         "  network: {}",
         match policy.network {
-            Network::Off => "none (only Unix sockets)",
-            Network::Loopback => "its own loopback only",
-            Network::On => "the machine's",
+            Network::Off => "none (only Unix sockets)".to_string(),
+            Network::Loopback if policy.allow_hosts.is_empty() => {
+                "its own loopback only".to_string()
+            }
+            Network::Loopback => format!(
+                "its own loopback, and {} through pincer's proxy (port {} of that loopback)",
+                policy.allow_hosts.join(", "),
+                policy.proxy.unwrap_or_default()
+            ),
+            Network::On => "the machine's".to_string(),
         }
     );
     println!(

@@ -18,7 +18,9 @@
 //! network of its own with only a loopback, so a test that starts a
 //! server and talks to it works, while the machine's own listeners and
 //! everything beyond are out of reach), `off` (no sockets but Unix ones),
-//! or `on`. `[sandbox.limits]` bounds the processes a command may have
+//! or `on`. With `loopback`, `allow_hosts` lists hosts commands may
+//! still reach, through a proxy pincer runs outside the sandbox (`proxy`,
+//! Linux only). `[sandbox.limits]` bounds the processes a command may have
 //! at once, the size of a file it writes and each process's CPU time.
 //!
 //! This module is the policy as data ([`Settings`] from the config file,
@@ -32,6 +34,8 @@
 
 #[cfg(target_os = "linux")]
 pub mod linux;
+#[cfg(unix)]
+pub mod proxy;
 pub mod seatbelt;
 
 use std::path::{Path, PathBuf};
@@ -156,6 +160,10 @@ pub struct SandboxConfig {
     pub mode: Option<SandboxMode>,
     /// `loopback` (default), `off` or `on`.
     pub network: Option<Network>,
+    /// Hosts a command may reach with `network = "loopback"`, through
+    /// pincer's proxy: `example.com`, `*.example.com` (its subdomains) or
+    /// an address.
+    pub allow_hosts: Option<Vec<HostPattern>>,
     /// More places commands may write (`~` for the home directory).
     pub allow_write: Vec<String>,
     /// More places commands may not read (`~` for the home directory).
@@ -166,6 +174,58 @@ pub struct SandboxConfig {
     pub escape: Option<bool>,
 }
 
+/// One `allow_hosts` entry, checked when the file is read
+/// ([`proxy::pattern`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct HostPattern(pub String);
+
+impl<'de> Deserialize<'de> for HostPattern {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        host_pattern(&text)
+            .map(HostPattern)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(unix)]
+fn host_pattern(text: &str) -> Result<String, String> {
+    proxy::pattern(text)
+}
+
+#[cfg(not(unix))]
+fn host_pattern(text: &str) -> Result<String, String> {
+    Ok(text.trim().to_ascii_lowercase())
+}
+
+/// Whether `entry` allows nothing `list` does not.
+#[cfg(unix)]
+fn host_covered(entry: &str, list: &[String]) -> bool {
+    proxy::covered(entry, list)
+}
+
+#[cfg(not(unix))]
+fn host_covered(entry: &str, list: &[String]) -> bool {
+    list.iter().any(|l| l == entry)
+}
+
+/// Both lists, `over`'s after `base`'s; either alone as it is.
+fn joined(
+    base: &Option<Vec<HostPattern>>,
+    over: &Option<Vec<HostPattern>>,
+) -> Option<Vec<HostPattern>> {
+    match (base, over) {
+        (Some(base), Some(over)) => {
+            let mut out = base.clone();
+            out.extend(over.iter().filter(|h| !base.contains(h)).cloned());
+            Some(out)
+        }
+        (base, None) => base.clone(),
+        (None, over) => over.clone(),
+    }
+}
+
 impl SandboxConfig {
     /// This config with `over`'s keys over it: a key `over` sets wins; its
     /// lists are added.
@@ -173,6 +233,7 @@ impl SandboxConfig {
         let mut out = self.clone();
         out.mode = over.mode.or(out.mode);
         out.network = over.network.or(out.network);
+        out.allow_hosts = joined(&out.allow_hosts, &over.allow_hosts);
         out.allow_write.extend(over.allow_write.iter().cloned());
         out.deny_read.extend(over.deny_read.iter().cloned());
         out.limits.processes = over.limits.processes.or(out.limits.processes);
@@ -206,6 +267,18 @@ pub fn narrowing(user: &SandboxConfig, project: &SandboxConfig) -> (SandboxConfi
             out.network = Some(network);
         } else {
             widening.push(format!("sandbox.network = \"{}\"", network.id()));
+        }
+    }
+    if let Some(hosts) = &project.allow_hosts {
+        let (kept, added): (Vec<HostPattern>, Vec<HostPattern>) = hosts
+            .iter()
+            .cloned()
+            .partition(|h| base.network == Network::On || host_covered(&h.0, &base.allow_hosts));
+        if base.network != Network::Off {
+            out.allow_hosts = Some(kept);
+        }
+        for host in added {
+            widening.push(format!("sandbox.allow_hosts: {}", host.0));
         }
     }
     if !project.allow_write.is_empty() {
@@ -269,6 +342,9 @@ impl Default for Limits {
 pub struct Settings {
     pub mode: SandboxMode,
     pub network: Network,
+    /// With `network = "loopback"`: the hosts reached through the proxy
+    /// (checked entries).
+    pub allow_hosts: Vec<String>,
     /// Absolute paths.
     pub allow_write: Vec<PathBuf>,
     /// Absolute paths, beyond [`secrets`].
@@ -284,6 +360,7 @@ impl Settings {
         Self {
             mode: config.mode.unwrap_or_default(),
             network: config.network.unwrap_or_default(),
+            allow_hosts: hosts_of(config.allow_hosts.as_deref().unwrap_or_default()),
             allow_write: config
                 .allow_write
                 .iter()
@@ -319,6 +396,23 @@ impl Settings {
         {
             self.network = network;
         }
+        if let Some(hosts) = &project.allow_hosts {
+            match self.network {
+                // Everything was open: now just the project's hosts.
+                Network::On => {
+                    self.network = Network::Loopback;
+                    self.allow_hosts = hosts_of(hosts);
+                }
+                Network::Loopback => {
+                    let base = std::mem::take(&mut self.allow_hosts);
+                    self.allow_hosts = hosts_of(hosts)
+                        .into_iter()
+                        .filter(|h| host_covered(h, &base))
+                        .collect();
+                }
+                Network::Off => {}
+            }
+        }
         self.deny_read
             .extend(project.deny_read.iter().filter_map(|p| expand(p, home)));
         let limits = &project.limits;
@@ -347,6 +441,11 @@ impl Settings {
         let own = Settings::from_config(over, home);
         self.mode = over.mode.unwrap_or(self.mode);
         self.network = over.network.unwrap_or(self.network);
+        for host in own.allow_hosts {
+            if !self.allow_hosts.contains(&host) {
+                self.allow_hosts.push(host);
+            }
+        }
         self.allow_write.extend(own.allow_write);
         self.deny_read.extend(own.deny_read);
         let limits = &over.limits;
@@ -366,9 +465,23 @@ impl Settings {
             other => other,
         });
         self.network = config.network.unwrap_or(self.network);
+        if let Some(hosts) = &config.allow_hosts {
+            self.allow_hosts = hosts_of(hosts);
+        }
         self.escape = config.escape.unwrap_or(false);
         self
     }
+}
+
+/// The entries of `list`, each once.
+fn hosts_of(list: &[HostPattern]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for host in list {
+        if !out.contains(&host.0) {
+            out.push(host.0.clone());
+        }
+    }
+    out
 }
 
 /// `~/x` under `home`; an absolute path as it is; anything else (a
@@ -511,6 +624,13 @@ pub struct Policy {
     /// `None`: a namespace of the command's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_network: Option<SharedNetwork>,
+    /// With `allow_hosts`: the hosts, and the port of the shared
+    /// network's loopback where the proxy to them is reached; the command
+    /// is told it in `HTTP_PROXY` and friends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_hosts: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<u16>,
 }
 
 /// A network namespace held for sandboxed commands to join: the holder's
@@ -571,6 +691,11 @@ impl Policy {
             network: settings.network,
             limits: settings.limits,
             shared_network: None,
+            allow_hosts: match settings.network {
+                Network::Loopback => settings.allow_hosts.clone(),
+                Network::Off | Network::On => Vec::new(),
+            },
+            proxy: None,
         })
     }
 }
@@ -689,6 +814,14 @@ pub fn looks_denied(output: &str) -> Option<&'static str> {
             "a connection the sandbox blocks (network is off)",
         ),
         (
+            "does not let commands reach",
+            "a host the sandbox's allow_hosts does not list",
+        ),
+        (
+            "CONNECT tunnel failed, response 403",
+            "a host the sandbox's allow_hosts does not list",
+        ),
+        (
             "Connection refused",
             "a connection the sandbox blocks (its network has only its own loopback)",
         ),
@@ -756,6 +889,8 @@ fn probe() -> Result<(), String> {
         network: Network::Loopback,
         limits: Limits::default(),
         shared_network: None,
+        allow_hosts: Vec::new(),
+        proxy: None,
     };
     let output = launcher_for(launcher)
         .command()
@@ -789,64 +924,208 @@ fn probe() -> Result<(), String> {
     Err("pincer has no sandbox for this operating system".to_string())
 }
 
-/// The network namespace this process's sandboxed commands share, started
-/// on first use and again if its holder is gone; `None` when it cannot be
-/// held (each command then gets a namespace of its own). The holder ends
-/// when pincer does: its stdin is a pipe only pincer holds.
+/// A network namespace held for sandboxed commands, and with
+/// `allow_hosts` the port of its loopback where the proxy is reached.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    network: SharedNetwork,
+    proxy: Option<u16>,
+}
+
+/// How many shared networks (one per distinct `allow_hosts`) a pincer
+/// holds at most.
 #[cfg(target_os = "linux")]
-fn shared_network(launcher: &Launcher) -> Option<SharedNetwork> {
-    struct Held {
-        child: std::process::Child,
-        network: SharedNetwork,
+const MAX_NETWORKS: usize = 16;
+
+/// The network namespace this process's sandboxed commands with the same
+/// `hosts` share, started on first use and again if its holder is gone.
+/// Without hosts, `Ok(None)` when it cannot be held (each command then
+/// gets a namespace of its own); with hosts, the proxy to them (a process
+/// of its own on this machine's network, listening on a Unix socket in
+/// `dir`) and a port of the namespace's loopback carried to it, or why
+/// they could not be started. The processes end when pincer does: their
+/// stdin is a pipe only pincer holds.
+#[cfg(target_os = "linux")]
+fn shared_network(
+    launcher: &Launcher,
+    hosts: &[String],
+    dir: Option<&Path>,
+) -> Result<Option<Held>, String> {
+    use std::collections::HashMap;
+    use std::process::{Child, Stdio};
+    struct Holder {
+        holder: Child,
+        proxy: Option<Child>,
+        held: Held,
     }
-    static HELD: parking_lot::Mutex<Option<Held>> = parking_lot::Mutex::new(None);
-    let mut held = HELD.lock();
-    if let Some(h) = held.as_mut() {
-        if matches!(h.child.try_wait(), Ok(None)) {
-            return Some(h.network);
+    impl Holder {
+        fn alive(&mut self) -> bool {
+            matches!(self.holder.try_wait(), Ok(None))
+                && self
+                    .proxy
+                    .as_mut()
+                    .is_none_or(|p| matches!(p.try_wait(), Ok(None)))
         }
-        *held = None;
     }
-    // The holder says its namespaces on stderr (a line of two numbers),
-    // or why it could not make them.
-    let mut child = launcher
-        .command()
-        .arg("--hold-network")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .ok()?;
-    let mut line = String::new();
-    let read = child.stderr.take().map(|out| {
-        use std::io::BufRead;
-        std::io::BufReader::new(out).read_line(&mut line)
-    });
-    let network = match (read, line.split_whitespace().collect::<Vec<_>>().as_slice()) {
-        (Some(Ok(_)), [user, net]) => {
-            let pid = i32::try_from(child.id()).ok()?;
-            user.parse()
-                .ok()
-                .zip(net.parse().ok())
-                .map(|(user, net)| SharedNetwork { pid, user, net })
+    impl Drop for Holder {
+        fn drop(&mut self) {
+            for child in std::iter::once(&mut self.holder).chain(self.proxy.as_mut()) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         }
+    }
+    /// The first line `child` says on stderr.
+    fn said(child: &mut Child) -> String {
+        let mut line = String::new();
+        if let Some(err) = child.stderr.take() {
+            use std::io::BufRead;
+            let _ = std::io::BufReader::new(err).read_line(&mut line);
+        }
+        line.trim().to_string()
+    }
+    static HELD: std::sync::LazyLock<parking_lot::Mutex<HashMap<Vec<String>, Holder>>> =
+        std::sync::LazyLock::new(Default::default);
+    let mut table = HELD.lock();
+    let key = hosts.to_vec();
+    if let Some(h) = table.get_mut(&key) {
+        if h.alive() {
+            return Ok(Some(h.held));
+        }
+        table.remove(&key);
+    }
+    if table.len() >= MAX_NETWORKS {
+        table.retain(|_, h| h.alive());
+        if table.len() >= MAX_NETWORKS {
+            return Err(format!(
+                "more than {MAX_NETWORKS} different allow_hosts lists are in use"
+            ));
+        }
+    }
+    let mut proxy = None;
+    let mut holder = launcher.command();
+    holder.arg("--hold-network");
+    if !hosts.is_empty() {
+        let socket = proxy_socket(hosts, dir);
+        let mut child = launcher
+            .command()
+            .arg("--proxy")
+            .arg(&socket)
+            .arg("--allow")
+            .arg(serde_json::to_string(hosts).unwrap_or_default())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start the sandbox's proxy: {e}"))?;
+        let line = said(&mut child);
+        if line != "ready" {
+            let _ = child.kill();
+            let _ = child.wait();
+            let why = line.strip_prefix(SETUP_FAILED_PREFIX).unwrap_or(&line);
+            return Err(format!("cannot start the sandbox's proxy: {why}"));
+        }
+        proxy = Some(child);
+        holder.arg("--forward").arg(&socket);
+    }
+    let child = holder
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) if hosts.is_empty() => {
+            tracing::debug!("the sandbox's shared network could not be held ({e})");
+            return Ok(None);
+        }
+        Err(e) => return Err(format!("cannot hold the sandbox's network: {e}")),
+    };
+    let line = said(&mut child);
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let pid = i32::try_from(child.id()).unwrap_or_default();
+    let parsed = match (words.as_slice(), hosts.is_empty()) {
+        ([user, net], true) => user
+            .parse()
+            .ok()
+            .zip(net.parse().ok())
+            .map(|(u, n)| (u, n, None)),
+        ([user, net, port], false) => user
+            .parse()
+            .ok()
+            .zip(net.parse().ok())
+            .zip(port.parse().ok())
+            .map(|((u, n), p)| (u, n, Some(p))),
         _ => None,
     };
-    let Some(network) = network else {
-        tracing::debug!(
-            "the sandbox's shared network could not be held; each command gets its own"
-        );
-        let _ = child.kill();
-        let _ = child.wait();
-        return None;
+    let mut holder = Holder {
+        holder: child,
+        proxy,
+        held: Held {
+            network: SharedNetwork {
+                pid,
+                user: 0,
+                net: 0,
+            },
+            proxy: None,
+        },
     };
-    *held = Some(Held { child, network });
-    Some(network)
+    let Some((user, net, port)) = parsed else {
+        drop(holder);
+        if hosts.is_empty() {
+            tracing::debug!(
+                "the sandbox's shared network could not be held; each command gets its own"
+            );
+            return Ok(None);
+        }
+        let why = line.strip_prefix(SETUP_FAILED_PREFIX).unwrap_or(&line);
+        return Err(format!("cannot hold the sandbox's network: {why}"));
+    };
+    holder.held = Held {
+        network: SharedNetwork { pid, user, net },
+        proxy: port,
+    };
+    let held = holder.held;
+    table.insert(key, holder);
+    Ok(Some(held))
+}
+
+/// Where the proxy of `hosts` listens: in `dir` (pincer's own, which
+/// commands cannot see), else the temp dir if that path is too long for
+/// a Unix socket.
+#[cfg(target_os = "linux")]
+fn proxy_socket(hosts: &[String], dir: Option<&Path>) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    hosts.hash(&mut hasher);
+    let name = format!("proxy-{}-{:x}.sock", std::process::id(), hasher.finish());
+    let own = dir.map(|d| d.join("run"));
+    if let Some(own) = own
+        && own.join(&name).as_os_str().len() < 100
+        && std::fs::create_dir_all(&own).is_ok()
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o700));
+        return own.join(name);
+    }
+    std::env::temp_dir().join(format!("pincer-{name}"))
 }
 
 #[cfg(not(target_os = "linux"))]
-fn shared_network(_launcher: &Launcher) -> Option<SharedNetwork> {
-    None
+fn shared_network(
+    _launcher: &Launcher,
+    hosts: &[String],
+    _dir: Option<&Path>,
+) -> Result<Option<Held>, String> {
+    if !hosts.is_empty() {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            tracing::warn!(
+                "[sandbox] allow_hosts works on Linux only; here commands reach no host beyond the loopback"
+            );
+        });
+    }
+    Ok(None)
 }
 
 /// A command's confinement: the policy, and how to start a program in it.
@@ -925,9 +1204,15 @@ impl Confinement {
             .map(|p| p.display().to_string())
             .collect();
         let network = match self.policy.network {
-            Network::Off => "no network",
-            Network::Loopback => "no network beyond its own loopback",
-            Network::On => "the network",
+            Network::Off => "no network".to_string(),
+            Network::Loopback if self.policy.allow_hosts.is_empty() => {
+                "no network beyond its own loopback".to_string()
+            }
+            Network::Loopback => format!(
+                "no network beyond its own loopback except {} through the proxy in HTTP_PROXY, HTTPS_PROXY and ALL_PROXY",
+                self.policy.allow_hosts.join(", ")
+            ),
+            Network::On => "the network".to_string(),
         };
         format!(
             "Commands run in a sandbox: they may write only in {} (never .git/hooks, .git/config or .pincer/), cannot read the user's credentials, and have {network}.",
@@ -1052,7 +1337,13 @@ impl Sandbox {
         support().clone()?;
         let launcher = launcher_for(&LAUNCHER.get().cloned().unwrap_or_default());
         if policy.network == Network::Loopback {
-            policy.shared_network = shared_network(&launcher);
+            let dir = self.pincer_dirs.last().map(PathBuf::as_path);
+            let held = shared_network(&launcher, &policy.allow_hosts, dir)?;
+            policy.shared_network = held.map(|h| h.network);
+            policy.proxy = held.and_then(|h| h.proxy);
+            if policy.proxy.is_none() {
+                policy.allow_hosts.clear();
+            }
         }
         Ok(Some(Confinement { policy, launcher }))
     }

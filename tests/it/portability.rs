@@ -32,6 +32,11 @@ const UNIX_ONLY_MODULES: &[(&str, &str, &str)] = &[
         "src/tools/sandbox.rs",
         "#[cfg(target_os = \"linux\")]\npub mod linux;",
     ),
+    (
+        "src/tools/sandbox/proxy.rs",
+        "src/tools/sandbox.rs",
+        "#[cfg(unix)]\npub mod proxy;",
+    ),
 ];
 
 /// How far above a use its `cfg` attribute may be (the item's signature

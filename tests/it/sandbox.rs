@@ -505,6 +505,32 @@ async fn sandbox_check_shows_the_sandbox_and_proves_it_holds() {
         assert!(text.contains(line), "{line}: {text}");
     }
     assert!(!text.contains('✗'), "{text}");
+    // With allow_hosts it shows them, and that the proxy refuses others.
+    std::fs::write(
+        w.sandbox.home().join("config.toml"),
+        "[sandbox]\nallow_hosts = [\"github.com\"]\n",
+    )
+    .unwrap();
+    let output = w
+        .sandbox
+        .command(&["sandbox", "check"])
+        .env_remove("PINCER_SANDBOX")
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("network: its own loopback, and github.com through pincer's proxy"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "✓ reach a host allow_hosts does not list, through the proxy: stopped, as it should be"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains('✗'), "{text}");
     // With the sandbox off it says so and tries nothing.
     let output = w
         .sandbox
@@ -955,4 +981,121 @@ async fn stdio_mcp_servers_run_in_the_sandbox_unless_the_user_s_config_says_not_
         listed.contains(&format!("free ({}): ready", bin.display())),
         "{listed}"
     );
+}
+
+/// A web server on this machine's loopback: answers every request with
+/// `hello from the machine` and keeps the paths it was asked for.
+fn machine_web_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let paths = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read_exact(&mut byte).is_ok() {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let path = head.split(' ').nth(1).unwrap_or_default().to_string();
+            paths.lock().unwrap().push(path);
+            let body = "hello from the machine\n";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, seen)
+}
+
+#[tokio::test]
+async fn allow_hosts_are_reached_through_the_proxy_over_http_connect_and_socks_and_nothing_else() {
+    let (port, seen) = machine_web_server();
+    let mut w = world("[sandbox]\nallow_hosts = [\"localhost\"]\n").await;
+    // The command is told where the proxy is; its own loopback stays
+    // direct (NO_PROXY), so these name the machine's through the proxy.
+    let via = "env -u NO_PROXY -u no_proxy curl -sS --max-time 20";
+    let ran = w
+        .bash(
+            &format!(
+                "echo \"proxy=$HTTPS_PROXY\"; {via} http://localhost:{port}/plain && {via} -p http://localhost:{port}/tunnel && env -u HTTP_PROXY -u http_proxy {via} http://localhost:{port}/socks"
+            ),
+            "reject_once",
+        )
+        .await;
+    assert!(!ran.is_error, "{}", ran.text);
+    assert!(ran.questions.is_empty(), "{:?}", ran.questions);
+    assert!(ran.text.contains("proxy=http://127.0.0.1:"), "{}", ran.text);
+    assert_eq!(
+        ran.text.matches("hello from the machine").count(),
+        3,
+        "{}",
+        ran.text
+    );
+    assert_eq!(*seen.lock().unwrap(), ["/plain", "/tunnel", "/socks"]);
+
+    // A host not listed: refused by the proxy, with the reason; the
+    // model reads it and the user is asked whether to run it outside.
+    let ran = w
+        .bash(
+            &format!("{via} -p http://127.0.0.1:{port}/denied"),
+            "reject_once",
+        )
+        .await;
+    assert!(ran.is_error, "{}", ran.text);
+    assert!(
+        ran.text.contains("CONNECT tunnel failed, response 403"),
+        "{}",
+        ran.text
+    );
+    assert!(
+        ran.text.contains("allow_hosts does not list"),
+        "{}",
+        ran.text
+    );
+    assert_eq!(ran.questions.len(), 1, "{:?}", ran.questions);
+    // Past the proxy there is still no way out: a direct connection finds
+    // only the sandbox's own loopback.
+    let ran = w
+        .bash(
+            &format!("curl -sS --noproxy '*' --max-time 20 http://localhost:{port}/direct"),
+            "reject_once",
+        )
+        .await;
+    assert!(ran.is_error, "{}", ran.text);
+    assert!(!ran.text.contains("hello from the machine"), "{}", ran.text);
+    assert_eq!(*seen.lock().unwrap(), ["/plain", "/tunnel", "/socks"]);
+
+    // The proxy's socket is pincer's own, out of the commands' sight,
+    // and goes with pincer.
+    let sockets = |root: &Path| -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let mut work = vec![root.to_path_buf()];
+        while let Some(dir) = work.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    work.push(path);
+                } else if path.to_string_lossy().contains("proxy-") {
+                    out.push(path);
+                }
+            }
+        }
+        out
+    };
+    let home = w.sandbox.home().to_path_buf();
+    assert_eq!(sockets(&home).len(), 1, "{:?}", sockets(&home));
+    w.acp.close_stdin();
+    assert!(w.acp.wait_exit().await.success());
+    support::wait_until(
+        "the proxy's socket to go with pincer",
+        Duration::from_secs(10),
+        || sockets(&home).is_empty(),
+    )
+    .await;
 }

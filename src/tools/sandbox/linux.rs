@@ -73,7 +73,14 @@ const DEVICES: &[&str] = &[
 /// code when it cannot.
 pub fn exec_main(args: Vec<OsString>) -> i32 {
     if args.first().is_some_and(|a| a == "--hold-network") {
-        return hold_network();
+        let forward = match args.get(1).and_then(|a| a.to_str()) {
+            Some("--forward") => args.get(2).map(PathBuf::from),
+            _ => None,
+        };
+        return hold_network(forward);
+    }
+    if args.first().is_some_and(|a| a == "--proxy") {
+        return proxy_main(&args[1..]);
     }
     let mut policy = None;
     let mut probe = false;
@@ -118,7 +125,12 @@ pub fn exec_main(args: Vec<OsString>) -> i32 {
         eprintln!("{SETUP_FAILED_PREFIX}no program to run after --");
         return SETUP_FAILED;
     };
-    let error = std::process::Command::new(&name).args(program).exec();
+    let mut command = std::process::Command::new(&name);
+    command.args(program);
+    if let Some(port) = policy.proxy {
+        command.envs(super::proxy::variables(port));
+    }
+    let error = command.exec();
     eprintln!("{}: {error}", Path::new(&name).display());
     if error.kind() == std::io::ErrorKind::NotFound {
         127
@@ -185,11 +197,69 @@ fn namespace_of(pid: &str, kind: &str) -> std::io::Result<u64> {
     std::fs::metadata(format!("/proc/{pid}/ns/{kind}")).map(|m| m.ino())
 }
 
-/// `pincer-sandbox --hold-network`: makes a user and a network namespace
-/// with its loopback up, says their inodes on stderr (a pipe to pincer),
-/// and holds them until its stdin closes (pincer, which started it, is
-/// gone).
-fn hold_network() -> i32 {
+/// `pincer-sandbox --proxy SOCKET --allow JSON`: the proxy of
+/// `allow_hosts` (`super::proxy`), on the machine's network, listening on
+/// the Unix socket `SOCKET` (made afresh, for its owner only). It says
+/// `ready` on stderr once it listens, and ends, removing the socket, when
+/// its stdin closes (pincer is gone).
+fn proxy_main(args: &[OsString]) -> i32 {
+    let fail = |why: String| {
+        eprintln!("{SETUP_FAILED_PREFIX}{why}");
+        SETUP_FAILED
+    };
+    let (Some(socket), Some(flag), Some(allow)) = (args.first(), args.get(1), args.get(2)) else {
+        return fail("usage: --proxy SOCKET --allow JSON".to_string());
+    };
+    if flag != "--allow" {
+        return fail("usage: --proxy SOCKET --allow JSON".to_string());
+    }
+    let patterns: Vec<String> = match serde_json::from_str::<Vec<String>>(&allow.to_string_lossy())
+    {
+        Ok(list) => match list.iter().map(|e| super::proxy::pattern(e)).collect() {
+            Ok(patterns) => patterns,
+            Err(why) => return fail(why),
+        },
+        Err(e) => return fail(format!("the allow list is not valid: {e}")),
+    };
+    let socket = PathBuf::from(socket);
+    let _ = std::fs::remove_file(&socket);
+    let listener = match std::os::unix::net::UnixListener::bind(&socket) {
+        Ok(listener) => listener,
+        Err(e) => return fail(format!("cannot listen on {}: {e}", socket.display())),
+    };
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
+    }
+    let ended = socket.clone();
+    let watch = std::thread::Builder::new()
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            let mut byte = [0u8; 64];
+            loop {
+                use std::io::Read;
+                match std::io::stdin().read(&mut byte) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+            let _ = std::fs::remove_file(&ended);
+            std::process::exit(0);
+        });
+    if let Err(e) = watch {
+        return fail(format!("cannot watch for pincer's end: {e}"));
+    }
+    eprintln!("ready");
+    super::proxy::serve(listener, patterns);
+    0
+}
+
+/// `pincer-sandbox --hold-network [--forward SOCKET]`: makes a user and a
+/// network namespace with its loopback up and holds them until its stdin
+/// closes (pincer, which started it, is gone). It says their inodes on
+/// stderr (a pipe to pincer); with `--forward`, also the port of its
+/// loopback whose connections it carries to the proxy at `SOCKET`.
+fn hold_network(forward: Option<PathBuf>) -> i32 {
     let made = (|| -> Result<(u64, u64), String> {
         let uid = nix::unistd::getuid();
         let gid = nix::unistd::getgid();
@@ -211,7 +281,29 @@ fn hold_network() -> i32 {
             return SETUP_FAILED;
         }
     };
-    eprintln!("{user} {net}");
+    match forward {
+        None => eprintln!("{user} {net}"),
+        Some(proxy) => {
+            // Bound after the namespaces were made: this loopback is the
+            // sandbox's.
+            let listener = match std::net::TcpListener::bind("127.0.0.1:0") {
+                Ok(listener) => listener,
+                Err(e) => {
+                    eprintln!("{SETUP_FAILED_PREFIX}cannot listen for the proxy: {e}");
+                    return SETUP_FAILED;
+                }
+            };
+            let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+            let carrying = std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || super::proxy::forward(listener, proxy));
+            if let Err(e) = carrying {
+                eprintln!("{SETUP_FAILED_PREFIX}cannot forward to the proxy: {e}");
+                return SETUP_FAILED;
+            }
+            eprintln!("{user} {net} {port}");
+        }
+    }
     let mut byte = [0u8; 64];
     loop {
         use std::io::Read;

@@ -208,6 +208,8 @@ fn the_seatbelt_profile_says_what_the_policy_says() {
         network: Network::Off,
         limits: Limits::default(),
         shared_network: None,
+        allow_hosts: Vec::new(),
+        proxy: None,
     };
     let profile = seatbelt::profile(&policy);
     assert!(
@@ -300,4 +302,73 @@ fn a_server_s_own_keys_go_over_the_session_s() {
     assert_eq!(s.allow_write, vec![PathBuf::from("/srv/cache")]);
     assert_eq!(s.limits.processes, 7);
     assert_eq!(s.mode, SandboxMode::WorkspaceWrite);
+}
+
+#[test]
+fn allow_hosts_are_checked_and_a_project_only_takes_hosts_away() {
+    let bad = toml::from_str::<SandboxConfig>("allow_hosts = [\"https://github.com\"]\n");
+    assert!(bad.unwrap_err().to_string().contains("is not a host"));
+    let user: SandboxConfig =
+        toml::from_str("allow_hosts = [\"github.com\", \"*.npmjs.org\"]\n").unwrap();
+    let base = Settings::from_config(&user, None);
+    assert_eq!(base.allow_hosts, ["github.com", "*.npmjs.org"]);
+
+    let project: SandboxConfig = toml::from_str(
+        "allow_hosts = [\"registry.npmjs.org\", \"evil.example\", \"*.github.com\"]\n",
+    )
+    .unwrap();
+    let (narrowing, widening) = super::narrowing(&user, &project);
+    assert_eq!(
+        widening,
+        [
+            "sandbox.allow_hosts: evil.example",
+            "sandbox.allow_hosts: *.github.com"
+        ]
+    );
+    let narrowed = base.clone().narrowed(&narrowing, None);
+    assert_eq!(narrowed.allow_hosts, ["registry.npmjs.org"]);
+    assert_eq!(narrowed.network, Network::Loopback);
+    // Even unfiltered, narrowing never adds a host.
+    assert_eq!(
+        base.clone().narrowed(&project, None).allow_hosts,
+        ["registry.npmjs.org"]
+    );
+    // An empty list takes them all away.
+    let none: SandboxConfig = toml::from_str("allow_hosts = []\n").unwrap();
+    assert!(base.clone().narrowed(&none, None).allow_hosts.is_empty());
+
+    // A user's open network narrowed by a project's list: just those.
+    let open = Settings::from_config(&toml::from_str("network = \"on\"\n").unwrap(), None);
+    let narrowed = open.narrowed(&project, None);
+    assert_eq!(narrowed.network, Network::Loopback);
+    assert_eq!(
+        narrowed.allow_hosts,
+        ["registry.npmjs.org", "evil.example", "*.github.com"]
+    );
+
+    // The hosts reach a command's policy with the loopback only.
+    let dir = tempfile::tempdir().unwrap();
+    let policy = Policy::new(&base, dir.path(), None, &[]).unwrap();
+    assert_eq!(policy.allow_hosts, ["github.com", "*.npmjs.org"]);
+    let off = Settings {
+        network: Network::Off,
+        ..base.clone()
+    };
+    assert!(
+        Policy::new(&off, dir.path(), None, &[])
+            .unwrap()
+            .allow_hosts
+            .is_empty()
+    );
+
+    // A channel's own list replaces the user's; a server's adds to it.
+    let channel: SandboxConfig = toml::from_str("allow_hosts = [\"api.telegram.org\"]\n").unwrap();
+    assert_eq!(
+        base.clone().unattended(&channel).allow_hosts,
+        ["api.telegram.org"]
+    );
+    assert_eq!(
+        base.overlaid(&channel, None).allow_hosts,
+        ["github.com", "*.npmjs.org", "api.telegram.org"]
+    );
 }
