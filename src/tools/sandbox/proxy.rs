@@ -637,6 +637,26 @@ mod tests {
     }
 
     #[test]
+    fn connections_beyond_the_bound_are_not_carried() {
+        let count = Arc::new(AtomicUsize::new(0));
+        let slots: Vec<Slot> = (0..MAX_CONNECTIONS)
+            .map(|_| Slot::take(&count).unwrap())
+            .collect();
+        assert!(Slot::take(&count).is_none());
+        assert_eq!(count.load(Ordering::Acquire), MAX_CONNECTIONS);
+        drop(slots);
+        assert_eq!(count.load(Ordering::Acquire), 0);
+        // A connection over the bound is closed at once, not queued.
+        let full = Arc::new(AtomicUsize::new(MAX_CONNECTIONS));
+        let (mut mine, theirs) = UnixStream::pair().unwrap();
+        carry(&full, theirs, |_stream: UnixStream| {
+            panic!("carried past the bound")
+        });
+        let mut out = Vec::new();
+        assert_eq!(mine.read_to_end(&mut out).unwrap(), 0);
+    }
+
+    #[test]
     fn authorities_split_into_host_and_port() {
         assert_eq!(host_port("a.com:443", None), Some(("a.com".into(), 443)));
         assert_eq!(host_port("a.com", Some(80)), Some(("a.com".into(), 80)));
