@@ -236,6 +236,22 @@ pub enum RunStop {
     Failed(LlmError),
 }
 
+/// Where a command a question is about runs, which decides where an
+/// "always" answer to it applies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Place {
+    /// Not in a sandbox (none, or the call runs no command): the usual
+    /// answers.
+    #[default]
+    Anywhere,
+    /// In the sandbox: "always allow" is remembered with the other
+    /// answers and holds in the sandbox or out of it.
+    Sandbox,
+    /// Outside the sandbox, which stopped it: "always" remembers that the
+    /// command may leave it (`outside`); there is no "always reject".
+    Outside,
+}
+
 /// The frontend side of a run.
 pub trait AgentHost: Send + Sync {
     fn emit(&self, event: AgentEvent);
@@ -248,6 +264,20 @@ pub trait AgentHost: Send + Sync {
         reason: &'a str,
         preview: Vec<Display>,
     ) -> BoxFuture<'a, Answer>;
+    /// [`AgentHost::request_permission`] about a command that runs at
+    /// `place`: a host that shows the answers says where an "always"
+    /// answer applies (the default asks as `request_permission` does).
+    fn request_permission_at<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        info: &'a CallInfo,
+        reason: &'a str,
+        preview: Vec<Display>,
+        place: Place,
+    ) -> BoxFuture<'a, Answer> {
+        let _ = place;
+        self.request_permission(call, info, reason, preview)
+    }
     /// Where tools read and write files.
     fn workspace(&self) -> Arc<dyn Workspace> {
         Arc::new(LocalWorkspace)
@@ -1124,8 +1154,12 @@ async fn run_call(
                 None => reason,
             };
             let preview = tool.preview(&call.arguments, &ctx).await;
+            let place = match (&ctx.confine, tool.runs_commands()) {
+                (Some(_), true) => Place::Sandbox,
+                _ => Place::Anywhere,
+            };
             let answer = tokio::select! {
-                answer = host.request_permission(call, info, &reason, preview) => answer,
+                answer = host.request_permission_at(call, info, &reason, preview, place) => answer,
                 () = cancel.cancelled() => Answer::Cancelled,
             };
             match answer {
@@ -1280,7 +1314,7 @@ async fn escape(
         "the sandbox stopped this command ({why}); allowing runs it again outside the sandbox, with your full access"
     );
     let answer = tokio::select! {
-        answer = host.request_permission(call, info, &reason, Vec::new()) => answer,
+        answer = host.request_permission_at(call, info, &reason, Vec::new(), Place::Outside) => answer,
         () = cancel.cancelled() => Answer::Cancelled,
     };
     match answer {

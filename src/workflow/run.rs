@@ -643,6 +643,18 @@ impl AgentHost for Detached<'_> {
         self.0.request_permission(call, info, reason, preview)
     }
 
+    fn request_permission_at<'a>(
+        &'a self,
+        call: &'a crate::llm::ToolCall,
+        info: &'a crate::tools::CallInfo,
+        reason: &'a str,
+        preview: Vec<crate::tools::Display>,
+        place: crate::agent::Place,
+    ) -> BoxFuture<'a, Answer> {
+        self.0
+            .request_permission_at(call, info, reason, preview, place)
+    }
+
     fn workspace(&self) -> Arc<dyn crate::tools::Workspace> {
         self.0.workspace()
     }

@@ -184,6 +184,16 @@ async fn writes_inside_the_project_run_without_a_question_and_outside_are_denied
         "{}",
         ran.questions[0]
     );
+    // Its answers are about leaving the sandbox, and "always" remembers
+    // just that; there is no "always reject" to remember.
+    assert_eq!(
+        option_names(&ran.questions[0]),
+        [
+            "Run outside the sandbox once",
+            "Always run it outside the sandbox",
+            "Keep it in the sandbox"
+        ]
+    );
     assert!(!target.exists());
 }
 
@@ -389,6 +399,26 @@ async fn a_command_that_is_dangerous_by_itself_still_asks_inside_the_sandbox() {
     );
     assert!(ran.is_error);
     assert!(ran.text.contains("declined"), "{}", ran.text);
+    // Its answers say where an "always" holds.
+    assert_eq!(
+        option_names(&ran.questions[0]),
+        [
+            "Allow once",
+            "Always allow (in the sandbox or out)",
+            "Reject",
+            "Always reject"
+        ]
+    );
+}
+
+/// The names of a permission question's answers, in order.
+fn option_names(question: &Value) -> Vec<String> {
+    question["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap().to_string())
+        .collect()
 }
 
 /// The uid tests run the limits under when they run as root: the kernel

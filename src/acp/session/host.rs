@@ -4,6 +4,7 @@
 //! handed to the running run (steering and follow-ups).
 
 use super::*;
+use crate::agent::Place;
 use crate::session::rewind;
 use crate::tools::ask_user::{AskUser, Question, Reply};
 
@@ -312,24 +313,22 @@ impl AgentHost for AcpHost {
         reason: &'a str,
         preview: Vec<Display>,
     ) -> BoxFuture<'a, Answer> {
+        self.request_permission_at(call, info, reason, preview, Place::Anywhere)
+    }
+
+    fn request_permission_at<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        info: &'a CallInfo,
+        reason: &'a str,
+        preview: Vec<Display>,
+        place: Place,
+    ) -> BoxFuture<'a, Answer> {
         Box::pin(async move {
             if self.drain.is_closed() {
                 return Answer::RejectOnce;
             }
-            let options = vec![
-                PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
-                PermissionOption::new(
-                    ALLOW_ALWAYS,
-                    "Always allow",
-                    PermissionOptionKind::AllowAlways,
-                ),
-                PermissionOption::new(REJECT_ONCE, "Reject", PermissionOptionKind::RejectOnce),
-                PermissionOption::new(
-                    REJECT_ALWAYS,
-                    "Always reject",
-                    PermissionOptionKind::RejectAlways,
-                ),
-            ];
+            let options = permission_options(place);
             let mut fields = ToolCallUpdateFields::new()
                 .name(call.name.clone())
                 .title(info.title.clone())
@@ -593,4 +592,37 @@ fn meta_reason(reason: &str) -> agent_client_protocol::v1::schema::Meta {
         serde_json::json!({ "reason": reason }),
     );
     meta
+}
+
+/// The answers offered for a command that runs at `place`, labelled with
+/// where an "always" answer applies.
+fn permission_options(place: Place) -> Vec<PermissionOption> {
+    let (once, always, reject) = match place {
+        Place::Anywhere => ("Allow once", "Always allow", "Reject"),
+        Place::Sandbox => (
+            "Allow once",
+            "Always allow (in the sandbox or out)",
+            "Reject",
+        ),
+        Place::Outside => (
+            "Run outside the sandbox once",
+            "Always run it outside the sandbox",
+            "Keep it in the sandbox",
+        ),
+    };
+    let mut options = vec![
+        PermissionOption::new(ALLOW_ONCE, once, PermissionOptionKind::AllowOnce),
+        PermissionOption::new(ALLOW_ALWAYS, always, PermissionOptionKind::AllowAlways),
+        PermissionOption::new(REJECT_ONCE, reject, PermissionOptionKind::RejectOnce),
+    ];
+    // Leaving the sandbox is asked about each time it stops a command:
+    // there is nothing for "always reject" to remember.
+    if place != Place::Outside {
+        options.push(PermissionOption::new(
+            REJECT_ALWAYS,
+            "Always reject",
+            PermissionOptionKind::RejectAlways,
+        ));
+    }
+    options
 }
