@@ -293,6 +293,9 @@ impl Session {
             settings.default_mode(),
             roots,
         ));
+        if let Some(sandbox) = permissions.sandbox() {
+            sandbox.set_model(&model.provider, &model.id);
+        }
         let mcp = start_mcp(
             &settings,
             &cwd,
@@ -338,6 +341,14 @@ impl Session {
 
     pub fn id(&self) -> &SessionId {
         &self.id
+    }
+
+    /// The session runs `model` now: its sandbox takes the model's
+    /// `[sandbox.by_provider]` tables.
+    pub(crate) fn model_changed(&self, model: &Model) {
+        if let Some(sandbox) = self.permissions.sandbox() {
+            sandbox.set_model(&model.provider, &model.id);
+        }
     }
 
     /// The connection the session belongs to now.
@@ -487,6 +498,7 @@ impl Session {
             // session on its default model; the history still loads.
             match self.settings().catalog.resolve(id) {
                 Ok(model) if self.settings().can_offer(&model) => {
+                    self.model_changed(&model);
                     self.state.lock().model = model;
                 }
                 _ => {
@@ -771,6 +783,7 @@ impl Session {
                     return Err(self.settings().credential_hint_in_editor(&model));
                 }
                 let full_id = model.full_id();
+                self.model_changed(&model);
                 {
                     let mut state = self.state.lock();
                     state.thinking = clamp_thinking(&model, state.thinking);

@@ -174,7 +174,9 @@ pub fn permissions(settings: &Settings, mode: Mode, roots: Vec<PathBuf>) -> Perm
 pub const SANDBOX_VARIABLE: &str = "PINCER_SANDBOX";
 
 /// The sandbox of a session: the user's `[sandbox]`, the `main` agent's
-/// over it, `PINCER_SANDBOX`, and last the project's, which only narrows.
+/// over it, the model's `[sandbox.by_provider]` tables once the session
+/// says its model ([`crate::tools::sandbox::Sandbox::set_model`]),
+/// `PINCER_SANDBOX`, and last the project's, which only narrows.
 /// A session nobody watches is made so later
 /// ([`crate::tools::sandbox::Sandbox::make_unattended`]).
 pub fn sandbox(settings: &Settings) -> crate::tools::sandbox::Sandbox {
@@ -185,11 +187,15 @@ pub fn sandbox(settings: &Settings) -> crate::tools::sandbox::Sandbox {
         Some(agent) => config.sandbox.overlay(&agent.sandbox),
         None => config.sandbox.clone(),
     };
-    // `PINCER_SANDBOX` chooses the mode for this process (a script, CI);
-    // a project still narrows it.
+    // `PINCER_SANDBOX` chooses the mode for this process (a script, CI),
+    // over the model's tables too; a project still narrows it.
+    let mut forced = None;
     if let Some(value) = settings.env(SANDBOX_VARIABLE) {
         match sandbox::SandboxMode::parse(value) {
-            Some(mode) => merged.mode = Some(mode),
+            Some(mode) => {
+                merged.mode = Some(mode);
+                forced = Some(mode);
+            }
             None => tracing::warn!(
                 "{SANDBOX_VARIABLE}={value} is not a sandbox mode (workspace-write, read-only or off); it is ignored"
             ),
@@ -201,6 +207,8 @@ pub fn sandbox(settings: &Settings) -> crate::tools::sandbox::Sandbox {
         pincer_dirs.push(settings.paths.data_dir.clone());
     }
     sandbox::Sandbox::new(resolved, config.project_sandbox.clone(), home, pincer_dirs)
+        .with_models(&merged)
+        .with_forced_mode(forced)
 }
 
 /// The Claude Code settings a run of `model` needs, with the model and

@@ -428,6 +428,9 @@ pub(crate) async fn prepare(
         options.mode.mode(),
         vec![cwd.clone()],
     ));
+    if let Some(sandbox) = permissions.sandbox() {
+        sandbox.set_model(&model.provider, &model.id);
+    }
     let guard = crate::agent::guard::ToolGuard::new(
         policy,
         crate::agent::setup::loop_detector(&settings),

@@ -172,6 +172,12 @@ pub struct SandboxConfig {
     /// Whether a command the sandbox stopped may be run outside it after
     /// the user says yes (default true; sessions nobody watches never ask).
     pub escape: Option<bool>,
+    /// `[sandbox.by_provider."<provider>"]` or `."<provider>/<model>"`:
+    /// keys over these for the sessions running that provider's or that
+    /// model's turns (the model's over the provider's), as `[tools]`
+    /// has.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub by_provider: std::collections::BTreeMap<String, SandboxConfig>,
 }
 
 /// One `allow_hosts` entry, checked when the file is read
@@ -240,7 +246,27 @@ impl SandboxConfig {
         out.limits.file_size = over.limits.file_size.or(out.limits.file_size);
         out.limits.cpu_seconds = over.limits.cpu_seconds.or(out.limits.cpu_seconds);
         out.escape = over.escape.or(out.escape);
+        for (key, table) in &over.by_provider {
+            let merged = match out.by_provider.get(key) {
+                Some(base) => base.overlay(table),
+                None => table.clone(),
+            };
+            out.by_provider.insert(key.clone(), merged);
+        }
         out
+    }
+
+    /// The tables of `by_provider` that apply to `provider`'s model `id`:
+    /// the provider's, then the model's.
+    pub fn for_model(&self, provider: &str, id: &str) -> Vec<&SandboxConfig> {
+        let full = format!("{provider}/{id}");
+        let find = |wanted: &str| {
+            self.by_provider
+                .iter()
+                .find(|(key, _)| key.eq_ignore_ascii_case(wanted))
+                .map(|(_, table)| table)
+        };
+        find(provider).into_iter().chain(find(&full)).collect()
     }
 }
 
@@ -310,6 +336,9 @@ pub fn narrowing(user: &SandboxConfig, project: &SandboxConfig) -> (SandboxConfi
         Some(false) => out.escape = Some(false),
         Some(true) if !base.escape => widening.push("sandbox.escape = true".to_string()),
         _ => {}
+    }
+    if !project.by_provider.is_empty() {
+        widening.push("sandbox.by_provider".to_string());
     }
     (out, widening)
 }
@@ -1227,6 +1256,12 @@ impl Confinement {
 pub struct Sandbox {
     /// The user's settings, before a project narrowed them.
     base: Settings,
+    /// The user's `[sandbox.by_provider]` tables, over `base` for the
+    /// model the session runs.
+    by_provider: SandboxConfig,
+    /// The mode `PINCER_SANDBOX` chose for this process, over the
+    /// config's.
+    forced: Option<SandboxMode>,
     /// The project's `[sandbox]`, which narrows whatever else applies.
     project: Option<SandboxConfig>,
     state: parking_lot::Mutex<SandboxState>,
@@ -1236,10 +1271,18 @@ pub struct Sandbox {
 
 #[derive(Debug)]
 struct SandboxState {
-    /// What applies: `base`, unattended if nobody watches, narrowed.
+    /// What applies: `base`, the model's tables, unattended if nobody
+    /// watches, narrowed.
     settings: Settings,
     /// The mode the session runs in now (`/sandbox`).
     mode: SandboxMode,
+    /// Whether the session chose `mode` (`/sandbox`): the model's tables
+    /// no longer change it.
+    chosen: bool,
+    /// The model the session runs (provider, id).
+    model: Option<(String, String)>,
+    /// The user's table for the unattended session this is, if it is.
+    unattended: Option<SandboxConfig>,
 }
 
 impl Sandbox {
@@ -1258,14 +1301,79 @@ impl Sandbox {
         };
         Self {
             base,
+            by_provider: SandboxConfig::default(),
+            forced: None,
             project,
             state: parking_lot::Mutex::new(SandboxState {
                 mode: settings.mode,
                 settings,
+                chosen: false,
+                model: None,
+                unattended: None,
             }),
             home,
             pincer_dirs,
         }
+    }
+
+    /// With the user's `[sandbox.by_provider]` tables (`config`'s) for
+    /// the model a session runs ([`Sandbox::set_model`]).
+    pub fn with_models(mut self, config: &SandboxConfig) -> Self {
+        self.by_provider = SandboxConfig {
+            by_provider: config.by_provider.clone(),
+            ..SandboxConfig::default()
+        };
+        self
+    }
+
+    /// With the mode `PINCER_SANDBOX` chose for this process.
+    pub fn with_forced_mode(mut self, mode: Option<SandboxMode>) -> Self {
+        self.forced = mode;
+        {
+            let mut state = self.state.lock();
+            let settings = self.compute(&state);
+            state.mode = settings.mode;
+            state.settings = settings;
+        }
+        self
+    }
+
+    /// The settings that apply in `state`: the user's, the model's
+    /// tables, `PINCER_SANDBOX`, unattended if nobody watches, and the
+    /// project's narrowing last.
+    fn compute(&self, state: &SandboxState) -> Settings {
+        let home = self.home.as_deref();
+        let mut settings = self.base.clone();
+        if let Some((provider, id)) = &state.model {
+            for table in self.by_provider.for_model(provider, id) {
+                settings = settings.overlaid(table, home);
+            }
+        }
+        if let Some(mode) = self.forced {
+            settings.mode = mode;
+        }
+        if let Some(config) = &state.unattended {
+            settings = settings.unattended(config);
+        }
+        if let Some(project) = &self.project {
+            settings = settings.narrowed(project, home);
+        }
+        settings
+    }
+
+    /// The session runs `provider`'s model `id` now: its
+    /// `[sandbox.by_provider]` tables apply (its mode too, unless the
+    /// session chose one).
+    pub fn set_model(&self, provider: &str, id: &str) {
+        let mut state = self.state.lock();
+        state.model = Some((provider.to_string(), id.to_string()));
+        let settings = self.compute(&state);
+        if !state.chosen
+            || (state.unattended.is_some() && state.mode.leniency() > settings.mode.leniency())
+        {
+            state.mode = settings.mode;
+        }
+        state.settings = settings;
     }
 
     pub fn mode(&self) -> SandboxMode {
@@ -1273,7 +1381,9 @@ impl Sandbox {
     }
 
     pub fn set_mode(&self, mode: SandboxMode) {
-        self.state.lock().mode = mode;
+        let mut state = self.state.lock();
+        state.mode = mode;
+        state.chosen = true;
     }
 
     /// Whether a command it stopped may run outside after the user agrees.
@@ -1292,11 +1402,9 @@ impl Sandbox {
     /// `config` says so, still narrowed by the project. For good: a
     /// session a channel used once stays this strict.
     pub fn make_unattended(&self, config: &SandboxConfig) {
-        let mut settings = self.base.clone().unattended(config);
-        if let Some(project) = &self.project {
-            settings = settings.narrowed(project, self.home.as_deref());
-        }
         let mut state = self.state.lock();
+        state.unattended = Some(config.clone());
+        let settings = self.compute(&state);
         if state.mode.leniency() > settings.mode.leniency() || !settings.escape {
             state.mode = settings.mode;
         }

@@ -1129,3 +1129,33 @@ async fn allow_hosts_are_reached_through_the_proxy_over_http_connect_and_socks_a
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_model_s_own_sandbox_table_applies_to_its_sessions() {
+    // The mock answers as Anthropic: its table makes the sandbox
+    // read-only, so a write in the project is stopped.
+    let mut w = world(
+        "[sandbox.by_provider.anthropic]\nmode = \"read-only\"\n[sandbox.by_provider.openai]\nmode = \"off\"\n",
+    )
+    .await;
+    let ran = w.bash("echo x > inside.txt", "reject_once").await;
+    assert!(ran.is_error, "{}", ran.text);
+    assert!(
+        ran.text.contains("The sandbox stopped this command"),
+        "{}",
+        ran.text
+    );
+    assert!(!w.sandbox.work().join("inside.txt").exists());
+    // The session's own choice is over the model's.
+    let result = w
+        .acp
+        .call(
+            "session/set_config_option",
+            json!({"sessionId": w.session, "configId": "sandbox", "value": "workspace-write"}),
+        )
+        .await;
+    assert!(result.get("configOptions").is_some(), "{result}");
+    let ran = w.bash("echo x > inside.txt", "reject_once").await;
+    assert!(!ran.is_error, "{}", ran.text);
+    assert!(w.sandbox.work().join("inside.txt").exists());
+}

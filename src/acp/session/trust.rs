@@ -211,6 +211,7 @@ impl Session {
             let mut state = self.state.lock();
             if state.model.full_id() == old_default.full_id() {
                 state.thinking = clamp_thinking(&new_default, trusted.thinking());
+                self.model_changed(&new_default);
                 state.model = new_default;
                 changed = true;
             }

@@ -372,3 +372,54 @@ fn allow_hosts_are_checked_and_a_project_only_takes_hosts_away() {
         ["github.com", "*.npmjs.org", "api.telegram.org"]
     );
 }
+
+#[test]
+fn a_model_s_tables_apply_under_the_session_s_choice_the_variable_and_the_project() {
+    let user: SandboxConfig = toml::from_str(
+        "[by_provider.ollama]\nmode = \"read-only\"\n[by_provider.\"OpenAI/gpt-5\"]\nnetwork = \"on\"\n[by_provider.openai]\nnetwork = \"off\"\nescape = false\n",
+    )
+    .unwrap();
+    let base = Settings::from_config(&user, None);
+    let sandbox = || Sandbox::new(base.clone(), None, None, Vec::new()).with_models(&user);
+
+    let s = sandbox();
+    assert_eq!(s.mode(), SandboxMode::WorkspaceWrite);
+    s.set_model("ollama", "qwen3");
+    assert_eq!(s.mode(), SandboxMode::ReadOnly);
+    // The model's table, then the provider's under it.
+    s.set_model("openai", "gpt-5");
+    assert_eq!(s.mode(), SandboxMode::WorkspaceWrite);
+    assert_eq!(s.settings().network, Network::On);
+    assert!(!s.settings().escape);
+    s.set_model("openai", "gpt-4.1");
+    assert_eq!(s.settings().network, Network::Off);
+
+    // What the session chose stays chosen.
+    let s = sandbox();
+    s.set_mode(SandboxMode::Off);
+    s.set_model("ollama", "qwen3");
+    assert_eq!(s.mode(), SandboxMode::Off);
+
+    // PINCER_SANDBOX wins over the model's table.
+    let s = sandbox().with_forced_mode(Some(SandboxMode::WorkspaceWrite));
+    s.set_model("ollama", "qwen3");
+    assert_eq!(s.mode(), SandboxMode::WorkspaceWrite);
+
+    // Nobody watching: a model's "off" is not honoured.
+    let loose: SandboxConfig = toml::from_str("[by_provider.ollama]\nmode = \"off\"\n").unwrap();
+    let s = Sandbox::new(Settings::from_config(&loose, None), None, None, Vec::new())
+        .with_models(&loose);
+    s.make_unattended(&SandboxConfig::default());
+    s.set_model("ollama", "qwen3");
+    assert_eq!(s.mode(), SandboxMode::WorkspaceWrite);
+
+    // A project narrows a model's table too, and cannot bring its own.
+    let project: SandboxConfig = toml::from_str("network = \"loopback\"\n").unwrap();
+    let s = Sandbox::new(base.clone(), Some(project), None, Vec::new()).with_models(&user);
+    s.set_model("openai", "gpt-5");
+    assert_eq!(s.settings().network, Network::Loopback);
+    let theirs: SandboxConfig = toml::from_str("[by_provider.ollama]\nmode = \"off\"\n").unwrap();
+    let (narrowing, widening) = super::narrowing(&user, &theirs);
+    assert_eq!(widening, ["sandbox.by_provider"]);
+    assert!(narrowing.by_provider.is_empty());
+}
