@@ -344,6 +344,9 @@ fn refuse(client: &mut UnixStream, code: u16, reason: &str, body: &str) {
 
 /// The request head (through its blank line) and whatever followed it.
 fn read_head(client: &mut UnixStream, first: u8) -> Option<(String, Vec<u8>)> {
+    // The whole head within HEAD_TIMEOUT, not each read: a byte now and
+    // then does not hold a connection.
+    let deadline = std::time::Instant::now() + HEAD_TIMEOUT;
     let mut buffer = vec![first];
     let mut chunk = [0u8; 4096];
     loop {
@@ -351,7 +354,9 @@ fn read_head(client: &mut UnixStream, first: u8) -> Option<(String, Vec<u8>)> {
             let rest = buffer.split_off(end + 4);
             return String::from_utf8(buffer).ok().map(|head| (head, rest));
         }
-        if buffer.len() > MAX_HEAD {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if buffer.len() > MAX_HEAD || left.is_zero() || client.set_read_timeout(Some(left)).is_err()
+        {
             return None;
         }
         match client.read(&mut chunk) {
