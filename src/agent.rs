@@ -12,6 +12,7 @@
 pub mod claude_code;
 pub mod clock;
 pub mod compaction;
+mod escape;
 pub mod failover;
 pub mod guard;
 pub mod hooks;
@@ -1200,8 +1201,8 @@ async fn run_call(
         let Some(why) = crate::tools::sandbox::looks_denied(&output.text()) else {
             return output;
         };
-        match escape(config, tool, call, info, host, cancel, confinement, why).await {
-            Escape::Outside => {
+        match escape::escape(config, tool, call, info, host, cancel, confinement, why).await {
+            escape::Escape::Outside => {
                 let outside = ToolContext {
                     confine: None,
                     ..ctx.clone()
@@ -1215,7 +1216,7 @@ async fn run_call(
                 .await;
                 output.with_note("[Run outside the sandbox, with the user's permission.]")
             }
-            Escape::Stay(note) => output.with_note(&note),
+            escape::Escape::Stay(note) => output.with_note(&note),
         }
     };
     let own = match &config.checkpoints {
@@ -1265,70 +1266,6 @@ async fn forward_progress(
                 call_id: call_id.to_string(),
                 display,
             }),
-        }
-    }
-}
-
-/// What becomes of a command the sandbox stopped.
-enum Escape {
-    /// Run it again outside the sandbox.
-    Outside,
-    /// Keep the sandbox's failure, with this note for the model.
-    Stay(String),
-}
-
-/// Whether a command the sandbox stopped (`why`) runs again outside it:
-/// when the user allowed that for good, or says yes now. Sessions that may
-/// not leave the sandbox (nobody watches them) and sessions that never ask
-/// (`bypass`) keep the failure.
-#[allow(clippy::too_many_arguments)]
-async fn escape(
-    config: &AgentConfig,
-    tool: &dyn Tool,
-    call: &ToolCall,
-    info: &CallInfo,
-    host: &dyn AgentHost,
-    cancel: &CancellationToken,
-    confinement: &crate::tools::sandbox::Confinement,
-    why: &str,
-) -> Escape {
-    let stopped = format!(
-        "[The sandbox stopped this command: {why}. {}",
-        confinement.summary()
-    );
-    let may_escape = config.permissions.sandbox().is_some_and(|s| s.may_escape());
-    if !may_escape {
-        return Escape::Stay(format!(
-            "{stopped} This session cannot run commands outside the sandbox; do it another way or tell the user what is needed.]"
-        ));
-    }
-    if config.permissions.allowed_outside(tool, &call.arguments) {
-        return Escape::Outside;
-    }
-    if config.permissions.mode() == Mode::Bypass {
-        return Escape::Stay(format!(
-            "{stopped} Nobody is asked in this mode, so it stays in the sandbox.]"
-        ));
-    }
-    let reason = format!(
-        "the sandbox stopped this command ({why}); allowing runs it again outside the sandbox, with your full access"
-    );
-    let answer = tokio::select! {
-        answer = host.request_permission_at(call, info, &reason, Vec::new(), Place::Outside) => answer,
-        () = cancel.cancelled() => Answer::Cancelled,
-    };
-    match answer {
-        Answer::AllowOnce => Escape::Outside,
-        Answer::AllowAlways => {
-            config.permissions.remember_outside(tool, &call.arguments);
-            Escape::Outside
-        }
-        Answer::RejectOnce | Answer::RejectAlways => Escape::Stay(format!(
-            "{stopped} The user chose not to run it outside the sandbox; do not retry it, continue another way.]"
-        )),
-        Answer::Cancelled => {
-            cancel.cancel();
-            Escape::Stay(format!("{stopped}]"))
         }
     }
 }
