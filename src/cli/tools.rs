@@ -30,6 +30,7 @@ pub async fn list(
     let servers = &settings.config.mcp;
     super::report_project(&settings);
     let sandbox = crate::agent::setup::sandbox(&settings);
+    sandbox.set_model(&model.provider, &model.id);
     let manager = crate::mcp::Manager::start(
         crate::mcp::confine(settings.mcp_specs(&cwd, &[]), Some(&sandbox), servers),
         vec![cwd.clone()],

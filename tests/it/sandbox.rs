@@ -501,22 +501,28 @@ fn chown_tree(root: &Path, uid: u32) {
     }
 }
 
-#[tokio::test]
-async fn sandbox_check_shows_the_sandbox_and_proves_it_holds() {
-    let w = world("").await;
-    let output = w
-        .sandbox
+/// What `pincer sandbox check` printed, with the sandbox as the config
+/// says; it must have succeeded.
+async fn sandbox_check(sandbox: &Sandbox) -> String {
+    let output = sandbox
         .command(&["sandbox", "check"])
         .env_remove("PINCER_SANDBOX")
         .output()
         .await
         .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout);
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
         "{text}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    text
+}
+
+#[tokio::test]
+async fn sandbox_check_shows_the_sandbox_and_proves_it_holds() {
+    let w = world("").await;
+    let text = sandbox_check(&w.sandbox).await;
     assert!(text.starts_with("sandbox: workspace-write\n"), "{text}");
     assert!(
         text.contains(&format!("  writes: {}", shown(&w.sandbox.work()))),
@@ -541,15 +547,7 @@ async fn sandbox_check_shows_the_sandbox_and_proves_it_holds() {
         "[sandbox]\nallow_hosts = [\"github.com\"]\n",
     )
     .unwrap();
-    let output = w
-        .sandbox
-        .command(&["sandbox", "check"])
-        .env_remove("PINCER_SANDBOX")
-        .output()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{text}");
+    let text = sandbox_check(&w.sandbox).await;
     assert!(
         text.contains("network: its own loopback, and github.com through pincer's proxy"),
         "{text}"

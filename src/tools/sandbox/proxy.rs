@@ -151,6 +151,14 @@ fn addresses(patterns: &[String], host: &str, port: u16) -> Result<Vec<SocketAdd
     };
     let host = normal(host);
     if let Ok(ip) = host.parse::<IpAddr>() {
+        // An address is allowed as written, never by a wildcard that
+        // happens to end like it (`*.0.0.1`).
+        if wildcard {
+            return Err(format!(
+                "pincer's sandbox does not let commands reach {host}: an address must be \
+                 listed in [sandbox] allow_hosts as it is"
+            ));
+        }
         return Ok(vec![SocketAddr::new(ip, port)]);
     }
     let found: Vec<SocketAddr> = (host.as_str(), port)
@@ -229,29 +237,24 @@ pub trait Duplex: Read + Write + Send + Sized + 'static {
     fn no_timeouts(&self);
 }
 
-impl Duplex for TcpStream {
-    fn another(&self) -> io::Result<Self> {
-        self.try_clone()
-    }
-    fn end_writing(&self) {
-        let _ = self.shutdown(std::net::Shutdown::Write);
-    }
-    fn no_timeouts(&self) {
-        let _ = self.set_read_timeout(None);
-    }
+/// TCP and Unix streams have the same methods, in no common trait.
+macro_rules! duplex {
+    ($($stream:ty),*) => {$(
+        impl Duplex for $stream {
+            fn another(&self) -> io::Result<Self> {
+                self.try_clone()
+            }
+            fn end_writing(&self) {
+                let _ = self.shutdown(std::net::Shutdown::Write);
+            }
+            fn no_timeouts(&self) {
+                let _ = self.set_read_timeout(None);
+            }
+        }
+    )*};
 }
 
-impl Duplex for UnixStream {
-    fn another(&self) -> io::Result<Self> {
-        self.try_clone()
-    }
-    fn end_writing(&self) {
-        let _ = self.shutdown(std::net::Shutdown::Write);
-    }
-    fn no_timeouts(&self) {
-        let _ = self.set_read_timeout(None);
-    }
-}
+duplex!(TcpStream, UnixStream);
 
 /// Copies each way between `a` and `b` until both ends are done.
 pub fn splice<A: Duplex, B: Duplex>(a: A, b: B) {
@@ -637,6 +640,7 @@ mod tests {
         {
             assert!(addresses(&wild, "a.localhost", 80).is_err());
         }
+        assert!(addresses(&list(&["*.0.0.1"]), "127.0.0.1", 80).is_err());
         let why = addresses(&named, "example.com", 443).unwrap_err();
         assert!(why.contains("not in [sandbox] allow_hosts"), "{why}");
     }
