@@ -42,12 +42,17 @@ async fn world(config: &str) -> World {
 
 /// [`world`] in `sandbox`, which may hold a project already.
 async fn world_in(sandbox: Sandbox, config: &str) -> World {
+    world_with(sandbox, config, &[]).await
+}
+
+/// [`world_in`] with more variables in pincer's environment.
+async fn world_with(sandbox: Sandbox, config: &str, env: &[(&str, String)]) -> World {
     std::fs::write(sandbox.home().join("config.toml"), config).unwrap();
     std::fs::create_dir_all(sandbox.home().join(".ssh")).unwrap();
     std::fs::write(sandbox.home().join(".ssh/id_ed25519"), KEY).unwrap();
     std::fs::create_dir_all(sandbox.dir.path().join("outside")).unwrap();
     let mock = MockModel::start().await;
-    let mut acp = spawn_sandboxed(&sandbox, &mock);
+    let mut acp = spawn_sandboxed(&sandbox, &mock, env);
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     World {
@@ -112,9 +117,10 @@ impl World {
 
 /// `pincer acp` against `mock` with the sandbox as the config says (the
 /// tests' `PINCER_SANDBOX=off` removed).
-fn spawn_sandboxed(sandbox: &Sandbox, mock: &MockModel) -> Acp {
+fn spawn_sandboxed(sandbox: &Sandbox, mock: &MockModel, env: &[(&str, String)]) -> Acp {
     let mut cmd = sandbox.command(&["acp"]);
-    cmd.env_remove("PINCER_SANDBOX")
+    cmd.envs(env.iter().map(|(k, v)| (k, v)))
+        .env_remove("PINCER_SANDBOX")
         .env("ANTHROPIC_API_KEY", "test-key")
         .env("ANTHROPIC_BASE_URL", mock.anthropic_url());
     Acp::spawn(cmd)
@@ -373,7 +379,7 @@ async fn a_repository_cannot_turn_the_sandbox_off_or_widen_it_even_trusted() {
         .await
         .unwrap();
     assert!(status.status.success(), "{status:?}");
-    let mut acp = spawn_sandboxed(&w.sandbox, &w.mock);
+    let mut acp = spawn_sandboxed(&w.sandbox, &w.mock, &[]);
     acp.initialize().await;
     w.session = acp.new_session(&w.sandbox.work()).await;
     w.acp = acp;
@@ -611,7 +617,7 @@ async fn the_sandbox_option_and_command_change_it_for_the_session_and_it_survive
         .send("session/prompt", prompt(&w.session, "/sandbox read-only"))
         .await;
     w.acp.until_response(id).await;
-    let mut acp = spawn_sandboxed(&w.sandbox, &w.mock);
+    let mut acp = spawn_sandboxed(&w.sandbox, &w.mock, &[]);
     acp.initialize().await;
     acp.call(
         "session/load",
@@ -644,7 +650,7 @@ async fn hooks_run_in_the_sandbox_unless_their_config_says_not_to() {
     let mut w = world("").await;
     let outside_dir = w.outside();
     std::fs::write(w.sandbox.home().join("config.toml"), config(&outside_dir)).unwrap();
-    let mut acp = spawn_sandboxed(&w.sandbox, &w.mock);
+    let mut acp = spawn_sandboxed(&w.sandbox, &w.mock, &[]);
     acp.initialize().await;
     w.session = acp.new_session(&w.sandbox.work()).await;
     w.acp = acp;
@@ -763,7 +769,7 @@ async fn a_command_in_the_editor_s_terminal_is_confined_the_same_way() {
     let outside = sandbox.dir.path().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     let mock = MockModel::start().await;
-    let mut acp = spawn_sandboxed(&sandbox, &mock);
+    let mut acp = spawn_sandboxed(&sandbox, &mock, &[]);
     acp.initialize_with(json!({"terminal": true})).await;
     let session = acp.new_session(&sandbox.work()).await;
     let command = format!(
@@ -1156,4 +1162,76 @@ async fn a_model_s_own_sandbox_table_applies_to_its_sessions() {
     let ran = w.bash("echo x > inside.txt", "reject_once").await;
     assert!(!ran.is_error, "{}", ran.text);
     assert!(w.sandbox.work().join("inside.txt").exists());
+}
+
+#[tokio::test]
+async fn behind_the_machine_s_own_proxy_allowed_hosts_are_reached_through_it() {
+    use std::io::{Read, Write};
+    // The user's proxy, on this machine's loopback: it takes a CONNECT,
+    // then answers what comes through the tunnel as the host would.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (said, heard) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut head = || {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read_exact(&mut byte).is_ok() {
+                head.push(byte[0]);
+            }
+            String::from_utf8_lossy(&head).into_owned()
+        };
+        said.send(head()).unwrap();
+        let request = {
+            let _ = stream.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read_exact(&mut byte).is_ok() {
+                head.push(byte[0]);
+            }
+            String::from_utf8_lossy(&head).into_owned()
+        };
+        said.send(request).unwrap();
+        let body = "answered through the user's proxy\n";
+        let _ = write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    });
+    let mut w = world_with(
+        Sandbox::outside_temp(),
+        "[sandbox]\nallow_hosts = [\"example.invalid\"]\n",
+        &[("HTTPS_PROXY", format!("http://u:p@127.0.0.1:{port}"))],
+    )
+    .await;
+    // `.invalid` never resolves: only the user's proxy can take it on.
+    let ran = w
+        .bash(
+            "curl -sS --max-time 20 http://example.invalid/through",
+            "reject_once",
+        )
+        .await;
+    assert!(!ran.is_error, "{}", ran.text);
+    assert!(
+        ran.text.contains("answered through the user's proxy"),
+        "{}",
+        ran.text
+    );
+    let connect = heard.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(
+        connect.starts_with("CONNECT example.invalid:80 HTTP/1.1\r\n"),
+        "{connect}"
+    );
+    assert!(
+        connect.contains("Proxy-Authorization: Basic dTpw\r\n"),
+        "{connect}"
+    );
+    let request = heard.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(
+        request.starts_with("GET /through HTTP/1.1\r\n"),
+        "{request}"
+    );
+    assert!(!request.contains("Proxy-Authorization"), "{request}");
 }

@@ -250,7 +250,9 @@ fn proxy_main(args: &[OsString]) -> i32 {
         return fail(format!("cannot watch for pincer's end: {e}"));
     }
     eprintln!("ready");
-    super::proxy::serve(listener, patterns);
+    // The machine's own proxy, if pincer has one, is this one's way out.
+    let upstream = super::proxy::Upstream::from_env(|name| std::env::var(name).ok());
+    super::proxy::serve(listener, super::proxy::Rules { patterns, upstream });
     0
 }
 

@@ -140,30 +140,49 @@ fn local(ip: IpAddr) -> bool {
     }
 }
 
+/// Why a host cannot be reached.
+#[derive(Debug)]
+enum Refusal {
+    /// The allow-list does not let it be (the text says why).
+    Forbidden(String),
+    /// Its name does not resolve here.
+    Unresolved(String),
+    /// It did not answer.
+    Failed(String),
+}
+
+impl Refusal {
+    fn text(&self) -> &str {
+        match self {
+            Refusal::Forbidden(why) | Refusal::Unresolved(why) | Refusal::Failed(why) => why,
+        }
+    }
+}
+
 /// The addresses `host:port` may be reached at under `patterns`, or why
 /// it may not.
-fn addresses(patterns: &[String], host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+fn addresses(patterns: &[String], host: &str, port: u16) -> Result<Vec<SocketAddr>, Refusal> {
     let Some(wildcard) = matching(patterns, host) else {
-        return Err(format!(
+        return Err(Refusal::Forbidden(format!(
             "pincer's sandbox does not let commands reach {host}: it is not in [sandbox] \
              allow_hosts"
-        ));
+        )));
     };
     let host = normal(host);
     if let Ok(ip) = host.parse::<IpAddr>() {
         // An address is allowed as written, never by a wildcard that
         // happens to end like it (`*.0.0.1`).
         if wildcard {
-            return Err(format!(
+            return Err(Refusal::Forbidden(format!(
                 "pincer's sandbox does not let commands reach {host}: an address must be \
                  listed in [sandbox] allow_hosts as it is"
-            ));
+            )));
         }
         return Ok(vec![SocketAddr::new(ip, port)]);
     }
     let found: Vec<SocketAddr> = (host.as_str(), port)
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .map_err(|e| Refusal::Unresolved(format!("cannot resolve {host}: {e}")))?
         .collect();
     let kept: Vec<SocketAddr> = found
         .iter()
@@ -171,12 +190,173 @@ fn addresses(patterns: &[String], host: &str, port: u16) -> Result<Vec<SocketAdd
         .filter(|a| !wildcard || !local(a.ip()))
         .collect();
     if kept.is_empty() {
-        return Err(format!(
+        return Err(Refusal::Forbidden(format!(
             "pincer's sandbox does not let commands reach {host}: a name allowed by a \
              wildcard points at this machine's own addresses"
-        ));
+        )));
     }
     Ok(kept)
+}
+
+/// What the proxy lets through, and the proxy it goes through itself.
+#[derive(Clone, Debug, Default)]
+pub struct Rules {
+    /// Checked `allow_hosts` entries.
+    pub patterns: Vec<String>,
+    pub upstream: Option<Upstream>,
+}
+
+/// The proxy this machine reaches the network through (pincer's own
+/// `HTTPS_PROXY`, as curl and pincer's provider calls use it): the
+/// sandbox's proxy opens its connections through it too, by `CONNECT`,
+/// except to the hosts its `NO_PROXY` names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upstream {
+    /// `host:port`.
+    pub address: String,
+    /// `Proxy-Authorization`'s value, from the URL's user and password;
+    /// sent to the upstream proxy only.
+    pub authorization: Option<String>,
+    /// `NO_PROXY`'s entries.
+    pub bypass: Vec<String>,
+}
+
+impl Upstream {
+    /// The upstream proxy `var` (the environment) names: `https_proxy`,
+    /// `HTTPS_PROXY`, `all_proxy`, `ALL_PROXY`, `http_proxy`, then
+    /// `HTTP_PROXY`. Only an `http://` proxy (with or without the scheme
+    /// written) can carry `CONNECT` here; `None` for anything else.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Option<Upstream> {
+        let text = [
+            "https_proxy",
+            "HTTPS_PROXY",
+            "all_proxy",
+            "ALL_PROXY",
+            "http_proxy",
+            "HTTP_PROXY",
+        ]
+        .iter()
+        .find_map(|name| var(name).filter(|v| !v.trim().is_empty()))?;
+        let text = text.trim();
+        let url = if text.contains("://") {
+            url::Url::parse(text).ok()?
+        } else {
+            url::Url::parse(&format!("http://{text}")).ok()?
+        };
+        if url.scheme() != "http" {
+            return None;
+        }
+        let host = url.host_str()?;
+        let port = url.port_or_known_default()?;
+        let address = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let authorization = (!url.username().is_empty()).then(|| {
+            use base64::Engine;
+            let decode = |t: &str| {
+                url::form_urlencoded::parse(format!("x={}", t.replace('+', "%2B")).as_bytes())
+                    .next()
+                    .map(|(_, v)| v.into_owned())
+                    .unwrap_or_default()
+            };
+            let pair = format!(
+                "{}:{}",
+                decode(url.username()),
+                decode(url.password().unwrap_or_default())
+            );
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            )
+        });
+        let bypass = ["no_proxy", "NO_PROXY"]
+            .iter()
+            .find_map(|name| var(name))
+            .map(|v| {
+                v.split(',')
+                    .map(|e| e.trim().to_ascii_lowercase())
+                    .filter(|e| !e.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(Upstream {
+            address,
+            authorization,
+            bypass,
+        })
+    }
+
+    /// Whether `NO_PROXY` sends `host` direct: `*`, the host, or a domain
+    /// above it (`corp.example` or `.corp.example`).
+    fn bypassed(&self, host: &str) -> bool {
+        let host = normal(host);
+        self.bypass.iter().any(|entry| {
+            let entry = entry.trim_start_matches("*.").trim_start_matches('.');
+            entry == "*" || host == entry || host.ends_with(&format!(".{entry}"))
+        })
+    }
+
+    /// A tunnel to `host:port` through the upstream proxy.
+    fn tunnel(&self, host: &str, port: u16) -> Result<TcpStream, String> {
+        let addresses: Vec<SocketAddr> = self
+            .address
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve the upstream proxy {}: {e}", self.address))?
+            .collect();
+        let mut stream =
+            connect(&addresses).map_err(|e| format!("the upstream proxy {}: {e}", self.address))?;
+        let target = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let mut request = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n");
+        if let Some(authorization) = &self.authorization {
+            request.push_str(&format!("Proxy-Authorization: {authorization}\r\n"));
+        }
+        request.push_str("\r\n");
+        stream
+            .write_all(request.as_bytes())
+            .map_err(|e| format!("the upstream proxy {}: {e}", self.address))?;
+        let _ = stream.set_read_timeout(Some(HEAD_TIMEOUT));
+        // Byte by byte: what follows the head is the tunnel's.
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if head.len() > MAX_HEAD || stream.read_exact(&mut byte).is_err() {
+                return Err(format!(
+                    "the upstream proxy {} did not answer CONNECT",
+                    self.address
+                ));
+            }
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head);
+        let status = head.lines().next().unwrap_or_default();
+        if status.split(' ').nth(1) != Some("200") {
+            return Err(format!(
+                "the upstream proxy {} answered `{status}` for {target}",
+                self.address
+            ));
+        }
+        Ok(stream)
+    }
+}
+
+/// A connection to `host:port` under `rules`: straight to the address the
+/// proxy checked, or through the upstream proxy (which then resolves a
+/// name that does not resolve here).
+fn open(rules: &Rules, host: &str, port: u16) -> Result<TcpStream, Refusal> {
+    let upstream = rules.upstream.as_ref().filter(|u| !u.bypassed(host));
+    match (addresses(&rules.patterns, host, port), upstream) {
+        (Err(Refusal::Unresolved(_)) | Ok(_), Some(upstream)) => upstream
+            .tunnel(&normal(host), port)
+            .map_err(Refusal::Failed),
+        (Ok(addresses), None) => connect(&addresses).map_err(Refusal::Failed),
+        (Err(refusal), _) => Err(refusal),
+    }
 }
 
 /// The first of `addresses` that answers.
@@ -308,21 +488,23 @@ pub fn forward(listener: TcpListener, proxy: std::path::PathBuf) {
     }
 }
 
-/// The proxy: serves each connection to `listener` under `patterns`.
-pub fn serve(listener: UnixListener, patterns: Vec<String>) {
-    static PATTERNS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    let _ = PATTERNS.set(patterns);
+/// The proxy: serves each connection to `listener` under `rules`.
+pub fn serve(listener: UnixListener, rules: Rules) {
+    static RULES: std::sync::OnceLock<Rules> = std::sync::OnceLock::new();
+    let _ = RULES.set(rules);
     let count = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         carry(&count, stream, |stream: UnixStream| {
-            handle(stream, PATTERNS.get().map_or(&[], Vec::as_slice));
+            if let Some(rules) = RULES.get() {
+                handle(stream, rules);
+            }
         });
     }
 }
 
 /// One client of the proxy, whichever protocol it speaks.
-pub fn handle(mut client: UnixStream, patterns: &[String]) {
+pub fn handle(mut client: UnixStream, patterns: &Rules) {
     let _ = client.set_read_timeout(Some(HEAD_TIMEOUT));
     let mut first = [0u8; 1];
     if client.read_exact(&mut first).is_err() {
@@ -392,7 +574,7 @@ fn host_port(authority: &str, default: Option<u16>) -> Option<(String, u16)> {
     (!host.is_empty()).then(|| (host.to_string(), port))
 }
 
-fn http(mut client: UnixStream, first: u8, patterns: &[String]) {
+fn http(mut client: UnixStream, first: u8, patterns: &Rules) {
     let Some((head, rest)) = read_head(&mut client, first) else {
         refuse(
             &mut client,
@@ -416,10 +598,10 @@ fn http(mut client: UnixStream, first: u8, patterns: &[String]) {
             refuse(&mut client, 400, "Bad Request", "CONNECT needs host:port");
             return;
         };
-        let upstream = match addresses(patterns, &host, port).map(|a| connect(&a)) {
-            Err(why) => return refuse(&mut client, 403, "Forbidden", &why),
-            Ok(Err(why)) => return refuse(&mut client, 502, "Bad Gateway", &why),
-            Ok(Ok(upstream)) => upstream,
+        let upstream = match open(patterns, &host, port) {
+            Err(Refusal::Forbidden(why)) => return refuse(&mut client, 403, "Forbidden", &why),
+            Err(other) => return refuse(&mut client, 502, "Bad Gateway", other.text()),
+            Ok(upstream) => upstream,
         };
         if client
             .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
@@ -458,10 +640,10 @@ fn http(mut client: UnixStream, first: u8, patterns: &[String]) {
         p if p.starts_with('?') => format!("/{p}"),
         p => p.to_string(),
     };
-    let mut upstream = match addresses(patterns, &host, port).map(|a| connect(&a)) {
-        Err(why) => return refuse(&mut client, 403, "Forbidden", &why),
-        Ok(Err(why)) => return refuse(&mut client, 502, "Bad Gateway", &why),
-        Ok(Ok(upstream)) => upstream,
+    let mut upstream = match open(patterns, &host, port) {
+        Err(Refusal::Forbidden(why)) => return refuse(&mut client, 403, "Forbidden", &why),
+        Err(other) => return refuse(&mut client, 502, "Bad Gateway", other.text()),
+        Ok(upstream) => upstream,
     };
     let mut out = format!("{method} {path} {version}\r\n");
     for line in lines.filter(|l| !l.is_empty()) {
@@ -488,7 +670,7 @@ fn http(mut client: UnixStream, first: u8, patterns: &[String]) {
     splice(client, upstream);
 }
 
-fn socks(mut client: UnixStream, patterns: &[String]) {
+fn socks(mut client: UnixStream, patterns: &Rules) {
     // Greeting: the methods offered; only "no authentication" is taken.
     let mut count = [0u8; 1];
     if client.read_exact(&mut count).is_err() {
@@ -553,12 +735,11 @@ fn socks(mut client: UnixStream, patterns: &[String]) {
         // Only CONNECT: no BIND, no UDP.
         return reply(&mut client, 7);
     }
-    let upstream = match addresses(patterns, &host, port) {
-        Err(_) => return reply(&mut client, 2),
-        Ok(addresses) => match connect(&addresses) {
-            Ok(upstream) => upstream,
-            Err(_) => return reply(&mut client, 5),
-        },
+    let upstream = match open(patterns, &host, port) {
+        Err(Refusal::Forbidden(_)) => return reply(&mut client, 2),
+        Err(Refusal::Unresolved(_)) => return reply(&mut client, 4),
+        Err(Refusal::Failed(_)) => return reply(&mut client, 5),
+        Ok(upstream) => upstream,
     };
     reply(&mut client, 0);
     splice(client, upstream);
@@ -642,7 +823,7 @@ mod tests {
         }
         assert!(addresses(&list(&["*.0.0.1"]), "127.0.0.1", 80).is_err());
         let why = addresses(&named, "example.com", 443).unwrap_err();
-        assert!(why.contains("not in [sandbox] allow_hosts"), "{why}");
+        assert!(why.text().contains("not in [sandbox] allow_hosts"), "{why:?}");
     }
 
     #[test]
@@ -706,9 +887,16 @@ mod tests {
     }
 
     fn through_bytes(entries: &[&str], request: &[u8]) -> Vec<u8> {
+        let rules = Rules {
+            patterns: list(entries),
+            upstream: None,
+        };
+        through_rules(rules, request)
+    }
+
+    fn through_rules(rules: Rules, request: &[u8]) -> Vec<u8> {
         let (mut mine, theirs) = UnixStream::pair().unwrap();
-        let patterns = list(entries);
-        let proxy = std::thread::spawn(move || handle(theirs, &patterns));
+        let proxy = std::thread::spawn(move || handle(theirs, &rules));
         // The proxy may stop reading (and close) before all is written.
         let _ = mine.write_all(request);
         let mut out = Vec::new();
@@ -786,5 +974,114 @@ mod tests {
         assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
         let answer = through(&["a.com"], b"GET /relative HTTP/1.1\r\n\r\n");
         assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    }
+
+    #[test]
+    fn the_upstream_proxy_comes_from_the_environment() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let up = Upstream::from_env(env(&[
+            ("HTTPS_PROXY", "http://me%40corp:p%3Ass@proxy.corp:3128"),
+            ("HTTP_PROXY", "http://other:8080"),
+            ("NO_PROXY", "localhost, .corp.example,*.internal"),
+        ]))
+        .unwrap();
+        assert_eq!(up.address, "proxy.corp:3128");
+        // "me@corp:p:ss", as RFC 7617 writes it.
+        assert_eq!(up.authorization.as_deref(), Some("Basic bWVAY29ycDpwOnNz"));
+        assert!(up.bypassed("localhost"));
+        assert!(up.bypassed("git.corp.example"));
+        assert!(up.bypassed("a.internal"));
+        assert!(!up.bypassed("github.com"));
+        let plain = Upstream::from_env(env(&[("http_proxy", "10.0.0.1:3128")])).unwrap();
+        assert_eq!(plain.address, "10.0.0.1:3128");
+        assert_eq!(plain.authorization, None);
+        assert_eq!(
+            Upstream::from_env(env(&[("HTTPS_PROXY", "socks5://p:1080")])),
+            None
+        );
+        assert_eq!(Upstream::from_env(env(&[])), None);
+    }
+
+    /// An upstream proxy on this machine's loopback: takes one `CONNECT`,
+    /// answers 200, then answers the request that comes through the
+    /// tunnel as the origin would. Sends what it was asked back on `said`.
+    fn upstream_proxy() -> (u16, std::sync::mpsc::Receiver<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (said, heard) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut read_head = || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read_exact(&mut byte).is_ok() {
+                    head.push(byte[0]);
+                }
+                String::from_utf8_lossy(&head).into_owned()
+            };
+            let connect = read_head();
+            said.send(connect).unwrap();
+            stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n").unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read_exact(&mut byte).is_ok() {
+                head.push(byte[0]);
+            }
+            let request = String::from_utf8_lossy(&head).into_owned();
+            said.send(request).unwrap();
+            let body = "via the upstream proxy";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+        });
+        (port, heard)
+    }
+
+    #[test]
+    fn connections_go_through_the_upstream_proxy_with_its_credentials_only() {
+        let (port, heard) = upstream_proxy();
+        let rules = Rules {
+            patterns: list(&["example.invalid"]),
+            upstream: Some(Upstream {
+                address: format!("127.0.0.1:{port}"),
+                authorization: Some("Basic dTpw".into()),
+                bypass: Vec::new(),
+            }),
+        };
+        // A name that does not resolve here is the upstream's to resolve.
+        let answer = String::from_utf8(through_rules(
+            rules.clone(),
+            b"GET http://example.invalid/x HTTP/1.1\r\nHost: example.invalid\r\n\r\n",
+        ))
+        .unwrap();
+        assert!(answer.ends_with("via the upstream proxy"), "{answer}");
+        let connect = heard.recv().unwrap();
+        assert!(
+            connect.starts_with("CONNECT example.invalid:80 HTTP/1.1\r\n"),
+            "{connect}"
+        );
+        assert!(
+            connect.contains("Proxy-Authorization: Basic dTpw\r\n"),
+            "{connect}"
+        );
+        let request = heard.recv().unwrap();
+        assert!(request.starts_with("GET /x HTTP/1.1\r\n"), "{request}");
+        assert!(!request.contains("Proxy-Authorization"), "{request}");
+        // A host not listed never reaches the upstream proxy.
+        let answer = String::from_utf8(through_rules(
+            rules,
+            b"CONNECT github.com:443 HTTP/1.1\r\n\r\n",
+        ))
+        .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
     }
 }
