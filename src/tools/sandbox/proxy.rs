@@ -823,7 +823,10 @@ mod tests {
         }
         assert!(addresses(&list(&["*.0.0.1"]), "127.0.0.1", 80).is_err());
         let why = addresses(&named, "example.com", 443).unwrap_err();
-        assert!(why.text().contains("not in [sandbox] allow_hosts"), "{why:?}");
+        assert!(
+            why.text().contains("not in [sandbox] allow_hosts"),
+            "{why:?}"
+        );
     }
 
     #[test]
