@@ -52,15 +52,8 @@ async fn world_with(sandbox: Sandbox, config: &str, env: &[(&str, String)]) -> W
     std::fs::write(sandbox.home().join(".ssh/id_ed25519"), KEY).unwrap();
     std::fs::create_dir_all(sandbox.dir.path().join("outside")).unwrap();
     let mock = MockModel::start().await;
-    let mut acp = spawn_sandboxed(&sandbox, &mock, env);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
-    World {
-        sandbox,
-        mock,
-        acp,
-        session,
-    }
+    let acp = spawn_sandboxed(&sandbox, &mock, env);
+    World::start(sandbox, mock, acp).await
 }
 
 /// What one `bash` call came to.
@@ -73,6 +66,19 @@ struct Ran {
 }
 
 impl World {
+    /// A world whose pincer is `acp`, initialized, with a session in the
+    /// project.
+    async fn start(sandbox: Sandbox, mock: MockModel, mut acp: Acp) -> World {
+        acp.initialize().await;
+        let session = acp.new_session(&sandbox.work()).await;
+        World {
+            sandbox,
+            mock,
+            acp,
+            session,
+        }
+    }
+
     /// A directory outside the project and outside temp.
     fn outside(&self) -> PathBuf {
         self.sandbox.dir.path().join("outside")
@@ -451,15 +457,7 @@ async fn a_fork_bomb_stops_at_the_process_limit() {
     } else {
         raw_command(&sandbox, &mock, &pincer, &["acp".to_string()])
     };
-    let mut acp = Acp::spawn(cmd);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
-    let mut w = World {
-        sandbox,
-        mock,
-        acp,
-        session,
-    };
+    let mut w = World::start(sandbox, mock, Acp::spawn(cmd)).await;
     // 200 sleeps asked for, at most 32 processes at once: the shell
     // cannot fork the 32nd and says so.
     let ran = w
@@ -684,15 +682,7 @@ async fn where_the_sandbox_cannot_be_made_pincer_says_so_once_and_every_command_
     .map(|a| a.to_string())
     .collect();
     let cmd = raw_command(&sandbox, &mock, "unshare", &args);
-    let mut acp = Acp::spawn(cmd);
-    acp.initialize().await;
-    let session = acp.new_session(&sandbox.work()).await;
-    let mut w = World {
-        sandbox,
-        mock,
-        acp,
-        session,
-    };
+    let mut w = World::start(sandbox, mock, Acp::spawn(cmd)).await;
     let first = w.bash("echo one > one.txt", "allow_once").await;
     assert!(!first.is_error, "{}", first.text);
     assert_eq!(first.questions.len(), 1, "{:?}", first.questions);
@@ -1017,10 +1007,21 @@ async fn stdio_mcp_servers_run_in_the_sandbox_unless_the_user_s_config_says_not_
     );
 }
 
+/// An HTTP head read from `stream` through its blank line (byte by
+/// byte: what follows is not the head's).
+fn head_of(stream: &mut impl std::io::Read) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && stream.read_exact(&mut byte).is_ok() {
+        head.push(byte[0]);
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
 /// A web server on this machine's loopback: answers every request with
 /// `hello from the machine` and keeps the paths it was asked for.
 fn machine_web_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -1028,12 +1029,7 @@ fn machine_web_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) 
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && stream.read_exact(&mut byte).is_ok() {
-                head.push(byte[0]);
-            }
-            let head = String::from_utf8_lossy(&head).into_owned();
+            let head = head_of(&mut stream);
             let path = head.split(' ').nth(1).unwrap_or_default().to_string();
             paths.lock().unwrap().push(path);
             let body = "hello from the machine\n";
@@ -1166,7 +1162,7 @@ async fn a_model_s_own_sandbox_table_applies_to_its_sessions() {
 
 #[tokio::test]
 async fn behind_the_machine_s_own_proxy_allowed_hosts_are_reached_through_it() {
-    use std::io::{Read, Write};
+    use std::io::Write;
     // The user's proxy, on this machine's loopback: it takes a CONNECT,
     // then answers what comes through the tunnel as the host would.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1174,25 +1170,9 @@ async fn behind_the_machine_s_own_proxy_allowed_hosts_are_reached_through_it() {
     let (said, heard) = std::sync::mpsc::channel::<String>();
     std::thread::spawn(move || {
         let (mut stream, _) = listener.accept().unwrap();
-        let mut head = || {
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && stream.read_exact(&mut byte).is_ok() {
-                head.push(byte[0]);
-            }
-            String::from_utf8_lossy(&head).into_owned()
-        };
-        said.send(head()).unwrap();
-        let request = {
-            let _ = stream.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && stream.read_exact(&mut byte).is_ok() {
-                head.push(byte[0]);
-            }
-            String::from_utf8_lossy(&head).into_owned()
-        };
-        said.send(request).unwrap();
+        said.send(head_of(&mut stream)).unwrap();
+        let _ = stream.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+        said.send(head_of(&mut stream)).unwrap();
         let body = "answered through the user's proxy\n";
         let _ = write!(
             stream,

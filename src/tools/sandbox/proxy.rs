@@ -321,19 +321,12 @@ impl Upstream {
             .write_all(request.as_bytes())
             .map_err(|e| format!("the upstream proxy {}: {e}", self.address))?;
         let _ = stream.set_read_timeout(Some(HEAD_TIMEOUT));
-        // Byte by byte: what follows the head is the tunnel's.
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            if head.len() > MAX_HEAD || stream.read_exact(&mut byte).is_err() {
-                return Err(format!(
-                    "the upstream proxy {} did not answer CONNECT",
-                    self.address
-                ));
-            }
-            head.push(byte[0]);
-        }
-        let head = String::from_utf8_lossy(&head);
+        let Some(head) = head_of(&mut stream) else {
+            return Err(format!(
+                "the upstream proxy {} did not answer CONNECT",
+                self.address
+            ));
+        };
         let status = head.lines().next().unwrap_or_default();
         if status.split(' ').nth(1) != Some("200") {
             return Err(format!(
@@ -343,6 +336,20 @@ impl Upstream {
         }
         Ok(stream)
     }
+}
+
+/// An HTTP head read from `stream` through its blank line, byte by byte
+/// (what follows it is not the head's), at most [`MAX_HEAD`] bytes.
+fn head_of(stream: &mut impl Read) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > MAX_HEAD || stream.read_exact(&mut byte).is_err() {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
 }
 
 /// A connection to `host:port` under `rules`: straight to the address the
@@ -868,12 +875,9 @@ mod tests {
         std::thread::spawn(move || {
             for stream in listener.incoming().take(4) {
                 let mut stream = stream.unwrap();
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") && stream.read_exact(&mut byte).is_ok() {
-                    head.push(byte[0]);
-                }
-                let body = String::from_utf8_lossy(&head).replace("\r\n", "|");
+                let body = head_of(&mut stream)
+                    .unwrap_or_default()
+                    .replace("\r\n", "|");
                 let _ = write!(
                     stream,
                     "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
@@ -1021,24 +1025,9 @@ mod tests {
         let (said, heard) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let (mut stream, _) = listener.accept().unwrap();
-            let mut read_head = || {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") && stream.read_exact(&mut byte).is_ok() {
-                    head.push(byte[0]);
-                }
-                String::from_utf8_lossy(&head).into_owned()
-            };
-            let connect = read_head();
-            said.send(connect).unwrap();
+            said.send(head_of(&mut stream).unwrap()).unwrap();
             stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n").unwrap();
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && stream.read_exact(&mut byte).is_ok() {
-                head.push(byte[0]);
-            }
-            let request = String::from_utf8_lossy(&head).into_owned();
-            said.send(request).unwrap();
+            said.send(head_of(&mut stream).unwrap()).unwrap();
             let body = "via the upstream proxy";
             let _ = write!(
                 stream,
