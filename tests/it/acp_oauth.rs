@@ -144,6 +144,7 @@ fn write_config(sandbox: &Sandbox, server: &str, redirect: &str) {
 /// and keeps the last page), and writes noise to stdout and stderr, which
 /// must not reach pincer's protocol stream.
 fn curl_browser(sandbox: &Sandbox) -> (PathBuf, PathBuf) {
+    support::ensure_tool("curl", "curl");
     let page = sandbox.dir.path().join("browser-page.html");
     let script = write_script(
         sandbox,

@@ -151,25 +151,6 @@ fn json_and_toml_configs_parse_and_start_pincer_acp() {
     );
 }
 
-/// Installs Debian's `package` through `.ci/debian-tool` when `program`
-/// is not on PATH; fails (never skips) when that cannot be done.
-fn ensure_tool(program: &str, package: &str) {
-    let script = manifest_dir().join(".ci/debian-tool");
-    let output = std::process::Command::new(&script)
-        .args([program, package])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    assert!(
-        output.status.success(),
-        "`{program}` is missing and `.ci/debian-tool {program} {package}` could not install it \
-         ({}):\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// Runs a syntax checker on `files`, failing with its output.
 fn check_syntax(program: &str, args: &[&str], what: &str) {
     let output = std::process::Command::new(program)
@@ -191,7 +172,7 @@ fn check_syntax(program: &str, args: &[&str], what: &str) {
 
 #[test]
 fn neovim_configs_are_valid_lua() {
-    ensure_tool("luac5.4", "lua5.4");
+    support::ensure_tool("luac5.4", "lua5.4");
     for file in [
         "editors/neovim/codecompanion.lua",
         "editors/neovim/avante.lua",
@@ -205,7 +186,7 @@ fn neovim_configs_are_valid_lua() {
 fn emacs_config_is_readable_elisp() {
     // Balanced parentheses, then every form read to the end of the file:
     // what `load` does before it evaluates anything.
-    ensure_tool("emacs", "emacs-nox");
+    support::ensure_tool("emacs", "emacs-nox");
     let script = r#"
 (let ((file (car command-line-args-left)))
   (with-temp-buffer

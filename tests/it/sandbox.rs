@@ -1045,6 +1045,7 @@ fn machine_web_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) 
 
 #[tokio::test]
 async fn allow_hosts_are_reached_through_the_proxy_over_http_connect_and_socks_and_nothing_else() {
+    support::ensure_tool("curl", "curl");
     let (port, seen) = machine_web_server();
     let mut w = world("[sandbox]\nallow_hosts = [\"localhost\"]\n").await;
     // The command is told where the proxy is; its own loopback stays
@@ -1162,6 +1163,7 @@ async fn a_model_s_own_sandbox_table_applies_to_its_sessions() {
 
 #[tokio::test]
 async fn behind_the_machine_s_own_proxy_allowed_hosts_are_reached_through_it() {
+    support::ensure_tool("curl", "curl");
     use std::io::Write;
     // The user's proxy, on this machine's loopback: it takes a CONNECT,
     // then answers what comes through the tunnel as the host would.

@@ -170,3 +170,22 @@ pub fn agent_config(mock: &MockModel, project: &std::path::Path) -> pincer::agen
         )),
     }
 }
+
+/// Installs Debian's `package` through `.ci/debian-tool` when `program`
+/// is not on PATH; fails (never skips) when that cannot be done.
+pub fn ensure_tool(program: &str, package: &str) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/debian-tool");
+    let output = std::process::Command::new(&script)
+        .args([program, package])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        output.status.success(),
+        "`{program}` is missing and `.ci/debian-tool {program} {package}` could not install it \
+         ({}):\n{}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
