@@ -22,6 +22,7 @@ pub mod permission;
 pub mod policy;
 pub mod prune;
 pub mod setup;
+pub mod subagent;
 pub mod title;
 
 use std::sync::Arc;
@@ -356,6 +357,9 @@ pub struct AgentConfig {
     /// directory is recorded, and the run's changes reported at its end
     /// ([`AgentEvent::Checkpoint`]). `None`: nothing is recorded.
     pub checkpoints: Option<Arc<crate::checkpoint::recording::Recording>>,
+    /// How the session starts helpers (the `task` tool); `None`: it
+    /// cannot.
+    pub subagents: Option<Arc<subagent::Subagents>>,
 }
 
 /// The name the transcript records for pincer's own loop.
@@ -713,7 +717,10 @@ async fn run_turns(
         let mut cancelled = stop_reason == StopReason::Aborted;
         let mut steered = false;
         let mut broken: Option<String> = None;
-        for call in &calls {
+        let mut index = 0;
+        while index < calls.len() {
+            let call = &calls[index];
+            index += 1;
             let skipped = if cancelled || cancel.is_cancelled() {
                 cancelled = true;
                 Some(CANCELLED_BEFORE_RUN)
@@ -724,6 +731,32 @@ async fn run_turns(
             } else {
                 None
             };
+            if skipped.is_none() && is_task(config, &call.name) {
+                // This `task` call and the ones right after it run at the
+                // same time.
+                let start = index - 1;
+                let end = calls[start..]
+                    .iter()
+                    .position(|c| !is_task(config, &c.name))
+                    .map_or(calls.len(), |n| start + n);
+                let group = &calls[start..end];
+                let (outputs, stop) = run_tasks(config, tools, cwd, group, host, cancel).await;
+                for (call, output) in group.iter().zip(outputs) {
+                    history.push(AgentMessage::Llm {
+                        message: Message::ToolResult(ToolResultMessage {
+                            tool_call_id: call.id.clone(),
+                            tool_name: call.name.clone(),
+                            content: output.content,
+                            is_error: output.is_error,
+                        }),
+                    });
+                }
+                cancelled = cancel.is_cancelled();
+                broken = stop;
+                steered = host.steering_waiting();
+                index = end;
+                continue;
+            }
             let output = if let Some(why) = skipped {
                 let info = describe(tools, call, cwd);
                 host.emit(AgentEvent::ToolExecutionStart {
@@ -797,6 +830,59 @@ async fn run_turns(
             None => return stop,
         }
     }
+}
+
+/// Runs a batch's consecutive `task` calls at the same time (at most
+/// `[subagents] max_parallel` at once), each reported as it ends; their
+/// results come back in call order. What their helpers change is recorded
+/// in one window around them all. The second value, when set, is the loop
+/// breaker's message.
+async fn run_tasks(
+    config: &AgentConfig,
+    tools: &[Arc<dyn Tool>],
+    cwd: &std::path::Path,
+    group: &[ToolCall],
+    host: &dyn AgentHost,
+    cancel: &CancellationToken,
+) -> (Vec<ToolOutput>, Option<String>) {
+    use futures::StreamExt;
+    let limit = config.subagents.as_ref().map_or(1, |s| s.max_parallel.max(1));
+    let work = async {
+        let mut outputs: Vec<Option<ToolOutput>> = vec![None; group.len()];
+        let mut broken = None;
+        let start = |i: usize| -> BoxFuture<'_, (usize, ToolOutput, Option<String>)> {
+            let call = &group[i];
+            Box::pin(async move {
+                let (output, stop) = execute_call(config, tools, cwd, call, host, cancel).await;
+                host.emit(AgentEvent::ToolExecutionEnd {
+                    call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    output: output.clone(),
+                });
+                (i, output, stop)
+            })
+        };
+        let mut running = futures::stream::FuturesUnordered::new();
+        let mut next = 0;
+        while next < group.len().min(limit) {
+            running.push(start(next));
+            next += 1;
+        }
+        while let Some((i, output, stop)) = running.next().await {
+            outputs[i] = Some(output);
+            broken = broken.or(stop);
+            if next < group.len() {
+                running.push(start(next));
+                next += 1;
+            }
+        }
+        let outputs = outputs
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| ToolOutput::error(CANCELLED_BEFORE_RUN)))
+            .collect();
+        (outputs, broken)
+    };
+    recorded(config, tools, host, true, Vec::new(), work).await
 }
 
 /// Moves the steering messages into the history; whether there were any.
@@ -1073,6 +1159,7 @@ async fn admit_and_run(
     let checkpoint = may_change.then_some(tools);
     let output = run_call(
         config,
+        tools,
         tool.as_ref(),
         cwd,
         &rewritten,
@@ -1099,6 +1186,7 @@ async fn admit_and_run(
 #[allow(clippy::too_many_arguments)]
 async fn run_call(
     config: &AgentConfig,
+    tools: &[Arc<dyn Tool>],
     tool: &dyn Tool,
     cwd: &std::path::Path,
     call: &ToolCall,
@@ -1185,13 +1273,12 @@ async fn run_call(
         }
     }
     let running = async {
-        let output = forward_progress(
-            tool.execute(call.arguments.clone(), &ctx),
-            &mut progress_rx,
-            host,
-            &call.id,
-        )
-        .await;
+        let work: BoxFuture<'_, ToolOutput> = if is_task(config, &call.name) {
+            subagent::run(config, tools, cwd, call, host, &ctx)
+        } else {
+            tool.execute(call.arguments.clone(), &ctx)
+        };
+        let output = forward_progress(work, &mut progress_rx, host, &call.id).await;
         let Some(confinement) = &ctx.confine else {
             return output;
         };
@@ -1247,6 +1334,12 @@ async fn run_call(
     }
     ctx.cancel.cancel();
     output
+}
+
+/// Whether a call named `name` starts a helper (run by [`subagent::run`],
+/// several of a batch at the same time).
+fn is_task(config: &AgentConfig, name: &str) -> bool {
+    name == subagent::TASK && config.subagents.is_some()
 }
 
 const CANCELLED_BEFORE_RUN: &str = "Cancelled by the user before this tool ran.";
@@ -1788,6 +1881,7 @@ mod time_tests {
             session_id: None,
             runtime: None,
             checkpoints: None,
+            subagents: None,
         };
         let mut history = Vec::new();
         push_user(&mut history, vec![Content::text("a")], time_line(&config));

@@ -141,6 +141,9 @@ pub struct Config {
     pub gateway: Option<gateway::GatewayConfig>,
     /// `[acp]`: how `pincer acp` keeps its sessions (user's file only).
     pub acp: AcpConfig,
+    /// `[subagents]`: how many helpers (the `task` tool) run at once and
+    /// how deep they nest. A project's file may only lower them.
+    pub subagents: SubagentsConfig,
     /// `[checkpoints]`: how much a project's checkpoint store may hold
     /// (user's file only).
     pub checkpoints: checkpoints::CheckpointsConfig,
@@ -180,6 +183,28 @@ impl Config {
             .values()
             .filter_map(|provider| provider.api_key_env.clone());
         crate::tools::shell::ShellEnv::new(&self.shell, key_variables)
+    }
+}
+
+/// The `[subagents]` table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SubagentsConfig {
+    /// Helpers of one session running at the same time (default 4); more
+    /// `task` calls wait for a free one.
+    pub max_parallel: Option<u32>,
+    /// How deep helpers may nest (default 2: a helper may start helpers
+    /// of its own, theirs may not); 0 turns the `task` tool off.
+    pub max_depth: Option<u32>,
+}
+
+impl SubagentsConfig {
+    pub fn max_parallel(&self) -> usize {
+        self.max_parallel.unwrap_or(4).clamp(1, 64) as usize
+    }
+
+    pub fn max_depth(&self) -> u32 {
+        self.max_depth.unwrap_or(2).min(8)
     }
 }
 

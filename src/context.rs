@@ -19,6 +19,7 @@
 //! the user's and the project's skills and prompt templates.
 
 mod client;
+pub mod agents;
 pub mod files;
 mod frontmatter;
 pub mod skills;

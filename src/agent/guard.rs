@@ -84,6 +84,20 @@ impl ToolGuard {
         }
     }
 
+    /// The guard of a helper this guard's session starts: `policy` (this
+    /// one's, narrowed), the same hooks, and a loop history of its own
+    /// with the same thresholds.
+    pub fn for_child(&self, policy: ToolPolicy, session_id: &str) -> Self {
+        let settings = self.loops.lock().settings();
+        Self::new(
+            policy,
+            Arc::new(Mutex::new(LoopDetector::new(settings))),
+            self.hooks.clone(),
+            session_id,
+            &self.cwd,
+        )
+    }
+
     fn origin(&self) -> Origin<'_> {
         Origin {
             session_id: &self.session_id,

@@ -101,6 +101,10 @@ impl LoopDetector {
 
     /// Judges a call before it runs and records it; [`Self::finished`]
     /// records what it returned.
+    pub fn settings(&self) -> LoopSettings {
+        self.settings
+    }
+
     pub fn check(&mut self, tool: &str, args: &Value) -> Verdict {
         if !self.settings.enabled {
             return Verdict::Ok;

@@ -35,6 +35,7 @@ fn group(name: &str) -> Option<&'static [&'static str]> {
             "sessions_send",
             "sessions_spawn",
             "session_status",
+            "task",
         ],
         "memory" => &["memory_search", "memory_get"],
         "web" => &["web_search", "web_fetch"],
@@ -61,6 +62,8 @@ pub enum Step {
     Project(Box<Step>),
     /// `pincer run --allowed-tools/--disallowed-tools`: one run's lists.
     CommandLine,
+    /// The `tools` of a helper's definition (the `task` tool's agent).
+    Helper(String),
 }
 
 impl fmt::Display for Step {
@@ -75,6 +78,7 @@ impl fmt::Display for Step {
             Step::McpServer(s) => write!(f, "the scope of MCP server `{s}`"),
             Step::Project(step) => write!(f, "{step} of the project's .pincer/config.toml"),
             Step::CommandLine => write!(f, "--allowed-tools/--disallowed-tools"),
+            Step::Helper(name) => write!(f, "the tools of helper `{name}`"),
         }
     }
 }
@@ -252,6 +256,16 @@ impl ToolPolicy {
     /// Whether `tool` is offered in `mode`, and if not, which step took it
     /// away. `mutating` says whether the tool changes anything (the mode
     /// step removes those in plan mode).
+    /// This policy with a helper's `tools` list after the other steps:
+    /// like every step, it can only take tools away.
+    pub fn for_helper(&self, name: &str, allow: &[String]) -> Result<Self, PolicyError> {
+        let mut narrowed = self.clone();
+        narrowed
+            .steps
+            .push(Filter::new(Step::Helper(name.to_string()), allow, &[])?);
+        Ok(narrowed)
+    }
+
     pub fn check(&self, tool: &str, mutating: bool, mode: Mode) -> Result<(), Removal> {
         for step in &self.steps {
             step.check(tool)?;

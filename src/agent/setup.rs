@@ -61,7 +61,49 @@ pub fn agent_config(
         extra_tools: None,
         runtime: None,
         checkpoints: None,
+        subagents: None,
     }
+}
+
+/// How a session in `cwd` starts helpers: the definitions the user (and
+/// a trusted project) wrote, the `[subagents]` limits, and `children`,
+/// where the frontend keeps them. `None` when `max_depth = 0`.
+pub fn subagents(
+    settings: &Arc<Settings>,
+    cwd: &Path,
+    http: &reqwest::Client,
+    children: Arc<dyn crate::agent::subagent::Children>,
+) -> Option<Arc<crate::agent::subagent::Subagents>> {
+    use crate::agent::subagent::{Chosen, Subagents};
+    let limits = settings.config.subagents;
+    if limits.max_depth() == 0 {
+        return None;
+    }
+    let sources = crate::context::Sources::from_settings(settings, cwd);
+    let (definitions, problems) = crate::context::agents::discover(&sources);
+    for problem in problems {
+        tracing::warn!("{problem}");
+    }
+    let resolving = settings.clone();
+    Some(Arc::new(Subagents {
+        http: http.clone(),
+        definitions: Arc::new(definitions),
+        max_parallel: limits.max_parallel(),
+        max_depth: limits.max_depth(),
+        depth: 0,
+        children,
+        resolve: Arc::new(move |name: &str| {
+            let model = resolving.catalog.resolve(name).map_err(|e| e.to_string())?;
+            if !resolving.has_credentials(&model) {
+                return Err(resolving.credential_hint(&model));
+            }
+            Ok(Chosen {
+                key: resolving.api_key(&model),
+                auth_profile: resolving.credential_source(&model),
+                model,
+            })
+        }),
+    }))
 }
 
 /// The checkpoints of a session working in `cwd`, as the config asks

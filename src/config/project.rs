@@ -273,6 +273,23 @@ impl Layering {
             c.project_tools = Some(p.tools);
         }
 
+        // Helpers: a project may run fewer at once and nest them less deep,
+        // never more.
+        let current = self.config.subagents;
+        if let Some(n) = p.subagents.max_parallel {
+            if n as usize <= current.max_parallel() {
+                self.config.subagents.max_parallel = Some(n);
+            } else {
+                self.never("subagents.max_parallel");
+            }
+        }
+        if let Some(n) = p.subagents.max_depth {
+            if n <= current.max_depth() {
+                self.config.subagents.max_depth = Some(n);
+            } else {
+                self.never("subagents.max_depth");
+            }
+        }
         // Limits: lower is narrower; higher needs trust.
         if let Some(turns) = p.max_turns {
             let current = self.config.max_turns.unwrap_or(super::DEFAULT_MAX_TURNS);

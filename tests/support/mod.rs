@@ -153,6 +153,7 @@ pub fn agent_config(mock: &MockModel, project: &std::path::Path) -> pincer::agen
         session_id: None,
         runtime: None,
         checkpoints: None,
+        subagents: None,
         model: catalog.resolve("anthropic/claude-sonnet-4-5").unwrap(),
         key: Some(pincer::llm::Secret::new("test-key")),
         thinking: pincer::llm::ThinkingLevel::Off,
