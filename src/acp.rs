@@ -1158,8 +1158,16 @@ impl Server {
         Ok(SetSessionModeResponse::new())
     }
 
+    /// `session/cancel`: of an open session, or of a running helper (which
+    /// ends only that helper).
     fn cancel(&self, id: &str) {
-        match self.registry.sessions.lock().get(id) {
+        let open = self.registry.sessions.lock().get(id).cloned();
+        let session = open.or_else(|| {
+            let sessions: Vec<Arc<Session>> =
+                self.registry.sessions.lock().values().cloned().collect();
+            sessions.iter().find_map(|s| s.find_child(id))
+        });
+        match session {
             Some(session) => session.cancel(),
             None => tracing::debug!(session = id, "cancel for an unknown session"),
         }

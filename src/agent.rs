@@ -846,7 +846,10 @@ async fn run_tasks(
     cancel: &CancellationToken,
 ) -> (Vec<ToolOutput>, Option<String>) {
     use futures::StreamExt;
-    let limit = config.subagents.as_ref().map_or(1, |s| s.max_parallel.max(1));
+    let limit = config
+        .subagents
+        .as_ref()
+        .map_or(1, |s| s.max_parallel.max(1));
     let work = async {
         let mut outputs: Vec<Option<ToolOutput>> = vec![None; group.len()];
         let mut broken = None;

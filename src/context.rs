@@ -18,8 +18,8 @@
 //! `files` finds and caps the context files, `skills` and `templates` find
 //! the user's and the project's skills and prompt templates.
 
-mod client;
 pub mod agents;
+mod client;
 pub mod files;
 mod frontmatter;
 pub mod skills;

@@ -136,6 +136,9 @@ pub struct Restored {
     pub title: Option<String>,
     /// The user named the session (a model no longer does).
     pub labelled: bool,
+    /// A helper's run ended ([`Record::HelperEnd`]); a helper without one
+    /// was interrupted.
+    pub helper_ended: bool,
     /// When the model last answered (how old its prompt cache is).
     pub last_call: Option<std::time::SystemTime>,
     /// The transcript entry id of entries of [`Restored::visible`], by
@@ -475,6 +478,7 @@ pub fn restore(entries: Vec<Entry>) -> Restored {
             Record::Notice { text } => {
                 restored.push(AgentMessage::Notice { text });
             }
+            Record::HelperEnd { .. } => restored.helper_ended = true,
             Record::Workflow { data } => match data["event"].as_str() {
                 Some("start") => {
                     restored.unfinished_workflow = Some(UnfinishedWorkflow {

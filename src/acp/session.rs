@@ -33,6 +33,7 @@ use crate::session::transcript;
 use crate::tools::sandbox::SandboxMode;
 use crate::tools::{self, CallInfo, Display, Terminals, Tool, Workspace};
 
+mod children;
 mod host;
 mod live_terminal;
 mod rewind;
@@ -87,6 +88,11 @@ pub struct Session {
     /// What each run changes in the working directory (`None`: the user
     /// turned checkpoints off).
     checkpoints: Option<Arc<crate::checkpoint::recording::Recording>>,
+    /// Set for a helper: whose `task` call started it.
+    child: Option<children::ChildOf>,
+    /// The helpers this session's runs started that are still running,
+    /// by id (`session/cancel` on one of them reaches it here).
+    children: Mutex<std::collections::HashMap<String, Arc<Session>>>,
 }
 
 /// What a session works with, each handed out whole (an `Arc` clone) so
@@ -336,6 +342,8 @@ impl Session {
             bus,
             owner: Arc::new(Mutex::new(owner)),
             checkpoints,
+            child: None,
+            children: Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -382,6 +390,14 @@ impl Session {
     /// tells the observer.
     fn send_update(&self, cx: &ConnectionTo<Client>, update: SessionUpdate) {
         let notification = SessionNotification::new(self.id.clone(), update);
+        // A helper the client does not show as a session of its own: only
+        // its parent's `task` call shows it.
+        if self.child.as_ref().is_some_and(|c| !c.shown) {
+            if self.bus.is_observed() {
+                self.bus.tell(Observed::Update(notification));
+            }
+            return;
+        }
         let owner = self.owner.lock().connection;
         if self.bus.hears_through_observer(owner) {
             self.bus.tell(Observed::Update(notification));
@@ -671,6 +687,11 @@ impl Session {
     }
 
     pub fn cancel(&self) {
+        // A helper's work has its own token.
+        if let Some(child) = &self.child {
+            child.cancel.cancel();
+            return;
+        }
         // Cancelling a session cancels what waits in it too. The waiting
         // prompts are answered first, so that the observer hears of them
         // before anything the cancelled run does as it stops.
@@ -1009,7 +1030,8 @@ impl Session {
         // The first prompt waits for MCP servers still starting (each has
         // its startup timeout), so their tools are there from the start.
         self.mcp().ready().await;
-        let (config, cancel) = self.turn_config()?;
+        let subagents = self.subagents(http, &cx, &client, &drain);
+        let (config, cancel, tools) = self.turn_config_with(subagents)?;
         let host = self.host(cx, &client, drain);
         let time = agent::time_line(&config);
         *host.prompt.lock() = self.record_id(transcript::Record::Message {
@@ -1042,7 +1064,7 @@ impl Session {
         let stop = agent::run_timed(
             http,
             &config,
-            &self.tools,
+            &tools,
             &self.cwd,
             &mut history,
             content,
@@ -1197,6 +1219,16 @@ impl Session {
     /// The run's configuration (with a fresh system prompt) and its cancel
     /// token, which `session/cancel` reaches.
     fn turn_config(&self) -> Result<(agent::AgentConfig, CancellationToken), Error> {
+        self.turn_config_with(None)
+            .map(|(config, cancel, _)| (config, cancel))
+    }
+
+    /// [`Session::turn_config`] for a run that may start helpers
+    /// (`subagents`), with the tools it has: the session's, and `task`.
+    fn turn_config_with(
+        &self,
+        subagents: Option<Arc<agent::subagent::Subagents>>,
+    ) -> Result<(agent::AgentConfig, CancellationToken, Vec<Arc<dyn Tool>>), Error> {
         let (model, thinking, last_call, client_prompt) = {
             let state = self.state.lock();
             if !self.settings().has_credentials(&state.model) {
@@ -1221,10 +1253,15 @@ impl Session {
             self.permissions.sandbox().cloned(),
         )
         .map_err(|e| invalid_params(format!("the tool policy in config.toml is invalid: {e}")))?;
+        let mut tools = self.tools.clone();
+        if let Some(subagents) = subagents.as_ref().filter(|s| s.may_delegate()) {
+            tools.push(Arc::new(agent::subagent::TaskTool::new(
+                &subagents.definitions,
+            )));
+        }
         // The prompt lists only the tools the policy lets the model use.
         let mode = self.permissions.mode();
-        let offered: Vec<Arc<dyn Tool>> = self
-            .tools
+        let offered: Vec<Arc<dyn Tool>> = tools
             .iter()
             .chain(self.mcp().tools_now().iter())
             .filter(|t| guard.offers(t.as_ref(), mode))
@@ -1255,7 +1292,13 @@ impl Session {
         config.checkpoints = self.checkpoints.clone();
         let claude_code = self.parts.lock().claude_code.clone();
         agent::setup::use_claude_code(&self.settings(), &mut config, claude_code);
-        Ok((config, cancel))
+        // Claude Code has helpers of its own.
+        if config.runtime.is_none() {
+            config.subagents = subagents;
+        } else {
+            tools.retain(|t| t.name() != agent::subagent::TASK);
+        }
+        Ok((config, cancel, tools))
     }
 
     /// The agent's view of the editor for one turn.

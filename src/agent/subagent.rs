@@ -486,7 +486,10 @@ fn result(agent: &str, id: &str, outcome: &Outcome) -> ToolOutput {
     } else {
         format!("{} model calls", outcome.turns)
     };
-    let footer = format!("helper `{agent}`, session {id}: {calls}, ${:.4}", outcome.cost);
+    let footer = format!(
+        "helper `{agent}`, session {id}: {calls}, ${:.4}",
+        outcome.cost
+    );
     let details = json!({
         "sessionId": id,
         "agent": agent,

@@ -77,7 +77,8 @@ fn is_conversation(record: &Record) -> bool {
         | Record::Compaction { .. }
         | Record::Workflow { .. }
         | Record::Checkpoint { .. }
-        | Record::Runtime { .. } => true,
+        | Record::Runtime { .. }
+        | Record::HelperEnd { .. } => true,
         Record::ModelChange { .. }
         | Record::ThinkingChange { .. }
         | Record::ModeChange { .. }

@@ -66,6 +66,12 @@ pub struct Header {
     /// The session this one was forked from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// The session whose `task` call started this one (a helper).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawned_by: Option<String>,
+    /// The helper's agent definition (`general-purpose` without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 impl Header {
@@ -77,7 +83,16 @@ impl Header {
             cwd: cwd.into(),
             created: now(),
             parent,
+            spawned_by: None,
+            agent: None,
         }
+    }
+
+    /// The header of a helper that session `by` started, as `agent`.
+    pub fn spawned(mut self, by: impl Into<String>, agent: impl Into<String>) -> Self {
+        self.spawned_by = Some(by.into());
+        self.agent = Some(agent.into());
+        self
     }
 }
 
@@ -148,6 +163,14 @@ pub enum Record {
     /// Something pincer told the user; never sent to the model.
     Notice {
         text: String,
+    },
+    /// A helper's run ended (its last entry): how (`end_turn`,
+    /// `cancelled`, `error`, …) and what it cost. A helper's transcript
+    /// without one was interrupted (pincer was killed while it ran).
+    HelperEnd {
+        stop: String,
+        #[serde(default)]
+        cost: f64,
     },
     /// The history was compacted: the model now sees `summary` and then
     /// only the last `kept` of its messages. The older entries stay in the

@@ -53,6 +53,7 @@ mod sandbox;
 mod scripting;
 mod sessions;
 mod shell_safety;
+mod subagents;
 mod system_prompt;
 mod tools_acp;
 mod transport;

@@ -185,6 +185,9 @@ struct Inner {
     side_replies: VecDeque<Reply>,
     side_requests: Vec<Recorded>,
     violations: Vec<String>,
+    /// Replies for the request whose last message's text holds the
+    /// needle (see [`MockModel::push_for`]), taken before the queue's.
+    addressed: Vec<(String, Reply)>,
 }
 
 #[derive(Clone)]
@@ -230,6 +233,17 @@ impl MockModel {
 
     pub fn push(&self, reply: Reply) {
         self.inner.lock().unwrap().replies.push_back(reply);
+    }
+
+    /// Queues `reply` for the first request whose last message's text
+    /// contains `needle` (a helper's job, say), whenever it comes:
+    /// requests that run at the same time get their own answers.
+    pub fn push_for(&self, needle: &str, reply: Reply) {
+        self.inner
+            .lock()
+            .unwrap()
+            .addressed
+            .push((needle.to_string(), reply));
     }
 
     /// Queues the answer to the next side call (a request without tools).
@@ -369,7 +383,15 @@ async fn handle(
             if let Some(problem) = &problem {
                 inner.violations.push(problem.clone());
             }
-            let reply = inner.replies.pop_front();
+            let last = last_message_text(&inner.requests.last().unwrap().body);
+            let addressed = inner
+                .addressed
+                .iter()
+                .position(|(needle, _)| last.contains(needle.as_str()));
+            let reply = match addressed {
+                Some(i) => Some(inner.addressed.remove(i).1),
+                None => inner.replies.pop_front(),
+            };
             if reply.is_none() && problem.is_none() {
                 inner
                     .violations
@@ -385,6 +407,24 @@ async fn handle(
     match reply {
         None => error_response(500, "mock: no reply queued"),
         Some(reply) => respond(reply.for_request(&request_headers)).await,
+    }
+}
+
+/// The text of a request's last message (Anthropic's blocks or OpenAI's
+/// string), tool results left out.
+pub fn last_message_text(body: &Value) -> String {
+    let Some(last) = body["messages"].as_array().and_then(|m| m.last()) else {
+        return String::new();
+    };
+    match &last["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| b["type"] == "text")
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
     }
 }
 

@@ -1,0 +1,291 @@
+//! A session's helpers (the `task` tool's children) as ACP sessions.
+//!
+//! Each child is a [`Session`] of its own: its own id and transcript
+//! (whose header names the parent and the helper's definition), written by
+//! the same host code as any run's, so that it is listed under its parent
+//! and can be loaded. It shares the parent's settings, credentials, MCP
+//! servers, permissions (mode, remembered answers, sandbox) and owner.
+//!
+//! A client that opted in (`clientCapabilities.subagents`) sees it as an
+//! ACP subagent session: a `subagent_update` on the parent announces it
+//! (with cancel allowed), the prompt arrives as a `session_message` from
+//! the parent, then the child's own updates flow under its id, and a last
+//! `subagent_update` reports it idle with its stop reason. Other clients
+//! see it only inside the parent's `task` call (its progress and answer).
+
+use agent_client_protocol::v1::schema::{
+    ErrorStopReason, IdleStateUpdate, IdleStopReason, MessageId, RunningStateUpdate,
+    SessionCancelCapabilities, SessionMessage, StateUpdate, SubagentSessionCapabilities,
+    SubagentUpdate,
+};
+
+use super::*;
+use crate::agent::Place;
+use crate::agent::subagent::{self, ChildSession, ChildSpec, Children, Outcome};
+
+/// What makes a session a helper.
+pub(super) struct ChildOf {
+    /// Its work's token: a child of the parent's `task` call's, so that
+    /// cancelling the parent ends it; cancelling it ends only the helper.
+    pub(super) cancel: CancellationToken,
+    /// The client shows it as a subagent session.
+    pub(super) shown: bool,
+}
+
+/// Where the runs of `session` start their helpers.
+pub(super) struct SessionChildren {
+    pub(super) session: Arc<Session>,
+    pub(super) cx: ConnectionTo<Client>,
+    pub(super) client: ClientCapabilities,
+    pub(super) drain: Arc<Drain>,
+}
+
+impl Children for SessionChildren {
+    fn open(
+        &self,
+        spec: &ChildSpec,
+        cancel: &CancellationToken,
+    ) -> Result<Arc<dyn ChildSession>, String> {
+        let shown = self.client.subagents.is_some();
+        let child = Arc::new(self.session.new_child(spec, cancel, shown)?);
+        self.session
+            .children
+            .lock()
+            .insert(child.id.0.to_string(), child.clone());
+        if shown {
+            let announce = SubagentUpdate::new(child.id.clone())
+                .title(spec.description.clone())
+                .description(format!("Helper `{}`", spec.agent))
+                .cwd(self.session.cwd.clone())
+                .capabilities(
+                    SubagentSessionCapabilities::new().cancel(SessionCancelCapabilities::new()),
+                )
+                .state(StateUpdate::Running(RunningStateUpdate::new()));
+            self.session
+                .send_update(&self.cx, SessionUpdate::SubagentUpdate(announce));
+            let message = SessionMessage::new(MessageId::new(format!("task-{}", spec.parent_call)))
+                .sender_session_id(self.session.id.clone())
+                .recipient_session_id(child.id.clone())
+                .content(vec![ContentBlock::Text(TextContent::new(
+                    spec.prompt.clone(),
+                ))]);
+            child.send_update(&self.cx, SessionUpdate::SessionMessage(message));
+        }
+        let host = child.host(self.cx.clone(), &self.client, self.drain.clone());
+        Ok(Arc::new(SessionChild {
+            session: child,
+            parent: self.session.clone(),
+            host,
+            children: Arc::new(SessionChildren {
+                session: self.session.clone(),
+                cx: self.cx.clone(),
+                client: self.client.clone(),
+                drain: self.drain.clone(),
+            }),
+        }))
+    }
+}
+
+/// One running helper.
+struct SessionChild {
+    session: Arc<Session>,
+    parent: Arc<Session>,
+    host: AcpHost,
+    children: Arc<SessionChildren>,
+}
+
+impl AgentHost for SessionChild {
+    fn emit(&self, event: AgentEvent) {
+        self.host.emit(event);
+    }
+
+    fn request_permission<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        info: &'a CallInfo,
+        reason: &'a str,
+        preview: Vec<Display>,
+    ) -> BoxFuture<'a, Answer> {
+        self.host.request_permission(call, info, reason, preview)
+    }
+
+    fn request_permission_at<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        info: &'a CallInfo,
+        reason: &'a str,
+        preview: Vec<Display>,
+        place: Place,
+    ) -> BoxFuture<'a, Answer> {
+        self.host
+            .request_permission_at(call, info, reason, preview, place)
+    }
+
+    fn workspace(&self) -> Arc<dyn Workspace> {
+        self.host.workspace()
+    }
+
+    fn terminals(&self) -> Option<Arc<dyn Terminals>> {
+        self.host.terminals()
+    }
+}
+
+impl ChildSession for SessionChild {
+    fn id(&self) -> String {
+        self.session.id.0.to_string()
+    }
+
+    fn shown(&self) -> bool {
+        self.session.child.as_ref().is_some_and(|c| c.shown)
+    }
+
+    fn cancel_token(&self) -> CancellationToken {
+        self.session
+            .child
+            .as_ref()
+            .map(|c| c.cancel.clone())
+            .unwrap_or_default()
+    }
+
+    fn children(&self) -> Arc<dyn Children> {
+        Arc::new(SessionChildren {
+            session: self.session.clone(),
+            cx: self.children.cx.clone(),
+            client: self.children.client.clone(),
+            drain: self.children.drain.clone(),
+        })
+    }
+
+    fn finish(&self, outcome: &Outcome) {
+        self.session.record(transcript::Record::HelperEnd {
+            stop: subagent::stop_name(&outcome.stop).to_string(),
+            cost: outcome.cost,
+        });
+        self.parent
+            .children
+            .lock()
+            .remove(self.session.id.0.as_ref());
+        if self.shown() {
+            let stop = match &outcome.stop {
+                RunStop::EndTurn | RunStop::LoopDetected(_) | RunStop::Blocked(_) => {
+                    IdleStopReason::EndTurn
+                }
+                RunStop::MaxTokens => IdleStopReason::MaxTokens,
+                RunStop::MaxTurns => IdleStopReason::MaxTurnRequests,
+                RunStop::Refusal => IdleStopReason::Refusal,
+                RunStop::Cancelled => IdleStopReason::Cancelled,
+                RunStop::Failed(_) => IdleStopReason::Error(ErrorStopReason::new()),
+            };
+            let update = SubagentUpdate::new(self.session.id.clone())
+                .state(StateUpdate::Idle(IdleStateUpdate::new().stop_reason(stop)));
+            self.parent
+                .send_update(&self.children.cx, SessionUpdate::SubagentUpdate(update));
+        }
+    }
+}
+
+impl Session {
+    /// A helper of this session for `spec`, its transcript created.
+    fn new_child(
+        self: &Arc<Self>,
+        spec: &ChildSpec,
+        cancel: &CancellationToken,
+        shown: bool,
+    ) -> Result<Session, String> {
+        let settings = self.settings();
+        let id = format!("sess_{}", uuid::Uuid::new_v4().simple());
+        let path = crate::session::transcript_path(&settings.paths.data_dir, &self.cwd, &id);
+        let header = transcript::Header::new(id.clone(), self.cwd.clone(), None)
+            .spawned(self.id.0.to_string(), spec.agent.clone());
+        let writer = transcript::Writer::create(&path, &header)
+            .map_err(|e| format!("its transcript cannot be created ({e})"))?;
+        let (model, thinking) = {
+            let state = self.state.lock();
+            (state.model.clone(), state.thinking)
+        };
+        let model = settings.catalog.resolve(&spec.model).unwrap_or(model);
+        let child = Session {
+            id: SessionId::new(id),
+            cwd: self.cwd.clone(),
+            additional: self.additional.clone(),
+            parts: Mutex::new(Parts {
+                settings: settings.clone(),
+                credentials: self.credentials(),
+                mcp: self.mcp(),
+                claude_code: Arc::default(),
+            }),
+            tools: self.tools.clone(),
+            permissions: self.permissions.clone(),
+            state: Mutex::new(State {
+                model,
+                thinking,
+                total_cost: 0.0,
+                compactions: 0,
+                last_call: None,
+                client_prompt: None,
+                labelled: false,
+                unfinished_workflow: None,
+            }),
+            history: tokio::sync::Mutex::new(Vec::new()),
+            transcript: Mutex::new(writer),
+            announced: Mutex::new(Announced::default()),
+            loops: agent::setup::loop_detector(&settings),
+            turns: Mutex::new(Turns::new(agent::QueueMode::default())),
+            editor_mcp: Vec::new(),
+            trust_settled: tokio::sync::OnceCell::new_with(Some(())),
+            started: tokio::sync::OnceCell::new_with(Some(())),
+            bus: self.bus.clone(),
+            owner: self.owner.clone(),
+            checkpoints: None,
+            child: Some(ChildOf {
+                cancel: cancel.child_token(),
+                shown,
+            }),
+            children: Mutex::new(std::collections::HashMap::new()),
+        };
+        // The job is its first prompt (and so its title in listings).
+        child.record(transcript::Record::Message {
+            message: crate::llm::Message::User {
+                content: vec![crate::llm::Content::text(spec.prompt.clone())],
+            },
+            time: None,
+        });
+        if let Err(e) = crate::session::save_title(&path, &spec.description) {
+            tracing::debug!(error = %e, "cannot keep the helper's title");
+        }
+        Ok(child)
+    }
+
+    /// The running helper `id` of this session or of one of its helpers.
+    pub fn find_child(&self, id: &str) -> Option<Arc<Session>> {
+        let children: Vec<Arc<Session>> = self.children.lock().values().cloned().collect();
+        for child in children {
+            if child.id.0.as_ref() == id {
+                return Some(child);
+            }
+            if let Some(found) = child.find_child(id) {
+                return Some(found);
+            }
+        }
+        None
+    }
+
+    /// How this session's runs start helpers (`None`: they cannot, as in
+    /// a Claude Code run, which has its own).
+    pub(super) fn subagents(
+        self: &Arc<Self>,
+        http: &reqwest::Client,
+        cx: &ConnectionTo<Client>,
+        client: &ClientCapabilities,
+        drain: &Arc<Drain>,
+    ) -> Option<Arc<subagent::Subagents>> {
+        let settings = self.settings();
+        let children = Arc::new(SessionChildren {
+            session: self.clone(),
+            cx: cx.clone(),
+            client: client.clone(),
+            drain: drain.clone(),
+        });
+        agent::setup::subagents(&settings, &self.cwd, http, children)
+    }
+}
