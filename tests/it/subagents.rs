@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::acp_client::{Acp, Sandbox, TIMEOUT, requests_of, updates_of};
+use support::acp_client::{Acp, Sandbox, TIMEOUT, process_running, requests_of, updates_of};
 use support::mock_model::{MockModel, Reply, last_message_text};
 use support::sse::{anthropic_text, anthropic_tool_call, anthropic_tool_calls};
 use support::{prompt, selected, spawn_anthropic, tool_results};
@@ -180,4 +180,304 @@ async fn three_task_calls_run_at_the_same_time_and_each_returns_its_answer() {
         assert_eq!(entries.last().unwrap()["stop"], "end_turn");
     }
     acp.assert_stdout_was_json_rpc();
+}
+
+#[tokio::test]
+async fn a_client_that_opts_in_sees_each_helper_as_a_subagent_session() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "task",
+        &serde_json::from_str(&task("look around", "JOB-LOOK", None)).unwrap(),
+    )));
+    mock.push_for(
+        "JOB-LOOK",
+        Reply::sse(anthropic_text("I looked: all fine.", 10)),
+    );
+    mock.push(Reply::sse(anthropic_text("Done.", 10)));
+    let (mut acp, session) = start(&sandbox, &mock, json!({"subagents": {}})).await;
+    let id = acp.send("session/prompt", prompt(&session, "Look.")).await;
+    let (response, messages) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let updates: Vec<&Value> = notifications(&messages, "session/update");
+    let announce = updates
+        .iter()
+        .position(|m| m["params"]["update"]["sessionUpdate"] == "subagent_update")
+        .expect("no subagent_update");
+    let first = &updates[announce]["params"];
+    assert_eq!(first["sessionId"], session.as_str());
+    let child = first["update"]["sessionId"].as_str().unwrap().to_string();
+    assert_ne!(child, session);
+    assert_eq!(first["update"]["title"], "look around");
+    assert_eq!(first["update"]["state"]["state"], "running");
+    assert_eq!(first["update"]["capabilities"]["cancel"], json!({}));
+    // Nothing of the child comes before its announcement; then its job
+    // arrives as a message from the parent, and its answer streams under
+    // its own id.
+    let of_child: Vec<usize> = updates
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m["params"]["sessionId"] == child.as_str())
+        .map(|(i, _)| i)
+        .collect();
+    assert!(of_child.iter().all(|&i| i > announce), "{of_child:?}");
+    let child_updates: Vec<&Value> = of_child
+        .iter()
+        .map(|&i| &updates[i]["params"]["update"])
+        .collect();
+    let message = child_updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "session_message")
+        .expect("no session_message");
+    assert_eq!(message["senderSessionId"], session.as_str());
+    assert_eq!(message["recipientSessionId"], child.as_str());
+    assert_eq!(message["content"][0]["text"], "JOB-LOOK");
+    let said: String = child_updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(said, "I looked: all fine.");
+    // At the end the parent reports it idle, with its stop reason.
+    let last = updates
+        .iter()
+        .rfind(|m| m["params"]["update"]["sessionUpdate"] == "subagent_update")
+        .unwrap();
+    assert_eq!(last["params"]["sessionId"], session.as_str());
+    assert_eq!(last["params"]["update"]["state"]["state"], "idle");
+    assert_eq!(last["params"]["update"]["state"]["stopReason"], "end_turn");
+    acp.assert_stdout_was_json_rpc();
+}
+
+#[tokio::test]
+async fn a_helpers_question_names_it_and_the_answer_reaches_it() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "task",
+        &serde_json::from_str(&task("make a file", "JOB-WRITE", None)).unwrap(),
+    )));
+    mock.push_for(
+        "JOB-WRITE",
+        Reply::sse(anthropic_tool_call(
+            "c1",
+            "bash",
+            &json!({"command": "echo from-the-helper > made.txt"}),
+        )),
+    );
+    mock.push(Reply::sse(anthropic_text("Made it.", 10)));
+    mock.push(Reply::sse(anthropic_text("The helper made it.", 10)));
+    let (mut acp, session) = start(&sandbox, &mock, json!({})).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "Make a file."))
+        .await;
+    let (response, messages) = acp.drive(id, |_, _| selected("allow_once")).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let asked = requests_of(&messages, "session/request_permission");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let question = &asked[0]["params"];
+    // Asked in the parent's session (this client shows no helpers), under
+    // an id of its own, naming the helper.
+    assert_eq!(question["sessionId"], session.as_str());
+    assert_ne!(question["toolCall"]["toolCallId"], "c1");
+    let title = question["toolCall"]["title"].as_str().unwrap();
+    assert!(
+        title.starts_with("Helper `general-purpose` wants to run:"),
+        "{title}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("made.txt")).unwrap(),
+        "from-the-helper\n"
+    );
+    let results = tool_results(&mock, 3);
+    assert!(results[0].2.starts_with("Made it."), "{results:?}");
+}
+
+#[tokio::test]
+async fn a_definition_only_narrows_the_tools_its_parent_has() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.home().join("agents")).unwrap();
+    std::fs::write(
+        sandbox.home().join("agents/reader.md"),
+        "---\nname: reader\ndescription: Reads and reports\ntools: Read, Grep, Bash\n---\nYou only read.\n",
+    )
+    .unwrap();
+    // The user's policy takes `bash` away from every session.
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "[tools]\ndeny = [\"bash\"]\n",
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "task",
+        &serde_json::from_str(&task("read it", "JOB-READ", Some("reader"))).unwrap(),
+    )));
+    mock.push_for(
+        "JOB-READ",
+        Reply::sse(anthropic_tool_calls(&[
+            ("c1", "bash", r#"{"command":"echo no"}"#),
+            ("c2", "write", r#"{"path":"x.txt","content":"no"}"#),
+        ])),
+    );
+    mock.push(Reply::sse(anthropic_text("Could not.", 10)));
+    mock.push(Reply::sse(anthropic_text("OK.", 10)));
+    let (mut acp, session) = start(&sandbox, &mock, json!({})).await;
+    let id = acp.send("session/prompt", prompt(&session, "Read.")).await;
+    let (response, messages) = acp.drive(id, |_, _| selected("allow_once")).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(requests_of(&messages, "session/request_permission").is_empty());
+    // The task tool lists the definition.
+    let offered = mock.requests()[0].body["tools"].clone();
+    let task_tool = offered
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "task")
+        .unwrap();
+    assert!(
+        task_tool["description"]
+            .as_str()
+            .unwrap()
+            .contains("- reader: Reads and reports")
+    );
+    // The helper is offered read and grep: not bash (its parent may not),
+    // not write (its definition does not list it).
+    let child = &mock.requests()[1].body;
+    let tools: Vec<&str> = child["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["read", "grep"], "{tools:?}");
+    assert!(child["system"].to_string().contains("You only read."));
+    let refused = tool_results(&mock, 2);
+    assert!(
+        refused.iter().all(|(_, is_error, _)| *is_error),
+        "{refused:?}"
+    );
+    assert!(refused[0].2.contains("not available"), "{refused:?}");
+    assert!(!sandbox.work().join("x.txt").exists());
+}
+
+/// Reads messages until `done` holds for one, answering permission
+/// questions with "allow once"; returns everything read.
+async fn read_until(acp: &mut Acp, mut done: impl FnMut(&Value) -> bool) -> Vec<Value> {
+    let mut seen = Vec::new();
+    loop {
+        let message = acp.next().await;
+        if message["method"] == "session/request_permission" {
+            let id = message["id"].clone();
+            acp.respond(&id, selected("allow_once")).await;
+        }
+        let stop = done(&message);
+        seen.push(message);
+        if stop {
+            return seen;
+        }
+    }
+}
+
+#[tokio::test]
+async fn cancelling_one_helper_ends_only_it_and_its_command() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let sleeper = support::acp_client::unique_sleep();
+    mock.push(Reply::sse(anthropic_tool_calls(&[
+        ("t1", "task", &task("wait long", "JOB-SLOW", None)),
+        ("t2", "task", &task("answer fast", "JOB-FAST", None)),
+    ])));
+    mock.push_for(
+        "JOB-SLOW",
+        Reply::sse(anthropic_tool_call(
+            "c1",
+            "bash",
+            &json!({"command": format!("sleep {sleeper}")}),
+        )),
+    );
+    mock.push_for("JOB-FAST", Reply::sse(anthropic_text("fast answer", 10)));
+    mock.push(Reply::sse(anthropic_text("One was stopped.", 10)));
+    let (mut acp, session) = start(&sandbox, &mock, json!({"subagents": {}})).await;
+    let id = acp.send("session/prompt", prompt(&session, "Go.")).await;
+    let mut slow = None;
+    let seen = read_until(&mut acp, |m| {
+        let update = &m["params"]["update"];
+        if update["sessionUpdate"] == "subagent_update" && update["title"] == "wait long" {
+            slow = update["sessionId"].as_str().map(str::to_string);
+        }
+        process_running(&sleeper)
+    })
+    .await;
+    drop(seen);
+    let slow = slow.expect("the slow helper was not announced");
+    acp.notify("session/cancel", json!({"sessionId": slow}))
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    // The parent goes on: its run ends normally, with the other helper's
+    // answer and a result saying the user stopped this one.
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let results = tool_results(&mock, mock.requests().len() - 1);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].1, "{results:?}");
+    assert!(
+        results[0].2.starts_with("The user stopped this helper"),
+        "{results:?}"
+    );
+    assert!(results[1].2.starts_with("fast answer"), "{results:?}");
+    support::wait_until("the command of the stopped helper ended", TIMEOUT, || {
+        !process_running(&sleeper)
+    })
+    .await;
+    let child = entries_of(&sandbox.home(), &slow);
+    assert_eq!(child.last().unwrap()["stop"], "cancelled", "{child:?}");
+}
+
+#[tokio::test]
+async fn cancelling_the_parent_ends_every_helper_and_its_commands() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let sleepers = [
+        support::acp_client::unique_sleep(),
+        support::acp_client::unique_sleep(),
+    ];
+    mock.push(Reply::sse(anthropic_tool_calls(&[
+        ("t1", "task", &task("one", "JOB-ONE", None)),
+        ("t2", "task", &task("two", "JOB-TWO", None)),
+    ])));
+    for (job, sleeper) in ["JOB-ONE", "JOB-TWO"].iter().zip(&sleepers) {
+        mock.push_for(
+            job,
+            Reply::sse(anthropic_tool_call(
+                "c1",
+                "bash",
+                &json!({"command": format!("sleep {sleeper}")}),
+            )),
+        );
+    }
+    let (mut acp, session) = start(&sandbox, &mock, json!({})).await;
+    let id = acp.send("session/prompt", prompt(&session, "Go.")).await;
+    read_until(&mut acp, |_| sleepers.iter().all(|s| process_running(s))).await;
+    acp.notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    support::wait_until("the helpers' commands ended", TIMEOUT, || {
+        sleepers.iter().all(|s| !process_running(s))
+    })
+    .await;
+    let children: Vec<Value> = headers(&sandbox.home())
+        .into_iter()
+        .filter(|h| h["spawnedBy"] == session.as_str())
+        .collect();
+    assert_eq!(children.len(), 2);
+    for child in children {
+        let entries = entries_of(&sandbox.home(), child["id"].as_str().unwrap());
+        assert_eq!(entries.last().unwrap()["stop"], "cancelled", "{entries:?}");
+    }
+    // Only the parent's first call reached the model after the helpers'.
+    assert_eq!(mock.requests().len(), 3);
 }
