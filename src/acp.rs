@@ -748,6 +748,8 @@ impl Server {
                 .map_err(|e| internal(&e))?
                 .map_err(|e| internal(&e))?;
                 self.send_replay(blocks, cx).await;
+                self.replay_helpers(session_id, &settings, options, cx)
+                    .await;
             }
             open.set_owner(self.owner(cx));
             return Ok(open);
@@ -820,6 +822,10 @@ impl Server {
             session.set_client_prompt(prompt);
         }
         self.send_replay(blocks, cx).await;
+        if replay {
+            self.replay_helpers(session_id, session.settings_now().as_ref(), options, cx)
+                .await;
+        }
         session.finish_unfinished_restore(unfinished);
         self.registry.sessions.lock().insert(id, session.clone());
         tracing::debug!(
@@ -827,6 +833,64 @@ impl Server {
             "session restored"
         );
         Ok(session)
+    }
+
+    /// After a session's replay, to a client that shows helpers: each
+    /// helper the session started, announced on it (`subagent_update`,
+    /// idle, or with no state if pincer was killed while it ran), then
+    /// its own history under its id.
+    async fn replay_helpers(
+        &self,
+        parent: &SessionId,
+        settings: &Settings,
+        options: updates::ReplayOptions,
+        cx: &ConnectionTo<Client>,
+    ) {
+        if self.client.lock().subagents.is_none() {
+            return;
+        }
+        let data_dir = settings.paths.data_dir.clone();
+        let parent = parent.clone();
+        let blocks = tokio::task::spawn_blocking(move || {
+            use agent_client_protocol::v1::schema::{IdleStateUpdate, StateUpdate, SubagentUpdate};
+            let mut helpers: Vec<crate::session::Summary> = crate::session::list(&data_dir, None)
+                .into_iter()
+                .filter(|s| s.spawned_by.as_deref() == Some(parent.0.as_ref()))
+                .collect();
+            helpers.reverse();
+            let mut blocks = Vec::new();
+            for helper in helpers {
+                let Ok(loaded) = transcript::load(&helper.path) else {
+                    continue;
+                };
+                let id = SessionId::new(helper.id.clone());
+                let mut announce = SubagentUpdate::new(id.clone()).description(format!(
+                    "Helper `{}`",
+                    helper.agent.as_deref().unwrap_or("general-purpose")
+                ));
+                if let Some(title) = &helper.title {
+                    announce = announce.title(title.clone());
+                }
+                if !helper.interrupted {
+                    announce = announce.state(StateUpdate::Idle(IdleStateUpdate::new()));
+                }
+                let line = serde_json::json!({
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": SessionNotification::new(
+                        parent.clone(),
+                        SessionUpdate::SubagentUpdate(announce),
+                    ),
+                });
+                blocks.push(format!("{line}\n"));
+                let restored = crate::session::restore(loaded.entries);
+                blocks.extend(updates::replay_lines_with(&id, &restored, options));
+            }
+            blocks
+        })
+        .await
+        .unwrap_or_default();
+        self.send_replay(blocks, cx).await;
     }
 
     /// Sends a replay (blocks of `session/update` lines) to this
@@ -872,7 +936,10 @@ impl Server {
                 .parse::<usize>()
                 .map_err(|_| invalid_params(format!("invalid cursor `{cursor}`")))?,
         };
-        let all = crate::session::list(&settings.paths.data_dir, req.cwd.as_deref());
+        // Helpers are reached through the session that started them (its
+        // replay announces them), not listed beside it.
+        let mut all = crate::session::list(&settings.paths.data_dir, req.cwd.as_deref());
+        all.retain(|s| s.spawned_by.is_none());
         let page: Vec<SessionInfo> = all
             .iter()
             .skip(start)

@@ -583,6 +583,12 @@ pub struct Summary {
     /// RFC 3339: when the transcript last changed.
     pub updated_at: String,
     pub path: PathBuf,
+    /// A helper's: the session whose `task` call started it.
+    pub spawned_by: Option<String>,
+    /// A helper's agent definition.
+    pub agent: Option<String>,
+    /// A helper whose run never ended (pincer was killed while it ran).
+    pub interrupted: bool,
     modified: std::time::SystemTime,
 }
 
@@ -760,6 +766,7 @@ fn summarize(path: &Path) -> Option<Found> {
             },
         };
     }
+    let interrupted = header.spawned_by.is_some() && !helper_ended(path);
     Some(Found::Listed(Summary {
         id: header.id,
         cwd: header.cwd,
@@ -767,8 +774,69 @@ fn summarize(path: &Path) -> Option<Found> {
         label,
         updated_at: humantime::format_rfc3339_seconds(modified).to_string(),
         path: path.to_path_buf(),
+        spawned_by: header.spawned_by,
+        agent: header.agent,
+        interrupted,
         modified,
     }))
+}
+
+/// Whether a helper's transcript ends with its `helper_end` entry (read
+/// from the file's end: a helper's last entry is that).
+fn helper_ended(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(16 * 1024);
+    let mut tail = String::new();
+    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_string(&mut tail).is_err() {
+        return false;
+    }
+    tail.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .and_then(|l| serde_json::from_str::<Entry>(l).ok())
+        .is_some_and(|e| matches!(e.record, Record::HelperEnd { .. }))
+}
+
+/// `sessions` (newest first) with each helper right under the session
+/// that started it, and its depth: 0 for a session of its own, 1 for its
+/// helpers, … A helper whose parent is not listed stands on its own.
+pub fn nested(sessions: &[Summary]) -> Vec<(usize, &Summary)> {
+    let ids: std::collections::HashSet<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
+    let is_root = |s: &Summary| s.spawned_by.as_deref().is_none_or(|p| !ids.contains(p));
+    let mut out = Vec::with_capacity(sessions.len());
+    let mut stack: Vec<(usize, &Summary)> = sessions
+        .iter()
+        .filter(|s| is_root(s))
+        .rev()
+        .map(|s| (0, s))
+        .collect();
+    let mut placed: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    while let Some((depth, session)) = stack.pop() {
+        if !placed.insert(session.id.as_str()) {
+            continue;
+        }
+        out.push((depth, session));
+        // Helpers in the order they started (oldest first).
+        let mut children: Vec<&Summary> = sessions
+            .iter()
+            .filter(|s| s.spawned_by.as_deref() == Some(session.id.as_str()))
+            .collect();
+        children.sort_by(|a, b| a.modified.cmp(&b.modified).then_with(|| a.id.cmp(&b.id)));
+        for child in children.into_iter().rev() {
+            stack.push((depth + 1, child));
+        }
+    }
+    // Helpers whose parents name each other (a damaged file) still show.
+    for session in sessions {
+        if placed.insert(session.id.as_str()) {
+            out.push((0, session));
+        }
+    }
+    out
 }
 
 /// The title of a transcript's first prompt, read from its entries after

@@ -459,6 +459,11 @@ impl Session {
         self.parts.lock().settings.clone()
     }
 
+    /// [`Session::settings`], for the server.
+    pub(crate) fn settings_now(&self) -> Arc<Settings> {
+        self.settings()
+    }
+
     fn credentials(&self) -> Arc<crate::auth::SessionCredentials> {
         self.parts.lock().credentials.clone()
     }

@@ -30,6 +30,9 @@ pub fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
                 "title": s.title,
                 "updatedAt": s.updated_at,
                 "path": s.path,
+                "spawnedBy": s.spawned_by,
+                "agent": s.agent,
+                "interrupted": s.interrupted,
             });
             println!("{line}");
         }
@@ -38,7 +41,18 @@ pub fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     if sessions.is_empty() {
         println!("No sessions.");
     }
-    for s in &sessions {
+    for (depth, s) in session::nested(&sessions) {
+        // A helper stands under the session that started it, with its
+        // definition's name.
+        let helper = match &s.agent {
+            Some(agent) if s.spawned_by.is_some() => format!(
+                "{}└ helper `{}`{}: ",
+                "  ".repeat(depth.saturating_sub(1)),
+                shown(agent),
+                if s.interrupted { " (interrupted)" } else { "" }
+            ),
+            _ => String::new(),
+        };
         // A session the gateway gave a key (a chat's `telegram:dm:123`,
         // a cron job's) shows it: that is how its owner knows it.
         let key = keys
@@ -46,7 +60,7 @@ pub fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
             .map(|k| format!("  [{}]", shown(k)))
             .unwrap_or_default();
         println!(
-            "{}  {}  {}  {}{key}",
+            "{helper}{}  {}  {}  {}{key}",
             shown(&s.id),
             shown(&s.updated_at),
             shown(&s.cwd.display().to_string()),

@@ -108,7 +108,7 @@ async fn the_model_is_offered_only_what_the_policy_allows_and_cannot_call_the_re
     let requests = mock.requests();
     assert_eq!(
         offered(&requests[0].body),
-        vec!["read", "edit", "ask_user", "todo"]
+        vec!["read", "edit", "ask_user", "todo", "task"]
     );
     // The system prompt lists the same tools.
     let system = requests[0].body["system"].to_string();

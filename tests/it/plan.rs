@@ -246,7 +246,7 @@ async fn plan_mode_offers_todo_and_its_plan_reaches_the_editor() {
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     assert_eq!(
         offered(&mock, 0),
-        vec!["ask_user", "find", "grep", "ls", "read", "todo"]
+        vec!["ask_user", "find", "grep", "ls", "read", "task", "todo"]
     );
     // The model is told to present its plan with todo.
     let system = mock.requests()[0].body["system"].to_string();

@@ -73,6 +73,21 @@ fn entries_of(home: &std::path::Path, id: &str) -> Vec<Value> {
     panic!("no transcript for {id}");
 }
 
+/// How many processes run `sleep <marker>`.
+fn count_running(marker: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmd| {
+                String::from_utf8_lossy(&cmd).replace('\0', " ") == format!("sleep {marker} ")
+            })
+        })
+        .count()
+}
+
 /// The notifications of `method` among `messages`.
 fn notifications<'a>(messages: &'a [Value], method: &str) -> Vec<&'a Value> {
     messages
@@ -364,20 +379,24 @@ async fn a_definition_only_narrows_the_tools_its_parent_has() {
     assert!(!sandbox.work().join("x.txt").exists());
 }
 
-/// Reads messages until `done` holds for one, answering permission
-/// questions with "allow once"; returns everything read.
-async fn read_until(acp: &mut Acp, mut done: impl FnMut(&Value) -> bool) -> Vec<Value> {
-    let mut seen = Vec::new();
+/// Reads messages, answering permission questions with "allow once",
+/// until `done` holds; it is asked with each message and every 50 ms
+/// (`None`), as what it waits for may come without a message.
+async fn read_until(acp: &mut Acp, mut done: impl FnMut(Option<&Value>) -> bool) {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
     loop {
-        let message = acp.next().await;
-        if message["method"] == "session/request_permission" {
+        assert!(tokio::time::Instant::now() < deadline, "waited too long");
+        let message = tokio::time::timeout(Duration::from_millis(50), acp.next())
+            .await
+            .ok();
+        if let Some(message) = &message
+            && message["method"] == "session/request_permission"
+        {
             let id = message["id"].clone();
             acp.respond(&id, selected("allow_once")).await;
         }
-        let stop = done(&message);
-        seen.push(message);
-        if stop {
-            return seen;
+        if done(message.as_ref()) {
+            return;
         }
     }
 }
@@ -404,15 +423,14 @@ async fn cancelling_one_helper_ends_only_it_and_its_command() {
     let (mut acp, session) = start(&sandbox, &mock, json!({"subagents": {}})).await;
     let id = acp.send("session/prompt", prompt(&session, "Go.")).await;
     let mut slow = None;
-    let seen = read_until(&mut acp, |m| {
-        let update = &m["params"]["update"];
+    read_until(&mut acp, |m| {
+        let update = &m.unwrap_or(&Value::Null)["params"]["update"];
         if update["sessionUpdate"] == "subagent_update" && update["title"] == "wait long" {
             slow = update["sessionId"].as_str().map(str::to_string);
         }
-        process_running(&sleeper)
+        slow.is_some() && process_running(&sleeper)
     })
     .await;
-    drop(seen);
     let slow = slow.expect("the slow helper was not announced");
     acp.notify("session/cancel", json!({"sessionId": slow}))
         .await;
@@ -460,7 +478,7 @@ async fn cancelling_the_parent_ends_every_helper_and_its_commands() {
     }
     let (mut acp, session) = start(&sandbox, &mock, json!({})).await;
     let id = acp.send("session/prompt", prompt(&session, "Go.")).await;
-    read_until(&mut acp, |_| sleepers.iter().all(|s| process_running(s))).await;
+    read_until(&mut acp, |_| sleepers.iter().all(|s| count_running(s) == 1)).await;
     acp.notify("session/cancel", json!({"sessionId": session}))
         .await;
     let (response, _) = acp.until_response(id).await;
@@ -480,4 +498,131 @@ async fn cancelling_the_parent_ends_every_helper_and_its_commands() {
     }
     // Only the parent's first call reached the model after the helpers'.
     assert_eq!(mock.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn after_a_kill_the_parent_and_its_helpers_load_and_the_helpers_show_as_interrupted() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let sleeper = support::acp_client::unique_sleep();
+    mock.push(Reply::sse(anthropic_tool_calls(&[
+        ("t1", "task", &task("first", "JOB-1", None)),
+        ("t2", "task", &task("second", "JOB-2", None)),
+    ])));
+    for job in ["JOB-1", "JOB-2"] {
+        mock.push_for(
+            job,
+            Reply::sse(anthropic_tool_call(
+                "c1",
+                "bash",
+                &json!({"command": format!("sleep {sleeper}")}),
+            )),
+        );
+    }
+    let (mut acp, session) = start(&sandbox, &mock, json!({})).await;
+    acp.call(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "bypass"}),
+    )
+    .await;
+    acp.send("session/prompt", prompt(&session, "Go.")).await;
+    read_until(&mut acp, |_| {
+        mock.requests().len() == 3 && count_running(&sleeper) == 2
+    })
+    .await;
+    acp.child.start_kill().unwrap();
+    acp.wait_exit().await;
+    let _ = std::process::Command::new("pkill")
+        .args(["-f", &sleeper])
+        .status();
+
+    // Listed under their parent, marked as interrupted.
+    let listed = sandbox
+        .command(&["sessions", "list", "--json"])
+        .output()
+        .await
+        .unwrap();
+    let rows: Vec<Value> = String::from_utf8(listed.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let helpers: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["spawnedBy"] == session.as_str())
+        .collect();
+    assert_eq!(helpers.len(), 2, "{rows:?}");
+    assert!(
+        helpers.iter().all(|h| h["interrupted"] == true),
+        "{helpers:?}"
+    );
+    let text = sandbox
+        .command(&["sessions", "list"])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let parent_line = lines.iter().position(|l| l.starts_with(&session)).unwrap();
+    for line in &lines[parent_line + 1..parent_line + 3] {
+        assert!(
+            line.starts_with("└ helper `general-purpose` (interrupted): sess_"),
+            "{text}"
+        );
+    }
+
+    // A client that shows helpers gets them with the parent's replay.
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    acp.initialize_with(json!({"subagents": {}})).await;
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": session, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, messages) = acp.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    let updates = notifications(&messages, "session/update");
+    let announced: Vec<&Value> = updates
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "subagent_update")
+        .map(|m| &m["params"]["update"])
+        .collect();
+    assert_eq!(announced.len(), 2, "{announced:?}");
+    for helper in &announced {
+        // Interrupted: no state is claimed for it.
+        assert!(helper.get("state").is_none(), "{helper}");
+        let child = helper["sessionId"].as_str().unwrap();
+        let of_child: Vec<&Value> = updates
+            .iter()
+            .filter(|m| m["params"]["sessionId"] == child)
+            .map(|m| &m["params"]["update"])
+            .collect();
+        assert!(
+            of_child
+                .iter()
+                .any(|u| u["sessionUpdate"] == "user_message_chunk"),
+            "{of_child:?}"
+        );
+        assert!(
+            of_child.iter().any(|u| u["sessionUpdate"] == "tool_call"),
+            "{of_child:?}"
+        );
+    }
+    // A helper loads on its own too.
+    let child = announced[0]["sessionId"].as_str().unwrap().to_string();
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": child, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    // The parent goes on: its cut-off task calls have results.
+    mock.push(Reply::sse(anthropic_text("Starting again.", 10)));
+    let id = acp.send("session/prompt", prompt(&session, "Again?")).await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 }

@@ -382,7 +382,7 @@ async fn modes_decide_what_asks_and_what_is_offered() {
     offered.sort();
     assert_eq!(
         offered,
-        vec!["ask_user", "find", "grep", "ls", "read", "todo"]
+        vec!["ask_user", "find", "grep", "ls", "read", "task", "todo"]
     );
 
     // accept-edits: an edit runs without asking, a command asks.
