@@ -256,7 +256,7 @@ pub fn sandbox(settings: &Settings) -> crate::tools::sandbox::Sandbox {
 /// The Claude Code settings a run of `model` needs, with the model and
 /// credential pincer's own loop falls back to; `None` when `model`'s
 /// provider does not run its turns there.
-fn claude_code_runtime(settings: &Settings, model: &Model) -> Option<claude_code::Settings> {
+pub fn claude_code_runtime(settings: &Settings, model: &Model) -> Option<claude_code::Settings> {
     let target = settings.claude_code(model)?;
     let native = match settings.catalog.resolve(&target.native) {
         Ok(native) => native,

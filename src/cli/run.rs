@@ -8,6 +8,7 @@
 //! ([`output`]); the exit code says how the run ended ([`exit`]).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod helpers;
 mod input;
 mod markdown;
 mod output;
@@ -394,10 +395,14 @@ pub(crate) async fn prepare(
     let model = choose_model(&settings, options, restored.as_ref())?;
     check(&settings, &model, restored.as_ref())?;
 
-    let tools = tools::builtin_with(Arc::new(settings.config.shell_env()));
+    let mut tools = tools::builtin_with(Arc::new(settings.config.shell_env()));
     let allowed = overrides::tool_list(&options.allowed_tools);
     let disallowed = overrides::tool_list(&options.disallowed_tools);
-    let known: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+    let known: Vec<&str> = tools
+        .iter()
+        .map(|t| t.name())
+        .chain([agent::subagent::TASK])
+        .collect();
     overrides::check_tool_names("--allowed-tools", &allowed, &known).map_err(Failure::Usage)?;
     overrides::check_tool_names("--disallowed-tools", &disallowed, &known)
         .map_err(Failure::Usage)?;
@@ -460,6 +465,33 @@ pub(crate) async fn prepare(
         });
     }
     mcp.ready().await;
+    let http = crate::llm::http_client().map_err(|e| Failure::Other(e.into()))?;
+    // Helpers (`task`), unless the run's model is Claude Code's, which
+    // has its own.
+    let tally = Arc::new(parking_lot::Mutex::new(output::Tally::default()));
+    let subagents = crate::agent::setup::claude_code_runtime(&settings, &model)
+        .is_none()
+        .then(|| {
+            crate::agent::setup::subagents(
+                &Arc::new(settings.clone()),
+                &cwd,
+                &http,
+                Arc::new(helpers::RunChildren {
+                    data_dir: settings.paths.data_dir.clone(),
+                    cwd: cwd.clone(),
+                    parent: session_id.clone(),
+                    format: options.format,
+                    verbosity: options.verbosity,
+                    tally: tally.clone(),
+                }),
+            )
+        })
+        .flatten();
+    if let Some(subagents) = &subagents {
+        tools.push(Arc::new(agent::subagent::TaskTool::new(
+            &subagents.definitions,
+        )));
+    }
     let offered: Vec<Arc<dyn crate::tools::Tool>> = tools
         .iter()
         .chain(mcp.tools_now().iter())
@@ -491,6 +523,7 @@ pub(crate) async fn prepare(
         Arc::new(guard),
     );
     config.extra_tools = Some(mcp.clone());
+    config.subagents = subagents;
     config.session_id = Some(session_id.clone());
     config.checkpoints = crate::agent::setup::checkpoints(&settings, &cwd);
     config.last_call = restored.as_ref().and_then(|r| r.last_call);
@@ -503,16 +536,16 @@ pub(crate) async fn prepare(
         &mut config,
         crate::agent::claude_code::Session::new(resume, synced),
     );
-    let http = crate::llm::http_client().map_err(|e| Failure::Other(e.into()))?;
     let cancel = CancellationToken::new();
     watch_signals(cancel.clone()).map_err(|e| Failure::Other(e.into()))?;
 
-    let host = PrintHost::new(
+    let mut host = PrintHost::new(
         session_id.clone(),
         options.format,
         options.verbosity,
         writer,
     );
+    host.tally = tally;
     if resumed.is_none()
         || restored.as_ref().and_then(|r| r.model.as_deref()) != Some(&model.full_id())
     {

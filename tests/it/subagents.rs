@@ -626,3 +626,73 @@ async fn after_a_kill_the_parent_and_its_helpers_load_and_the_helpers_show_as_in
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 }
+
+#[tokio::test]
+async fn a_headless_run_starts_helpers_and_prints_them_as_an_editor_would_get_them() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_calls(&[
+        ("t1", "task", &task("count files", "JOB-COUNT", None)),
+        ("t2", "task", &task("name files", "JOB-NAME", None)),
+    ])));
+    mock.push_for("JOB-COUNT", Reply::sse(anthropic_text("There are 3.", 10)));
+    mock.push_for("JOB-NAME", Reply::sse(anthropic_text("a, b, c", 10)));
+    mock.push(Reply::sse(anthropic_text("3 files: a, b, c.", 10)));
+    let mut cmd = sandbox.command(&["run", "--output-format", "stream-json", "Count and name."]);
+    cmd.env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+        .stdin(std::process::Stdio::null());
+    let out = cmd.output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let session = lines[0]["session_id"].as_str().unwrap().to_string();
+    assert!(
+        lines[0]["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("task")),
+        "{}",
+        lines[0]
+    );
+    let result = lines.last().unwrap();
+    assert_eq!(result["result"], "3 files: a, b, c.");
+    let results = tool_results(&mock, 3);
+    assert!(results[0].2.starts_with("There are 3."), "{results:?}");
+    assert!(results[1].2.starts_with("a, b, c"), "{results:?}");
+    // Each helper is announced on the run's session before its own
+    // updates, which carry its id.
+    let announced: Vec<String> = lines
+        .iter()
+        .filter(|l| l["params"]["update"]["sessionUpdate"] == "subagent_update")
+        .filter(|l| l["params"]["update"]["state"]["state"] == "running")
+        .map(|l| {
+            assert_eq!(l["params"]["sessionId"], session.as_str());
+            l["params"]["update"]["sessionId"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(announced.len(), 2, "{lines:?}");
+    for child in &announced {
+        let first_own = lines
+            .iter()
+            .position(|l| l["params"]["sessionId"] == child.as_str())
+            .unwrap();
+        let announcement = lines
+            .iter()
+            .position(|l| l["params"]["update"]["sessionId"] == child.as_str())
+            .unwrap();
+        assert!(announcement < first_own);
+        let entries = entries_of(&sandbox.home(), child);
+        assert_eq!(entries.last().unwrap()["type"], "helper_end");
+    }
+}

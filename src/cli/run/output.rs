@@ -65,7 +65,10 @@ pub struct PrintHost {
     pub session_id: String,
     pub format: OutputFormat,
     pub verbosity: Verbosity,
-    pub tally: Mutex<Tally>,
+    /// Shared with the run's helpers, which add what they cost.
+    pub tally: std::sync::Arc<Mutex<Tally>>,
+    /// Put before each line of tool activity (a helper's name).
+    pub prefix: String,
     pub ended_with_newline: Mutex<bool>,
     /// In `text` format, the model's text streams to stdout (a workflow
     /// run prints only its result there).
@@ -95,7 +98,8 @@ impl PrintHost {
             session_id,
             format,
             verbosity,
-            tally: Mutex::new(Tally::default()),
+            tally: std::sync::Arc::new(Mutex::new(Tally::default())),
+            prefix: String::new(),
             ended_with_newline: Mutex::new(true),
             show_answer: true,
             terminal: super::terminal::Terminal::detect(
@@ -154,7 +158,7 @@ impl PrintHost {
     pub fn note(&self, text: &str) {
         if self.format == OutputFormat::Text && self.verbosity != Verbosity::Quiet {
             self.terminal.quiet();
-            eprintln!("{text}");
+            eprintln!("{}{text}", self.prefix);
         }
     }
 
