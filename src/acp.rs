@@ -65,15 +65,54 @@ pub struct ServeOptions {
 }
 
 /// Serves ACP on stdin/stdout until stdin closes and every request received
-/// has been answered.
-pub async fn serve_stdio(options: ServeOptions) -> Result<(), Error> {
+/// has been answered, or until pincer is told to stop (SIGTERM, SIGINT,
+/// SIGHUP: the editor quits): then every session's work, helpers
+/// included, is cancelled and its commands ended before pincer exits, so
+/// that nothing it started outlives it.
+pub async fn serve_stdio(mut options: ServeOptions) -> Result<(), Error> {
+    let registry = options
+        .registry
+        .get_or_insert_with(registry::Registry::new)
+        .clone();
     let drain = Drain::new();
     let transport = transport::stdio(drain.clone());
     // The connection runs on a runtime worker rather than the thread that
     // waits for it, which saves a thread hand-off per message.
-    tokio::spawn(serve(transport, drain, options))
-        .await
-        .map_err(Error::into_internal_error)?
+    let served = tokio::spawn(serve(transport, drain, options));
+    tokio::select! {
+        result = served => result.map_err(Error::into_internal_error)?,
+        () = stop_signal() => {
+            registry.stop_all().await;
+            Ok(())
+        }
+    }
+}
+
+/// Resolves when the process is asked to stop (never where signals are
+/// not read).
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut hangup), Ok(mut interrupt)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = hangup.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// Routes one request type to its handler, a method of [`Server`] that

@@ -183,6 +183,23 @@ impl Registry {
     }
 
     /// Tells the observer, if there is one.
+    /// Cancels the work of every open session (their helpers' with it)
+    /// and waits, up to 5 s, for their runs to end and their commands to
+    /// be stopped: the process is about to exit.
+    pub async fn stop_all(&self) {
+        let open: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
+        for session in &open {
+            session.cancel();
+        }
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        while tokio::time::Instant::now() < deadline && !open.iter().all(|s| s.is_idle()) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        for session in open {
+            session.shutdown_mcp().await;
+        }
+    }
+
     pub(super) fn tell(&self, event: Observed) {
         self.bus.tell(event);
     }

@@ -696,3 +696,64 @@ async fn a_headless_run_starts_helpers_and_prints_them_as_an_editor_would_get_th
         assert_eq!(entries.last().unwrap()["type"], "helper_end");
     }
 }
+
+/// A prompt whose two helpers each run `sleep <marker>`, in bypass mode;
+/// returns once both commands run.
+async fn helpers_sleeping(sandbox: &Sandbox, mock: &MockModel, marker: &str) -> (Acp, String) {
+    mock.push(Reply::sse(anthropic_tool_calls(&[
+        ("t1", "task", &task("one", "JOB-ONE", None)),
+        ("t2", "task", &task("two", "JOB-TWO", None)),
+    ])));
+    for job in ["JOB-ONE", "JOB-TWO"] {
+        mock.push_for(
+            job,
+            Reply::sse(anthropic_tool_call(
+                "c1",
+                "bash",
+                &json!({"command": format!("sleep {marker}")}),
+            )),
+        );
+    }
+    let (mut acp, session) = start(sandbox, mock, json!({})).await;
+    acp.call(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "bypass"}),
+    )
+    .await;
+    acp.send("session/prompt", prompt(&session, "Go.")).await;
+    read_until(&mut acp, |_| count_running(marker) == 2).await;
+    (acp, session)
+}
+
+#[tokio::test]
+async fn closing_the_session_or_ending_pincer_leaves_no_helper_process_behind() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let marker = support::acp_client::unique_sleep();
+    let (mut acp, session) = helpers_sleeping(&sandbox, &mock, &marker).await;
+    let closed = acp
+        .call("session/close", json!({"sessionId": session}))
+        .await;
+    assert!(closed.get("error").is_none(), "{closed}");
+    support::wait_until("the helpers' commands ended", TIMEOUT, || {
+        count_running(&marker) == 0
+    })
+    .await;
+
+    // pincer told to stop (the editor quits) ends them before it exits.
+    let marker = support::acp_client::unique_sleep();
+    let (mut acp, _) = helpers_sleeping(&sandbox, &mock, &marker).await;
+    let pid = acp.child.id().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    acp.wait_exit().await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        count_running(&marker),
+        0,
+        "a helper's command outlived pincer"
+    );
+}
