@@ -1794,3 +1794,40 @@ async fn sessions_rewind_and_fork_go_back_to_a_turn_with_its_files() {
         .await;
     assert_eq!(refused["ok"], json!(false), "{refused}");
 }
+
+#[tokio::test]
+async fn a_helper_of_a_gateway_session_is_listed_with_its_parent_key() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "task",
+        &json!({"description": "check the docs", "prompt": "JOB-DOCS: read the docs"}),
+    )));
+    mock.push_for(
+        "JOB-DOCS",
+        Reply::sse(anthropic_text("The docs are fine.", 10)),
+    );
+    mock.push(Reply::sse(anthropic_text(
+        "Your helper says the docs are fine.",
+        10,
+    )));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = client.chat_send(&key, "check the docs with a helper").await;
+    let end = client.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "final", "{end}");
+    let listed = client.call_ok("sessions.list", json!({})).await;
+    let rows = listed["sessions"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{listed}");
+    let helper = rows
+        .iter()
+        .find(|r| r.get("parentSessionKey").is_some())
+        .expect("no helper row");
+    assert_eq!(helper["parentSessionKey"], json!(key));
+    assert_eq!(helper["spawnedBy"], json!(key));
+    assert_eq!(helper["subagent"], "general-purpose");
+    assert_eq!(helper["derivedTitle"], "check the docs");
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}

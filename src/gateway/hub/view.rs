@@ -337,6 +337,20 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         "permissionMode": recent.mode.unwrap_or_else(|| defaults.mode.clone()),
         "queueMode": hub.queue_mode(&summary.id).or(recent.queue).map(|m| m.wire()),
     });
+    // A helper's row names the session that started it, as OpenClaw's
+    // rows of spawned sessions do.
+    if let Some(parent) = &summary.spawned_by {
+        let parent_key = hub.key_of(parent);
+        merge(
+            &mut row,
+            json!({
+                "parentSessionKey": parent_key,
+                "spawnedBy": parent_key,
+                "subagent": summary.agent,
+                "interrupted": summary.interrupted,
+            }),
+        );
+    }
     merge(
         &mut row,
         usage_fields(hub, summary, model.as_deref(), defaults),
