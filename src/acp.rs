@@ -423,6 +423,7 @@ impl Server {
         }
         for session in open {
             session.cancel();
+            session.stop_background();
             self.registry.tell(registry::Observed::Closed {
                 session: session.id().clone(),
             });
@@ -1000,6 +1001,7 @@ impl Server {
         match session {
             Some(session) => {
                 session.cancel();
+                session.stop_background();
                 self.closed(session);
                 Ok(())
             }
@@ -1027,6 +1029,7 @@ impl Server {
         }
         if let Some(session) = self.registry.sessions.lock().remove(id) {
             session.cancel();
+            session.stop_background();
             let written = session.is_written();
             self.closed(session);
             // No transcript on disk: nothing to remove.

@@ -34,6 +34,8 @@ pub enum Command {
     /// `/undo`, `/redo`, `/rewind N`: the files and the conversation go
     /// back (or forward again); `None`: `/rewind` alone lists the turns.
     Travel(Option<crate::session::rewind::Travel>),
+    /// `/tasks`: the session's background tasks; `/tasks stop ID`.
+    Tasks(String),
     /// Anything that becomes a prompt for the model.
     Prompt(String),
 }
@@ -93,6 +95,11 @@ pub fn available(
             None,
         ),
         command("redo", "Reverse the last undo or rewind", None),
+        command(
+            "tasks",
+            "List the background tasks and what they said, or stop one",
+            Some("stop ID (optional)"),
+        ),
         command(
             "rewind",
             "List the turns, or go back to before turn N (files and conversation)",
@@ -154,6 +161,7 @@ pub fn parse(
         "mode" => Command::Mode(args),
         "sandbox" => Command::Sandbox(args),
         "workflow" => Command::Workflow(args),
+        "tasks" => Command::Tasks(args),
         "undo" | "redo" | "rewind" => match crate::session::rewind::Travel::parse(text) {
             Some(parsed) => Command::Travel(parsed?),
             None => return Ok(None),

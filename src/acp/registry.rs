@@ -190,6 +190,7 @@ impl Registry {
         let open: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
         for session in &open {
             session.cancel();
+            session.stop_background();
         }
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
         while tokio::time::Instant::now() < deadline && !open.iter().all(|s| s.is_idle()) {

@@ -93,6 +93,9 @@ pub struct Session {
     /// The helpers this session's runs started that are still running,
     /// by id (`session/cancel` on one of them reaches it here).
     children: Mutex<std::collections::HashMap<String, Arc<Session>>>,
+    /// Work that goes on after its turn (background helpers); stopped
+    /// when the session closes.
+    jobs: Arc<agent::background::Jobs>,
 }
 
 /// What a session works with, each handed out whole (an `Arc` clone) so
@@ -344,6 +347,7 @@ impl Session {
             checkpoints,
             child: None,
             children: Mutex::new(std::collections::HashMap::new()),
+            jobs: agent::background::Jobs::new(),
         }
     }
 
@@ -602,7 +606,8 @@ impl Session {
     /// process. Such a session can be unloaded and loaded again later from
     /// its transcript without anyone noticing.
     pub fn is_idle(&self) -> bool {
-        self.history.try_lock().is_ok()
+        !self.jobs.running()
+            && self.history.try_lock().is_ok()
             && self.turns.lock().idle_since().is_some()
             && !self.tools.iter().any(|tool| tool.holds_work())
     }
@@ -1037,6 +1042,22 @@ impl Session {
         self.mcp().ready().await;
         let subagents = self.subagents(http, &cx, &client, &drain);
         let (config, cancel, tools) = self.turn_config_with(subagents)?;
+        // Background work that ended since the last turn: the model reads
+        // it before the prompt.
+        let finished = self.jobs.take_undelivered();
+        let content = if finished.is_empty() {
+            content
+        } else {
+            let mut with = vec![crate::llm::Content::text(
+                finished
+                    .iter()
+                    .map(agent::background::Finished::for_model)
+                    .collect::<Vec<_>>()
+                    .join("\n\n"),
+            )];
+            with.extend(content);
+            with
+        };
         let host = self.host(cx, &client, drain);
         let time = agent::time_line(&config);
         *host.prompt.lock() = self.record_id(transcript::Record::Message {
@@ -1262,6 +1283,7 @@ impl Session {
         if let Some(subagents) = subagents.as_ref().filter(|s| s.may_delegate()) {
             tools.push(Arc::new(agent::subagent::TaskTool::new(
                 &subagents.definitions,
+                subagents.background.is_some(),
             )));
         }
         // The prompt lists only the tools the policy lets the model use.
@@ -1493,6 +1515,10 @@ impl Session {
             Command::Think(value) => option(THOUGHT_OPTION, &value, "Thinking"),
             Command::Mode(value) => option(MODE_OPTION, &value, "Mode"),
             Command::Sandbox(value) => option(SANDBOX_OPTION, &value, "Sandbox"),
+            Command::Tasks(args) => {
+                let text = self.tasks_command(&args);
+                self.say(&cx, &format!("{text}\n"));
+            }
             Command::Compact(instructions) => {
                 let mut history = self.history.lock().await;
                 let (config, cancel) = self.turn_config()?;

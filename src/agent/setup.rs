@@ -73,6 +73,7 @@ pub fn subagents(
     cwd: &Path,
     http: &reqwest::Client,
     children: Arc<dyn crate::agent::subagent::Children>,
+    background: Option<Arc<dyn crate::agent::subagent::Background>>,
 ) -> Option<Arc<crate::agent::subagent::Subagents>> {
     use crate::agent::subagent::{Chosen, Subagents};
     let limits = settings.config.subagents;
@@ -92,6 +93,7 @@ pub fn subagents(
         max_depth: limits.max_depth(),
         depth: 0,
         children,
+        background,
         resolve: Arc::new(move |name: &str| {
             let model = resolving.catalog.resolve(name).map_err(|e| e.to_string())?;
             if !resolving.has_credentials(&model) {

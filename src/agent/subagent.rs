@@ -58,6 +58,17 @@ pub struct Subagents {
     pub depth: u32,
     pub children: Arc<dyn Children>,
     pub resolve: Arc<Resolver>,
+    /// Where helpers started with `background: true` live after the
+    /// turn; `None`: the session cannot keep work going (a headless run).
+    pub background: Option<Arc<dyn Background>>,
+}
+
+/// A session's life beyond its turns, for background helpers.
+pub trait Background: Send + Sync {
+    fn jobs(&self) -> Arc<super::background::Jobs>;
+    /// A host for work that goes on after the turn: questions still reach
+    /// the user.
+    fn host(&self) -> Arc<dyn AgentHost>;
 }
 
 impl std::fmt::Debug for Subagents {
@@ -141,7 +152,7 @@ pub struct TaskTool {
 
 impl TaskTool {
     /// The tool, listing the helpers `definitions` offer.
-    pub fn new(definitions: &[Definition]) -> Self {
+    pub fn new(definitions: &[Definition], background: bool) -> Self {
         let mut description = String::from(
             "Hand a self-contained job to a helper agent that works on it with its own context \
              and the same tools, and returns its final answer (its intermediate steps stay out of \
@@ -187,6 +198,16 @@ impl TaskTool {
             "required": ["description", "prompt"],
             "additionalProperties": false
         });
+        let mut parameters = parameters;
+        if background {
+            parameters["properties"]["background"] = json!({
+                "type": "boolean",
+                "description": "Run it in the background: the call returns at once with a task id, and the helper's answer arrives in a later message when it finishes. For long jobs you need not wait for."
+            });
+            description.push_str(
+                "\n\nWith `background: true` the helper works on after your turn; its answer comes to you in a later message.",
+            );
+        }
         Self {
             description,
             parameters: Arc::new(parameters),
@@ -248,6 +269,7 @@ struct Job {
     description: String,
     prompt: String,
     agent: Option<String>,
+    background: bool,
 }
 
 fn job(args: &Value) -> Result<Job, String> {
@@ -263,6 +285,7 @@ fn job(args: &Value) -> Result<Job, String> {
             .ok_or("`description` is required: a short title for the job")?,
         prompt: text("prompt").ok_or("`prompt` is required: the whole job for the helper")?,
         agent: text("agent").filter(|a| a != GENERAL),
+        background: args.get("background").and_then(Value::as_bool) == Some(true),
     })
 }
 
@@ -346,9 +369,33 @@ async fn run_child(
         model: child_config.model.full_id(),
         depth: subagents.depth + 1,
     };
-    let child = match subagents.children.open(&spec, &ctx.cancel) {
+    let background = match (&subagents.background, job.background) {
+        (Some(background), true) => Some(background.clone()),
+        (None, true) => {
+            return ToolOutput::error(
+                "Helpers cannot run in the background here (nothing is left to hear them after the run); run it without `background`.",
+            );
+        }
+        (_, false) => None,
+    };
+    let title = format!("Helper `{agent}`: {}", job.description);
+    let (job_id, cancel) = match &background {
+        Some(background) => {
+            let (id, cancel) = background.jobs().start(&title, None);
+            (Some(id), cancel)
+        }
+        None => (None, ctx.cancel.clone()),
+    };
+    let child = match subagents.children.open(&spec, &cancel) {
         Ok(child) => child,
-        Err(why) => return ToolOutput::error(format!("The helper could not start: {why}")),
+        Err(why) => {
+            if let (Some(background), Some(id)) = (&background, &job_id) {
+                background
+                    .jobs()
+                    .finish(id, format!("The helper could not start: {why}"), true);
+            }
+            return ToolOutput::error(format!("The helper could not start: {why}"));
+        }
     };
     let id = child.id();
     let mut child_config = child_config;
@@ -361,43 +408,111 @@ async fn run_child(
         max_parallel: subagents.max_parallel,
         max_depth: subagents.max_depth,
         resolve: subagents.resolve.clone(),
+        background: subagents.background.clone(),
     }));
-    let relay = Relay {
-        child: child.clone(),
-        parent: host,
+    let work = Work {
+        http: subagents.http.clone(),
+        config: child_config,
+        tools: child_tools,
+        cwd: cwd.to_path_buf(),
+        child,
         agent: agent.clone(),
         description: job.description.clone(),
-        progress: ctx.progress.clone(),
-        summary: Mutex::new(Summary::default()),
+        prompt: job.prompt,
     };
-    relay.report();
-    let cancel = child.cancel_token();
-    let mut history: Vec<AgentMessage> = Vec::new();
-    let stop = super::run(
-        &subagents.http,
-        &child_config,
-        &child_tools,
-        cwd,
-        &mut history,
-        vec![Content::text(job.prompt)],
-        &relay,
-        &cancel,
-    )
-    .await;
-    let answer = last_answer(&history);
-    let (turns, cost) = {
-        let summary = relay.summary.lock();
-        (summary.turns, summary.cost)
+    let (Some(background), Some(job_id)) = (background, job_id) else {
+        let parent_cancel = ctx.cancel.clone();
+        let outcome = work
+            .drive(host, ctx.progress.clone(), move || {
+                !parent_cancel.is_cancelled()
+            })
+            .await;
+        return result(&agent, &id, &outcome);
     };
-    let outcome = Outcome {
-        cancelled_alone: stop == RunStop::Cancelled && !ctx.cancel.is_cancelled(),
-        stop,
-        answer,
-        turns,
-        cost,
-    };
-    child.finish(&outcome);
-    result(&agent, &id, &outcome)
+    // In the background: the call answers now; the helper's answer comes
+    // through the session's jobs.
+    let jobs = background.jobs();
+    let host = background.host();
+    let reported = jobs.clone();
+    let reported_id = job_id.clone();
+    let progress: crate::tools::Progress = Arc::new(move |display: Vec<Display>| {
+        if let Some(Display::Text(text)) = display.first() {
+            reported.progress(&reported_id, text);
+        }
+    });
+    let finished_id = job_id.clone();
+    let finished_agent = agent.clone();
+    let finished_child = id.clone();
+    tokio::spawn(async move {
+        let outcome = work.drive(host.as_ref(), progress, || true).await;
+        let output = result(&finished_agent, &finished_child, &outcome);
+        jobs.finish(&finished_id, output.text(), output.is_error);
+    });
+    let mut output = ToolOutput::ok(format!(
+        "Started in the background as task {job_id} (helper `{agent}`, session {id}). Its answer will come in a later message when it finishes; go on with other work and do not wait or poll for it."
+    ));
+    output.details = json!({"sessionId": id, "agent": agent, "task": job_id, "background": true});
+    output
+}
+
+/// A child's run, ready to go.
+struct Work {
+    http: reqwest::Client,
+    config: AgentConfig,
+    tools: Vec<Arc<dyn Tool>>,
+    cwd: std::path::PathBuf,
+    child: Arc<dyn ChildSession>,
+    agent: String,
+    description: String,
+    prompt: String,
+}
+
+impl Work {
+    /// Runs the child to its end; `alone` says, if it was cancelled,
+    /// whether that was the child alone (not its parent with it).
+    async fn drive(
+        self,
+        parent: &dyn AgentHost,
+        progress: crate::tools::Progress,
+        alone: impl Fn() -> bool,
+    ) -> Outcome {
+        let relay = Relay {
+            child: self.child.clone(),
+            parent,
+            agent: self.agent.clone(),
+            description: self.description.clone(),
+            progress,
+            summary: Mutex::new(Summary::default()),
+        };
+        relay.report();
+        let cancel = self.child.cancel_token();
+        let mut history: Vec<AgentMessage> = Vec::new();
+        let run: BoxFuture<'_, RunStop> = Box::pin(super::run(
+            &self.http,
+            &self.config,
+            &self.tools,
+            &self.cwd,
+            &mut history,
+            vec![Content::text(self.prompt.clone())],
+            &relay,
+            &cancel,
+        ));
+        let stop = run.await;
+        let answer = last_answer(&history);
+        let (turns, cost) = {
+            let summary = relay.summary.lock();
+            (summary.turns, summary.cost)
+        };
+        let outcome = Outcome {
+            cancelled_alone: stop == RunStop::Cancelled && alone(),
+            stop,
+            answer,
+            turns,
+            cost,
+        };
+        self.child.finish(&outcome);
+        outcome
+    }
 }
 
 /// The child's config and tools: the parent's, narrowed by the
@@ -745,14 +860,14 @@ mod tests {
             prompt: String::new(),
             path: "x.md".into(),
         };
-        let tool = TaskTool::new(&[definition]);
+        let tool = TaskTool::new(&[definition], false);
         assert!(tool.description().contains("- reviewer: Reviews diffs"));
         assert_eq!(
             tool.parameters()["properties"]["agent"]["enum"],
             json!(["reviewer"])
         );
         assert!(
-            TaskTool::new(&[])
+            TaskTool::new(&[], false)
                 .parameters()
                 .pointer("/properties/agent/enum")
                 .is_none()

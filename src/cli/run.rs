@@ -484,12 +484,14 @@ pub(crate) async fn prepare(
                     verbosity: options.verbosity,
                     tally: tally.clone(),
                 }),
+                None,
             )
         })
         .flatten();
     if let Some(subagents) = &subagents {
         tools.push(Arc::new(agent::subagent::TaskTool::new(
             &subagents.definitions,
+            false,
         )));
     }
     let offered: Vec<Arc<dyn crate::tools::Tool>> = tools

@@ -757,3 +757,141 @@ async fn closing_the_session_or_ending_pincer_leaves_no_helper_process_behind() 
         "a helper's command outlived pincer"
     );
 }
+
+#[tokio::test]
+async fn a_background_helper_outlives_the_turn_and_its_answer_reaches_the_user_and_the_next_turn() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gate = Arc::new(Notify::new());
+    let args =
+        json!({"description": "survey the code", "prompt": "JOB-BG: survey", "background": true});
+    mock.push(Reply::sse(anthropic_tool_call("t1", "task", &args)));
+    mock.push_for("JOB-BG", gated("The survey is done: 3 modules.", &gate));
+    mock.push(Reply::sse(anthropic_text("I started a helper.", 10)));
+    let (mut acp, session) = start(&sandbox, &mock, json!({"session": {"notices": {}}})).await;
+    let id = acp
+        .send(
+            "session/prompt",
+            prompt(&session, "Survey it in the background."),
+        )
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    // The call answered at once, with the task's id.
+    let started = tool_results(&mock, 2);
+    assert!(
+        started[0]
+            .2
+            .starts_with("Started in the background as task t1"),
+        "{started:?}"
+    );
+    // The offered task tool says it can do that.
+    let offered = mock.requests()[0].body["tools"].to_string();
+    assert!(offered.contains("\"background\""), "{offered}");
+
+    // `/tasks` lists it, running.
+    let id = acp.send("session/prompt", prompt(&session, "/tasks")).await;
+    let (_, messages) = acp.until_response(id).await;
+    let said: String = updates_of(&messages)
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert!(
+        said.contains("t1 — Helper `general-purpose`: survey the code (running"),
+        "{said}"
+    );
+
+    // It finishes after the turn: the user is told at once.
+    gate.notify_one();
+    let notice = loop {
+        let message = acp.next().await;
+        if message["params"]["update"]["sessionUpdate"] == "notice" {
+            break message;
+        }
+    };
+    assert_eq!(notice["params"]["sessionId"], session.as_str());
+    assert_eq!(
+        notice["params"]["update"]["title"],
+        "Background task t1 finished"
+    );
+    let description = notice["params"]["update"]["description"].as_str().unwrap();
+    assert!(description.contains("The survey is done"), "{description}");
+
+    // And the model reads it with the next prompt, once.
+    mock.push(Reply::sse(anthropic_text("It found 3 modules.", 10)));
+    mock.push(Reply::sse(anthropic_text("Nothing new.", 10)));
+    for text in ["What did it find?", "Anything else?"] {
+        let id = acp.send("session/prompt", prompt(&session, text)).await;
+        let (response, _) = acp.until_response(id).await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    }
+    let requests = mock.requests();
+    let next = last_message_text(&requests[requests.len() - 2].body);
+    assert!(
+        next.contains("[Background task t1 (Helper `general-purpose`: survey the code) finished]"),
+        "{next}"
+    );
+    assert!(next.contains("The survey is done: 3 modules."), "{next}");
+    assert!(next.contains("What did it find?"), "{next}");
+    let after = last_message_text(&requests[requests.len() - 1].body);
+    assert!(!after.contains("Background task"), "{after}");
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}
+
+#[tokio::test]
+async fn tasks_stop_ends_a_background_helper_and_its_command() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let sleeper = support::acp_client::unique_sleep();
+    let args = json!({"description": "wait", "prompt": "JOB-WAIT", "background": true});
+    mock.push(Reply::sse(anthropic_tool_call("t1", "task", &args)));
+    mock.push_for(
+        "JOB-WAIT",
+        Reply::sse(anthropic_tool_call(
+            "c1",
+            "bash",
+            &json!({"command": format!("sleep {sleeper}")}),
+        )),
+    );
+    mock.push(Reply::sse(anthropic_text("Started.", 10)));
+    let (mut acp, session) = start(&sandbox, &mock, json!({})).await;
+    acp.call(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "bypass"}),
+    )
+    .await;
+    let id = acp
+        .send(
+            "session/prompt",
+            prompt(&session, "Wait in the background."),
+        )
+        .await;
+    acp.until_response(id).await;
+    support::wait_until("the background command runs", TIMEOUT, || {
+        count_running(&sleeper) == 1
+    })
+    .await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "/tasks stop t1"))
+        .await;
+    let (_, messages) = acp.until_response(id).await;
+    let said: String = updates_of(&messages)
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert!(said.contains("Stopping background task t1"), "{said}");
+    support::wait_until("the stopped helper's command ended", TIMEOUT, || {
+        count_running(&sleeper) == 0
+    })
+    .await;
+    // Without notices, the end is told as agent text.
+    let told = loop {
+        let message = acp.next().await;
+        if let Some(text) = message["params"]["update"]["content"]["text"].as_str()
+            && text.contains("Background task t1 failed")
+        {
+            break text.to_string();
+        }
+    };
+    assert!(told.contains("The user stopped this helper"), "{told}");
+}

@@ -21,7 +21,7 @@ use agent_client_protocol::v1::schema::{
 
 use super::*;
 use crate::agent::Place;
-use crate::agent::subagent::{self, ChildSession, ChildSpec, Children, Outcome};
+use crate::agent::subagent::{self, Background, ChildSession, ChildSpec, Children, Outcome};
 
 /// What makes a session a helper.
 pub(super) struct ChildOf {
@@ -83,6 +83,19 @@ impl Children for SessionChildren {
                 drain: self.drain.clone(),
             }),
         }))
+    }
+}
+
+impl Background for SessionChildren {
+    fn jobs(&self) -> Arc<agent::background::Jobs> {
+        self.session.jobs.clone()
+    }
+
+    fn host(&self) -> Arc<dyn AgentHost> {
+        Arc::new(
+            self.session
+                .host(self.cx.clone(), &self.client, self.drain.clone()),
+        )
     }
 }
 
@@ -242,6 +255,7 @@ impl Session {
                 shown,
             }),
             children: Mutex::new(std::collections::HashMap::new()),
+            jobs: self.jobs.clone(),
         };
         // The job is its first prompt (and so its title in listings).
         child.record(transcript::Record::Message {
@@ -286,6 +300,82 @@ impl Session {
             client: client.clone(),
             drain: drain.clone(),
         });
-        agent::setup::subagents(&settings, &self.cwd, http, children)
+        self.report_jobs(cx, client);
+        let background: Arc<dyn Background> = Arc::new(SessionChildren {
+            session: self.clone(),
+            cx: cx.clone(),
+            client: client.clone(),
+            drain: drain.clone(),
+        });
+        agent::setup::subagents(&settings, &self.cwd, http, children, Some(background))
+    }
+
+    /// Tells the user, for as long as the session lives, when a
+    /// background task ends: a notice where the client shows them, else a
+    /// line of agent text. (Its result reaches the model at its next
+    /// turn.) Started once.
+    fn report_jobs(self: &Arc<Self>, cx: &ConnectionTo<Client>, client: &ClientCapabilities) {
+        let Some(mut finished) = self.jobs.take_finished() else {
+            return;
+        };
+        let notices = client.session.as_ref().is_some_and(|s| s.notices.is_some());
+        let session = Arc::downgrade(self);
+        let spawned = cx.spawn(async move {
+            while let Some(done) = finished.recv().await {
+                let Some(session) = session.upgrade() else {
+                    break;
+                };
+                let title = format!(
+                    "Background task {} {}",
+                    done.id,
+                    if done.is_error { "failed" } else { "finished" }
+                );
+                let text = format!("{}: {}", done.title, done.text);
+                session.record(transcript::Record::Notice {
+                    text: format!("{title}. {text}"),
+                });
+                let update = if notices {
+                    SessionUpdate::Notice(
+                        Notice::new(
+                            if done.is_error {
+                                NoticeSeverity::Warning
+                            } else {
+                                NoticeSeverity::Info
+                            },
+                            title,
+                        )
+                        .description(text),
+                    )
+                } else {
+                    updates::agent_text(&format!("\n\n{title}. {text}\n"))
+                };
+                session.notify_owner(update);
+            }
+            Ok(())
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot report the session's background tasks");
+        }
+    }
+
+    /// The session's background tasks (`/tasks`), and `/tasks stop ID`.
+    pub(super) fn tasks_command(&self, args: &str) -> String {
+        match args.split_whitespace().collect::<Vec<_>>().as_slice() {
+            [] | ["list"] => agent::background::describe(&self.jobs.list()),
+            ["stop", id] => {
+                if self.jobs.stop(id) {
+                    format!("Stopping background task {id}.")
+                } else {
+                    format!("No running background task {id}; `/tasks` lists them.")
+                }
+            }
+            _ => "Usage: `/tasks` lists the background tasks, `/tasks stop ID` stops one."
+                .to_string(),
+        }
+    }
+
+    /// Stops the session's background work (it closes).
+    pub fn stop_background(&self) {
+        self.jobs.stop_all();
     }
 }
