@@ -159,6 +159,12 @@ async fn prompt_once(helpers: bool) -> Measured {
         mock.push(Reply::sse(sse::anthropic_tool_call("t0", "ls", &json!({}))));
     }
     mock.push(Reply::fixture("anthropic/text.sse"));
+    // All 8 at once (the default is 4).
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        format!("[subagents]\nmax_parallel = {HELPERS}\n"),
+    )
+    .unwrap();
     let mut cmd = sandbox.command(&["acp"]);
     cmd.env("ANTHROPIC_API_KEY", "test-key")
         .env("ANTHROPIC_BASE_URL", mock.anthropic_url());
