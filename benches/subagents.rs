@@ -145,13 +145,13 @@ async fn prompt_once(helpers: bool) -> Measured {
             .map(|(id, args)| (id.as_str(), "task", args.as_str()))
             .collect();
         mock.push(Reply::sse(sse::anthropic_tool_calls(&refs)));
-        for i in 0..HELPERS {
+        for (i, gate) in gates.iter().enumerate() {
             mock.push_for(
                 &format!("JOB-{i}:"),
                 Reply::Sse {
                     body: mock_model::fixture("anthropic/text.sse"),
                     delay: Duration::from_millis(2),
-                    gate: Some(gates[i].clone()),
+                    gate: Some(gate.clone()),
                 },
             );
         }

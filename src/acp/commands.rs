@@ -331,6 +331,7 @@ mod tests {
                 "init",
                 "undo",
                 "redo",
+                "tasks",
                 "rewind",
                 "skill:pdf",
                 "review"

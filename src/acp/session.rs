@@ -247,6 +247,9 @@ struct Pending {
     start: Start,
 }
 
+/// A run's configuration, its cancel token and the tools it has.
+type TurnSetup = (agent::AgentConfig, CancellationToken, Vec<Arc<dyn Tool>>);
+
 /// The session's prompt queue and cancel token (see [`turns`]).
 type SessionTurns = Turns<Reply, Pending>;
 
@@ -1254,7 +1257,7 @@ impl Session {
     fn turn_config_with(
         &self,
         subagents: Option<Arc<agent::subagent::Subagents>>,
-    ) -> Result<(agent::AgentConfig, CancellationToken, Vec<Arc<dyn Tool>>), Error> {
+    ) -> Result<TurnSetup, Error> {
         let (model, thinking, last_call, client_prompt) = {
             let state = self.state.lock();
             if !self.settings().has_credentials(&state.model) {

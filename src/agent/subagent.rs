@@ -345,7 +345,7 @@ async fn run_child(
                 return ToolOutput::error(format!(
                     "There is no helper `{name}`. Helpers: {}.",
                     if known.is_empty() {
-                        format!("only the general-purpose one (omit `agent`)")
+                        "only the general-purpose one (omit `agent`)".to_string()
                     } else {
                         format!("{} (or omit `agent`)", known.join(", "))
                     }

@@ -26,7 +26,7 @@ fn spawn(sandbox: &Sandbox, mock: &MockModel) -> Acp {
 
 /// The menu of a project with nothing of its own: pincer's commands, and
 /// its built-in workflows.
-const BUILTIN: [&str; 13] = [
+const BUILTIN: [&str; 14] = [
     "compact",
     "model",
     "think",
@@ -35,6 +35,7 @@ const BUILTIN: [&str; 13] = [
     "init",
     "undo",
     "redo",
+    "tasks",
     "rewind",
     "workflow",
     "workflow:code-review",
@@ -117,10 +118,10 @@ async fn the_menu_lists_commands_skills_and_templates_and_follows_changes() {
     );
     let menu = &announced.last().unwrap()["params"]["update"]["availableCommands"];
     assert_eq!(
-        menu[13]["description"],
+        menu[14]["description"],
         "Extract text and tables from PDF files"
     );
-    assert_eq!(menu[14]["description"], "Review a file for bugs");
+    assert_eq!(menu[15]["description"], "Review a file for bugs");
     assert!(menu[0]["input"]["hint"].is_string());
     // The broken skill is reported, naming its file; the rest still works.
     let warning = read_until(&mut acp, |m| {

@@ -895,3 +895,60 @@ async fn tasks_stop_ends_a_background_helper_and_its_command() {
     };
     assert!(told.contains("The user stopped this helper"), "{told}");
 }
+
+#[tokio::test]
+async fn a_definition_chooses_its_model_and_depth_limits_hold() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.home().join("agents")).unwrap();
+    std::fs::write(
+        sandbox.home().join("agents/cheap.md"),
+        "---\nname: cheap\ndescription: A quick look on a small model\nmodel: openai/gpt-5-mini\n---\nBe brief.\n",
+    )
+    .unwrap();
+    // Helpers may not start helpers of their own.
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "[subagents]\nmax_depth = 1\n",
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "task",
+        &json!({"description": "quick look", "prompt": "JOB-CHEAP", "agent": "cheap"}),
+    )));
+    mock.push_for("JOB-CHEAP", Reply::fixture("openai/text.sse"));
+    mock.push(Reply::sse(anthropic_text("Done.", 10)));
+    let mut cmd = sandbox.command(&["acp"]);
+    cmd.env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+        .env("OPENAI_API_KEY", "openai-test-key")
+        .env("OPENAI_BASE_URL", mock.openai_url());
+    let mut acp = Acp::spawn(cmd);
+    acp.initialize().await;
+    let session = acp.new_session(&sandbox.work()).await;
+    let id = acp.send("session/prompt", prompt(&session, "Look.")).await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    // The helper's call went to OpenAI, with OpenAI's key and model.
+    let child = &requests[1];
+    assert_eq!(child.path, "/v1/chat/completions");
+    assert_eq!(child.body["model"], "gpt-5-mini");
+    assert_eq!(
+        child.header("authorization"),
+        Some("Bearer openai-test-key")
+    );
+    let tools: Vec<&str> = child.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(!tools.contains(&"task"), "{tools:?}");
+    assert!(tools.contains(&"read"), "{tools:?}");
+    // The parent still has it.
+    assert!(requests[0].body["tools"].to_string().contains("\"task\""));
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}
