@@ -148,6 +148,7 @@ pub async fn serve(
     let agent = route!(agent, server, ResumeSessionRequest => on_resume_session);
     let agent = route!(agent, server, ForkSessionRequest => on_fork_session);
     let agent = route!(agent, server, fork::SessionRewindRequest => on_session_rewind);
+    let agent = route!(agent, server, session::AsyncTaskStopRequest => on_async_task_stop);
     let agent = route!(agent, server, ListSessionsRequest => on_list_sessions);
     let agent = route!(agent, server, CloseSessionRequest => on_close_session);
     let agent = route!(agent, server, DeleteSessionRequest => on_delete_session);
@@ -322,6 +323,22 @@ impl Server {
     ) -> Result<(), Error> {
         answer_later(&cx, "_session/rewind", responder, async move {
             self.session_rewind(req).await
+        })
+    }
+
+    /// `_session/async_task/stop` (JetBrains AIR): stops a background
+    /// task of the session.
+    async fn on_async_task_stop(
+        self: Arc<Self>,
+        req: session::AsyncTaskStopRequest,
+        responder: Responder<session::AsyncTaskStopResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        answer_later(&cx, "_session/async_task/stop", responder, async move {
+            let session = self.session(&req.session_id).await?;
+            Ok(session::AsyncTaskStopResponse {
+                stopped: session.stop_job(&req.async_task_id),
+            })
         })
     }
 

@@ -55,10 +55,30 @@ pub struct SessionRewindResponse {
 
 /// What the initialize answer adds for a client that says it is
 /// JetBrains' AIR.
+/// Whether the client is JetBrains AIR and takes its async task updates
+/// (`_meta.jetbrains.air`, version 1 or later, listing `asyncTasks`).
+pub fn air_async_tasks(client: &agent_client_protocol::v1::schema::ClientCapabilities) -> bool {
+    let Some(air) = client
+        .meta
+        .as_ref()
+        .and_then(|m| m.get("jetbrains"))
+        .and_then(|j| j.get("air"))
+    else {
+        return false;
+    };
+    air.get("version")
+        .and_then(Value::as_u64)
+        .is_some_and(|v| v >= 1)
+        && air
+            .get("capabilities")
+            .and_then(Value::as_array)
+            .is_some_and(|c| c.iter().any(|c| c == "asyncTasks"))
+}
+
 pub fn air_meta(client: &agent_client_protocol::v1::schema::ClientCapabilities) -> Option<Value> {
     let air = client.meta.as_ref()?.get("jetbrains")?.get("air")?;
     air.is_object()
-        .then(|| json!({"jetbrains": {"air": {"version": 1, "capabilities": ["sessionRewind"]}}}))
+        .then(|| json!({"jetbrains": {"air": {"version": 1, "capabilities": ["sessionRewind", "asyncTasks"]}}}))
 }
 
 /// Where a `session/fork` request says to fork, and whether to put the

@@ -41,6 +41,7 @@ mod trust;
 mod turns;
 mod workflow;
 
+pub use children::{AsyncTaskStopRequest, AsyncTaskStopResponse};
 use host::AcpHost;
 use turns::{Submitted, Turns};
 

@@ -37,6 +37,21 @@ pub struct Finished {
     pub title: String,
     pub text: String,
     pub is_error: bool,
+    /// It was stopped (`/tasks stop`, the session closing) rather than
+    /// failing on its own.
+    pub stopped: bool,
+}
+
+/// What the frontend hears of a session's jobs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JobEvent {
+    Started {
+        id: String,
+        title: String,
+        /// The call that started it.
+        call_id: String,
+    },
+    Finished(Finished),
 }
 
 impl Finished {
@@ -62,9 +77,9 @@ pub struct Jobs {
     jobs: Mutex<Vec<Job>>,
     next: Mutex<u64>,
     root: CancellationToken,
-    finished: mpsc::UnboundedSender<Finished>,
-    /// Taken once by the frontend that reports endings.
-    receiver: Mutex<Option<mpsc::UnboundedReceiver<Finished>>>,
+    finished: mpsc::UnboundedSender<JobEvent>,
+    /// Taken once by the frontend that reports starts and endings.
+    receiver: Mutex<Option<mpsc::UnboundedReceiver<JobEvent>>>,
     /// Results the model has not been given yet.
     undelivered: Mutex<Vec<Finished>>,
 }
@@ -104,8 +119,14 @@ impl Jobs {
         self.root.cancel();
     }
 
-    /// Registers a job; its token, a child of the root's.
-    pub fn start(&self, title: &str, session: Option<String>) -> (String, CancellationToken) {
+    /// Registers a job that call `call_id` started; its id and token, a
+    /// child of the root's.
+    pub fn start(
+        &self,
+        title: &str,
+        session: Option<String>,
+        call_id: &str,
+    ) -> (String, CancellationToken) {
         let id = {
             let mut next = self.next.lock();
             *next += 1;
@@ -121,6 +142,11 @@ impl Jobs {
             result: None,
             cancel: cancel.clone(),
         });
+        let _ = self.finished.send(JobEvent::Started {
+            id: id.clone(),
+            title: title.to_string(),
+            call_id: call_id.to_string(),
+        });
         (id, cancel)
     }
 
@@ -134,6 +160,15 @@ impl Jobs {
     /// Job `id` ended: kept for `/tasks`, handed to the model at its next
     /// turn and reported to the frontend.
     pub fn finish(&self, id: &str, text: String, is_error: bool) {
+        self.end(id, text, is_error, false);
+    }
+
+    /// Job `id` was stopped before it finished.
+    pub fn stopped(&self, id: &str, text: String) {
+        self.end(id, text, true, true);
+    }
+
+    fn end(&self, id: &str, text: String, is_error: bool, stopped: bool) {
         let finished = {
             let mut jobs = self.jobs.lock();
             let Some(job) = jobs.iter_mut().find(|j| j.id == id) else {
@@ -144,6 +179,7 @@ impl Jobs {
                 title: job.title.clone(),
                 text,
                 is_error,
+                stopped,
             };
             job.result = Some(finished.clone());
             let done = jobs.iter().filter(|j| j.result.is_some()).count();
@@ -155,11 +191,11 @@ impl Jobs {
             finished
         };
         self.undelivered.lock().push(finished.clone());
-        let _ = self.finished.send(finished);
+        let _ = self.finished.send(JobEvent::Finished(finished));
     }
 
     /// The receiver of endings, for the frontend that reports them (once).
-    pub fn take_finished(&self) -> Option<mpsc::UnboundedReceiver<Finished>> {
+    pub fn take_finished(&self) -> Option<mpsc::UnboundedReceiver<JobEvent>> {
         self.receiver.lock().take()
     }
 
@@ -209,6 +245,7 @@ pub fn describe(jobs: &[Job]) -> String {
     for job in running.chain(done) {
         let state = match &job.result {
             None => format!("running for {} s", job.started.elapsed().as_secs()),
+            Some(f) if f.stopped => "stopped".to_string(),
             Some(f) if f.is_error => "failed".to_string(),
             Some(_) => "finished".to_string(),
         };
@@ -240,7 +277,7 @@ mod tests {
     fn a_job_runs_finishes_and_is_delivered_once() {
         let jobs = Jobs::new();
         let mut ended = jobs.take_finished().unwrap();
-        let (id, cancel) = jobs.start("Helper: look", Some("sess_1".into()));
+        let (id, cancel) = jobs.start("Helper: look", Some("sess_1".into()), "c1");
         assert_eq!(id, "t1");
         assert!(jobs.running());
         jobs.progress(&id, "looking");
@@ -248,7 +285,14 @@ mod tests {
         jobs.finish(&id, "found it".into(), false);
         assert!(!jobs.running());
         assert!(!cancel.is_cancelled());
-        assert_eq!(ended.try_recv().unwrap().text, "found it");
+        assert!(matches!(
+            ended.try_recv().unwrap(),
+            JobEvent::Started { .. }
+        ));
+        match ended.try_recv().unwrap() {
+            JobEvent::Finished(done) => assert_eq!(done.text, "found it"),
+            other => panic!("{other:?}"),
+        }
         assert_eq!(jobs.take_undelivered().len(), 1);
         assert!(jobs.take_undelivered().is_empty());
         assert!(jobs.take_finished().is_none());
@@ -257,8 +301,8 @@ mod tests {
     #[test]
     fn stopping_a_job_or_the_session_cancels_its_token() {
         let jobs = Jobs::new();
-        let (one, first) = jobs.start("a", None);
-        let (_, second) = jobs.start("b", None);
+        let (one, first) = jobs.start("a", None, "c1");
+        let (_, second) = jobs.start("b", None, "c2");
         assert!(jobs.stop(&one));
         assert!(first.is_cancelled() && !second.is_cancelled());
         assert!(!jobs.stop("t9"));

@@ -381,7 +381,7 @@ async fn run_child(
     let title = format!("Helper `{agent}`: {}", job.description);
     let (job_id, cancel) = match &background {
         Some(background) => {
-            let (id, cancel) = background.jobs().start(&title, None);
+            let (id, cancel) = background.jobs().start(&title, None, &call.id);
             (Some(id), cancel)
         }
         None => (None, ctx.cancel.clone()),
@@ -446,7 +446,11 @@ async fn run_child(
     tokio::spawn(async move {
         let outcome = work.drive(host.as_ref(), progress, || true).await;
         let output = result(&finished_agent, &finished_child, &outcome);
-        jobs.finish(&finished_id, output.text(), output.is_error);
+        if outcome.stop == RunStop::Cancelled {
+            jobs.stopped(&finished_id, output.text());
+        } else {
+            jobs.finish(&finished_id, output.text(), output.is_error);
+        }
     });
     let mut output = ToolOutput::ok(format!(
         "Started in the background as task {job_id} (helper `{agent}`, session {id}). Its answer will come in a later message when it finishes; go on with other work and do not wait or poll for it."

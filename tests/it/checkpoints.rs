@@ -786,7 +786,7 @@ async fn a_fork_at_a_message_holds_exactly_the_history_up_to_its_turn() {
     );
     assert_eq!(
         init["_meta"]["jetbrains"]["air"]["capabilities"],
-        json!(["sessionRewind"])
+        json!(["sessionRewind", "asyncTasks"])
     );
     // Fork at turn 1's answer, as JetBrains' client names it.
     let forked = acp

@@ -777,8 +777,12 @@ async fn a_background_helper_outlives_the_turn_and_its_answer_reaches_the_user_a
         .await;
     let (response, _) = acp.until_response(id).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    // The call answered at once, with the task's id.
-    let started = tool_results(&mock, 2);
+    // The call answered at once, with the task's id (the helper's request
+    // and the parent's next one race).
+    let started = (0..mock.requests().len())
+        .map(|i| tool_results(&mock, i))
+        .find(|results| results.iter().any(|(id, _, _)| id == "t1"))
+        .unwrap();
     assert!(
         started[0]
             .2
@@ -888,7 +892,7 @@ async fn tasks_stop_ends_a_background_helper_and_its_command() {
     let told = loop {
         let message = acp.next().await;
         if let Some(text) = message["params"]["update"]["content"]["text"].as_str()
-            && text.contains("Background task t1 failed")
+            && text.contains("Background task t1 was stopped")
         {
             break text.to_string();
         }
@@ -951,4 +955,87 @@ async fn a_definition_chooses_its_model_and_depth_limits_hold() {
     // The parent still has it.
     assert!(requests[0].body["tools"].to_string().contains("\"task\""));
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}
+
+#[tokio::test]
+async fn jetbrains_air_gets_async_task_updates_and_stops_a_task() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let sleeper = support::acp_client::unique_sleep();
+    let args = json!({"description": "build it", "prompt": "JOB-BUILD", "background": true});
+    mock.push(Reply::sse(anthropic_tool_call("call_bg", "task", &args)));
+    mock.push_for(
+        "JOB-BUILD",
+        Reply::sse(anthropic_tool_call(
+            "c1",
+            "bash",
+            &json!({"command": format!("sleep {sleeper}")}),
+        )),
+    );
+    mock.push(Reply::sse(anthropic_text(
+        "Building in the background.",
+        10,
+    )));
+    let mut acp = spawn_anthropic(&sandbox, &mock);
+    let init = acp
+        .initialize_with(json!({"_meta": {"jetbrains": {"air": {"version": 1, "capabilities": ["asyncTasks"]}}}}))
+        .await;
+    let advertised = &init["_meta"]["jetbrains"]["air"]["capabilities"];
+    assert!(
+        advertised
+            .as_array()
+            .unwrap()
+            .contains(&json!("asyncTasks")),
+        "{init}"
+    );
+    let session = acp.new_session(&sandbox.work()).await;
+    acp.call(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "bypass"}),
+    )
+    .await;
+    let id = acp.send("session/prompt", prompt(&session, "Build.")).await;
+    let (_, messages) = acp.until_response(id).await;
+    let spawned = notifications(&messages, "session/update")
+        .into_iter()
+        .find(|m| m["params"]["update"]["sessionUpdate"] == "async_task_spawned")
+        .expect("no async_task_spawned");
+    assert_eq!(spawned["params"]["sessionId"], session.as_str());
+    let update = &spawned["params"]["update"];
+    assert_eq!(update["asyncTaskId"], "t1");
+    assert_eq!(update["toolCallId"], "call_bg");
+    assert_eq!(update["taskType"], "subagent");
+    assert_eq!(update["canStop"], true);
+    assert_eq!(update["name"], "Helper `general-purpose`: build it");
+    support::wait_until("the background command runs", TIMEOUT, || {
+        count_running(&sleeper) == 1
+    })
+    .await;
+    let stopped = acp
+        .call(
+            "_session/async_task/stop",
+            json!({"sessionId": session, "asyncTaskId": "t1"}),
+        )
+        .await;
+    assert_eq!(stopped, json!({"stopped": true}));
+    let state = loop {
+        let message = acp.next().await;
+        if message["params"]["update"]["sessionUpdate"] == "async_task_state_update" {
+            break message;
+        }
+    };
+    assert_eq!(state["params"]["update"]["asyncTaskId"], "t1");
+    assert_eq!(state["params"]["update"]["state"], "stopped");
+    support::wait_until("the stopped task's command ended", TIMEOUT, || {
+        count_running(&sleeper) == 0
+    })
+    .await;
+    // A task that is not running cannot be stopped again.
+    let again = acp
+        .call(
+            "_session/async_task/stop",
+            json!({"sessionId": session, "asyncTaskId": "t1"}),
+        )
+        .await;
+    assert_eq!(again, json!({"stopped": false}));
 }

@@ -19,9 +19,42 @@ use agent_client_protocol::v1::schema::{
     SubagentUpdate,
 };
 
+use serde_json::json;
+
 use super::*;
 use crate::agent::Place;
+use crate::agent::background::JobEvent;
 use crate::agent::subagent::{self, Background, ChildSession, ChildSpec, Children, Outcome};
+
+/// An async task update of JetBrains AIR's extension: a `session/update`
+/// whose kind ACP does not define.
+#[derive(
+    Clone, Debug, serde::Serialize, serde::Deserialize, agent_client_protocol::JsonRpcNotification,
+)]
+#[notification(method = "session/update")]
+#[serde(rename_all = "camelCase")]
+struct AirTaskUpdate {
+    session_id: String,
+    update: serde_json::Value,
+}
+
+/// `_session/async_task/stop`: AIR stops a background task.
+#[derive(
+    Clone, Debug, serde::Serialize, serde::Deserialize, agent_client_protocol::JsonRpcRequest,
+)]
+#[request(method = "_session/async_task/stop", response = AsyncTaskStopResponse)]
+#[serde(rename_all = "camelCase")]
+pub struct AsyncTaskStopRequest {
+    pub session_id: String,
+    pub async_task_id: String,
+}
+
+#[derive(
+    Clone, Debug, serde::Serialize, serde::Deserialize, agent_client_protocol::JsonRpcResponse,
+)]
+pub struct AsyncTaskStopResponse {
+    pub stopped: bool,
+}
 
 /// What makes a session a helper.
 pub(super) struct ChildOf {
@@ -313,49 +346,112 @@ impl Session {
     /// Tells the user, for as long as the session lives, when a
     /// background task ends: a notice where the client shows them, else a
     /// line of agent text. (Its result reaches the model at its next
-    /// turn.) Started once.
+    /// turn.) JetBrains AIR, when it asked for them, also gets its async
+    /// task updates as tasks start and end. Started once.
     fn report_jobs(self: &Arc<Self>, cx: &ConnectionTo<Client>, client: &ClientCapabilities) {
-        let Some(mut finished) = self.jobs.take_finished() else {
+        let Some(mut events) = self.jobs.take_finished() else {
             return;
         };
         let notices = client.session.as_ref().is_some_and(|s| s.notices.is_some());
+        let air = super::super::fork::air_async_tasks(client);
         let session = Arc::downgrade(self);
         let spawned = cx.spawn(async move {
-            while let Some(done) = finished.recv().await {
+            while let Some(event) = events.recv().await {
                 let Some(session) = session.upgrade() else {
                     break;
                 };
-                let title = format!(
-                    "Background task {} {}",
-                    done.id,
-                    if done.is_error { "failed" } else { "finished" }
-                );
-                let text = format!("{}: {}", done.title, done.text);
-                session.record(transcript::Record::Notice {
-                    text: format!("{title}. {text}"),
-                });
-                let update = if notices {
-                    SessionUpdate::Notice(
-                        Notice::new(
-                            if done.is_error {
-                                NoticeSeverity::Warning
+                match event {
+                    JobEvent::Started { id, title, call_id } => {
+                        if air {
+                            session.air_task(json!({
+                                "sessionUpdate": "async_task_spawned",
+                                "asyncTaskId": id,
+                                "name": title,
+                                "taskType": "subagent",
+                                "showInTranscript": false,
+                                "canStop": true,
+                                "toolCallId": call_id,
+                            }));
+                        }
+                    }
+                    JobEvent::Finished(done) => {
+                        if air {
+                            let state = if done.stopped {
+                                "stopped"
+                            } else if done.is_error {
+                                "failed"
                             } else {
-                                NoticeSeverity::Info
-                            },
-                            title,
-                        )
-                        .description(text),
-                    )
-                } else {
-                    updates::agent_text(&format!("\n\n{title}. {text}\n"))
-                };
-                session.notify_owner(update);
+                                "completed"
+                            };
+                            session.air_task(json!({
+                                "sessionUpdate": "async_task_state_update",
+                                "asyncTaskId": done.id,
+                                "state": state,
+                            }));
+                        }
+                        session.tell_finished(&done, notices);
+                    }
+                }
             }
             Ok(())
         });
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "cannot report the session's background tasks");
         }
+    }
+
+    /// A background task ended: the user is told, and the transcript
+    /// keeps it.
+    fn tell_finished(&self, done: &agent::background::Finished, notices: bool) {
+        let title = format!(
+            "Background task {} {}",
+            done.id,
+            if done.stopped {
+                "was stopped"
+            } else if done.is_error {
+                "failed"
+            } else {
+                "finished"
+            }
+        );
+        let text = format!("{}: {}", done.title, done.text);
+        self.record(transcript::Record::Notice {
+            text: format!("{title}. {text}"),
+        });
+        let update = if notices {
+            SessionUpdate::Notice(
+                Notice::new(
+                    if done.is_error {
+                        NoticeSeverity::Warning
+                    } else {
+                        NoticeSeverity::Info
+                    },
+                    title,
+                )
+                .description(text),
+            )
+        } else {
+            updates::agent_text(&format!("\n\n{title}. {text}\n"))
+        };
+        self.notify_owner(update);
+    }
+
+    /// Sends JetBrains AIR an async task update (a `session/update` kind
+    /// that only AIR knows).
+    fn air_task(&self, update: serde_json::Value) {
+        let cx = self.owner.lock().cx.clone();
+        let notification = AirTaskUpdate {
+            session_id: self.id.0.to_string(),
+            update,
+        };
+        if let Err(e) = cx.send_notification(notification) {
+            tracing::debug!(error = %e, "could not send an async task update");
+        }
+    }
+
+    /// `_session/async_task/stop`: stops background task `id`.
+    pub fn stop_job(&self, id: &str) -> bool {
+        self.jobs.stop(id)
     }
 
     /// The session's background tasks (`/tasks`), and `/tasks stop ID`.
