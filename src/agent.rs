@@ -9,7 +9,6 @@
 //! [`transform_context`] and [`convert_to_llm`] before each model call; a
 //! cancelled run stops the stream and the tools and records what happened.
 
-pub mod background;
 pub mod claude_code;
 pub mod clock;
 pub mod compaction;

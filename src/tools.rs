@@ -11,6 +11,7 @@ pub mod edit;
 pub mod find;
 pub mod globs;
 pub mod grep;
+pub mod jobs;
 pub mod ls;
 pub mod process;
 pub mod read;
@@ -563,12 +564,22 @@ pub fn builtin() -> Vec<Arc<dyn Tool>> {
 /// lets through (see [`shell::ShellEnv::new`]; a session's come from
 /// its config's `[shell]`).
 pub fn builtin_with(env: Arc<shell::ShellEnv>) -> Vec<Arc<dyn Tool>> {
+    with_process(env.clone(), process::ProcessTool::with_env(env))
+}
+
+/// [`builtin_with`] for a session whose background jobs are `jobs`: each
+/// `process` command is one.
+pub fn builtin_with_jobs(env: Arc<shell::ShellEnv>, jobs: Arc<jobs::Jobs>) -> Vec<Arc<dyn Tool>> {
+    with_process(env.clone(), process::ProcessTool::with_jobs(env, jobs))
+}
+
+fn with_process(env: Arc<shell::ShellEnv>, process: process::ProcessTool) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(read::ReadTool),
         Arc::new(write::WriteTool),
         Arc::new(edit::EditTool),
         Arc::new(bash::BashTool::new(Arc::clone(&env))),
-        Arc::new(process::ProcessTool::with_env(env)),
+        Arc::new(process),
         Arc::new(grep::GrepTool),
         Arc::new(find::FindTool),
         Arc::new(ls::LsTool),

@@ -96,7 +96,7 @@ pub struct Session {
     children: Mutex<std::collections::HashMap<String, Arc<Session>>>,
     /// Work that goes on after its turn (background helpers); stopped
     /// when the session closes.
-    jobs: Arc<agent::background::Jobs>,
+    jobs: Arc<tools::jobs::Jobs>,
 }
 
 /// What a session works with, each handed out whole (an `Arc` clone) so
@@ -300,7 +300,8 @@ impl Session {
             .chain(additional.iter().cloned())
             .collect();
         let shell_env = settings.config.shell_env();
-        let tools = tools::builtin_with(Arc::new(shell_env));
+        let jobs = tools::jobs::Jobs::new();
+        let tools = tools::builtin_with_jobs(Arc::new(shell_env), jobs.clone());
         let permissions = Arc::new(agent::setup::permissions(
             &settings,
             settings.default_mode(),
@@ -351,7 +352,7 @@ impl Session {
             checkpoints,
             child: None,
             children: Mutex::new(std::collections::HashMap::new()),
-            jobs: agent::background::Jobs::new(),
+            jobs,
         }
     }
 
@@ -1055,7 +1056,7 @@ impl Session {
             let mut with = vec![crate::llm::Content::text(
                 finished
                     .iter()
-                    .map(agent::background::Finished::for_model)
+                    .map(tools::jobs::Finished::for_model)
                     .collect::<Vec<_>>()
                     .join("\n\n"),
             )];

@@ -65,7 +65,7 @@ pub struct Subagents {
 
 /// A session's life beyond its turns, for background helpers.
 pub trait Background: Send + Sync {
-    fn jobs(&self) -> Arc<super::background::Jobs>;
+    fn jobs(&self) -> Arc<crate::tools::jobs::Jobs>;
     /// A host for work that goes on after the turn: questions still reach
     /// the user.
     fn host(&self) -> Arc<dyn AgentHost>;
@@ -381,7 +381,7 @@ async fn run_child(
     let title = format!("Helper `{agent}`: {}", job.description);
     let (job_id, cancel) = match &background {
         Some(background) => {
-            let (id, cancel) = background.jobs().start(&title, None, &call.id);
+            let (id, cancel) = background.jobs().start("subagent", &title, None, &call.id);
             (Some(id), cancel)
         }
         None => (None, ctx.cancel.clone()),

@@ -52,6 +52,10 @@ const KILL_DRAIN: Duration = Duration::from_millis(500);
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most unpolled output kept per process; older output is dropped first.
 const MAX_BUFFERED: usize = 1024 * 1024;
+/// Output kept for a job's "what it said last".
+const RECENT: usize = 4096;
+/// How often a job's watcher passes on what the process said.
+const JOB_REPORT: Duration = Duration::from_millis(500);
 /// Longest a command is shown in titles and headers.
 const MAX_TITLE_CHARS: usize = 100;
 
@@ -100,6 +104,9 @@ pub struct ProcessTool {
     registry: Arc<Mutex<Registry>>,
     /// What the commands inherit of pincer's environment.
     env: Arc<ShellEnv>,
+    /// The session's background jobs: each process is one, whose end
+    /// the session is told of. `None`: nobody is (a headless run).
+    jobs: Option<Arc<super::jobs::Jobs>>,
 }
 
 impl ProcessTool {
@@ -113,6 +120,15 @@ impl ProcessTool {
         Self {
             registry: Arc::default(),
             env,
+            jobs: None,
+        }
+    }
+
+    /// [`ProcessTool::with_env`], each process a job of `jobs`.
+    pub fn with_jobs(env: Arc<ShellEnv>, jobs: Arc<super::jobs::Jobs>) -> Self {
+        Self {
+            jobs: Some(jobs),
+            ..Self::with_env(env)
         }
     }
 }
@@ -257,12 +273,40 @@ impl ProcessTool {
                 started: Instant::now(),
                 shared: spawned.shared,
                 writer: Arc::new(Mutex::new(spawned.writer)),
+                job: None,
             };
             registry.entries.push(Entry {
                 handle: handle.clone(),
                 _master: spawned.master,
             });
             handle
+        };
+
+        let handle = match &self.jobs {
+            Some(jobs) => {
+                let title = format!(
+                    "Process {}: `{}`",
+                    handle.id,
+                    short_command(&handle.command)
+                );
+                let (job, cancel) = jobs.start("shell", &title, None, &ctx.call_id);
+                let handle = Handle {
+                    job: Some(job.clone()),
+                    ..handle
+                };
+                if let Some(entry) = self
+                    .registry
+                    .lock()
+                    .entries
+                    .iter_mut()
+                    .find(|e| e.handle.id == handle.id)
+                {
+                    entry.handle.job = Some(job.clone());
+                }
+                tokio::spawn(watch(handle.clone(), jobs.clone(), job, cancel));
+                handle
+            }
+            None => handle,
         };
 
         // Wait for the first output (a server's "listening on"), but not for
@@ -279,6 +323,7 @@ impl ProcessTool {
 
         let id = &handle.id;
         let report = handle.report();
+        self.seen(&handle);
         let header = format!(
             "Started {id}: {}\nState: {}\nOutput so far:",
             short_command(&handle.command),
@@ -330,6 +375,7 @@ impl ProcessTool {
     fn poll(&self, id: Option<String>) -> Result<ToolOutput, ToolOutput> {
         let handle = self.find(Action::Poll, id.as_deref())?;
         let report = handle.report();
+        self.seen(&handle);
         let header = format!(
             "{}: {}\nState: {}\nNew output:",
             handle.id,
@@ -451,6 +497,7 @@ impl ProcessTool {
         wait_until(KILL_DRAIN, cancel, move || shared.lock().closed).await;
 
         let report = handle.report();
+        self.seen(&handle);
         let verb = if was_running { "Killed" } else { "Stopped" };
         let header = format!(
             "{verb} {}: {}\nState: {}\nFinal output:",
@@ -459,6 +506,17 @@ impl ProcessTool {
             report.state
         );
         Ok(report.output(header, "(none since the last poll)", &steps.join(" ")))
+    }
+
+    /// The model saw that the process ended (a poll, a kill): its job
+    /// ends without telling anyone again.
+    fn seen(&self, handle: &Handle) {
+        let (Some(jobs), Some(job)) = (&self.jobs, &handle.job) else {
+            return;
+        };
+        if let Some(exit) = handle.shared.lock().exit.clone() {
+            jobs.seen(job, exit.ended.phrase());
+        }
     }
 
     /// The process `id` names, or an error that says which ids exist.
@@ -559,6 +617,8 @@ struct Handle {
     started: Instant,
     shared: Arc<Shared>,
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
+    /// Its job in the session's table.
+    job: Option<String>,
 }
 
 impl Handle {
@@ -597,6 +657,68 @@ impl Handle {
             "runtimeMs": u64::try_from(runtime.as_millis()).unwrap_or(u64::MAX),
         })
     }
+}
+
+/// Follows a process's job: passes on what it prints, stops it when the
+/// job is stopped (`/tasks stop`, the session closing), and ends the job
+/// when the process ends.
+async fn watch(
+    handle: Handle,
+    jobs: Arc<super::jobs::Jobs>,
+    job: String,
+    cancel: CancellationToken,
+) {
+    let mut reported = None;
+    loop {
+        let (exit, last, recent) = {
+            let output = handle.shared.lock();
+            (
+                output.exit.clone(),
+                output.last_output,
+                output.recent.clone(),
+            )
+        };
+        if last != reported {
+            reported = last;
+            jobs.progress(&job, &recent);
+        }
+        if let Some(exit) = exit {
+            let failed = !matches!(exit.ended, Ended::Code(0));
+            let text = format!(
+                "`{}` {}.{}",
+                short_command(&handle.command),
+                exit.ended.phrase(),
+                last_lines(&recent)
+            );
+            jobs.finish(&job, text, failed);
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(JOB_REPORT) => {}
+            () = cancel.cancelled() => {
+                let gone = || handle.shared.lock().exit.is_some() && !group_alive(handle.pgid);
+                shell::terminate_group(handle.pgid, KILL_GRACE, &CancellationToken::new(), gone)
+                    .await;
+                kill_command(handle.pgid, &handle.tag);
+                let recent = handle.shared.lock().recent.clone();
+                jobs.stopped(
+                    &job,
+                    format!("`{}` was stopped.{}", short_command(&handle.command), last_lines(&recent)),
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// " Last output:" and the last lines of `recent`, or nothing.
+fn last_lines(recent: &str) -> String {
+    let lines: Vec<&str> = recent.trim_end().lines().collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let start = lines.len().saturating_sub(20);
+    format!(" Last output:\n{}", lines[start..].join("\n"))
 }
 
 /// Output taken for one result, with the process's state.
@@ -791,6 +913,8 @@ struct Output {
     unread: String,
     /// Bytes of unread output dropped to bound memory.
     dropped: usize,
+    /// The end of everything printed, polled or not (bounded).
+    recent: String,
     /// When output last arrived.
     last_output: Option<Instant>,
     /// The terminal closed: no more output will come.
@@ -800,7 +924,17 @@ struct Output {
 
 impl Output {
     fn push(&mut self, bytes: &[u8]) {
+        let before = self.unread.len();
         self.cleaner.feed(bytes, &mut self.unread);
+        // What it printed last, kept apart from what polls take (for
+        // `/tasks` and the note when it ends).
+        self.recent.push_str(&self.unread[before..]);
+        if self.recent.len() > RECENT {
+            let cut = self
+                .recent
+                .ceil_char_boundary(self.recent.len() - RECENT / 2);
+            self.recent.drain(..cut);
+        }
         self.last_output = Some(Instant::now());
         if self.unread.len() > MAX_BUFFERED {
             // Keep the newer half, from a line start where there is one, so

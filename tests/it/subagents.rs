@@ -1039,3 +1039,78 @@ async fn jetbrains_air_gets_async_task_updates_and_stops_a_task() {
         .await;
     assert_eq!(again, json!({"stopped": false}));
 }
+
+#[tokio::test]
+async fn a_process_that_ends_after_the_turn_is_reported_and_one_the_model_saw_end_is_not() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_calls(&[
+        (
+            "c1",
+            "process",
+            r#"{"action":"start","command":"sleep 2; echo built-it"}"#,
+        ),
+        (
+            "c2",
+            "process",
+            r#"{"action":"start","command":"echo quick"}"#,
+        ),
+    ])));
+    mock.push(Reply::sse(anthropic_text("Both started.", 10)));
+    let (mut acp, session) = start(&sandbox, &mock, json!({"session": {"notices": {}}})).await;
+    acp.call(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "bypass"}),
+    )
+    .await;
+    let id = acp.send("session/prompt", prompt(&session, "Build.")).await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    // The quick one ended while its start call waited: the model saw it.
+    let notice = loop {
+        let message = acp.next().await;
+        if message["params"]["update"]["sessionUpdate"] == "notice" {
+            break message;
+        }
+    };
+    assert_eq!(
+        notice["params"]["update"]["title"],
+        "Background task t1 finished"
+    );
+    let description = notice["params"]["update"]["description"].as_str().unwrap();
+    assert!(
+        description.contains("`sleep 2; echo built-it` exited with code 0. Last output:\nbuilt-it"),
+        "{description}"
+    );
+    // /tasks shows both, ended.
+    let id = acp.send("session/prompt", prompt(&session, "/tasks")).await;
+    let (_, messages) = acp.until_response(id).await;
+    let said: String = updates_of(&messages)
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert!(
+        said.contains("t1 — Process p1: `sleep 2; echo built-it` (finished)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("t2 — Process p2: `echo quick` (finished)"),
+        "{said}"
+    );
+    // The next prompt carries the one the model did not see end.
+    mock.push(Reply::sse(anthropic_text("It built.", 10)));
+    let id = acp
+        .send("session/prompt", prompt(&session, "Did it build?"))
+        .await;
+    acp.until_response(id).await;
+    let last = last_message_text(&mock.requests().last().unwrap().body);
+    assert!(last.contains("[Background task t1 (Process p1"), "{last}");
+    assert!(!last.contains("t2"), "{last}");
+    // No notice came for the quick one.
+    assert!(
+        !messages
+            .iter()
+            .any(|m| m.to_string().contains("Background task t2")),
+        "{messages:?}"
+    );
+}

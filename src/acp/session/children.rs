@@ -23,8 +23,8 @@ use serde_json::json;
 
 use super::*;
 use crate::agent::Place;
-use crate::agent::background::JobEvent;
 use crate::agent::subagent::{self, Background, ChildSession, ChildSpec, Children, Outcome};
+use crate::tools::jobs::JobEvent;
 
 /// An async task update of JetBrains AIR's extension: a `session/update`
 /// whose kind ACP does not define.
@@ -120,7 +120,7 @@ impl Children for SessionChildren {
 }
 
 impl Background for SessionChildren {
-    fn jobs(&self) -> Arc<agent::background::Jobs> {
+    fn jobs(&self) -> Arc<tools::jobs::Jobs> {
         self.session.jobs.clone()
     }
 
@@ -361,13 +361,18 @@ impl Session {
                     break;
                 };
                 match event {
-                    JobEvent::Started { id, title, call_id } => {
+                    JobEvent::Started {
+                        id,
+                        title,
+                        kind,
+                        call_id,
+                    } => {
                         if air {
                             session.air_task(json!({
                                 "sessionUpdate": "async_task_spawned",
                                 "asyncTaskId": id,
                                 "name": title,
-                                "taskType": "subagent",
+                                "taskType": kind,
                                 "showInTranscript": false,
                                 "canStop": true,
                                 "toolCallId": call_id,
@@ -389,7 +394,9 @@ impl Session {
                                 "state": state,
                             }));
                         }
-                        session.tell_finished(&done, notices);
+                        if !done.seen {
+                            session.tell_finished(&done, notices);
+                        }
                     }
                 }
             }
@@ -402,7 +409,7 @@ impl Session {
 
     /// A background task ended: the user is told, and the transcript
     /// keeps it.
-    fn tell_finished(&self, done: &agent::background::Finished, notices: bool) {
+    fn tell_finished(&self, done: &tools::jobs::Finished, notices: bool) {
         let title = format!(
             "Background task {} {}",
             done.id,
@@ -457,7 +464,7 @@ impl Session {
     /// The session's background tasks (`/tasks`), and `/tasks stop ID`.
     pub(super) fn tasks_command(&self, args: &str) -> String {
         match args.split_whitespace().collect::<Vec<_>>().as_slice() {
-            [] | ["list"] => agent::background::describe(&self.jobs.list()),
+            [] | ["list"] => tools::jobs::describe(&self.jobs.list()),
             ["stop", id] => {
                 if self.jobs.stop(id) {
                     format!("Stopping background task {id}.")

@@ -1,5 +1,5 @@
 //! Work of a session that goes on after its turn: helpers started with
-//! `task` and `background: true`. The session holds one [`Jobs`] table for
+//! `task` and `background: true`, and the `process` tool's commands. The session holds one [`Jobs`] table for
 //! its life; each job has an id (`t1`, `t2`, …), a title, what it has
 //! said so far and, once done, its result. When a job ends the session's
 //! frontend hears of it ([`Jobs::finished`]) and tells the user at once
@@ -40,6 +40,8 @@ pub struct Finished {
     /// It was stopped (`/tasks stop`, the session closing) rather than
     /// failing on its own.
     pub stopped: bool,
+    /// The model saw it end (it polled the process): nobody is told again.
+    pub seen: bool,
 }
 
 /// What the frontend hears of a session's jobs.
@@ -48,6 +50,8 @@ pub enum JobEvent {
     Started {
         id: String,
         title: String,
+        /// `subagent` or `shell`.
+        kind: &'static str,
         /// The call that started it.
         call_id: String,
     },
@@ -123,6 +127,7 @@ impl Jobs {
     /// child of the root's.
     pub fn start(
         &self,
+        kind: &'static str,
         title: &str,
         session: Option<String>,
         call_id: &str,
@@ -145,6 +150,7 @@ impl Jobs {
         let _ = self.finished.send(JobEvent::Started {
             id: id.clone(),
             title: title.to_string(),
+            kind,
             call_id: call_id.to_string(),
         });
         (id, cancel)
@@ -160,18 +166,26 @@ impl Jobs {
     /// Job `id` ended: kept for `/tasks`, handed to the model at its next
     /// turn and reported to the frontend.
     pub fn finish(&self, id: &str, text: String, is_error: bool) {
-        self.end(id, text, is_error, false);
+        self.end(id, text, is_error, false, false);
     }
 
     /// Job `id` was stopped before it finished.
     pub fn stopped(&self, id: &str, text: String) {
-        self.end(id, text, true, true);
+        self.end(id, text, true, true, false);
     }
 
-    fn end(&self, id: &str, text: String, is_error: bool, stopped: bool) {
+    /// The model saw job `id` end (it polled it): it ends, and nobody is
+    /// told of it again.
+    pub fn seen(&self, id: &str, text: String) {
+        self.end(id, text, false, false, true);
+    }
+
+    fn end(&self, id: &str, text: String, is_error: bool, stopped: bool, seen: bool) {
         let finished = {
             let mut jobs = self.jobs.lock();
-            let Some(job) = jobs.iter_mut().find(|j| j.id == id) else {
+            // A job ends once (a process the model saw end, then its
+            // watcher).
+            let Some(job) = jobs.iter_mut().find(|j| j.id == id && j.result.is_none()) else {
                 return;
             };
             let finished = Finished {
@@ -180,6 +194,7 @@ impl Jobs {
                 text,
                 is_error,
                 stopped,
+                seen,
             };
             job.result = Some(finished.clone());
             let done = jobs.iter().filter(|j| j.result.is_some()).count();
@@ -190,7 +205,9 @@ impl Jobs {
             }
             finished
         };
-        self.undelivered.lock().push(finished.clone());
+        if !seen {
+            self.undelivered.lock().push(finished.clone());
+        }
         let _ = self.finished.send(JobEvent::Finished(finished));
     }
 
@@ -277,7 +294,7 @@ mod tests {
     fn a_job_runs_finishes_and_is_delivered_once() {
         let jobs = Jobs::new();
         let mut ended = jobs.take_finished().unwrap();
-        let (id, cancel) = jobs.start("Helper: look", Some("sess_1".into()), "c1");
+        let (id, cancel) = jobs.start("subagent", "Helper: look", Some("sess_1".into()), "c1");
         assert_eq!(id, "t1");
         assert!(jobs.running());
         jobs.progress(&id, "looking");
@@ -301,8 +318,8 @@ mod tests {
     #[test]
     fn stopping_a_job_or_the_session_cancels_its_token() {
         let jobs = Jobs::new();
-        let (one, first) = jobs.start("a", None, "c1");
-        let (_, second) = jobs.start("b", None, "c2");
+        let (one, first) = jobs.start("shell", "a", None, "c1");
+        let (_, second) = jobs.start("shell", "b", None, "c2");
         assert!(jobs.stop(&one));
         assert!(first.is_cancelled() && !second.is_cancelled());
         assert!(!jobs.stop("t9"));
