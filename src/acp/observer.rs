@@ -52,6 +52,11 @@ pub enum Observed {
         tool_call_id: String,
         option: Option<(String, PermissionOptionKind)>,
     },
+    /// Background work of a session owned by the observer's connection
+    /// ended (a helper started with `background: true`, a `process`
+    /// command): `text` is what the model is to read of it. The observer
+    /// starts a turn with it, as for a scheduled run.
+    BackgroundFinished { session: SessionId, text: String },
     /// The session was opened (new, loaded, resumed) by a connection.
     Opened { session: SessionId },
     /// The session was closed or deleted.

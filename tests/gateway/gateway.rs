@@ -1831,3 +1831,60 @@ async fn a_helper_of_a_gateway_session_is_listed_with_its_parent_key() {
     assert_eq!(helper["derivedTitle"], "check the docs");
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 }
+
+#[tokio::test]
+async fn background_work_that_ends_after_the_run_starts_a_new_run_with_its_result() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "task",
+        &json!({"description": "index the wiki", "prompt": "JOB-WIKI: index it", "background": true}),
+    )));
+    mock.push_for(
+        "JOB-WIKI",
+        Reply::Sse {
+            body: anthropic_text("Indexed 42 pages.", 10),
+            delay: Duration::ZERO,
+            gate: Some(gate.clone()),
+        },
+    );
+    mock.push(Reply::sse(anthropic_text("A helper is indexing it.", 10)));
+    mock.push_for(
+        "[Background task t1",
+        Reply::sse(anthropic_text("The wiki has 42 pages now indexed.", 10)),
+    );
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = client
+        .chat_send(&key, "index the wiki in the background")
+        .await;
+    let end = client.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "final", "{end}");
+    gate.notify_one();
+    // A new run of the session starts with the helper's result.
+    let message = client
+        .next_where("the background result as the session's message", |f| {
+            f["event"] == "session.message"
+                && f["payload"]["sessionKey"] == json!(key)
+                && f["payload"]["message"]["content"][0]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("[Background task t1"))
+        })
+        .await;
+    let second = message["payload"]["runId"].as_str().unwrap().to_string();
+    assert_ne!(second, run);
+    let text = message["payload"]["message"]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(text.contains("Indexed 42 pages."), "{text}");
+    let end = client.chat_end(&second).await;
+    assert_eq!(end["payload"]["state"], "final", "{end}");
+    assert_eq!(
+        end["payload"]["message"]["content"][0]["text"],
+        "The wiki has 42 pages now indexed."
+    );
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}

@@ -338,6 +338,9 @@ impl Heard {
                 ),
                 Observed::Opened { session } => format!("opened {}", session.0),
                 Observed::Closed { session } => format!("closed {}", session.0),
+                Observed::BackgroundFinished { session, .. } => {
+                    format!("background finished {}", session.0)
+                }
             };
             if let Some(text) = text.take() {
                 lines.push(format!("text: {text}"));

@@ -394,7 +394,23 @@ impl Session {
                                 "state": state,
                             }));
                         }
-                        if !done.seen {
+                        if done.seen {
+                            continue;
+                        }
+                        // A session the gateway owns: it starts a turn
+                        // with the result (the model reads it there, not
+                        // again with the next prompt).
+                        let owner = session.owner.lock().connection;
+                        if session.bus.hears_through_observer(owner) {
+                            session.jobs.take_undelivered();
+                            session.record(transcript::Record::Notice {
+                                text: format!("Background task {} ended: {}", done.id, done.title),
+                            });
+                            session.bus.tell(Observed::BackgroundFinished {
+                                session: session.id.clone(),
+                                text: done.for_model(),
+                            });
+                        } else {
                             session.tell_finished(&done, notices);
                         }
                     }

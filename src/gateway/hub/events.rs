@@ -110,6 +110,26 @@ impl Hub {
             } => {
                 self.permission_resolved(session.0.to_string(), tool_call_id, option);
             }
+            // Work that outlived its turn ended: a turn starts with what
+            // it said, after whatever the session is doing (as a
+            // scheduled run would), and its clients see it as any run.
+            Observed::BackgroundFinished { session, text } => {
+                let session = session.0.to_string();
+                let key = self.key_of(&session);
+                let run_id = format!("background-{}", uuid::Uuid::new_v4().simple());
+                let content = vec![ContentBlock::Text(
+                    agent_client_protocol::v1::schema::TextContent::new(text),
+                )];
+                if let Err(e) = self.send(
+                    &session,
+                    &key,
+                    &run_id,
+                    content,
+                    Some(super::QueueMode::FollowUp),
+                ) {
+                    tracing::warn!(session, error = ?e, "cannot start a turn for finished background work");
+                }
+            }
             // A session the gateway creates is announced once its key names
             // it (see `open`); the others when they are prompted.
             Observed::Opened { .. } => {}
