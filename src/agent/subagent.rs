@@ -378,6 +378,16 @@ async fn run_child(
         }
         (_, false) => None,
     };
+    // Background helpers outlive their turn: a session keeps at most
+    // `max_parallel` of them running, whatever its model asks for.
+    if let Some(background) = &background {
+        let running = background.jobs().running_of("subagent");
+        if running >= subagents.max_parallel {
+            return ToolOutput::error(format!(
+                "{running} helpers already run in the background, the most this session allows; wait for one to finish, or run this one in the foreground."
+            ));
+        }
+    }
     let title = format!("Helper `{agent}`: {}", job.description);
     let (job_id, cancel) = match &background {
         Some(background) => {

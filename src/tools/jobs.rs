@@ -18,6 +18,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Debug)]
 pub struct Job {
     pub id: String,
+    /// `subagent` or `shell`.
+    pub kind: &'static str,
     /// What it is (`Helper `reviewer`: check the docs`).
     pub title: String,
     /// Its session, for a helper.
@@ -140,6 +142,7 @@ impl Jobs {
         let cancel = self.root.child_token();
         self.jobs.lock().push(Job {
             id: id.clone(),
+            kind,
             title: title.to_string(),
             session,
             started: Instant::now(),
@@ -235,6 +238,15 @@ impl Jobs {
 
     pub fn list(&self) -> Vec<Job> {
         self.jobs.lock().clone()
+    }
+
+    /// How many jobs of `kind` run now.
+    pub fn running_of(&self, kind: &str) -> usize {
+        self.jobs
+            .lock()
+            .iter()
+            .filter(|j| j.kind == kind && j.result.is_none())
+            .count()
     }
 
     pub fn running(&self) -> bool {

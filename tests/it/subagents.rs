@@ -1114,3 +1114,45 @@ async fn a_process_that_ends_after_the_turn_is_reported_and_one_the_model_saw_en
         "{messages:?}"
     );
 }
+
+#[tokio::test]
+async fn a_session_runs_at_most_max_parallel_background_helpers() {
+    let sandbox = Sandbox::new();
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "[subagents]\nmax_parallel = 1\n",
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    let gate = Arc::new(Notify::new());
+    let one = json!({"description": "one", "prompt": "JOB-ONE", "background": true}).to_string();
+    let two = json!({"description": "two", "prompt": "JOB-TWO", "background": true}).to_string();
+    mock.push(Reply::sse(anthropic_tool_calls(&[
+        ("t1", "task", &one),
+        ("t2", "task", &two),
+    ])));
+    mock.push_for("JOB-ONE", gated("one done", &gate));
+    mock.push(Reply::sse(anthropic_text("One runs.", 10)));
+    let (mut acp, session) = start(&sandbox, &mock, json!({})).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "Two at once."))
+        .await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let results = (0..mock.requests().len())
+        .map(|i| tool_results(&mock, i))
+        .find(|r| r.len() == 2)
+        .unwrap();
+    assert!(
+        results[0].2.starts_with("Started in the background"),
+        "{results:?}"
+    );
+    assert!(results[1].1, "{results:?}");
+    assert!(
+        results[1].2.contains("already run in the background"),
+        "{results:?}"
+    );
+    // The refused one never reached the model.
+    assert!(requests_for(&mock, "JOB-TWO").is_empty());
+    gate.notify_one();
+}
