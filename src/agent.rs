@@ -742,14 +742,7 @@ async fn run_turns(
                 let group = &calls[start..end];
                 let (outputs, stop) = run_tasks(config, tools, cwd, group, host, cancel).await;
                 for (call, output) in group.iter().zip(outputs) {
-                    history.push(AgentMessage::Llm {
-                        message: Message::ToolResult(ToolResultMessage {
-                            tool_call_id: call.id.clone(),
-                            tool_name: call.name.clone(),
-                            content: output.content,
-                            is_error: output.is_error,
-                        }),
-                    });
+                    push_result(history, call, output);
                 }
                 cancelled = cancel.is_cancelled();
                 broken = stop;
@@ -780,14 +773,7 @@ async fn run_turns(
                 tool_name: call.name.clone(),
                 output: output.clone(),
             });
-            history.push(AgentMessage::Llm {
-                message: Message::ToolResult(ToolResultMessage {
-                    tool_call_id: call.id.clone(),
-                    tool_name: call.name.clone(),
-                    content: output.content,
-                    is_error: output.is_error,
-                }),
-            });
+            push_result(history, call, output);
         }
         host.emit(AgentEvent::TurnEnd {
             // The response's usage plus the tool results that came after.
@@ -830,6 +816,18 @@ async fn run_turns(
             None => return stop,
         }
     }
+}
+
+/// Adds `call`'s result to the history.
+fn push_result(history: &mut Vec<AgentMessage>, call: &ToolCall, output: ToolOutput) {
+    history.push(AgentMessage::Llm {
+        message: Message::ToolResult(ToolResultMessage {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            content: output.content,
+            is_error: output.is_error,
+        }),
+    });
 }
 
 /// Runs a batch's consecutive `task` calls at the same time (at most

@@ -114,10 +114,12 @@ pub trait Children: Send + Sync {
     ) -> Result<Arc<dyn ChildSession>, String>;
 }
 
-/// One child session as its frontend keeps it: its events go to
-/// [`AgentHost::emit`] (its transcript, and its own view where the client
-/// shows helpers).
-pub trait ChildSession: AgentHost {
+/// One child session as its frontend keeps it.
+pub trait ChildSession: Send + Sync {
+    /// The child's own host: its events go to its transcript (and its own
+    /// view where the client shows helpers), its questions to the user
+    /// under its id.
+    fn host(&self) -> &dyn AgentHost;
     fn id(&self) -> String;
     /// Whether the client shows the child as a session of its own: its
     /// questions are then asked there.
@@ -795,7 +797,7 @@ impl AgentHost for Relay<'_> {
         if self.note(&event) {
             self.report();
         }
-        self.child.emit(event);
+        self.child.host().emit(event);
     }
 
     fn request_permission<'a>(
@@ -825,6 +827,7 @@ impl AgentHost for Relay<'_> {
             };
             let asked = if self.child.shown() {
                 self.child
+                    .host()
                     .request_permission_at(&call, &info, &reason, preview, place)
                     .await
             } else {

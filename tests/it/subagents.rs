@@ -1156,3 +1156,46 @@ async fn a_session_runs_at_most_max_parallel_background_helpers() {
     assert!(requests_for(&mock, "JOB-TWO").is_empty());
     gate.notify_one();
 }
+
+#[tokio::test]
+async fn a_client_that_shows_helpers_is_asked_under_the_helpers_session() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "task",
+        &json!({"description": "make a file", "prompt": "JOB-MAKE"}),
+    )));
+    mock.push_for(
+        "JOB-MAKE",
+        Reply::sse(anthropic_tool_call(
+            "c1",
+            "bash",
+            &json!({"command": "echo shown > shown.txt"}),
+        )),
+    );
+    mock.push(Reply::sse(anthropic_text("Made.", 10)));
+    mock.push(Reply::sse(anthropic_text("Done.", 10)));
+    let (mut acp, session) = start(&sandbox, &mock, json!({"subagents": {}})).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "Make it."))
+        .await;
+    let (response, messages) = acp.drive(id, |_, _| selected("allow_once")).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let child = notifications(&messages, "session/update")
+        .into_iter()
+        .find(|m| m["params"]["update"]["sessionUpdate"] == "subagent_update")
+        .map(|m| m["params"]["update"]["sessionId"].clone())
+        .unwrap();
+    let asked = requests_of(&messages, "session/request_permission");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["params"]["sessionId"], child);
+    assert_eq!(asked[0]["params"]["toolCall"]["toolCallId"], "c1");
+    assert!(
+        asked[0]["params"]["toolCall"]["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("Helper `general-purpose` wants to run:")
+    );
+    assert!(sandbox.work().join("shown.txt").exists());
+}

@@ -22,7 +22,6 @@ use agent_client_protocol::v1::schema::{
 use serde_json::json;
 
 use super::*;
-use crate::agent::Place;
 use crate::agent::subagent::{self, Background, ChildSession, ChildSpec, Children, Outcome};
 use crate::tools::jobs::JobEvent;
 
@@ -140,43 +139,11 @@ struct SessionChild {
     children: Arc<SessionChildren>,
 }
 
-impl AgentHost for SessionChild {
-    fn emit(&self, event: AgentEvent) {
-        self.host.emit(event);
-    }
-
-    fn request_permission<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        info: &'a CallInfo,
-        reason: &'a str,
-        preview: Vec<Display>,
-    ) -> BoxFuture<'a, Answer> {
-        self.host.request_permission(call, info, reason, preview)
-    }
-
-    fn request_permission_at<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        info: &'a CallInfo,
-        reason: &'a str,
-        preview: Vec<Display>,
-        place: Place,
-    ) -> BoxFuture<'a, Answer> {
-        self.host
-            .request_permission_at(call, info, reason, preview, place)
-    }
-
-    fn workspace(&self) -> Arc<dyn Workspace> {
-        self.host.workspace()
-    }
-
-    fn terminals(&self) -> Option<Arc<dyn Terminals>> {
-        self.host.terminals()
-    }
-}
-
 impl ChildSession for SessionChild {
+    fn host(&self) -> &dyn AgentHost {
+        &self.host
+    }
+
     fn id(&self) -> String {
         self.session.id.0.to_string()
     }

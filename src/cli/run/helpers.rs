@@ -14,17 +14,14 @@ use agent_client_protocol::v1::schema::{
     IdleStateUpdate, RunningStateUpdate, SessionNotification, SessionUpdate, StateUpdate,
     SubagentUpdate,
 };
-use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::output::{OutputFormat, PrintHost, Tally, Verbosity, print_line};
+use crate::agent::AgentHost;
 use crate::agent::subagent::{self, ChildSession, ChildSpec, Children, Outcome};
-use crate::agent::{AgentEvent, AgentHost, Answer, Place};
-use crate::llm::ToolCall;
 use crate::session::transcript;
-use crate::tools::{CallInfo, Display};
 
 /// Where a run (or one of its helpers) starts helpers.
 pub(crate) struct RunChildren {
@@ -109,34 +106,11 @@ struct RunChild {
     children: RunChildren,
 }
 
-impl AgentHost for RunChild {
-    fn emit(&self, event: AgentEvent) {
-        self.host.emit(event);
-    }
-
-    fn request_permission<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        info: &'a CallInfo,
-        reason: &'a str,
-        preview: Vec<Display>,
-    ) -> BoxFuture<'a, Answer> {
-        self.host.request_permission(call, info, reason, preview)
-    }
-
-    fn request_permission_at<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        info: &'a CallInfo,
-        reason: &'a str,
-        preview: Vec<Display>,
-        _place: Place,
-    ) -> BoxFuture<'a, Answer> {
-        self.host.request_permission(call, info, reason, preview)
-    }
-}
-
 impl ChildSession for RunChild {
+    fn host(&self) -> &dyn AgentHost {
+        &self.host
+    }
+
     fn id(&self) -> String {
         self.id.clone()
     }
