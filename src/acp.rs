@@ -755,6 +755,14 @@ impl Server {
         cx: &ConnectionTo<Client>,
     ) -> Result<Arc<Session>, Error> {
         let id = session_id.0.to_string();
+        // A helper still running writes its transcript: a second session
+        // object on it would write there too. Its parent's client sees it
+        // live; it opens once it has finished.
+        if self.running_helper(&id).is_some() {
+            return Err(invalid_params(format!(
+                "session {id} is a helper that is still running; open it once it has finished, or follow it through the session that started it"
+            )));
+        }
         crate::session::check_cwd(&cwd).map_err(|e| invalid_params(e.to_string()))?;
         let settings = self.settings(&cwd)?;
         let open = self.registry.sessions.lock().get(&id).cloned();
@@ -1284,15 +1292,17 @@ impl Server {
         Ok(SetSessionModeResponse::new())
     }
 
+    /// The running helper `id` of an open session.
+    fn running_helper(&self, id: &str) -> Option<Arc<Session>> {
+        let sessions: Vec<Arc<Session>> = self.registry.sessions.lock().values().cloned().collect();
+        sessions.iter().find_map(|s| s.find_child(id))
+    }
+
     /// `session/cancel`: of an open session, or of a running helper (which
     /// ends only that helper).
     fn cancel(&self, id: &str) {
         let open = self.registry.sessions.lock().get(id).cloned();
-        let session = open.or_else(|| {
-            let sessions: Vec<Arc<Session>> =
-                self.registry.sessions.lock().values().cloned().collect();
-            sessions.iter().find_map(|s| s.find_child(id))
-        });
+        let session = open.or_else(|| self.running_helper(id));
         match session {
             Some(session) => session.cancel(),
             None => tracing::debug!(session = id, "cancel for an unknown session"),

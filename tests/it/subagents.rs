@@ -1199,3 +1199,54 @@ async fn a_client_that_shows_helpers_is_asked_under_the_helpers_session() {
     );
     assert!(sandbox.work().join("shown.txt").exists());
 }
+
+#[tokio::test]
+async fn a_running_helper_cannot_be_loaded_a_second_time() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gate = Arc::new(Notify::new());
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "task",
+        &json!({"description": "slow job", "prompt": "JOB-SLOWLY"}),
+    )));
+    mock.push_for("JOB-SLOWLY", gated("slow answer", &gate));
+    mock.push(Reply::sse(anthropic_text("Done.", 10)));
+    let (mut acp, session) = start(&sandbox, &mock, json!({"subagents": {}})).await;
+    let id = acp.send("session/prompt", prompt(&session, "Go.")).await;
+    let mut child = None;
+    read_until(&mut acp, |m| {
+        let update = &m.unwrap_or(&Value::Null)["params"]["update"];
+        if update["sessionUpdate"] == "subagent_update" {
+            child = update["sessionId"].as_str().map(str::to_string);
+        }
+        child.is_some() && mock.requests().len() == 2
+    })
+    .await;
+    let child = child.unwrap();
+    // Loading it while it runs would put a second writer on its
+    // transcript: refused.
+    let load = acp
+        .send(
+            "session/load",
+            json!({"sessionId": child, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (refused, _) = acp.until_response(load).await;
+    let message = refused["error"]["data"].to_string() + &refused["error"]["message"].to_string();
+    assert!(message.contains("still running"), "{refused}");
+    gate.notify_one();
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    // Once it has finished it opens, and its transcript is whole.
+    let load = acp
+        .send(
+            "session/load",
+            json!({"sessionId": child, "cwd": sandbox.work(), "mcpServers": []}),
+        )
+        .await;
+    let (loaded, _) = acp.until_response(load).await;
+    assert!(loaded.get("error").is_none(), "{loaded}");
+    let entries = entries_of(&sandbox.home(), &child);
+    assert_eq!(entries.last().unwrap()["type"], "helper_end", "{entries:?}");
+}
