@@ -276,6 +276,22 @@ struct State {
     unfinished_workflow: Option<crate::workflow::run::UnfinishedWorkflow>,
 }
 
+impl State {
+    /// A session's state before its first turn.
+    fn new(model: Model, thinking: ThinkingLevel) -> Self {
+        Self {
+            model,
+            thinking,
+            total_cost: 0.0,
+            compactions: 0,
+            last_call: None,
+            client_prompt: None,
+            labelled: false,
+            unfinished_workflow: None,
+        }
+    }
+}
+
 impl Session {
     /// A session working in `cwd`; `additional` directories may also be
     /// touched without asking. The editor's MCP servers and the configured
@@ -329,16 +345,7 @@ impl Session {
             }),
             tools,
             permissions,
-            state: Mutex::new(State {
-                model,
-                thinking,
-                total_cost: 0.0,
-                compactions: 0,
-                last_call: None,
-                client_prompt: None,
-                labelled: false,
-                unfinished_workflow: None,
-            }),
+            state: Mutex::new(State::new(model, thinking)),
             history: tokio::sync::Mutex::new(Vec::new()),
             transcript: Mutex::new(transcript),
             announced: Mutex::new(Announced::default()),

@@ -209,7 +209,13 @@ impl Jobs {
             finished
         };
         if !seen {
-            self.undelivered.lock().push(finished.clone());
+            // Kept for the model's next turn, which may never come: the
+            // oldest go past a bound.
+            let mut undelivered = self.undelivered.lock();
+            if undelivered.len() >= KEEP_FINISHED {
+                undelivered.remove(0);
+            }
+            undelivered.push(finished.clone());
         }
         let _ = self.finished.send(JobEvent::Finished(finished));
     }
@@ -325,6 +331,19 @@ mod tests {
         assert_eq!(jobs.take_undelivered().len(), 1);
         assert!(jobs.take_undelivered().is_empty());
         assert!(jobs.take_finished().is_none());
+    }
+
+    #[test]
+    fn results_nobody_takes_are_bounded() {
+        let jobs = Jobs::new();
+        for n in 0..100 {
+            let (id, _) = jobs.start("shell", &format!("job {n}"), None, "c");
+            jobs.finish(&id, format!("done {n}"), false);
+        }
+        let kept = jobs.take_undelivered();
+        assert_eq!(kept.len(), KEEP_FINISHED);
+        assert_eq!(kept.last().unwrap().text, "done 99");
+        assert!(jobs.list().len() <= KEEP_FINISHED + 1);
     }
 
     #[test]

@@ -609,6 +609,17 @@ async fn after_a_kill_the_parent_and_its_helpers_load_and_the_helpers_show_as_in
             "{of_child:?}"
         );
     }
+    // ACP's session/list lists the parent, not its helpers.
+    let listed = acp
+        .call("session/list", json!({"cwd": sandbox.work()}))
+        .await;
+    let ids: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [session.as_str()], "{listed}");
     // A helper loads on its own too.
     let child = announced[0]["sessionId"].as_str().unwrap().to_string();
     let id = acp
