@@ -57,6 +57,28 @@ pub enum Observed {
     /// command): `text` is what the model is to read of it. The observer
     /// starts a turn with it, as for a scheduled run.
     BackgroundFinished { session: SessionId, text: String },
+    /// Session `parent`'s `task` call `call` started helper `child` (a
+    /// session of its own, which is not in the registry: its updates come
+    /// as [`Observed::Update`]s under its id until
+    /// [`Observed::HelperEnded`]).
+    HelperStarted {
+        parent: SessionId,
+        child: SessionId,
+        call: String,
+        /// The helper's definition (`general-purpose` without one).
+        agent: String,
+        /// The model's description of the job.
+        title: String,
+        prompt: String,
+        background: bool,
+    },
+    /// Helper `child` stopped: `stop` is an ACP stop reason's name
+    /// (`end_turn`, `cancelled`, …, or `error`, with `error` its message).
+    HelperEnded {
+        child: SessionId,
+        stop: &'static str,
+        error: Option<String>,
+    },
     /// The session was opened (new, loaded, resumed) by a connection.
     Opened { session: SessionId },
     /// The session was closed or deleted.

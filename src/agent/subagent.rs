@@ -101,6 +101,8 @@ pub struct ChildSpec {
     pub parent_call: String,
     pub model: String,
     pub depth: u32,
+    /// It runs in the background: its parent's turn does not wait for it.
+    pub background: bool,
 }
 
 /// Where a frontend keeps its helpers.
@@ -370,6 +372,7 @@ async fn run_child(
         parent_call: call.id.clone(),
         model: child_config.model.full_id(),
         depth: subagents.depth + 1,
+        background: job.background,
     };
     let background = match (&subagents.background, job.background) {
         (Some(background), true) => Some(background.clone()),

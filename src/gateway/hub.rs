@@ -46,6 +46,7 @@ use crate::config::QueueMode;
 
 mod approvals;
 mod events;
+mod helpers;
 mod idle;
 mod keys;
 mod runs;
@@ -174,6 +175,8 @@ struct State {
     /// Questions the gateway itself was asked, `(session, tool call)`, until
     /// the agent says they are settled: those are not the editor's.
     asked: std::collections::HashSet<(String, String)>,
+    /// The running helpers, by session.
+    helpers: HashMap<String, helpers::HelperOf>,
 }
 
 /// A session's runs as the gateway follows them.
@@ -239,6 +242,8 @@ struct Run {
     /// (with their first delta of it): the next deltas carry the new text
     /// only.
     primed: std::collections::HashSet<u64>,
+    /// A helper's run: its parent's key (OpenClaw's `spawnedBy`).
+    spawned_by: Option<String>,
 }
 
 impl Run {
@@ -257,6 +262,7 @@ impl Run {
             waiters: Vec::new(),
             members: Vec::new(),
             primed: Default::default(),
+            spawned_by: None,
         }
     }
 
@@ -587,13 +593,16 @@ impl Hub {
             "seq": run.chat_seq,
             "state": state,
         });
+        if let Some(parent) = &run.spawned_by {
+            payload["spawnedBy"] = json!(parent);
+        }
         merge(&mut payload, extra);
         self.broadcast("chat", &payload, Audience::Session(&run.session));
     }
 
     fn agent(&self, run_id: &str, run: &mut Run, stream: &str, data: Value) {
         run.agent_seq += 1;
-        let payload = json!({
+        let mut payload = json!({
             "runId": run_id,
             "sessionKey": run.key,
             "seq": run.agent_seq,
@@ -601,6 +610,9 @@ impl Hub {
             "ts": now_ms(),
             "data": data,
         });
+        if let Some(parent) = &run.spawned_by {
+            payload["spawnedBy"] = json!(parent);
+        }
         let to = if stream == "tool" {
             Audience::Tool(&run.session)
         } else {

@@ -1068,3 +1068,49 @@ async fn a_chat_s_commands_run_in_the_sandbox_and_can_never_leave_it() {
         outside_result
     );
 }
+
+#[tokio::test]
+async fn work_that_ends_after_the_turn_brings_its_answer_to_the_chat() {
+    let bot = Bot::start("").await;
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    bot.mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "task",
+        &json!({"description": "index the wiki", "prompt": "JOB-WIKI: index it", "background": true}),
+    )));
+    bot.mock.push_for(
+        "JOB-WIKI",
+        Reply::Sse {
+            body: anthropic_text("Indexed 42 pages.", 10),
+            delay: Duration::ZERO,
+            gate: Some(gate.clone()),
+        },
+    );
+    bot.mock
+        .push(Reply::sse(anthropic_text("A helper is on it.", 10)));
+    bot.mock.push_for(
+        "[Background task t1",
+        Reply::sse(anthropic_text("Done: the wiki has 42 pages.", 10)),
+    );
+    let sent = bot.api.dm(OWNER, "index the wiki in the background");
+    bot.run_ended(OWNER, sent).await;
+    bot.api
+        .until_chat(OWNER, "the first answer", |m| {
+            m.iter().any(|m| m.text == "A helper is on it.")
+        })
+        .await;
+    gate.notify_one();
+    // Nobody wrote again: the helper's answer started a turn, and its
+    // reply came to the chat by itself.
+    let shown = bot
+        .api
+        .until_chat(OWNER, "the answer of the finished work", |m| m.len() == 2)
+        .await;
+    assert_eq!(
+        texts(&shown),
+        vec!["A helper is on it.", "Done: the wiki has 42 pages."]
+    );
+    let requests = bot.mock.requests();
+    let last = requests.last().unwrap().body.to_string();
+    assert!(last.contains("Indexed 42 pages."), "{last}");
+}

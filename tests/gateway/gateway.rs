@@ -1829,6 +1829,138 @@ async fn a_helper_of_a_gateway_session_is_listed_with_its_parent_key() {
     assert_eq!(helper["spawnedBy"], json!(key));
     assert_eq!(helper["subagent"], "general-purpose");
     assert_eq!(helper["derivedTitle"], "check the docs");
+    // Its key is a spawned session's, as OpenClaw names them.
+    let helper_key = helper["key"].as_str().unwrap().to_string();
+    assert!(
+        helper_key.starts_with("agent:main:subagent:"),
+        "{helper_key}"
+    );
+    // The parent's run announced it inside its `task` call, and its end.
+    let announced: Vec<Value> = client
+        .payloads_of("agent")
+        .into_iter()
+        .filter(|p| p["stream"] == "subagent")
+        .collect();
+    assert_eq!(announced.len(), 2, "{announced:?}");
+    let start = &announced[0];
+    assert_eq!(start["runId"], json!(run), "{start}");
+    assert_eq!(start["sessionKey"], json!(key), "{start}");
+    assert_eq!(start["data"]["phase"], "start", "{start}");
+    assert_eq!(start["data"]["toolCallId"], "t1", "{start}");
+    assert_eq!(start["data"]["childSessionKey"], json!(helper_key));
+    assert_eq!(start["data"]["title"], "check the docs");
+    assert_eq!(start["data"]["agent"], "general-purpose");
+    let end = &announced[1];
+    assert_eq!(end["data"]["phase"], "end", "{end}");
+    assert_eq!(end["data"]["state"], "done", "{end}");
+    // The helper's own run streamed under its key, naming its parent,
+    // and ended before its parent's.
+    let child_run = start["data"]["childRunId"].as_str().unwrap();
+    let chats = client.payloads_of("chat");
+    let child_final = chats
+        .iter()
+        .position(|p| p["runId"] == json!(child_run) && p["state"] == "final")
+        .expect("no final of the helper's run");
+    let final_frame = &chats[child_final];
+    assert_eq!(final_frame["sessionKey"], json!(helper_key));
+    assert_eq!(final_frame["spawnedBy"], json!(key));
+    assert_eq!(
+        final_frame["message"]["content"][0]["text"],
+        "The docs are fine."
+    );
+    let parent_final = chats
+        .iter()
+        .position(|p| p["runId"] == json!(run) && p["state"] == "final")
+        .unwrap();
+    assert!(child_final < parent_final);
+    // Its history is read by its key.
+    let history = client
+        .call_ok("chat.history", json!({"sessionKey": helper_key}))
+        .await;
+    let texts = history["messages"].to_string();
+    assert!(texts.contains("JOB-DOCS: read the docs"), "{texts}");
+    assert!(texts.contains("The docs are fine."), "{texts}");
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}
+
+#[tokio::test]
+async fn chat_abort_on_a_helpers_key_stops_that_helper_and_its_parent_goes_on() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "task",
+        &json!({"description": "count the stars", "prompt": "JOB-STARS: count them"}),
+    )));
+    mock.push_for(
+        "JOB-STARS",
+        Reply::Sse {
+            body: anthropic_text("Too many.", 10),
+            delay: Duration::ZERO,
+            gate: Some(gate.clone()),
+        },
+    );
+    mock.push(Reply::sse(anthropic_text("The helper was stopped.", 10)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = client
+        .chat_send(&key, "count the stars with a helper")
+        .await;
+    let started = client
+        .next_where("the helper's announcement", |f| {
+            f["event"] == "agent"
+                && f["payload"]["stream"] == "subagent"
+                && f["payload"]["data"]["phase"] == "start"
+        })
+        .await;
+    let helper_key = started["payload"]["data"]["childSessionKey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let child_run = started["payload"]["data"]["childRunId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // It cannot be prompted while it runs: it is its parent's.
+    let refused = client
+        .call(
+            "chat.send",
+            json!({"sessionKey": helper_key, "message": "hurry", "idempotencyKey": "r-hurry"}),
+        )
+        .await;
+    assert_eq!(refused["ok"], json!(false), "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is a helper working for its parent's run"),
+        "{refused}"
+    );
+    let aborted = client
+        .call_ok("chat.abort", json!({"sessionKey": helper_key}))
+        .await;
+    assert_eq!(aborted["aborted"], json!(true), "{aborted}");
+    let child_end = client.chat_end(&child_run).await;
+    assert_eq!(child_end["payload"]["state"], "aborted", "{child_end}");
+    let ended = client
+        .next_where("the helper's end on its parent's run", |f| {
+            f["event"] == "agent"
+                && f["payload"]["stream"] == "subagent"
+                && f["payload"]["data"]["phase"] == "end"
+        })
+        .await;
+    assert_eq!(ended["payload"]["data"]["state"], "stopped", "{ended}");
+    // The parent went on: its call says the helper was stopped.
+    let end = client.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "final", "{end}");
+    let parent_request = mock.requests().last().unwrap().body.to_string();
+    assert!(
+        parent_request.contains("The user stopped this helper"),
+        "{parent_request}"
+    );
+    gate.notify_one();
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 }
 

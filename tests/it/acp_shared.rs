@@ -341,6 +341,10 @@ impl Heard {
                 Observed::BackgroundFinished { session, .. } => {
                     format!("background finished {}", session.0)
                 }
+                Observed::HelperStarted { child, .. } => format!("helper {}", child.0),
+                Observed::HelperEnded { child, stop, .. } => {
+                    format!("helper ended {} {stop}", child.0)
+                }
             };
             if let Some(text) = text.take() {
                 lines.push(format!("text: {text}"));

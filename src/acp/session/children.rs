@@ -103,6 +103,16 @@ impl Children for SessionChildren {
                 ))]);
             child.send_update(&self.cx, SessionUpdate::SessionMessage(message));
         }
+        // The gateway keeps its own record of helpers (a key, a run).
+        self.session.bus.tell(Observed::HelperStarted {
+            parent: self.session.id.clone(),
+            child: child.id.clone(),
+            call: spec.parent_call.clone(),
+            agent: spec.agent.clone(),
+            title: spec.description.clone(),
+            prompt: spec.prompt.clone(),
+            background: spec.background,
+        });
         let host = child.host(self.cx.clone(), &self.client, self.drain.clone());
         Ok(Arc::new(SessionChild {
             session: child,
@@ -178,6 +188,14 @@ impl ChildSession for SessionChild {
             .children
             .lock()
             .remove(self.session.id.0.as_ref());
+        self.session.bus.tell(Observed::HelperEnded {
+            child: self.session.id.clone(),
+            stop: subagent::stop_name(&outcome.stop),
+            error: match &outcome.stop {
+                RunStop::Failed(why) => Some(why.to_string()),
+                _ => None,
+            },
+        });
         if self.shown() {
             let stop = match &outcome.stop {
                 RunStop::EndTurn | RunStop::LoopDetected(_) | RunStop::Blocked(_) => {

@@ -130,6 +130,8 @@ impl Hub {
                     tracing::warn!(session, error = ?e, "cannot start a turn for finished background work");
                 }
             }
+            event @ Observed::HelperStarted { .. } => self.helper_started(event),
+            event @ Observed::HelperEnded { .. } => self.helper_ended(event),
             // A session the gateway creates is announced once its key names
             // it (see `open`); the others when they are prompted.
             Observed::Opened { .. } => {}

@@ -76,6 +76,14 @@ impl Hub {
         if let Some(status) = self.known_run(run) {
             return Ok(status);
         }
+        if self
+            .lookup(key)
+            .is_some_and(|id| self.is_running_helper(&id))
+        {
+            return Err(Failure::invalid(format!(
+                "{key} is a helper working for its parent's run: it takes messages once it has finished (`chat.abort` on its key stops it)"
+            )));
+        }
         let session = self.open(key).await?;
         if let Some(sandbox) = unattended
             && !self.registry.make_unattended(&session, sandbox)
