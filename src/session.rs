@@ -587,8 +587,14 @@ pub struct Summary {
     pub spawned_by: Option<String>,
     /// A helper's agent definition.
     pub agent: Option<String>,
-    /// A helper whose run never ended (pincer was killed while it ran).
+    /// A helper whose run never ended (pincer was killed while it ran,
+    /// or it runs now).
     pub interrupted: bool,
+    /// A helper's parent `task` call.
+    pub call: Option<String>,
+    /// How a helper's run ended (an ACP stop reason's name, `error`),
+    /// when it did.
+    pub helper_stop: Option<String>,
     modified: std::time::SystemTime,
 }
 
@@ -722,7 +728,7 @@ pub const UNPROMPTED_TTL: std::time::Duration = std::time::Duration::from_secs(2
 
 /// What [`summarize`] found in a transcript.
 enum Found {
-    Listed(Summary),
+    Listed(Box<Summary>),
     /// A session that never got a prompt, last changed then.
     Unprompted(std::time::SystemTime),
 }
@@ -766,8 +772,9 @@ fn summarize(path: &Path) -> Option<Found> {
             },
         };
     }
-    let interrupted = header.spawned_by.is_some() && !helper_ended(path);
-    Some(Found::Listed(Summary {
+    let helper_stop = header.spawned_by.as_ref().and_then(|_| helper_end(path));
+    let interrupted = header.spawned_by.is_some() && helper_stop.is_none();
+    Some(Found::Listed(Box::new(Summary {
         id: header.id,
         cwd: header.cwd,
         title,
@@ -777,28 +784,27 @@ fn summarize(path: &Path) -> Option<Found> {
         spawned_by: header.spawned_by,
         agent: header.agent,
         interrupted,
+        call: header.call,
+        helper_stop,
         modified,
-    }))
+    })))
 }
 
-/// Whether a helper's transcript ends with its `helper_end` entry (read
-/// from the file's end: a helper's last entry is that).
-fn helper_ended(path: &Path) -> bool {
+/// The stop of a helper's `helper_end` entry, when its transcript ends
+/// with one (read from the file's end: a helper's last entry is that).
+fn helper_end(path: &Path) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return false;
-    };
+    let mut file = std::fs::File::open(path).ok()?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let start = len.saturating_sub(16 * 1024);
     let mut tail = String::new();
-    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_string(&mut tail).is_err() {
-        return false;
+    file.seek(SeekFrom::Start(start)).ok()?;
+    file.read_to_string(&mut tail).ok()?;
+    let last = tail.lines().rev().find(|l| !l.trim().is_empty())?;
+    match serde_json::from_str::<Entry>(last).ok()?.record {
+        Record::HelperEnd { stop, .. } => Some(stop),
+        _ => None,
     }
-    tail.lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .and_then(|l| serde_json::from_str::<Entry>(l).ok())
-        .is_some_and(|e| matches!(e.record, Record::HelperEnd { .. }))
 }
 
 /// `sessions` (newest first) with each helper right under the session
@@ -907,7 +913,7 @@ pub fn list(data_dir: &Path, cwd: Option<&Path>) -> Vec<Summary> {
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .filter_map(|p| match summarize(&p)? {
-            Found::Listed(summary) => Some(summary),
+            Found::Listed(summary) => Some(*summary),
             Found::Unprompted(modified) => {
                 sweep(&p, modified, UNPROMPTED_TTL);
                 None

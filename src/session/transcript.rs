@@ -72,6 +72,9 @@ pub struct Header {
     /// The helper's agent definition (`general-purpose` without one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// The parent's `task` call that started this helper.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
 }
 
 impl Header {
@@ -85,13 +88,21 @@ impl Header {
             parent,
             spawned_by: None,
             agent: None,
+            call: None,
         }
     }
 
-    /// The header of a helper that session `by` started, as `agent`.
-    pub fn spawned(mut self, by: impl Into<String>, agent: impl Into<String>) -> Self {
+    /// The header of a helper that session `by` started, as `agent`,
+    /// with its `task` call `call`.
+    pub fn spawned(
+        mut self,
+        by: impl Into<String>,
+        agent: impl Into<String>,
+        call: impl Into<String>,
+    ) -> Self {
         self.spawned_by = Some(by.into());
         self.agent = Some(agent.into());
+        self.call = Some(call.into());
         self
     }
 }
@@ -939,6 +950,28 @@ mod tests {
         let reloaded = load(&path).unwrap();
         assert_eq!(reloaded.entries.len(), loaded.entries.len() + 1);
         assert_eq!(reloaded.entries.last().unwrap().record, change);
+    }
+
+    /// A helper's transcript: its header names its parent, definition and
+    /// call, and its end (how it stopped, what it cost) reads back, which
+    /// is what tells an ended helper from an interrupted one.
+    #[test]
+    fn a_helpers_header_and_end_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let header = Header::new("sess_h", "/", None).spawned("sess_p", "reviewer", "t7");
+        let mut writer = Writer::create(&path, &header).unwrap();
+        writer.append(user("review it")).unwrap();
+        let end = Record::HelperEnd {
+            stop: "cancelled".into(),
+            cost: 0.25,
+        };
+        writer.append(end.clone()).unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.skipped, Vec::<usize>::new());
+        assert_eq!(loaded.header, header);
+        assert_eq!(loaded.header.call.as_deref(), Some("t7"));
+        assert_eq!(loaded.entries.last().unwrap().record, end);
     }
 
     #[test]

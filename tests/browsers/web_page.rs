@@ -1505,3 +1505,142 @@ async fn a_user_message_can_be_rewound_to_and_forked_from() {
     assert!(!page.sandbox.work().join("two.txt").exists());
     assert!(page.sandbox.work().join("one.txt").exists());
 }
+
+/// The helper cards shown: title, agent, status.
+const HELPERS: &str = "return [...document.querySelectorAll('[data-testid=helper-card]')].map(c => [\
+     c.querySelector('[data-testid=helper-title]').textContent,\
+     c.querySelector('[data-testid=helper-agent]').textContent,\
+     c.querySelector('[data-testid=helper-status]').textContent,\
+     c.closest('[data-testid=tool-card]')?.dataset.toolCallId ?? '']);";
+
+#[tokio::test]
+async fn a_helper_is_a_card_in_its_task_call_and_stop_ends_it_alone() {
+    let page = Page::open().await;
+    let gate = Arc::new(tokio::sync::Notify::new());
+    page.mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "task",
+        &json!({"description": "count the stars", "prompt": "JOB-STARS: count them"}),
+    )));
+    page.mock.push_for(
+        "JOB-STARS",
+        Reply::Sse {
+            body: anthropic_text("Too many.", 10),
+            delay: Duration::ZERO,
+            gate: Some(gate.clone()),
+        },
+    );
+    page.mock
+        .push(Reply::sse(anthropic_text("The helper was stopped.", 10)));
+    page.send("Count the stars with a helper").await;
+    page.browser
+        .until_equals(
+            "the running helper's card in the task call",
+            HELPERS,
+            &json!([["count the stars", "general-purpose", "running", "t1"]]),
+        )
+        .await;
+    page.screenshot("helper-running").await;
+    page.click("helper-stop").await;
+    page.browser
+        .until_equals(
+            "the stopped helper",
+            HELPERS,
+            &json!([["count the stars", "general-purpose", "stopped", "t1"]]),
+        )
+        .await;
+    // Its parent went on, told that the user stopped it.
+    page.until_idle().await;
+    let messages = page.messages().await;
+    assert_eq!(
+        messages.as_array().unwrap().last().unwrap(),
+        &json!(["assistant", "The helper was stopped."]),
+        "{messages}"
+    );
+    let last = page.mock.requests().last().unwrap().body.to_string();
+    assert!(last.contains("The user stopped this helper"), "{last}");
+    assert!(
+        page.js("return document.querySelector('[data-testid=helper-stop]').hidden;")
+            .await
+            .as_bool()
+            .unwrap()
+    );
+    gate.notify_one();
+}
+
+#[tokio::test]
+async fn a_finished_helper_opens_as_its_own_session_and_leads_back_to_its_parent() {
+    let page = Page::open().await;
+    page.mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "task",
+        &json!({"description": "check the docs", "prompt": "JOB-DOCS: read the docs"}),
+    )));
+    page.mock.push_for(
+        "JOB-DOCS",
+        Reply::sse(anthropic_text("The docs are **fine**.", 10)),
+    );
+    page.mock.push(Reply::sse(anthropic_text(
+        "Your helper says the docs are fine.",
+        10,
+    )));
+    page.send("Check the docs with a helper").await;
+    page.until_idle().await;
+    page.browser
+        .until_equals(
+            "the finished helper's card",
+            HELPERS,
+            &json!([["check the docs", "general-purpose", "done", "t1"]]),
+        )
+        .await;
+    // The session list has it under its parent.
+    page.browser
+        .until(
+            "the helper's row under its parent's",
+            "const rows = [...document.querySelectorAll('#session-list li')];\
+             return rows.length === 2 && !rows[0].classList.contains('helper-row') \
+               && rows[1].classList.contains('helper-row') \
+               && rows[1].textContent.includes('check the docs');",
+        )
+        .await;
+    page.click("helper-open").await;
+    page.until_messages(
+        "the helper's own conversation",
+        &[
+            ("user", "JOB-DOCS: read the docs"),
+            ("assistant", "The docs are fine."),
+        ],
+    )
+    .await;
+    page.browser
+        .until(
+            "the helper's title and the way back",
+            "return document.querySelector('[data-testid=session-title]').textContent === 'check the docs' \
+             && !document.querySelector('[data-testid=session-parent]').hidden;",
+        )
+        .await;
+    page.screenshot("helper-opened").await;
+    page.click("session-parent").await;
+    page.until_messages(
+        "the parent's conversation again",
+        &[
+            ("user", "Check the docs with a helper"),
+            ("assistant", "Your helper says the docs are fine."),
+        ],
+    )
+    .await;
+    // Its card comes back with the history, as it ended.
+    page.browser
+        .until_equals(
+            "the helper's card from the history",
+            HELPERS,
+            &json!([["check the docs", "general-purpose", "done", "t1"]]),
+        )
+        .await;
+    assert!(
+        page.js("return document.querySelector('[data-testid=session-parent]').hidden;")
+            .await
+            .as_bool()
+            .unwrap()
+    );
+}

@@ -1829,6 +1829,9 @@ async fn a_helper_of_a_gateway_session_is_listed_with_its_parent_key() {
     assert_eq!(helper["spawnedBy"], json!(key));
     assert_eq!(helper["subagent"], "general-purpose");
     assert_eq!(helper["derivedTitle"], "check the docs");
+    assert_eq!(helper["parentToolCallId"], "t1");
+    assert_eq!(helper["helperState"], "done", "{helper}");
+    assert_eq!(helper["interrupted"], false, "{helper}");
     // Its key is a spawned session's, as OpenClaw names them.
     let helper_key = helper["key"].as_str().unwrap().to_string();
     assert!(

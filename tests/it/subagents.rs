@@ -706,6 +706,25 @@ async fn a_headless_run_starts_helpers_and_prints_them_as_an_editor_would_get_th
         let entries = entries_of(&sandbox.home(), child);
         assert_eq!(entries.last().unwrap()["type"], "helper_end");
     }
+    // Listed under the run's session as helpers that ended, not as
+    // interrupted ones.
+    let listed = sandbox
+        .command(&["sessions", "list"])
+        .output()
+        .await
+        .unwrap();
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    let helpers: Vec<&str> = listed
+        .lines()
+        .filter(|l| l.starts_with("└ helper"))
+        .collect();
+    assert_eq!(helpers.len(), 2, "{listed}");
+    assert!(
+        helpers
+            .iter()
+            .all(|l| l.starts_with("└ helper `general-purpose`: sess_")),
+        "{listed}"
+    );
 }
 
 /// A prompt whose two helpers each run `sleep <marker>`, in bypass mode;

@@ -226,8 +226,11 @@ impl Session {
         let settings = self.settings();
         let id = format!("sess_{}", uuid::Uuid::new_v4().simple());
         let path = crate::session::transcript_path(&settings.paths.data_dir, &self.cwd, &id);
-        let header = transcript::Header::new(id.clone(), self.cwd.clone(), None)
-            .spawned(self.id.0.to_string(), spec.agent.clone());
+        let header = transcript::Header::new(id.clone(), self.cwd.clone(), None).spawned(
+            self.id.0.to_string(),
+            spec.agent.clone(),
+            spec.parent_call.clone(),
+        );
         let writer = transcript::Writer::create(&path, &header)
             .map_err(|e| format!("its transcript cannot be created ({e})"))?;
         let (model, thinking) = {

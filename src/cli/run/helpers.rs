@@ -59,8 +59,11 @@ impl Children for RunChildren {
     ) -> Result<Arc<dyn ChildSession>, String> {
         let id = format!("sess_{}", uuid::Uuid::new_v4().simple());
         let path = crate::session::transcript_path(&self.data_dir, &self.cwd, &id);
-        let header = transcript::Header::new(id.clone(), self.cwd.clone(), None)
-            .spawned(self.parent.clone(), spec.agent.clone());
+        let header = transcript::Header::new(id.clone(), self.cwd.clone(), None).spawned(
+            self.parent.clone(),
+            spec.agent.clone(),
+            spec.parent_call.clone(),
+        );
         let writer = transcript::Writer::create(&path, &header)
             .map_err(|e| format!("its transcript cannot be created ({e})"))?;
         if let Err(e) = crate::session::save_title(&path, &spec.description) {

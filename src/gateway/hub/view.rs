@@ -338,16 +338,30 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         "queueMode": hub.queue_mode(&summary.id).or(recent.queue).map(|m| m.wire()),
     });
     // A helper's row names the session that started it, as OpenClaw's
-    // rows of spawned sessions do.
+    // rows of spawned sessions do, the `task` call it works for, and how
+    // it is doing.
     if let Some(parent) = &summary.spawned_by {
         let parent_key = hub.key_of(parent);
+        let running = hub.is_running_helper(&summary.id);
+        let state = if running {
+            "running"
+        } else {
+            match summary.helper_stop.as_deref() {
+                None => "interrupted",
+                Some("cancelled") => "stopped",
+                Some("error" | "refusal") => "failed",
+                Some(_) => "done",
+            }
+        };
         merge(
             &mut row,
             json!({
                 "parentSessionKey": parent_key,
                 "spawnedBy": parent_key,
+                "parentToolCallId": summary.call,
                 "subagent": summary.agent,
-                "interrupted": summary.interrupted,
+                "helperState": state,
+                "interrupted": state == "interrupted",
             }),
         );
     }

@@ -114,6 +114,7 @@ function onEvent(name, payload) {
       else if (payload.stream === "thinking") onThinking(payload);
       else if (payload.stream === "tool") onTool(payload);
       else if (payload.stream === "usage") onUsage(payload.sessionKey, payload.data);
+      else if (payload.stream === "subagent") onHelper(payload);
       return;
     case "session.message":
       return onSessionMessage(payload);
@@ -241,6 +242,7 @@ async function loadSessions() {
   state.sessions = Array.isArray(listed?.sessions) ? listed.sessions.filter((r) => r && typeof r.key === "string") : [];
   renderSessions();
   renderHeader();
+  if (state.shown) showHelpers(state.shown);
 }
 
 function refreshSessionsSoon() {
@@ -303,7 +305,7 @@ function renderSessions() {
   const list = $("session-list");
   const search = $("session-search").value.trim().toLowerCase();
   list.replaceChildren();
-  for (const row of state.sessions) {
+  for (const [row, depth] of nestedRows(state.sessions)) {
     const title = titleOf(row) || row.key;
     const haystack = `${title} ${row.key} ${row.spawnedCwd || ""} ${row.model || ""}`.toLowerCase();
     if (search && !haystack.includes(search)) continue;
@@ -312,6 +314,10 @@ function renderSessions() {
     button.type = "button";
     button.dataset.testid = "session-item";
     button.dataset.key = row.key;
+    if (depth) {
+      item.className = `helper-row depth-${Math.min(depth, 3)}`;
+      button.setAttribute("aria-label", `${title} (helper)`);
+    }
     if (row.key === state.current) button.setAttribute("aria-current", "true");
     const name = document.createElement("span");
     name.className = "session-title";
@@ -337,6 +343,34 @@ function renderSessions() {
   }
 }
 
+/// The rows with each helper right under the session that started it, and
+/// its depth (0 for a session of its own); a helper whose parent is not
+/// listed stands on its own.
+function nestedRows(rows) {
+  const keys = new Set(rows.map((r) => r.key));
+  const children = new Map();
+  const roots = [];
+  for (const row of rows) {
+    const parent = row.parentSessionKey;
+    if (typeof parent === "string" && parent !== row.key && keys.has(parent)) {
+      if (!children.has(parent)) children.set(parent, []);
+      children.get(parent).push(row);
+    } else {
+      roots.push(row);
+    }
+  }
+  const out = [];
+  const seen = new Set();
+  const visit = (row, depth) => {
+    if (seen.has(row.key)) return;
+    seen.add(row.key);
+    out.push([row, depth]);
+    for (const child of children.get(row.key) || []) visit(child, depth + 1);
+  };
+  for (const row of roots) visit(row, 0);
+  return out;
+}
+
 async function openSession(key) {
   const left = state.shown;
   state.current = key;
@@ -360,6 +394,7 @@ async function openSession(key) {
   if (state.current !== key) return;
   $("messages").replaceChildren();
   renderHistory(Array.isArray(loaded?.messages) ? loaded.messages : []);
+  showHelpers(key);
   for (const approval of state.approvals.values()) {
     if (approval.sessionKey === key && !approval.card.isConnected) $("messages").append(approval.card);
   }
@@ -439,6 +474,10 @@ function renderHeader() {
   $("session-title").textContent = titleOf(row) || (row ? row.key : "New session");
   $("session-rename").disabled = !row;
   $("session-delete").disabled = !row;
+  // A helper's session leads back to the one that started it.
+  const parent = $("session-parent");
+  parent.hidden = typeof row?.parentSessionKey !== "string";
+  parent.dataset.key = row?.parentSessionKey || "";
   renderSettings();
   renderUsage(row);
 }
@@ -569,6 +608,11 @@ function onSessionMessage(payload) {
 }
 
 function onChat(payload) {
+  // A helper's run that ended: its card in its parent's call says so.
+  if (typeof payload.spawnedBy === "string" && HELPER_END[payload.state]) {
+    const helper = helperOf(payload.sessionKey);
+    if (helper) setHelperState(helper, HELPER_END[payload.state]);
+  }
   const run = runOf(payload);
   if (!run) return;
   if (Number.isInteger(payload.seq)) {
@@ -720,6 +764,98 @@ function onTool(payload) {
     output: data.output,
   });
   scrollDown();
+}
+
+// ---- helpers: the sessions a `task` call started -------------------------
+
+const HELPER_TEXT = { running: "running", done: "done", stopped: "stopped", failed: "failed", interrupted: "interrupted" };
+const HELPER_END = { final: "done", aborted: "stopped", error: "failed" };
+
+/// A helper started or ended (the parent run's `subagent` stream): a card
+/// inside its `task` call's, which opens the helper's session or stops it.
+function onHelper(payload) {
+  const data = payload.data;
+  if (!data || payload.sessionKey !== state.current || typeof data.childSessionKey !== "string") return;
+  const card = findCard(data.toolCallId);
+  if (!card) return;
+  const helper = helperCard(card, data.childSessionKey, data);
+  setHelperState(helper, data.phase === "end" ? data.state : "running");
+}
+
+/// The helpers of the session shown, from its rows: cards in the calls
+/// of its history.
+function showHelpers(key) {
+  if (key !== state.shown) return;
+  for (const row of state.sessions) {
+    if (row.parentSessionKey !== key || typeof row.parentToolCallId !== "string") continue;
+    const card = findCard(row.parentToolCallId);
+    if (!card) continue;
+    const helper = helperCard(card, row.key, { title: titleOf(row), agent: row.subagent });
+    // An ended helper does not run again: a listing older than what the
+    // page heard live cannot bring its card back to running.
+    if (!helper.dataset.state || row.helperState !== "running") setHelperState(helper, row.helperState);
+  }
+}
+
+function helperOf(key) {
+  return [...$("messages").querySelectorAll("[data-testid=helper-card]")].find((c) => c.dataset.key === key);
+}
+
+function helperCard(card, key, info) {
+  let list = card.querySelector(":scope > .helpers");
+  if (!list) {
+    list = document.createElement("ul");
+    list.className = "helpers";
+    list.setAttribute("aria-label", "Helpers");
+    card.append(list);
+  }
+  let item = [...list.children].find((c) => c.dataset.key === key);
+  if (item) return item;
+  const name = typeof info.title === "string" && info.title ? info.title : "Helper";
+  item = document.createElement("li");
+  item.className = "helper";
+  item.dataset.testid = "helper-card";
+  item.dataset.key = key;
+  const title = document.createElement("strong");
+  title.dataset.testid = "helper-title";
+  title.textContent = name;
+  const agent = document.createElement("small");
+  agent.dataset.testid = "helper-agent";
+  agent.textContent = [typeof info.agent === "string" ? info.agent : "", info.background === true ? "in the background" : ""].filter(Boolean).join(" · ");
+  const shown = document.createElement("span");
+  shown.className = "helper-status";
+  shown.dataset.testid = "helper-status";
+  const open = document.createElement("button");
+  open.type = "button";
+  open.dataset.testid = "helper-open";
+  open.textContent = "Open";
+  open.setAttribute("aria-label", `Open helper: ${name}`);
+  open.addEventListener("click", () => openSession(key));
+  const stop = document.createElement("button");
+  stop.type = "button";
+  stop.className = "danger";
+  stop.dataset.testid = "helper-stop";
+  stop.textContent = "Stop";
+  stop.setAttribute("aria-label", `Stop helper: ${name}`);
+  stop.addEventListener("click", async () => {
+    stop.disabled = true;
+    try {
+      await request("chat.abort", { sessionKey: key });
+    } catch (error) {
+      status(error.message);
+      stop.disabled = false;
+    }
+  });
+  item.append(title, agent, shown, open, stop);
+  list.append(item);
+  return item;
+}
+
+function setHelperState(item, name) {
+  const known = HELPER_TEXT[name] ? name : "done";
+  item.dataset.state = known;
+  item.querySelector("[data-testid=helper-status]").textContent = HELPER_TEXT[known];
+  item.querySelector("[data-testid=helper-stop]").hidden = known !== "running";
 }
 
 function findCard(id) {
@@ -1254,6 +1390,10 @@ $("session-new").addEventListener("click", () => {
 $("session-search").addEventListener("input", renderSessions);
 $("session-rename").addEventListener("click", renameSession);
 $("session-delete").addEventListener("click", deleteSession);
+$("session-parent").addEventListener("click", () => {
+  const key = $("session-parent").dataset.key;
+  if (key) openSession(key);
+});
 $("rename-form").addEventListener("submit", submitRename);
 $("rename-cancel").addEventListener("click", () => $("rename-dialog").close());
 $("delete-form").addEventListener("submit", submitDelete);

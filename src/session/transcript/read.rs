@@ -55,6 +55,8 @@ struct RawEntry {
     restored: Vec<PathBuf>,
     left: Vec<LeftFile>,
     off: bool,
+    stop: Option<String>,
+    cost: f64,
 }
 
 /// An entry's `message`, read as what its `type` says, or kept raw when
@@ -138,6 +140,10 @@ enum Field {
     Left,
     #[serde(rename = "off")]
     Off,
+    #[serde(rename = "stop")]
+    Stop,
+    #[serde(rename = "cost")]
+    Cost,
     #[serde(other)]
     Other,
 }
@@ -217,6 +223,8 @@ impl<'de> serde::de::Visitor<'de> for EntryVisitor {
                 Field::Restored => e.restored = map.next_value()?,
                 Field::Left => e.left = map.next_value()?,
                 Field::Off => e.off = map.next_value()?,
+                Field::Stop => e.stop = map.next_value()?,
+                Field::Cost => e.cost = map.next_value::<Option<f64>>()?.unwrap_or_default(),
                 Field::Other => {
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }
@@ -327,6 +335,10 @@ impl RawEntry {
                 of: need(self.of, "of", kind)?,
                 restored: self.restored,
                 left: self.left,
+            },
+            "helper_end" => Record::HelperEnd {
+                stop: need(self.stop, "stop", kind)?,
+                cost: self.cost,
             },
             other => return Err(format!("unknown entry type `{other}`")),
         };
