@@ -310,6 +310,55 @@ async fn a_helpers_question_names_it_and_the_answer_reaches_it() {
     assert!(results[0].2.starts_with("Made it."), "{results:?}");
 }
 
+/// "Always allow" answered to a helper holds for its parent and its
+/// next helpers, as the same answer given to the parent would: they share
+/// the session's remembered answers.
+#[tokio::test]
+async fn always_allow_answered_to_a_helper_holds_for_its_parent_and_the_next_helper() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let append = json!({"command": "echo line >> log.txt"});
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "task",
+        &serde_json::from_str(&task("first", "JOB-FIRST", None)).unwrap(),
+    )));
+    mock.push_for(
+        "JOB-FIRST",
+        Reply::sse(anthropic_tool_call("c1", "bash", &append)),
+    );
+    mock.push(Reply::sse(anthropic_text("First done.", 10)));
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t2",
+        "task",
+        &serde_json::from_str(&task("second", "JOB-SECOND", None)).unwrap(),
+    )));
+    mock.push_for(
+        "JOB-SECOND",
+        Reply::sse(anthropic_tool_call("c2", "bash", &append)),
+    );
+    mock.push(Reply::sse(anthropic_text("Second done.", 10)));
+    mock.push(Reply::sse(anthropic_tool_call("p1", "bash", &append)));
+    mock.push(Reply::sse(anthropic_text("All three wrote.", 10)));
+    let (mut acp, session) = start(&sandbox, &mock, json!({})).await;
+    let id = acp
+        .send("session/prompt", prompt(&session, "Write three lines."))
+        .await;
+    let (response, messages) = acp.drive(id, |_, _| selected("allow_always")).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let asked = requests_of(&messages, "session/request_permission");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let title = asked[0]["params"]["toolCall"]["title"].as_str().unwrap();
+    assert!(
+        title.starts_with("Helper `general-purpose` wants to run:"),
+        "{title}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("log.txt")).unwrap(),
+        "line\nline\nline\n"
+    );
+}
+
 #[tokio::test]
 async fn a_definition_only_narrows_the_tools_its_parent_has() {
     let sandbox = Sandbox::new();
