@@ -12,6 +12,7 @@
 //! place among the unauthenticated only (see `peers`).
 //! docs/gateway.md describes the protocol as served here.
 
+mod acp_socket;
 mod auth;
 pub mod channels;
 pub mod client;
@@ -96,6 +97,8 @@ struct Gateway {
     preauth: Arc<peers::Caps>,
     /// Authenticated clients.
     authenticated: Arc<peers::Caps>,
+    /// `--model`: the model sessions opened over `/acp` start with.
+    model: Option<String>,
 }
 
 /// Starts the gateway of this process over `registry` (the sessions it
@@ -185,6 +188,7 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
             config.max_preauth_connections_per_ip(),
         ),
         authenticated: peers::Caps::new(config.max_connections(), config.max_connections_per_ip()),
+        model: options.model.clone(),
         config,
     });
     let gateway_config_handshake = gateway.config.handshake_timeout_ms();
@@ -391,7 +395,11 @@ async fn upgrade(
                 .into_response();
         }
     }
+    let acp = request.uri().path() == acp_socket::PATH;
     let Some(key) = websocket_key(headers) else {
+        if acp {
+            return acp_socket::not_websocket();
+        }
         // Not a websocket: the web chat page's files, for a browser.
         if matches!(
             *request.method(),
@@ -408,6 +416,9 @@ async fn upgrade(
     };
     // Behind a trusted proxy the client is the one its headers name.
     let client = gateway.proxies.client(peer.ip(), headers);
+    if acp {
+        return acp_upgrade(gateway, client, request, &key);
+    }
     let Some(slot) = gateway.preauth.take(Some(peers::limit_key(client))) else {
         tracing::debug!(%client, "too many unauthenticated websockets; refused an upgrade");
         return (
@@ -450,6 +461,57 @@ async fn upgrade(
     headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
     if let Ok(accept) = HeaderValue::from_str(&accept) {
         headers.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
+    }
+    response
+}
+
+/// `/acp`: the credential is checked on the upgrade request itself, then
+/// the socket serves ACP (see [`acp_socket`]).
+fn acp_upgrade(
+    gateway: Arc<Gateway>,
+    client: std::net::IpAddr,
+    mut request: Request,
+    key: &str,
+) -> Response {
+    let slot = match acp_socket::admit(&gateway, client, request.headers()) {
+        Ok(slot) => slot,
+        Err(refused) => return *refused,
+    };
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let on_upgrade = hyper::upgrade::on(&mut request);
+    let max = gateway.config.max_payload();
+    let connection = uuid::Uuid::new_v4().to_string();
+    tokio::spawn(async move {
+        let upgraded = match on_upgrade.await {
+            Ok(upgraded) => upgraded,
+            Err(e) => {
+                tracing::debug!(error = %e, "an ACP websocket upgrade failed");
+                return;
+            }
+        };
+        let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+            .max_message_size(Some(max))
+            .max_frame_size(Some(max))
+            .read_buffer_size(4 * 1024)
+            .write_buffer_size(0);
+        let socket = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            hyper_util::rt::TokioIo::new(upgraded),
+            tokio_tungstenite::tungstenite::protocol::Role::Server,
+            Some(config),
+        )
+        .await;
+        let registry = gateway.hub.registry.clone();
+        acp_socket::serve(socket, registry, gateway.model.clone(), slot).await;
+    });
+    let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    if let Ok(accept) = HeaderValue::from_str(&accept) {
+        headers.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
+    }
+    if let Ok(id) = HeaderValue::from_str(&connection) {
+        headers.insert(acp_socket::CONNECTION_ID, id);
     }
     response
 }

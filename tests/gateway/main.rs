@@ -10,6 +10,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod acp_socket;
 mod bridge;
 mod bridge_openclaw;
 mod bridge_sessions;
