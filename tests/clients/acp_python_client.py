@@ -6,6 +6,11 @@ protocol the way another implementation reads it, not just the way our own
 serde types do.
 
 Usage: acp_python_client.py --cwd PROJECT_DIR -- AGENT_COMMAND [ARGS...]
+       acp_python_client.py --cwd PROJECT_DIR --ws ws://HOST:PORT/acp
+
+The second form reaches a remote agent over ACP's websocket transport (the
+SDK's own `acp.ws` client), sending `Authorization: Bearer
+$PINCER_GATEWAY_TOKEN` with the upgrade.
 
 The agent inherits this process's environment unchanged. The client
 advertises no fs or terminal capabilities, answers every permission request
@@ -43,7 +48,7 @@ import sys
 import warnings
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, spawn_agent_process, text_block
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
     AgentMessageChunk,
@@ -227,14 +232,31 @@ async def run(command: list[str], cwd: str, wire: WireCheck) -> dict[str, Any]:
         transport_kwargs={"stderr": None},
         observers=[wire.observe],
     ) as (conn, _process):
-        init = await conn.initialize(
-            protocol_version=PROTOCOL_VERSION,
-            client_capabilities=ClientCapabilities(),
-            client_info=Implementation(name="acp-python-client", version="0"),
-        )
-        session = await conn.new_session(cwd=cwd, mcp_servers=[])
-        response = await conn.prompt(session_id=session.session_id, prompt=[text_block(PROMPT)])
-        summary = summarize(client, session.session_id)
+        return await converse(conn, client, cwd)
+
+
+async def run_ws(url: str, cwd: str, wire: WireCheck) -> dict[str, Any]:
+    from acp.ws import create_websocket_stream
+
+    token = os.environ["PINCER_GATEWAY_TOKEN"]
+    transport = await create_websocket_stream(url, headers={"Authorization": f"Bearer {token}"})
+    client = Client()
+    conn = connect_to_agent(client, transport, observers=[wire.observe])
+    try:
+        return await converse(conn, client, cwd)
+    finally:
+        await conn.close()
+
+
+async def converse(conn: Any, client: Client, cwd: str) -> dict[str, Any]:
+    init = await conn.initialize(
+        protocol_version=PROTOCOL_VERSION,
+        client_capabilities=ClientCapabilities(),
+        client_info=Implementation(name="acp-python-client", version="0"),
+    )
+    session = await conn.new_session(cwd=cwd, mcp_servers=[])
+    response = await conn.prompt(session_id=session.session_id, prompt=[text_block(PROMPT)])
+    summary = summarize(client, session.session_id)
     return {
         "protocolVersion": init.protocol_version,
         "agentName": init.agent_info.name if init.agent_info else None,
@@ -247,8 +269,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cwd", required=True, help="the project directory (session cwd)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds for the whole run")
-    parser.add_argument("command", nargs="+", help="the agent command and its arguments")
+    parser.add_argument("--ws", help="an ACP websocket endpoint instead of an agent command")
+    parser.add_argument("command", nargs="*", help="the agent command and its arguments")
     args = parser.parse_args()
+    if bool(args.ws) == bool(args.command):
+        parser.error("give either --ws URL or an agent command")
 
     complaints = Complaints()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -257,7 +282,8 @@ def main() -> int:
     warnings.simplefilter("default")
 
     wire = WireCheck()
-    result = asyncio.run(asyncio.wait_for(run(args.command, args.cwd, wire), args.timeout))
+    session = run_ws(args.ws, args.cwd, wire) if args.ws else run(args.command, args.cwd, wire)
+    result = asyncio.run(asyncio.wait_for(session, args.timeout))
     result["sdkComplaints"] = complaints.messages
     result["lossyFields"] = wire.problems
     print(json.dumps(result))

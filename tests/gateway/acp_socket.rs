@@ -282,3 +282,57 @@ async fn a_closed_acp_socket_gives_back_its_place_among_the_clients() {
         }
     }
 }
+
+/// The official Python ACP SDK's own websocket client (`acp.ws`) against
+/// `/acp`: what it reads of a tool round trip is what it reads of a local
+/// `pincer acp` (tests/it/python_client.rs), less nothing.
+#[tokio::test]
+async fn the_official_python_sdk_runs_a_tool_round_trip_over_acp_on_the_gateway() {
+    let python = tokio::task::spawn_blocking(support::python_sdk::ensure_venv)
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let sandbox = Sandbox::new();
+    sandbox.write("hello.txt", "hello\n");
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/tool_read.sse"));
+    mock.push(Reply::fixture("anthropic/after_tool.sse"));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let agent = ["--ws".to_string(), format!("ws://{}/acp", gateway.addr)];
+    let env = [("PINCER_GATEWAY_TOKEN", gateway.token.clone().unwrap())];
+    let (result, stderr) = support::python_sdk::run_client(&python, &sandbox, &agent, &env).await;
+    assert_eq!(
+        result,
+        json!({
+            "protocolVersion": 1,
+            "agentName": "pincer",
+            "stopReason": "end_turn",
+            "updates": [
+                "available_commands_update",
+                "session_info_update",
+                "agent_message_chunk",
+                "tool_call",
+                "tool_call_update",
+                "usage_update",
+                "agent_message_chunk",
+                "usage_update",
+            ],
+            "toolCalls": [{
+                "id": "toolu_01",
+                "title": "Read hello.txt",
+                "kind": "read",
+                "status": "completed",
+            }],
+            "permissionRequests": [],
+            "text": "I'll read the file.The file says hello.",
+            "sdkComplaints": [],
+            "lossyFields": [
+                "initialize result.agentCapabilities.sessionCapabilities.systemPrompt: dropped ({\"mode\": {\"override\": {}}})",
+                "session/update.update.name: dropped (\"read\")",
+                "session/update.update.name: dropped (\"read\")",
+            ],
+        }),
+        "--- client stderr ---\n{stderr}"
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+    assert_eq!(mock.requests().len(), 2);
+}

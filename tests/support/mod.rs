@@ -8,6 +8,7 @@ pub mod discord_api;
 pub mod gateway;
 pub mod mock_model;
 pub mod openclaw_gateway;
+pub mod python_sdk;
 pub mod slack_api;
 pub mod sse;
 pub mod telegram_api;
