@@ -411,7 +411,11 @@ fn connect(
         "type": "hello-ok",
         "protocol": PROTOCOL,
         "server": {"version": format!("pincer {}", env!("CARGO_PKG_VERSION")), "connId": "", "bootId": gateway.hub.boot_id},
-        "features": {"methods": super::methods::METHODS, "events": super::methods::EVENTS},
+        "features": {
+            "methods": super::methods::METHODS,
+            "events": super::methods::EVENTS,
+            "capabilities": super::methods::CAPABILITIES,
+        },
         "snapshot": {
             "presence": [],
             "health": {},

@@ -38,11 +38,19 @@ pub const METHODS: &[&str] = &[
     "sessions.subscribe",
     "sessions.unsubscribe",
     "models.list",
+    "agents.list",
     "exec.approval.get",
     "exec.approval.list",
+    "plugin.approval.list",
+    "openclaw.approval.list",
     "exec.approval.resolve",
     "cron.list",
 ];
+
+/// The OpenClaw server capabilities pincer has, for `hello-ok`'s
+/// `features.capabilities` (OpenClaw's CLI checks them before a call):
+/// `models.list` publishes the catalog this gateway offers.
+pub const CAPABILITIES: &[&str] = &["published-model-catalog"];
 
 /// Every event, for `hello-ok`.
 pub const EVENTS: &[&str] = &[
@@ -276,9 +284,21 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             );
             Ok(json!({"ok": true}))
         }
+        "agents.list" => {
+            need(conn, Need::Read)?;
+            Ok(hub.agents())
+        }
         "models.list" => {
             need(conn, Need::Read)?;
-            hub.models().map(|models| json!({ "models": models }))
+            // OpenClaw's CLI narrows the list to one provider.
+            let provider = optional(&params, "provider")?;
+            hub.models().map(|models| {
+                let models: Vec<Value> = models
+                    .into_iter()
+                    .filter(|m| provider.is_none_or(|p| m["provider"] == p))
+                    .collect();
+                json!({ "models": models })
+            })
         }
         "exec.approval.get" => {
             if !conn.scopes.allows(Need::Read) {
@@ -291,7 +311,17 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             if !conn.scopes.allows(Need::Read) {
                 need(conn, Need::Approvals)?;
             }
-            Ok(json!({"approvals": hub.approvals()}))
+            // OpenClaw's shape: the pending approvals themselves.
+            Ok(Value::Array(hub.approvals()))
+        }
+        // pincer's questions are all `exec` approvals: it has no plugins
+        // and no system agent to ask anything else (OpenClaw's clients
+        // list all three together).
+        "plugin.approval.list" | "openclaw.approval.list" => {
+            if !conn.scopes.allows(Need::Read) {
+                need(conn, Need::Approvals)?;
+            }
+            Ok(json!([]))
         }
         "exec.approval.resolve" => {
             need(conn, Need::Approvals)?;
@@ -305,7 +335,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             Ok(cron_list(hub))
         }
         "connect" => Err(ErrorShape::invalid("already connected")),
-        other => Err(ErrorShape::invalid(format!("unknown method: {other}"))),
+        other => Err(ErrorShape::invalid(match openclaw_only(other) {
+            Some(what) => format!("not supported by pincer: `{other}` is {what}"),
+            None => format!("unknown method: {other}"),
+        })),
     }
 }
 
@@ -432,26 +465,95 @@ async fn agent(hub: &Arc<Hub>, conn: &Arc<Conn>, id: &str, params: &Value) -> Re
 
 fn final_result(run: &str, outcome: &Outcome, text: &str) -> Value {
     match outcome {
+        // `payloads` is the reply as OpenClaw's CLI prints it.
         Outcome::Ok { stop } => json!({
             "runId": run,
             "status": "ok",
             "summary": text,
-            "result": {"text": text, "stopReason": stop},
+            "result": {"text": text, "stopReason": stop, "payloads": payloads(text)},
         }),
         Outcome::Aborted => json!({
             "runId": run,
             "status": "error",
             "summary": "aborted",
             "error": "aborted",
-            "result": {"text": text, "stopReason": "aborted"},
+            "result": {"text": text, "stopReason": "aborted", "payloads": payloads(text)},
         }),
         Outcome::Error { message, .. } => json!({
             "runId": run,
             "status": "error",
             "summary": message,
             "error": message,
-            "result": {"text": text, "stopReason": "error"},
+            "result": {"text": text, "stopReason": "error", "payloads": payloads(text)},
         }),
+    }
+}
+
+/// What an OpenClaw method pincer does not serve belongs to, for a refusal
+/// that says so rather than "unknown method" (OpenClaw's CLI prints it).
+fn openclaw_only(method: &str) -> Option<&'static str> {
+    let families: &[(&str, &str)] = &[
+        (
+            "node.",
+            "part of OpenClaw's nodes (paired machines that run tools); pincer runs its tools itself",
+        ),
+        (
+            "device.",
+            "part of OpenClaw's device pairing; pincer's clients prove the gateway's token or password",
+        ),
+        (
+            "plugin.",
+            "part of OpenClaw's plugins, which pincer does not load",
+        ),
+        (
+            "plugins.",
+            "part of OpenClaw's plugins, which pincer does not load",
+        ),
+        (
+            "talk.",
+            "part of OpenClaw's voice features, which pincer does not have",
+        ),
+        (
+            "tts.",
+            "part of OpenClaw's voice features, which pincer does not have",
+        ),
+        (
+            "voicewake.",
+            "part of OpenClaw's voice features, which pincer does not have",
+        ),
+        (
+            "canvas.",
+            "part of OpenClaw's canvas, which pincer does not have",
+        ),
+        (
+            "board.",
+            "part of OpenClaw's board, which pincer does not have",
+        ),
+        (
+            "logs.",
+            "OpenClaw's log tail; `pincer gateway` writes its log to its stderr",
+        ),
+        (
+            "system-presence",
+            "OpenClaw's presence list, which pincer does not keep",
+        ),
+        (
+            "system-event",
+            "OpenClaw's presence list, which pincer does not keep",
+        ),
+    ];
+    families
+        .iter()
+        .find(|(prefix, _)| method.starts_with(prefix))
+        .map(|(_, what)| *what)
+}
+
+/// A run's reply as OpenClaw's `result.payloads` (none for no text).
+fn payloads(text: &str) -> Value {
+    if text.trim().is_empty() {
+        json!([])
+    } else {
+        json!([{ "text": text }])
     }
 }
 

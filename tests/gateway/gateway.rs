@@ -578,7 +578,8 @@ async fn the_agent_method_answers_twice_and_agent_wait_reports_the_end() {
     assert_eq!(
         pick(&done["payload"], &["runId", "status", "result"]),
         json!({"runId": run, "status": "ok",
-               "result": {"text": "Hello from the mock model.", "stopReason": "stop"}})
+               "result": {"text": "Hello from the mock model.", "stopReason": "stop",
+                          "payloads": [{"text": "Hello from the mock model."}]}})
     );
     // The same events as chat.send.
     assert_eq!(chat_of(&client, &run).last().unwrap()["state"], "final");
@@ -1037,7 +1038,7 @@ async fn an_approval_allowed_once_runs_the_tool_and_a_second_resolve_is_not_foun
                "sessionKey": key, "toolCallId": "toolu_b", "expiresAtMs": expires})
     );
     let listed = client.call_ok("exec.approval.list", json!({})).await;
-    let ids: Vec<Value> = listed["approvals"]
+    let ids: Vec<Value> = listed
         .as_array()
         .unwrap()
         .iter()
@@ -1075,7 +1076,7 @@ async fn an_approval_allowed_once_runs_the_tool_and_a_second_resolve_is_not_foun
     let again = client.call("exec.approval.get", json!({"id": id})).await;
     assert_not_found(&again);
     let listed = client.call_ok("exec.approval.list", json!({})).await;
-    assert_eq!(listed["approvals"], json!([]));
+    assert_eq!(listed, json!([]));
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
 
@@ -1767,7 +1768,7 @@ async fn sessions_rewind_and_fork_go_back_to_a_turn_with_its_files() {
     assert!(diffs[0]["oldText"].is_string(), "{asked}");
     // And so does the list of pending approvals.
     let pending = client.call_ok("exec.approval.list", json!({})).await;
-    assert_eq!(pending["approvals"][0]["diffs"], json!(diffs), "{pending}");
+    assert_eq!(pending[0]["diffs"], json!(diffs), "{pending}");
     client
         .call_ok(
             "exec.approval.resolve",

@@ -888,7 +888,7 @@ async fn a_read_only_client_cannot_send_abort_approve_or_delete_but_can_read() {
     assert_eq!(history["sessionKey"], json!(key));
     // The approval is still pending: the admin settles it, with a deny.
     let approvals = admin.call_ok("exec.approval.list", json!({})).await;
-    assert_eq!(approvals["approvals"][0]["id"], json!(approval));
+    assert_eq!(approvals[0]["id"], json!(approval));
     admin
         .call_ok(
             "exec.approval.resolve",
@@ -1302,7 +1302,7 @@ async fn an_unknown_decision_settles_nothing() {
     }
     assert!(!marker.exists());
     let listed = admin.call_ok("exec.approval.list", json!({})).await;
-    assert_eq!(listed["approvals"][0]["id"], json!(approval));
+    assert_eq!(listed[0]["id"], json!(approval));
     admin
         .call_ok(
             "exec.approval.resolve",

@@ -701,3 +701,109 @@ async fn the_bridge_refuses_a_gateway_that_refuses_its_token() {
         "the bridge's stderr does not say why: {stderr}"
     );
 }
+
+/// `openclaw <args>` (OpenClaw's own CLI) in `sandbox`, pointed at
+/// `gateway` through OpenClaw's environment variables, with its home and
+/// state under `sandbox/openclaw-cli`; returns its exit status, stdout and
+/// stderr.
+async fn openclaw_cli(
+    sandbox: &Sandbox,
+    gateway: &Gateway,
+    args: &[&str],
+) -> (i32, String, String) {
+    let (node, entry) = toolchain();
+    let root = sandbox.dir.path().join("openclaw-cli");
+    let home = root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let output = Command::new(node)
+        .arg(entry)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("OPENCLAW_STATE_DIR", root.join("state"))
+        .env("OPENCLAW_GATEWAY_URL", &gateway.url)
+        .env("OPENCLAW_GATEWAY_TOKEN", TOKEN)
+        .env("NO_COLOR", "1")
+        .current_dir(sandbox.work())
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(NODE_TIMEOUT, output)
+        .await
+        .expect("the openclaw CLI did not finish")
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+/// OpenClaw's CLI against pincer, command by command: what pincer has
+/// works as on OpenClaw's gateway; what it does not have is refused with
+/// a reason that names pincer.
+#[tokio::test]
+async fn openclaw_cli_commands_work_or_are_refused_as_not_supported_by_pincer() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("Pong from pincer.", 10)));
+    mock.push(Reply::sse(anthropic_text("Pong again.", 10)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let run = |args: &'static [&'static str]| {
+        let (sandbox, gateway) = (&sandbox, &gateway);
+        async move {
+            let (status, stdout, stderr) = openclaw_cli(sandbox, gateway, args).await;
+            let shown = format!(
+                "openclaw {}: exit {status}\nstdout:\n{stdout}\nstderr:\n{stderr}\ngateway:\n{}",
+                args.join(" "),
+                gateway.stderr()
+            );
+            (status, stdout, stderr, shown)
+        }
+    };
+    // A turn: the reply is printed, and as JSON with its payloads.
+    let (status, stdout, _, shown) = run(&["agent", "--message", "ping"]).await;
+    assert_eq!(status, 0, "{shown}");
+    assert_eq!(stdout.trim(), "Pong from pincer.", "{shown}");
+    let (status, stdout, _, shown) = run(&["agent", "--message", "again", "--json"]).await;
+    assert_eq!(status, 0, "{shown}");
+    let answer: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(answer["status"], "ok", "{shown}");
+    assert_eq!(answer["result"]["payloads"][0]["text"], "Pong again.");
+    // The model catalog this gateway offers.
+    let (status, stdout, _, shown) = run(&["models", "list", "--json"]).await;
+    assert_eq!(status, 0, "{shown}");
+    let models: Value = serde_json::from_str(&stdout).unwrap();
+    let keys: Vec<&str> = models["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["key"].as_str())
+        .collect();
+    assert!(keys.contains(&"anthropic/claude-sonnet-4-5"), "{shown}");
+    assert!(
+        !keys.iter().any(|k| k.starts_with("anthropic/anthropic/")),
+        "{shown}"
+    );
+    // Pending approvals (none), and the scheduled runs (none configured).
+    let (status, _, _, shown) = run(&["approvals", "pending"]).await;
+    assert_eq!(status, 0, "{shown}");
+    let (status, stdout, _, shown) = run(&["cron", "list"]).await;
+    assert_eq!(status, 0, "{shown}");
+    assert!(stdout.contains("No automations"), "{shown}");
+    // OpenClaw's own features are refused, saying so.
+    for args in [
+        &["nodes", "list"][..],
+        &["devices", "list"][..],
+        &["logs"][..],
+        &["system", "presence"][..],
+    ] {
+        let (status, stdout, stderr, shown) = run(args).await;
+        assert_ne!(status, 0, "{shown}");
+        assert!(
+            format!("{stdout}{stderr}").contains("not supported by pincer"),
+            "{shown}"
+        );
+    }
+}

@@ -238,7 +238,20 @@ impl Hub {
         self.state()
             .approvals
             .iter()
-            .map(|(id, a)| a.describe(id))
+            .map(|(id, a)| {
+                let mut entry = a.describe(id);
+                // OpenClaw's list entries carry the question as `request`.
+                entry["request"] = json!({
+                    "command": entry["commandText"],
+                    "commandPreview": entry["commandPreview"],
+                    "sessionKey": entry["sessionKey"],
+                    "agentId": "main",
+                    "host": "gateway",
+                    "toolCallId": entry["toolCallId"],
+                    "toolName": entry["toolName"],
+                });
+                entry
+            })
             .collect()
     }
 }

@@ -75,6 +75,33 @@ impl Hub {
         (page, count)
     }
 
+    /// `agents.list`: the gateway's one agent, as OpenClaw lists a roster
+    /// that owns its one agent (`ownership: "sole"`), so that OpenClaw's
+    /// CLI sends to it without being told which.
+    pub fn agents(&self) -> Value {
+        let defaults = Defaults::load(self);
+        let mut agent = json!({
+            "id": "main",
+            "name": "pincer",
+            "kind": "agent",
+            "workspace": self.cwd,
+            "thinkingLevels": defaults.levels(defaults.model.as_deref()),
+            "thinkingDefault": defaults.thinking,
+            "defaultPermissionMode": defaults.mode,
+        });
+        if let Some(model) = &defaults.model {
+            agent["model"] = json!({"primary": model});
+        }
+        json!({
+            "defaultId": "main",
+            "ownership": "sole",
+            "selectionRequired": false,
+            "mainKey": "main",
+            "scope": "per-sender",
+            "agents": [agent],
+        })
+    }
+
     /// The models `models.list` offers: those of the catalog whose
     /// provider this gateway can reach.
     pub fn models(&self) -> Result<Vec<Value>, Failure> {
@@ -435,6 +462,10 @@ fn models(hub: &Hub) -> Result<Vec<Value>, Failure> {
                 "provider": m.provider,
                 "contextWindow": m.context_window,
                 "reasoning": m.reasoning,
+                // OpenClaw's published catalog's fields: what the model
+                // reads, and that its credential is here (`can_offer`).
+                "input": if m.image_input { vec!["text", "image"] } else { vec!["text"] },
+                "available": true,
             })
         })
         .collect();

@@ -1128,7 +1128,7 @@ function addTurnActions(item, turn) {
 
 async function loadApprovals() {
   const listed = await request("exec.approval.list", {}).catch(() => null);
-  const pending = Array.isArray(listed?.approvals) ? listed.approvals : [];
+  const pending = Array.isArray(listed) ? listed : [];
   const open = new Set(pending.map((a) => a?.id));
   for (const [id, approval] of state.approvals) {
     if (!open.has(id)) settleApproval(approval, "no longer pending");
