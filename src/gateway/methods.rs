@@ -30,6 +30,7 @@ pub const METHODS: &[&str] = &[
     "sessions.resolve",
     "sessions.get",
     "sessions.patch",
+    "sessions.create",
     "sessions.reset",
     "sessions.delete",
     "sessions.compact",
@@ -216,6 +217,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         "sessions.patch" => {
             need(conn, Need::Write)?;
             patch(hub, conn, &params).await
+        }
+        "sessions.create" => {
+            need(conn, Need::Write)?;
+            create(hub, conn, &params).await
         }
         "sessions.reset" => {
             need(conn, Need::Write)?;
@@ -834,7 +839,86 @@ fn label_param(params: &Value) -> Result<Option<&str>, ErrorShape> {
     Ok(Some(label))
 }
 
+/// The fields of `sessions.patch` pincer acts on: any other (OpenClaw's
+/// `archived`, `verboseLevel`, …) is refused, never answered "ok" and
+/// left undone.
+const PATCH_FIELDS: &[&str] = &[
+    "key",
+    "label",
+    "model",
+    "thinkingLevel",
+    "permissionMode",
+    "queueMode",
+];
+
+/// The fields of `sessions.create` pincer acts on. `parentSessionKey`,
+/// `succeedsParent` and `emitCommandHooks` (what OpenClaw's TUI sends for
+/// `/new`) name the session the new one follows: pincer starts the new one
+/// empty, runs its `session_start` hooks as for every new session, and
+/// leaves the parent as it is, open and listed.
+const CREATE_FIELDS: &[&str] = &[
+    "key",
+    "agentId",
+    "label",
+    "parentSessionKey",
+    "succeedsParent",
+    "emitCommandHooks",
+];
+
+/// Refuses a request field pincer does not support, naming it.
+fn only(method: &str, params: &Value, fields: &[&str]) -> Result<(), ErrorShape> {
+    let unknown = params
+        .as_object()
+        .and_then(|map| map.keys().find(|k| !fields.contains(&k.as_str())));
+    match unknown {
+        Some(field) => Err(ErrorShape::invalid(format!(
+            "{method}: `{field}` is not supported by pincer (it takes {})",
+            fields
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `sessions.create`: the session `key` names (a new key, `web:<uuid>`,
+/// when none is given), created, or adopted when the key names one
+/// already; with its label when one is given.
+async fn create(hub: &Arc<Hub>, conn: &Arc<Conn>, params: &Value) -> Reply {
+    only("sessions.create", params, CREATE_FIELDS)?;
+    if let Some(agent) = optional(params, "agentId")?
+        && agent != "main"
+    {
+        return Err(ErrorShape::invalid(format!(
+            "unknown agent `{agent}`: this gateway has one agent, `main`"
+        )));
+    }
+    if optional(params, "parentSessionKey")?.is_some() {
+        key_param(params, "parentSessionKey")?;
+    }
+    for flag in ["succeedsParent", "emitCommandHooks"] {
+        if !matches!(params[flag], Value::Null | Value::Bool(_)) {
+            return Err(ErrorShape::invalid(format!("`{flag}` must be a boolean")));
+        }
+    }
+    let key = match optional(params, "key")? {
+        Some(_) => key_param(params, "key")?.to_string(),
+        None => format!("web:{}", uuid::Uuid::new_v4()),
+    };
+    let session = hub.open(&key).await?;
+    hub.follow(conn, &session);
+    let patch = Patch {
+        label: label_param(params)?,
+        ..Patch::default()
+    };
+    let (_, entry) = hub.patch(&key, patch).await?;
+    Ok(json!({"ok": true, "key": key, "sessionId": session, "entry": entry}))
+}
+
 async fn patch(hub: &Arc<Hub>, conn: &Conn, params: &Value) -> Reply {
+    only("sessions.patch", params, PATCH_FIELDS)?;
     let key = key_param(params, "key")?;
     let label = label_param(params)?;
     let permission_mode = optional(params, "permissionMode")?;

@@ -2024,3 +2024,77 @@ async fn background_work_that_ends_after_the_run_starts_a_new_run_with_its_resul
     );
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 }
+
+#[tokio::test]
+async fn sessions_create_makes_or_adopts_a_key_and_unsupported_fields_are_refused_by_name() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("First.", 10)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    // What OpenClaw's TUI sends for `/new`.
+    let created = client
+        .call_ok(
+            "sessions.create",
+            json!({"key": "tui-1", "agentId": "main", "parentSessionKey": "agent:main:main", "succeedsParent": true}),
+        )
+        .await;
+    assert_eq!(created["key"], "tui-1", "{created}");
+    let session = created["sessionId"].as_str().unwrap().to_string();
+    // The key names that session from now on.
+    let run = client.chat_send("tui-1", "hello").await;
+    client.chat_end(&run).await;
+    let resolved = client
+        .call_ok("sessions.resolve", json!({"key": "tui-1"}))
+        .await;
+    assert!(resolved.to_string().contains(&session), "{resolved}");
+    // Asked again for the same key, it is adopted, not made anew.
+    let again = client
+        .call_ok("sessions.create", json!({"key": "tui-1", "label": "Mine"}))
+        .await;
+    assert_eq!(again["sessionId"], json!(session), "{again}");
+    assert_eq!(again["entry"]["label"], "Mine", "{again}");
+    // Without a key, a new one.
+    let fresh = client.call_ok("sessions.create", json!({})).await;
+    assert!(
+        fresh["key"].as_str().unwrap().starts_with("web:"),
+        "{fresh}"
+    );
+    assert_ne!(fresh["sessionId"], json!(session));
+    // `agent:main:<key>` is the same session as `<key>`, as OpenClaw's
+    // clients address it.
+    let history = client
+        .call_ok("chat.history", json!({"sessionKey": "agent:main:tui-1"}))
+        .await;
+    assert_eq!(history["sessionId"], json!(session), "{history}");
+    assert!(
+        history["messages"].to_string().contains("First."),
+        "{history}"
+    );
+    // What pincer does not do is refused, naming the field, never
+    // answered "ok" and left undone.
+    for (method, params, field) in [
+        (
+            "sessions.create",
+            json!({"key": "x", "worktree": true}),
+            "worktree",
+        ),
+        ("sessions.create", json!({"agentId": "ops"}), "ops"),
+        (
+            "sessions.patch",
+            json!({"key": "tui-1", "archived": true}),
+            "archived",
+        ),
+        (
+            "sessions.patch",
+            json!({"key": "tui-1", "verboseLevel": "on"}),
+            "verboseLevel",
+        ),
+    ] {
+        let refused = client.call(method, params).await;
+        assert_eq!(refused["ok"], json!(false), "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains(field), "{message}");
+    }
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}

@@ -807,3 +807,159 @@ async fn openclaw_cli_commands_work_or_are_refused_as_not_supported_by_pincer() 
         );
     }
 }
+
+/// OpenClaw's TUI (`openclaw tui`) in a real terminal: tmux, on a socket
+/// of its own under the sandbox, 120×40.
+struct Tui {
+    socket: PathBuf,
+}
+
+impl Tui {
+    /// Starts `openclaw tui --url … --token … <args>` with its home and
+    /// state under `sandbox/tui`.
+    fn start(sandbox: &Sandbox, gateway: &Gateway, args: &[&str]) -> Self {
+        let (node, entry) = toolchain();
+        let root = sandbox.dir.path().join("tui");
+        let home = root.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let socket = root.join("tmux.sock");
+        let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+        let mut command = vec![
+            "env".to_string(),
+            "-i".to_string(),
+            format!("PATH={}", quote(&std::env::var("PATH").unwrap_or_default())),
+            format!("HOME={}", quote(&home.display().to_string())),
+            format!(
+                "OPENCLAW_STATE_DIR={}",
+                quote(&root.join("state").display().to_string())
+            ),
+            "NO_COLOR=1".to_string(),
+            "TERM=xterm-256color".to_string(),
+            quote(&node.display().to_string()),
+            quote(&entry.display().to_string()),
+            "tui".to_string(),
+            "--url".to_string(),
+            quote(&gateway.url),
+            "--token".to_string(),
+            TOKEN.to_string(),
+        ];
+        command.extend(args.iter().map(|a| quote(a)));
+        let tui = Self { socket };
+        // A TUI that exits leaves its last screen to read.
+        let started = tui.tmux(&[
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            ";",
+            "set-option",
+            "-g",
+            "remain-on-exit",
+            "on",
+            ";",
+            "respawn-pane",
+            "-k",
+            &command.join(" "),
+        ]);
+        assert!(
+            started.status.success(),
+            "tmux did not start the TUI: {}",
+            String::from_utf8_lossy(&started.stderr)
+        );
+        tui
+    }
+
+    fn tmux(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run tmux (.ci/run installs it): {e}"))
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-S", "-200"]).stdout)
+            .to_string()
+    }
+
+    /// Types `text` and presses Enter.
+    fn send(&self, text: &str) {
+        self.tmux(&["send-keys", "-l", text]);
+        self.tmux(&["send-keys", "Enter"]);
+    }
+
+    /// Waits until the screen shows `what`; returns the screen.
+    async fn until(&self, what: &str, gateway: &Gateway) -> String {
+        let deadline = tokio::time::Instant::now() + NODE_TIMEOUT;
+        loop {
+            let screen = self.screen();
+            if screen.contains(what) {
+                return screen;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the TUI never showed {what:?}; it shows:\n{screen}\ngateway:\n{}",
+                gateway.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for Tui {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .output();
+    }
+}
+
+/// OpenClaw's TUI on pincer: a session another client started opens with
+/// its history (the TUI calls it `agent:main:<key>`), a message gets its
+/// reply, and `/new` starts a new session.
+#[tokio::test]
+async fn openclaw_tui_opens_a_session_from_elsewhere_chats_and_starts_a_new_one() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("Answer from elsewhere.", 10)));
+    mock.push(Reply::sse(anthropic_text("Reply in the terminal.", 10)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut admin = support::gateway::Client::open(
+        gateway
+            .url
+            .trim_start_matches("ws://")
+            .trim_end_matches('/')
+            .parse()
+            .unwrap(),
+    )
+    .await;
+    admin
+        .connect_ok(support::gateway::connect_params(Some(TOKEN), &[], &[]))
+        .await;
+    let run = admin
+        .chat_send("web:elsewhere", "a question from a web page")
+        .await;
+    admin.chat_end(&run).await;
+    let tui = Tui::start(&sandbox, &gateway, &["--session", "web:elsewhere"]);
+    let screen = tui.until("Answer from elsewhere.", &gateway).await;
+    assert!(screen.contains("a question from a web page"), "{screen}");
+    tui.send("one more thing");
+    tui.until("Reply in the terminal.", &gateway).await;
+    tui.send("/new");
+    let screen = tui.until("new session: tui-", &gateway).await;
+    let key = screen
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("new session: "))
+        .unwrap()
+        .trim()
+        .to_string();
+    // The new session is pincer's: the gateway resolves its key.
+    let resolved = admin.call("sessions.resolve", json!({"key": key})).await;
+    assert_eq!(resolved["ok"], json!(true), "{resolved}");
+    assert_eq!(mock.requests().len(), 2);
+}

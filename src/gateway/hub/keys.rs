@@ -11,6 +11,9 @@ use serde_json::Value;
 
 use super::{Failure, Hub, check_key};
 
+/// How OpenClaw's clients scope a key to the gateway's one agent.
+const AGENT_PREFIX: &str = "agent:main:";
+
 /// The least time between two writes of `keys.json` by the saver task.
 /// The whole map is written each time, so writing once per new key made
 /// a burst of new chats quadratic (5,000 keys: thousands of writes of up
@@ -192,8 +195,19 @@ impl Hub {
         if let Some(id) = self.keys().keys.get(key) {
             return Some(id.clone());
         }
-        (self.registry.is_open(key) || crate::session::find(&self.data_dir, key).is_some())
-            .then(|| key.to_string())
+        let exists = |id: &str| {
+            self.registry.is_open(id) || crate::session::find(&self.data_dir, id).is_some()
+        };
+        if exists(key) {
+            return Some(key.to_string());
+        }
+        // OpenClaw's clients address session `<key>` as `agent:main:<key>`
+        // too (the TUI does): the same session, not a new key.
+        let rest = key.strip_prefix(AGENT_PREFIX)?;
+        if let Some(id) = self.keys().keys.get(rest) {
+            return Some(id.clone());
+        }
+        exists(rest).then(|| rest.to_string())
     }
 
     /// The session a key names, opened (created on first use).
