@@ -177,7 +177,14 @@ struct State {
     asked: std::collections::HashSet<(String, String)>,
     /// The running helpers, by session.
     helpers: HashMap<String, helpers::HelperOf>,
+    /// Per session, its latest runs and their prompts' text (at most
+    /// [`MAX_PROMPT_RUNS`]), oldest first: `chat.history` names the run of
+    /// each message by them.
+    prompts: HashMap<String, VecDeque<(String, String)>>,
 }
+
+/// The runs of a session whose prompts `chat.history` can name.
+const MAX_PROMPT_RUNS: usize = 64;
 
 /// A session's runs as the gateway follows them.
 #[derive(Default)]
@@ -408,6 +415,15 @@ impl Hub {
 
     fn keys(&self) -> parking_lot::MutexGuard<'_, KeyMap> {
         self.keys.lock()
+    }
+
+    /// Session `session`'s latest runs and their prompts, oldest first.
+    pub fn prompt_runs(&self, session: &str) -> Vec<(String, String)> {
+        self.state()
+            .prompts
+            .get(session)
+            .map(|runs| runs.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     fn conns(&self) -> parking_lot::MutexGuard<'_, Conns> {

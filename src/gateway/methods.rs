@@ -688,13 +688,80 @@ fn history(hub: &Hub, key: &str, limit: usize) -> Result<(Option<String>, Vec<Va
                     shown["turn"] = json!(turn + 1);
                 }
             }
+            // OpenClaw's message metadata: the entry's id and its place,
+            // which its clients match their own copies on.
+            let mut metadata = json!({"seq": messages.len() + 1});
+            if let Some(id) = id {
+                metadata["id"] = json!(id);
+            }
+            shown["__openclaw"] = metadata;
             messages.push(shown);
         }
     }
+    tag_runs(&mut messages, &hub.prompt_runs(&session));
     if messages.len() > limit {
         messages.drain(..messages.len() - limit);
     }
     Ok((Some(session), messages))
+}
+
+/// Names the run of each message the gateway saw start: a user message
+/// whose text is a recent run's prompt (matched from the newest back), and
+/// what answered it up to the next user message. OpenClaw's clients match
+/// the messages they showed while the run streamed to these
+/// (`__openclaw.runId`, and a user message's `idempotencyKey`,
+/// `<run>:user`), so that a history read after a run replaces them
+/// instead of repeating them.
+fn tag_runs(messages: &mut [Value], runs: &[(String, String)]) {
+    let mut runs = runs.iter().rev().peekable();
+    let mut owner: Vec<Option<&str>> = vec![None; messages.len()];
+    for (i, message) in messages.iter().enumerate().rev() {
+        if message["role"] != "user" {
+            continue;
+        }
+        let text: String = message["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|b| b["text"].as_str())
+            .collect();
+        // Skip the runs whose prompt is not here (a command, a message
+        // joined to another); the first that matches is this one's.
+        while let Some((_, prompt)) = runs.peek() {
+            if *prompt == text {
+                break;
+            }
+            runs.next();
+        }
+        match runs.next() {
+            Some((run, _)) => owner[i] = Some(run.as_str()),
+            None => break,
+        }
+    }
+    let mut current: Option<&str> = None;
+    for (message, owner) in messages.iter_mut().zip(owner) {
+        if message["role"] == "user" {
+            current = owner;
+            if let Some(run) = owner {
+                message["__openclaw"]["idempotencyKey"] = json!(format!("{run}:user"));
+            }
+        }
+        if let Some(run) = current {
+            message["__openclaw"]["runId"] = json!(run);
+        }
+    }
+}
+
+/// An assistant message's stop as OpenClaw's messages say it.
+fn stop_name(stop: crate::llm::StopReason) -> &'static str {
+    use crate::llm::StopReason;
+    match stop {
+        StopReason::Stop => "stop",
+        StopReason::Length => "length",
+        StopReason::ToolUse => "toolUse",
+        StopReason::Refusal | StopReason::Error => "error",
+        StopReason::Aborted => "aborted",
+    }
 }
 
 /// One history entry as the protocol shows it; what the transcript kept
@@ -733,6 +800,7 @@ fn message(
             }).collect::<Vec<_>>(),
             "model": assistant.model,
             "provider": assistant.provider,
+            "stopReason": stop_name(assistant.stop_reason),
         }),
         Message::ToolResult(result) => {
             let mut shown = json!({

@@ -2098,3 +2098,56 @@ async fn sessions_create_makes_or_adopts_a_key_and_unsupported_fields_are_refuse
     }
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 }
+
+/// `chat.history` carries OpenClaw's message metadata: each message's
+/// entry id and place, and the run it belongs to when the gateway ran it
+/// (a user message's `idempotencyKey` is `<run>:user`), which OpenClaw's
+/// clients match the copies they showed during the run against.
+#[tokio::test]
+async fn history_messages_name_their_entry_place_and_run() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("One.", 10)));
+    mock.push(Reply::sse(anthropic_text("Two.", 10)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let first = client.chat_send(&key, "first").await;
+    client.chat_end(&first).await;
+    let second = client.chat_send(&key, "second").await;
+    client.chat_end(&second).await;
+    let history = client
+        .call_ok("chat.history", json!({"sessionKey": key}))
+        .await;
+    let meta: Vec<Value> = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            json!([
+                m["role"],
+                m["__openclaw"]["seq"],
+                m["__openclaw"]["runId"],
+                m["__openclaw"]["idempotencyKey"],
+                m["stopReason"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        meta,
+        vec![
+            json!(["user", 1, first, format!("{first}:user"), null]),
+            json!(["assistant", 2, first, null, "stop"]),
+            json!(["user", 3, second, format!("{second}:user"), null]),
+            json!(["assistant", 4, second, null, "stop"]),
+        ]
+    );
+    for message in history["messages"].as_array().unwrap() {
+        assert!(
+            message["__openclaw"]["id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with('e')),
+            "{message}"
+        );
+    }
+}

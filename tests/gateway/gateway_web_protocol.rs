@@ -209,7 +209,9 @@ async fn chat_history_gives_a_reloaded_page_what_its_tool_cards_showed() {
         .map(|m| {
             let mut m = m.clone();
             let object = m.as_object_mut().unwrap();
-            for noise in ["timestamp", "model", "provider"] {
+            // (OpenClaw's metadata and stop reasons have a test of
+            // their own in gateway.rs.)
+            for noise in ["timestamp", "model", "provider", "__openclaw", "stopReason"] {
                 object.remove(noise);
             }
             m

@@ -38,6 +38,11 @@ impl Hub {
                     "message": {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": now_ms()},
                 });
                 self.broadcast("session.message", &message, Audience::Session(&session));
+                let prompts = state.prompts.entry(session.clone()).or_default();
+                if prompts.len() >= super::MAX_PROMPT_RUNS {
+                    prompts.pop_front();
+                }
+                prompts.push_back((run_id.clone(), text));
                 let live = state.live.entry(session).or_default();
                 live.active = Some(run_id);
             }

@@ -65,6 +65,7 @@ impl Hub {
             let mut state = self.state();
             let registry = &self.registry;
             state.used.retain(|session, _| registry.is_open(session));
+            state.prompts.retain(|session, _| registry.is_open(session));
             state.live.retain(|session, live| {
                 registry.is_open(session) || !live.is_quiet() || live.queue_mode.is_some()
             });
@@ -93,5 +94,6 @@ impl Hub {
             );
         }
         state.asked.retain(|(s, _)| s != session);
+        state.prompts.remove(session);
     }
 }
