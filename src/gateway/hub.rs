@@ -200,6 +200,9 @@ struct Live {
     flush_scheduled: bool,
     /// The last usage report (`agent` `stream:"usage"`'s data).
     usage: Option<Value>,
+    /// `sessions.patch`'s `verboseLevel`, for the clients that show tool
+    /// calls by it.
+    verbose: Option<String>,
 }
 
 impl Live {
@@ -663,6 +666,15 @@ impl Hub {
 
     pub fn queue_mode(&self, session: &str) -> Option<QueueMode> {
         self.state().live.get(session).and_then(|l| l.queue_mode)
+    }
+
+    /// The session's `verboseLevel` (`off` until a client sets it).
+    pub fn verbose_of(&self, session: &str) -> String {
+        self.state()
+            .live
+            .get(session)
+            .and_then(|l| l.verbose.clone())
+            .unwrap_or_else(|| "off".to_string())
     }
 
     pub fn data_dir(&self) -> &Path {

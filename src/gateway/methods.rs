@@ -171,9 +171,14 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 None => hub.follow_key(conn, key),
             }
             let thinking = hub.thinking_of(session.as_deref());
-            Ok(
-                json!({"sessionKey": key, "sessionId": session, "messages": messages, "thinkingLevel": thinking}),
-            )
+            let verbose = session.as_deref().map(|s| hub.verbose_of(s));
+            Ok(json!({
+                "sessionKey": key,
+                "sessionId": session,
+                "messages": messages,
+                "thinkingLevel": thinking,
+                "verboseLevel": verbose,
+            }))
         }
         "chat.subscribe" => {
             need(conn, Need::Read)?;
@@ -917,6 +922,7 @@ const PATCH_FIELDS: &[&str] = &[
     "thinkingLevel",
     "permissionMode",
     "queueMode",
+    "verboseLevel",
 ];
 
 /// The fields of `sessions.create` pincer acts on. `parentSessionKey`,
@@ -1003,6 +1009,7 @@ async fn patch(hub: &Arc<Hub>, conn: &Conn, params: &Value) -> Reply {
         thinking: optional(params, "thinkingLevel")?,
         permission_mode,
         queue_mode: optional(params, "queueMode")?,
+        verbose: optional(params, "verboseLevel")?,
     };
     let (session, entry) = hub.patch(key, patch).await?;
     Ok(json!({"ok": true, "key": key, "sessionId": session, "entry": entry}))

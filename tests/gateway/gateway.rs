@@ -2087,7 +2087,7 @@ async fn sessions_create_makes_or_adopts_a_key_and_unsupported_fields_are_refuse
         ),
         (
             "sessions.patch",
-            json!({"key": "tui-1", "verboseLevel": "on"}),
+            json!({"key": "tui-1", "verboseLevel": "loud"}),
             "verboseLevel",
         ),
     ] {
@@ -2096,6 +2096,19 @@ async fn sessions_create_makes_or_adopts_a_key_and_unsupported_fields_are_refuse
         let message = refused["error"]["message"].as_str().unwrap();
         assert!(message.contains(field), "{message}");
     }
+    // OpenClaw's verbose level (how much of tool calls its TUI shows) is
+    // kept for the session's clients: on its row and with its history.
+    let row = client
+        .call_ok(
+            "sessions.patch",
+            json!({"key": "tui-1", "verboseLevel": "full"}),
+        )
+        .await;
+    assert_eq!(row["entry"]["verboseLevel"], "full", "{row}");
+    let history = client
+        .call_ok("chat.history", json!({"sessionKey": "tui-1"}))
+        .await;
+    assert_eq!(history["verboseLevel"], "full");
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 }
 

@@ -928,6 +928,13 @@ async fn openclaw_tui_opens_a_session_from_elsewhere_chats_and_starts_a_new_one(
     let mock = MockModel::start().await;
     mock.push(Reply::sse(anthropic_text("Answer from elsewhere.", 10)));
     mock.push(Reply::sse(anthropic_text("Reply in the terminal.", 10)));
+    mock.push(Reply::sse(anthropic_tool_call(
+        "r1",
+        "read",
+        &json!({"path": "notes.txt"}),
+    )));
+    mock.push(Reply::sse(anthropic_text("The notes are read.", 10)));
+    sandbox.write("notes.txt", "NOTES-BODY-42\n");
     let gateway = Gateway::start(&sandbox, &mock).await;
     let mut admin = support::gateway::Client::open(
         gateway
@@ -950,6 +957,13 @@ async fn openclaw_tui_opens_a_session_from_elsewhere_chats_and_starts_a_new_one(
     assert!(screen.contains("a question from a web page"), "{screen}");
     tui.send("one more thing");
     tui.until("Reply in the terminal.", &gateway).await;
+    // With `/verbose on` (kept by pincer for the session) the TUI shows
+    // the tool calls of a turn.
+    tui.send("/verbose on");
+    tui.until("| verbose on |", &gateway).await;
+    tui.send("read the notes");
+    let screen = tui.until("The notes are read.", &gateway).await;
+    assert!(screen.contains("📖 Read"), "{screen}");
     tui.send("/new");
     let screen = tui.until("new session: tui-", &gateway).await;
     let key = screen
@@ -961,5 +975,5 @@ async fn openclaw_tui_opens_a_session_from_elsewhere_chats_and_starts_a_new_one(
     // The new session is pincer's: the gateway resolves its key.
     let resolved = admin.call("sessions.resolve", json!({"key": key})).await;
     assert_eq!(resolved["ok"], json!(true), "{resolved}");
-    assert_eq!(mock.requests().len(), 2);
+    assert_eq!(mock.requests().len(), 4);
 }

@@ -67,7 +67,10 @@ impl Hub {
             state.used.retain(|session, _| registry.is_open(session));
             state.prompts.retain(|session, _| registry.is_open(session));
             state.live.retain(|session, live| {
-                registry.is_open(session) || !live.is_quiet() || live.queue_mode.is_some()
+                registry.is_open(session)
+                    || !live.is_quiet()
+                    || live.queue_mode.is_some()
+                    || live.verbose.is_some()
             });
         }
         drop(_one);
@@ -83,12 +86,17 @@ impl Hub {
     pub(super) fn release(&self, session: &str) {
         let mut state = self.state();
         state.used.remove(session);
-        let queue_mode = state.live.remove(session).and_then(|l| l.queue_mode);
-        if let Some(queue_mode) = queue_mode {
+        let (queue_mode, verbose) = state
+            .live
+            .remove(session)
+            .map(|l| (l.queue_mode, l.verbose))
+            .unwrap_or_default();
+        if queue_mode.is_some() || verbose.is_some() {
             state.live.insert(
                 session.to_string(),
                 Live {
-                    queue_mode: Some(queue_mode),
+                    queue_mode,
+                    verbose,
                     ..Live::default()
                 },
             );

@@ -23,7 +23,14 @@ pub struct Patch<'a> {
     /// As given: an unknown mode is refused after the options above are
     /// set, as it always was.
     pub queue_mode: Option<&'a str>,
+    /// OpenClaw's `verboseLevel` (`off`, `on`, `full`): how much of tool
+    /// calls its clients show. The gateway keeps it for them (in memory,
+    /// across unloads); the agent does not change.
+    pub verbose: Option<&'a str>,
 }
+
+/// The verbose levels OpenClaw's clients know.
+const VERBOSE_LEVELS: &[&str] = &["off", "on", "full"];
 
 impl Hub {
     /// `hello-ok`'s `snapshot.sessionDefaults`: what a new session starts
@@ -120,6 +127,11 @@ impl Hub {
         if let Some(model) = patch.model {
             known_model(self, model)?;
         }
+        if let Some(level) = patch.verbose
+            && !VERBOSE_LEVELS.contains(&level)
+        {
+            return Err(Failure::invalid("`verboseLevel` must be off, on or full"));
+        }
         let session = self.open(key).await?;
         let link = self.link()?;
         if let Some(label) = patch.label {
@@ -170,6 +182,13 @@ impl Hub {
                 .await
                 .map_err(|e| Failure::invalid(crate::gateway::link::error_text(&e)))?;
             self.set_queue_mode(&session, mode);
+        }
+        if let Some(level) = patch.verbose {
+            self.state()
+                .live
+                .entry(session.clone())
+                .or_default()
+                .verbose = Some(level.to_string());
         }
         let entry = crate::session::list(self.data_dir(), None)
             .iter()
@@ -363,6 +382,7 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         "thinkingLevels": defaults.levels(model.as_deref()),
         "permissionMode": recent.mode.unwrap_or_else(|| defaults.mode.clone()),
         "queueMode": hub.queue_mode(&summary.id).or(recent.queue).map(|m| m.wire()),
+        "verboseLevel": hub.verbose_of(&summary.id),
     });
     // A helper's row names the session that started it, as OpenClaw's
     // rows of spawned sessions do, the `task` call it works for, and how
