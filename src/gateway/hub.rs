@@ -254,6 +254,9 @@ struct Run {
     primed: std::collections::HashSet<u64>,
     /// A helper's run: its parent's key (OpenClaw's `spawnedBy`).
     spawned_by: Option<String>,
+    /// The client that sent the run's message: it shows that message
+    /// already, so its `session.message` goes to the others only.
+    origin: Option<u64>,
 }
 
 impl Run {
@@ -273,6 +276,7 @@ impl Run {
             members: Vec::new(),
             primed: Default::default(),
             spawned_by: None,
+            origin: None,
         }
     }
 
@@ -535,9 +539,22 @@ impl Hub {
 
     /// Sends an event to every client that may and wants to hear it.
     fn broadcast(&self, name: &'static str, payload: &Value, to: Audience<'_>) {
+        self.broadcast_except(name, payload, to, None);
+    }
+
+    /// [`Hub::broadcast`] to all but connection `except`.
+    fn broadcast_except(
+        &self,
+        name: &'static str,
+        payload: &Value,
+        to: Audience<'_>,
+        except: Option<u64>,
+    ) {
         let payload: Arc<str> = Arc::from(payload.to_string());
         for conn in self.audience(to) {
-            conn.out.push(Out::Event(name, payload.clone()));
+            if Some(conn.id) != except {
+                conn.out.push(Out::Event(name, payload.clone()));
+            }
         }
     }
 

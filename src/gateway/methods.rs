@@ -31,6 +31,8 @@ pub const METHODS: &[&str] = &[
     "sessions.get",
     "sessions.patch",
     "sessions.create",
+    "sessions.describe",
+    "question.list",
     "sessions.reset",
     "sessions.delete",
     "sessions.compact",
@@ -226,6 +228,20 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         "sessions.create" => {
             need(conn, Need::Write)?;
             create(hub, conn, &params).await
+        }
+        // OpenClaw's questions to the user: pincer asks its own (a
+        // command to allow, `ask_user`) as approvals, so it has none of
+        // these to list.
+        "question.list" => {
+            need(conn, Need::Read)?;
+            Ok(json!({"questions": []}))
+        }
+        // OpenClaw's TUI reads a session's row after each run.
+        "sessions.describe" => {
+            need(conn, Need::Read)?;
+            only("sessions.describe", &params, &["key", "agentId"])?;
+            let key = key_param(&params, "key")?;
+            Ok(json!({"key": key, "session": hub.row_of(key)}))
         }
         "sessions.reset" => {
             need(conn, Need::Write)?;
@@ -917,6 +933,7 @@ fn label_param(params: &Value) -> Result<Option<&str>, ErrorShape> {
 /// left undone.
 const PATCH_FIELDS: &[&str] = &[
     "key",
+    "agentId",
     "label",
     "model",
     "thinkingLevel",
@@ -938,6 +955,16 @@ const CREATE_FIELDS: &[&str] = &[
     "succeedsParent",
     "emitCommandHooks",
 ];
+
+/// Refuses an `agentId` other than the gateway's one agent, `main`.
+fn the_agent(params: &Value) -> Result<(), ErrorShape> {
+    match optional(params, "agentId")? {
+        Some(agent) if agent != "main" => Err(ErrorShape::invalid(format!(
+            "unknown agent `{agent}`: this gateway has one agent, `main`"
+        ))),
+        _ => Ok(()),
+    }
+}
 
 /// Refuses a request field pincer does not support, naming it.
 fn only(method: &str, params: &Value, fields: &[&str]) -> Result<(), ErrorShape> {
@@ -962,13 +989,7 @@ fn only(method: &str, params: &Value, fields: &[&str]) -> Result<(), ErrorShape>
 /// already; with its label when one is given.
 async fn create(hub: &Arc<Hub>, conn: &Arc<Conn>, params: &Value) -> Reply {
     only("sessions.create", params, CREATE_FIELDS)?;
-    if let Some(agent) = optional(params, "agentId")?
-        && agent != "main"
-    {
-        return Err(ErrorShape::invalid(format!(
-            "unknown agent `{agent}`: this gateway has one agent, `main`"
-        )));
-    }
+    the_agent(params)?;
     if optional(params, "parentSessionKey")?.is_some() {
         key_param(params, "parentSessionKey")?;
     }
@@ -993,6 +1014,7 @@ async fn create(hub: &Arc<Hub>, conn: &Arc<Conn>, params: &Value) -> Reply {
 
 async fn patch(hub: &Arc<Hub>, conn: &Conn, params: &Value) -> Reply {
     only("sessions.patch", params, PATCH_FIELDS)?;
+    the_agent(params)?;
     let key = key_param(params, "key")?;
     let label = label_param(params)?;
     let permission_mode = optional(params, "permissionMode")?;

@@ -2164,3 +2164,37 @@ async fn history_messages_name_their_entry_place_and_run() {
         );
     }
 }
+
+/// The client that sent a message shows it already: its `session.message`
+/// goes to the session's other clients only (OpenClaw's TUI would show a
+/// second copy of its own message otherwise).
+#[tokio::test]
+async fn a_message_is_echoed_to_the_other_clients_not_to_its_sender() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("Noted.", 10)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut sender = gateway.admin().await;
+    let mut other = gateway.admin().await;
+    let key = new_key();
+    let run = sender.chat_send(&key, "remember this").await;
+    sender.chat_end(&run).await;
+    let echoed = other
+        .next_where("the message as the other client sees it", |f| {
+            f["event"] == "session.message" && f["payload"]["runId"] == json!(run)
+        })
+        .await;
+    assert_eq!(
+        echoed["payload"]["message"]["content"][0]["text"],
+        "remember this"
+    );
+    other.chat_end(&run).await;
+    assert!(
+        sender
+            .payloads_of("session.message")
+            .iter()
+            .all(|p| p["runId"] != json!(run)),
+        "{:?}",
+        sender.payloads_of("session.message")
+    );
+}

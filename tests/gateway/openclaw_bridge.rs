@@ -891,6 +891,20 @@ impl Tui {
         self.tmux(&["send-keys", "Enter"]);
     }
 
+    /// Watches the screen for a few seconds: each of `lines` is on it
+    /// exactly once all along.
+    async fn stays_once(&self, lines: &[&str]) {
+        let until = tokio::time::Instant::now() + Duration::from_secs(4);
+        while tokio::time::Instant::now() < until {
+            let screen = self.screen();
+            for line in lines {
+                let count = screen.lines().filter(|l| l.trim() == *line).count();
+                assert_eq!(count, 1, "{line:?} shows {count} times:\n{screen}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Waits until the screen shows `what`; returns the screen.
     async fn until(&self, what: &str, gateway: &Gateway) -> String {
         let deadline = tokio::time::Instant::now() + NODE_TIMEOUT;
@@ -957,6 +971,14 @@ async fn openclaw_tui_opens_a_session_from_elsewhere_chats_and_starts_a_new_one(
     assert!(screen.contains("a question from a web page"), "{screen}");
     tui.send("one more thing");
     tui.until("Reply in the terminal.", &gateway).await;
+    // After the run the TUI reads the history again: what it showed during
+    // the run is matched to what was stored, and nothing shows twice.
+    tui.stays_once(&[
+        "one more thing",
+        "Reply in the terminal.",
+        "a question from a web page",
+    ])
+    .await;
     // With `/verbose on` (kept by pincer for the session) the TUI shows
     // the tool calls of a turn.
     tui.send("/verbose on");
@@ -966,6 +988,8 @@ async fn openclaw_tui_opens_a_session_from_elsewhere_chats_and_starts_a_new_one(
     assert!(screen.contains("📖 Read"), "{screen}");
     tui.send("/new");
     let screen = tui.until("new session: tui-", &gateway).await;
+    // Nothing it asked of pincer failed on the way.
+    assert!(!screen.contains("failed"), "{screen}");
     let key = screen
         .lines()
         .find_map(|l| l.trim().strip_prefix("new session: "))

@@ -37,7 +37,15 @@ impl Hub {
                     "runId": run_id,
                     "message": {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": now_ms()},
                 });
-                self.broadcast("session.message", &message, Audience::Session(&session));
+                // The client that sent it shows it already (OpenClaw's
+                // TUI matches its copy to the stored message later).
+                let origin = run.origin;
+                self.broadcast_except(
+                    "session.message",
+                    &message,
+                    Audience::Session(&session),
+                    origin,
+                );
                 let prompts = state.prompts.entry(session.clone()).or_default();
                 if prompts.len() >= super::MAX_PROMPT_RUNS {
                     prompts.pop_front();

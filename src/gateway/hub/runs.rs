@@ -98,7 +98,7 @@ impl Hub {
         if let Some(status) = self.known_run(run) {
             return Ok(status);
         }
-        self.send(&session, key, run, content, mode)?;
+        self.send_from(Some(conn.id), &session, key, run, content, mode)?;
         Ok("started")
     }
 
@@ -131,6 +131,21 @@ impl Hub {
         content: Vec<ContentBlock>,
         mode: Option<QueueMode>,
     ) -> Result<(), Failure> {
+        self.send_from(None, session, key, run_id, content, mode)
+    }
+
+    /// [`Hub::send`] for a message client `origin` sent.
+    fn send_from(
+        self: &Arc<Self>,
+        origin: Option<u64>,
+        session: &str,
+        key: &str,
+        run_id: &str,
+        content: Vec<ContentBlock>,
+        mode: Option<QueueMode>,
+    ) -> Result<(), Failure> {
+        let mut run = Run::new(session, key);
+        run.origin = origin;
         let link = self.link()?.clone();
         let mut state = self.prune();
         state.used.insert(session.to_string(), Instant::now());
@@ -146,15 +161,11 @@ impl Hub {
                 key: key.to_string(),
                 content,
             });
-            state
-                .runs
-                .insert(run_id.to_string(), Run::new(session, key));
+            state.runs.insert(run_id.to_string(), run);
             return Ok(());
         }
         live.pending.push(run_id.to_string());
-        state
-            .runs
-            .insert(run_id.to_string(), Run::new(session, key));
+        state.runs.insert(run_id.to_string(), run);
         drop(state);
         if busy && mode == Some(QueueMode::Interrupt) {
             link.cancel(session);

@@ -82,6 +82,16 @@ impl Hub {
         (page, count)
     }
 
+    /// The row of the session `key` names (`sessions.describe`), if it is
+    /// listed.
+    pub fn row_of(&self, key: &str) -> Option<Value> {
+        let session = self.lookup(key)?;
+        crate::session::list(self.data_dir(), None)
+            .iter()
+            .find(|s| s.id == session)
+            .map(|s| row(self, s, &Defaults::load(self)))
+    }
+
     /// `agents.list`: the gateway's one agent, as OpenClaw lists a roster
     /// that owns its one agent (`ownership: "sole"`), so that OpenClaw's
     /// CLI sends to it without being told which.
