@@ -438,28 +438,38 @@ async fn upgrade(
                 return;
             }
         };
-        // Small buffers: a thousand idle clients must not cost 128 KiB
-        // each (tungstenite's default); frames are written as they come.
-        let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-            .max_message_size(Some(max))
-            .max_frame_size(Some(max))
-            .read_buffer_size(4 * 1024)
-            .write_buffer_size(0);
         let budget = Arc::new(guard::Budget::default());
         let io = guard::Guarded::new(hyper_util::rt::TokioIo::new(upgraded), budget.clone());
         let socket = tokio_tungstenite::WebSocketStream::from_raw_socket(
             io,
             tokio_tungstenite::tungstenite::protocol::Role::Server,
-            Some(config),
+            Some(socket_config(max)),
         )
         .await;
         connection::run(socket, budget, client, gateway, slot).await;
     });
+    switching_protocols(&accept)
+}
+
+/// A server websocket's settings: frames up to `max` bytes, and small
+/// buffers (a thousand idle clients must not cost 128 KiB each,
+/// tungstenite's default); frames are written as they come.
+fn socket_config(max: usize) -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max))
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(0)
+}
+
+/// The `101` that completes a websocket upgrade, `accept` its
+/// `Sec-WebSocket-Accept`.
+fn switching_protocols(accept: &str) -> Response {
     let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
     headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-    if let Ok(accept) = HeaderValue::from_str(&accept) {
+    if let Ok(accept) = HeaderValue::from_str(accept) {
         headers.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
     }
     response
@@ -489,29 +499,18 @@ fn acp_upgrade(
                 return;
             }
         };
-        let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-            .max_message_size(Some(max))
-            .max_frame_size(Some(max))
-            .read_buffer_size(4 * 1024)
-            .write_buffer_size(0);
         let socket = tokio_tungstenite::WebSocketStream::from_raw_socket(
             hyper_util::rt::TokioIo::new(upgraded),
             tokio_tungstenite::tungstenite::protocol::Role::Server,
-            Some(config),
+            Some(socket_config(max)),
         )
         .await;
         let registry = gateway.hub.registry.clone();
         acp_socket::serve(socket, registry, gateway.model.clone(), slot).await;
     });
-    let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-    if let Ok(accept) = HeaderValue::from_str(&accept) {
-        headers.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
-    }
+    let mut response = switching_protocols(&accept);
     if let Ok(id) = HeaderValue::from_str(&connection) {
-        headers.insert(acp_socket::CONNECTION_ID, id);
+        response.headers_mut().insert(acp_socket::CONNECTION_ID, id);
     }
     response
 }

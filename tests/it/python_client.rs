@@ -37,42 +37,7 @@ async fn python_sdk_client_runs_a_tool_round_trip() {
 
     assert_eq!(
         result,
-        json!({
-            "protocolVersion": 1,
-            "agentName": "pincer",
-            "stopReason": "end_turn",
-            // Runs of message chunks are collapsed by the client.
-            "updates": [
-                // Parsed by the official Python SDK: the slash commands
-                // announced after session/new, then the turn.
-                "available_commands_update",
-                "session_info_update",
-                "agent_message_chunk",
-                "tool_call",
-                "tool_call_update",
-                "usage_update",
-                "agent_message_chunk",
-                "usage_update",
-            ],
-            "toolCalls": [{
-                "id": "toolu_01",
-                "title": "Read hello.txt",
-                "kind": "read",
-                "status": "completed",
-            }],
-            // Reading inside the project needs no permission.
-            "permissionRequests": [],
-            "text": "I'll read the file.The file says hello.",
-            "sdkComplaints": [],
-            // The SDK (0.12.1, the newest on PyPI) predates ACP's tool
-            // call `name` and the unstable `systemPrompt` capability; it
-            // ignores them, as ACP asks of unknown fields.
-            "lossyFields": [
-                "initialize result.agentCapabilities.sessionCapabilities.systemPrompt: dropped ({\"mode\": {\"override\": {}}})",
-                "session/update.update.name: dropped (\"read\")",
-                "session/update.update.name: dropped (\"read\")",
-            ],
-        }),
+        support::python_sdk::direct_tool_round_trip(),
         "--- client stderr ---\n{stderr}"
     );
     assert_eq!(mock.violations(), Vec::<String>::new());

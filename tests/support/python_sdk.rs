@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::acp_client::Sandbox;
 
@@ -170,4 +170,46 @@ pub async fn run_client(
         panic!("the client's stdout is not one JSON object ({e})\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}")
     });
     (result, stderr)
+}
+
+/// What the client reports of the tool round trip the tests run (the mock
+/// reads hello.txt, then answers) against `pincer acp` directly, whatever
+/// the transport: a spawned agent or a websocket.
+pub fn direct_tool_round_trip() -> Value {
+    json!({
+        "protocolVersion": 1,
+        "agentName": "pincer",
+        "stopReason": "end_turn",
+        // Runs of message chunks are collapsed by the client.
+        "updates": [
+            // Parsed by the official Python SDK: the slash commands
+            // announced after session/new, then the turn.
+            "available_commands_update",
+            "session_info_update",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "usage_update",
+            "agent_message_chunk",
+            "usage_update",
+        ],
+        "toolCalls": [{
+            "id": "toolu_01",
+            "title": "Read hello.txt",
+            "kind": "read",
+            "status": "completed",
+        }],
+        // Reading inside the project needs no permission.
+        "permissionRequests": [],
+        "text": "I'll read the file.The file says hello.",
+        "sdkComplaints": [],
+        // The SDK (0.12.1, the newest on PyPI) predates ACP's tool
+        // call `name` and the unstable `systemPrompt` capability; it
+        // ignores them, as ACP asks of unknown fields.
+        "lossyFields": [
+            "initialize result.agentCapabilities.sessionCapabilities.systemPrompt: dropped ({\"mode\": {\"override\": {}}})",
+            "session/update.update.name: dropped (\"read\")",
+            "session/update.update.name: dropped (\"read\")",
+        ],
+    })
 }
