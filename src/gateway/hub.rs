@@ -55,8 +55,8 @@ mod view;
 
 pub use approvals::not_found;
 pub use usage::Used;
-pub use view::Patch;
 pub(super) use view::millis;
+pub use view::{Archived, Patch};
 
 use approvals::preview;
 use keys::KeyMap;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::conn::{Conn, Need, Out};
 use super::frames::{self, ErrorShape, FORBIDDEN, Request, now_ms};
-use super::hub::{self, Hub, MAIN_KEY, Outcome, Patch, millis, not_found};
+use super::hub::{self, Archived, Hub, MAIN_KEY, Outcome, Patch, millis, not_found};
 use crate::agent::AgentMessage;
 use crate::config::QueueMode;
 use crate::llm::{AssistantContent, Content, Message};
@@ -866,13 +866,33 @@ fn list(hub: &Hub, params: &Value) -> Reply {
     let limit = limit(params, 100, 1000)?;
     let offset = params["offset"].as_u64().unwrap_or(0) as usize;
     let search = optional(params, "search")?.map(str::to_lowercase);
-    let (page, count) = hub.session_rows(search.as_deref(), offset, limit);
-    Ok(json!({
+    // OpenClaw's `archived`: "all" or "only"; without it, the sessions
+    // not archived.
+    let archived = match &params["archived"] {
+        Value::Null => Archived::Exclude,
+        Value::Bool(false) => Archived::Exclude,
+        Value::Bool(true) => Archived::Only,
+        Value::String(s) if s == "exclude" => Archived::Exclude,
+        Value::String(s) if s == "all" => Archived::Include,
+        Value::String(s) if s == "only" => Archived::Only,
+        other => {
+            return Err(ErrorShape::invalid(format!(
+                "`archived` is {other}; it takes \"all\", \"only\" or \"exclude\""
+            )));
+        }
+    };
+    let (page, count) = hub.session_rows(search.as_deref(), archived, offset, limit);
+    let more = offset + limit < count;
+    let mut listed = json!({
         "sessions": page,
-        "hasMore": offset + limit < count,
+        "hasMore": more,
         "count": count,
         "ts": now_ms(),
-    }))
+    });
+    if more {
+        listed["nextOffset"] = json!(offset + limit);
+    }
+    Ok(listed)
 }
 
 fn resolve(hub: &Hub, params: &Value) -> Reply {
@@ -929,7 +949,7 @@ fn label_param(params: &Value) -> Result<Option<&str>, ErrorShape> {
 }
 
 /// The fields of `sessions.patch` pincer acts on: any other (OpenClaw's
-/// `archived`, `verboseLevel`, …) is refused, never answered "ok" and
+/// `fastMode`, `elevatedLevel`, …) is refused, never answered "ok" and
 /// left undone.
 const PATCH_FIELDS: &[&str] = &[
     "key",
@@ -940,6 +960,8 @@ const PATCH_FIELDS: &[&str] = &[
     "permissionMode",
     "queueMode",
     "verboseLevel",
+    "archived",
+    "expectedSessionId",
 ];
 
 /// The fields of `sessions.create` pincer acts on. `parentSessionKey`,
@@ -1016,6 +1038,26 @@ async fn patch(hub: &Arc<Hub>, conn: &Conn, params: &Value) -> Reply {
     only("sessions.patch", params, PATCH_FIELDS)?;
     the_agent(params)?;
     let key = key_param(params, "key")?;
+    // OpenClaw's CLI names the session it means: a key that names another
+    // one by now is not changed.
+    if let Some(expected) = optional(params, "expectedSessionId")?
+        && hub.lookup(key).as_deref() != Some(expected)
+    {
+        return Err(ErrorShape::invalid(format!(
+            "{key} no longer names session {expected}"
+        )));
+    }
+    let archived = match &params["archived"] {
+        Value::Null => None,
+        Value::Bool(archived) => Some(*archived),
+        _ => return Err(ErrorShape::invalid("`archived` must be a boolean")),
+    };
+    if let Some(archived) = archived {
+        let session = hub
+            .lookup(key)
+            .ok_or_else(|| ErrorShape::invalid(format!("no session is named {key}")))?;
+        hub.set_archived(&session, archived);
+    }
     let label = label_param(params)?;
     let permission_mode = optional(params, "permissionMode")?;
     // `bypass` runs every tool without asking: turning it on answers every

@@ -2082,8 +2082,8 @@ async fn sessions_create_makes_or_adopts_a_key_and_unsupported_fields_are_refuse
         ("sessions.create", json!({"agentId": "ops"}), "ops"),
         (
             "sessions.patch",
-            json!({"key": "tui-1", "archived": true}),
-            "archived",
+            json!({"key": "tui-1", "fastMode": true}),
+            "fastMode",
         ),
         (
             "sessions.patch",
@@ -2197,4 +2197,69 @@ async fn a_message_is_echoed_to_the_other_clients_not_to_its_sender() {
         "{:?}",
         sender.payloads_of("session.message")
     );
+}
+
+/// OpenClaw's archive: `sessions.patch` `archived` keeps the session but
+/// lists it only when asked (`archived: "all"` or `"only"`), with when it
+/// was archived; `archived: false` brings it back; a patch that names a
+/// session the key no longer names changes nothing.
+#[tokio::test]
+async fn an_archived_session_is_listed_only_when_asked_and_comes_back() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("Kept.", 10)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = client.chat_send(&key, "keep this").await;
+    client.chat_end(&run).await;
+    let keys = |listed: &Value| -> Vec<String> {
+        listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["key"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let refused = client
+        .call(
+            "sessions.patch",
+            json!({"key": key, "archived": true, "expectedSessionId": "sess_other"}),
+        )
+        .await;
+    assert_eq!(refused["ok"], json!(false), "{refused}");
+    let listed = client.call_ok("sessions.list", json!({})).await;
+    assert_eq!(keys(&listed), vec![key.clone()]);
+    let session = listed["sessions"][0]["sessionId"].clone();
+    let patched = client
+        .call_ok(
+            "sessions.patch",
+            json!({"key": key, "archived": true, "expectedSessionId": session}),
+        )
+        .await;
+    assert_eq!(patched["entry"]["archived"], true, "{patched}");
+    assert!(patched["entry"]["archivedAt"].is_u64(), "{patched}");
+    let listed = client.call_ok("sessions.list", json!({})).await;
+    assert!(keys(&listed).is_empty(), "{listed}");
+    let all = client
+        .call_ok("sessions.list", json!({"archived": "all"}))
+        .await;
+    assert_eq!(keys(&all), vec![key.clone()]);
+    let only = client
+        .call_ok("sessions.list", json!({"archived": "only"}))
+        .await;
+    assert_eq!(only["sessions"][0]["archived"], true, "{only}");
+    client
+        .call_ok("sessions.patch", json!({"key": key, "archived": false}))
+        .await;
+    let listed = client.call_ok("sessions.list", json!({})).await;
+    assert_eq!(keys(&listed), vec![key.clone()]);
+    assert!(
+        listed["sessions"][0].get("archivedAt").is_none(),
+        "{listed}"
+    );
+    let bad = client
+        .call("sessions.list", json!({"archived": "sometimes"}))
+        .await;
+    assert_eq!(bad["ok"], json!(false), "{bad}");
 }

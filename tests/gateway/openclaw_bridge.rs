@@ -786,6 +786,24 @@ async fn openclaw_cli_commands_work_or_are_refused_as_not_supported_by_pincer() 
         !keys.iter().any(|k| k.starts_with("anthropic/anthropic/")),
         "{shown}"
     );
+    // A session archived: kept, no longer listed, said once.
+    mock.push(Reply::sse(anthropic_text("Noted.", 10)));
+    let (status, _, _, shown) = run(&[
+        "agent",
+        "--session-key",
+        "agent:main:notes",
+        "--message",
+        "take a note",
+    ])
+    .await;
+    assert_eq!(status, 0, "{shown}");
+    let (status, stdout, _, shown) = run(&["sessions", "archive", "agent:main:notes"]).await;
+    assert_eq!(status, 0, "{shown}");
+    assert!(stdout.to_lowercase().contains("archived"), "{shown}");
+    let (status, stdout, _, shown) =
+        run(&["sessions", "archive", "agent:main:notes", "--json"]).await;
+    assert_eq!(status, 0, "{shown}");
+    assert!(stdout.contains("already_archived"), "{shown}");
     // Pending approvals (none), and the scheduled runs (none configured).
     let (status, _, _, shown) = run(&["approvals", "pending"]).await;
     assert_eq!(status, 0, "{shown}");

@@ -437,7 +437,9 @@ impl Runner {
     /// The session's row as `sessions.list` shows it (among the first
     /// thousand, the most that method lists at once).
     async fn row(&self, key: &str) -> Option<Value> {
-        let (rows, _) = self.hub.session_rows(None, 0, 1000);
+        let (rows, _) =
+            self.hub
+                .session_rows(None, crate::gateway::hub::Archived::Exclude, 0, 1000);
         rows.into_iter().find(|r| r["key"] == key)
     }
 

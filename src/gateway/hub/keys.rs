@@ -37,6 +37,9 @@ pub(super) struct KeyMap {
     /// Sessions a reset replaced: kept on disk (and by `pincer sessions
     /// list`), no longer listed by the gateway.
     archived: std::collections::BTreeSet<String>,
+    /// When a client archived a session (`sessions.patch`), in ms since
+    /// the epoch (a reset's are not timed).
+    archived_at: BTreeMap<String, u64>,
     /// Changes not yet written.
     dirty: bool,
 }
@@ -46,6 +49,8 @@ pub(super) struct KeyMap {
 struct StoredKeys<'a> {
     keys: &'a BTreeMap<String, String>,
     archived: &'a std::collections::BTreeSet<String>,
+    #[serde(rename = "archivedAt")]
+    archived_at: &'a BTreeMap<String, u64>,
 }
 
 impl KeyMap {
@@ -57,6 +62,7 @@ impl KeyMap {
         let keys: BTreeMap<String, String> =
             serde_json::from_value(stored["keys"].clone()).unwrap_or_default();
         let archived = serde_json::from_value(stored["archived"].clone()).unwrap_or_default();
+        let archived_at = serde_json::from_value(stored["archivedAt"].clone()).unwrap_or_default();
         let mut by_session = HashMap::new();
         // In key order, so the first key of a session wins.
         for (key, id) in &keys {
@@ -67,6 +73,7 @@ impl KeyMap {
             keys,
             by_session,
             archived,
+            archived_at,
             dirty: false,
         }
     }
@@ -116,6 +123,7 @@ impl KeyMap {
         let stored = StoredKeys {
             keys: &self.keys,
             archived: &self.archived,
+            archived_at: &self.archived_at,
         };
         match serde_json::to_vec(&stored) {
             Ok(bytes) => Some((self.path.clone(), bytes)),
@@ -311,9 +319,33 @@ impl Hub {
         Ok((new_key, forked.id))
     }
 
-    /// Whether a reset replaced this session.
+    /// Whether a reset replaced this session, or a client archived it.
     pub fn is_archived(&self, session: &str) -> bool {
         self.keys().archived.contains(session)
+    }
+
+    /// When a client archived this session, if it did.
+    pub fn archived_at(&self, session: &str) -> Option<u64> {
+        self.keys().archived_at.get(session).copied()
+    }
+
+    /// Archives a session (`sessions.patch` `archived: true`): it is kept
+    /// on disk and no longer listed unless asked for; or brings it back.
+    pub fn set_archived(&self, session: &str, archived: bool) {
+        {
+            let mut keys = self.keys();
+            if archived {
+                if keys.archived.insert(session.to_string()) {
+                    keys.archived_at
+                        .insert(session.to_string(), crate::gateway::frames::now_ms());
+                }
+            } else {
+                keys.archived.remove(session);
+                keys.archived_at.remove(session);
+            }
+            keys.dirty = true;
+        }
+        self.keys_changed();
     }
 
     pub fn forget_key(&self, key: &str) {

@@ -32,6 +32,17 @@ pub struct Patch<'a> {
 /// The verbose levels OpenClaw's clients know.
 const VERBOSE_LEVELS: &[&str] = &["off", "on", "full"];
 
+/// Which sessions a listing holds: OpenClaw's `sessions.list` `archived`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Archived {
+    /// Those not archived (the default).
+    Exclude,
+    /// All.
+    Include,
+    /// The archived ones.
+    Only,
+}
+
 impl Hub {
     /// `hello-ok`'s `snapshot.sessionDefaults`: what a new session starts
     /// with.
@@ -54,13 +65,18 @@ impl Hub {
     pub fn session_rows(
         &self,
         search: Option<&str>,
+        archived: Archived,
         offset: usize,
         limit: usize,
     ) -> (Vec<Value>, usize) {
         let defaults = Defaults::load(self);
         let matching: Vec<crate::session::Summary> = crate::session::list(self.data_dir(), None)
             .into_iter()
-            .filter(|s| !self.is_archived(&s.id))
+            .filter(|s| match archived {
+                Archived::Exclude => !self.is_archived(&s.id),
+                Archived::Include => true,
+                Archived::Only => self.is_archived(&s.id),
+            })
             .filter(|s| match search {
                 None => true,
                 Some(search) => [
@@ -393,7 +409,11 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         "permissionMode": recent.mode.unwrap_or_else(|| defaults.mode.clone()),
         "queueMode": hub.queue_mode(&summary.id).or(recent.queue).map(|m| m.wire()),
         "verboseLevel": hub.verbose_of(&summary.id),
+        "archived": hub.is_archived(&summary.id),
     });
+    if let Some(at) = hub.archived_at(&summary.id) {
+        row["archivedAt"] = json!(at);
+    }
     // A helper's row names the session that started it, as OpenClaw's
     // rows of spawned sessions do, the `task` call it works for, and how
     // it is doing.
