@@ -836,6 +836,8 @@ impl Tui {
     /// Starts `openclaw tui --url … --token … <args>` with its home and
     /// state under `sandbox/tui`.
     fn start(sandbox: &Sandbox, gateway: &Gateway, args: &[&str]) -> Self {
+        // A fresh machine may lack tmux: installed here, never skipped.
+        support::ensure_tool("tmux", "tmux");
         let (node, entry) = toolchain();
         let root = sandbox.dir.path().join("tui");
         let home = root.join("home");
@@ -895,7 +897,7 @@ impl Tui {
             .arg(&self.socket)
             .args(args)
             .output()
-            .unwrap_or_else(|e| panic!("cannot run tmux (.ci/run installs it): {e}"))
+            .unwrap_or_else(|e| panic!("cannot run tmux: {e}"))
     }
 
     fn screen(&self) -> String {
