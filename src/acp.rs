@@ -1294,8 +1294,7 @@ impl Server {
 
     /// The running helper `id` of an open session.
     fn running_helper(&self, id: &str) -> Option<Arc<Session>> {
-        let sessions: Vec<Arc<Session>> = self.registry.sessions.lock().values().cloned().collect();
-        sessions.iter().find_map(|s| s.find_child(id))
+        self.registry.running_helper(id)
     }
 
     /// `session/cancel`: of an open session, or of a running helper (which

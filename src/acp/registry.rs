@@ -67,6 +67,19 @@ impl Registry {
         self.sessions.lock().contains_key(id)
     }
 
+    /// The running helper `id` of an open session (or of one of its
+    /// helpers). A helper is one from the moment its transcript is
+    /// written until its run has ended.
+    pub(super) fn running_helper(&self, id: &str) -> Option<Arc<Session>> {
+        let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
+        sessions.iter().find_map(|s| s.find_child(id))
+    }
+
+    /// Whether `id` is a helper that runs now in this process.
+    pub fn is_running_helper(&self, id: &str) -> bool {
+        self.running_helper(id).is_some()
+    }
+
     /// How many prompts wait for the session's running run (0 for a
     /// session that is not open).
     pub fn waiting(&self, id: &str) -> usize {

@@ -1,6 +1,6 @@
 //! Helpers (the `task` tool's child sessions) as the gateway shows them,
 //! after OpenClaw's spawned sessions: each gets a key of its own
-//! (`agent:main:subagent:<uuid>`) that `sessions.list` lists under its
+//! (`agent:main:subagent:<its session id>`) that `sessions.list` lists under its
 //! parent (`parentSessionKey`, `spawnedBy`) and `chat.history` reads, and
 //! a run whose `chat` and `agent` events carry that key and `spawnedBy`.
 //! The parent's run announces it and its end (`agent` events of stream
@@ -18,9 +18,12 @@ use super::{Audience, Hub, Outcome, Run};
 use crate::acp::registry::Observed;
 use crate::gateway::frames::now_ms;
 
-/// The key OpenClaw gives a spawned session, for a new helper.
-pub(super) fn helper_key() -> String {
-    format!("agent:main:subagent:{}", uuid::Uuid::new_v4())
+/// The key of helper session `child`, in the form OpenClaw gives a
+/// spawned session. It follows from the session alone, so that a listing
+/// made before the hub hears of a new helper names it as every later
+/// event and listing do.
+pub(super) fn helper_key(child: &str) -> String {
+    format!("agent:main:subagent:{child}")
 }
 
 /// What the hub keeps of a running helper.
@@ -51,7 +54,7 @@ impl Hub {
         let parent = parent.0.to_string();
         let child = child.0.to_string();
         let parent_key = self.key_of(&parent);
-        let key = helper_key();
+        let key = helper_key(&child);
         self.keys().insert(&key, &child);
         self.keys_changed();
         let followers = self
@@ -156,8 +159,10 @@ impl Hub {
     }
 
     /// The helper session `session` is running (its key's `chat.abort`
-    /// stops it; it cannot be prompted meanwhile).
+    /// stops it; it cannot be prompted meanwhile): the hub has heard it
+    /// start and not end, or it runs already and the hub is about to hear.
     pub fn is_running_helper(&self, session: &str) -> bool {
-        self.state().helpers.contains_key(session)
+        let heard = self.state().helpers.contains_key(session);
+        heard || self.registry.is_running_helper(session)
     }
 }

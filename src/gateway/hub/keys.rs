@@ -167,6 +167,16 @@ fn write_keys(path: &Path, bytes: &[u8]) {
 }
 
 impl Hub {
+    /// The key of a listed session: a helper the hub has not heard of
+    /// yet (it has just started) already has the key it will get.
+    pub fn key_of_summary(&self, summary: &crate::session::Summary) -> String {
+        match self.keys().by_session.get(&summary.id) {
+            Some(key) => key.clone(),
+            None if summary.spawned_by.is_some() => super::helpers::helper_key(&summary.id),
+            None => summary.id.clone(),
+        }
+    }
+
     /// The key events of a session carry: the one it was given to, else
     /// its id.
     pub fn key_of(&self, session: &str) -> String {
@@ -214,6 +224,11 @@ impl Hub {
         let rest = key.strip_prefix(AGENT_PREFIX)?;
         if let Some(id) = self.keys().keys.get(rest) {
             return Some(id.clone());
+        }
+        // A helper's key names its session (see `helpers::helper_key`),
+        // also one this gateway never gave out (an editor's helper).
+        if let Some(id) = rest.strip_prefix("subagent:") {
+            return exists(id).then(|| id.to_string());
         }
         exists(rest).then(|| rest.to_string())
     }

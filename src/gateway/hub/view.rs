@@ -80,7 +80,7 @@ impl Hub {
             .filter(|s| match search {
                 None => true,
                 Some(search) => [
-                    self.key_of(&s.id),
+                    self.key_of_summary(s),
                     s.id.clone(),
                     s.title.clone().unwrap_or_default(),
                 ]
@@ -384,7 +384,7 @@ fn session_defaults(hub: &Hub) -> Value {
 }
 
 fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Value {
-    let key = hub.key_of(&summary.id);
+    let key = hub.key_of_summary(summary);
     let title = summary.title.clone().unwrap_or_default();
     let recent = recent_settings(&summary.path);
     let model = recent.model.or_else(|| defaults.model.clone());
@@ -417,18 +417,16 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
     // A helper's row names the session that started it, as OpenClaw's
     // rows of spawned sessions do, the `task` call it works for, and how
     // it is doing.
+    // Its transcript's end is the last word on how it ended; without
+    // one it runs, or ran in a process that was killed.
     if let Some(parent) = &summary.spawned_by {
         let parent_key = hub.key_of(parent);
-        let running = hub.is_running_helper(&summary.id);
-        let state = if running {
-            "running"
-        } else {
-            match summary.helper_stop.as_deref() {
-                None => "interrupted",
-                Some("cancelled") => "stopped",
-                Some("error" | "refusal") => "failed",
-                Some(_) => "done",
-            }
+        let state = match summary.helper_stop.as_deref() {
+            Some("cancelled") => "stopped",
+            Some("error" | "refusal") => "failed",
+            Some(_) => "done",
+            None if hub.is_running_helper(&summary.id) => "running",
+            None => "interrupted",
         };
         merge(
             &mut row,
@@ -520,4 +518,59 @@ fn models(hub: &Hub) -> Result<Vec<Value>, Failure> {
         })
         .collect();
     Ok(models)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acp::registry::Registry;
+    use crate::session::transcript;
+    use std::time::Duration;
+
+    /// A helper's transcript is written before the hub hears that it
+    /// started: a listing made in between names it by the key every later
+    /// event and listing use (not by its bare id, which the page would
+    /// show as a second helper), and that key opens it. With no end in
+    /// its transcript and nothing running it, it was interrupted.
+    #[test]
+    fn a_helper_the_hub_has_not_heard_of_is_listed_under_its_own_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let hub = Hub::new(
+            Registry::new(),
+            dir.path().to_path_buf(),
+            data.clone(),
+            Duration::from_secs(60),
+        );
+        let child = "sess_0123456789abcdef0123456789abcdef";
+        let header = transcript::Header::new(child, dir.path(), None).spawned(
+            "sess_parent",
+            "general-purpose",
+            "t1",
+        );
+        let path = crate::session::transcript_path(&data, dir.path(), child);
+        let mut writer = transcript::Writer::create(&path, &header).unwrap();
+        writer
+            .append(transcript::Record::Message {
+                message: crate::llm::Message::User {
+                    content: vec![crate::llm::Content::text("read the docs")],
+                },
+                time: None,
+            })
+            .unwrap();
+
+        let (rows, count) = hub.session_rows(None, Archived::Include, 0, 10);
+        assert_eq!(count, 1);
+        let key = format!("agent:main:subagent:{child}");
+        assert_eq!(rows[0]["key"], json!(key));
+        assert_eq!(rows[0]["parentToolCallId"], json!("t1"));
+        assert_eq!(rows[0]["helperState"], json!("interrupted"));
+        assert_eq!(hub.lookup(&key).as_deref(), Some(child));
+        assert_eq!(hub.row_of(&key).unwrap()["key"], json!(key));
+        // Searching by that key finds it.
+        let (found, _) = hub.session_rows(Some("subagent:sess_0123"), Archived::Include, 0, 10);
+        assert_eq!(found.len(), 1);
+        // A key of that form for a session that is not there names nothing.
+        assert_eq!(hub.lookup("agent:main:subagent:sess_nothere"), None);
+    }
 }

@@ -791,9 +791,12 @@ function showHelpers(key) {
     const card = findCard(row.parentToolCallId);
     if (!card) continue;
     const helper = helperCard(card, row.key, { title: titleOf(row), agent: row.subagent });
-    // An ended helper does not run again: a listing older than what the
-    // page heard live cannot bring its card back to running.
-    if (!helper.dataset.state || row.helperState !== "running") setHelperState(helper, row.helperState);
+    // What the page heard live wins over a listing that may be older: a
+    // listing cannot bring an ended helper back to running, nor call one
+    // the page has heard start "interrupted" (a listing made before the
+    // gateway heard of it); only an end it has not heard yet is news.
+    const ended = ["done", "stopped", "failed"].includes(row.helperState);
+    if (!helper.dataset.state || ended) setHelperState(helper, row.helperState);
   }
 }
 
