@@ -50,6 +50,9 @@ use session::Session;
 pub use session::{MODE_OPTION, MODEL_OPTION, QUEUE_OPTION, THOUGHT_OPTION};
 pub use transport::Drain;
 
+/// The `_meta` key of `initialize`'s answer on a gateway's `/acp`.
+pub const GATEWAY_META: &str = "pincer/gateway";
+
 /// Options of `pincer acp`.
 #[derive(Clone, Debug, Default)]
 pub struct ServeOptions {
@@ -62,6 +65,10 @@ pub struct ServeOptions {
     /// observer (the gateway's in-process connection): they are not also
     /// sent to it as `session/update`s.
     pub observed: bool,
+    /// Served on a gateway's `/acp`: the directory its sessions work in,
+    /// which `initialize` names (`_meta["pincer/gateway"].cwd`) for a
+    /// client on another machine (`pincer acp --connect`).
+    pub gateway_cwd: Option<PathBuf>,
 }
 
 /// Serves ACP on stdin/stdout until stdin closes and every request received
@@ -546,7 +553,15 @@ impl Server {
                 methods
             })
             .agent_info(Implementation::new("pincer", env!("CARGO_PKG_VERSION")).title("pincer"))
-            .meta(fork::air_meta(&req.client_capabilities).and_then(|m| m.as_object().cloned()))
+            .meta({
+                let mut meta =
+                    fork::air_meta(&req.client_capabilities).and_then(|m| m.as_object().cloned());
+                if let Some(cwd) = &self.options.gateway_cwd {
+                    meta.get_or_insert_default()
+                        .insert(GATEWAY_META.to_string(), serde_json::json!({"cwd": cwd}));
+                }
+                meta
+            })
     }
 
     fn settings(&self, cwd: &std::path::Path) -> Result<Settings, Error> {

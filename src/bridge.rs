@@ -12,6 +12,7 @@
 //! gateway's events into updates, [`wire`] maps values between the two
 //! protocols.
 
+mod pipe;
 mod sent;
 mod stream;
 mod wire;
@@ -62,6 +63,23 @@ pub struct BridgeOptions {
     pub require_existing: bool,
     /// `--reset-session`: the key starts over (its old transcript stays).
     pub reset_session: bool,
+    /// `--protocol`: how the editor's ACP reaches the gateway.
+    pub protocol: Protocol,
+}
+
+/// How `pincer acp --connect` talks to the gateway.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Protocol {
+    /// ACP over the gateway's `/acp` when it is pincer's, else OpenClaw's
+    /// gateway protocol.
+    #[default]
+    Auto,
+    /// ACP over `/acp`, as the agent speaks it: nothing is translated,
+    /// but the sessions end with the connection.
+    Acp,
+    /// OpenClaw's gateway protocol: sessions are gateway keys and runs
+    /// go on across a dropped connection.
+    Openclaw,
 }
 
 /// Checks a `--connect` URL: a websocket URL, and no credential in it
@@ -162,6 +180,28 @@ pub fn credential(
 /// Serves the bridge on stdin/stdout until stdin closes and every request
 /// received has been answered.
 pub async fn serve_stdio(options: BridgeOptions) -> Result<(), Error> {
+    // A session key (`--session`, `--session-label`) is the gateway
+    // protocol's notion; so are runs that outlive the connection.
+    let keyed = options.session.is_some() || options.session_label.is_some();
+    if options.protocol != Protocol::Openclaw && !keyed {
+        match pipe::dial(&options.url, &options.credential).await {
+            Ok(socket) => {
+                tracing::debug!(url = %options.url, "the gateway serves ACP: the editor's messages go there as they are");
+                return pipe::serve_stdio(socket, options.url)
+                    .await
+                    .map_err(|lost| Error::new(Error::internal_error().code, lost));
+            }
+            Err(why) if options.protocol == Protocol::Acp => {
+                return Err(Error::new(
+                    Error::internal_error().code,
+                    format!("cannot reach ACP at {}: {why}", options.url),
+                ));
+            }
+            Err(why) => {
+                tracing::debug!(url = %options.url, %why, "no ACP on the gateway: using OpenClaw's protocol");
+            }
+        }
+    }
     let drain = Drain::new();
     let transport = transport::stdio(drain.clone());
     tokio::spawn(serve(transport, drain, options))

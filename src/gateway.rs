@@ -506,7 +506,8 @@ fn acp_upgrade(
         )
         .await;
         let registry = gateway.hub.registry.clone();
-        acp_socket::serve(socket, registry, gateway.model.clone(), slot).await;
+        let cwd = gateway.hub.cwd.clone();
+        acp_socket::serve(socket, registry, gateway.model.clone(), cwd, slot).await;
     });
     let mut response = switching_protocols(&accept);
     if let Ok(id) = HeaderValue::from_str(&connection) {

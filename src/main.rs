@@ -132,6 +132,14 @@ enum Command {
         /// Start the session key over (a fresh transcript; the old one stays).
         #[arg(long, requires = "connect")]
         reset_session: bool,
+        /// How to talk to the gateway: `acp` carries ACP itself over a
+        /// pincer gateway's /acp (nothing translated; sessions end with
+        /// the connection), `openclaw` its gateway protocol (runs go on
+        /// across a dropped connection; the only one OpenClaw's gateway
+        /// and --session keys speak), `auto` ACP when the far end offers
+        /// it.
+        #[arg(long, value_enum, requires = "connect", default_value_t = pincer::bridge::Protocol::Auto)]
+        protocol: pincer::bridge::Protocol,
     },
     /// Serve OpenClaw's gateway protocol on a websocket, loopback by
     /// default: OpenClaw's clients (`openclaw acp --url …`), web pages and
@@ -769,11 +777,18 @@ async fn acp_bridge(command: Command) -> i32 {
         session_label,
         require_existing,
         reset_session,
+        protocol,
         ..
     } = command
     else {
         return 1;
     };
+    if protocol == pincer::bridge::Protocol::Acp && (session.is_some() || session_label.is_some()) {
+        eprintln!(
+            "pincer: --session and --session-label name gateway session keys, which ACP over /acp does not have; use --protocol openclaw"
+        );
+        return 2;
+    }
     let url = match pincer::bridge::check_url(&url) {
         Ok(url) => url,
         Err(e) => {
@@ -796,6 +811,7 @@ async fn acp_bridge(command: Command) -> i32 {
         session_label,
         require_existing,
         reset_session,
+        protocol,
     };
     exit_code(pincer::bridge::serve_stdio(options).await)
 }
@@ -814,6 +830,7 @@ async fn acp(model: Option<String>, gateway: Option<String>) -> i32 {
             model,
             registry,
             observed: false,
+            gateway_cwd: None,
         })
         .await,
     )

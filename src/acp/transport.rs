@@ -112,7 +112,7 @@ pub const MAX_LINE: usize = 64 * 1024 * 1024;
 
 /// One read from stdin.
 #[derive(Debug, PartialEq)]
-enum Read {
+pub(crate) enum Read {
     Line(String),
     /// Not UTF-8, so not JSON: answered here, the crate never sees it.
     NotUtf8,
@@ -122,7 +122,7 @@ enum Read {
 }
 
 /// Reads one line of at most `limit` bytes, without its line ending.
-async fn read_line(
+pub(crate) async fn read_line(
     reader: &mut (impl AsyncBufRead + Unpin),
     buffer: &mut Vec<u8>,
     limit: usize,

@@ -186,6 +186,7 @@ pub(super) async fn serve<S>(
     socket: WebSocketStream<S>,
     registry: Arc<Registry>,
     model: Option<String>,
+    cwd: std::path::PathBuf,
     slot: peers::Slot,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -206,6 +207,7 @@ pub(super) async fn serve<S>(
         model,
         registry: Some(registry),
         observed: false,
+        gateway_cwd: Some(cwd),
     };
     let mut served = tokio::spawn(crate::acp::serve(transport, drain, options));
     let writer = tokio::spawn(async move {

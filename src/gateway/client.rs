@@ -35,13 +35,13 @@ use crate::llm::Secret;
 
 /// How long one dial (TCP, TLS, the websocket upgrade) and then each step of
 /// the handshake may take.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The first wait before dialling again; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// The largest frame accepted from the gateway (OpenClaw's `maxPayload` is
 /// 25 MiB; `chat.history` answers stay under 6 MiB).
-const MAX_FRAME: usize = 32 << 20;
+pub(crate) const MAX_FRAME: usize = 32 << 20;
 
 /// What the client proves itself with.
 #[derive(Clone, Debug)]
@@ -325,26 +325,31 @@ impl Shared {
         if let Some(config) = cached.as_ref() {
             return Ok(config.clone());
         }
-        let found = rustls_native_certs::load_native_certs();
-        let mut roots = rustls::RootCertStore::empty();
-        let (added, _) = roots.add_parsable_certificates(found.certs);
-        if added == 0 {
-            return Err(
-                "no trusted root certificates were found on this system (install the CA \
-                 certificates, or point SSL_CERT_FILE at a PEM bundle)"
-                    .to_string(),
-            );
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let config = Arc::new(config);
+        let config = tls_config()?;
         *cached = Some(config.clone());
         Ok(config)
     }
+}
+
+/// TLS for `wss://`: the system's roots (or `SSL_CERT_FILE`'s).
+pub(crate) fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = rustls::RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(found.certs);
+    if added == 0 {
+        return Err(
+            "no trusted root certificates were found on this system (install the CA \
+             certificates, or point SSL_CERT_FILE at a PEM bundle)"
+                .to_string(),
+        );
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
 }
 
 /// Dials, serves the connection until it drops, and dials again, for as
@@ -566,7 +571,7 @@ async fn dial(shared: &Shared) -> Result<Dialled, ClientError> {
 }
 
 /// A readable sentence for a dial failure.
-fn describe(error: &tokio_tungstenite::tungstenite::Error) -> String {
+pub(crate) fn describe(error: &tokio_tungstenite::tungstenite::Error) -> String {
     use tokio_tungstenite::tungstenite::Error as E;
     match error {
         E::Io(e) => match e.kind() {

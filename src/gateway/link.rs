@@ -48,6 +48,7 @@ impl Link {
             model,
             registry: Some(registry),
             observed: true,
+            gateway_cwd: None,
         };
         tokio::spawn(async move {
             if let Err(e) = crate::acp::serve(server_end, crate::acp::Drain::new(), options).await {

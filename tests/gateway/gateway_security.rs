@@ -1859,6 +1859,28 @@ async fn sessions_patch_refuses_a_model_the_catalog_does_not_know() {
         .await;
 }
 
+/// A key that names a new session is on disk when the session is made:
+/// keys made back to back (closer than the saver spaces its writes) are
+/// each there at once, so that a gateway killed right after finds them.
+#[tokio::test]
+async fn a_new_session_s_key_is_written_before_it_is_answered() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut admin = gateway.admin().await;
+    let file = sandbox.home().join("gateway").join("keys.json");
+    for n in 0..3 {
+        let key = format!("web:made-{n}");
+        let created = admin.call_ok("sessions.create", json!({"key": key})).await;
+        let session = created["sessionId"].as_str().unwrap();
+        let written = std::fs::read_to_string(&file).unwrap_or_default();
+        assert!(
+            written.contains(&key) && written.contains(session),
+            "{key} is not on disk yet: {written}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_gateway_s_session_keys_file_is_readable_by_the_user_alone() {
     let sandbox = Sandbox::new();

@@ -60,6 +60,7 @@ impl Peer {
                 model: None,
                 registry: Some(registry.clone()),
                 observed: false,
+                gateway_cwd: None,
             },
         ));
         let updates = Arc::new(Mutex::new(Vec::new()));

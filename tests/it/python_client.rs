@@ -67,6 +67,8 @@ async fn python_sdk_client_runs_a_tool_round_trip_through_the_bridge() {
         gateway.url(),
         "--token-file".to_string(),
         token_file.display().to_string(),
+        "--protocol".to_string(),
+        "openclaw".to_string(),
     ];
     let (result, stderr) = run_client(&python, &editor, &agent, &[]).await;
     assert_eq!(

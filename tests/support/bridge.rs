@@ -17,9 +17,21 @@ use super::acp_client::{Acp, Sandbox, TIMEOUT};
 use super::gateway::Gateway;
 use super::mock_model::MockModel;
 
-/// `pincer acp --connect URL --token-file FILE <extra>` in `sandbox`; the
-/// token sits in a file of the sandbox, never on the command line.
+/// `pincer acp --connect URL --protocol openclaw --token-file FILE
+/// <extra>` in `sandbox` (the bridge over OpenClaw's gateway protocol,
+/// which a pincer gateway speaks too); the token sits in a file of the
+/// sandbox, never on the command line.
 pub fn bridge_command(sandbox: &Sandbox, url: &str, token: &str, extra: &[&str]) -> Command {
+    connect_command(
+        sandbox,
+        url,
+        token,
+        &[&["--protocol", "openclaw"], extra].concat(),
+    )
+}
+
+/// `pincer acp --connect URL --token-file FILE <extra>` in `sandbox`.
+pub fn connect_command(sandbox: &Sandbox, url: &str, token: &str, extra: &[&str]) -> Command {
     let file = sandbox.dir.path().join("gateway-token");
     std::fs::write(&file, token).unwrap();
     let file = file.display().to_string();

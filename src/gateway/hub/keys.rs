@@ -197,6 +197,14 @@ impl Hub {
         }
     }
 
+    /// A key now names a new session: written at once, not when the
+    /// saver next may, so that a gateway killed right after (its session
+    /// already running) finds the session under its key when it starts
+    /// again.
+    pub(super) fn key_made(&self) {
+        self.write_keys();
+    }
+
     /// Writes the keys if they changed since the last write. The write
     /// itself happens outside the lock; only the saver task (or a caller
     /// before it starts, or at shutdown) writes, one at a time.
@@ -265,7 +273,7 @@ impl Hub {
         })?;
         self.used(&id);
         self.keys().insert(key, &id);
-        self.keys_changed();
+        self.key_made();
         let waiting = self.conns().by_new_key.remove(key).unwrap_or_default();
         for conn in waiting {
             self.follow(&conn, &id);
@@ -293,7 +301,7 @@ impl Hub {
                 keys.archived.insert(old);
             }
         }
-        self.keys_changed();
+        self.key_made();
         self.session_changed("reset", &id);
         Ok(id)
     }
@@ -329,7 +337,7 @@ impl Hub {
         let forked =
             crate::session::rewind::fork(&self.data_dir, &path, point).map_err(Failure::invalid)?;
         self.keys().insert(&new_key, &forked.id);
-        self.keys_changed();
+        self.key_made();
         self.session_changed("create", &forked.id);
         Ok((new_key, forked.id))
     }
