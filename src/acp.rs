@@ -50,6 +50,9 @@ use session::Session;
 pub use session::{MODE_OPTION, MODEL_OPTION, QUEUE_OPTION, THOUGHT_OPTION};
 pub use transport::Drain;
 
+/// How the notice of a failed compaction starts (its reason follows).
+pub const COMPACTION_FAILED: &str = "Compacting the conversation failed: ";
+
 /// The `_meta` key of `initialize`'s answer on a gateway's `/acp`.
 pub const GATEWAY_META: &str = "pincer/gateway";
 

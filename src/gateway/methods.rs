@@ -269,11 +269,42 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "sessions.compact" => {
             need(conn, Need::Write)?;
+            only(
+                "sessions.compact",
+                &params,
+                &["key", "agentId", "instructions", "maxLines"],
+            )?;
+            the_agent(&params)?;
+            if !params["maxLines"].is_null() {
+                return Err(ErrorShape::invalid(
+                    "sessions.compact: `maxLines` (cutting a transcript to its last lines) is not supported by pincer, which compacts by summarising the older history; leave it out",
+                ));
+            }
             let key = key_param(&params, "key")?;
             let instructions = optional(&params, "instructions")?.unwrap_or_default();
             let text = format!("/compact {instructions}").trim_end().to_string();
             run_command(hub, key, text, "the compaction was cancelled").await?;
-            Ok(json!({"ok": true, "key": key, "compacted": true}))
+            // What the compaction did is what the transcript says after
+            // the command: a summary, or the reason there is none.
+            let path = hub
+                .lookup(key)
+                .and_then(|session| crate::session::find(hub.data_dir(), &session))
+                .ok_or_else(|| not_found(key))?;
+            let ended = tokio::task::spawn_blocking(move || compaction_of(&path))
+                .await
+                .map_err(|e| ErrorShape::invalid(e.to_string()))?;
+            Ok(match ended {
+                Compaction::Done { tokens_before } => json!({
+                    "ok": true, "key": key, "compacted": true,
+                    "result": {"tokensBefore": tokens_before},
+                }),
+                Compaction::NotNeeded(reason) => {
+                    json!({"ok": true, "key": key, "compacted": false, "reason": reason})
+                }
+                Compaction::Failed(reason) => {
+                    json!({"ok": false, "key": key, "compacted": false, "reason": reason})
+                }
+            })
         }
         "sessions.rewind" => {
             need(conn, Need::Write)?;
@@ -641,6 +672,53 @@ async fn run_command(
         Some((Outcome::Error { message, .. }, _, _)) => Err(ErrorShape::invalid(message)),
         _ => Err(ErrorShape::invalid(cancelled)),
     }
+}
+
+/// How the last `/compact` of a transcript ended.
+#[derive(Debug, PartialEq)]
+enum Compaction {
+    Done {
+        tokens_before: u64,
+    },
+    /// Nothing was old enough to summarise.
+    NotNeeded(String),
+    Failed(String),
+}
+
+/// Reads how the last `/compact` recorded in the transcript at `path`
+/// ended: the compaction record or the failure notice that follows it.
+fn compaction_of(path: &std::path::Path) -> Compaction {
+    use crate::session::transcript::Record;
+    let entries = match crate::session::transcript::load(path) {
+        Ok(transcript) => transcript.entries,
+        Err(e) => return Compaction::Failed(e.to_string()),
+    };
+    let start = entries.iter().rposition(|e| {
+        matches!(&e.record, Record::Command { text } if text == "/compact" || text.starts_with("/compact "))
+    });
+    let after = start.map_or(&entries[..0], |i| &entries[i + 1..]);
+    let nothing = crate::agent::compaction::CompactError::NothingToCompact.to_string();
+    for entry in after {
+        match &entry.record {
+            Record::Compaction { tokens_before, .. } => {
+                return Compaction::Done {
+                    tokens_before: *tokens_before,
+                };
+            }
+            Record::Notice { text } => {
+                if let Some(reason) = text.strip_prefix(crate::acp::COMPACTION_FAILED) {
+                    let reason = reason.trim().to_string();
+                    return if reason == nothing {
+                        Compaction::NotNeeded(reason)
+                    } else {
+                        Compaction::Failed(reason)
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+    Compaction::Failed("the session recorded no compaction".to_string())
 }
 
 /// The turn a request names: `turn` (as `/rewind` numbers them) or the

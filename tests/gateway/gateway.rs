@@ -918,8 +918,12 @@ async fn sessions_compact_summarises_the_history() {
         .call_ok("sessions.compact", json!({"key": key}))
         .await;
     assert_eq!(
-        pick(&compacted, &["ok", "key"]),
-        json!({"ok": true, "key": key})
+        pick(&compacted, &["ok", "key", "compacted"]),
+        json!({"ok": true, "key": key, "compacted": true})
+    );
+    assert!(
+        compacted["result"]["tokensBefore"].as_u64().unwrap() > 0,
+        "{compacted}"
     );
     let summary_request = mock
         .side_requests()
@@ -941,6 +945,39 @@ async fn sessions_compact_summarises_the_history() {
         body.contains("The user asked to remember pelican."),
         "{body}"
     );
+    // A summary that cannot be written is a failed compaction, with the
+    // reason, and the history stays as it was.
+    mock.push_side(Reply::status(
+        400,
+        r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long"}}"#,
+    ));
+    let failed = client
+        .call_ok("sessions.compact", json!({"key": key}))
+        .await;
+    assert_eq!(
+        pick(&failed, &["ok", "compacted"]),
+        json!({"ok": false, "compacted": false}),
+        "{failed}"
+    );
+    assert!(
+        failed["reason"]
+            .as_str()
+            .unwrap()
+            .contains("prompt is too long"),
+        "{failed}"
+    );
+    // What pincer does not do is refused, never ignored.
+    for (params, field) in [
+        (json!({"key": key, "maxLines": 200}), "maxLines"),
+        (json!({"key": key, "keepRecent": 2}), "keepRecent"),
+    ] {
+        let refused = client.call("sessions.compact", params).await;
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(field) && message.contains("not supported by pincer"),
+            "{refused}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -749,6 +749,12 @@ async fn openclaw_cli_commands_work_or_are_refused_as_not_supported_by_pincer() 
     let mock = MockModel::start().await;
     mock.push(Reply::sse(anthropic_text("Pong from pincer.", 10)));
     mock.push(Reply::sse(anthropic_text("Pong again.", 10)));
+    // No titles: the only side calls are the compactions' summaries.
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "title_model = \"none\"\n",
+    )
+    .unwrap();
     let gateway = Gateway::start(&sandbox, &mock).await;
     let run = |args: &'static [&'static str]| {
         let (sandbox, gateway) = (&sandbox, &gateway);
@@ -804,6 +810,43 @@ async fn openclaw_cli_commands_work_or_are_refused_as_not_supported_by_pincer() 
         run(&["sessions", "archive", "agent:main:notes", "--json"]).await;
     assert_eq!(status, 0, "{shown}");
     assert!(stdout.contains("already_archived"), "{shown}");
+    // A compaction says what it did: a summary, or why there is none
+    // (exit 1); OpenClaw's cutting to the last lines is refused.
+    mock.push_side(Reply::status(
+        400,
+        r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long"}}"#,
+    ));
+    let (status, stdout, stderr, shown) = run(&["sessions", "compact", "agent:main:main"]).await;
+    assert_eq!(status, 1, "{shown}");
+    assert!(
+        format!("{stdout}{stderr}").contains("Compaction failed for session agent:main:main")
+            && !stdout.contains("Compacted"),
+        "{shown}"
+    );
+    mock.push_side(Reply::sse(anthropic_text("The user pinged twice.", 10)));
+    let (status, stdout, _, shown) = run(&["sessions", "compact", "agent:main:main"]).await;
+    assert_eq!(status, 0, "{shown}");
+    assert!(
+        stdout.contains("Compacted session agent:main:main"),
+        "{shown}"
+    );
+    // Compacted already: nothing is old enough to summarise again.
+    let (status, stdout, _, shown) = run(&["sessions", "compact", "agent:main:main"]).await;
+    assert_eq!(status, 0, "{shown}");
+    assert!(stdout.contains("No compaction needed"), "{shown}");
+    let (status, stdout, stderr, shown) = run(&[
+        "sessions",
+        "compact",
+        "agent:main:main",
+        "--max-lines",
+        "200",
+    ])
+    .await;
+    assert_ne!(status, 0, "{shown}");
+    assert!(
+        format!("{stdout}{stderr}").contains("not supported by pincer"),
+        "{shown}"
+    );
     // Pending approvals (none), and the scheduled runs (none configured).
     let (status, _, _, shown) = run(&["approvals", "pending"]).await;
     assert_eq!(status, 0, "{shown}");

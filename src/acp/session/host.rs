@@ -88,7 +88,7 @@ impl AcpHost {
                         });
                     }
                     Err(error) => {
-                        let text = format!("Compacting the conversation failed: {error}\n\n");
+                        let text = format!("{}{error}\n\n", crate::acp::COMPACTION_FAILED);
                         self.session
                             .record(transcript::Record::Notice { text: text.clone() });
                         self.send(if self.compaction {
