@@ -598,6 +598,13 @@ pub struct Summary {
     modified: std::time::SystemTime,
 }
 
+impl Summary {
+    /// When its transcript last changed.
+    pub fn modified(&self) -> std::time::SystemTime {
+        self.modified
+    }
+}
+
 /// Where the latest model-written title of a session is kept next to its
 /// transcript, so that listing sessions reads one small file instead of a
 /// whole transcript. The transcript's `title` entry stays the record.

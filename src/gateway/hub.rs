@@ -56,7 +56,7 @@ mod view;
 pub use approvals::not_found;
 pub use usage::Used;
 pub(super) use view::millis;
-pub use view::{Archived, Patch};
+pub use view::{Archived, Patch, RowQuery};
 
 use approvals::preview;
 use keys::KeyMap;

@@ -125,6 +125,107 @@ fn limit(params: &Value, default: usize, max: usize) -> Result<usize, ErrorShape
     }
 }
 
+/// The fields each method takes. A request with any other is refused,
+/// naming it (OpenClaw's own schemas are closed too): pincer never
+/// answers "ok" to a request whose part it ignored. Some are OpenClaw's
+/// and taken only at the value that asks for what pincer does anyway;
+/// the handlers check those values.
+fn fields(method: &str) -> Option<&'static [&'static str]> {
+    Some(match method {
+        "health" | "agents.list" | "sessions.subscribe" | "sessions.unsubscribe" => &[],
+        "exec.approval.list" | "plugin.approval.list" | "openclaw.approval.list" => &[],
+        "question.list" => &["status"],
+        "chat.send" => SEND_FIELDS,
+        "agent" => AGENT_FIELDS,
+        "agent.wait" => &["runId", "timeoutMs"],
+        // No side runs here: keeping or stopping them is the same.
+        "chat.abort" => &["sessionKey", "agentId", "runId", "preserveSideRuns"],
+        "chat.history" => &["sessionKey", "agentId", "limit"],
+        "chat.subscribe" | "chat.unsubscribe" => &["sessionKey", "agentId"],
+        "sessions.get" => &["key", "agentId", "limit"],
+        "sessions.list" => LIST_FIELDS,
+        "sessions.resolve" => &[
+            "key",
+            "sessionId",
+            "label",
+            "agentId",
+            "allowMissing",
+            "includeGlobal",
+            "includeUnknown",
+        ],
+        "sessions.patch" => PATCH_FIELDS,
+        "sessions.create" => CREATE_FIELDS,
+        "sessions.describe" => &["key", "agentId"],
+        "sessions.reset" => &["key", "agentId", "reason", "expectedSessionId"],
+        "sessions.delete" => &["key", "agentId", "deleteTranscript", "expectedSessionId"],
+        "sessions.compact" => &["key", "agentId", "instructions", "maxLines"],
+        "sessions.rewind" => &["key", "agentId", "turn", "messageId"],
+        "sessions.fork" => &["key", "agentId", "turn", "messageId", "newKey"],
+        // One catalog, with every detail, for every session and view.
+        "models.list" => &[
+            "provider",
+            "agentId",
+            "sessionKey",
+            "view",
+            "includeDetails",
+            "refresh",
+        ],
+        "exec.approval.get" => &["id"],
+        "exec.approval.resolve" => &["id", "decision"],
+        // pincer's jobs are all enabled, and all its one agent's.
+        "cron.list" => &["includeDisabled", "agentId", "limit", "offset"],
+        _ => return None,
+    })
+}
+
+/// `chat.send`'s fields: `thinking` only at the session's level, and
+/// `deliver` only `false` (pincer sends a channel session's replies to
+/// its channel whatever a client asks).
+const SEND_FIELDS: &[&str] = &[
+    "sessionKey",
+    "agentId",
+    "sessionId",
+    "message",
+    "thinking",
+    "deliver",
+    "timeoutMs",
+    "queueMode",
+    "attachments",
+    "idempotencyKey",
+];
+
+/// `agent`'s: `chat.send`'s, with OpenClaw's `timeout` in seconds.
+const AGENT_FIELDS: &[&str] = &[
+    "sessionKey",
+    "agentId",
+    "sessionId",
+    "message",
+    "thinking",
+    "deliver",
+    "timeout",
+    "timeoutMs",
+    "queueMode",
+    "attachments",
+    "idempotencyKey",
+];
+
+/// `sessions.list`'s: every row has its title (`includeDerivedTitles`),
+/// pincer has no global or unknown sessions to include, and its sessions
+/// are all its one configured agent's (`configuredAgentsOnly`).
+const LIST_FIELDS: &[&str] = &[
+    "limit",
+    "offset",
+    "search",
+    "archived",
+    "agentId",
+    "activeMinutes",
+    "includeLastMessage",
+    "includeDerivedTitles",
+    "includeGlobal",
+    "includeUnknown",
+    "configuredAgentsOnly",
+];
+
 async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
     let params = if request.params.is_null() {
         json!({})
@@ -133,6 +234,28 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
     };
     if !params.is_object() {
         return Err(ErrorShape::invalid("`params` must be an object"));
+    }
+    if let Some(fields) = fields(&request.method) {
+        only(&request.method, &params, fields)?;
+        the_agent(&params)?;
+        for flag in [
+            "includeGlobal",
+            "includeUnknown",
+            "includeDerivedTitles",
+            "preserveSideRuns",
+            "includeDisabled",
+            "allowMissing",
+            "includeDetails",
+            "deleteTranscript",
+            "deliver",
+            "refresh",
+            "includeLastMessage",
+            "configuredAgentsOnly",
+        ] {
+            if !matches!(params[flag], Value::Null | Value::Bool(_)) {
+                return Err(ErrorShape::invalid(format!("`{flag}` must be a boolean")));
+            }
+        }
     }
     match request.method.as_str() {
         "health" => {
@@ -246,12 +369,24 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         "sessions.reset" => {
             need(conn, Need::Write)?;
             let key = key_param(&params, "key")?;
+            if let Some(reason) = optional(&params, "reason")?
+                && !matches!(reason, "new" | "reset")
+            {
+                return Err(ErrorShape::invalid("`reason` is \"new\" or \"reset\""));
+            }
+            expected_session(hub, key, &params)?;
             let session = hub.reset(key).await?;
             Ok(json!({"ok": true, "key": key, "sessionId": session}))
         }
         "sessions.delete" => {
             need(conn, Need::Admin)?;
             let key = key_param(&params, "key")?;
+            if params["deleteTranscript"] == false {
+                return Err(ErrorShape::invalid(
+                    "sessions.delete: keeping the transcript (`deleteTranscript: false`) is not supported by pincer, which deletes a session with its transcript; archive it to keep it (sessions.patch `archived`)",
+                ));
+            }
+            expected_session(hub, key, &params)?;
             let Some(session) = hub.lookup(key) else {
                 return Ok(json!({"ok": true, "key": key, "deleted": false}));
             };
@@ -349,6 +484,18 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             need(conn, Need::Read)?;
             // OpenClaw's CLI narrows the list to one provider.
             let provider = optional(&params, "provider")?;
+            if let Some(view) = optional(&params, "view")?
+                && !matches!(view, "default" | "all" | "configured")
+            {
+                return Err(ErrorShape::invalid(format!(
+                    "models.list: the `{view}` view is not supported by pincer, whose one catalog is the models it is configured with"
+                )));
+            }
+            if params["refresh"] == true {
+                return Err(ErrorShape::invalid(
+                    "models.list: `refresh` (discovering a provider's models) is not supported by pincer; its catalog is the one it is configured with",
+                ));
+            }
             hub.models().map(|models| {
                 let models: Vec<Value> = models
                     .into_iter()
@@ -389,7 +536,19 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "cron.list" => {
             need(conn, Need::Read)?;
-            Ok(cron_list(hub))
+            let limit = limit(&params, usize::MAX, usize::MAX)?;
+            let offset = match &params["offset"] {
+                Value::Null => 0,
+                value => value.as_u64().ok_or_else(|| {
+                    ErrorShape::invalid("`offset` must be a non-negative integer")
+                })? as usize,
+            };
+            let mut listing = cron_list(hub);
+            if let Some(jobs) = listing["jobs"].as_array_mut() {
+                let page: Vec<Value> = jobs.drain(..).skip(offset).take(limit).collect();
+                *jobs = page;
+            }
+            Ok(listing)
         }
         "connect" => Err(ErrorShape::invalid("already connected")),
         other => Err(ErrorShape::invalid(match openclaw_only(other) {
@@ -486,6 +645,31 @@ async fn send(
         return Ok((run.to_string(), status));
     }
     let blocks = content(params)?;
+    let session = hub.lookup(key);
+    if let Some(expected) = optional(params, "sessionId")?
+        && session.as_deref() != Some(expected)
+    {
+        return Err(ErrorShape::invalid(format!(
+            "{key} does not name session {expected} (now: {})",
+            session.as_deref().unwrap_or("no session yet")
+        )));
+    }
+    // OpenClaw's per-message thinking override: pincer's level is the
+    // session's, so a message may only ask for the one it has.
+    if let Some(thinking) = optional(params, "thinking")? {
+        let has = hub.thinking_of(session.as_deref());
+        if thinking != has {
+            return Err(ErrorShape::invalid(format!(
+                "a message's own thinking level (`thinking: {thinking}`) is not supported by pincer: the session thinks at `{has}`; set its thinkingLevel (sessions.patch) first"
+            )));
+        }
+    }
+    if params["deliver"] == true {
+        return Err(ErrorShape::invalid(
+            "`deliver: true` is not supported by pincer: a chat channel's session gets its replies on its channel, and other sessions have nowhere to deliver to",
+        ));
+    }
+    let timeout = run_timeout(params)?;
     let mode = match optional(params, "queueMode")? {
         None => None,
         Some(mode) => Some(QueueMode::from_wire(mode).ok_or_else(|| {
@@ -493,7 +677,40 @@ async fn send(
         })?),
     };
     let status = hub.submit(conn, key, run, blocks, mode).await?;
+    // A run that outlives its timeout is stopped, as OpenClaw's agent
+    // timeout stops it.
+    if let Some(timeout) = timeout {
+        let (hub, key, run) = (hub.clone(), key.to_string(), run.to_string());
+        tokio::spawn(async move {
+            let ended = match hub.wait_for(&run) {
+                Some(waiter) => tokio::time::timeout(timeout, waiter).await.is_ok(),
+                None => true,
+            };
+            if !ended {
+                tracing::debug!(%run, "the run reached its timeout; stopping it");
+                let _ = hub.abort_key(&key, Some(&run));
+            }
+        });
+    }
     Ok((run.to_string(), status))
+}
+
+/// A run's timeout: `timeoutMs`, or `agent`'s `timeout` in seconds; `0`
+/// is none, as in OpenClaw.
+fn run_timeout(params: &Value) -> Result<Option<std::time::Duration>, ErrorShape> {
+    let number = |name: &str| match &params[name] {
+        Value::Null => Ok(None),
+        value => value
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| ErrorShape::invalid(format!("`{name}` must be a non-negative integer"))),
+    };
+    let millis = match (number("timeoutMs")?, number("timeout")?) {
+        (Some(ms), _) => ms,
+        (None, Some(seconds)) => seconds.saturating_mul(1000),
+        (None, None) => return Ok(None),
+    };
+    Ok((millis > 0).then(|| std::time::Duration::from_millis(millis)))
 }
 
 async fn agent(hub: &Arc<Hub>, conn: &Arc<Conn>, id: &str, params: &Value) -> Reply {
@@ -959,7 +1176,21 @@ fn list(hub: &Hub, params: &Value) -> Reply {
             )));
         }
     };
-    let (page, count) = hub.session_rows(search.as_deref(), archived, offset, limit);
+    let active_minutes =
+        match &params["activeMinutes"] {
+            Value::Null => None,
+            value => Some(value.as_u64().filter(|m| *m > 0).ok_or_else(|| {
+                ErrorShape::invalid("`activeMinutes` must be a positive integer")
+            })?),
+        };
+    let (page, count) = hub.session_rows_with(&hub::RowQuery {
+        search: search.as_deref(),
+        archived,
+        offset,
+        limit,
+        active_minutes,
+        last_message: params["includeLastMessage"] == true,
+    });
     let more = offset + limit < count;
     let mut listed = json!({
         "sessions": page,
@@ -1066,12 +1297,26 @@ fn the_agent(params: &Value) -> Result<(), ErrorShape> {
     }
 }
 
+/// OpenClaw's clients name the session they mean (`expectedSessionId`):
+/// a key that names another one by now is not acted on.
+fn expected_session(hub: &Hub, key: &str, params: &Value) -> Result<(), ErrorShape> {
+    match optional(params, "expectedSessionId")? {
+        Some(expected) if hub.lookup(key).as_deref() != Some(expected) => Err(ErrorShape::invalid(
+            format!("{key} no longer names session {expected}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Refuses a request field pincer does not support, naming it.
 fn only(method: &str, params: &Value, fields: &[&str]) -> Result<(), ErrorShape> {
     let unknown = params
         .as_object()
         .and_then(|map| map.keys().find(|k| !fields.contains(&k.as_str())));
     match unknown {
+        Some(field) if fields.is_empty() => Err(ErrorShape::invalid(format!(
+            "{method}: `{field}` is not supported by pincer (it takes no params)"
+        ))),
         Some(field) => Err(ErrorShape::invalid(format!(
             "{method}: `{field}` is not supported by pincer (it takes {})",
             fields
@@ -1118,13 +1363,7 @@ async fn patch(hub: &Arc<Hub>, conn: &Conn, params: &Value) -> Reply {
     let key = key_param(params, "key")?;
     // OpenClaw's CLI names the session it means: a key that names another
     // one by now is not changed.
-    if let Some(expected) = optional(params, "expectedSessionId")?
-        && hub.lookup(key).as_deref() != Some(expected)
-    {
-        return Err(ErrorShape::invalid(format!(
-            "{key} no longer names session {expected}"
-        )));
-    }
+    expected_session(hub, key, params)?;
     let archived = match &params["archived"] {
         Value::Null => None,
         Value::Bool(archived) => Some(*archived),

@@ -2300,3 +2300,182 @@ async fn an_archived_session_is_listed_only_when_asked_and_comes_back() {
         .await;
     assert_eq!(bad["ok"], json!(false), "{bad}");
 }
+
+/// Every method the gateway announces refuses a field it does not take,
+/// naming it, before doing anything; OpenClaw's fields that pincer takes
+/// only at one value are refused at another, never answered "ok" and
+/// ignored.
+#[tokio::test]
+async fn every_method_refuses_a_field_it_does_not_support() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let methods: Vec<String> = client.hello["features"]["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_string())
+        .collect();
+    assert!(methods.len() >= 30, "{methods:?}");
+    for method in &methods {
+        let refused = client.call(method, json!({"notAPincerField": true})).await;
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("`notAPincerField` is not supported by pincer"),
+            "{method}: {refused}"
+        );
+    }
+    // No session was made by any of them.
+    let listed = client.call_ok("sessions.list", json!({})).await;
+    assert_eq!(listed["count"], 0, "{listed}");
+
+    // One value is pincer's; another is refused, saying why.
+    let key = new_key();
+    mock.push(Reply::sse(anthropic_text("Hi.", 5)));
+    let run = client.chat_send(&key, "hello").await;
+    client.chat_end(&run).await;
+    let session = client
+        .call_ok("sessions.resolve", json!({"key": key}))
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let refusals = [
+        (
+            "chat.send",
+            json!({"sessionKey": key, "message": "x", "idempotencyKey": "r-1", "deliver": true}),
+            "deliver: true",
+        ),
+        (
+            "chat.send",
+            json!({"sessionKey": key, "message": "x", "idempotencyKey": "r-2", "thinking": "high"}),
+            "thinking: high",
+        ),
+        (
+            "chat.send",
+            json!({"sessionKey": key, "message": "x", "idempotencyKey": "r-3", "sessionId": "sess_other"}),
+            "does not name session sess_other",
+        ),
+        (
+            "agent",
+            json!({"sessionKey": key, "message": "x", "idempotencyKey": "r-4", "agentId": "work"}),
+            "unknown agent `work`",
+        ),
+        (
+            "sessions.reset",
+            json!({"key": key, "expectedSessionId": "sess_other"}),
+            "no longer names session sess_other",
+        ),
+        (
+            "sessions.delete",
+            json!({"key": key, "deleteTranscript": false}),
+            "deleteTranscript: false",
+        ),
+        ("models.list", json!({"refresh": true}), "`refresh`"),
+        (
+            "models.list",
+            json!({"view": "provider-config"}),
+            "provider-config",
+        ),
+        (
+            "sessions.list",
+            json!({"includeGlobal": "yes"}),
+            "`includeGlobal` must be a boolean",
+        ),
+    ];
+    for (method, params, says) in refusals {
+        let refused = client.call(method, params.clone()).await;
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{method} {params}: {refused}");
+    }
+    // Nothing was sent, reset or deleted.
+    assert_eq!(mock.requests().len(), 1);
+    let still = client
+        .call_ok("sessions.resolve", json!({"key": key}))
+        .await;
+    assert_eq!(still["sessionId"], json!(session));
+    // The values that ask for what pincer does are taken.
+    let thinking = client
+        .call_ok("chat.history", json!({"sessionKey": key}))
+        .await["thinkingLevel"]
+        .clone();
+    mock.push(Reply::sse(anthropic_text("Again.", 5)));
+    let accepted = client
+        .call_ok(
+            "chat.send",
+            json!({"sessionKey": key, "sessionId": session, "message": "again", "idempotencyKey": "r-5",
+                   "deliver": false, "thinking": thinking, "agentId": "main"}),
+        )
+        .await;
+    assert_eq!(accepted["status"], "started");
+    client.chat_end("r-5").await;
+    // OpenClaw's TUI picker: recent sessions with their last message.
+    let recent = client
+        .call_ok(
+            "sessions.list",
+            json!({"limit": 50, "activeMinutes": 60, "includeGlobal": false, "includeUnknown": false,
+                   "includeDerivedTitles": true, "includeLastMessage": true, "configuredAgentsOnly": true}),
+        )
+        .await;
+    assert_eq!(recent["count"], 1, "{recent}");
+    assert_eq!(
+        recent["sessions"][0]["lastMessagePreview"], "Again.",
+        "{recent}"
+    );
+    // A session last changed two hours ago is not active in the last hour.
+    let two_hours_ago = SystemTime::now() - Duration::from_secs(2 * 3600);
+    for entry in walkdir(&sandbox.home()) {
+        if entry.extension().is_some_and(|x| x == "jsonl") {
+            std::fs::File::options()
+                .append(true)
+                .open(&entry)
+                .unwrap()
+                .set_modified(two_hours_ago)
+                .unwrap();
+        }
+    }
+    let recent = client
+        .call_ok("sessions.list", json!({"activeMinutes": 60}))
+        .await;
+    assert_eq!(recent["count"], 0, "{recent}");
+}
+
+/// Every file under `dir`.
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walkdir(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// A run given `timeoutMs` is stopped when it outlives it.
+#[tokio::test]
+async fn a_run_that_outlives_its_timeout_is_stopped() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    mock.push(Reply::Stall {
+        body: support::mock_model::fixture("anthropic/text.sse"),
+        events: 4,
+    });
+    let key = new_key();
+    let started = std::time::Instant::now();
+    client
+        .call_ok(
+            "chat.send",
+            json!({"sessionKey": key, "message": "take your time", "idempotencyKey": "slow-1", "timeoutMs": 300}),
+        )
+        .await;
+    let end = client.chat_end("slow-1").await;
+    assert_eq!(end["payload"]["state"], "aborted", "{end}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

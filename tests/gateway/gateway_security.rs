@@ -966,9 +966,9 @@ async fn a_frame_over_max_payload_closes_1009() {
     let gateway = Gateway::start(&sandbox, &mock).await;
     let mut client = gateway.admin().await;
     assert_eq!(client.hello["policy"]["maxPayload"], json!(100000));
-    // Under the limit: an ordinary request.
+    // Under the limit: an ordinary request (a long provider filter).
     let res = client
-        .call("health", json!({"pad": "x".repeat(90_000)}))
+        .call("models.list", json!({"provider": "x".repeat(90_000)}))
         .await;
     assert_eq!(res["ok"], json!(true), "{res}");
     client

@@ -43,6 +43,71 @@ pub enum Archived {
     Only,
 }
 
+/// What `sessions.list` asks for.
+#[derive(Clone, Copy, Debug)]
+pub struct RowQuery<'a> {
+    /// Lowercase text the key, id or title holds.
+    pub search: Option<&'a str>,
+    pub archived: Archived,
+    pub offset: usize,
+    pub limit: usize,
+    /// Only sessions whose transcript changed in the last so many minutes.
+    pub active_minutes: Option<u64>,
+    /// Each row with `lastMessagePreview`.
+    pub last_message: bool,
+}
+
+impl Default for RowQuery<'_> {
+    fn default() -> Self {
+        Self {
+            search: None,
+            archived: Archived::Exclude,
+            offset: 0,
+            limit: 100,
+            active_minutes: None,
+            last_message: false,
+        }
+    }
+}
+
+/// The longest preview of a session's last message, in characters.
+const PREVIEW_CHARS: usize = 160;
+
+/// The text of the last user or assistant message of a transcript, on one
+/// line and cut to [`PREVIEW_CHARS`], from its last 64 KiB (a listing
+/// never reads a whole transcript); `None` when there is none there.
+fn last_message_preview(path: &std::path::Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 64 * 1024;
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(TAIL))).ok()?;
+    let mut tail = Vec::new();
+    file.take(TAIL).read_to_end(&mut tail).ok()?;
+    let text = String::from_utf8_lossy(&tail);
+    text.lines().rev().find_map(|line| {
+        let entry: Value = serde_json::from_str(line).ok()?;
+        if entry["type"] != "message" {
+            return None;
+        }
+        let said: Vec<&str> = entry["message"]["content"]
+            .as_array()?
+            .iter()
+            .filter(|part| part["type"] == "text")
+            .filter_map(|part| part["text"].as_str())
+            .collect();
+        let said = said.join(" ");
+        let said = said.split_whitespace().collect::<Vec<_>>().join(" ");
+        if said.is_empty() {
+            return None;
+        }
+        Some(match said.char_indices().nth(PREVIEW_CHARS) {
+            Some((cut, _)) => format!("{}…", &said[..cut]),
+            None => said,
+        })
+    })
+}
+
 impl Hub {
     /// `hello-ok`'s `snapshot.sessionDefaults`: what a new session starts
     /// with.
@@ -69,9 +134,36 @@ impl Hub {
         offset: usize,
         limit: usize,
     ) -> (Vec<Value>, usize) {
+        self.session_rows_with(&RowQuery {
+            search,
+            archived,
+            offset,
+            limit,
+            ..RowQuery::default()
+        })
+    }
+
+    /// [`Hub::session_rows`] with OpenClaw's other filters: sessions
+    /// active in the last `active_minutes`, and rows with a preview of
+    /// their last message.
+    pub fn session_rows_with(&self, query: &RowQuery<'_>) -> (Vec<Value>, usize) {
+        let RowQuery {
+            search,
+            archived,
+            offset,
+            limit,
+            active_minutes,
+            last_message,
+        } = *query;
         let defaults = Defaults::load(self);
+        let since = active_minutes.map(|minutes| {
+            std::time::SystemTime::now()
+                .checked_sub(std::time::Duration::from_secs(minutes.saturating_mul(60)))
+                .unwrap_or(std::time::UNIX_EPOCH)
+        });
         let matching: Vec<crate::session::Summary> = crate::session::list(self.data_dir(), None)
             .into_iter()
+            .filter(|s| since.is_none_or(|since| s.modified() >= since))
             .filter(|s| match archived {
                 Archived::Exclude => !self.is_archived(&s.id),
                 Archived::Include => true,
@@ -93,7 +185,13 @@ impl Hub {
             .iter()
             .skip(offset)
             .take(limit)
-            .map(|s| row(self, s, &defaults))
+            .map(|s| {
+                let mut row = row(self, s, &defaults);
+                if last_message {
+                    row["lastMessagePreview"] = json!(last_message_preview(&s.path));
+                }
+                row
+            })
             .collect();
         (page, count)
     }
