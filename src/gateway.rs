@@ -18,6 +18,7 @@ pub mod channels;
 pub mod client;
 mod conn;
 mod connection;
+mod control_ui;
 mod frames;
 mod guard;
 mod hub;
@@ -99,6 +100,8 @@ struct Gateway {
     authenticated: Arc<peers::Caps>,
     /// `--model`: the model sessions opened over `/acp` start with.
     model: Option<String>,
+    /// `[gateway] control_ui`: OpenClaw's Control UI, served at `/`.
+    control_ui: Option<control_ui::ControlUi>,
 }
 
 /// Starts the gateway of this process over `registry` (the sessions it
@@ -169,7 +172,19 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
     ));
     let _ = hub.scheduled.set(plan.clone());
     scheduler::start(&hub, channels.clone(), plan);
+    let control_ui = match &config.control_ui {
+        None => None,
+        Some(path) => {
+            let path = if path.is_relative() {
+                settings.paths.config_dir.join(path)
+            } else {
+                path.clone()
+            };
+            Some(control_ui::ControlUi::load(&path)?)
+        }
+    };
     let gateway = Arc::new(Gateway {
+        control_ui,
         channels,
         limiter: auth::Limiter::new(
             config.auth_failures(),
@@ -400,12 +415,29 @@ async fn upgrade(
         if acp {
             return acp_socket::not_websocket();
         }
-        // Not a websocket: the web chat page's files, for a browser.
-        if matches!(
+        let get = matches!(
             *request.method(),
             axum::http::Method::GET | axum::http::Method::HEAD
-        ) && let Some(page) = web::asset(request.uri().path())
-        {
+        );
+        // Not a websocket: OpenClaw's Control UI when the user asked for
+        // it, else pincer's web chat page, for a browser.
+        if get && let Some(ui) = &gateway.control_ui {
+            let client = gateway.proxies.client(peer.ip(), headers);
+            let offered = acp_socket::bearer(headers);
+            let credential_ok = match offered {
+                None => false,
+                Some(_) if gateway.limiter.locked(client).is_some() => false,
+                Some(_) => match gateway.credential.check(offered) {
+                    Ok(()) => true,
+                    Err(_) => {
+                        gateway.limiter.failed(client);
+                        false
+                    }
+                },
+            };
+            return ui.serve(request.uri().path(), headers, credential_ok);
+        }
+        if get && let Some(page) = web::asset(request.uri().path()) {
             return page;
         }
         return (

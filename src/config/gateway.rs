@@ -56,6 +56,9 @@ pub struct GatewayConfig {
     /// Seconds a gateway session may stay idle before it is unloaded
     /// (loaded again on its next use).
     pub session_idle_secs: Option<u64>,
+    /// An installed `openclaw` package (or its `dist/control-ui`) whose
+    /// Control UI the gateway serves at `/` in place of pincer's page.
+    pub control_ui: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

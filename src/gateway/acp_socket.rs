@@ -55,7 +55,7 @@ const OUTGOING_QUEUE: usize = 256;
 const CHALLENGE: &str = "Bearer realm=\"pincer gateway\"";
 
 /// The credential an upgrade request offers: `Authorization: Bearer X`.
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, credential) = value.trim().split_once(' ')?;
     scheme

@@ -410,7 +410,15 @@ fn connect(
     let hello = json!({
         "type": "hello-ok",
         "protocol": PROTOCOL,
-        "server": {"version": format!("pincer {}", env!("CARGO_PKG_VERSION")), "connId": "", "bootId": gateway.hub.boot_id},
+        // `controlUiBuildSource: configured`: the Control UI it serves is
+        // not one it built, so OpenClaw's UI does not wait for a build of
+        // its own version (and wedge after a reconnect).
+        "server": {
+            "version": format!("pincer {}", env!("CARGO_PKG_VERSION")),
+            "connId": "",
+            "bootId": gateway.hub.boot_id,
+            "controlUiBuildSource": "configured",
+        },
         "features": {
             "methods": super::methods::METHODS,
             "events": super::methods::EVENTS,

@@ -22,6 +22,7 @@ pub const METHODS: &[&str] = &[
     "chat.send",
     "chat.abort",
     "chat.history",
+    "chat.startup",
     "chat.subscribe",
     "chat.unsubscribe",
     "agent",
@@ -40,6 +41,8 @@ pub const METHODS: &[&str] = &[
     "sessions.fork",
     "sessions.subscribe",
     "sessions.unsubscribe",
+    "sessions.messages.subscribe",
+    "sessions.messages.unsubscribe",
     "models.list",
     "agents.list",
     "exec.approval.get",
@@ -140,7 +143,16 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
         "agent.wait" => &["runId", "timeoutMs"],
         // No side runs here: keeping or stopping them is the same.
         "chat.abort" => &["sessionKey", "agentId", "runId", "preserveSideRuns"],
-        "chat.history" => &["sessionKey", "agentId", "limit"],
+        // Every user message is in the history: the inputs of runs asked
+        // for (`inputRunIds`) are there too.
+        "chat.history" | "chat.startup" => {
+            &["sessionKey", "agentId", "limit", "maxBytes", "inputRunIds"]
+        }
+        // A session's approvals reach every client that may answer them
+        // (`includeApprovals` is what pincer does anyway).
+        "sessions.messages.subscribe" | "sessions.messages.unsubscribe" => {
+            &["key", "agentId", "includeApprovals"]
+        }
         "chat.subscribe" | "chat.unsubscribe" => &["sessionKey", "agentId"],
         "sessions.get" => &["key", "agentId", "limit"],
         "sessions.list" => LIST_FIELDS,
@@ -173,7 +185,20 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
         "exec.approval.get" => &["id"],
         "exec.approval.resolve" => &["id", "decision"],
         // pincer's jobs are all enabled, and all its one agent's.
-        "cron.list" => &["includeDisabled", "agentId", "limit", "offset"],
+        // `compact` rows and no delivery previews are what pincer lists;
+        // `enabled: all` too (its jobs are all enabled); `sortBy:
+        // nextRunAtMs` sorts them by their next run.
+        "cron.list" => &[
+            "includeDisabled",
+            "agentId",
+            "limit",
+            "offset",
+            "compact",
+            "includeDeliveryPreviews",
+            "enabled",
+            "sortBy",
+            "sortDir",
+        ],
         _ => return None,
     })
 }
@@ -182,6 +207,8 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
 /// `deliver` only `false` (pincer sends a channel session's replies to
 /// its channel whatever a client asks).
 const SEND_FIELDS: &[&str] = &[
+    "expectedLeafEntryId",
+    "__controlUiReconnectResume",
     "sessionKey",
     "agentId",
     "sessionId",
@@ -224,6 +251,8 @@ const LIST_FIELDS: &[&str] = &[
     "includeGlobal",
     "includeUnknown",
     "configuredAgentsOnly",
+    "ownerFirst",
+    "spawnedBy",
 ];
 
 async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
@@ -251,6 +280,11 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             "refresh",
             "includeLastMessage",
             "configuredAgentsOnly",
+            "ownerFirst",
+            "__controlUiReconnectResume",
+            "includeApprovals",
+            "compact",
+            "includeDeliveryPreviews",
         ] {
             if !matches!(params[flag], Value::Null | Value::Bool(_)) {
                 return Err(ErrorShape::invalid(format!("`{flag}` must be a boolean")));
@@ -286,24 +320,49 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 None => Ok(json!({"ok": true, "aborted": false, "runIds": []})),
             }
         }
-        "chat.history" => {
+        "chat.history" | "chat.startup" => {
             need(conn, Need::Read)?;
             let key = key_param(&params, "sessionKey")?;
             let limit = limit(&params, 200, 1000)?;
-            let (session, messages) = history(hub, key, limit)?;
+            let (session, mut messages) = history(hub, key, limit)?;
+            let total = messages.len();
+            let has_more = cut_to_bytes(&mut messages, &params)?;
             match &session {
                 Some(session) => hub.follow(conn, session),
                 None => hub.follow_key(conn, key),
             }
             let thinking = hub.thinking_of(session.as_deref());
             let verbose = session.as_deref().map(|s| hub.verbose_of(s));
-            Ok(json!({
+            let mut answer = json!({
                 "sessionKey": key,
                 "sessionId": session,
                 "messages": messages,
                 "thinkingLevel": thinking,
                 "verboseLevel": verbose,
-            }))
+            });
+            // OpenClaw's Control UI opens a chat with `chat.startup`: the
+            // history, the session's state and the defaults it shows.
+            if request.method == "chat.startup" {
+                answer["hasMore"] = json!(has_more);
+                answer["totalMessages"] = json!(total);
+                answer["sessionInfo"] = session_info(hub, key, session.as_deref());
+                answer["defaults"] = hub.row_defaults();
+            }
+            Ok(answer)
+        }
+        "sessions.messages.subscribe" | "sessions.messages.unsubscribe" => {
+            need(conn, Need::Read)?;
+            let key = key_param(&params, "key")?;
+            let session = hub.lookup(key);
+            if request.method == "sessions.messages.subscribe" {
+                match &session {
+                    Some(session) => hub.follow(conn, session),
+                    None => hub.follow_key(conn, key),
+                }
+            } else {
+                hub.unfollow(conn, key, session.as_deref());
+            }
+            Ok(json!({"subscribed": request.method == "sessions.messages.subscribe", "key": key}))
         }
         "chat.subscribe" => {
             need(conn, Need::Read)?;
@@ -470,11 +529,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "sessions.subscribe" | "sessions.unsubscribe" => {
             need(conn, Need::Read)?;
-            conn.sessions_changed.store(
-                request.method == "sessions.subscribe",
-                std::sync::atomic::Ordering::Relaxed,
-            );
-            Ok(json!({"ok": true}))
+            let subscribed = request.method == "sessions.subscribe";
+            conn.sessions_changed
+                .store(subscribed, std::sync::atomic::Ordering::Relaxed);
+            Ok(json!({"ok": true, "subscribed": subscribed}))
         }
         "agents.list" => {
             need(conn, Need::Read)?;
@@ -536,14 +594,39 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "cron.list" => {
             need(conn, Need::Read)?;
+            if params["includeDeliveryPreviews"] == true {
+                return Err(ErrorShape::invalid(
+                    "cron.list: `includeDeliveryPreviews` is not supported by pincer, whose jobs deliver to the channel they name",
+                ));
+            }
+            for (field, takes) in [
+                ("enabled", &["all", "enabled"][..]),
+                ("sortBy", &["nextRunAtMs"][..]),
+                ("sortDir", &["asc"][..]),
+            ] {
+                if let Some(value) = optional(&params, field)?
+                    && !takes.contains(&value)
+                {
+                    return Err(ErrorShape::invalid(format!(
+                        "cron.list: `{field}: {value}` is not supported by pincer (it takes {})",
+                        takes.join(", ")
+                    )));
+                }
+            }
             let limit = limit(&params, usize::MAX, usize::MAX)?;
             let offset = match &params["offset"] {
                 Value::Null => 0,
-                value => value.as_u64().ok_or_else(|| {
-                    ErrorShape::invalid("`offset` must be a non-negative integer")
-                })? as usize,
+                value => value
+                    .as_u64()
+                    .ok_or_else(|| ErrorShape::invalid("`offset` must be a non-negative integer"))?
+                    as usize,
             };
             let mut listing = cron_list(hub);
+            if let Some(jobs) = listing["jobs"].as_array_mut()
+                && params["sortBy"] == "nextRunAtMs"
+            {
+                jobs.sort_by_key(|job| job["nextRun"]["atMs"].as_i64().unwrap_or(i64::MAX));
+            }
             if let Some(jobs) = listing["jobs"].as_array_mut() {
                 let page: Vec<Value> = jobs.drain(..).skip(offset).take(limit).collect();
                 *jobs = page;
@@ -667,6 +750,13 @@ async fn send(
     if params["deliver"] == true {
         return Err(ErrorShape::invalid(
             "`deliver: true` is not supported by pincer: a chat channel's session gets its replies on its channel, and other sessions have nowhere to deliver to",
+        ));
+    }
+    // pincer's transcripts have no branches for a message to be sent on:
+    // only "wherever the session is" (`null`) is taken.
+    if !params["expectedLeafEntryId"].is_null() {
+        return Err(ErrorShape::invalid(
+            "`expectedLeafEntryId` (sending on a branch of the transcript) is not supported by pincer; send it as null",
         ));
     }
     let timeout = run_timeout(params)?;
@@ -889,6 +979,42 @@ async fn run_command(
         Some((Outcome::Error { message, .. }, _, _)) => Err(ErrorShape::invalid(message)),
         _ => Err(ErrorShape::invalid(cancelled)),
     }
+}
+
+/// `maxBytes`: the oldest messages are left out until the rest fit;
+/// whether any were.
+fn cut_to_bytes(messages: &mut Vec<Value>, params: &Value) -> Result<bool, ErrorShape> {
+    let max = match &params["maxBytes"] {
+        Value::Null => return Ok(false),
+        value => value
+            .as_u64()
+            .ok_or_else(|| ErrorShape::invalid("`maxBytes` must be a non-negative integer"))?
+            as usize,
+    };
+    if !matches!(params["inputRunIds"], Value::Null | Value::Array(_)) {
+        return Err(ErrorShape::invalid(
+            "`inputRunIds` must be a list of run ids",
+        ));
+    }
+    let mut total: usize = messages.iter().map(|m| m.to_string().len()).sum();
+    let mut cut = false;
+    while total > max && messages.len() > 1 {
+        total -= messages.remove(0).to_string().len();
+        cut = true;
+    }
+    Ok(cut)
+}
+
+/// `chat.startup`'s `sessionInfo`: the session's row and its runs.
+fn session_info(hub: &Hub, key: &str, session: Option<&str>) -> Value {
+    let mut info = hub
+        .row_of(key)
+        .unwrap_or_else(|| json!({"key": key, "kind": "direct"}));
+    let runs = session.map(|s| hub.unfinished(s)).unwrap_or_default();
+    info["agentId"] = json!("main");
+    info["hasActiveRun"] = json!(!runs.is_empty());
+    info["activeRunIds"] = json!(runs);
+    info
 }
 
 /// How the last `/compact` of a transcript ended.
@@ -1192,7 +1318,15 @@ fn list(hub: &Hub, params: &Value) -> Reply {
         last_message: params["includeLastMessage"] == true,
     });
     let more = offset + limit < count;
+    let page: Vec<Value> = match optional(params, "spawnedBy")? {
+        None => page,
+        Some(parent) => page
+            .into_iter()
+            .filter(|row| row["spawnedBy"] == parent)
+            .collect(),
+    };
     let mut listed = json!({
+        "defaults": hub.row_defaults(),
         "sessions": page,
         "hasMore": more,
         "count": count,

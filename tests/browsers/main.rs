@@ -12,6 +12,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod control_ui;
 mod web_a11y;
 mod web_browsers;
 mod web_markdown;

@@ -7,6 +7,7 @@ pub mod claude_code;
 pub mod discord_api;
 pub mod gateway;
 pub mod mock_model;
+pub mod openclaw;
 pub mod openclaw_gateway;
 pub mod python_sdk;
 pub mod slack_api;

@@ -115,6 +115,32 @@ impl Hub {
         session_defaults(self)
     }
 
+    /// The defaults `sessions.list` and `chat.startup` give with their
+    /// rows, as OpenClaw's do: the model a new session gets, its thinking
+    /// levels, and that the model is chosen per session.
+    pub fn row_defaults(&self) -> Value {
+        let defaults = Defaults::load(self);
+        let model = defaults.model.as_deref();
+        let (provider, id) = match model.and_then(|m| m.split_once('/')) {
+            Some((provider, id)) => (Some(provider), Some(id)),
+            None => (None, model),
+        };
+        let window = defaults
+            .settings
+            .as_ref()
+            .zip(model)
+            .and_then(|(s, m)| s.catalog.resolve(m).ok())
+            .map(|m| m.context_window);
+        json!({
+            "modelProvider": provider,
+            "model": id,
+            "contextTokens": window,
+            "thinkingLevels": defaults.levels(model),
+            "thinkingDefault": defaults.thinking,
+            "modelSelectionTarget": "session",
+        })
+    }
+
     /// The thinking level `session` has: its transcript's last choice,
     /// else the configured default (`chat.history`'s `thinkingLevel`).
     pub fn thinking_of(&self, session: Option<&str>) -> String {

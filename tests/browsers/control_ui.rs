@@ -1,0 +1,178 @@
+//! OpenClaw's own Control UI (the `openclaw` npm package's
+//! `dist/control-ui`, installed by `.ci/openclaw`) served by `pincer
+//! gateway` with `[gateway] control_ui`, in headless Chromium: it signs in
+//! with the token in the address's fragment, as OpenClaw's dashboard
+//! links do, sends a message and shows the streamed reply; a running
+//! reply is stopped from it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support;
+
+use serde_json::json;
+use support::acp_client::Sandbox;
+use support::browser::{Browser, Emulation, Engine};
+use support::gateway::{Gateway, write_gateway_config};
+use support::mock_model::{MockModel, Reply};
+use support::sse::anthropic_deltas;
+
+/// A function body that finds the first element matching `selector`
+/// anywhere in the page, inside shadow roots too (the UI's components
+/// keep theirs there), as `found`.
+fn deep(selector: &str) -> String {
+    format!(
+        "const deep = (root) => {{ const hit = root.querySelector({selector:?}); if (hit) return hit; \
+           for (const el of root.querySelectorAll('*')) {{ if (el.shadowRoot) {{ const f = deep(el.shadowRoot); if (f) return f; }} }} \
+           return null; }}; const found = deep(document);"
+    )
+}
+
+/// A function body giving all the page's text, shadow roots included.
+const ALL_TEXT: &str = "const text = (root) => { let t = ''; for (const n of root.childNodes) { \
+       if (n.nodeType === 3) t += n.textContent; else if (n.nodeType === 1) { t += text(n); if (n.shadowRoot) t += text(n.shadowRoot); } } \
+       return t; }; const all = text(document.body);";
+
+struct ControlUi {
+    _sandbox: Sandbox,
+    mock: MockModel,
+    gateway: Gateway,
+    browser: Browser,
+}
+
+impl ControlUi {
+    async fn open() -> Self {
+        let sandbox = Sandbox::new();
+        let package = support::openclaw::package_dir();
+        write_gateway_config(
+            &sandbox,
+            &format!("control_ui = {:?}", package.display().to_string()),
+        );
+        let mock = MockModel::start().await;
+        let gateway = Gateway::start(&sandbox, &mock).await;
+        let browser = Browser::launch(Engine::Chromium, 1400, 900, Emulation::default()).await;
+        let token = gateway.token.clone().unwrap();
+        browser
+            .client
+            .goto(&format!("http://{}/#token={token}", gateway.addr))
+            .await
+            .unwrap();
+        let ui = Self {
+            _sandbox: sandbox,
+            mock,
+            gateway,
+            browser,
+        };
+        ui.browser
+            .until(
+                "the Control UI's message box",
+                &format!(
+                    "{} return found !== null && !found.disabled;",
+                    deep("textarea[placeholder^='Message']")
+                ),
+            )
+            .await;
+        ui
+    }
+
+    /// Types `text` into the message box and sends it with Enter.
+    async fn send(&self, text: &str) {
+        self.browser
+            .eval(&format!(
+                "{} found.focus(); return true;",
+                deep("textarea[placeholder^='Message']")
+            ))
+            .await;
+        self.browser.type_text(text).await;
+        self.browser.press(&['\u{e007}']).await;
+    }
+
+    async fn until_text(&self, what: &str, text: &str) {
+        self.browser
+            .until(what, &format!("{ALL_TEXT} return all.includes({text:?});"))
+            .await;
+    }
+}
+
+#[tokio::test]
+async fn openclaws_control_ui_signs_in_sends_and_shows_the_streamed_reply() {
+    let ui = ControlUi::open().await;
+    // The page is OpenClaw's, served from the package with its scripts
+    // allowed by hash, and not pincer's own.
+    let page = reqwest::get(format!("http://{}/", ui.gateway.addr))
+        .await
+        .unwrap();
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(csp.contains("'sha256-"), "{csp}");
+    assert!(!page.text().await.unwrap().contains("login-secret"));
+
+    ui.mock.push(Reply::sse(anthropic_deltas(&[
+        "Hello ",
+        "from ",
+        "pincer, ",
+        "through OpenClaw's own UI.",
+    ])));
+    ui.send("Say hello to the Control UI").await;
+    ui.until_text(
+        "the streamed reply",
+        "Hello from pincer, through OpenClaw's own UI.",
+    )
+    .await;
+    let request = ui.mock.requests()[0].body.to_string();
+    assert!(request.contains("Say hello to the Control UI"), "{request}");
+    ui.browser.screenshot("control-ui-reply").await;
+
+    // The session is pincer's: another client sees it with the exchange.
+    let mut client = ui.gateway.admin().await;
+    let history = client
+        .call_ok("chat.history", json!({"sessionKey": "agent:main:main"}))
+        .await;
+    let texts = history["messages"].to_string();
+    assert!(
+        texts.contains("Say hello to the Control UI")
+            && texts.contains("through OpenClaw's own UI."),
+        "{history}"
+    );
+}
+
+/// Without the token the UI asks for it (the gateway's refusal is one
+/// OpenClaw's UI knows), and the files it needs around the page are the
+/// gateway's to give only with the token.
+#[tokio::test]
+async fn without_the_token_the_control_ui_asks_for_it() {
+    let sandbox = Sandbox::new();
+    let package = support::openclaw::package_dir();
+    write_gateway_config(
+        &sandbox,
+        &format!("control_ui = {:?}", package.display().to_string()),
+    );
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let browser = Browser::launch(Engine::Chromium, 1400, 900, Emulation::default()).await;
+    browser
+        .client
+        .goto(&format!("http://{}/chat/main", gateway.addr))
+        .await
+        .unwrap();
+    browser
+        .until(
+            "the UI's request for the gateway's token",
+            &format!("{ALL_TEXT} return all.includes('expects its token');"),
+        )
+        .await;
+    let config = reqwest::get(format!("http://{}/control-ui-config.json", gateway.addr))
+        .await
+        .unwrap();
+    assert_eq!(config.status().as_u16(), 401);
+    let config = reqwest::Client::new()
+        .get(format!("http://{}/control-ui-config.json", gateway.addr))
+        .bearer_auth(gateway.token.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(config.status().as_u16(), 200);
+    let config: serde_json::Value = config.json().await.unwrap();
+    assert_eq!(config["assistantName"], "pincer");
+    assert!(mock.requests().is_empty());
+}
