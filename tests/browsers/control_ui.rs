@@ -32,7 +32,7 @@ const ALL_TEXT: &str = "const text = (root) => { let t = ''; for (const n of roo
        return t; }; const all = text(document.body);";
 
 struct ControlUi {
-    _sandbox: Sandbox,
+    sandbox: Sandbox,
     mock: MockModel,
     gateway: Gateway,
     browser: Browser,
@@ -56,7 +56,7 @@ impl ControlUi {
             .await
             .unwrap();
         let ui = Self {
-            _sandbox: sandbox,
+            sandbox,
             mock,
             gateway,
             browser,
@@ -175,4 +175,79 @@ async fn without_the_token_the_control_ui_asks_for_it() {
     let config: serde_json::Value = config.json().await.unwrap();
     assert_eq!(config["assistantName"], "pincer");
     assert!(mock.requests().is_empty());
+}
+
+/// A reply still coming is stopped with the UI's stop button: the
+/// gateway's run ends aborted, and the next message is answered.
+#[tokio::test]
+async fn a_running_reply_is_stopped_from_the_control_ui() {
+    let ui = ControlUi::open().await;
+    let mut watcher = ui.gateway.admin().await;
+    watcher
+        .call_ok("chat.subscribe", json!({"sessionKey": "agent:main:main"}))
+        .await;
+    ui.mock.push(Reply::Stall {
+        body: anthropic_deltas(&["Counting: ", "one, ", "two, ", "three"]),
+        events: 4,
+    });
+    ui.send("Count slowly").await;
+    ui.until_text("the start of the reply", "Counting:").await;
+    ui.browser
+        .until(
+            "the stop button",
+            &format!(
+                "{} if (found) found.click(); return found !== null;",
+                deep("button[aria-label='Stop generating']")
+            ),
+        )
+        .await;
+    let end = watcher
+        .next_where("the run's end", |f| {
+            f["event"] == "chat"
+                && matches!(
+                    f["payload"]["state"].as_str(),
+                    Some("final" | "aborted" | "error")
+                )
+        })
+        .await;
+    assert_eq!(end["payload"]["state"], "aborted", "{end}");
+    ui.mock
+        .push(Reply::sse(anthropic_deltas(&["Stopped ", "and back."])));
+    ui.send("Are you there?").await;
+    ui.until_text("the next reply", "Stopped and back.").await;
+}
+
+/// A command the agent wants to run is asked in the UI's approval card;
+/// "Allow once" runs it on the gateway's machine and the turn goes on.
+#[tokio::test]
+async fn a_command_is_approved_in_the_control_ui() {
+    let ui = ControlUi::open().await;
+    ui.mock.push(Reply::sse(support::sse::anthropic_tool_call(
+        "toolu_1",
+        "bash",
+        &json!({"command": "echo approved > marker.txt"}),
+    )));
+    ui.mock
+        .push(Reply::sse(anthropic_deltas(&["The marker ", "is made."])));
+    ui.send("Make the marker").await;
+    ui.until_text("the approval card", "Exec approval needed")
+        .await;
+    let marker = ui.sandbox.work().join("marker.txt");
+    assert!(!marker.exists(), "the command ran before it was approved");
+    ui.browser.screenshot("control-ui-approval").await;
+    ui.browser
+        .until(
+            "the Allow once button",
+            &format!(
+                "{} if (found && found.textContent.trim() === 'Allow once') {{ found.click(); return true; }} return false;",
+                deep("button.btn.primary")
+            ),
+        )
+        .await;
+    ui.until_text("the reply after the command", "The marker is made.")
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap_or_default(),
+        "approved\n"
+    );
 }
