@@ -160,6 +160,9 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
             "key",
             "sessionId",
             "label",
+            "reference",
+            "shortId",
+            "slugHint",
             "agentId",
             "allowMissing",
             "includeGlobal",
@@ -1339,10 +1342,33 @@ fn list(hub: &Hub, params: &Value) -> Reply {
 }
 
 fn resolve(hub: &Hub, params: &Value) -> Reply {
+    // OpenClaw's Control UI names a session by `reference: {key, slug}`
+    // (the slug is only how its address shows the key) or by the short
+    // id in its address (here, a prefix of the session's id).
+    let reference = match &params["reference"] {
+        Value::Null => None,
+        Value::Object(reference) => {
+            if let Some(field) = reference
+                .keys()
+                .find(|k| !matches!(k.as_str(), "key" | "slug"))
+            {
+                return Err(ErrorShape::invalid(format!(
+                    "sessions.resolve: `reference.{field}` is not supported by pincer (a reference takes `key` and `slug`)"
+                )));
+            }
+            optional(&params["reference"], "key")?
+        }
+        _ => return Err(ErrorShape::invalid("`reference` must be an object")),
+    };
+    optional(params, "slugHint")?;
     let wanted = optional(params, "key")?
         .or(optional(params, "sessionId")?)
         .or(optional(params, "label")?)
-        .ok_or_else(|| ErrorShape::invalid("give `key`, `sessionId` or `label`"))?;
+        .or(reference)
+        .or(optional(params, "shortId")?)
+        .ok_or_else(|| {
+            ErrorShape::invalid("give `key`, `sessionId`, `label`, `reference.key` or `shortId`")
+        })?;
     let sessions = crate::session::list(hub.data_dir(), None);
     let found = hub.lookup(wanted).or_else(|| {
         sessions

@@ -251,3 +251,85 @@ async fn a_command_is_approved_in_the_control_ui() {
         "approved\n"
     );
 }
+
+/// A session an editor started (over the gateway's `/acp`) is in the UI's
+/// session list, and opens there with its conversation.
+#[tokio::test]
+async fn a_session_an_editor_started_opens_in_the_control_ui() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let ui = ControlUi::open().await;
+    ui.mock.push(Reply::sse(anthropic_deltas(&[
+        "The parser ",
+        "is in the lexer module.",
+    ])));
+    // The editor: ACP over the gateway's port.
+    let mut request = format!("ws://{}/acp", ui.gateway.addr)
+        .into_client_request()
+        .unwrap();
+    let bearer = format!("Bearer {}", ui.gateway.token.as_deref().unwrap());
+    request
+        .headers_mut()
+        .insert("authorization", bearer.parse().unwrap());
+    let (mut editor, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let mut call = async |id: u64, method: &str, params: serde_json::Value| {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        editor
+            .send(Message::text(message.to_string()))
+            .await
+            .unwrap();
+        loop {
+            let frame = tokio::time::timeout(support::acp_client::TIMEOUT, editor.next())
+                .await
+                .expect("the editor's answer")
+                .unwrap()
+                .unwrap();
+            let Message::Text(text) = frame else { continue };
+            let message: serde_json::Value = serde_json::from_str(text.as_str()).unwrap();
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+        }
+    };
+    call(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    let created = call(
+        2,
+        "session/new",
+        json!({"cwd": ui.sandbox.work(), "mcpServers": []}),
+    )
+    .await;
+    let session = created["result"]["sessionId"].as_str().unwrap().to_string();
+    let answered = call(
+        3,
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "Where is the parser?"}]}),
+    )
+    .await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+
+    // The UI lists it (its title is its first prompt) and opens it.
+    ui.browser
+        .until(
+            "the editor's session in the UI's list, opened",
+            &format!(
+                "{ALL_TEXT} if (!all.includes('Where is the parser?')) return false; \
+                 const find = (root) => {{ for (const el of root.querySelectorAll('a, button, [role=button], [role=link], li')) {{ \
+                   if (el.textContent.includes('Where is the parser?') && !el.closest('textarea')) return el; }} \
+                   for (const el of root.querySelectorAll('*')) {{ if (el.shadowRoot) {{ const f = find(el.shadowRoot); if (f) return f; }} }} return null; }}; \
+                 const row = find(document); if (row) row.click(); return row !== null;"
+            ),
+        )
+        .await;
+    ui.until_text(
+        "the editor's conversation",
+        "The parser is in the lexer module.",
+    )
+    .await;
+    ui.browser.screenshot("control-ui-editor-session").await;
+}
