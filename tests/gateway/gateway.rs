@@ -281,7 +281,8 @@ async fn the_handshake_challenge_hello_ok_and_ticks_have_the_specs_shape() {
         json!({
             "type": "hello-ok",
             "protocol": 4,
-            "server": {"version": format!("pincer {}", env!("CARGO_PKG_VERSION")), "connId": "<conn>", "bootId": "<boot>"},
+            "server": {"version": format!("pincer {}", env!("CARGO_PKG_VERSION")), "connId": "<conn>", "bootId": "<boot>",
+                       "controlUiBuildSource": "configured"},
             "features": "<features>",
             "snapshot": {
                 "presence": [], "health": {}, "stateVersion": {"presence": 0, "health": 0},
@@ -632,7 +633,7 @@ async fn sessions_methods_list_resolve_get_patch_reset_and_delete() {
     let mut watcher = gateway.operator(&["operator.read"], &[]).await;
     assert_eq!(
         watcher.call_ok("sessions.subscribe", json!({})).await,
-        json!({"ok": true})
+        json!({"ok": true, "subscribed": true})
     );
     let listed = client.call_ok("sessions.list", json!({})).await;
     assert_eq!(
@@ -848,7 +849,7 @@ async fn sessions_methods_list_resolve_get_patch_reset_and_delete() {
     assert_eq!(again["deleted"], json!(false));
     assert_eq!(
         watcher.call_ok("sessions.unsubscribe", json!({})).await,
-        json!({"ok": true})
+        json!({"ok": true, "subscribed": false})
     );
     assert_eq!(mock.violations(), Vec::<String>::new());
     // What the spec names beyond the above, all reported at once.
