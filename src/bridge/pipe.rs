@@ -38,7 +38,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::Credential;
 use crate::acp::transport::{MAX_LINE, Read, read_line};
-use crate::gateway::client::{HANDSHAKE_TIMEOUT, MAX_FRAME, describe, tls_config};
+use crate::gateway::client::{HANDSHAKE_TIMEOUT, describe, socket_config, tls_config};
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -92,14 +92,11 @@ pub(super) async fn dial(url: &str, credential: &Credential) -> Result<Socket, S
     } else {
         tokio_tungstenite::Connector::Plain
     };
-    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-        .max_message_size(Some(MAX_FRAME))
-        .max_frame_size(Some(MAX_FRAME));
     let dialled = tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
         tokio_tungstenite::connect_async_tls_with_config(
             request,
-            Some(config),
+            Some(socket_config()),
             true,
             Some(connector),
         ),

@@ -331,6 +331,13 @@ impl Shared {
     }
 }
 
+/// A client websocket's settings: frames up to [`MAX_FRAME`].
+pub(crate) fn socket_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME))
+        .max_frame_size(Some(MAX_FRAME))
+}
+
 /// TLS for `wss://`: the system's roots (or `SSL_CERT_FILE`'s).
 pub(crate) fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     let found = rustls_native_certs::load_native_certs();
@@ -457,14 +464,11 @@ async fn dial(shared: &Shared) -> Result<Dialled, ClientError> {
     } else {
         Some(tokio_tungstenite::Connector::Plain)
     };
-    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-        .max_message_size(Some(MAX_FRAME))
-        .max_frame_size(Some(MAX_FRAME));
     let dialled = tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
         tokio_tungstenite::connect_async_tls_with_config(
             url.as_str(),
-            Some(config),
+            Some(socket_config()),
             true,
             connector,
         ),

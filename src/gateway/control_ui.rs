@@ -24,6 +24,8 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
+use super::web::secure;
+
 /// The Control UI's files, found once at start.
 #[derive(Debug)]
 pub struct ControlUi {
@@ -211,18 +213,6 @@ fn unauthorized() -> Response {
         HeaderValue::from_static("Bearer realm=\"pincer gateway\""),
     );
     response
-}
-
-fn secure(headers: &mut HeaderMap) {
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
 }
 
 /// The base64 SHA-256 of each inline `<script>` (one without `src`).

@@ -56,6 +56,14 @@ pub fn asset(path: &str) -> Option<Response> {
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CSP),
     );
+    secure(headers);
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Some(response)
+}
+
+/// The headers every page the gateway serves carries: no sniffing, no
+/// referrer, no framing.
+pub fn secure(headers: &mut axum::http::HeaderMap) {
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
@@ -65,6 +73,4 @@ pub fn asset(path: &str) -> Option<Response> {
         HeaderValue::from_static("no-referrer"),
     );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Some(response)
 }

@@ -31,6 +31,20 @@ const ALL_TEXT: &str = "const text = (root) => { let t = ''; for (const n of roo
        if (n.nodeType === 3) t += n.textContent; else if (n.nodeType === 1) { t += text(n); if (n.shadowRoot) t += text(n.shadowRoot); } } \
        return t; }; const all = text(document.body);";
 
+/// A gateway serving the installed package's Control UI, and Chromium.
+async fn serving() -> (Sandbox, MockModel, Gateway, Browser) {
+    let sandbox = Sandbox::new();
+    let package = support::openclaw::package_dir();
+    write_gateway_config(
+        &sandbox,
+        &format!("control_ui = {:?}", package.display().to_string()),
+    );
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let browser = Browser::launch(Engine::Chromium, 1400, 900, Emulation::default()).await;
+    (sandbox, mock, gateway, browser)
+}
+
 struct ControlUi {
     sandbox: Sandbox,
     mock: MockModel,
@@ -40,15 +54,7 @@ struct ControlUi {
 
 impl ControlUi {
     async fn open() -> Self {
-        let sandbox = Sandbox::new();
-        let package = support::openclaw::package_dir();
-        write_gateway_config(
-            &sandbox,
-            &format!("control_ui = {:?}", package.display().to_string()),
-        );
-        let mock = MockModel::start().await;
-        let gateway = Gateway::start(&sandbox, &mock).await;
-        let browser = Browser::launch(Engine::Chromium, 1400, 900, Emulation::default()).await;
+        let (sandbox, mock, gateway, browser) = serving().await;
         let token = gateway.token.clone().unwrap();
         browser
             .client
@@ -141,15 +147,7 @@ async fn openclaws_control_ui_signs_in_sends_and_shows_the_streamed_reply() {
 /// gateway's to give only with the token.
 #[tokio::test]
 async fn without_the_token_the_control_ui_asks_for_it() {
-    let sandbox = Sandbox::new();
-    let package = support::openclaw::package_dir();
-    write_gateway_config(
-        &sandbox,
-        &format!("control_ui = {:?}", package.display().to_string()),
-    );
-    let mock = MockModel::start().await;
-    let gateway = Gateway::start(&sandbox, &mock).await;
-    let browser = Browser::launch(Engine::Chromium, 1400, 900, Emulation::default()).await;
+    let (_sandbox, mock, gateway, browser) = serving().await;
     browser
         .client
         .goto(&format!("http://{}/chat/main", gateway.addr))

@@ -35,6 +35,16 @@ async fn connected(
     (gateway, acp, response)
 }
 
+/// Reads until the agent's first streamed text.
+async fn first_chunk(acp: &mut Acp) {
+    loop {
+        let message = acp.next().await;
+        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            return;
+        }
+    }
+}
+
 async fn new_session(acp: &mut Acp, editor: &Sandbox) -> Value {
     let id = acp
         .send(
@@ -176,12 +186,7 @@ async fn a_turn_is_cancelled_and_the_session_loads_over_another_connection() {
     let id = acp
         .send("session/prompt", prompt(&session, "Say something long."))
         .await;
-    loop {
-        let message = acp.next().await;
-        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
-            break;
-        }
-    }
+    first_chunk(&mut acp).await;
     acp.notify("session/cancel", json!({"sessionId": session}))
         .await;
     let (response, _) = acp.until_response(id).await;
@@ -240,12 +245,7 @@ async fn a_lost_gateway_fails_the_waiting_prompt_and_ends_the_pipe() {
     let id = acp
         .send("session/prompt", prompt(&session, "Say something long."))
         .await;
-    loop {
-        let message = acp.next().await;
-        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
-            break;
-        }
-    }
+    first_chunk(&mut acp).await;
     gateway.stop().await;
     let (response, _) = acp.until_response(id).await;
     let message = response["error"]["message"].as_str().unwrap_or_default();
