@@ -101,7 +101,7 @@ struct Gateway {
     /// `--model`: the model sessions opened over `/acp` start with.
     model: Option<String>,
     /// `[gateway] control_ui`: OpenClaw's Control UI, served at `/`.
-    control_ui: Option<control_ui::ControlUi>,
+    control_ui: Option<Arc<control_ui::ControlUi>>,
 }
 
 /// Starts the gateway of this process over `registry` (the sessions it
@@ -180,7 +180,7 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
             } else {
                 path.clone()
             };
-            Some(control_ui::ControlUi::load(&path)?)
+            Some(Arc::new(control_ui::ControlUi::load(&path)?))
         }
     };
     let gateway = Arc::new(Gateway {
@@ -435,7 +435,15 @@ async fn upgrade(
                     }
                 },
             };
-            return ui.serve(request.uri().path(), headers, credential_ok);
+            // Files are read off the runtime's threads.
+            let (ui, path, headers) = (
+                ui.clone(),
+                request.uri().path().to_string(),
+                headers.clone(),
+            );
+            return tokio::task::spawn_blocking(move || ui.serve(&path, &headers, credential_ok))
+                .await
+                .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
         }
         if get && let Some(page) = web::asset(request.uri().path()) {
             return page;

@@ -987,6 +987,11 @@ async fn run_command(
 /// `maxBytes`: the oldest messages are left out until the rest fit;
 /// whether any were.
 fn cut_to_bytes(messages: &mut Vec<Value>, params: &Value) -> Result<bool, ErrorShape> {
+    if !matches!(params["inputRunIds"], Value::Null | Value::Array(_)) {
+        return Err(ErrorShape::invalid(
+            "`inputRunIds` must be a list of run ids",
+        ));
+    }
     let max = match &params["maxBytes"] {
         Value::Null => return Ok(false),
         value => value
@@ -994,11 +999,6 @@ fn cut_to_bytes(messages: &mut Vec<Value>, params: &Value) -> Result<bool, Error
             .ok_or_else(|| ErrorShape::invalid("`maxBytes` must be a non-negative integer"))?
             as usize,
     };
-    if !matches!(params["inputRunIds"], Value::Null | Value::Array(_)) {
-        return Err(ErrorShape::invalid(
-            "`inputRunIds` must be a list of run ids",
-        ));
-    }
     let mut total: usize = messages.iter().map(|m| m.to_string().len()).sum();
     let mut cut = false;
     while total > max && messages.len() > 1 {

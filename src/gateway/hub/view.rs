@@ -74,37 +74,50 @@ impl Default for RowQuery<'_> {
 const PREVIEW_CHARS: usize = 160;
 
 /// The text of the last user or assistant message of a transcript, on one
-/// line and cut to [`PREVIEW_CHARS`], from its last 64 KiB (a listing
-/// never reads a whole transcript); `None` when there is none there.
+/// line and cut to [`PREVIEW_CHARS`]. Only its end is read: 8 KiB, then
+/// more (up to 512 KiB) while no whole message line is there, so that a
+/// listing of many sessions reads little and a long last reply still has
+/// a preview; `None` when there is none.
 fn last_message_preview(path: &std::path::Path) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
-    const TAIL: u64 = 64 * 1024;
     let mut file = std::fs::File::open(path).ok()?;
     let len = file.metadata().ok()?.len();
-    file.seek(SeekFrom::Start(len.saturating_sub(TAIL))).ok()?;
-    let mut tail = Vec::new();
-    file.take(TAIL).read_to_end(&mut tail).ok()?;
-    let text = String::from_utf8_lossy(&tail);
-    text.lines().rev().find_map(|line| {
-        let entry: Value = serde_json::from_str(line).ok()?;
-        if entry["type"] != "message" {
-            return None;
+    for tail in [8 * 1024, 64 * 1024, 512 * 1024] {
+        file.seek(SeekFrom::Start(len.saturating_sub(tail))).ok()?;
+        let mut bytes = Vec::new();
+        (&mut file).take(tail).read_to_end(&mut bytes).ok()?;
+        let text = String::from_utf8_lossy(&bytes);
+        if let Some(preview) = text.lines().rev().find_map(preview_of) {
+            return Some(preview);
         }
-        let said: Vec<&str> = entry["message"]["content"]
-            .as_array()?
-            .iter()
-            .filter(|part| part["type"] == "text")
-            .filter_map(|part| part["text"].as_str())
-            .collect();
-        let said = said.join(" ");
-        let said = said.split_whitespace().collect::<Vec<_>>().join(" ");
-        if said.is_empty() {
-            return None;
+        if tail >= len {
+            break;
         }
-        Some(match said.char_indices().nth(PREVIEW_CHARS) {
-            Some((cut, _)) => format!("{}…", &said[..cut]),
-            None => said,
-        })
+    }
+    None
+}
+
+/// A transcript line's message text as a preview, if it is a message
+/// with text.
+fn preview_of(line: &str) -> Option<String> {
+    let entry: Value = serde_json::from_str(line).ok()?;
+    if entry["type"] != "message" {
+        return None;
+    }
+    let said: Vec<&str> = entry["message"]["content"]
+        .as_array()?
+        .iter()
+        .filter(|part| part["type"] == "text")
+        .filter_map(|part| part["text"].as_str())
+        .collect();
+    let said = said.join(" ");
+    let said = said.split_whitespace().collect::<Vec<_>>().join(" ");
+    if said.is_empty() {
+        return None;
+    }
+    Some(match said.char_indices().nth(PREVIEW_CHARS) {
+        Some((cut, _)) => format!("{}…", &said[..cut]),
+        None => said,
     })
 }
 
@@ -694,6 +707,22 @@ mod tests {
         // Searching by that key finds it.
         let (found, _) = hub.session_rows(Some("subagent:sess_0123"), Archived::Include, 0, 10);
         assert_eq!(found.len(), 1);
+        // The preview of a last message longer than the first tail read.
+        let long = "word ".repeat(4000);
+        writer
+            .append(transcript::Record::Message {
+                message: crate::llm::Message::User {
+                    content: vec![crate::llm::Content::text(format!("{long}end"))],
+                },
+                time: None,
+            })
+            .unwrap();
+        let preview = last_message_preview(&path).unwrap();
+        assert!(
+            preview.starts_with("word word") && preview.ends_with('…'),
+            "{preview}"
+        );
+        assert_eq!(preview.chars().count(), PREVIEW_CHARS + 1);
         // A key of that form for a session that is not there names nothing.
         assert_eq!(hub.lookup("agent:main:subagent:sess_nothere"), None);
     }
