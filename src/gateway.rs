@@ -25,6 +25,7 @@ mod hub;
 mod link;
 mod methods;
 mod peers;
+pub mod protocol;
 pub mod schedule;
 pub mod scheduler;
 mod web;

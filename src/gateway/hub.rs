@@ -147,6 +147,10 @@ pub trait Scheduled: Send + Sync {
     /// Each job and the heartbeat, with their next and last runs (the
     /// same as `pincer cron list --json`).
     fn listing(&self) -> Value;
+    /// The jobs as OpenClaw's records.
+    fn records(&self) -> Vec<super::protocol::cron::Job>;
+    /// The file of their last runs.
+    fn store_path(&self) -> &std::path::Path;
 }
 
 /// The clients, indexed for the events of one session: those that follow
@@ -576,6 +580,7 @@ impl Hub {
             Audience::Session(_) => conn.scopes.allows(Need::Read),
             Audience::Tool(_) => conn.scopes.allows(Need::Read) && conn.tool_events,
             Audience::Approvers => conn.scopes.allows(Need::Approvals),
+            Audience::Readers => conn.scopes.allows(Need::Read),
             Audience::SessionWatchers => {
                 conn.scopes.allows(Need::Read)
                     && conn
@@ -602,6 +607,27 @@ impl Hub {
             &json!({"reason": reason, "key": key, "sessionId": session, "ts": now_ms()}),
             Audience::SessionWatchers,
         );
+    }
+
+    /// A scheduled job's run `action` ("started", "finished"): OpenClaw's
+    /// `cron` event, with the job as `cron.get` gives it.
+    pub fn announce_cron(&self, job: &str, action: &'static str) {
+        let record = self
+            .scheduled
+            .get()
+            .and_then(|s| s.records().into_iter().find(|r| r.id == job));
+        let mut payload = json!({"jobId": job, "action": action});
+        if let Some(record) = record {
+            payload["runAtMs"] = json!(record.state.last_run_at_ms);
+            payload["nextRunAtMs"] = json!(record.state.next_run_at_ms);
+            if action == "finished" {
+                payload["status"] = json!(record.state.last_run_status);
+                payload["error"] = json!(record.state.last_error);
+                payload["durationMs"] = json!(record.state.last_duration_ms);
+            }
+            payload["job"] = json!(record);
+        }
+        self.broadcast("cron", &payload, Audience::Readers);
     }
 
     /// `sessions.delete` removed the session `key` named (the key no
@@ -716,6 +742,8 @@ enum Audience<'a> {
     Tool(&'a str),
     Approvers,
     SessionWatchers,
+    /// Every client that may read.
+    Readers,
     All,
 }
 

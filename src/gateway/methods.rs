@@ -14,6 +14,7 @@ use super::frames::{self, ErrorShape, FORBIDDEN, Request, now_ms};
 use super::hub::{self, Archived, Hub, MAIN_KEY, Outcome, Patch, millis, not_found};
 use crate::agent::AgentMessage;
 use crate::config::QueueMode;
+use crate::gateway::protocol::cron;
 use crate::llm::{AssistantContent, Content, Message};
 
 /// Every method, for `hello-ok`.
@@ -51,6 +52,9 @@ pub const METHODS: &[&str] = &[
     "openclaw.approval.list",
     "exec.approval.resolve",
     "cron.list",
+    "cron.status",
+    "cron.get",
+    "cron.runs",
 ];
 
 /// The OpenClaw server capabilities pincer has, for `hello-ok`'s
@@ -67,6 +71,7 @@ pub const EVENTS: &[&str] = &[
     "sessions.changed",
     "exec.approval.requested",
     "exec.approval.resolved",
+    "cron",
 ];
 
 type Reply = Result<Value, ErrorShape>;
@@ -187,21 +192,6 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
         ],
         "exec.approval.get" => &["id"],
         "exec.approval.resolve" => &["id", "decision"],
-        // pincer's jobs are all enabled, and all its one agent's.
-        // `compact` rows and no delivery previews are what pincer lists;
-        // `enabled: all` too (its jobs are all enabled); `sortBy:
-        // nextRunAtMs` sorts them by their next run.
-        "cron.list" => &[
-            "includeDisabled",
-            "agentId",
-            "limit",
-            "offset",
-            "compact",
-            "includeDeliveryPreviews",
-            "enabled",
-            "sortBy",
-            "sortDir",
-        ],
         _ => return None,
     })
 }
@@ -597,44 +587,121 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "cron.list" => {
             need(conn, Need::Read)?;
-            if params["includeDeliveryPreviews"] == true {
+            the_agent(&params)?;
+            let query: cron::ListParams = typed("cron.list", params)?;
+            if query.include_delivery_previews == Some(true) {
                 return Err(ErrorShape::invalid(
                     "cron.list: `includeDeliveryPreviews` is not supported by pincer, whose jobs deliver to the channel they name",
                 ));
             }
-            for (field, takes) in [
-                ("enabled", &["all", "enabled"][..]),
-                ("sortBy", &["nextRunAtMs"][..]),
-                ("sortDir", &["asc"][..]),
+            if query.limit == Some(0) {
+                return Err(ErrorShape::invalid("cron.list: `limit` must be 1 or more"));
+            }
+            let mut jobs: Vec<cron::Job> = cron_records(hub)
+                .into_iter()
+                .filter(|job| query.keeps(job))
+                .collect();
+            query.sort(&mut jobs);
+            let snapshot_revision =
+                crate::gateway::scheduler::revision(&serde_json::to_vec(&jobs).unwrap_or_default());
+            let total = jobs.len();
+            let (offset, limit, page) = cron::page(&jobs, query.offset, query.limit);
+            let next = offset + page.len();
+            let has_more = next < total;
+            let page_of = |jobs: Value| {
+                json!({
+                    "jobs": jobs,
+                    "snapshotRevision": snapshot_revision,
+                    "total": total,
+                    "offset": offset,
+                    "limit": limit,
+                    "hasMore": has_more,
+                    "nextOffset": has_more.then_some(next),
+                })
+            };
+            if query.compact == Some(true) {
+                let rows: Vec<cron::CompactJob> = page.iter().map(cron::CompactJob::from).collect();
+                return Ok(page_of(json!(rows)));
+            }
+            // pincer's own page also shows the heartbeat and the jobs that
+            // do not run (their config is wrong).
+            let mut answer = page_of(json!(page));
+            let listing = cron_list(hub);
+            answer["heartbeat"] = listing["heartbeat"].clone();
+            answer["invalid"] = listing["jobs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|job| job["error"].is_string())
+                .map(|job| json!({"name": job["name"], "error": job["error"]}))
+                .collect();
+            Ok(answer)
+        }
+        "cron.status" => {
+            need(conn, Need::Read)?;
+            let _: cron::NoParams = typed("cron.status", params)?;
+            let jobs = cron_records(hub);
+            let status = cron::Status {
+                enabled: hub.scheduled.get().is_some(),
+                triggers_enabled: false,
+                store_path: hub
+                    .scheduled
+                    .get()
+                    .map(|s| s.store_path().display().to_string())
+                    .unwrap_or_default(),
+                jobs: jobs.len(),
+                next_wake_at_ms: jobs.iter().filter_map(|j| j.state.next_run_at_ms).min(),
+            };
+            Ok(json!(status))
+        }
+        "cron.get" => {
+            need(conn, Need::Read)?;
+            let query: cron::JobParams = typed("cron.get", params)?;
+            cron_records(hub)
+                .into_iter()
+                .find(|job| job.id == query.id)
+                .map(|job| json!(job))
+                .ok_or_else(|| no_job(&query.id))
+        }
+        "cron.runs" => {
+            need(conn, Need::Read)?;
+            the_agent(&params)?;
+            for (field, why) in [
+                ("deliveryStatuses", "delivery statuses"),
+                ("deliveryStatus", "delivery statuses"),
+                ("runId", "run ids"),
             ] {
-                if let Some(value) = optional(&params, field)?
-                    && !takes.contains(&value)
-                {
+                if !params[field].is_null() {
                     return Err(ErrorShape::invalid(format!(
-                        "cron.list: `{field}: {value}` is not supported by pincer (it takes {})",
-                        takes.join(", ")
+                        "cron.runs: `{field}` is not supported by pincer, which records no {why} of its runs"
                     )));
                 }
             }
-            let limit = limit(&params, usize::MAX, usize::MAX)?;
-            let offset = match &params["offset"] {
-                Value::Null => 0,
-                value => value
-                    .as_u64()
-                    .ok_or_else(|| ErrorShape::invalid("`offset` must be a non-negative integer"))?
-                    as usize,
-            };
-            let mut listing = cron_list(hub);
-            if let Some(jobs) = listing["jobs"].as_array_mut()
-                && params["sortBy"] == "nextRunAtMs"
-            {
-                jobs.sort_by_key(|job| job["nextRun"]["atMs"].as_i64().unwrap_or(i64::MAX));
+            let query: cron::RunsParams = typed("cron.runs", params)?;
+            if query.limit == Some(0) {
+                return Err(ErrorShape::invalid("cron.runs: `limit` must be 1 or more"));
             }
-            if let Some(jobs) = listing["jobs"].as_array_mut() {
-                let page: Vec<Value> = jobs.drain(..).skip(offset).take(limit).collect();
-                *jobs = page;
+            let mut entries: Vec<cron::RunEntry> = cron_records(hub)
+                .iter()
+                .filter_map(cron::RunEntry::last_of)
+                .filter(|entry| query.keeps(entry))
+                .collect();
+            entries.sort_by_key(|entry| entry.ts);
+            if query.sort_dir != Some(cron::SortDir::Asc) {
+                entries.reverse();
             }
-            Ok(listing)
+            let total = entries.len();
+            let (offset, limit, page) =
+                cron::page(&entries, query.offset, Some(query.limit.unwrap_or(50)));
+            let next = offset + page.len();
+            Ok(json!(cron::RunsPage {
+                entries: page,
+                total,
+                offset,
+                limit,
+                has_more: next < total,
+                next_offset: (next < total).then_some(next),
+            }))
         }
         "connect" => Err(ErrorShape::invalid("already connected")),
         other => Err(ErrorShape::invalid(match openclaw_only(other) {
@@ -642,6 +709,27 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             None => format!("unknown method: {other}"),
         })),
     }
+}
+
+/// The `[[cron]]` jobs as OpenClaw's records.
+fn cron_records(hub: &Hub) -> Vec<cron::Job> {
+    hub.scheduled
+        .get()
+        .map(|scheduled| scheduled.records())
+        .unwrap_or_default()
+}
+
+/// OpenClaw's answer for a job id it does not know.
+fn no_job(id: &str) -> ErrorShape {
+    ErrorShape::invalid(format!(
+        "no cron job `{id}`: pincer's jobs are the `[[cron]]` entries of its config.toml, by name"
+    ))
+    .details(json!({"code": "CRON_JOB_NOT_FOUND", "id": id}))
+}
+
+/// A method's params as their type ([`protocol::params`]).
+fn typed<T: serde::de::DeserializeOwned>(method: &str, params: Value) -> Result<T, ErrorShape> {
+    crate::gateway::protocol::params(method, params).map_err(ErrorShape::invalid)
 }
 
 /// The scheduled runs: each `[[cron]]` job and the heartbeat, with their
@@ -896,6 +984,13 @@ fn openclaw_only(method: &str) -> Option<&'static str> {
             "board.",
             "part of OpenClaw's board, which pincer does not have",
         ),
+        ("cron.add", CRON_IN_CONFIG),
+        ("cron.update", CRON_IN_CONFIG),
+        ("cron.remove", CRON_IN_CONFIG),
+        (
+            "cron.run",
+            "a run on demand; pincer runs its `[[cron]]` jobs at their times (send the job's prompt to its session to run it now)",
+        ),
         (
             "logs.",
             "OpenClaw's log tail; `pincer gateway` writes its log to its stderr",
@@ -914,6 +1009,9 @@ fn openclaw_only(method: &str) -> Option<&'static str> {
         .find(|(prefix, _)| method.starts_with(prefix))
         .map(|(_, what)| *what)
 }
+
+/// Why `cron.add`, `cron.update` and `cron.remove` are refused.
+const CRON_IN_CONFIG: &str = "a change to a job; pincer's scheduled jobs are the `[[cron]]` entries of its config.toml: edit them there and restart the gateway";
 
 /// A run's reply as OpenClaw's `result.payloads` (none for no text).
 fn payloads(text: &str) -> Value {

@@ -24,6 +24,7 @@ use jiff::{Timestamp, Zoned};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::protocol::cron;
 use super::schedule::{ActiveHours, Missed, Schedule, due, is_silent, next_heartbeat};
 use crate::config::channels::{CronJob, HeartbeatConfig, MissedRuns};
 
@@ -74,6 +75,9 @@ pub trait Runs: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<String, String>>;
     /// Sends `text` to the chat `target` names.
     fn deliver(&self, target: &str, text: &str) -> Result<(), String>;
+    /// A job's run started or finished (its record is saved): clients
+    /// that show the jobs hear it.
+    fn changed(&self, _job: &str, _action: &'static str) {}
 }
 
 /// A `[[cron]]` job, checked.
@@ -130,6 +134,15 @@ impl super::hub::Scheduled for Plan {
     fn listing(&self) -> Value {
         let record = Record::load(&self.state_file).unwrap_or_default();
         listing(self, &record, &Zoned::now())
+    }
+
+    fn records(&self) -> Vec<cron::Job> {
+        let record = Record::load(&self.state_file).unwrap_or_default();
+        records(self, &record, &Zoned::now())
+    }
+
+    fn store_path(&self) -> &Path {
+        &self.state_file
     }
 }
 
@@ -432,6 +445,115 @@ pub fn listing(plan: &Plan, record: &Record, now: &Zoned) -> Value {
     json!({"jobs": jobs, "heartbeat": heartbeat})
 }
 
+/// The jobs as OpenClaw's records (`cron.list`, `cron.get`), as of
+/// `now`: each with its schedule, prompt, delivery and last run.
+pub fn records(plan: &Plan, record: &Record, now: &Zoned) -> Vec<cron::Job> {
+    plan.jobs
+        .iter()
+        .map(|job| {
+            let entry = record.jobs.get(&job.name).cloned().unwrap_or_default();
+            let next = due(
+                &job.schedule,
+                job.missed,
+                None,
+                &now.with_time_zone(job.zone.clone()),
+            )
+            .next
+            .map(|z| z.timestamp().as_millisecond());
+            let text = entry.last_status.as_deref().unwrap_or_default();
+            let (status, error, delivery) = cron::parse_status(text);
+            let running = text == "running";
+            let state = cron::State {
+                next_run_at_ms: next,
+                running_at_ms: if running { entry.last_run_ms } else { None },
+                last_run_at_ms: entry.last_run_ms,
+                last_run_status: status,
+                last_error: error,
+                last_duration_ms: match (status, entry.last_run_ms, entry.last_status_ms) {
+                    (Some(cron::RunStatus::Ok | cron::RunStatus::Error), Some(run), Some(end)) => {
+                        Some((end - run).max(0))
+                    }
+                    _ => None,
+                },
+                last_delivered: delivery
+                    .as_ref()
+                    .filter(|(s, _)| *s != cron::DeliveryStatus::NotRequested)
+                    .map(|(s, _)| *s == cron::DeliveryStatus::Delivered),
+                last_delivery_status: delivery.as_ref().map(|(s, _)| *s),
+                last_delivery_error: delivery.and_then(|(_, e)| e),
+                delivery_suppression_reason: (text == "silent").then(|| cron::SILENT.to_string()),
+                last_status_at_ms: if status.is_some() {
+                    entry.last_status_ms
+                } else {
+                    None
+                },
+            };
+            let delivery = match &job.target {
+                Some(target) => {
+                    let (channel, to) = target.split_once(':').unwrap_or((target, ""));
+                    cron::Delivery::Announce {
+                        channel: channel.to_string(),
+                        to: to.to_string(),
+                    }
+                }
+                None => cron::Delivery::None,
+            };
+            let definition = serde_json::to_vec(&json!([
+                job.name,
+                job.expression,
+                job.zone_name,
+                job.prompt,
+                job.target,
+                job.session,
+                matches!(job.missed, Missed::RunOnce),
+            ]))
+            .unwrap_or_default();
+            let since = entry.since_ms.unwrap_or_default();
+            cron::Job {
+                id: job.name.clone(),
+                name: job.name.clone(),
+                agent_id: "main",
+                session_key: job.session.clone(),
+                enabled: true,
+                created_at_ms: since,
+                updated_at_ms: since,
+                config_revision: revision(&definition),
+                schedule: cron::Schedule::Cron {
+                    expr: job.expression.clone(),
+                    tz: job.zone_name.clone(),
+                },
+                session_target: format!("session:{}", job.session),
+                wake_mode: "now",
+                payload: cron::Payload::AgentTurn {
+                    message: job.prompt.clone(),
+                },
+                delivery,
+                next_run_at_ms: state.next_run_at_ms,
+                last_run_at_ms: state.last_run_at_ms,
+                last_run_status: state.last_run_status,
+                last_run_error: state.last_error.clone(),
+                last_delivered: state.last_delivered,
+                last_delivery_status: state.last_delivery_status,
+                last_delivery_error: state.last_delivery_error.clone(),
+                delivery_suppression_reason: state.delivery_suppression_reason.clone(),
+                state,
+                effective_agent_id: "main",
+            }
+        })
+        .collect()
+}
+
+/// `sha256:<base64url>` of `bytes`: OpenClaw's form of a revision.
+pub fn revision(bytes: &[u8]) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    format!(
+        "sha256:{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest)
+    )
+}
+
 /// A time as people read it, in its zone.
 pub fn display(time: &Zoned) -> String {
     time.strftime("%Y-%m-%d %H:%M:%S %Z").to_string()
@@ -672,6 +794,9 @@ impl Scheduler {
             entry.last_status_ms = Some(at);
         }
         self.save();
+        if let Some(name) = &job {
+            self.runs.changed(name, "started");
+        }
         let id = format!(
             "{}:{}",
             job.as_deref()
@@ -723,6 +848,9 @@ impl Scheduler {
                 save_record(&record, &file);
             }
             running.lock().remove(&job);
+            if let Some(name) = &job {
+                runs.changed(name, "finished");
+            }
         });
     }
 
@@ -786,6 +914,10 @@ impl Runs for HubRuns {
 
     fn deliver(&self, target: &str, text: &str) -> Result<(), String> {
         self.channels.deliver(target, text)
+    }
+
+    fn changed(&self, job: &str, action: &'static str) {
+        self.hub.announce_cron(job, action);
     }
 }
 

@@ -31,13 +31,14 @@ const ALL_TEXT: &str = "const text = (root) => { let t = ''; for (const n of roo
        if (n.nodeType === 3) t += n.textContent; else if (n.nodeType === 1) { t += text(n); if (n.shadowRoot) t += text(n.shadowRoot); } } \
        return t; }; const all = text(document.body);";
 
-/// A gateway serving the installed package's Control UI, and Chromium.
-async fn serving() -> (Sandbox, MockModel, Gateway, Browser) {
+/// A gateway serving the installed package's Control UI, and Chromium;
+/// `config` is more of the gateway's config.toml.
+async fn serving(config: &str) -> (Sandbox, MockModel, Gateway, Browser) {
     let sandbox = Sandbox::new();
     let package = support::openclaw::package_dir();
     write_gateway_config(
         &sandbox,
-        &format!("control_ui = {:?}", package.display().to_string()),
+        &format!("control_ui = {:?}\n{config}", package.display().to_string()),
     );
     let mock = MockModel::start().await;
     let gateway = Gateway::start(&sandbox, &mock).await;
@@ -54,11 +55,16 @@ struct ControlUi {
 
 impl ControlUi {
     async fn open() -> Self {
-        let (sandbox, mock, gateway, browser) = serving().await;
+        Self::open_at("", "").await
+    }
+
+    /// The UI at `path`, on a gateway with `config` too.
+    async fn open_at(path: &str, config: &str) -> Self {
+        let (sandbox, mock, gateway, browser) = serving(config).await;
         let token = gateway.token.clone().unwrap();
         browser
             .client
-            .goto(&format!("http://{}/#token={token}", gateway.addr))
+            .goto(&format!("http://{}/{path}#token={token}", gateway.addr))
             .await
             .unwrap();
         let ui = Self {
@@ -67,6 +73,9 @@ impl ControlUi {
             gateway,
             browser,
         };
+        if !path.is_empty() {
+            return ui;
+        }
         ui.browser
             .until(
                 "the Control UI's message box",
@@ -147,7 +156,7 @@ async fn openclaws_control_ui_signs_in_sends_and_shows_the_streamed_reply() {
 /// gateway's to give only with the token.
 #[tokio::test]
 async fn without_the_token_the_control_ui_asks_for_it() {
-    let (_sandbox, mock, gateway, browser) = serving().await;
+    let (_sandbox, mock, gateway, browser) = serving("").await;
     browser
         .client
         .goto(&format!("http://{}/chat/main", gateway.addr))
@@ -330,4 +339,39 @@ async fn a_session_an_editor_started_opens_in_the_control_ui() {
     )
     .await;
     ui.browser.screenshot("control-ui-editor-session").await;
+}
+
+/// A `[[cron]]` job is on the UI's automations page, with its schedule,
+/// its last run and, opened, its prompt.
+#[tokio::test]
+async fn a_cron_job_is_shown_on_the_control_ui_s_automations_page() {
+    let ui = ControlUi::open_at(
+        "automations",
+        "\n[[cron]]\nname = \"morning-digest\"\nschedule = \"0 7 * * *\"\ntimezone = \"UTC\"\nprompt = \"Summarise the overnight build failures\"\n",
+    )
+    .await;
+    ui.until_text("the job on the automations page", "morning-digest")
+        .await;
+    ui.until_text("its schedule", "0 7 * * *").await;
+    // Opened: its prompt is in the job's form.
+    ui.browser
+        .until(
+            "the job's row, clicked",
+            &format!(
+                "const find = (root) => {{ for (const el of root.querySelectorAll('button, a, [role=button], [role=row], tr, li')) {{ \
+                   if (el.textContent.includes('morning-digest') && el.textContent.length < 400) return el; }} \
+                   for (const el of root.querySelectorAll('*')) {{ if (el.shadowRoot) {{ const f = find(el.shadowRoot); if (f) return f; }} }} return null; }}; \
+                 const row = find(document); if (row) row.click(); return row !== null;"
+            ),
+        )
+        .await;
+    ui.browser
+        .until(
+            "the job's prompt in its form",
+            "const find = (root) => { for (const el of root.querySelectorAll('textarea, input')) { \
+               if ((el.value || '').includes('Summarise the overnight build failures')) return el; } \
+               for (const el of root.querySelectorAll('*')) { if (el.shadowRoot) { const f = find(el.shadowRoot); if (f) return f; } } return null; }; \
+             return find(document) !== null;",
+        )
+        .await;
 }

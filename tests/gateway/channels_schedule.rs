@@ -121,27 +121,42 @@ impl Setup {
         answer["payload"].clone()
     }
 
-    /// Waits until the job's (or the heartbeat's) last status is `status`.
-    async fn until_status(&self, job: Option<&str>, status: &str) -> Value {
+    /// Waits until the heartbeat's last status is `status`.
+    async fn until_heartbeat(&self, status: &str) -> Value {
         let deadline = tokio::time::Instant::now() + TIMEOUT;
         loop {
-            let list = self.cron_list().await;
-            let row = match job {
-                Some(name) => list["jobs"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .find(|j| j["name"] == name)
-                    .cloned()
-                    .unwrap(),
-                None => list["heartbeat"].clone(),
-            };
+            let row = self.cron_list().await["heartbeat"].clone();
             if row["lastStatus"] == status {
                 return row;
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "{job:?} never got to {status:?}: {row}"
+                "the heartbeat never got to {status:?}: {row}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until the job's record (OpenClaw's, from `cron.list`) has
+    /// each field of `state` in its `state`.
+    async fn until_job(&self, name: &str, state: Value) -> Value {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        loop {
+            let list = self.cron_list().await;
+            let row = list["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|j| j["name"] == name)
+                .cloned()
+                .unwrap();
+            let fields = state.as_object().unwrap();
+            if fields.iter().all(|(k, v)| row["state"][k] == *v) {
+                return row;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{name} never got to {state}: {row}"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -237,7 +252,10 @@ async fn a_cron_job_with_seconds_runs_and_its_reply_reaches_its_chat() {
     assert_eq!(texts, vec![reply.as_str()]);
     assert_eq!(setup.prompts(), vec![prompt.clone()]);
     let row = setup
-        .until_status(Some("news"), &format!("delivered to telegram:dm:{OWNER}"))
+        .until_job(
+            "news",
+            json!({"lastRunStatus": "ok", "lastDeliveryStatus": "delivered", "lastDelivered": true}),
+        )
         .await;
     assert_eq!(row["sessionKey"], "cron:news");
     assert_eq!(
@@ -270,8 +288,13 @@ async fn silent_replies_of_the_heartbeat_and_of_a_job_are_never_delivered() {
         .mock
         .push(Reply::sse(anthropic_text("HEARTBEAT_OK", 10)));
     setup.launch().await;
-    setup.until_status(None, "silent").await;
-    setup.until_status(Some("quiet"), "silent").await;
+    setup.until_heartbeat("silent").await;
+    setup
+        .until_job(
+            "quiet",
+            json!({"lastRunStatus": "ok", "deliverySuppressionReason": "silent"}),
+        )
+        .await;
     let mut prompts = setup.prompts();
     prompts.sort();
     let mut expected = vec![format!("Anything new {marker}?"), task.clone()];
@@ -303,7 +326,12 @@ async fn no_reply_from_a_job_is_not_delivered_and_an_empty_heartbeat_md_runs_not
     }));
     setup.mock.push(Reply::sse(anthropic_text("NO_REPLY", 10)));
     setup.launch().await;
-    setup.until_status(Some("hush"), "silent").await;
+    setup
+        .until_job(
+            "hush",
+            json!({"lastRunStatus": "ok", "deliverySuppressionReason": "silent"}),
+        )
+        .await;
     let beat = setup.cron_list().await["heartbeat"].clone();
     assert!(
         beat["lastStatus"]
@@ -347,20 +375,31 @@ async fn run_once_catches_up_one_missed_run_after_a_restart_and_skip_does_not() 
         .line("cron job `catcher`: runs missed while the gateway was down; running it once now")
         .await;
     let row = setup
-        .until_status(
-            Some("catcher"),
-            "not delivered: no channel `slack` is running for target `slack:dm:U1`",
+        .until_job(
+            "catcher",
+            json!({
+                "lastRunStatus": "ok",
+                "lastDeliveryStatus": "not-delivered",
+                "lastDelivered": false,
+                "lastDeliveryError": "no channel `slack` is running for target `slack:dm:U1`",
+            }),
         )
         .await;
-    let caught_at = row["lastRun"]["atMs"].as_i64().unwrap();
+    let caught_at = row["state"]["lastRunAtMs"].as_i64().unwrap();
     assert!(caught_at > ago, "{row}");
     assert_eq!(setup.prompts(), vec![format!("caught up {marker}")]);
     let list = setup.cron_list().await;
-    let skipper = &list["jobs"][0];
-    assert_eq!(skipper["lastRun"]["atMs"], ago, "{skipper}");
+    let skipper = &list["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == "skipper")
+        .unwrap();
+    assert_eq!(skipper["state"]["lastRunAtMs"], ago, "{skipper}");
+    assert_eq!(skipper["state"]["lastRunStatus"], "skipped", "{skipper}");
     assert_eq!(
-        skipper["lastStatus"],
-        "skipped: missed while the gateway was down"
+        skipper["state"]["lastError"],
+        "missed while the gateway was down"
     );
 
     // A restart: nothing is missed any more, nothing runs again.
@@ -369,8 +408,17 @@ async fn run_once_catches_up_one_missed_run_after_a_restart_and_skip_does_not() 
     setup.line("cron job `catcher`: next run").await;
     setup.line("cron job `skipper`: next run").await;
     let list = setup.cron_list().await;
-    assert_eq!(list["jobs"][1]["lastRun"]["atMs"], caught_at);
-    assert_eq!(list["jobs"][0]["lastRun"]["atMs"], ago);
+    let last_run = |id: &str| {
+        list["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == id)
+            .unwrap()["state"]["lastRunAtMs"]
+            .clone()
+    };
+    assert_eq!(last_run("catcher"), caught_at);
+    assert_eq!(last_run("skipper"), ago);
     let stderr = setup.stop().await;
     assert!(!stderr.contains("running it once now"), "{stderr}");
     assert!(!stderr.contains("skipped the runs missed"), "{stderr}");
@@ -478,4 +526,199 @@ async fn the_web_page_lists_the_scheduled_jobs_with_their_next_run() {
         .await;
     assert_eq!(heading, json!([false, "Scheduled", 0]));
     browser.screenshot("scheduled").await;
+}
+
+/// The `cron.*` methods as OpenClaw's clients call them: job records with
+/// their schedule, prompt, delivery and last run, pages whose counts add
+/// up, filters, one job, the status, the last runs, a `cron` event for a
+/// run, and the changes pincer takes from its config only, refused.
+#[tokio::test]
+async fn cron_methods_answer_in_openclaw_s_shapes() {
+    let marker = uuid::Uuid::new_v4().simple().to_string();
+    let mut setup = Setup::new(&format!(
+        "[[cron]]\nname = \"alpha\"\nschedule = \"0 0 1 1 *\"\ntimezone = \"UTC\"\nprompt = \"Year {marker}\"\ntarget = \"telegram:dm:{OWNER}\"\n\n\
+         [[cron]]\nname = \"beta\"\nschedule = \"0 9 * * *\"\ntimezone = \"Europe/Berlin\"\nprompt = \"Morning\"\n\n\
+         [[cron]]\nname = \"gamma\"\nschedule = \"{}\"\ntimezone = \"UTC\"\nprompt = \"Soon {marker}\"\n",
+        soon()
+    ))
+    .await;
+    // A minute ago: no run of alpha's was missed since.
+    let ran = jiff::Timestamp::now().as_millisecond() - 60_000;
+    setup.record(json!({"jobs": {
+        "alpha": {"sinceMs": ran, "lastRunMs": ran, "lastStatus": "failed: the model was down", "lastStatusMs": ran + 1500},
+    }}));
+    setup
+        .mock
+        .push(Reply::sse(anthropic_text("Done soon.", 10)));
+    setup.launch().await;
+    let mut client = setup.gateway().operator(&["operator.read"], &[]).await;
+
+    // A page of two of the three, sorted by next run, with counts that add
+    // up and the next offset.
+    let page = client
+        .call_ok(
+            "cron.list",
+            json!({"includeDisabled": true, "limit": 2, "offset": 0, "enabled": "all",
+                   "scheduleKind": "all", "lastRunStatus": "all", "trigger": "all",
+                   "sortBy": "name", "sortDir": "asc"}),
+        )
+        .await;
+    let ids: Vec<&str> = page["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["alpha", "beta"], "{page}");
+    assert_eq!(
+        (
+            &page["total"],
+            &page["offset"],
+            &page["limit"],
+            &page["hasMore"],
+            &page["nextOffset"]
+        ),
+        (&json!(3), &json!(0), &json!(2), &json!(true), &json!(2)),
+        "{page}"
+    );
+    let revision = page["snapshotRevision"].as_str().unwrap().to_string();
+    assert!(revision.starts_with("sha256:"), "{page}");
+    let alpha = &page["jobs"][0];
+    assert_eq!(
+        alpha["schedule"],
+        json!({"kind": "cron", "expr": "0 0 1 1 *", "tz": "UTC"})
+    );
+    assert_eq!(
+        alpha["payload"],
+        json!({"kind": "agentTurn", "message": format!("Year {marker}")})
+    );
+    assert_eq!(
+        alpha["delivery"],
+        json!({"mode": "announce", "channel": "telegram", "to": format!("dm:{OWNER}")})
+    );
+    assert_eq!(alpha["sessionTarget"], "session:cron:alpha");
+    assert_eq!(alpha["enabled"], true);
+    assert!(
+        alpha["configRevision"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(alpha["state"]["lastRunStatus"], "error", "{alpha}");
+    assert_eq!(alpha["state"]["lastError"], "the model was down");
+    assert_eq!(alpha["state"]["lastRunAtMs"], ran);
+    assert_eq!(alpha["state"]["lastDurationMs"], 1500);
+    assert!(alpha["state"]["nextRunAtMs"].as_i64().unwrap() > ran);
+    assert_eq!(alpha["lastRunStatus"], "error");
+    // The rest, under the same revision.
+    let rest = client
+        .call_ok(
+            "cron.list",
+            json!({"limit": 2, "offset": 2, "sortBy": "name"}),
+        )
+        .await;
+    assert_eq!(rest["jobs"][0]["id"], "gamma", "{rest}");
+    assert_eq!(
+        (&rest["hasMore"], &rest["nextOffset"]),
+        (&json!(false), &Value::Null)
+    );
+    assert_eq!(rest["snapshotRevision"], revision.as_str());
+    // Filters: pincer's jobs are all enabled cron expressions.
+    for (filter, count) in [
+        (json!({"lastRunStatus": "error"}), 1),
+        (json!({"lastRunStatus": "unknown"}), 2),
+        (json!({"enabled": "disabled"}), 0),
+        (json!({"scheduleKind": "every"}), 0),
+        (json!({"query": "BET"}), 1),
+        (json!({"sessionKey": "agent:main:cron:beta"}), 1),
+    ] {
+        let listed = client.call_ok("cron.list", filter.clone()).await;
+        assert_eq!(listed["total"], count, "{filter}: {listed}");
+    }
+    // The inbox's compact rows carry their run times, null when none.
+    let compact = client
+        .call_ok("cron.list", json!({"compact": true, "sortBy": "name"}))
+        .await;
+    let beta = &compact["jobs"][1];
+    assert_eq!(beta["lastRunAtMs"], Value::Null, "{compact}");
+    assert_eq!(beta["lastRunStatus"], Value::Null);
+    assert!(beta["nextRunAtMs"].is_i64());
+    assert_eq!(beta["scheduleKind"], "cron");
+    // Refused, each naming what: an unknown field, a sort pincer lacks.
+    for (params, says) in [
+        (json!({"nope": 1}), "`nope` is not supported by pincer"),
+        (json!({"sortBy": "size"}), "unknown variant `size`"),
+        (
+            json!({"includeDeliveryPreviews": true}),
+            "includeDeliveryPreviews",
+        ),
+    ] {
+        let answer = client.call("cron.list", params.clone()).await;
+        assert_eq!(answer["ok"], false, "{params}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{params}: {message}");
+    }
+
+    // One job, and one that is not there.
+    let beta = client.call_ok("cron.get", json!({"id": "beta"})).await;
+    assert_eq!(beta["schedule"]["tz"], "Europe/Berlin", "{beta}");
+    let missing = client.call("cron.get", json!({"id": "delta"})).await;
+    assert_eq!(
+        missing["error"]["details"]["code"], "CRON_JOB_NOT_FOUND",
+        "{missing}"
+    );
+
+    let status = client.call_ok("cron.status", json!({})).await;
+    assert_eq!(status["enabled"], true, "{status}");
+    assert_eq!(status["jobs"], 3);
+    assert!(status["nextWakeAtMs"].is_i64());
+
+    // The job that runs soon: a `cron` event when it starts and when it
+    // ends, and its run in `cron.runs`, newest first.
+    let started = client.next_event("cron").await["payload"].clone();
+    assert_eq!(
+        (&started["jobId"], &started["action"]),
+        (&json!("gamma"), &json!("started")),
+        "{started}"
+    );
+    let finished = client.next_event("cron").await["payload"].clone();
+    assert_eq!(finished["action"], "finished", "{finished}");
+    assert_eq!(finished["status"], "ok", "{finished}");
+    assert_eq!(finished["job"]["id"], "gamma");
+    let runs = client
+        .call_ok(
+            "cron.runs",
+            json!({"scope": "all", "limit": 50, "offset": 0, "status": "all", "sortDir": "desc"}),
+        )
+        .await;
+    let jobs: Vec<&str> = runs["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["jobId"].as_str().unwrap())
+        .collect();
+    assert_eq!(jobs, ["gamma", "alpha"], "{runs}");
+    assert_eq!(runs["entries"][1]["status"], "error");
+    assert_eq!(runs["entries"][1]["error"], "the model was down");
+    assert_eq!(runs["entries"][0]["sessionKey"], "cron:gamma");
+    assert_eq!(
+        (&runs["total"], &runs["hasMore"]),
+        (&json!(2), &json!(false))
+    );
+    let one = client
+        .call_ok("cron.runs", json!({"scope": "job", "id": "alpha"}))
+        .await;
+    assert_eq!(one["total"], 1, "{one}");
+
+    // Jobs are changed in config.toml, and said so.
+    let mut admin = setup.gateway().operator(&[], &[]).await;
+    for method in ["cron.add", "cron.update", "cron.remove", "cron.run"] {
+        let answer = admin.call(method, json!({"id": "alpha"})).await;
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("not supported by pincer"),
+            "{method}: {answer}"
+        );
+    }
+    assert_eq!(setup.mock.violations(), Vec::<String>::new());
 }

@@ -807,12 +807,17 @@ async fn openclaw_cli_commands_work_or_are_refused_as_not_supported_by_pincer() 
     let (status, stdout, _, shown) = run(&["cron", "list"]).await;
     assert_eq!(status, 0, "{shown}");
     assert!(stdout.contains("No automations"), "{shown}");
+    let (status, _, _, shown) = run(&["cron", "status"]).await;
+    assert_eq!(status, 0, "{shown}");
     // OpenClaw's own features are refused, saying so.
     for args in [
         &["nodes", "list"][..],
         &["devices", "list"][..],
         &["logs"][..],
         &["system", "presence"][..],
+        // pincer's jobs are its config's `[[cron]]`.
+        &["cron", "rm", "nightly"][..],
+        &["cron", "run", "nightly"][..],
     ] {
         let (status, stdout, stderr, shown) = run(args).await;
         assert_ne!(status, 0, "{shown}");

@@ -264,13 +264,13 @@ async function loadScheduled() {
     return;
   }
   const rows = Array.isArray(listed?.jobs) ? listed.jobs.filter((j) => j && typeof j.name === "string") : [];
-  const items = rows.map((job) => ({
-    name: job.name,
-    detail: job.error ? "not running: see the gateway's log" : nextText(job),
-  }));
+  const items = rows.map((job) => ({ name: job.name, detail: nextText(job.state?.nextRunAtMs) }));
+  for (const job of Array.isArray(listed?.invalid) ? listed.invalid : []) {
+    if (job && typeof job.name === "string") items.push({ name: job.name, detail: "not running: see the gateway's log" });
+  }
   const beat = listed?.heartbeat;
   if (beat && typeof beat === "object") {
-    items.push({ name: "Heartbeat", detail: beat.error ? "not running: see the gateway's log" : nextText(beat) });
+    items.push({ name: "Heartbeat", detail: beat.error ? "not running: see the gateway's log" : nextText(beat.nextRun?.atMs) });
   }
   const list = $("scheduled-list");
   list.replaceChildren();
@@ -288,8 +288,7 @@ async function loadScheduled() {
   $("scheduled").hidden = items.length === 0;
 }
 
-function nextText(row) {
-  const at = row?.nextRun?.atMs;
+function nextText(at) {
   return typeof at === "number" ? `next ${new Date(at).toLocaleString()}` : "no run to come";
 }
 
