@@ -1,21 +1,29 @@
-//! The gateway under load, on the release binary: 1,000 websocket clients on
-//! loopback follow 100 sessions (ten per session, with the
-//! `session-scoped-events` cap), and every session streams an answer at
-//! once. The mock model stamps each text delta with the time it sent it,
-//! so each client measures the latency from the model's token to its own
-//! `chat` frame.
+//! The gateway under load, on the release binary, with its clients in a
+//! process of their own (this bench run again as `clients`), so that what
+//! the clients cost is measured apart from what the gateway costs.
 //!
-//! Reported: p50 / p99 / max of that latency over every frame of every
-//! client, the slowest client's p99 (no client may starve another), and the
-//! gateway's peak RSS. Targets: p99 ≤ 5 ms, RSS ≤ 60 MB. A run in which a
-//! client misses a frame panics: its figures would mean nothing.
+//! Streaming (the default): 1,000 websocket clients on loopback follow 100
+//! sessions (ten per session, with the `session-scoped-events` cap), and
+//! every session streams an answer at once. The mock model stamps each
+//! text delta with the time it sent it, so each client measures the
+//! latency from the model's token to its own `chat` frame. Reported: p50 /
+//! p99 / max of that latency over every frame of every client, the slowest
+//! client's p99 (no client may starve another), the gateway's peak RSS and
+//! the CPU time of the gateway and of the clients. Targets: p99 ≤ 5 ms,
+//! RSS ≤ 60 MB.
 //!
-//! `PINCER_BENCH_CLIENTS` (1000), `PINCER_BENCH_SESSIONS` (100),
-//! `PINCER_BENCH_TOKENS` (50) and `PINCER_BENCH_TOKEN_MS` (20, the gap
-//! between a session's tokens) change the sizes.
+//! Idle (`PINCER_BENCH_IDLE=1`): 10,000 clients connect, authenticate and
+//! stay; reported: the gateway's RSS with all of them connected. Target:
+//! ≤ 250 MB.
+//!
+//! A run in which a client misses a frame panics: its figures would mean
+//! nothing. `PINCER_BENCH_CLIENTS` (1000; 10000 idle),
+//! `PINCER_BENCH_SESSIONS` (100), `PINCER_BENCH_TOKENS` (50) and
+//! `PINCER_BENCH_TOKEN_MS` (20, the gap between a session's tokens) change
+//! the sizes.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -26,6 +34,9 @@ use tokio_tungstenite::tungstenite::Message;
 const TOKEN: &str = "bench-token-0123456789abcdef";
 const P99_TARGET_MS: f64 = 5.0;
 const RSS_TARGET_MB: f64 = 60.0;
+const IDLE_RSS_TARGET_MB: f64 = 250.0;
+/// Handshakes the clients' process has under way at once.
+const CONNECTING: usize = 32;
 
 fn env_count(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -41,26 +52,50 @@ fn now_ns() -> u128 {
         .as_nanos()
 }
 
-#[tokio::main(flavor = "multi_thread")]
-async fn main() {
-    let clients = env_count("PINCER_BENCH_CLIENTS", 1000);
+fn main() {
+    if std::env::args().nth(1).as_deref() == Some("clients") {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        return runtime.block_on(clients_process());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(bench());
+}
+
+async fn bench() {
+    let idle = std::env::var("PINCER_BENCH_IDLE").is_ok_and(|v| v == "1");
+    let clients = env_count("PINCER_BENCH_CLIENTS", if idle { 10_000 } else { 1000 });
     let sessions = env_count("PINCER_BENCH_SESSIONS", 100).min(clients);
     let tokens = env_count("PINCER_BENCH_TOKENS", 50);
     let gap = Duration::from_millis(env_count("PINCER_BENCH_TOKEN_MS", 20) as u64);
-    println!(
-        "pincer gateway fan-out: {clients} clients, {sessions} sessions, {tokens} tokens each ({})",
-        env!("CARGO_BIN_EXE_pincer")
-    );
+    if idle {
+        println!(
+            "pincer gateway, idle: {clients} authenticated clients ({})",
+            env!("CARGO_BIN_EXE_pincer")
+        );
+    } else {
+        println!(
+            "pincer gateway fan-out: {clients} clients, {sessions} sessions, {tokens} tokens each ({})",
+            env!("CARGO_BIN_EXE_pincer")
+        );
+    }
 
     let model = start_model(tokens, gap).await;
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
+    let room = clients + 100;
     std::fs::write(
         home.path().join("config.toml"),
         format!(
-            "title_model = \"none\"\n[gateway]\nmax_connections = {}\nmax_connections_per_ip = {}\n",
-            clients + 100,
-            clients + 100
+            "title_model = \"none\"\n[gateway]\nmax_connections = {room}\nmax_connections_per_ip = {room}\n\
+             max_pending_connections = {room}\nmax_pending_connections_per_ip = {room}\n\
+             max_preauth_connections = {room}\nmax_preauth_connections_per_ip = {room}\n",
         ),
     )
     .unwrap();
@@ -95,49 +130,106 @@ async fn main() {
             break line[at..].trim().to_string();
         }
     };
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    let rss_idle = peak_rss(pid);
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::stderr()));
+    let rss_alone = rss(pid, "VmRSS:");
 
-    // Everyone connects and follows a session before any session streams.
-    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(clients + 1));
-    let start = std::sync::Arc::new(tokio::sync::Notify::new());
-    let mut tasks = Vec::new();
-    for i in 0..clients {
-        let url = url.clone();
-        let barrier = barrier.clone();
-        let start = start.clone();
-        let session = i % sessions;
-        let driver = i < sessions;
-        tasks.push(tokio::spawn(async move {
-            client(&url, session, driver, tokens, barrier, start).await
-        }));
+    // The clients, in their own process: they connect and follow their
+    // sessions, say "ready", and stream on "go".
+    let mut process = Command::new(std::env::current_exe().unwrap())
+        .arg("clients")
+        .env("PINCER_BENCH_URL", &url)
+        .env("PINCER_BENCH_CLIENTS", clients.to_string())
+        .env("PINCER_BENCH_SESSIONS", sessions.to_string())
+        .env("PINCER_BENCH_TOKENS", tokens.to_string())
+        .env("PINCER_BENCH_IDLE", if idle { "1" } else { "0" })
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client_pid = process.id();
+    let mut to_clients = process.stdin.take().unwrap();
+    let mut from_clients = BufReader::new(process.stdout.take().unwrap());
+    let connecting = std::time::Instant::now();
+    line.clear();
+    from_clients.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "the clients did not connect");
+    let connected_in = connecting.elapsed();
+    let rss_connected = rss(pid, "VmRSS:");
+    let cpu_before = cpu_seconds(pid);
+    let clients_cpu_before = cpu_seconds(client_pid);
+
+    if idle {
+        // Settled: what the connections hold, not their handshakes.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let rss_idle = rss(pid, "VmRSS:");
+        let peak = rss(pid, "VmHWM:");
+        writeln!(to_clients, "stop").unwrap();
+        let _ = process.wait();
+        let _ = gateway.kill();
+        let _ = gateway.wait();
+        let mb = |b: u64| b as f64 / 1024.0 / 1024.0;
+        println!(
+            "  connected in {:.2} s; gateway RSS {:.1} MB with {clients} clients (target ≤ {IDLE_RSS_TARGET_MB} MB){}, {:.1} MB alone, peak {:.1} MB; {:.1} KB a client",
+            connected_in.as_secs_f64(),
+            mb(rss_idle),
+            if mb(rss_idle) <= IDLE_RSS_TARGET_MB {
+                ""
+            } else {
+                " MISSED"
+            },
+            mb(rss_alone),
+            mb(peak),
+            (rss_idle.saturating_sub(rss_alone)) as f64 / 1024.0 / clients as f64,
+        );
+        println!(
+            "{}",
+            json!({
+                "bench": "gateway_idle",
+                "clients": clients,
+                "rss_mb": {"value": mb(rss_idle), "alone": mb(rss_alone), "peak": mb(peak), "target": IDLE_RSS_TARGET_MB, "met": mb(rss_idle) <= IDLE_RSS_TARGET_MB},
+            })
+        );
+        return;
     }
-    barrier.wait().await;
+
     let began = std::time::Instant::now();
-    start.notify_waiters();
+    writeln!(to_clients, "go").unwrap();
+    line.clear();
+    from_clients.read_line(&mut line).unwrap();
+    let elapsed = began.elapsed();
+    let gateway_cpu = cpu_seconds(pid) - cpu_before;
+    let report: Value = serde_json::from_str(&line).expect("the clients' latencies");
+    let clients_cpu = cpu_seconds(client_pid) - clients_cpu_before;
+    let _ = process.wait();
+    let rss_peak = rss(pid, "VmHWM:");
+    let _ = gateway.kill();
+    let _ = gateway.wait();
+
     let mut all: Vec<f64> = Vec::new();
     let mut worst_client_p99: f64 = 0.0;
-    for task in tasks {
-        let mut latencies = task.await.unwrap();
+    for client in report.as_array().unwrap() {
+        let mut latencies: Vec<f64> = client
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
         assert_eq!(latencies.len(), tokens, "a client missed frames");
         latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
         worst_client_p99 = worst_client_p99.max(percentile(&latencies, 0.99));
         all.extend(latencies);
     }
-    let elapsed = began.elapsed();
-    let rss = peak_rss(pid);
-    let _ = gateway.kill();
-    let _ = gateway.wait();
     all.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let p50 = percentile(&all, 0.5);
     let p99 = percentile(&all, 0.99);
     let max = all.last().copied().unwrap_or_default();
-    let rss_mb = rss as f64 / 1024.0 / 1024.0;
+    let rss_mb = rss_peak as f64 / 1024.0 / 1024.0;
     println!(
-        "  frames: {} in {:.2} s ({:.0} frames/s)",
+        "  frames: {} in {:.2} s ({:.0} frames/s); {clients} clients connected in {:.2} s",
         all.len(),
         elapsed.as_secs_f64(),
-        all.len() as f64 / elapsed.as_secs_f64()
+        all.len() as f64 / elapsed.as_secs_f64(),
+        connected_in.as_secs_f64(),
     );
     println!(
         "  token → client frame: p50 {p50:.2} ms, p99 {p99:.2} ms (target ≤ {P99_TARGET_MS} ms){}, max {max:.2} ms",
@@ -145,13 +237,18 @@ async fn main() {
     );
     println!("  slowest client's p99: {worst_client_p99:.2} ms");
     println!(
-        "  gateway peak RSS: {rss_mb:.1} MB (target ≤ {RSS_TARGET_MB} MB){}; {:.1} MB before the clients came",
+        "  gateway peak RSS: {rss_mb:.1} MB (target ≤ {RSS_TARGET_MB} MB){}; {:.1} MB alone, {:.1} MB with the clients connected",
         if rss_mb <= RSS_TARGET_MB {
             ""
         } else {
             " MISSED"
         },
-        rss_idle as f64 / 1024.0 / 1024.0
+        rss_alone as f64 / 1024.0 / 1024.0,
+        rss_connected as f64 / 1024.0 / 1024.0,
+    );
+    println!(
+        "  CPU while streaming: gateway {gateway_cpu:.2} s, clients {clients_cpu:.2} s (2 cores: {:.2} s of wall time)",
+        elapsed.as_secs_f64()
     );
     println!(
         "{}",
@@ -163,22 +260,66 @@ async fn main() {
             "frames": all.len(),
             "latency_ms": {"p50": p50, "p99": p99, "max": max, "worst_client_p99": worst_client_p99, "target_p99": P99_TARGET_MS, "met": p99 <= P99_TARGET_MS},
             "peak_rss_mb": {"value": rss_mb, "target": RSS_TARGET_MB, "met": rss_mb <= RSS_TARGET_MB},
+            "cpu_s": {"gateway": gateway_cpu, "clients": clients_cpu},
         })
     );
 }
 
-/// One client: connects, follows its session, waits for the start, then
-/// (the session's driver) sends the prompt, and measures every delta until
-/// the run's `final`.
-async fn client(
-    url: &str,
-    session: usize,
-    driver: bool,
-    tokens: usize,
-    barrier: std::sync::Arc<tokio::sync::Barrier>,
-    start: std::sync::Arc<tokio::sync::Notify>,
-) -> Vec<f64> {
-    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+/// The clients' process: connects them all (a few handshakes at a time),
+/// says "ready", and then either holds them until "stop" (idle) or, on
+/// "go", has each session's first client send the prompt and prints every
+/// client's latencies as one JSON line.
+async fn clients_process() {
+    let url = std::env::var("PINCER_BENCH_URL").unwrap();
+    let clients = env_count("PINCER_BENCH_CLIENTS", 1000);
+    let sessions = env_count("PINCER_BENCH_SESSIONS", 100);
+    let tokens = env_count("PINCER_BENCH_TOKENS", 50);
+    let idle = std::env::var("PINCER_BENCH_IDLE").is_ok_and(|v| v == "1");
+    let connected: Vec<Socket> = futures::stream::iter(0..clients)
+        .map(|i| {
+            let url = url.clone();
+            async move { connect(&url, (!idle).then_some(i % sessions)).await }
+        })
+        .buffered(CONNECTING)
+        .collect()
+        .await;
+    println!("ready");
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let mut line = String::new();
+    tokio::io::AsyncBufReadExt::read_line(&mut stdin, &mut line)
+        .await
+        .unwrap();
+    if idle {
+        return;
+    }
+    assert_eq!(line.trim(), "go");
+    let tasks: Vec<_> = connected
+        .into_iter()
+        .enumerate()
+        .map(|(i, ws)| tokio::spawn(stream(ws, i % sessions, i < sessions, tokens)))
+        .collect();
+    let mut all = Vec::with_capacity(clients);
+    for task in tasks {
+        all.push(task.await.unwrap());
+    }
+    println!("{}", json!(all));
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A client: connected, authenticated and, with a session, following it.
+async fn connect(url: &str, session: Option<usize>) -> Socket {
+    let mut ws = loop {
+        match tokio_tungstenite::connect_async(url).await {
+            Ok((ws, _)) => break ws,
+            // Refused while the gateway is busy: try again, as clients do.
+            Err(e) => {
+                eprintln!("connect: {e}; again");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
     let challenge = next_json(&mut ws).await;
     assert_eq!(challenge["event"], "connect.challenge");
     let connect = json!({"type": "req", "id": "c", "method": "connect", "params": {
@@ -191,21 +332,27 @@ async fn client(
         .unwrap();
     let hello = next_json(&mut ws).await;
     assert_eq!(hello["ok"], true, "{hello}");
-    let key = format!("bench-{session}");
-    let subscribe = json!({"type": "req", "id": "s", "method": "chat.subscribe", "params": {"sessionKey": key}});
-    ws.send(Message::Text(subscribe.to_string().into()))
-        .await
-        .unwrap();
-    loop {
-        let frame = next_json(&mut ws).await;
-        if frame["id"] == "s" {
-            assert_eq!(frame["ok"], true, "{frame}");
-            break;
+    if let Some(session) = session {
+        let key = format!("bench-{session}");
+        let subscribe = json!({"type": "req", "id": "s", "method": "chat.subscribe", "params": {"sessionKey": key}});
+        ws.send(Message::Text(subscribe.to_string().into()))
+            .await
+            .unwrap();
+        loop {
+            let frame = next_json(&mut ws).await;
+            if frame["id"] == "s" {
+                assert_eq!(frame["ok"], true, "{frame}");
+                break;
+            }
         }
     }
-    let started = start.notified();
-    barrier.wait().await;
-    started.await;
+    ws
+}
+
+/// One client's run: the session's driver sends the prompt; every client
+/// measures each delta until the run's `final`.
+async fn stream(mut ws: Socket, session: usize, driver: bool, tokens: usize) -> Vec<f64> {
+    let key = format!("bench-{session}");
     if driver {
         let send = json!({"type": "req", "id": "p", "method": "chat.send", "params": {
             "sessionKey": key, "message": "stream", "idempotencyKey": format!("run-{session}"),
@@ -238,11 +385,7 @@ async fn client(
     }
 }
 
-async fn next_json(
-    ws: &mut tokio_tungstenite::WebSocketStream<
-        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-    >,
-) -> Value {
+async fn next_json(ws: &mut Socket) -> Value {
     loop {
         let message = tokio::time::timeout(Duration::from_secs(60), ws.next())
             .await
@@ -263,15 +406,26 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[at]
 }
 
-fn peak_rss(pid: u32) -> u64 {
+/// A `/proc/<pid>/status` figure in bytes (`VmRSS:` now, `VmHWM:` peak).
+fn rss(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
     line.split_whitespace()
         .nth(1)
         .unwrap()
         .parse::<u64>()
         .unwrap()
         * 1024
+}
+
+/// A process's user and system CPU time so far, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command's `)`: fields 3 on; utime and stime are 14 and 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0
 }
 
 /// An Anthropic Messages endpoint that streams `tokens` text deltas, `gap`

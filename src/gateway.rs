@@ -23,6 +23,7 @@ mod frames;
 mod guard;
 mod hub;
 mod link;
+pub mod logs;
 mod methods;
 mod peers;
 pub mod protocol;
@@ -152,6 +153,7 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
         .local_addr()
         .map_err(|e| format!("cannot listen on {bind}:{port}: {e}"))?;
     let sessions_cwd = config.cwd.clone().unwrap_or(cwd);
+    logs::open(&settings.paths.data_dir);
     let hub = hub::Hub::new(
         registry,
         sessions_cwd,
@@ -291,6 +293,7 @@ async fn accept(
 pub(crate) fn eprintln_log(line: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "pincer gateway: {line}");
+    logs::write("info", "gateway", line);
 }
 
 /// `pincer gateway`: serves until interrupted.

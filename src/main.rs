@@ -1006,9 +1006,16 @@ fn init_logging() {
         .iter()
         .filter_map(|d| d.parse().ok())
         .fold(filter, |f, d| f.add_directive(d));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false),
+        )
+        // `pincer gateway`'s log file, once it opened one.
+        .with(pincer::gateway::logs::Layer)
         .init();
 }

@@ -272,6 +272,15 @@ impl Limiter {
         while times.len() > self.max as usize {
             times.pop_front();
         }
+        // Said once a lockout, when it begins (a refused address is not
+        // checked again until it ends): the log cannot be flooded by it.
+        if times.len() == self.max as usize {
+            tracing::warn!(
+                "{peer}: {} failed sign-ins; refused for {} s",
+                self.max,
+                self.window.as_secs()
+            );
+        }
         state.global.push_back(now);
         while state.global.len() > self.global_max as usize {
             state.global.pop_front();

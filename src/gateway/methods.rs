@@ -10,7 +10,7 @@ use agent_client_protocol::v1::schema::{ContentBlock, ImageContent, TextContent}
 use serde_json::{Value, json};
 
 use super::conn::{Conn, Need, Out};
-use super::frames::{self, ErrorShape, FORBIDDEN, Request, now_ms};
+use super::frames::{self, ErrorShape, FORBIDDEN, Request, UNAVAILABLE, now_ms};
 use super::hub::{self, Archived, Hub, MAIN_KEY, Outcome, Patch, millis, not_found};
 use crate::agent::AgentMessage;
 use crate::config::QueueMode;
@@ -55,6 +55,7 @@ pub const METHODS: &[&str] = &[
     "cron.status",
     "cron.get",
     "cron.runs",
+    "logs.tail",
 ];
 
 /// The OpenClaw server capabilities pincer has, for `hello-ok`'s
@@ -663,6 +664,17 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 .map(|job| json!(job))
                 .ok_or_else(|| no_job(&query.id))
         }
+        "logs.tail" => {
+            need(conn, Need::Read)?;
+            let query: crate::gateway::logs::TailParams = typed("logs.tail", params)?;
+            let path = crate::gateway::logs::path(hub.data_dir());
+            let tail =
+                tokio::task::spawn_blocking(move || crate::gateway::logs::tail(&path, &query))
+                    .await
+                    .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("log read failed: {e}")))?
+                    .map_err(|e| ErrorShape::new(UNAVAILABLE, e))?;
+            Ok(json!(tail))
+        }
         "cron.runs" => {
             need(conn, Need::Read)?;
             the_agent(&params)?;
@@ -990,10 +1002,6 @@ fn openclaw_only(method: &str) -> Option<&'static str> {
         (
             "cron.run",
             "a run on demand; pincer runs its `[[cron]]` jobs at their times (send the job's prompt to its session to run it now)",
-        ),
-        (
-            "logs.",
-            "OpenClaw's log tail; `pincer gateway` writes its log to its stderr",
         ),
         (
             "system-presence",

@@ -375,3 +375,31 @@ async fn a_cron_job_is_shown_on_the_control_ui_s_automations_page() {
         )
         .await;
 }
+
+/// The UI's logs page shows the gateway's log, and a line written later
+/// arrives by its polling.
+#[tokio::test]
+async fn the_control_ui_s_logs_page_shows_the_gateway_s_log() {
+    let ui = ControlUi::open_at("logs", "").await;
+    ui.until_text("the gateway's start in its log", "listening on ws://")
+        .await;
+    // A later line: an address that failed to sign in five times is
+    // locked out, and that is logged.
+    for _ in 0..5 {
+        let mut stranger = support::gateway::Client::open(ui.gateway.addr).await;
+        let refused = stranger
+            .connect(support::gateway::connect_params(
+                Some("not-the-token-0123456789"),
+                &[],
+                &[],
+            ))
+            .await;
+        assert_eq!(refused["ok"], false, "{refused}");
+    }
+    let logged = std::fs::read_to_string(ui.sandbox.home().join("logs/gateway.log")).unwrap();
+    let last = logged.lines().last().unwrap().to_string();
+    assert!(last.contains("failed sign-ins"), "{logged}");
+    let line: serde_json::Value = serde_json::from_str(&last).unwrap();
+    let message = line["message"].as_str().unwrap().to_string();
+    ui.until_text("the newest line", &message).await;
+}
