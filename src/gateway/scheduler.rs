@@ -461,7 +461,11 @@ pub fn records(plan: &Plan, record: &Record, now: &Zoned) -> Vec<cron::Job> {
             .next
             .map(|z| z.timestamp().as_millisecond());
             let text = entry.last_status.as_deref().unwrap_or_default();
-            let (status, error, delivery) = cron::parse_status(text);
+            let cron::Recorded {
+                status,
+                error,
+                delivery,
+            } = cron::parse_status(text);
             let running = text == "running";
             let state = cron::State {
                 next_run_at_ms: next,
@@ -481,7 +485,8 @@ pub fn records(plan: &Plan, record: &Record, now: &Zoned) -> Vec<cron::Job> {
                     .map(|(s, _)| *s == cron::DeliveryStatus::Delivered),
                 last_delivery_status: delivery.as_ref().map(|(s, _)| *s),
                 last_delivery_error: delivery.and_then(|(_, e)| e),
-                delivery_suppression_reason: (text == "silent").then(|| cron::SILENT.to_string()),
+                delivery_suppression_reason: (text == cron::SILENT)
+                    .then(|| cron::SILENT.to_string()),
                 last_status_at_ms: if status.is_some() {
                     entry.last_status_ms
                 } else {

@@ -357,12 +357,10 @@ async fn a_cron_job_is_shown_on_the_control_ui_s_automations_page() {
     ui.browser
         .until(
             "the job's row, clicked",
-            &format!(
-                "const find = (root) => {{ for (const el of root.querySelectorAll('button, a, [role=button], [role=row], tr, li')) {{ \
-                   if (el.textContent.includes('morning-digest') && el.textContent.length < 400) return el; }} \
-                   for (const el of root.querySelectorAll('*')) {{ if (el.shadowRoot) {{ const f = find(el.shadowRoot); if (f) return f; }} }} return null; }}; \
-                 const row = find(document); if (row) row.click(); return row !== null;"
-            ),
+            "const find = (root) => { for (const el of root.querySelectorAll('button, a, [role=button], [role=row], tr, li')) { \
+               if (el.textContent.includes('morning-digest') && el.textContent.length < 400) return el; } \
+               for (const el of root.querySelectorAll('*')) { if (el.shadowRoot) { const f = find(el.shadowRoot); if (f) return f; } } return null; }; \
+             const row = find(document); if (row) row.click(); return row !== null;",
         )
         .await;
     ui.browser

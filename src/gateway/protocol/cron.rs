@@ -122,43 +122,45 @@ pub struct State {
     pub last_status_at_ms: Option<i64>,
 }
 
+/// What a recorded status line says in OpenClaw's terms.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Recorded {
+    pub status: Option<RunStatus>,
+    /// Why the run failed or was skipped.
+    pub error: Option<String>,
+    /// Whether its reply was delivered, and why not.
+    pub delivery: Option<(DeliveryStatus, Option<String>)>,
+}
+
 /// What a recorded status line (`scheduler::Entry::last_status`) says in
 /// OpenClaw's terms: the run's status, its error, and its delivery.
-pub fn parse_status(
-    text: &str,
-) -> (
-    Option<RunStatus>,
-    Option<String>,
-    Option<(DeliveryStatus, Option<String>)>,
-) {
-    if text == "ok" || text == "silent" {
-        return (
-            Some(RunStatus::Ok),
-            None,
-            Some((DeliveryStatus::NotRequested, None)),
-        );
+pub fn parse_status(text: &str) -> Recorded {
+    let ok = |delivery| Recorded {
+        status: Some(RunStatus::Ok),
+        error: None,
+        delivery: Some(delivery),
+    };
+    let failed = |status, why: &str| Recorded {
+        status: Some(status),
+        error: Some(why.to_string()),
+        delivery: None,
+    };
+    if text == "ok" || text == SILENT {
+        return ok((DeliveryStatus::NotRequested, None));
     }
     if text.starts_with("delivered to ") {
-        return (
-            Some(RunStatus::Ok),
-            None,
-            Some((DeliveryStatus::Delivered, None)),
-        );
+        return ok((DeliveryStatus::Delivered, None));
     }
     if let Some(why) = text.strip_prefix("not delivered: ") {
-        return (
-            Some(RunStatus::Ok),
-            None,
-            Some((DeliveryStatus::NotDelivered, Some(why.to_string()))),
-        );
+        return ok((DeliveryStatus::NotDelivered, Some(why.to_string())));
     }
     if let Some(why) = text.strip_prefix("failed: ") {
-        return (Some(RunStatus::Error), Some(why.to_string()), None);
+        return failed(RunStatus::Error, why);
     }
     if let Some(why) = text.strip_prefix("skipped: ") {
-        return (Some(RunStatus::Skipped), Some(why.to_string()), None);
+        return failed(RunStatus::Skipped, why);
     }
-    (None, None, None)
+    Recorded::default()
 }
 
 /// `cron.list { compact: true }`'s row (the Control UI's inbox).
@@ -555,31 +557,21 @@ mod tests {
 
     #[test]
     fn a_recorded_status_reads_as_openclaw_s_run_and_delivery_status() {
+        let delivered = parse_status("delivered to telegram:dm:1");
+        assert_eq!(delivered.status, Some(RunStatus::Ok));
+        assert_eq!(delivered.delivery, Some((DeliveryStatus::Delivered, None)));
+        let failed = parse_status("failed: the model refused");
+        assert_eq!(failed.status, Some(RunStatus::Error));
+        assert_eq!(failed.error.as_deref(), Some("the model refused"));
         assert_eq!(
-            parse_status("delivered to telegram:dm:1"),
-            (
-                Some(RunStatus::Ok),
-                None,
-                Some((DeliveryStatus::Delivered, None))
-            )
-        );
-        assert_eq!(
-            parse_status("failed: the model refused"),
-            (
-                Some(RunStatus::Error),
-                Some("the model refused".into()),
-                None
-            )
-        );
-        assert_eq!(
-            parse_status("skipped: the session was busy").0,
+            parse_status("skipped: the session was busy").status,
             Some(RunStatus::Skipped)
         );
         assert_eq!(
-            parse_status("not delivered: no such chat").2,
+            parse_status("not delivered: no such chat").delivery,
             Some((DeliveryStatus::NotDelivered, Some("no such chat".into())))
         );
-        assert_eq!(parse_status("running"), (None, None, None));
+        assert_eq!(parse_status("running"), Recorded::default());
     }
 
     #[test]
