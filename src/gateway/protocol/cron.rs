@@ -261,6 +261,29 @@ pub enum LastRunFilter {
     Unknown,
 }
 
+impl LastRunFilter {
+    /// Whether a run (or a job's last run) of `status` passes.
+    fn keeps(self, status: Option<RunStatus>) -> bool {
+        match self {
+            Self::All => true,
+            Self::Unknown => status.is_none(),
+            Self::Ok => status == Some(RunStatus::Ok),
+            Self::Error => status == Some(RunStatus::Error),
+            Self::Skipped => status == Some(RunStatus::Skipped),
+        }
+    }
+}
+
+/// Whether `query` (none or blank: everything) is in one of `texts`,
+/// ignoring case.
+fn found<'a>(query: Option<&str>, texts: impl IntoIterator<Item = &'a str>) -> bool {
+    let query = query.map(str::trim).unwrap_or_default().to_lowercase();
+    query.is_empty()
+        || texts
+            .into_iter()
+            .any(|text| text.to_lowercase().contains(&query))
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum TriggerFilter {
@@ -337,20 +360,13 @@ impl ListParams {
             .session_key
             .as_deref()
             .is_none_or(|key| key.strip_prefix("agent:main:").unwrap_or(key) == job.session_key);
-        let status = match self.last_run_status {
-            None | Some(LastRunFilter::All) => true,
-            Some(LastRunFilter::Unknown) => job.state.last_run_status.is_none(),
-            Some(LastRunFilter::Ok) => job.state.last_run_status == Some(RunStatus::Ok),
-            Some(LastRunFilter::Error) => job.state.last_run_status == Some(RunStatus::Error),
-            Some(LastRunFilter::Skipped) => job.state.last_run_status == Some(RunStatus::Skipped),
-        };
-        let query = self.query.as_deref().map(str::trim).unwrap_or_default();
-        let found = query.is_empty() || {
-            let query = query.to_lowercase();
-            [job.id.as_str(), job.name.as_str(), job.agent_id]
-                .iter()
-                .any(|text| text.to_lowercase().contains(&query))
-        };
+        let status = self
+            .last_run_status
+            .is_none_or(|filter| filter.keeps(job.state.last_run_status));
+        let found = found(
+            self.query.as_deref(),
+            [job.id.as_str(), job.name.as_str(), job.agent_id],
+        );
         enabled && kind && trigger && agent && session && status && found
     }
 
@@ -520,21 +536,15 @@ impl RunsParams {
             .statuses
             .as_ref()
             .is_none_or(|s| s.iter().any(|s| s.status() == entry.status));
-        let status = match self.status {
-            None | Some(LastRunFilter::All) => true,
-            Some(LastRunFilter::Unknown) => false,
-            Some(LastRunFilter::Ok) => entry.status == RunStatus::Ok,
-            Some(LastRunFilter::Error) => entry.status == RunStatus::Error,
-            Some(LastRunFilter::Skipped) => entry.status == RunStatus::Skipped,
-        };
-        let query = self.query.as_deref().map(str::trim).unwrap_or_default();
-        let found = query.is_empty() || {
-            let query = query.to_lowercase();
-            [&entry.job_id, &entry.job_name]
+        let status = self
+            .status
+            .is_none_or(|filter| filter.keeps(Some(entry.status)));
+        let found = found(
+            self.query.as_deref(),
+            [entry.job_id.as_str(), entry.job_name.as_str()]
                 .into_iter()
-                .chain(entry.error.as_ref())
-                .any(|text| text.to_lowercase().contains(&query))
-        };
+                .chain(entry.error.as_deref()),
+        );
         job && agent && statuses && status && found
     }
 }
