@@ -191,14 +191,14 @@ pub async fn serve_stdio(options: BridgeOptions) -> Result<(), Error> {
                     .await
                     .map_err(|lost| Error::new(Error::internal_error().code, lost));
             }
-            Err(why) if options.protocol == Protocol::Acp => {
+            Err(no) if options.protocol == Protocol::Acp || no.refused => {
                 return Err(Error::new(
                     Error::internal_error().code,
-                    format!("cannot reach ACP at {}: {why}", options.url),
+                    format!("cannot reach ACP at {}: {}", options.url, no.why),
                 ));
             }
-            Err(why) => {
-                tracing::debug!(url = %options.url, %why, "no ACP on the gateway: using OpenClaw's protocol");
+            Err(no) => {
+                tracing::debug!(url = %options.url, why = %no.why, "no ACP on the gateway: using OpenClaw's protocol");
             }
         }
     }

@@ -67,11 +67,31 @@ pub(super) fn acp_url(url: &str) -> Result<String, String> {
     Ok(url.to_string())
 }
 
+/// Why the gateway's `/acp` is not there to pipe to.
+pub(super) struct NoAcp {
+    pub why: String,
+    /// A pincer gateway refused the credential (`401` with its Bearer
+    /// challenge): `auto` stops there rather than offer the same
+    /// credential again over OpenClaw's protocol, which would count a
+    /// second failure towards the address's lockout.
+    pub refused: bool,
+}
+
+impl From<String> for NoAcp {
+    fn from(why: String) -> Self {
+        Self {
+            why,
+            refused: false,
+        }
+    }
+}
+
 /// Dials the gateway's `/acp` with the credential: the socket when the far
 /// end is a pincer gateway serving ACP there, else why not (an OpenClaw
 /// gateway, an older pincer, a refusal, nobody listening), which `auto`
-/// leaves to the OpenClaw-protocol bridge to handle and report.
-pub(super) async fn dial(url: &str, credential: &Credential) -> Result<Socket, String> {
+/// leaves to the OpenClaw-protocol bridge to handle and report, except a
+/// refused credential.
+pub(super) async fn dial(url: &str, credential: &Credential) -> Result<Socket, NoAcp> {
     let target = acp_url(url)?;
     let mut request = target
         .as_str()
@@ -107,9 +127,28 @@ pub(super) async fn dial(url: &str, credential: &Credential) -> Result<Socket, S
         Ok((socket, response)) if response.headers().contains_key(CONNECTION_ID) => Ok(socket),
         Ok((mut socket, _)) => {
             let _ = socket.close(None).await;
-            Err(format!("{target} is a websocket but not pincer's ACP"))
+            Err(format!("{target} is a websocket but not pincer's ACP").into())
         }
-        Err(e) => Err(describe(&e)),
+        Err(e) => Err(NoAcp {
+            refused: is_bearer_refusal(&e),
+            why: describe(&e),
+        }),
+    }
+}
+
+/// A `401` whose challenge is `Bearer`: how pincer's `/acp` refuses a
+/// credential.
+fn is_bearer_refusal(error: &tokio_tungstenite::tungstenite::Error) -> bool {
+    match error {
+        tokio_tungstenite::tungstenite::Error::Http(response) => {
+            response.status() == 401
+                && response
+                    .headers()
+                    .get("www-authenticate")
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.starts_with("Bearer"))
+        }
+        _ => false,
     }
 }
 

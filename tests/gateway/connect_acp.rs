@@ -301,3 +301,35 @@ async fn protocol_acp_without_a_pincer_gateway_or_with_a_session_key_is_refused(
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A wrong token in `auto` mode: the gateway's `/acp` refuses it, and the
+/// pipe stops there, saying so, rather than offer it again over
+/// OpenClaw's protocol. Each try counts once towards the address's
+/// lockout (5 failures): after three, the right token still gets in.
+#[tokio::test]
+async fn auto_stops_at_a_refused_token_and_counts_one_failure() {
+    let server = Sandbox::new();
+    let editor = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&server, &mock).await;
+    for _ in 0..3 {
+        let out = connect_command(&editor, &gateway.url(), "wrong-token-0123456789abcdef", &[])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(out.stdout.is_empty());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("cannot reach ACP at") && stderr.contains("401"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("wrong-token-0123456789abcdef"), "{stderr}");
+    }
+    let token = gateway.token.clone().unwrap();
+    let mut acp = Acp::spawn(connect_command(&editor, &gateway.url(), &token, &[]));
+    let response = initialize(&mut acp).await;
+    assert!(response.get("error").is_none(), "{response}");
+    new_session(&mut acp, &editor).await;
+}
