@@ -91,8 +91,11 @@ impl GatewayConfig {
     pub fn tick_interval_ms(&self) -> u64 {
         self.tick_interval_ms.unwrap_or(15_000).max(100)
     }
+    /// OpenClaw's default (`DEFAULT_PREAUTH_HANDSHAKE_TIMEOUT_MS`): its
+    /// clients sign the challenge with their device key before they
+    /// connect, which takes seconds on a busy machine.
     pub fn handshake_timeout_ms(&self) -> u64 {
-        self.handshake_timeout_ms.unwrap_or(10_000).max(50)
+        self.handshake_timeout_ms.unwrap_or(15_000).max(50)
     }
     pub fn approval_timeout_secs(&self) -> u64 {
         self.approval_timeout_secs.unwrap_or(120).max(1)
@@ -188,6 +191,16 @@ mod tests {
         for bind in ["0.0.0.0", "::", "192.168.1.4", "example.com", ""] {
             assert!(!is_loopback(bind), "{bind}");
         }
+    }
+
+    #[test]
+    fn the_handshake_waits_as_long_as_openclaw_s() {
+        assert_eq!(GatewayConfig::default().handshake_timeout_ms(), 15_000);
+        let short = GatewayConfig {
+            handshake_timeout_ms: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(short.handshake_timeout_ms(), 50);
     }
 
     #[test]

@@ -49,6 +49,13 @@ impl Gateway {
     /// Starts `pincer gateway --port 0` in `sandbox` with an Anthropic key
     /// pointing at `mock`, and waits for its `listening on` line.
     async fn start(sandbox: &Sandbox, mock: &MockModel) -> Self {
+        // OpenClaw's clients read their state and sign the challenge
+        // before they connect; on a loaded machine that takes longer than
+        // the default handshake timeout, which these tests do not test.
+        let config = sandbox.home().join("config.toml");
+        let mut body = std::fs::read_to_string(&config).unwrap_or_default();
+        body.push_str("\n[gateway]\nhandshake_timeout_ms = 120000\n");
+        std::fs::write(&config, body).unwrap();
         let mut cmd = sandbox.command(&["gateway", "--port", "0"]);
         cmd.env("ANTHROPIC_API_KEY", "test-key")
             .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
