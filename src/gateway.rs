@@ -29,6 +29,7 @@ mod peers;
 pub mod protocol;
 pub mod schedule;
 pub mod scheduler;
+mod usage;
 mod web;
 
 use std::net::SocketAddr;

@@ -96,6 +96,13 @@ impl Chat {
         }
     }
 
+    /// The channel whose chat a session key names, if it names one
+    /// (`telegram:dm:42` is Telegram's).
+    pub fn channel_of(key: &str) -> Option<&str> {
+        let (channel, _) = key.split_once(':')?;
+        Self::from_key(channel, key).map(|_| channel)
+    }
+
     /// The chat a session key names on `channel`, if it names one.
     pub fn from_key(channel: &str, key: &str) -> Option<Self> {
         let rest = key.strip_prefix(channel)?.strip_prefix(':')?;

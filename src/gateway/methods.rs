@@ -17,6 +17,8 @@ use crate::config::QueueMode;
 use crate::gateway::protocol::cron;
 use crate::llm::{AssistantContent, Content, Message};
 
+mod usage;
+
 /// Every method, for `hello-ok`.
 pub const METHODS: &[&str] = &[
     "health",
@@ -56,6 +58,11 @@ pub const METHODS: &[&str] = &[
     "cron.get",
     "cron.runs",
     "logs.tail",
+    "sessions.usage",
+    "sessions.usage.timeseries",
+    "sessions.usage.logs",
+    "usage.cost",
+    "usage.status",
 ];
 
 /// The OpenClaw server capabilities pincer has, for `hello-ok`'s
@@ -714,6 +721,26 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 has_more: next < total,
                 next_offset: (next < total).then_some(next),
             }))
+        }
+        "sessions.usage" => {
+            need(conn, Need::Read)?;
+            usage::sessions(hub, params).await
+        }
+        "sessions.usage.timeseries" => {
+            need(conn, Need::Read)?;
+            usage::detail(hub, "sessions.usage.timeseries", params, false).await
+        }
+        "sessions.usage.logs" => {
+            need(conn, Need::Read)?;
+            usage::detail(hub, "sessions.usage.logs", params, true).await
+        }
+        "usage.cost" => {
+            need(conn, Need::Read)?;
+            usage::cost(hub, params).await
+        }
+        "usage.status" => {
+            need(conn, Need::Read)?;
+            usage::status(params)
         }
         "connect" => Err(ErrorShape::invalid("already connected")),
         other => Err(ErrorShape::invalid(match openclaw_only(other) {

@@ -43,6 +43,20 @@ pub enum Archived {
     Only,
 }
 
+/// A session as the usage methods count it.
+#[derive(Clone, Debug)]
+pub struct UsageSession {
+    pub key: String,
+    pub id: String,
+    pub label: Option<String>,
+    pub updated_at: u64,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    /// The chat channel whose conversation it is.
+    pub channel: Option<String>,
+    pub path: std::path::PathBuf,
+}
+
 /// What `sessions.list` asks for.
 #[derive(Clone, Copy, Debug)]
 pub struct RowQuery<'a> {
@@ -233,6 +247,49 @@ impl Hub {
             })
             .collect();
         (page, count)
+    }
+
+    /// The sessions the usage methods count, newest first: those whose
+    /// transcripts changed at or after `since_ms`, or the one `key` names
+    /// (none if it names none).
+    pub fn usage_sessions(&self, since_ms: i64, key: Option<&str>) -> Vec<UsageSession> {
+        let only = match key {
+            Some(key) => match self.lookup(key) {
+                Some(id) => Some(id),
+                None => return Vec::new(),
+            },
+            None => None,
+        };
+        let defaults = Defaults::load(self);
+        let mut sessions: Vec<UsageSession> = crate::session::list(self.data_dir(), None)
+            .into_iter()
+            .filter(|s| match &only {
+                Some(id) => s.id == *id,
+                None => millis(&s.updated_at) as i64 >= since_ms,
+            })
+            .map(|s| {
+                let key = self.key_of_summary(&s);
+                let model = recent_settings(&s.path)
+                    .model
+                    .or_else(|| defaults.model.clone());
+                let (provider, model) = match model.as_deref().and_then(|m| m.split_once('/')) {
+                    Some((provider, id)) => (Some(provider.to_string()), Some(id.to_string())),
+                    None => (None, model),
+                };
+                UsageSession {
+                    channel: crate::gateway::channels::Chat::channel_of(&key).map(str::to_string),
+                    key,
+                    updated_at: millis(&s.updated_at),
+                    label: s.title.clone(),
+                    id: s.id,
+                    provider,
+                    model,
+                    path: s.path,
+                }
+            })
+            .collect();
+        sessions.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
+        sessions
     }
 
     /// The row of the session `key` names (`sessions.describe`), if it is
