@@ -401,3 +401,72 @@ async fn the_control_ui_s_logs_page_shows_the_gateway_s_log() {
     let message = line["message"].as_str().unwrap().to_string();
     ui.until_text("the newest line", &message).await;
 }
+
+/// The UI's usage page shows what a session used: its row, its tokens,
+/// and opened, its messages; no error and no "incomplete data" retries.
+#[tokio::test]
+async fn the_control_ui_s_usage_page_shows_what_a_session_used() {
+    let ui = ControlUi::open().await;
+    ui.mock
+        .push(Reply::sse(anthropic_deltas(&["Tokens ", "were counted."])));
+    ui.send("Count my tokens").await;
+    ui.until_text("the reply", "Tokens were counted.").await;
+    // What the page reads, from another client: the session's 30 tokens
+    // (10 in, 20 out) and their price.
+    let mut client = ui.gateway.admin().await;
+    let used = client
+        .call_ok(
+            "sessions.usage",
+            json!({"limit": 1000, "includeContextWeight": false}),
+        )
+        .await;
+    assert_eq!(used["totals"]["totalTokens"], 30, "{used}");
+    assert_eq!(used["sessions"][0]["key"], "agent:main:main", "{used}");
+    let cost = used["totals"]["totalCost"].as_f64().unwrap();
+    assert!(cost > 0.0, "{used}");
+
+    let token = ui.gateway.token.clone().unwrap();
+    ui.browser
+        .client
+        .goto(&format!("http://{}/usage#token={token}", ui.gateway.addr))
+        .await
+        .unwrap();
+    ui.until_text("the session on the usage page", "Count my tokens")
+        .await;
+    // The page's own state: no error, provider usage not "unavailable"
+    // (which retries the whole snapshot), nothing "incomplete".
+    let page = |script: &str| {
+        format!(
+            "const find = (root) => {{ for (const el of root.querySelectorAll('*')) {{ \
+               if ('providerUsageUnavailable' in el) return el; \
+               if (el.shadowRoot) {{ const f = find(el.shadowRoot); if (f) return f; }} }} return null; }}; \
+             const page = find(document); {script}"
+        )
+    };
+    let state = ui
+        .browser
+        .eval(&page(
+            "return page && { error: page.usageError, unavailable: page.providerUsageUnavailable, \
+               incomplete: page.providerUsageIncomplete, loading: page.usageLoading };",
+        ))
+        .await;
+    assert_eq!(
+        state,
+        json!({"error": null, "unavailable": false, "incomplete": false, "loading": false})
+    );
+    // The session opened: its messages come from `sessions.usage.logs`.
+    ui.browser
+        .until(
+            "the session's row, clicked",
+            &format!(
+                "{ALL_TEXT} const find = (root) => {{ for (const el of root.querySelectorAll('.session-bar-row, [class*=session-row], tr, li, button')) {{ \
+                   if (el.textContent.includes('Count my tokens') && el.textContent.length < 400) return el; }} \
+                   for (const el of root.querySelectorAll('*')) {{ if (el.shadowRoot) {{ const f = find(el.shadowRoot); if (f) return f; }} }} return null; }}; \
+                 const row = find(document); if (row) row.click(); return row !== null;"
+            ),
+        )
+        .await;
+    ui.until_text("the session's logged reply", "Tokens were counted.")
+        .await;
+    ui.browser.screenshot("control-ui-usage").await;
+}

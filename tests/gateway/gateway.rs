@@ -1010,6 +1010,172 @@ async fn models_list_and_health() {
     assert_eq!(pick(&health, &["ok"]), json!({"ok": true}));
 }
 
+/// The usage methods add up the sessions' model calls as OpenClaw's
+/// usage page and `openclaw gateway usage-cost` read them, for a client
+/// with read access; their mistakes are refused as OpenClaw refuses them.
+#[tokio::test]
+async fn usage_methods_answer_in_openclaw_s_shapes() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut admin = gateway.admin().await;
+    let (first, second) = (new_key(), new_key());
+    mock.push(Reply::sse(anthropic_text("One.", 100)));
+    let run = admin.chat_send(&first, "first prompt").await;
+    admin.chat_end(&run).await;
+    mock.push(Reply::sse(anthropic_text("Two.", 200)));
+    let run = admin.chat_send(&second, "second prompt").await;
+    admin.chat_end(&run).await;
+
+    let mut client = gateway.operator(&["operator.read"], &[]).await;
+    let used = client.call_ok("sessions.usage", json!({})).await;
+    let today = used["endDate"].as_str().unwrap().to_string();
+    assert_eq!(today.len(), 10, "{used}");
+    assert_eq!(used["totals"]["input"], 300, "{used}");
+    assert_eq!(used["totals"]["output"], 24, "{used}");
+    assert_eq!(used["totals"]["totalTokens"], 324, "{used}");
+    assert!(
+        used["totals"]["totalCost"].as_f64().unwrap() > 0.0,
+        "{used}"
+    );
+    assert_eq!(used["cacheStatus"]["status"], "fresh");
+    assert_eq!(used["creatorOptions"], json!([{"key": "[\"unknown\"]"}]));
+    let rows = used["sessions"].as_array().unwrap();
+    let mut keys: Vec<&str> = rows.iter().map(|r| r["key"].as_str().unwrap()).collect();
+    keys.sort();
+    let mut made = [first.as_str(), second.as_str()];
+    made.sort();
+    assert_eq!(keys, made, "{used}");
+    assert_eq!(rows[0]["agentId"], "main");
+    assert_eq!(rows[0]["model"], "claude-sonnet-4-5");
+    assert_eq!(rows[0]["usage"]["messageCounts"]["user"], 1, "{used}");
+    assert_eq!(rows[0]["usage"]["activityDates"], json!([today]));
+    let aggregates = &used["aggregates"];
+    assert_eq!(aggregates["sessionCount"], 2, "{aggregates}");
+    assert_eq!(aggregates["messages"]["assistant"], 2);
+    assert_eq!(aggregates["byModel"][0]["model"], "claude-sonnet-4-5");
+    assert_eq!(aggregates["byModel"][0]["count"], 2);
+    assert_eq!(aggregates["daily"][0]["tokens"], 324);
+    assert_eq!(aggregates["costDaily"][0]["date"], json!(today));
+
+    // One session by key; the limit cuts rows, not the aggregates.
+    let one = client
+        .call_ok(
+            "sessions.usage",
+            json!({"key": first, "includeContextWeight": true}),
+        )
+        .await;
+    assert_eq!(one["sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(one["sessions"][0]["contextWeight"], json!(null));
+    assert_eq!(one["totals"]["totalTokens"], 112);
+    let limited = client.call_ok("sessions.usage", json!({"limit": 1})).await;
+    assert_eq!(limited["sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(limited["aggregates"]["sessionCount"], 2);
+    // A window before the sessions' messages: they are listed, as
+    // OpenClaw lists every session changed since the window's start,
+    // with nothing used in it.
+    let before = client
+        .call_ok(
+            "sessions.usage",
+            json!({"startDate": "2020-01-01", "endDate": "2020-01-31"}),
+        )
+        .await;
+    assert_eq!(before["sessions"].as_array().unwrap().len(), 2, "{before}");
+    assert_eq!(before["sessions"][0]["usage"]["messageCounts"]["total"], 0);
+    assert_eq!(before["totals"]["totalTokens"], 0);
+    assert_eq!(before["aggregates"]["sessionCount"], 0);
+    // No creator pincer does not file under, no session the key names.
+    for params in [
+        json!({"creatorKey": "[\"profile\",\"someone\"]"}),
+        json!({"key": "agent:main:never-used"}),
+    ] {
+        let none = client.call_ok("sessions.usage", params.clone()).await;
+        assert_eq!(none["sessions"], json!([]), "{params}: {none}");
+        assert_eq!(none["totals"]["totalTokens"], 0, "{params}");
+        assert_eq!(none["aggregates"]["sessionCount"], 0, "{params}");
+    }
+
+    // One session's detail.
+    let series = client
+        .call_ok("sessions.usage.timeseries", json!({"key": second}))
+        .await;
+    assert_eq!(series["points"].as_array().unwrap().len(), 1, "{series}");
+    assert_eq!(series["points"][0]["totalTokens"], 212);
+    assert_eq!(series["points"][0]["cumulativeTokens"], 212);
+    let logs = client
+        .call_ok("sessions.usage.logs", json!({"key": second, "limit": 1000}))
+        .await;
+    let logged: Vec<(&str, &str)> = logs["logs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["role"].as_str().unwrap(), l["content"].as_str().unwrap()))
+        .collect();
+    assert_eq!(logged.len(), 2, "{logs}");
+    assert_eq!(logged[0].0, "user");
+    assert!(logged[0].1.contains("second prompt"), "{logs}");
+    assert_eq!(logged[1], ("assistant", "Two."));
+    assert_eq!(logs["logs"][1]["tokens"], 212);
+
+    // `openclaw gateway usage-cost`, and providers' quotas (none read).
+    let cost = client.call_ok("usage.cost", json!({"days": 7})).await;
+    assert_eq!(cost["days"], 7, "{cost}");
+    assert_eq!(cost["totals"]["totalTokens"], 324);
+    assert_eq!(cost["daily"][0]["date"], json!(today));
+    let status = client.call_ok("usage.status", json!({})).await;
+    assert_eq!(status["providers"], json!([]), "{status}");
+
+    for (method, params, says) in [
+        (
+            "sessions.usage",
+            json!({"agentScope": "all", "key": first}),
+            "agentScope=all cannot be combined with key or agentId",
+        ),
+        (
+            "sessions.usage",
+            json!({"startDate": "2026-02-30", "endDate": "2026-03-01"}),
+            "invalid startDate: expected a valid YYYY-MM-DD calendar date",
+        ),
+        (
+            "sessions.usage",
+            json!({"startDate": "2026-03-01"}),
+            "startDate and endDate must be provided together",
+        ),
+        (
+            "sessions.usage",
+            json!({"mode": "specific", "timeZone": "Nowhere/Atlantis"}),
+            "invalid timeZone",
+        ),
+        (
+            "sessions.usage",
+            json!({"agentId": "work"}),
+            "unknown agent `work`",
+        ),
+        (
+            "sessions.usage",
+            json!({"limit": 0}),
+            "`limit` must be 1 or more",
+        ),
+        (
+            "sessions.usage.timeseries",
+            json!({"key": "agent:main:never-used"}),
+            "No transcript found for session: agent:main:never-used",
+        ),
+        ("sessions.usage.logs", json!({}), "key is required for logs"),
+        (
+            "usage.cost",
+            json!({"agentScope": "all", "agentId": "main"}),
+            "cannot be combined",
+        ),
+    ] {
+        let refused = client.call(method, params.clone()).await;
+        assert_eq!(refused["ok"], false, "{method} {params}: {refused}");
+        assert_eq!(refused["error"]["code"], "INVALID_REQUEST", "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{method} {params}: {refused}");
+    }
+}
+
 /// A session whose model calls `bash` with `command` and then answers.
 async fn approval_setup(config: &str) -> (Sandbox, MockModel, Gateway, std::path::PathBuf, String) {
     let sandbox = Sandbox::new();

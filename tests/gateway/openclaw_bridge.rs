@@ -820,6 +820,25 @@ async fn openclaw_cli_commands_work_or_are_refused_as_not_supported_by_pincer() 
     let (status, stdout, _, shown) = run(&["logs", "--plain", "--limit", "50"]).await;
     assert_eq!(status, 0, "{shown}");
     assert!(stdout.contains("listening on ws://"), "{shown}");
+    // What the turns above cost (`usage.cost`), as text and as JSON.
+    let (status, stdout, _, shown) = run(&["gateway", "usage-cost"]).await;
+    assert_eq!(status, 0, "{shown}");
+    assert!(
+        stdout.contains("Usage cost (30 days)") && stdout.contains("Latest day:"),
+        "{shown}"
+    );
+    let (status, stdout, _, shown) = run(&["gateway", "usage-cost", "--days", "7", "--json"]).await;
+    assert_eq!(status, 0, "{shown}");
+    let cost: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(cost["days"], 7, "{shown}");
+    assert!(
+        cost["totals"]["totalTokens"].as_u64().unwrap() > 0,
+        "{shown}"
+    );
+    assert!(
+        cost["totals"]["totalCost"].as_f64().unwrap() > 0.0,
+        "{shown}"
+    );
     // OpenClaw's own features are refused, saying so.
     for args in [
         &["nodes", "list"][..],
