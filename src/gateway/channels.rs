@@ -452,5 +452,9 @@ mod tests {
         ] {
             assert_eq!(Chat::from_key("telegram", key), None, "{key}");
         }
+        assert_eq!(Chat::channel_of("discord:thread:C1:T2"), Some("discord"));
+        for key in ["agent:main:main", "main", "telegram:room:1", "acp-bridge:x"] {
+            assert_eq!(Chat::channel_of(key), None, "{key}");
+        }
     }
 }

@@ -52,8 +52,6 @@ pub struct UsageSession {
     pub updated_at: u64,
     pub provider: Option<String>,
     pub model: Option<String>,
-    /// The chat channel whose conversation it is.
-    pub channel: Option<String>,
     pub path: std::path::PathBuf,
 }
 
@@ -277,7 +275,6 @@ impl Hub {
                     None => (None, model),
                 };
                 UsageSession {
-                    channel: crate::gateway::channels::Chat::channel_of(&key).map(str::to_string),
                     key,
                     updated_at: millis(&s.updated_at),
                     label: s.title.clone(),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{Reply, the_agent, typed};
+use crate::gateway::channels::Chat;
 use crate::gateway::frames::{ErrorShape, UNAVAILABLE, now_ms};
 use crate::gateway::hub::Hub;
 use crate::gateway::protocol::usage::{
@@ -75,7 +76,9 @@ pub(super) async fn sessions(hub: &Arc<Hub>, params: Value) -> Reply {
             // A transcript that cannot be read counts nothing; its row
             // says so with no usage.
             let used = usage::session(&session.path, &session.id, &window).ok();
-            accumulator.add(used.as_ref(), "main", session.channel.as_deref());
+            // A chat channel's conversation counts for its channel.
+            let channel = Chat::channel_of(&session.key).map(str::to_string);
+            accumulator.add(used.as_ref(), "main", channel.as_deref());
             if rows.len() < limit {
                 rows.push(SessionRow {
                     key: session.key,
@@ -85,7 +88,7 @@ pub(super) async fn sessions(hub: &Arc<Hub>, params: Value) -> Reply {
                     updated_at: session.updated_at,
                     agent_id: "main",
                     creator_key: UNKNOWN_CREATOR,
-                    channel: session.channel,
+                    channel,
                     model_provider: session.provider,
                     model: session.model,
                     usage: used,
