@@ -22,6 +22,7 @@ mod usage;
 /// Every method, for `hello-ok`.
 pub const METHODS: &[&str] = &[
     "health",
+    "status",
     "chat.send",
     "chat.abort",
     "chat.history",
@@ -148,7 +149,10 @@ fn limit(params: &Value, default: usize, max: usize) -> Result<usize, ErrorShape
 /// the handlers check those values.
 fn fields(method: &str) -> Option<&'static [&'static str]> {
     Some(match method {
-        "health" | "agents.list" | "sessions.subscribe" | "sessions.unsubscribe" => &[],
+        // `probe`: OpenClaw's "not from the cache"; pincer's answer is
+        // never cached.
+        "health" => &["probe"],
+        "agents.list" | "sessions.subscribe" | "sessions.unsubscribe" => &[],
         "exec.approval.list" | "plugin.approval.list" | "openclaw.approval.list" => &[],
         "question.list" => &["status"],
         "chat.send" => SEND_FIELDS,
@@ -183,9 +187,20 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
         ],
         "sessions.patch" => PATCH_FIELDS,
         "sessions.create" => CREATE_FIELDS,
-        "sessions.describe" => &["key", "agentId"],
+        "sessions.describe" => &[
+            "key",
+            "agentId",
+            "includeDerivedTitles",
+            "includeLastMessage",
+        ],
         "sessions.reset" => &["key", "agentId", "reason", "expectedSessionId"],
-        "sessions.delete" => &["key", "agentId", "deleteTranscript", "expectedSessionId"],
+        "sessions.delete" => &[
+            "key",
+            "agentId",
+            "deleteTranscript",
+            "expectedSessionId",
+            "archivedOnly",
+        ],
         "sessions.compact" => &["key", "agentId", "instructions", "maxLines"],
         "sessions.rewind" => &["key", "agentId", "turn", "messageId"],
         "sessions.fork" => &["key", "agentId", "turn", "messageId", "newKey"],
@@ -286,6 +301,8 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             "includeApprovals",
             "compact",
             "includeDeliveryPreviews",
+            "probe",
+            "archivedOnly",
         ] {
             if !matches!(params[flag], Value::Null | Value::Bool(_)) {
                 return Err(ErrorShape::invalid(format!("`{flag}` must be a boolean")));
@@ -296,6 +313,16 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         "health" => {
             need(conn, Need::Read)?;
             Ok(json!({"ok": true, "uptimeMs": hub.started.elapsed().as_millis() as u64}))
+        }
+        "status" => {
+            need(conn, Need::Read)?;
+            let query: crate::gateway::protocol::StatusParams = typed("status", params)?;
+            if query.include_cli_projection == Some(true) {
+                return Err(ErrorShape::invalid(
+                    "status: `includeCliProjection` is not supported by pincer, which has no OpenClaw CLI config to project",
+                ));
+            }
+            Ok(status(hub))
         }
         "chat.send" => {
             need(conn, Need::Write)?;
@@ -422,9 +449,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         // OpenClaw's TUI reads a session's row after each run.
         "sessions.describe" => {
             need(conn, Need::Read)?;
-            only("sessions.describe", &params, &["key", "agentId"])?;
             let key = key_param(&params, "key")?;
-            Ok(json!({"key": key, "session": hub.row_of(key)}))
+            // Rows always have their derived title.
+            let row = hub.row_with(key, params["includeLastMessage"] == true);
+            Ok(json!({"key": key, "session": row}))
         }
         "sessions.reset" => {
             need(conn, Need::Write)?;
@@ -439,8 +467,23 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             Ok(json!({"ok": true, "key": key, "sessionId": session}))
         }
         "sessions.delete" => {
-            need(conn, Need::Admin)?;
+            // Deleting only what is archived is a writer's to do, as in
+            // OpenClaw; any other deletion is an admin's.
+            let archived_only = params["archivedOnly"] == true;
+            need(
+                conn,
+                if archived_only {
+                    Need::Write
+                } else {
+                    Need::Admin
+                },
+            )?;
             let key = key_param(&params, "key")?;
+            if archived_only && !hub.lookup(key).is_some_and(|s| hub.is_archived(&s)) {
+                return Err(ErrorShape::invalid(format!(
+                    "Session {key} is not archived. Archive it first, then delete it."
+                )));
+            }
             if params["deleteTranscript"] == false {
                 return Err(ErrorShape::invalid(
                     "sessions.delete: keeping the transcript (`deleteTranscript: false`) is not supported by pincer, which deletes a session with its transcript; archive it to keep it (sessions.patch `archived`)",
@@ -844,6 +887,9 @@ fn attachment(i: usize, item: &Value) -> Result<ContentBlock, ErrorShape> {
     )))
 }
 
+/// The key OpenClaw's CLI gives a session it names by id.
+const EXPLICIT_PREFIX: &str = "agent:main:explicit:";
+
 /// `chat.send` and `agent`: the run id and the ack status.
 async fn send(
     hub: &Arc<Hub>,
@@ -861,6 +907,7 @@ async fn send(
     let session = hub.lookup(key);
     if let Some(expected) = optional(params, "sessionId")?
         && session.as_deref() != Some(expected)
+        && key.strip_prefix(EXPLICIT_PREFIX) != Some(expected)
     {
         return Err(ErrorShape::invalid(format!(
             "{key} does not name session {expected} (now: {})",
@@ -934,10 +981,27 @@ fn run_timeout(params: &Value) -> Result<Option<std::time::Duration>, ErrorShape
 }
 
 async fn agent(hub: &Arc<Hub>, conn: &Arc<Conn>, id: &str, params: &Value) -> Reply {
-    let key = match optional(params, "sessionKey")? {
+    let given = match optional(params, "sessionKey")? {
         Some(_) => key_param(params, "sessionKey")?,
         None => MAIN_KEY,
     };
+    // `openclaw agent --session-id X` names the session by id, with the
+    // key its config gives (the main key, `agent:main:explicit:X`, or
+    // none): pincer's session X if there is one, else the session of the
+    // key `agent:main:explicit:X` (made on the first run, continued on
+    // the next).
+    let key = match optional(params, "sessionId")? {
+        Some(wanted) if hub.lookup(given).as_deref() != Some(wanted) => {
+            hub::check_key("sessionId", wanted)?;
+            if hub.lookup(wanted).as_deref() == Some(wanted) {
+                wanted.to_string()
+            } else {
+                format!("{EXPLICIT_PREFIX}{wanted}")
+            }
+        }
+        _ => given.to_string(),
+    };
+    let key = key.as_str();
     let (run, status) = send(hub, conn, key, params).await?;
     let accepted = json!({
         "runId": run,
@@ -981,6 +1045,33 @@ fn final_result(run: &str, outcome: &Outcome, text: &str) -> Value {
             "result": {"text": text, "stopReason": "error", "payloads": payloads(text)},
         }),
     }
+}
+
+/// `status`: OpenClaw's status summary, as far as pincer has its parts:
+/// the process, the sessions (the ten most recent) and no degraded
+/// plugins or secrets (pincer has neither).
+fn status(hub: &Hub) -> Value {
+    let (recent, count) = hub.session_rows_with(&hub::RowQuery {
+        search: None,
+        archived: Archived::Exclude,
+        offset: 0,
+        limit: 10,
+        active_minutes: None,
+        last_message: false,
+    });
+    let defaults = hub.row_defaults();
+    json!({
+        "pid": std::process::id(),
+        "uptimeMs": hub.started.elapsed().as_millis() as u64,
+        "degradedSecretOwners": [],
+        "degradedPlugins": [],
+        "sessions": {
+            "paths": [],
+            "count": count,
+            "defaults": {"model": defaults["model"], "contextTokens": defaults["contextTokens"]},
+            "recent": recent,
+        },
+    })
 }
 
 /// What an OpenClaw method pincer does not serve belongs to, for a refusal

@@ -33,6 +33,15 @@ pub fn params<T: DeserializeOwned>(method: &str, params: serde_json::Value) -> R
     })
 }
 
+/// `status`'s params (OpenClaw's status summary).
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StatusParams {
+    /// pincer's summary has no channel part to leave out.
+    pub include_channel_summary: Option<bool>,
+    pub include_cli_projection: Option<bool>,
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -1176,6 +1176,125 @@ async fn usage_methods_answer_in_openclaw_s_shapes() {
     }
 }
 
+/// What OpenClaw's CLI sends besides the basics is taken: `health`'s
+/// `probe`, the `status` summary, `sessions.describe`'s flags (`openclaw
+/// mcp serve`), deleting only an archived session (a writer may), and
+/// `agent` naming its session by id (`--session-id`).
+#[tokio::test]
+async fn the_fields_openclaw_s_cli_sends_are_taken() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut writer = gateway
+        .operator(&["operator.read", "operator.write"], &[])
+        .await;
+    let key = new_key();
+    mock.push(Reply::sse(anthropic_text("Kept for later.", 10)));
+    let run = writer.chat_send(&key, "keep this").await;
+    writer.chat_end(&run).await;
+
+    let health = writer.call_ok("health", json!({"probe": true})).await;
+    assert_eq!(health["ok"], true);
+    let status = writer
+        .call_ok("status", json!({"includeChannelSummary": false}))
+        .await;
+    assert_eq!(status["sessions"]["count"], 1, "{status}");
+    assert_eq!(status["sessions"]["recent"][0]["key"], json!(key));
+    assert_eq!(status["degradedPlugins"], json!([]));
+    let refused = writer
+        .call("status", json!({"includeCliProjection": true}))
+        .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`includeCliProjection` is not supported by pincer"),
+        "{refused}"
+    );
+    let described = writer
+        .call_ok(
+            "sessions.describe",
+            json!({"key": key, "includeDerivedTitles": true, "includeLastMessage": true}),
+        )
+        .await;
+    assert_eq!(
+        described["session"]["lastMessagePreview"], "Kept for later.",
+        "{described}"
+    );
+
+    // `agent` with the id of a session under another key runs in it.
+    let session = described["session"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut agent = async |params: Value| {
+        let id = writer.request("agent", params).await;
+        let accepted = writer.response(&id).await;
+        assert_eq!(accepted["ok"], true, "{accepted}");
+        writer.response(&id).await["payload"].clone()
+    };
+    mock.push(Reply::sse(anthropic_text("Same session.", 10)));
+    let answered = agent(json!({"message": "again", "sessionId": session,
+        "sessionKey": "agent:main:main", "idempotencyKey": "by-id-1"}))
+    .await;
+    assert_eq!(
+        answered["result"]["payloads"][0]["text"], "Same session.",
+        "{answered}"
+    );
+    let roles = mock.requests()[1].body["messages"].to_string();
+    assert!(
+        roles.contains("keep this") && roles.contains("again"),
+        "{roles}"
+    );
+    // An id pincer does not have: a session of its own, continued.
+    for (i, reply) in ["New one.", "Still it."].into_iter().enumerate() {
+        mock.push(Reply::sse(anthropic_text(reply, 10)));
+        let answered = agent(
+            json!({"message": format!("turn {i}"), "sessionId": "my-own-id",
+            "idempotencyKey": format!("by-id-new-{i}")}),
+        )
+        .await;
+        assert_eq!(
+            answered["result"]["payloads"][0]["text"], reply,
+            "{answered}"
+        );
+    }
+    let last = mock.requests()[3].body["messages"].to_string();
+    assert!(
+        last.contains("turn 0") && last.contains("turn 1") && !last.contains("keep this"),
+        "{last}"
+    );
+
+    // Deleting: only an archived session, and then a writer may.
+    let refused = writer
+        .call("sessions.delete", json!({"key": key, "archivedOnly": true}))
+        .await;
+    assert_eq!(
+        refused["error"]["message"],
+        format!("Session {key} is not archived. Archive it first, then delete it."),
+        "{refused}"
+    );
+    let refused = writer.call("sessions.delete", json!({"key": key})).await;
+    assert_eq!(
+        refused["error"]["details"]["missingScope"], "operator.admin",
+        "{refused}"
+    );
+    writer
+        .call_ok("sessions.patch", json!({"key": key, "archived": true}))
+        .await;
+    let deleted = writer
+        .call_ok("sessions.delete", json!({"key": key, "archivedOnly": true}))
+        .await;
+    assert_eq!(deleted["deleted"], true, "{deleted}");
+    assert!(
+        !sandbox
+            .home()
+            .join("sessions")
+            .join(format!("{session}.jsonl"))
+            .exists()
+    );
+}
+
 /// A session whose model calls `bash` with `command` and then answers.
 async fn approval_setup(config: &str) -> (Sandbox, MockModel, Gateway, std::path::PathBuf, String) {
     let sandbox = Sandbox::new();

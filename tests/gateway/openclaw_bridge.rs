@@ -771,6 +771,21 @@ async fn openclaw_cli_commands_work_or_are_refused_as_not_supported_by_pincer() 
         run(&["sessions", "archive", "agent:main:notes", "--json"]).await;
     assert_eq!(status, 0, "{shown}");
     assert!(stdout.contains("already_archived"), "{shown}");
+    // An archived session is deleted (OpenClaw's CLI asks for archived
+    // rows only); the main session, not archived, is not.
+    let (status, _, _, shown) = run(&["sessions", "delete", "agent:main:notes", "--yes"]).await;
+    assert_eq!(status, 0, "{shown}");
+    let (status, stdout, _, shown) = run(&[
+        "gateway",
+        "call",
+        "sessions.list",
+        "--params",
+        r#"{"archived":"all"}"#,
+        "--json",
+    ])
+    .await;
+    assert_eq!(status, 0, "{shown}");
+    assert!(!stdout.contains("agent:main:notes"), "{shown}");
     // A compaction says what it did: a summary, or why there is none
     // (exit 1); OpenClaw's cutting to the last lines is refused.
     mock.push_side(Reply::status(
@@ -820,6 +835,46 @@ async fn openclaw_cli_commands_work_or_are_refused_as_not_supported_by_pincer() 
     let (status, stdout, _, shown) = run(&["logs", "--plain", "--limit", "50"]).await;
     assert_eq!(status, 0, "{shown}");
     assert!(stdout.contains("listening on ws://"), "{shown}");
+    // Health as OpenClaw's `--verbose` asks for it (fresh, not cached),
+    // and the gateway's status summary.
+    let (status, _, _, shown) = run(&["health", "--verbose"]).await;
+    assert_eq!(status, 0, "{shown}");
+    let (status, stdout, _, shown) = run(&["gateway", "call", "status", "--json"]).await;
+    assert_eq!(status, 0, "{shown}");
+    let summary: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(
+        summary["sessions"]["count"].as_u64().unwrap() >= 1,
+        "{shown}"
+    );
+    assert_eq!(summary["degradedPlugins"], serde_json::json!([]), "{shown}");
+    // A session named by id: the second turn continues the first.
+    mock.push(Reply::sse(anthropic_text("First, pinned.", 10)));
+    let (status, stdout, _, shown) = run(&[
+        "agent",
+        "--session-id",
+        "pinned-42",
+        "--message",
+        "remember 42",
+    ])
+    .await;
+    assert_eq!(status, 0, "{shown}");
+    assert_eq!(stdout.trim(), "First, pinned.", "{shown}");
+    mock.push(Reply::sse(anthropic_text("It was 42.", 10)));
+    let (status, stdout, _, shown) = run(&[
+        "agent",
+        "--session-id",
+        "pinned-42",
+        "--message",
+        "what was it?",
+    ])
+    .await;
+    assert_eq!(status, 0, "{shown}");
+    assert_eq!(stdout.trim(), "It was 42.", "{shown}");
+    let last = mock.requests().last().unwrap().body.to_string();
+    assert!(
+        last.contains("remember 42") && last.contains("what was it?"),
+        "{last}"
+    );
     // What the turns above cost (`usage.cost`), as text and as JSON.
     let (status, stdout, _, shown) = run(&["gateway", "usage-cost"]).await;
     assert_eq!(status, 0, "{shown}");

@@ -292,11 +292,23 @@ impl Hub {
     /// The row of the session `key` names (`sessions.describe`), if it is
     /// listed.
     pub fn row_of(&self, key: &str) -> Option<Value> {
+        self.row_with(key, false)
+    }
+
+    /// [`Hub::row_of`], with its last message's preview if `last_message`
+    /// (as `sessions.list` gives it).
+    pub fn row_with(&self, key: &str, last_message: bool) -> Option<Value> {
         let session = self.lookup(key)?;
         crate::session::list(self.data_dir(), None)
             .iter()
             .find(|s| s.id == session)
-            .map(|s| row(self, s, &Defaults::load(self)))
+            .map(|s| {
+                let mut row = row(self, s, &Defaults::load(self));
+                if last_message {
+                    row["lastMessagePreview"] = json!(last_message_preview(&s.path));
+                }
+                row
+            })
     }
 
     /// `agents.list`: the gateway's one agent, as OpenClaw lists a roster
