@@ -363,15 +363,18 @@ async fn stream(mut ws: Socket, session: usize, driver: bool, tokens: usize) -> 
     }
     let mut latencies = Vec::with_capacity(tokens);
     loop {
-        let frame = next_json(&mut ws).await;
-        if frame["event"] != "chat" {
+        let text = next_text(&mut ws).await;
+        // The load generator reads only what it measures, so that its own
+        // cost takes as little as it can of the cores the gateway runs
+        // on: `chat` events, and of them the state and the new text.
+        if !text.starts_with(r#"{"type":"event","event":"chat""#) {
             continue;
         }
-        let payload = &frame["payload"];
-        match payload["state"].as_str() {
-            Some("delta") => {
+        let frame: ChatFrame<'_> = serde_json::from_str(&text).unwrap();
+        match frame.payload.state {
+            "delta" => {
                 let received = now_ns();
-                let delta = payload["deltaText"].as_str().unwrap_or_default();
+                let delta = frame.payload.delta_text.unwrap_or_default();
                 for stamp in delta.split_whitespace() {
                     if let Some(sent) = stamp.strip_prefix('T').and_then(|n| n.parse::<u128>().ok())
                     {
@@ -379,8 +382,34 @@ async fn stream(mut ws: Socket, session: usize, driver: bool, tokens: usize) -> 
                     }
                 }
             }
-            Some("final") => return latencies,
-            other => panic!("unexpected chat state {other:?}: {payload}"),
+            "final" => return latencies,
+            other => panic!("unexpected chat state {other:?}: {text}"),
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct ChatFrame<'a> {
+    #[serde(borrow)]
+    payload: ChatPayload<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct ChatPayload<'a> {
+    state: &'a str,
+    #[serde(default, borrow, rename = "deltaText")]
+    delta_text: Option<std::borrow::Cow<'a, str>>,
+}
+
+async fn next_text(ws: &mut Socket) -> tokio_tungstenite::tungstenite::Utf8Bytes {
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(60), ws.next())
+            .await
+            .expect("a frame within 60 s")
+            .expect("the connection is open")
+            .unwrap();
+        if let Message::Text(text) = message {
+            return text;
         }
     }
 }

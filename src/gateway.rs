@@ -498,13 +498,15 @@ async fn upgrade(
 
 /// A server websocket's settings: frames up to `max` bytes, and small
 /// buffers (a thousand idle clients must not cost 128 KiB each,
-/// tungstenite's default); frames are written as they come.
+/// tungstenite's default). Frames wait in the write buffer until the
+/// writer flushes the batch it has (`connection::WRITE_BATCH`), or the
+/// buffer holds that much.
 fn socket_config(max: usize) -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
     tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
         .max_message_size(Some(max))
         .max_frame_size(Some(max))
         .read_buffer_size(4 * 1024)
-        .write_buffer_size(0)
+        .write_buffer_size(connection::WRITE_BATCH)
 }
 
 /// The `101` that completes a websocket upgrade, `accept` its

@@ -17,10 +17,11 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::Gateway;
 use super::auth::Refusal;
-use super::conn::{Conn, Out, Outbox, Scopes};
+use super::conn::{Conn, Inbox, Out, Outbox, Scopes};
 use super::frames::{self, ErrorShape, INVALID_REQUEST, PROTOCOL, UNAVAILABLE, now_ms};
 use super::guard::Budget;
 use super::peers::Slot;
+use tokio_util::sync::CancellationToken;
 
 /// The websocket of one client.
 pub type Socket =
@@ -48,6 +49,9 @@ pub const MAX_PREAUTH: usize = 64 * 1024;
 
 /// Requests one client may have running at once.
 const MAX_IN_FLIGHT: usize = 256;
+
+/// The most bytes of queued frames the writer gathers into one write.
+pub const WRITE_BATCH: usize = 64 * 1024;
 
 /// Why a handshake failed: the error to answer (if the frame had an id to
 /// answer) and how to close.
@@ -152,7 +156,7 @@ pub async fn run(
     budget.authenticated();
     drop(preauth);
     let request_id = request_id.unwrap_or_default();
-    let (outbox, mut inbox) = Outbox::new(gateway.config.max_buffered_bytes());
+    let (outbox, inbox) = Outbox::new(gateway.config.max_buffered_bytes());
     let conn = Arc::new(Conn {
         id: gateway.hub.next_conn_id(),
         out: outbox.clone(),
@@ -170,41 +174,7 @@ pub async fn run(
     outbox.push(Out::Frame(frames::ok(&request_id, &hello)));
     gateway.hub.register(conn.clone());
     let slow = outbox.slow.clone();
-    let writer = tokio::spawn(async move {
-        let mut seq = 0u64;
-        loop {
-            let out = tokio::select! {
-                () = slow.cancelled() => {
-                    let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(close(1008, "slow consumer"))).await;
-                    return;
-                }
-                out = inbox.rx.recv() => match out {
-                    Some(out) => out,
-                    None => return,
-                },
-            };
-            let text = match &out {
-                Out::Frame(frame) => frame.clone(),
-                Out::Event(name, payload) => {
-                    seq += 1;
-                    frames::event(name, payload, seq)
-                }
-                Out::Close(code, reason) => {
-                    let _ = tokio::time::timeout(
-                        Duration::from_secs(1),
-                        sink.send(close(*code, reason)),
-                    )
-                    .await;
-                    return;
-                }
-            };
-            let sent = sink.send(Message::Text(text.into())).await;
-            inbox.written(&out);
-            if sent.is_err() {
-                return;
-            }
-        }
-    });
+    let writer = tokio::spawn(write(sink, inbox, slow));
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
     let slow = outbox.slow.clone();
     loop {
@@ -440,4 +410,152 @@ fn connect(
         },
     });
     Ok((hello, scopes, caps, slot))
+}
+
+/// Writes what is queued for a client to its socket, in batches (see
+/// [`WRITE_BATCH`]), until the queue ends, a close is written, the
+/// socket fails, or the client fell too far behind (`slow`).
+async fn write<S>(mut sink: S, mut inbox: Inbox, slow: CancellationToken)
+where
+    S: futures::Sink<Message> + Unpin,
+{
+    let mut seq = 0u64;
+    loop {
+        let first = tokio::select! {
+            () = slow.cancelled() => {
+                let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(close(1008, "slow consumer"))).await;
+                return;
+            }
+            out = inbox.rx.recv() => match out {
+                Some(out) => out,
+                None => return,
+            },
+        };
+        // What else is queued by now leaves in the same write: on a
+        // busy gateway a client's frames are one system call, not one
+        // each, and pieces of a reply still queued leave joined.
+        let mut queued = first.len();
+        let mut batch = vec![first];
+        while queued < WRITE_BATCH {
+            match inbox.rx.try_recv() {
+                Ok(out) => {
+                    queued += out.len();
+                    batch.push(out);
+                }
+                Err(_) => break,
+            }
+        }
+        let mut joined: Vec<Out> = Vec::with_capacity(batch.len());
+        for out in batch {
+            inbox.written(&out);
+            if let (Some(Out::Text(before)), Out::Text(piece)) = (joined.last_mut(), &out)
+                && let Some(both) = before.join(piece)
+            {
+                **before = both;
+                continue;
+            }
+            joined.push(out);
+        }
+        for out in joined {
+            let texts: Vec<String> = match &out {
+                Out::Frame(frame) => vec![frame.clone()],
+                Out::Event(..) | Out::Text(_) => out
+                    .events()
+                    .into_iter()
+                    .map(|(name, payload)| {
+                        seq += 1;
+                        frames::event(name, payload, seq)
+                    })
+                    .collect(),
+                Out::Close(code, reason) => {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                        let _ = sink.flush().await;
+                        sink.send(close(*code, reason)).await
+                    })
+                    .await;
+                    return;
+                }
+            };
+            for text in texts {
+                if sink.feed(Message::Text(text.into())).await.is_err() {
+                    return;
+                }
+            }
+        }
+        if sink.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::conn::Text;
+
+    fn piece(seq: u64, delta: &str) -> Out {
+        let chat = json!({"runId": "r", "seq": seq, "state": "delta", "deltaText": delta});
+        let agent =
+            json!({"runId": "r", "seq": seq, "stream": "assistant", "data": {"delta": delta}});
+        Out::Text(Box::new(Text {
+            run: Arc::from("r"),
+            chat: Arc::from(chat.to_string()),
+            agent: Arc::from(agent.to_string()),
+        }))
+    }
+
+    #[tokio::test]
+    async fn what_is_queued_leaves_together_with_a_reply_s_pieces_joined() {
+        let (outbox, inbox) = Outbox::new(1 << 20);
+        outbox.push(Out::Frame(r#"{"type":"res"}"#.into()));
+        for (seq, delta) in [(1, "Hel"), (2, "lo "), (3, "world")] {
+            outbox.push(piece(seq, delta));
+        }
+        outbox.push(Out::Event("tick", Arc::from(r#"{"ts":1}"#)));
+        outbox.push(piece(4, "!"));
+        outbox.close(1000, "bye");
+        let (tx, rx) = futures::channel::mpsc::unbounded::<Message>();
+        write(tx, inbox, outbox.slow.clone()).await;
+        let sent: Vec<Message> = rx.collect().await;
+        let texts: Vec<Value> = sent
+            .iter()
+            .filter_map(|m| match m {
+                Message::Text(text) => Some(serde_json::from_str(text.as_str()).unwrap()),
+                _ => None,
+            })
+            .collect();
+        let shown: Vec<(String, String, u64)> = texts
+            .iter()
+            .map(|frame| {
+                let payload = &frame["payload"];
+                let text = payload["deltaText"]
+                    .as_str()
+                    .or(payload["data"]["delta"].as_str())
+                    .unwrap_or_default();
+                (
+                    frame["event"].as_str().unwrap_or("res").to_string(),
+                    text.to_string(),
+                    frame["seq"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect();
+        // Three pieces in a row leave as one chat and one agent event;
+        // the tick between keeps the last piece apart. Frame numbers stay
+        // consecutive.
+        assert_eq!(
+            shown,
+            [
+                ("res".to_string(), String::new(), 0),
+                ("chat".to_string(), "Hello world".to_string(), 1),
+                ("agent".to_string(), "Hello world".to_string(), 2),
+                ("tick".to_string(), String::new(), 3),
+                ("chat".to_string(), "!".to_string(), 4),
+                ("agent".to_string(), "!".to_string(), 5),
+            ]
+        );
+        assert_eq!(texts[1]["payload"]["seq"], 3);
+        assert!(
+            matches!(sent.last(), Some(Message::Close(Some(frame))) if frame.code == 1000.into())
+        );
+    }
 }

@@ -663,6 +663,19 @@ impl Hub {
     }
 
     fn agent(&self, run_id: &str, run: &mut Run, stream: &str, data: Value) {
+        let payload = self.agent_payload(run_id, run, stream, data);
+        let to = if stream == "tool" {
+            Audience::Tool(&run.session)
+        } else {
+            Audience::Session(&run.session)
+        };
+        for conn in self.audience(to) {
+            conn.out.push(Out::Event("agent", payload.clone()));
+        }
+    }
+
+    /// An `agent` event's payload, the run's next.
+    fn agent_payload(&self, run_id: &str, run: &mut Run, stream: &str, data: Value) -> Arc<str> {
         run.agent_seq += 1;
         let mut payload = json!({
             "runId": run_id,
@@ -675,12 +688,7 @@ impl Hub {
         if let Some(parent) = &run.spawned_by {
             payload["spawnedBy"] = json!(parent);
         }
-        let to = if stream == "tool" {
-            Audience::Tool(&run.session)
-        } else {
-            Audience::Session(&run.session)
-        };
-        self.broadcast("agent", &payload, to);
+        Arc::from(payload.to_string())
     }
 
     pub fn set_queue_mode(&self, session: &str, mode: QueueMode) {

@@ -29,7 +29,7 @@ use super::{
     Button, Chat, ChatKind, Delivery, Failure, Incoming, Limits, Message, Platform, Press, Sent,
 };
 use crate::config::channels::Groups;
-use crate::gateway::conn::{Conn, Out, Outbox, Scopes};
+use crate::gateway::conn::{Conn, Outbox, Scopes};
 use crate::gateway::hub::{Hub, Patch};
 use crate::gateway::schedule::is_silent;
 
@@ -260,10 +260,10 @@ impl Runner {
                 out = inbox.rx.recv() => {
                     let Some(out) = out else { break };
                     inbox.written(&out);
-                    if let Out::Event(name, payload) = out
-                        && let Ok(payload) = serde_json::from_str::<Value>(&payload)
-                    {
-                        self.event(name, &payload);
+                    for (name, payload) in out.events() {
+                        if let Ok(payload) = serde_json::from_str::<Value>(payload) {
+                            self.event(name, &payload);
+                        }
                     }
                 }
             }

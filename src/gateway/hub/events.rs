@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::{Audience, Hub, Outcome, Run, ToolInfo, outcome_of};
 use crate::acp::registry::Observed;
-use crate::gateway::conn::{Conn, Out};
+use crate::gateway::conn::{Conn, Out, Text};
 use crate::gateway::frames::now_ms;
 
 impl Hub {
@@ -161,6 +161,13 @@ impl Hub {
     /// `message` too, as OpenClaw's clients read it. `message` is built
     /// only when one of them listens.
     fn chat_delta(&self, run_id: &str, run: &mut Run, delta: &str) {
+        for (conn, payload) in self.chat_deltas(run_id, run, delta) {
+            conn.out.push(Out::Event("chat", payload));
+        }
+    }
+
+    /// [`Hub::chat_delta`]'s payload for each of its listeners.
+    fn chat_deltas(&self, run_id: &str, run: &mut Run, delta: &str) -> Vec<(Arc<Conn>, Arc<str>)> {
         run.chat_seq += 1;
         let mut payload = json!({
             "runId": run_id,
@@ -173,11 +180,10 @@ impl Hub {
             .audience(Audience::Session(&run.session))
             .into_iter()
             .partition(|conn| conn.chat_deltas && run.primed.contains(&conn.id));
-        let send = |conns: Vec<Arc<Conn>>, payload: &Value| {
+        let mut payloads = Vec::with_capacity(lean.len() + full.len());
+        let mut send = |conns: Vec<Arc<Conn>>, payload: &Value| {
             let payload: Arc<str> = Arc::from(payload.to_string());
-            for conn in conns {
-                conn.out.push(Out::Event("chat", payload.clone()));
-            }
+            payloads.extend(conns.into_iter().map(|conn| (conn, payload.clone())));
         };
         if !lean.is_empty() {
             send(lean, &payload);
@@ -189,6 +195,7 @@ impl Hub {
             payload["message"] = run.message();
             send(full, &payload);
         }
+        payloads
     }
 
     /// One `session/update` of a run as protocol events.
@@ -207,10 +214,20 @@ impl Hub {
                 }
                 run.after_tool = false;
                 run.text.push_str(&delta);
-                self.chat_delta(run_id, run, &delta);
                 // The new text only: `chat` carries the cumulative text to
-                // the clients that need it, and it is not sent twice.
-                self.agent(run_id, run, "assistant", json!({"delta": delta}));
+                // the clients that need it, and it is not sent twice. Both
+                // go to the same listeners, queued as one: a client gets
+                // them in one write.
+                let chats = self.chat_deltas(run_id, run, &delta);
+                let agent = self.agent_payload(run_id, run, "assistant", json!({"delta": delta}));
+                let run_id: Arc<str> = Arc::from(run_id);
+                for (conn, chat) in chats {
+                    conn.out.push(Out::Text(Box::new(Text {
+                        run: run_id.clone(),
+                        chat,
+                        agent: agent.clone(),
+                    })));
+                }
             }
             SessionUpdate::AgentThoughtChunk(chunk) => {
                 let ContentBlock::Text(text) = chunk.content else {
