@@ -415,16 +415,7 @@ async fn next_text(ws: &mut Socket) -> tokio_tungstenite::tungstenite::Utf8Bytes
 }
 
 async fn next_json(ws: &mut Socket) -> Value {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(60), ws.next())
-            .await
-            .expect("a frame within 60 s")
-            .expect("the connection is open")
-            .unwrap();
-        if let Message::Text(text) = message {
-            return serde_json::from_str(&text).unwrap();
-        }
-    }
+    serde_json::from_str(&next_text(ws).await).unwrap()
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {

@@ -274,6 +274,19 @@ fn quarter(ms: i64) -> (String, u32) {
     (utc.date().to_string(), minutes / 15)
 }
 
+/// Quarter-hour rows in order; none for none.
+fn quarters<T>(rows: BTreeMap<(String, u32), T>) -> Option<Vec<Quarter<T>>> {
+    let rows: Vec<_> = rows
+        .into_iter()
+        .map(|((date, quarter_index), value)| Quarter {
+            date,
+            quarter_index,
+            value,
+        })
+        .collect();
+    (!rows.is_empty()).then_some(rows)
+}
+
 /// The usage of the session `session_id` whose transcript is `path`, in
 /// `window` (OpenClaw's `buildSessionCostSummaryFromRollup`).
 pub fn session(path: &Path, session_id: &str, window: &Window) -> Result<SessionUsage, String> {
@@ -405,24 +418,8 @@ fn summarize(contributions: &[Contribution], session_id: &str, window: &Window) 
         .into_iter()
         .map(|(date, value)| Dated { date, value })
         .collect();
-    let quarters: Vec<_> = quarter_messages
-        .into_iter()
-        .map(|((date, quarter_index), value)| Quarter {
-            date,
-            quarter_index,
-            value,
-        })
-        .collect();
-    usage.utc_quarter_hour_message_counts = (!quarters.is_empty()).then_some(quarters);
-    let quarters: Vec<_> = quarter_tokens
-        .into_iter()
-        .map(|((date, quarter_index), value)| Quarter {
-            date,
-            quarter_index,
-            value,
-        })
-        .collect();
-    usage.utc_quarter_hour_token_usage = (!quarters.is_empty()).then_some(quarters);
+    usage.utc_quarter_hour_message_counts = quarters(quarter_messages);
+    usage.utc_quarter_hour_token_usage = quarters(quarter_tokens);
     let days: Vec<_> = daily_latency
         .into_iter()
         .filter_map(|(date, l)| l.stats().map(|value| Dated { date, value }))

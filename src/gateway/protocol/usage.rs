@@ -97,7 +97,9 @@ impl SessionsParams {
     }
 }
 
-/// `usage.cost`'s params: a window of days and the agent.
+/// `usage.cost`'s params: a window of days and the agent. (The date
+/// fields are declared again rather than shared: serde cannot refuse
+/// unknown fields of a struct that flattens another.)
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CostParams {
