@@ -1163,6 +1163,11 @@ async fn usage_methods_answer_in_openclaw_s_shapes() {
         ),
         ("sessions.usage.logs", json!({}), "key is required for logs"),
         (
+            "sessions.usage.timeseries",
+            json!({"key": "a\u{1b}[31mred"}),
+            "`key` holds a control character",
+        ),
+        (
             "usage.cost",
             json!({"agentScope": "all", "agentId": "main"}),
             "cannot be combined",

@@ -49,6 +49,9 @@ pub(super) async fn sessions(hub: &Arc<Hub>, params: Value) -> Reply {
         ));
     }
     agent("sessions.usage", query.agent_id.as_deref(), None)?;
+    if let Some(key) = &query.key {
+        crate::gateway::hub::check_key("key", key)?;
+    }
     if query.limit == Some(0) {
         return Err(ErrorShape::invalid(
             "sessions.usage: `limit` must be 1 or more",
@@ -168,6 +171,7 @@ pub(super) async fn detail(hub: &Arc<Hub>, method: &str, params: Value, logs: bo
         .filter(|k| !k.is_empty())
         .ok_or_else(|| ErrorShape::invalid(format!("key is required for {detail}")))?
         .to_string();
+    crate::gateway::hub::check_key("key", &key)?;
     let Some(session) = hub.usage_sessions(0, Some(&key)).into_iter().next() else {
         return Err(ErrorShape::invalid(format!(
             "No transcript found for session: {key}"
