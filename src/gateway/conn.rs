@@ -146,42 +146,11 @@ impl Out {
 
 /// A piece of a run's reply as a client gets it: the `chat` delta and
 /// the `agent` event with the same text, queued as one so that they
-/// leave in one write. Pieces still queued for a client that fell behind
-/// leave joined ([`Text::join`]): it catches up with fewer frames, as
-/// OpenClaw's clients get text paced into larger deltas.
+/// leave in one write.
 #[derive(Debug)]
 pub struct Text {
-    pub run: Arc<str>,
     pub chat: Arc<str>,
     pub agent: Arc<str>,
-}
-
-impl Text {
-    /// This piece and the `next` one of the same run as one: the text of
-    /// both, the rest (sequence numbers, the whole `message` so far) the
-    /// later's. `None` when they do not join: another run, or a client's
-    /// first delta (with the whole text) and a lean one.
-    pub fn join(&self, next: &Text) -> Option<Text> {
-        if self.run != next.run {
-            return None;
-        }
-        let parse = |s: &str| serde_json::from_str::<serde_json::Value>(s).ok();
-        let (first, mut chat) = (parse(&self.chat)?, parse(&next.chat)?);
-        if first.get("message").is_some() != chat.get("message").is_some() {
-            return None;
-        }
-        let joined = |a: &serde_json::Value, b: &serde_json::Value| -> Option<String> {
-            Some(format!("{}{}", a.as_str()?, b.as_str()?))
-        };
-        chat["deltaText"] = joined(&first["deltaText"], &chat["deltaText"])?.into();
-        let (first, mut agent) = (parse(&self.agent)?, parse(&next.agent)?);
-        agent["data"]["delta"] = joined(&first["data"]["delta"], &agent["data"]["delta"])?.into();
-        Some(Text {
-            run: next.run.clone(),
-            chat: Arc::from(chat.to_string()),
-            agent: Arc::from(agent.to_string()),
-        })
-    }
 }
 
 /// The queue of frames for one client.
@@ -295,58 +264,5 @@ mod tests {
         let first = inbox.rx.try_recv().unwrap();
         inbox.written(&first);
         assert!(inbox.rx.try_recv().is_err());
-    }
-
-    fn piece(run: &str, seq: u64, delta: &str, message: Option<&str>) -> Text {
-        let mut chat =
-            serde_json::json!({"runId": run, "seq": seq, "state": "delta", "deltaText": delta});
-        if let Some(text) = message {
-            chat["message"] = serde_json::json!({"role": "assistant", "content": [{"type": "text", "text": text}]});
-        }
-        let agent = serde_json::json!({"runId": run, "seq": seq, "stream": "assistant", "data": {"delta": delta}});
-        Text {
-            run: Arc::from(run),
-            chat: Arc::from(chat.to_string()),
-            agent: Arc::from(agent.to_string()),
-        }
-    }
-
-    #[test]
-    fn queued_pieces_of_a_reply_join_into_one_with_the_later_s_place() {
-        let value = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
-        // Lean deltas: the text joined, the later sequence number.
-        let both = piece("r", 1, "Hel", None)
-            .join(&piece("r", 2, "lo", None))
-            .unwrap();
-        let chat = value(&both.chat);
-        assert_eq!(
-            (chat["deltaText"].as_str(), chat["seq"].as_u64()),
-            (Some("Hello"), Some(2))
-        );
-        assert!(chat.get("message").is_none());
-        let agent = value(&both.agent);
-        assert_eq!(
-            (agent["data"]["delta"].as_str(), agent["seq"].as_u64()),
-            (Some("Hello"), Some(2))
-        );
-        // With the whole text so far: the later's whole text.
-        let both = piece("r", 1, "Hel", Some("Hel"))
-            .join(&piece("r", 2, "lo", Some("Hello")))
-            .unwrap();
-        let chat = value(&both.chat);
-        assert_eq!(chat["deltaText"], "Hello");
-        assert_eq!(chat["message"]["content"][0]["text"], "Hello");
-        // Not across runs, and not a client's first delta (the whole text)
-        // with a lean one after it.
-        assert!(
-            piece("r", 1, "a", None)
-                .join(&piece("s", 1, "b", None))
-                .is_none()
-        );
-        assert!(
-            piece("r", 1, "a", Some("a"))
-                .join(&piece("r", 2, "b", None))
-                .is_none()
-        );
     }
 }

@@ -433,7 +433,7 @@ where
         };
         // What else is queued by now leaves in the same write: on a
         // busy gateway a client's frames are one system call, not one
-        // each, and pieces of a reply still queued leave joined.
+        // each.
         let mut queued = first.len();
         let mut batch = vec![first];
         while queued < WRITE_BATCH {
@@ -445,18 +445,8 @@ where
                 Err(_) => break,
             }
         }
-        let mut joined: Vec<Out> = Vec::with_capacity(batch.len());
         for out in batch {
             inbox.written(&out);
-            if let (Some(Out::Text(before)), Out::Text(piece)) = (joined.last_mut(), &out)
-                && let Some(both) = before.join(piece)
-            {
-                **before = both;
-                continue;
-            }
-            joined.push(out);
-        }
-        for out in joined {
             let texts: Vec<String> = match &out {
                 Out::Frame(frame) => vec![frame.clone()],
                 Out::Event(..) | Out::Text(_) => out
@@ -498,14 +488,13 @@ mod tests {
         let agent =
             json!({"runId": "r", "seq": seq, "stream": "assistant", "data": {"delta": delta}});
         Out::Text(Box::new(Text {
-            run: Arc::from("r"),
             chat: Arc::from(chat.to_string()),
             agent: Arc::from(agent.to_string()),
         }))
     }
 
     #[tokio::test]
-    async fn what_is_queued_leaves_together_with_a_reply_s_pieces_joined() {
+    async fn what_is_queued_leaves_in_order_with_consecutive_frame_numbers() {
         let (outbox, inbox) = Outbox::new(1 << 20);
         outbox.push(Out::Frame(r#"{"type":"res"}"#.into()));
         for (seq, delta) in [(1, "Hel"), (2, "lo "), (3, "world")] {
@@ -539,21 +528,24 @@ mod tests {
                 )
             })
             .collect();
-        // Three pieces in a row leave as one chat and one agent event;
-        // the tick between keeps the last piece apart. Frame numbers stay
-        // consecutive.
-        assert_eq!(
-            shown,
-            [
-                ("res".to_string(), String::new(), 0),
-                ("chat".to_string(), "Hello world".to_string(), 1),
-                ("agent".to_string(), "Hello world".to_string(), 2),
-                ("tick".to_string(), String::new(), 3),
-                ("chat".to_string(), "!".to_string(), 4),
-                ("agent".to_string(), "!".to_string(), 5),
-            ]
-        );
-        assert_eq!(texts[1]["payload"]["seq"], 3);
+        // Every piece as its chat and agent events, in order, each frame
+        // numbered; the close after them.
+        let expected: Vec<(String, String, u64)> = [
+            ("res", "", 0),
+            ("chat", "Hel", 1),
+            ("agent", "Hel", 2),
+            ("chat", "lo ", 3),
+            ("agent", "lo ", 4),
+            ("chat", "world", 5),
+            ("agent", "world", 6),
+            ("tick", "", 7),
+            ("chat", "!", 8),
+            ("agent", "!", 9),
+        ]
+        .into_iter()
+        .map(|(event, text, seq)| (event.to_string(), text.to_string(), seq))
+        .collect();
+        assert_eq!(shown, expected);
         assert!(
             matches!(sent.last(), Some(Message::Close(Some(frame))) if frame.code == 1000.into())
         );

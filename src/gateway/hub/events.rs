@@ -220,10 +220,8 @@ impl Hub {
                 // them in one write.
                 let chats = self.chat_deltas(run_id, run, &delta);
                 let agent = self.agent_payload(run_id, run, "assistant", json!({"delta": delta}));
-                let run_id: Arc<str> = Arc::from(run_id);
                 for (conn, chat) in chats {
                     conn.out.push(Out::Text(Box::new(Text {
-                        run: run_id.clone(),
                         chat,
                         agent: agent.clone(),
                     })));
