@@ -447,27 +447,36 @@ where
         }
         for out in batch {
             inbox.written(&out);
-            let texts: Vec<String> = match &out {
-                Out::Frame(frame) => vec![frame.clone()],
-                Out::Event(..) | Out::Text(_) => out
-                    .events()
-                    .into_iter()
-                    .map(|(name, payload)| {
-                        seq += 1;
-                        frames::event(name, payload, seq)
-                    })
-                    .collect(),
+            // No allocation per frame but the frame's own text.
+            let (first, second) = match out {
+                Out::Frame(frame) => (Message::Text(frame.into()), None),
+                Out::Event(name, payload) => {
+                    seq += 1;
+                    (
+                        Message::Text(frames::event(name, &payload, seq).into()),
+                        None,
+                    )
+                }
+                Out::Text(text) => {
+                    seq += 2;
+                    (
+                        Message::Text(frames::event("chat", &text.chat, seq - 1).into()),
+                        Some(Message::Text(
+                            frames::event("agent", &text.agent, seq).into(),
+                        )),
+                    )
+                }
                 Out::Close(code, reason) => {
                     let _ = tokio::time::timeout(Duration::from_secs(1), async {
                         let _ = sink.flush().await;
-                        sink.send(close(*code, reason)).await
+                        sink.send(close(code, reason)).await
                     })
                     .await;
                     return;
                 }
             };
-            for text in texts {
-                if sink.feed(Message::Text(text.into())).await.is_err() {
+            for message in std::iter::once(first).chain(second) {
+                if sink.feed(message).await.is_err() {
                     return;
                 }
             }

@@ -996,7 +996,9 @@ async fn agent(hub: &Arc<Hub>, conn: &Arc<Conn>, id: &str, params: &Value) -> Re
             if hub.lookup(wanted).as_deref() == Some(wanted) {
                 wanted.to_string()
             } else {
-                format!("{EXPLICIT_PREFIX}{wanted}")
+                let key = format!("{EXPLICIT_PREFIX}{wanted}");
+                hub::check_key("sessionId", &key)?;
+                key
             }
         }
         _ => given.to_string(),

@@ -1269,6 +1269,21 @@ async fn the_fields_openclaw_s_cli_sends_are_taken() {
         last.contains("turn 0") && last.contains("turn 1") && !last.contains("keep this"),
         "{last}"
     );
+    // An id whose key would be longer than a key may be is refused.
+    let refused = writer
+        .call(
+            "agent",
+            json!({"message": "x", "sessionId": "i".repeat(500), "idempotencyKey": "by-id-long"}),
+        )
+        .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("`sessionId` must be 1 to 512 characters"),
+        "{refused}"
+    );
+    assert_eq!(mock.requests().len(), 4);
 
     // Deleting: only an archived session, and then a writer may.
     let refused = writer
