@@ -751,6 +751,11 @@ impl Bridge {
                     if field == "model" {
                         row["modelProvider"] = Value::Null;
                     }
+                    // A row names pincer's mode `mode` (`permissionMode`
+                    // is OpenClaw's name for it).
+                    if field == "permissionMode" {
+                        row["mode"] = json!(value);
+                    }
                     Some(row)
                 }
             },

@@ -163,8 +163,9 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
     );
     hub.start(options.model.clone()).await?;
     hub.unload_idle_after(Duration::from_secs(config.session_idle_secs()));
-    let platforms = channels::build(&settings.config.channels, &env, &settings.paths.data_dir);
-    let channels = channels::runner::start(&hub, platforms);
+    let built = channels::build(&settings.config.channels, &env, &settings.paths.data_dir);
+    let channels = channels::runner::start(&hub, built);
+    let _ = hub.channels.set(Arc::new(channels.clone()));
     for name in channels.names() {
         eprintln_log(&format!("channel {name} started"));
     }

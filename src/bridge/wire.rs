@@ -82,8 +82,12 @@ pub fn config_options(
     let mut options = Vec::new();
     let mut modes = Value::Null;
     if pincer {
-        let current = field("permissionMode")
-            .as_str()
+        // A row names pincer's mode `mode` (its `permissionMode` is
+        // OpenClaw's name, for OpenClaw's clients); the defaults name it
+        // `permissionMode`.
+        let current = row
+            .and_then(|r| r["mode"].as_str())
+            .or(defaults["permissionMode"].as_str())
             .unwrap_or("default")
             .to_string();
         let listed: Vec<Value> = field("permissionModes")
@@ -591,5 +595,12 @@ mod tests {
         assert_eq!(ids, ["mode", "thought_level", "queue"]);
         assert_eq!(modes["currentModeId"], "plan");
         assert_eq!(options[2]["currentValue"], "followup");
+
+        // A row's mode is pincer's id in `mode`; its `permissionMode` is
+        // OpenClaw's name, which pincer's options never show.
+        let row = json!({"mode": "bypass", "permissionMode": "full"});
+        let (options, modes) = config_options(Some(&row), &defaults, None, true);
+        assert_eq!(modes["currentModeId"], "bypass");
+        assert_eq!(options[0]["currentValue"], "bypass");
     }
 }

@@ -59,6 +59,26 @@ impl Mode {
         Mode::ALL.into_iter().find(|m| m.id() == id)
     }
 
+    /// OpenClaw's name for the mode (its `permissionMode`: `read-only`,
+    /// `guarded`, `workspace`, `full`), where it has one that means the
+    /// same. Ask-first is OpenClaw's "default": no override, `null` on its
+    /// wire. OpenClaw's `guarded` has a human review what goes beyond the
+    /// session root, which is what accept-edits leaves to the user.
+    pub fn openclaw(self) -> Option<&'static str> {
+        match self {
+            Mode::Default => None,
+            Mode::AcceptEdits => Some("guarded"),
+            Mode::Plan => Some("read-only"),
+            Mode::Bypass => Some("full"),
+        }
+    }
+
+    /// A mode by OpenClaw's name ([`Mode::openclaw`]). `workspace` (an AI
+    /// reviewer decides) has no pincer mode.
+    pub fn from_openclaw(name: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.openclaw() == Some(name))
+    }
+
     /// Whether a tool is offered to the model at all in this mode.
     pub fn offers(self, tool: &dyn Tool) -> bool {
         !(self == Mode::Plan && tool.mutating())
@@ -146,6 +166,24 @@ mod tests {
         toml::from_str::<File>(&format!("queue_mode = \"{value}\""))
             .map(|f| f.queue_mode)
             .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn openclaw_s_permission_modes_name_pincer_s_where_they_mean_the_same() {
+        assert_eq!(Mode::from_openclaw("read-only"), Some(Mode::Plan));
+        assert_eq!(Mode::from_openclaw("guarded"), Some(Mode::AcceptEdits));
+        assert_eq!(Mode::from_openclaw("full"), Some(Mode::Bypass));
+        // An AI reviewer is not a pincer mode; pincer's own ids are not
+        // OpenClaw's names.
+        for name in ["workspace", "default", "plan", "bypass", ""] {
+            assert_eq!(Mode::from_openclaw(name), None, "{name}");
+        }
+        assert_eq!(Mode::Default.openclaw(), None);
+        for mode in Mode::ALL {
+            if let Some(name) = mode.openclaw() {
+                assert_eq!(Mode::from_openclaw(name), Some(mode));
+            }
+        }
     }
 
     #[test]

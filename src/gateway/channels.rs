@@ -271,10 +271,12 @@ pub fn build(
     config: &crate::config::channels::ChannelsConfig,
     env: &dyn Fn(&str) -> Option<String>,
     data_dir: &std::path::Path,
-) -> Vec<(Arc<dyn Platform>, runner::Settings)> {
+) -> Built {
     let mut platforms: Vec<(Arc<dyn Platform>, runner::Settings)> = Vec::new();
-    let failed = |name: &str, why: String| {
+    let failures = std::cell::RefCell::new(Vec::new());
+    let failed = |name: &'static str, why: String| {
         crate::gateway::eprintln_log(&format!("channel {name} not started: {why}"));
+        failures.borrow_mut().push((name, why));
     };
     if let Some(telegram) = &config.telegram
         && telegram.enabled != Some(false)
@@ -337,7 +339,16 @@ pub fn build(
             Err(why) => failed("slack", why),
         }
     }
-    platforms
+    Built {
+        platforms,
+        failed: failures.into_inner(),
+    }
+}
+
+/// The channels [`build`] made, and those it could not, with why.
+pub struct Built {
+    pub platforms: Vec<(Arc<dyn Platform>, runner::Settings)>,
+    pub failed: Vec<(&'static str, String)>,
 }
 
 /// A webhook request to `/channels/<name>` on the gateway's listener.

@@ -100,6 +100,19 @@ impl Scopes {
         (scopes, granted)
     }
 
+    /// The scopes held, by their names.
+    pub fn granted(self) -> Vec<&'static str> {
+        [
+            (self.admin, "operator.admin"),
+            (self.read, "operator.read"),
+            (self.write, "operator.write"),
+            (self.approvals, "operator.approvals"),
+        ]
+        .into_iter()
+        .filter_map(|(held, name)| held.then_some(name))
+        .collect()
+    }
+
     pub fn allows(self, need: Need) -> bool {
         self.admin
             || match need {
@@ -232,6 +245,104 @@ pub struct Conn {
     pub sessions: Mutex<HashSet<String>>,
     /// Called `sessions.subscribe`.
     pub sessions_changed: AtomicBool,
+    /// What it said of itself in `connect`, for `system-presence`; none
+    /// for the gateway's in-process clients and for OpenClaw's passing
+    /// ones (`cli`, `backend`, `probe`), which OpenClaw does not list.
+    pub presence: Option<Box<Presence>>,
+}
+
+/// A connected client as `system-presence` lists it (OpenClaw's presence
+/// entry): what its `connect` said of it, each string cut to
+/// [`Presence::MAX`] characters.
+#[derive(Debug, Default)]
+pub struct Presence {
+    pub client_id: Option<String>,
+    pub display_name: Option<String>,
+    pub version: Option<String>,
+    pub platform: Option<String>,
+    pub device_family: Option<String>,
+    pub mode: Option<String>,
+    pub instance_id: Option<String>,
+    pub role: String,
+    pub scopes: Vec<&'static str>,
+    /// The peer's address, for a client that is not on this machine.
+    pub ip: Option<String>,
+    /// When it connected (milliseconds since the epoch).
+    pub since_ms: u64,
+}
+
+impl Presence {
+    /// The longest string kept of what a client says of itself.
+    pub const MAX: usize = 200;
+    /// OpenClaw's client modes that connect for one call and go, which
+    /// its presence list leaves out.
+    const PASSING: [&str; 3] = ["cli", "backend", "probe"];
+
+    /// The entry of a client whose `connect` params are `params`; `None`
+    /// for a passing one.
+    pub fn of(
+        params: &serde_json::Value,
+        role: &str,
+        scopes: Scopes,
+        peer: std::net::IpAddr,
+        now_ms: u64,
+    ) -> Option<Box<Self>> {
+        let client = &params["client"];
+        let text = |name: &str| {
+            client[name]
+                .as_str()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| s.chars().take(Self::MAX).collect::<String>())
+        };
+        let mode = text("mode");
+        if mode.as_deref().is_some_and(|m| Self::PASSING.contains(&m)) {
+            return None;
+        }
+        Some(Box::new(Self {
+            client_id: text("id"),
+            display_name: text("displayName"),
+            version: text("version"),
+            platform: text("platform"),
+            device_family: text("deviceFamily"),
+            mode,
+            instance_id: text("instanceId"),
+            role: role.chars().take(Self::MAX).collect(),
+            scopes: scopes.granted(),
+            ip: (!peer.is_loopback()).then(|| peer.to_string()),
+            since_ms: now_ms,
+        }))
+    }
+
+    /// OpenClaw's presence entry.
+    pub fn entry(&self) -> serde_json::Value {
+        let host = self.display_name.as_ref().or(self.client_id.as_ref());
+        let mut entry = serde_json::json!({
+            "host": host,
+            "clientId": self.client_id,
+            "ip": self.ip,
+            "version": self.version,
+            "platform": self.platform,
+            "deviceFamily": self.device_family,
+            "mode": self.mode,
+            "instanceId": self.instance_id,
+            "roles": [self.role],
+            "scopes": self.scopes,
+            "reason": "connect",
+            "text": format!(
+                "Node: {} · mode {}",
+                host.map_or("unknown", String::as_str),
+                self.mode.as_deref().unwrap_or("unknown")
+            ),
+            "ts": self.since_ms,
+            "onlineSince": self.since_ms,
+        });
+        // OpenClaw's entries leave out what they do not know.
+        if let Some(fields) = entry.as_object_mut() {
+            fields.retain(|_, value| !value.is_null());
+        }
+        entry
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::Gateway;
 use super::auth::Refusal;
-use super::conn::{Conn, Inbox, Out, Outbox, Scopes};
+use super::conn::{Conn, Inbox, Out, Outbox, Presence, Scopes};
 use super::frames::{self, ErrorShape, INVALID_REQUEST, PROTOCOL, UNAVAILABLE, now_ms};
 use super::guard::Budget;
 use super::peers::Slot;
@@ -137,7 +137,7 @@ pub async fn run(
         },
         Err(refused) => (None, Err(refused)),
     };
-    let (hello, scopes, caps, _slot) = match accepted {
+    let (hello, scopes, caps, _slot, presence) = match accepted {
         Ok(accepted) => accepted,
         Err(refused) => {
             budget.drain();
@@ -168,6 +168,7 @@ pub async fn run(
             .any(|c| c == crate::gateway::conn::CHAT_DELTAS_CAP),
         sessions: Default::default(),
         sessions_changed: Default::default(),
+        presence,
     });
     let mut hello = hello;
     hello["server"]["connId"] = json!(uuid::Uuid::new_v4().to_string());
@@ -270,13 +271,12 @@ fn bad_scopes() -> Refused {
     }
 }
 
-/// Checks a `connect`: rate limit, protocol, role, credential. The answer
-/// is `hello-ok`, the scopes and the caps.
-fn connect(
-    gateway: &Gateway,
-    peer: IpAddr,
-    params: &Value,
-) -> Result<(Value, Scopes, Vec<String>, Slot), Refused> {
+/// A `connect` taken: `hello-ok`, the scopes and caps granted, the
+/// connection's slot, and what it said of itself.
+type Accepted = (Value, Scopes, Vec<String>, Slot, Option<Box<Presence>>);
+
+/// Checks a `connect`: rate limit, protocol, role, credential.
+fn connect(gateway: &Gateway, peer: IpAddr, params: &Value) -> Result<Accepted, Refused> {
     let refuse = |error: ErrorShape, code: u16, reason: &'static str| Refused {
         error: Some(error),
         code,
@@ -409,7 +409,8 @@ fn connect(
             "tickIntervalMs": config.tick_interval_ms(),
         },
     });
-    Ok((hello, scopes, caps, slot))
+    let presence = Presence::of(params, "operator", scopes, peer, now_ms());
+    Ok((hello, scopes, caps, slot, presence))
 }
 
 /// Writes what is queued for a client to its socket, in batches (see

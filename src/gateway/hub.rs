@@ -10,7 +10,7 @@
 //! `runs` the runs and queue modes, `events` the observer's translation,
 //! `approvals` the permission questions, `idle` the unloading of quiet
 //! sessions, `view` the rows and defaults the protocol shows, `usage`
-//! what transcripts record of usage.
+//! what transcripts record of usage, `presence` who is connected.
 //!
 //! Runs: `chat.send`'s idempotency key is the run id, passed to the agent
 //! as the prompt's tag. The observer says when the agent starts and ends
@@ -49,6 +49,7 @@ mod events;
 mod helpers;
 mod idle;
 mod keys;
+mod presence;
 mod runs;
 mod usage;
 mod view;
@@ -138,6 +139,31 @@ pub struct Hub {
     scans: Mutex<usage::Scans>,
     /// The `[[cron]]` jobs and `[heartbeat]` the gateway runs (`cron.list`).
     pub scheduled: OnceLock<Arc<dyn Scheduled>>,
+    /// The chat channels the gateway runs (`channels.status`).
+    pub channels: OnceLock<Arc<dyn ChannelsStatus>>,
+}
+
+/// What `channels.status` shows of the chat channels. They sit above the
+/// hub (they send through it), so the hub holds them by this.
+pub trait ChannelsStatus: Send + Sync {
+    /// Each configured channel: those running, then those that could not
+    /// start.
+    fn status(&self) -> Vec<ChannelState>;
+}
+
+/// One chat channel's state (milliseconds since the epoch).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChannelState {
+    pub name: &'static str,
+    /// Its receiving loop runs (it is retried after a failure; a fatal
+    /// one, or a channel that could not start, stops it).
+    pub running: bool,
+    pub last_start_ms: Option<u64>,
+    pub last_stop_ms: Option<u64>,
+    /// Why it last failed, cleared when it receives again.
+    pub last_error: Option<String>,
+    /// When a message from the platform last came in.
+    pub last_inbound_ms: Option<u64>,
 }
 
 /// What `cron.list` shows of the gateway's own runs. The scheduler sits
@@ -151,6 +177,9 @@ pub trait Scheduled: Send + Sync {
     fn records(&self) -> Vec<super::protocol::cron::Job>;
     /// The file of their last runs.
     fn store_path(&self) -> &std::path::Path;
+    /// The heartbeat's last run that ended, as OpenClaw's heartbeat event
+    /// (`last-heartbeat`); `None` before the first, or with no heartbeat.
+    fn last_heartbeat(&self) -> Option<Value>;
 }
 
 /// The clients, indexed for the events of one session: those that follow
@@ -377,6 +406,7 @@ impl Hub {
             state: Mutex::new(State::default()),
             scans: Mutex::new(usage::Scans::default()),
             scheduled: OnceLock::new(),
+            channels: OnceLock::new(),
         })
     }
 

@@ -23,6 +23,10 @@ mod usage;
 pub const METHODS: &[&str] = &[
     "health",
     "status",
+    "system-presence",
+    "last-heartbeat",
+    "config.get",
+    "channels.status",
     "chat.send",
     "chat.abort",
     "chat.history",
@@ -153,6 +157,8 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
         // never cached.
         "health" => &["probe"],
         "agents.list" | "sessions.subscribe" | "sessions.unsubscribe" => &[],
+        "system-presence" | "last-heartbeat" | "config.get" => &[],
+        "channels.status" => &["probe", "timeoutMs", "channel"],
         "exec.approval.list" | "plugin.approval.list" | "openclaw.approval.list" => &[],
         "question.list" => &["status"],
         "chat.send" => SEND_FIELDS,
@@ -323,6 +329,26 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 ));
             }
             Ok(status(hub))
+        }
+        "system-presence" => {
+            need(conn, Need::Read)?;
+            Ok(json!(hub.presence()))
+        }
+        "last-heartbeat" => {
+            need(conn, Need::Read)?;
+            Ok(hub
+                .scheduled
+                .get()
+                .and_then(|scheduled| scheduled.last_heartbeat())
+                .unwrap_or(Value::Null))
+        }
+        "config.get" => {
+            need(conn, Need::Read)?;
+            Ok(config_snapshot(hub))
+        }
+        "channels.status" => {
+            need(conn, Need::Read)?;
+            channels_status(hub, &params)
         }
         "chat.send" => {
             need(conn, Need::Write)?;
@@ -1076,6 +1102,138 @@ fn status(hub: &Hub) -> Value {
     })
 }
 
+/// `channels.status`: each configured chat channel as OpenClaw's channel
+/// summary and its one account (`default`: a pincer channel is one bot).
+/// `probe` is taken, and answered with the channels' live state: pincer
+/// does not call the platforms' APIs to answer it.
+fn channels_status(hub: &Hub, params: &Value) -> Reply {
+    match &params["probe"] {
+        Value::Null | Value::Bool(_) => {}
+        _ => return Err(ErrorShape::invalid("`probe` must be a boolean")),
+    }
+    if !params["timeoutMs"].is_null() && params["timeoutMs"].as_u64().is_none() {
+        return Err(ErrorShape::invalid(
+            "`timeoutMs` must be a non-negative integer",
+        ));
+    }
+    const LABELS: [(&str, &str); 4] = [
+        ("telegram", "Telegram"),
+        ("slack", "Slack"),
+        ("discord", "Discord"),
+        ("whatsapp", "WhatsApp"),
+    ];
+    let only = optional(params, "channel")?;
+    if let Some(channel) = only
+        && !LABELS.iter().any(|(id, _)| *id == channel)
+    {
+        return Err(ErrorShape::invalid(format!("unknown channel: {channel}")));
+    }
+    let states = hub
+        .channels
+        .get()
+        .map(|channels| channels.status())
+        .unwrap_or_default();
+    let (mut order, mut labels, mut summaries, mut accounts, mut defaults) = (
+        Vec::new(),
+        serde_json::Map::new(),
+        serde_json::Map::new(),
+        serde_json::Map::new(),
+        serde_json::Map::new(),
+    );
+    for state in states.iter().filter(|s| only.is_none_or(|c| c == s.name)) {
+        let label = LABELS
+            .iter()
+            .find(|(id, _)| *id == state.name)
+            .map_or(state.name, |(_, label)| label);
+        let summary = json!({
+            "configured": true,
+            "running": state.running,
+            "lastStartAt": state.last_start_ms,
+            "lastStopAt": state.last_stop_ms,
+            "lastError": state.last_error,
+        });
+        let mut account = summary.clone();
+        account["accountId"] = json!("default");
+        account["enabled"] = json!(true);
+        account["lastInboundAt"] = json!(state.last_inbound_ms);
+        order.push(state.name);
+        labels.insert(state.name.into(), json!(label));
+        summaries.insert(state.name.into(), summary);
+        accounts.insert(state.name.into(), json!([account]));
+        defaults.insert(state.name.into(), json!("default"));
+    }
+    Ok(json!({
+        "ts": now_ms(),
+        "channelOrder": order,
+        "channelLabels": labels,
+        "channels": summaries,
+        "channelAccounts": accounts,
+        "channelDefaultAccountId": defaults,
+    }))
+}
+
+/// `config.get`: OpenClaw's config snapshot, as far as pincer's
+/// config.toml says what OpenClaw's config would: the gateway's bind,
+/// port and auth mode, and the default model and workspace. Never a
+/// secret: credentials stay in the environment and files config.toml
+/// names, which are not read here. `raw` is `null`: pincer's file is not
+/// OpenClaw's config, and is edited by hand (`config.set` is refused).
+fn config_snapshot(hub: &Hub) -> Value {
+    let settings = crate::config::Settings::load_from_process(&hub.cwd);
+    let (path, exists, valid, issues, projected) = match &settings {
+        Ok(settings) => {
+            let path = settings.paths.user_config_file();
+            let gateway = settings.config.gateway.clone().unwrap_or_default();
+            let bind = gateway.bind.as_deref().unwrap_or("127.0.0.1");
+            let bind = match bind {
+                "127.0.0.1" | "::1" | "localhost" | "loopback" => "loopback",
+                "0.0.0.0" | "::" | "lan" => "lan",
+                _ => "custom",
+            };
+            let model = settings.default_model(None).ok().map(|m| m.full_id());
+            let projected = json!({
+                "gateway": {
+                    "mode": "local",
+                    "bind": bind,
+                    "port": gateway.port,
+                    "auth": {"mode": gateway.auth.unwrap_or_default().as_str()},
+                },
+                "agents": {"defaults": {
+                    "model": {"primary": model},
+                    "workspace": hub.cwd,
+                }},
+            });
+            (path.clone(), path.exists(), true, json!([]), projected)
+        }
+        Err(error) => (
+            std::path::PathBuf::new(),
+            true,
+            false,
+            json!([{"path": "", "message": error.to_string()}]),
+            json!({}),
+        ),
+    };
+    let hash = crate::gateway::scheduler::revision(projected.to_string().as_bytes());
+    json!({
+        "path": path,
+        "includedPaths": [],
+        "exists": exists,
+        "valid": valid,
+        "raw": null,
+        "parsed": null,
+        "sourceConfig": projected,
+        "resolved": projected,
+        "runtimeConfig": projected,
+        "config": projected,
+        "hash": hash,
+        "configRevisionHash": hash,
+        "appliedConfigHash": hash,
+        "issues": issues,
+        "warnings": [],
+        "legacyIssues": [],
+    })
+}
+
 /// What an OpenClaw method pincer does not serve belongs to, for a refusal
 /// that says so rather than "unknown method" (OpenClaw's CLI prints it).
 fn openclaw_only(method: &str) -> Option<&'static str> {
@@ -1124,12 +1282,16 @@ fn openclaw_only(method: &str) -> Option<&'static str> {
             "a run on demand; pincer runs its `[[cron]]` jobs at their times (send the job's prompt to its session to run it now)",
         ),
         (
-            "system-presence",
-            "OpenClaw's presence list, which pincer does not keep",
+            "system-event",
+            "an event from one of OpenClaw's nodes (paired machines), which pincer does not have",
         ),
         (
-            "system-event",
-            "OpenClaw's presence list, which pincer does not keep",
+            "set-heartbeats",
+            "turning the heartbeat on or off while the gateway runs; pincer's heartbeat is the `[heartbeat]` of its config.toml: edit it there and restart the gateway",
+        ),
+        (
+            "config.",
+            "a change to OpenClaw's config; pincer's is its config.toml, edited by hand (`config.get` shows what of it OpenClaw's clients read)",
         ),
     ];
     families
@@ -1743,6 +1905,37 @@ async fn create(hub: &Arc<Hub>, conn: &Arc<Conn>, params: &Value) -> Reply {
     Ok(json!({"ok": true, "key": key, "sessionId": session, "entry": entry}))
 }
 
+/// `sessions.patch`'s `permissionMode`: pincer's mode ids, OpenClaw's
+/// names for the same modes (`read-only`, `guarded`, `full`; see
+/// [`crate::agent::Mode::openclaw`]), or `null`, OpenClaw's "default": the
+/// mode new sessions start in.
+fn permission_mode(hub: &Hub, params: &Value) -> Result<Option<crate::agent::Mode>, ErrorShape> {
+    use crate::agent::Mode;
+    match params.get("permissionMode") {
+        None => Ok(None),
+        Some(Value::Null) => Ok(Some(hub.default_mode())),
+        Some(Value::String(name)) => Mode::parse(name)
+            .or_else(|| Mode::from_openclaw(name))
+            .map(Some)
+            .ok_or_else(|| {
+                ErrorShape::invalid(if name == "workspace" {
+                    "permissionMode `workspace` (an AI reviewer decides) is not supported by pincer: a person answers its approvals; choose `guarded` or `read-only`".to_string()
+                } else {
+                    let ids: Vec<&str> = Mode::ALL.iter().map(|m| m.id()).collect();
+                    let names: Vec<&str> = Mode::ALL.iter().filter_map(|m| m.openclaw()).collect();
+                    format!(
+                        "unknown permissionMode `{name}`: pincer's modes are {} (OpenClaw's names {}, or null for the default)",
+                        ids.join(", "),
+                        names.join(", ")
+                    )
+                })
+            }),
+        Some(_) => Err(ErrorShape::invalid(
+            "`permissionMode` must be a string or null",
+        )),
+    }
+}
+
 async fn patch(hub: &Arc<Hub>, conn: &Conn, params: &Value) -> Reply {
     only("sessions.patch", params, PATCH_FIELDS)?;
     the_agent(params)?;
@@ -1762,14 +1955,13 @@ async fn patch(hub: &Arc<Hub>, conn: &Conn, params: &Value) -> Reply {
         hub.set_archived(&session, archived);
     }
     let label = label_param(params)?;
-    let permission_mode = optional(params, "permissionMode")?;
+    let mode = permission_mode(hub, params)?;
     // `bypass` runs every tool without asking: turning it on answers every
     // approval to come, so it takes the scope that answers approvals.
-    if permission_mode.and_then(crate::agent::permission::Mode::parse)
-        == Some(crate::agent::permission::Mode::Bypass)
-    {
+    if mode == Some(crate::agent::Mode::Bypass) {
         need(conn, Need::Approvals)?;
     }
+    let permission_mode = mode.map(crate::agent::Mode::id);
     let patch = Patch {
         label,
         model: optional(params, "model")?,

@@ -144,6 +144,48 @@ impl super::hub::Scheduled for Plan {
     fn store_path(&self) -> &Path {
         &self.state_file
     }
+
+    fn last_heartbeat(&self) -> Option<Value> {
+        let heartbeat = self.heartbeat.as_ref()?;
+        let record = Record::load(&self.state_file).ok()?;
+        let entry = record.heartbeat?;
+        heartbeat_event(
+            entry.last_status.as_deref()?,
+            entry.last_status_ms?,
+            heartbeat.target.as_deref(),
+        )
+    }
+}
+
+/// A heartbeat run's recorded status as OpenClaw's heartbeat event
+/// (`{ts, status: sent | ok-token | skipped | failed, reason?, channel?,
+/// to?}`); `None` for a run still going.
+pub fn heartbeat_event(status: &str, ts: i64, target: Option<&str>) -> Option<Value> {
+    let channel = target.and_then(|t| t.split(':').next());
+    let (status, reason) = match status {
+        "running" => return None,
+        // Nothing to say (`HEARTBEAT_OK`, `NO_REPLY` or no text).
+        "silent" => ("ok-token", None),
+        // A reply with nowhere to go: it stays in the session.
+        "ok" => ("skipped", Some("target-none")),
+        other => match other.split_once(": ") {
+            Some(("skipped", why)) => ("skipped", Some(why)),
+            Some(("failed" | "not delivered", why)) => ("failed", Some(why)),
+            _ if other.starts_with("delivered to ") => ("sent", None),
+            _ => ("failed", Some(other)),
+        },
+    };
+    let mut event = json!({"ts": ts, "status": status});
+    if let Some(reason) = reason {
+        event["reason"] = json!(reason);
+    }
+    if reason == Some("target-none") {
+        event["message"] = json!("The heartbeat has no `target`: its reply stays in its session.");
+    } else if let (Some(channel), Some(target)) = (channel, target) {
+        event["channel"] = json!(channel);
+        event["to"] = json!(target);
+    }
+    Some(event)
 }
 
 /// `cron.json`: when the runs happened.
@@ -977,6 +1019,7 @@ pub(crate) fn start(
         chat_deltas: true,
         sessions: Mutex::new(Default::default()),
         sessions_changed: Default::default(),
+        presence: None,
     });
     hub.register(conn.clone());
     tokio::spawn(async move {

@@ -470,3 +470,91 @@ async fn the_control_ui_s_usage_page_shows_what_a_session_used() {
         .await;
     ui.browser.screenshot("control-ui-usage").await;
 }
+
+/// The composer's permission picker names pincer's modes by OpenClaw's
+/// names: the session starts at "Default", a pick of "Read Only" makes it
+/// pincer's plan mode (the next model call is offered no tool that
+/// changes anything), and OpenClaw's AI-reviewed "Workspace", which pincer
+/// has not, is refused in the UI's own error line.
+#[tokio::test]
+async fn the_control_ui_s_permission_picker_sets_pincer_s_mode() {
+    let ui = ControlUi::open().await;
+    ui.mock
+        .push(Reply::sse(anthropic_deltas(&["Ready ", "when you are."])));
+    ui.send("First message").await;
+    ui.until_text("the first reply", "Ready when you are.")
+        .await;
+    let trigger = deep("button[data-chat-permission-select]");
+    ui.browser
+        .until_equals(
+            "the picker's label",
+            &format!("{trigger} return found && found.getAttribute('aria-label');"),
+            &json!("Execution permissions: Default"),
+        )
+        .await;
+    // Opens the picker, then picks the option (in a block of its own: the
+    // two lookups both declare `deep` and `found`).
+    let pick = |option: &str| {
+        format!(
+            "{{ {trigger} if (!found) return false; found.click(); }} \
+             {{ {} if (!found) return false; found.click(); return true; }}",
+            deep(&format!(
+                "wa-dropdown-item[data-chat-permission-option='{option}']"
+            ))
+        )
+    };
+    ui.browser
+        .until("Read Only picked", &pick("read-only"))
+        .await;
+    ui.browser
+        .until_equals(
+            "the picker's label after the pick",
+            &format!("{trigger} return found && found.getAttribute('aria-label');"),
+            &json!("Execution permissions: Read Only"),
+        )
+        .await;
+    let mut admin = ui.gateway.admin().await;
+    let listed = admin
+        .call_ok("sessions.list", json!({"search": "agent:main:main"}))
+        .await;
+    let row = &listed["sessions"][0];
+    assert_eq!(
+        (&row["key"], &row["mode"], &row["permissionMode"]),
+        (
+            &json!("agent:main:main"),
+            &json!("plan"),
+            &json!("read-only")
+        ),
+        "{listed}"
+    );
+    ui.browser.screenshot("control-ui-read-only").await;
+
+    // The mode is the session's: the model is offered no tool that writes.
+    ui.mock
+        .push(Reply::sse(anthropic_deltas(&["Only ", "reading now."])));
+    ui.send("Second message").await;
+    ui.until_text("the second reply", "Only reading now.").await;
+    let request = &ui.mock.requests()[1].body;
+    let tools: Vec<&str> = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(tools.contains(&"read"), "{tools:?}");
+    for writer in ["write", "edit", "bash"] {
+        assert!(!tools.contains(&writer), "{tools:?}");
+    }
+
+    // Workspace (an AI reviewer) is not pincer's: the UI shows the refusal
+    // and the session stays read-only.
+    ui.browser
+        .until("Workspace picked", &pick("workspace"))
+        .await;
+    ui.until_text("the refusal", "not supported by pincer")
+        .await;
+    let listed = admin
+        .call_ok("sessions.list", json!({"search": "agent:main:main"}))
+        .await;
+    assert_eq!(listed["sessions"][0]["mode"], json!("plan"), "{listed}");
+}

@@ -419,7 +419,9 @@ async fn set_mode_plan_changes_the_gateway_sessions_mode_and_takes_the_writing_t
     let listed = admin
         .call_ok("sessions.list", json!({"search": session}))
         .await;
-    assert_eq!(listed["sessions"][0]["permissionMode"], json!("plan"));
+    // pincer's mode, and OpenClaw's name for it.
+    assert_eq!(listed["sessions"][0]["mode"], json!("plan"));
+    assert_eq!(listed["sessions"][0]["permissionMode"], json!("read-only"));
 
     // The editor was told, with the options as they are now.
     let updates = updates_of(&before);
@@ -474,13 +476,15 @@ async fn set_config_option_on_a_session_with_turns_answers_each_new_value() {
             ),
             &row["thinkingLevel"],
             &row["queueMode"],
+            &row["mode"],
             &row["permissionMode"]
         ),
         (
             model.clone(),
             &json!("low"),
             &json!("followup"),
-            &json!("accept-edits")
+            &json!("accept-edits"),
+            &json!("guarded")
         ),
         "{row}"
     );

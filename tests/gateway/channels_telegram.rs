@@ -168,6 +168,26 @@ async fn a_direct_message_is_answered_with_a_streamed_reply_in_telegram_html() {
     );
     // Streamed: one message, edited as the text grew.
     assert!(shown[0].edits >= 1, "{shown:?}");
+    // `channels.status` (OpenClaw's `channels status`): running, and the
+    // message came in.
+    let mut admin = bot.gateway().admin().await;
+    let status = admin.call_ok("channels.status", json!({})).await;
+    assert_eq!(status["channelOrder"], json!(["telegram"]), "{status}");
+    assert_eq!(status["channelLabels"]["telegram"], "Telegram");
+    assert_eq!(status["channelDefaultAccountId"]["telegram"], "default");
+    assert_eq!(status["channels"]["telegram"]["running"], true, "{status}");
+    let account = &status["channelAccounts"]["telegram"][0];
+    assert_eq!(
+        (
+            &account["running"],
+            &account["configured"],
+            &account["lastError"]
+        ),
+        (&json!(true), &json!(true), &Value::Null),
+        "{status}"
+    );
+    assert!(account["lastInboundAt"].as_u64().is_some(), "{status}");
+    assert!(account["lastStartAt"].as_u64().is_some(), "{status}");
     let calls = bot.api.calls();
     let first_send = calls
         .iter()
@@ -623,6 +643,22 @@ async fn a_refused_token_stops_the_channel_once_and_the_gateway_keeps_serving() 
     let mut admin = gateway.admin().await;
     admin.call_ok("health", json!({})).await;
     assert_eq!(api.calls_of("getme").len(), 1, "no retry storm");
+    // `channels.status` (OpenClaw's `channels status`) says so, without
+    // the token.
+    let status = admin.call_ok("channels.status", json!({})).await;
+    let account = &status["channelAccounts"]["telegram"][0];
+    assert_eq!(
+        (&account["accountId"], &account["running"]),
+        (&json!("default"), &json!(false)),
+        "{status}"
+    );
+    assert!(
+        account["lastError"].as_str().is_some_and(
+            |e| e.contains("Telegram refused the bot token") && !e.contains("123:wrong")
+        ),
+        "{status}"
+    );
+    assert!(account["lastStopAt"].as_u64().is_some(), "{status}");
     gateway.stop().await;
 }
 

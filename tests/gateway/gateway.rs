@@ -2785,3 +2785,238 @@ async fn a_run_that_outlives_its_timeout_is_stopped() {
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+/// OpenClaw's Control UI shows a session's `permissionMode` by OpenClaw's
+/// names (`read-only`, `guarded`, `workspace`, `full`; `null` for the
+/// agent's default, named by `agents.list`'s `defaultPermissionMode`) and
+/// patches it by them. pincer's rows carry its own mode in `mode`.
+#[tokio::test]
+async fn openclaw_s_permission_modes_name_pincer_s() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut admin = gateway.admin().await;
+    let key = new_key();
+    mock.push(Reply::sse(anthropic_text("Noted.", 5)));
+    let run = admin
+        .chat_send(&key, "a first prompt lists the session")
+        .await;
+    admin.chat_end(&run).await;
+    let agents = admin.call_ok("agents.list", json!({})).await;
+    assert_eq!(agents["agents"][0]["defaultPermissionMode"], Value::Null);
+    let row = |answer: &Value| {
+        (
+            answer["entry"]["mode"].clone(),
+            answer["entry"]["permissionMode"].clone(),
+        )
+    };
+    for (asked, mode, name) in [
+        (json!("read-only"), "plan", json!("read-only")),
+        (json!("guarded"), "accept-edits", json!("guarded")),
+        (json!("full"), "bypass", json!("full")),
+        // OpenClaw's "default": the mode new sessions start in.
+        (Value::Null, "default", Value::Null),
+        // pincer's own ids are still taken.
+        (json!("plan"), "plan", json!("read-only")),
+    ] {
+        let patched = admin
+            .call_ok(
+                "sessions.patch",
+                json!({"key": key, "permissionMode": asked}),
+            )
+            .await;
+        assert_eq!(row(&patched), (json!(mode), name.clone()), "{patched}");
+        let listed = admin.call_ok("sessions.list", json!({"search": key})).await;
+        assert_eq!(listed["sessions"][0]["mode"], json!(mode), "{listed}");
+        assert_eq!(listed["sessions"][0]["permissionMode"], name, "{listed}");
+    }
+    // An AI reviewer is not pincer's; nonsense is refused with the names.
+    let refused = admin
+        .call(
+            "sessions.patch",
+            json!({"key": key, "permissionMode": "workspace"}),
+        )
+        .await;
+    let message = refused["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("not supported by pincer"), "{refused}");
+    let refused = admin
+        .call(
+            "sessions.patch",
+            json!({"key": key, "permissionMode": "yolo"}),
+        )
+        .await;
+    let message = refused["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("accept-edits") && message.contains("guarded"),
+        "{refused}"
+    );
+    // Still read-only after the refusals.
+    let listed = admin.call_ok("sessions.list", json!({"search": key})).await;
+    assert_eq!(listed["sessions"][0]["mode"], json!("plan"), "{listed}");
+
+    // With read-only as the default, OpenClaw's default is read-only, and
+    // a session in it shows OpenClaw's `null`.
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "default_mode = \"plan\"\n",
+    )
+    .unwrap();
+    let agents = admin.call_ok("agents.list", json!({})).await;
+    assert_eq!(
+        agents["agents"][0]["defaultPermissionMode"],
+        json!("read-only")
+    );
+    let listed = admin.call_ok("sessions.list", json!({"search": key})).await;
+    assert_eq!(listed["sessions"][0]["mode"], json!("plan"), "{listed}");
+    assert_eq!(listed["sessions"][0]["permissionMode"], Value::Null);
+    let patched = admin
+        .call_ok(
+            "sessions.patch",
+            json!({"key": key, "permissionMode": "guarded"}),
+        )
+        .await;
+    assert_eq!(row(&patched), (json!("accept-edits"), json!("guarded")));
+    let patched = admin
+        .call_ok(
+            "sessions.patch",
+            json!({"key": key, "permissionMode": null}),
+        )
+        .await;
+    assert_eq!(row(&patched), (json!("plan"), Value::Null));
+}
+
+/// What OpenClaw's `gateway probe`, `system presence`, `system heartbeat
+/// last`, `channels status` and its Control UI's connection ask of a
+/// gateway: who is here, the last heartbeat, the config as OpenClaw's
+/// snapshot (never a secret), and the chat channels.
+#[tokio::test]
+async fn presence_heartbeat_config_and_channels_answer_in_openclaw_s_shapes() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut reader = gateway.operator(&["operator.read"], &[]).await;
+    // A Control UI, and a CLI call passing through (not listed).
+    let mut ui = Client::open(gateway.addr).await;
+    let mut params = connect_params(gateway.token.as_deref(), &["operator.read"], &[]);
+    params["client"] = json!({"id": "openclaw-control-ui", "version": "2026.9.6",
+        "platform": "Linux x86_64", "mode": "webchat", "instanceId": "ui-1"});
+    ui.connect_ok(params).await;
+    let mut cli = Client::open(gateway.addr).await;
+    let mut params = connect_params(gateway.token.as_deref(), &["operator.read"], &[]);
+    params["client"] =
+        json!({"id": "cli", "version": "2026.9.6", "platform": "linux", "mode": "cli"});
+    cli.connect_ok(params).await;
+
+    let presence = reader.call_ok("system-presence", json!({})).await;
+    let entries = presence.as_array().unwrap();
+    assert_eq!(entries[0]["mode"], "gateway", "{presence}");
+    assert_eq!(entries[0]["reason"], "self");
+    assert!(
+        entries[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Gateway: "),
+        "{presence}"
+    );
+    assert!(entries[0]["ts"].as_u64().unwrap() > 0);
+    let ui_entry = entries
+        .iter()
+        .find(|e| e["clientId"] == "openclaw-control-ui")
+        .expect("the Control UI is listed");
+    assert_eq!(
+        (
+            &ui_entry["host"],
+            &ui_entry["mode"],
+            &ui_entry["instanceId"],
+            &ui_entry["reason"]
+        ),
+        (
+            &json!("openclaw-control-ui"),
+            &json!("webchat"),
+            &json!("ui-1"),
+            &json!("connect")
+        ),
+        "{ui_entry}"
+    );
+    assert_eq!(ui_entry["scopes"], json!(["operator.read"]));
+    // A loopback client's address is not shown.
+    assert!(ui_entry.get("ip").is_none(), "{ui_entry}");
+    assert!(
+        entries.iter().all(|e| e["mode"] != "cli"),
+        "a CLI call is not listed: {presence}"
+    );
+    // The list holds who is connected now.
+    drop(ui);
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let presence = reader.call_ok("system-presence", json!({})).await;
+        if !presence.to_string().contains("openclaw-control-ui") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{presence}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // No heartbeat is configured: none ran.
+    assert_eq!(
+        reader.call_ok("last-heartbeat", json!({})).await,
+        Value::Null
+    );
+    let refused = reader
+        .call("set-heartbeats", json!({"enabled": false}))
+        .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not supported by pincer"),
+        "{refused}"
+    );
+
+    let config = reader.call_ok("config.get", json!({})).await;
+    assert_eq!(config["valid"], true, "{config}");
+    assert_eq!(config["config"]["gateway"]["auth"]["mode"], "token");
+    assert_eq!(config["config"]["gateway"]["bind"], "loopback");
+    assert_eq!(config["runtimeConfig"], config["config"]);
+    assert!(config["hash"].as_str().is_some_and(|h| !h.is_empty()));
+    assert!(config["issues"].as_array().unwrap().is_empty());
+    let token = gateway.token.clone().unwrap();
+    assert!(
+        !config.to_string().contains(&token),
+        "the snapshot holds no secret"
+    );
+    for method in ["config.set", "config.apply"] {
+        let refused = reader.call(method, json!({"raw": "{}"})).await;
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("not supported by pincer"),
+            "{refused}"
+        );
+    }
+    let refused = reader.call("config.get", json!({"path": "gateway"})).await;
+    assert_eq!(refused["ok"], false, "{refused}");
+
+    // No chat channel is configured here; an unknown one is refused.
+    let channels = reader
+        .call_ok("channels.status", json!({"probe": true, "timeoutMs": 8000}))
+        .await;
+    assert_eq!(channels["channelOrder"], json!([]), "{channels}");
+    for field in [
+        "channels",
+        "channelAccounts",
+        "channelLabels",
+        "channelDefaultAccountId",
+    ] {
+        assert_eq!(channels[field], json!({}), "{channels}");
+    }
+    let refused = reader
+        .call("channels.status", json!({"channel": "carrier-pigeon"}))
+        .await;
+    assert_eq!(
+        refused["error"]["message"], "unknown channel: carrier-pigeon",
+        "{refused}"
+    );
+    drop(cli);
+}

@@ -1775,25 +1775,30 @@ async fn bypass_takes_the_approvals_scope() {
     let gateway = Gateway::start(&sandbox, &mock).await;
     let key = new_key();
     let mut writer = gateway.operator(&["operator.write"], &[]).await;
-    let res = writer
-        .call(
-            "sessions.patch",
-            json!({"key": key, "permissionMode": "bypass"}),
-        )
-        .await;
-    assert_eq!(res["ok"], json!(false), "{res}");
-    assert_eq!(res["error"]["code"], "FORBIDDEN", "{res}");
-    assert_eq!(
-        res["error"]["details"]["missingScope"], "operator.approvals",
-        "{res}"
-    );
+    // pincer's id, and OpenClaw's name for the same mode.
+    for mode in ["bypass", "full"] {
+        let res = writer
+            .call(
+                "sessions.patch",
+                json!({"key": key, "permissionMode": mode}),
+            )
+            .await;
+        assert_eq!(res["ok"], json!(false), "{res}");
+        assert_eq!(res["error"]["code"], "FORBIDDEN", "{res}");
+        assert_eq!(
+            res["error"]["details"]["missingScope"], "operator.approvals",
+            "{res}"
+        );
+    }
     // Other modes need write only.
-    writer
-        .call_ok(
-            "sessions.patch",
-            json!({"key": key, "permissionMode": "plan"}),
-        )
-        .await;
+    for mode in ["plan", "read-only", "guarded"] {
+        writer
+            .call_ok(
+                "sessions.patch",
+                json!({"key": key, "permissionMode": mode}),
+            )
+            .await;
+    }
     let mut approver = gateway
         .operator(&["operator.write", "operator.approvals"], &[])
         .await;

@@ -894,11 +894,39 @@ async fn openclaw_cli_commands_work_or_are_refused_as_not_supported_by_pincer() 
         cost["totals"]["totalCost"].as_f64().unwrap() > 0.0,
         "{shown}"
     );
+    // Who is here: the gateway itself (OpenClaw's `gateway probe` names
+    // it from there), and no heartbeat has run.
+    let (status, stdout, _, shown) = run(&["system", "presence"]).await;
+    assert_eq!(status, 0, "{shown}");
+    let presence: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(presence[0]["mode"], "gateway", "{shown}");
+    assert_eq!(presence[0]["reason"], "self", "{shown}");
+    // (`gateway probe` sends the token only when given with the URL.)
+    let url: &'static str = Box::leak(gateway.url.clone().into_boxed_str());
+    let probe: &'static [&'static str] =
+        Box::leak(vec!["gateway", "probe", "--url", url, "--token", TOKEN].into_boxed_slice());
+    let (status, stdout, _, shown) = run(probe).await;
+    assert_eq!(status, 0, "{shown}");
+    assert!(
+        stdout.contains("Reachable: yes")
+            && stdout.contains("Read probe: ok")
+            && stdout.contains(&format!("app pincer {}", env!("CARGO_PKG_VERSION"))),
+        "{shown}"
+    );
+    let (status, stdout, _, shown) = run(&["system", "heartbeat", "last"]).await;
+    assert_eq!((status, stdout.trim()), (0, "null"), "{shown}");
+    // The chat channels, as the gateway runs them (none here).
+    let (status, stdout, _, shown) = run(&["channels", "status"]).await;
+    assert_eq!(status, 0, "{shown}");
+    assert!(
+        stdout.contains("Gateway reachable.") && !stdout.contains("not reachable"),
+        "{shown}"
+    );
     // OpenClaw's own features are refused, saying so.
     for args in [
         &["nodes", "list"][..],
         &["devices", "list"][..],
-        &["system", "presence"][..],
+        &["system", "heartbeat", "disable"][..],
         // pincer's jobs are its config's `[[cron]]`.
         &["cron", "rm", "nightly"][..],
         &["cron", "run", "nightly"][..],

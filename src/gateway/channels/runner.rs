@@ -30,7 +30,8 @@ use super::{
 };
 use crate::config::channels::Groups;
 use crate::gateway::conn::{Conn, Outbox, Scopes};
-use crate::gateway::hub::{Hub, Patch};
+use crate::gateway::frames::now_ms;
+use crate::gateway::hub::{ChannelState, ChannelsStatus, Hub, Patch};
 use crate::gateway::schedule::is_silent;
 
 /// Bytes of events a channel may have waiting: a channel is in-process and
@@ -61,12 +62,28 @@ pub struct Settings {
 #[derive(Clone, Default)]
 pub struct Channels {
     channels: Arc<HashMap<&'static str, Handle>>,
+    /// The configured channels that could not start, with why.
+    failed: Arc<Vec<ChannelState>>,
 }
 
 #[derive(Clone)]
 struct Handle {
     platform: Arc<dyn Platform>,
     chats: Arc<Chats>,
+    state: Arc<Mutex<ChannelState>>,
+}
+
+impl ChannelsStatus for Channels {
+    fn status(&self) -> Vec<ChannelState> {
+        let mut states: Vec<ChannelState> = self
+            .channels
+            .values()
+            .map(|handle| handle.state.lock().clone())
+            .collect();
+        states.sort_by_key(|state| state.name);
+        states.extend(self.failed.iter().cloned());
+        states
+    }
 }
 
 impl Channels {
@@ -106,39 +123,79 @@ impl Channels {
 /// Starts each channel: its connection to the hub, its receiving loop
 /// (restarted with backoff when it fails; a fatal failure stops that
 /// channel only) and its runner.
-pub fn start(hub: &Arc<Hub>, platforms: Vec<(Arc<dyn Platform>, Settings)>) -> Channels {
+pub fn start(hub: &Arc<Hub>, built: super::Built) -> Channels {
     let mut channels = HashMap::new();
-    for (platform, settings) in platforms {
+    for (platform, settings) in built.platforms {
         let name = platform.name();
         let chats = Arc::new(Chats::default());
+        let state = Arc::new(Mutex::new(ChannelState {
+            name,
+            ..ChannelState::default()
+        }));
         channels.insert(
             name,
             Handle {
                 platform: platform.clone(),
                 chats: chats.clone(),
+                state: state.clone(),
             },
         );
         let (deliveries, received) = mpsc::channel(1024);
-        tokio::spawn(receive(platform.clone(), deliveries));
-        let runner = Runner::new(hub, platform, settings, chats);
+        tokio::spawn(receive(platform.clone(), deliveries, state.clone()));
+        let runner = Runner::new(hub, platform, settings, chats, state);
         tokio::spawn(runner.run(received));
     }
+    let failed = built
+        .failed
+        .into_iter()
+        .map(|(name, why)| ChannelState {
+            name,
+            last_error: Some(why),
+            ..ChannelState::default()
+        })
+        .collect();
     Channels {
         channels: Arc::new(channels),
+        failed: Arc::new(failed),
     }
 }
 
-/// The platform's receiving loop, kept alive.
-async fn receive(platform: Arc<dyn Platform>, deliveries: mpsc::Sender<Delivery>) {
+/// The platform's receiving loop, kept alive; `state` says how it goes.
+async fn receive(
+    platform: Arc<dyn Platform>,
+    deliveries: mpsc::Sender<Delivery>,
+    state: Arc<Mutex<ChannelState>>,
+) {
     let name = platform.name();
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+    let stopped = |why: Option<String>| {
+        let mut state = state.lock();
+        state.running = false;
+        state.last_stop_ms = Some(now_ms());
+        if why.is_some() {
+            state.last_error = why;
+        }
+    };
     loop {
         let started = Instant::now();
-        match platform.clone().receive(deliveries.clone()).await {
-            Ok(()) => return,
+        {
+            let mut state = state.lock();
+            state.running = true;
+            state.last_start_ms = Some(now_ms());
+        }
+        let result = platform.clone().receive(deliveries.clone()).await;
+        if let Err(failure) = &result {
+            state.lock().last_error = Some(failure.to_string());
+        }
+        match result {
+            Ok(()) => {
+                stopped(None);
+                return;
+            }
             Err(Failure::Fatal(why)) => {
                 tracing::error!(channel = name, "the channel stopped: {why}");
                 crate::gateway::eprintln_log(&format!("channel {name} stopped: {why}"));
+                stopped(Some(why));
                 return;
             }
             Err(Failure::RateLimited(wait)) => {
@@ -160,6 +217,7 @@ async fn receive(platform: Arc<dyn Platform>, deliveries: mpsc::Sender<Delivery>
             }
         }
         if deliveries.is_closed() {
+            stopped(None);
             return;
         }
     }
@@ -188,6 +246,8 @@ struct Runner {
     /// Approvals answered from a chat (its answer told the user there).
     answered: std::collections::HashSet<String>,
     inbox: Option<crate::gateway::conn::Inbox>,
+    /// The channel's state, for `channels.status`.
+    state: Arc<Mutex<ChannelState>>,
 }
 
 impl Runner {
@@ -196,6 +256,7 @@ impl Runner {
         platform: Arc<dyn Platform>,
         settings: Settings,
         chats: Arc<Chats>,
+        state: Arc<Mutex<ChannelState>>,
     ) -> Self {
         let (out, inbox) = Outbox::new(OUTBOX_LIMIT);
         let conn = Arc::new(Conn {
@@ -213,6 +274,7 @@ impl Runner {
             chat_deltas: true,
             sessions: Mutex::new(Default::default()),
             sessions_changed: Default::default(),
+            presence: None,
         });
         hub.register(conn.clone());
         let name = platform.name();
@@ -229,6 +291,7 @@ impl Runner {
             texts: HashMap::new(),
             answered: Default::default(),
             inbox: Some(inbox),
+            state,
         }
     }
 
@@ -240,6 +303,12 @@ impl Runner {
             tokio::select! {
                 delivery = received.recv() => {
                     let Some(mut delivery) = delivery else { break };
+                    {
+                        // It receives: whatever failed before is over.
+                        let mut state = self.state.lock();
+                        state.last_inbound_ms = Some(now_ms());
+                        state.last_error = None;
+                    }
                     let incoming = std::mem::replace(
                         &mut delivery.incoming,
                         Incoming::Message(Message {

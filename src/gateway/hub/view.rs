@@ -314,6 +314,11 @@ impl Hub {
     /// `agents.list`: the gateway's one agent, as OpenClaw lists a roster
     /// that owns its one agent (`ownership: "sole"`), so that OpenClaw's
     /// CLI sends to it without being told which.
+    /// The mode new sessions start in (the config's `default_mode`).
+    pub fn default_mode(&self) -> crate::agent::Mode {
+        Defaults::load(self).mode
+    }
+
     pub fn agents(&self) -> Value {
         let defaults = Defaults::load(self);
         let mut agent = json!({
@@ -323,7 +328,9 @@ impl Hub {
             "workspace": self.cwd,
             "thinkingLevels": defaults.levels(defaults.model.as_deref()),
             "thinkingDefault": defaults.thinking,
-            "defaultPermissionMode": defaults.mode,
+            // OpenClaw's name for the mode new sessions start in (none
+            // for ask-first: its "default").
+            "defaultPermissionMode": defaults.mode.openclaw(),
         });
         if let Some(model) = &defaults.model {
             agent["model"] = json!({"primary": model});
@@ -506,7 +513,7 @@ struct Defaults {
     settings: Option<crate::config::Settings>,
     model: Option<String>,
     thinking: String,
-    mode: String,
+    mode: crate::agent::Mode,
 }
 
 impl Defaults {
@@ -524,9 +531,7 @@ impl Defaults {
             mode: settings
                 .as_ref()
                 .map(|s| s.default_mode())
-                .unwrap_or_default()
-                .id()
-                .to_string(),
+                .unwrap_or_default(),
             settings,
         }
     }
@@ -580,7 +585,7 @@ fn session_defaults(hub: &Hub) -> Value {
         "model": defaults.model,
         "thinkingLevel": defaults.thinking,
         "thinkingLevels": defaults.levels(defaults.model.as_deref()),
-        "permissionMode": defaults.mode,
+        "permissionMode": defaults.mode.id(),
         "permissionModes": modes,
         "queueMode": QueueMode::Steer.wire(),
     })
@@ -596,6 +601,11 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         Some((provider, id)) => (Some(provider.to_string()), Some(id.to_string())),
         None => (None, model.clone()),
     };
+    let mode = recent
+        .mode
+        .as_deref()
+        .and_then(crate::agent::Mode::parse)
+        .unwrap_or(defaults.mode);
     let mut row = json!({
         "key": key,
         "sessionId": summary.id,
@@ -609,7 +619,15 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         "modelProvider": provider,
         "thinkingLevel": thinking,
         "thinkingLevels": defaults.levels(model.as_deref()),
-        "permissionMode": recent.mode.unwrap_or_else(|| defaults.mode.clone()),
+        // pincer's mode id (`mode`), which pincer's page and bridges read,
+        // and OpenClaw's name for it (`permissionMode`), which OpenClaw's
+        // Control UI shows and picks from: `null` for a session in the
+        // mode new sessions start in (OpenClaw's "default", which names it
+        // from `agents.list`), and for ask-first, which OpenClaw has no
+        // name for (shown as the default then: the session is stricter
+        // than shown, never laxer).
+        "mode": mode.id(),
+        "permissionMode": (mode != defaults.mode).then(|| mode.openclaw()).flatten(),
         "queueMode": hub.queue_mode(&summary.id).or(recent.queue).map(|m| m.wire()),
         "verboseLevel": hub.verbose_of(&summary.id),
         "archived": hub.is_archived(&summary.id),

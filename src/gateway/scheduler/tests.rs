@@ -593,3 +593,38 @@ fn the_listing_shows_next_and_last_runs() {
         })
     );
 }
+
+#[test]
+fn the_heartbeat_s_last_run_is_openclaw_s_heartbeat_event() {
+    use serde_json::json;
+    let target = Some("telegram:dm:42");
+    assert_eq!(heartbeat_event("running", 5, target), None);
+    assert_eq!(
+        heartbeat_event("delivered to telegram:dm:42", 5, target),
+        Some(json!({"ts": 5, "status": "sent", "channel": "telegram", "to": "telegram:dm:42"}))
+    );
+    assert_eq!(
+        heartbeat_event("silent", 6, target),
+        Some(json!({"ts": 6, "status": "ok-token", "channel": "telegram", "to": "telegram:dm:42"}))
+    );
+    assert_eq!(
+        heartbeat_event("not delivered: no channel `telegram` is running", 7, target),
+        Some(
+            json!({"ts": 7, "status": "failed", "reason": "no channel `telegram` is running",
+                    "channel": "telegram", "to": "telegram:dm:42"})
+        )
+    );
+    assert_eq!(
+        heartbeat_event("skipped: outside the active hours", 8, None),
+        Some(json!({"ts": 8, "status": "skipped", "reason": "outside the active hours"}))
+    );
+    assert_eq!(
+        heartbeat_event("failed: the model is down", 9, None),
+        Some(json!({"ts": 9, "status": "failed", "reason": "the model is down"}))
+    );
+    let kept = heartbeat_event("ok", 10, None).unwrap();
+    assert_eq!(
+        (&kept["status"], &kept["reason"]),
+        (&json!("skipped"), &json!("target-none"))
+    );
+}

@@ -504,7 +504,7 @@ function renderSettings() {
   const model = row?.model ? (row.modelProvider ? `${row.modelProvider}/${row.model}` : row.model) : d.model;
   fill($("model-select"), state.models.map((m) => [m.id, m.name ? `${m.name} (${m.provider})` : m.id]), model);
   const modes = Array.isArray(d.permissionModes) ? d.permissionModes : [];
-  fill($("mode-select"), modes.map((m) => [m.id, m.name || m.id]), row?.permissionMode || d.permissionMode);
+  fill($("mode-select"), modes.map((m) => [m.id, m.name || m.id]), row?.mode || d.permissionMode);
   const levels = Array.isArray(row?.thinkingLevels) ? row.thinkingLevels : Array.isArray(d.thinkingLevels) ? d.thinkingLevels : [];
   fill($("thinking-select"), levels.map((l) => [l.id, l.label || l.id]), row?.thinkingLevel || d.thinkingLevel);
   fill($("queue-select"), QUEUE_MODES, row?.queueMode || d.queueMode || "steer");

@@ -1,0 +1,76 @@
+//! `system-presence`: who is here, as OpenClaw's presence entries. The
+//! gateway itself first (`mode: "gateway"`, `reason: "self"`, which
+//! OpenClaw's `status` and Control UI look for), then the connected
+//! clients newest first, each as its `connect` described it
+//! ([`Presence`]). Unlike OpenClaw's, the list holds only who is
+//! connected now: a client that left is not kept for five minutes.
+
+use serde_json::{Value, json};
+
+use super::Hub;
+use crate::gateway::conn::Presence;
+use crate::gateway::frames::now_ms;
+
+/// The most entries listed (OpenClaw's presence store keeps 200).
+pub const MAX_ENTRIES: usize = 200;
+
+impl Hub {
+    /// The presence list, the gateway's own entry first.
+    pub fn presence(&self) -> Vec<Value> {
+        let mut clients: Vec<Value> = {
+            let conns = self.conns();
+            let mut present: Vec<&Presence> = conns
+                .all
+                .values()
+                .filter_map(|conn| conn.presence.as_deref())
+                .collect();
+            present.sort_by_key(|p| std::cmp::Reverse(p.since_ms));
+            present
+                .into_iter()
+                .take(MAX_ENTRIES - 1)
+                .map(Presence::entry)
+                .collect()
+        };
+        let mut list = Vec::with_capacity(clients.len() + 1);
+        list.push(self.own_presence());
+        list.append(&mut clients);
+        list
+    }
+
+    /// The gateway's own entry: this machine's name and system, and
+    /// pincer's version.
+    fn own_presence(&self) -> Value {
+        let (host, platform) = machine();
+        let version = format!("pincer {}", env!("CARGO_PKG_VERSION"));
+        json!({
+            "host": host,
+            "version": version,
+            "platform": platform,
+            "deviceFamily": "Linux",
+            "mode": "gateway",
+            "reason": "self",
+            "instanceId": self.boot_id,
+            "text": format!("Gateway: {host} · app {version} · mode gateway · reason self"),
+            "ts": now_ms(),
+        })
+    }
+}
+
+/// The machine's host name and its system as OpenClaw writes it
+/// (`linux 6.8.0`), from the kernel's own files.
+fn machine() -> (String, String) {
+    let read = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+            .ok()
+            .map(|text| text.trim().to_string())
+            .filter(|text| !text.is_empty())
+    };
+    let host = read("hostname").unwrap_or_else(|| "localhost".to_string());
+    let system =
+        read("ostype").map_or_else(|| std::env::consts::OS.to_string(), |s| s.to_lowercase());
+    let platform = match read("osrelease") {
+        Some(release) => format!("{system} {release}"),
+        None => system,
+    };
+    (host, platform)
+}
