@@ -12,7 +12,7 @@
 //! transcript on their next use.
 
 mod auth;
-mod commands;
+pub mod commands;
 mod editor;
 mod fork;
 pub mod observer;

@@ -214,6 +214,8 @@ struct State {
     /// [`MAX_PROMPT_RUNS`]), oldest first: `chat.history` names the run of
     /// each message by them.
     prompts: HashMap<String, VecDeque<(String, String)>>,
+    /// The slash commands a session announced last (any session's).
+    last_commands: Option<Arc<Vec<agent_client_protocol::v1::schema::AvailableCommand>>>,
 }
 
 /// The runs of a session whose prompts `chat.history` can name.
@@ -236,6 +238,8 @@ struct Live {
     /// `sessions.patch`'s `verboseLevel`, for the clients that show tool
     /// calls by it.
     verbose: Option<String>,
+    /// The slash commands the session announced last.
+    commands: Option<Arc<Vec<agent_client_protocol::v1::schema::AvailableCommand>>>,
 }
 
 impl Live {
@@ -469,6 +473,21 @@ impl Hub {
 
     fn conns(&self) -> parking_lot::MutexGuard<'_, Conns> {
         self.conns.lock()
+    }
+
+    /// The slash commands of `session` as it announced them last; else
+    /// those any session announced last (the built-in ones are the same
+    /// for all, skills and templates are those of the gateway's
+    /// directory); `None` before any session announced.
+    pub fn commands(
+        &self,
+        session: Option<&str>,
+    ) -> Option<Arc<Vec<agent_client_protocol::v1::schema::AvailableCommand>>> {
+        let state = self.state();
+        session
+            .and_then(|s| state.live.get(s))
+            .and_then(|live| live.commands.clone())
+            .or_else(|| state.last_commands.clone())
     }
 
     pub fn next_conn_id(&self) -> u64 {

@@ -17,6 +17,7 @@ use crate::config::QueueMode;
 use crate::gateway::protocol::cron;
 use crate::llm::{AssistantContent, Content, Message};
 
+mod commands;
 mod usage;
 
 /// Every method, for `hello-ok`.
@@ -27,6 +28,7 @@ pub const METHODS: &[&str] = &[
     "last-heartbeat",
     "config.get",
     "channels.status",
+    "commands.list",
     "chat.send",
     "chat.abort",
     "chat.history",
@@ -159,6 +161,7 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
         "agents.list" | "sessions.subscribe" | "sessions.unsubscribe" => &[],
         "system-presence" | "last-heartbeat" | "config.get" => &[],
         "channels.status" => &["probe", "timeoutMs", "channel"],
+        "commands.list" => &["sessionKey", "agentId", "provider", "scope", "includeArgs"],
         "exec.approval.list" | "plugin.approval.list" | "openclaw.approval.list" => &[],
         "question.list" => &["status"],
         "chat.send" => SEND_FIELDS,
@@ -349,6 +352,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         "channels.status" => {
             need(conn, Need::Read)?;
             channels_status(hub, &params)
+        }
+        "commands.list" => {
+            need(conn, Need::Read)?;
+            commands::list(hub, &params)
         }
         "chat.send" => {
             need(conn, Need::Write)?;

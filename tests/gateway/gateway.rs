@@ -3020,3 +3020,87 @@ async fn presence_heartbeat_config_and_channels_answer_in_openclaw_s_shapes() {
     );
     drop(cli);
 }
+
+/// `commands.list` (OpenClaw's TUI completes from it, its Control UI's
+/// `/` menu lists it): a session's slash commands as OpenClaw's entries,
+/// its skills among them; and what a client sends of them is run.
+#[tokio::test]
+async fn commands_list_gives_a_session_s_slash_commands_in_openclaw_s_shape() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        ".pincer/skills/pdf/SKILL.md",
+        "---\nname: pdf\ndescription: Extract text and tables from PDF files\n---\n\nRun scripts/extract.py on the file.\n",
+    );
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut reader = gateway.operator(&["operator.read"], &[]).await;
+    // Before any session: the built-in commands. The TUI asks thus.
+    let listed = reader
+        .call_ok(
+            "commands.list",
+            json!({"agentId": "main", "scope": "text", "includeArgs": false}),
+        )
+        .await;
+    let commands = listed["commands"].as_array().unwrap();
+    let compact = commands
+        .iter()
+        .find(|c| c["name"] == "compact")
+        .expect("compact is listed");
+    assert_eq!(
+        compact,
+        &json!({"name": "compact", "description": "Summarise the older conversation to free context",
+                "source": "native", "scope": "text", "acceptsArgs": true, "textAliases": ["/compact"]})
+    );
+    let undo = commands.iter().find(|c| c["name"] == "undo").unwrap();
+    assert_eq!(undo["acceptsArgs"], false);
+
+    // A session's own commands, its skill among them, with their argument.
+    let mut writer = gateway
+        .operator(&["operator.read", "operator.write"], &[])
+        .await;
+    let key = new_key();
+    mock.push(Reply::sse(anthropic_text("Ready.", 5)));
+    let run = writer.chat_send(&key, "hello").await;
+    writer.chat_end(&run).await;
+    let listed = reader
+        .call_ok(
+            "commands.list",
+            json!({"sessionKey": key, "scope": "text", "includeArgs": true}),
+        )
+        .await;
+    let commands = listed["commands"].as_array().unwrap();
+    let pdf = commands
+        .iter()
+        .find(|c| c["name"] == "skill:pdf")
+        .unwrap_or_else(|| panic!("the skill is listed: {listed}"));
+    assert_eq!(
+        (&pdf["source"], &pdf["textAliases"], &pdf["description"]),
+        (
+            &json!("skill"),
+            &json!(["/skill:pdf"]),
+            &json!("Extract text and tables from PDF files")
+        )
+    );
+    let compact = commands.iter().find(|c| c["name"] == "compact").unwrap();
+    assert_eq!(compact["args"][0]["type"], "string", "{compact}");
+
+    // What pincer does not have is refused, saying why.
+    for (params, why) in [
+        (
+            json!({"scope": "native"}),
+            "scope `native` is not supported by pincer",
+        ),
+        (
+            json!({"provider": "telegram"}),
+            "`provider` is not supported by pincer",
+        ),
+        (json!({"sessionKey": "nobody-here"}), "Session not found."),
+        (json!({"agentId": "ops"}), "ops"),
+    ] {
+        let refused = reader.call("commands.list", params.clone()).await;
+        assert!(
+            refused["error"]["message"].as_str().unwrap().contains(why),
+            "{params}: {refused}"
+        );
+    }
+}

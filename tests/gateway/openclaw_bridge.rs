@@ -1113,6 +1113,13 @@ async fn openclaw_tui_opens_a_session_from_elsewhere_chats_and_starts_a_new_one(
         "a question from a web page",
     ])
     .await;
+    // Its `/` completion offers pincer's slash commands (`commands.list`).
+    tui.tmux(&["send-keys", "-l", "/und"]);
+    tui.until("Put back the files of the last turn", &gateway)
+        .await;
+    for _ in 0..4 {
+        tui.tmux(&["send-keys", "BSpace"]);
+    }
     // With `/verbose on` (kept by pincer for the session) the TUI shows
     // the tool calls of a turn.
     tui.send("/verbose on");

@@ -63,6 +63,12 @@ impl Hub {
                         drop(state);
                         self.session_changed("title", &session);
                     }
+                    (_, SessionUpdate::AvailableCommandsUpdate(update)) => {
+                        // The session's slash commands, for `commands.list`.
+                        let commands = Arc::new(update.available_commands);
+                        state.last_commands = Some(commands.clone());
+                        state.live.entry(session).or_default().commands = Some(commands);
+                    }
                     (active, SessionUpdate::UsageUpdate(usage)) => {
                         let live = state.live.entry(session).or_default();
                         // A report without a cost (after `/compact`) leaves

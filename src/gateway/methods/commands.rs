@@ -1,0 +1,88 @@
+//! `commands.list`: the slash commands a session takes, as OpenClaw's
+//! command entries (OpenClaw's TUI completes them, its Control UI's chat
+//! offers them in its `/` menu). A command is typed into the message and
+//! sent with `chat.send`, where the session runs it as an editor's
+//! `/compact` would.
+
+use agent_client_protocol::v1::schema::{AvailableCommand, AvailableCommandInput};
+use serde_json::{Value, json};
+
+use super::{Reply, optional};
+use crate::gateway::frames::ErrorShape;
+use crate::gateway::hub::Hub;
+
+/// The answer: the session's commands (`sessionKey`), else the ones
+/// sessions here announce; the built-in ones before any session has.
+pub fn list(hub: &Hub, params: &Value) -> Reply {
+    super::the_agent(params)?;
+    if let Some(scope) = optional(params, "scope")?
+        && !matches!(scope, "text" | "both")
+    {
+        return Err(ErrorShape::invalid(format!(
+            "commands.list: scope `{scope}` is not supported by pincer, whose commands are typed into a message (`text`); its chat channels' menus are their own"
+        )));
+    }
+    if !params["provider"].is_null() {
+        return Err(ErrorShape::invalid(
+            "commands.list: `provider` is not supported by pincer, whose commands are the same on every channel",
+        ));
+    }
+    let include_args = match &params["includeArgs"] {
+        Value::Null => true,
+        Value::Bool(include) => *include,
+        _ => return Err(ErrorShape::invalid("`includeArgs` must be a boolean")),
+    };
+    let session = match optional(params, "sessionKey")? {
+        Some(key) => {
+            crate::gateway::hub::check_key("sessionKey", key)?;
+            Some(
+                hub.lookup(key)
+                    .ok_or_else(|| ErrorShape::invalid("Session not found."))?,
+            )
+        }
+        None => None,
+    };
+    let commands = hub.commands(session.as_deref());
+    let built_in;
+    let commands: &[AvailableCommand] = match &commands {
+        Some(commands) => commands,
+        None => {
+            built_in = crate::acp::commands::available(&[], &[], &[]);
+            &built_in
+        }
+    };
+    let entries: Vec<Value> = commands
+        .iter()
+        .take(MAX_COMMANDS)
+        .map(|command| entry(command, include_args))
+        .collect();
+    Ok(json!({ "commands": entries }))
+}
+
+/// OpenClaw's most commands in one answer.
+const MAX_COMMANDS: usize = 500;
+
+/// One command as OpenClaw's entry: skills are `skill`, the rest `native`.
+fn entry(command: &AvailableCommand, include_args: bool) -> Value {
+    let hint = match &command.input {
+        Some(AvailableCommandInput::Unstructured(input)) => Some(input.hint.as_str()),
+        _ => None,
+    };
+    let source = if command.name.starts_with("skill:") {
+        "skill"
+    } else {
+        "native"
+    };
+    let mut entry = json!({
+        "name": command.name,
+        "description": command.description,
+        "source": source,
+        "scope": "text",
+        "acceptsArgs": hint.is_some(),
+        "textAliases": [format!("/{}", command.name)],
+    });
+    if include_args && let Some(hint) = hint {
+        entry["args"] = json!([{"name": "input", "description": hint, "type": "string"}]);
+    }
+    entry
+}
