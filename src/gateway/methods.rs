@@ -29,6 +29,7 @@ pub const METHODS: &[&str] = &[
     "config.get",
     "channels.status",
     "commands.list",
+    "sessions.cleanup",
     "chat.send",
     "chat.abort",
     "chat.history",
@@ -162,6 +163,14 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
         "system-presence" | "last-heartbeat" | "config.get" => &[],
         "channels.status" => &["probe", "timeoutMs", "channel"],
         "commands.list" => &["sessionKey", "agentId", "provider", "scope", "includeArgs"],
+        "sessions.cleanup" => &[
+            "agent",
+            "activeKey",
+            "allAgents",
+            "enforce",
+            "fixMissing",
+            "fixDmScope",
+        ],
         "exec.approval.list" | "plugin.approval.list" | "openclaw.approval.list" => &[],
         "question.list" => &["status"],
         "chat.send" => SEND_FIELDS,
@@ -356,6 +365,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         "commands.list" => {
             need(conn, Need::Read)?;
             commands::list(hub, &params)
+        }
+        "sessions.cleanup" => {
+            need(conn, Need::Admin)?;
+            sessions_cleanup(hub, &params)
         }
         "chat.send" => {
             need(conn, Need::Write)?;
@@ -1177,6 +1190,65 @@ fn channels_status(hub: &Hub, params: &Value) -> Reply {
         "channelAccounts": accounts,
         "channelDefaultAccountId": defaults,
     }))
+}
+
+/// `sessions.cleanup` (`openclaw sessions cleanup`): OpenClaw's store
+/// maintenance, as far as pincer has a store to keep: its session keys
+/// (`keys.json`). A key whose session's transcript is gone is `missing`,
+/// forgotten with `fixMissing`. pincer keeps no caps, ages or disk budget
+/// on sessions (a transcript is the user's until they delete it), so
+/// nothing is pruned, capped or archived, with or without `enforce`.
+fn sessions_cleanup(hub: &Hub, params: &Value) -> Reply {
+    let flag = |name: &str| match &params[name] {
+        Value::Null => Ok(false),
+        Value::Bool(on) => Ok(*on),
+        _ => Err(ErrorShape::invalid(format!("`{name}` must be a boolean"))),
+    };
+    let (all_agents, enforce, fix_missing) =
+        (flag("allAgents")?, flag("enforce")?, flag("fixMissing")?);
+    if flag("fixDmScope")? {
+        return Err(ErrorShape::invalid(
+            "sessions.cleanup: `fixDmScope` is not supported by pincer, whose chat keys have had one scope from the start (nothing to retire)",
+        ));
+    }
+    if let Some(agent) = optional(params, "agent")?
+        && agent != "main"
+    {
+        return Err(ErrorShape::invalid(format!(
+            "unknown agent id \"{agent}\": pincer's gateway has one agent, `main`"
+        )));
+    }
+    let keep = optional(params, "activeKey")?;
+    if let Some(key) = keep {
+        hub::check_key("activeKey", key)?;
+    }
+    let cleaned = hub.clean_keys(fix_missing, keep);
+    let mode = if enforce { "enforce" } else { "warn" };
+    let summary = json!({
+        "agentId": "main",
+        "storePath": cleaned.path,
+        "mode": mode,
+        "dryRun": false,
+        "beforeCount": cleaned.before,
+        "afterCount": cleaned.after,
+        "missing": cleaned.missing,
+        "dmScopeRetired": 0,
+        "modelRunPruned": 0,
+        "archived": 0,
+        "capArchived": 0,
+        "pruned": 0,
+        "capped": 0,
+        "unreferencedArtifacts": {"scannedFiles": 0, "removedFiles": 0, "freedBytes": 0, "olderThanMs": 0},
+        "diskBudget": null,
+        "wouldMutate": cleaned.missing > 0 && !fix_missing,
+        "applied": true,
+        "appliedCount": cleaned.after,
+    });
+    Ok(if all_agents {
+        json!({"allAgents": true, "mode": mode, "dryRun": false, "stores": [summary]})
+    } else {
+        summary
+    })
 }
 
 /// `config.get`: OpenClaw's config snapshot, as far as pincer's

@@ -3104,3 +3104,114 @@ async fn commands_list_gives_a_session_s_slash_commands_in_openclaw_s_shape() {
         );
     }
 }
+
+/// `sessions.cleanup` (`openclaw sessions cleanup`, admin only): a key
+/// whose session's transcript is gone is reported as missing, and
+/// forgotten with `fixMissing`; nothing else is pruned.
+#[tokio::test]
+async fn sessions_cleanup_forgets_keys_whose_transcript_is_gone() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut admin = gateway.admin().await;
+    let (gone, kept) = (new_key(), new_key());
+    for key in [&gone, &kept] {
+        mock.push(Reply::sse(anthropic_text("Noted.", 5)));
+        let run = admin.chat_send(key, "remember this").await;
+        admin.chat_end(&run).await;
+    }
+    let session = admin
+        .call_ok("sessions.resolve", json!({"key": gone}))
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    drop(admin);
+    gateway.stop().await;
+    // Its transcript deleted by hand while the gateway was down.
+    let name = format!("{session}.jsonl");
+    let find = |dir: &std::path::Path| -> Option<std::path::PathBuf> {
+        let mut dirs = vec![dir.to_path_buf()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).ok()?.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.file_name().is_some_and(|n| n == name.as_str()) {
+                    return Some(path);
+                }
+            }
+        }
+        None
+    };
+    std::fs::remove_file(find(&sandbox.home()).expect("the transcript")).unwrap();
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut admin = gateway.admin().await;
+
+    let mut writer = gateway
+        .operator(&["operator.read", "operator.write"], &[])
+        .await;
+    let refused = writer.call("sessions.cleanup", json!({})).await;
+    assert_eq!(refused["error"]["code"], "FORBIDDEN", "{refused}");
+
+    // As OpenClaw's CLI asks by default: reported, not changed.
+    let report = admin
+        .call_ok(
+            "sessions.cleanup",
+            json!({"allAgents": false, "enforce": false, "fixMissing": false, "fixDmScope": false}),
+        )
+        .await;
+    let keys_file = sandbox.home().join("gateway").join("keys.json");
+    assert_eq!(
+        (
+            &report["mode"],
+            &report["storePath"],
+            &report["missing"],
+            &report["wouldMutate"],
+            &report["unreferencedArtifacts"]["removedFiles"]
+        ),
+        (
+            &json!("warn"),
+            &json!(keys_file),
+            &json!(1),
+            &json!(true),
+            &json!(0)
+        ),
+        "{report}"
+    );
+    let before = report["beforeCount"].as_u64().unwrap();
+    assert_eq!(report["afterCount"].as_u64(), Some(before), "{report}");
+    assert!(std::fs::read_to_string(&keys_file).unwrap().contains(&gone));
+
+    let report = admin
+        .call_ok(
+            "sessions.cleanup",
+            json!({"allAgents": true, "enforce": true, "fixMissing": true, "activeKey": kept}),
+        )
+        .await;
+    let store = &report["stores"][0];
+    assert_eq!(
+        (&report["allAgents"], &report["mode"], &store["missing"]),
+        (&json!(true), &json!("enforce"), &json!(1)),
+        "{report}"
+    );
+    assert_eq!(store["afterCount"].as_u64(), Some(before - 1), "{report}");
+    let keys = std::fs::read_to_string(&keys_file).unwrap();
+    assert!(!keys.contains(&gone) && keys.contains(&kept), "{keys}");
+    // The kept key still names its session.
+    mock.push(Reply::sse(anthropic_text("Still here.", 5)));
+    let run = admin.chat_send(&kept, "are you there?").await;
+    admin.chat_end(&run).await;
+    let request = mock.requests().last().unwrap().body.to_string();
+    assert!(request.contains("remember this"), "{request}");
+    let refused = admin
+        .call("sessions.cleanup", json!({"fixDmScope": true}))
+        .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not supported by pincer"),
+        "{refused}"
+    );
+}

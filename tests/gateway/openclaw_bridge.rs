@@ -894,6 +894,14 @@ async fn openclaw_cli_commands_work_or_are_refused_as_not_supported_by_pincer() 
         cost["totals"]["totalCost"].as_f64().unwrap() > 0.0,
         "{shown}"
     );
+    // Store maintenance: pincer's keys, each naming a session that is
+    // there, so nothing to do.
+    let (status, stdout, _, shown) = run(&["sessions", "cleanup", "--fix-missing"]).await;
+    assert_eq!(status, 0, "{shown}");
+    assert!(
+        stdout.contains("Applied maintenance. Current entries:") && stdout.contains("keys.json"),
+        "{shown}"
+    );
     // Who is here: the gateway itself (OpenClaw's `gateway probe` names
     // it from there), and no heartbeat has run.
     let (status, stdout, _, shown) = run(&["system", "presence"]).await;

@@ -377,6 +377,55 @@ impl Hub {
             self.keys_changed();
         }
     }
+
+    /// `sessions.cleanup`'s look at the keys: how many there are, and
+    /// those that name a session with no transcript left (deleted by
+    /// hand, or by `pincer sessions delete`), not open, and not `keep`.
+    /// With `fix`, those keys are forgotten (a key's next use makes a new
+    /// session either way) and the change written at once.
+    pub fn clean_keys(&self, fix: bool, keep: Option<&str>) -> KeysCleaned {
+        let stored: Vec<(String, String)> = {
+            let keys = self.keys();
+            keys.keys
+                .iter()
+                .map(|(k, id)| (k.clone(), id.clone()))
+                .collect()
+        };
+        let missing: Vec<String> = stored
+            .iter()
+            .filter(|(key, id)| {
+                Some(key.as_str()) != keep
+                    && !self.registry.is_open(id)
+                    && crate::session::find(&self.data_dir, id).is_none()
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        if fix && !missing.is_empty() {
+            {
+                let mut keys = self.keys();
+                for key in &missing {
+                    keys.remove(key);
+                }
+            }
+            self.write_keys();
+        }
+        KeysCleaned {
+            path: self.keys().path.clone(),
+            before: stored.len(),
+            missing: missing.len(),
+            after: stored.len() - if fix { missing.len() } else { 0 },
+        }
+    }
+}
+
+/// What [`Hub::clean_keys`] found and did.
+pub struct KeysCleaned {
+    /// `keys.json`.
+    pub path: PathBuf,
+    pub before: usize,
+    /// Keys of sessions whose transcript is gone.
+    pub missing: usize,
+    pub after: usize,
 }
 
 #[cfg(test)]
