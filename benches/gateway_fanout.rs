@@ -20,7 +20,8 @@
 //! nothing. `PINCER_BENCH_CLIENTS` (1000; 10000 idle),
 //! `PINCER_BENCH_SESSIONS` (100), `PINCER_BENCH_TOKENS` (50) and
 //! `PINCER_BENCH_TOKEN_MS` (20, the gap between a session's tokens) change
-//! the sizes.
+//! the sizes; `PINCER_BENCH_BY_TOKEN=1` also reports the latency by each
+//! token's place in the stream.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -205,6 +206,24 @@ async fn bench() {
     let _ = gateway.kill();
     let _ = gateway.wait();
 
+    // Where the tail is: the latency of each token by its place in the
+    // stream (the last one comes with the end of every run at once).
+    if std::env::var("PINCER_BENCH_BY_TOKEN").is_ok_and(|v| v == "1") {
+        for index in [0, 1, 2, 5, 10, 20, 30, 40, tokens.saturating_sub(1)] {
+            let mut at: Vec<f64> = report
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c.as_array().unwrap().get(index).and_then(Value::as_f64))
+                .collect();
+            at.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            println!(
+                "  token {index}: p50 {:.2} ms, p99 {:.2} ms",
+                percentile(&at, 0.5),
+                percentile(&at, 0.99)
+            );
+        }
+    }
     let mut all: Vec<f64> = Vec::new();
     let mut worst_client_p99: f64 = 0.0;
     for client in report.as_array().unwrap() {

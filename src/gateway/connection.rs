@@ -81,17 +81,15 @@ pub async fn run(
     preauth: Slot,
 ) {
     let (mut sink, mut stream) = socket.split();
-    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    // As text at once: a value kept in a local would be held by this
+    // function's state for the connection's whole life.
     let challenge = json!({
         "type": "event",
         "event": "connect.challenge",
-        "payload": {"nonce": nonce, "ts": now_ms()},
-    });
-    if sink
-        .send(Message::Text(challenge.to_string().into()))
-        .await
-        .is_err()
-    {
+        "payload": {"nonce": uuid::Uuid::new_v4().simple().to_string(), "ts": now_ms()},
+    })
+    .to_string();
+    if sink.send(Message::Text(challenge.into())).await.is_err() {
         return;
     }
     let handshake = Duration::from_millis(gateway.config.handshake_timeout_ms());
@@ -155,7 +153,6 @@ pub async fn run(
     };
     budget.authenticated();
     drop(preauth);
-    let request_id = request_id.unwrap_or_default();
     let (outbox, inbox) = Outbox::new(gateway.config.max_buffered_bytes());
     let conn = Arc::new(Conn {
         id: gateway.hub.next_conn_id(),
@@ -170,9 +167,18 @@ pub async fn run(
         sessions_changed: Default::default(),
         presence,
     });
-    let mut hello = hello;
-    hello["server"]["connId"] = json!(uuid::Uuid::new_v4().to_string());
-    outbox.push(Out::Frame(frames::ok(&request_id, &hello)));
+    // `hello-ok` leaves as text; the tree it was built as (about 9 KB)
+    // and the handshake's other values are dropped here, not held for
+    // the connection's life by this function's state.
+    {
+        let mut hello = hello;
+        hello["server"]["connId"] = json!(uuid::Uuid::new_v4().to_string());
+        outbox.push(Out::Frame(frames::ok(
+            &request_id.unwrap_or_default(),
+            &hello,
+        )));
+        drop(caps);
+    }
     gateway.hub.register(conn.clone());
     let slow = outbox.slow.clone();
     let writer = tokio::spawn(write(sink, inbox, slow));

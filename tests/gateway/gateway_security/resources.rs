@@ -438,3 +438,42 @@ async fn the_soft_open_files_limit_is_raised_to_the_hard_one() {
     assert_eq!(numbers, vec!["2048", "2048"], "{line}");
     gateway.stop().await;
 }
+
+/// What an idle authenticated client costs the gateway: a few buffers and
+/// its tasks, not what its handshake built. (`hello-ok`'s tree, about
+/// 9 KB, was held for the connection's life by the connection's own
+/// state: 30 KB a client in all. `benches/gateway_fanout.rs` measures
+/// 10,000 on the release binary.)
+#[tokio::test]
+async fn an_idle_client_costs_the_gateway_little_memory() {
+    let sandbox = Sandbox::new();
+    write_gateway_config(
+        &sandbox,
+        "max_connections_per_ip = 2000\nmax_pending_connections_per_ip = 2000\nmax_preauth_connections_per_ip = 2000\n",
+    );
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let pid = pid_of(&gateway);
+    // A few first: the runtime's and the allocator's own start-up is not
+    // the clients'.
+    let mut clients = Vec::new();
+    for _ in 0..20 {
+        clients.push(gateway.operator(&["operator.read"], &[]).await);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = rss_kib(pid);
+    const CLIENTS: u64 = 600;
+    for _ in 0..CLIENTS {
+        clients.push(gateway.operator(&["operator.read"], &[]).await);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = rss_kib(pid);
+    let each = after.saturating_sub(before) as f64 / CLIENTS as f64;
+    assert!(
+        each <= 20.0,
+        "{each:.1} KiB a client ({before} KiB -> {after} KiB for {CLIENTS})"
+    );
+    // They are all still served.
+    let last = clients.last_mut().unwrap();
+    last.call_ok("health", json!({})).await;
+}
