@@ -30,6 +30,7 @@ pub const METHODS: &[&str] = &[
     "channels.status",
     "commands.list",
     "sessions.cleanup",
+    "wake",
     "chat.send",
     "chat.abort",
     "chat.history",
@@ -163,6 +164,7 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
         "system-presence" | "last-heartbeat" | "config.get" => &[],
         "channels.status" => &["probe", "timeoutMs", "channel"],
         "commands.list" => &["sessionKey", "agentId", "provider", "scope", "includeArgs"],
+        "wake" => &["mode", "text", "sessionKey", "agentId"],
         "sessions.cleanup" => &[
             "agent",
             "activeKey",
@@ -369,6 +371,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         "sessions.cleanup" => {
             need(conn, Need::Admin)?;
             sessions_cleanup(hub, &params)
+        }
+        "wake" => {
+            need(conn, Need::Write)?;
+            wake(hub, conn, &params).await
         }
         "chat.send" => {
             need(conn, Need::Write)?;
@@ -1249,6 +1255,45 @@ fn sessions_cleanup(hub: &Hub, params: &Value) -> Reply {
     } else {
         summary
     })
+}
+
+/// `wake` (`openclaw system event --mode now`): OpenClaw's system event,
+/// text the agent should act on now. pincer sends it to the session
+/// (`sessionKey`, else the main one) as a message, after whatever that
+/// session is doing, as it does for a background task that ended.
+/// `next-heartbeat` (OpenClaw keeps the text for its heartbeat's next
+/// run) is refused: pincer's heartbeat runs its HEARTBEAT.md.
+async fn wake(hub: &Arc<Hub>, conn: &Arc<Conn>, params: &Value) -> Reply {
+    the_agent(params)?;
+    match string(params, "mode")? {
+        "now" => {}
+        "next-heartbeat" => {
+            return Err(ErrorShape::invalid(
+                "wake: mode `next-heartbeat` is not supported by pincer, whose heartbeat runs its HEARTBEAT.md; use `now` to have the agent act on the text at once",
+            ));
+        }
+        other => {
+            return Err(ErrorShape::invalid(format!(
+                "wake: `mode` must be `now` or `next-heartbeat`, not `{other}`"
+            )));
+        }
+    }
+    let text = string(params, "text")?.trim();
+    if text.is_empty() {
+        return Err(ErrorShape::invalid("text required"));
+    }
+    let key = match optional(params, "sessionKey")? {
+        Some(key) => key,
+        None => MAIN_KEY,
+    };
+    hub::check_key("sessionKey", key)?;
+    let run = format!("wake-{}", uuid::Uuid::new_v4().simple());
+    let content = vec![ContentBlock::Text(TextContent::new(format!(
+        "System event: {text}"
+    )))];
+    hub.submit(conn, key, &run, content, Some(QueueMode::FollowUp))
+        .await?;
+    Ok(json!({"ok": true}))
 }
 
 /// `config.get`: OpenClaw's config snapshot, as far as pincer's

@@ -3215,3 +3215,72 @@ async fn sessions_cleanup_forgets_keys_whose_transcript_is_gone() {
         "{refused}"
     );
 }
+
+/// `wake` (`openclaw system event --mode now`): the text is a turn of the
+/// session it names (the main one by default), marked as a system event;
+/// what pincer does not do is refused, and nothing runs then.
+#[tokio::test]
+async fn wake_now_runs_a_turn_on_the_system_event() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut reader = gateway.operator(&["operator.read"], &[]).await;
+    let refused = reader
+        .call("wake", json!({"mode": "now", "text": "x"}))
+        .await;
+    assert_eq!(refused["error"]["code"], "FORBIDDEN", "{refused}");
+    let mut writer = gateway
+        .operator(&["operator.read", "operator.write"], &[])
+        .await;
+    for (params, why) in [
+        (
+            json!({"mode": "next-heartbeat", "text": "later"}),
+            "not supported by pincer",
+        ),
+        (json!({"mode": "soon", "text": "later"}), "`mode` must be"),
+        (json!({"mode": "now", "text": "  "}), "text required"),
+        (
+            json!({"mode": "now", "text": "x", "sessionKey": "bad\u{7}key"}),
+            "sessionKey",
+        ),
+    ] {
+        let refused = writer.call("wake", params.clone()).await;
+        assert!(
+            refused["error"]["message"].as_str().unwrap().contains(why),
+            "{params}: {refused}"
+        );
+    }
+    assert!(mock.requests().is_empty());
+    let key = new_key();
+    mock.push(Reply::sse(anthropic_text("On it.", 5)));
+    let answered = writer
+        .call_ok(
+            "wake",
+            json!({"mode": "now", "text": "the nightly build failed", "sessionKey": key}),
+        )
+        .await;
+    assert_eq!(answered, json!({"ok": true}));
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while mock.requests().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no turn ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let request = mock.requests()[0].body.to_string();
+    assert!(
+        request.contains("System event: the nightly build failed"),
+        "{request}"
+    );
+    // The session the key names holds it.
+    let history = writer
+        .call_ok("chat.history", json!({"sessionKey": key}))
+        .await;
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let mut history = history;
+    while !history.to_string().contains("On it.") {
+        assert!(tokio::time::Instant::now() < deadline, "{history}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        history = writer
+            .call_ok("chat.history", json!({"sessionKey": key}))
+            .await;
+    }
+}

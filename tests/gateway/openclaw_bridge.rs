@@ -935,6 +935,7 @@ async fn openclaw_cli_commands_work_or_are_refused_as_not_supported_by_pincer() 
         &["nodes", "list"][..],
         &["devices", "list"][..],
         &["system", "heartbeat", "disable"][..],
+        &["system", "event", "--text", "later"][..],
         // pincer's jobs are its config's `[[cron]]`.
         &["cron", "rm", "nightly"][..],
         &["cron", "run", "nightly"][..],
@@ -946,6 +947,30 @@ async fn openclaw_cli_commands_work_or_are_refused_as_not_supported_by_pincer() 
             "{shown}"
         );
     }
+    // A system event for the agent to act on now: a turn of the main
+    // session. (Kept for the next heartbeat, the CLI's default, is
+    // refused above.)
+    mock.push(Reply::sse(anthropic_text("Noted the deploy.", 10)));
+    let asked = mock.requests().len();
+    let (status, stdout, _, shown) = run(&[
+        "system",
+        "event",
+        "--text",
+        "the deploy finished",
+        "--mode",
+        "now",
+    ])
+    .await;
+    assert_eq!((status, stdout.trim()), (0, "ok"), "{shown}");
+    support::wait_until("the system event's turn", TIMEOUT, || {
+        mock.requests().len() > asked
+    })
+    .await;
+    let request = mock.requests().last().unwrap().body.to_string();
+    assert!(
+        request.contains("System event: the deploy finished"),
+        "{request}"
+    );
 }
 
 /// OpenClaw's TUI (`openclaw tui`) in a real terminal: tmux, on a socket
