@@ -4,7 +4,8 @@
 //!
 //! Streaming (the default): 1,000 websocket clients on loopback follow 100
 //! sessions (ten per session, with the `session-scoped-events` cap), and
-//! every session streams an answer at once. The mock model stamps each
+//! every session streams an answer at once; each client stays connected
+//! until every run has ended. The mock model stamps each
 //! text delta with the time it sent it, so each client measures the
 //! latency from the model's token to its own `chat` frame. Reported: p50 /
 //! p99 / max of that latency over every frame of every client, the slowest
@@ -318,10 +319,18 @@ async fn clients_process() {
         .map(|(i, ws)| tokio::spawn(stream(ws, i % sessions, i < sessions, tokens)))
         .collect();
     let mut all = Vec::with_capacity(clients);
+    // A client whose run ended stays connected until every run has: a
+    // thousand clients leaving at once, while other sessions still
+    // stream, is no part of following a stream (and made the last tokens
+    // of the slower runs wait behind the gateway's closing of the rest).
+    let mut open = Vec::with_capacity(clients);
     for task in tasks {
-        all.push(task.await.unwrap());
+        let (latencies, ws) = task.await.unwrap();
+        all.push(latencies);
+        open.push(ws);
     }
     println!("{}", json!(all));
+    drop(open);
 }
 
 type Socket =
@@ -370,7 +379,7 @@ async fn connect(url: &str, session: Option<usize>) -> Socket {
 
 /// One client's run: the session's driver sends the prompt; every client
 /// measures each delta until the run's `final`.
-async fn stream(mut ws: Socket, session: usize, driver: bool, tokens: usize) -> Vec<f64> {
+async fn stream(mut ws: Socket, session: usize, driver: bool, tokens: usize) -> (Vec<f64>, Socket) {
     let key = format!("bench-{session}");
     if driver {
         let send = json!({"type": "req", "id": "p", "method": "chat.send", "params": {
@@ -401,7 +410,7 @@ async fn stream(mut ws: Socket, session: usize, driver: bool, tokens: usize) -> 
                     }
                 }
             }
-            "final" => return latencies,
+            "final" => return (latencies, ws),
             other => panic!("unexpected chat state {other:?}: {text}"),
         }
     }
