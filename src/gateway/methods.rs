@@ -14,7 +14,7 @@ use super::frames::{self, ErrorShape, FORBIDDEN, Request, UNAVAILABLE, now_ms};
 use super::hub::{self, Archived, Hub, MAIN_KEY, Outcome, Patch, millis, not_found};
 use crate::agent::AgentMessage;
 use crate::config::QueueMode;
-use crate::gateway::protocol::cron;
+use crate::gateway::protocol::{cron, system};
 use crate::llm::{AssistantContent, Content, Message};
 
 mod commands;
@@ -362,19 +362,19 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "channels.status" => {
             need(conn, Need::Read)?;
-            channels_status(hub, &params)
+            channels_status(hub, params)
         }
         "commands.list" => {
             need(conn, Need::Read)?;
-            commands::list(hub, &params)
+            commands::list(hub, params)
         }
         "sessions.cleanup" => {
             need(conn, Need::Admin)?;
-            sessions_cleanup(hub, &params)
+            sessions_cleanup(hub, params)
         }
         "wake" => {
             need(conn, Need::Write)?;
-            wake(hub, conn, &params).await
+            wake(hub, conn, params).await
         }
         "chat.send" => {
             need(conn, Need::Write)?;
@@ -1132,23 +1132,15 @@ fn status(hub: &Hub) -> Value {
 /// summary and its one account (`default`: a pincer channel is one bot).
 /// `probe` is taken, and answered with the channels' live state: pincer
 /// does not call the platforms' APIs to answer it.
-fn channels_status(hub: &Hub, params: &Value) -> Reply {
-    match &params["probe"] {
-        Value::Null | Value::Bool(_) => {}
-        _ => return Err(ErrorShape::invalid("`probe` must be a boolean")),
-    }
-    if !params["timeoutMs"].is_null() && params["timeoutMs"].as_u64().is_none() {
-        return Err(ErrorShape::invalid(
-            "`timeoutMs` must be a non-negative integer",
-        ));
-    }
+fn channels_status(hub: &Hub, params: Value) -> Reply {
+    let query: system::ChannelsStatusParams = typed("channels.status", params)?;
     const LABELS: [(&str, &str); 4] = [
         ("telegram", "Telegram"),
         ("slack", "Slack"),
         ("discord", "Discord"),
         ("whatsapp", "WhatsApp"),
     ];
-    let only = optional(params, "channel")?;
+    let only = query.channel.as_deref();
     if let Some(channel) = only
         && !LABELS.iter().any(|(id, _)| *id == channel)
     {
@@ -1204,27 +1196,24 @@ fn channels_status(hub: &Hub, params: &Value) -> Reply {
 /// forgotten with `fixMissing`. pincer keeps no caps, ages or disk budget
 /// on sessions (a transcript is the user's until they delete it), so
 /// nothing is pruned, capped or archived, with or without `enforce`.
-fn sessions_cleanup(hub: &Hub, params: &Value) -> Reply {
-    let flag = |name: &str| match &params[name] {
-        Value::Null => Ok(false),
-        Value::Bool(on) => Ok(*on),
-        _ => Err(ErrorShape::invalid(format!("`{name}` must be a boolean"))),
-    };
-    let (all_agents, enforce, fix_missing) =
-        (flag("allAgents")?, flag("enforce")?, flag("fixMissing")?);
-    if flag("fixDmScope")? {
+fn sessions_cleanup(hub: &Hub, params: Value) -> Reply {
+    let query: system::CleanupParams = typed("sessions.cleanup", params)?;
+    let all_agents = query.all_agents == Some(true);
+    let enforce = query.enforce == Some(true);
+    let fix_missing = query.fix_missing == Some(true);
+    if query.fix_dm_scope == Some(true) {
         return Err(ErrorShape::invalid(
             "sessions.cleanup: `fixDmScope` is not supported by pincer, whose chat keys have had one scope from the start (nothing to retire)",
         ));
     }
-    if let Some(agent) = optional(params, "agent")?
+    if let Some(agent) = query.agent.as_deref()
         && agent != "main"
     {
         return Err(ErrorShape::invalid(format!(
             "unknown agent id \"{agent}\": pincer's gateway has one agent, `main`"
         )));
     }
-    let keep = optional(params, "activeKey")?;
+    let keep = query.active_key.as_deref();
     if let Some(key) = keep {
         hub::check_key("activeKey", key)?;
     }
@@ -1263,29 +1252,19 @@ fn sessions_cleanup(hub: &Hub, params: &Value) -> Reply {
 /// session is doing, as it does for a background task that ended.
 /// `next-heartbeat` (OpenClaw keeps the text for its heartbeat's next
 /// run) is refused: pincer's heartbeat runs its HEARTBEAT.md.
-async fn wake(hub: &Arc<Hub>, conn: &Arc<Conn>, params: &Value) -> Reply {
-    the_agent(params)?;
-    match string(params, "mode")? {
-        "now" => {}
-        "next-heartbeat" => {
-            return Err(ErrorShape::invalid(
-                "wake: mode `next-heartbeat` is not supported by pincer, whose heartbeat runs its HEARTBEAT.md; use `now` to have the agent act on the text at once",
-            ));
-        }
-        other => {
-            return Err(ErrorShape::invalid(format!(
-                "wake: `mode` must be `now` or `next-heartbeat`, not `{other}`"
-            )));
-        }
+async fn wake(hub: &Arc<Hub>, conn: &Arc<Conn>, params: Value) -> Reply {
+    the_agent(&params)?;
+    let query: system::WakeParams = typed("wake", params)?;
+    if query.mode == system::WakeMode::NextHeartbeat {
+        return Err(ErrorShape::invalid(
+            "wake: mode `next-heartbeat` is not supported by pincer, whose heartbeat runs its HEARTBEAT.md; use `now` to have the agent act on the text at once",
+        ));
     }
-    let text = string(params, "text")?.trim();
+    let text = query.text.trim();
     if text.is_empty() {
         return Err(ErrorShape::invalid("text required"));
     }
-    let key = match optional(params, "sessionKey")? {
-        Some(key) => key,
-        None => MAIN_KEY,
-    };
+    let key = query.session_key.as_deref().unwrap_or(MAIN_KEY);
     hub::check_key("sessionKey", key)?;
     let run = format!("wake-{}", uuid::Uuid::new_v4().simple());
     let content = vec![ContentBlock::Text(TextContent::new(format!(

@@ -5,6 +5,7 @@
 //! a type does not name is refused by serde, naming it.
 
 pub mod cron;
+pub mod system;
 pub mod usage;
 
 use serde::de::DeserializeOwned;

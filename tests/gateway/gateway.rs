@@ -3237,7 +3237,10 @@ async fn wake_now_runs_a_turn_on_the_system_event() {
             json!({"mode": "next-heartbeat", "text": "later"}),
             "not supported by pincer",
         ),
-        (json!({"mode": "soon", "text": "later"}), "`mode` must be"),
+        (
+            json!({"mode": "soon", "text": "later"}),
+            "unknown variant `soon`",
+        ),
         (json!({"mode": "now", "text": "  "}), "text required"),
         (
             json!({"mode": "now", "text": "x", "sessionKey": "bad\u{7}key"}),

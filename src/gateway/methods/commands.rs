@@ -7,32 +7,28 @@
 use agent_client_protocol::v1::schema::{AvailableCommand, AvailableCommandInput};
 use serde_json::{Value, json};
 
-use super::{Reply, optional};
+use super::Reply;
 use crate::gateway::frames::ErrorShape;
 use crate::gateway::hub::Hub;
+use crate::gateway::protocol::system::{CommandScope, CommandsListParams};
 
 /// The answer: the session's commands (`sessionKey`), else the ones
 /// sessions here announce; the built-in ones before any session has.
-pub fn list(hub: &Hub, params: &Value) -> Reply {
-    super::the_agent(params)?;
-    if let Some(scope) = optional(params, "scope")?
-        && !matches!(scope, "text" | "both")
-    {
-        return Err(ErrorShape::invalid(format!(
-            "commands.list: scope `{scope}` is not supported by pincer, whose commands are typed into a message (`text`); its chat channels' menus are their own"
-        )));
+pub fn list(hub: &Hub, params: Value) -> Reply {
+    super::the_agent(&params)?;
+    let query: CommandsListParams = super::typed("commands.list", params)?;
+    if query.scope == Some(CommandScope::Native) {
+        return Err(ErrorShape::invalid(
+            "commands.list: scope `native` is not supported by pincer, whose commands are typed into a message (`text`); its chat channels' menus are their own",
+        ));
     }
-    if !params["provider"].is_null() {
+    if query.provider.is_some() {
         return Err(ErrorShape::invalid(
             "commands.list: `provider` is not supported by pincer, whose commands are the same on every channel",
         ));
     }
-    let include_args = match &params["includeArgs"] {
-        Value::Null => true,
-        Value::Bool(include) => *include,
-        _ => return Err(ErrorShape::invalid("`includeArgs` must be a boolean")),
-    };
-    let session = match optional(params, "sessionKey")? {
+    let include_args = query.include_args != Some(false);
+    let session = match query.session_key.as_deref() {
         Some(key) => {
             crate::gateway::hub::check_key("sessionKey", key)?;
             Some(
