@@ -14,10 +14,11 @@ use super::frames::{self, ErrorShape, FORBIDDEN, Request, UNAVAILABLE, now_ms};
 use super::hub::{self, Archived, Hub, MAIN_KEY, Outcome, Patch, millis, not_found};
 use crate::agent::AgentMessage;
 use crate::config::QueueMode;
-use crate::gateway::protocol::{cron, system};
+use crate::gateway::protocol::cron;
 use crate::llm::{AssistantContent, Content, Message};
 
 mod commands;
+mod system;
 mod usage;
 
 /// Every method, for `hello-ok`.
@@ -162,17 +163,6 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
         "health" => &["probe"],
         "agents.list" | "sessions.subscribe" | "sessions.unsubscribe" => &[],
         "system-presence" | "last-heartbeat" | "config.get" => &[],
-        "channels.status" => &["probe", "timeoutMs", "channel"],
-        "commands.list" => &["sessionKey", "agentId", "provider", "scope", "includeArgs"],
-        "wake" => &["mode", "text", "sessionKey", "agentId"],
-        "sessions.cleanup" => &[
-            "agent",
-            "activeKey",
-            "allAgents",
-            "enforce",
-            "fixMissing",
-            "fixDmScope",
-        ],
         "exec.approval.list" | "plugin.approval.list" | "openclaw.approval.list" => &[],
         "question.list" => &["status"],
         "chat.send" => SEND_FIELDS,
@@ -358,11 +348,11 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "config.get" => {
             need(conn, Need::Read)?;
-            Ok(config_snapshot(hub))
+            Ok(system::config_snapshot(hub))
         }
         "channels.status" => {
             need(conn, Need::Read)?;
-            channels_status(hub, params)
+            system::channels_status(hub, params)
         }
         "commands.list" => {
             need(conn, Need::Read)?;
@@ -370,11 +360,15 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "sessions.cleanup" => {
             need(conn, Need::Admin)?;
-            sessions_cleanup(hub, params)
+            // Every key's transcript is looked for on disk.
+            let hub = hub.clone();
+            tokio::task::spawn_blocking(move || system::sessions_cleanup(&hub, params))
+                .await
+                .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("cleanup failed: {e}")))?
         }
         "wake" => {
             need(conn, Need::Write)?;
-            wake(hub, conn, params).await
+            system::wake(hub, conn, params).await
         }
         "chat.send" => {
             need(conn, Need::Write)?;
@@ -1125,215 +1119,6 @@ fn status(hub: &Hub) -> Value {
             "defaults": {"model": defaults["model"], "contextTokens": defaults["contextTokens"]},
             "recent": recent,
         },
-    })
-}
-
-/// `channels.status`: each configured chat channel as OpenClaw's channel
-/// summary and its one account (`default`: a pincer channel is one bot).
-/// `probe` is taken, and answered with the channels' live state: pincer
-/// does not call the platforms' APIs to answer it.
-fn channels_status(hub: &Hub, params: Value) -> Reply {
-    let query: system::ChannelsStatusParams = typed("channels.status", params)?;
-    const LABELS: [(&str, &str); 4] = [
-        ("telegram", "Telegram"),
-        ("slack", "Slack"),
-        ("discord", "Discord"),
-        ("whatsapp", "WhatsApp"),
-    ];
-    let only = query.channel.as_deref();
-    if let Some(channel) = only
-        && !LABELS.iter().any(|(id, _)| *id == channel)
-    {
-        return Err(ErrorShape::invalid(format!("unknown channel: {channel}")));
-    }
-    let states = hub
-        .channels
-        .get()
-        .map(|channels| channels.status())
-        .unwrap_or_default();
-    let (mut order, mut labels, mut summaries, mut accounts, mut defaults) = (
-        Vec::new(),
-        serde_json::Map::new(),
-        serde_json::Map::new(),
-        serde_json::Map::new(),
-        serde_json::Map::new(),
-    );
-    for state in states.iter().filter(|s| only.is_none_or(|c| c == s.name)) {
-        let label = LABELS
-            .iter()
-            .find(|(id, _)| *id == state.name)
-            .map_or(state.name, |(_, label)| label);
-        let summary = json!({
-            "configured": true,
-            "running": state.running,
-            "lastStartAt": state.last_start_ms,
-            "lastStopAt": state.last_stop_ms,
-            "lastError": state.last_error,
-        });
-        let mut account = summary.clone();
-        account["accountId"] = json!("default");
-        account["enabled"] = json!(true);
-        account["lastInboundAt"] = json!(state.last_inbound_ms);
-        order.push(state.name);
-        labels.insert(state.name.into(), json!(label));
-        summaries.insert(state.name.into(), summary);
-        accounts.insert(state.name.into(), json!([account]));
-        defaults.insert(state.name.into(), json!("default"));
-    }
-    Ok(json!({
-        "ts": now_ms(),
-        "channelOrder": order,
-        "channelLabels": labels,
-        "channels": summaries,
-        "channelAccounts": accounts,
-        "channelDefaultAccountId": defaults,
-    }))
-}
-
-/// `sessions.cleanup` (`openclaw sessions cleanup`): OpenClaw's store
-/// maintenance, as far as pincer has a store to keep: its session keys
-/// (`keys.json`). A key whose session's transcript is gone is `missing`,
-/// forgotten with `fixMissing`. pincer keeps no caps, ages or disk budget
-/// on sessions (a transcript is the user's until they delete it), so
-/// nothing is pruned, capped or archived, with or without `enforce`.
-fn sessions_cleanup(hub: &Hub, params: Value) -> Reply {
-    let query: system::CleanupParams = typed("sessions.cleanup", params)?;
-    let all_agents = query.all_agents == Some(true);
-    let enforce = query.enforce == Some(true);
-    let fix_missing = query.fix_missing == Some(true);
-    if query.fix_dm_scope == Some(true) {
-        return Err(ErrorShape::invalid(
-            "sessions.cleanup: `fixDmScope` is not supported by pincer, whose chat keys have had one scope from the start (nothing to retire)",
-        ));
-    }
-    if let Some(agent) = query.agent.as_deref()
-        && agent != "main"
-    {
-        return Err(ErrorShape::invalid(format!(
-            "unknown agent id \"{agent}\": pincer's gateway has one agent, `main`"
-        )));
-    }
-    let keep = query.active_key.as_deref();
-    if let Some(key) = keep {
-        hub::check_key("activeKey", key)?;
-    }
-    let cleaned = hub.clean_keys(fix_missing, keep);
-    let mode = if enforce { "enforce" } else { "warn" };
-    let summary = json!({
-        "agentId": "main",
-        "storePath": cleaned.path,
-        "mode": mode,
-        "dryRun": false,
-        "beforeCount": cleaned.before,
-        "afterCount": cleaned.after,
-        "missing": cleaned.missing,
-        "dmScopeRetired": 0,
-        "modelRunPruned": 0,
-        "archived": 0,
-        "capArchived": 0,
-        "pruned": 0,
-        "capped": 0,
-        "unreferencedArtifacts": {"scannedFiles": 0, "removedFiles": 0, "freedBytes": 0, "olderThanMs": 0},
-        "diskBudget": null,
-        "wouldMutate": cleaned.missing > 0 && !fix_missing,
-        "applied": true,
-        "appliedCount": cleaned.after,
-    });
-    Ok(if all_agents {
-        json!({"allAgents": true, "mode": mode, "dryRun": false, "stores": [summary]})
-    } else {
-        summary
-    })
-}
-
-/// `wake` (`openclaw system event --mode now`): OpenClaw's system event,
-/// text the agent should act on now. pincer sends it to the session
-/// (`sessionKey`, else the main one) as a message, after whatever that
-/// session is doing, as it does for a background task that ended.
-/// `next-heartbeat` (OpenClaw keeps the text for its heartbeat's next
-/// run) is refused: pincer's heartbeat runs its HEARTBEAT.md.
-async fn wake(hub: &Arc<Hub>, conn: &Arc<Conn>, params: Value) -> Reply {
-    the_agent(&params)?;
-    let query: system::WakeParams = typed("wake", params)?;
-    if query.mode == system::WakeMode::NextHeartbeat {
-        return Err(ErrorShape::invalid(
-            "wake: mode `next-heartbeat` is not supported by pincer, whose heartbeat runs its HEARTBEAT.md; use `now` to have the agent act on the text at once",
-        ));
-    }
-    let text = query.text.trim();
-    if text.is_empty() {
-        return Err(ErrorShape::invalid("text required"));
-    }
-    let key = query.session_key.as_deref().unwrap_or(MAIN_KEY);
-    hub::check_key("sessionKey", key)?;
-    let run = format!("wake-{}", uuid::Uuid::new_v4().simple());
-    let content = vec![ContentBlock::Text(TextContent::new(format!(
-        "System event: {text}"
-    )))];
-    hub.submit(conn, key, &run, content, Some(QueueMode::FollowUp))
-        .await?;
-    Ok(json!({"ok": true}))
-}
-
-/// `config.get`: OpenClaw's config snapshot, as far as pincer's
-/// config.toml says what OpenClaw's config would: the gateway's bind,
-/// port and auth mode, and the default model and workspace. Never a
-/// secret: credentials stay in the environment and files config.toml
-/// names, which are not read here. `raw` is `null`: pincer's file is not
-/// OpenClaw's config, and is edited by hand (`config.set` is refused).
-fn config_snapshot(hub: &Hub) -> Value {
-    let settings = crate::config::Settings::load_from_process(&hub.cwd);
-    let (path, exists, valid, issues, projected) = match &settings {
-        Ok(settings) => {
-            let path = settings.paths.user_config_file();
-            let gateway = settings.config.gateway.clone().unwrap_or_default();
-            let bind = gateway.bind.as_deref().unwrap_or("127.0.0.1");
-            let bind = match bind {
-                "127.0.0.1" | "::1" | "localhost" | "loopback" => "loopback",
-                "0.0.0.0" | "::" | "lan" => "lan",
-                _ => "custom",
-            };
-            let model = settings.default_model(None).ok().map(|m| m.full_id());
-            let projected = json!({
-                "gateway": {
-                    "mode": "local",
-                    "bind": bind,
-                    "port": gateway.port,
-                    "auth": {"mode": gateway.auth.unwrap_or_default().as_str()},
-                },
-                "agents": {"defaults": {
-                    "model": {"primary": model},
-                    "workspace": hub.cwd,
-                }},
-            });
-            (path.clone(), path.exists(), true, json!([]), projected)
-        }
-        Err(error) => (
-            std::path::PathBuf::new(),
-            true,
-            false,
-            json!([{"path": "", "message": error.to_string()}]),
-            json!({}),
-        ),
-    };
-    let hash = crate::gateway::scheduler::revision(projected.to_string().as_bytes());
-    json!({
-        "path": path,
-        "includedPaths": [],
-        "exists": exists,
-        "valid": valid,
-        "raw": null,
-        "parsed": null,
-        "sourceConfig": projected,
-        "resolved": projected,
-        "runtimeConfig": projected,
-        "config": projected,
-        "hash": hash,
-        "configRevisionHash": hash,
-        "appliedConfigHash": hash,
-        "issues": issues,
-        "warnings": [],
-        "legacyIssues": [],
     })
 }
 

@@ -289,6 +289,19 @@ async fn silent_replies_of_the_heartbeat_and_of_a_job_are_never_delivered() {
         .push(Reply::sse(anthropic_text("HEARTBEAT_OK", 10)));
     setup.launch().await;
     setup.until_heartbeat("silent").await;
+    // OpenClaw's `last-heartbeat`: nothing to say, for its target.
+    let mut client = setup.gateway().operator(&["operator.read"], &[]).await;
+    let last = client.call_ok("last-heartbeat", json!({})).await;
+    assert_eq!(
+        (&last["status"], &last["channel"], &last["to"]),
+        (
+            &json!("ok-token"),
+            &json!("telegram"),
+            &json!(format!("telegram:dm:{OWNER}"))
+        ),
+        "{last}"
+    );
+    assert!(last["ts"].as_i64().unwrap() > ago, "{last}");
     setup
         .until_job(
             "quiet",

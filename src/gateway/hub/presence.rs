@@ -17,20 +17,23 @@ pub const MAX_ENTRIES: usize = 200;
 impl Hub {
     /// The presence list, the gateway's own entry first.
     pub fn presence(&self) -> Vec<Value> {
-        let mut clients: Vec<Value> = {
-            let conns = self.conns();
-            let mut present: Vec<&Presence> = conns
-                .all
-                .values()
-                .filter_map(|conn| conn.presence.as_deref())
-                .collect();
-            present.sort_by_key(|p| std::cmp::Reverse(p.since_ms));
-            present
-                .into_iter()
-                .take(MAX_ENTRIES - 1)
-                .map(Presence::entry)
-                .collect()
-        };
+        // Taken out under the clients' lock (which every event takes),
+        // sorted and written after it.
+        let mut present: Vec<std::sync::Arc<crate::gateway::conn::Conn>> = self
+            .conns()
+            .all
+            .values()
+            .filter(|conn| conn.presence.is_some())
+            .cloned()
+            .collect();
+        present.sort_by_key(|conn| {
+            std::cmp::Reverse(conn.presence.as_deref().map_or(0, |p| p.since_ms))
+        });
+        let mut clients: Vec<Value> = present
+            .iter()
+            .take(MAX_ENTRIES - 1)
+            .filter_map(|conn| conn.presence.as_deref().map(Presence::entry))
+            .collect();
         let mut list = Vec::with_capacity(clients.len() + 1);
         list.push(self.own_presence());
         list.append(&mut clients);
