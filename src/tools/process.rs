@@ -46,7 +46,7 @@ const START_QUIET: Duration = Duration::from_millis(200);
 const KILL_GRACE: Duration = Duration::from_secs(2);
 /// How long to wait for the group to vanish after SIGKILL.
 const KILL_WAIT: Duration = Duration::from_secs(1);
-/// How long to wait for the terminal to deliver a killed process's last output.
+/// How long to wait for the terminal to deliver an ended process's last output.
 const KILL_DRAIN: Duration = Duration::from_millis(500);
 /// How long `send` waits for the terminal to take the input.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
@@ -229,7 +229,7 @@ impl Tool for ProcessTool {
             let result = match input.action {
                 Action::Start => self.start(input.command, ctx).await,
                 Action::List => Ok(self.list()),
-                Action::Poll => self.poll(input.id),
+                Action::Poll => self.poll(input.id).await,
                 Action::Send => self.send(input.id, input.input).await,
                 Action::Kill => self.kill(input.id, &ctx.cancel).await,
             };
@@ -372,8 +372,12 @@ impl ProcessTool {
         }
     }
 
-    fn poll(&self, id: Option<String>) -> Result<ToolOutput, ToolOutput> {
+    async fn poll(&self, id: Option<String>) -> Result<ToolOutput, ToolOutput> {
         let handle = self.find(Action::Poll, id.as_deref())?;
+        if handle.shared.lock().exit.is_some() {
+            // "Exited" must come with everything it printed.
+            final_output(&handle.shared).await;
+        }
         let report = handle.report();
         self.seen(&handle);
         let header = format!(
@@ -684,6 +688,7 @@ async fn watch(
         }
         if let Some(exit) = exit {
             let failed = !matches!(exit.ended, Ended::Code(0));
+            let recent = final_output(&handle.shared).await;
             let text = format!(
                 "`{}` {}.{}",
                 short_command(&handle.command),
@@ -709,6 +714,18 @@ async fn watch(
             }
         }
     }
+}
+
+/// What an exited process printed last. The waiter thread sees the exit
+/// before the reader has drained the terminal, so this waits (briefly: a
+/// child the shell left running may hold the terminal open) for the reader
+/// to reach the end.
+async fn final_output(shared: &Shared) -> String {
+    wait_until(KILL_DRAIN, &CancellationToken::new(), || {
+        shared.lock().closed
+    })
+    .await;
+    shared.lock().recent.clone()
 }
 
 /// " Last output:" and the last lines of `recent`, or nothing.

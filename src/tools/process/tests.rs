@@ -518,3 +518,36 @@ fn durations_read_naturally() {
     assert_eq!(format_duration(Duration::from_secs(75)), "1m 15s");
     assert_eq!(format_duration(Duration::from_secs(7_260)), "2h 1m");
 }
+
+/// The waiter thread can see the exit before the reader has drained the
+/// terminal; what is reported as the end must include the last output.
+#[tokio::test]
+async fn the_final_output_waits_for_the_terminal_to_drain() {
+    let shared = Arc::new(Shared::default());
+    shared.lock().push(b"compiling\r\n");
+    shared.lock().exit = Some(Exit {
+        ended: Ended::Code(0),
+        at: Instant::now(),
+    });
+    let reader = Arc::clone(&shared);
+    let late = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        let mut output = reader.lock();
+        output.push(b"built-it\r\n");
+        output.close();
+    });
+    let recent = final_output(&shared).await;
+    late.join().unwrap();
+    assert_eq!(last_lines(&recent), " Last output:\ncompiling\nbuilt-it");
+}
+
+/// A terminal a left-behind child holds open does not hold the report.
+#[tokio::test]
+async fn the_final_output_does_not_wait_long_for_a_terminal_held_open() {
+    let shared = Shared::default();
+    shared.lock().push(b"done\r\n");
+    let started = Instant::now();
+    let recent = final_output(&shared).await;
+    assert!(started.elapsed() < KILL_DRAIN + Duration::from_millis(400));
+    assert_eq!(last_lines(&recent), " Last output:\ndone");
+}
