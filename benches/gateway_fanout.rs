@@ -339,7 +339,13 @@ type Socket =
 /// A client: connected, authenticated and, with a session, following it.
 async fn connect(url: &str, session: Option<usize>) -> Socket {
     let mut ws = loop {
-        match tokio_tungstenite::connect_async(url).await {
+        // tungstenite zeroes its whole read buffer before every read
+        // (128 KiB by default): a client reading one small frame at a time
+        // would spend most of its CPU on that, on the cores the gateway
+        // runs on. The gateway reads into 4 KiB; so do these clients.
+        let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+            .read_buffer_size(4 * 1024);
+        match tokio_tungstenite::connect_async_with_config(url, Some(config), false).await {
             Ok((ws, _)) => break ws,
             // Refused while the gateway is busy: try again, as clients do.
             Err(e) => {
@@ -510,6 +516,13 @@ async fn start_model(tokens: usize, gap: Duration) -> String {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
+    // A streaming server sends each event as it comes (TCP_NODELAY, as
+    // the providers' front ends do): with Nagle's algorithm a token could
+    // wait for the ACK of the one before it, which the gateway's side may
+    // delay by up to 40 ms, and that wait is not the gateway's.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        tcp.set_nodelay(true).unwrap();
+    });
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     format!("http://{address}")
 }
