@@ -331,12 +331,19 @@ impl Shared {
     }
 }
 
-/// A client websocket's settings: frames up to [`MAX_FRAME`].
+/// A client websocket's settings: frames up to [`MAX_FRAME`], read
+/// [`READ_BUFFER`] at a time.
 pub(crate) fn socket_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
     tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
         .max_message_size(Some(MAX_FRAME))
         .max_frame_size(Some(MAX_FRAME))
+        .read_buffer_size(READ_BUFFER)
 }
+
+/// What a client websocket reads at once. tungstenite zeroes the whole
+/// buffer before every read, and its default is 128 KiB: for a stream of
+/// small frames (a session's chunks) that zeroing was most of the work.
+pub(crate) const READ_BUFFER: usize = 8 * 1024;
 
 /// TLS for `wss://`: the system's roots (or `SSL_CERT_FILE`'s).
 pub(crate) fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
@@ -742,4 +749,18 @@ fn answer(link: &Link, frame: &Value) {
         })
     };
     let _ = waiter.send(result);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// tungstenite zeroes its read buffer before every read: a client
+    /// following a stream of small frames must not zero 128 KiB for each.
+    #[test]
+    fn a_client_socket_reads_into_a_small_buffer() {
+        let config = socket_config();
+        assert!(config.read_buffer_size <= 16 * 1024, "{config:?}");
+        assert_eq!(config.max_frame_size, Some(MAX_FRAME));
+    }
 }

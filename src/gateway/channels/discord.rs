@@ -567,7 +567,8 @@ type Socket =
 async fn dial(address: &str) -> Result<Socket, Failure> {
     let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
         .max_message_size(Some(MAX_FRAME))
-        .max_frame_size(Some(MAX_FRAME));
+        .max_frame_size(Some(MAX_FRAME))
+        .read_buffer_size(crate::gateway::client::READ_BUFFER);
     let connector = if address.starts_with("wss:") {
         Some(tokio_tungstenite::Connector::Rustls(tls_config()?))
     } else {

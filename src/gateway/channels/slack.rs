@@ -197,7 +197,14 @@ impl Slack {
     ) -> Result<Ended, Failure> {
         let connected = tokio::time::timeout(
             Duration::from_secs(30),
-            tokio_tungstenite::connect_async(url),
+            tokio_tungstenite::connect_async_with_config(
+                url,
+                Some(
+                    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+                        .read_buffer_size(crate::gateway::client::READ_BUFFER),
+                ),
+                false,
+            ),
         )
         .await
         .map_err(|_| Failure::Transient("the Slack websocket did not open".to_string()))?;
