@@ -14,7 +14,7 @@ use super::frames::{self, ErrorShape, FORBIDDEN, Request, UNAVAILABLE, now_ms};
 use super::hub::{self, Archived, Hub, MAIN_KEY, Outcome, Patch, millis, not_found};
 use crate::agent::AgentMessage;
 use crate::config::QueueMode;
-use crate::gateway::protocol::cron;
+use crate::gateway::protocol::{chat, cron};
 use crate::llm::{AssistantContent, Content, Message};
 
 mod commands;
@@ -167,21 +167,6 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
         "question.list" => &["status"],
         "chat.send" => SEND_FIELDS,
         "agent" => AGENT_FIELDS,
-        "agent.wait" => &["runId", "timeoutMs"],
-        // No side runs here: keeping or stopping them is the same.
-        "chat.abort" => &["sessionKey", "agentId", "runId", "preserveSideRuns"],
-        // Every user message is in the history: the inputs of runs asked
-        // for (`inputRunIds`) are there too.
-        "chat.history" | "chat.startup" => {
-            &["sessionKey", "agentId", "limit", "maxBytes", "inputRunIds"]
-        }
-        // A session's approvals reach every client that may answer them
-        // (`includeApprovals` is what pincer does anyway).
-        "sessions.messages.subscribe" | "sessions.messages.unsubscribe" => {
-            &["key", "agentId", "includeApprovals"]
-        }
-        "chat.subscribe" | "chat.unsubscribe" => &["sessionKey", "agentId"],
-        "sessions.get" => &["key", "agentId", "limit"],
         "sessions.list" => LIST_FIELDS,
         "sessions.resolve" => &[
             "key",
@@ -383,24 +368,27 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "agent.wait" => {
             need(conn, Need::Read)?;
-            agent_wait(hub, &params).await
+            agent_wait(hub, typed("agent.wait", params)?).await
         }
         "chat.abort" => {
             need(conn, Need::Write)?;
-            let key = key_param(&params, "sessionKey")?;
-            let run = optional(&params, "runId")?;
-            match hub.abort_key(key, run)? {
+            let query: chat::AbortParams = typed("chat.abort", params)?;
+            only_main(query.agent_id.as_deref())?;
+            let key = checked_key("sessionKey", &query.session_key)?;
+            match hub.abort_key(key, query.run_id.as_deref())? {
                 Some(runs) => Ok(json!({"ok": true, "aborted": true, "runIds": runs})),
                 None => Ok(json!({"ok": true, "aborted": false, "runIds": []})),
             }
         }
         "chat.history" | "chat.startup" => {
             need(conn, Need::Read)?;
-            let key = key_param(&params, "sessionKey")?;
-            let limit = limit(&params, 200, 1000)?;
+            let query: chat::HistoryParams = typed(&request.method, params)?;
+            only_main(query.agent_id.as_deref())?;
+            let key = checked_key("sessionKey", &query.session_key)?;
+            let limit = query.limit.map_or(200, |n| n.min(1000) as usize);
             let (session, mut messages) = history(hub, key, limit)?;
             let total = messages.len();
-            let has_more = cut_to_bytes(&mut messages, &params)?;
+            let has_more = cut_to_bytes(&mut messages, query.max_bytes);
             match &session {
                 Some(session) => hub.follow(conn, session),
                 None => hub.follow_key(conn, key),
@@ -426,7 +414,9 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "sessions.messages.subscribe" | "sessions.messages.unsubscribe" => {
             need(conn, Need::Read)?;
-            let key = key_param(&params, "key")?;
+            let query: chat::MessagesSubscribeParams = typed(&request.method, params)?;
+            only_main(query.agent_id.as_deref())?;
+            let key = checked_key("key", &query.key)?;
             let session = hub.lookup(key);
             if request.method == "sessions.messages.subscribe" {
                 match &session {
@@ -440,7 +430,9 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "chat.subscribe" => {
             need(conn, Need::Read)?;
-            let key = key_param(&params, "sessionKey")?;
+            let query: chat::SubscribeParams = typed("chat.subscribe", params)?;
+            only_main(query.agent_id.as_deref())?;
+            let key = checked_key("sessionKey", &query.session_key)?;
             if let Some(session) = hub.lookup(key) {
                 hub.follow(conn, &session);
             } else if conn.scopes.allows(Need::Write) {
@@ -454,15 +446,19 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "chat.unsubscribe" => {
             need(conn, Need::Read)?;
-            let key = key_param(&params, "sessionKey")?;
+            let query: chat::SubscribeParams = typed("chat.unsubscribe", params)?;
+            only_main(query.agent_id.as_deref())?;
+            let key = checked_key("sessionKey", &query.session_key)?;
             let session = hub.lookup(key);
             hub.unfollow(conn, key, session.as_deref());
             Ok(json!({"ok": true}))
         }
         "sessions.get" => {
             need(conn, Need::Read)?;
-            let key = key_param(&params, "key")?;
-            let limit = limit(&params, 1000, usize::MAX)?;
+            let query: chat::GetParams = typed("sessions.get", params)?;
+            only_main(query.agent_id.as_deref())?;
+            let key = checked_key("key", &query.key)?;
+            let limit = query.limit.map_or(1000, |n| n as usize);
             let (session, messages) = history(hub, key, limit)?;
             if let Some(session) = &session {
                 hub.follow(conn, session);
@@ -1200,14 +1196,9 @@ fn payloads(text: &str) -> Value {
     }
 }
 
-async fn agent_wait(hub: &Arc<Hub>, params: &Value) -> Reply {
-    let run = string(params, "runId")?;
-    let timeout = match &params["timeoutMs"] {
-        Value::Null => 30_000,
-        value => value
-            .as_u64()
-            .ok_or_else(|| ErrorShape::invalid("`timeoutMs` must be a non-negative integer"))?,
-    };
+async fn agent_wait(hub: &Arc<Hub>, query: chat::WaitParams) -> Reply {
+    let run = query.run_id.as_str();
+    let timeout = query.timeout_ms.unwrap_or(30_000);
     let Some(state) = hub.outcome(run) else {
         return Err(ErrorShape::invalid(format!("unknown run {run}")));
     };
@@ -1262,26 +1253,18 @@ async fn run_command(
 
 /// `maxBytes`: the oldest messages are left out until the rest fit;
 /// whether any were.
-fn cut_to_bytes(messages: &mut Vec<Value>, params: &Value) -> Result<bool, ErrorShape> {
-    if !matches!(params["inputRunIds"], Value::Null | Value::Array(_)) {
-        return Err(ErrorShape::invalid(
-            "`inputRunIds` must be a list of run ids",
-        ));
-    }
-    let max = match &params["maxBytes"] {
-        Value::Null => return Ok(false),
-        value => value
-            .as_u64()
-            .ok_or_else(|| ErrorShape::invalid("`maxBytes` must be a non-negative integer"))?
-            as usize,
+fn cut_to_bytes(messages: &mut Vec<Value>, max_bytes: Option<u64>) -> bool {
+    let Some(max) = max_bytes else {
+        return false;
     };
+    let max = usize::try_from(max).unwrap_or(usize::MAX);
     let mut total: usize = messages.iter().map(|m| m.to_string().len()).sum();
     let mut cut = false;
     while total > max && messages.len() > 1 {
         total -= messages.remove(0).to_string().len();
         cut = true;
     }
-    Ok(cut)
+    cut
 }
 
 /// `chat.startup`'s `sessionInfo`: the session's row and its runs.
@@ -1725,12 +1708,23 @@ const CREATE_FIELDS: &[&str] = &[
 
 /// Refuses an `agentId` other than the gateway's one agent, `main`.
 fn the_agent(params: &Value) -> Result<(), ErrorShape> {
-    match optional(params, "agentId")? {
+    only_main(optional(params, "agentId")?)
+}
+
+/// [`the_agent`] for typed params.
+fn only_main(agent: Option<&str>) -> Result<(), ErrorShape> {
+    match agent {
         Some(agent) if agent != "main" => Err(ErrorShape::invalid(format!(
             "unknown agent `{agent}`: this gateway has one agent, `main`"
         ))),
         _ => Ok(()),
     }
+}
+
+/// A session key from typed params, checked as every key is.
+fn checked_key<'a>(name: &str, key: &'a str) -> Result<&'a str, ErrorShape> {
+    hub::check_key(name, key)?;
+    Ok(key)
 }
 
 /// OpenClaw's clients name the session they mean (`expectedSessionId`):

@@ -4,6 +4,7 @@
 //! `openclaw` npm package, version 2026.9.6). Params are closed: a field
 //! a type does not name is refused by serde, naming it.
 
+pub mod chat;
 pub mod cron;
 pub mod system;
 pub mod usage;

@@ -2689,6 +2689,49 @@ async fn every_method_refuses_a_field_it_does_not_support() {
             json!({"includeGlobal": "yes"}),
             "`includeGlobal` must be a boolean",
         ),
+        // The chat methods' params are types: what they do not name is
+        // refused by name, and each field has its type.
+        (
+            "chat.history",
+            json!({"sessionKey": key, "since": 3}),
+            "chat.history: `since` is not supported by pincer",
+        ),
+        (
+            "chat.history",
+            json!({"sessionKey": key, "agentId": "work"}),
+            "unknown agent `work`",
+        ),
+        (
+            "chat.history",
+            json!({"sessionKey": key, "maxBytes": "lots"}),
+            "chat.history: invalid type",
+        ),
+        (
+            "chat.abort",
+            json!({"runId": "r-1"}),
+            "missing field `sessionKey`",
+        ),
+        (
+            "chat.abort",
+            json!({"sessionKey": key, "preserveSideRuns": "yes"}),
+            "expected a boolean",
+        ),
+        (
+            "chat.subscribe",
+            json!({"sessionKey": key, "follow": true}),
+            "`follow` is not supported by pincer",
+        ),
+        (
+            "sessions.messages.subscribe",
+            json!({"key": "bad\u{7}key"}),
+            "control character",
+        ),
+        (
+            "sessions.get",
+            json!({"key": key, "limit": -1}),
+            "invalid value",
+        ),
+        ("agent.wait", json!({"runId": "r-1", "wait": 1}), "`wait`"),
     ];
     for (method, params, says) in refusals {
         let refused = client.call(method, params.clone()).await;
