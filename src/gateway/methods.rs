@@ -14,7 +14,7 @@ use super::frames::{self, ErrorShape, FORBIDDEN, Request, UNAVAILABLE, now_ms};
 use super::hub::{self, Archived, Hub, MAIN_KEY, Outcome, Patch, millis, not_found};
 use crate::agent::AgentMessage;
 use crate::config::QueueMode;
-use crate::gateway::protocol::{chat, cron};
+use crate::gateway::protocol::{NoParams, approvals, chat, cron};
 use crate::llm::{AssistantContent, Content, Message};
 
 mod commands;
@@ -161,10 +161,6 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
         // `probe`: OpenClaw's "not from the cache"; pincer's answer is
         // never cached.
         "health" => &["probe"],
-        "agents.list" | "sessions.subscribe" | "sessions.unsubscribe" => &[],
-        "system-presence" | "last-heartbeat" | "config.get" => &[],
-        "exec.approval.list" | "plugin.approval.list" | "openclaw.approval.list" => &[],
-        "question.list" => &["status"],
         "chat.send" => SEND_FIELDS,
         "agent" => AGENT_FIELDS,
         "sessions.list" => LIST_FIELDS,
@@ -208,8 +204,6 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
             "includeDetails",
             "refresh",
         ],
-        "exec.approval.get" => &["id"],
-        "exec.approval.resolve" => &["id", "decision"],
         _ => return None,
     })
 }
@@ -321,10 +315,12 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "system-presence" => {
             need(conn, Need::Read)?;
+            let _: NoParams = typed("system-presence", params)?;
             Ok(json!(hub.presence()))
         }
         "last-heartbeat" => {
             need(conn, Need::Read)?;
+            let _: NoParams = typed("last-heartbeat", params)?;
             Ok(hub
                 .scheduled
                 .get()
@@ -333,6 +329,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "config.get" => {
             need(conn, Need::Read)?;
+            let _: NoParams = typed("config.get", params)?;
             Ok(system::config_snapshot(hub))
         }
         "channels.status" => {
@@ -486,6 +483,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         // these to list.
         "question.list" => {
             need(conn, Need::Read)?;
+            let _: approvals::QuestionListParams = typed("question.list", params)?;
             Ok(json!({"questions": []}))
         }
         // OpenClaw's TUI reads a session's row after each run.
@@ -615,6 +613,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "sessions.subscribe" | "sessions.unsubscribe" => {
             need(conn, Need::Read)?;
+            let _: NoParams = typed(&request.method, params)?;
             let subscribed = request.method == "sessions.subscribe";
             conn.sessions_changed
                 .store(subscribed, std::sync::atomic::Ordering::Relaxed);
@@ -622,6 +621,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "agents.list" => {
             need(conn, Need::Read)?;
+            let _: NoParams = typed("agents.list", params)?;
             Ok(hub.agents())
         }
         "models.list" => {
@@ -652,13 +652,14 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             if !conn.scopes.allows(Need::Read) {
                 need(conn, Need::Approvals)?;
             }
-            let id = string(&params, "id")?;
-            hub.approval(id).ok_or_else(|| not_found(id))
+            let query: approvals::GetParams = typed("exec.approval.get", params)?;
+            hub.approval(&query.id).ok_or_else(|| not_found(&query.id))
         }
         "exec.approval.list" => {
             if !conn.scopes.allows(Need::Read) {
                 need(conn, Need::Approvals)?;
             }
+            let _: NoParams = typed("exec.approval.list", params)?;
             // OpenClaw's shape: the pending approvals themselves.
             Ok(Value::Array(hub.approvals()))
         }
@@ -669,13 +670,13 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             if !conn.scopes.allows(Need::Read) {
                 need(conn, Need::Approvals)?;
             }
+            let _: NoParams = typed(&request.method, params)?;
             Ok(json!([]))
         }
         "exec.approval.resolve" => {
             need(conn, Need::Approvals)?;
-            let id = string(&params, "id")?;
-            let decision = string(&params, "decision")?;
-            hub.resolve_approval(id, decision)?;
+            let query: approvals::ResolveParams = typed("exec.approval.resolve", params)?;
+            hub.resolve_approval(&query.id, &query.decision)?;
             Ok(json!({"ok": true}))
         }
         "cron.list" => {

@@ -4,12 +4,18 @@
 //! `openclaw` npm package, version 2026.9.6). Params are closed: a field
 //! a type does not name is refused by serde, naming it.
 
+pub mod approvals;
 pub mod chat;
 pub mod cron;
 pub mod system;
 pub mod usage;
 
 use serde::de::DeserializeOwned;
+
+/// A method that takes no params (`agents.list`, `cron.status`, …).
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
 
 /// A method's params as its type, or the sentence refusing them: a field
 /// the type does not name is "not supported by pincer", as for every

@@ -2732,6 +2732,21 @@ async fn every_method_refuses_a_field_it_does_not_support() {
             "invalid value",
         ),
         ("agent.wait", json!({"runId": "r-1", "wait": 1}), "`wait`"),
+        (
+            "agents.list",
+            json!({"agentId": "main"}),
+            "agents.list: `agentId` is not supported by pincer (it takes no params)",
+        ),
+        (
+            "exec.approval.resolve",
+            json!({"id": "a-1"}),
+            "missing field `decision`",
+        ),
+        (
+            "exec.approval.get",
+            json!({"id": "a-1", "sessionKey": key}),
+            "`sessionKey` is not supported by pincer (it takes `id`)",
+        ),
     ];
     for (method, params, says) in refusals {
         let refused = client.call(method, params.clone()).await;

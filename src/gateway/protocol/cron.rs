@@ -400,10 +400,7 @@ pub struct JobParams {
     pub id: String,
 }
 
-/// A method that takes no params (`cron.status`).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoParams {}
+pub use super::NoParams;
 
 /// `cron.status`'s answer.
 #[derive(Clone, Debug, Serialize)]
