@@ -14,7 +14,7 @@ use super::frames::{self, ErrorShape, FORBIDDEN, Request, UNAVAILABLE, now_ms};
 use super::hub::{self, Archived, Hub, MAIN_KEY, Outcome, Patch, millis, not_found};
 use crate::agent::AgentMessage;
 use crate::config::QueueMode;
-use crate::gateway::protocol::{NoParams, approvals, chat, cron};
+use crate::gateway::protocol::{NoParams, approvals, chat, cron, sessions};
 use crate::llm::{AssistantContent, Content, Message};
 
 mod commands;
@@ -178,23 +178,6 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
         ],
         "sessions.patch" => PATCH_FIELDS,
         "sessions.create" => CREATE_FIELDS,
-        "sessions.describe" => &[
-            "key",
-            "agentId",
-            "includeDerivedTitles",
-            "includeLastMessage",
-        ],
-        "sessions.reset" => &["key", "agentId", "reason", "expectedSessionId"],
-        "sessions.delete" => &[
-            "key",
-            "agentId",
-            "deleteTranscript",
-            "expectedSessionId",
-            "archivedOnly",
-        ],
-        "sessions.compact" => &["key", "agentId", "instructions", "maxLines"],
-        "sessions.rewind" => &["key", "agentId", "turn", "messageId"],
-        "sessions.fork" => &["key", "agentId", "turn", "messageId", "newKey"],
         // One catalog, with every detail, for every session and view.
         "models.list" => &[
             "provider",
@@ -489,27 +472,28 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         // OpenClaw's TUI reads a session's row after each run.
         "sessions.describe" => {
             need(conn, Need::Read)?;
-            let key = key_param(&params, "key")?;
+            let query: sessions::DescribeParams = typed("sessions.describe", params)?;
+            only_main(query.agent_id.as_deref())?;
+            let key = checked_key("key", &query.key)?;
             // Rows always have their derived title.
-            let row = hub.row_with(key, params["includeLastMessage"] == true);
+            let row = hub.row_with(key, query.include_last_message == Some(true));
             Ok(json!({"key": key, "session": row}))
         }
         "sessions.reset" => {
             need(conn, Need::Write)?;
-            let key = key_param(&params, "key")?;
-            if let Some(reason) = optional(&params, "reason")?
-                && !matches!(reason, "new" | "reset")
-            {
-                return Err(ErrorShape::invalid("`reason` is \"new\" or \"reset\""));
-            }
-            expected_session(hub, key, &params)?;
+            // Both reasons (`/new`, `/reset`) give the key a fresh session.
+            let query: sessions::ResetParams = typed("sessions.reset", params)?;
+            only_main(query.agent_id.as_deref())?;
+            let key = checked_key("key", &query.key)?;
+            expected_session(hub, key, query.expected_session_id.as_deref())?;
             let session = hub.reset(key).await?;
             Ok(json!({"ok": true, "key": key, "sessionId": session}))
         }
         "sessions.delete" => {
             // Deleting only what is archived is a writer's to do, as in
             // OpenClaw; any other deletion is an admin's.
-            let archived_only = params["archivedOnly"] == true;
+            let query: sessions::DeleteParams = typed("sessions.delete", params)?;
+            let archived_only = query.archived_only == Some(true);
             need(
                 conn,
                 if archived_only {
@@ -518,18 +502,19 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                     Need::Admin
                 },
             )?;
-            let key = key_param(&params, "key")?;
+            only_main(query.agent_id.as_deref())?;
+            let key = checked_key("key", &query.key)?;
             if archived_only && !hub.lookup(key).is_some_and(|s| hub.is_archived(&s)) {
                 return Err(ErrorShape::invalid(format!(
                     "Session {key} is not archived. Archive it first, then delete it."
                 )));
             }
-            if params["deleteTranscript"] == false {
+            if query.delete_transcript == Some(false) {
                 return Err(ErrorShape::invalid(
                     "sessions.delete: keeping the transcript (`deleteTranscript: false`) is not supported by pincer, which deletes a session with its transcript; archive it to keep it (sessions.patch `archived`)",
                 ));
             }
-            expected_session(hub, key, &params)?;
+            expected_session(hub, key, query.expected_session_id.as_deref())?;
             let Some(session) = hub.lookup(key) else {
                 return Ok(json!({"ok": true, "key": key, "deleted": false}));
             };
@@ -547,19 +532,15 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "sessions.compact" => {
             need(conn, Need::Write)?;
-            only(
-                "sessions.compact",
-                &params,
-                &["key", "agentId", "instructions", "maxLines"],
-            )?;
-            the_agent(&params)?;
-            if !params["maxLines"].is_null() {
+            let query: sessions::CompactParams = typed("sessions.compact", params)?;
+            only_main(query.agent_id.as_deref())?;
+            if query.max_lines.is_some() {
                 return Err(ErrorShape::invalid(
                     "sessions.compact: `maxLines` (cutting a transcript to its last lines) is not supported by pincer, which compacts by summarising the older history; leave it out",
                 ));
             }
-            let key = key_param(&params, "key")?;
-            let instructions = optional(&params, "instructions")?.unwrap_or_default();
+            let key = checked_key("key", &query.key)?;
+            let instructions = query.instructions.as_deref().unwrap_or_default();
             let text = format!("/compact {instructions}").trim_end().to_string();
             run_command(hub, key, text, "the compaction was cancelled").await?;
             // What the compaction did is what the transcript says after
@@ -586,8 +567,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "sessions.rewind" => {
             need(conn, Need::Write)?;
-            let key = key_param(&params, "key")?;
-            let turn = turn_param(hub, key, &params)?
+            let query: sessions::RewindParams = typed("sessions.rewind", params)?;
+            only_main(query.agent_id.as_deref())?;
+            let key = checked_key("key", &query.key)?;
+            let turn = turn_param(hub, key, query.turn, query.message_id.as_deref())?
                 .ok_or_else(|| ErrorShape::invalid("`turn` or `messageId` is required"))?;
             // Through the session, as `/rewind N` typed there: the question
             // about the files goes to whoever answers its approvals.
@@ -602,13 +585,14 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "sessions.fork" => {
             need(conn, Need::Write)?;
-            let key = key_param(&params, "key")?;
-            let point = match turn_param(hub, key, &params)? {
+            let query: sessions::ForkParams = typed("sessions.fork", params)?;
+            only_main(query.agent_id.as_deref())?;
+            let key = checked_key("key", &query.key)?;
+            let point = match turn_param(hub, key, query.turn, query.message_id.as_deref())? {
                 Some(turn) => crate::session::rewind::ForkPoint::BeforeTurn(turn),
                 None => crate::session::rewind::ForkPoint::Whole,
             };
-            let new_key = optional(&params, "newKey")?;
-            let (new_key, session) = hub.fork(key, &point, new_key)?;
+            let (new_key, session) = hub.fork(key, &point, query.new_key.as_deref())?;
             Ok(json!({"ok": true, "key": new_key, "sessionId": session, "parentKey": key}))
         }
         "sessions.subscribe" | "sessions.unsubscribe" => {
@@ -1330,15 +1314,20 @@ fn compaction_of(path: &std::path::Path) -> Compaction {
 /// The turn a request names: `turn` (as `/rewind` numbers them) or the
 /// `messageId` of the user message that started it (as `chat.history`
 /// gives it).
-fn turn_param(hub: &Hub, key: &str, params: &Value) -> Result<Option<usize>, ErrorShape> {
-    if !params["turn"].is_null() {
-        return params["turn"]
-            .as_u64()
+fn turn_param(
+    hub: &Hub,
+    key: &str,
+    turn: Option<u64>,
+    message: Option<&str>,
+) -> Result<Option<usize>, ErrorShape> {
+    if let Some(turn) = turn {
+        return usize::try_from(turn)
+            .ok()
             .filter(|n| *n >= 1)
-            .map(|n| Some(n as usize))
+            .map(Some)
             .ok_or_else(|| ErrorShape::invalid("`turn` must be a turn number from 1"));
     }
-    let Some(message) = optional(params, "messageId")? else {
+    let Some(message) = message else {
         return Ok(None);
     };
     let session = hub.lookup(key).ok_or_else(|| not_found(key))?;
@@ -1730,8 +1719,8 @@ fn checked_key<'a>(name: &str, key: &'a str) -> Result<&'a str, ErrorShape> {
 
 /// OpenClaw's clients name the session they mean (`expectedSessionId`):
 /// a key that names another one by now is not acted on.
-fn expected_session(hub: &Hub, key: &str, params: &Value) -> Result<(), ErrorShape> {
-    match optional(params, "expectedSessionId")? {
+fn expected_session(hub: &Hub, key: &str, expected: Option<&str>) -> Result<(), ErrorShape> {
+    match expected {
         Some(expected) if hub.lookup(key).as_deref() != Some(expected) => Err(ErrorShape::invalid(
             format!("{key} no longer names session {expected}"),
         )),
@@ -1825,7 +1814,7 @@ async fn patch(hub: &Arc<Hub>, conn: &Conn, params: &Value) -> Reply {
     let key = key_param(params, "key")?;
     // OpenClaw's CLI names the session it means: a key that names another
     // one by now is not changed.
-    expected_session(hub, key, params)?;
+    expected_session(hub, key, optional(params, "expectedSessionId")?)?;
     let archived = match &params["archived"] {
         Value::Null => None,
         Value::Bool(archived) => Some(*archived),

@@ -2747,6 +2747,31 @@ async fn every_method_refuses_a_field_it_does_not_support() {
             json!({"id": "a-1", "sessionKey": key}),
             "`sessionKey` is not supported by pincer (it takes `id`)",
         ),
+        (
+            "sessions.reset",
+            json!({"key": key, "reason": "tidy"}),
+            "unknown variant `tidy`, expected `new` or `reset`",
+        ),
+        (
+            "sessions.describe",
+            json!({"key": key, "includeLastMessage": "yes"}),
+            "expected a boolean",
+        ),
+        (
+            "sessions.rewind",
+            json!({"key": key, "newKey": "other"}),
+            "sessions.rewind: `newKey` is not supported by pincer",
+        ),
+        (
+            "sessions.fork",
+            json!({"key": key, "turn": 0}),
+            "`turn` must be a turn number from 1",
+        ),
+        (
+            "sessions.delete",
+            json!({"key": key, "agentId": "work"}),
+            "unknown agent `work`",
+        ),
     ];
     for (method, params, says) in refusals {
         let refused = client.call(method, params.clone()).await;
