@@ -1132,7 +1132,10 @@ async fn a_process_that_ends_after_the_turn_is_reported_and_one_the_model_saw_en
         (
             "c2",
             "process",
-            r#"{"action":"start","command":"echo quick"}"#,
+            // Silent, so that its start call waits for its end (up to a
+            // second) rather than for 200 ms of quiet after its output,
+            // which a loaded machine may take to reap it in.
+            r#"{"action":"start","command":"exit 0"}"#,
         ),
     ])));
     mock.push(Reply::sse(anthropic_text("Both started.", 10)));
@@ -1173,7 +1176,7 @@ async fn a_process_that_ends_after_the_turn_is_reported_and_one_the_model_saw_en
         "{said}"
     );
     assert!(
-        said.contains("t2 — Process p2: `echo quick` (finished)"),
+        said.contains("t2 — Process p2: `exit 0` (finished)"),
         "{said}"
     );
     // The next prompt carries the one the model did not see end.
