@@ -14,7 +14,7 @@ use super::frames::{self, ErrorShape, FORBIDDEN, Request, UNAVAILABLE, now_ms};
 use super::hub::{self, Archived, Hub, MAIN_KEY, Outcome, Patch, millis, not_found};
 use crate::agent::AgentMessage;
 use crate::config::QueueMode;
-use crate::gateway::protocol::{NoParams, approvals, chat, cron, sessions};
+use crate::gateway::protocol::{NoParams, approvals, chat, cron, models, sessions};
 use crate::llm::{AssistantContent, Content, Message};
 
 mod commands;
@@ -158,9 +158,6 @@ fn limit(params: &Value, default: usize, max: usize) -> Result<usize, ErrorShape
 /// the handlers check those values.
 fn fields(method: &str) -> Option<&'static [&'static str]> {
     Some(match method {
-        // `probe`: OpenClaw's "not from the cache"; pincer's answer is
-        // never cached.
-        "health" => &["probe"],
         "chat.send" => SEND_FIELDS,
         "agent" => AGENT_FIELDS,
         "sessions.list" => LIST_FIELDS,
@@ -178,15 +175,6 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
         ],
         "sessions.patch" => PATCH_FIELDS,
         "sessions.create" => CREATE_FIELDS,
-        // One catalog, with every detail, for every session and view.
-        "models.list" => &[
-            "provider",
-            "agentId",
-            "sessionKey",
-            "view",
-            "includeDetails",
-            "refresh",
-        ],
         _ => return None,
     })
 }
@@ -255,26 +243,18 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
     if let Some(fields) = fields(&request.method) {
         only(&request.method, &params, fields)?;
         the_agent(&params)?;
+        // The flags of the methods still checked by this table (typed
+        // params check their own).
         for flag in [
             "includeGlobal",
             "includeUnknown",
             "includeDerivedTitles",
-            "preserveSideRuns",
-            "includeDisabled",
             "allowMissing",
-            "includeDetails",
-            "deleteTranscript",
             "deliver",
-            "refresh",
             "includeLastMessage",
             "configuredAgentsOnly",
             "ownerFirst",
             "__controlUiReconnectResume",
-            "includeApprovals",
-            "compact",
-            "includeDeliveryPreviews",
-            "probe",
-            "archivedOnly",
         ] {
             if !matches!(params[flag], Value::Null | Value::Bool(_)) {
                 return Err(ErrorShape::invalid(format!("`{flag}` must be a boolean")));
@@ -284,6 +264,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
     match request.method.as_str() {
         "health" => {
             need(conn, Need::Read)?;
+            let _: crate::gateway::protocol::system::HealthParams = typed("health", params)?;
             Ok(json!({"ok": true, "uptimeMs": hub.started.elapsed().as_millis() as u64}))
         }
         "status" => {
@@ -610,16 +591,21 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "models.list" => {
             need(conn, Need::Read)?;
+            let query: models::ListParams = typed("models.list", params)?;
+            only_main(query.agent_id.as_deref())?;
+            if let Some(key) = &query.session_key {
+                checked_key("sessionKey", key)?;
+            }
             // OpenClaw's CLI narrows the list to one provider.
-            let provider = optional(&params, "provider")?;
-            if let Some(view) = optional(&params, "view")?
+            let provider = query.provider.as_deref();
+            if let Some(view) = query.view.as_deref()
                 && !matches!(view, "default" | "all" | "configured")
             {
                 return Err(ErrorShape::invalid(format!(
                     "models.list: the `{view}` view is not supported by pincer, whose one catalog is the models it is configured with"
                 )));
             }
-            if params["refresh"] == true {
+            if query.refresh == Some(true) {
                 return Err(ErrorShape::invalid(
                     "models.list: `refresh` (discovering a provider's models) is not supported by pincer; its catalog is the one it is configured with",
                 ));

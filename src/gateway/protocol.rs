@@ -7,6 +7,7 @@
 pub mod approvals;
 pub mod chat;
 pub mod cron;
+pub mod models;
 pub mod sessions;
 pub mod system;
 pub mod usage;

@@ -2772,6 +2772,22 @@ async fn every_method_refuses_a_field_it_does_not_support() {
             json!({"key": key, "agentId": "work"}),
             "unknown agent `work`",
         ),
+        (
+            "models.list",
+            json!({"search": "x"}),
+            "models.list: `search` is not supported by pincer",
+        ),
+        (
+            "models.list",
+            json!({"sessionKey": "a\u{7}b"}),
+            "control character",
+        ),
+        ("health", json!({"probe": "yes"}), "expected a boolean"),
+        (
+            "health",
+            json!({"deep": true}),
+            "health: `deep` is not supported by pincer (it takes `probe`)",
+        ),
     ];
     for (method, params, says) in refusals {
         let refused = client.call(method, params.clone()).await;

@@ -6,6 +6,14 @@
 
 use serde::Deserialize;
 
+/// `health`: `probe` is OpenClaw's "not from the cache"; pincer's answer
+/// is never cached.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthParams {
+    pub probe: Option<bool>,
+}
+
 /// `channels.status`: `probe` is answered from the channels' live state.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
