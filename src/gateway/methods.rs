@@ -141,16 +141,6 @@ fn key_param<'a>(params: &'a Value, name: &str) -> Result<&'a str, ErrorShape> {
     Ok(key)
 }
 
-fn limit(params: &Value, default: usize, max: usize) -> Result<usize, ErrorShape> {
-    match &params["limit"] {
-        Value::Null => Ok(default),
-        value => value
-            .as_u64()
-            .map(|n| (n as usize).min(max))
-            .ok_or_else(|| ErrorShape::invalid("`limit` must be a non-negative integer")),
-    }
-}
-
 /// The fields each method takes. A request with any other is refused,
 /// naming it (OpenClaw's own schemas are closed too): pincer never
 /// answers "ok" to a request whose part it ignored. Some are OpenClaw's
@@ -160,19 +150,6 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
     Some(match method {
         "chat.send" => SEND_FIELDS,
         "agent" => AGENT_FIELDS,
-        "sessions.list" => LIST_FIELDS,
-        "sessions.resolve" => &[
-            "key",
-            "sessionId",
-            "label",
-            "reference",
-            "shortId",
-            "slugHint",
-            "agentId",
-            "allowMissing",
-            "includeGlobal",
-            "includeUnknown",
-        ],
         "sessions.patch" => PATCH_FIELDS,
         "sessions.create" => CREATE_FIELDS,
         _ => return None,
@@ -212,25 +189,6 @@ const AGENT_FIELDS: &[&str] = &[
     "idempotencyKey",
 ];
 
-/// `sessions.list`'s: every row has its title (`includeDerivedTitles`),
-/// pincer has no global or unknown sessions to include, and its sessions
-/// are all its one configured agent's (`configuredAgentsOnly`).
-const LIST_FIELDS: &[&str] = &[
-    "limit",
-    "offset",
-    "search",
-    "archived",
-    "agentId",
-    "activeMinutes",
-    "includeLastMessage",
-    "includeDerivedTitles",
-    "includeGlobal",
-    "includeUnknown",
-    "configuredAgentsOnly",
-    "ownerFirst",
-    "spawnedBy",
-];
-
 async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
     let params = if request.params.is_null() {
         json!({})
@@ -245,17 +203,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         the_agent(&params)?;
         // The flags of the methods still checked by this table (typed
         // params check their own).
-        for flag in [
-            "includeGlobal",
-            "includeUnknown",
-            "includeDerivedTitles",
-            "allowMissing",
-            "deliver",
-            "includeLastMessage",
-            "configuredAgentsOnly",
-            "ownerFirst",
-            "__controlUiReconnectResume",
-        ] {
+        for flag in ["deliver", "__controlUiReconnectResume"] {
             if !matches!(params[flag], Value::Null | Value::Bool(_)) {
                 return Err(ErrorShape::invalid(format!("`{flag}` must be a boolean")));
             }
@@ -428,11 +376,11 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "sessions.list" => {
             need(conn, Need::Read)?;
-            list(hub, &params)
+            list(hub, typed("sessions.list", params)?)
         }
         "sessions.resolve" => {
             need(conn, Need::Read)?;
-            resolve(hub, &params)
+            resolve(hub, typed("sessions.resolve", params)?)
         }
         "sessions.patch" => {
             need(conn, Need::Write)?;
@@ -1521,13 +1469,14 @@ fn user_block(content: &Content) -> Value {
     }
 }
 
-fn list(hub: &Hub, params: &Value) -> Reply {
-    let limit = limit(params, 100, 1000)?;
-    let offset = params["offset"].as_u64().unwrap_or(0) as usize;
-    let search = optional(params, "search")?.map(str::to_lowercase);
+fn list(hub: &Hub, query: sessions::ListParams) -> Reply {
+    only_main(query.agent_id.as_deref())?;
+    let limit = query.limit.map_or(100, |n| n.min(1000) as usize);
+    let offset = usize::try_from(query.offset.unwrap_or(0)).unwrap_or(usize::MAX);
+    let search = query.search.as_deref().map(str::to_lowercase);
     // OpenClaw's `archived`: "all" or "only"; without it, the sessions
     // not archived.
-    let archived = match &params["archived"] {
+    let archived = match query.archived.as_ref().unwrap_or(&Value::Null) {
         Value::Null => Archived::Exclude,
         Value::Bool(false) => Archived::Exclude,
         Value::Bool(true) => Archived::Only,
@@ -1540,23 +1489,24 @@ fn list(hub: &Hub, params: &Value) -> Reply {
             )));
         }
     };
-    let active_minutes =
-        match &params["activeMinutes"] {
-            Value::Null => None,
-            value => Some(value.as_u64().filter(|m| *m > 0).ok_or_else(|| {
-                ErrorShape::invalid("`activeMinutes` must be a positive integer")
-            })?),
-        };
+    let active_minutes = match query.active_minutes {
+        Some(0) => {
+            return Err(ErrorShape::invalid(
+                "`activeMinutes` must be a positive integer",
+            ));
+        }
+        minutes => minutes,
+    };
     let (page, count) = hub.session_rows_with(&hub::RowQuery {
         search: search.as_deref(),
         archived,
         offset,
         limit,
         active_minutes,
-        last_message: params["includeLastMessage"] == true,
+        last_message: query.include_last_message == Some(true),
     });
-    let more = offset + limit < count;
-    let page: Vec<Value> = match optional(params, "spawnedBy")? {
+    let more = offset.saturating_add(limit) < count;
+    let page: Vec<Value> = match query.spawned_by.as_deref() {
         None => page,
         Some(parent) => page
             .into_iter()
@@ -1576,31 +1526,19 @@ fn list(hub: &Hub, params: &Value) -> Reply {
     Ok(listed)
 }
 
-fn resolve(hub: &Hub, params: &Value) -> Reply {
+fn resolve(hub: &Hub, query: sessions::ResolveParams) -> Reply {
+    only_main(query.agent_id.as_deref())?;
     // OpenClaw's Control UI names a session by `reference: {key, slug}`
     // (the slug is only how its address shows the key) or by the short
     // id in its address (here, a prefix of the session's id).
-    let reference = match &params["reference"] {
-        Value::Null => None,
-        Value::Object(reference) => {
-            if let Some(field) = reference
-                .keys()
-                .find(|k| !matches!(k.as_str(), "key" | "slug"))
-            {
-                return Err(ErrorShape::invalid(format!(
-                    "sessions.resolve: `reference.{field}` is not supported by pincer (a reference takes `key` and `slug`)"
-                )));
-            }
-            optional(&params["reference"], "key")?
-        }
-        _ => return Err(ErrorShape::invalid("`reference` must be an object")),
-    };
-    optional(params, "slugHint")?;
-    let wanted = optional(params, "key")?
-        .or(optional(params, "sessionId")?)
-        .or(optional(params, "label")?)
+    let reference = query.reference.as_ref().and_then(|r| r.key.as_deref());
+    let wanted = query
+        .key
+        .as_deref()
+        .or(query.session_id.as_deref())
+        .or(query.label.as_deref())
         .or(reference)
-        .or(optional(params, "shortId")?)
+        .or(query.short_id.as_deref())
         .ok_or_else(|| {
             ErrorShape::invalid("give `key`, `sessionId`, `label`, `reference.key` or `shortId`")
         })?;
@@ -1618,7 +1556,7 @@ fn resolve(hub: &Hub, params: &Value) -> Reply {
             "agentId": "main",
             "sessionId": session,
         })),
-        None if params["allowMissing"].as_bool() == Some(true) => Ok(json!({"ok": false})),
+        None if query.allow_missing == Some(true) => Ok(json!({"ok": false})),
         None => Err(ErrorShape::invalid(format!("no session matches {wanted}"))),
     }
 }

@@ -2687,7 +2687,28 @@ async fn every_method_refuses_a_field_it_does_not_support() {
         (
             "sessions.list",
             json!({"includeGlobal": "yes"}),
-            "`includeGlobal` must be a boolean",
+            "sessions.list: invalid type: string \"yes\", expected a boolean",
+        ),
+        ("sessions.list", json!({"offset": "2"}), "invalid type"),
+        (
+            "sessions.list",
+            json!({"activeMinutes": 0}),
+            "positive integer",
+        ),
+        (
+            "sessions.list",
+            json!({"archived": "some"}),
+            "it takes \"all\"",
+        ),
+        (
+            "sessions.resolve",
+            json!({"reference": {"key": key, "path": "/x"}}),
+            "`path` is not supported by pincer (it takes `key` or `slug`)",
+        ),
+        (
+            "sessions.resolve",
+            json!({"key": key, "agentId": "work"}),
+            "unknown agent `work`",
         ),
         // The chat methods' params are types: what they do not name is
         // refused by name, and each field has its type.

@@ -82,6 +82,55 @@ pub struct ForkParams {
     pub new_key: Option<String>,
 }
 
+/// `sessions.list`. Every row has its title (`includeDerivedTitles`),
+/// pincer has no global or unknown sessions to include, and all its
+/// sessions are its one configured agent's (`configuredAgentsOnly`):
+/// those flags ask for what it does anyway.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListParams {
+    pub limit: Option<u64>,
+    pub offset: Option<u64>,
+    pub search: Option<String>,
+    /// `true`/`false`, or "all", "only" or "exclude" (the handler reads it).
+    pub archived: Option<serde_json::Value>,
+    pub agent_id: Option<String>,
+    pub active_minutes: Option<u64>,
+    pub include_last_message: Option<bool>,
+    pub include_derived_titles: Option<bool>,
+    pub include_global: Option<bool>,
+    pub include_unknown: Option<bool>,
+    pub configured_agents_only: Option<bool>,
+    pub owner_first: Option<bool>,
+    pub spawned_by: Option<String>,
+}
+
+/// `sessions.resolve`: a session by key, id, label, the Control UI's
+/// reference, or a short id (a prefix of the session's id).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResolveParams {
+    pub key: Option<String>,
+    pub session_id: Option<String>,
+    pub label: Option<String>,
+    pub reference: Option<Reference>,
+    pub short_id: Option<String>,
+    pub slug_hint: Option<String>,
+    pub agent_id: Option<String>,
+    pub allow_missing: Option<bool>,
+    pub include_global: Option<bool>,
+    pub include_unknown: Option<bool>,
+}
+
+/// The Control UI's name for a session: its key, and the slug its
+/// address shows the key as.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reference {
+    pub key: Option<String>,
+    pub slug: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +169,29 @@ mod tests {
         assert!(
             rewind.contains("`newKey` is not supported by pincer"),
             "{rewind}"
+        );
+        let list: ListParams = params(
+            "sessions.list",
+            json!({"limit": 5, "archived": "all", "includeGlobal": true, "spawnedBy": "k"}),
+        )
+        .unwrap();
+        assert_eq!(list.archived, Some(json!("all")));
+        let offset = params::<ListParams>("sessions.list", json!({"offset": "2"})).unwrap_err();
+        assert!(offset.contains("invalid type"), "{offset}");
+        let resolve: ResolveParams = params(
+            "sessions.resolve",
+            json!({"reference": {"key": "k", "slug": "s"}, "allowMissing": true}),
+        )
+        .unwrap();
+        assert_eq!(resolve.reference.unwrap().key.as_deref(), Some("k"));
+        let reference = params::<ResolveParams>(
+            "sessions.resolve",
+            json!({"reference": {"key": "k", "path": "/x"}}),
+        )
+        .unwrap_err();
+        assert!(
+            reference.contains("`path` is not supported by pincer"),
+            "{reference}"
         );
     }
 }
