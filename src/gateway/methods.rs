@@ -151,7 +151,6 @@ fn fields(method: &str) -> Option<&'static [&'static str]> {
         "chat.send" => SEND_FIELDS,
         "agent" => AGENT_FIELDS,
         "sessions.patch" => PATCH_FIELDS,
-        "sessions.create" => CREATE_FIELDS,
         _ => return None,
     })
 }
@@ -388,7 +387,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "sessions.create" => {
             need(conn, Need::Write)?;
-            create(hub, conn, &params).await
+            create(hub, conn, typed("sessions.create", params)?).await
         }
         // OpenClaw's questions to the user: pincer asks its own (a
         // command to allow, `ask_user`) as approvals, so it has none of
@@ -1564,10 +1563,11 @@ fn resolve(hub: &Hub, query: sessions::ResolveParams) -> Reply {
 /// The longest session label, in characters.
 const MAX_LABEL: usize = 200;
 
-/// `sessions.patch`'s `label`: the user's name for the session, one line
-/// of 1 to [`MAX_LABEL`] characters (surrounding spaces dropped).
-fn label_param(params: &Value) -> Result<Option<&str>, ErrorShape> {
-    let Some(label) = optional(params, "label")? else {
+/// A session's `label` (`sessions.patch`, `sessions.create`): the user's
+/// name for the session, one line of 1 to [`MAX_LABEL`] characters
+/// (surrounding spaces dropped).
+fn checked_label(label: Option<&str>) -> Result<Option<&str>, ErrorShape> {
+    let Some(label) = label else {
         return Ok(None);
     };
     let label = label.trim();
@@ -1604,20 +1604,6 @@ const PATCH_FIELDS: &[&str] = &[
     "verboseLevel",
     "archived",
     "expectedSessionId",
-];
-
-/// The fields of `sessions.create` pincer acts on. `parentSessionKey`,
-/// `succeedsParent` and `emitCommandHooks` (what OpenClaw's TUI sends for
-/// `/new`) name the session the new one follows: pincer starts the new one
-/// empty, runs its `session_start` hooks as for every new session, and
-/// leaves the parent as it is, open and listed.
-const CREATE_FIELDS: &[&str] = &[
-    "key",
-    "agentId",
-    "label",
-    "parentSessionKey",
-    "succeedsParent",
-    "emitCommandHooks",
 ];
 
 /// Refuses an `agentId` other than the gateway's one agent, `main`.
@@ -1676,25 +1662,21 @@ fn only(method: &str, params: &Value, fields: &[&str]) -> Result<(), ErrorShape>
 /// `sessions.create`: the session `key` names (a new key, `web:<uuid>`,
 /// when none is given), created, or adopted when the key names one
 /// already; with its label when one is given.
-async fn create(hub: &Arc<Hub>, conn: &Arc<Conn>, params: &Value) -> Reply {
-    only("sessions.create", params, CREATE_FIELDS)?;
-    the_agent(params)?;
-    if optional(params, "parentSessionKey")?.is_some() {
-        key_param(params, "parentSessionKey")?;
+async fn create(hub: &Arc<Hub>, conn: &Arc<Conn>, query: sessions::CreateParams) -> Reply {
+    only_main(query.agent_id.as_deref())?;
+    if let Some(parent) = &query.parent_session_key {
+        checked_key("parentSessionKey", parent)?;
     }
-    for flag in ["succeedsParent", "emitCommandHooks"] {
-        if !matches!(params[flag], Value::Null | Value::Bool(_)) {
-            return Err(ErrorShape::invalid(format!("`{flag}` must be a boolean")));
-        }
-    }
-    let key = match optional(params, "key")? {
-        Some(_) => key_param(params, "key")?.to_string(),
+    // Checked before the session is made, so that a bad label makes none.
+    let label = checked_label(query.label.as_deref())?;
+    let key = match &query.key {
+        Some(key) => checked_key("key", key)?.to_string(),
         None => format!("web:{}", uuid::Uuid::new_v4()),
     };
     let session = hub.open(&key).await?;
     hub.follow(conn, &session);
     let patch = Patch {
-        label: label_param(params)?,
+        label,
         ..Patch::default()
     };
     let (_, entry) = hub.patch(&key, patch).await?;
@@ -1750,7 +1732,7 @@ async fn patch(hub: &Arc<Hub>, conn: &Conn, params: &Value) -> Reply {
             .ok_or_else(|| ErrorShape::invalid(format!("no session is named {key}")))?;
         hub.set_archived(&session, archived);
     }
-    let label = label_param(params)?;
+    let label = checked_label(optional(params, "label")?)?;
     let mode = permission_mode(hub, params)?;
     // `bypass` runs every tool without asking: turning it on answers every
     // approval to come, so it takes the scope that answers approvals.

@@ -2710,6 +2710,16 @@ async fn every_method_refuses_a_field_it_does_not_support() {
             json!({"key": key, "agentId": "work"}),
             "unknown agent `work`",
         ),
+        (
+            "sessions.create",
+            json!({"key": "fresh-key", "fastMode": true}),
+            "sessions.create: `fastMode` is not supported by pincer",
+        ),
+        (
+            "sessions.create",
+            json!({"key": "fresh-key", "succeedsParent": "yes"}),
+            "expected a boolean",
+        ),
         // The chat methods' params are types: what they do not name is
         // refused by name, and each field has its type.
         (

@@ -82,6 +82,23 @@ pub struct ForkParams {
     pub new_key: Option<String>,
 }
 
+/// `sessions.create`: a session for `key` (a new `web:<uuid>` key
+/// without one), with its label. `parentSessionKey`, `succeedsParent`
+/// and `emitCommandHooks` (what OpenClaw's TUI sends for `/new`) name the
+/// session the new one follows: pincer starts the new one empty, runs its
+/// `session_start` hooks as for every new session, and leaves the parent
+/// as it is, open and listed.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateParams {
+    pub key: Option<String>,
+    pub agent_id: Option<String>,
+    pub label: Option<String>,
+    pub parent_session_key: Option<String>,
+    pub succeeds_parent: Option<bool>,
+    pub emit_command_hooks: Option<bool>,
+}
+
 /// `sessions.list`. Every row has its title (`includeDerivedTitles`),
 /// pincer has no global or unknown sessions to include, and all its
 /// sessions are its one configured agent's (`configuredAgentsOnly`):
@@ -170,6 +187,15 @@ mod tests {
             rewind.contains("`newKey` is not supported by pincer"),
             "{rewind}"
         );
+        let create: CreateParams = params(
+            "sessions.create",
+            json!({"label": "Plans", "parentSessionKey": "k", "succeedsParent": true}),
+        )
+        .unwrap();
+        assert_eq!(create.label.as_deref(), Some("Plans"));
+        let hooks =
+            params::<CreateParams>("sessions.create", json!({"emitCommandHooks": 1})).unwrap_err();
+        assert!(hooks.contains("expected a boolean"), "{hooks}");
         let list: ListParams = params(
             "sessions.list",
             json!({"limit": 5, "archived": "all", "includeGlobal": true, "spawnedBy": "k"}),
