@@ -136,9 +136,7 @@ fn optional<'a>(params: &'a Value, name: &str) -> Result<Option<&'a str>, ErrorS
 }
 
 fn key_param<'a>(params: &'a Value, name: &str) -> Result<&'a str, ErrorShape> {
-    let key = string(params, name)?;
-    hub::check_key(name, key)?;
-    Ok(key)
+    checked_key(name, string(params, name)?)
 }
 
 /// The fields each method takes. A request with any other is refused,

@@ -721,10 +721,12 @@ async fn watch(
 /// child the shell left running may hold the terminal open) for the reader
 /// to reach the end.
 async fn final_output(shared: &Shared) -> String {
-    wait_until(KILL_DRAIN, &CancellationToken::new(), || {
-        shared.lock().closed
-    })
-    .await;
+    // Counted from the exit: a terminal still open that long after it (a
+    // child holds it) does not hold every later poll too.
+    let left = shared.lock().exit.as_ref().map_or(KILL_DRAIN, |exit| {
+        KILL_DRAIN.saturating_sub(exit.at.elapsed())
+    });
+    wait_until(left, &CancellationToken::new(), || shared.lock().closed).await;
     shared.lock().recent.clone()
 }
 

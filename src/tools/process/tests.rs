@@ -551,3 +551,18 @@ async fn the_final_output_does_not_wait_long_for_a_terminal_held_open() {
     assert!(started.elapsed() < KILL_DRAIN + Duration::from_millis(400));
     assert_eq!(last_lines(&recent), " Last output:\ndone");
 }
+
+/// Polling a process whose terminal a child holds open waits once, after
+/// the exit, not on every poll.
+#[tokio::test]
+async fn the_final_output_waits_only_just_after_the_exit() {
+    let shared = Shared::default();
+    shared.lock().push(b"done\r\n");
+    shared.lock().exit = Some(Exit {
+        ended: Ended::Code(0),
+        at: Instant::now() - KILL_DRAIN * 2,
+    });
+    let started = Instant::now();
+    final_output(&shared).await;
+    assert!(started.elapsed() < Duration::from_millis(100));
+}
