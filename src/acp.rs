@@ -168,7 +168,8 @@ pub async fn serve(
     let canceller = server.clone();
     let agent = agent.on_receive_notification(
         async move |notification: CancelNotification, _cx| {
-            canceller.cancel(&notification.session_id.0);
+            let tag = registry::prompt_tag(notification.meta.as_ref());
+            canceller.cancel(&notification.session_id.0, tag.as_deref());
             Ok(())
         },
         agent_client_protocol::on_receive_notification!(),
@@ -1317,12 +1318,15 @@ impl Server {
 
     /// `session/cancel`: of an open session, or of a running helper (which
     /// ends only that helper).
-    fn cancel(&self, id: &str) {
+    /// `session/cancel`: everything of the session, or with the gateway's
+    /// `tag` (`_meta["pincer/gateway"]`), that one prompt.
+    fn cancel(&self, id: &str, tag: Option<&str>) {
         let open = self.registry.sessions.lock().get(id).cloned();
         let session = open.or_else(|| self.running_helper(id));
-        match session {
-            Some(session) => session.cancel(),
-            None => tracing::debug!(session = id, "cancel for an unknown session"),
+        match (session, tag) {
+            (Some(session), Some(tag)) => session.cancel_tagged(tag),
+            (Some(session), None) => session.cancel(),
+            (None, _) => tracing::debug!(session = id, "cancel for an unknown session"),
         }
     }
 }

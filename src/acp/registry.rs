@@ -11,12 +11,10 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
-
 use super::observer::Bus;
 use super::session::{Reopen, Session};
 
-pub use super::observer::{Observed, PROMPT_META_KEY};
+pub use super::observer::{Observed, Observer, PROMPT_META_KEY};
 
 /// The open sessions and the observer.
 #[derive(Default)]
@@ -47,8 +45,15 @@ impl Registry {
 
     /// Starts telling what every session does; there is one observer per
     /// process, so a second call gets `None`.
-    pub fn observe(&self) -> Option<mpsc::UnboundedReceiver<Observed>> {
+    pub fn observe(&self) -> Option<Observer> {
         self.bus.observe()
+    }
+
+    /// Waits until the observer has heard every event told before this
+    /// call: an answer to the agent that comes outside the bus (a
+    /// permission question) is handled after what the agent told first.
+    pub fn caught_up(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.bus.caught_up()
     }
 
     /// Connection `connection` belongs to the observer: updates of the
@@ -214,7 +219,7 @@ impl Registry {
         }
     }
 
-    pub(super) fn tell(&self, event: Observed) {
+    pub(crate) fn tell(&self, event: Observed) {
         self.bus.tell(event);
     }
 }

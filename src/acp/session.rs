@@ -43,7 +43,7 @@ mod workflow;
 
 pub use children::{AsyncTaskStopRequest, AsyncTaskStopResponse};
 use host::AcpHost;
-use turns::{Submitted, Turns};
+use turns::{CancelledOne, Submitted, Turns};
 
 pub const MODEL_OPTION: &str = "model";
 pub const THOUGHT_OPTION: &str = "thought_level";
@@ -723,6 +723,23 @@ impl Session {
         }
     }
 
+    /// `session/cancel` for the gateway's prompt `tag` alone (`chat.abort`
+    /// of one run): the session's other prompts go on (see
+    /// [`Turns::cancel_one`]).
+    pub fn cancel_tagged(&self, tag: &str) {
+        if let Some(child) = &self.child {
+            child.cancel.cancel();
+            return;
+        }
+        let cancelled = self
+            .turns
+            .lock()
+            .cancel_one(tag, |reply| reply.tag.as_deref() == Some(tag));
+        if let CancelledOne::Waiting(reply) = cancelled {
+            reply.send(Ok(PromptResponse::new(StopReason::Cancelled)));
+        }
+    }
+
     /// How many prompts wait for the session's running run.
     pub fn waiting(&self) -> usize {
         self.turns.lock().waiting()
@@ -977,10 +994,30 @@ impl Session {
             Err(e) => return Answered::Here(Err(invalid_params(e.to_string()))),
         };
         let (reply, answer) = self.reply(start.tag.clone());
-        let submitted = self
-            .turns
-            .lock()
-            .submit(reply, mode, Pending { content, start });
+        // A prompt the gateway cancelled while it was on its way in is
+        // answered here; the check and the submit are one step, so that a
+        // cancel comes either before (and is found) or after (and finds it
+        // in the queue).
+        let submitted = {
+            let mut turns = self.turns.lock();
+            if start
+                .tag
+                .as_deref()
+                .is_some_and(|tag| turns.cancelled_early(tag))
+            {
+                Err(reply)
+            } else {
+                Ok(turns.submit(reply, mode, Pending { content, start }))
+            }
+        };
+        let submitted = match submitted {
+            Ok(submitted) => submitted,
+            Err(reply) => {
+                let cancelled = Ok(PromptResponse::new(StopReason::Cancelled));
+                reply.send(cancelled.clone());
+                return Answered::Told(cancelled);
+            }
+        };
         let answer = async move {
             Answered::Told(
                 answer

@@ -157,6 +157,22 @@ impl Link {
         }
     }
 
+    /// Cancels the prompt tagged `tag` alone (see [`Link::prompt`]): the
+    /// session's other prompts go on.
+    pub fn cancel_prompt(&self, session: &str, tag: &str) {
+        let mut meta = serde_json::Map::new();
+        meta.insert(
+            PROMPT_META_KEY.to_string(),
+            serde_json::json!({ "tag": tag }),
+        );
+        if let Err(e) = self
+            .cx
+            .send_notification(CancelNotification::new(session.to_string()).meta(meta))
+        {
+            tracing::warn!(error = %e, "could not cancel a prompt");
+        }
+    }
+
     pub async fn set_option(&self, session: &str, id: &str, value: &str) -> Result<(), Error> {
         self.cx
             .send_request(SetSessionConfigOptionRequest::new(

@@ -543,6 +543,85 @@ async fn chat_abort_stops_the_run_with_an_aborted_event_and_the_session_goes_on(
     assert_eq!(mock.violations(), Vec::<String>::new());
 }
 
+/// `chat.abort` with a run id stops that run alone, as OpenClaw's gateway
+/// does: a message sent after it (OpenClaw's bridge sends the next prompt
+/// as soon as it answered the cancelled one, and the two requests may be
+/// handled in either order) runs next instead of being aborted with it.
+#[tokio::test]
+async fn chat_abort_of_a_run_leaves_the_message_sent_after_it() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::Stall {
+        body: support::mock_model::fixture("anthropic/text.sse"),
+        events: 4,
+    });
+    mock.push(Reply::sse(anthropic_text("Second answer.", 10)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let first = client.chat_send(&key, "talk forever").await;
+    client.chat_state(&first, "delta").await;
+    let second = uuid::Uuid::new_v4().to_string();
+    client
+        .call_ok(
+            "chat.send",
+            json!({"sessionKey": key, "message": "then this", "idempotencyKey": second, "queueMode": "followup"}),
+        )
+        .await;
+    let aborted = client
+        .call_ok("chat.abort", json!({"sessionKey": key, "runId": first}))
+        .await;
+    assert_eq!(
+        aborted,
+        json!({"ok": true, "aborted": true, "runIds": [first]})
+    );
+    let end = client.chat_end(&first).await;
+    assert_eq!(end["payload"]["state"], "aborted", "{end}");
+    let end = client.chat_end(&second).await;
+    assert_eq!(end["payload"]["state"], "final", "{end}");
+    assert_eq!(message_text(&end["payload"]), "Second answer.");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        user_texts(&requests[1].body),
+        vec!["talk forever", "then this"]
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
+/// `chat.abort` of a message that waits for a busy session drops that
+/// message alone: the running run and the messages after it go on.
+#[tokio::test]
+async fn chat_abort_of_a_waiting_message_drops_it_alone() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    busy_mock(&sandbox, &mock);
+    mock.push(Reply::sse(anthropic_text("First done.", 50)));
+    mock.push(Reply::sse(anthropic_text("Third done.", 60)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let (mut client, key, first, runs) =
+        busy_session(&gateway, &sandbox, "followup", &["second", "third"]).await;
+    let aborted = client
+        .call_ok("chat.abort", json!({"sessionKey": key, "runId": runs[0]}))
+        .await;
+    assert_eq!(
+        aborted,
+        json!({"ok": true, "aborted": true, "runIds": [runs[0]]})
+    );
+    let end = client.chat_end(&runs[0]).await;
+    assert_eq!(end["payload"]["state"], "aborted", "{end}");
+    std::fs::write(sandbox.work().join("go"), "").unwrap();
+    let end = client.chat_end(&first).await;
+    assert_eq!(end["payload"]["state"], "final", "{end}");
+    let end = client.chat_end(&runs[1]).await;
+    assert_eq!(end["payload"]["state"], "final", "{end}");
+    assert!(message_text(&end["payload"]).ends_with("Third done."));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(user_texts(&requests[2].body), vec!["first", "third"]);
+    assert_eq!(mock.violations(), Vec::<String>::new());
+}
+
 #[tokio::test]
 async fn the_agent_method_answers_twice_and_agent_wait_reports_the_end() {
     let sandbox = Sandbox::new();

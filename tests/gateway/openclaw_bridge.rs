@@ -103,6 +103,16 @@ impl Gateway {
     }
 }
 
+impl Drop for Gateway {
+    /// A failing test shows what the gateway said: a wait that timed out
+    /// in the bridge's client has only the bridge's side.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("gateway stderr:\n{}", self.stderr());
+        }
+    }
+}
+
 /// `openclaw acp --url URL --token-file FILE` in `sandbox`, with its own
 /// home and state directory under `sandbox/name` (its device identity and
 /// event ledger live there) and the token in a file, so that it is not on

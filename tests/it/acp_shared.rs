@@ -24,7 +24,7 @@ use agent_client_protocol::v1::schema::{
     SessionUpdate, SetSessionConfigOptionRequest, StopReason, TextContent,
 };
 use agent_client_protocol::{Agent, Channel};
-use pincer::acp::registry::{Observed, PROMPT_META_KEY, Registry};
+use pincer::acp::registry::{Observed, Observer, PROMPT_META_KEY, Registry};
 use pincer::acp::{Drain, ServeOptions};
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -262,7 +262,7 @@ async fn mock_model(dirs: &Dirs) -> MockModel {
 /// but the updates, and of those the user's messages, tool calls and the
 /// agent's text (consecutive chunks joined).
 struct Heard {
-    rx: mpsc::UnboundedReceiver<Observed>,
+    rx: Observer,
     all: Vec<Observed>,
 }
 

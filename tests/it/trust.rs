@@ -780,3 +780,50 @@ async fn cancelling_while_the_trust_question_is_open_cancels_the_prompt_and_asks
     assert_eq!(trust_questions(&seen).len(), 1);
     assert_eq!(mock.requests()[0].body["model"], "claude-haiku-4-5");
 }
+
+/// The gateway's `chat.abort` of one run is a `session/cancel` naming the
+/// run's prompt (`_meta["pincer/gateway"].tag`). One named while its
+/// request is still on its way in (here: waiting for the trust question)
+/// is answered `cancelled` when it arrives, and never reaches the model;
+/// a cancel naming another prompt stops nothing.
+#[tokio::test]
+async fn a_prompt_cancelled_by_name_on_its_way_in_never_runs() {
+    let sandbox = Sandbox::new();
+    project_config(&sandbox, "model = \"anthropic/claude-haiku-4-5\"\n");
+    let mock = MockModel::start().await;
+    mock.push(Reply::fixture("anthropic/text.sse"));
+    let (mut acp, session) = open(&sandbox, &mock).await;
+    let tagged = |tag: &str| json!({"pincer/gateway": {"tag": tag}});
+    let mut params = prompt(&session, "hi");
+    params["_meta"] = tagged("run-a");
+    let id = acp.send("session/prompt", params).await;
+    let question = loop {
+        let message = acp.next().await;
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+    };
+    assert_eq!(question["params"]["toolCall"]["title"], TRUST_TITLE);
+    acp.notify(
+        "session/cancel",
+        json!({"sessionId": session, "_meta": tagged("run-a")}),
+    )
+    .await;
+    acp.respond(&question["id"], selected("allow_once")).await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    assert!(mock.requests().is_empty());
+
+    // A cancel naming a prompt that is not this one leaves it alone.
+    acp.notify(
+        "session/cancel",
+        json!({"sessionId": session, "_meta": tagged("run-x")}),
+    )
+    .await;
+    let mut params = prompt(&session, "hi");
+    params["_meta"] = tagged("run-b");
+    let id = acp.send("session/prompt", params).await;
+    let (response, _) = acp.until_response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(mock.requests().len(), 1);
+}

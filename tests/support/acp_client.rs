@@ -105,9 +105,16 @@ pub struct Acp {
     backlog: VecDeque<Value>,
     next_id: i64,
     pub stderr: tokio::task::JoinHandle<String>,
+    /// The stderr read so far, for a failure's message.
+    stderr_so_far: Arc<Mutex<String>>,
+    /// The last messages `next` returned, for a failure's message.
+    recent: VecDeque<Value>,
     /// How long `next` and `wait_exit` wait.
     timeout: Duration,
 }
+
+/// How many of the last messages a timeout in `next` shows.
+const RECENT: usize = 12;
 
 impl Acp {
     pub fn spawn(mut cmd: Command) -> Self {
@@ -128,12 +135,17 @@ impl Acp {
                 let _ = tx.send(message);
             }
         });
+        let stderr_so_far = Arc::new(Mutex::new(String::new()));
+        let so_far = stderr_so_far.clone();
         let stderr = tokio::spawn(async move {
             let mut text = String::new();
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 text.push_str(&line);
                 text.push('\n');
+                let mut so_far = so_far.lock().unwrap();
+                so_far.push_str(&line);
+                so_far.push('\n');
             }
             text
         });
@@ -146,6 +158,8 @@ impl Acp {
             backlog: VecDeque::new(),
             next_id: 0,
             stderr,
+            stderr_so_far,
+            recent: VecDeque::new(),
             timeout: TIMEOUT,
         }
     }
@@ -203,16 +217,31 @@ impl Acp {
 
     /// The next message from pincer, within `TIMEOUT` (or the time given
     /// to `waiting`).
+    /// A timeout panics with the last messages and the process's stderr.
     pub async fn next(&mut self) -> Value {
-        if let Some(v) = self.backlog.pop_front() {
-            return v;
+        let message = match self.backlog.pop_front() {
+            Some(v) => v,
+            None => match tokio::time::timeout(self.timeout, self.lines.recv()).await {
+                Ok(Some(Ok(v))) => v,
+                Ok(Some(Err(violation))) => panic!("{violation}"),
+                Ok(None) => panic!("pincer closed stdout"),
+                Err(_) => panic!(
+                    "no message from pincer within {:?}\nthe last messages:\n{}\nits stderr:\n{}",
+                    self.timeout,
+                    self.recent
+                        .iter()
+                        .map(Value::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    self.stderr_so_far.lock().unwrap()
+                ),
+            },
+        };
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
         }
-        match tokio::time::timeout(self.timeout, self.lines.recv()).await {
-            Ok(Some(Ok(v))) => v,
-            Ok(Some(Err(violation))) => panic!("{violation}"),
-            Ok(None) => panic!("pincer closed stdout"),
-            Err(_) => panic!("no message from pincer within {:?}", self.timeout),
-        }
+        self.recent.push_back(message.clone());
+        message
     }
 
     /// Reads until the response to `id`; returns it and everything before.

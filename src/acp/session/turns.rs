@@ -17,7 +17,12 @@
 //!
 //! `cancel` may come in any phase: it answers every waiting prompt and
 //! cancels the token of the work going on (a run, `/compact`, a workflow);
-//! the run then finishes as usual, with `cancelled`.
+//! the run then finishes as usual, with `cancelled`. `cancel_one` stops one
+//! prompt and leaves the others (the gateway's `chat.abort` of one run): a
+//! waiting one is answered `cancelled`, the one the run works for cancels
+//! the work and the waiting prompts run next; one not here yet (its request
+//! still on its way in) is remembered, and answered `cancelled` when it
+//! arrives.
 //!
 //! Which request answers when: a `session/prompt` that arrives while a run
 //! is busy is queued, not refused. When the run takes it in (steering:
@@ -61,6 +66,23 @@ pub(super) enum Submitted<T> {
     Queued,
 }
 
+/// What [`Turns::cancel_one`] did.
+#[derive(Debug, PartialEq)]
+pub(super) enum CancelledOne<R> {
+    /// The prompt waited: the caller answers it `cancelled`.
+    Waiting(R),
+    /// The run worked for it: its work is cancelled, and the run answers
+    /// it as it stops.
+    Running,
+    /// Neither: it is remembered, in case it is still on its way in.
+    Remembered,
+}
+
+/// How many prompts cancelled before they arrived [`Turns`] remembers:
+/// the gateway cancels a run just after sending it at most a few at a
+/// time, and a name that never arrives must not be kept for ever.
+const EARLY_CANCELS: usize = 16;
+
 /// What follows the end of a run.
 pub(super) struct Finished<R, T> {
     /// The reply of the request the run answered.
@@ -92,6 +114,9 @@ pub(super) struct Turns<R, T> {
     /// running a command) that are neither running nor queued yet: the
     /// session is not idle while there are any.
     arriving: usize,
+    /// The names of prompts cancelled before they were submitted, oldest
+    /// first (at most [`EARLY_CANCELS`]).
+    early_cancels: VecDeque<String>,
 }
 
 impl<R, T> Turns<R, T> {
@@ -103,6 +128,7 @@ impl<R, T> Turns<R, T> {
             },
             cancel: CancellationToken::new(),
             arriving: 0,
+            early_cancels: VecDeque::new(),
         }
     }
 
@@ -245,6 +271,40 @@ impl<R, T> Turns<R, T> {
         }
     }
 
+    /// `session/cancel` for the one prompt named `name` (`is` tells a
+    /// request by its reply): see [`CancelledOne`].
+    pub(super) fn cancel_one(&mut self, name: &str, is: impl Fn(&R) -> bool) -> CancelledOne<R> {
+        if let Phase::Running { current, waiting } = &mut self.phase {
+            if current.as_ref().is_some_and(&is) {
+                self.cancel.cancel();
+                return CancelledOne::Running;
+            }
+            if let Some(at) = waiting.iter().position(|w| is(&w.reply))
+                && let Some(found) = waiting.remove(at)
+            {
+                return CancelledOne::Waiting(found.reply);
+            }
+        }
+        if self.early_cancels.len() == EARLY_CANCELS {
+            self.early_cancels.pop_front();
+        }
+        self.early_cancels.push_back(name.to_string());
+        CancelledOne::Remembered
+    }
+
+    /// Whether the prompt named `name`, about to be submitted, was
+    /// cancelled before it arrived (it is forgotten then: a name comes
+    /// once).
+    pub(super) fn cancelled_early(&mut self, name: &str) -> bool {
+        match self.early_cancels.iter().position(|n| n == name) {
+            Some(at) => {
+                self.early_cancels.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The user declined a question: the work going on stops, and the
     /// waiting prompts stay (they run next).
     pub(super) fn cancel_work(&self) {
@@ -377,6 +437,62 @@ mod tests {
         assert!(!token.is_cancelled());
         turns.cancel_work();
         assert!(token.is_cancelled());
+    }
+
+    #[test]
+    fn cancelling_a_waiting_prompt_hands_back_that_one_alone() {
+        let mut turns = running(QueueMode::FollowUp);
+        let token = turns.start_work();
+        turns.submit("r2", None, "p2");
+        turns.submit("r3", None, "p3");
+        assert_eq!(
+            turns.cancel_one("r2", |r| *r == "r2"),
+            CancelledOne::Waiting("r2")
+        );
+        assert!(!token.is_cancelled());
+        assert_eq!(turns.waiting(), 1);
+        let finished = turns.finish();
+        assert_eq!((finished.done, finished.next), (Some("r1"), Some("p3")));
+    }
+
+    #[test]
+    fn cancelling_the_running_prompt_cancels_its_work_and_the_queue_runs_next() {
+        let mut turns = running(QueueMode::FollowUp);
+        let token = turns.start_work();
+        turns.submit("r2", None, "p2");
+        assert_eq!(
+            turns.cancel_one("r1", |r| *r == "r1"),
+            CancelledOne::Running
+        );
+        assert!(token.is_cancelled());
+        assert_eq!(turns.waiting(), 1);
+        let finished = turns.finish();
+        assert_eq!((finished.done, finished.next), (Some("r1"), Some("p2")));
+        // The next prompt's work has a token of its own.
+        assert!(!turns.start_work().is_cancelled());
+    }
+
+    #[test]
+    fn a_prompt_cancelled_before_it_arrives_is_answered_when_it_does_and_only_then() {
+        let mut turns = running(QueueMode::FollowUp);
+        let token = turns.start_work();
+        assert_eq!(
+            turns.cancel_one("r9", |r| *r == "r9"),
+            CancelledOne::Remembered
+        );
+        assert!(!token.is_cancelled());
+        assert!(!turns.cancelled_early("r2"));
+        assert!(turns.cancelled_early("r9"));
+        assert!(
+            !turns.cancelled_early("r9"),
+            "a name is forgotten once used"
+        );
+        // What it remembers is bounded: the oldest names go first.
+        for i in 0..=EARLY_CANCELS {
+            turns.cancel_one(&format!("x{i}"), |_| false);
+        }
+        assert!(!turns.cancelled_early("x0"));
+        assert!(turns.cancelled_early(&format!("x{EARLY_CANCELS}")));
     }
 
     #[test]

@@ -15,11 +15,22 @@ use super::events::tool_name;
 use super::{Approval, Audience, Failure, Hub};
 use crate::gateway::frames::{APPROVAL_NOT_FOUND, now_ms};
 
+/// How long a permission question waits for the observer to handle the
+/// events told before it.
+const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Hub {
     pub(super) async fn ask(
         self: Arc<Self>,
         request: RequestPermissionRequest,
     ) -> RequestPermissionResponse {
+        // The question comes over the ACP connection, the run's events
+        // over the observer's bus: the tool call it asks about, and the
+        // run's start, were told first and are handled first, so that
+        // the approval names its run and a client that matches it to the
+        // tool call (OpenClaw's bridge) knows that call. A bound, should
+        // the observer ever stall: the question is not lost for it.
+        let _ = tokio::time::timeout(CATCH_UP, self.registry.caught_up()).await;
         let session = request.session_id.0.to_string();
         let key = self.key_of(&session);
         let tool = serde_json::to_value(&request.tool_call).unwrap_or_default();
@@ -381,6 +392,76 @@ mod tests {
         assert_eq!(
             (gone.code, gone.message.as_str()),
             (APPROVAL_NOT_FOUND, "no pending approval a1")
+        );
+    }
+
+    /// A permission question comes over the ACP connection while the
+    /// run's events come over the observer's bus; under load the question
+    /// can overtake them. It waits until the events told before it are
+    /// handled: the approval then knows its run (and the tool call a
+    /// client matches it to was announced first).
+    #[tokio::test]
+    async fn a_question_waits_for_the_events_told_before_it() {
+        use crate::acp::registry::Observed;
+        use agent_client_protocol::v1::schema::{
+            PermissionOption, SessionId, ToolCallUpdate, ToolCallUpdateFields,
+        };
+
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::new();
+        let hub = Hub::new(
+            registry.clone(),
+            dir.path().to_path_buf(),
+            dir.path().to_path_buf(),
+            Duration::from_secs(60),
+        );
+        // The test plays the hub's observer loop.
+        let mut observer = registry.observe().unwrap();
+        hub.keys().insert("telegram:dm:1", "s1");
+        registry.tell(Observed::PromptStarted {
+            session: SessionId::new("s1"),
+            tag: Some("r1".into()),
+            text: "go".into(),
+        });
+        let request = RequestPermissionRequest::new(
+            "s1".to_string(),
+            ToolCallUpdate::new(
+                "call-1".to_string(),
+                ToolCallUpdateFields::new().title("ls"),
+            ),
+            vec![
+                PermissionOption::new("allow_once", "Allow", PermissionOptionKind::AllowOnce),
+                PermissionOption::new("reject_once", "Deny", PermissionOptionKind::RejectOnce),
+            ],
+        );
+        let asking = tokio::spawn(hub.clone().ask(request));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            hub.state().approvals.is_empty(),
+            "the question went out before the run's start was handled"
+        );
+        let started = observer.recv().await.unwrap();
+        hub.observe(started);
+        // Handled once the observer comes back for the next event.
+        assert!(observer.try_recv().is_err());
+        let id = loop {
+            if let Some(id) = hub.state().approvals.keys().next().cloned() {
+                break id;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert_eq!(
+            hub.state().live.get("s1").and_then(|l| l.active.clone()),
+            Some("r1".to_string())
+        );
+        hub.resolve_approval(&id, "allow-once").unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(5), asking)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            answer.outcome,
+            RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new("allow_once"))
         );
     }
 }

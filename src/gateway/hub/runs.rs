@@ -102,9 +102,10 @@ impl Hub {
         Ok("started")
     }
 
-    /// Stops what runs for the session `key` names (`chat.abort`): only
-    /// if `run` is one of its runs, when given. Returns the runs stopped,
-    /// or `None` when nothing was.
+    /// Stops what runs for the session `key` names (`chat.abort`): every
+    /// run of it, or with `run`, that run alone if it is one of the
+    /// session's (as OpenClaw's gateway does: a message sent after it
+    /// goes on). Returns the runs stopped, or `None` when nothing was.
     pub fn abort_key(
         self: &Arc<Self>,
         key: &str,
@@ -115,10 +116,46 @@ impl Hub {
             return Ok(None);
         };
         let runs = self.unfinished(&session);
-        if run.is_some_and(|r| !runs.iter().any(|x| x == r)) || runs.is_empty() {
-            return Ok(None);
+        match run {
+            _ if runs.is_empty() => Ok(None),
+            None => self.abort(&session).map(Some),
+            Some(run) => self.abort_run(&session, run, &runs),
         }
-        self.abort(&session).map(Some)
+    }
+
+    /// Stops one of `session`'s unfinished `runs`: a collected message not
+    /// sent yet is dropped from the batch; one sent in a batch stops the
+    /// batch (its message is in it); any other is cancelled at the agent
+    /// by its tag, which stops it whether it runs, waits or is still on
+    /// its way. Returns the runs stopped (`None`: `run` is none of them).
+    fn abort_run(
+        self: &Arc<Self>,
+        session: &str,
+        run: &str,
+        runs: &[String],
+    ) -> Result<Option<Vec<String>>, Failure> {
+        let carrier = {
+            let mut state = self.state();
+            if let Some(live) = state.live.get_mut(session)
+                && let Some(at) = live.collected.iter().position(|c| c.run == run)
+            {
+                live.collected.remove(at);
+                drop(state);
+                self.finish(run, Outcome::Aborted);
+                return Ok(Some(vec![run.to_string()]));
+            }
+            runs.iter()
+                .filter_map(|id| Some((id, state.runs.get(id)?)))
+                .find(|(_, r)| r.members.iter().any(|m| m == run))
+                .map(|(id, r)| (id.clone(), r.members.clone()))
+        };
+        let stopped = match carrier {
+            Some((lead, members)) => std::iter::once(lead).chain(members).collect(),
+            None if runs.iter().any(|r| r == run) => vec![run.to_string()],
+            None => return Ok(None),
+        };
+        self.link()?.cancel_prompt(session, &stopped[0]);
+        Ok(Some(stopped))
     }
 
     /// Sends a message to a session as run `run_id`, following the queue
@@ -487,6 +524,38 @@ mod tests {
         assert_eq!(hub.abort_key("telegram:dm:1", Some("r2")).unwrap(), None);
         let reached = hub.abort_key("telegram:dm:1", Some("r1")).unwrap_err();
         assert_eq!(reached.code, UNAVAILABLE);
+
+        // A collected message not sent yet is dropped alone, without the
+        // agent: the rest of the batch stays.
+        for run in ["c1", "c2"] {
+            let mut state = hub.state();
+            state
+                .runs
+                .insert(run.into(), Run::new("s1", "telegram:dm:1"));
+            state
+                .live
+                .entry("s1".into())
+                .or_default()
+                .collected
+                .push(Collected {
+                    run: run.into(),
+                    key: "telegram:dm:1".into(),
+                    content: Vec::new(),
+                });
+        }
+        assert_eq!(
+            hub.abort_key("telegram:dm:1", Some("c1")).unwrap(),
+            Some(vec!["c1".to_string()])
+        );
+        assert!(matches!(
+            hub.outcome("c1"),
+            Some(Some((Outcome::Aborted, _, _)))
+        ));
+        assert_eq!(hub.outcome("c2").map(|o| o.is_none()), Some(true));
+        assert_eq!(
+            hub.unfinished("s1"),
+            vec!["r1".to_string(), "c2".to_string()]
+        );
 
         let bad = hub.abort_key("telegram:\u{1b}[2J", None).unwrap_err();
         assert_eq!(
