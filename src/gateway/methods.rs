@@ -119,14 +119,6 @@ fn need(conn: &Conn, need: Need) -> Result<(), ErrorShape> {
     )
 }
 
-fn string<'a>(params: &'a Value, name: &str) -> Result<&'a str, ErrorShape> {
-    match &params[name] {
-        Value::String(s) => Ok(s),
-        Value::Null => Err(ErrorShape::invalid(format!("`{name}` is required"))),
-        _ => Err(ErrorShape::invalid(format!("`{name}` must be a string"))),
-    }
-}
-
 fn optional<'a>(params: &'a Value, name: &str) -> Result<Option<&'a str>, ErrorShape> {
     match &params[name] {
         Value::String(s) => Ok(Some(s)),
@@ -134,57 +126,6 @@ fn optional<'a>(params: &'a Value, name: &str) -> Result<Option<&'a str>, ErrorS
         _ => Err(ErrorShape::invalid(format!("`{name}` must be a string"))),
     }
 }
-
-fn key_param<'a>(params: &'a Value, name: &str) -> Result<&'a str, ErrorShape> {
-    checked_key(name, string(params, name)?)
-}
-
-/// The fields each method takes. A request with any other is refused,
-/// naming it (OpenClaw's own schemas are closed too): pincer never
-/// answers "ok" to a request whose part it ignored. Some are OpenClaw's
-/// and taken only at the value that asks for what pincer does anyway;
-/// the handlers check those values.
-fn fields(method: &str) -> Option<&'static [&'static str]> {
-    Some(match method {
-        "chat.send" => SEND_FIELDS,
-        "agent" => AGENT_FIELDS,
-        "sessions.patch" => PATCH_FIELDS,
-        _ => return None,
-    })
-}
-
-/// `chat.send`'s fields: `thinking` only at the session's level, and
-/// `deliver` only `false` (pincer sends a channel session's replies to
-/// its channel whatever a client asks).
-const SEND_FIELDS: &[&str] = &[
-    "expectedLeafEntryId",
-    "__controlUiReconnectResume",
-    "sessionKey",
-    "agentId",
-    "sessionId",
-    "message",
-    "thinking",
-    "deliver",
-    "timeoutMs",
-    "queueMode",
-    "attachments",
-    "idempotencyKey",
-];
-
-/// `agent`'s: `chat.send`'s, with OpenClaw's `timeout` in seconds.
-const AGENT_FIELDS: &[&str] = &[
-    "sessionKey",
-    "agentId",
-    "sessionId",
-    "message",
-    "thinking",
-    "deliver",
-    "timeout",
-    "timeoutMs",
-    "queueMode",
-    "attachments",
-    "idempotencyKey",
-];
 
 async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
     let params = if request.params.is_null() {
@@ -194,17 +135,6 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
     };
     if !params.is_object() {
         return Err(ErrorShape::invalid("`params` must be an object"));
-    }
-    if let Some(fields) = fields(&request.method) {
-        only(&request.method, &params, fields)?;
-        the_agent(&params)?;
-        // The flags of the methods still checked by this table (typed
-        // params check their own).
-        for flag in ["deliver", "__controlUiReconnectResume"] {
-            if !matches!(params[flag], Value::Null | Value::Bool(_)) {
-                return Err(ErrorShape::invalid(format!("`{flag}` must be a boolean")));
-            }
-        }
     }
     match request.method.as_str() {
         "health" => {
@@ -263,14 +193,18 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "chat.send" => {
             need(conn, Need::Write)?;
-            let key = key_param(&params, "sessionKey")?;
-            send(hub, conn, key, &params)
+            let query: chat::SendParams = typed("chat.send", params)?;
+            only_main(query.agent_id.as_deref())?;
+            let key = checked_key("sessionKey", &query.session_key)?.to_string();
+            send(hub, conn, &key, Outgoing::from(query))
                 .await
                 .map(|(run, status)| json!({"runId": run, "status": status}))
         }
         "agent" => {
             need(conn, Need::Write)?;
-            agent(hub, conn, &request.id, &params).await
+            let query: chat::AgentParams = typed("agent", params)?;
+            only_main(query.agent_id.as_deref())?;
+            agent(hub, conn, &request.id, query).await
         }
         "agent.wait" => {
             need(conn, Need::Read)?;
@@ -381,7 +315,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "sessions.patch" => {
             need(conn, Need::Write)?;
-            patch(hub, conn, &params).await
+            patch(hub, conn, typed("sessions.patch", params)?).await
         }
         "sessions.create" => {
             need(conn, Need::Write)?;
@@ -781,18 +715,14 @@ fn cron_list(hub: &Hub) -> Value {
     }
 }
 
-/// The prompt of a `chat.send` or `agent`: its text and images.
-fn content(params: &Value) -> Result<Vec<ContentBlock>, ErrorShape> {
-    let message = string(params, "message")?;
+/// The prompt of a `chat.send` or `agent`: its text and attachments.
+fn content(
+    message: &str,
+    attachments: &[chat::Attachment],
+) -> Result<Vec<ContentBlock>, ErrorShape> {
     let mut blocks = vec![ContentBlock::Text(TextContent::new(message))];
-    match &params["attachments"] {
-        Value::Null => {}
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                blocks.push(attachment(i, item)?);
-            }
-        }
-        _ => return Err(ErrorShape::invalid("`attachments` must be an array")),
+    for (i, item) in attachments.iter().enumerate() {
+        blocks.push(attachment(i, item)?);
     }
     Ok(blocks)
 }
@@ -800,11 +730,19 @@ fn content(params: &Value) -> Result<Vec<ContentBlock>, ErrorShape> {
 /// One attachment as a prompt block: an image, or a text file (what
 /// `pincer acp --connect` makes of an editor's embedded resource), which
 /// the agent reads as an embedded resource named `attachment:NAME`.
-fn attachment(i: usize, item: &Value) -> Result<ContentBlock, ErrorShape> {
+fn attachment(i: usize, item: &chat::Attachment) -> Result<ContentBlock, ErrorShape> {
     use base64::Engine;
-    let kind = item["type"].as_str().unwrap_or("image");
-    let mime = item["mimeType"].as_str().unwrap_or_default();
-    let data = item["content"].as_str().unwrap_or_default();
+    let kind = item.kind.as_deref().unwrap_or("image");
+    let mime = item.mime_type.as_deref().unwrap_or_default();
+    let data = match &item.content {
+        None | Some(Value::Null) => "",
+        Some(Value::String(data)) => data,
+        Some(_) => {
+            return Err(ErrorShape::invalid(format!(
+                "attachments[{i}].content must be a string (base64 or a data URL)"
+            )));
+        }
+    };
     // A browser reads a file as a data URL (`FileReader.readAsDataURL`):
     // its base64 body is the content, its type the default `mimeType`.
     let (mime, data) = match data
@@ -827,8 +765,9 @@ fn attachment(i: usize, item: &Value) -> Result<ContentBlock, ErrorShape> {
                 "attachments[{i}]: only text files are accepted (this one is not UTF-8)"
             )));
         };
-        let name = item["fileName"]
-            .as_str()
+        let name = item
+            .file_name
+            .as_deref()
             .filter(|n| !n.is_empty())
             .map_or_else(|| format!("attachment-{}", i + 1), String::from);
         let mime = if mime.is_empty() { "text/plain" } else { mime };
@@ -849,21 +788,69 @@ fn attachment(i: usize, item: &Value) -> Result<ContentBlock, ErrorShape> {
 const EXPLICIT_PREFIX: &str = "agent:main:explicit:";
 
 /// `chat.send` and `agent`: the run id and the ack status.
+/// What `chat.send` and `agent` send, from either's params.
+struct Outgoing {
+    /// The session the client means (see [`chat::SendParams`]).
+    session_id: Option<String>,
+    message: String,
+    attachments: Vec<chat::Attachment>,
+    thinking: Option<String>,
+    deliver: bool,
+    /// The run's timeout in milliseconds; `0` is none, as in OpenClaw.
+    timeout_ms: Option<u64>,
+    queue_mode: Option<String>,
+    run: String,
+    expected_leaf: Option<String>,
+}
+
+impl From<chat::SendParams> for Outgoing {
+    fn from(p: chat::SendParams) -> Self {
+        Self {
+            session_id: p.session_id,
+            message: p.message,
+            attachments: p.attachments.unwrap_or_default(),
+            thinking: p.thinking,
+            deliver: p.deliver == Some(true),
+            timeout_ms: p.timeout_ms,
+            queue_mode: p.queue_mode,
+            run: p.idempotency_key,
+            expected_leaf: p.expected_leaf_entry_id,
+        }
+    }
+}
+
+impl From<chat::AgentParams> for Outgoing {
+    /// `timeout` is in seconds; `timeoutMs` wins when both are given.
+    fn from(p: chat::AgentParams) -> Self {
+        Self {
+            session_id: p.session_id,
+            message: p.message,
+            attachments: p.attachments.unwrap_or_default(),
+            thinking: p.thinking,
+            deliver: p.deliver == Some(true),
+            timeout_ms: p.timeout_ms.or(p.timeout.map(|s| s.saturating_mul(1000))),
+            queue_mode: p.queue_mode,
+            run: p.idempotency_key,
+            expected_leaf: None,
+        }
+    }
+}
+
 async fn send(
     hub: &Arc<Hub>,
     conn: &Arc<Conn>,
     key: &str,
-    params: &Value,
+    out: Outgoing,
 ) -> Result<(String, &'static str), ErrorShape> {
-    let run = string(params, "idempotencyKey")?;
+    let run = out.run.as_str();
     hub::check_run_id(run)?;
     // A repeated key answers before its message is read again.
     if let Some(status) = hub.known_run(run) {
         return Ok((run.to_string(), status));
     }
-    let blocks = content(params)?;
+    let blocks = content(&out.message, &out.attachments)?;
     let session = hub.lookup(key);
-    if let Some(expected) = optional(params, "sessionId")?
+    if let Some(expected) = out.session_id.as_deref()
         && session.as_deref() != Some(expected)
         && key.strip_prefix(EXPLICIT_PREFIX) != Some(expected)
     {
@@ -874,7 +861,7 @@ async fn send(
     }
     // OpenClaw's per-message thinking override: pincer's level is the
     // session's, so a message may only ask for the one it has.
-    if let Some(thinking) = optional(params, "thinking")? {
+    if let Some(thinking) = out.thinking.as_deref() {
         let has = hub.thinking_of(session.as_deref());
         if thinking != has {
             return Err(ErrorShape::invalid(format!(
@@ -882,20 +869,23 @@ async fn send(
             )));
         }
     }
-    if params["deliver"] == true {
+    if out.deliver {
         return Err(ErrorShape::invalid(
             "`deliver: true` is not supported by pincer: a chat channel's session gets its replies on its channel, and other sessions have nowhere to deliver to",
         ));
     }
     // pincer's transcripts have no branches for a message to be sent on:
     // only "wherever the session is" (`null`) is taken.
-    if !params["expectedLeafEntryId"].is_null() {
+    if out.expected_leaf.is_some() {
         return Err(ErrorShape::invalid(
             "`expectedLeafEntryId` (sending on a branch of the transcript) is not supported by pincer; send it as null",
         ));
     }
-    let timeout = run_timeout(params)?;
-    let mode = match optional(params, "queueMode")? {
+    let timeout = out
+        .timeout_ms
+        .filter(|ms| *ms > 0)
+        .map(std::time::Duration::from_millis);
+    let mode = match out.queue_mode.as_deref() {
         None => None,
         Some(mode) => Some(QueueMode::from_wire(mode).ok_or_else(|| {
             ErrorShape::invalid("`queueMode` must be steer, followup, collect or interrupt")
@@ -920,27 +910,9 @@ async fn send(
     Ok((run.to_string(), status))
 }
 
-/// A run's timeout: `timeoutMs`, or `agent`'s `timeout` in seconds; `0`
-/// is none, as in OpenClaw.
-fn run_timeout(params: &Value) -> Result<Option<std::time::Duration>, ErrorShape> {
-    let number = |name: &str| match &params[name] {
-        Value::Null => Ok(None),
-        value => value
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| ErrorShape::invalid(format!("`{name}` must be a non-negative integer"))),
-    };
-    let millis = match (number("timeoutMs")?, number("timeout")?) {
-        (Some(ms), _) => ms,
-        (None, Some(seconds)) => seconds.saturating_mul(1000),
-        (None, None) => return Ok(None),
-    };
-    Ok((millis > 0).then(|| std::time::Duration::from_millis(millis)))
-}
-
-async fn agent(hub: &Arc<Hub>, conn: &Arc<Conn>, id: &str, params: &Value) -> Reply {
-    let given = match optional(params, "sessionKey")? {
-        Some(_) => key_param(params, "sessionKey")?,
+async fn agent(hub: &Arc<Hub>, conn: &Arc<Conn>, id: &str, query: chat::AgentParams) -> Reply {
+    let given = match query.session_key.as_deref() {
+        Some(key) => checked_key("sessionKey", key)?,
         None => MAIN_KEY,
     };
     // `openclaw agent --session-id X` names the session by id, with the
@@ -948,7 +920,7 @@ async fn agent(hub: &Arc<Hub>, conn: &Arc<Conn>, id: &str, params: &Value) -> Re
     // none): pincer's session X if there is one, else the session of the
     // key `agent:main:explicit:X` (made on the first run, continued on
     // the next).
-    let key = match optional(params, "sessionId")? {
+    let key = match query.session_id.as_deref() {
         Some(wanted) if hub.lookup(given).as_deref() != Some(wanted) => {
             hub::check_key("sessionId", wanted)?;
             if hub.lookup(wanted).as_deref() == Some(wanted) {
@@ -962,7 +934,7 @@ async fn agent(hub: &Arc<Hub>, conn: &Arc<Conn>, id: &str, params: &Value) -> Re
         _ => given.to_string(),
     };
     let key = key.as_str();
-    let (run, status) = send(hub, conn, key, params).await?;
+    let (run, status) = send(hub, conn, key, Outgoing::from(query)).await?;
     let accepted = json!({
         "runId": run,
         "sessionKey": key,
@@ -1588,22 +1560,6 @@ fn checked_label(label: Option<&str>) -> Result<Option<&str>, ErrorShape> {
     Ok(Some(label))
 }
 
-/// The fields of `sessions.patch` pincer acts on: any other (OpenClaw's
-/// `fastMode`, `elevatedLevel`, …) is refused, never answered "ok" and
-/// left undone.
-const PATCH_FIELDS: &[&str] = &[
-    "key",
-    "agentId",
-    "label",
-    "model",
-    "thinkingLevel",
-    "permissionMode",
-    "queueMode",
-    "verboseLevel",
-    "archived",
-    "expectedSessionId",
-];
-
 /// Refuses an `agentId` other than the gateway's one agent, `main`.
 fn the_agent(params: &Value) -> Result<(), ErrorShape> {
     only_main(optional(params, "agentId")?)
@@ -1636,27 +1592,6 @@ fn expected_session(hub: &Hub, key: &str, expected: Option<&str>) -> Result<(), 
     }
 }
 
-/// Refuses a request field pincer does not support, naming it.
-fn only(method: &str, params: &Value, fields: &[&str]) -> Result<(), ErrorShape> {
-    let unknown = params
-        .as_object()
-        .and_then(|map| map.keys().find(|k| !fields.contains(&k.as_str())));
-    match unknown {
-        Some(field) if fields.is_empty() => Err(ErrorShape::invalid(format!(
-            "{method}: `{field}` is not supported by pincer (it takes no params)"
-        ))),
-        Some(field) => Err(ErrorShape::invalid(format!(
-            "{method}: `{field}` is not supported by pincer (it takes {})",
-            fields
-                .iter()
-                .map(|f| format!("`{f}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
-        None => Ok(()),
-    }
-}
-
 /// `sessions.create`: the session `key` names (a new key, `web:<uuid>`,
 /// when none is given), created, or adopted when the key names one
 /// already; with its label when one is given.
@@ -1685,12 +1620,15 @@ async fn create(hub: &Arc<Hub>, conn: &Arc<Conn>, query: sessions::CreateParams)
 /// names for the same modes (`read-only`, `guarded`, `full`; see
 /// [`crate::agent::Mode::openclaw`]), or `null`, OpenClaw's "default": the
 /// mode new sessions start in.
-fn permission_mode(hub: &Hub, params: &Value) -> Result<Option<crate::agent::Mode>, ErrorShape> {
+fn permission_mode(
+    hub: &Hub,
+    given: Option<Option<&str>>,
+) -> Result<Option<crate::agent::Mode>, ErrorShape> {
     use crate::agent::Mode;
-    match params.get("permissionMode") {
+    match given {
         None => Ok(None),
-        Some(Value::Null) => Ok(Some(hub.default_mode())),
-        Some(Value::String(name)) => Mode::parse(name)
+        Some(None) => Ok(Some(hub.default_mode())),
+        Some(Some(name)) => Mode::parse(name)
             .or_else(|| Mode::from_openclaw(name))
             .map(Some)
             .ok_or_else(|| {
@@ -1706,45 +1644,36 @@ fn permission_mode(hub: &Hub, params: &Value) -> Result<Option<crate::agent::Mod
                     )
                 })
             }),
-        Some(_) => Err(ErrorShape::invalid(
-            "`permissionMode` must be a string or null",
-        )),
     }
 }
 
-async fn patch(hub: &Arc<Hub>, conn: &Conn, params: &Value) -> Reply {
-    only("sessions.patch", params, PATCH_FIELDS)?;
-    the_agent(params)?;
-    let key = key_param(params, "key")?;
+async fn patch(hub: &Arc<Hub>, conn: &Conn, query: sessions::PatchParams) -> Reply {
+    only_main(query.agent_id.as_deref())?;
+    let key = checked_key("key", &query.key)?;
     // OpenClaw's CLI names the session it means: a key that names another
     // one by now is not changed.
-    expected_session(hub, key, optional(params, "expectedSessionId")?)?;
-    let archived = match &params["archived"] {
-        Value::Null => None,
-        Value::Bool(archived) => Some(*archived),
-        _ => return Err(ErrorShape::invalid("`archived` must be a boolean")),
-    };
-    if let Some(archived) = archived {
-        let session = hub
-            .lookup(key)
-            .ok_or_else(|| ErrorShape::invalid(format!("no session is named {key}")))?;
-        hub.set_archived(&session, archived);
-    }
-    let label = checked_label(optional(params, "label")?)?;
-    let mode = permission_mode(hub, params)?;
+    expected_session(hub, key, query.expected_session_id.as_deref())?;
+    // Everything is checked before anything changes.
+    let label = checked_label(query.label.as_deref())?;
+    let mode = permission_mode(hub, query.permission_mode.as_ref().map(Option::as_deref))?;
     // `bypass` runs every tool without asking: turning it on answers every
     // approval to come, so it takes the scope that answers approvals.
     if mode == Some(crate::agent::Mode::Bypass) {
         need(conn, Need::Approvals)?;
     }
-    let permission_mode = mode.map(crate::agent::Mode::id);
+    if let Some(archived) = query.archived {
+        let session = hub
+            .lookup(key)
+            .ok_or_else(|| ErrorShape::invalid(format!("no session is named {key}")))?;
+        hub.set_archived(&session, archived);
+    }
     let patch = Patch {
         label,
-        model: optional(params, "model")?,
-        thinking: optional(params, "thinkingLevel")?,
-        permission_mode,
-        queue_mode: optional(params, "queueMode")?,
-        verbose: optional(params, "verboseLevel")?,
+        model: query.model.as_deref(),
+        thinking: query.thinking_level.as_deref(),
+        permission_mode: mode.map(crate::agent::Mode::id),
+        queue_mode: query.queue_mode.as_deref(),
+        verbose: query.verbose_level.as_deref(),
     };
     let (session, entry) = hub.patch(key, patch).await?;
     Ok(json!({"ok": true, "key": key, "sessionId": session, "entry": entry}))

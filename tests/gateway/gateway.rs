@@ -2748,6 +2748,51 @@ async fn every_method_refuses_a_field_it_does_not_support() {
             "unknown agent `work`",
         ),
         (
+            "chat.send",
+            json!({"sessionKey": key, "idempotencyKey": "r-5"}),
+            "chat.send: `message` is required",
+        ),
+        (
+            "chat.send",
+            json!({"sessionKey": key, "message": "x", "idempotencyKey": "r-6", "deliver": "yes"}),
+            "chat.send: `deliver` must be a boolean",
+        ),
+        (
+            "chat.send",
+            json!({"sessionKey": key, "message": "x", "idempotencyKey": "r-7", "attachments": [{"type": "image", "content": 5}]}),
+            "attachments[0].content must be a string",
+        ),
+        (
+            "chat.send",
+            json!({"sessionKey": key, "message": "x", "idempotencyKey": "r-8", "expectedLeafEntryId": "e1"}),
+            "`expectedLeafEntryId` (sending on a branch of the transcript) is not supported",
+        ),
+        (
+            "agent",
+            json!({"message": "x", "idempotencyKey": "r-9", "model": "openai/gpt-5"}),
+            "agent: `model` is not supported by pincer",
+        ),
+        (
+            "agent",
+            json!({"message": "x", "idempotencyKey": "r-10", "timeout": "soon"}),
+            "agent: `timeout` must be a non-negative integer",
+        ),
+        (
+            "sessions.patch",
+            json!({"key": key, "archived": "yes"}),
+            "sessions.patch: `archived` must be a boolean",
+        ),
+        (
+            "sessions.patch",
+            json!({"key": key, "fastMode": true}),
+            "sessions.patch: `fastMode` is not supported by pincer",
+        ),
+        (
+            "sessions.patch",
+            json!({"key": key, "permissionMode": 3}),
+            "sessions.patch: `permissionMode` must be a string",
+        ),
+        (
             "sessions.reset",
             json!({"key": key, "expectedSessionId": "sess_other"}),
             "no longer names session sess_other",
@@ -2766,9 +2811,13 @@ async fn every_method_refuses_a_field_it_does_not_support() {
         (
             "sessions.list",
             json!({"includeGlobal": "yes"}),
-            "sessions.list: invalid type: string \"yes\", expected a boolean",
+            "sessions.list: `includeGlobal` must be a boolean, not string \"yes\"",
         ),
-        ("sessions.list", json!({"offset": "2"}), "invalid type"),
+        (
+            "sessions.list",
+            json!({"offset": "2"}),
+            "sessions.list: `offset` must be a non-negative integer",
+        ),
         (
             "sessions.list",
             json!({"activeMinutes": 0}),
@@ -2782,7 +2831,7 @@ async fn every_method_refuses_a_field_it_does_not_support() {
         (
             "sessions.resolve",
             json!({"reference": {"key": key, "path": "/x"}}),
-            "`path` is not supported by pincer (it takes `key` or `slug`)",
+            "sessions.resolve: `reference.path` is not supported by pincer (it takes `key` or `slug`)",
         ),
         (
             "sessions.resolve",
@@ -2797,7 +2846,7 @@ async fn every_method_refuses_a_field_it_does_not_support() {
         (
             "sessions.create",
             json!({"key": "fresh-key", "succeedsParent": "yes"}),
-            "expected a boolean",
+            "sessions.create: `succeedsParent` must be a boolean",
         ),
         // The chat methods' params are types: what they do not name is
         // refused by name, and each field has its type.
@@ -2814,17 +2863,17 @@ async fn every_method_refuses_a_field_it_does_not_support() {
         (
             "chat.history",
             json!({"sessionKey": key, "maxBytes": "lots"}),
-            "chat.history: invalid type",
+            "chat.history: `maxBytes` must be a non-negative integer",
         ),
         (
             "chat.abort",
             json!({"runId": "r-1"}),
-            "missing field `sessionKey`",
+            "chat.abort: `sessionKey` is required",
         ),
         (
             "chat.abort",
             json!({"sessionKey": key, "preserveSideRuns": "yes"}),
-            "expected a boolean",
+            "chat.abort: `preserveSideRuns` must be a boolean",
         ),
         (
             "chat.subscribe",
@@ -2839,7 +2888,7 @@ async fn every_method_refuses_a_field_it_does_not_support() {
         (
             "sessions.get",
             json!({"key": key, "limit": -1}),
-            "invalid value",
+            "sessions.get: `limit` must be a non-negative integer",
         ),
         ("agent.wait", json!({"runId": "r-1", "wait": 1}), "`wait`"),
         (
@@ -2850,7 +2899,7 @@ async fn every_method_refuses_a_field_it_does_not_support() {
         (
             "exec.approval.resolve",
             json!({"id": "a-1"}),
-            "missing field `decision`",
+            "exec.approval.resolve: `decision` is required",
         ),
         (
             "exec.approval.get",
@@ -2865,7 +2914,7 @@ async fn every_method_refuses_a_field_it_does_not_support() {
         (
             "sessions.describe",
             json!({"key": key, "includeLastMessage": "yes"}),
-            "expected a boolean",
+            "sessions.describe: `includeLastMessage` must be a boolean",
         ),
         (
             "sessions.rewind",
@@ -2892,7 +2941,11 @@ async fn every_method_refuses_a_field_it_does_not_support() {
             json!({"sessionKey": "a\u{7}b"}),
             "control character",
         ),
-        ("health", json!({"probe": "yes"}), "expected a boolean"),
+        (
+            "health",
+            json!({"probe": "yes"}),
+            "health: `probe` must be a boolean",
+        ),
         (
             "health",
             json!({"deep": true}),

@@ -410,7 +410,7 @@ async fn a_label_renames_the_session_everywhere_survives_a_restart_and_a_model_t
         (json!(too_long), "`label` has 201 characters"),
         (json!("two\nlines"), "`label` holds a control character"),
         (json!("\u{1b}[31mred"), "`label` holds a control character"),
-        (json!(42), "`label` must be a string"),
+        (json!(42), "sessions.patch: `label` must be a string"),
     ] {
         let res = client
             .call("sessions.patch", json!({"key": key, "label": label}))

@@ -46,7 +46,7 @@ mod tests {
         );
         let missing =
             params::<ResolveParams>("exec.approval.resolve", json!({"id": "a1"})).unwrap_err();
-        assert!(missing.contains("missing field `decision`"), "{missing}");
+        assert_eq!(missing, "exec.approval.resolve: `decision` is required");
         let extra =
             params::<GetParams>("exec.approval.get", json!({"id": "a1", "x": 1})).unwrap_err();
         assert_eq!(

@@ -1,11 +1,80 @@
-//! The params of OpenClaw's chat methods that read and follow a session:
+//! The params of OpenClaw's chat methods: `chat.send` and `agent`, which
+//! send a message, and those that read and follow a session:
 //! `chat.history`/`chat.startup`, `chat.abort`, `chat.subscribe`,
 //! `sessions.messages.subscribe`, `sessions.get` and `agent.wait` (their
-//! shapes are the `openclaw` package's `ChatHistoryParamsSchema`,
+//! shapes are the `openclaw` package's `ChatSendParamsSchema`,
+//! `AgentParamsSchema`, `ChatHistoryParamsSchema`,
 //! `ChatAbortParamsSchema`, `SessionsMessagesSubscribeParamsSchema`,
-//! `SessionsGetParamsSchema` and `AgentWaitParamsSchema`).
+//! `SessionsGetParamsSchema` and `AgentWaitParamsSchema`). A field of
+//! OpenClaw's that pincer cannot honour is not in the type, so it is
+//! refused by name.
 
 use serde::Deserialize;
+use serde_json::Value;
+
+/// `chat.send`: `message` (with `attachments`) for the session
+/// `sessionKey` names, as the run `idempotencyKey`. Some fields are taken
+/// only at the value that asks for what pincer does anyway, and the
+/// handler refuses the others: `thinking` only at the session's level,
+/// `deliver` only `false` (a channel session's replies go to its channel
+/// whatever a client asks), `expectedLeafEntryId` only `null` (pincer's
+/// transcripts have no branches).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SendParams {
+    pub session_key: String,
+    pub agent_id: Option<String>,
+    /// The session the client means: a key that names another one is not
+    /// sent to.
+    pub session_id: Option<String>,
+    pub message: String,
+    pub attachments: Option<Vec<Attachment>>,
+    pub thinking: Option<String>,
+    pub deliver: Option<bool>,
+    pub timeout_ms: Option<u64>,
+    pub queue_mode: Option<String>,
+    pub idempotency_key: String,
+    pub expected_leaf_entry_id: Option<String>,
+    /// The Control UI resending after a reconnect: the idempotency key
+    /// makes that safe whatever the flag says.
+    #[serde(rename = "__controlUiReconnectResume")]
+    pub control_ui_reconnect_resume: Option<bool>,
+}
+
+/// `agent` (`openclaw agent`): `chat.send`'s message for `sessionKey`
+/// (the main session without one), or for the session `sessionId` names,
+/// answered twice (accepted, then the run's result); `timeout` is in
+/// seconds, as OpenClaw's CLI sends it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentParams {
+    pub session_key: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    pub message: String,
+    pub attachments: Option<Vec<Attachment>>,
+    pub thinking: Option<String>,
+    pub deliver: Option<bool>,
+    pub timeout: Option<u64>,
+    pub timeout_ms: Option<u64>,
+    pub queue_mode: Option<String>,
+    pub idempotency_key: String,
+}
+
+/// One attachment of a message (OpenClaw's `ChatAttachmentSchema`, which
+/// is open: its size and origin fields describe the file and change
+/// nothing, so they pass). pincer takes images and text files.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attachment {
+    /// `image` (without one) or `file`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub mime_type: Option<String>,
+    pub file_name: Option<String>,
+    /// The base64 body, or a data URL (as a browser reads a file).
+    pub content: Option<Value>,
+}
 
 /// `chat.history` and `chat.startup`. Every user message is in the
 /// history, so the inputs of the runs asked for (`inputRunIds`) are too.
@@ -73,6 +142,57 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_message_takes_openclaw_s_fields_and_refuses_what_pincer_cannot_honour() {
+        let send: SendParams = params(
+            "chat.send",
+            json!({
+                "sessionKey": "k", "message": "hi", "idempotencyKey": "r",
+                "attachments": [{"type": "image", "mimeType": "image/png", "content": "AA==", "sizeBytes": 1}],
+                "__controlUiReconnectResume": true, "expectedLeafEntryId": null
+            }),
+        )
+        .unwrap();
+        assert_eq!(send.message, "hi");
+        let attachments = send.attachments.unwrap();
+        assert_eq!(attachments[0].mime_type.as_deref(), Some("image/png"));
+        assert_eq!(send.control_ui_reconnect_resume, Some(true));
+        for (field, value) in [("fastMode", json!(true)), ("replyToId", json!("m1"))] {
+            let mut params_given =
+                json!({"sessionKey": "k", "message": "hi", "idempotencyKey": "r"});
+            params_given[field] = value;
+            let error = params::<SendParams>("chat.send", params_given).unwrap_err();
+            assert!(
+                error.starts_with(&format!("chat.send: `{field}` is not supported by pincer")),
+                "{error}"
+            );
+        }
+        let agent: AgentParams = params(
+            "agent",
+            json!({"message": "hi", "idempotencyKey": "r", "timeout": 30}),
+        )
+        .unwrap();
+        assert_eq!((agent.session_key, agent.timeout), (None, Some(30)));
+        let error = params::<AgentParams>(
+            "agent",
+            json!({"message": "hi", "idempotencyKey": "r", "model": "gpt"}),
+        )
+        .unwrap_err();
+        assert!(
+            error.starts_with("agent: `model` is not supported by pincer"),
+            "{error}"
+        );
+        let error = params::<SendParams>(
+            "chat.send",
+            json!({"sessionKey": "k", "message": 5, "idempotencyKey": "r"}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            "chat.send: `message` must be a string, not integer `5`"
+        );
+    }
+
+    #[test]
     fn the_chat_params_take_openclaw_s_fields_and_refuse_others() {
         let history: HistoryParams = params(
             "chat.history",
@@ -91,17 +211,23 @@ mod tests {
         );
         // The key is required, and each field has its type.
         let missing = params::<AbortParams>("chat.abort", json!({})).unwrap_err();
-        assert!(missing.contains("missing field `sessionKey`"), "{missing}");
+        assert_eq!(missing, "chat.abort: `sessionKey` is required");
         let wrong =
             params::<HistoryParams>("chat.history", json!({"sessionKey": "k", "limit": -1}))
                 .unwrap_err();
-        assert!(wrong.starts_with("chat.history: invalid value"), "{wrong}");
+        assert_eq!(
+            wrong,
+            "chat.history: `limit` must be a non-negative integer, not integer `-1`"
+        );
         let flag = params::<MessagesSubscribeParams>(
             "sessions.messages.subscribe",
             json!({"key": "k", "includeApprovals": "yes"}),
         )
         .unwrap_err();
-        assert!(flag.contains("expected a boolean"), "{flag}");
+        assert_eq!(
+            flag,
+            "sessions.messages.subscribe: `includeApprovals` must be a boolean, not string \"yes\""
+        );
         let wait: WaitParams = params("agent.wait", json!({"runId": "r"})).unwrap();
         assert_eq!((wait.run_id.as_str(), wait.timeout_ms), ("r", None));
     }

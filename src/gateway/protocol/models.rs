@@ -37,6 +37,9 @@ mod tests {
             "{refused}"
         );
         let flag = params::<ListParams>("models.list", json!({"refresh": "no"})).unwrap_err();
-        assert!(flag.contains("expected a boolean"), "{flag}");
+        assert_eq!(
+            flag,
+            "models.list: `refresh` must be a boolean, not string \"no\""
+        );
     }
 }

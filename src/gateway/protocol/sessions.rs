@@ -1,12 +1,43 @@
 //! The params of OpenClaw's methods that change one session:
-//! `sessions.describe`, `sessions.reset`, `sessions.delete`,
+//! `sessions.patch`, `sessions.describe`, `sessions.reset`, `sessions.delete`,
 //! `sessions.compact`, `sessions.rewind` and `sessions.fork` (their shapes
-//! are the `openclaw` package's `SessionsDescribeParamsSchema`,
+//! are the `openclaw` package's `SessionsPatchParamsSchema`,
+//! `SessionsDescribeParamsSchema`,
 //! `SessionsResetParamsSchema`, `SessionsDeleteParamsSchema` and
 //! `SessionsCompactParamsSchema`; rewind and fork are pincer's own, in the
 //! same style).
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
+
+/// `sessions.patch`: the settings pincer acts on. Any other of OpenClaw's
+/// (`fastMode`, `elevatedLevel`, …) is refused, never answered "ok" and
+/// left undone. `permissionMode: null` is OpenClaw's "default" (the mode
+/// new sessions start in), so it differs from leaving the field out.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PatchParams {
+    pub key: String,
+    pub agent_id: Option<String>,
+    /// The session the client means: a key that names another one by now
+    /// is not changed.
+    pub expected_session_id: Option<String>,
+    pub label: Option<String>,
+    pub model: Option<String>,
+    pub thinking_level: Option<String>,
+    #[serde(default, deserialize_with = "given")]
+    pub permission_mode: Option<Option<String>>,
+    pub queue_mode: Option<String>,
+    pub verbose_level: Option<String>,
+    pub archived: Option<bool>,
+}
+
+/// A field that is there, as `null` or as a value (a missing one stays
+/// `None` through `#[serde(default)]`).
+fn given<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Some)
+}
 
 /// `sessions.describe`: a session's row, which always has its derived
 /// title (`includeDerivedTitles` asks for what pincer does anyway).
@@ -155,6 +186,26 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_patch_tells_a_permission_mode_of_null_from_none() {
+        let patch = |body| params::<PatchParams>("sessions.patch", body).unwrap();
+        assert_eq!(patch(json!({"key": "k"})).permission_mode, None);
+        assert_eq!(
+            patch(json!({"key": "k", "permissionMode": null})).permission_mode,
+            Some(None)
+        );
+        assert_eq!(
+            patch(json!({"key": "k", "permissionMode": "guarded"})).permission_mode,
+            Some(Some("guarded".to_string()))
+        );
+        let fast = params::<PatchParams>("sessions.patch", json!({"key": "k", "fastMode": true}))
+            .unwrap_err();
+        assert!(
+            fast.starts_with("sessions.patch: `fastMode` is not supported by pincer"),
+            "{fast}"
+        );
+    }
+
+    #[test]
     fn the_session_params_take_openclaw_s_fields_and_refuse_others() {
         let reset: ResetParams =
             params("sessions.reset", json!({"key": "k", "reason": "new"})).unwrap();
@@ -173,7 +224,10 @@ mod tests {
             json!({"key": "k", "includeLastMessage": 1}),
         )
         .unwrap_err();
-        assert!(flag.contains("expected a boolean"), "{flag}");
+        assert_eq!(
+            flag,
+            "sessions.describe: `includeLastMessage` must be a boolean, not integer `1`"
+        );
         let fork: ForkParams = params(
             "sessions.fork",
             json!({"key": "k", "turn": 2, "newKey": "n"}),
@@ -195,7 +249,10 @@ mod tests {
         assert_eq!(create.label.as_deref(), Some("Plans"));
         let hooks =
             params::<CreateParams>("sessions.create", json!({"emitCommandHooks": 1})).unwrap_err();
-        assert!(hooks.contains("expected a boolean"), "{hooks}");
+        assert_eq!(
+            hooks,
+            "sessions.create: `emitCommandHooks` must be a boolean, not integer `1`"
+        );
         let list: ListParams = params(
             "sessions.list",
             json!({"limit": 5, "archived": "all", "includeGlobal": true, "spawnedBy": "k"}),
@@ -203,7 +260,10 @@ mod tests {
         .unwrap();
         assert_eq!(list.archived, Some(json!("all")));
         let offset = params::<ListParams>("sessions.list", json!({"offset": "2"})).unwrap_err();
-        assert!(offset.contains("invalid type"), "{offset}");
+        assert_eq!(
+            offset,
+            "sessions.list: `offset` must be a non-negative integer, not string \"2\""
+        );
         let resolve: ResolveParams = params(
             "sessions.resolve",
             json!({"reference": {"key": "k", "slug": "s"}, "allowMissing": true}),
@@ -216,7 +276,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            reference.contains("`path` is not supported by pincer"),
+            reference.contains("`reference.path` is not supported by pincer"),
             "{reference}"
         );
     }

@@ -112,9 +112,9 @@ mod tests {
             json!({"timeoutMs": -1}),
         )
         .unwrap_err();
-        assert!(
-            error.starts_with("channels.status: invalid value"),
-            "{error}"
+        assert_eq!(
+            error,
+            "channels.status: `timeoutMs` must be a non-negative integer, not integer `-1`"
         );
     }
 }
