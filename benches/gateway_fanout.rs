@@ -5,7 +5,13 @@
 //! Streaming (the default): 1,000 websocket clients on loopback follow 100
 //! sessions (ten per session, with the `session-scoped-events` cap), and
 //! every session streams an answer at once; each client stays connected
-//! until every run has ended. The mock model stamps each
+//! until every run has ended. The sessions' streams are independent, as
+//! a hundred users' model streams are: each begins at its own point of
+//! the gap between tokens (session i at i/100 of it), so their tokens do
+//! not all come in the same millisecond. `PINCER_BENCH_IN_PHASE=1` has
+//! every stream send its tokens at once instead, the worst case (a
+//! thousand frames due together every gap); both are reported in the
+//! README. The mock model stamps each
 //! text delta with the time it sent it, so each client measures the
 //! latency from the model's token to its own `chat` frame. Reported: p50 /
 //! p99 / max of that latency over every frame of every client, the slowest
@@ -83,12 +89,18 @@ async fn bench() {
         );
     } else {
         println!(
-            "pincer gateway fan-out: {clients} clients, {sessions} sessions, {tokens} tokens each ({})",
+            "pincer gateway fan-out: {clients} clients, {sessions} sessions, {tokens} tokens each, the streams {} ({})",
+            if std::env::var("PINCER_BENCH_IN_PHASE").is_ok_and(|v| v == "1") {
+                "in phase"
+            } else {
+                "independent"
+            },
             env!("CARGO_BIN_EXE_pincer")
         );
     }
 
-    let model = start_model(tokens, gap).await;
+    let in_phase = std::env::var("PINCER_BENCH_IN_PHASE").is_ok_and(|v| v == "1");
+    let model = start_model(tokens, gap, if in_phase { 1 } else { sessions }).await;
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let room = clients + 100;
@@ -277,6 +289,7 @@ async fn bench() {
             "clients": clients,
             "sessions": sessions,
             "tokens": tokens,
+            "in_phase": std::env::var("PINCER_BENCH_IN_PHASE").is_ok_and(|v| v == "1"),
             "frames": all.len(),
             "latency_ms": {"p50": p50, "p99": p99, "max": max, "worst_client_p99": worst_client_p99, "target_p99": P99_TARGET_MS, "met": p99 <= P99_TARGET_MS},
             "peak_rss_mb": {"value": rss_mb, "target": RSS_TARGET_MB, "met": rss_mb <= RSS_TARGET_MB},
@@ -483,20 +496,32 @@ fn cpu_seconds(pid: u32) -> f64 {
 }
 
 /// An Anthropic Messages endpoint that streams `tokens` text deltas, `gap`
-/// apart, each stamped with the time it is sent.
-async fn start_model(tokens: usize, gap: Duration) -> String {
+/// apart on the stream's own clock, each stamped with the time it is
+/// sent. Request n's first token
+/// comes (n mod `phases`)/`phases` of a gap later than the others', so
+/// that `phases` streams are spread over the gap (`1`: all in phase).
+async fn start_model(tokens: usize, gap: Duration, phases: usize) -> String {
     use axum::body::Body;
     use axum::response::Response;
+    let requests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let app = axum::Router::new().route(
         "/v1/messages",
         axum::routing::post(move || async move {
+            let n = requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let offset = gap * (n % phases.max(1)) as u32 / phases.max(1) as u32;
             let head = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_b\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n";
             let tail = "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":50}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
             let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(8);
             tokio::spawn(async move {
                 let _ = tx.send(Ok(bytes::Bytes::from_static(head.as_bytes()))).await;
-                for _ in 0..tokens {
-                    tokio::time::sleep(gap).await;
+                // Each token at its own time on the stream's clock, as a
+                // model far away sends them: a timer that fires late here
+                // (the three processes share two cores) does not move the
+                // tokens after it, which would bring the streams into
+                // phase over time.
+                let first = tokio::time::Instant::now() + offset;
+                for k in 0..tokens {
+                    tokio::time::sleep_until(first + gap * (k as u32 + 1)).await;
                     let event = format!(
                         "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"T{} \"}}}}\n\n",
                         now_ns()

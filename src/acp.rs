@@ -256,7 +256,14 @@ impl Server {
         // The session's commands follow its answer: pincer does not end
         // at the end of stdin in between.
         let _hold = self.drain.hold();
-        match self.new_session(req, &cx) {
+        // Reading the settings and creating the transcript is file work:
+        // on the blocking pool, so that the streams a runtime worker
+        // serves (the gateway's other sessions) do not wait for it.
+        let (me, conn) = (self.clone(), cx.clone());
+        let made = tokio::task::spawn_blocking(move || me.new_session(req, &conn))
+            .await
+            .map_err(Error::into_internal_error)?;
+        match made {
             Ok(response) => {
                 let id = response.session_id.clone();
                 let sent = responder.respond(response);

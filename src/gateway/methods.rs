@@ -226,7 +226,8 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("sessionKey", &query.session_key)?;
             let limit = query.limit.map_or(200, |n| n.min(1000) as usize);
-            let (session, mut messages) = history(hub, key, limit)?;
+            let (session, mut messages) =
+                off_runtime(hub, key, move |hub, key| history(hub, key, limit)).await?;
             let total = messages.len();
             let has_more = cut_to_bytes(&mut messages, query.max_bytes);
             match &session {
@@ -299,7 +300,8 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("key", &query.key)?;
             let limit = query.limit.map_or(1000, |n| n as usize);
-            let (session, messages) = history(hub, key, limit)?;
+            let (session, messages) =
+                off_runtime(hub, key, move |hub, key| history(hub, key, limit)).await?;
             if let Some(session) = &session {
                 hub.follow(conn, session);
             }
@@ -430,8 +432,12 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let query: sessions::RewindParams = typed("sessions.rewind", params)?;
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("key", &query.key)?;
-            let turn = turn_param(hub, key, query.turn, query.message_id.as_deref())?
-                .ok_or_else(|| ErrorShape::invalid("`turn` or `messageId` is required"))?;
+            let (turn, message) = (query.turn, query.message_id);
+            let turn = off_runtime(hub, key, move |hub, key| {
+                turn_param(hub, key, turn, message.as_deref())
+            })
+            .await?
+            .ok_or_else(|| ErrorShape::invalid("`turn` or `messageId` is required"))?;
             // Through the session, as `/rewind N` typed there: the question
             // about the files goes to whoever answers its approvals.
             run_command(
@@ -448,7 +454,12 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let query: sessions::ForkParams = typed("sessions.fork", params)?;
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("key", &query.key)?;
-            let point = match turn_param(hub, key, query.turn, query.message_id.as_deref())? {
+            let (turn, message) = (query.turn, query.message_id.clone());
+            let turn = off_runtime(hub, key, move |hub, key| {
+                turn_param(hub, key, turn, message.as_deref())
+            })
+            .await?;
+            let point = match turn {
                 Some(turn) => crate::session::rewind::ForkPoint::BeforeTurn(turn),
                 None => crate::session::rewind::ForkPoint::Whole,
             };
@@ -1217,6 +1228,20 @@ fn compaction_of(path: &std::path::Path) -> Compaction {
 /// The turn a request names: `turn` (as `/rewind` numbers them) or the
 /// `messageId` of the user message that started it (as `chat.history`
 /// gives it).
+/// Runs `work` (reading a transcript, which may be large) for the session
+/// `key` names on the blocking pool, so that the streams a runtime worker
+/// serves do not wait for it.
+async fn off_runtime<T: Send + 'static>(
+    hub: &Arc<Hub>,
+    key: &str,
+    work: impl FnOnce(&Hub, &str) -> Result<T, ErrorShape> + Send + 'static,
+) -> Result<T, ErrorShape> {
+    let (hub, key) = (hub.clone(), key.to_string());
+    tokio::task::spawn_blocking(move || work(&hub, &key))
+        .await
+        .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("reading the session failed: {e}")))?
+}
+
 fn turn_param(
     hub: &Hub,
     key: &str,
