@@ -970,10 +970,24 @@ impl Session {
             return Answered::Here(Ok(PromptResponse::new(StopReason::Cancelled)));
         }
         let mut prompt = prompt;
-        if let Some(ContentBlock::Text(first)) = prompt.first() {
+        if let Some(ContentBlock::Text(first)) = prompt.first()
+            && first.text.trim_start().starts_with('/')
+        {
+            // The skills and templates a command may name are read from
+            // disk, off the runtime's workers.
             let sources = self.sources();
-            let (skills, _) = crate::context::skills::discover(&sources);
-            let (templates, _) = crate::context::templates::discover(&sources);
+            let found = tokio::task::spawn_blocking(move || {
+                (
+                    crate::context::skills::discover(&sources).0,
+                    crate::context::templates::discover(&sources).0,
+                )
+            })
+            .await;
+            let Ok((skills, templates)) = found else {
+                return Answered::Here(Err(
+                    Error::internal_error().data("reading the skills and prompt templates failed")
+                ));
+            };
             match commands::parse(&first.text, &skills, &templates) {
                 Ok(None) => {}
                 Ok(Some(Command::Prompt(text))) => {
@@ -1471,6 +1485,18 @@ impl Session {
     /// announcement (skills and templates come and go), and reports broken
     /// skills and templates once.
     pub fn announce_commands(&self, cx: &ConnectionTo<Client>, client: &ClientCapabilities) {
+        let found = self.discover_commands();
+        self.announce(cx, client, found);
+    }
+
+    /// The slash commands the session has now, and the problems of the
+    /// skills, templates and workflows that could not be read.
+    fn discover_commands(
+        &self,
+    ) -> (
+        Vec<agent_client_protocol::v1::schema::AvailableCommand>,
+        Vec<String>,
+    ) {
         let sources = self.sources();
         let (skills, mut problems) = crate::context::skills::discover(&sources);
         let (templates, more) = crate::context::templates::discover(&sources);
@@ -1481,7 +1507,21 @@ impl Session {
             .values()
             .map(|w| (w.name.clone(), w.description.clone()))
             .collect();
-        let commands = commands::available(&skills, &templates, &workflows);
+        (
+            commands::available(&skills, &templates, &workflows),
+            problems,
+        )
+    }
+
+    fn announce(
+        &self,
+        cx: &ConnectionTo<Client>,
+        client: &ClientCapabilities,
+        (commands, mut problems): (
+            Vec<agent_client_protocol::v1::schema::AvailableCommand>,
+            Vec<String>,
+        ),
+    ) {
         let mut announced = self.announced.lock();
         if announced.commands.as_ref() != Some(&commands) {
             announced.commands = Some(commands.clone());
