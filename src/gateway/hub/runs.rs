@@ -557,6 +557,27 @@ mod tests {
             vec!["r1".to_string(), "c2".to_string()]
         );
 
+        // A message sent in a batch is stopped through the batch's run,
+        // at the agent (which this hub does not have: it says so).
+        {
+            let mut state = hub.state();
+            let mut lead = Run::new("s1", "telegram:dm:1");
+            lead.members = vec!["b2".into()];
+            state.runs.insert("b1".into(), lead);
+            state
+                .runs
+                .insert("b2".into(), Run::new("s1", "telegram:dm:1"));
+            state
+                .live
+                .entry("s1".into())
+                .or_default()
+                .pending
+                .push("b1".into());
+        }
+        let reached = hub.abort_key("telegram:dm:1", Some("b2")).unwrap_err();
+        assert_eq!(reached.code, UNAVAILABLE);
+        assert_eq!(hub.abort_key("telegram:dm:1", Some("b3")).unwrap(), None);
+
         let bad = hub.abort_key("telegram:\u{1b}[2J", None).unwrap_err();
         assert_eq!(
             bad.message,
