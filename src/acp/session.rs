@@ -1485,18 +1485,6 @@ impl Session {
     /// announcement (skills and templates come and go), and reports broken
     /// skills and templates once.
     pub fn announce_commands(&self, cx: &ConnectionTo<Client>, client: &ClientCapabilities) {
-        let found = self.discover_commands();
-        self.announce(cx, client, found);
-    }
-
-    /// The slash commands the session has now, and the problems of the
-    /// skills, templates and workflows that could not be read.
-    fn discover_commands(
-        &self,
-    ) -> (
-        Vec<agent_client_protocol::v1::schema::AvailableCommand>,
-        Vec<String>,
-    ) {
         let sources = self.sources();
         let (skills, mut problems) = crate::context::skills::discover(&sources);
         let (templates, more) = crate::context::templates::discover(&sources);
@@ -1507,21 +1495,7 @@ impl Session {
             .values()
             .map(|w| (w.name.clone(), w.description.clone()))
             .collect();
-        (
-            commands::available(&skills, &templates, &workflows),
-            problems,
-        )
-    }
-
-    fn announce(
-        &self,
-        cx: &ConnectionTo<Client>,
-        client: &ClientCapabilities,
-        (commands, mut problems): (
-            Vec<agent_client_protocol::v1::schema::AvailableCommand>,
-            Vec<String>,
-        ),
-    ) {
+        let commands = commands::available(&skills, &templates, &workflows);
         let mut announced = self.announced.lock();
         if announced.commands.as_ref() != Some(&commands) {
             announced.commands = Some(commands.clone());

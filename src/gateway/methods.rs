@@ -119,14 +119,6 @@ fn need(conn: &Conn, need: Need) -> Result<(), ErrorShape> {
     )
 }
 
-fn optional<'a>(params: &'a Value, name: &str) -> Result<Option<&'a str>, ErrorShape> {
-    match &params[name] {
-        Value::String(s) => Ok(Some(s)),
-        Value::Null => Ok(None),
-        _ => Err(ErrorShape::invalid(format!("`{name}` must be a string"))),
-    }
-}
-
 async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
     let params = if request.params.is_null() {
         json!({})
@@ -541,8 +533,8 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "cron.list" => {
             need(conn, Need::Read)?;
-            the_agent(&params)?;
             let query: cron::ListParams = typed("cron.list", params)?;
+            only_main(query.agent_id.as_deref())?;
             if query.include_delivery_previews == Some(true) {
                 return Err(ErrorShape::invalid(
                     "cron.list: `includeDeliveryPreviews` is not supported by pincer, whose jobs deliver to the channel they name",
@@ -630,7 +622,6 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "cron.runs" => {
             need(conn, Need::Read)?;
-            the_agent(&params)?;
             for (field, why) in [
                 ("deliveryStatuses", "delivery statuses"),
                 ("deliveryStatus", "delivery statuses"),
@@ -643,6 +634,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 }
             }
             let query: cron::RunsParams = typed("cron.runs", params)?;
+            only_main(query.agent_id.as_deref())?;
             if query.limit == Some(0) {
                 return Err(ErrorShape::invalid("cron.runs: `limit` must be 1 or more"));
             }
@@ -1586,11 +1578,6 @@ fn checked_label(label: Option<&str>) -> Result<Option<&str>, ErrorShape> {
 }
 
 /// Refuses an `agentId` other than the gateway's one agent, `main`.
-fn the_agent(params: &Value) -> Result<(), ErrorShape> {
-    only_main(optional(params, "agentId")?)
-}
-
-/// [`the_agent`] for typed params.
 fn only_main(agent: Option<&str>) -> Result<(), ErrorShape> {
     match agent {
         Some(agent) if agent != "main" => Err(ErrorShape::invalid(format!(

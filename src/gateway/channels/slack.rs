@@ -199,10 +199,7 @@ impl Slack {
             Duration::from_secs(30),
             tokio_tungstenite::connect_async_with_config(
                 url,
-                Some(
-                    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-                        .read_buffer_size(crate::gateway::client::READ_BUFFER),
-                ),
+                Some(crate::gateway::client::socket_config()),
                 false,
             ),
         )

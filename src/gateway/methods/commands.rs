@@ -15,8 +15,8 @@ use crate::gateway::protocol::system::{CommandScope, CommandsListParams};
 /// The answer: the session's commands (`sessionKey`), else the ones
 /// sessions here announce; the built-in ones before any session has.
 pub fn list(hub: &Hub, params: Value) -> Reply {
-    super::the_agent(&params)?;
     let query: CommandsListParams = super::typed("commands.list", params)?;
+    super::only_main(query.agent_id.as_deref())?;
     if query.scope == Some(CommandScope::Native) {
         return Err(ErrorShape::invalid(
             "commands.list: scope `native` is not supported by pincer, whose commands are typed into a message (`text`); its chat channels' menus are their own",

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use agent_client_protocol::v1::schema::{ContentBlock, TextContent};
 use serde_json::{Value, json};
 
-use super::{Reply, the_agent, typed};
+use super::{Reply, only_main, typed};
 use crate::config::QueueMode;
 use crate::gateway::conn::Conn;
 use crate::gateway::frames::{ErrorShape, now_ms};
@@ -139,8 +139,8 @@ pub fn sessions_cleanup(hub: &Hub, params: Value) -> Reply {
 /// `next-heartbeat` (OpenClaw keeps the text for its heartbeat's next
 /// run) is refused: pincer's heartbeat runs its HEARTBEAT.md.
 pub async fn wake(hub: &Arc<Hub>, conn: &Arc<Conn>, params: Value) -> Reply {
-    the_agent(&params)?;
     let query: system::WakeParams = typed("wake", params)?;
+    only_main(query.agent_id.as_deref())?;
     if query.mode == system::WakeMode::NextHeartbeat {
         return Err(ErrorShape::invalid(
             "wake: mode `next-heartbeat` is not supported by pincer, whose heartbeat runs its HEARTBEAT.md; use `now` to have the agent act on the text at once",

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Reply, the_agent, typed};
+use super::{Reply, only_main, typed};
 use crate::gateway::channels::Chat;
 use crate::gateway::frames::{ErrorShape, UNAVAILABLE, now_ms};
 use crate::gateway::hub::Hub;
@@ -27,7 +27,7 @@ fn agent(
             "{method}: agentScope=all cannot be combined with agentId"
         )));
     }
-    the_agent(&json!({ "agentId": agent_id }))
+    only_main(agent_id)
 }
 
 async fn blocking<T: Send + 'static>(
