@@ -14,10 +14,12 @@ use super::frames::{self, ErrorShape, FORBIDDEN, Request, UNAVAILABLE, now_ms};
 use super::hub::{self, Archived, Hub, MAIN_KEY, Outcome, Patch, millis, not_found};
 use crate::agent::AgentMessage;
 use crate::config::QueueMode;
+use crate::gateway::protocol::pages as pages_params;
 use crate::gateway::protocol::{NoParams, approvals, chat, cron, models, sessions};
 use crate::llm::{AssistantContent, Content, Message};
 
 mod commands;
+mod pages;
 mod system;
 mod usage;
 
@@ -73,6 +75,14 @@ pub const METHODS: &[&str] = &[
     "sessions.usage.logs",
     "usage.cost",
     "usage.status",
+    "environments.list",
+    "tasks.list",
+    "diagnostics.lanes",
+    "plugins.list",
+    "themes.list",
+    "worktrees.list",
+    "transcripts.list",
+    "migrations.memory.plan",
 ];
 
 /// The OpenClaw server capabilities pincer has, for `hello-ok`'s
@@ -680,6 +690,47 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             need(conn, Need::Read)?;
             usage::status(params)
         }
+        "environments.list" => {
+            need(conn, Need::Read)?;
+            let query: pages_params::EnvironmentsParams = typed("environments.list", params)?;
+            Ok(pages::environments(query))
+        }
+        "tasks.list" => {
+            need(conn, Need::Read)?;
+            pages::tasks(hub, typed("tasks.list", params)?).await
+        }
+        "diagnostics.lanes" => {
+            need(conn, Need::Read)?;
+            let _: NoParams = typed("diagnostics.lanes", params)?;
+            Ok(pages::lanes(hub))
+        }
+        "plugins.list" => {
+            need(conn, Need::Read)?;
+            let _: NoParams = typed("plugins.list", params)?;
+            Ok(pages::plugins())
+        }
+        "themes.list" => {
+            need(conn, Need::Read)?;
+            let _: NoParams = typed("themes.list", params)?;
+            Ok(pages::themes())
+        }
+        // pincer manages no git worktrees of its own.
+        "worktrees.list" => {
+            need(conn, Need::Read)?;
+            let _: NoParams = typed("worktrees.list", params)?;
+            Ok(json!({"worktrees": []}))
+        }
+        // Meeting transcripts: pincer captures none.
+        "transcripts.list" => {
+            need(conn, Need::Read)?;
+            let query: pages_params::TranscriptsParams = typed("transcripts.list", params)?;
+            only_main(query.agent_id.as_deref())?;
+            Ok(json!({"sessions": [], "nextCursor": null}))
+        }
+        "migrations.memory.plan" => {
+            need(conn, Need::Admin)?;
+            pages::memory_plan(hub, typed("migrations.memory.plan", params)?)
+        }
         "connect" => Err(ErrorShape::invalid("already connected")),
         other => Err(ErrorShape::invalid(match openclaw_only(other) {
             Some(what) => format!("not supported by pincer: `{other}` is {what}"),
@@ -991,8 +1042,7 @@ fn status(hub: &Hub) -> Value {
         archived: Archived::Exclude,
         offset: 0,
         limit: 10,
-        active_minutes: None,
-        last_message: false,
+        ..hub::RowQuery::default()
     });
     let defaults = hub.row_defaults();
     json!({
@@ -1483,22 +1533,28 @@ fn list(hub: &Hub, query: sessions::ListParams) -> Reply {
         }
         minutes => minutes,
     };
-    let (page, count) = hub.session_rows_with(&hub::RowQuery {
-        search: search.as_deref(),
-        archived,
-        offset,
-        limit,
-        active_minutes,
-        last_message: query.include_last_message == Some(true),
-    });
-    let more = offset.saturating_add(limit) < count;
-    let page: Vec<Value> = match query.spawned_by.as_deref() {
-        None => page,
-        Some(parent) => page
-            .into_iter()
-            .filter(|row| row["spawnedBy"] == parent)
-            .collect(),
+    // No pincer session has a dashboard board.
+    let (mut page, count) = if query.has_board == Some(true) {
+        (Vec::new(), 0)
+    } else {
+        hub.session_rows_with(&hub::RowQuery {
+            search: search.as_deref(),
+            archived,
+            offset,
+            limit,
+            active_minutes,
+            last_message: query.include_last_message == Some(true),
+            spawned_by: query.spawned_by.as_deref(),
+            no_helpers: query.exclude_subagents == Some(true),
+            busy_only: query.active_only == Some(true),
+        })
     };
+    let more = offset.saturating_add(limit) < count;
+    if query.include_activity_summary == Some(true) {
+        for row in &mut page {
+            row["activitySummary"] = json!({"state": "unavailable"});
+        }
+    }
     let mut listed = json!({
         "defaults": hub.row_defaults(),
         "sessions": page,
@@ -1508,6 +1564,11 @@ fn list(hub: &Hub, query: sessions::ListParams) -> Reply {
     });
     if more {
         listed["nextOffset"] = json!(offset + limit);
+    }
+    if query.include_people == Some(true) {
+        listed["people"] = json!([]);
+        listed["peopleIncomplete"] = json!(false);
+        listed["peopleSessionCount"] = json!(0);
     }
     Ok(listed)
 }

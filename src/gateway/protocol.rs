@@ -8,6 +8,7 @@ pub mod approvals;
 pub mod chat;
 pub mod cron;
 pub mod models;
+pub mod pages;
 pub mod sessions;
 pub mod system;
 pub mod usage;

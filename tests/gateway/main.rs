@@ -22,6 +22,7 @@ mod channels_together;
 mod channels_whatsapp;
 mod connect_acp;
 mod gateway;
+mod gateway_pages;
 mod gateway_security;
 mod gateway_web_protocol;
 mod openclaw_bridge;

@@ -295,6 +295,27 @@ impl Hub {
         runs
     }
 
+    /// Each session with work: its id, whether a run is going, and how
+    /// many runs or held messages wait behind it (a session runs one at a
+    /// time).
+    pub fn queues(&self) -> Vec<(String, bool, usize)> {
+        let state = self.state();
+        state
+            .live
+            .iter()
+            .filter(|(_, live)| !live.is_quiet())
+            .map(|(session, live)| {
+                let waiting = live
+                    .pending
+                    .iter()
+                    .filter(|run| live.active.as_ref() != Some(*run))
+                    .count()
+                    + live.collected.len();
+                (session.clone(), live.active.is_some(), waiting)
+            })
+            .collect()
+    }
+
     /// Aborts a session's runs: the agent's, and messages `collect` holds.
     pub fn abort(self: &Arc<Self>, session: &str) -> Result<Vec<String>, Failure> {
         let runs = self.unfinished(session);

@@ -67,6 +67,12 @@ pub struct RowQuery<'a> {
     pub active_minutes: Option<u64>,
     /// Each row with `lastMessagePreview`.
     pub last_message: bool,
+    /// Only the helpers the session with this key started.
+    pub spawned_by: Option<&'a str>,
+    /// No helper's session (OpenClaw's `excludeSubagents`).
+    pub no_helpers: bool,
+    /// Only sessions with a run going or waiting (OpenClaw's `activeOnly`).
+    pub busy_only: bool,
 }
 
 impl Default for RowQuery<'_> {
@@ -78,6 +84,9 @@ impl Default for RowQuery<'_> {
             limit: 100,
             active_minutes: None,
             last_message: false,
+            spawned_by: None,
+            no_helpers: false,
+            busy_only: false,
         }
     }
 }
@@ -205,8 +214,13 @@ impl Hub {
             limit,
             active_minutes,
             last_message,
+            spawned_by,
+            no_helpers,
+            busy_only,
         } = *query;
         let defaults = Defaults::load(self);
+        // A helper names its parent by session id; the query, by key.
+        let parent = spawned_by.map(|key| self.lookup(key));
         let since = active_minutes.map(|minutes| {
             std::time::SystemTime::now()
                 .checked_sub(std::time::Duration::from_secs(minutes.saturating_mul(60)))
@@ -230,6 +244,12 @@ impl Hub {
                 .iter()
                 .any(|v| v.to_lowercase().contains(search)),
             })
+            .filter(|s| !no_helpers || s.spawned_by.is_none())
+            .filter(|s| match &parent {
+                None => true,
+                Some(parent) => parent.is_some() && s.spawned_by == *parent,
+            })
+            .filter(|s| !busy_only || !self.unfinished(&s.id).is_empty())
             .collect();
         let count = matching.len();
         let page: Vec<Value> = matching

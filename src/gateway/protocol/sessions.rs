@@ -133,7 +133,9 @@ pub struct CreateParams {
 /// `sessions.list`. Every row has its title (`includeDerivedTitles`),
 /// pincer has no global or unknown sessions to include, and all its
 /// sessions are its one configured agent's (`configuredAgentsOnly`):
-/// those flags ask for what it does anyway.
+/// those flags ask for what it does anyway. The rest are OpenClaw's
+/// filters and facets that have a meaning in pincer (its Control UI's
+/// activity and dashboards pages send them).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ListParams {
@@ -151,6 +153,31 @@ pub struct ListParams {
     pub configured_agents_only: Option<bool>,
     pub owner_first: Option<bool>,
     pub spawned_by: Option<String>,
+    /// Leave out the sessions of helpers (`task` calls).
+    pub exclude_subagents: Option<bool>,
+    /// Only sessions with a run going or waiting.
+    pub active_only: Option<bool>,
+    pub sort_by: Option<SortBy>,
+    /// Each row with its `activitySummary` (pincer writes none, so its
+    /// state is "unavailable", as OpenClaw's is without a summary model).
+    pub include_activity_summary: Option<bool>,
+    /// The people the listed sessions involve: pincer has no people's
+    /// profiles, so none.
+    pub include_people: Option<bool>,
+    /// Only sessions with (`true`) or without a saved dashboard board:
+    /// pincer has no boards.
+    pub has_board: Option<bool>,
+}
+
+/// The order of `sessions.list`: pincer's sessions are listed by when
+/// their transcript last changed, which is also their last interaction
+/// and their last activity, so the three orders are one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SortBy {
+    UpdatedAt,
+    LastInteractionAt,
+    Activity,
 }
 
 /// `sessions.resolve`: a session by key, id, label, the Control UI's

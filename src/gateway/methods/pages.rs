@@ -1,0 +1,194 @@
+//! The methods the Control UI's pages beyond the chat read (their params
+//! and records are [`protocol::pages`](crate::gateway::protocol::pages)):
+//! the machine pincer runs on, its helpers as background tasks, its
+//! sessions' queues, and the empty lists of what pincer has not got.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::{Reply, only_main};
+use crate::gateway::frames::{ErrorShape, UNAVAILABLE, now_ms};
+use crate::gateway::hub::{self, Hub};
+use crate::gateway::protocol::pages::{
+    Environment, Environments, Lane, Lanes, Plugins, Projection, Task, TaskSort, TaskStatus, Tasks,
+    TasksParams,
+};
+
+/// The most tasks one answer carries (OpenClaw's limit).
+const MAX_TASKS: u64 = 500;
+
+/// `environments.list`: the gateway's machine (pincer pairs no others).
+pub fn environments(query: crate::gateway::protocol::pages::EnvironmentsParams) -> Value {
+    let environments = match query.projection {
+        // Worker profiles only: pincer has none.
+        Some(Projection::Profiles) => Vec::new(),
+        None => vec![Environment::gateway(
+            query.include_desktop_setup == Some(true),
+        )],
+    };
+    json!(Environments { environments })
+}
+
+/// `diagnostics.lanes`: each session with work, as a lane of one run at a
+/// time, with what waits in it.
+pub fn lanes(hub: &Hub) -> Value {
+    let mut lanes: Vec<Lane> = hub
+        .queues()
+        .into_iter()
+        .map(|(session, running, waiting)| Lane {
+            lane: format!("session:{}", hub.key_of(&session)),
+            queued_count: waiting,
+            active_count: usize::from(running),
+            max_concurrent: 1,
+            draining: false,
+            generation: 0,
+            blocked_by: (!running && waiting > 0).then_some("lane"),
+        })
+        .collect();
+    lanes.sort_by(|a, b| a.lane.cmp(&b.lane));
+    json!(Lanes {
+        ts: now_ms(),
+        lanes,
+        dynamic: None,
+    })
+}
+
+/// `plugins.list`: none (pincer loads no plugins, and installs none).
+pub fn plugins() -> Value {
+    json!(Plugins {
+        plugins: [],
+        diagnostics: [],
+        mutation_allowed: false,
+    })
+}
+
+/// `tasks.list`: the helpers pincer's `task` tool started, newest first
+/// (or by their end), as OpenClaw's background tasks; `sessionKey` keeps
+/// those one session started. The transcripts are listed off the
+/// runtime's workers.
+pub async fn tasks(hub: &Arc<Hub>, query: TasksParams) -> Reply {
+    only_main(query.agent_id.as_deref())?;
+    let limit = match query.limit {
+        None => 100,
+        Some(n @ 1..=MAX_TASKS) => n as usize,
+        Some(_) => {
+            return Err(ErrorShape::invalid(format!(
+                "tasks.list: `limit` must be from 1 to {MAX_TASKS}"
+            )));
+        }
+    };
+    let offset = match query.cursor.as_deref() {
+        None => 0,
+        Some(cursor) => cursor.parse::<usize>().map_err(|_| {
+            ErrorShape::invalid("invalid or expired tasks.list cursor; list again from the start")
+        })?,
+    };
+    if let Some(key) = &query.session_key {
+        super::checked_key("sessionKey", key)?;
+    }
+    let hub = hub.clone();
+    tokio::task::spawn_blocking(move || {
+        let parent = match query.session_key.as_deref() {
+            None => None,
+            Some(key) => match hub.lookup(key) {
+                Some(id) => Some(id),
+                None => {
+                    return Tasks {
+                        tasks: Vec::new(),
+                        next_cursor: None,
+                    };
+                }
+            },
+        };
+        let mut tasks: Vec<Task> = crate::session::list(hub.data_dir(), None)
+            .into_iter()
+            .filter_map(|summary| {
+                let spawned_by = summary.spawned_by.as_ref()?;
+                if parent.as_ref().is_some_and(|p| p != spawned_by) {
+                    return None;
+                }
+                let task = task(&hub, &summary, spawned_by);
+                query
+                    .status
+                    .as_ref()
+                    .is_none_or(|wanted| wanted.has(task.status))
+                    .then_some(task)
+            })
+            .collect();
+        if query.sort_by == Some(TaskSort::EndedAt) {
+            // Ended ones by their end, newest first; those still going last.
+            tasks.sort_by_key(|task| std::cmp::Reverse(task.ended_at));
+        }
+        let more = tasks.len() > offset.saturating_add(limit);
+        let tasks: Vec<Task> = tasks.into_iter().skip(offset).take(limit).collect();
+        Tasks {
+            tasks,
+            next_cursor: more.then(|| (offset + limit).to_string()),
+        }
+    })
+    .await
+    .map(|tasks| json!(tasks))
+    .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("listing the tasks failed: {e}")))
+}
+
+/// A helper's session as a task; its transcript's end says how it ended
+/// (as its session row's `helperState` does).
+fn task(hub: &Hub, summary: &crate::session::Summary, parent: &str) -> Task {
+    let status = match summary.helper_stop.as_deref() {
+        Some("cancelled") => TaskStatus::Cancelled,
+        Some("error" | "refusal") => TaskStatus::Failed,
+        Some(_) => TaskStatus::Completed,
+        None if hub.is_running_helper(&summary.id) => TaskStatus::Running,
+        // It ran in a pincer that was stopped or killed.
+        None => TaskStatus::Failed,
+    };
+    let updated_at = hub::millis(&summary.updated_at);
+    let title = summary
+        .title
+        .clone()
+        .or_else(|| summary.agent.clone())
+        .filter(|t| !t.is_empty());
+    Task {
+        id: summary.id.clone(),
+        kind: "subagent",
+        status,
+        title,
+        agent_id: "main",
+        session_key: hub.key_of(parent),
+        child_session_key: hub.key_of(&summary.id),
+        has_transcript: true,
+        updated_at,
+        ended_at: (status != TaskStatus::Running).then_some(updated_at),
+        error: (status == TaskStatus::Failed && summary.helper_stop.is_none())
+            .then(|| "interrupted: the pincer that ran it stopped".to_string()),
+    }
+}
+
+/// `themes.list`: pincer keeps no theme for its clients, so the UI's own
+/// default ("claw", following the system's light or dark) is current and
+/// there are no more to offer than the UI's built-in ones.
+pub fn themes() -> Value {
+    json!({
+        "current": {"id": "claw", "mode": "system", "scope": "gateway", "overrides": {}},
+        "theme": {
+            "id": "claw",
+            "name": "Claw",
+            "description": "OpenClaw's default theme",
+            "source": "builtin",
+            "modes": ["light", "dark"],
+        },
+        "themes": [],
+    })
+}
+
+/// `migrations.memory.plan`: pincer has no importer of another tool's
+/// memory, so there is nothing to plan.
+pub fn memory_plan(hub: &Hub, query: crate::gateway::protocol::pages::MemoryPlanParams) -> Reply {
+    only_main(Some(&query.agent_id))?;
+    Ok(json!({
+        "agentId": query.agent_id,
+        "workspace": hub.cwd,
+        "providers": [],
+    }))
+}

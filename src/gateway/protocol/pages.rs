@@ -1,0 +1,294 @@
+//! The params and records of the methods the Control UI's pages beyond
+//! the chat read: `environments.list` (Systems), `tasks.list` (Tasks and
+//! the chat's side panel), `diagnostics.lanes` (Debug), `plugins.list`,
+//! `themes.list`, `worktrees.list`, `transcripts.list` and
+//! `migrations.memory.plan` (the shapes are the `openclaw` package's
+//! `EnvironmentsListParamsSchema`, `TasksListParamsSchema`,
+//! `TasksListResultSchema`, `PluginsListResultSchema` and their
+//! handlers'). Where pincer has the thing (the machine it runs on, its
+//! helpers, its sessions' queues) the answer is it; where it has not
+//! (plugins, managed worktrees, meeting transcripts, another tool's
+//! memory) the answer is the empty list, which the page shows as its own
+//! "none" state.
+
+use serde::{Deserialize, Serialize};
+
+/// `environments.list`: pincer runs its tools on the gateway's machine,
+/// and has no worker profiles for a runtime to narrow.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnvironmentsParams {
+    pub runtime_id: Option<String>,
+    pub projection: Option<Projection>,
+    pub include_desktop_setup: Option<bool>,
+}
+
+/// `projection: "profiles"`: the worker profiles only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Projection {
+    Profiles,
+}
+
+/// A machine the agent runs on (OpenClaw's `EnvironmentSummary`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Environment {
+    pub id: &'static str,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub label: &'static str,
+    pub status: &'static str,
+    /// Node's name for the operating system (`linux`, `darwin`, `win32`).
+    pub platform: &'static str,
+    pub session_host: bool,
+    pub trust: &'static str,
+    pub capabilities: [&'static str; 4],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub desktop_setup: Option<DesktopSetup>,
+}
+
+/// Whether the machine's desktop can be shared: pincer shares none.
+#[derive(Clone, Debug, Serialize)]
+pub struct DesktopSetup {
+    pub state: &'static str,
+}
+
+/// `environments.list`'s answer.
+#[derive(Clone, Debug, Serialize)]
+pub struct Environments {
+    pub environments: Vec<Environment>,
+}
+
+impl Environment {
+    /// The gateway's own machine, as OpenClaw lists it first.
+    pub fn gateway(desktop_setup: bool) -> Self {
+        Self {
+            id: "gateway",
+            kind: "local",
+            label: "Gateway local",
+            status: "available",
+            platform: match std::env::consts::OS {
+                "macos" => "darwin",
+                "windows" => "win32",
+                other => other,
+            },
+            session_host: true,
+            trust: "persistent",
+            capabilities: ["agent.run", "sessions", "tools", "workspace"],
+            desktop_setup: desktop_setup.then_some(DesktopSetup {
+                state: "unsupported",
+            }),
+        }
+    }
+}
+
+/// A task's state (OpenClaw's `TaskStatus`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Queued,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+    TimedOut,
+}
+
+/// One state or several.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Statuses {
+    One(TaskStatus),
+    Many(Vec<TaskStatus>),
+}
+
+impl Statuses {
+    pub fn has(&self, status: TaskStatus) -> bool {
+        match self {
+            Self::One(one) => *one == status,
+            Self::Many(many) => many.contains(&status),
+        }
+    }
+}
+
+/// `tasks.list`: pincer's background tasks are its helpers (the sessions
+/// its `task` tool starts); `sessionKey` narrows them to one parent's.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TasksParams {
+    pub status: Option<Statuses>,
+    pub agent_id: Option<String>,
+    pub session_key: Option<String>,
+    pub limit: Option<u64>,
+    /// Where the previous page ended: pincer's cursors are offsets.
+    pub cursor: Option<String>,
+    pub sort_by: Option<TaskSort>,
+}
+
+/// `tasks.list`'s order: by the last change, or by the end (a task not
+/// ended last).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TaskSort {
+    UpdatedAt,
+    EndedAt,
+}
+
+/// A helper as OpenClaw's `TaskSummary`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    pub id: String,
+    pub kind: &'static str,
+    pub status: TaskStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub agent_id: &'static str,
+    /// The session whose `task` call started it.
+    pub session_key: String,
+    /// The helper's own session.
+    pub child_session_key: String,
+    pub has_transcript: bool,
+    pub updated_at: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `tasks.list`'s answer.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tasks {
+    pub tasks: Vec<Task>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// One queue of work (OpenClaw's `LaneSnapshot`): in pincer, a session's
+/// runs, one at a time.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lane {
+    pub lane: String,
+    pub queued_count: usize,
+    pub active_count: usize,
+    pub max_concurrent: usize,
+    pub draining: bool,
+    pub generation: u64,
+    pub blocked_by: Option<&'static str>,
+}
+
+/// `diagnostics.lanes`' answer.
+#[derive(Clone, Debug, Serialize)]
+pub struct Lanes {
+    pub ts: u64,
+    pub lanes: Vec<Lane>,
+    pub dynamic: Option<()>,
+}
+
+/// `plugins.list`'s answer: pincer loads no plugins, and installs none.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plugins {
+    pub plugins: [(); 0],
+    pub diagnostics: [(); 0],
+    pub mutation_allowed: bool,
+}
+
+/// `transcripts.list`: the meeting transcripts OpenClaw captures; pincer
+/// captures none, so every query finds none.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TranscriptsParams {
+    pub limit: Option<u64>,
+    pub cursor: Option<String>,
+    pub query: Option<String>,
+    pub provider_id: Option<String>,
+    pub account_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub started_after: Option<String>,
+    pub started_before: Option<String>,
+}
+
+/// `migrations.memory.plan`: importing another tool's memory, which
+/// pincer has no importer for.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemoryPlanParams {
+    pub agent_id: String,
+    pub overwrite: Option<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::protocol::params;
+    use serde_json::json;
+
+    #[test]
+    fn the_pages_params_take_openclaw_s_fields_and_refuse_others() {
+        let tasks: TasksParams = params(
+            "tasks.list",
+            json!({"status": ["completed", "timed_out"], "sortBy": "endedAt", "limit": 5}),
+        )
+        .unwrap();
+        let status = tasks.status.unwrap();
+        assert!(status.has(TaskStatus::TimedOut) && !status.has(TaskStatus::Running));
+        let one: TasksParams = params("tasks.list", json!({"status": "running"})).unwrap();
+        assert!(one.status.unwrap().has(TaskStatus::Running));
+        let refused = params::<TasksParams>("tasks.list", json!({"status": "paused"})).unwrap_err();
+        assert!(refused.starts_with("tasks.list: `status`"), "{refused}");
+        let refused = params::<TasksParams>("tasks.list", json!({"owner": "me"})).unwrap_err();
+        assert!(
+            refused.starts_with("tasks.list: `owner` is not supported by pincer"),
+            "{refused}"
+        );
+        let refused =
+            params::<EnvironmentsParams>("environments.list", json!({"projection": "all"}))
+                .unwrap_err();
+        assert!(
+            refused.starts_with("environments.list: `projection`"),
+            "{refused}"
+        );
+        let refused = params::<MemoryPlanParams>("migrations.memory.plan", json!({})).unwrap_err();
+        assert_eq!(refused, "migrations.memory.plan: `agentId` is required");
+    }
+
+    #[test]
+    fn the_records_serialise_as_openclaw_s() {
+        let gateway = serde_json::to_value(Environment::gateway(true)).unwrap();
+        assert_eq!(gateway["type"], "local");
+        assert_eq!(gateway["sessionHost"], true);
+        assert_eq!(gateway["desktopSetup"], json!({"state": "unsupported"}));
+        assert!(
+            serde_json::to_value(Environment::gateway(false))
+                .unwrap()
+                .get("desktopSetup")
+                .is_none()
+        );
+        let plugins = Plugins {
+            plugins: [],
+            diagnostics: [],
+            mutation_allowed: false,
+        };
+        assert_eq!(
+            serde_json::to_value(plugins).unwrap(),
+            json!({"plugins": [], "diagnostics": [], "mutationAllowed": false})
+        );
+        let lanes = Lanes {
+            ts: 1,
+            lanes: vec![],
+            dynamic: None,
+        };
+        assert_eq!(
+            serde_json::to_value(lanes).unwrap(),
+            json!({"ts": 1, "lanes": [], "dynamic": null})
+        );
+        assert_eq!(
+            serde_json::to_value(TaskStatus::TimedOut).unwrap(),
+            json!("timed_out")
+        );
+    }
+}

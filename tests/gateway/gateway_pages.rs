@@ -1,0 +1,313 @@
+//! What the Control UI's pages beyond the chat read from the gateway:
+//! helpers as background tasks (`tasks.list`), the sessions list's
+//! filters and facets (the activity and dashboards pages), the sessions'
+//! queues as lanes (`diagnostics.lanes`), the machine pincer runs on
+//! (`environments.list`), and OpenClaw's features pincer has not got
+//! answered as their empty lists.
+
+use crate::support;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use support::acp_client::Sandbox;
+use support::gateway::{Gateway, new_key};
+use support::mock_model::{MockModel, Reply};
+use support::sse::{anthropic_deltas, anthropic_text, anthropic_tool_call};
+
+#[tokio::test]
+async fn a_helper_is_a_background_task_and_the_activity_page_s_filters_leave_it_out() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "task",
+        &json!({"description": "check the docs", "prompt": "JOB-DOCS: read the docs"}),
+    )));
+    mock.push_for(
+        "JOB-DOCS",
+        Reply::sse(anthropic_text("The docs are fine.", 10)),
+    );
+    mock.push(Reply::sse(anthropic_text("Your helper agrees.", 10)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    let run = client.chat_send(&key, "check the docs with a helper").await;
+    client.chat_end(&run).await;
+
+    let listed = client.call_ok("tasks.list", json!({})).await;
+    let tasks = listed["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{listed}");
+    let task = &tasks[0];
+    assert_eq!(
+        (
+            &task["kind"],
+            &task["status"],
+            &task["title"],
+            &task["sessionKey"],
+            &task["agentId"]
+        ),
+        (
+            &json!("subagent"),
+            &json!("completed"),
+            &json!("check the docs"),
+            &json!(key),
+            &json!("main")
+        ),
+        "{task}"
+    );
+    let helper_key = task["childSessionKey"].as_str().unwrap().to_string();
+    assert!(helper_key.starts_with("agent:main:subagent:"), "{task}");
+    assert!(task["endedAt"].as_u64().unwrap() > 0, "{task}");
+    assert!(listed.get("nextCursor").is_none(), "{listed}");
+    // The chat's side panel asks per session and per state.
+    for (params, count) in [
+        (
+            json!({"sessionKey": key, "status": ["completed", "failed"], "sortBy": "endedAt"}),
+            1,
+        ),
+        (
+            json!({"sessionKey": key, "status": ["queued", "running"]}),
+            0,
+        ),
+        (json!({"status": "completed", "agentId": "main"}), 1),
+        (json!({"sessionKey": "agent:main:someone-else"}), 0),
+        (json!({"limit": 1, "cursor": "1"}), 0),
+    ] {
+        let listed = client.call_ok("tasks.list", params.clone()).await;
+        assert_eq!(
+            listed["tasks"].as_array().unwrap().len(),
+            count,
+            "{params}: {listed}"
+        );
+    }
+    for (params, says) in [
+        (json!({"limit": 0}), "`limit` must be from 1 to 500"),
+        (
+            json!({"cursor": "later"}),
+            "invalid or expired tasks.list cursor",
+        ),
+        (json!({"status": "paused"}), "tasks.list: `status`"),
+    ] {
+        let refused = client.call("tasks.list", params.clone()).await;
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{params}: {refused}");
+    }
+
+    // The activity page leaves helpers out, and asks for summaries and
+    // people pincer has not got: "unavailable", and none.
+    let activity = client
+        .call_ok(
+            "sessions.list",
+            json!({
+                "archived": "all", "includeGlobal": true, "includeUnknown": true,
+                "includePeople": true, "excludeSubagents": true,
+                "includeActivitySummary": true, "includeDerivedTitles": true,
+                "sortBy": "activity", "limit": 100, "activeMinutes": 10080
+            }),
+        )
+        .await;
+    let rows = activity["sessions"].as_array().unwrap();
+    assert_eq!(
+        (rows.len(), &activity["count"]),
+        (1, &json!(1)),
+        "{activity}"
+    );
+    assert_eq!(rows[0]["key"], json!(key));
+    assert_eq!(rows[0]["activitySummary"], json!({"state": "unavailable"}));
+    assert_eq!(
+        (
+            &activity["people"],
+            &activity["peopleIncomplete"],
+            &activity["peopleSessionCount"]
+        ),
+        (&json!([]), &json!(false), &json!(0)),
+        "{activity}"
+    );
+    // Without the flags the helper is listed, and the facets are not.
+    let all = client.call_ok("sessions.list", json!({})).await;
+    assert_eq!(all["count"], 2, "{all}");
+    assert!(all.get("people").is_none() && all["sessions"][0].get("activitySummary").is_none());
+    // One parent's helpers, counted before the page is cut.
+    let spawned = client
+        .call_ok("sessions.list", json!({"spawnedBy": key, "limit": 1}))
+        .await;
+    assert_eq!(
+        (
+            &spawned["count"],
+            &spawned["sessions"][0]["key"],
+            &spawned["hasMore"]
+        ),
+        (&json!(1), &json!(helper_key), &json!(false)),
+        "{spawned}"
+    );
+    // The dashboards page lists the sessions with a board: pincer has no
+    // boards.
+    let boards = client
+        .call_ok(
+            "sessions.list",
+            json!({"includeGlobal": true, "includeUnknown": true, "configuredAgentsOnly": true,
+                   "limit": 200, "hasBoard": true, "archived": "all", "agentId": "main"}),
+        )
+        .await;
+    assert_eq!(
+        (&boards["count"], &boards["sessions"]),
+        (&json!(0), &json!([]))
+    );
+    let unboarded = client
+        .call_ok("sessions.list", json!({"hasBoard": false}))
+        .await;
+    assert_eq!(unboarded["count"], 2, "{unboarded}");
+    let refused = client
+        .call("sessions.list", json!({"sortBy": "name"}))
+        .await;
+    assert_eq!(refused["ok"], json!(false), "{refused}");
+    // Nothing runs now.
+    let busy = client
+        .call_ok("sessions.list", json!({"activeOnly": true}))
+        .await;
+    assert_eq!(busy["count"], 0, "{busy}");
+    let lanes = client.call_ok("diagnostics.lanes", json!({})).await;
+    assert_eq!(lanes["lanes"], json!([]), "{lanes}");
+}
+
+/// A session whose run is going, with a message waiting behind it, is a
+/// lane with one active and one queued, and the only session
+/// `activeOnly` lists.
+#[tokio::test]
+async fn a_busy_session_is_a_lane_with_what_waits_in_it() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let (busy_key, quiet_key) = (new_key(), new_key());
+    mock.push(Reply::sse(anthropic_text("Quiet one.", 5)));
+    let quiet = client.chat_send(&quiet_key, "a quick one").await;
+    client.chat_end(&quiet).await;
+    mock.push(Reply::Stall {
+        body: anthropic_deltas(&["Working ", "on it ", "slowly"]),
+        events: 2,
+    });
+    mock.push(Reply::sse(anthropic_text("Second.", 5)));
+    let first = client.chat_send(&busy_key, "the slow one").await;
+    client
+        .next_where("the slow run's start", |f| {
+            f["event"] == "agent" && f["payload"]["runId"] == json!(first)
+        })
+        .await;
+    let second = client.chat_send(&busy_key, "and then this").await;
+    assert_ne!(first, second);
+    let lanes = client.call_ok("diagnostics.lanes", json!({})).await;
+    assert_eq!(
+        lanes["lanes"],
+        json!([{
+            "lane": format!("session:{busy_key}"), "activeCount": 1, "queuedCount": 1,
+            "maxConcurrent": 1, "draining": false, "generation": 0, "blockedBy": null
+        }]),
+        "{lanes}"
+    );
+    assert!(lanes["ts"].as_u64().unwrap() > 0, "{lanes}");
+    let active = client
+        .call_ok("sessions.list", json!({"activeOnly": true}))
+        .await;
+    assert_eq!(
+        (&active["count"], &active["sessions"][0]["key"]),
+        (&json!(1), &json!(busy_key)),
+        "{active}"
+    );
+    client
+        .call_ok("chat.abort", json!({"sessionKey": busy_key}))
+        .await;
+}
+
+/// The machine pincer runs on is the Systems page's one machine; the
+/// features pincer has not got are empty lists in OpenClaw's shapes (the
+/// pages show their own "none" states), and importing another tool's
+/// memory is an operator's (admin) question with no importers.
+#[tokio::test]
+async fn the_pages_of_openclaw_s_features_get_pincer_s_answers() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let machines = client
+        .call_ok("environments.list", json!({"includeDesktopSetup": true}))
+        .await;
+    let platform = match std::env::consts::OS {
+        "macos" => "darwin",
+        other => other,
+    };
+    assert_eq!(
+        machines,
+        json!({"environments": [{
+            "id": "gateway", "type": "local", "label": "Gateway local", "status": "available",
+            "platform": platform, "sessionHost": true, "trust": "persistent",
+            "capabilities": ["agent.run", "sessions", "tools", "workspace"],
+            "desktopSetup": {"state": "unsupported"}
+        }]})
+    );
+    let profiles = client
+        .call_ok("environments.list", json!({"projection": "profiles"}))
+        .await;
+    assert_eq!(profiles, json!({"environments": []}));
+    assert_eq!(
+        client.call_ok("plugins.list", json!({})).await,
+        json!({"plugins": [], "diagnostics": [], "mutationAllowed": false})
+    );
+    let themes = client.call_ok("themes.list", json!({})).await;
+    assert_eq!(
+        (
+            &themes["current"]["id"],
+            &themes["theme"]["source"],
+            &themes["themes"]
+        ),
+        (&json!("claw"), &json!("builtin"), &json!([])),
+        "{themes}"
+    );
+    assert_eq!(
+        client.call_ok("worktrees.list", json!({})).await,
+        json!({"worktrees": []})
+    );
+    assert_eq!(
+        client
+            .call_ok("transcripts.list", json!({"limit": 50, "query": "standup"}))
+            .await,
+        json!({"sessions": [], "nextCursor": null})
+    );
+    let plan = client
+        .call_ok(
+            "migrations.memory.plan",
+            json!({"agentId": "main", "overwrite": false}),
+        )
+        .await;
+    assert_eq!(
+        (&plan["agentId"], &plan["providers"]),
+        (&json!("main"), &json!([])),
+        "{plan}"
+    );
+    let other = client
+        .call("migrations.memory.plan", json!({"agentId": "ops"}))
+        .await;
+    assert_eq!(other["ok"], json!(false), "{other}");
+    // A reader may look at the pages, not plan an import.
+    let mut reader = gateway.operator(&["operator.read"], &[]).await;
+    reader.call_ok("tasks.list", json!({})).await;
+    reader.call_ok("environments.list", json!({})).await;
+    let refused = reader
+        .call("migrations.memory.plan", json!({"agentId": "main"}))
+        .await;
+    assert_eq!(
+        refused["error"]["details"]["missingScope"], "operator.admin",
+        "{refused}"
+    );
+    // Installing a plugin stays refused, saying why.
+    let install = client
+        .call("plugins.install", json!({"id": "voice-call"}))
+        .await;
+    assert!(
+        install["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not supported by pincer"),
+        "{install}"
+    );
+}
