@@ -1729,6 +1729,18 @@ async fn patch(hub: &Arc<Hub>, conn: &Conn, query: sessions::PatchParams) -> Rep
     // Everything is checked before anything changes.
     let label = checked_label(query.label.as_deref())?;
     let mode = permission_mode(hub, query.permission_mode.as_ref().map(Option::as_deref))?;
+    if let Some(Some(runtime)) = &query.agent_runtime {
+        return Err(ErrorShape::invalid(format!(
+            "sessions.patch: agentRuntime `{runtime}` is not supported by pincer, which runs every model in its own agent loop (send null for it)"
+        )));
+    }
+    let model = match query.model {
+        None => None,
+        Some(Some(model)) => Some(model),
+        Some(None) => Some(hub.default_model().ok_or_else(|| {
+            ErrorShape::invalid("model: no default model is configured to go back to")
+        })?),
+    };
     // `bypass` runs every tool without asking: turning it on answers every
     // approval to come, so it takes the scope that answers approvals.
     if mode == Some(crate::agent::Mode::Bypass) {
@@ -1742,7 +1754,7 @@ async fn patch(hub: &Arc<Hub>, conn: &Conn, query: sessions::PatchParams) -> Rep
     }
     let patch = Patch {
         label,
-        model: query.model.as_deref(),
+        model: model.as_deref(),
         thinking: query.thinking_level.as_deref(),
         permission_mode: mode.map(crate::agent::Mode::id),
         queue_mode: query.queue_mode.as_deref(),

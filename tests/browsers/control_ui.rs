@@ -558,3 +558,102 @@ async fn the_control_ui_s_permission_picker_sets_pincer_s_mode() {
         .await;
     assert_eq!(listed["sessions"][0]["mode"], json!("plan"), "{listed}");
 }
+
+/// The composer's model picker lists pincer's catalog; a pick is the
+/// session's model (the next model call asks for it), and the picker's
+/// default option (sent as `model: null`) goes back to the configured one.
+#[tokio::test]
+async fn the_control_ui_s_model_picker_sets_the_session_s_model() {
+    let ui = ControlUi::open().await;
+    ui.mock
+        .push(Reply::sse(anthropic_deltas(&["On the ", "default."])));
+    ui.send("Which model?").await;
+    ui.until_text("the first reply", "On the default.").await;
+    let default = ui.mock.requests()[0].body["model"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The picker's options, `provider/id`, the default one marked.
+    let options = "const all = []; const walk = (root) => { for (const el of root.querySelectorAll('[data-chat-model-option]')) all.push([el.dataset.chatModelOption, el.dataset.chatModelDefault === 'true']); \
+           for (const el of root.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot); }; walk(document);";
+    ui.browser
+        .until(
+            "the picker's options",
+            &format!("{options} return all.length > 1;"),
+        )
+        .await;
+    let options = ui.browser.eval(&format!("{options} return all;")).await;
+    let options: Vec<(String, bool)> = serde_json::from_value(options).unwrap();
+    assert!(
+        options.contains(&(format!("anthropic/{default}"), true)),
+        "{options:?}"
+    );
+    let other = options
+        .iter()
+        .find(|(value, is_default)| !is_default && value.starts_with("anthropic/"))
+        .unwrap_or_else(|| panic!("no other anthropic model in {options:?}"))
+        .0
+        .clone();
+    let pick = |value: &str| {
+        format!(
+            "{{ {} if (found) found.click(); }} {{ {} if (!found) return false; found.click(); return true; }}",
+            deep("[data-chat-model-provider-toggle][aria-expanded='false']"),
+            deep(&format!("[data-chat-model-option='{value}']"))
+        )
+    };
+    ui.browser
+        .until("the other model picked", &pick(&other))
+        .await;
+    let mut admin = ui.gateway.admin().await;
+    let model_of_main = async |admin: &mut support::gateway::Client| {
+        let listed = admin
+            .call_ok("sessions.list", json!({"search": "agent:main:main"}))
+            .await;
+        let row = &listed["sessions"][0];
+        format!(
+            "{}/{}",
+            row["modelProvider"].as_str().unwrap_or_default(),
+            row["model"].as_str().unwrap_or_default()
+        )
+    };
+    let mut picked = String::new();
+    for _ in 0..100 {
+        picked = model_of_main(&mut admin).await;
+        if picked == other {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(picked, other);
+    ui.mock
+        .push(Reply::sse(anthropic_deltas(&["On the ", "other one."])));
+    ui.send("And now?").await;
+    ui.until_text("the second reply", "On the other one.").await;
+    assert_eq!(
+        format!(
+            "anthropic/{}",
+            ui.mock.requests()[1].body["model"].as_str().unwrap()
+        ),
+        other
+    );
+    ui.browser.screenshot("control-ui-model-picked").await;
+
+    // Back to the default: the picker sends `model: null`.
+    ui.browser
+        .until("the default picked", &pick(&format!("anthropic/{default}")))
+        .await;
+    for _ in 0..100 {
+        picked = model_of_main(&mut admin).await;
+        if picked == format!("anthropic/{default}") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(picked, format!("anthropic/{default}"));
+    ui.mock
+        .push(Reply::sse(anthropic_deltas(&["Back on ", "the default."])));
+    ui.send("And back?").await;
+    ui.until_text("the third reply", "Back on the default.")
+        .await;
+    assert_eq!(ui.mock.requests()[2].body["model"], json!(default));
+}

@@ -1862,6 +1862,27 @@ async fn sessions_patch_refuses_a_model_the_catalog_does_not_know() {
     admin
         .call_ok("sessions.patch", json!({"key": key, "model": listed}))
         .await;
+    // A harness to run it in is OpenClaw's: only null (pincer's own loop)
+    // is taken.
+    let res = admin
+        .call(
+            "sessions.patch",
+            json!({"key": key, "model": listed, "agentRuntime": "codex"}),
+        )
+        .await;
+    assert!(
+        res["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("agentRuntime `codex` is not supported by pincer"),
+        "{res}"
+    );
+    admin
+        .call_ok(
+            "sessions.patch",
+            json!({"key": key, "model": null, "agentRuntime": null}),
+        )
+        .await;
 }
 
 /// A key that names a new session is on disk when the session is made:

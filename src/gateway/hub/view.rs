@@ -339,6 +339,12 @@ impl Hub {
         Defaults::load(self).mode
     }
 
+    /// The model new sessions start on (`provider/id`), if the config
+    /// names one.
+    pub fn default_model(&self) -> Option<String> {
+        Defaults::load(self).model
+    }
+
     pub fn agents(&self) -> Value {
         let defaults = Defaults::load(self);
         let mut agent = json!({

@@ -22,8 +22,16 @@ pub struct PatchParams {
     /// is not changed.
     pub expected_session_id: Option<String>,
     pub label: Option<String>,
-    pub model: Option<String>,
+    /// `null` is the default model (what the Control UI's picker sends
+    /// for its "default" option).
+    #[serde(default, deserialize_with = "given")]
+    pub model: Option<Option<String>>,
     pub thinking_level: Option<String>,
+    /// OpenClaw's choice of the harness a model runs in; `null` (its
+    /// default, which the Control UI sends with a model) is pincer's own
+    /// loop, and naming one is refused.
+    #[serde(default, deserialize_with = "given")]
+    pub agent_runtime: Option<Option<String>>,
     #[serde(default, deserialize_with = "given")]
     pub permission_mode: Option<Option<String>>,
     pub queue_mode: Option<String>,
