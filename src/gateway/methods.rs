@@ -83,6 +83,14 @@ pub const METHODS: &[&str] = &[
     "worktrees.list",
     "transcripts.list",
     "migrations.memory.plan",
+    "skills.status",
+    "skills.search",
+    "skills.library.list",
+    "system.info",
+    "node.list",
+    "plugins.catalog.browse",
+    "agent.identity.get",
+    "talk.catalog",
 ];
 
 /// The OpenClaw server capabilities pincer has, for `hello-ok`'s
@@ -730,6 +738,71 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         "migrations.memory.plan" => {
             need(conn, Need::Admin)?;
             pages::memory_plan(hub, typed("migrations.memory.plan", params)?)
+        }
+        "system.info" => {
+            need(conn, Need::Read)?;
+            let _: NoParams = typed("system.info", params)?;
+            Ok(pages::system_info(hub))
+        }
+        // The machines paired to run tools: pincer pairs none (its other
+        // node methods, pairing first, are refused).
+        "node.list" => {
+            need(conn, Need::Read)?;
+            let _: NoParams = typed("node.list", params)?;
+            Ok(json!({"ts": now_ms(), "nodes": []}))
+        }
+        "plugins.catalog.browse" => {
+            need(conn, Need::Read)?;
+            let query: pages_params::CatalogParams = typed("plugins.catalog.browse", params)?;
+            if query.query.is_some() && query.cursor.is_some() {
+                return Err(ErrorShape::invalid(
+                    "plugins.catalog.browse: `query` and `cursor` cannot be sent together",
+                ));
+            }
+            Ok(json!({"items": []}))
+        }
+        // The name pincer's Control UI config gives (it has no picture).
+        "agent.identity.get" => {
+            need(conn, Need::Read)?;
+            let query: pages_params::IdentityParams = typed("agent.identity.get", params)?;
+            only_main(query.agent_id.as_deref())?;
+            if let Some(key) = &query.session_key {
+                checked_key("sessionKey", key)?;
+            }
+            Ok(json!({"agentId": "main", "name": "pincer"}))
+        }
+        "talk.catalog" => {
+            need(conn, Need::Read)?;
+            let _: pages_params::TalkCatalogParams = typed("talk.catalog", params)?;
+            let none = json!({"ready": false, "providers": []});
+            Ok(json!({
+                "modes": [], "transports": [], "brains": [],
+                "speech": none, "transcription": none, "realtime": none,
+            }))
+        }
+        "skills.status" => {
+            need(conn, Need::Read)?;
+            pages::skills(hub, typed("skills.status", params)?).await
+        }
+        // ClawHub, OpenClaw's skill registry: pincer searches none, so a
+        // search finds nothing (the page still shows the skills here).
+        "skills.search" => {
+            need(conn, Need::Read)?;
+            let query: pages_params::SkillsSearchParams = typed("skills.search", params)?;
+            if query.limit.is_some_and(|n| !(1..=100).contains(&n)) {
+                return Err(ErrorShape::invalid(
+                    "skills.search: `limit` must be from 1 to 100",
+                ));
+            }
+            Ok(json!({"results": []}))
+        }
+        "skills.library.list" => {
+            need(conn, Need::Read)?;
+            let query: pages_params::SkillsLibraryParams = typed("skills.library.list", params)?;
+            if let Some(key) = &query.session_key {
+                checked_key("sessionKey", key)?;
+            }
+            Ok(pages::skill_library())
         }
         "connect" => Err(ErrorShape::invalid("already connected")),
         other => Err(ErrorShape::invalid(match openclaw_only(other) {

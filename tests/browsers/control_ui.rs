@@ -657,3 +657,76 @@ async fn the_control_ui_s_model_picker_sets_the_session_s_model() {
         .await;
     assert_eq!(ui.mock.requests()[2].body["model"], json!(default));
 }
+
+/// The pages beyond the chat open without an error: each shows what
+/// pincer has (its sessions on the activity page, its skills, the
+/// machine it runs on, its queues) or, for OpenClaw's features pincer has
+/// not got (plugins, background task runners, managed worktrees, meeting
+/// transcripts, voice), the page's own "none" state, and never "unknown
+/// method" or a refusal where the page expects an answer.
+#[tokio::test]
+async fn every_page_of_the_control_ui_opens_without_an_error() {
+    let ui = ControlUi::open().await;
+    // A skill of the user's, and a session with a title.
+    let skill = ui.sandbox.home().join("skills/release-notes");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: release-notes\ndescription: Writes the release notes from the merged changes.\n---\nRead the log.\n",
+    )
+    .unwrap();
+    ui.mock
+        .push(Reply::sse(anthropic_deltas(&["Planned ", "the release."])));
+    ui.send("Plan the autumn release").await;
+    ui.until_text("the reply", "Planned the release.").await;
+
+    let token = ui.gateway.token.clone().unwrap();
+    let errors = [
+        "unknown method",
+        "not supported by pincer",
+        "Could not load",
+        "could not be refreshed",
+        "could not be verified",
+        "invalid response",
+        "returned an invalid",
+    ];
+    // Each page, and what shows it loaded.
+    let pages = [
+        ("activity", "Plan the autumn release"),
+        ("skills", "release-notes"),
+        ("systems", "Gateway host"),
+        ("plugins", "No plugins found"),
+        ("tasks", "No background tasks yet."),
+        ("worktrees", "No managed worktrees."),
+        ("meetings", "Your meeting notes, together"),
+        ("debug", "Lanes"),
+        ("dashboards", "Dashboards"),
+        ("settings/appearance", "Claw"),
+        ("chat", "No realtime voice provider is configured."),
+    ];
+    for (page, shown) in pages {
+        ui.browser
+            .client
+            .goto(&format!("http://{}/{page}#token={token}", ui.gateway.addr))
+            .await
+            .unwrap();
+        ui.until_text(&format!("the {page} page's {shown:?}"), shown)
+            .await;
+        // What loads after the page's first answer has had time to.
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        let text = ui
+            .browser
+            .eval(&format!("{ALL_TEXT} return all.replace(/\\s+/g, ' ');"))
+            .await;
+        let text = text.as_str().unwrap_or_default();
+        ui.browser
+            .screenshot(&format!("control-ui-page-{}", page.replace('/', "-")))
+            .await;
+        for error in errors {
+            assert!(
+                !text.contains(error),
+                "the {page} page shows {error:?}: {text}"
+            );
+        }
+    }
+}

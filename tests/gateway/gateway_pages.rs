@@ -288,6 +288,71 @@ async fn the_pages_of_openclaw_s_features_get_pincer_s_answers() {
         .call("migrations.memory.plan", json!({"agentId": "ops"}))
         .await;
     assert_eq!(other["ok"], json!(false), "{other}");
+    // The machine's own figures, for the Systems page.
+    let info = client.call_ok("system.info", json!({})).await;
+    assert_eq!(info["pid"], json!(gateway.child.id()), "{info}");
+    assert_eq!(info["platform"], json!(platform), "{info}");
+    assert!(info["cpuCount"].as_u64().unwrap() >= 1, "{info}");
+    if cfg!(target_os = "linux") {
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        assert_eq!(info["hostname"], json!(hostname.trim()), "{info}");
+        let total = info["memoryTotalBytes"].as_u64().unwrap();
+        let free = info["memoryFreeBytes"].as_u64().unwrap();
+        assert!(total > 0 && free <= total, "{info}");
+    }
+    let nodes = client.call_ok("node.list", json!({})).await;
+    assert_eq!(nodes["nodes"], json!([]), "{nodes}");
+    // Pairing one is OpenClaw's.
+    let pairing = client.call("node.pair.list", json!({})).await;
+    assert!(
+        pairing["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not supported by pincer"),
+        "{pairing}"
+    );
+    // No voice provider of any kind is ready.
+    let talk = client.call_ok("talk.catalog", json!({})).await;
+    for group in ["speech", "transcription", "realtime"] {
+        assert_eq!(
+            talk[group],
+            json!({"ready": false, "providers": []}),
+            "{talk}"
+        );
+    }
+    assert_eq!(
+        client
+            .call_ok(
+                "plugins.catalog.browse",
+                json!({"intent": "all", "pageSize": 100})
+            )
+            .await,
+        json!({"items": []})
+    );
+    let both = client
+        .call(
+            "plugins.catalog.browse",
+            json!({"query": "voice", "cursor": "2"}),
+        )
+        .await;
+    assert_eq!(both["ok"], json!(false), "{both}");
+    assert_eq!(
+        client
+            .call_ok("agent.identity.get", json!({"agentId": "main"}))
+            .await,
+        json!({"agentId": "main", "name": "pincer"})
+    );
+    // The appearance page's catalog of prepared models is pincer's one.
+    let prepared = client
+        .call_ok(
+            "models.list",
+            json!({"view": "configured", "preparedOnly": true, "agentId": "main"}),
+        )
+        .await;
+    assert_eq!(
+        prepared["models"],
+        client.call_ok("models.list", json!({})).await["models"]
+    );
     // A reader may look at the pages, not plan an import.
     let mut reader = gateway.operator(&["operator.read"], &[]).await;
     reader.call_ok("tasks.list", json!({})).await;
@@ -309,5 +374,98 @@ async fn the_pages_of_openclaw_s_features_get_pincer_s_answers() {
             .unwrap_or_default()
             .contains("not supported by pincer"),
         "{install}"
+    );
+}
+
+/// The skills page lists the skills a session is offered: the project's
+/// (the workspace's) and the user's own (OpenClaw's "managed" ones).
+#[tokio::test]
+async fn the_skills_page_lists_the_project_s_and_the_user_s_skills() {
+    let sandbox = Sandbox::new();
+    let write = |dir: std::path::PathBuf, name: &str, about: &str| {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: {about}\n---\nSteps.\n"),
+        )
+        .unwrap();
+    };
+    write(
+        sandbox.work().join(".pincer/skills/deploy"),
+        "deploy",
+        "Deploys this project.",
+    );
+    write(
+        sandbox.home().join("skills/release-notes"),
+        "release-notes",
+        "Writes release notes.",
+    );
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.operator(&["operator.read"], &[]).await;
+    let status = client
+        .call_ok("skills.status", json!({"agentId": "main"}))
+        .await;
+    let skills: Vec<(&str, &str, &str, bool)> = status["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap(),
+                s["description"].as_str().unwrap(),
+                s["source"].as_str().unwrap(),
+                s["eligible"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        skills,
+        [
+            (
+                "deploy",
+                "Deploys this project.",
+                "openclaw-workspace",
+                true
+            ),
+            (
+                "release-notes",
+                "Writes release notes.",
+                "openclaw-managed",
+                true
+            ),
+        ],
+        "{status}"
+    );
+    assert!(
+        status["skills"][0]["filePath"]
+            .as_str()
+            .unwrap()
+            .ends_with(".pincer/skills/deploy/SKILL.md"),
+        "{status}"
+    );
+    assert_eq!(status["missing"], serde_json::Value::Null);
+    assert_eq!(status["skills"][1]["missing"]["bins"], json!([]));
+    let refused = client
+        .call("skills.status", json!({"sessionKey": "agent:main:nobody"}))
+        .await;
+    assert_eq!(
+        refused["error"]["message"], "Session not found.",
+        "{refused}"
+    );
+    // ClawHub's search and a team's library: pincer has neither.
+    assert_eq!(
+        client.call_ok("skills.search", json!({"limit": 20})).await,
+        json!({"results": []})
+    );
+    let refused = client.call("skills.search", json!({"limit": 0})).await;
+    assert_eq!(refused["ok"], json!(false), "{refused}");
+    let library = client
+        .call_ok("skills.library.list", json!({"scope": "all"}))
+        .await;
+    assert_eq!(
+        (&library["entries"], &library["canManageWorkspace"]),
+        (&json!([]), &json!(false)),
+        "{library}"
     );
 }

@@ -1,7 +1,8 @@
 //! The methods the Control UI's pages beyond the chat read (their params
 //! and records are [`protocol::pages`](crate::gateway::protocol::pages)):
-//! the machine pincer runs on, its helpers as background tasks, its
-//! sessions' queues, and the empty lists of what pincer has not got.
+//! the machine pincer runs on, its skills, its helpers as background
+//! tasks, its sessions' queues, and the empty lists of what pincer has
+//! not got.
 
 use std::sync::Arc;
 
@@ -11,8 +12,8 @@ use super::{Reply, only_main};
 use crate::gateway::frames::{ErrorShape, UNAVAILABLE, now_ms};
 use crate::gateway::hub::{self, Hub};
 use crate::gateway::protocol::pages::{
-    Environment, Environments, Lane, Lanes, Plugins, Projection, Task, TaskSort, TaskStatus, Tasks,
-    TasksParams,
+    Environment, Environments, Lane, Lanes, Plugins, Projection, Requirements, SkillStatus,
+    SkillsStatus, SkillsStatusParams, Task, TaskSort, TaskStatus, Tasks, TasksParams,
 };
 
 /// The most tasks one answer carries (OpenClaw's limit).
@@ -191,4 +192,144 @@ pub fn memory_plan(hub: &Hub, query: crate::gateway::protocol::pages::MemoryPlan
         "workspace": hub.cwd,
         "providers": [],
     }))
+}
+
+/// `skills.status`: the skills a session in the session's directory (or
+/// the gateway's) is offered, found as the agent finds them (the
+/// project's, then the user's), read off the runtime's workers.
+pub async fn skills(hub: &Arc<Hub>, query: SkillsStatusParams) -> Reply {
+    only_main(query.agent_id.as_deref())?;
+    let session = match query.session_key.as_deref() {
+        None => None,
+        Some(key) => {
+            super::checked_key("sessionKey", key)?;
+            Some(
+                hub.lookup(key)
+                    .ok_or_else(|| ErrorShape::invalid("Session not found."))?,
+            )
+        }
+    };
+    let hub = hub.clone();
+    tokio::task::spawn_blocking(move || {
+        let cwd = session
+            .and_then(|id| {
+                crate::session::list(hub.data_dir(), None)
+                    .into_iter()
+                    .find(|s| s.id == id)
+            })
+            .map_or_else(|| hub.cwd.clone(), |summary| summary.cwd);
+        let settings = crate::config::Settings::load_from_process(&cwd)
+            .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("reading the config failed: {e}")))?;
+        let sources = crate::context::Sources::from_settings(&settings, &cwd);
+        let managed = sources.config_dir.join("skills");
+        let (found, _problems) = crate::context::skills::discover(&sources);
+        let skills = found
+            .into_iter()
+            .map(|skill| SkillStatus {
+                source: if skill.dir.starts_with(&managed) {
+                    "openclaw-managed"
+                } else {
+                    "openclaw-workspace"
+                },
+                bundled: false,
+                file_path: skill.path.display().to_string(),
+                base_dir: skill.dir.display().to_string(),
+                skill_key: skill.name.clone(),
+                name: skill.name,
+                description: skill.description,
+                always: false,
+                disabled: false,
+                blocked_by_allowlist: false,
+                blocked_by_agent_filter: false,
+                eligible: true,
+                platform_incompatible: false,
+                model_visible: true,
+                user_invocable: true,
+                command_visible: true,
+                requirements: Requirements::default(),
+                missing: Requirements::default(),
+                config_checks: [],
+                install: [],
+            })
+            .collect();
+        Ok(json!(SkillsStatus {
+            workspace_dir: cwd.display().to_string(),
+            managed_skills_dir: managed.display().to_string(),
+            agent_id: "main",
+            skills,
+        }))
+    })
+    .await
+    .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("listing the skills failed: {e}")))?
+}
+
+/// `skills.library.list`: pincer has no shared skill library, so its
+/// lists are empty and nothing can be added to one.
+pub fn skill_library() -> Value {
+    json!({
+        "entries": [],
+        "profileId": null,
+        "multipleProfiles": false,
+        "defaultTarget": "workspace",
+        "canManageWorkspace": false,
+        "defaultSelectionLimit": 64,
+    })
+}
+
+/// `system.info`: the machine the gateway runs on, as the Systems page
+/// shows it (read from `/proc` where there is one; a figure it cannot
+/// read is 0, a name empty). `nodeVersion` is empty: pincer is no Node
+/// process.
+pub fn system_info(hub: &Hub) -> Value {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|text| text.trim().to_string())
+            .unwrap_or_default()
+    };
+    let hostname = read("/proc/sys/kernel/hostname");
+    let release = read("/proc/sys/kernel/osrelease");
+    let meminfo = read("/proc/meminfo");
+    // `/proc/meminfo` counts in KiB.
+    let memory = |field: &str| {
+        meminfo
+            .lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+            .map_or(0, |kib| kib.saturating_mul(1024))
+    };
+    let platform = Environment::gateway(false).platform;
+    let os = match platform {
+        "linux" => "Linux",
+        "darwin" => "Darwin",
+        "win32" => "Windows_NT",
+        other => other,
+    };
+    let mut info = json!({
+        "machineName": hostname.trim_end_matches(".local"),
+        "hostname": hostname,
+        "platform": platform,
+        "release": release,
+        "arch": match std::env::consts::ARCH {
+            "x86_64" => "x64",
+            "aarch64" => "arm64",
+            "x86" => "ia32",
+            other => other,
+        },
+        "osLabel": format!("{os} {release}").trim().to_string(),
+        "nodeVersion": "",
+        "pid": std::process::id(),
+        "uptimeMs": hub.started.elapsed().as_millis() as u64,
+        "cpuCount": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "memoryTotalBytes": memory("MemTotal"),
+        "memoryFreeBytes": memory("MemAvailable"),
+    });
+    let load: Vec<f64> = read("/proc/loadavg")
+        .split_whitespace()
+        .take(3)
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    if load.len() == 3 && load.iter().any(|n| *n > 0.0) {
+        info["loadAverage"] = json!(load);
+    }
+    info
 }

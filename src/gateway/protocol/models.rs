@@ -15,6 +15,10 @@ pub struct ListParams {
     pub include_details: Option<bool>,
     /// Discovering a provider's models: refused by name.
     pub refresh: Option<bool>,
+    /// Only models whose catalog is ready without discovering more:
+    /// pincer's catalog is its config's, always ready, so this asks for
+    /// what it answers anyway.
+    pub prepared_only: Option<bool>,
 }
 
 #[cfg(test)]

@@ -221,6 +221,131 @@ pub struct MemoryPlanParams {
     pub overwrite: Option<bool>,
 }
 
+/// `skills.status`: the skills a session (or, without one, a session in
+/// the gateway's directory) has.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SkillsStatusParams {
+    pub agent_id: Option<String>,
+    pub session_key: Option<String>,
+}
+
+/// What a skill needs to run (OpenClaw's requirements): pincer's skills
+/// declare nothing, so nothing is missing.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Requirements {
+    pub bins: [(); 0],
+    pub any_bins: [(); 0],
+    pub env: [(); 0],
+    pub config: [(); 0],
+    pub os: [(); 0],
+}
+
+/// One skill as OpenClaw's skill status entry: a project's skill is the
+/// workspace's, the user's own is "managed" (installed for every
+/// project). Every skill pincer found is offered to the model.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillStatus {
+    pub name: String,
+    pub description: String,
+    pub source: &'static str,
+    pub bundled: bool,
+    pub file_path: String,
+    pub base_dir: String,
+    pub skill_key: String,
+    pub always: bool,
+    pub disabled: bool,
+    pub blocked_by_allowlist: bool,
+    pub blocked_by_agent_filter: bool,
+    pub eligible: bool,
+    pub platform_incompatible: bool,
+    pub model_visible: bool,
+    pub user_invocable: bool,
+    pub command_visible: bool,
+    pub requirements: Requirements,
+    pub missing: Requirements,
+    pub config_checks: [(); 0],
+    pub install: [(); 0],
+}
+
+/// `skills.status`' answer.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillsStatus {
+    pub workspace_dir: String,
+    pub managed_skills_dir: String,
+    pub agent_id: &'static str,
+    pub skills: Vec<SkillStatus>,
+}
+
+/// `skills.search`: a search of ClawHub, OpenClaw's skill registry,
+/// which pincer does not search.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillsSearchParams {
+    pub query: Option<String>,
+    pub limit: Option<u64>,
+}
+
+/// `skills.library.list`: a team's shared skill library.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SkillsLibraryParams {
+    pub session_key: Option<String>,
+    pub scope: Option<LibraryScope>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LibraryScope {
+    Mine,
+    Team,
+    All,
+}
+
+/// `plugins.catalog.browse`: ClawHub's plugin catalog, which pincer
+/// does not browse (it loads no plugins), so every page of it is empty.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CatalogParams {
+    pub query: Option<String>,
+    pub search_source: Option<String>,
+    pub intent: Option<CatalogIntent>,
+    pub category: Option<String>,
+    pub cursor: Option<String>,
+    pub page_size: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CatalogIntent {
+    All,
+    Bundled,
+    Trending,
+    Official,
+    Featured,
+}
+
+/// `agent.identity.get`: the agent's name as the chat shows it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IdentityParams {
+    pub agent_id: Option<String>,
+    pub session_key: Option<String>,
+}
+
+/// `talk.catalog`: OpenClaw's voice providers; pincer has no voice
+/// features, so no provider of any kind is ready (the chat's microphone
+/// menu then says so, in OpenClaw's words).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TalkCatalogParams {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
