@@ -730,3 +730,60 @@ async fn every_page_of_the_control_ui_opens_without_an_error() {
         }
     }
 }
+
+/// A picture attached in the composer (its photo input, as a picked file)
+/// reaches the model with the message, as an image.
+#[tokio::test]
+async fn a_picture_attached_in_the_control_ui_reaches_the_model() {
+    // A 1×1 PNG.
+    const PIXEL: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    let ui = ControlUi::open().await;
+    ui.mock
+        .push(Reply::sse(anthropic_deltas(&["A single ", "pixel."])));
+    ui.browser
+        .until(
+            "the picture picked in the photo input",
+            &format!(
+                "{} if (!found) return false; \
+                 const bytes = Uint8Array.from(atob({PIXEL:?}), c => c.charCodeAt(0)); \
+                 const picked = new DataTransfer(); picked.items.add(new File([bytes], 'pixel.png', {{type: 'image/png'}})); \
+                 found.files = picked.files; found.dispatchEvent(new Event('change', {{bubbles: true}})); return true;",
+                deep("input.agent-chat__photo-input")
+            ),
+        )
+        .await;
+    // The composer shows it before it is sent.
+    ui.browser
+        .until(
+            "the attachment's preview",
+            &format!(
+                "{} return found !== null;",
+                deep("img[src^='data:image/png'], img[src^='blob:']")
+            ),
+        )
+        .await;
+    // (With a picture the message box asks for a caption.)
+    ui.browser
+        .eval(&format!("{} found.focus(); return true;", deep("textarea")))
+        .await;
+    ui.browser.type_text("What is in this picture?").await;
+    ui.browser.press(&['\u{e007}']).await;
+    ui.until_text("the reply", "A single pixel.").await;
+    let request = &ui.mock.requests()[0].body;
+    let content = request["messages"][0]["content"].as_array().unwrap();
+    let image = content
+        .iter()
+        .find(|block| block["type"] == "image")
+        .unwrap_or_else(|| panic!("no image in {request}"));
+    assert_eq!(
+        image["source"],
+        json!({"type": "base64", "media_type": "image/png", "data": PIXEL})
+    );
+    assert!(
+        content
+            .iter()
+            .any(|block| block["text"] == "What is in this picture?"),
+        "{request}"
+    );
+    ui.browser.screenshot("control-ui-attachment").await;
+}
