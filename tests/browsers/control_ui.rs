@@ -694,7 +694,8 @@ async fn every_page_of_the_control_ui_opens_without_an_error() {
     let pages = [
         ("activity", "Plan the autumn release"),
         ("skills", "release-notes"),
-        ("systems", "Gateway host"),
+        ("systems", "No desktop available"),
+        ("sessions", "Plan the autumn release"),
         ("plugins", "No plugins found"),
         ("tasks", "No background tasks yet."),
         ("worktrees", "No managed worktrees."),

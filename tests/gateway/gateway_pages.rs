@@ -241,8 +241,7 @@ async fn the_pages_of_openclaw_s_features_get_pincer_s_answers() {
         json!({"environments": [{
             "id": "gateway", "type": "local", "label": "Gateway local", "status": "available",
             "platform": platform, "sessionHost": true, "trust": "persistent",
-            "capabilities": ["agent.run", "sessions", "tools", "workspace"],
-            "desktopSetup": {"state": "unsupported"}
+            "capabilities": ["agent.run", "sessions", "tools", "workspace"]
         }]})
     );
     let profiles = client

@@ -24,9 +24,7 @@ pub fn environments(query: crate::gateway::protocol::pages::EnvironmentsParams) 
     let environments = match query.projection {
         // Worker profiles only: pincer has none.
         Some(Projection::Profiles) => Vec::new(),
-        None => vec![Environment::gateway(
-            query.include_desktop_setup == Some(true),
-        )],
+        None => vec![Environment::gateway()],
     };
     json!(Environments { environments })
 }
@@ -297,7 +295,7 @@ pub fn system_info(hub: &Hub) -> Value {
             .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
             .map_or(0, |kib| kib.saturating_mul(1024))
     };
-    let platform = Environment::gateway(false).platform;
+    let platform = Environment::gateway().platform;
     let os = match platform {
         "linux" => "Linux",
         "darwin" => "Darwin",

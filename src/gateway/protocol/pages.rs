@@ -14,7 +14,8 @@
 use serde::{Deserialize, Serialize};
 
 /// `environments.list`: pincer runs its tools on the gateway's machine,
-/// and has no worker profiles for a runtime to narrow.
+/// and has no worker profiles for a runtime to narrow, nor a desktop to
+/// set up (`includeDesktopSetup`).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnvironmentsParams {
@@ -44,14 +45,6 @@ pub struct Environment {
     pub session_host: bool,
     pub trust: &'static str,
     pub capabilities: [&'static str; 4],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub desktop_setup: Option<DesktopSetup>,
-}
-
-/// Whether the machine's desktop can be shared: pincer shares none.
-#[derive(Clone, Debug, Serialize)]
-pub struct DesktopSetup {
-    pub state: &'static str,
 }
 
 /// `environments.list`'s answer.
@@ -61,8 +54,11 @@ pub struct Environments {
 }
 
 impl Environment {
-    /// The gateway's own machine, as OpenClaw lists it first.
-    pub fn gateway(desktop_setup: bool) -> Self {
+    /// The gateway's own machine, as OpenClaw lists it first. It reports
+    /// no desktop (pincer shares none), so there is no desktop setup to
+    /// report either, asked for or not: the Systems page then says the
+    /// machine has no desktop and its other capabilities remain.
+    pub fn gateway() -> Self {
         Self {
             id: "gateway",
             kind: "local",
@@ -76,9 +72,6 @@ impl Environment {
             session_host: true,
             trust: "persistent",
             capabilities: ["agent.run", "sessions", "tools", "workspace"],
-            desktop_setup: desktop_setup.then_some(DesktopSetup {
-                state: "unsupported",
-            }),
         }
     }
 }
@@ -383,16 +376,10 @@ mod tests {
 
     #[test]
     fn the_records_serialise_as_openclaw_s() {
-        let gateway = serde_json::to_value(Environment::gateway(true)).unwrap();
+        let gateway = serde_json::to_value(Environment::gateway()).unwrap();
         assert_eq!(gateway["type"], "local");
         assert_eq!(gateway["sessionHost"], true);
-        assert_eq!(gateway["desktopSetup"], json!({"state": "unsupported"}));
-        assert!(
-            serde_json::to_value(Environment::gateway(false))
-                .unwrap()
-                .get("desktopSetup")
-                .is_none()
-        );
+        assert!(gateway.get("desktopSetup").is_none());
         let plugins = Plugins {
             plugins: [],
             diagnostics: [],
