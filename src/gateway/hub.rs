@@ -687,11 +687,16 @@ impl Hub {
 
     /// `sessions.patch` changed the session (its label or settings):
     /// the event carries its row as `session`, as OpenClaw's does.
-    pub fn announce_patched(&self, key: &str, session: &str, row: Option<Value>) {
+    pub fn announce_patched(
+        &self,
+        key: &str,
+        session: &str,
+        row: Option<crate::gateway::protocol::sessions::Row>,
+    ) {
         let mut payload =
             json!({"reason": "patch", "key": key, "sessionId": session, "ts": now_ms()});
         if let Some(row) = row {
-            payload["session"] = row;
+            payload["session"] = json!(row);
         }
         self.broadcast("sessions.changed", &payload, Audience::SessionWatchers);
     }

@@ -1283,14 +1283,19 @@ fn cut_to_bytes(messages: &mut Vec<Value>, max_bytes: Option<u64>) -> bool {
 
 /// `chat.startup`'s `sessionInfo`: the session's row and its runs.
 fn session_info(hub: &Hub, key: &str, session: Option<&str>) -> Value {
-    let mut info = hub
-        .row_of(key)
-        .unwrap_or_else(|| json!({"key": key, "kind": "direct"}));
     let runs = session.map(|s| hub.unfinished(s)).unwrap_or_default();
-    info["agentId"] = json!("main");
-    info["hasActiveRun"] = json!(!runs.is_empty());
-    info["activeRunIds"] = json!(runs);
-    info
+    json!(chat::SessionInfo {
+        session: match hub.row_of(key) {
+            Some(row) => chat::StartupSession::Listed(Box::new(row)),
+            None => chat::StartupSession::New {
+                key: key.to_string(),
+                kind: "direct",
+            },
+        },
+        agent_id: "main",
+        has_active_run: !runs.is_empty(),
+        active_run_ids: runs,
+    })
 }
 
 /// How the last `/compact` of a transcript ended.
@@ -1625,7 +1630,7 @@ fn list(hub: &Hub, query: sessions::ListParams) -> Reply {
     let more = offset.saturating_add(limit) < count;
     if query.include_activity_summary == Some(true) {
         for row in &mut page {
-            row["activitySummary"] = json!({"state": "unavailable"});
+            row.activity_summary = Some(sessions::ActivitySummary::UNAVAILABLE);
         }
     }
     let mut listed = json!({

@@ -32,6 +32,7 @@ use crate::config::channels::Groups;
 use crate::gateway::conn::{Conn, Outbox, Scopes};
 use crate::gateway::frames::now_ms;
 use crate::gateway::hub::{ChannelState, ChannelsStatus, Hub, Patch};
+use crate::gateway::protocol::sessions::Row;
 use crate::gateway::schedule::is_silent;
 
 /// Bytes of events a channel may have waiting: a channel is in-process and
@@ -464,8 +465,8 @@ impl Runner {
             "model" if rest.is_empty() => {
                 let current = self.row(&key).await;
                 let models = hub.models();
-                let mut text = match current.as_ref().and_then(|r| r["model"].as_str()) {
-                    Some(model) => format!("Model: {}/{model}", current.as_ref().and_then(|r| r["modelProvider"].as_str()).unwrap_or("?")),
+                let mut text = match current.as_ref().and_then(|r| r.model.as_deref()) {
+                    Some(model) => format!("Model: {}/{model}", current.as_ref().and_then(|r| r.model_provider.as_deref()).unwrap_or("?")),
                     None => "Model: the default".to_string(),
                 };
                 if let Ok(models) = models {
@@ -503,13 +504,9 @@ impl Runner {
         true
     }
 
-    /// The session's row as `sessions.list` shows it (among the first
-    /// thousand, the most that method lists at once).
-    async fn row(&self, key: &str) -> Option<Value> {
-        let (rows, _) =
-            self.hub
-                .session_rows(None, crate::gateway::hub::Archived::Exclude, 0, 1000);
-        rows.into_iter().find(|r| r["key"] == key)
+    /// The session's row as `sessions.list` shows it, unless archived.
+    async fn row(&self, key: &str) -> Option<Row> {
+        self.hub.row_of(key).filter(|row| !row.archived)
     }
 
     async fn press(&mut self, press: Press) {
@@ -784,14 +781,14 @@ fn decision_text(decision: &str) -> &'static str {
     }
 }
 
-fn status_text(row: &Value, busy: bool) -> String {
+fn status_text(row: &Row, busy: bool) -> String {
     let mut lines = vec![format!(
         "- Model: {}/{}",
-        row["modelProvider"].as_str().unwrap_or("?"),
-        row["model"].as_str().unwrap_or("default")
+        row.model_provider.as_deref().unwrap_or("?"),
+        row.model.as_deref().unwrap_or("default")
     )];
-    if let Some(used) = row["totalTokens"].as_u64() {
-        match row["contextTokens"].as_u64() {
+    if let Some(used) = row.total_tokens {
+        match row.context_tokens {
             Some(window) if window > 0 => lines.push(format!(
                 "- Context: {used} of {window} tokens ({}%)",
                 used * 100 / window
@@ -799,15 +796,11 @@ fn status_text(row: &Value, busy: bool) -> String {
             _ => lines.push(format!("- Context: {used} tokens")),
         }
     }
-    if let Some(cost) = row["costUsd"].as_f64() {
-        lines.push(format!("- Cost: ${cost:.4}"));
-    }
-    if let Some(mode) = row["queueMode"].as_str() {
+    lines.push(format!("- Cost: ${:.4}", row.cost_usd));
+    if let Some(mode) = row.queue_mode {
         lines.push(format!("- Queue mode: {mode}"));
     }
-    if let Some(thinking) = row["thinkingLevel"].as_str() {
-        lines.push(format!("- Thinking: {thinking}"));
-    }
+    lines.push(format!("- Thinking: {}", row.thinking_level));
     lines.push(if busy {
         "- Working.".into()
     } else {

@@ -8,7 +8,8 @@
 
 use serde_json::{Value, json};
 
-use super::{Failure, Hub, QueueMode, check_key, merge};
+use super::{Failure, Hub, QueueMode, check_key};
+use crate::gateway::protocol::sessions::{Helper, Row, ThinkingOption};
 use crate::llm::ThinkingLevel;
 
 /// What `sessions.patch` changes; a field left `None` stays as it is.
@@ -193,7 +194,7 @@ impl Hub {
         archived: Archived,
         offset: usize,
         limit: usize,
-    ) -> (Vec<Value>, usize) {
+    ) -> (Vec<Row>, usize) {
         self.session_rows_with(&RowQuery {
             search,
             archived,
@@ -206,7 +207,7 @@ impl Hub {
     /// [`Hub::session_rows`] with OpenClaw's other filters: sessions
     /// active in the last `active_minutes`, and rows with a preview of
     /// their last message.
-    pub fn session_rows_with(&self, query: &RowQuery<'_>) -> (Vec<Value>, usize) {
+    pub fn session_rows_with(&self, query: &RowQuery<'_>) -> (Vec<Row>, usize) {
         let RowQuery {
             search,
             archived,
@@ -252,14 +253,14 @@ impl Hub {
             .filter(|s| !busy_only || !self.unfinished(&s.id).is_empty())
             .collect();
         let count = matching.len();
-        let page: Vec<Value> = matching
+        let page: Vec<Row> = matching
             .iter()
             .skip(offset)
             .take(limit)
             .map(|s| {
                 let mut row = row(self, s, &defaults);
                 if last_message {
-                    row["lastMessagePreview"] = json!(last_message_preview(&s.path));
+                    row.last_message_preview = Some(last_message_preview(&s.path));
                 }
                 row
             })
@@ -311,13 +312,13 @@ impl Hub {
 
     /// The row of the session `key` names (`sessions.describe`), if it is
     /// listed.
-    pub fn row_of(&self, key: &str) -> Option<Value> {
+    pub fn row_of(&self, key: &str) -> Option<Row> {
         self.row_with(key, false)
     }
 
     /// [`Hub::row_of`], with its last message's preview if `last_message`
     /// (as `sessions.list` gives it).
-    pub fn row_with(&self, key: &str, last_message: bool) -> Option<Value> {
+    pub fn row_with(&self, key: &str, last_message: bool) -> Option<Row> {
         let session = self.lookup(key)?;
         crate::session::list(self.data_dir(), None)
             .iter()
@@ -325,7 +326,7 @@ impl Hub {
             .map(|s| {
                 let mut row = row(self, s, &Defaults::load(self));
                 if last_message {
-                    row["lastMessagePreview"] = json!(last_message_preview(&s.path));
+                    row.last_message_preview = Some(last_message_preview(&s.path));
                 }
                 row
             })
@@ -384,7 +385,7 @@ impl Hub {
         &self,
         key: &str,
         patch: Patch<'_>,
-    ) -> Result<(String, Option<Value>), Failure> {
+    ) -> Result<(String, Option<Row>), Failure> {
         check_key("key", key)?;
         if let Some(model) = patch.model {
             known_model(self, model)?;
@@ -573,7 +574,7 @@ impl Defaults {
     }
 
     /// The thinking levels a model offers (`off` alone without reasoning).
-    fn levels(&self, model: Option<&str>) -> Vec<Value> {
+    fn levels(&self, model: Option<&str>) -> Vec<ThinkingOption> {
         let reasoning = self
             .settings
             .as_ref()
@@ -587,7 +588,10 @@ impl Defaults {
         };
         levels
             .iter()
-            .map(|l| json!({"id": l.as_str(), "label": l.as_str()}))
+            .map(|l| ThinkingOption {
+                id: l.as_str(),
+                label: l.as_str(),
+            })
             .collect()
     }
 }
@@ -617,8 +621,7 @@ fn session_defaults(hub: &Hub) -> Value {
     })
 }
 
-fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Value {
-    let key = hub.key_of_summary(summary);
+fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Row {
     let title = summary.title.clone().unwrap_or_default();
     let recent = recent_settings(&summary.path);
     let model = recent.model.or_else(|| defaults.model.clone());
@@ -632,41 +635,9 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
         .as_deref()
         .and_then(crate::agent::Mode::parse)
         .unwrap_or(defaults.mode);
-    let mut row = json!({
-        "key": key,
-        "sessionId": summary.id,
-        "kind": "direct",
-        "updatedAt": millis(&summary.updated_at),
-        "label": summary.label,
-        "derivedTitle": title,
-        "displayName": title,
-        "spawnedCwd": summary.cwd,
-        "model": model_id,
-        "modelProvider": provider,
-        "thinkingLevel": thinking,
-        "thinkingLevels": defaults.levels(model.as_deref()),
-        // pincer's mode id (`mode`), which pincer's page and bridges read,
-        // and OpenClaw's name for it (`permissionMode`), which OpenClaw's
-        // Control UI shows and picks from: `null` for a session in the
-        // mode new sessions start in (OpenClaw's "default", which names it
-        // from `agents.list`), and for ask-first, which OpenClaw has no
-        // name for (shown as the default then: the session is stricter
-        // than shown, never laxer).
-        "mode": mode.id(),
-        "permissionMode": (mode != defaults.mode).then(|| mode.openclaw()).flatten(),
-        "queueMode": hub.queue_mode(&summary.id).or(recent.queue).map(|m| m.wire()),
-        "verboseLevel": hub.verbose_of(&summary.id),
-        "archived": hub.is_archived(&summary.id),
-    });
-    if let Some(at) = hub.archived_at(&summary.id) {
-        row["archivedAt"] = json!(at);
-    }
-    // A helper's row names the session that started it, as OpenClaw's
-    // rows of spawned sessions do, the `task` call it works for, and how
-    // it is doing.
-    // Its transcript's end is the last word on how it ended; without
-    // one it runs, or ran in a process that was killed.
-    if let Some(parent) = &summary.spawned_by {
+    // A helper's transcript's end is the last word on how it ended;
+    // without one it runs, or ran in a process that was killed.
+    let helper = summary.spawned_by.as_ref().map(|parent| {
         let parent_key = hub.key_of(parent);
         let state = match summary.helper_stop.as_deref() {
             Some("cancelled") => "stopped",
@@ -675,23 +646,53 @@ fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Val
             None if hub.is_running_helper(&summary.id) => "running",
             None => "interrupted",
         };
-        merge(
-            &mut row,
-            json!({
-                "parentSessionKey": parent_key,
-                "spawnedBy": parent_key,
-                "parentToolCallId": summary.call,
-                "subagent": summary.agent,
-                "helperState": state,
-                "interrupted": state == "interrupted",
-            }),
-        );
+        Helper {
+            parent_session_key: parent_key.clone(),
+            spawned_by: parent_key,
+            parent_tool_call_id: summary.call.clone(),
+            subagent: summary.agent.clone(),
+            helper_state: state,
+            interrupted: state == "interrupted",
+        }
+    });
+    let usage = usage_fields(hub, summary, model.as_deref(), defaults);
+    Row {
+        key: hub.key_of_summary(summary),
+        session_id: summary.id.clone(),
+        kind: "direct",
+        updated_at: millis(&summary.updated_at),
+        label: summary.label.clone(),
+        derived_title: title.clone(),
+        display_name: title,
+        spawned_cwd: summary.cwd.clone(),
+        model: model_id,
+        model_provider: provider,
+        thinking_level: thinking,
+        thinking_levels: defaults.levels(model.as_deref()),
+        mode: mode.id(),
+        permission_mode: (mode != defaults.mode).then(|| mode.openclaw()).flatten(),
+        queue_mode: hub
+            .queue_mode(&summary.id)
+            .or(recent.queue)
+            .map(|m| m.wire()),
+        verbose_level: hub.verbose_of(&summary.id),
+        archived: hub.is_archived(&summary.id),
+        archived_at: hub.archived_at(&summary.id),
+        helper,
+        total_tokens: usage.tokens,
+        total_tokens_fresh: usage.tokens.is_some(),
+        context_tokens: usage.window,
+        cost_usd: usage.cost,
+        last_message_preview: None,
+        activity_summary: None,
     }
-    merge(
-        &mut row,
-        usage_fields(hub, summary, model.as_deref(), defaults),
-    );
-    row
+}
+
+/// What a row says of a session's use.
+struct Usage {
+    tokens: Option<u64>,
+    window: Option<u64>,
+    cost: f64,
 }
 
 /// A row's usage: OpenClaw's `totalTokens` (the tokens in the context now,
@@ -703,20 +704,16 @@ fn usage_fields(
     summary: &crate::session::Summary,
     model: Option<&str>,
     defaults: &Defaults,
-) -> Value {
+) -> Usage {
     let recorded = hub.recorded_usage(&summary.path);
     let live = hub.live_usage(&summary.id).unwrap_or_default();
-    let tokens = live["contextTokens"].as_u64().or(recorded.context_tokens);
-    let window = live["contextWindow"]
-        .as_u64()
-        .or_else(|| defaults.window(model));
-    let cost = live["costUsd"].as_f64().unwrap_or(recorded.cost_usd);
-    json!({
-        "totalTokens": tokens,
-        "totalTokensFresh": tokens.is_some(),
-        "contextTokens": window,
-        "costUsd": cost,
-    })
+    Usage {
+        tokens: live["contextTokens"].as_u64().or(recorded.context_tokens),
+        window: live["contextWindow"]
+            .as_u64()
+            .or_else(|| defaults.window(model)),
+        cost: live["costUsd"].as_f64().unwrap_or(recorded.cost_usd),
+    }
 }
 
 /// Refuses a model that `models.list` would not offer: `sessions.patch`
@@ -809,11 +806,15 @@ mod tests {
         let (rows, count) = hub.session_rows(None, Archived::Include, 0, 10);
         assert_eq!(count, 1);
         let key = format!("agent:main:subagent:{child}");
-        assert_eq!(rows[0]["key"], json!(key));
-        assert_eq!(rows[0]["parentToolCallId"], json!("t1"));
-        assert_eq!(rows[0]["helperState"], json!("interrupted"));
+        // As the clients read it.
+        let row = json!(rows[0]);
+        assert_eq!(row["key"], json!(key));
+        assert_eq!(row["parentToolCallId"], json!("t1"));
+        assert_eq!(row["helperState"], json!("interrupted"));
+        assert_eq!(row["interrupted"], json!(true));
+        assert!(row.get("lastMessagePreview").is_none(), "{row}");
         assert_eq!(hub.lookup(&key).as_deref(), Some(child));
-        assert_eq!(hub.row_of(&key).unwrap()["key"], json!(key));
+        assert_eq!(hub.row_of(&key).unwrap().key, key);
         // Searching by that key finds it.
         let (found, _) = hub.session_rows(Some("subagent:sess_0123"), Archived::Include, 0, 10);
         assert_eq!(found.len(), 1);

@@ -9,7 +9,7 @@
 //! OpenClaw's that pincer cannot honour is not in the type, so it is
 //! refused by name.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// `chat.send`: `message` (with `attachments`) for the session
@@ -231,4 +231,24 @@ mod tests {
         let wait: WaitParams = params("agent.wait", json!({"runId": "r"})).unwrap();
         assert_eq!((wait.run_id.as_str(), wait.timeout_ms), ("r", None));
     }
+}
+
+/// `chat.startup`'s `sessionInfo`: the session's row (or, for a key with
+/// no session yet, its key alone) and its runs not yet ended.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    #[serde(flatten)]
+    pub session: StartupSession,
+    pub agent_id: &'static str,
+    pub has_active_run: bool,
+    pub active_run_ids: Vec<String>,
+}
+
+/// What `chat.startup` knows of the session.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum StartupSession {
+    Listed(Box<super::sessions::Row>),
+    New { key: String, kind: &'static str },
 }

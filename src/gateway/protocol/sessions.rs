@@ -1,4 +1,5 @@
-//! The params of OpenClaw's methods that change one session:
+//! A session's row as OpenClaw's clients list it ([`Row`]), and the
+//! params of OpenClaw's methods that change one session:
 //! `sessions.patch`, `sessions.describe`, `sessions.reset`, `sessions.delete`,
 //! `sessions.compact`, `sessions.rewind` and `sessions.fork` (their shapes
 //! are the `openclaw` package's `SessionsPatchParamsSchema`,
@@ -7,7 +8,105 @@
 //! `SessionsCompactParamsSchema`; rewind and fork are pincer's own, in the
 //! same style).
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// One session as `sessions.list`, `sessions.describe`, `chat.startup`
+/// and `sessions.changed` show it (OpenClaw's `SessionRow`, which its
+/// clients read more of than pincer fills: the fields here are the ones
+/// pincer has).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    pub key: String,
+    pub session_id: String,
+    /// Every pincer session is a direct conversation.
+    pub kind: &'static str,
+    /// When its transcript last changed, in milliseconds.
+    pub updated_at: u64,
+    /// The user's name for it.
+    pub label: Option<String>,
+    /// Its title (the user's name, the model's, else its first prompt's
+    /// first line), as both of OpenClaw's title fields.
+    pub derived_title: String,
+    pub display_name: String,
+    /// The directory it works in.
+    pub spawned_cwd: std::path::PathBuf,
+    /// Its model's id and provider (the model it last ran on, else the
+    /// default).
+    pub model: Option<String>,
+    pub model_provider: Option<String>,
+    pub thinking_level: String,
+    pub thinking_levels: Vec<ThinkingOption>,
+    /// pincer's mode id, which pincer's page and bridges read.
+    pub mode: &'static str,
+    /// OpenClaw's name for the mode, which its Control UI shows and picks
+    /// from: `null` for the mode new sessions start in (OpenClaw's
+    /// "default") and for ask-first, which OpenClaw has no name for (shown
+    /// as the default then: the session is stricter than shown, never
+    /// laxer).
+    pub permission_mode: Option<&'static str>,
+    pub queue_mode: Option<&'static str>,
+    /// How much of tool calls OpenClaw's clients show (`off`, `on`,
+    /// `full`).
+    pub verbose_level: String,
+    pub archived: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived_at: Option<u64>,
+    /// A helper's: who started it and how it is doing.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub helper: Option<Helper>,
+    /// The tokens in its context now (OpenClaw's `totalTokens`), when a
+    /// run has reported them.
+    pub total_tokens: Option<u64>,
+    pub total_tokens_fresh: bool,
+    /// The model's context window (OpenClaw's `contextTokens`).
+    pub context_tokens: Option<u64>,
+    /// What it has cost so far.
+    pub cost_usd: f64,
+    /// Its last message, on one line (asked for with
+    /// `includeLastMessage`; `null` when it has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_message_preview: Option<Option<String>>,
+    /// Asked for with `includeActivitySummary`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activity_summary: Option<ActivitySummary>,
+}
+
+/// A thinking level a session's model takes.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThinkingOption {
+    pub id: &'static str,
+    pub label: &'static str,
+}
+
+/// The row fields of a helper's session (a `task` call's), as OpenClaw's
+/// rows of spawned sessions name their parent.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Helper {
+    pub parent_session_key: String,
+    pub spawned_by: String,
+    pub parent_tool_call_id: Option<String>,
+    /// Its agent definition.
+    pub subagent: Option<String>,
+    /// `running`, `done`, `failed`, `stopped`, or `interrupted` (it ran in
+    /// a pincer that was killed).
+    pub helper_state: &'static str,
+    pub interrupted: bool,
+}
+
+/// A session's activity summary: pincer writes none, so it is
+/// "unavailable", as OpenClaw's is without a summary model.
+#[derive(Clone, Debug, Serialize)]
+pub struct ActivitySummary {
+    pub state: &'static str,
+}
+
+impl ActivitySummary {
+    pub const UNAVAILABLE: Self = Self {
+        state: "unavailable",
+    };
+}
 
 /// `sessions.patch`: the settings pincer acts on. Any other of OpenClaw's
 /// (`fastMode`, `elevatedLevel`, …) is refused, never answered "ok" and
