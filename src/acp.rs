@@ -72,6 +72,10 @@ pub struct ServeOptions {
     /// which `initialize` names (`_meta["pincer/gateway"].cwd`) for a
     /// client on another machine (`pincer acp --connect`).
     pub gateway_cwd: Option<PathBuf>,
+    /// The most sessions this connection may have open at once (a
+    /// gateway's `/acp` client: what a network peer makes pincer hold is
+    /// bounded); none for an editor on stdio, or the gateway's own link.
+    pub max_sessions: Option<usize>,
 }
 
 /// Serves ACP on stdin/stdout until stdin closes and every request received
@@ -436,7 +440,31 @@ impl Server {
             http: crate::llm::http_client().map_err(Error::into_internal_error)?,
             client: Mutex::new(ClientCapabilities::default()),
             session_opened: Arc::default(),
+            opening: Mutex::new(0),
         }))
+    }
+
+    /// A place for one more session of this connection, or the refusal
+    /// when it has [`ServeOptions::max_sessions`] open or being opened.
+    fn place(&self) -> Result<Place<'_>, Error> {
+        let Some(max) = self.options.max_sessions else {
+            return Ok(Place(None));
+        };
+        let sessions = self.registry.sessions.lock();
+        let mut opening = self.opening.lock();
+        let open = sessions
+            .values()
+            .filter(|s| s.owned_by(self.connection))
+            .count();
+        if open + *opening >= max {
+            let message = format!(
+                "this connection has {max} sessions open, the most it may have; close one (`session/close`) before opening another"
+            );
+            return Err(Error::new(Error::invalid_request().code, message.clone())
+                .data(serde_json::json!({ "message": message })));
+        }
+        *opening += 1;
+        Ok(Place(Some(&self.opening)))
     }
 
     /// The client went away: the sessions it owns end here; those of the
@@ -483,6 +511,22 @@ struct Server {
     registry: Arc<registry::Registry>,
     /// Wakes the idle sweeper when a session opens.
     session_opened: Arc<tokio::sync::Notify>,
+    /// Sessions being opened now, each holding a place under
+    /// [`ServeOptions::max_sessions`] until it is in the table.
+    opening: Mutex<usize>,
+}
+
+/// A place under [`ServeOptions::max_sessions`] for a session being
+/// opened: given back when dropped (the session is in the table by then,
+/// or was not made).
+struct Place<'a>(Option<&'a Mutex<usize>>);
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        if let Some(opening) = self.0 {
+            *opening.lock() -= 1;
+        }
+    }
 }
 
 /// A task that ends when its handle is dropped.
@@ -657,6 +701,7 @@ impl Server {
         cx: &ConnectionTo<Client>,
     ) -> Result<NewSessionResponse, Error> {
         let client_prompt = checked_client_prompt(req.system_prompt.as_ref())?;
+        let _place = self.place()?;
         crate::session::check_cwd(&req.cwd).map_err(|e| invalid_params(e.to_string()))?;
         let settings = self.settings(&req.cwd)?;
         let model = settings
@@ -781,6 +826,14 @@ impl Server {
         cx: &ConnectionTo<Client>,
     ) -> Result<Arc<Session>, Error> {
         let id = session_id.0.to_string();
+        // One this connection has open already takes no new place.
+        let mine = self
+            .registry
+            .sessions
+            .lock()
+            .get(&id)
+            .is_some_and(|s| s.owned_by(self.connection));
+        let _place = if mine { Place(None) } else { self.place()? };
         // A helper still running writes its transcript: a second session
         // object on it would write there too. Its parent's client sees it
         // live; it opens once it has finished.

@@ -555,7 +555,16 @@ fn acp_upgrade(
         .await;
         let registry = gateway.hub.registry.clone();
         let cwd = gateway.hub.cwd.clone();
-        acp_socket::serve(socket, registry, gateway.model.clone(), cwd, slot).await;
+        let max_sessions = gateway.config.max_sessions_per_client();
+        acp_socket::serve(
+            socket,
+            registry,
+            gateway.model.clone(),
+            cwd,
+            max_sessions,
+            slot,
+        )
+        .await;
     });
     let mut response = switching_protocols(&accept);
     if let Ok(id) = HeaderValue::from_str(&connection) {

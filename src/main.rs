@@ -831,6 +831,7 @@ async fn acp(model: Option<String>, gateway: Option<String>) -> i32 {
             registry,
             observed: false,
             gateway_cwd: None,
+            max_sessions: None,
         })
         .await,
     )

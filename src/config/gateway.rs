@@ -34,6 +34,8 @@ pub struct GatewayConfig {
     pub max_buffered_bytes: Option<usize>,
     pub max_connections: Option<usize>,
     pub max_connections_per_ip: Option<usize>,
+    /// The most sessions one `/acp` client may have open at once.
+    pub max_sessions_per_client: Option<usize>,
     pub auth_failures: Option<u32>,
     pub auth_lockout_secs: Option<u64>,
     /// Failed connects from all addresses together within
@@ -113,6 +115,9 @@ impl GatewayConfig {
     }
     pub fn max_connections_per_ip(&self) -> usize {
         self.max_connections_per_ip.unwrap_or(256).max(1)
+    }
+    pub fn max_sessions_per_client(&self) -> usize {
+        self.max_sessions_per_client.unwrap_or(256).max(1)
     }
     pub fn auth_failures(&self) -> u32 {
         self.auth_failures.unwrap_or(5).max(1)

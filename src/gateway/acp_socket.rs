@@ -187,6 +187,7 @@ pub(super) async fn serve<S>(
     registry: Arc<Registry>,
     model: Option<String>,
     cwd: std::path::PathBuf,
+    max_sessions: usize,
     slot: peers::Slot,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -208,6 +209,7 @@ pub(super) async fn serve<S>(
         registry: Some(registry),
         observed: false,
         gateway_cwd: Some(cwd),
+        max_sessions: Some(max_sessions),
     };
     let mut served = tokio::spawn(crate::acp::serve(transport, drain, options));
     let writer = tokio::spawn(async move {

@@ -49,6 +49,7 @@ impl Link {
             registry: Some(registry),
             observed: true,
             gateway_cwd: None,
+            max_sessions: None,
         };
         tokio::spawn(async move {
             if let Err(e) = crate::acp::serve(server_end, crate::acp::Drain::new(), options).await {

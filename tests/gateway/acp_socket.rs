@@ -283,6 +283,66 @@ async fn a_closed_acp_socket_gives_back_its_place_among_the_clients() {
     }
 }
 
+/// An `/acp` client may hold only so many sessions open at once
+/// (`max_sessions_per_client`): the next `session/new` or `session/load`
+/// is refused, saying why, and closing one gives its place back. A
+/// session it has open already loads again without a new place, and
+/// another client has places of its own.
+#[tokio::test]
+async fn an_acp_client_holds_at_most_its_share_of_open_sessions() {
+    let sandbox = Sandbox::new();
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "[gateway]\nmax_sessions_per_client = 2\n",
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let init = json!({"protocolVersion": 1, "clientCapabilities": {}});
+    let (mut socket, _) = open(&gateway).await;
+    call(&mut socket, 1, "initialize", init.clone()).await;
+    let cwd = sandbox.work();
+    let new = json!({"cwd": cwd, "mcpServers": []});
+    let mut ids = Vec::new();
+    for n in 0..2 {
+        let made = call(&mut socket, 10 + n, "session/new", new.clone()).await;
+        let id = made["result"]["sessionId"].as_str();
+        ids.push(id.unwrap_or_else(|| panic!("{made}")).to_string());
+    }
+    let refused = call(&mut socket, 20, "session/new", new.clone()).await;
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("has 2 sessions open") && message.contains("session/close"),
+        "{refused}"
+    );
+    // Loading one it has open takes no new place.
+    let again = call(
+        &mut socket,
+        21,
+        "session/load",
+        json!({"sessionId": ids[0], "cwd": cwd, "mcpServers": []}),
+    )
+    .await;
+    assert!(again.get("error").is_none(), "{again}");
+    // Another client has places of its own.
+    let (mut other, _) = open(&gateway).await;
+    call(&mut other, 1, "initialize", init.clone()).await;
+    let theirs = call(&mut other, 30, "session/new", new.clone()).await;
+    assert!(theirs["result"]["sessionId"].is_string(), "{theirs}");
+    // Closing one gives its place back.
+    let closed = call(
+        &mut socket,
+        22,
+        "session/close",
+        json!({"sessionId": ids[1]}),
+    )
+    .await;
+    assert!(closed.get("error").is_none(), "{closed}");
+    let made = call(&mut socket, 23, "session/new", new.clone()).await;
+    assert!(made["result"]["sessionId"].is_string(), "{made}");
+}
+
 /// The official Python ACP SDK's own websocket client (`acp.ws`) against
 /// `/acp`: what it reads of a tool round trip is what it reads of a local
 /// `pincer acp` (tests/it/python_client.rs), less nothing.

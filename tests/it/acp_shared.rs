@@ -61,6 +61,7 @@ impl Peer {
                 registry: Some(registry.clone()),
                 observed: false,
                 gateway_cwd: None,
+                max_sessions: None,
             },
         ));
         let updates = Arc::new(Mutex::new(Vec::new()));
