@@ -1576,10 +1576,17 @@ fn message(
     })
 }
 
+/// A message's block as `chat.history` shows it. A picture's bytes stay
+/// out, as OpenClaw's history leaves them out: it is marked `omitted`,
+/// with its size.
 fn user_block(content: &Content) -> Value {
     match content {
         Content::Text { text } => json!({"type": "text", "text": text}),
-        Content::Image { mime_type, .. } => json!({"type": "image", "mimeType": mime_type}),
+        Content::Image { mime_type, data } => {
+            let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
+            let bytes = (data.len() / 4 * 3).saturating_sub(padding);
+            json!({"type": "image", "mimeType": mime_type, "omitted": true, "bytes": bytes})
+        }
     }
 }
 

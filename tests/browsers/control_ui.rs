@@ -786,5 +786,17 @@ async fn a_picture_attached_in_the_control_ui_reaches_the_model() {
             .any(|block| block["text"] == "What is in this picture?"),
         "{request}"
     );
+    // The history keeps the picture's place, not its bytes (as OpenClaw's
+    // does).
+    let mut admin = ui.gateway.admin().await;
+    let history = admin
+        .call_ok("chat.history", json!({"sessionKey": "agent:main:main"}))
+        .await;
+    let sent = &history["messages"][0]["content"];
+    assert_eq!(
+        sent[1],
+        json!({"type": "image", "mimeType": "image/png", "omitted": true, "bytes": 70}),
+        "{history}"
+    );
     ui.browser.screenshot("control-ui-attachment").await;
 }
