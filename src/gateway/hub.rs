@@ -216,7 +216,26 @@ struct State {
     prompts: HashMap<String, VecDeque<(String, String)>>,
     /// The slash commands a session announced last (any session's).
     last_commands: Option<Arc<Vec<agent_client_protocol::v1::schema::AvailableCommand>>>,
+    /// Each session's plan as OpenClaw's progress card (at most
+    /// [`MAX_CARDS`], the least recently changed dropped first).
+    cards: HashMap<String, Card>,
 }
+
+/// The sessions whose progress cards the hub keeps.
+const MAX_CARDS: usize = 1024;
+
+/// A session's plan, as OpenClaw's progress card: its steps in order, each
+/// `pending`, `in_progress` or `completed`; `revision` counts the changes.
+#[derive(Clone, Debug)]
+pub struct Card {
+    pub revision: u64,
+    pub updated_at: u64,
+    pub steps: Vec<(String, &'static str)>,
+}
+
+/// The most steps a card shows, and the longest step (OpenClaw's limits).
+const CARD_STEPS: usize = 50;
+const CARD_STEP_BYTES: usize = 512;
 
 /// The runs of a session whose prompts `chat.history` can name.
 const MAX_PROMPT_RUNS: usize = 64;
@@ -774,6 +793,11 @@ impl Hub {
     }
 
     /// The session's `verboseLevel` (`off` until a client sets it).
+    /// The session's plan as a progress card, once it has one.
+    pub fn card(&self, session: &str) -> Option<Card> {
+        self.state().cards.get(session).cloned()
+    }
+
     pub fn verbose_of(&self, session: &str) -> String {
         self.state()
             .live

@@ -91,6 +91,7 @@ pub const METHODS: &[&str] = &[
     "plugins.catalog.browse",
     "agent.identity.get",
     "talk.catalog",
+    "progressCard.get",
 ];
 
 /// The OpenClaw server capabilities pincer has, for `hello-ok`'s
@@ -108,6 +109,7 @@ pub const EVENTS: &[&str] = &[
     "exec.approval.requested",
     "exec.approval.resolved",
     "cron",
+    "progressCard.changed",
 ];
 
 type Reply = Result<Value, ErrorShape>;
@@ -770,6 +772,23 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 checked_key("sessionKey", key)?;
             }
             Ok(json!({"agentId": "main", "name": "pincer"}))
+        }
+        "progressCard.get" => {
+            need(conn, Need::Read)?;
+            let query: chat::CardParams = typed("progressCard.get", params)?;
+            only_main(query.agent_id.as_deref())?;
+            let key = checked_key("sessionKey", &query.session_key)?;
+            let card = hub.lookup(key).and_then(|session| hub.card(&session));
+            Ok(json!({"card": card.map(|card| chat::ProgressCard {
+                session_key: key.to_string(),
+                revision: card.revision,
+                updated_at: card.updated_at,
+                steps: card
+                    .steps
+                    .into_iter()
+                    .map(|(step, status)| chat::ProgressStep { step, status })
+                    .collect(),
+            })}))
         }
         "talk.catalog" => {
             need(conn, Need::Read)?;

@@ -800,3 +800,33 @@ async fn a_picture_attached_in_the_control_ui_reaches_the_model() {
     );
     ui.browser.screenshot("control-ui-attachment").await;
 }
+
+/// The agent's plan shows as the UI's "Task progress" card above the
+/// composer, its step under way named, as it changes during the run.
+#[tokio::test]
+async fn the_agent_s_plan_shows_as_the_control_ui_s_task_progress_card() {
+    let ui = ControlUi::open().await;
+    ui.mock.push(Reply::sse(support::sse::anthropic_tool_call(
+        "t1",
+        "todo",
+        &json!({"todos": [
+            {"content": "Read the parser", "status": "completed"},
+            {"content": "Fix the off-by-one", "status": "in_progress"},
+            {"content": "Run the tests", "status": "pending"},
+        ]}),
+    )));
+    ui.mock
+        .push(Reply::sse(anthropic_deltas(&["Planned ", "it out."])));
+    ui.send("Fix the parser").await;
+    ui.until_text("the reply", "Planned it out.").await;
+    ui.browser
+        .until(
+            "the progress card with the step under way",
+            &format!(
+                "{} return found !== null && found.textContent.includes('Fix the off-by-one');",
+                deep(".session-progress-card")
+            ),
+        )
+        .await;
+    ui.browser.screenshot("control-ui-progress-card").await;
+}

@@ -468,3 +468,72 @@ async fn the_skills_page_lists_the_project_s_and_the_user_s_skills() {
         "{library}"
     );
 }
+
+/// The agent's plan (its `todo` list) is the session's progress card, as
+/// OpenClaw's clients show one above the composer: `progressCard.get`
+/// gives its steps, and a client following the session is told
+/// (`progressCard.changed`) each time it changes.
+#[tokio::test]
+async fn the_agent_s_plan_is_the_session_s_progress_card() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_tool_call(
+        "t1",
+        "todo",
+        &json!({"todos": [
+            {"content": "Read the parser", "status": "completed"},
+            {"content": "Fix the off-by-one", "status": "in_progress"},
+            {"content": "Run the tests", "status": "pending"},
+        ]}),
+    )));
+    mock.push(Reply::sse(anthropic_text("On it.", 5)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+    let key = new_key();
+    // No plan yet: no card.
+    let none = client
+        .call_ok("progressCard.get", json!({"sessionKey": key}))
+        .await;
+    assert_eq!(none, json!({"card": null}));
+    let run = client.chat_send(&key, "fix the parser").await;
+    client.chat_end(&run).await;
+    let changed = client
+        .next_where("the card's change", |f| {
+            f["event"] == "progressCard.changed"
+        })
+        .await;
+    assert_eq!(
+        changed["payload"],
+        json!({"sessionKey": key, "revision": 1}),
+        "{changed}"
+    );
+    let card = client
+        .call_ok(
+            "progressCard.get",
+            json!({"sessionKey": key, "agentId": "main"}),
+        )
+        .await;
+    assert_eq!(
+        (
+            &card["card"]["sessionKey"],
+            &card["card"]["revision"],
+            &card["card"]["steps"]
+        ),
+        (
+            &json!(key),
+            &json!(1),
+            &json!([
+                {"step": "Read the parser", "status": "completed"},
+                {"step": "Fix the off-by-one", "status": "in_progress"},
+                {"step": "Run the tests", "status": "pending"},
+            ])
+        ),
+        "{card}"
+    );
+    assert!(card["card"]["updatedAt"].as_u64().unwrap() > 0, "{card}");
+    let refused = client.call("progressCard.get", json!({})).await;
+    assert_eq!(
+        refused["error"]["message"], "progressCard.get: `sessionKey` is required",
+        "{refused}"
+    );
+}

@@ -10,7 +10,9 @@
 
 use std::sync::Arc;
 
-use agent_client_protocol::v1::schema::{ContentBlock, SessionUpdate, ToolCallStatus};
+use agent_client_protocol::v1::schema::{
+    ContentBlock, PlanEntryStatus, SessionUpdate, ToolCallStatus,
+};
 use serde_json::{Value, json};
 
 use super::{Audience, Hub, Outcome, Run, ToolInfo, outcome_of};
@@ -89,6 +91,54 @@ impl Hub {
                             run.usage = Some(data.clone());
                             self.agent(&run_id, run, "usage", data);
                         }
+                    }
+                    (active, SessionUpdate::Plan(plan)) => {
+                        let revision = state.cards.get(&session).map_or(0, |c| c.revision) + 1;
+                        let steps = plan
+                            .entries
+                            .iter()
+                            .take(super::CARD_STEPS)
+                            .map(|entry| {
+                                let status = match entry.status {
+                                    PlanEntryStatus::InProgress => "in_progress",
+                                    PlanEntryStatus::Completed => "completed",
+                                    _ => "pending",
+                                };
+                                (cut(&entry.content, super::CARD_STEP_BYTES), status)
+                            })
+                            .collect();
+                        if !state.cards.contains_key(&session)
+                            && state.cards.len() >= super::MAX_CARDS
+                            && let Some(oldest) = state
+                                .cards
+                                .iter()
+                                .min_by_key(|(_, card)| card.updated_at)
+                                .map(|(id, _)| id.clone())
+                        {
+                            state.cards.remove(&oldest);
+                        }
+                        state.cards.insert(
+                            session.clone(),
+                            super::Card {
+                                revision,
+                                updated_at: now_ms(),
+                                steps,
+                            },
+                        );
+                        if let Some(run_id) = active
+                            && let Some(run) = state.runs.get_mut(&run_id)
+                        {
+                            let data = serde_json::to_value(&plan).unwrap_or_default();
+                            self.agent(&run_id, run, "plan", data);
+                        }
+                        drop(state);
+                        // OpenClaw's clients read the card again when told.
+                        let key = self.key_of(&session);
+                        self.broadcast(
+                            "progressCard.changed",
+                            &json!({"sessionKey": key, "revision": revision}),
+                            Audience::Session(&session),
+                        );
                     }
                     (Some(run_id), update) => {
                         if let Some(run) = state.runs.get_mut(&run_id) {
@@ -311,10 +361,6 @@ impl Hub {
                 }
                 self.agent(run_id, run, "tool", data);
             }
-            SessionUpdate::Plan(plan) => {
-                let data = serde_json::to_value(&plan).unwrap_or_default();
-                self.agent(run_id, run, "plan", data);
-            }
             _ => {}
         }
     }
@@ -413,4 +459,13 @@ fn tool_content(update: &Value) -> Vec<Value> {
         }
     }
     blocks
+}
+
+/// `text` cut to at most `max` bytes, at a character's edge.
+fn cut(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
 }

@@ -252,3 +252,29 @@ pub enum StartupSession {
     Listed(Box<super::sessions::Row>),
     New { key: String, kind: &'static str },
 }
+
+/// `progressCard.get`: a session's progress card, which in pincer is its
+/// plan (the agent's todo list).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CardParams {
+    pub session_key: String,
+    pub agent_id: Option<String>,
+}
+
+/// A progress card as OpenClaw's clients show it above the composer.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressCard {
+    pub session_key: String,
+    pub revision: u64,
+    pub updated_at: u64,
+    pub steps: Vec<ProgressStep>,
+}
+
+/// One step of a plan: `pending`, `in_progress` or `completed`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProgressStep {
+    pub step: String,
+    pub status: &'static str,
+}
