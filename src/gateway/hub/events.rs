@@ -107,17 +107,8 @@ impl Hub {
                                 (cut(&entry.content, super::CARD_STEP_BYTES), status)
                             })
                             .collect();
-                        if !state.cards.contains_key(&session)
-                            && state.cards.len() >= super::MAX_CARDS
-                            && let Some(oldest) = state
-                                .cards
-                                .iter()
-                                .min_by_key(|(_, card)| card.updated_at)
-                                .map(|(id, _)| id.clone())
-                        {
-                            state.cards.remove(&oldest);
-                        }
-                        state.cards.insert(
+                        keep_card(
+                            &mut state.cards,
                             session.clone(),
                             super::Card {
                                 revision,
@@ -468,4 +459,57 @@ fn cut(text: &str, max: usize) -> String {
         end -= 1;
     }
     text[..end].to_string()
+}
+
+/// Keeps `card` as `session`'s, dropping the least recently changed card
+/// when [`super::MAX_CARDS`] sessions have one already.
+fn keep_card(
+    cards: &mut std::collections::HashMap<String, super::Card>,
+    session: String,
+    card: super::Card,
+) {
+    if !cards.contains_key(&session)
+        && cards.len() >= super::MAX_CARDS
+        && let Some(oldest) = cards
+            .iter()
+            .min_by_key(|(_, card)| card.updated_at)
+            .map(|(id, _)| id.clone())
+    {
+        cards.remove(&oldest);
+    }
+    cards.insert(session, card);
+}
+
+#[cfg(test)]
+mod card_tests {
+    use super::*;
+
+    #[test]
+    fn a_step_is_cut_at_a_character_s_edge() {
+        assert_eq!(cut("plan", 512), "plan");
+        // "é" is two bytes: a cut in its middle leaves it out.
+        assert_eq!(cut("aé", 2), "a");
+        assert_eq!(cut(&"x".repeat(600), 512).len(), 512);
+    }
+
+    #[test]
+    fn the_cards_kept_are_bounded_and_the_oldest_goes_first() {
+        let card = |at: u64| super::super::Card {
+            revision: 1,
+            updated_at: at,
+            steps: Vec::new(),
+        };
+        let mut cards = std::collections::HashMap::new();
+        for n in 0..super::super::MAX_CARDS {
+            keep_card(&mut cards, format!("s{n}"), card(n as u64 + 10));
+        }
+        // A session that has one changes it in place.
+        keep_card(&mut cards, "s0".into(), card(5_000));
+        assert_eq!(cards.len(), super::super::MAX_CARDS);
+        // A new one drops the least recently changed (s1 now).
+        keep_card(&mut cards, "new".into(), card(6_000));
+        assert_eq!(cards.len(), super::super::MAX_CARDS);
+        assert!(cards.contains_key("s0") && cards.contains_key("new"));
+        assert!(!cards.contains_key("s1"));
+    }
 }
