@@ -1182,6 +1182,8 @@ impl Server {
         if let Some(open) = self.registry.sessions.lock().get(id).cloned() {
             return Ok(open);
         }
+        // Unloaded, it gave back its place; opened again, it takes one.
+        let _place = self.place()?;
         let reopen = self.registry.take_unloaded(id).ok_or_else(not_found)?;
         let settings = self.settings(&reopen.cwd)?;
         let path = crate::session::find(&settings.paths.data_dir, id).ok_or_else(not_found)?;

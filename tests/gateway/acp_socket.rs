@@ -343,6 +343,57 @@ async fn an_acp_client_holds_at_most_its_share_of_open_sessions() {
     assert!(made["result"]["sessionId"].is_string(), "{made}");
 }
 
+/// A session unloaded while idle gives back its place; opening it again
+/// (a prompt to it) takes one, so a client cannot grow past its share by
+/// letting sessions idle and opening more.
+#[tokio::test]
+async fn an_unloaded_session_opened_again_counts_against_the_client_s_share() {
+    let sandbox = Sandbox::new();
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        "[acp]\nsession_idle_secs = 1\n\n[gateway]\nmax_sessions_per_client = 1\n",
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let (mut socket, _) = open(&gateway).await;
+    call(
+        &mut socket,
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    let new = json!({"cwd": sandbox.work(), "mcpServers": []});
+    let first = call(&mut socket, 2, "session/new", new.clone()).await;
+    let first = first["result"]["sessionId"].as_str().unwrap().to_string();
+    // Once the first is unloaded, its place is free for another.
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let mut id = 3;
+    let second = loop {
+        let made = call(&mut socket, id, "session/new", new.clone()).await;
+        id += 1;
+        if let Some(second) = made["result"]["sessionId"].as_str() {
+            break second.to_string();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{made}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_ne!(first, second);
+    // The first, prompted, would be opened again: refused while the
+    // second holds the one place.
+    let refused = call(
+        &mut socket,
+        100,
+        "session/prompt",
+        json!({"sessionId": first, "prompt": [{"type": "text", "text": "still there?"}]}),
+    )
+    .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("has 1 sessions open"), "{refused}");
+    assert!(mock.requests().is_empty());
+}
+
 /// The official Python ACP SDK's own websocket client (`acp.ws`) against
 /// `/acp`: what it reads of a tool round trip is what it reads of a local
 /// `pincer acp` (tests/it/python_client.rs), less nothing.
