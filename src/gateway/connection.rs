@@ -396,7 +396,7 @@ fn connect(gateway: &Gateway, peer: IpAddr, params: &Value) -> Result<Accepted, 
             "controlUiBuildSource": "configured",
         },
         "features": {
-            "methods": super::methods::METHODS,
+            "methods": super::methods::advertised(),
             "events": super::methods::EVENTS,
             "capabilities": super::methods::CAPABILITIES,
         },

@@ -221,8 +221,9 @@ struct State {
     cards: HashMap<String, Card>,
 }
 
-/// The sessions whose progress cards the hub keeps.
-const MAX_CARDS: usize = 1024;
+/// The sessions whose progress cards the hub keeps: with OpenClaw's
+/// limits on a card's steps, at most about 6.5 MB of cards.
+const MAX_CARDS: usize = 256;
 
 /// A session's plan, as OpenClaw's progress card: its steps in order, each
 /// `pending`, `in_progress` or `completed`; `revision` counts the changes.
@@ -698,9 +699,11 @@ impl Hub {
         self.broadcast("cron", &payload, Audience::Readers);
     }
 
-    /// `sessions.delete` removed the session `key` named (the key no
-    /// longer names it, so the event carries the key it had).
-    pub fn announce_deleted(&self, key: &str, session: &str) {
+    /// `sessions.delete` removed the session `key` named: what the hub
+    /// kept of it (its progress card) goes, and its watchers are told (the
+    /// key no longer names it, so the event carries the key it had).
+    pub fn deleted(&self, key: &str, session: &str) {
+        self.state().cards.remove(session);
         self.session_changed_as("delete", key, session);
     }
 

@@ -14,7 +14,6 @@ use super::frames::{self, ErrorShape, FORBIDDEN, Request, UNAVAILABLE, now_ms};
 use super::hub::{self, Archived, Hub, MAIN_KEY, Outcome, Patch, millis, not_found};
 use crate::agent::AgentMessage;
 use crate::config::QueueMode;
-use crate::gateway::protocol::pages as pages_params;
 use crate::gateway::protocol::{NoParams, approvals, chat, cron, models, sessions};
 use crate::llm::{AssistantContent, Content, Message};
 
@@ -23,8 +22,9 @@ mod pages;
 mod system;
 mod usage;
 
-/// Every method, for `hello-ok`.
-pub const METHODS: &[&str] = &[
+/// The methods this file serves; with the pages' ([`pages::METHODS`]),
+/// `hello-ok` advertises them ([`advertised`]).
+const METHODS: &[&str] = &[
     "health",
     "status",
     "system-presence",
@@ -75,24 +75,12 @@ pub const METHODS: &[&str] = &[
     "sessions.usage.logs",
     "usage.cost",
     "usage.status",
-    "environments.list",
-    "tasks.list",
-    "diagnostics.lanes",
-    "plugins.list",
-    "themes.list",
-    "worktrees.list",
-    "transcripts.list",
-    "migrations.memory.plan",
-    "skills.status",
-    "skills.search",
-    "skills.library.list",
-    "system.info",
-    "node.list",
-    "plugins.catalog.browse",
-    "agent.identity.get",
-    "talk.catalog",
-    "progressCard.get",
 ];
+
+/// Every method pincer serves, for `hello-ok`'s `features.methods`.
+pub fn advertised() -> Vec<&'static str> {
+    METHODS.iter().chain(pages::METHODS).copied().collect()
+}
 
 /// The OpenClaw server capabilities pincer has, for `hello-ok`'s
 /// `features.capabilities` (OpenClaw's CLI checks them before a call):
@@ -400,7 +388,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             }
             hub.forget_key(key);
             if deleted {
-                hub.announce_deleted(key, &session);
+                hub.deleted(key, &session);
             }
             Ok(json!({"ok": true, "key": key, "deleted": deleted}))
         }
@@ -700,134 +688,14 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             need(conn, Need::Read)?;
             usage::status(params)
         }
-        "environments.list" => {
-            need(conn, Need::Read)?;
-            let query: pages_params::EnvironmentsParams = typed("environments.list", params)?;
-            Ok(pages::environments(query))
-        }
-        "tasks.list" => {
-            need(conn, Need::Read)?;
-            pages::tasks(hub, typed("tasks.list", params)?).await
-        }
-        "diagnostics.lanes" => {
-            need(conn, Need::Read)?;
-            let _: NoParams = typed("diagnostics.lanes", params)?;
-            Ok(pages::lanes(hub))
-        }
-        "plugins.list" => {
-            need(conn, Need::Read)?;
-            let _: NoParams = typed("plugins.list", params)?;
-            Ok(pages::plugins())
-        }
-        "themes.list" => {
-            need(conn, Need::Read)?;
-            let _: NoParams = typed("themes.list", params)?;
-            Ok(pages::themes())
-        }
-        // pincer manages no git worktrees of its own.
-        "worktrees.list" => {
-            need(conn, Need::Read)?;
-            let _: NoParams = typed("worktrees.list", params)?;
-            Ok(json!({"worktrees": []}))
-        }
-        // Meeting transcripts: pincer captures none.
-        "transcripts.list" => {
-            need(conn, Need::Read)?;
-            let query: pages_params::TranscriptsParams = typed("transcripts.list", params)?;
-            only_main(query.agent_id.as_deref())?;
-            Ok(json!({"sessions": [], "nextCursor": null}))
-        }
-        "migrations.memory.plan" => {
-            need(conn, Need::Admin)?;
-            pages::memory_plan(hub, typed("migrations.memory.plan", params)?)
-        }
-        "system.info" => {
-            need(conn, Need::Read)?;
-            let _: NoParams = typed("system.info", params)?;
-            Ok(pages::system_info(hub))
-        }
-        // The machines paired to run tools: pincer pairs none (its other
-        // node methods, pairing first, are refused).
-        "node.list" => {
-            need(conn, Need::Read)?;
-            let _: NoParams = typed("node.list", params)?;
-            Ok(json!({"ts": now_ms(), "nodes": []}))
-        }
-        "plugins.catalog.browse" => {
-            need(conn, Need::Read)?;
-            let query: pages_params::CatalogParams = typed("plugins.catalog.browse", params)?;
-            if query.query.is_some() && query.cursor.is_some() {
-                return Err(ErrorShape::invalid(
-                    "plugins.catalog.browse: `query` and `cursor` cannot be sent together",
-                ));
-            }
-            Ok(json!({"items": []}))
-        }
-        // The name pincer's Control UI config gives (it has no picture).
-        "agent.identity.get" => {
-            need(conn, Need::Read)?;
-            let query: pages_params::IdentityParams = typed("agent.identity.get", params)?;
-            only_main(query.agent_id.as_deref())?;
-            if let Some(key) = &query.session_key {
-                checked_key("sessionKey", key)?;
-            }
-            Ok(json!({"agentId": "main", "name": "pincer"}))
-        }
-        "progressCard.get" => {
-            need(conn, Need::Read)?;
-            let query: chat::CardParams = typed("progressCard.get", params)?;
-            only_main(query.agent_id.as_deref())?;
-            let key = checked_key("sessionKey", &query.session_key)?;
-            let card = hub.lookup(key).and_then(|session| hub.card(&session));
-            Ok(json!({"card": card.map(|card| chat::ProgressCard {
-                session_key: key.to_string(),
-                revision: card.revision,
-                updated_at: card.updated_at,
-                steps: card
-                    .steps
-                    .into_iter()
-                    .map(|(step, status)| chat::ProgressStep { step, status })
-                    .collect(),
-            })}))
-        }
-        "talk.catalog" => {
-            need(conn, Need::Read)?;
-            let _: pages_params::TalkCatalogParams = typed("talk.catalog", params)?;
-            let none = json!({"ready": false, "providers": []});
-            Ok(json!({
-                "modes": [], "transports": [], "brains": [],
-                "speech": none, "transcription": none, "realtime": none,
-            }))
-        }
-        "skills.status" => {
-            need(conn, Need::Read)?;
-            pages::skills(hub, typed("skills.status", params)?).await
-        }
-        // ClawHub, OpenClaw's skill registry: pincer searches none, so a
-        // search finds nothing (the page still shows the skills here).
-        "skills.search" => {
-            need(conn, Need::Read)?;
-            let query: pages_params::SkillsSearchParams = typed("skills.search", params)?;
-            if query.limit.is_some_and(|n| !(1..=100).contains(&n)) {
-                return Err(ErrorShape::invalid(
-                    "skills.search: `limit` must be from 1 to 100",
-                ));
-            }
-            Ok(json!({"results": []}))
-        }
-        "skills.library.list" => {
-            need(conn, Need::Read)?;
-            let query: pages_params::SkillsLibraryParams = typed("skills.library.list", params)?;
-            if let Some(key) = &query.session_key {
-                checked_key("sessionKey", key)?;
-            }
-            Ok(pages::skill_library())
-        }
         "connect" => Err(ErrorShape::invalid("already connected")),
-        other => Err(ErrorShape::invalid(match openclaw_only(other) {
-            Some(what) => format!("not supported by pincer: `{other}` is {what}"),
-            None => format!("unknown method: {other}"),
-        })),
+        other => match pages::call(hub, conn, other, params).await {
+            Some(reply) => reply,
+            None => Err(ErrorShape::invalid(match openclaw_only(other) {
+                Some(what) => format!("not supported by pincer: `{other}` is {what}"),
+                None => format!("unknown method: {other}"),
+            })),
+        },
     }
 }
 

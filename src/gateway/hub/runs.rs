@@ -528,6 +528,28 @@ mod tests {
     /// nothing; a run of the session goes on to stop the agent's turn
     /// (here, with no agent connected, the hub says so); a key that is not
     /// printable text is refused with the wire's error.
+    /// A deleted session's progress card is not kept.
+    #[test]
+    fn a_deleted_session_s_card_goes_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = Hub::new(
+            Registry::new(),
+            dir.path().to_path_buf(),
+            dir.path().to_path_buf(),
+            Duration::from_secs(60),
+        );
+        let card = super::super::Card {
+            revision: 1,
+            updated_at: 1,
+            steps: vec![("Read the parser".into(), "pending")],
+        };
+        hub.state().cards.insert("s1".into(), card.clone());
+        hub.state().cards.insert("s2".into(), card);
+        hub.deleted("web:one", "s1");
+        assert!(hub.card("s1").is_none());
+        assert!(hub.card("s2").is_some());
+    }
+
     #[test]
     fn abort_by_key_stops_only_the_runs_of_the_session_the_key_names() {
         let dir = tempfile::tempdir().unwrap();

@@ -1,26 +1,193 @@
 //! The methods the Control UI's pages beyond the chat read (their params
 //! and records are [`protocol::pages`](crate::gateway::protocol::pages)):
 //! the machine pincer runs on, its skills, its helpers as background
-//! tasks, its sessions' queues, and the empty lists of what pincer has
-//! not got.
+//! tasks, its sessions' queues, the agent's plan as the chat's progress
+//! card, and the empty lists of what pincer has not got.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Reply, only_main};
+use super::{Need, NoParams, Reply, checked_key, need, only_main, typed};
+use crate::gateway::conn::Conn;
 use crate::gateway::frames::{ErrorShape, UNAVAILABLE, now_ms};
 use crate::gateway::hub::{self, Hub};
+use crate::gateway::protocol::chat;
 use crate::gateway::protocol::pages::{
-    Environment, Environments, Lane, Lanes, Plugins, Projection, Requirements, SkillStatus,
-    SkillsStatus, SkillsStatusParams, Task, TaskSort, TaskStatus, Tasks, TasksParams,
+    CatalogParams, Environment, Environments, EnvironmentsParams, IdentityParams, Lane, Lanes,
+    MemoryPlanParams, Plugins, Projection, Requirements, SkillStatus, SkillsLibraryParams,
+    SkillsSearchParams, SkillsStatus, SkillsStatusParams, TalkCatalogParams, Task, TaskSort,
+    TaskStatus, Tasks, TasksParams, TranscriptsParams,
 };
+
+/// The methods of this file, for `hello-ok`.
+pub(super) const METHODS: &[&str] = &[
+    "environments.list",
+    "tasks.list",
+    "diagnostics.lanes",
+    "plugins.list",
+    "themes.list",
+    "worktrees.list",
+    "transcripts.list",
+    "migrations.memory.plan",
+    "skills.status",
+    "skills.search",
+    "skills.library.list",
+    "system.info",
+    "node.list",
+    "plugins.catalog.browse",
+    "agent.identity.get",
+    "talk.catalog",
+    "progressCard.get",
+];
+
+/// Runs `method` if it is one of [`METHODS`]; `None` for any other.
+pub(super) async fn call(
+    hub: &Arc<Hub>,
+    conn: &Conn,
+    method: &str,
+    params: Value,
+) -> Option<Reply> {
+    if !METHODS.contains(&method) {
+        return None;
+    }
+    Some(run(hub, conn, method, params).await)
+}
+
+async fn run(hub: &Arc<Hub>, conn: &Conn, method: &str, params: Value) -> Reply {
+    match method {
+        "environments.list" => {
+            need(conn, Need::Read)?;
+            let query: EnvironmentsParams = typed("environments.list", params)?;
+            Ok(environments(query))
+        }
+        "tasks.list" => {
+            need(conn, Need::Read)?;
+            tasks(hub, typed("tasks.list", params)?).await
+        }
+        "diagnostics.lanes" => {
+            need(conn, Need::Read)?;
+            let _: NoParams = typed("diagnostics.lanes", params)?;
+            Ok(lanes(hub))
+        }
+        "plugins.list" => {
+            need(conn, Need::Read)?;
+            let _: NoParams = typed("plugins.list", params)?;
+            Ok(plugins())
+        }
+        "themes.list" => {
+            need(conn, Need::Read)?;
+            let _: NoParams = typed("themes.list", params)?;
+            Ok(themes())
+        }
+        // pincer manages no git worktrees of its own.
+        "worktrees.list" => {
+            need(conn, Need::Read)?;
+            let _: NoParams = typed("worktrees.list", params)?;
+            Ok(json!({"worktrees": []}))
+        }
+        // Meeting transcripts: pincer captures none.
+        "transcripts.list" => {
+            need(conn, Need::Read)?;
+            let query: TranscriptsParams = typed("transcripts.list", params)?;
+            only_main(query.agent_id.as_deref())?;
+            Ok(json!({"sessions": [], "nextCursor": null}))
+        }
+        "migrations.memory.plan" => {
+            need(conn, Need::Admin)?;
+            memory_plan(hub, typed("migrations.memory.plan", params)?)
+        }
+        "system.info" => {
+            need(conn, Need::Read)?;
+            let _: NoParams = typed("system.info", params)?;
+            Ok(system_info(hub))
+        }
+        // The machines paired to run tools: pincer pairs none (its other
+        // node methods, pairing first, are refused).
+        "node.list" => {
+            need(conn, Need::Read)?;
+            let _: NoParams = typed("node.list", params)?;
+            Ok(json!({"ts": now_ms(), "nodes": []}))
+        }
+        "plugins.catalog.browse" => {
+            need(conn, Need::Read)?;
+            let query: CatalogParams = typed("plugins.catalog.browse", params)?;
+            if query.query.is_some() && query.cursor.is_some() {
+                return Err(ErrorShape::invalid(
+                    "plugins.catalog.browse: `query` and `cursor` cannot be sent together",
+                ));
+            }
+            Ok(json!({"items": []}))
+        }
+        // The name pincer's Control UI config gives (it has no picture).
+        "agent.identity.get" => {
+            need(conn, Need::Read)?;
+            let query: IdentityParams = typed("agent.identity.get", params)?;
+            only_main(query.agent_id.as_deref())?;
+            if let Some(key) = &query.session_key {
+                checked_key("sessionKey", key)?;
+            }
+            Ok(json!({"agentId": "main", "name": "pincer"}))
+        }
+        "progressCard.get" => {
+            need(conn, Need::Read)?;
+            let query: chat::CardParams = typed("progressCard.get", params)?;
+            only_main(query.agent_id.as_deref())?;
+            let key = checked_key("sessionKey", &query.session_key)?;
+            let card = hub.lookup(key).and_then(|session| hub.card(&session));
+            Ok(json!({"card": card.map(|card| chat::ProgressCard {
+                session_key: key.to_string(),
+                revision: card.revision,
+                updated_at: card.updated_at,
+                steps: card
+                    .steps
+                    .into_iter()
+                    .map(|(step, status)| chat::ProgressStep { step, status })
+                    .collect(),
+            })}))
+        }
+        "talk.catalog" => {
+            need(conn, Need::Read)?;
+            let _: TalkCatalogParams = typed("talk.catalog", params)?;
+            let none = json!({"ready": false, "providers": []});
+            Ok(json!({
+                "modes": [], "transports": [], "brains": [],
+                "speech": none, "transcription": none, "realtime": none,
+            }))
+        }
+        "skills.status" => {
+            need(conn, Need::Read)?;
+            skills(hub, typed("skills.status", params)?).await
+        }
+        // ClawHub, OpenClaw's skill registry: pincer searches none, so a
+        // search finds nothing (the page still shows the skills here).
+        "skills.search" => {
+            need(conn, Need::Read)?;
+            let query: SkillsSearchParams = typed("skills.search", params)?;
+            if query.limit.is_some_and(|n| !(1..=100).contains(&n)) {
+                return Err(ErrorShape::invalid(
+                    "skills.search: `limit` must be from 1 to 100",
+                ));
+            }
+            Ok(json!({"results": []}))
+        }
+        "skills.library.list" => {
+            need(conn, Need::Read)?;
+            let query: SkillsLibraryParams = typed("skills.library.list", params)?;
+            if let Some(key) = &query.session_key {
+                checked_key("sessionKey", key)?;
+            }
+            Ok(skill_library())
+        }
+        other => Err(ErrorShape::invalid(format!("unknown method: {other}"))),
+    }
+}
 
 /// The most tasks one answer carries (OpenClaw's limit).
 const MAX_TASKS: u64 = 500;
 
 /// `environments.list`: the gateway's machine (pincer pairs no others).
-pub fn environments(query: crate::gateway::protocol::pages::EnvironmentsParams) -> Value {
+fn environments(query: EnvironmentsParams) -> Value {
     let environments = match query.projection {
         // Worker profiles only: pincer has none.
         Some(Projection::Profiles) => Vec::new(),
@@ -31,7 +198,7 @@ pub fn environments(query: crate::gateway::protocol::pages::EnvironmentsParams) 
 
 /// `diagnostics.lanes`: each session with work, as a lane of one run at a
 /// time, with what waits in it.
-pub fn lanes(hub: &Hub) -> Value {
+fn lanes(hub: &Hub) -> Value {
     let mut lanes: Vec<Lane> = hub
         .queues()
         .into_iter()
@@ -54,7 +221,7 @@ pub fn lanes(hub: &Hub) -> Value {
 }
 
 /// `plugins.list`: none (pincer loads no plugins, and installs none).
-pub fn plugins() -> Value {
+fn plugins() -> Value {
     json!(Plugins {
         plugins: [],
         diagnostics: [],
@@ -66,7 +233,7 @@ pub fn plugins() -> Value {
 /// (or by their end), as OpenClaw's background tasks; `sessionKey` keeps
 /// those one session started. The transcripts are listed off the
 /// runtime's workers.
-pub async fn tasks(hub: &Arc<Hub>, query: TasksParams) -> Reply {
+async fn tasks(hub: &Arc<Hub>, query: TasksParams) -> Reply {
     only_main(query.agent_id.as_deref())?;
     let limit = match query.limit {
         None => 100,
@@ -167,7 +334,7 @@ fn task(hub: &Hub, summary: &crate::session::Summary, parent: &str) -> Task {
 /// `themes.list`: pincer keeps no theme for its clients, so the UI's own
 /// default ("claw", following the system's light or dark) is current and
 /// there are no more to offer than the UI's built-in ones.
-pub fn themes() -> Value {
+fn themes() -> Value {
     json!({
         "current": {"id": "claw", "mode": "system", "scope": "gateway", "overrides": {}},
         "theme": {
@@ -183,7 +350,7 @@ pub fn themes() -> Value {
 
 /// `migrations.memory.plan`: pincer has no importer of another tool's
 /// memory, so there is nothing to plan.
-pub fn memory_plan(hub: &Hub, query: crate::gateway::protocol::pages::MemoryPlanParams) -> Reply {
+fn memory_plan(hub: &Hub, query: MemoryPlanParams) -> Reply {
     only_main(Some(&query.agent_id))?;
     Ok(json!({
         "agentId": query.agent_id,
@@ -195,7 +362,7 @@ pub fn memory_plan(hub: &Hub, query: crate::gateway::protocol::pages::MemoryPlan
 /// `skills.status`: the skills a session in the session's directory (or
 /// the gateway's) is offered, found as the agent finds them (the
 /// project's, then the user's), read off the runtime's workers.
-pub async fn skills(hub: &Arc<Hub>, query: SkillsStatusParams) -> Reply {
+async fn skills(hub: &Arc<Hub>, query: SkillsStatusParams) -> Reply {
     only_main(query.agent_id.as_deref())?;
     let session = match query.session_key.as_deref() {
         None => None,
@@ -263,7 +430,7 @@ pub async fn skills(hub: &Arc<Hub>, query: SkillsStatusParams) -> Reply {
 
 /// `skills.library.list`: pincer has no shared skill library, so its
 /// lists are empty and nothing can be added to one.
-pub fn skill_library() -> Value {
+fn skill_library() -> Value {
     json!({
         "entries": [],
         "profileId": null,
@@ -278,7 +445,7 @@ pub fn skill_library() -> Value {
 /// shows it (read from `/proc` where there is one; a figure it cannot
 /// read is 0, a name empty). `nodeVersion` is empty: pincer is no Node
 /// process.
-pub fn system_info(hub: &Hub) -> Value {
+fn system_info(hub: &Hub) -> Value {
     let read = |path: &str| {
         std::fs::read_to_string(path)
             .map(|text| text.trim().to_string())
