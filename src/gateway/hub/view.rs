@@ -185,28 +185,9 @@ impl Hub {
             .unwrap_or_else(|| Defaults::load(self).thinking)
     }
 
-    /// The sessions the gateway lists (not those a reset replaced) whose
-    /// key, id or title holds `search` (lowercase), as rows: the page
-    /// `offset..offset + limit`, and how many match in all.
-    pub fn session_rows(
-        &self,
-        search: Option<&str>,
-        archived: Archived,
-        offset: usize,
-        limit: usize,
-    ) -> (Vec<Row>, usize) {
-        self.session_rows_with(&RowQuery {
-            search,
-            archived,
-            offset,
-            limit,
-            ..RowQuery::default()
-        })
-    }
-
-    /// [`Hub::session_rows`] with OpenClaw's other filters: sessions
-    /// active in the last `active_minutes`, and rows with a preview of
-    /// their last message.
+    /// The sessions the gateway lists (not those a reset replaced) that
+    /// `query` keeps, as rows: the page `offset..offset + limit`, and how
+    /// many match in all.
     pub fn session_rows_with(&self, query: &RowQuery<'_>) -> (Vec<Row>, usize) {
         let RowQuery {
             search,
@@ -803,7 +784,12 @@ mod tests {
             })
             .unwrap();
 
-        let (rows, count) = hub.session_rows(None, Archived::Include, 0, 10);
+        let all = RowQuery {
+            archived: Archived::Include,
+            limit: 10,
+            ..RowQuery::default()
+        };
+        let (rows, count) = hub.session_rows_with(&all);
         assert_eq!(count, 1);
         let key = format!("agent:main:subagent:{child}");
         // As the clients read it.
@@ -816,7 +802,10 @@ mod tests {
         assert_eq!(hub.lookup(&key).as_deref(), Some(child));
         assert_eq!(hub.row_of(&key).unwrap().key, key);
         // Searching by that key finds it.
-        let (found, _) = hub.session_rows(Some("subagent:sess_0123"), Archived::Include, 0, 10);
+        let (found, _) = hub.session_rows_with(&RowQuery {
+            search: Some("subagent:sess_0123"),
+            ..all
+        });
         assert_eq!(found.len(), 1);
         // The preview of a last message longer than the first tail read.
         let long = "word ".repeat(4000);
