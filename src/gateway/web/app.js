@@ -149,6 +149,7 @@ async function onHello(payload) {
   const again = state.signedIn;
   const bootId = payload?.server?.bootId ?? null;
   const restarted = again && bootId !== state.bootId;
+  const shownBefore = state.current;
   state.bootId = bootId;
   state.signedIn = true;
   state.backoff = 250;
@@ -181,6 +182,9 @@ async function onHello(payload) {
     }
     const listed = state.sessions.some((r) => r.key === wanted);
     const first = listed ? wanted : state.sessions[0]?.key;
+    // A session the user started (a message sent) or opened while the
+    // lists above loaded stays shown: opening another would hide it.
+    if (state.current !== shownBefore) return;
     if (first) await openSession(first);
     else newSession(false);
   } else {
