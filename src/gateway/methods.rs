@@ -17,6 +17,7 @@ use crate::config::QueueMode;
 use crate::gateway::protocol::{NoParams, approvals, chat, cron, models, sessions};
 use crate::llm::{AssistantContent, Content, Message};
 
+mod chat_page;
 mod commands;
 mod pages;
 mod system;
@@ -79,7 +80,12 @@ const METHODS: &[&str] = &[
 
 /// Every method pincer serves, for `hello-ok`'s `features.methods`.
 pub fn advertised() -> Vec<&'static str> {
-    METHODS.iter().chain(pages::METHODS).copied().collect()
+    METHODS
+        .iter()
+        .chain(pages::METHODS)
+        .chain(chat_page::METHODS)
+        .copied()
+        .collect()
 }
 
 /// The OpenClaw server capabilities pincer has, for `hello-ok`'s
@@ -689,13 +695,14 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             usage::status(params)
         }
         "connect" => Err(ErrorShape::invalid("already connected")),
-        other => match pages::call(hub, conn, other, params).await {
-            Some(reply) => reply,
-            None => Err(ErrorShape::invalid(match openclaw_only(other) {
-                Some(what) => format!("not supported by pincer: `{other}` is {what}"),
-                None => format!("unknown method: {other}"),
-            })),
-        },
+        other if pages::METHODS.contains(&other) => pages::run(hub, conn, other, params).await,
+        other if chat_page::METHODS.contains(&other) => {
+            chat_page::run(hub, conn, other, params).await
+        }
+        other => Err(ErrorShape::invalid(match openclaw_only(other) {
+            Some(what) => format!("not supported by pincer: `{other}` is {what}"),
+            None => format!("unknown method: {other}"),
+        })),
     }
 }
 
@@ -1073,6 +1080,18 @@ fn openclaw_only(method: &str) -> Option<&'static str> {
         (
             "set-heartbeats",
             "turning the heartbeat on or off while the gateway runs; pincer's heartbeat is the `[heartbeat]` of its config.toml: edit it there and restart the gateway",
+        ),
+        (
+            "sessions.companion.",
+            "part of OpenClaw's side chat (questions about a session answered beside it), which pincer does not have",
+        ),
+        (
+            "sessions.observer.",
+            "part of OpenClaw's session observer (a model's running digest of how a run goes), which pincer does not have",
+        ),
+        (
+            "sessions.branches.switch",
+            "a switch between a session's branches; a pincer session has one path (a rewind cuts it back)",
         ),
         (
             "config.",

@@ -6,6 +6,7 @@
 
 pub mod approvals;
 pub mod chat;
+pub mod chat_page;
 pub mod cron;
 pub mod models;
 pub mod pages;

@@ -829,4 +829,45 @@ async fn the_agent_s_plan_shows_as_the_control_ui_s_task_progress_card() {
         )
         .await;
     ui.browser.screenshot("control-ui-progress-card").await;
+
+    // Its refresh button asks the agent to bring the plan up to date; the
+    // card shows the new revision.
+    ui.mock.push_for(
+        "Bring your plan up to date",
+        Reply::sse(support::sse::anthropic_tool_call(
+            "t2",
+            "todo",
+            &json!({"todos": [
+                {"content": "Read the parser", "status": "completed"},
+                {"content": "Fix the off-by-one", "status": "completed"},
+                {"content": "Run the tests (refreshed)", "status": "in_progress"},
+            ]}),
+        )),
+    );
+    ui.mock
+        .push(Reply::sse(anthropic_deltas(&["Plan ", "updated."])));
+    ui.browser
+        .eval(&format!(
+            "{} found.click(); return true;",
+            deep(".session-progress-card__refresh")
+        ))
+        .await;
+    ui.browser
+        .until(
+            "the refreshed card",
+            &format!(
+                "{} return found !== null && found.textContent.includes('Run the tests (refreshed)');",
+                deep(".session-progress-card")
+            ),
+        )
+        .await;
+    ui.browser
+        .until(
+            "the refresh button's \"updated\" state",
+            &format!(
+                "{} return found !== null && found.dataset.state === 'updated';",
+                deep(".session-progress-card__refresh")
+            ),
+        )
+        .await;
 }

@@ -536,4 +536,243 @@ async fn the_agent_s_plan_is_the_session_s_progress_card() {
         refused["error"]["message"], "progressCard.get: `sessionKey` is required",
         "{refused}"
     );
+
+    // The card's refresh button asks the agent to bring its plan up to
+    // date; the UI waits for a later revision.
+    mock.push_for(
+        "Bring your plan up to date",
+        Reply::sse(anthropic_tool_call(
+            "t2",
+            "todo",
+            &json!({"todos": [
+                {"content": "Read the parser", "status": "completed"},
+                {"content": "Fix the off-by-one", "status": "completed"},
+                {"content": "Run the tests", "status": "in_progress"},
+            ]}),
+        )),
+    );
+    mock.push(Reply::sse(anthropic_text("Updated.", 5)));
+    let asked = mock.requests().len();
+    let params = json!({"sessionKey": key, "agentId": "main", "idempotencyKey": "refresh-1"});
+    let accepted = client.call_ok("progressCard.refresh", params.clone()).await;
+    assert_eq!(
+        (&accepted["status"], &accepted["revision"]),
+        (&json!("accepted"), &json!(1)),
+        "{accepted}"
+    );
+    let run = accepted["runId"].as_str().unwrap().to_string();
+    assert!(run.starts_with("progress-card-refresh:"), "{accepted}");
+    client.chat_end(&run).await;
+    let changed = client
+        .next_where("the refreshed card's change", |f| {
+            f["event"] == "progressCard.changed" && f["payload"]["revision"] == 2
+        })
+        .await;
+    assert_eq!(changed["payload"]["sessionKey"], json!(key), "{changed}");
+    let card = client
+        .call_ok("progressCard.get", json!({"sessionKey": key}))
+        .await;
+    assert_eq!(
+        card["card"]["steps"][2],
+        json!({"step": "Run the tests", "status": "in_progress"}),
+        "{card}"
+    );
+    let requests = mock.requests();
+    assert_eq!(requests.len(), asked + 2, "the refresh's two model calls");
+    assert!(
+        requests[asked]
+            .body
+            .to_string()
+            .contains("Bring your plan up to date"),
+        "the model was asked to refresh its plan"
+    );
+    // A retry with the same key is the same run, not another.
+    let again = client.call_ok("progressCard.refresh", params).await;
+    assert_eq!(again["runId"], json!(run), "{again}");
+    assert_eq!(mock.requests().len(), asked + 2, "no run started again");
+    // Nothing to refresh in a session without a plan.
+    let none = client
+        .call(
+            "progressCard.refresh",
+            json!({"sessionKey": new_key(), "idempotencyKey": "refresh-2"}),
+        )
+        .await;
+    assert_eq!(
+        none["error"]["message"], "There is no progress card to refresh.",
+        "{none}"
+    );
+}
+
+/// What the Control UI's chat asks in the background: no update banner,
+/// the chat's metadata with the same models `models.list` gives, the
+/// session's one branch, and how each provider's credentials stand;
+/// side chat and the observer refused as OpenClaw's features.
+#[tokio::test]
+async fn the_chat_s_background_questions_get_pincer_s_answers() {
+    let sandbox = Sandbox::new();
+    let dir = sandbox.home().join("agents/main");
+    std::fs::create_dir_all(&dir).unwrap();
+    let soon = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 3_600_000;
+    std::fs::write(
+        dir.join("auth-profiles.json"),
+        json!({
+            "version": 1,
+            "profiles": {
+                "openai:work": {"type": "token", "provider": "openai", "token": "tok-SECRET-1", "expires": soon},
+            },
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("Parsed.", 5)));
+    let gateway = Gateway::start(&sandbox, &mock).await;
+    let mut client = gateway.admin().await;
+
+    let update = client.call_ok("update.status", json!({})).await;
+    assert_eq!(update, json!({"sentinel": null, "updateAvailable": null}));
+    let checked = client
+        .call_ok("update.status", json!({"refreshCheckout": true}))
+        .await;
+    assert_eq!(checked, update);
+    let mut reader = gateway.operator(&["operator.read"], &[]).await;
+    let refused = reader.call("update.status", json!({})).await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("operator.admin"),
+        "{refused}"
+    );
+
+    let key = new_key();
+    let run = client.chat_send(&key, "Parse the config\nthen stop").await;
+    client.chat_end(&run).await;
+
+    let models = client.call_ok("models.list", json!({})).await;
+    let metadata = client
+        .call_ok(
+            "chat.metadata",
+            json!({"sessionKey": key, "agentId": "main"}),
+        )
+        .await;
+    assert_eq!(
+        metadata,
+        json!({
+            "models": models["models"],
+            "swarmEnabled": false,
+            "accountSelection": {"kind": "automatic", "label": "Automatic account selection"},
+            "runtimeSelectionLocked": false,
+        })
+    );
+    let draft = client.call_ok("chat.metadata", json!({})).await;
+    assert!(draft.get("runtimeSelectionLocked").is_none(), "{draft}");
+    let refused = client
+        .call("chat.metadata", json!({"authProfileId": "openai:work"}))
+        .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`authProfileId`"),
+        "{refused}"
+    );
+
+    let history = client
+        .call_ok("chat.history", json!({"sessionKey": key}))
+        .await;
+    let messages = history["messages"].as_array().unwrap();
+    let leaf = messages.last().unwrap()["__openclaw"]["id"].clone();
+    assert!(leaf.is_string(), "{history}");
+    let branches = client
+        .call_ok("sessions.branches.list", json!({"sessionKey": key}))
+        .await;
+    let branch = &branches["branches"][0];
+    assert_eq!(
+        branches["branches"].as_array().unwrap().len(),
+        1,
+        "{branches}"
+    );
+    assert_eq!(
+        (
+            &branch["leafEntryId"],
+            &branch["headline"],
+            &branch["messageCount"],
+            &branch["active"]
+        ),
+        (
+            &leaf,
+            &json!("Parse the config"),
+            &json!(messages.len()),
+            &json!(true)
+        ),
+        "{branches}"
+    );
+    assert!(
+        branch["updatedAt"].as_str().unwrap().ends_with('Z'),
+        "{branch}"
+    );
+    let none = client
+        .call_ok("sessions.branches.list", json!({"sessionKey": new_key()}))
+        .await;
+    assert_eq!(none, json!({"branches": []}));
+
+    let status = reader
+        .call_ok("models.authStatus", json!({"agentId": ""}))
+        .await;
+    assert!(status["ts"].as_u64().unwrap() > 0, "{status}");
+    assert_eq!(status["providerCapabilities"], json!([]), "{status}");
+    let providers = status["providers"].as_array().unwrap();
+    let names: Vec<&str> = providers
+        .iter()
+        .map(|p| p["provider"].as_str().unwrap())
+        .collect();
+    // Only the providers with a credential: the key in the environment,
+    // the stored token.
+    assert_eq!(names, ["anthropic", "openai"], "{status}");
+    assert_eq!(
+        providers[0],
+        json!({
+            "provider": "anthropic", "authProvider": "anthropic", "displayName": "anthropic",
+            "status": "static", "profiles": [],
+            "apiKey": {"source": "env", "envVar": "ANTHROPIC_API_KEY"},
+        })
+    );
+    let openai = &providers[1];
+    assert_eq!(openai["status"], "expiring", "{openai}");
+    assert_eq!(openai["expiry"]["label"], "59m", "{openai}");
+    assert_eq!(
+        (
+            &openai["profiles"][0]["profileId"],
+            &openai["profiles"][0]["type"],
+            &openai["profiles"][0]["status"],
+            &openai["profiles"][0]["source"]
+        ),
+        (
+            &json!("openai:work"),
+            &json!("token"),
+            &json!("expiring"),
+            &json!("saved")
+        ),
+        "{openai}"
+    );
+    assert!(!status.to_string().contains("SECRET"), "{status}");
+    assert!(!status.to_string().contains("test-key"), "{status}");
+
+    for method in [
+        "sessions.companion.state",
+        "sessions.companion.ask",
+        "sessions.observer.visibility",
+    ] {
+        let refused = client.call(method, json!({"sessionKey": key})).await;
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("not supported by pincer: `{method}`")),
+            "{refused}"
+        );
+    }
 }

@@ -41,20 +41,8 @@ pub(super) const METHODS: &[&str] = &[
     "progressCard.get",
 ];
 
-/// Runs `method` if it is one of [`METHODS`]; `None` for any other.
-pub(super) async fn call(
-    hub: &Arc<Hub>,
-    conn: &Conn,
-    method: &str,
-    params: Value,
-) -> Option<Reply> {
-    if !METHODS.contains(&method) {
-        return None;
-    }
-    Some(run(hub, conn, method, params).await)
-}
-
-async fn run(hub: &Arc<Hub>, conn: &Conn, method: &str, params: Value) -> Reply {
+/// Runs `method`, one of [`METHODS`].
+pub(super) async fn run(hub: &Arc<Hub>, conn: &Conn, method: &str, params: Value) -> Reply {
     match method {
         "environments.list" => {
             need(conn, Need::Read)?;
