@@ -90,6 +90,22 @@ where
     out
 }
 
+/// Runs file work (reading skills, templates, settings) on the blocking
+/// pool, off the runtime's workers, at most [`FILE_LANES`] at a time: a
+/// hundred runs that start or end together queue here rather than each
+/// taking a thread of its own, and the workers go on writing frames.
+pub async fn file_work<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    static LANES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(FILE_LANES);
+    // The semaphore is never closed.
+    let _permit = LANES.acquire().await.ok();
+    tokio::task::spawn_blocking(work).await
+}
+
+/// How many [`file_work`] jobs run at once.
+pub const FILE_LANES: usize = 2;
+
 pub fn cores() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)))

@@ -935,8 +935,14 @@ impl Session {
             .await;
         // Skills and prompt templates may have come or gone meanwhile (the
         // turn wrote one, or the user did): the menu is checked after every
-        // prompt, commands included, before the prompt answers.
-        self.announce_commands(&owner.cx, &owner.client);
+        // prompt, commands included, before the prompt answers. The files
+        // are read off the runtime's workers.
+        let me = self.clone();
+        if let Ok((commands, problems)) =
+            crate::parallel::file_work(move || me.discover_commands()).await
+        {
+            self.announce_found(&owner.cx, &owner.client, commands, problems);
+        }
         match answered {
             Answered::Told(result) => result,
             Answered::Here(result) => {
@@ -1104,7 +1110,14 @@ impl Session {
         // its startup timeout), so their tools are there from the start.
         self.mcp().ready().await;
         let subagents = self.subagents(http, &cx, &client, &drain);
-        let (config, cancel, tools) = self.turn_config_with(subagents)?;
+        // The settings, credentials and context files are read off the
+        // runtime's workers (a hundred runs starting at once would hold
+        // up the frames of those streaming).
+        let me = self.clone();
+        let (config, cancel, tools) =
+            crate::parallel::file_work(move || me.turn_config_with(subagents))
+                .await
+                .map_err(|_| Error::internal_error().data("preparing the turn failed"))??;
         // Background work that ended since the last turn: the model reads
         // it before the prompt.
         let finished = self.jobs.take_undelivered();
@@ -1485,6 +1498,18 @@ impl Session {
     /// announcement (skills and templates come and go), and reports broken
     /// skills and templates once.
     pub fn announce_commands(&self, cx: &ConnectionTo<Client>, client: &ClientCapabilities) {
+        let (commands, problems) = self.discover_commands();
+        self.announce_found(cx, client, commands, problems);
+    }
+
+    /// The slash commands the session's skills, templates and workflows
+    /// make, and what was wrong with any of them (reads files).
+    fn discover_commands(
+        &self,
+    ) -> (
+        Vec<agent_client_protocol::v1::schema::AvailableCommand>,
+        Vec<String>,
+    ) {
         let sources = self.sources();
         let (skills, mut problems) = crate::context::skills::discover(&sources);
         let (templates, more) = crate::context::templates::discover(&sources);
@@ -1495,7 +1520,20 @@ impl Session {
             .values()
             .map(|w| (w.name.clone(), w.description.clone()))
             .collect();
-        let commands = commands::available(&skills, &templates, &workflows);
+        (
+            commands::available(&skills, &templates, &workflows),
+            problems,
+        )
+    }
+
+    /// [`Session::announce_commands`] for what was found.
+    fn announce_found(
+        &self,
+        cx: &ConnectionTo<Client>,
+        client: &ClientCapabilities,
+        commands: Vec<agent_client_protocol::v1::schema::AvailableCommand>,
+        mut problems: Vec<String>,
+    ) {
         let mut announced = self.announced.lock();
         if announced.commands.as_ref() != Some(&commands) {
             announced.commands = Some(commands.clone());

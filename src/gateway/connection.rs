@@ -172,6 +172,13 @@ pub async fn run(
     // the connection's life by this function's state.
     {
         let mut hello = hello;
+        // What a new session starts with comes from the config files: read
+        // on the blocking pool, not on a worker that writes others' frames.
+        let hub = gateway.hub.clone();
+        let defaults = tokio::task::spawn_blocking(move || hub.session_defaults())
+            .await
+            .unwrap_or_default();
+        hello["snapshot"]["sessionDefaults"] = defaults;
         hello["server"]["connId"] = json!(uuid::Uuid::new_v4().to_string());
         outbox.push(Out::Frame(frames::ok(
             &request_id.unwrap_or_default(),
@@ -405,7 +412,6 @@ fn connect(gateway: &Gateway, peer: IpAddr, params: &Value) -> Result<Accepted, 
             "health": {},
             "stateVersion": {"presence": 0, "health": 0},
             "uptimeMs": gateway.hub.started.elapsed().as_millis() as u64,
-            "sessionDefaults": gateway.hub.session_defaults(),
             "authMode": credential.mode.as_str(),
         },
         "auth": {"role": "operator", "scopes": granted, "method": credential.mode.as_str()},
