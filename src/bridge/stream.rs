@@ -21,12 +21,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{RequestPermissionOutcome, RequestPermissionRequest};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::sent::Sent;
 use super::{Bridge, wire};
 use crate::gateway::client::{ClientError, Incoming};
+use crate::gateway::protocol::events::{ChatEvent, ChatState};
 
 /// How long a prompt waits for a lost gateway to come back before it
 /// fails (the run may go on there; `session/load` shows it later).
@@ -169,22 +171,21 @@ impl Run {
     }
 
     /// What a cumulative `message` adds to what was passed on.
-    fn absorb(&mut self, payload: &Value, fresh_seq: bool) -> Vec<Value> {
+    fn absorb(&mut self, event: &ChatEvent<'_>, fresh_seq: bool) -> Vec<Value> {
         let mut updates = Vec::new();
-        let message = &payload["message"];
-        if message.is_object() {
-            let thinking = wire::joined(&message["content"], "thinking");
+        if let Some(message) = &event.message {
+            let thinking = message.joined(true);
             if let Some(new) = self.thinking.advance(&thinking) {
                 updates.push(wire::thought_chunk(&new));
             }
-            let text = wire::joined(&message["content"], "text");
+            let text = message.joined(false);
             if let Some(new) = self.text.advance(&text) {
                 updates.push(wire::message_chunk(&new));
             }
-        } else if let Some(delta) = payload["deltaText"].as_str()
+        } else if let Some(delta) = event.delta_text.as_deref()
             && fresh_seq
         {
-            if payload["replace"] == true {
+            if event.replace {
                 self.text.reset(delta);
             } else if !delta.is_empty() {
                 self.text.push(delta);
@@ -272,37 +273,41 @@ fn run_of<'a>(state: &'a mut super::State, run_id: &str, key: Option<&str>) -> O
 }
 
 fn chat(bridge: &Bridge, payload: &Value) {
-    let Some(run_id) = payload["runId"].as_str() else {
-        return;
+    // A frame whose fields have the wrong types (or a state no gateway
+    // sends) is dropped whole, as OpenClaw's clients drop it: half of a
+    // broken frame is no safer.
+    let event = match ChatEvent::deserialize(payload) {
+        Ok(event) => event,
+        Err(e) => {
+            tracing::warn!(
+                run = payload["runId"].as_str().unwrap_or_default(),
+                error = %e,
+                "the gateway sent a malformed chat event; dropped"
+            );
+            return;
+        }
     };
-    // A frame whose fields have the wrong types is dropped whole, as
-    // OpenClaw's clients drop it: half of a broken frame is no safer.
-    let seq_ok = payload.get("seq").is_none_or(Value::is_u64);
-    let message_ok = payload.get("message").is_none_or(Value::is_object);
-    if !seq_ok || !message_ok {
-        tracing::warn!(
-            run = run_id,
-            "the gateway sent a malformed chat event; dropped"
-        );
-        return;
-    }
-    let ending = match payload["state"].as_str() {
-        Some("final") => Some(match payload["stopReason"].as_str() {
+    let run_id = event.run_id.as_ref();
+    let ending = match event.state {
+        ChatState::Final => Some(match event.stop_reason.as_deref() {
             Some("max_tokens" | "length") => Ending::Stop("max_tokens"),
             _ => Ending::Stop("end_turn"),
         }),
-        Some("aborted") => Some(Ending::Stop("cancelled")),
-        Some("error") if payload["errorKind"] == "refusal" => Some(Ending::Stop("refusal")),
-        Some("error") => Some(Ending::Error(
-            payload["errorMessage"]
-                .as_str()
+        ChatState::Aborted => Some(Ending::Stop("cancelled")),
+        ChatState::Error if event.error_kind.as_deref() == Some("refusal") => {
+            Some(Ending::Stop("refusal"))
+        }
+        ChatState::Error => Some(Ending::Error(
+            event
+                .error_message
+                .as_deref()
                 .unwrap_or("the gateway reported an error for this turn")
                 .to_string(),
         )),
-        _ => None,
+        ChatState::Delta => None,
     };
     let mut state = bridge.state.lock();
-    let Some(run) = run_of(&mut state, run_id, payload["sessionKey"].as_str()) else {
+    let Some(run) = run_of(&mut state, run_id, event.session_key.as_deref()) else {
         return;
     };
     if run.cancelled {
@@ -312,7 +317,7 @@ fn chat(bridge: &Bridge, payload: &Value) {
         }
         return;
     }
-    let fresh = match payload["seq"].as_u64() {
+    let fresh = match event.seq {
         Some(seq) if seq <= run.chat_seq => return,
         Some(seq) => {
             let next = seq == run.chat_seq + 1;
@@ -321,7 +326,7 @@ fn chat(bridge: &Bridge, payload: &Value) {
         }
         None => true,
     };
-    let updates = run.absorb(payload, fresh);
+    let updates = run.absorb(&event, fresh);
     let key = run.key.clone();
     // The updates go out before the prompt's answer.
     for update in updates {
@@ -698,6 +703,18 @@ mod tests {
         json!({"seq": seq, "state": "delta", "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}})
     }
 
+    /// A `chat` delta as the bridge reads it (run `r` unless it names one).
+    fn event(payload: &Value) -> ChatEvent<'static> {
+        let mut payload = payload.clone();
+        payload["runId"] = json!("r");
+        if payload.get("state").is_none() {
+            payload["state"] = json!("delta");
+        }
+        // Kept for the test's life, as the frame a pump reads is.
+        let payload: &'static Value = Box::leak(Box::new(payload));
+        ChatEvent::deserialize(payload).unwrap()
+    }
+
     #[test]
     fn cumulative_messages_give_each_character_once() {
         let (tx, _rx) = oneshot::channel();
@@ -710,9 +727,9 @@ mod tests {
             (3, "Hello, world"),
             (4, "Hello"),
         ] {
-            sent.extend(run.absorb(&delta(seq, text), true));
+            sent.extend(run.absorb(&event(&delta(seq, text)), true));
         }
-        sent.extend(run.absorb(&delta(5, "Hello, world! Ünïcode ✓"), true));
+        sent.extend(run.absorb(&event(&delta(5, "Hello, world! Ünïcode ✓")), true));
         assert_eq!(texts(&sent), "Hello, world! Ünïcode ✓");
     }
 
@@ -720,9 +737,9 @@ mod tests {
     fn a_rewrite_sends_nothing_for_what_changed_and_goes_on_from_it() {
         let (tx, _rx) = oneshot::channel();
         let mut run = Run::ours("k", tx);
-        let mut sent = run.absorb(&delta(1, "[[tag]] Hi"), true);
-        sent.extend(run.absorb(&delta(2, "Hi"), true));
-        sent.extend(run.absorb(&delta(3, "Hi there"), true));
+        let mut sent = run.absorb(&event(&delta(1, "[[tag]] Hi")), true);
+        sent.extend(run.absorb(&event(&delta(2, "Hi")), true));
+        sent.extend(run.absorb(&event(&delta(3, "Hi there")), true));
         assert_eq!(texts(&sent), "[[tag]] Hi there");
     }
 
@@ -730,9 +747,9 @@ mod tests {
     fn delta_text_alone_is_taken_in_sequence() {
         let (tx, _rx) = oneshot::channel();
         let mut run = Run::ours("k", tx);
-        let mut sent = run.absorb(&json!({"deltaText": "a"}), true);
-        sent.extend(run.absorb(&json!({"deltaText": "b"}), false));
-        sent.extend(run.absorb(&json!({"deltaText": "c"}), true));
+        let mut sent = run.absorb(&event(&json!({"deltaText": "a"})), true);
+        sent.extend(run.absorb(&event(&json!({"deltaText": "b"})), false));
+        sent.extend(run.absorb(&event(&json!({"deltaText": "c"})), true));
         assert_eq!(texts(&sent), "ac");
     }
 
@@ -742,7 +759,7 @@ mod tests {
         let mut run = Run::ours("k", tx);
         let payload = json!({"message": {"content": [{"type": "thinking", "thinking": "let me see"}, {"type": "text", "text": ""}]}});
         assert_eq!(
-            run.absorb(&payload, true),
+            run.absorb(&event(&payload), true),
             vec![wire::thought_chunk("let me see")]
         );
     }

@@ -27,6 +27,8 @@
 //! need, not what every session it ever opened did.
 
 use parking_lot::Mutex;
+use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,6 +45,7 @@ use super::frames::now_ms;
 use super::link::{Approver, Link};
 use crate::acp::registry::Registry;
 use crate::config::QueueMode;
+use crate::gateway::protocol::events::{AgentEvent, ChatEvent, ChatMessage, ChatState, Usage};
 
 mod approvals;
 mod events;
@@ -301,7 +304,7 @@ struct Run {
     tools: HashMap<String, ToolInfo>,
     /// The last usage report (`agent` `stream:"usage"`'s data), which the
     /// run's `final` repeats.
-    usage: Option<Value>,
+    usage: Option<Usage>,
     waiters: Vec<tokio::sync::oneshot::Sender<()>>,
     /// Runs `collect` joined into this one; they end with it.
     members: Vec<String>,
@@ -337,13 +340,9 @@ impl Run {
         }
     }
 
-    fn message(&self) -> Value {
-        let mut content = Vec::new();
-        if !self.thinking.is_empty() {
-            content.push(json!({"type": "thinking", "thinking": self.thinking}));
-        }
-        content.push(json!({"type": "text", "text": self.text}));
-        json!({"role": "assistant", "content": content, "timestamp": now_ms()})
+    /// The reply so far, as a `chat` event's `message`.
+    fn message(&self) -> ChatMessage<'_> {
+        ChatMessage::assistant(&self.thinking, &self.text, now_ms())
     }
 }
 
@@ -723,22 +722,28 @@ impl Hub {
         self.broadcast("sessions.changed", &payload, Audience::SessionWatchers);
     }
 
-    fn chat(&self, run_id: &str, run: &mut Run, state: &str, extra: Value) {
+    /// A run's `chat` event that ends it (`final`, `aborted`, `error`):
+    /// `fill` sets what the state says.
+    fn chat(
+        &self,
+        run_id: &str,
+        run: &mut Run,
+        state: ChatState,
+        fill: impl for<'a> FnOnce(&mut ChatEvent<'a>, &'a Run),
+    ) {
         run.chat_seq += 1;
-        let mut payload = json!({
-            "runId": run_id,
-            "sessionKey": run.key,
-            "seq": run.chat_seq,
-            "state": state,
-        });
-        if let Some(parent) = &run.spawned_by {
-            payload["spawnedBy"] = json!(parent);
+        let mut event = ChatEvent::new(run_id, state);
+        event.session_key = Some(Cow::Borrowed(&run.key));
+        event.seq = Some(run.chat_seq);
+        event.spawned_by = run.spawned_by.as_deref().map(Cow::Borrowed);
+        fill(&mut event, run);
+        let payload: Arc<str> = Arc::from(event.encode());
+        for conn in self.audience(Audience::Session(&run.session)) {
+            conn.out.push(Out::Event("chat", payload.clone()));
         }
-        merge(&mut payload, extra);
-        self.broadcast("chat", &payload, Audience::Session(&run.session));
     }
 
-    fn agent(&self, run_id: &str, run: &mut Run, stream: &str, data: Value) {
+    fn agent<D: Serialize>(&self, run_id: &str, run: &mut Run, stream: &str, data: D) {
         let payload = self.agent_payload(run_id, run, stream, data);
         let to = if stream == "tool" {
             Audience::Tool(&run.session)
@@ -751,20 +756,24 @@ impl Hub {
     }
 
     /// An `agent` event's payload, the run's next.
-    fn agent_payload(&self, run_id: &str, run: &mut Run, stream: &str, data: Value) -> Arc<str> {
+    fn agent_payload<D: Serialize>(
+        &self,
+        run_id: &str,
+        run: &mut Run,
+        stream: &str,
+        data: D,
+    ) -> Arc<str> {
         run.agent_seq += 1;
-        let mut payload = json!({
-            "runId": run_id,
-            "sessionKey": run.key,
-            "seq": run.agent_seq,
-            "stream": stream,
-            "ts": now_ms(),
-            "data": data,
-        });
-        if let Some(parent) = &run.spawned_by {
-            payload["spawnedBy"] = json!(parent);
-        }
-        Arc::from(payload.to_string())
+        let event = AgentEvent {
+            run_id: Cow::Borrowed(run_id),
+            session_key: Some(Cow::Borrowed(&run.key)),
+            seq: Some(run.agent_seq),
+            stream: Cow::Borrowed(stream),
+            ts: Some(now_ms()),
+            data,
+            spawned_by: run.spawned_by.as_deref().map(Cow::Borrowed),
+        };
+        Arc::from(serde_json::to_string(&event).unwrap_or_default())
     }
 
     pub fn set_queue_mode(&self, session: &str, mode: QueueMode) {
@@ -834,13 +843,6 @@ enum Audience<'a> {
     /// Every client that may read.
     Readers,
     All,
-}
-
-/// Adds `extra`'s fields to the object `into`.
-pub(super) fn merge(into: &mut Value, extra: Value) {
-    if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
-        into.extend(extra);
-    }
 }
 
 fn outcome_of(stop: StopReason) -> Outcome {

@@ -8,6 +8,7 @@ pub mod approvals;
 pub mod chat;
 pub mod chat_page;
 pub mod cron;
+pub mod events;
 pub mod models;
 pub mod pages;
 pub mod sessions;

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{ContentBlock, TextContent};
+use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
@@ -32,6 +33,7 @@ use crate::config::channels::Groups;
 use crate::gateway::conn::{Conn, Outbox, Scopes};
 use crate::gateway::frames::now_ms;
 use crate::gateway::hub::{ChannelState, ChannelsStatus, Hub, Patch};
+use crate::gateway::protocol::events::{ChatEvent, ChatState};
 use crate::gateway::protocol::sessions::Row;
 use crate::gateway::schedule::is_silent;
 
@@ -554,9 +556,9 @@ impl Runner {
     /// delta carries it (`message`: the first this runner gets of a run),
     /// else the text before with `deltaText` added (or put in its place,
     /// `replace`).
-    fn delta_text(&mut self, run: &str, payload: &Value) -> String {
+    fn delta_text(&mut self, run: &str, event: &ChatEvent<'_>) -> String {
         let text = self.texts.entry(run.to_string()).or_default();
-        apply_delta(text, payload);
+        apply_delta(text, event);
         text.clone()
     }
 
@@ -570,38 +572,50 @@ impl Runner {
     fn event(&mut self, name: &str, payload: &Value) {
         match name {
             "chat" => {
-                let Some(chat) = self.chat_of(payload) else {
+                let Ok(event) = ChatEvent::deserialize(payload) else {
                     return;
                 };
-                let run = payload["runId"].as_str().unwrap_or_default().to_string();
+                let Some(chat) = event
+                    .session_key
+                    .as_deref()
+                    .and_then(|key| Chat::from_key(self.name, key))
+                else {
+                    return;
+                };
+                let run = event.run_id.to_string();
                 if !self.started.contains(&run) {
                     return;
                 }
-                let text = if payload["state"] == "delta" {
-                    self.delta_text(&run, payload)
+                let text = if event.state == ChatState::Delta {
+                    self.delta_text(&run, &event)
                 } else {
                     self.texts.remove(&run);
-                    message_text(&payload["message"])
+                    event
+                        .message
+                        .as_ref()
+                        .map(|m| m.joined(false))
+                        .unwrap_or_default()
                 };
-                let op = match payload["state"].as_str() {
-                    Some("delta") => Op::Stream {
+                let op = match event.state {
+                    ChatState::Delta => Op::Stream {
                         run,
                         text,
                         end: None,
                     },
-                    Some("final") => Op::Stream {
+                    ChatState::Final => Op::Stream {
                         run,
                         text,
                         end: Some(End::Done),
                     },
-                    Some("aborted") => Op::Stream {
+                    ChatState::Aborted => Op::Stream {
                         run,
                         text,
                         end: Some(End::Aborted),
                     },
-                    Some("error") => {
-                        let why = payload["errorMessage"]
-                            .as_str()
+                    ChatState::Error => {
+                        let why = event
+                            .error_message
+                            .as_deref()
                             .unwrap_or("the run failed")
                             .to_string();
                         Op::Stream {
@@ -610,7 +624,6 @@ impl Runner {
                             end: Some(End::Error(why)),
                         }
                     }
-                    _ => return,
                 };
                 self.chats.push(&self.platform, chat, op);
             }
@@ -877,29 +890,17 @@ fn clip(text: &str, max: usize) -> String {
     clipped
 }
 
-/// The text of a `chat` event's message.
 /// Brings `text` up to date with one `chat` delta (see
 /// [`Runner::delta_text`]).
-fn apply_delta(text: &mut String, payload: &Value) {
-    if payload["message"].is_object() {
-        *text = message_text(&payload["message"]);
+fn apply_delta(text: &mut String, event: &ChatEvent<'_>) {
+    if let Some(message) = &event.message {
+        *text = message.joined(false);
     } else {
-        if payload["replace"] == true {
+        if event.replace {
             text.clear();
         }
-        text.push_str(payload["deltaText"].as_str().unwrap_or_default());
+        text.push_str(event.delta_text.as_deref().unwrap_or_default());
     }
-}
-
-fn message_text(message: &Value) -> String {
-    message["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| c["type"] == "text")
-        .filter_map(|c| c["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("")
 }
 
 // ----- chats -----
@@ -1382,8 +1383,11 @@ mod tests {
             ),
             (json!({"deltaText": " Bye."}), "Hello, world. Bye."),
         ];
-        for (delta, expected) in steps {
-            apply_delta(&mut text, &delta);
+        for (mut delta, expected) in steps {
+            delta["runId"] = json!("r");
+            delta["state"] = json!("delta");
+            let event = ChatEvent::deserialize(&delta).unwrap();
+            apply_delta(&mut text, &event);
             assert_eq!(text, expected, "after {delta}");
         }
     }

@@ -15,10 +15,13 @@ use agent_client_protocol::v1::schema::{
 };
 use serde_json::{Value, json};
 
+use std::borrow::Cow;
+
 use super::{Audience, Hub, Outcome, Run, ToolInfo, outcome_of};
 use crate::acp::registry::Observed;
 use crate::gateway::conn::{Conn, Out, Text};
 use crate::gateway::frames::now_ms;
+use crate::gateway::protocol::events::{ChatEvent, ChatState, Delta, Usage};
 
 impl Hub {
     pub(super) fn observe(self: &Arc<Self>, event: Observed) {
@@ -79,12 +82,12 @@ impl Hub {
                             usage.cost.as_ref().map(|c| c.amount).or_else(|| {
                                 live.usage.as_ref().and_then(|u| u["costUsd"].as_f64())
                             });
-                        let data = json!({
-                            "contextTokens": usage.used,
-                            "contextWindow": usage.size,
-                            "costUsd": cost,
-                        });
-                        live.usage = Some(data.clone());
+                        let data = Usage {
+                            context_tokens: Some(usage.used),
+                            context_window: Some(usage.size),
+                            cost_usd: cost,
+                        };
+                        live.usage = Some(json!(data));
                         if let Some(run_id) = active
                             && let Some(run) = state.runs.get_mut(&run_id)
                         {
@@ -216,31 +219,28 @@ impl Hub {
     /// [`Hub::chat_delta`]'s payload for each of its listeners.
     fn chat_deltas(&self, run_id: &str, run: &mut Run, delta: &str) -> Vec<(Arc<Conn>, Arc<str>)> {
         run.chat_seq += 1;
-        let mut payload = json!({
-            "runId": run_id,
-            "sessionKey": run.key,
-            "seq": run.chat_seq,
-            "state": "delta",
-            "deltaText": delta,
-        });
         let (lean, full): (Vec<_>, Vec<_>) = self
             .audience(Audience::Session(&run.session))
             .into_iter()
             .partition(|conn| conn.chat_deltas && run.primed.contains(&conn.id));
+        for conn in full.iter().filter(|conn| conn.chat_deltas) {
+            run.primed.insert(conn.id);
+        }
+        let mut event = ChatEvent::new(run_id, ChatState::Delta);
+        event.session_key = Some(Cow::Borrowed(&run.key));
+        event.seq = Some(run.chat_seq);
+        event.delta_text = Some(Cow::Borrowed(delta));
         let mut payloads = Vec::with_capacity(lean.len() + full.len());
-        let mut send = |conns: Vec<Arc<Conn>>, payload: &Value| {
-            let payload: Arc<str> = Arc::from(payload.to_string());
+        let mut send = |conns: Vec<Arc<Conn>>, event: &ChatEvent<'_>| {
+            let payload: Arc<str> = Arc::from(event.encode());
             payloads.extend(conns.into_iter().map(|conn| (conn, payload.clone())));
         };
         if !lean.is_empty() {
-            send(lean, &payload);
+            send(lean, &event);
         }
         if !full.is_empty() {
-            for conn in full.iter().filter(|conn| conn.chat_deltas) {
-                run.primed.insert(conn.id);
-            }
-            payload["message"] = run.message();
-            send(full, &payload);
+            event.message = Some(run.message());
+            send(full, &event);
         }
         payloads
     }
@@ -266,7 +266,14 @@ impl Hub {
                 // go to the same listeners, queued as one: a client gets
                 // them in one write.
                 let chats = self.chat_deltas(run_id, run, &delta);
-                let agent = self.agent_payload(run_id, run, "assistant", json!({"delta": delta}));
+                let agent = self.agent_payload(
+                    run_id,
+                    run,
+                    "assistant",
+                    Delta {
+                        delta: Cow::Borrowed(&delta),
+                    },
+                );
                 for (conn, chat) in chats {
                     conn.out.push(Out::Text(Box::new(Text {
                         chat,
@@ -281,7 +288,14 @@ impl Hub {
                 run.thinking.push_str(&text.text);
                 // The delta before the snapshot that includes it: a client
                 // that takes both sees the snapshot add nothing.
-                self.agent(run_id, run, "thinking", json!({"delta": text.text}));
+                self.agent(
+                    run_id,
+                    run,
+                    "thinking",
+                    Delta {
+                        delta: Cow::Borrowed(&text.text),
+                    },
+                );
                 self.chat_delta(run_id, run, "");
             }
             SessionUpdate::ToolCall(call) => {

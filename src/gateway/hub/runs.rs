@@ -3,11 +3,14 @@
 //! holds messages and sends them as one), waiting for a run's end, its
 //! outcome, aborting, and the last events of a run that ends.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::ContentBlock;
 use serde_json::json;
+
+use crate::gateway::protocol::events::ChatState;
 
 use super::{
     COLLECT_DEBOUNCE, Collected, DEDUPE_TTL, Failure, Hub, Outcome, QueueMode, Run, State,
@@ -368,8 +371,7 @@ impl Hub {
         for waiter in run.waiters.drain(..) {
             let _ = waiter.send(());
         }
-        let message = run.message();
-        let text = run.text.clone();
+        let (text, thinking) = (run.text.clone(), run.thinking.clone());
         state
             .finished
             .push_back((Instant::now(), run_id.to_string()));
@@ -379,16 +381,18 @@ impl Hub {
             {
                 run.outcome = Some(outcome.clone());
                 run.text = text.clone();
-                let extra = match &outcome {
-                    Outcome::Ok { stop } => json!({"message": message, "stopReason": stop}),
-                    _ => json!({"stopReason": "aborted"}),
-                };
-                let state_name = if matches!(outcome, Outcome::Ok { .. }) {
-                    "final"
-                } else {
-                    "aborted"
-                };
-                self.chat(&member, run, state_name, extra);
+                run.thinking = thinking.clone();
+                match &outcome {
+                    Outcome::Ok { stop } => {
+                        self.chat(&member, run, ChatState::Final, |event, run| {
+                            event.message = Some(run.message());
+                            event.stop_reason = Some(Cow::Borrowed(*stop));
+                        })
+                    }
+                    _ => self.chat(&member, run, ChatState::Aborted, |event, _| {
+                        event.stop_reason = Some(Cow::Borrowed("aborted"));
+                    }),
+                }
                 for waiter in run.waiters.drain(..) {
                     let _ = waiter.send(());
                 }
@@ -430,26 +434,28 @@ impl Hub {
     pub(super) fn end_events(&self, run_id: &str, run: &mut Run, outcome: &Outcome) {
         match outcome {
             Outcome::Ok { stop } => {
-                let mut extra = json!({"message": run.message(), "stopReason": stop});
-                if let Some(usage) = &run.usage {
-                    extra["usage"] = usage.clone();
-                }
-                self.chat(run_id, run, "final", extra);
+                self.chat(run_id, run, ChatState::Final, |event, run| {
+                    event.message = Some(run.message());
+                    event.stop_reason = Some(Cow::Borrowed(*stop));
+                    event.usage = run.usage.clone();
+                });
                 let data = json!({"phase": "end", "endedAt": now_ms()});
                 self.agent(run_id, run, "lifecycle", data);
             }
             Outcome::Aborted => {
-                let mut extra = json!({"message": run.message(), "stopReason": "aborted"});
-                if let Some(usage) = &run.usage {
-                    extra["usage"] = usage.clone();
-                }
-                self.chat(run_id, run, "aborted", extra);
+                self.chat(run_id, run, ChatState::Aborted, |event, run| {
+                    event.message = Some(run.message());
+                    event.stop_reason = Some(Cow::Borrowed("aborted"));
+                    event.usage = run.usage.clone();
+                });
                 let data = json!({"phase": "end", "endedAt": now_ms(), "aborted": true});
                 self.agent(run_id, run, "lifecycle", data);
             }
             Outcome::Error { message, kind } => {
-                let extra = json!({"errorMessage": message, "errorKind": kind});
-                self.chat(run_id, run, "error", extra);
+                self.chat(run_id, run, ChatState::Error, |event, _| {
+                    event.error_message = Some(Cow::Owned(message.clone()));
+                    event.error_kind = Some(Cow::Borrowed(*kind));
+                });
                 let data = json!({"phase": "error", "endedAt": now_ms(), "error": message});
                 self.agent(run_id, run, "lifecycle", data);
             }
