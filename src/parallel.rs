@@ -115,6 +115,34 @@ pub fn cores() -> usize {
 mod tests {
     use super::*;
 
+    /// A hundred runs starting at once take at most [`FILE_LANES`]
+    /// threads for their file work, and every job still runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn file_work_runs_at_most_its_lanes_at_once() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let jobs: Vec<_> = (0..12)
+            .map(|n| {
+                let (running, most) = (running.clone(), most.clone());
+                tokio::spawn(file_work(move || {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(std::time::Duration::from_millis(15));
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    n
+                }))
+            })
+            .collect();
+        let mut done = Vec::new();
+        for job in jobs {
+            done.push(job.await.unwrap().unwrap());
+        }
+        assert_eq!(done, (0..12).collect::<Vec<_>>());
+        assert_eq!(most.load(Ordering::SeqCst), FILE_LANES);
+    }
+
     #[test]
     fn streamed_results_keep_the_order_of_the_items_and_stop_when_told() {
         for len in [0, 1, 2, 3, 7, 100, 1001] {
