@@ -1082,6 +1082,10 @@ fn openclaw_only(method: &str) -> Option<&'static str> {
             "turning the heartbeat on or off while the gateway runs; pincer's heartbeat is the `[heartbeat]` of its config.toml: edit it there and restart the gateway",
         ),
         (
+            "message.",
+            "a message sent to a chat channel on demand (`openclaw message send`); pincer's channels answer the chats that write to them, and its `[[cron]]` jobs and heartbeat deliver to a chat",
+        ),
+        (
             "sessions.companion.",
             "part of OpenClaw's side chat (questions about a session answered beside it), which pincer does not have",
         ),

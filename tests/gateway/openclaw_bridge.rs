@@ -949,6 +949,17 @@ async fn openclaw_cli_commands_work_or_are_refused_as_not_supported_by_pincer() 
         // pincer's jobs are its config's `[[cron]]`.
         &["cron", "rm", "nightly"][..],
         &["cron", "run", "nightly"][..],
+        // Sending to a chat on demand (`message.action`).
+        &[
+            "message",
+            "send",
+            "--channel",
+            "telegram",
+            "--target",
+            "123",
+            "--message",
+            "hi",
+        ][..],
     ] {
         let (status, stdout, stderr, shown) = run(args).await;
         assert_ne!(status, 0, "{shown}");
