@@ -204,7 +204,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let key = checked_key("sessionKey", &query.session_key)?.to_string();
             send(hub, conn, &key, Outgoing::from(query))
                 .await
-                .map(|(run, status)| json!({"runId": run, "status": status}))
+                .map(|(run_id, status)| json!(chat::Sent { run_id, status }))
         }
         "agent" => {
             need(conn, Need::Write)?;
@@ -221,10 +221,12 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let query: chat::AbortParams = typed("chat.abort", params)?;
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("sessionKey", &query.session_key)?;
-            match hub.abort_key(key, query.run_id.as_deref())? {
-                Some(runs) => Ok(json!({"ok": true, "aborted": true, "runIds": runs})),
-                None => Ok(json!({"ok": true, "aborted": false, "runIds": []})),
-            }
+            let runs = hub.abort_key(key, query.run_id.as_deref())?;
+            Ok(json!(chat::Aborted {
+                ok: true,
+                aborted: runs.is_some(),
+                run_ids: runs.unwrap_or_default(),
+            }))
         }
         "chat.history" | "chat.startup" => {
             need(conn, Need::Read)?;
@@ -232,32 +234,36 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("sessionKey", &query.session_key)?;
             let limit = query.limit.map_or(200, |n| n.min(1000) as usize);
-            let (session, mut messages) =
-                off_runtime(hub, key, move |hub, key| history(hub, key, limit)).await?;
-            let total = messages.len();
-            let has_more = cut_to_bytes(&mut messages, query.max_bytes);
-            match &session {
+            let max_bytes = query.max_bytes;
+            // OpenClaw's Control UI opens a chat with `chat.startup`: the
+            // history, the session's state and the defaults it shows. All
+            // of it is read from files, off the runtime's workers.
+            let startup = request.method == "chat.startup";
+            let answer = off_runtime(hub, key, move |hub, key| {
+                let (session, mut messages) = history(hub, key, limit)?;
+                let total = messages.len();
+                let has_more = cut_to_bytes(&mut messages, max_bytes);
+                let startup = startup.then(|| chat::Startup {
+                    has_more,
+                    total_messages: total,
+                    session_info: session_info(hub, key, session.as_deref()),
+                    defaults: hub.row_defaults(),
+                });
+                Ok(chat::History {
+                    session_key: key.to_string(),
+                    thinking_level: hub.thinking_of(session.as_deref()),
+                    verbose_level: session.as_deref().map(|s| hub.verbose_of(s)),
+                    session_id: session,
+                    messages,
+                    startup,
+                })
+            })
+            .await?;
+            match &answer.session_id {
                 Some(session) => hub.follow(conn, session),
                 None => hub.follow_key(conn, key),
             }
-            let thinking = hub.thinking_of(session.as_deref());
-            let verbose = session.as_deref().map(|s| hub.verbose_of(s));
-            let mut answer = json!({
-                "sessionKey": key,
-                "sessionId": session,
-                "messages": messages,
-                "thinkingLevel": thinking,
-                "verboseLevel": verbose,
-            });
-            // OpenClaw's Control UI opens a chat with `chat.startup`: the
-            // history, the session's state and the defaults it shows.
-            if request.method == "chat.startup" {
-                answer["hasMore"] = json!(has_more);
-                answer["totalMessages"] = json!(total);
-                answer["sessionInfo"] = session_info(hub, key, session.as_deref());
-                answer["defaults"] = hub.row_defaults();
-            }
-            Ok(answer)
+            Ok(json!(answer))
         }
         "sessions.messages.subscribe" | "sessions.messages.unsubscribe" => {
             need(conn, Need::Read)?;
@@ -1192,9 +1198,9 @@ fn cut_to_bytes(messages: &mut Vec<Value>, max_bytes: Option<u64>) -> bool {
 }
 
 /// `chat.startup`'s `sessionInfo`: the session's row and its runs.
-fn session_info(hub: &Hub, key: &str, session: Option<&str>) -> Value {
+fn session_info(hub: &Hub, key: &str, session: Option<&str>) -> chat::SessionInfo {
     let runs = session.map(|s| hub.unfinished(s)).unwrap_or_default();
-    json!(chat::SessionInfo {
+    chat::SessionInfo {
         session: match hub.row_of(key) {
             Some(row) => chat::StartupSession::Listed(Box::new(row)),
             None => chat::StartupSession::New {
@@ -1205,7 +1211,7 @@ fn session_info(hub: &Hub, key: &str, session: Option<&str>) -> Value {
         agent_id: "main",
         has_active_run: !runs.is_empty(),
         active_run_ids: runs,
-    })
+    }
 }
 
 /// How the last `/compact` of a transcript ended.

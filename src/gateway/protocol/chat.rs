@@ -245,6 +245,51 @@ pub struct SessionInfo {
     pub active_run_ids: Vec<String>,
 }
 
+/// `chat.history`'s answer, and `chat.startup`'s with [`Startup`]: the
+/// session's messages (OpenClaw's shape, each with its `__openclaw` id
+/// and place) and its levels.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct History {
+    pub session_key: String,
+    /// `None` before the key names a session.
+    pub session_id: Option<String>,
+    pub messages: Vec<Value>,
+    pub thinking_level: String,
+    pub verbose_level: Option<String>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<Startup>,
+}
+
+/// What `chat.startup` adds to the history: whether older messages were
+/// left out, the session's state, and the defaults a new one starts with.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Startup {
+    pub has_more: bool,
+    pub total_messages: usize,
+    pub session_info: SessionInfo,
+    pub defaults: Value,
+}
+
+/// `chat.send`'s answer: the run, `started` or (for a key already sent)
+/// that run's status.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sent {
+    pub run_id: String,
+    pub status: &'static str,
+}
+
+/// `chat.abort`'s answer: the runs stopped (none when nothing ran).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Aborted {
+    pub ok: bool,
+    pub aborted: bool,
+    pub run_ids: Vec<String>,
+}
+
 /// What `chat.startup` knows of the session.
 #[derive(Clone, Debug, Serialize)]
 #[serde(untagged)]
