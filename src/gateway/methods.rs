@@ -156,7 +156,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                     "status: `includeCliProjection` is not supported by pincer, which has no OpenClaw CLI config to project",
                 ));
             }
-            Ok(status(hub))
+            reading(hub, |hub| Ok(status(hub))).await
         }
         "system-presence" => {
             need(conn, Need::Read)?;
@@ -321,11 +321,13 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "sessions.list" => {
             need(conn, Need::Read)?;
-            list(hub, typed("sessions.list", params)?)
+            let query = typed("sessions.list", params)?;
+            reading(hub, move |hub| list(hub, query)).await
         }
         "sessions.resolve" => {
             need(conn, Need::Read)?;
-            resolve(hub, typed("sessions.resolve", params)?)
+            let query = typed("sessions.resolve", params)?;
+            reading(hub, move |hub| resolve(hub, query)).await
         }
         "sessions.patch" => {
             need(conn, Need::Write)?;
@@ -350,7 +352,8 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("key", &query.key)?;
             // Rows always have their derived title.
-            let row = hub.row_with(key, query.include_last_message == Some(true));
+            let last = query.include_last_message == Some(true);
+            let row = off_runtime(hub, key, move |hub, key| Ok(hub.row_with(key, last))).await?;
             Ok(json!({"key": key, "session": row}))
         }
         "sessions.reset" => {
@@ -512,7 +515,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                     "models.list: `refresh` (discovering a provider's models) is not supported by pincer; its catalog is the one it is configured with",
                 ));
             }
-            hub.models().map(|models| {
+            reading(hub, |hub| hub.models()).await.map(|models| {
                 let models: Vec<Value> = models
                     .into_iter()
                     .filter(|m| provider.is_none_or(|p| m["provider"] == p))
@@ -1267,6 +1270,18 @@ fn compaction_of(path: &std::path::Path) -> Compaction {
 /// Runs `work` (reading a transcript, which may be large) for the session
 /// `key` names on the blocking pool, so that the streams a runtime worker
 /// serves do not wait for it.
+/// Reads files (transcripts, settings) for an answer on the blocking
+/// pool, so that the streams a runtime worker serves do not wait for it.
+async fn reading<T: Send + 'static>(
+    hub: &Arc<Hub>,
+    work: impl FnOnce(&Hub) -> Result<T, ErrorShape> + Send + 'static,
+) -> Result<T, ErrorShape> {
+    let hub = hub.clone();
+    tokio::task::spawn_blocking(move || work(&hub))
+        .await
+        .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("reading for the answer failed: {e}")))?
+}
+
 async fn off_runtime<T: Send + 'static>(
     hub: &Arc<Hub>,
     key: &str,
