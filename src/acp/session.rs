@@ -1113,9 +1113,12 @@ impl Session {
         // The settings, credentials and context files are read off the
         // runtime's workers (a hundred runs starting at once would hold
         // up the frames of those streaming).
+        // The run's cancel token first: a `session/cancel` that comes
+        // while the files are read stops this run.
+        let cancel = self.turns.lock().start_work();
         let me = self.clone();
         let (config, cancel, tools) =
-            crate::parallel::file_work(move || me.turn_config_with(subagents))
+            crate::parallel::file_work(move || me.turn_config_with(subagents, Some(cancel)))
                 .await
                 .map_err(|_| Error::internal_error().data("preparing the turn failed"))??;
         // Background work that ended since the last turn: the model reads
@@ -1321,7 +1324,7 @@ impl Session {
     /// The run's configuration (with a fresh system prompt) and its cancel
     /// token, which `session/cancel` reaches.
     fn turn_config(&self) -> Result<(agent::AgentConfig, CancellationToken), Error> {
-        self.turn_config_with(None)
+        self.turn_config_with(None, None)
             .map(|(config, cancel, _)| (config, cancel))
     }
 
@@ -1330,6 +1333,7 @@ impl Session {
     fn turn_config_with(
         &self,
         subagents: Option<Arc<agent::subagent::Subagents>>,
+        cancel: Option<CancellationToken>,
     ) -> Result<TurnSetup, Error> {
         let (model, thinking, last_call, client_prompt) = {
             let state = self.state.lock();
@@ -1345,7 +1349,7 @@ impl Session {
                 state.client_prompt.clone(),
             )
         };
-        let cancel = self.turns.lock().start_work();
+        let cancel = cancel.unwrap_or_else(|| self.turns.lock().start_work());
         let guard = agent::setup::tool_guard(
             &self.settings(),
             &model,
