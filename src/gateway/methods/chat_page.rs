@@ -11,11 +11,11 @@ use agent_client_protocol::v1::schema::{ContentBlock, TextContent};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{Need, Reply, checked_key, history, need, off_runtime, only_main, typed};
+use super::{Need, Reply, checked_key, history, need, off_runtime, only_main, reading, typed};
 use crate::auth::{self, Credential};
 use crate::config::{QueueMode, Settings};
 use crate::gateway::conn::Conn;
-use crate::gateway::frames::{ErrorShape, UNAVAILABLE, now_ms};
+use crate::gateway::frames::{ErrorShape, now_ms};
 use crate::gateway::hub::Hub;
 use crate::gateway::protocol::chat_page::{
     AccountSelection, ApiKeySource, AuthState, AuthStatus, AuthStatusParams, Branch, Branches,
@@ -61,7 +61,7 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Arc<Conn>, method: &str, params: 
             if let Some(key) = &query.session_key {
                 checked_key("sessionKey", key)?;
             }
-            let models = blocking(hub, |hub| hub.models()).await?;
+            let models = reading(hub, |hub| hub.models()).await?;
             Ok(json!(Metadata {
                 models,
                 swarm_enabled: false,
@@ -85,7 +85,7 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Arc<Conn>, method: &str, params: 
             let query: AuthStatusParams = typed("models.authStatus", params)?;
             // OpenClaw's empty `agentId` is its default agent.
             only_main(query.agent_id.as_deref().filter(|a| !a.is_empty()))?;
-            blocking(hub, |hub| {
+            reading(hub, |hub| {
                 let settings = Settings::load_from_process(&hub.cwd)
                     .map_err(|e| ErrorShape::invalid(e.to_string()))?;
                 Ok(json!(auth_status(&settings, now_ms())))
@@ -115,17 +115,6 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Arc<Conn>, method: &str, params: 
         }
         other => Err(ErrorShape::invalid(format!("unknown method: {other}"))),
     }
-}
-
-/// Runs file work on the blocking pool, off the workers that write frames.
-async fn blocking<T: Send + 'static>(
-    hub: &Arc<Hub>,
-    work: impl FnOnce(&Hub) -> Result<T, ErrorShape> + Send + 'static,
-) -> Result<T, ErrorShape> {
-    let hub = hub.clone();
-    tokio::task::spawn_blocking(move || work(&hub))
-        .await
-        .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("the gateway's work failed: {e}")))?
 }
 
 fn hex(bytes: &[u8]) -> String {
