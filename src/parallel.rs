@@ -90,21 +90,53 @@ where
     out
 }
 
-/// Runs file work (reading skills, templates, settings) on the blocking
-/// pool, off the runtime's workers, at most [`FILE_LANES`] at a time: a
-/// hundred runs that start or end together queue here rather than each
-/// taking a thread of its own, and the workers go on writing frames.
+/// A bound on blocking work: at most `n` jobs of it on tokio's blocking
+/// pool at once, the rest waiting (asynchronously) for a lane. Work that
+/// reads files goes through one, off the runtime's workers, without a
+/// burst of it starting a thread per job.
+pub struct Lanes(tokio::sync::Semaphore);
+
+impl Lanes {
+    pub const fn new(lanes: usize) -> Self {
+        Self(tokio::sync::Semaphore::const_new(lanes))
+    }
+
+    /// Runs `work` on the blocking pool once a lane is free.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, tokio::task::JoinError> {
+        // The semaphore is never closed.
+        let _permit = self.0.acquire().await.ok();
+        tokio::task::spawn_blocking(work).await
+    }
+}
+
+/// How many runs read their files at once (see [`file_work`]).
+pub const FILE_LANES: usize = 2;
+
+/// The lanes of the runs' file work.
+static RUN_FILES: Lanes = Lanes::new(FILE_LANES);
+
+/// How many answers to the gateway's clients read files at once: enough
+/// that a big transcript read does not hold up the rest, and a client
+/// sending many requests at once cannot start a thread for each.
+pub const ANSWER_LANES: usize = 8;
+
+/// The lanes of the gateway's answers that read files (transcripts,
+/// settings, the sessions directory).
+pub static ANSWERS: Lanes = Lanes::new(ANSWER_LANES);
+
+/// Runs a run's file work (reading skills, templates, settings) on the
+/// blocking pool, off the runtime's workers, at most [`FILE_LANES`] at a
+/// time: a hundred runs that start or end together queue here rather
+/// than each taking a thread of its own, and the workers go on writing
+/// frames.
 pub async fn file_work<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, tokio::task::JoinError> {
-    static LANES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(FILE_LANES);
-    // The semaphore is never closed.
-    let _permit = LANES.acquire().await.ok();
-    tokio::task::spawn_blocking(work).await
+    RUN_FILES.run(work).await
 }
-
-/// How many [`file_work`] jobs run at once.
-pub const FILE_LANES: usize = 2;
 
 pub fn cores() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -141,6 +173,30 @@ mod tests {
         }
         assert_eq!(done, (0..12).collect::<Vec<_>>());
         assert_eq!(most.load(Ordering::SeqCst), FILE_LANES);
+    }
+
+    /// The answers' lanes hold a burst of requests to their number.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn answers_read_at_most_their_lanes_at_once() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let jobs: Vec<_> = (0..3 * ANSWER_LANES)
+            .map(|_| {
+                let (running, most) = (running.clone(), most.clone());
+                tokio::spawn(ANSWERS.run(move || {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(std::time::Duration::from_millis(15));
+                    running.fetch_sub(1, Ordering::SeqCst);
+                }))
+            })
+            .collect();
+        for job in jobs {
+            job.await.unwrap().unwrap();
+        }
+        assert_eq!(most.load(Ordering::SeqCst), ANSWER_LANES);
     }
 
     #[test]

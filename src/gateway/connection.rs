@@ -175,7 +175,8 @@ pub async fn run(
         // What a new session starts with comes from the config files: read
         // on the blocking pool, not on a worker that writes others' frames.
         let hub = gateway.hub.clone();
-        let defaults = tokio::task::spawn_blocking(move || hub.session_defaults())
+        let defaults = crate::parallel::ANSWERS
+            .run(move || hub.session_defaults())
             .await
             .unwrap_or_default();
         hello["snapshot"]["sessionDefaults"] = defaults;

@@ -189,7 +189,8 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             need(conn, Need::Admin)?;
             // Every key's transcript is looked for on disk.
             let hub = hub.clone();
-            tokio::task::spawn_blocking(move || system::sessions_cleanup(&hub, params))
+            crate::parallel::ANSWERS
+                .run(move || system::sessions_cleanup(&hub, params))
                 .await
                 .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("cleanup failed: {e}")))?
         }
@@ -426,7 +427,8 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 .lookup(key)
                 .and_then(|session| crate::session::find(hub.data_dir(), &session))
                 .ok_or_else(|| not_found(key))?;
-            let ended = tokio::task::spawn_blocking(move || compaction_of(&path))
+            let ended = crate::parallel::ANSWERS
+                .run(move || compaction_of(&path))
                 .await
                 .map_err(|e| ErrorShape::invalid(e.to_string()))?;
             Ok(match ended {
@@ -636,11 +638,11 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             need(conn, Need::Read)?;
             let query: crate::gateway::logs::TailParams = typed("logs.tail", params)?;
             let path = crate::gateway::logs::path(hub.data_dir());
-            let tail =
-                tokio::task::spawn_blocking(move || crate::gateway::logs::tail(&path, &query))
-                    .await
-                    .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("log read failed: {e}")))?
-                    .map_err(|e| ErrorShape::new(UNAVAILABLE, e))?;
+            let tail = crate::parallel::ANSWERS
+                .run(move || crate::gateway::logs::tail(&path, &query))
+                .await
+                .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("log read failed: {e}")))?
+                .map_err(|e| ErrorShape::new(UNAVAILABLE, e))?;
             Ok(json!(tail))
         }
         "cron.runs" => {
@@ -1277,7 +1279,8 @@ async fn reading<T: Send + 'static>(
     work: impl FnOnce(&Hub) -> Result<T, ErrorShape> + Send + 'static,
 ) -> Result<T, ErrorShape> {
     let hub = hub.clone();
-    tokio::task::spawn_blocking(move || work(&hub))
+    crate::parallel::ANSWERS
+        .run(move || work(&hub))
         .await
         .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("reading for the answer failed: {e}")))?
 }
@@ -1288,7 +1291,8 @@ async fn off_runtime<T: Send + 'static>(
     work: impl FnOnce(&Hub, &str) -> Result<T, ErrorShape> + Send + 'static,
 ) -> Result<T, ErrorShape> {
     let (hub, key) = (hub.clone(), key.to_string());
-    tokio::task::spawn_blocking(move || work(&hub, &key))
+    crate::parallel::ANSWERS
+        .run(move || work(&hub, &key))
         .await
         .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("reading the session failed: {e}")))?
 }

@@ -242,48 +242,49 @@ async fn tasks(hub: &Arc<Hub>, query: TasksParams) -> Reply {
         super::checked_key("sessionKey", key)?;
     }
     let hub = hub.clone();
-    tokio::task::spawn_blocking(move || {
-        let parent = match query.session_key.as_deref() {
-            None => None,
-            Some(key) => match hub.lookup(key) {
-                Some(id) => Some(id),
-                None => {
-                    return Tasks {
-                        tasks: Vec::new(),
-                        next_cursor: None,
-                    };
-                }
-            },
-        };
-        let mut tasks: Vec<Task> = crate::session::list(hub.data_dir(), None)
-            .into_iter()
-            .filter_map(|summary| {
-                let spawned_by = summary.spawned_by.as_ref()?;
-                if parent.as_ref().is_some_and(|p| p != spawned_by) {
-                    return None;
-                }
-                let task = task(&hub, &summary, spawned_by);
-                query
-                    .status
-                    .as_ref()
-                    .is_none_or(|wanted| wanted.has(task.status))
-                    .then_some(task)
-            })
-            .collect();
-        if query.sort_by == Some(TaskSort::EndedAt) {
-            // Ended ones by their end, newest first; those still going last.
-            tasks.sort_by_key(|task| std::cmp::Reverse(task.ended_at));
-        }
-        let more = tasks.len() > offset.saturating_add(limit);
-        let tasks: Vec<Task> = tasks.into_iter().skip(offset).take(limit).collect();
-        Tasks {
-            tasks,
-            next_cursor: more.then(|| (offset + limit).to_string()),
-        }
-    })
-    .await
-    .map(|tasks| json!(tasks))
-    .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("listing the tasks failed: {e}")))
+    crate::parallel::ANSWERS
+        .run(move || {
+            let parent = match query.session_key.as_deref() {
+                None => None,
+                Some(key) => match hub.lookup(key) {
+                    Some(id) => Some(id),
+                    None => {
+                        return Tasks {
+                            tasks: Vec::new(),
+                            next_cursor: None,
+                        };
+                    }
+                },
+            };
+            let mut tasks: Vec<Task> = crate::session::list(hub.data_dir(), None)
+                .into_iter()
+                .filter_map(|summary| {
+                    let spawned_by = summary.spawned_by.as_ref()?;
+                    if parent.as_ref().is_some_and(|p| p != spawned_by) {
+                        return None;
+                    }
+                    let task = task(&hub, &summary, spawned_by);
+                    query
+                        .status
+                        .as_ref()
+                        .is_none_or(|wanted| wanted.has(task.status))
+                        .then_some(task)
+                })
+                .collect();
+            if query.sort_by == Some(TaskSort::EndedAt) {
+                // Ended ones by their end, newest first; those still going last.
+                tasks.sort_by_key(|task| std::cmp::Reverse(task.ended_at));
+            }
+            let more = tasks.len() > offset.saturating_add(limit);
+            let tasks: Vec<Task> = tasks.into_iter().skip(offset).take(limit).collect();
+            Tasks {
+                tasks,
+                next_cursor: more.then(|| (offset + limit).to_string()),
+            }
+        })
+        .await
+        .map(|tasks| json!(tasks))
+        .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("listing the tasks failed: {e}")))
 }
 
 /// A helper's session as a task; its transcript's end says how it ended
@@ -363,57 +364,59 @@ async fn skills(hub: &Arc<Hub>, query: SkillsStatusParams) -> Reply {
         }
     };
     let hub = hub.clone();
-    tokio::task::spawn_blocking(move || {
-        let cwd = session
-            .and_then(|id| {
-                crate::session::list(hub.data_dir(), None)
-                    .into_iter()
-                    .find(|s| s.id == id)
-            })
-            .map_or_else(|| hub.cwd.clone(), |summary| summary.cwd);
-        let settings = crate::config::Settings::load_from_process(&cwd)
-            .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("reading the config failed: {e}")))?;
-        let sources = crate::context::Sources::from_settings(&settings, &cwd);
-        let managed = sources.config_dir.join("skills");
-        let (found, _problems) = crate::context::skills::discover(&sources);
-        let skills = found
-            .into_iter()
-            .map(|skill| SkillStatus {
-                source: if skill.dir.starts_with(&managed) {
-                    "openclaw-managed"
-                } else {
-                    "openclaw-workspace"
-                },
-                bundled: false,
-                file_path: skill.path.display().to_string(),
-                base_dir: skill.dir.display().to_string(),
-                skill_key: skill.name.clone(),
-                name: skill.name,
-                description: skill.description,
-                always: false,
-                disabled: false,
-                blocked_by_allowlist: false,
-                blocked_by_agent_filter: false,
-                eligible: true,
-                platform_incompatible: false,
-                model_visible: true,
-                user_invocable: true,
-                command_visible: true,
-                requirements: Requirements::default(),
-                missing: Requirements::default(),
-                config_checks: [],
-                install: [],
-            })
-            .collect();
-        Ok(json!(SkillsStatus {
-            workspace_dir: cwd.display().to_string(),
-            managed_skills_dir: managed.display().to_string(),
-            agent_id: "main",
-            skills,
-        }))
-    })
-    .await
-    .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("listing the skills failed: {e}")))?
+    crate::parallel::ANSWERS
+        .run(move || {
+            let cwd = session
+                .and_then(|id| {
+                    crate::session::list(hub.data_dir(), None)
+                        .into_iter()
+                        .find(|s| s.id == id)
+                })
+                .map_or_else(|| hub.cwd.clone(), |summary| summary.cwd);
+            let settings = crate::config::Settings::load_from_process(&cwd).map_err(|e| {
+                ErrorShape::new(UNAVAILABLE, format!("reading the config failed: {e}"))
+            })?;
+            let sources = crate::context::Sources::from_settings(&settings, &cwd);
+            let managed = sources.config_dir.join("skills");
+            let (found, _problems) = crate::context::skills::discover(&sources);
+            let skills = found
+                .into_iter()
+                .map(|skill| SkillStatus {
+                    source: if skill.dir.starts_with(&managed) {
+                        "openclaw-managed"
+                    } else {
+                        "openclaw-workspace"
+                    },
+                    bundled: false,
+                    file_path: skill.path.display().to_string(),
+                    base_dir: skill.dir.display().to_string(),
+                    skill_key: skill.name.clone(),
+                    name: skill.name,
+                    description: skill.description,
+                    always: false,
+                    disabled: false,
+                    blocked_by_allowlist: false,
+                    blocked_by_agent_filter: false,
+                    eligible: true,
+                    platform_incompatible: false,
+                    model_visible: true,
+                    user_invocable: true,
+                    command_visible: true,
+                    requirements: Requirements::default(),
+                    missing: Requirements::default(),
+                    config_checks: [],
+                    install: [],
+                })
+                .collect();
+            Ok(json!(SkillsStatus {
+                workspace_dir: cwd.display().to_string(),
+                managed_skills_dir: managed.display().to_string(),
+                agent_id: "main",
+                skills,
+            }))
+        })
+        .await
+        .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("listing the skills failed: {e}")))?
 }
 
 /// `skills.library.list`: pincer has no shared skill library, so its

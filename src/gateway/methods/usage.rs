@@ -33,7 +33,8 @@ fn agent(
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, String> + Send + 'static,
 ) -> Result<T, ErrorShape> {
-    tokio::task::spawn_blocking(work)
+    crate::parallel::ANSWERS
+        .run(work)
         .await
         .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("usage read failed: {e}")))?
         .map_err(ErrorShape::invalid)
