@@ -932,6 +932,15 @@ pub fn list(data_dir: &Path, cwd: Option<&Path>) -> Vec<Summary> {
     sessions
 }
 
+/// One stored session's summary, as [`list`] gives it (`None` for an
+/// unknown id, or a session never prompted): reads that transcript only.
+pub fn summary(data_dir: &Path, id: &str) -> Option<Summary> {
+    match summarize(&find(data_dir, id)?)? {
+        Found::Listed(summary) => Some(*summary),
+        Found::Unprompted(_) => None,
+    }
+}
+
 /// Removes a never-prompted session's files if it has not changed for
 /// `ttl`: a session created and abandoned (an editor's new tab, a client
 /// that never came back) leaves nothing behind for long.
@@ -953,6 +962,43 @@ fn sweep(path: &Path, modified: std::time::SystemTime, ttl: std::time::Duration)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One session's summary is the one the list gives, without reading
+    /// the others; a session never prompted, or an unknown id, has none.
+    #[test]
+    fn one_session_s_summary_is_its_listed_one() {
+        let data = tempfile::tempdir().unwrap();
+        let cwd = Path::new("/work/project");
+        for (id, prompt) in [
+            ("sess_a", Some("fix the parser")),
+            ("sess_b", Some("add a test")),
+            ("sess_c", None),
+        ] {
+            let path = transcript_path(data.path(), cwd, id);
+            let mut writer =
+                transcript::Writer::create(&path, &transcript::Header::new(id, cwd, None)).unwrap();
+            if let Some(prompt) = prompt {
+                writer.append(user(prompt)).unwrap();
+            }
+        }
+        let listed = list(data.path(), None);
+        assert_eq!(listed.len(), 2);
+        for from_list in &listed {
+            let one = summary(data.path(), &from_list.id).unwrap();
+            assert_eq!(
+                (&one.id, &one.title, &one.cwd, one.modified),
+                (
+                    &from_list.id,
+                    &from_list.title,
+                    &from_list.cwd,
+                    from_list.modified
+                )
+            );
+        }
+        assert!(summary(data.path(), "sess_c").is_none(), "never prompted");
+        assert!(summary(data.path(), "sess_none").is_none());
+        assert!(summary(data.path(), "../sess_a").is_none());
+    }
 
     /// Sessions never prompted are not listed; once unchanged for a day
     /// they are removed by the listing.

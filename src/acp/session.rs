@@ -1112,9 +1112,8 @@ impl Session {
         let subagents = self.subagents(http, &cx, &client, &drain);
         // The settings, credentials and context files are read off the
         // runtime's workers (a hundred runs starting at once would hold
-        // up the frames of those streaming).
-        // The run's cancel token first: a `session/cancel` that comes
-        // while the files are read stops this run.
+        // up the frames of those streaming). The run's cancel token comes
+        // first: a `session/cancel` sent while they are read stops it.
         let cancel = self.turns.lock().start_work();
         let me = self.clone();
         let (config, cancel, tools) =

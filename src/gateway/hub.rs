@@ -257,7 +257,7 @@ struct Live {
     collected: Vec<Collected>,
     flush_scheduled: bool,
     /// The last usage report (`agent` `stream:"usage"`'s data).
-    usage: Option<Value>,
+    usage: Option<Usage>,
     /// `sessions.patch`'s `verboseLevel`, for the clients that show tool
     /// calls by it.
     verbose: Option<String>,
@@ -404,6 +404,17 @@ impl Approval {
 pub type Failure = super::frames::ErrorShape;
 
 impl Hub {
+    /// A hub with no agent linked, its directories `dir` (unit tests).
+    #[cfg(test)]
+    pub(crate) fn for_test(dir: &Path) -> Arc<Self> {
+        Self::new(
+            Registry::new(),
+            dir.to_path_buf(),
+            dir.to_path_buf(),
+            Duration::from_secs(60),
+        )
+    }
+
     pub fn new(
         registry: Arc<Registry>,
         cwd: PathBuf,
@@ -784,9 +795,8 @@ impl Hub {
             .queue_mode = Some(mode);
     }
 
-    /// The session's last usage report in this process:
-    /// `{contextTokens, contextWindow, costUsd}`.
-    pub fn live_usage(&self, session: &str) -> Option<Value> {
+    /// The session's last usage report in this process.
+    pub fn live_usage(&self, session: &str) -> Option<Usage> {
         self.state().live.get(session).and_then(|l| l.usage.clone())
     }
 
@@ -804,12 +814,12 @@ impl Hub {
         self.state().live.get(session).and_then(|l| l.queue_mode)
     }
 
-    /// The session's `verboseLevel` (`off` until a client sets it).
     /// The session's plan as a progress card, once it has one.
     pub fn card(&self, session: &str) -> Option<Card> {
         self.state().cards.get(session).cloned()
     }
 
+    /// The session's `verboseLevel` (`off` until a client sets it).
     pub fn verbose_of(&self, session: &str) -> String {
         self.state()
             .live

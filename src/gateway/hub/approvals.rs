@@ -370,12 +370,7 @@ mod tests {
     #[test]
     fn an_approval_is_resolved_through_the_hub_with_the_option_offered_and_once() {
         let dir = tempfile::tempdir().unwrap();
-        let hub = Hub::new(
-            Registry::new(),
-            dir.path().to_path_buf(),
-            dir.path().to_path_buf(),
-            Duration::from_secs(60),
-        );
+        let hub = Hub::for_test(dir.path());
         let mut answer = ask(&hub, "a1");
 
         let refused = hub.resolve_approval("a1", "allow-always").unwrap_err();

@@ -78,16 +78,17 @@ impl Hub {
                         let live = state.live.entry(session).or_default();
                         // A report without a cost (after `/compact`) leaves
                         // the session's cost as it was.
-                        let cost =
-                            usage.cost.as_ref().map(|c| c.amount).or_else(|| {
-                                live.usage.as_ref().and_then(|u| u["costUsd"].as_f64())
-                            });
+                        let cost = usage
+                            .cost
+                            .as_ref()
+                            .map(|c| c.amount)
+                            .or_else(|| live.usage.as_ref().and_then(|u| u.cost_usd));
                         let data = Usage {
                             context_tokens: Some(usage.used),
                             context_window: Some(usage.size),
                             cost_usd: cost,
                         };
-                        live.usage = Some(json!(data));
+                        live.usage = Some(data.clone());
                         if let Some(run_id) = active
                             && let Some(run) = state.runs.get_mut(&run_id)
                         {
@@ -468,11 +469,7 @@ fn tool_content(update: &Value) -> Vec<Value> {
 
 /// `text` cut to at most `max` bytes, at a character's edge.
 fn cut(text: &str, max: usize) -> String {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_string()
+    text[..text.floor_char_boundary(max)].to_string()
 }
 
 /// Keeps `card` as `session`'s, dropping the least recently changed card

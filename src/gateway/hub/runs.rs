@@ -525,25 +525,14 @@ fn join_text(blocks: Vec<ContentBlock>) -> Vec<ContentBlock> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acp::registry::Registry;
     use crate::gateway::frames::UNAVAILABLE;
     use pretty_assertions::assert_eq;
 
-    /// `chat.abort` and a channel's `/stop` are this one call: a key that
-    /// names no session, or a run that is not the session's, stops
-    /// nothing; a run of the session goes on to stop the agent's turn
-    /// (here, with no agent connected, the hub says so); a key that is not
-    /// printable text is refused with the wire's error.
     /// A deleted session's progress card is not kept.
     #[test]
     fn a_deleted_session_s_card_goes_with_it() {
         let dir = tempfile::tempdir().unwrap();
-        let hub = Hub::new(
-            Registry::new(),
-            dir.path().to_path_buf(),
-            dir.path().to_path_buf(),
-            Duration::from_secs(60),
-        );
+        let hub = Hub::for_test(dir.path());
         let card = super::super::Card {
             revision: 1,
             updated_at: 1,
@@ -556,15 +545,15 @@ mod tests {
         assert!(hub.card("s2").is_some());
     }
 
+    /// `chat.abort` and a channel's `/stop` are this one call: a key that
+    /// names no session, or a run that is not the session's, stops
+    /// nothing; a run of the session goes on to stop the agent's turn
+    /// (here, with no agent connected, the hub says so); a key that is not
+    /// printable text is refused with the wire's error.
     #[test]
     fn abort_by_key_stops_only_the_runs_of_the_session_the_key_names() {
         let dir = tempfile::tempdir().unwrap();
-        let hub = Hub::new(
-            Registry::new(),
-            dir.path().to_path_buf(),
-            dir.path().to_path_buf(),
-            Duration::from_secs(60),
-        );
+        let hub = Hub::for_test(dir.path());
         assert_eq!(hub.abort_key("telegram:dm:9", None).unwrap(), None);
 
         hub.keys().insert("telegram:dm:1", "s1");

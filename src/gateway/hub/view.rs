@@ -301,9 +301,8 @@ impl Hub {
     /// (as `sessions.list` gives it).
     pub fn row_with(&self, key: &str, last_message: bool) -> Option<Row> {
         let session = self.lookup(key)?;
-        crate::session::list(self.data_dir(), None)
-            .iter()
-            .find(|s| s.id == session)
+        crate::session::summary(self.data_dir(), &session)
+            .as_ref()
             .map(|s| {
                 let mut row = row(self, s, &Defaults::load(self));
                 if last_message {
@@ -434,10 +433,8 @@ impl Hub {
                 .or_default()
                 .verbose = Some(level.to_string());
         }
-        let entry = crate::session::list(self.data_dir(), None)
-            .iter()
-            .find(|s| s.id == session)
-            .map(|s| row(self, s, &Defaults::load(self)));
+        let entry = crate::session::summary(self.data_dir(), &session)
+            .map(|s| row(self, &s, &Defaults::load(self)));
         self.announce_patched(key, &session, entry.clone());
         Ok((session, entry))
     }
@@ -689,11 +686,9 @@ fn usage_fields(
     let recorded = hub.recorded_usage(&summary.path);
     let live = hub.live_usage(&summary.id).unwrap_or_default();
     Usage {
-        tokens: live["contextTokens"].as_u64().or(recorded.context_tokens),
-        window: live["contextWindow"]
-            .as_u64()
-            .or_else(|| defaults.window(model)),
-        cost: live["costUsd"].as_f64().unwrap_or(recorded.cost_usd),
+        tokens: live.context_tokens.or(recorded.context_tokens),
+        window: live.context_window.or_else(|| defaults.window(model)),
+        cost: live.cost_usd.unwrap_or(recorded.cost_usd),
     }
 }
 

@@ -167,10 +167,7 @@ fn headline(content: &Value) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim();
-    match line.char_indices().nth(120) {
-        Some((at, _)) => format!("{}…", &line[..at]),
-        None => line.to_string(),
-    }
+    crate::llm::truncate(line, 120)
 }
 
 /// How each provider pincer has a credential for stands: its `pincer

@@ -367,11 +367,7 @@ async fn skills(hub: &Arc<Hub>, query: SkillsStatusParams) -> Reply {
     crate::parallel::ANSWERS
         .run(move || {
             let cwd = session
-                .and_then(|id| {
-                    crate::session::list(hub.data_dir(), None)
-                        .into_iter()
-                        .find(|s| s.id == id)
-                })
+                .and_then(|id| crate::session::summary(hub.data_dir(), &id))
                 .map_or_else(|| hub.cwd.clone(), |summary| summary.cwd);
             let settings = crate::config::Settings::load_from_process(&cwd).map_err(|e| {
                 ErrorShape::new(UNAVAILABLE, format!("reading the config failed: {e}"))
