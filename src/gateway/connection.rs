@@ -21,6 +21,7 @@ use super::conn::{Conn, Inbox, Out, Outbox, Presence, Scopes};
 use super::frames::{self, ErrorShape, INVALID_REQUEST, PROTOCOL, UNAVAILABLE, now_ms};
 use super::guard::Budget;
 use super::peers::Slot;
+use super::protocol::hello;
 use tokio_util::sync::CancellationToken;
 
 /// The websocket of one client.
@@ -83,12 +84,17 @@ pub async fn run(
     let (mut sink, mut stream) = socket.split();
     // As text at once: a value kept in a local would be held by this
     // function's state for the connection's whole life.
-    let challenge = json!({
-        "type": "event",
-        "event": "connect.challenge",
-        "payload": {"nonce": uuid::Uuid::new_v4().simple().to_string(), "ts": now_ms()},
+    let challenge = hello::Challenge {
+        nonce: uuid::Uuid::new_v4().simple().to_string(),
+        ts: now_ms(),
+    };
+    // The one event outside the connection's sequence.
+    let challenge = serde_json::to_string(&hello::ChallengeFrame {
+        kind: "event",
+        event: "connect.challenge",
+        payload: challenge,
     })
-    .to_string();
+    .unwrap_or_default();
     if sink.send(Message::Text(challenge.into())).await.is_err() {
         return;
     }
@@ -175,12 +181,11 @@ pub async fn run(
         // What a new session starts with comes from the config files: read
         // on the blocking pool, not on a worker that writes others' frames.
         let hub = gateway.hub.clone();
-        let defaults = crate::parallel::ANSWERS
+        hello.snapshot.session_defaults = crate::parallel::ANSWERS
             .run(move || hub.session_defaults())
             .await
-            .unwrap_or_default();
-        hello["snapshot"]["sessionDefaults"] = defaults;
-        hello["server"]["connId"] = json!(uuid::Uuid::new_v4().to_string());
+            .ok();
+        hello.server.conn_id = uuid::Uuid::new_v4().to_string();
         outbox.push(Out::Frame(frames::ok(
             &request_id.unwrap_or_default(),
             &hello,
@@ -287,7 +292,13 @@ fn bad_scopes() -> Refused {
 
 /// A `connect` taken: `hello-ok`, the scopes and caps granted, the
 /// connection's slot, and what it said of itself.
-type Accepted = (Value, Scopes, Vec<String>, Slot, Option<Box<Presence>>);
+type Accepted = (
+    hello::HelloOk,
+    Scopes,
+    Vec<String>,
+    Slot,
+    Option<Box<Presence>>,
+);
 
 /// Checks a `connect`: rate limit, protocol, role, credential.
 fn connect(gateway: &Gateway, peer: IpAddr, params: &Value) -> Result<Accepted, Refused> {
@@ -391,37 +402,39 @@ fn connect(gateway: &Gateway, peer: IpAddr, params: &Value) -> Result<Accepted, 
         })
         .unwrap_or_default();
     let config = &gateway.config;
-    let hello = json!({
-        "type": "hello-ok",
-        "protocol": PROTOCOL,
-        // `controlUiBuildSource: configured`: the Control UI it serves is
-        // not one it built, so OpenClaw's UI does not wait for a build of
-        // its own version (and wedge after a reconnect).
-        "server": {
-            "version": format!("pincer {}", env!("CARGO_PKG_VERSION")),
-            "connId": "",
-            "bootId": gateway.hub.boot_id,
-            "controlUiBuildSource": "configured",
+    let hello = hello::HelloOk {
+        kind: "hello-ok",
+        protocol: PROTOCOL,
+        server: hello::Server {
+            version: format!("pincer {}", env!("CARGO_PKG_VERSION")),
+            conn_id: String::new(),
+            boot_id: gateway.hub.boot_id.clone(),
+            control_ui_build_source: "configured",
         },
-        "features": {
-            "methods": super::methods::advertised(),
-            "events": super::methods::EVENTS,
-            "capabilities": super::methods::CAPABILITIES,
+        features: hello::Features {
+            methods: super::methods::advertised(),
+            events: super::methods::EVENTS,
+            capabilities: super::methods::CAPABILITIES,
         },
-        "snapshot": {
-            "presence": [],
-            "health": {},
-            "stateVersion": {"presence": 0, "health": 0},
-            "uptimeMs": gateway.hub.started.elapsed().as_millis() as u64,
-            "authMode": credential.mode.as_str(),
+        snapshot: hello::Snapshot {
+            presence: Vec::new(),
+            health: hello::Health::default(),
+            state_version: hello::StateVersion::default(),
+            uptime_ms: gateway.hub.started.elapsed().as_millis() as u64,
+            auth_mode: credential.mode.as_str(),
+            session_defaults: None,
         },
-        "auth": {"role": "operator", "scopes": granted, "method": credential.mode.as_str()},
-        "policy": {
-            "maxPayload": config.max_payload(),
-            "maxBufferedBytes": config.max_buffered_bytes(),
-            "tickIntervalMs": config.tick_interval_ms(),
+        auth: hello::Grant {
+            role: "operator",
+            scopes: granted,
+            method: credential.mode.as_str(),
         },
-    });
+        policy: hello::Policy {
+            max_payload: config.max_payload(),
+            max_buffered_bytes: config.max_buffered_bytes(),
+            tick_interval_ms: config.tick_interval_ms(),
+        },
+    };
     let presence = Presence::of(params, "operator", scopes, peer, now_ms());
     Ok((hello, scopes, caps, slot, presence))
 }

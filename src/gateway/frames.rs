@@ -3,8 +3,9 @@
 //! `id` and a boolean `ok`, an error always a non-empty `code` and
 //! `message` (a client drops a frame that lacks them).
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The protocol version pincer serves (OpenClaw 2026.9's).
 pub const PROTOCOL: u64 = 4;
@@ -71,16 +72,57 @@ impl ErrorShape {
     }
 
     pub fn to_json(&self) -> Value {
-        let mut error = json!({ "code": self.code, "message": self.message });
-        if let Some(details) = &self.details {
-            error["details"] = (**details).clone();
-        }
-        if let Some(after) = self.retry_after_ms {
-            error["retryable"] = json!(true);
-            error["retryAfterMs"] = json!(after);
-        }
-        error
+        serde_json::to_value(self).unwrap_or_default()
     }
+}
+
+impl Serialize for ErrorShape {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        /// The error as the protocol writes it: a retryable one says so,
+        /// and when to try again.
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Wire<'a> {
+            code: &'a str,
+            message: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            details: Option<&'a Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            retryable: Option<bool>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            retry_after_ms: Option<u64>,
+        }
+        Wire {
+            code: self.code,
+            message: &self.message,
+            details: self.details.as_deref(),
+            retryable: self.retry_after_ms.map(|_| true),
+            retry_after_ms: self.retry_after_ms,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// A `res` frame: the answer to request `id`, its payload or its error.
+#[derive(Serialize)]
+struct Response<'a, P: Serialize + ?Sized> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: &'a str,
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<&'a P>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a ErrorShape>,
+}
+
+/// A method's result, encoded once from its type.
+pub type Answer = Box<RawValue>;
+
+/// `payload` encoded as a method's result.
+pub fn answer<P: Serialize + ?Sized>(payload: &P) -> Result<Answer, ErrorShape> {
+    serde_json::value::to_raw_value(payload)
+        .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("the answer could not be encoded: {e}")))
 }
 
 pub const INVALID_REQUEST: &str = "INVALID_REQUEST";
@@ -89,13 +131,27 @@ pub const UNAVAILABLE: &str = "UNAVAILABLE";
 pub const APPROVAL_NOT_FOUND: &str = "APPROVAL_NOT_FOUND";
 
 /// A successful answer.
-pub fn ok(id: &str, payload: &Value) -> String {
-    json!({ "type": "res", "id": id, "ok": true, "payload": payload }).to_string()
+pub fn ok<P: Serialize + ?Sized>(id: &str, payload: &P) -> String {
+    let frame = Response {
+        kind: "res",
+        id,
+        ok: true,
+        payload: Some(payload),
+        error: None,
+    };
+    serde_json::to_string(&frame).unwrap_or_default()
 }
 
 /// A failed answer.
 pub fn error(id: &str, error: &ErrorShape) -> String {
-    json!({ "type": "res", "id": id, "ok": false, "error": error.to_json() }).to_string()
+    let frame: Response<'_, ()> = Response {
+        kind: "res",
+        id,
+        ok: false,
+        payload: None,
+        error: Some(error),
+    };
+    serde_json::to_string(&frame).unwrap_or_default()
 }
 
 /// An event frame around a payload serialised once for every recipient
@@ -123,6 +179,7 @@ pub fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn an_event_frame_is_the_envelope_around_the_payload() {

@@ -45,6 +45,7 @@ use super::frames::now_ms;
 use super::link::{Approver, Link};
 use crate::acp::registry::Registry;
 use crate::config::QueueMode;
+use crate::gateway::protocol::approvals as asked;
 use crate::gateway::protocol::events::{AgentEvent, ChatEvent, ChatMessage, ChatState, Usage};
 
 mod approvals;
@@ -173,9 +174,10 @@ pub struct ChannelState {
 /// above the hub (it sends through it), so the hub holds it by this
 /// trait, not by its type.
 pub trait Scheduled: Send + Sync {
-    /// Each job and the heartbeat, with their next and last runs (the
-    /// same as `pincer cron list --json`).
-    fn listing(&self) -> Value;
+    /// The jobs as OpenClaw's records, and each job and the heartbeat
+    /// with their next and last runs (the same as `pincer cron list
+    /// --json`), from one read of the runs' file.
+    fn listed(&self) -> (Vec<super::protocol::cron::Job>, Value);
     /// The jobs as OpenClaw's records.
     fn records(&self) -> Vec<super::protocol::cron::Job>;
     /// The file of their last runs.
@@ -368,35 +370,31 @@ struct Approval {
     /// The question's text beyond its title, and its diffs (a restore's
     /// files, an edit's change).
     details: String,
-    diffs: Vec<Value>,
+    diffs: Vec<asked::Diff>,
     created_ms: u64,
     expires_ms: u64,
     reply: Option<tokio::sync::oneshot::Sender<Option<String>>>,
 }
 
 impl Approval {
-    fn describe(&self, id: &str) -> Value {
-        let decisions: Vec<&str> = self.decisions.iter().map(|(d, _)| d.as_str()).collect();
-        json!({
-            "id": id,
-            "commandText": self.command,
-            "commandPreview": preview(&self.command),
-            "allowedDecisions": decisions,
-            "labels": self
-                .labels
-                .iter()
-                .map(|(decision, label)| (decision.clone(), Value::String(label.clone())))
-                .collect::<serde_json::Map<String, Value>>(),
-            "host": "gateway",
-            "agentId": "main",
-            "details": self.details,
-            "diffs": self.diffs,
-            "sessionKey": self.key,
-            "toolCallId": self.tool_call_id,
-            "toolName": self.tool_name,
-            "createdAtMs": self.created_ms,
-            "expiresAtMs": self.expires_ms,
-        })
+    fn describe(&self, id: &str) -> asked::Approval {
+        asked::Approval {
+            id: id.to_string(),
+            command_text: self.command.clone(),
+            command_preview: preview(&self.command),
+            allowed_decisions: self.decisions.iter().map(|(d, _)| d.clone()).collect(),
+            labels: self.labels.iter().cloned().collect(),
+            host: "gateway",
+            agent_id: "main",
+            details: self.details.clone(),
+            diffs: self.diffs.clone(),
+            session_key: self.key.clone(),
+            tool_call_id: self.tool_call_id.clone(),
+            tool_name: self.tool_name.clone(),
+            created_at_ms: self.created_ms,
+            expires_at_ms: self.expires_ms,
+            request: None,
+        }
     }
 }
 
@@ -621,7 +619,7 @@ impl Hub {
     // ----- events -----
 
     /// Sends an event to every client that may and wants to hear it.
-    fn broadcast(&self, name: &'static str, payload: &Value, to: Audience<'_>) {
+    fn broadcast(&self, name: &'static str, payload: &impl Serialize, to: Audience<'_>) {
         self.broadcast_except(name, payload, to, None);
     }
 
@@ -629,11 +627,11 @@ impl Hub {
     fn broadcast_except(
         &self,
         name: &'static str,
-        payload: &Value,
+        payload: &impl Serialize,
         to: Audience<'_>,
         except: Option<u64>,
     ) {
-        let payload: Arc<str> = Arc::from(payload.to_string());
+        let payload: Arc<str> = Arc::from(serde_json::to_string(payload).unwrap_or_default());
         for conn in self.audience(to) {
             if Some(conn.id) != except {
                 conn.out.push(Out::Event(name, payload.clone()));

@@ -10,10 +10,11 @@ use agent_client_protocol::v1::schema::{ContentBlock, ImageContent, TextContent}
 use serde_json::{Value, json};
 
 use super::conn::{Conn, Need, Out};
-use super::frames::{self, ErrorShape, FORBIDDEN, Request, UNAVAILABLE, now_ms};
+use super::frames::{self, Answer, ErrorShape, FORBIDDEN, Request, UNAVAILABLE, answer, now_ms};
 use super::hub::{self, Archived, Hub, MAIN_KEY, Outcome, Patch, millis, not_found};
 use crate::agent::AgentMessage;
 use crate::config::QueueMode;
+use crate::gateway::protocol::system::{self as system_types, Ack};
 use crate::gateway::protocol::{NoParams, approvals, chat, cron, models, sessions};
 use crate::llm::{AssistantContent, Content, Message};
 
@@ -106,7 +107,7 @@ pub const EVENTS: &[&str] = &[
     "progressCard.changed",
 ];
 
-type Reply = Result<Value, ErrorShape>;
+type Reply = Result<Answer, ErrorShape>;
 
 /// Runs one request; the answer (or answers, for `agent`) go to the
 /// client's outbox.
@@ -145,8 +146,11 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
     match request.method.as_str() {
         "health" => {
             need(conn, Need::Read)?;
-            let _: crate::gateway::protocol::system::HealthParams = typed("health", params)?;
-            Ok(json!({"ok": true, "uptimeMs": hub.started.elapsed().as_millis() as u64}))
+            let _: system_types::HealthParams = typed("health", params)?;
+            answer(&system_types::Health {
+                ok: true,
+                uptime_ms: hub.started.elapsed().as_millis() as u64,
+            })
         }
         "status" => {
             need(conn, Need::Read)?;
@@ -156,26 +160,26 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                     "status: `includeCliProjection` is not supported by pincer, which has no OpenClaw CLI config to project",
                 ));
             }
-            reading(hub, |hub| Ok(status(hub))).await
+            answer(&reading(hub, |hub| Ok(status(hub))).await?)
         }
         "system-presence" => {
             need(conn, Need::Read)?;
             let _: NoParams = typed("system-presence", params)?;
-            Ok(json!(hub.presence()))
+            answer(&hub.presence())
         }
         "last-heartbeat" => {
             need(conn, Need::Read)?;
             let _: NoParams = typed("last-heartbeat", params)?;
-            Ok(hub
-                .scheduled
-                .get()
-                .and_then(|scheduled| scheduled.last_heartbeat())
-                .unwrap_or(Value::Null))
+            answer(
+                &hub.scheduled
+                    .get()
+                    .and_then(|scheduled| scheduled.last_heartbeat()),
+            )
         }
         "config.get" => {
             need(conn, Need::Read)?;
             let _: NoParams = typed("config.get", params)?;
-            Ok(system::config_snapshot(hub))
+            answer(&system::config_snapshot(hub))
         }
         "channels.status" => {
             need(conn, Need::Read)?;
@@ -205,7 +209,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let key = checked_key("sessionKey", &query.session_key)?.to_string();
             send(hub, conn, &key, Outgoing::from(query))
                 .await
-                .map(|(run_id, status)| json!(chat::Sent { run_id, status }))
+                .and_then(|(run_id, status)| answer(&chat::Sent { run_id, status }))
         }
         "agent" => {
             need(conn, Need::Write)?;
@@ -223,11 +227,11 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("sessionKey", &query.session_key)?;
             let runs = hub.abort_key(key, query.run_id.as_deref())?;
-            Ok(json!(chat::Aborted {
+            answer(&chat::Aborted {
                 ok: true,
                 aborted: runs.is_some(),
                 run_ids: runs.unwrap_or_default(),
-            }))
+            })
         }
         "chat.history" | "chat.startup" => {
             need(conn, Need::Read)?;
@@ -264,7 +268,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 Some(session) => hub.follow(conn, session),
                 None => hub.follow_key(conn, key),
             }
-            Ok(json!(answer))
+            self::answer(&answer)
         }
         "sessions.messages.subscribe" | "sessions.messages.unsubscribe" => {
             need(conn, Need::Read)?;
@@ -280,7 +284,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             } else {
                 hub.unfollow(conn, key, session.as_deref());
             }
-            Ok(json!({"subscribed": request.method == "sessions.messages.subscribe", "key": key}))
+            answer(&chat::MessagesSubscribed {
+                subscribed: request.method == "sessions.messages.subscribe",
+                key: key.to_string(),
+            })
         }
         "chat.subscribe" => {
             need(conn, Need::Read)?;
@@ -296,7 +303,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 // A reader watches sessions that exist; it creates none.
                 hub.follow_key(conn, key);
             }
-            Ok(json!({"ok": true}))
+            answer(&Ack::OK)
         }
         "chat.unsubscribe" => {
             need(conn, Need::Read)?;
@@ -305,7 +312,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let key = checked_key("sessionKey", &query.session_key)?;
             let session = hub.lookup(key);
             hub.unfollow(conn, key, session.as_deref());
-            Ok(json!({"ok": true}))
+            answer(&Ack::OK)
         }
         "sessions.get" => {
             need(conn, Need::Read)?;
@@ -318,17 +325,21 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             if let Some(session) = &session {
                 hub.follow(conn, session);
             }
-            Ok(json!({"key": key, "sessionId": session, "messages": messages}))
+            answer(&chat::Messages {
+                key: key.to_string(),
+                session_id: session,
+                messages,
+            })
         }
         "sessions.list" => {
             need(conn, Need::Read)?;
             let query = typed("sessions.list", params)?;
-            reading(hub, move |hub| list(hub, query)).await
+            answer(&reading(hub, move |hub| list(hub, query)).await?)
         }
         "sessions.resolve" => {
             need(conn, Need::Read)?;
             let query = typed("sessions.resolve", params)?;
-            reading(hub, move |hub| resolve(hub, query)).await
+            answer(&reading(hub, move |hub| resolve(hub, query)).await?)
         }
         "sessions.patch" => {
             need(conn, Need::Write)?;
@@ -344,7 +355,9 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         "question.list" => {
             need(conn, Need::Read)?;
             let _: approvals::QuestionListParams = typed("question.list", params)?;
-            Ok(json!({"questions": []}))
+            answer(&approvals::Questions {
+                questions: Vec::new(),
+            })
         }
         // OpenClaw's TUI reads a session's row after each run.
         "sessions.describe" => {
@@ -355,7 +368,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             // Rows always have their derived title.
             let last = query.include_last_message == Some(true);
             let row = off_runtime(hub, key, move |hub, key| Ok(hub.row_with(key, last))).await?;
-            Ok(json!({"key": key, "session": row}))
+            answer(&sessions::Described {
+                key: key.to_string(),
+                session: row,
+            })
         }
         "sessions.reset" => {
             need(conn, Need::Write)?;
@@ -365,7 +381,12 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let key = checked_key("key", &query.key)?;
             expected_session(hub, key, query.expected_session_id.as_deref())?;
             let session = hub.reset(key).await?;
-            Ok(json!({"ok": true, "key": key, "sessionId": session}))
+            answer(&sessions::Changed {
+                ok: true,
+                key: key.to_string(),
+                session_id: session,
+                entry: None,
+            })
         }
         "sessions.delete" => {
             // Deleting only what is archived is a writer's to do, as in
@@ -394,7 +415,11 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             }
             expected_session(hub, key, query.expected_session_id.as_deref())?;
             let Some(session) = hub.lookup(key) else {
-                return Ok(json!({"ok": true, "key": key, "deleted": false}));
+                return answer(&sessions::Deleted {
+                    ok: true,
+                    key: key.to_string(),
+                    deleted: false,
+                });
             };
             let _ = hub.abort(&session);
             let transcript = crate::session::find(hub.data_dir(), &session);
@@ -406,7 +431,11 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             if deleted {
                 hub.deleted(key, &session);
             }
-            Ok(json!({"ok": true, "key": key, "deleted": deleted}))
+            answer(&sessions::Deleted {
+                ok: true,
+                key: key.to_string(),
+                deleted,
+            })
         }
         "sessions.compact" => {
             need(conn, Need::Write)?;
@@ -431,17 +460,29 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 .run(move || compaction_of(&path))
                 .await
                 .map_err(|e| ErrorShape::invalid(e.to_string()))?;
-            Ok(match ended {
-                Compaction::Done { tokens_before } => json!({
-                    "ok": true, "key": key, "compacted": true,
-                    "result": {"tokensBefore": tokens_before},
-                }),
-                Compaction::NotNeeded(reason) => {
-                    json!({"ok": true, "key": key, "compacted": false, "reason": reason})
-                }
-                Compaction::Failed(reason) => {
-                    json!({"ok": false, "key": key, "compacted": false, "reason": reason})
-                }
+            let key = key.to_string();
+            answer(&match ended {
+                Compaction::Done { tokens_before } => sessions::Compacted {
+                    ok: true,
+                    key,
+                    compacted: true,
+                    result: Some(sessions::CompactResult { tokens_before }),
+                    reason: None,
+                },
+                Compaction::NotNeeded(reason) => sessions::Compacted {
+                    ok: true,
+                    key,
+                    compacted: false,
+                    result: None,
+                    reason: Some(reason),
+                },
+                Compaction::Failed(reason) => sessions::Compacted {
+                    ok: false,
+                    key,
+                    compacted: false,
+                    result: None,
+                    reason: Some(reason),
+                },
             })
         }
         "sessions.rewind" => {
@@ -464,7 +505,11 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 "the rewind was cancelled",
             )
             .await?;
-            Ok(json!({"ok": true, "key": key, "turn": turn}))
+            answer(&sessions::Rewound {
+                ok: true,
+                key: key.to_string(),
+                turn,
+            })
         }
         "sessions.fork" => {
             need(conn, Need::Write)?;
@@ -481,7 +526,12 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 None => crate::session::rewind::ForkPoint::Whole,
             };
             let (new_key, session) = hub.fork(key, &point, query.new_key.as_deref())?;
-            Ok(json!({"ok": true, "key": new_key, "sessionId": session, "parentKey": key}))
+            answer(&sessions::Forked {
+                ok: true,
+                key: new_key,
+                session_id: session,
+                parent_key: key.to_string(),
+            })
         }
         "sessions.subscribe" | "sessions.unsubscribe" => {
             need(conn, Need::Read)?;
@@ -489,12 +539,15 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let subscribed = request.method == "sessions.subscribe";
             conn.sessions_changed
                 .store(subscribed, std::sync::atomic::Ordering::Relaxed);
-            Ok(json!({"ok": true, "subscribed": subscribed}))
+            answer(&sessions::Subscribed {
+                ok: true,
+                subscribed,
+            })
         }
         "agents.list" => {
             need(conn, Need::Read)?;
             let _: NoParams = typed("agents.list", params)?;
-            Ok(hub.agents())
+            answer(&reading(hub, |hub| Ok(hub.agents())).await?)
         }
         "models.list" => {
             need(conn, Need::Read)?;
@@ -517,12 +570,12 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                     "models.list: `refresh` (discovering a provider's models) is not supported by pincer; its catalog is the one it is configured with",
                 ));
             }
-            reading(hub, |hub| hub.models()).await.map(|models| {
-                let models: Vec<Value> = models
+            let models = reading(hub, |hub| hub.models()).await?;
+            answer(&models::Listed {
+                models: models
                     .into_iter()
-                    .filter(|m| provider.is_none_or(|p| m["provider"] == p))
-                    .collect();
-                json!({ "models": models })
+                    .filter(|m| provider.is_none_or(|p| m.provider == p))
+                    .collect(),
             })
         }
         "exec.approval.get" => {
@@ -530,7 +583,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 need(conn, Need::Approvals)?;
             }
             let query: approvals::GetParams = typed("exec.approval.get", params)?;
-            hub.approval(&query.id).ok_or_else(|| not_found(&query.id))
+            answer(
+                &hub.approval(&query.id)
+                    .ok_or_else(|| not_found(&query.id))?,
+            )
         }
         "exec.approval.list" => {
             if !conn.scopes.allows(Need::Read) {
@@ -538,7 +594,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             }
             let _: NoParams = typed("exec.approval.list", params)?;
             // OpenClaw's shape: the pending approvals themselves.
-            Ok(Value::Array(hub.approvals()))
+            answer(&hub.approvals())
         }
         // pincer's questions are all `exec` approvals: it has no plugins
         // and no system agent to ask anything else (OpenClaw's clients
@@ -548,13 +604,13 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 need(conn, Need::Approvals)?;
             }
             let _: NoParams = typed(&request.method, params)?;
-            Ok(json!([]))
+            answer(&[(); 0])
         }
         "exec.approval.resolve" => {
             need(conn, Need::Approvals)?;
             let query: approvals::ResolveParams = typed("exec.approval.resolve", params)?;
             hub.resolve_approval(&query.id, &query.decision)?;
-            Ok(json!({"ok": true}))
+            answer(&Ack::OK)
         }
         "cron.list" => {
             need(conn, Need::Read)?;
@@ -568,10 +624,17 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             if query.limit == Some(0) {
                 return Err(ErrorShape::invalid("cron.list: `limit` must be 1 or more"));
             }
-            let mut jobs: Vec<cron::Job> = cron_records(hub)
-                .into_iter()
-                .filter(|job| query.keeps(job))
-                .collect();
+            // The jobs, the heartbeat and the jobs that do not run, from
+            // one read of the runs' file, off the runtime's workers.
+            let (records, listing) = reading(hub, |hub| {
+                Ok(match hub.scheduled.get() {
+                    Some(scheduled) => scheduled.listed(),
+                    None => (Vec::new(), json!({"jobs": [], "heartbeat": null})),
+                })
+            })
+            .await?;
+            let mut jobs: Vec<cron::Job> =
+                records.into_iter().filter(|job| query.keeps(job)).collect();
             query.sort(&mut jobs);
             let snapshot_revision =
                 crate::gateway::scheduler::revision(&serde_json::to_vec(&jobs).unwrap_or_default());
@@ -579,39 +642,49 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let (offset, limit, page) = cron::page(&jobs, query.offset, query.limit);
             let next = offset + page.len();
             let has_more = next < total;
-            let page_of = |jobs: Value| {
-                json!({
-                    "jobs": jobs,
-                    "snapshotRevision": snapshot_revision,
-                    "total": total,
-                    "offset": offset,
-                    "limit": limit,
-                    "hasMore": has_more,
-                    "nextOffset": has_more.then_some(next),
-                })
-            };
+            let next_offset = has_more.then_some(next);
             if query.compact == Some(true) {
-                let rows: Vec<cron::CompactJob> = page.iter().map(cron::CompactJob::from).collect();
-                return Ok(page_of(json!(rows)));
+                return answer(&cron::Page {
+                    jobs: page.iter().map(cron::CompactJob::from).collect(),
+                    snapshot_revision,
+                    total,
+                    offset,
+                    limit,
+                    has_more,
+                    next_offset,
+                    heartbeat: None,
+                    invalid: None,
+                });
             }
             // pincer's own page also shows the heartbeat and the jobs that
             // do not run (their config is wrong).
-            let mut answer = page_of(json!(page));
-            let listing = cron_list(hub);
-            answer["heartbeat"] = listing["heartbeat"].clone();
-            answer["invalid"] = listing["jobs"]
+            let invalid = listing["jobs"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter(|job| job["error"].is_string())
-                .map(|job| json!({"name": job["name"], "error": job["error"]}))
+                .filter_map(|job| {
+                    Some(cron::Invalid {
+                        name: job["name"].as_str()?.to_string(),
+                        error: job["error"].as_str()?.to_string(),
+                    })
+                })
                 .collect();
-            Ok(answer)
+            answer(&cron::Page {
+                jobs: page,
+                snapshot_revision,
+                total,
+                offset,
+                limit,
+                has_more,
+                next_offset,
+                heartbeat: Some(listing["heartbeat"].clone()),
+                invalid: Some(invalid),
+            })
         }
         "cron.status" => {
             need(conn, Need::Read)?;
             let _: cron::NoParams = typed("cron.status", params)?;
-            let jobs = cron_records(hub);
+            let jobs = reading(hub, |hub| Ok(cron_records(hub))).await?;
             let status = cron::Status {
                 enabled: hub.scheduled.get().is_some(),
                 triggers_enabled: false,
@@ -623,16 +696,17 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 jobs: jobs.len(),
                 next_wake_at_ms: jobs.iter().filter_map(|j| j.state.next_run_at_ms).min(),
             };
-            Ok(json!(status))
+            answer(&status)
         }
         "cron.get" => {
             need(conn, Need::Read)?;
             let query: cron::JobParams = typed("cron.get", params)?;
-            cron_records(hub)
+            reading(hub, |hub| Ok(cron_records(hub)))
+                .await?
                 .into_iter()
                 .find(|job| job.id == query.id)
-                .map(|job| json!(job))
                 .ok_or_else(|| no_job(&query.id))
+                .and_then(|job| answer(&job))
         }
         "logs.tail" => {
             need(conn, Need::Read)?;
@@ -643,7 +717,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 .await
                 .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("log read failed: {e}")))?
                 .map_err(|e| ErrorShape::new(UNAVAILABLE, e))?;
-            Ok(json!(tail))
+            answer(&tail)
         }
         "cron.runs" => {
             need(conn, Need::Read)?;
@@ -663,7 +737,8 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             if query.limit == Some(0) {
                 return Err(ErrorShape::invalid("cron.runs: `limit` must be 1 or more"));
             }
-            let mut entries: Vec<cron::RunEntry> = cron_records(hub)
+            let mut entries: Vec<cron::RunEntry> = reading(hub, |hub| Ok(cron_records(hub)))
+                .await?
                 .iter()
                 .filter_map(cron::RunEntry::last_of)
                 .filter(|entry| query.keeps(entry))
@@ -676,14 +751,14 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let (offset, limit, page) =
                 cron::page(&entries, query.offset, Some(query.limit.unwrap_or(50)));
             let next = offset + page.len();
-            Ok(json!(cron::RunsPage {
+            answer(&cron::RunsPage {
                 entries: page,
                 total,
                 offset,
                 limit,
                 has_more: next < total,
                 next_offset: (next < total).then_some(next),
-            }))
+            })
         }
         "sessions.usage" => {
             need(conn, Need::Read)?;
@@ -736,15 +811,6 @@ fn no_job(id: &str) -> ErrorShape {
 /// A method's params as their type ([`protocol::params`]).
 fn typed<T: serde::de::DeserializeOwned>(method: &str, params: Value) -> Result<T, ErrorShape> {
     crate::gateway::protocol::params(method, params).map_err(ErrorShape::invalid)
-}
-
-/// The scheduled runs: each `[[cron]]` job and the heartbeat, with their
-/// next and last runs (the same as `pincer cron list --json`).
-fn cron_list(hub: &Hub) -> Value {
-    match hub.scheduled.get() {
-        Some(scheduled) => scheduled.listing(),
-        None => json!({"jobs": [], "heartbeat": null}),
-    }
 }
 
 /// The prompt of a `chat.send` or `agent`: its text and attachments.
@@ -967,13 +1033,17 @@ async fn agent(hub: &Arc<Hub>, conn: &Arc<Conn>, id: &str, query: chat::AgentPar
     };
     let key = key.as_str();
     let (run, status) = send(hub, conn, key, Outgoing::from(query)).await?;
-    let accepted = json!({
-        "runId": run,
-        "sessionKey": key,
-        "agentId": "main",
-        "status": if status == "started" { "accepted" } else { status },
-        "acceptedAt": now_ms(),
-    });
+    let accepted = chat::AgentAccepted {
+        run_id: run.clone(),
+        session_key: key.to_string(),
+        agent_id: "main",
+        status: if status == "started" {
+            "accepted"
+        } else {
+            status
+        },
+        accepted_at: now_ms(),
+    };
     conn.out.push(Out::Frame(frames::ok(id, &accepted)));
     if let Some(waiter) = hub.wait_for(&run) {
         let _ = waiter.await;
@@ -982,39 +1052,33 @@ async fn agent(hub: &Arc<Hub>, conn: &Arc<Conn>, id: &str, query: chat::AgentPar
         .outcome(&run)
         .flatten()
         .ok_or_else(|| ErrorShape::invalid("the run is gone"))?;
-    Ok(final_result(&run, &outcome, &text))
+    answer(&final_result(&run, &outcome, &text))
 }
 
-fn final_result(run: &str, outcome: &Outcome, text: &str) -> Value {
-    match outcome {
+fn final_result(run: &str, outcome: &Outcome, text: &str) -> chat::AgentDone {
+    let (status, error, stop) = match outcome {
+        Outcome::Ok { stop } => ("ok", None, *stop),
+        Outcome::Aborted => ("error", Some("aborted".to_string()), "aborted"),
+        Outcome::Error { message, .. } => ("error", Some(message.clone()), "error"),
+    };
+    chat::AgentDone {
+        run_id: run.to_string(),
+        status,
+        summary: error.clone().unwrap_or_else(|| text.to_string()),
+        error,
         // `payloads` is the reply as OpenClaw's CLI prints it.
-        Outcome::Ok { stop } => json!({
-            "runId": run,
-            "status": "ok",
-            "summary": text,
-            "result": {"text": text, "stopReason": stop, "payloads": payloads(text)},
-        }),
-        Outcome::Aborted => json!({
-            "runId": run,
-            "status": "error",
-            "summary": "aborted",
-            "error": "aborted",
-            "result": {"text": text, "stopReason": "aborted", "payloads": payloads(text)},
-        }),
-        Outcome::Error { message, .. } => json!({
-            "runId": run,
-            "status": "error",
-            "summary": message,
-            "error": message,
-            "result": {"text": text, "stopReason": "error", "payloads": payloads(text)},
-        }),
+        result: chat::AgentReply {
+            text: text.to_string(),
+            stop_reason: stop,
+            payloads: payloads(text),
+        },
     }
 }
 
 /// `status`: OpenClaw's status summary, as far as pincer has its parts:
 /// the process, the sessions (the ten most recent) and no degraded
 /// plugins or secrets (pincer has neither).
-fn status(hub: &Hub) -> Value {
+fn status(hub: &Hub) -> system_types::Status {
     let (recent, count) = hub.session_rows_with(&hub::RowQuery {
         search: None,
         archived: Archived::Exclude,
@@ -1023,18 +1087,21 @@ fn status(hub: &Hub) -> Value {
         ..hub::RowQuery::default()
     });
     let defaults = hub.row_defaults();
-    json!({
-        "pid": std::process::id(),
-        "uptimeMs": hub.started.elapsed().as_millis() as u64,
-        "degradedSecretOwners": [],
-        "degradedPlugins": [],
-        "sessions": {
-            "paths": [],
-            "count": count,
-            "defaults": {"model": defaults["model"], "contextTokens": defaults["contextTokens"]},
-            "recent": recent,
+    system_types::Status {
+        pid: std::process::id(),
+        uptime_ms: hub.started.elapsed().as_millis() as u64,
+        degraded_secret_owners: Vec::new(),
+        degraded_plugins: Vec::new(),
+        sessions: system_types::StatusSessions {
+            paths: Vec::new(),
+            count,
+            defaults: system_types::StatusDefaults {
+                model: defaults.model,
+                context_tokens: defaults.context_tokens,
+            },
+            recent,
         },
-    })
+    }
 }
 
 /// What an OpenClaw method pincer does not serve belongs to, for a refusal
@@ -1123,11 +1190,13 @@ fn openclaw_only(method: &str) -> Option<&'static str> {
 const CRON_IN_CONFIG: &str = "a change to a job; pincer's scheduled jobs are the `[[cron]]` entries of its config.toml: edit them there and restart the gateway";
 
 /// A run's reply as OpenClaw's `result.payloads` (none for no text).
-fn payloads(text: &str) -> Value {
+fn payloads(text: &str) -> Vec<chat::Payload> {
     if text.trim().is_empty() {
-        json!([])
+        Vec::new()
     } else {
-        json!([{ "text": text }])
+        vec![chat::Payload {
+            text: text.to_string(),
+        }]
     }
 }
 
@@ -1142,23 +1211,27 @@ async fn agent_wait(hub: &Arc<Hub>, query: chat::WaitParams) -> Reply {
     {
         let _ = tokio::time::timeout(std::time::Duration::from_millis(timeout), waiter).await;
     }
-    match hub.outcome(run).flatten() {
-        None => Ok(json!({"runId": run, "status": "timeout"})),
-        Some((Outcome::Ok { .. }, text, _)) => Ok(json!({
-            "runId": run,
-            "status": "ok",
-            "terminalReply": {"disposition": "visible", "text": text},
-        })),
-        Some((Outcome::Aborted, _, _)) => {
-            Ok(json!({"runId": run, "status": "error", "error": "aborted"}))
-        }
-        Some((Outcome::Error { message, .. }, _, _)) => {
-            Ok(json!({"runId": run, "status": "error", "error": message}))
-        }
-    }
+    let waited = |status, terminal_reply, error| chat::Waited {
+        run_id: run.to_string(),
+        status,
+        terminal_reply,
+        error,
+    };
+    answer(&match hub.outcome(run).flatten() {
+        None => waited("timeout", None, None),
+        Some((Outcome::Ok { .. }, text, _)) => waited(
+            "ok",
+            Some(chat::TerminalReply {
+                disposition: "visible",
+                text,
+            }),
+            None,
+        ),
+        Some((Outcome::Aborted, _, _)) => waited("error", None, Some("aborted".to_string())),
+        Some((Outcome::Error { message, .. }, _, _)) => waited("error", None, Some(message)),
+    })
 }
 
-/// A session's messages from its transcript (none for a key not used yet).
 /// Sends a slash command to the session `key` names, as a message typed
 /// there, and waits for it to end; `cancelled` is the error when it was.
 async fn run_command(
@@ -1188,18 +1261,21 @@ async fn run_command(
 
 /// `maxBytes`: the oldest messages are left out until the rest fit;
 /// whether any were.
-fn cut_to_bytes(messages: &mut Vec<Value>, max_bytes: Option<u64>) -> bool {
+fn cut_to_bytes(messages: &mut Vec<chat::HistoryMessage>, max_bytes: Option<u64>) -> bool {
     let Some(max) = max_bytes else {
         return false;
     };
     let max = usize::try_from(max).unwrap_or(usize::MAX);
-    let mut total: usize = messages.iter().map(|m| m.to_string().len()).sum();
-    let mut cut = false;
-    while total > max && messages.len() > 1 {
-        total -= messages.remove(0).to_string().len();
-        cut = true;
+    let size = |m: &chat::HistoryMessage| serde_json::to_vec(m).map_or(0, |bytes| bytes.len());
+    let sizes: Vec<usize> = messages.iter().map(size).collect();
+    let mut total: usize = sizes.iter().sum();
+    let mut cut = 0;
+    while total > max && messages.len() - cut > 1 {
+        total -= sizes[cut];
+        cut += 1;
     }
-    cut
+    messages.drain(..cut);
+    cut > 0
 }
 
 /// `chat.startup`'s `sessionInfo`: the session's row and its runs.
@@ -1266,12 +1342,6 @@ fn compaction_of(path: &std::path::Path) -> Compaction {
     Compaction::Failed("the session recorded no compaction".to_string())
 }
 
-/// The turn a request names: `turn` (as `/rewind` numbers them) or the
-/// `messageId` of the user message that started it (as `chat.history`
-/// gives it).
-/// Runs `work` (reading a transcript, which may be large) for the session
-/// `key` names on the blocking pool, so that the streams a runtime worker
-/// serves do not wait for it.
 /// Reads files (transcripts, settings) for an answer on the blocking
 /// pool, so that the streams a runtime worker serves do not wait for it.
 async fn reading<T: Send + 'static>(
@@ -1285,6 +1355,9 @@ async fn reading<T: Send + 'static>(
         .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("reading for the answer failed: {e}")))?
 }
 
+/// Runs `work` (reading a transcript, which may be large) for the session
+/// `key` names on the blocking pool, so that the streams a runtime worker
+/// serves do not wait for it.
 async fn off_runtime<T: Send + 'static>(
     hub: &Arc<Hub>,
     key: &str,
@@ -1297,6 +1370,9 @@ async fn off_runtime<T: Send + 'static>(
         .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("reading the session failed: {e}")))?
 }
 
+/// The turn a request names: `turn` (as `/rewind` numbers them) or the
+/// `messageId` of the user message that started it (as `chat.history`
+/// gives it).
 fn turn_param(
     hub: &Hub,
     key: &str,
@@ -1329,7 +1405,12 @@ fn turn_param(
         })
 }
 
-fn history(hub: &Hub, key: &str, limit: usize) -> Result<(Option<String>, Vec<Value>), ErrorShape> {
+/// A session's messages from its transcript (none for a key not used yet).
+fn history(
+    hub: &Hub,
+    key: &str,
+    limit: usize,
+) -> Result<(Option<String>, Vec<chat::HistoryMessage>), ErrorShape> {
     let Some(session) = hub.lookup(key) else {
         return Ok((None, Vec::new()));
     };
@@ -1347,33 +1428,33 @@ fn history(hub: &Hub, key: &str, limit: usize) -> Result<(Option<String>, Vec<Va
     // A message restored without an entry of its own (a result pincer
     // supplied for a call cut short) takes the time of the one before.
     let mut last = 0;
-    let mut messages: Vec<Value> = Vec::new();
+    let mut messages: Vec<chat::HistoryMessage> = Vec::new();
     for (i, entry) in restored.visible().iter().enumerate() {
         let id = restored.entry_ids.get(&i);
         if let Some(time) = id.and_then(|id| times.get(id)) {
             last = *time;
         }
-        if let Some(mut shown) = message(entry, &restored.calls) {
-            shown["timestamp"] = json!(last);
-            // A prompt that started a turn can be rewound to or forked
-            // from (`sessions.rewind`, `sessions.fork`).
-            if let Some(id) = id
-                && shown["role"] == "user"
-            {
-                shown["id"] = json!(id);
-                if let Some(turn) = restored.turns.iter().position(|t| t.prompt_id == *id) {
-                    shown["turn"] = json!(turn + 1);
-                }
-            }
+        let Some(body) = message(entry, &restored.calls) else {
+            continue;
+        };
+        // A prompt that started a turn can be rewound to or forked from
+        // (`sessions.rewind`, `sessions.fork`).
+        let prompt = id.filter(|_| matches!(body, chat::HistoryBody::User { .. }));
+        messages.push(chat::HistoryMessage {
+            body,
+            timestamp: last,
+            id: prompt.cloned(),
+            turn: prompt
+                .and_then(|id| restored.turns.iter().position(|t| t.prompt_id == *id))
+                .map(|turn| turn + 1),
             // OpenClaw's message metadata: the entry's id and its place,
             // which its clients match their own copies on.
-            let mut metadata = json!({"seq": messages.len() + 1});
-            if let Some(id) = id {
-                metadata["id"] = json!(id);
-            }
-            shown["__openclaw"] = metadata;
-            messages.push(shown);
-        }
+            meta: chat::MessageMeta {
+                seq: messages.len() + 1,
+                id: id.cloned(),
+                ..Default::default()
+            },
+        });
     }
     tag_runs(&mut messages, &hub.prompt_runs(&session));
     if messages.len() > limit {
@@ -1389,19 +1470,14 @@ fn history(hub: &Hub, key: &str, limit: usize) -> Result<(Option<String>, Vec<Va
 /// (`__openclaw.runId`, and a user message's `idempotencyKey`,
 /// `<run>:user`), so that a history read after a run replaces them
 /// instead of repeating them.
-fn tag_runs(messages: &mut [Value], runs: &[(String, String)]) {
+fn tag_runs(messages: &mut [chat::HistoryMessage], runs: &[(String, String)]) {
     let mut runs = runs.iter().rev().peekable();
     let mut owner: Vec<Option<&str>> = vec![None; messages.len()];
     for (i, message) in messages.iter().enumerate().rev() {
-        if message["role"] != "user" {
+        if !message.is_user() {
             continue;
         }
-        let text: String = message["content"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|b| b["text"].as_str())
-            .collect();
+        let text = message.user_text();
         // Skip the runs whose prompt is not here (a command, a message
         // joined to another); the first that matches is this one's.
         while let Some((_, prompt)) = runs.peek() {
@@ -1417,14 +1493,14 @@ fn tag_runs(messages: &mut [Value], runs: &[(String, String)]) {
     }
     let mut current: Option<&str> = None;
     for (message, owner) in messages.iter_mut().zip(owner) {
-        if message["role"] == "user" {
+        if message.is_user() {
             current = owner;
             if let Some(run) = owner {
-                message["__openclaw"]["idempotencyKey"] = json!(format!("{run}:user"));
+                message.meta.idempotency_key = Some(format!("{run}:user"));
             }
         }
         if let Some(run) = current {
-            message["__openclaw"]["runId"] = json!(run);
+            message.meta.run_id = Some(run.to_string());
         }
     }
 }
@@ -1447,50 +1523,51 @@ fn stop_name(stop: crate::llm::StopReason) -> &'static str {
 fn message(
     entry: &AgentMessage,
     calls: &std::collections::HashMap<String, crate::session::CallRecord>,
-) -> Option<Value> {
+) -> Option<chat::HistoryBody> {
+    use chat::{AssistantBlock, HistoryBody};
     let AgentMessage::Llm { message } = entry else {
         return None;
     };
     let info = |id: &str| calls.get(id).and_then(|c| c.call.as_ref());
     Some(match message {
-        Message::User { content } => json!({
-            "role": "user",
-            "content": content.iter().map(user_block).collect::<Vec<_>>(),
-        }),
-        Message::Assistant(assistant) => json!({
-            "role": "assistant",
-            "content": assistant.content.iter().map(|c| match c {
-                AssistantContent::Text { text } => json!({"type": "text", "text": text}),
-                AssistantContent::Thinking { thinking, redacted, .. } => {
-                    json!({"type": "thinking", "thinking": if *redacted { "" } else { thinking.as_str() }})
-                }
-                AssistantContent::ToolCall(call) => {
-                    let mut block = json!({
-                        "type": "toolCall", "id": call.id, "name": call.name, "arguments": call.arguments,
-                    });
-                    if let Some(info) = info(&call.id) {
-                        block["kind"] = json!(info.kind);
-                        block["title"] = json!(info.title);
-                    }
-                    block
-                }
-            }).collect::<Vec<_>>(),
-            "model": assistant.model,
-            "provider": assistant.provider,
-            "stopReason": stop_name(assistant.stop_reason),
-        }),
-        Message::ToolResult(result) => {
-            let mut shown = json!({
-                "role": "toolResult",
-                "toolCallId": result.tool_call_id,
-                "toolName": result.tool_name,
-                "content": result.content.iter().map(user_block).collect::<Vec<_>>(),
-                "isError": result.is_error,
-            });
-            if let Some(info) = info(&result.tool_call_id) {
-                shown["kind"] = json!(info.kind);
-            }
-            let diffs: Vec<Value> = calls
+        Message::User { content } => HistoryBody::User {
+            content: content.iter().map(user_block).collect(),
+        },
+        Message::Assistant(assistant) => HistoryBody::Assistant {
+            content: assistant
+                .content
+                .iter()
+                .map(|c| match c {
+                    AssistantContent::Text { text } => AssistantBlock::Text { text: text.clone() },
+                    AssistantContent::Thinking {
+                        thinking, redacted, ..
+                    } => AssistantBlock::Thinking {
+                        thinking: if *redacted {
+                            String::new()
+                        } else {
+                            thinking.clone()
+                        },
+                    },
+                    AssistantContent::ToolCall(call) => AssistantBlock::ToolCall {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                        kind: info(&call.id).map(|info| info.kind),
+                        title: info(&call.id).map(|info| info.title.clone()),
+                    },
+                })
+                .collect(),
+            model: assistant.model.clone(),
+            provider: assistant.provider.clone(),
+            stop_reason: stop_name(assistant.stop_reason),
+        },
+        Message::ToolResult(result) => HistoryBody::ToolResult {
+            tool_call_id: result.tool_call_id.clone(),
+            tool_name: result.tool_name.clone(),
+            content: result.content.iter().map(user_block).collect(),
+            is_error: result.is_error,
+            kind: info(&result.tool_call_id).map(|info| info.kind),
+            diffs: calls
                 .get(&result.tool_call_id)
                 .into_iter()
                 .flat_map(|c| &c.display)
@@ -1499,33 +1576,36 @@ fn message(
                         path,
                         old_text,
                         new_text,
-                    } => Some(json!({"path": path, "oldText": old_text, "newText": new_text})),
+                    } => Some(chat::HistoryDiff {
+                        path: path.clone(),
+                        old_text: old_text.clone(),
+                        new_text: new_text.clone(),
+                    }),
                     _ => None,
                 })
-                .collect();
-            if !diffs.is_empty() {
-                shown["diffs"] = json!(diffs);
-            }
-            shown
-        }
+                .collect(),
+        },
     })
 }
 
 /// A message's block as `chat.history` shows it. A picture's bytes stay
 /// out, as OpenClaw's history leaves them out: it is marked `omitted`,
 /// with its size.
-fn user_block(content: &Content) -> Value {
+fn user_block(content: &Content) -> chat::HistoryBlock {
     match content {
-        Content::Text { text } => json!({"type": "text", "text": text}),
+        Content::Text { text } => chat::HistoryBlock::Text { text: text.clone() },
         Content::Image { mime_type, data } => {
             let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
-            let bytes = (data.len() / 4 * 3).saturating_sub(padding);
-            json!({"type": "image", "mimeType": mime_type, "omitted": true, "bytes": bytes})
+            chat::HistoryBlock::Image {
+                mime_type: mime_type.clone(),
+                omitted: true,
+                bytes: (data.len() / 4 * 3).saturating_sub(padding),
+            }
         }
     }
 }
 
-fn list(hub: &Hub, query: sessions::ListParams) -> Reply {
+fn list(hub: &Hub, query: sessions::ListParams) -> Result<sessions::Listed, ErrorShape> {
     only_main(query.agent_id.as_deref())?;
     let limit = query.limit.map_or(100, |n| n.min(1000) as usize);
     let offset = usize::try_from(query.offset.unwrap_or(0)).unwrap_or(usize::MAX);
@@ -1575,25 +1655,21 @@ fn list(hub: &Hub, query: sessions::ListParams) -> Reply {
             row.activity_summary = Some(sessions::ActivitySummary::UNAVAILABLE);
         }
     }
-    let mut listed = json!({
-        "defaults": hub.row_defaults(),
-        "sessions": page,
-        "hasMore": more,
-        "count": count,
-        "ts": now_ms(),
-    });
-    if more {
-        listed["nextOffset"] = json!(offset + limit);
-    }
-    if query.include_people == Some(true) {
-        listed["people"] = json!([]);
-        listed["peopleIncomplete"] = json!(false);
-        listed["peopleSessionCount"] = json!(0);
-    }
-    Ok(listed)
+    let people = query.include_people == Some(true);
+    Ok(sessions::Listed {
+        defaults: hub.row_defaults(),
+        sessions: page,
+        has_more: more,
+        count,
+        ts: now_ms(),
+        next_offset: more.then_some(offset + limit),
+        people: people.then(Vec::new),
+        people_incomplete: people.then_some(false),
+        people_session_count: people.then_some(0),
+    })
 }
 
-fn resolve(hub: &Hub, query: sessions::ResolveParams) -> Reply {
+fn resolve(hub: &Hub, query: sessions::ResolveParams) -> Result<sessions::Resolved, ErrorShape> {
     only_main(query.agent_id.as_deref())?;
     // OpenClaw's Control UI names a session by `reference: {key, slug}`
     // (the slug is only how its address shows the key) or by the short
@@ -1617,13 +1693,18 @@ fn resolve(hub: &Hub, query: sessions::ResolveParams) -> Reply {
             .map(|s| s.id.clone())
     });
     match found {
-        Some(session) => Ok(json!({
-            "ok": true,
-            "key": hub.key_of(&session),
-            "agentId": "main",
-            "sessionId": session,
-        })),
-        None if query.allow_missing == Some(true) => Ok(json!({"ok": false})),
+        Some(session) => Ok(sessions::Resolved {
+            ok: true,
+            key: Some(hub.key_of(&session)),
+            agent_id: Some("main"),
+            session_id: Some(session),
+        }),
+        None if query.allow_missing == Some(true) => Ok(sessions::Resolved {
+            ok: false,
+            key: None,
+            agent_id: None,
+            session_id: None,
+        }),
         None => Err(ErrorShape::invalid(format!("no session matches {wanted}"))),
     }
 }
@@ -1706,7 +1787,12 @@ async fn create(hub: &Arc<Hub>, conn: &Arc<Conn>, query: sessions::CreateParams)
         ..Patch::default()
     };
     let (_, entry) = hub.patch(&key, patch).await?;
-    Ok(json!({"ok": true, "key": key, "sessionId": session, "entry": entry}))
+    answer(&sessions::Changed {
+        ok: true,
+        key: key.to_string(),
+        session_id: session,
+        entry: Some(entry),
+    })
 }
 
 /// `sessions.patch`'s `permissionMode`: pincer's mode ids, OpenClaw's
@@ -1781,5 +1867,10 @@ async fn patch(hub: &Arc<Hub>, conn: &Conn, query: sessions::PatchParams) -> Rep
         verbose: query.verbose_level.as_deref(),
     };
     let (session, entry) = hub.patch(key, patch).await?;
-    Ok(json!({"ok": true, "key": key, "sessionId": session, "entry": entry}))
+    answer(&sessions::Changed {
+        ok: true,
+        key: key.to_string(),
+        session_id: session,
+        entry: Some(entry),
+    })
 }

@@ -9,6 +9,7 @@ pub mod chat;
 pub mod chat_page;
 pub mod cron;
 pub mod events;
+pub mod hello;
 pub mod models;
 pub mod pages;
 pub mod sessions;

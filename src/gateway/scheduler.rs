@@ -131,9 +131,10 @@ pub struct Plan {
 }
 
 impl super::hub::Scheduled for Plan {
-    fn listing(&self) -> Value {
+    fn listed(&self) -> (Vec<cron::Job>, Value) {
         let record = Record::load(&self.state_file).unwrap_or_default();
-        listing(self, &record, &Zoned::now())
+        let now = Zoned::now();
+        (records(self, &record, &now), listing(self, &record, &now))
     }
 
     fn records(&self) -> Vec<cron::Job> {

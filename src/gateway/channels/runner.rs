@@ -474,7 +474,7 @@ impl Runner {
                 if let Ok(models) = models {
                     let names: Vec<String> = models
                         .iter()
-                        .filter_map(|m| m["id"].as_str().map(|id| format!("- {id}")))
+                        .map(|m| format!("- {}", m.id))
                         .take(40)
                         .collect();
                     if !names.is_empty() {
@@ -536,10 +536,7 @@ impl Runner {
     /// session asked.
     async fn resolve_checked(&mut self, chat: &Chat, id: &str, decision: &str) -> String {
         let key = chat.key(self.name);
-        let asked_here = self
-            .hub
-            .approval(id)
-            .is_some_and(|a| a["sessionKey"] == key.as_str());
+        let asked_here = self.hub.approval(id).is_some_and(|a| a.session_key == key);
         if !asked_here {
             return "This question was already answered or has expired.".to_string();
         }

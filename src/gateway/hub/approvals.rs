@@ -9,11 +9,12 @@ use agent_client_protocol::v1::schema::{
     PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
     RequestPermissionResponse, SelectedPermissionOutcome,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::events::tool_name;
 use super::{Approval, Audience, Failure, Hub};
 use crate::gateway::frames::{APPROVAL_NOT_FOUND, now_ms};
+use crate::gateway::protocol::approvals;
 
 /// How long a permission question waits for the observer to handle the
 /// events told before it.
@@ -97,35 +98,35 @@ impl Hub {
             reply: Some(tx),
         };
         let described = approval.describe(&id);
-        let payload = json!({
-            "approvalKind": "exec",
-            "id": id,
-            "request": {
-                "command": approval.command,
-                "commandPreview": preview(&approval.command),
-                "sessionKey": approval.key,
-                "toolCallId": approval.tool_call_id,
-                "toolName": approval.tool_name,
-                "cwd": self.cwd,
-                "host": "gateway",
-                "agentId": "main",
-                "details": described["details"],
-                "diffs": described["diffs"],
+        let payload = approvals::Requested {
+            approval_kind: "exec",
+            id: id.clone(),
+            request: approvals::Request {
+                command: approval.command.clone(),
+                command_preview: described.command_preview,
+                session_key: approval.key.clone(),
+                agent_id: "main",
+                host: "gateway",
+                tool_call_id: approval.tool_call_id.clone(),
+                tool_name: approval.tool_name.clone(),
+                cwd: Some(self.cwd.clone()),
+                details: Some(described.details),
+                diffs: Some(described.diffs),
             },
-            "allowedDecisions": described["allowedDecisions"],
-            "labels": described["labels"],
-            "createdAtMs": created_ms,
-            "expiresAtMs": expires_ms,
-        });
-        let legacy = json!({
-            "phase": "requested",
-            "kind": "exec",
-            "status": "pending",
-            "approvalId": id,
-            "command": approval.command,
-            "title": tool["title"],
-            "toolCallId": approval.tool_call_id,
-        });
+            allowed_decisions: described.allowed_decisions,
+            labels: described.labels,
+            created_at_ms: created_ms,
+            expires_at_ms: expires_ms,
+        };
+        let legacy = approvals::Phase {
+            phase: "requested",
+            kind: "exec",
+            status: "pending",
+            approval_id: id.clone(),
+            command: approval.command.clone(),
+            title: tool["title"].clone(),
+            tool_call_id: approval.tool_call_id.clone(),
+        };
         {
             let mut state = self.state();
             state
@@ -176,14 +177,14 @@ impl Hub {
         if let Some(reply) = approval.reply.take() {
             let _ = reply.send(option);
         }
-        let payload = json!({
-            "id": id,
-            "decision": decision.unwrap_or("deny"),
-            "sessionKey": approval.key,
-            "toolCallId": approval.tool_call_id,
-            "resolvedBy": by,
-            "ts": now_ms(),
-        });
+        let payload = approvals::Resolved {
+            id: id.to_string(),
+            decision: decision.unwrap_or("deny").to_string(),
+            session_key: approval.key.clone(),
+            tool_call_id: approval.tool_call_id.clone(),
+            resolved_by: by.to_string(),
+            ts: now_ms(),
+        };
         self.broadcast("exec.approval.resolved", &payload, Audience::Approvers);
         true
     }
@@ -205,14 +206,14 @@ impl Hub {
             let decision = option
                 .map(|(_, kind)| decision_of(kind).to_string())
                 .unwrap_or_else(|| "deny".to_string());
-            let payload = json!({
-                "id": format!("editor:{tool_call_id}"),
-                "decision": decision,
-                "sessionKey": self.key_of(&session),
-                "toolCallId": tool_call_id,
-                "resolvedBy": "editor",
-                "ts": now_ms(),
-            });
+            let payload = approvals::Resolved {
+                id: format!("editor:{tool_call_id}"),
+                decision,
+                session_key: self.key_of(&session),
+                tool_call_id,
+                resolved_by: "editor".to_string(),
+                ts: now_ms(),
+            };
             self.broadcast("exec.approval.resolved", &payload, Audience::Approvers);
         }
     }
@@ -234,7 +235,7 @@ impl Hub {
         }
     }
 
-    pub fn approval(&self, id: &str) -> Option<Value> {
+    pub fn approval(&self, id: &str) -> Option<approvals::Approval> {
         self.state().approvals.get(id).map(|a| a.describe(id))
     }
 
@@ -245,21 +246,24 @@ impl Hub {
             .map(|a| a.decisions.iter().map(|(d, _)| d.clone()).collect())
     }
 
-    pub fn approvals(&self) -> Vec<Value> {
+    pub fn approvals(&self) -> Vec<approvals::Approval> {
         self.state()
             .approvals
             .iter()
             .map(|(id, a)| {
                 let mut entry = a.describe(id);
                 // OpenClaw's list entries carry the question as `request`.
-                entry["request"] = json!({
-                    "command": entry["commandText"],
-                    "commandPreview": entry["commandPreview"],
-                    "sessionKey": entry["sessionKey"],
-                    "agentId": "main",
-                    "host": "gateway",
-                    "toolCallId": entry["toolCallId"],
-                    "toolName": entry["toolName"],
+                entry.request = Some(approvals::Request {
+                    command: entry.command_text.clone(),
+                    command_preview: entry.command_preview.clone(),
+                    session_key: entry.session_key.clone(),
+                    agent_id: "main",
+                    host: "gateway",
+                    tool_call_id: entry.tool_call_id.clone(),
+                    tool_name: entry.tool_name.clone(),
+                    cwd: None,
+                    details: None,
+                    diffs: None,
                 });
                 entry
             })
@@ -288,7 +292,7 @@ const MAX_SHOWN_DIFFS: usize = 512 * 1024;
 /// which files change and what overwriting loses) and its diffs
 /// (`{path, oldText, newText}`), within [`MAX_SHOWN_DIFFS`]; files past
 /// it are named in the text.
-fn shown(tool: &Value) -> (String, Vec<Value>) {
+fn shown(tool: &Value) -> (String, Vec<approvals::Diff>) {
     let mut details: Vec<String> = Vec::new();
     let mut diffs = Vec::new();
     let mut left = Vec::new();
@@ -305,11 +309,11 @@ fn shown(tool: &Value) -> (String, Vec<Value>) {
                     + item["newText"].as_str().map_or(0, str::len);
                 if len <= budget {
                     budget -= len;
-                    diffs.push(json!({
-                        "path": item["path"],
-                        "oldText": item["oldText"],
-                        "newText": item["newText"],
-                    }));
+                    diffs.push(approvals::Diff {
+                        path: item["path"].as_str().unwrap_or_default().to_string(),
+                        old_text: item["oldText"].as_str().map(String::from),
+                        new_text: item["newText"].as_str().unwrap_or_default().to_string(),
+                    });
                 } else if let Some(path) = item["path"].as_str() {
                     left.push(path.to_string());
                 }

@@ -6,10 +6,14 @@
 //! transcript's tail and the configured defaults, so that a listing does
 //! not read whole transcripts.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{Failure, Hub, QueueMode, check_key};
-use crate::gateway::protocol::sessions::{Helper, Row, ThinkingOption};
+use crate::gateway::protocol::models::Model;
+use crate::gateway::protocol::sessions::{Helper, Row, RowDefaults, ThinkingOption};
+use crate::gateway::protocol::system::{
+    Agent, AgentModel, Agents, PermissionMode, SessionDefaults,
+};
 use crate::llm::ThinkingLevel;
 
 /// What `sessions.patch` changes; a field left `None` stays as it is.
@@ -146,34 +150,28 @@ fn preview_of(line: &str) -> Option<String> {
 impl Hub {
     /// `hello-ok`'s `snapshot.sessionDefaults`: what a new session starts
     /// with.
-    pub fn session_defaults(&self) -> Value {
+    pub fn session_defaults(&self) -> SessionDefaults {
         session_defaults(self)
     }
 
     /// The defaults `sessions.list` and `chat.startup` give with their
     /// rows, as OpenClaw's do: the model a new session gets, its thinking
     /// levels, and that the model is chosen per session.
-    pub fn row_defaults(&self) -> Value {
+    pub fn row_defaults(&self) -> RowDefaults {
         let defaults = Defaults::load(self);
         let model = defaults.model.as_deref();
         let (provider, id) = match model.and_then(|m| m.split_once('/')) {
             Some((provider, id)) => (Some(provider), Some(id)),
             None => (None, model),
         };
-        let window = defaults
-            .settings
-            .as_ref()
-            .zip(model)
-            .and_then(|(s, m)| s.catalog.resolve(m).ok())
-            .map(|m| m.context_window);
-        json!({
-            "modelProvider": provider,
-            "model": id,
-            "contextTokens": window,
-            "thinkingLevels": defaults.levels(model),
-            "thinkingDefault": defaults.thinking,
-            "modelSelectionTarget": "session",
-        })
+        RowDefaults {
+            model_provider: provider.map(String::from),
+            model: id.map(String::from),
+            context_tokens: defaults.window(model),
+            thinking_levels: defaults.levels(model),
+            thinking_default: defaults.thinking.clone(),
+            model_selection_target: "session",
+        }
     }
 
     /// The thinking level `session` has: its transcript's last choice,
@@ -326,35 +324,30 @@ impl Hub {
         Defaults::load(self).model
     }
 
-    pub fn agents(&self) -> Value {
+    pub fn agents(&self) -> Agents {
         let defaults = Defaults::load(self);
-        let mut agent = json!({
-            "id": "main",
-            "name": "pincer",
-            "kind": "agent",
-            "workspace": self.cwd,
-            "thinkingLevels": defaults.levels(defaults.model.as_deref()),
-            "thinkingDefault": defaults.thinking,
-            // OpenClaw's name for the mode new sessions start in (none
-            // for ask-first: its "default").
-            "defaultPermissionMode": defaults.mode.openclaw(),
-        });
-        if let Some(model) = &defaults.model {
-            agent["model"] = json!({"primary": model});
+        Agents {
+            default_id: "main",
+            ownership: "sole",
+            selection_required: false,
+            main_key: "main",
+            scope: "per-sender",
+            agents: vec![Agent {
+                id: "main",
+                name: "pincer",
+                kind: "agent",
+                workspace: self.cwd.clone(),
+                thinking_levels: defaults.levels(defaults.model.as_deref()),
+                thinking_default: defaults.thinking.clone(),
+                default_permission_mode: defaults.mode.openclaw(),
+                model: defaults.model.clone().map(|primary| AgentModel { primary }),
+            }],
         }
-        json!({
-            "defaultId": "main",
-            "ownership": "sole",
-            "selectionRequired": false,
-            "mainKey": "main",
-            "scope": "per-sender",
-            "agents": [agent],
-        })
     }
 
     /// The models `models.list` offers: those of the catalog whose
     /// provider this gateway can reach.
-    pub fn models(&self) -> Result<Vec<Value>, Failure> {
+    pub fn models(&self) -> Result<Vec<Model>, Failure> {
         models(self)
     }
 
@@ -579,24 +572,27 @@ impl Defaults {
 /// level, permission mode and queue mode), so that a client such as
 /// `pincer acp --connect` can show a session's options before it has a
 /// transcript.
-fn session_defaults(hub: &Hub) -> Value {
+fn session_defaults(hub: &Hub) -> SessionDefaults {
     let defaults = Defaults::load(hub);
-    let modes: Vec<Value> = crate::agent::Mode::ALL
-        .iter()
-        .map(|m| json!({"id": m.id(), "name": m.name(), "description": m.description()}))
-        .collect();
-    json!({
-        "defaultAgentId": "main",
-        "mainKey": "main",
-        "mainSessionKey": super::MAIN_KEY,
-        "cwd": hub.cwd,
-        "model": defaults.model,
-        "thinkingLevel": defaults.thinking,
-        "thinkingLevels": defaults.levels(defaults.model.as_deref()),
-        "permissionMode": defaults.mode.id(),
-        "permissionModes": modes,
-        "queueMode": QueueMode::Steer.wire(),
-    })
+    SessionDefaults {
+        default_agent_id: "main",
+        main_key: "main",
+        main_session_key: super::MAIN_KEY,
+        cwd: hub.cwd.clone(),
+        thinking_levels: defaults.levels(defaults.model.as_deref()),
+        model: defaults.model,
+        thinking_level: defaults.thinking,
+        permission_mode: defaults.mode.id(),
+        permission_modes: crate::agent::Mode::ALL
+            .iter()
+            .map(|m| PermissionMode {
+                id: m.id(),
+                name: m.name(),
+                description: m.description(),
+            })
+            .collect(),
+        queue_mode: QueueMode::Steer.wire(),
+    }
 }
 
 fn row(hub: &Hub, summary: &crate::session::Summary, defaults: &Defaults) -> Row {
@@ -716,25 +712,27 @@ fn known_model(hub: &Hub, model: &str) -> Result<(), Failure> {
     )))
 }
 
-fn models(hub: &Hub) -> Result<Vec<Value>, Failure> {
+fn models(hub: &Hub) -> Result<Vec<Model>, Failure> {
     let settings = crate::config::Settings::load_from_process(&hub.cwd)
         .map_err(|e| Failure::invalid(e.to_string()))?;
-    let models: Vec<Value> = settings
+    let models = settings
         .catalog
         .listed_models()
         .filter(|m| settings.can_offer(m))
-        .map(|m| {
-            json!({
-                "id": m.full_id(),
-                "name": m.name,
-                "provider": m.provider,
-                "contextWindow": m.context_window,
-                "reasoning": m.reasoning,
-                // OpenClaw's published catalog's fields: what the model
-                // reads, and that its credential is here (`can_offer`).
-                "input": if m.image_input { vec!["text", "image"] } else { vec!["text"] },
-                "available": true,
-            })
+        .map(|m| Model {
+            id: m.full_id(),
+            name: m.name.clone(),
+            provider: m.provider.clone(),
+            context_window: m.context_window,
+            reasoning: m.reasoning,
+            // OpenClaw's published catalog's fields: what the model reads,
+            // and that its credential is here (`can_offer`).
+            input: if m.image_input {
+                vec!["text", "image"]
+            } else {
+                vec!["text"]
+            },
+            available: true,
         })
         .collect();
     Ok(models)
@@ -745,6 +743,7 @@ mod tests {
     use super::*;
     use crate::acp::registry::Registry;
     use crate::session::transcript;
+    use serde_json::json;
     use std::time::Duration;
 
     /// A helper's transcript is written before the hub hears that it

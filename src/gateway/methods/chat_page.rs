@@ -8,15 +8,16 @@
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{ContentBlock, TextContent};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::{Need, Reply, checked_key, history, need, off_runtime, only_main, reading, typed};
 use crate::auth::{self, Credential};
 use crate::config::{QueueMode, Settings};
 use crate::gateway::conn::Conn;
-use crate::gateway::frames::{ErrorShape, now_ms};
+use crate::gateway::frames::{ErrorShape, answer, now_ms};
 use crate::gateway::hub::Hub;
+use crate::gateway::protocol::chat::{HistoryBlock, HistoryBody, HistoryMessage};
 use crate::gateway::protocol::chat_page::{
     AccountSelection, ApiKeySource, AuthState, AuthStatus, AuthStatusParams, Branch, Branches,
     Expiry, Metadata, MetadataParams, ProfileAuth, ProviderAuth, RefreshParams, Refreshing,
@@ -47,7 +48,7 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Arc<Conn>, method: &str, params: 
         "update.status" => {
             need(conn, Need::Admin)?;
             let _: UpdateStatusParams = typed("update.status", params)?;
-            Ok(json!(UpdateStatus::default()))
+            answer(&UpdateStatus::default())
         }
         "chat.metadata" => {
             need(conn, Need::Read)?;
@@ -62,12 +63,12 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Arc<Conn>, method: &str, params: 
                 checked_key("sessionKey", key)?;
             }
             let models = reading(hub, |hub| hub.models()).await?;
-            Ok(json!(Metadata {
+            answer(&Metadata {
                 models,
                 swarm_enabled: false,
                 account_selection: AccountSelection::automatic(),
                 runtime_selection_locked: query.session_key.is_some().then_some(false),
-            }))
+            })
         }
         "sessions.branches.list" => {
             need(conn, Need::Read)?;
@@ -76,9 +77,9 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Arc<Conn>, method: &str, params: 
             let key = checked_key("sessionKey", &query.session_key)?;
             let (_, messages) =
                 off_runtime(hub, key, |hub, key| history(hub, key, usize::MAX)).await?;
-            Ok(json!(Branches {
+            answer(&Branches {
                 branches: branch(&messages).into_iter().collect(),
-            }))
+            })
         }
         "models.authStatus" => {
             need(conn, Need::Read)?;
@@ -88,7 +89,7 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Arc<Conn>, method: &str, params: 
             reading(hub, |hub| {
                 let settings = Settings::load_from_process(&hub.cwd)
                     .map_err(|e| ErrorShape::invalid(e.to_string()))?;
-                Ok(json!(auth_status(&settings, now_ms())))
+                answer(&auth_status(&settings, now_ms()))
             })
             .await
         }
@@ -107,11 +108,11 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Arc<Conn>, method: &str, params: 
             let prompt = vec![ContentBlock::Text(TextContent::new(REFRESH_PROMPT))];
             hub.submit(conn, key, &run_id, prompt, Some(QueueMode::Steer))
                 .await?;
-            Ok(json!(Refreshing {
+            answer(&Refreshing {
                 run_id,
                 status: "accepted",
                 revision: card.revision,
-            }))
+            })
         }
         other => Err(ErrorShape::invalid(format!("unknown method: {other}"))),
     }
@@ -123,20 +124,19 @@ fn hex(bytes: &[u8]) -> String {
 
 /// The session's one path, from `chat.history`'s messages: none before it
 /// has an entry of its own.
-fn branch(messages: &[Value]) -> Option<Branch> {
-    let leaf = messages
-        .iter()
-        .rev()
-        .find_map(|m| m["__openclaw"]["id"].as_str())?;
+fn branch(messages: &[HistoryMessage]) -> Option<Branch> {
+    let leaf = messages.iter().rev().find_map(|m| m.meta.id.as_deref())?;
     let headline = messages
         .iter()
-        .find(|m| m["role"] == "user")
-        .map(|m| headline(&m["content"]))
+        .find_map(|m| match &m.body {
+            HistoryBody::User { content } => Some(headline(content)),
+            _ => None,
+        })
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "Conversation".to_string());
     let updated_at = messages
         .last()
-        .and_then(|m| m["timestamp"].as_u64())
+        .map(|m| m.timestamp)
         .filter(|ms| *ms > 0)
         .map(|ms| {
             let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
@@ -153,15 +153,14 @@ fn branch(messages: &[Value]) -> Option<Branch> {
 
 /// A message's first line of text, at most 120 characters (OpenClaw's
 /// limit for a headline).
-fn headline(content: &Value) -> String {
-    let text = match content {
-        Value::String(text) => text.as_str(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .find_map(|b| (b["type"] == "text").then(|| b["text"].as_str()).flatten())
-            .unwrap_or_default(),
-        _ => "",
-    };
+fn headline(content: &[HistoryBlock]) -> String {
+    let text = content
+        .iter()
+        .find_map(|block| match block {
+            HistoryBlock::Text { text } => Some(text.as_str()),
+            HistoryBlock::Image { .. } => None,
+        })
+        .unwrap_or_default();
     let line = text
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -276,16 +275,42 @@ fn profile(id: &str, credential: &Credential, now: u64) -> ProfileAuth {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gateway::protocol::chat::{AssistantBlock, MessageMeta};
+    use serde_json::json;
 
     #[test]
     fn a_session_s_path_is_its_one_active_branch() {
+        let text = |text: &str| vec![HistoryBlock::Text { text: text.into() }];
+        let said = |seq, id: Option<&str>, timestamp, body| HistoryMessage {
+            body,
+            timestamp,
+            id: None,
+            turn: None,
+            meta: MessageMeta {
+                seq,
+                id: id.map(String::from),
+                ..Default::default()
+            },
+        };
+        let answer = |content: &str| HistoryBody::Assistant {
+            content: vec![AssistantBlock::Text {
+                text: content.into(),
+            }],
+            model: "m".into(),
+            provider: "p".into(),
+            stop_reason: "stop",
+        };
         let messages = vec![
-            json!({"role": "user", "content": [{"type": "text", "text": "\n  Fix the parser\nplease"}],
-                   "timestamp": 1_700_000_000_000u64, "__openclaw": {"id": "e1", "seq": 1}}),
-            json!({"role": "assistant", "content": [{"type": "text", "text": "Done"}],
-                   "timestamp": 1_700_000_001_000u64, "__openclaw": {"id": "e2", "seq": 2}}),
-            json!({"role": "assistant", "content": "cut short", "timestamp": 1_700_000_002_000u64,
-                   "__openclaw": {"seq": 3}}),
+            said(
+                1,
+                Some("e1"),
+                1_700_000_000_000,
+                HistoryBody::User {
+                    content: text("\n  Fix the parser\nplease"),
+                },
+            ),
+            said(2, Some("e2"), 1_700_000_001_000, answer("Done")),
+            said(3, None, 1_700_000_002_000, answer("cut short")),
         ];
         let branch = branch(&messages).unwrap();
         assert_eq!(branch.leaf_entry_id, "e2");
@@ -302,7 +327,7 @@ mod tests {
     #[test]
     fn a_long_headline_is_cut_at_a_character_s_edge() {
         let long = "é".repeat(200);
-        let cut = headline(&json!(long));
+        let cut = headline(&[HistoryBlock::Text { text: long }]);
         assert_eq!(cut.chars().count(), 121);
         assert!(cut.ends_with('…'));
     }

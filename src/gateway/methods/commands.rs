@@ -5,12 +5,14 @@
 //! `/compact` would.
 
 use agent_client_protocol::v1::schema::{AvailableCommand, AvailableCommandInput};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::Reply;
-use crate::gateway::frames::ErrorShape;
+use crate::gateway::frames::{ErrorShape, answer};
 use crate::gateway::hub::Hub;
-use crate::gateway::protocol::system::{CommandScope, CommandsListParams};
+use crate::gateway::protocol::system::{
+    Command, CommandArg, CommandScope, Commands, CommandsListParams,
+};
 
 /// The answer: the session's commands (`sessionKey`), else the ones
 /// sessions here announce; the built-in ones before any session has.
@@ -47,19 +49,20 @@ pub fn list(hub: &Hub, params: Value) -> Reply {
             &built_in
         }
     };
-    let entries: Vec<Value> = commands
-        .iter()
-        .take(MAX_COMMANDS)
-        .map(|command| entry(command, include_args))
-        .collect();
-    Ok(json!({ "commands": entries }))
+    answer(&Commands {
+        commands: commands
+            .iter()
+            .take(MAX_COMMANDS)
+            .map(|command| entry(command, include_args))
+            .collect(),
+    })
 }
 
 /// OpenClaw's most commands in one answer.
 const MAX_COMMANDS: usize = 500;
 
 /// One command as OpenClaw's entry: skills are `skill`, the rest `native`.
-fn entry(command: &AvailableCommand, include_args: bool) -> Value {
+fn entry(command: &AvailableCommand, include_args: bool) -> Command {
     let hint = match &command.input {
         Some(AvailableCommandInput::Unstructured(input)) => Some(input.hint.as_str()),
         _ => None,
@@ -69,16 +72,19 @@ fn entry(command: &AvailableCommand, include_args: bool) -> Value {
     } else {
         "native"
     };
-    let mut entry = json!({
-        "name": command.name,
-        "description": command.description,
-        "source": source,
-        "scope": "text",
-        "acceptsArgs": hint.is_some(),
-        "textAliases": [format!("/{}", command.name)],
-    });
-    if include_args && let Some(hint) = hint {
-        entry["args"] = json!([{"name": "input", "description": hint, "type": "string"}]);
+    Command {
+        name: command.name.clone(),
+        description: command.description.clone(),
+        source,
+        scope: "text",
+        accepts_args: hint.is_some(),
+        text_aliases: vec![format!("/{}", command.name)],
+        args: hint.filter(|_| include_args).map(|hint| {
+            vec![CommandArg {
+                name: "input",
+                description: hint.to_string(),
+                kind: "string",
+            }]
+        }),
     }
-    entry
 }

@@ -6,13 +6,17 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{Need, NoParams, Reply, checked_key, need, only_main, typed};
 use crate::gateway::conn::Conn;
-use crate::gateway::frames::{ErrorShape, UNAVAILABLE, now_ms};
+use crate::gateway::frames::{ErrorShape, UNAVAILABLE, answer, now_ms};
 use crate::gateway::hub::{self, Hub};
 use crate::gateway::protocol::chat;
+use crate::gateway::protocol::pages::{
+    Card, CatalogItems, CurrentTheme, Identity, MemoryPlan, Nodes, SkillLibrary, SkillResults,
+    SystemInfo, TalkCatalog, TalkProviders, Theme, Themes, Transcripts, Worktrees,
+};
 use crate::gateway::protocol::pages::{
     CatalogParams, Environment, Environments, EnvironmentsParams, IdentityParams, Lane, Lanes,
     MemoryPlanParams, Plugins, Projection, Requirements, SkillStatus, SkillsLibraryParams,
@@ -47,7 +51,7 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Conn, method: &str, params: Value
         "environments.list" => {
             need(conn, Need::Read)?;
             let query: EnvironmentsParams = typed("environments.list", params)?;
-            Ok(environments(query))
+            answer(&environments(query))
         }
         "tasks.list" => {
             need(conn, Need::Read)?;
@@ -56,30 +60,33 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Conn, method: &str, params: Value
         "diagnostics.lanes" => {
             need(conn, Need::Read)?;
             let _: NoParams = typed("diagnostics.lanes", params)?;
-            Ok(lanes(hub))
+            answer(&lanes(hub))
         }
         "plugins.list" => {
             need(conn, Need::Read)?;
             let _: NoParams = typed("plugins.list", params)?;
-            Ok(plugins())
+            answer(&plugins())
         }
         "themes.list" => {
             need(conn, Need::Read)?;
             let _: NoParams = typed("themes.list", params)?;
-            Ok(themes())
+            answer(&themes())
         }
         // pincer manages no git worktrees of its own.
         "worktrees.list" => {
             need(conn, Need::Read)?;
             let _: NoParams = typed("worktrees.list", params)?;
-            Ok(json!({"worktrees": []}))
+            answer(&Worktrees { worktrees: [] })
         }
         // Meeting transcripts: pincer captures none.
         "transcripts.list" => {
             need(conn, Need::Read)?;
             let query: TranscriptsParams = typed("transcripts.list", params)?;
             only_main(query.agent_id.as_deref())?;
-            Ok(json!({"sessions": [], "nextCursor": null}))
+            answer(&Transcripts {
+                sessions: [],
+                next_cursor: None,
+            })
         }
         "migrations.memory.plan" => {
             need(conn, Need::Admin)?;
@@ -88,14 +95,17 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Conn, method: &str, params: Value
         "system.info" => {
             need(conn, Need::Read)?;
             let _: NoParams = typed("system.info", params)?;
-            Ok(system_info(hub))
+            answer(&system_info(hub))
         }
         // The machines paired to run tools: pincer pairs none (its other
         // node methods, pairing first, are refused).
         "node.list" => {
             need(conn, Need::Read)?;
             let _: NoParams = typed("node.list", params)?;
-            Ok(json!({"ts": now_ms(), "nodes": []}))
+            answer(&Nodes {
+                ts: now_ms(),
+                nodes: [],
+            })
         }
         "plugins.catalog.browse" => {
             need(conn, Need::Read)?;
@@ -105,7 +115,7 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Conn, method: &str, params: Value
                     "plugins.catalog.browse: `query` and `cursor` cannot be sent together",
                 ));
             }
-            Ok(json!({"items": []}))
+            answer(&CatalogItems { items: [] })
         }
         // The name pincer's Control UI config gives (it has no picture).
         "agent.identity.get" => {
@@ -115,7 +125,10 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Conn, method: &str, params: Value
             if let Some(key) = &query.session_key {
                 checked_key("sessionKey", key)?;
             }
-            Ok(json!({"agentId": "main", "name": "pincer"}))
+            answer(&Identity {
+                agent_id: "main",
+                name: "pincer",
+            })
         }
         "progressCard.get" => {
             need(conn, Need::Read)?;
@@ -123,25 +136,30 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Conn, method: &str, params: Value
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("sessionKey", &query.session_key)?;
             let card = hub.lookup(key).and_then(|session| hub.card(&session));
-            Ok(json!({"card": card.map(|card| chat::ProgressCard {
-                session_key: key.to_string(),
-                revision: card.revision,
-                updated_at: card.updated_at,
-                steps: card
-                    .steps
-                    .into_iter()
-                    .map(|(step, status)| chat::ProgressStep { step, status })
-                    .collect(),
-            })}))
+            answer(&Card {
+                card: card.map(|card| chat::ProgressCard {
+                    session_key: key.to_string(),
+                    revision: card.revision,
+                    updated_at: card.updated_at,
+                    steps: card
+                        .steps
+                        .into_iter()
+                        .map(|(step, status)| chat::ProgressStep { step, status })
+                        .collect(),
+                }),
+            })
         }
         "talk.catalog" => {
             need(conn, Need::Read)?;
             let _: TalkCatalogParams = typed("talk.catalog", params)?;
-            let none = json!({"ready": false, "providers": []});
-            Ok(json!({
-                "modes": [], "transports": [], "brains": [],
-                "speech": none, "transcription": none, "realtime": none,
-            }))
+            answer(&TalkCatalog {
+                modes: [],
+                transports: [],
+                brains: [],
+                speech: TalkProviders::NONE,
+                transcription: TalkProviders::NONE,
+                realtime: TalkProviders::NONE,
+            })
         }
         "skills.status" => {
             need(conn, Need::Read)?;
@@ -157,7 +175,7 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Conn, method: &str, params: Value
                     "skills.search: `limit` must be from 1 to 100",
                 ));
             }
-            Ok(json!({"results": []}))
+            answer(&SkillResults { results: [] })
         }
         "skills.library.list" => {
             need(conn, Need::Read)?;
@@ -165,7 +183,7 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Conn, method: &str, params: Value
             if let Some(key) = &query.session_key {
                 checked_key("sessionKey", key)?;
             }
-            Ok(skill_library())
+            answer(&skill_library())
         }
         other => Err(ErrorShape::invalid(format!("unknown method: {other}"))),
     }
@@ -175,18 +193,18 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Conn, method: &str, params: Value
 const MAX_TASKS: u64 = 500;
 
 /// `environments.list`: the gateway's machine (pincer pairs no others).
-fn environments(query: EnvironmentsParams) -> Value {
+fn environments(query: EnvironmentsParams) -> Environments {
     let environments = match query.projection {
         // Worker profiles only: pincer has none.
         Some(Projection::Profiles) => Vec::new(),
         None => vec![Environment::gateway()],
     };
-    json!(Environments { environments })
+    Environments { environments }
 }
 
 /// `diagnostics.lanes`: each session with work, as a lane of one run at a
 /// time, with what waits in it.
-fn lanes(hub: &Hub) -> Value {
+fn lanes(hub: &Hub) -> Lanes {
     let mut lanes: Vec<Lane> = hub
         .queues()
         .into_iter()
@@ -201,20 +219,20 @@ fn lanes(hub: &Hub) -> Value {
         })
         .collect();
     lanes.sort_by(|a, b| a.lane.cmp(&b.lane));
-    json!(Lanes {
+    Lanes {
         ts: now_ms(),
         lanes,
         dynamic: None,
-    })
+    }
 }
 
 /// `plugins.list`: none (pincer loads no plugins, and installs none).
-fn plugins() -> Value {
-    json!(Plugins {
+fn plugins() -> Plugins {
+    Plugins {
         plugins: [],
         diagnostics: [],
         mutation_allowed: false,
-    })
+    }
 }
 
 /// `tasks.list`: the helpers pincer's `task` tool started, newest first
@@ -283,8 +301,8 @@ async fn tasks(hub: &Arc<Hub>, query: TasksParams) -> Reply {
             }
         })
         .await
-        .map(|tasks| json!(tasks))
         .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("listing the tasks failed: {e}")))
+        .and_then(|tasks| answer(&tasks))
 }
 
 /// A helper's session as a task; its transcript's end says how it ended
@@ -323,29 +341,34 @@ fn task(hub: &Hub, summary: &crate::session::Summary, parent: &str) -> Task {
 /// `themes.list`: pincer keeps no theme for its clients, so the UI's own
 /// default ("claw", following the system's light or dark) is current and
 /// there are no more to offer than the UI's built-in ones.
-fn themes() -> Value {
-    json!({
-        "current": {"id": "claw", "mode": "system", "scope": "gateway", "overrides": {}},
-        "theme": {
-            "id": "claw",
-            "name": "Claw",
-            "description": "OpenClaw's default theme",
-            "source": "builtin",
-            "modes": ["light", "dark"],
+fn themes() -> Themes {
+    Themes {
+        current: CurrentTheme {
+            id: "claw",
+            mode: "system",
+            scope: "gateway",
+            overrides: Default::default(),
         },
-        "themes": [],
-    })
+        theme: Theme {
+            id: "claw",
+            name: "Claw",
+            description: "OpenClaw's default theme",
+            source: "builtin",
+            modes: ["light", "dark"],
+        },
+        themes: [],
+    }
 }
 
 /// `migrations.memory.plan`: pincer has no importer of another tool's
 /// memory, so there is nothing to plan.
 fn memory_plan(hub: &Hub, query: MemoryPlanParams) -> Reply {
     only_main(Some(&query.agent_id))?;
-    Ok(json!({
-        "agentId": query.agent_id,
-        "workspace": hub.cwd,
-        "providers": [],
-    }))
+    answer(&MemoryPlan {
+        agent_id: query.agent_id,
+        workspace: hub.cwd.clone(),
+        providers: [],
+    })
 }
 
 /// `skills.status`: the skills a session in the session's directory (or
@@ -404,12 +427,12 @@ async fn skills(hub: &Arc<Hub>, query: SkillsStatusParams) -> Reply {
                     install: [],
                 })
                 .collect();
-            Ok(json!(SkillsStatus {
+            answer(&SkillsStatus {
                 workspace_dir: cwd.display().to_string(),
                 managed_skills_dir: managed.display().to_string(),
                 agent_id: "main",
                 skills,
-            }))
+            })
         })
         .await
         .map_err(|e| ErrorShape::new(UNAVAILABLE, format!("listing the skills failed: {e}")))?
@@ -417,22 +440,22 @@ async fn skills(hub: &Arc<Hub>, query: SkillsStatusParams) -> Reply {
 
 /// `skills.library.list`: pincer has no shared skill library, so its
 /// lists are empty and nothing can be added to one.
-fn skill_library() -> Value {
-    json!({
-        "entries": [],
-        "profileId": null,
-        "multipleProfiles": false,
-        "defaultTarget": "workspace",
-        "canManageWorkspace": false,
-        "defaultSelectionLimit": 64,
-    })
+fn skill_library() -> SkillLibrary {
+    SkillLibrary {
+        entries: [],
+        profile_id: None,
+        multiple_profiles: false,
+        default_target: "workspace",
+        can_manage_workspace: false,
+        default_selection_limit: 64,
+    }
 }
 
 /// `system.info`: the machine the gateway runs on, as the Systems page
 /// shows it (read from `/proc` where there is one; a figure it cannot
 /// read is 0, a name empty). `nodeVersion` is empty: pincer is no Node
 /// process.
-fn system_info(hub: &Hub) -> Value {
+fn system_info(hub: &Hub) -> SystemInfo {
     let read = |path: &str| {
         std::fs::read_to_string(path)
             .map(|text| text.trim().to_string())
@@ -456,32 +479,33 @@ fn system_info(hub: &Hub) -> Value {
         "win32" => "Windows_NT",
         other => other,
     };
-    let mut info = json!({
-        "machineName": hostname.trim_end_matches(".local"),
-        "hostname": hostname,
-        "platform": platform,
-        "release": release,
-        "arch": match std::env::consts::ARCH {
+    let info = SystemInfo {
+        machine_name: hostname.trim_end_matches(".local").to_string(),
+        hostname: hostname.clone(),
+        platform,
+        arch: match std::env::consts::ARCH {
             "x86_64" => "x64",
             "aarch64" => "arm64",
             "x86" => "ia32",
             other => other,
         },
-        "osLabel": format!("{os} {release}").trim().to_string(),
-        "nodeVersion": "",
-        "pid": std::process::id(),
-        "uptimeMs": hub.started.elapsed().as_millis() as u64,
-        "cpuCount": std::thread::available_parallelism().map_or(1, |n| n.get()),
-        "memoryTotalBytes": memory("MemTotal"),
-        "memoryFreeBytes": memory("MemAvailable"),
-    });
+        os_label: format!("{os} {release}").trim().to_string(),
+        release,
+        node_version: "",
+        pid: std::process::id(),
+        uptime_ms: hub.started.elapsed().as_millis() as u64,
+        cpu_count: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        memory_total_bytes: memory("MemTotal"),
+        memory_free_bytes: memory("MemAvailable"),
+        load_average: None,
+    };
     let load: Vec<f64> = read("/proc/loadavg")
         .split_whitespace()
         .take(3)
         .filter_map(|n| n.parse().ok())
         .collect();
-    if load.len() == 3 && load.iter().any(|n| *n > 0.0) {
-        info["loadAverage"] = json!(load);
+    SystemInfo {
+        load_average: (load.len() == 3 && load.iter().any(|n| *n > 0.0)).then_some(load),
+        ..info
     }
-    info
 }

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{ContentBlock, TextContent};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{Reply, only_main, typed};
 use crate::config::QueueMode;
 use crate::gateway::conn::Conn;
-use crate::gateway::frames::{ErrorShape, now_ms};
+use crate::gateway::frames::{ErrorShape, answer, now_ms};
 use crate::gateway::hub::{self, Hub, MAIN_KEY};
 use crate::gateway::protocol::system;
 
@@ -37,43 +37,41 @@ pub fn channels_status(hub: &Hub, params: Value) -> Reply {
         .get()
         .map(|channels| channels.status())
         .unwrap_or_default();
-    let (mut order, mut labels, mut summaries, mut accounts, mut defaults) = (
-        Vec::new(),
-        serde_json::Map::new(),
-        serde_json::Map::new(),
-        serde_json::Map::new(),
-        serde_json::Map::new(),
-    );
+    let mut status = system::ChannelsStatus {
+        ts: now_ms(),
+        channel_order: Vec::new(),
+        channel_labels: Default::default(),
+        channels: Default::default(),
+        channel_accounts: Default::default(),
+        channel_default_account_id: Default::default(),
+    };
     for state in states.iter().filter(|s| only.is_none_or(|c| c == s.name)) {
         let label = LABELS
             .iter()
             .find(|(id, _)| *id == state.name)
             .map_or(state.name, |(_, label)| label);
-        let summary = json!({
-            "configured": true,
-            "running": state.running,
-            "lastStartAt": state.last_start_ms,
-            "lastStopAt": state.last_stop_ms,
-            "lastError": state.last_error,
-        });
-        let mut account = summary.clone();
-        account["accountId"] = json!("default");
-        account["enabled"] = json!(true);
-        account["lastInboundAt"] = json!(state.last_inbound_ms);
-        order.push(state.name);
-        labels.insert(state.name.into(), json!(label));
-        summaries.insert(state.name.into(), summary);
-        accounts.insert(state.name.into(), json!([account]));
-        defaults.insert(state.name.into(), json!("default"));
+        let summary = system::ChannelSummary {
+            configured: true,
+            running: state.running,
+            last_start_at: state.last_start_ms,
+            last_stop_at: state.last_stop_ms,
+            last_error: state.last_error.clone(),
+        };
+        let account = system::ChannelAccount {
+            summary: summary.clone(),
+            account_id: "default",
+            enabled: true,
+            last_inbound_at: state.last_inbound_ms,
+        };
+        status.channel_order.push(state.name);
+        status.channel_labels.insert(state.name, label);
+        status.channels.insert(state.name, summary);
+        status.channel_accounts.insert(state.name, vec![account]);
+        status
+            .channel_default_account_id
+            .insert(state.name, "default");
     }
-    Ok(json!({
-        "ts": now_ms(),
-        "channelOrder": order,
-        "channelLabels": labels,
-        "channels": summaries,
-        "channelAccounts": accounts,
-        "channelDefaultAccountId": defaults,
-    }))
+    answer(&status)
 }
 
 /// `sessions.cleanup` (`openclaw sessions cleanup`): OpenClaw's store
@@ -105,31 +103,36 @@ pub fn sessions_cleanup(hub: &Hub, params: Value) -> Reply {
     }
     let cleaned = hub.clean_keys(fix_missing, keep);
     let mode = if enforce { "enforce" } else { "warn" };
-    let summary = json!({
-        "agentId": "main",
-        "storePath": cleaned.path,
-        "mode": mode,
-        "dryRun": false,
-        "beforeCount": cleaned.before,
-        "afterCount": cleaned.after,
-        "missing": cleaned.missing,
-        "dmScopeRetired": 0,
-        "modelRunPruned": 0,
-        "archived": 0,
-        "capArchived": 0,
-        "pruned": 0,
-        "capped": 0,
-        "unreferencedArtifacts": {"scannedFiles": 0, "removedFiles": 0, "freedBytes": 0, "olderThanMs": 0},
-        "diskBudget": null,
-        "wouldMutate": cleaned.missing > 0 && !fix_missing,
-        "applied": true,
-        "appliedCount": cleaned.after,
-    });
-    Ok(if all_agents {
-        json!({"allAgents": true, "mode": mode, "dryRun": false, "stores": [summary]})
+    let summary = system::Cleanup {
+        agent_id: "main",
+        store_path: cleaned.path,
+        mode,
+        dry_run: false,
+        before_count: cleaned.before,
+        after_count: cleaned.after,
+        missing: cleaned.missing,
+        dm_scope_retired: 0,
+        model_run_pruned: 0,
+        archived: 0,
+        cap_archived: 0,
+        pruned: 0,
+        capped: 0,
+        unreferenced_artifacts: system::Artifacts::default(),
+        disk_budget: None,
+        would_mutate: cleaned.missing > 0 && !fix_missing,
+        applied: true,
+        applied_count: cleaned.after,
+    };
+    if all_agents {
+        answer(&system::CleanupAll {
+            all_agents: true,
+            mode,
+            dry_run: false,
+            stores: vec![summary],
+        })
     } else {
-        summary
-    })
+        answer(&summary)
+    }
 }
 
 /// `wake` (`openclaw system event --mode now`): OpenClaw's system event,
@@ -158,7 +161,7 @@ pub async fn wake(hub: &Arc<Hub>, conn: &Arc<Conn>, params: Value) -> Reply {
     )))];
     hub.submit(conn, key, &run, content, Some(QueueMode::FollowUp))
         .await?;
-    Ok(json!({"ok": true}))
+    answer(&system::Ack::OK)
 }
 
 /// `config.get`: OpenClaw's config snapshot, as far as pincer's
@@ -167,7 +170,7 @@ pub async fn wake(hub: &Arc<Hub>, conn: &Arc<Conn>, params: Value) -> Reply {
 /// secret: credentials stay in the environment and files config.toml
 /// names, which are not read here. `raw` is `null`: pincer's file is not
 /// OpenClaw's config, and is edited by hand (`config.set` is refused).
-pub fn config_snapshot(hub: &Hub) -> Value {
+pub fn config_snapshot(hub: &Hub) -> system::ConfigSnapshot {
     let settings = crate::config::Settings::load_from_process(&hub.cwd);
     let (path, exists, valid, issues, projected) = match &settings {
         Ok(settings) => {
@@ -180,45 +183,67 @@ pub fn config_snapshot(hub: &Hub) -> Value {
                 _ => "custom",
             };
             let model = settings.default_model(None).ok().map(|m| m.full_id());
-            let projected = json!({
-                "gateway": {
-                    "mode": "local",
-                    "bind": bind,
-                    "port": gateway.port,
-                    "auth": {"mode": gateway.auth.unwrap_or_default().as_str()},
+            let projected = system::ProjectedConfig {
+                gateway: system::GatewayConfig {
+                    mode: "local",
+                    bind,
+                    port: gateway.port,
+                    auth: system::AuthConfig {
+                        mode: gateway.auth.unwrap_or_default().as_str(),
+                    },
                 },
-                "agents": {"defaults": {
-                    "model": {"primary": model},
-                    "workspace": hub.cwd,
-                }},
-            });
-            (path.clone(), path.exists(), true, json!([]), projected)
+                agents: system::AgentsConfig {
+                    defaults: system::AgentDefaults {
+                        model: system::ModelChoice { primary: model },
+                        workspace: hub.cwd.clone(),
+                    },
+                },
+            };
+            (
+                path.clone(),
+                path.exists(),
+                true,
+                Vec::new(),
+                Some(projected),
+            )
         }
         Err(error) => (
             std::path::PathBuf::new(),
             true,
             false,
-            json!([{"path": "", "message": error.to_string()}]),
-            json!({}),
+            vec![system::ConfigIssue {
+                path: String::new(),
+                message: error.to_string(),
+            }],
+            None,
         ),
     };
-    let hash = crate::gateway::scheduler::revision(projected.to_string().as_bytes());
-    json!({
-        "path": path,
-        "includedPaths": [],
-        "exists": exists,
-        "valid": valid,
-        "raw": null,
-        "parsed": null,
-        "sourceConfig": projected,
-        "resolved": projected,
-        "runtimeConfig": projected,
-        "config": projected,
-        "hash": hash,
-        "configRevisionHash": hash,
-        "appliedConfigHash": hash,
-        "issues": issues,
-        "warnings": [],
-        "legacyIssues": [],
-    })
+    let hash = crate::gateway::scheduler::revision(
+        &serde_json::to_vec(
+            &projected
+                .as_ref()
+                .map_or(Value::Object(Default::default()), |p| {
+                    serde_json::to_value(p).unwrap_or_default()
+                }),
+        )
+        .unwrap_or_default(),
+    );
+    system::ConfigSnapshot {
+        path,
+        included_paths: Vec::new(),
+        exists,
+        valid,
+        raw: None,
+        parsed: None,
+        source_config: projected.clone(),
+        resolved: projected.clone(),
+        runtime_config: projected.clone(),
+        config: projected,
+        hash: hash.clone(),
+        config_revision_hash: hash.clone(),
+        applied_config_hash: hash,
+        issues,
+        warnings: Vec::new(),
+        legacy_issues: Vec::new(),
+    }
 }

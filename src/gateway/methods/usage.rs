@@ -4,15 +4,15 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{Reply, only_main, typed};
 use crate::gateway::channels::Chat;
-use crate::gateway::frames::{ErrorShape, UNAVAILABLE, now_ms};
+use crate::gateway::frames::{ErrorShape, UNAVAILABLE, answer, now_ms};
 use crate::gateway::hub::Hub;
 use crate::gateway::protocol::usage::{
     AgentScope, CacheStatus, CostParams, CostSummary, Creator, Dated, DetailParams, ProviderStatus,
-    SessionRow, SessionsParams, SessionsUsage, Totals, UNKNOWN_CREATOR,
+    SessionLogs, SessionRow, SessionsParams, SessionsUsage, Totals, UNKNOWN_CREATOR,
 };
 use crate::gateway::usage::{self, Accumulator};
 
@@ -71,7 +71,7 @@ pub(super) async fn sessions(hub: &Arc<Hub>, params: Value) -> Reply {
         .creator_key
         .as_deref()
         .is_none_or(|key| key == UNKNOWN_CREATOR);
-    blocking(move || {
+    let usage = blocking(move || {
         let mut accumulator = Accumulator::default();
         let mut rows = Vec::new();
         let sessions = if creator_matches { listed } else { Vec::new() };
@@ -103,7 +103,7 @@ pub(super) async fn sessions(hub: &Arc<Hub>, params: Value) -> Reply {
         }
         let now = now_ms() as i64;
         let (totals, aggregates) = accumulator.finish();
-        Ok(json!(SessionsUsage {
+        Ok(SessionsUsage {
             updated_at: now,
             start_date: window.day(window.start_ms),
             end_date: window.day(window.end_ms),
@@ -111,12 +111,13 @@ pub(super) async fn sessions(hub: &Arc<Hub>, params: Value) -> Reply {
             totals,
             aggregates,
             creator_options: vec![Creator {
-                key: UNKNOWN_CREATOR
+                key: UNKNOWN_CREATOR,
             }],
             cache_status: CacheStatus::fresh(files, now),
-        }))
+        })
     })
-    .await
+    .await?;
+    answer(&usage)
 }
 
 pub(super) async fn cost(hub: &Arc<Hub>, params: Value) -> Reply {
@@ -127,7 +128,7 @@ pub(super) async fn cost(hub: &Arc<Hub>, params: Value) -> Reply {
         .window(jiff::Timestamp::now())
         .map_err(ErrorShape::invalid)?;
     let sessions = hub.usage_sessions(window.start_ms, None);
-    blocking(move || {
+    let cost = blocking(move || {
         let mut totals = Totals::default();
         let mut daily: std::collections::BTreeMap<String, Totals> = Default::default();
         let files = sessions.len();
@@ -141,7 +142,7 @@ pub(super) async fn cost(hub: &Arc<Hub>, params: Value) -> Reply {
             }
         }
         let now = now_ms() as i64;
-        Ok(json!(CostSummary {
+        Ok(CostSummary {
             updated_at: now,
             days: window.days(),
             daily: daily
@@ -150,9 +151,10 @@ pub(super) async fn cost(hub: &Arc<Hub>, params: Value) -> Reply {
                 .collect(),
             totals,
             cache_status: CacheStatus::fresh(files, now),
-        }))
+        })
     })
-    .await
+    .await?;
+    answer(&cost)
 }
 
 /// `sessions.usage.timeseries` (`logs` false) or `sessions.usage.logs`.
@@ -183,21 +185,19 @@ pub(super) async fn detail(hub: &Arc<Hub>, method: &str, params: Value, logs: bo
         Some(n) if n.is_finite() => n.min(1000.0) as usize,
         _ => 200,
     };
-    blocking(move || {
-        if logs {
-            Ok(json!({ "logs": usage::logs(&session.path, limit)? }))
-        } else {
-            Ok(json!(usage::timeseries(&session.path, &session.id)?))
-        }
-    })
-    .await
+    if logs {
+        let logs = blocking(move || usage::logs(&session.path, limit)).await?;
+        answer(&SessionLogs { logs })
+    } else {
+        answer(&blocking(move || usage::timeseries(&session.path, &session.id)).await?)
+    }
 }
 
 /// `usage.status`: pincer reads no provider's quota windows.
 pub(super) fn status(params: Value) -> Reply {
     let _: crate::gateway::protocol::cron::NoParams = typed("usage.status", params)?;
-    Ok(json!(ProviderStatus {
+    answer(&ProviderStatus {
         updated_at: now_ms() as i64,
         providers: Vec::new(),
-    }))
+    })
 }

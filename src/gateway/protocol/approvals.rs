@@ -1,7 +1,13 @@
-//! The params of OpenClaw's approval and question methods:
-//! `exec.approval.get`, `exec.approval.resolve` and `question.list`.
+//! OpenClaw's approval and question methods (`exec.approval.get`,
+//! `….list`, `….resolve`, `question.list`): their params, the pending
+//! approvals they answer with, and the events that announce and settle
+//! one.
 
-use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// `exec.approval.get`: one pending approval, by id.
 #[derive(Clone, Debug, Deserialize)]
@@ -25,6 +31,111 @@ pub struct ResolveParams {
 #[serde(deny_unknown_fields)]
 pub struct QuestionListParams {
     pub status: Option<String>,
+}
+
+/// `question.list`'s answer: always empty (see [`QuestionListParams`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct Questions {
+    pub questions: Vec<Value>,
+}
+
+/// A pending approval as `exec.approval.get` and `….list` give it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    pub id: String,
+    pub command_text: String,
+    /// The command's first line, at most 200 characters.
+    pub command_preview: String,
+    pub allowed_decisions: Vec<String>,
+    /// What the question calls a decision when it has a name of its own
+    /// (a restore's "Restore" rather than "Allow once").
+    pub labels: BTreeMap<String, String>,
+    pub host: &'static str,
+    pub agent_id: &'static str,
+    /// The question's text beyond its title.
+    pub details: String,
+    pub diffs: Vec<Diff>,
+    pub session_key: String,
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub created_at_ms: u64,
+    pub expires_at_ms: u64,
+    /// The question as a list entry carries it again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<Request>,
+}
+
+/// What an approval asks, as `exec.approval.requested` and the list's
+/// entries carry it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Request {
+    pub command: String,
+    pub command_preview: String,
+    pub session_key: String,
+    pub agent_id: &'static str,
+    pub host: &'static str,
+    pub tool_call_id: String,
+    pub tool_name: String,
+    /// The event's only: where the command runs, and what the question
+    /// shows besides its title.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diffs: Option<Vec<Diff>>,
+}
+
+/// A change an approval would allow: `oldText` is `null` for a new file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Diff {
+    pub path: String,
+    #[serde(default)]
+    pub old_text: Option<String>,
+    pub new_text: String,
+}
+
+/// `exec.approval.requested`: a question for the clients that approve.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Requested {
+    pub approval_kind: &'static str,
+    pub id: String,
+    pub request: Request,
+    pub allowed_decisions: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+    pub created_at_ms: u64,
+    pub expires_at_ms: u64,
+}
+
+/// `exec.approval.resolved`: how a question was answered, and by whom
+/// (`client`, `timeout`, or `editor` for one an editor answered).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resolved {
+    pub id: String,
+    pub decision: String,
+    pub session_key: String,
+    pub tool_call_id: String,
+    pub resolved_by: String,
+    pub ts: u64,
+}
+
+/// The run's `agent` event for a question (`stream: "approval"`), which
+/// OpenClaw's bridge matches by run for every tool, not only commands.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Phase {
+    pub phase: &'static str,
+    pub kind: &'static str,
+    pub status: &'static str,
+    pub approval_id: String,
+    pub command: String,
+    pub title: Value,
+    pub tool_call_id: String,
 }
 
 #[cfg(test)]

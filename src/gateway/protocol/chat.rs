@@ -254,7 +254,7 @@ pub struct History {
     pub session_key: String,
     /// `None` before the key names a session.
     pub session_id: Option<String>,
-    pub messages: Vec<Value>,
+    pub messages: Vec<HistoryMessage>,
     pub thinking_level: String,
     pub verbose_level: Option<String>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -269,7 +269,7 @@ pub struct Startup {
     pub has_more: bool,
     pub total_messages: usize,
     pub session_info: SessionInfo,
-    pub defaults: Value,
+    pub defaults: super::sessions::RowDefaults,
 }
 
 /// `chat.send`'s answer: the run, `started` or (for a key already sent)
@@ -322,4 +322,214 @@ pub struct ProgressCard {
 pub struct ProgressStep {
     pub step: String,
     pub status: &'static str,
+}
+
+/// One message of a session's history (`chat.history`, `sessions.get`),
+/// in OpenClaw's shape: its role and content, when it was written, and the
+/// `__openclaw` metadata its clients match their own copies on.
+#[derive(Clone, Debug, Serialize)]
+pub struct HistoryMessage {
+    #[serde(flatten)]
+    pub body: HistoryBody,
+    /// When its entry was written, in ms since the epoch.
+    pub timestamp: u64,
+    /// A prompt's entry id (what `sessions.rewind` and `sessions.fork`
+    /// take as `messageId`) …
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// … and the number of the turn it started, from 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn: Option<usize>,
+    #[serde(rename = "__openclaw")]
+    pub meta: MessageMeta,
+}
+
+impl HistoryMessage {
+    pub fn is_user(&self) -> bool {
+        matches!(self.body, HistoryBody::User { .. })
+    }
+
+    /// A user message's text, its blocks' joined.
+    pub fn user_text(&self) -> String {
+        match &self.body {
+            HistoryBody::User { content } => content
+                .iter()
+                .filter_map(|block| match block {
+                    HistoryBlock::Text { text } => Some(text.as_str()),
+                    HistoryBlock::Image { .. } => None,
+                })
+                .collect(),
+            _ => String::new(),
+        }
+    }
+}
+
+/// A history message's `__openclaw`: its place (from 1), its entry's id,
+/// and the run it belongs to when the gateway saw that run start (a user
+/// message's `idempotencyKey` is `<run>:user`).
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageMeta {
+    pub seq: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+}
+
+/// A history message by its role.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "role", rename_all = "camelCase")]
+pub enum HistoryBody {
+    User {
+        content: Vec<HistoryBlock>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Assistant {
+        content: Vec<AssistantBlock>,
+        model: String,
+        provider: String,
+        /// `stop`, `length`, `toolUse`, `error` or `aborted`.
+        stop_reason: &'static str,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolResult {
+        tool_call_id: String,
+        tool_name: String,
+        content: Vec<HistoryBlock>,
+        is_error: bool,
+        /// The call's kind, as its live tool events had it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kind: Option<crate::tools::ToolKind>,
+        /// An edit's changes.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        diffs: Vec<HistoryDiff>,
+    },
+}
+
+/// A block of a user message or a tool's result. A picture's bytes stay
+/// out, as OpenClaw's history leaves them out: it is `omitted`, with its
+/// size.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum HistoryBlock {
+    Text {
+        text: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Image {
+        mime_type: String,
+        omitted: bool,
+        bytes: usize,
+    },
+}
+
+/// A block of an assistant's message. Redacted thinking is shown empty.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum AssistantBlock {
+    Text {
+        text: String,
+    },
+    Thinking {
+        thinking: String,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kind: Option<crate::tools::ToolKind>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+    },
+}
+
+/// One file an edit changed; `oldText` is `null` for a new file.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryDiff {
+    pub path: std::path::PathBuf,
+    pub old_text: Option<String>,
+    pub new_text: String,
+}
+
+/// `sessions.get`'s answer: a session's messages.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Messages {
+    pub key: String,
+    pub session_id: Option<String>,
+    pub messages: Vec<HistoryMessage>,
+}
+
+/// `sessions.messages.subscribe` and `…unsubscribe`: whether the client
+/// now hears the session's messages.
+#[derive(Clone, Debug, Serialize)]
+pub struct MessagesSubscribed {
+    pub subscribed: bool,
+    pub key: String,
+}
+
+/// `agent`'s first answer: the run was accepted (or, for an
+/// `idempotencyKey` already sent, that run's status).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentAccepted {
+    pub run_id: String,
+    pub session_key: String,
+    pub agent_id: &'static str,
+    pub status: &'static str,
+    pub accepted_at: u64,
+}
+
+/// `agent`'s last answer: how the run ended, and its reply
+/// (`result.payloads` is what OpenClaw's CLI prints).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentDone {
+    pub run_id: String,
+    /// `ok` or `error`.
+    pub status: &'static str,
+    pub summary: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub result: AgentReply,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentReply {
+    pub text: String,
+    pub stop_reason: &'static str,
+    pub payloads: Vec<Payload>,
+}
+
+/// A part of a reply as OpenClaw delivers it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Payload {
+    pub text: String,
+}
+
+/// `agent.wait`'s answer: `timeout` while the run goes on, else how it
+/// ended.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waited {
+    pub run_id: String,
+    /// `ok`, `error` or `timeout`.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal_reply: Option<TerminalReply>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The reply a finished run left, shown to the user.
+#[derive(Clone, Debug, Serialize)]
+pub struct TerminalReply {
+    pub disposition: &'static str,
+    pub text: String,
 }

@@ -46,7 +46,7 @@ pub struct MetadataParams {
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
-    pub models: Vec<Value>,
+    pub models: Vec<super::models::Model>,
     /// OpenClaw's swarm of agents waiting on each other: pincer's helpers
     /// are its `task` tool, not a swarm.
     pub swarm_enabled: bool,

@@ -322,6 +322,20 @@ pub struct Page<T> {
     pub limit: usize,
     pub has_more: bool,
     pub next_offset: Option<usize>,
+    /// pincer's own page (not the compact list) also shows the heartbeat,
+    /// as `pincer cron list --json` does, …
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<serde_json::Value>,
+    /// … and the jobs that do not run, with why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invalid: Option<Vec<Invalid>>,
+}
+
+/// A `[[cron]]` job whose config is wrong, so that it never runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Invalid {
+    pub name: String,
+    pub error: String,
 }
 
 /// The page of `items` at `offset` (clamped to the list) of at most

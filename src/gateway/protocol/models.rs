@@ -47,3 +47,24 @@ mod tests {
         );
     }
 }
+
+/// A model of the catalog a session can use, in OpenClaw's published
+/// catalog's shape: what it reads, and that its credential is here.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Model {
+    /// `provider/id`.
+    pub id: String,
+    pub name: String,
+    pub provider: String,
+    pub context_window: u64,
+    pub reasoning: bool,
+    pub input: Vec<&'static str>,
+    pub available: bool,
+}
+
+/// `models.list`'s answer.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Listed {
+    pub models: Vec<Model>,
+}

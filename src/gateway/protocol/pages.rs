@@ -404,3 +404,146 @@ mod tests {
         );
     }
 }
+
+/// `worktrees.list`'s answer: pincer manages no git worktrees of its own.
+#[derive(Clone, Debug, Serialize)]
+pub struct Worktrees {
+    pub worktrees: [(); 0],
+}
+
+/// `transcripts.list`'s answer: no meeting transcripts.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Transcripts {
+    pub sessions: [(); 0],
+    pub next_cursor: Option<String>,
+}
+
+/// `node.list`'s answer: pincer pairs no machines to run tools.
+#[derive(Clone, Debug, Serialize)]
+pub struct Nodes {
+    pub ts: u64,
+    pub nodes: [(); 0],
+}
+
+/// `plugins.catalog.browse`'s answer: nothing to install.
+#[derive(Clone, Debug, Serialize)]
+pub struct CatalogItems {
+    pub items: [(); 0],
+}
+
+/// `agent.identity.get`'s answer: the agent's name (it has no picture).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Identity {
+    pub agent_id: &'static str,
+    pub name: &'static str,
+}
+
+/// `progressCard.get`'s answer: the session's card, if it has a plan.
+#[derive(Clone, Debug, Serialize)]
+pub struct Card {
+    pub card: Option<super::chat::ProgressCard>,
+}
+
+/// `talk.catalog`'s answer: pincer has no voice features, so no mode,
+/// transport or provider is ready.
+#[derive(Clone, Debug, Serialize)]
+pub struct TalkCatalog {
+    pub modes: [(); 0],
+    pub transports: [(); 0],
+    pub brains: [(); 0],
+    pub speech: TalkProviders,
+    pub transcription: TalkProviders,
+    pub realtime: TalkProviders,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TalkProviders {
+    pub ready: bool,
+    pub providers: [(); 0],
+}
+
+impl TalkProviders {
+    pub const NONE: Self = Self {
+        ready: false,
+        providers: [],
+    };
+}
+
+/// `skills.search`'s answer: pincer searches no skill registry.
+#[derive(Clone, Debug, Serialize)]
+pub struct SkillResults {
+    pub results: [(); 0],
+}
+
+/// `themes.list`'s answer: pincer keeps no theme for its clients, so the
+/// UI's own default ("claw", following the system's light or dark) is
+/// current and there are no more than the UI's built-in ones.
+#[derive(Clone, Debug, Serialize)]
+pub struct Themes {
+    pub current: CurrentTheme,
+    pub theme: Theme,
+    pub themes: [(); 0],
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CurrentTheme {
+    pub id: &'static str,
+    pub mode: &'static str,
+    pub scope: &'static str,
+    pub overrides: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Theme {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub description: &'static str,
+    pub source: &'static str,
+    pub modes: [&'static str; 2],
+}
+
+/// `migrations.memory.plan`'s answer: no importer, nothing to plan.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryPlan {
+    pub agent_id: String,
+    pub workspace: std::path::PathBuf,
+    pub providers: [(); 0],
+}
+
+/// `skills.library.list`'s answer: pincer has no shared skill library, so
+/// its lists are empty and nothing can be added to one.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillLibrary {
+    pub entries: [(); 0],
+    pub profile_id: Option<String>,
+    pub multiple_profiles: bool,
+    pub default_target: &'static str,
+    pub can_manage_workspace: bool,
+    pub default_selection_limit: u32,
+}
+
+/// `system.info`'s answer: the machine the gateway runs on, as the Systems
+/// page shows it. `nodeVersion` is empty: pincer is no Node process.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SystemInfo {
+    pub machine_name: String,
+    pub hostname: String,
+    pub platform: &'static str,
+    pub release: String,
+    pub arch: &'static str,
+    pub os_label: String,
+    pub node_version: &'static str,
+    pub pid: u32,
+    pub uptime_ms: u64,
+    pub cpu_count: usize,
+    pub memory_total_bytes: u64,
+    pub memory_free_bytes: u64,
+    /// Left out where there is none to read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_average: Option<Vec<f64>>,
+}

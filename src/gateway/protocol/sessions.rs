@@ -415,3 +415,124 @@ mod tests {
         );
     }
 }
+
+/// The defaults `sessions.list` and `chat.startup` give with their rows,
+/// as OpenClaw's do: the model a new session gets, its thinking levels,
+/// and that the model is chosen per session.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RowDefaults {
+    pub model_provider: Option<String>,
+    pub model: Option<String>,
+    pub context_tokens: Option<u64>,
+    pub thinking_levels: Vec<ThinkingOption>,
+    pub thinking_default: String,
+    pub model_selection_target: &'static str,
+}
+
+/// `sessions.list`'s answer: a page of rows, and whether there are more.
+/// pincer knows no people, so `people` (asked for with `includePeople`)
+/// is empty and complete.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listed {
+    pub defaults: RowDefaults,
+    pub sessions: Vec<Row>,
+    pub has_more: bool,
+    pub count: usize,
+    pub ts: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub people: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub people_incomplete: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub people_session_count: Option<usize>,
+}
+
+/// `sessions.resolve`'s answer: the session found, or `{ok: false}` for
+/// none with `allowMissing`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resolved {
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// `sessions.describe`'s answer: the row (none for a key with no session).
+#[derive(Clone, Debug, Serialize)]
+pub struct Described {
+    pub key: String,
+    pub session: Option<Row>,
+}
+
+/// The answer of `sessions.reset`, `sessions.patch` and `sessions.create`:
+/// the key's session, and (for a patch or a creation) its row.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Changed {
+    pub ok: bool,
+    pub key: String,
+    pub session_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry: Option<Option<Row>>,
+}
+
+/// `sessions.delete`'s answer: whether there was a session to delete.
+#[derive(Clone, Debug, Serialize)]
+pub struct Deleted {
+    pub ok: bool,
+    pub key: String,
+    pub deleted: bool,
+}
+
+/// `sessions.compact`'s answer: `compacted` with the tokens the history
+/// had before, or why not (`ok: false` when the compaction failed).
+#[derive(Clone, Debug, Serialize)]
+pub struct Compacted {
+    pub ok: bool,
+    pub key: String,
+    pub compacted: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<CompactResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactResult {
+    pub tokens_before: u64,
+}
+
+/// `sessions.rewind`'s answer: the turn the session went back to before.
+#[derive(Clone, Debug, Serialize)]
+pub struct Rewound {
+    pub ok: bool,
+    pub key: String,
+    pub turn: usize,
+}
+
+/// `sessions.fork`'s answer: the new session and the one it came from.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Forked {
+    pub ok: bool,
+    pub key: String,
+    pub session_id: String,
+    pub parent_key: String,
+}
+
+/// `sessions.subscribe` and `sessions.unsubscribe`: whether the client now
+/// hears `sessions.changed`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Subscribed {
+    pub ok: bool,
+    pub subscribed: bool,
+}

@@ -678,6 +678,12 @@ pub struct Timeseries {
     pub points: Vec<Point>,
 }
 
+/// `sessions.usage.logs`'s answer: a session's messages, newest last.
+#[derive(Clone, Debug, Serialize)]
+pub struct SessionLogs {
+    pub logs: Vec<LogEntry>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LogEntry {
     pub timestamp: i64,
