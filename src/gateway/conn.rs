@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use crate::gateway::protocol::system::PresenceEntry;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -315,33 +316,28 @@ impl Presence {
     }
 
     /// OpenClaw's presence entry.
-    pub fn entry(&self) -> serde_json::Value {
+    pub fn entry(&self) -> PresenceEntry {
         let host = self.display_name.as_ref().or(self.client_id.as_ref());
-        let mut entry = serde_json::json!({
-            "host": host,
-            "clientId": self.client_id,
-            "ip": self.ip,
-            "version": self.version,
-            "platform": self.platform,
-            "deviceFamily": self.device_family,
-            "mode": self.mode,
-            "instanceId": self.instance_id,
-            "roles": [self.role],
-            "scopes": self.scopes,
-            "reason": "connect",
-            "text": format!(
+        PresenceEntry {
+            host: host.cloned(),
+            client_id: self.client_id.clone(),
+            ip: self.ip.clone(),
+            version: self.version.clone(),
+            platform: self.platform.clone(),
+            device_family: self.device_family.clone(),
+            mode: self.mode.clone(),
+            instance_id: self.instance_id.clone(),
+            roles: Some(vec![self.role.clone()]),
+            scopes: Some(self.scopes.clone()),
+            reason: "connect",
+            text: format!(
                 "Node: {} · mode {}",
                 host.map_or("unknown", String::as_str),
                 self.mode.as_deref().unwrap_or("unknown")
             ),
-            "ts": self.since_ms,
-            "onlineSince": self.since_ms,
-        });
-        // OpenClaw's entries leave out what they do not know.
-        if let Some(fields) = entry.as_object_mut() {
-            fields.retain(|_, value| !value.is_null());
+            ts: self.since_ms,
+            online_since: Some(self.since_ms),
         }
-        entry
     }
 }
 

@@ -221,4 +221,32 @@ mod tests {
             json!({"code":"UNAVAILABLE","message":"later","retryable":true,"retryAfterMs":1500})
         );
     }
+
+    #[test]
+    fn an_answer_is_encoded_once_and_framed_as_it_is() {
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Done {
+            run_id: &'static str,
+            ok: bool,
+        }
+        let payload = answer(&Done {
+            run_id: "r\"1",
+            ok: true,
+        })
+        .unwrap();
+        assert_eq!(payload.get(), r#"{"runId":"r\"1","ok":true}"#);
+        let frame: Value = serde_json::from_str(&ok("7", &payload)).unwrap();
+        assert_eq!(
+            frame,
+            json!({"type": "res", "id": "7", "ok": true, "payload": {"runId": "r\"1", "ok": true}})
+        );
+        let refused = ErrorShape::invalid("no").details(json!({"code": "X"}));
+        let frame: Value = serde_json::from_str(&error("8", &refused)).unwrap();
+        assert_eq!(
+            frame,
+            json!({"type": "res", "id": "8", "ok": false,
+                   "error": {"code": "INVALID_REQUEST", "message": "no", "details": {"code": "X"}}})
+        );
+    }
 }

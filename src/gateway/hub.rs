@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use agent_client_protocol::v1::schema::{
     ContentBlock, RequestPermissionRequest, RequestPermissionResponse, StopReason,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::conn::{Conn, Need, Out};
 use super::frames::now_ms;
@@ -46,7 +46,9 @@ use super::link::{Approver, Link};
 use crate::acp::registry::Registry;
 use crate::config::QueueMode;
 use crate::gateway::protocol::approvals as asked;
-use crate::gateway::protocol::events::{AgentEvent, ChatEvent, ChatMessage, ChatState, Usage};
+use crate::gateway::protocol::events::{
+    AgentEvent, ChatEvent, ChatMessage, ChatState, CronRun, SessionsChanged, Tick, Usage,
+};
 
 mod approvals;
 mod events;
@@ -670,7 +672,7 @@ impl Hub {
     }
 
     pub fn tick(&self) {
-        self.broadcast("tick", &json!({ "ts": now_ms() }), Audience::All);
+        self.broadcast("tick", &Tick { ts: now_ms() }, Audience::All);
     }
 
     fn session_changed(&self, reason: &str, session: &str) {
@@ -681,7 +683,13 @@ impl Hub {
     fn session_changed_as(&self, reason: &str, key: &str, session: &str) {
         self.broadcast(
             "sessions.changed",
-            &json!({"reason": reason, "key": key, "sessionId": session, "ts": now_ms()}),
+            &SessionsChanged {
+                reason,
+                key,
+                session_id: session,
+                ts: now_ms(),
+                session: None,
+            },
             Audience::SessionWatchers,
         );
     }
@@ -693,17 +701,18 @@ impl Hub {
             .scheduled
             .get()
             .and_then(|s| s.records().into_iter().find(|r| r.id == job));
-        let mut payload = json!({"jobId": job, "action": action});
-        if let Some(record) = record {
-            payload["runAtMs"] = json!(record.state.last_run_at_ms);
-            payload["nextRunAtMs"] = json!(record.state.next_run_at_ms);
-            if action == "finished" {
-                payload["status"] = json!(record.state.last_run_status);
-                payload["error"] = json!(record.state.last_error);
-                payload["durationMs"] = json!(record.state.last_duration_ms);
-            }
-            payload["job"] = json!(record);
-        }
+        let finished = action == "finished";
+        let state = record.as_ref().map(|record| &record.state);
+        let payload = CronRun {
+            job_id: job,
+            action,
+            run_at_ms: state.map(|s| s.last_run_at_ms),
+            next_run_at_ms: state.map(|s| s.next_run_at_ms),
+            status: state.filter(|_| finished).map(|s| s.last_run_status),
+            error: state.filter(|_| finished).map(|s| s.last_error.clone()),
+            duration_ms: state.filter(|_| finished).map(|s| s.last_duration_ms),
+            job: record.clone(),
+        };
         self.broadcast("cron", &payload, Audience::Readers);
     }
 
@@ -723,11 +732,13 @@ impl Hub {
         session: &str,
         row: Option<crate::gateway::protocol::sessions::Row>,
     ) {
-        let mut payload =
-            json!({"reason": "patch", "key": key, "sessionId": session, "ts": now_ms()});
-        if let Some(row) = row {
-            payload["session"] = json!(row);
-        }
+        let payload = SessionsChanged {
+            reason: "patch",
+            key,
+            session_id: session,
+            ts: now_ms(),
+            session: row,
+        };
         self.broadcast("sessions.changed", &payload, Audience::SessionWatchers);
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use agent_client_protocol::v1::schema::{
     ContentBlock, PlanEntryStatus, SessionUpdate, ToolCallStatus,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use std::borrow::Cow;
 
@@ -21,7 +21,11 @@ use super::{Audience, Hub, Outcome, Run, ToolInfo, outcome_of};
 use crate::acp::registry::Observed;
 use crate::gateway::conn::{Conn, Out, Text};
 use crate::gateway::frames::now_ms;
-use crate::gateway::protocol::events::{ChatEvent, ChatState, Delta, Usage};
+use crate::gateway::protocol::approvals::Diff;
+use crate::gateway::protocol::events::{
+    CardChanged, ChatEvent, ChatMessage, ChatState, Delta, Lifecycle, MessageBlock, SessionMessage,
+    ToolOutput, ToolStep, Usage,
+};
 
 impl Hub {
     pub(super) fn observe(self: &Arc<Self>, event: Observed) {
@@ -35,13 +39,13 @@ impl Hub {
                     .runs
                     .entry(run_id.clone())
                     .or_insert_with(|| Run::new(&session, &key));
-                let data = json!({"phase": "start", "startedAt": now_ms()});
-                self.agent(&run_id, run, "lifecycle", data);
-                let message = json!({
-                    "sessionKey": run.key,
-                    "runId": run_id,
-                    "message": {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": now_ms()},
-                });
+                self.agent(&run_id, run, "lifecycle", Lifecycle::start(now_ms()));
+                let message = SessionMessage {
+                    session_key: &run.key,
+                    run_id: &run_id,
+                    spawned_by: None,
+                    message: ChatMessage::user(&text, now_ms()),
+                };
                 // The client that sent it shows it already (OpenClaw's
                 // TUI matches its copy to the stored message later).
                 let origin = run.origin;
@@ -123,15 +127,17 @@ impl Hub {
                         if let Some(run_id) = active
                             && let Some(run) = state.runs.get_mut(&run_id)
                         {
-                            let data = serde_json::to_value(&plan).unwrap_or_default();
-                            self.agent(&run_id, run, "plan", data);
+                            self.agent(&run_id, run, "plan", &plan);
                         }
                         drop(state);
                         // OpenClaw's clients read the card again when told.
                         let key = self.key_of(&session);
                         self.broadcast(
                             "progressCard.changed",
-                            &json!({"sessionKey": key, "revision": revision}),
+                            &CardChanged {
+                                session_key: &key,
+                                revision,
+                            },
                             Audience::Session(&session),
                         );
                     }
@@ -308,14 +314,23 @@ impl Hub {
                 };
                 run.tools.insert(id.clone(), info.clone());
                 run.after_tool = true;
-                let data = json!({
-                    "phase": "start",
-                    "name": info.name,
-                    "kind": info.kind,
-                    "toolCallId": id,
-                    "title": call.title,
-                    "args": call.raw_input.clone().unwrap_or_else(|| json!({})),
-                });
+                let data = ToolStep {
+                    phase: "start",
+                    name: info.name,
+                    kind: info.kind,
+                    tool_call_id: id,
+                    title: Some(call.title.clone()),
+                    args: Some(
+                        call.raw_input
+                            .clone()
+                            .unwrap_or_else(|| Value::Object(Default::default())),
+                    ),
+                    is_error: None,
+                    result: None,
+                    partial_result: None,
+                    diffs: Vec::new(),
+                    output: None,
+                };
                 self.agent(run_id, run, "tool", data);
             }
             SessionUpdate::ToolCallUpdate(update) => {
@@ -338,33 +353,27 @@ impl Hub {
                 let output = (info.kind == "execute")
                     .then(|| command_output(&value))
                     .flatten();
-                let mut data = match update.fields.status {
-                    Some(ToolCallStatus::Completed) | Some(ToolCallStatus::Failed) => {
-                        let failed = update.fields.status == Some(ToolCallStatus::Failed);
-                        json!({
-                            "phase": "result",
-                            "name": info.name,
-                            "kind": info.kind,
-                            "toolCallId": id,
-                            "isError": failed,
-                            "result": {"content": content},
-                        })
-                    }
-                    _ if !content.is_empty() => json!({
-                        "phase": "update",
-                        "name": info.name,
-                        "kind": info.kind,
-                        "toolCallId": id,
-                        "partialResult": {"content": content},
-                    }),
-                    _ => return,
+                let ended = matches!(
+                    update.fields.status,
+                    Some(ToolCallStatus::Completed | ToolCallStatus::Failed)
+                );
+                if !ended && content.is_empty() {
+                    return;
+                }
+                let content = Some(ToolOutput { content });
+                let data = ToolStep {
+                    phase: if ended { "result" } else { "update" },
+                    name: info.name,
+                    kind: info.kind,
+                    tool_call_id: id,
+                    title: None,
+                    args: None,
+                    is_error: ended.then_some(update.fields.status == Some(ToolCallStatus::Failed)),
+                    result: if ended { content.clone() } else { None },
+                    partial_result: if ended { None } else { content },
+                    diffs,
+                    output,
                 };
-                if !diffs.is_empty() {
-                    data["diffs"] = json!(diffs);
-                }
-                if let Some(output) = output {
-                    data["output"] = json!(output);
-                }
                 self.agent(run_id, run, "tool", data);
             }
             _ => {}
@@ -405,18 +414,16 @@ pub(super) fn tool_kind(call: &Value) -> &str {
 /// A tool update's diffs (ACP `diff` content), for clients that show an
 /// edit as a diff: `{path, oldText, newText}`, `oldText` null for a new
 /// file.
-fn tool_diffs(update: &Value) -> Vec<Value> {
+fn tool_diffs(update: &Value) -> Vec<Diff> {
     update["content"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|item| item["type"] == "diff")
-        .map(|item| {
-            json!({
-                "path": item["path"],
-                "oldText": item["oldText"],
-                "newText": item["newText"],
-            })
+        .map(|item| Diff {
+            path: item["path"].as_str().unwrap_or_default().to_string(),
+            old_text: item["oldText"].as_str().map(String::from),
+            new_text: item["newText"].as_str().unwrap_or_default().to_string(),
         })
         .collect()
 }
@@ -448,18 +455,22 @@ fn unfenced(text: &str) -> String {
 }
 
 /// A tool update's content as text blocks.
-fn tool_content(update: &Value) -> Vec<Value> {
+fn tool_content(update: &Value) -> Vec<MessageBlock<'static>> {
     let mut blocks = Vec::new();
     for item in update["content"].as_array().into_iter().flatten() {
         match item["type"].as_str() {
             Some("content") => {
                 if let Some(text) = item["content"]["text"].as_str() {
-                    blocks.push(json!({"type": "text", "text": text}));
+                    blocks.push(MessageBlock::Text {
+                        text: Cow::Owned(text.to_string()),
+                    });
                 }
             }
             Some("diff") => {
                 let path = item["path"].as_str().unwrap_or_default();
-                blocks.push(json!({"type": "text", "text": format!("Edited {path}")}));
+                blocks.push(MessageBlock::Text {
+                    text: Cow::Owned(format!("Edited {path}")),
+                });
             }
             _ => {}
         }

@@ -12,11 +12,10 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
-
 use super::{Audience, Hub, Outcome, Run};
 use crate::acp::registry::Observed;
 use crate::gateway::frames::now_ms;
+use crate::gateway::protocol::events::{ChatMessage, HelperStep, Lifecycle, SessionMessage};
 
 /// The key of helper session `child`, in the form OpenClaw gives a
 /// spawned session. It follows from the session alone, so that a listing
@@ -71,33 +70,29 @@ impl Hub {
         let parent_run = state.live.get(&parent).and_then(|l| l.active.clone());
         let mut run = Run::new(&child, &key);
         run.spawned_by = Some(parent_key.clone());
-        self.agent(
-            &run_id,
-            &mut run,
-            "lifecycle",
-            json!({"phase": "start", "startedAt": now_ms()}),
-        );
-        let message = json!({
-            "sessionKey": key,
-            "runId": run_id,
-            "spawnedBy": parent_key,
-            "message": {"role": "user", "content": [{"type": "text", "text": prompt}], "timestamp": now_ms()},
-        });
+        self.agent(&run_id, &mut run, "lifecycle", Lifecycle::start(now_ms()));
+        let message = SessionMessage {
+            session_key: &key,
+            run_id: &run_id,
+            spawned_by: Some(&parent_key),
+            message: ChatMessage::user(&prompt, now_ms()),
+        };
         self.broadcast("session.message", &message, Audience::Session(&child));
         state.runs.insert(run_id.clone(), run);
         state.live.entry(child.clone()).or_default().active = Some(run_id.clone());
         if let Some(parent_run) = &parent_run
             && let Some(run) = state.runs.get_mut(parent_run)
         {
-            let data = json!({
-                "phase": "start",
-                "toolCallId": call,
-                "childSessionKey": key,
-                "childRunId": run_id,
-                "title": title,
-                "agent": agent,
-                "background": background,
-            });
+            let data = HelperStep {
+                phase: "start",
+                tool_call_id: call.clone(),
+                child_session_key: key.clone(),
+                child_run_id: run_id.clone(),
+                title: Some(title),
+                agent: Some(agent),
+                background: Some(background),
+                state: None,
+            };
             self.agent(parent_run, run, "subagent", data);
         }
         state.helpers.insert(
@@ -147,13 +142,16 @@ impl Hub {
         if let Some(parent_run) = &helper.parent_run
             && let Some(run) = state.runs.get_mut(parent_run)
         {
-            let data = json!({
-                "phase": "end",
-                "toolCallId": helper.call,
-                "childSessionKey": key,
-                "childRunId": helper.run,
-                "state": state_name,
-            });
+            let data = HelperStep {
+                phase: "end",
+                tool_call_id: helper.call,
+                child_session_key: key,
+                child_run_id: helper.run,
+                title: None,
+                agent: None,
+                background: None,
+                state: Some(state_name),
+            };
             self.agent(parent_run, run, "subagent", data);
         }
     }

@@ -5,18 +5,17 @@
 //! ([`Presence`]). Unlike OpenClaw's, the list holds only who is
 //! connected now: a client that left is not kept for five minutes.
 
-use serde_json::{Value, json};
-
 use super::Hub;
 use crate::gateway::conn::Presence;
 use crate::gateway::frames::now_ms;
+use crate::gateway::protocol::system::PresenceEntry;
 
 /// The most entries listed (OpenClaw's presence store keeps 200).
 pub const MAX_ENTRIES: usize = 200;
 
 impl Hub {
     /// The presence list, the gateway's own entry first.
-    pub fn presence(&self) -> Vec<Value> {
+    pub fn presence(&self) -> Vec<PresenceEntry> {
         // Taken out under the clients' lock (which every event takes),
         // sorted and written after it.
         let mut present: Vec<std::sync::Arc<crate::gateway::conn::Conn>> = self
@@ -29,7 +28,7 @@ impl Hub {
         present.sort_by_key(|conn| {
             std::cmp::Reverse(conn.presence.as_deref().map_or(0, |p| p.since_ms))
         });
-        let mut clients: Vec<Value> = present
+        let mut clients: Vec<PresenceEntry> = present
             .iter()
             .take(MAX_ENTRIES - 1)
             .filter_map(|conn| conn.presence.as_deref().map(Presence::entry))
@@ -42,20 +41,21 @@ impl Hub {
 
     /// The gateway's own entry: this machine's name and system, and
     /// pincer's version.
-    fn own_presence(&self) -> Value {
+    fn own_presence(&self) -> PresenceEntry {
         let (host, platform) = machine();
         let version = format!("pincer {}", env!("CARGO_PKG_VERSION"));
-        json!({
-            "host": host,
-            "version": version,
-            "platform": platform,
-            "deviceFamily": "Linux",
-            "mode": "gateway",
-            "reason": "self",
-            "instanceId": self.boot_id,
-            "text": format!("Gateway: {host} · app {version} · mode gateway · reason self"),
-            "ts": now_ms(),
-        })
+        PresenceEntry {
+            text: format!("Gateway: {host} · app {version} · mode gateway · reason self"),
+            host: Some(host),
+            version: Some(version),
+            platform: Some(platform),
+            device_family: Some("Linux".to_string()),
+            mode: Some("gateway".to_string()),
+            reason: "self",
+            instance_id: Some(self.boot_id.clone()),
+            ts: now_ms(),
+            ..PresenceEntry::default()
+        }
     }
 }
 

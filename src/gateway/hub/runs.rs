@@ -8,9 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::ContentBlock;
-use serde_json::json;
 
-use crate::gateway::protocol::events::ChatState;
+use crate::gateway::protocol::events::{ChatState, Lifecycle};
 
 use super::{
     COLLECT_DEBOUNCE, Collected, DEDUPE_TTL, Failure, Hub, Outcome, QueueMode, Run, State,
@@ -439,8 +438,7 @@ impl Hub {
                     event.stop_reason = Some(Cow::Borrowed(*stop));
                     event.usage = run.usage.clone();
                 });
-                let data = json!({"phase": "end", "endedAt": now_ms()});
-                self.agent(run_id, run, "lifecycle", data);
+                self.agent(run_id, run, "lifecycle", Lifecycle::end(now_ms()));
             }
             Outcome::Aborted => {
                 self.chat(run_id, run, ChatState::Aborted, |event, run| {
@@ -448,7 +446,10 @@ impl Hub {
                     event.stop_reason = Some(Cow::Borrowed("aborted"));
                     event.usage = run.usage.clone();
                 });
-                let data = json!({"phase": "end", "endedAt": now_ms(), "aborted": true});
+                let data = Lifecycle {
+                    aborted: Some(true),
+                    ..Lifecycle::end(now_ms())
+                };
                 self.agent(run_id, run, "lifecycle", data);
             }
             Outcome::Error { message, kind } => {
@@ -456,7 +457,11 @@ impl Hub {
                     event.error_message = Some(Cow::Owned(message.clone()));
                     event.error_kind = Some(Cow::Borrowed(*kind));
                 });
-                let data = json!({"phase": "error", "endedAt": now_ms(), "error": message});
+                let data = Lifecycle {
+                    phase: "error",
+                    error: Some(message.clone()),
+                    ..Lifecycle::end(now_ms())
+                };
                 self.agent(run_id, run, "lifecycle", data);
             }
         }

@@ -231,6 +231,103 @@ mod tests {
         let wait: WaitParams = params("agent.wait", json!({"runId": "r"})).unwrap();
         assert_eq!((wait.run_id.as_str(), wait.timeout_ms), ("r", None));
     }
+
+    #[test]
+    fn history_messages_have_openclaw_s_shape_for_each_role() {
+        let meta = |seq, id: Option<&str>| MessageMeta {
+            seq,
+            id: id.map(String::from),
+            ..Default::default()
+        };
+        let user = HistoryMessage {
+            body: HistoryBody::User {
+                content: vec![
+                    HistoryBlock::Text {
+                        text: "look".into(),
+                    },
+                    HistoryBlock::Image {
+                        mime_type: "image/png".into(),
+                        omitted: true,
+                        bytes: 68,
+                    },
+                ],
+            },
+            timestamp: 5,
+            id: Some("e1".into()),
+            turn: Some(1),
+            meta: MessageMeta {
+                idempotency_key: Some("r:user".into()),
+                run_id: Some("r".into()),
+                ..meta(1, Some("e1"))
+            },
+        };
+        assert_eq!(
+            json!(user),
+            json!({"role": "user", "content": [{"type": "text", "text": "look"},
+                     {"type": "image", "mimeType": "image/png", "omitted": true, "bytes": 68}],
+                   "timestamp": 5, "id": "e1", "turn": 1,
+                   "__openclaw": {"seq": 1, "id": "e1", "idempotencyKey": "r:user", "runId": "r"}})
+        );
+        assert!(user.is_user());
+        assert_eq!(user.user_text(), "look");
+        let assistant = HistoryMessage {
+            body: HistoryBody::Assistant {
+                content: vec![
+                    AssistantBlock::Thinking {
+                        thinking: String::new(),
+                    },
+                    AssistantBlock::ToolCall {
+                        id: "t1".into(),
+                        name: "edit".into(),
+                        arguments: json!({"path": "a"}),
+                        kind: Some(crate::tools::ToolKind::Edit),
+                        title: Some("Edit a".into()),
+                    },
+                ],
+                model: "m".into(),
+                provider: "p".into(),
+                stop_reason: "toolUse",
+            },
+            timestamp: 6,
+            id: None,
+            turn: None,
+            meta: meta(2, None),
+        };
+        assert_eq!(
+            json!(assistant),
+            json!({"role": "assistant", "content": [{"type": "thinking", "thinking": ""},
+                     {"type": "toolCall", "id": "t1", "name": "edit", "arguments": {"path": "a"},
+                      "kind": "edit", "title": "Edit a"}],
+                   "model": "m", "provider": "p", "stopReason": "toolUse",
+                   "timestamp": 6, "__openclaw": {"seq": 2}})
+        );
+        let result = HistoryMessage {
+            body: HistoryBody::ToolResult {
+                tool_call_id: "t1".into(),
+                tool_name: "edit".into(),
+                content: vec![HistoryBlock::Text { text: "ok".into() }],
+                is_error: false,
+                kind: Some(crate::tools::ToolKind::Edit),
+                diffs: vec![HistoryDiff {
+                    path: "a".into(),
+                    old_text: None,
+                    new_text: "x".into(),
+                }],
+            },
+            timestamp: 7,
+            id: None,
+            turn: None,
+            meta: meta(3, Some("e3")),
+        };
+        assert_eq!(
+            json!(result),
+            json!({"role": "toolResult", "toolCallId": "t1", "toolName": "edit",
+                   "content": [{"type": "text", "text": "ok"}], "isError": false, "kind": "edit",
+                   "diffs": [{"path": "a", "oldText": null, "newText": "x"}],
+                   "timestamp": 7, "__openclaw": {"seq": 3, "id": "e3"}})
+        );
+        assert!(!result.is_user());
+    }
 }
 
 /// `chat.startup`'s `sessionInfo`: the session's row (or, for a key with

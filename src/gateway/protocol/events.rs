@@ -209,6 +209,174 @@ pub struct Delta<'a> {
     pub delta: Cow<'a, str>,
 }
 
+/// An `agent` event's `lifecycle` data: a run started, ended, or failed.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lifecycle {
+    /// `start`, `end` or `error`.
+    pub phase: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<u64>,
+    /// An end that was a stop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Lifecycle {
+    pub fn start(now: u64) -> Self {
+        Self {
+            phase: "start",
+            started_at: Some(now),
+            ended_at: None,
+            aborted: None,
+            error: None,
+        }
+    }
+
+    pub fn end(now: u64) -> Self {
+        Self {
+            phase: "end",
+            started_at: None,
+            ended_at: Some(now),
+            aborted: None,
+            error: None,
+        }
+    }
+}
+
+/// An `agent` event's `tool` data: a call started (with its title and
+/// arguments), sent part of its result, or ended.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolStep {
+    /// `start`, `update` or `result`.
+    pub phase: &'static str,
+    pub name: String,
+    /// The ACP kind (`read`, `edit`, `execute`, …).
+    pub kind: String,
+    pub tool_call_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<ToolOutput<'static>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial_result: Option<ToolOutput<'static>>,
+    /// An edit's changes, for clients that show it as a diff.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub diffs: Vec<super::approvals::Diff>,
+    /// A command's output as plain text, for a terminal view.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+/// What a tool gave back, as text blocks.
+#[derive(Clone, Debug, Serialize)]
+pub struct ToolOutput<'a> {
+    pub content: Vec<MessageBlock<'a>>,
+}
+
+/// An `agent` event's `subagent` data on the parent's run: a helper
+/// started (`start`, with what it was asked) or ended (`end`, with how).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HelperStep {
+    pub phase: &'static str,
+    pub tool_call_id: String,
+    pub child_session_key: String,
+    pub child_run_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub background: Option<bool>,
+    /// `done`, `stopped` or `failed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<&'static str>,
+}
+
+/// `session.message`: a prompt a session was sent, for the clients that
+/// did not send it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMessage<'a> {
+    pub session_key: &'a str,
+    pub run_id: &'a str,
+    /// A helper's prompt: its parent's key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spawned_by: Option<&'a str>,
+    pub message: ChatMessage<'a>,
+}
+
+impl<'a> ChatMessage<'a> {
+    /// A user's message of `text`.
+    pub fn user(text: &'a str, timestamp: u64) -> Self {
+        Self {
+            role: Cow::Borrowed("user"),
+            content: MessageContent::Blocks(vec![MessageBlock::Text {
+                text: Cow::Borrowed(text),
+            }]),
+            timestamp: Some(timestamp),
+        }
+    }
+}
+
+/// `sessions.changed`: a session was made, patched, spawned, reset or
+/// deleted (`reason`); a patch carries the session's row.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsChanged<'a> {
+    pub reason: &'a str,
+    pub key: &'a str,
+    pub session_id: &'a str,
+    pub ts: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<super::sessions::Row>,
+}
+
+/// `tick`: the gateway is alive.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Tick {
+    pub ts: u64,
+}
+
+/// `progressCard.changed`: a session's card has a new revision.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CardChanged<'a> {
+    pub session_key: &'a str,
+    pub revision: u64,
+}
+
+/// `cron`: a scheduled job's run `started` or `finished`, with the job as
+/// `cron.get` gives it; a finished run says how it went.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CronRun<'a> {
+    pub job_id: &'a str,
+    pub action: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_at_ms: Option<Option<i64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_run_at_ms: Option<Option<i64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Option<super::cron::RunStatus>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<Option<i64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<super::cron::Job>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,5 +447,106 @@ mod tests {
         )
         .unwrap();
         assert_eq!(agent.data.delta, "x\"y");
+    }
+
+    #[test]
+    fn a_tool_s_steps_and_a_run_s_lifecycle_carry_only_what_their_phase_has() {
+        let start = ToolStep {
+            phase: "start",
+            name: "bash".into(),
+            kind: "execute".into(),
+            tool_call_id: "t1".into(),
+            title: Some("ls".into()),
+            args: Some(json!({"command": "ls"})),
+            is_error: None,
+            result: None,
+            partial_result: None,
+            diffs: Vec::new(),
+            output: None,
+        };
+        assert_eq!(
+            json!(start),
+            json!({"phase": "start", "name": "bash", "kind": "execute", "toolCallId": "t1",
+                   "title": "ls", "args": {"command": "ls"}})
+        );
+        let result = ToolStep {
+            phase: "result",
+            title: None,
+            args: None,
+            is_error: Some(false),
+            result: Some(ToolOutput {
+                content: vec![MessageBlock::Text { text: "a\n".into() }],
+            }),
+            output: Some("a".into()),
+            ..start
+        };
+        assert_eq!(
+            json!(result),
+            json!({"phase": "result", "name": "bash", "kind": "execute", "toolCallId": "t1",
+                   "isError": false, "result": {"content": [{"type": "text", "text": "a\n"}]},
+                   "output": "a"})
+        );
+        let failed = Lifecycle {
+            phase: "error",
+            error: Some("down".into()),
+            ..Lifecycle::end(9)
+        };
+        assert_eq!(
+            json!(failed),
+            json!({"phase": "error", "endedAt": 9, "error": "down"})
+        );
+        assert_eq!(
+            json!(Lifecycle::start(1)),
+            json!({"phase": "start", "startedAt": 1})
+        );
+    }
+
+    #[test]
+    fn the_gateway_s_own_events_have_openclaw_s_fields() {
+        let changed = SessionsChanged {
+            reason: "reset",
+            key: "k",
+            session_id: "s",
+            ts: 3,
+            session: None,
+        };
+        assert_eq!(
+            json!(changed),
+            json!({"reason": "reset", "key": "k", "sessionId": "s", "ts": 3})
+        );
+        let message = SessionMessage {
+            session_key: "k",
+            run_id: "r",
+            spawned_by: Some("p"),
+            message: ChatMessage::user("hi", 4),
+        };
+        assert_eq!(
+            json!(message),
+            json!({"sessionKey": "k", "runId": "r", "spawnedBy": "p",
+                   "message": {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": 4}})
+        );
+        // A job the scheduler no longer has: its id and what happened.
+        let gone = CronRun {
+            job_id: "j",
+            action: "finished",
+            run_at_ms: None,
+            next_run_at_ms: None,
+            status: None,
+            error: None,
+            duration_ms: None,
+            job: None,
+        };
+        assert_eq!(json!(gone), json!({"jobId": "j", "action": "finished"}));
+        let started = CronRun {
+            action: "started",
+            run_at_ms: Some(Some(5)),
+            next_run_at_ms: Some(None),
+            ..gone
+        };
+        assert_eq!(
+            json!(started),
+            json!({"jobId": "j", "action": "started", "runAtMs": 5, "nextRunAtMs": null})
+        );
+        assert_eq!(json!(Tick { ts: 1 }), json!({"ts": 1}));
     }
 }
