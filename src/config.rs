@@ -15,6 +15,7 @@
 
 pub mod channels;
 pub mod checkpoints;
+pub mod cluster;
 pub mod gateway;
 pub mod hooks;
 pub mod modes;
@@ -159,6 +160,9 @@ pub struct Config {
     /// `[[cron]]`: scheduled runs of the gateway (user's file only: a job
     /// runs a prompt unasked).
     pub cron: Vec<channels::CronJob>,
+    /// `[cluster]`: the database and bus a team's gateways share (user's
+    /// file only: a repository never chooses where sessions are stored).
+    pub cluster: cluster::ClusterConfig,
     /// The project's `[tools]`, which narrows the user's (kept apart so that
     /// a repository can take tools away but never add them).
     #[serde(skip)]

@@ -69,6 +69,8 @@ pub struct Options {
     pub port: Option<u16>,
     /// `--model` of `pincer acp` / `pincer gateway`.
     pub model: Option<String>,
+    /// `--store`: the cluster's database (else `[cluster] store`).
+    pub store: Option<String>,
 }
 
 /// A running gateway.
@@ -176,7 +178,8 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
         &settings.paths.data_dir,
     ));
     let _ = hub.scheduled.set(plan.clone());
-    scheduler::start(&hub, channels.clone(), plan);
+    let claims = crate::cluster::join(&settings.config.cluster, options.store.as_deref()).await?;
+    scheduler::start(&hub, channels.clone(), plan, claims);
     let control_ui = match &config.control_ui {
         None => None,
         Some(path) => {

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod bridge;
 pub mod checkpoint;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod context;
 pub mod gateway;

@@ -158,6 +158,10 @@ enum Command {
         /// Model for new sessions, as provider/model.
         #[arg(long, value_name = "PROVIDER/MODEL")]
         model: Option<String>,
+        /// The PostgreSQL database this gateway shares with the other
+        /// replicas of a team gateway (`[cluster] store`).
+        #[arg(long, value_name = "postgres://…")]
+        store: Option<String>,
     },
     /// Run one prompt headless and print the answer. The prompt is the
     /// argument, or what is piped to stdin (`echo … | pincer run`, `pincer
@@ -671,9 +675,16 @@ async fn dispatch(command: Command) -> i32 {
             bind,
             port,
             model,
-        } => {
-            exit_code(pincer::gateway::serve(pincer::gateway::Options { bind, port, model }).await)
-        }
+            store,
+        } => exit_code(
+            pincer::gateway::serve(pincer::gateway::Options {
+                bind,
+                port,
+                model,
+                store,
+            })
+            .await,
+        ),
         Command::Tools {
             cwd,
             model,
@@ -848,7 +859,12 @@ async fn start_gateway(
         eprintln!("pincer: {e}");
         2
     })?;
-    let options = pincer::gateway::Options { bind, port, model };
+    let options = pincer::gateway::Options {
+        bind,
+        port,
+        model,
+        store: None,
+    };
     if let Err(e) = pincer::gateway::start(options, registry.clone()).await {
         eprintln!("pincer: {e}");
         return Err(1);

@@ -396,6 +396,11 @@ impl Layering {
         if p.gateway.is_some() {
             self.never("gateway");
         }
+        // Where sessions are stored and which servers the replicas share
+        // (the store's URL may hold a password) are the user's.
+        if p.cluster != super::cluster::ClusterConfig::default() {
+            self.never("cluster");
+        }
         // How long the process keeps sessions in memory is the user's.
         if p.acp != super::AcpConfig::default() {
             self.never("acp");

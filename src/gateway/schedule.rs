@@ -49,6 +49,13 @@ impl FromStr for Schedule {
     }
 }
 
+impl Schedule {
+    /// The last time on the schedule at or before `now`.
+    pub fn previous(&self, now: &Zoned) -> Option<Zoned> {
+        self.0.find_previous_occurrence(now, true).ok()
+    }
+}
+
 /// What a job does now, and when next.
 #[derive(Debug, PartialEq)]
 pub struct Due {

@@ -609,6 +609,26 @@ pub fn display(time: &Zoned) -> String {
 
 // ----- the loop -----
 
+/// The name a scheduled run is claimed under in a cluster: `cron:<job>`,
+/// or `heartbeat`.
+fn claim_name(job: Option<&str>) -> String {
+    match job {
+        Some(name) => format!("cron:{name}"),
+        None => "heartbeat".to_string(),
+    }
+}
+
+/// The interval of `every` on the clock's grid (counted from the epoch)
+/// that `time` falls in, as its start.
+fn interval_of(time: &Zoned, every: std::time::Duration) -> Zoned {
+    let every = i64::try_from(every.as_millis()).unwrap_or(i64::MAX).max(1);
+    let ms = time.timestamp().as_millisecond();
+    let start = ms - ms.rem_euclid(every);
+    Timestamp::from_millisecond(start)
+        .map(|t| t.to_zoned(time.time_zone().clone()))
+        .unwrap_or_else(|_| time.clone())
+}
+
 /// The scheduler of one gateway.
 pub struct Scheduler {
     plan: Arc<Plan>,
@@ -619,6 +639,8 @@ pub struct Scheduler {
     running: Arc<Mutex<HashSet<Option<String>>>>,
     /// The time of the last pass over the jobs, for tests to wait on.
     passes: tokio::sync::watch::Sender<Option<Timestamp>>,
+    /// Who runs what in a cluster (alone: this gateway, always).
+    claims: Arc<dyn crate::cluster::Claims>,
 }
 
 impl Scheduler {
@@ -640,7 +662,62 @@ impl Scheduler {
             record: Arc::new(Mutex::new(record)),
             running: Arc::default(),
             passes: tokio::sync::watch::channel(None).0,
+            claims: Arc::new(crate::cluster::Alone),
         }
+    }
+
+    /// In a cluster: each run is claimed first, and runs only on the
+    /// replica whose claim the store took.
+    pub fn with_claims(mut self, claims: Arc<dyn crate::cluster::Claims>) -> Self {
+        self.claims = claims;
+        self
+    }
+
+    /// Whether run `slot` of `job` (`None`: the heartbeat) is this
+    /// gateway's to do. When the store cannot say, nobody runs it: a run
+    /// skipped is better than a run done twice.
+    async fn claimed(&self, job: Option<&str>, slot: &Zoned) -> bool {
+        let label = match job {
+            Some(name) => format!("cron job `{name}`"),
+            None => "the heartbeat".to_string(),
+        };
+        match self
+            .claims
+            .claim(&claim_name(job), slot.timestamp().as_millisecond())
+            .await
+        {
+            Ok(true) => true,
+            Ok(false) => {
+                tracing::info!("{label}: the run of {} is another replica's", display(slot));
+                false
+            }
+            Err(e) => {
+                crate::gateway::eprintln_log(&format!(
+                    "{label}: the run of {} is skipped: {e}",
+                    display(slot)
+                ));
+                let mut record = self.record();
+                let entry = record.entry(job);
+                entry.last_status =
+                    Some("skipped: the cluster's store could not be reached".into());
+                entry.last_status_ms = Some(self.clock.now().timestamp().as_millisecond());
+                drop(record);
+                self.save();
+                false
+            }
+        }
+    }
+
+    /// The latest run of `job` (`None`: the heartbeat) any replica of the
+    /// cluster claimed.
+    async fn cluster_last(&self, job: Option<&str>) -> Option<i64> {
+        self.claims
+            .last(&claim_name(job))
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!("the cluster's last runs are unknown: {e}");
+                None
+            })
     }
 
     /// A receiver of the time of each pass the loop finished.
@@ -667,14 +744,23 @@ impl Scheduler {
         let mut next: Vec<Option<Zoned>> = Vec::new();
         let jobs = self.plan.jobs.clone();
         for job in &jobs {
-            next.push(self.start_job(job, &now));
+            let cluster_last = self.cluster_last(Some(&job.name)).await;
+            let (upcoming, catch_up) = self.start_job(job, &now, cluster_last);
+            if let Some(slot) = catch_up
+                && self.claimed(Some(&job.name), &slot).await
+            {
+                self.launch(job, &now);
+            }
+            next.push(upcoming);
         }
+        let beat_last = match &self.plan.heartbeat {
+            Some(_) => self.cluster_last(None).await,
+            None => None,
+        };
         let mut next_beat = self.plan.heartbeat.as_ref().and_then(|hb| {
-            let last = self
-                .record()
-                .heartbeat
-                .as_ref()
-                .and_then(|e| e.last_run_ms)
+            let local = self.record().heartbeat.as_ref().and_then(|e| e.last_run_ms);
+            let last = local
+                .max(beat_last)
                 .and_then(|ms| zoned(ms, now.time_zone()));
             next_heartbeat(hb.every, hb.active, last.as_ref(), &now)
         });
@@ -693,22 +779,30 @@ impl Scheduler {
             }
             let now = self.clock.now();
             for (job, next) in jobs.iter().zip(next.iter_mut()) {
-                if next
-                    .as_ref()
-                    .is_some_and(|n| n.timestamp() <= now.timestamp())
-                {
-                    self.launch(job, &now);
+                if let Some(slot) = next.clone().filter(|n| n.timestamp() <= now.timestamp()) {
+                    if self.claimed(Some(&job.name), &slot).await {
+                        self.launch(job, &now);
+                    }
                     let now = now.with_time_zone(job.zone.clone());
                     *next = due(&job.schedule, Missed::Skip, None, &now).next;
                 }
             }
             if let Some(hb) = &self.plan.heartbeat
-                && next_beat
-                    .as_ref()
-                    .is_some_and(|n| n.timestamp() <= now.timestamp())
+                && let Some(slot) = next_beat
+                    .clone()
+                    .filter(|n| n.timestamp() <= now.timestamp())
             {
-                self.beat(hb, &now);
-                next_beat = next_heartbeat(hb.every, hb.active, Some(&now), &now);
+                // In a cluster the replicas' heartbeats drift apart (each
+                // counts from its own start): one beat per interval of the
+                // clock's grid is claimed, whoever is first. Another
+                // replica's beat counts as the last.
+                let last = if self.claimed(None, &interval_of(&slot, hb.every)).await {
+                    self.beat(hb, &now);
+                    now.clone()
+                } else {
+                    slot
+                };
+                next_beat = next_heartbeat(hb.every, hb.active, Some(&last), &now);
             }
             let _ = self.passes.send(Some(now.timestamp()));
         }
@@ -716,30 +810,41 @@ impl Scheduler {
 
     /// A job at the scheduler's start: catches up or skips what it missed,
     /// and returns its next run.
-    fn start_job(&self, job: &Job, now: &Zoned) -> Option<Zoned> {
+    /// In a cluster, the run the missed runs' catch-up is claimed as is
+    /// the last time on the schedule, so that the replicas starting at
+    /// once agree on it and a run another replica did is not done again.
+    fn start_job(
+        &self,
+        job: &Job,
+        now: &Zoned,
+        cluster_last: Option<i64>,
+    ) -> (Option<Zoned>, Option<Zoned>) {
         let now = now.with_time_zone(job.zone.clone());
         let last = {
             let mut record = self.record();
             let entry = record.entry(Some(&job.name));
             // A job seen for the first time missed nothing before now, nor
             // one whose missed runs were skipped before.
-            match (entry.last_run_ms, entry.since_ms) {
+            let local = match (entry.last_run_ms, entry.since_ms) {
                 (Some(last), Some(since)) => last.max(since),
                 (Some(last), None) => last,
                 (None, _) => *entry
                     .since_ms
                     .get_or_insert(now.timestamp().as_millisecond()),
-            }
+            };
+            // A run another replica of the cluster did counts too.
+            cluster_last.map_or(local, |cluster| local.max(cluster))
         };
         let last = zoned(last, &job.zone);
         let plan = due(&job.schedule, job.missed, last.as_ref(), &now);
         let missed = due(&job.schedule, Missed::RunOnce, last.as_ref(), &now).now;
+        let mut catch_up = None;
         if plan.now {
             crate::gateway::eprintln_log(&format!(
                 "cron job `{}`: runs missed while the gateway was down; running it once now",
                 job.name
             ));
-            self.launch(job, &now);
+            catch_up = Some(job.schedule.previous(&now).unwrap_or_else(|| now.clone()));
         } else if missed {
             crate::gateway::eprintln_log(&format!(
                 "cron job `{}`: skipped the runs missed while the gateway was down",
@@ -759,7 +864,7 @@ impl Scheduler {
             ),
         };
         crate::gateway::eprintln_log(&line);
-        plan.next
+        (plan.next, catch_up)
     }
 
     fn launch(&self, job: &Job, now: &Zoned) {
@@ -976,6 +1081,7 @@ pub(crate) fn start(
     hub: &Arc<super::hub::Hub>,
     channels: super::channels::runner::Channels,
     plan: Arc<Plan>,
+    claims: Arc<dyn crate::cluster::Claims>,
 ) {
     use super::conn::{Conn, Outbox, Scopes};
     for problem in plan.problems() {
@@ -1033,7 +1139,7 @@ pub(crate) fn start(
         conn,
         channels,
     });
-    let scheduler = Scheduler::new(plan, Arc::new(SystemClock), runs);
+    let scheduler = Scheduler::new(plan, Arc::new(SystemClock), runs).with_claims(claims);
     tokio::spawn(scheduler.run());
 }
 

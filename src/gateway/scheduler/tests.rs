@@ -134,6 +134,27 @@ impl Setup {
         record: Option<Record>,
         replies: &[&str],
     ) -> Self {
+        Self::replica(
+            now,
+            jobs,
+            heartbeat,
+            record,
+            replies,
+            Arc::new(crate::cluster::Alone),
+        )
+        .await
+    }
+
+    /// [`Setup::start`] for one replica of a cluster whose claims are
+    /// `claims`.
+    async fn replica(
+        now: &str,
+        jobs: &[CronJob],
+        heartbeat: Option<(HeartbeatConfig, Option<&str>)>,
+        record: Option<Record>,
+        replies: &[&str],
+        claims: Arc<dyn crate::cluster::Claims>,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let workspace = crate::config::workspace_dir(dir.path());
         std::fs::create_dir_all(&workspace).unwrap();
@@ -157,7 +178,8 @@ impl Setup {
             ..Default::default()
         });
         let state = plan.state_file.clone();
-        let scheduler = Scheduler::new(Arc::new(plan), clock.clone(), runs.clone());
+        let scheduler =
+            Scheduler::new(Arc::new(plan), clock.clone(), runs.clone()).with_claims(claims);
         let mut passes = scheduler.passes();
         tokio::spawn(scheduler.run());
         let start = at(now).timestamp();
@@ -627,4 +649,145 @@ fn the_heartbeat_s_last_run_is_openclaw_s_heartbeat_event() {
         (&kept["status"], &kept["reason"]),
         (&json!("skipped"), &json!("target-none"))
     );
+}
+
+/// A cluster's claims held in memory: the first claim of a run wins; a
+/// store that is down answers every question with an error.
+#[derive(Default)]
+struct SharedClaims {
+    taken: Mutex<std::collections::HashMap<(String, i64), usize>>,
+    down: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl crate::cluster::Claims for SharedClaims {
+    async fn claim(&self, name: &str, slot_ms: i64) -> Result<bool, String> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("the store is down".into());
+        }
+        let mut taken = self.taken.lock();
+        let claims = taken.entry((name.to_string(), slot_ms)).or_default();
+        *claims += 1;
+        Ok(*claims == 1)
+    }
+
+    async fn last(&self, name: &str) -> Result<Option<i64>, String> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("the store is down".into());
+        }
+        Ok(self
+            .taken
+            .lock()
+            .keys()
+            .filter(|(n, _)| n == name)
+            .map(|(_, slot)| *slot)
+            .max())
+    }
+}
+
+#[tokio::test]
+async fn a_job_due_on_three_replicas_runs_on_one_and_a_store_that_is_down_runs_it_on_none() {
+    let claims = Arc::new(SharedClaims::default());
+    let jobs = [job("news", "0 * * * * *", None, MissedRuns::Skip)];
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        let replica = Setup::replica(
+            "2026-11-24T10:00:30",
+            &jobs,
+            None,
+            None,
+            &["a", "b"],
+            claims.clone(),
+        )
+        .await;
+        replicas.push(replica);
+    }
+    for replica in &mut replicas {
+        replica.move_to("2026-11-24T10:01:00").await;
+    }
+    let runs: usize = replicas.iter().map(|r| r.calls().len()).sum();
+    assert_eq!(runs, 1, "one run of 10:01 in the cluster");
+    assert_eq!(
+        claims
+            .taken
+            .lock()
+            .get(&("cron:news".to_string(), ms("2026-11-24T10:01:00"))),
+        Some(&3)
+    );
+    // With the store down, nobody runs 10:02, and each says why.
+    claims.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    for replica in &mut replicas {
+        replica.move_to("2026-11-24T10:02:00").await;
+    }
+    let runs: usize = replicas.iter().map(|r| r.calls().len()).sum();
+    assert_eq!(runs, 1);
+    for replica in &replicas {
+        assert_eq!(
+            replica.entry(Some("news")).last_status.as_deref(),
+            Some("skipped: the cluster's store could not be reached")
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_replica_that_starts_later_does_not_catch_up_a_run_another_did() {
+    let claims = Arc::new(SharedClaims::default());
+    let jobs = [job("daily", "30 7 * * *", None, MissedRuns::RunOnce)];
+    // The first replica, down since the 20th, catches up the run of the
+    // 24th at 07:30 ...
+    let first = Setup::replica(
+        "2026-11-24T10:00:00",
+        &jobs,
+        None,
+        Some(stale("daily")),
+        &["done"],
+        claims.clone(),
+    )
+    .await;
+    assert_eq!(first.calls().len(), 1);
+    // ... and a second, with the same old record of its own, does not do
+    // it again.
+    let second = Setup::replica(
+        "2026-11-24T10:05:00",
+        &jobs,
+        None,
+        Some(stale("daily")),
+        &["again"],
+        claims.clone(),
+    )
+    .await;
+    assert_eq!(second.calls(), vec![]);
+}
+
+#[tokio::test]
+async fn replicas_that_started_apart_beat_once_per_interval_between_them() {
+    let claims = Arc::new(SharedClaims::default());
+    let task = Some("- Look at the build");
+    let mut early = Setup::replica(
+        "2026-11-24T10:00:00",
+        &[],
+        Some((heartbeat(30, None), task)),
+        None,
+        &["HEARTBEAT_OK"; 8],
+        claims.clone(),
+    )
+    .await;
+    let mut late = Setup::replica(
+        "2026-11-24T10:07:00",
+        &[],
+        Some((heartbeat(30, None), task)),
+        None,
+        &["HEARTBEAT_OK"; 8],
+        claims.clone(),
+    )
+    .await;
+    for minute in (10..=120).step_by(1) {
+        let (h, m) = (10 + minute / 60, minute % 60);
+        let time = format!("2026-11-24T{h:02}:{m:02}:00");
+        early.move_to(&time).await;
+        late.move_to(&time).await;
+    }
+    // 10:30, 11:00, 11:30 and 12:00: four intervals, four beats.
+    let beats = early.calls().len() + late.calls().len();
+    assert_eq!(beats, 4, "{:?} {:?}", early.calls(), late.calls());
 }

@@ -1,0 +1,76 @@
+//! The team gateway: several `pincer gateway` processes ("replicas") that
+//! share a PostgreSQL database (`[cluster] store`). A single gateway
+//! needs none of this: without `[cluster]`, [`Alone`] answers every
+//! question as the one process there is.
+//!
+//! What the replicas share goes through the seams here, so that the
+//! gateway is the same code alone and in a cluster:
+//! - [`Claims`]: work that must happen once across the cluster (a cron
+//!   job's run at its time, the heartbeat in its interval). The database
+//!   decides who has it, by a unique key: no consensus of pincer's own.
+//!
+//! Credentials stay in each replica's own config and environment: none is
+//! ever written to the store.
+
+pub mod postgres;
+
+use std::sync::Arc;
+
+/// Work that must happen once across the cluster.
+#[async_trait::async_trait]
+pub trait Claims: Send + Sync {
+    /// Claims run `slot_ms` (its scheduled time, or its interval's start,
+    /// in ms since the epoch) of the scheduled work `name`: `Ok(true)` if
+    /// this replica is to do it, `Ok(false)` if another has it, `Err` if
+    /// the store cannot say (then nobody should do it twice: the caller
+    /// skips it).
+    async fn claim(&self, name: &str, slot_ms: i64) -> Result<bool, String>;
+
+    /// The latest run of `name` any replica claimed (`None`: none, or a
+    /// gateway alone, which keeps its own record).
+    async fn last(&self, name: &str) -> Result<Option<i64>, String>;
+}
+
+/// One gateway on its own: everything is its to do.
+pub struct Alone;
+
+#[async_trait::async_trait]
+impl Claims for Alone {
+    async fn claim(&self, _name: &str, _slot_ms: i64) -> Result<bool, String> {
+        Ok(true)
+    }
+
+    async fn last(&self, _name: &str) -> Result<Option<i64>, String> {
+        Ok(None)
+    }
+}
+
+/// The cluster this gateway belongs to, from `[cluster]` (`--store`
+/// overrides its `store`): connected, with the store's schema brought up
+/// to date, or alone when no store is configured.
+pub async fn join(
+    config: &crate::config::cluster::ClusterConfig,
+    store: Option<&str>,
+) -> Result<Arc<dyn Claims>, String> {
+    let Some(url) = store.or(config.store.as_deref()) else {
+        return Ok(Arc::new(Alone));
+    };
+    let replica = config.replica.clone().unwrap_or_else(default_replica);
+    let store = postgres::Store::connect(url, &replica).await?;
+    crate::gateway::eprintln_log(&format!(
+        "cluster: replica `{replica}` on store {}",
+        crate::config::cluster::redacted(url)
+    ));
+    Ok(store)
+}
+
+/// A replica's name when the config gives none: the machine and the
+/// process, which no other running replica has.
+fn default_replica() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string());
+    format!("{host}:{}", std::process::id())
+}

@@ -1,0 +1,229 @@
+//! The cluster's store on PostgreSQL: the connection, the schema (the
+//! migrations in `src/cluster/migrations`, applied at start, one replica
+//! at a time), and the claims.
+
+use std::sync::Arc;
+
+use tokio::sync::Mutex;
+use tokio_postgres::{Client, NoTls};
+
+use crate::config::cluster::redacted;
+
+/// The schema's versions, oldest first: each applied once, in order.
+const MIGRATIONS: &[(i32, &str, &str)] = &[(
+    1,
+    "schedule claims",
+    include_str!("migrations/0001_schedule_claims.sql"),
+)];
+
+/// The advisory lock replicas take while they bring the schema up to
+/// date, so that two starting at once do not both apply a migration.
+const MIGRATION_LOCK: i64 = 0x7069_6e63_6572; // "pincer"
+
+pub struct Store {
+    url: String,
+    replica: String,
+    /// The connection, made again after it was lost.
+    client: Mutex<Option<Client>>,
+}
+
+impl Store {
+    /// Connects to the store at `url` and brings its schema up to date.
+    pub async fn connect(url: &str, replica: &str) -> Result<Arc<Self>, String> {
+        refuse_tls(url)?;
+        let store = Arc::new(Self {
+            url: url.to_string(),
+            replica: replica.to_string(),
+            client: Mutex::new(None),
+        });
+        {
+            let mut client = store.client.lock().await;
+            let connected = store.open().await?;
+            migrate(&connected).await.map_err(|e| {
+                format!(
+                    "cluster store {}: could not bring its schema up to date: {e}",
+                    redacted(url)
+                )
+            })?;
+            connected
+                .execute(
+                    "INSERT INTO pincer_replicas (name, version) VALUES ($1, $2)
+                     ON CONFLICT (name) DO UPDATE SET started_at = now(), seen_at = now(), version = $2",
+                    &[&store.replica, &env!("CARGO_PKG_VERSION")],
+                )
+                .await
+                .map_err(|e| format!("cluster store {}: {e}", redacted(url)))?;
+            *client = Some(connected);
+        }
+        Ok(store)
+    }
+
+    async fn open(&self) -> Result<Client, String> {
+        let (client, connection) =
+            tokio_postgres::connect(&self.url, NoTls)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "cannot reach the cluster store {}: {e}",
+                        redacted(&self.url)
+                    )
+                })?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!("the cluster store's connection ended: {e}");
+            }
+        });
+        Ok(client)
+    }
+
+    /// Runs `work` on the connection, connecting again first if it was
+    /// lost.
+    async fn with_client<T>(
+        &self,
+        work: impl AsyncFnOnce(&Client) -> Result<T, tokio_postgres::Error>,
+    ) -> Result<T, String> {
+        let mut client = self.client.lock().await;
+        if client.as_ref().is_none_or(Client::is_closed) {
+            *client = Some(self.open().await?);
+        }
+        let Some(connected) = client.as_ref() else {
+            return Err("no connection to the cluster store".to_string());
+        };
+        let done = work(connected).await;
+        if done.is_err() && connected.is_closed() {
+            *client = None;
+        }
+        done.map_err(|e| format!("cluster store {}: {e}", redacted(&self.url)))
+    }
+}
+
+#[async_trait::async_trait]
+impl super::Claims for Store {
+    async fn claim(&self, name: &str, slot_ms: i64) -> Result<bool, String> {
+        let replica = self.replica.clone();
+        let written = self
+            .with_client(async |client| {
+                client
+                    .execute(
+                        "INSERT INTO pincer_schedule_claims (name, slot_ms, replica)
+                         VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                        &[&name, &slot_ms, &replica],
+                    )
+                    .await
+            })
+            .await?;
+        Ok(written == 1)
+    }
+
+    async fn last(&self, name: &str) -> Result<Option<i64>, String> {
+        self.with_client(async |client| {
+            let row = client
+                .query_one(
+                    "SELECT max(slot_ms) FROM pincer_schedule_claims WHERE name = $1",
+                    &[&name],
+                )
+                .await?;
+            row.try_get::<_, Option<i64>>(0)
+        })
+        .await
+    }
+}
+
+/// Applies the migrations the store has not had, in order, each in its
+/// own transaction, under an advisory lock.
+async fn migrate(client: &Client) -> Result<(), tokio_postgres::Error> {
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    let applied = apply(client).await;
+    let unlocked = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+        .await;
+    applied.and(unlocked.map(|_| ()))
+}
+
+async fn apply(client: &Client) -> Result<(), tokio_postgres::Error> {
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS pincer_migrations (
+                 version INTEGER PRIMARY KEY,
+                 name TEXT NOT NULL,
+                 applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+             )",
+        )
+        .await?;
+    let rows = client
+        .query("SELECT version FROM pincer_migrations", &[])
+        .await?;
+    let done: Vec<i32> = rows.iter().map(|row| row.get(0)).collect();
+    for (version, name, sql) in MIGRATIONS {
+        if done.contains(version) {
+            continue;
+        }
+        client.batch_execute("BEGIN").await?;
+        let step = async {
+            client.batch_execute(sql).await?;
+            client
+                .execute(
+                    "INSERT INTO pincer_migrations (version, name) VALUES ($1, $2)",
+                    &[version, name],
+                )
+                .await
+        }
+        .await;
+        match step {
+            Ok(_) => client.batch_execute("COMMIT").await?,
+            Err(e) => {
+                let _ = client.batch_execute("ROLLBACK").await;
+                return Err(e);
+            }
+        }
+        tracing::info!("cluster store: applied migration {version} ({name})");
+    }
+    Ok(())
+}
+
+/// pincer connects to the store without TLS for now: a URL that asks for
+/// it is refused rather than connected in the clear.
+fn refuse_tls(url: &str) -> Result<(), String> {
+    let asks = url
+        .split_once('?')
+        .map(|(_, query)| query)
+        .unwrap_or_default()
+        .split('&')
+        .any(|pair| {
+            matches!(
+                pair,
+                "sslmode=require" | "sslmode=verify-ca" | "sslmode=verify-full"
+            )
+        });
+    if asks {
+        return Err(format!(
+            "cluster store {}: TLS to the store (`sslmode=require`) is not supported by pincer yet; reach the database over a private network or a local tunnel",
+            redacted(url)
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_that_asks_for_tls_is_refused_not_connected_in_the_clear() {
+        let error = refuse_tls("postgres://u:pw@db/pincer?sslmode=require").unwrap_err();
+        assert!(error.contains("not supported"), "{error}");
+        assert!(!error.contains("pw"), "{error}");
+        assert!(refuse_tls("postgres://u@db/pincer?sslmode=disable").is_ok());
+        assert!(refuse_tls("postgres://u@db/pincer").is_ok());
+    }
+
+    #[test]
+    fn migrations_are_numbered_in_order_from_one() {
+        for (i, (version, _, sql)) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(*version as usize, i + 1);
+            assert!(!sql.trim().is_empty());
+        }
+    }
+}
