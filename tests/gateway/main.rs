@@ -20,6 +20,7 @@ mod channels_slack;
 mod channels_telegram;
 mod channels_together;
 mod channels_whatsapp;
+mod cluster;
 mod connect_acp;
 mod gateway;
 mod gateway_pages;

@@ -32,6 +32,7 @@ mod claude_code;
 mod claude_code_cli;
 mod cli;
 mod cli_tools;
+mod cluster_services;
 mod commands;
 mod compaction;
 mod editor_fixes;

@@ -10,6 +10,7 @@ pub mod mock_model;
 pub mod openclaw;
 pub mod openclaw_gateway;
 pub mod python_sdk;
+pub mod services;
 pub mod slack_api;
 pub mod sse;
 pub mod telegram_api;

@@ -1,0 +1,144 @@
+//! The team gateway on a real PostgreSQL server (started by the test on a
+//! free port): several `pincer gateway` processes share its store, and
+//! what must happen once happens once.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support;
+
+use std::time::Duration;
+
+use support::acp_client::{Sandbox, TIMEOUT};
+use support::gateway::{Gateway, gateway_command, new_token};
+use support::mock_model::{MockModel, Reply};
+use support::services::Postgres;
+use support::sse::anthropic_text;
+
+/// A cron expression (with seconds) for `seconds` from now, in UTC.
+fn in_seconds(seconds: i64) -> String {
+    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(seconds);
+    format!(
+        "{} * * * * *",
+        at.to_zoned(jiff::tz::TimeZone::UTC).second()
+    )
+}
+
+/// One replica's home, with `cluster` and `extra` in its config.
+fn replica_home(cluster: &str, extra: &str) -> Sandbox {
+    let sandbox = Sandbox::new();
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        format!("title_model = \"none\"\n[gateway]\n\n[cluster]\n{cluster}\n\n{extra}\n"),
+    )
+    .unwrap();
+    sandbox
+}
+
+async fn launch(sandbox: &Sandbox, mock: &MockModel) -> Gateway {
+    let token = new_token();
+    let cmd = gateway_command(sandbox, mock, Some(&token), &[]);
+    Gateway::spawn(cmd, Some(&token)).await
+}
+
+#[tokio::test]
+async fn a_cron_job_due_on_three_replicas_of_one_store_runs_once() {
+    let postgres = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    let mock = MockModel::start().await;
+    for _ in 0..3 {
+        mock.push(Reply::sse(anthropic_text("The news.", 5)));
+    }
+    let marker = uuid::Uuid::new_v4().simple().to_string();
+    let job = format!(
+        "[[cron]]\nname = \"news\"\nschedule = \"{}\"\ntimezone = \"UTC\"\nprompt = \"News {marker}\"\n",
+        in_seconds(12)
+    );
+    let homes: Vec<Sandbox> = (1..=3)
+        .map(|i| {
+            replica_home(
+                &format!("store = \"{}\"\nreplica = \"r{i}\"", postgres.url()),
+                &job,
+            )
+        })
+        .collect();
+    // All three at once: they apply the schema together.
+    let (a, b, c) = tokio::join!(
+        launch(&homes[0], &mock),
+        launch(&homes[1], &mock),
+        launch(&homes[2], &mock)
+    );
+    let replicas = [a, b, c];
+    for (i, replica) in replicas.iter().enumerate() {
+        let said = format!("cluster: replica `r{}` on store {}", i + 1, postgres.url());
+        replica
+            .stderr
+            .wait_line(TIMEOUT, |l| l.contains(&said).then_some(()))
+            .await
+            .unwrap_or_else(|| panic!("no {said:?} in:\n{}", replica.stderr.text()));
+    }
+    mock.wait_for_requests(1, Duration::from_secs(90)).await;
+    // Past the time, with room for a second run that must not come.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let prompts: Vec<String> = mock
+        .requests()
+        .iter()
+        .filter(|r| r.body.to_string().contains(&marker))
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(prompts.len(), 1, "the job ran {} times", prompts.len());
+    let claims = postgres.psql("SELECT name, replica FROM pincer_schedule_claims");
+    let lines: Vec<&str> = claims.lines().collect();
+    assert_eq!(lines.len(), 1, "{claims}");
+    assert!(lines[0].starts_with("cron:news|r"), "{claims}");
+    assert_eq!(postgres.psql("SELECT count(*) FROM pincer_migrations"), "1");
+    assert_eq!(
+        postgres.psql("SELECT string_agg(name, ',' ORDER BY name) FROM pincer_replicas"),
+        "r1,r2,r3"
+    );
+    for replica in replicas {
+        replica.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn the_store_s_password_is_never_printed_and_an_unreachable_store_stops_the_start() {
+    let postgres = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    let mock = MockModel::start().await;
+    // Trust authentication takes any password: the URL with one works.
+    let with_password = postgres
+        .url()
+        .replacen("pincer@", "pincer:hunter2-secret@", 1);
+    let home = replica_home(&format!("store = \"{with_password}\""), "");
+    let gateway = launch(&home, &mock).await;
+    let shown = postgres.url().replacen("pincer@", "pincer:***@", 1);
+    gateway
+        .stderr
+        .wait_line(TIMEOUT, |l| l.contains(&shown).then_some(()))
+        .await
+        .unwrap_or_else(|| panic!("no {shown:?} in:\n{}", gateway.stderr.text()));
+    let log = gateway.stop().await;
+    assert!(!log.contains("hunter2-secret"), "{log}");
+    // Nothing listens on the store's port once it is stopped.
+    let port = postgres.port();
+    drop(postgres);
+    let home = replica_home(
+        &format!("store = \"postgres://pincer:hunter2-secret@127.0.0.1:{port}/pincer\""),
+        "",
+    );
+    let token = new_token();
+    let out = tokio::time::timeout(
+        TIMEOUT,
+        gateway_command(&home, &mock, Some(&token), &[]).output(),
+    )
+    .await
+    .expect("the gateway gave up on the store in time")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot reach the cluster store postgres://pincer:***@127.0.0.1:{port}/pincer"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2-secret"), "{stderr}");
+}
