@@ -26,6 +26,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["tools", "auth"],
     &["mcp"],
     &["config"],
+    &["cluster"],
     &["context"],
     &["agent"],
     &["workflow"],

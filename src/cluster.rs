@@ -45,23 +45,36 @@ impl Claims for Alone {
     }
 }
 
+/// What this gateway shares with the other replicas.
+pub struct Cluster {
+    pub claims: Arc<dyn Claims>,
+    /// `replica `NAME` on store URL` (the URL without its password), or
+    /// `None` for a gateway alone.
+    pub joined: Option<String>,
+}
+
 /// The cluster this gateway belongs to, from `[cluster]` (`--store`
 /// overrides its `store`): connected, with the store's schema brought up
 /// to date, or alone when no store is configured.
 pub async fn join(
     config: &crate::config::cluster::ClusterConfig,
     store: Option<&str>,
-) -> Result<Arc<dyn Claims>, String> {
+) -> Result<Cluster, String> {
     let Some(url) = store.or(config.store.as_deref()) else {
-        return Ok(Arc::new(Alone));
+        return Ok(Cluster {
+            claims: Arc::new(Alone),
+            joined: None,
+        });
     };
     let replica = config.replica.clone().unwrap_or_else(default_replica);
     let store = postgres::Store::connect(url, &replica).await?;
-    crate::gateway::eprintln_log(&format!(
-        "cluster: replica `{replica}` on store {}",
-        crate::config::cluster::redacted(url)
-    ));
-    Ok(store)
+    Ok(Cluster {
+        claims: store,
+        joined: Some(format!(
+            "replica `{replica}` on store {}",
+            crate::config::cluster::redacted(url)
+        )),
+    })
 }
 
 /// A replica's name when the config gives none: the machine and the

@@ -178,8 +178,11 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
         &settings.paths.data_dir,
     ));
     let _ = hub.scheduled.set(plan.clone());
-    let claims = crate::cluster::join(&settings.config.cluster, options.store.as_deref()).await?;
-    scheduler::start(&hub, channels.clone(), plan, claims);
+    let cluster = crate::cluster::join(&settings.config.cluster, options.store.as_deref()).await?;
+    if let Some(joined) = &cluster.joined {
+        eprintln_log(&format!("cluster: {joined}"));
+    }
+    scheduler::start(&hub, channels.clone(), plan, cluster.claims);
     let control_ui = match &config.control_ui {
         None => None,
         Some(path) => {
