@@ -34,9 +34,27 @@ impl ClusterConfig {
     }
 }
 
-/// A store or bus URL as it may be shown: its password, if any, replaced
-/// by `***`.
+/// A store or bus URL as it may be shown: its password, if any (before
+/// the host, or a `password=` parameter), replaced by `***`.
 pub fn redacted(url: &str) -> String {
+    let (url, query) = match url.split_once('?') {
+        Some((url, query)) => (url, Some(query)),
+        None => (url, None),
+    };
+    let query = query.map(|query| {
+        let pairs: Vec<&str> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, _)) if key.eq_ignore_ascii_case("password") => "password=***",
+                _ => pair,
+            })
+            .collect();
+        format!("?{}", pairs.join("&"))
+    });
+    format!("{}{}", redacted_authority(url), query.unwrap_or_default())
+}
+
+fn redacted_authority(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
@@ -70,6 +88,10 @@ mod tests {
         );
         assert_eq!(redacted("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
         assert_eq!(redacted("nats://u:p@bus:4222"), "nats://u:***@bus:4222");
+        assert_eq!(
+            redacted("postgres://team@db/pincer?sslmode=disable&password=s3cret"),
+            "postgres://team@db/pincer?sslmode=disable&password=***"
+        );
     }
 
     #[test]

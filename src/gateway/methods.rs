@@ -642,19 +642,21 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let (offset, limit, page) = cron::page(&jobs, query.offset, query.limit);
             let next = offset + page.len();
             let has_more = next < total;
-            let next_offset = has_more.then_some(next);
+            let page = cron::Page {
+                jobs: page,
+                snapshot_revision,
+                total,
+                offset,
+                limit,
+                has_more,
+                next_offset: has_more.then_some(next),
+                heartbeat: None,
+                invalid: None,
+            };
             if query.compact == Some(true) {
-                return answer(&cron::Page {
-                    jobs: page.iter().map(cron::CompactJob::from).collect(),
-                    snapshot_revision,
-                    total,
-                    offset,
-                    limit,
-                    has_more,
-                    next_offset,
-                    heartbeat: None,
-                    invalid: None,
-                });
+                return answer(
+                    &page.map(|jobs| jobs.iter().map(cron::CompactJob::from).collect::<Vec<_>>()),
+                );
             }
             // pincer's own page also shows the heartbeat and the jobs that
             // do not run (their config is wrong).
@@ -670,15 +672,9 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 })
                 .collect();
             answer(&cron::Page {
-                jobs: page,
-                snapshot_revision,
-                total,
-                offset,
-                limit,
-                has_more,
-                next_offset,
                 heartbeat: Some(listing["heartbeat"].clone()),
                 invalid: Some(invalid),
+                ..page
             })
         }
         "cron.status" => {

@@ -178,9 +178,16 @@ pub fn agent_config(mock: &MockModel, project: &std::path::Path) -> pincer::agen
 /// Installs Debian's `package` through `.ci/debian-tool` when `program`
 /// is not on PATH; fails (never skips) when that cannot be done.
 pub fn ensure_tool(program: &str, package: &str) {
+    ensure_tool_on(program, package, &std::env::var_os("PATH").unwrap_or_default());
+}
+
+/// [`ensure_tool`], looking for `program` on `path` (Debian puts some
+/// servers in `/usr/sbin`, off an ordinary user's PATH).
+pub fn ensure_tool_on(program: &str, package: &str, path: &std::ffi::OsStr) {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/debian-tool");
     let output = std::process::Command::new(&script)
         .args([program, package])
+        .env("PATH", path)
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));

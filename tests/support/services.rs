@@ -611,21 +611,7 @@ fn search_path() -> OsString {
 /// not on PATH (with the system directories: Debian puts servers in
 /// /usr/sbin); fails, never skips, when that cannot be done.
 fn debian_tool(program: &str, package: &str) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/debian-tool");
-    let output = Command::new(&script)
-        .args([program, package])
-        .env("PATH", search_path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    assert!(
-        output.status.success(),
-        "`{program}` is missing and `.ci/debian-tool {program} {package}` could not install it \
-         ({}):\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    super::ensure_tool_on(program, package, &search_path());
 }
 
 /// Runs `sql` through `psql` at `url` as the test's own user (any user

@@ -331,6 +331,23 @@ pub struct Page<T> {
     pub invalid: Option<Vec<Invalid>>,
 }
 
+impl<T> Page<T> {
+    /// The same page with its jobs in another shape.
+    pub fn map<U>(self, shape: impl FnOnce(Vec<T>) -> Vec<U>) -> Page<U> {
+        Page {
+            jobs: shape(self.jobs),
+            snapshot_revision: self.snapshot_revision,
+            total: self.total,
+            offset: self.offset,
+            limit: self.limit,
+            has_more: self.has_more,
+            next_offset: self.next_offset,
+            heartbeat: self.heartbeat,
+            invalid: self.invalid,
+        }
+    }
+}
+
 /// A `[[cron]]` job whose config is wrong, so that it never runs.
 #[derive(Clone, Debug, Serialize)]
 pub struct Invalid {
