@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod channels;
+pub mod cluster;
 pub mod completions;
 pub mod cron;
 pub mod doctor;

@@ -68,6 +68,7 @@ pub async fn join(
     };
     let replica = config.replica.clone().unwrap_or_else(default_replica);
     let store = postgres::Store::connect(url, &replica).await?;
+    store.keep_alive(std::time::Duration::from_secs(config.lease_seconds()).div_f32(3.0));
     Ok(Cluster {
         claims: store,
         joined: Some(format!(

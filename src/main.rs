@@ -264,6 +264,12 @@ enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+    /// A team gateway's shared state ([cluster] store): its replicas and
+    /// the scheduled runs they claimed.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
     /// The gateway's scheduled runs ([[cron]] jobs and the [heartbeat]):
     /// schedules, next and last runs. Works without a gateway running.
     Cron {
@@ -372,6 +378,20 @@ enum McpCommand {
         #[arg(long)]
         cwd: Option<std::path::PathBuf>,
         /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ClusterCommand {
+    /// Each replica (alive if it renewed its presence within the lease)
+    /// and the latest scheduled runs claimed.
+    Status {
+        /// The store, instead of [cluster] store.
+        #[arg(long, value_name = "postgres://…")]
+        store: Option<String>,
+        /// As one JSON object.
         #[arg(long)]
         json: bool,
     },
@@ -697,6 +717,9 @@ async fn dispatch(command: Command) -> i32 {
         Command::Cron {
             command: CronCommand::List { json },
         } => report(pincer::cli::cron::list(json)),
+        Command::Cluster {
+            command: ClusterCommand::Status { store, json },
+        } => report(pincer::cli::cluster::status(store, json).await),
         Command::Workflow { command } => workflow(command).await,
         Command::Channels { command } => report(match command {
             ChannelsCommand::Approve { code } => pincer::cli::channels::approve(&code),

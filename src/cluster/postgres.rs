@@ -27,7 +27,123 @@ pub struct Store {
     client: Mutex<Option<Client>>,
 }
 
+/// What `pincer cluster status` shows: each replica that ever joined, and
+/// the latest scheduled runs claimed.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub replicas: Vec<Replica>,
+    pub claims: Vec<Claimed>,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Replica {
+    pub name: String,
+    pub version: String,
+    /// Milliseconds since the epoch.
+    pub started_at: i64,
+    pub seen_at: i64,
+    /// It renewed its presence within the lease.
+    pub alive: bool,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Claimed {
+    /// `cron:<job>` or `heartbeat`.
+    pub name: String,
+    pub slot_ms: i64,
+    pub replica: String,
+}
+
+/// The most claims `status` lists, newest first.
+const STATUS_CLAIMS: i64 = 20;
+
 impl Store {
+    /// The store at `url`, for reading its state (`pincer cluster
+    /// status`): no replica joins, and the schema must be there already.
+    pub async fn open_to_read(url: &str) -> Result<Self, String> {
+        refuse_tls(url)?;
+        let store = Self {
+            url: url.to_string(),
+            replica: String::new(),
+            client: Mutex::new(None),
+        };
+        let client = store.open().await?;
+        *store.client.lock().await = Some(client);
+        Ok(store)
+    }
+
+    /// The replicas and the latest claims; a replica is alive when it
+    /// renewed its presence within `lease_seconds`.
+    pub async fn status(&self, lease_seconds: u64) -> Result<Status, String> {
+        let lease = i64::try_from(lease_seconds).unwrap_or(i64::MAX);
+        self.with_client(async |client| {
+            let replicas = client
+                .query(
+                    "SELECT name, version,
+                            (extract(epoch FROM started_at) * 1000)::bigint,
+                            (extract(epoch FROM seen_at) * 1000)::bigint,
+                            seen_at > now() - make_interval(secs => $1::bigint)
+                     FROM pincer_replicas ORDER BY name",
+                    &[&lease],
+                )
+                .await?
+                .iter()
+                .map(|row| Replica {
+                    name: row.get(0),
+                    version: row.get(1),
+                    started_at: row.get(2),
+                    seen_at: row.get(3),
+                    alive: row.get(4),
+                })
+                .collect();
+            let claims = client
+                .query(
+                    "SELECT name, slot_ms, replica FROM pincer_schedule_claims
+                     ORDER BY slot_ms DESC, name LIMIT $1",
+                    &[&STATUS_CLAIMS],
+                )
+                .await?
+                .iter()
+                .map(|row| Claimed {
+                    name: row.get(0),
+                    slot_ms: row.get(1),
+                    replica: row.get(2),
+                })
+                .collect();
+            Ok(Status { replicas, claims })
+        })
+        .await
+    }
+
+    /// Says every `every` that this replica is alive, for as long as the
+    /// process runs (the replica is in the cluster whether or not it has
+    /// scheduled runs to claim).
+    pub fn keep_alive(self: &Arc<Self>, every: std::time::Duration) {
+        let store = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let replica = store.replica.clone();
+                let renewed = store
+                    .with_client(async |client| {
+                        client
+                            .execute(
+                                "UPDATE pincer_replicas SET seen_at = now() WHERE name = $1",
+                                &[&replica],
+                            )
+                            .await
+                    })
+                    .await;
+                if let Err(e) = renewed {
+                    tracing::warn!("cluster: could not renew this replica's presence: {e}");
+                }
+            }
+        });
+    }
+
     /// Connects to the store at `url` and brings its schema up to date.
     pub async fn connect(url: &str, replica: &str) -> Result<Arc<Self>, String> {
         refuse_tls(url)?;

@@ -142,3 +142,79 @@ async fn the_store_s_password_is_never_printed_and_an_unreachable_store_stops_th
     );
     assert!(!stderr.contains("hunter2-secret"), "{stderr}");
 }
+
+/// `pincer cluster status --json` in `sandbox`, for `store`.
+async fn status(sandbox: &Sandbox, store: &str) -> serde_json::Value {
+    let out = sandbox
+        .command(&["cluster", "status", "--store", store, "--json"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn cluster_status_shows_the_replicas_and_one_killed_is_gone_after_its_lease() {
+    let postgres = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    let mock = MockModel::start().await;
+    let homes: Vec<Sandbox> = ["a", "b"]
+        .iter()
+        .map(|name| {
+            replica_home(
+                &format!(
+                    "store = \"{}\"\nreplica = \"{name}\"\nlease_seconds = 2",
+                    postgres.url()
+                ),
+                "",
+            )
+        })
+        .collect();
+    let a = launch(&homes[0], &mock).await;
+    let b = launch(&homes[1], &mock).await;
+    let alive = |status: &serde_json::Value| -> Vec<(String, bool)> {
+        status["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap().to_string(),
+                    r["alive"].as_bool().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let both = status(&homes[0], &postgres.url()).await;
+    assert_eq!(
+        alive(&both),
+        vec![("a".to_string(), true), ("b".to_string(), true)]
+    );
+    // `kill -9`: b says nothing more, and is gone once its lease ran out,
+    // while a keeps renewing its own.
+    b.stop().await;
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let after = status(&homes[0], &postgres.url()).await;
+    assert_eq!(
+        alive(&after),
+        vec![("a".to_string(), true), ("b".to_string(), false)]
+    );
+    // The text form names the store without a password.
+    let out = homes[0]
+        .command(&["cluster", "status", "--store", &postgres.url()])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("store: {}", postgres.url())),
+        "{text}"
+    );
+    assert!(text.contains("replica a: alive"), "{text}");
+    assert!(text.contains("replica b: gone"), "{text}");
+    a.stop().await;
+}

@@ -178,7 +178,11 @@ pub fn agent_config(mock: &MockModel, project: &std::path::Path) -> pincer::agen
 /// Installs Debian's `package` through `.ci/debian-tool` when `program`
 /// is not on PATH; fails (never skips) when that cannot be done.
 pub fn ensure_tool(program: &str, package: &str) {
-    ensure_tool_on(program, package, &std::env::var_os("PATH").unwrap_or_default());
+    ensure_tool_on(
+        program,
+        package,
+        &std::env::var_os("PATH").unwrap_or_default(),
+    );
 }
 
 /// [`ensure_tool`], looking for `program` on `path` (Debian puts some
