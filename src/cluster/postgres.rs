@@ -23,6 +23,8 @@ const MIGRATION_LOCK: i64 = 0x7069_6e63_6572; // "pincer"
 pub struct Store {
     url: String,
     replica: String,
+    /// [`STORE_TIMEOUT`], shorter in tests.
+    timeout: std::time::Duration,
     /// The connection, made again after it was lost.
     client: Mutex<Option<Client>>,
 }
@@ -57,6 +59,19 @@ pub struct Claimed {
     pub replica: String,
 }
 
+/// How long the store may take to answer one request (or to connect)
+/// before it counts as unreachable: a half-open connection must not hold
+/// the scheduler for good.
+const STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long joining may take: bringing the schema up to date waits for
+/// another replica doing it.
+const JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A scheduled run's claim is kept this long after the run's time (the
+/// latest claim of each name, which catching up reads, is newer).
+const KEEP_CLAIMS_MS: i64 = 7 * 24 * 3600 * 1000;
+
 /// The most claims `status` lists, newest first.
 const STATUS_CLAIMS: i64 = 20;
 
@@ -68,6 +83,7 @@ impl Store {
         let store = Self {
             url: url.to_string(),
             replica: String::new(),
+            timeout: STORE_TIMEOUT,
             client: Mutex::new(None),
         };
         let client = store.open().await?;
@@ -144,12 +160,40 @@ impl Store {
         });
     }
 
-    /// Connects to the store at `url` and brings its schema up to date.
+    /// Connects to the store at `url`, brings its schema up to date and
+    /// registers `replica` (forgetting replicas gone for a day: each start
+    /// under the default name is a new one).
     pub async fn connect(url: &str, replica: &str) -> Result<Arc<Self>, String> {
+        Self::connect_within(url, replica, STORE_TIMEOUT).await
+    }
+
+    /// [`Store::connect`] with each request's `timeout`.
+    async fn connect_within(
+        url: &str,
+        replica: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Arc<Self>, String> {
+        tokio::time::timeout(JOIN_TIMEOUT, Self::join(url, replica, timeout))
+            .await
+            .map_err(|_| {
+                format!(
+                    "cluster store {}: joining took longer than {} s",
+                    redacted(url),
+                    JOIN_TIMEOUT.as_secs()
+                )
+            })?
+    }
+
+    async fn join(
+        url: &str,
+        replica: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Arc<Self>, String> {
         refuse_tls(url)?;
         let store = Arc::new(Self {
             url: url.to_string(),
             replica: replica.to_string(),
+            timeout,
             client: Mutex::new(None),
         });
         {
@@ -169,21 +213,30 @@ impl Store {
                 )
                 .await
                 .map_err(|e| format!("cluster store {}: {e}", redacted(url)))?;
+            connected
+                .execute(
+                    "DELETE FROM pincer_replicas WHERE seen_at < now() - interval '1 day'",
+                    &[],
+                )
+                .await
+                .map_err(|e| format!("cluster store {}: {e}", redacted(url)))?;
             *client = Some(connected);
         }
         Ok(store)
     }
 
     async fn open(&self) -> Result<Client, String> {
+        let unreachable = |why: String| {
+            format!(
+                "cannot reach the cluster store {}: {why}",
+                redacted(&self.url)
+            )
+        };
         let (client, connection) =
-            tokio_postgres::connect(&self.url, NoTls)
+            tokio::time::timeout(self.timeout, tokio_postgres::connect(&self.url, NoTls))
                 .await
-                .map_err(|e| {
-                    format!(
-                        "cannot reach the cluster store {}: {e}",
-                        redacted(&self.url)
-                    )
-                })?;
+                .map_err(|_| unreachable(format!("no answer within {:?}", self.timeout)))?
+                .map_err(|e| unreachable(e.to_string()))?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::warn!("the cluster store's connection ended: {e}");
@@ -205,7 +258,15 @@ impl Store {
         let Some(connected) = client.as_ref() else {
             return Err("no connection to the cluster store".to_string());
         };
-        let done = work(connected).await;
+        let Ok(done) = tokio::time::timeout(self.timeout, work(connected)).await else {
+            // The next request connects again.
+            *client = None;
+            return Err(format!(
+                "cluster store {}: no answer within {:?}",
+                redacted(&self.url),
+                self.timeout
+            ));
+        };
         if done.is_err() && connected.is_closed() {
             *client = None;
         }
@@ -219,13 +280,24 @@ impl super::Claims for Store {
         let replica = self.replica.clone();
         let written = self
             .with_client(async |client| {
-                client
+                let written = client
                     .execute(
                         "INSERT INTO pincer_schedule_claims (name, slot_ms, replica)
                          VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
                         &[&name, &slot_ms, &replica],
                     )
-                    .await
+                    .await?;
+                // The winner forgets the runs long past, so that a job that
+                // runs every second does not grow the table for good.
+                if written == 1 {
+                    client
+                        .execute(
+                            "DELETE FROM pincer_schedule_claims WHERE name = $1 AND slot_ms < $2",
+                            &[&name, &(slot_ms - KEEP_CLAIMS_MS)],
+                        )
+                        .await?;
+                }
+                Ok(written)
             })
             .await?;
         Ok(written == 1)
@@ -333,6 +405,29 @@ mod tests {
         assert!(!error.contains("pw"), "{error}");
         assert!(refuse_tls("postgres://u@db/pincer?sslmode=disable").is_ok());
         assert!(refuse_tls("postgres://u@db/pincer").is_ok());
+    }
+
+    /// A server that takes the connection and never answers (a half-open
+    /// line, a wrong port) is unreachable after the timeout, not waited on
+    /// for good.
+    #[tokio::test]
+    async fn a_store_that_never_answers_is_unreachable_after_the_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let _held = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        let url = format!("postgres://u:pw@127.0.0.1:{port}/db");
+        let timeout = std::time::Duration::from_millis(300);
+        let error = match Store::connect_within(&url, "r", timeout).await {
+            Ok(_) => panic!("connected to a server that never answers"),
+            Err(error) => error,
+        };
+        assert!(error.contains("no answer within 300ms"), "{error}");
+        assert!(!error.contains("pw@"), "{error}");
     }
 
     #[test]

@@ -173,7 +173,7 @@ pub async fn run(
         sessions_changed: Default::default(),
         presence,
     });
-    // `hello-ok` leaves as text; the tree it was built as (about 9 KB)
+    // `hello-ok` leaves as text; the value it was built as (about 9 KB)
     // and the handshake's other values are dropped here, not held for
     // the connection's life by this function's state.
     {

@@ -70,10 +70,6 @@ impl ErrorShape {
         self.details = Some(Box::new(details));
         self
     }
-
-    pub fn to_json(&self) -> Value {
-        serde_json::to_value(self).unwrap_or_default()
-    }
 }
 
 impl Serialize for ErrorShape {
@@ -217,7 +213,7 @@ mod tests {
         let mut error = ErrorShape::new(UNAVAILABLE, "later");
         error.retry_after_ms = Some(1500);
         assert_eq!(
-            error.to_json(),
+            serde_json::to_value(&error).unwrap(),
             json!({"code":"UNAVAILABLE","message":"later","retryable":true,"retryAfterMs":1500})
         );
     }

@@ -67,6 +67,12 @@ async fn a_cron_job_due_on_three_replicas_of_one_store_runs_once() {
         launch(&homes[2], &mock)
     );
     let replicas = [a, b, c];
+    // A claim of the job's from eight days ago: the run's winner forgets
+    // it (claims are kept a week).
+    let old = jiff::Timestamp::now().as_millisecond() - 8 * 24 * 3600 * 1000;
+    postgres.psql(&format!(
+        "INSERT INTO pincer_schedule_claims (name, slot_ms, replica) VALUES ('cron:news', {old}, 'r0')"
+    ));
     for (i, replica) in replicas.iter().enumerate() {
         let said = format!("cluster: replica `r{}` on store {}", i + 1, postgres.url());
         replica
@@ -175,6 +181,11 @@ async fn cluster_status_shows_the_replicas_and_one_killed_is_gone_after_its_leas
         })
         .collect();
     let a = launch(&homes[0], &mock).await;
+    // A replica gone for two days (each start under the default name is a
+    // new one): the next to join forgets it.
+    postgres.psql(
+        "INSERT INTO pincer_replicas (name, version, seen_at) VALUES ('old', '0', now() - interval '2 days')",
+    );
     let b = launch(&homes[1], &mock).await;
     let alive = |status: &serde_json::Value| -> Vec<(String, bool)> {
         status["replicas"]

@@ -258,48 +258,16 @@ impl Postgres {
             .unwrap_or_else(|e| panic!("cannot start {}/postgres: {e}", self.bin.display()));
         let pid = server.id();
         self.server = Some(server);
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            if self.ready(pid) {
-                return true;
-            }
-            if let Some(status) = self
-                .server
-                .as_mut()
-                .and_then(|s| s.try_wait().ok().flatten())
-            {
-                self.server = None;
-                let log = self.log();
-                if port_taken(log.get(start_of_log..).unwrap_or_default()) {
-                    return false;
-                }
-                panic!(
-                    "PostgreSQL on port {} exited while starting ({status}); its log:\n{log}",
-                    self.port
-                );
-            }
-            if Instant::now() > deadline {
-                self.stop();
-                panic!(
-                    "PostgreSQL on port {} was not ready after {TIMEOUT:?}; its log:\n{}",
-                    self.port,
-                    self.log()
-                );
-            }
-            std::thread::sleep(POLL);
-        }
-    }
-
-    /// Whether the server `pid` says it accepts connections: the status
-    /// line (the eighth) of `postmaster.pid`, which `pg_ctl -w` waits on
-    /// too. The pid tells this start's file from one a stopped server left
-    /// behind.
-    fn ready(&self, pid: u32) -> bool {
-        let Ok(lock) = std::fs::read_to_string(self.data().join("postmaster.pid")) else {
-            return false;
-        };
-        let lines: Vec<&str> = lock.lines().map(str::trim).collect();
-        lines.first() == Some(&pid.to_string().as_str()) && lines.get(7) == Some(&"ready")
+        let data = self.data();
+        let log = self.dir.path().join("postgres.log");
+        wait_started(
+            "PostgreSQL",
+            self.port,
+            &mut self.server,
+            &log,
+            start_of_log,
+            || postmaster_ready(&data, pid),
+        )
     }
 
     fn psql_in(&self, database: &str, sql: &str) -> String {
@@ -407,36 +375,15 @@ impl Nats {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.program.display()));
         self.server = Some(server);
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            if greets(self.port) {
-                return true;
-            }
-            if let Some(status) = self
-                .server
-                .as_mut()
-                .and_then(|s| s.try_wait().ok().flatten())
-            {
-                self.server = None;
-                let log = self.log();
-                if port_taken(log.get(start_of_log..).unwrap_or_default()) {
-                    return false;
-                }
-                panic!(
-                    "nats-server on port {} exited while starting ({status}); its log:\n{log}",
-                    self.port
-                );
-            }
-            if Instant::now() > deadline {
-                self.stop();
-                panic!(
-                    "nats-server on port {} did not greet a client within {TIMEOUT:?}; its log:\n{}",
-                    self.port,
-                    self.log()
-                );
-            }
-            std::thread::sleep(POLL);
-        }
+        let port = self.port;
+        wait_started(
+            "nats-server",
+            port,
+            &mut self.server,
+            &self.dir.path().join("nats.log"),
+            start_of_log,
+            || greets(port),
+        )
     }
 }
 
@@ -659,6 +606,57 @@ fn without_pg_env(command: &mut Command) {
             command.env_remove(key);
         }
     }
+}
+
+/// Waits until a server just started (`server`, writing `log` from
+/// `start_of_log` on) is `ready`: true then, false when it exited because
+/// its port was taken (another process took the free port first); panics,
+/// with its log, when it exited otherwise or was not ready in time.
+fn wait_started(
+    what: &str,
+    port: u16,
+    server: &mut Option<Child>,
+    log: &Path,
+    start_of_log: usize,
+    ready: impl Fn() -> bool,
+) -> bool {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if ready() {
+            return true;
+        }
+        if let Some(status) = server.as_mut().and_then(|s| s.try_wait().ok().flatten()) {
+            *server = None;
+            let text = read_log(log);
+            if port_taken(text.get(start_of_log..).unwrap_or_default()) {
+                return false;
+            }
+            panic!("{what} on port {port} exited while starting ({status}); its log:\n{text}");
+        }
+        if Instant::now() > deadline {
+            if let Some(mut child) = server.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            panic!(
+                "{what} on port {port} was not ready after {TIMEOUT:?}; its log:\n{}",
+                read_log(log)
+            );
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Whether the PostgreSQL server `pid` says it accepts connections: the
+/// status line (the eighth) of `postmaster.pid` in `data`, which `pg_ctl
+/// -w` waits on too. The pid tells this start's file from one a stopped
+/// server left behind.
+fn postmaster_ready(data: &Path, pid: u32) -> bool {
+    let Ok(lock) = std::fs::read_to_string(data.join("postmaster.pid")) else {
+        return false;
+    };
+    let lines: Vec<&str> = lock.lines().map(str::trim).collect();
+    lines.first() == Some(&pid.to_string().as_str()) && lines.get(7) == Some(&"ready")
 }
 
 /// Whether a server's log says its port was taken (PostgreSQL: "could not
