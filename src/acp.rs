@@ -401,8 +401,15 @@ impl Server {
         responder: Responder<PromptResponse>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        answer_later(&cx, "session/prompt", responder, async move {
-            self.prompt(req).await
+        let respond: session::Respond = Box::new(move |result| {
+            if let Err(e) = answer(responder, result) {
+                tracing::warn!(error = %e, "could not answer session/prompt");
+            }
+        });
+        cx.spawn(async move {
+            self.prompt(req, respond).await;
+            // An error here would tear down the whole connection.
+            Ok(())
         })
     }
 
@@ -1308,26 +1315,31 @@ impl Server {
     /// `session/prompt`, from this connection into any open session of
     /// the process: the session's owner does the asking and sees the
     /// updates, the answer comes back here.
-    async fn prompt(&self, req: PromptRequest) -> Result<PromptResponse, Error> {
+    async fn prompt(&self, req: PromptRequest, respond: session::Respond) {
         let tag = registry::prompt_tag(req.meta.as_ref());
-        let refused = |error: Error| {
-            self.registry.tell(registry::Observed::PromptEnded {
-                session: req.session_id.clone(),
-                tag: tag.clone(),
-                result: session::ended(&Err(error.clone())),
-            });
-            error
+        let taken = match registry::prompt_queue_mode(req.meta.as_ref()) {
+            Ok(mode) => self.session(&req.session_id.0).await.map(|s| (s, mode)),
+            Err(e) => Err(invalid_params(e)),
         };
-        let mode = registry::prompt_queue_mode(req.meta.as_ref())
-            .map_err(|e| refused(invalid_params(e)))?;
-        let session = self.session(&req.session_id.0).await.map_err(refused)?;
+        let (session, mode) = match taken {
+            Ok(taken) => taken,
+            Err(error) => {
+                self.registry.tell(registry::Observed::PromptEnded {
+                    session: req.session_id.clone(),
+                    tag,
+                    result: session::ended(&Err(error.clone())),
+                });
+                respond(Err(error));
+                return;
+            }
+        };
         let prompted = session::Prompted {
             blocks: req.prompt,
-            tag: tag.clone(),
+            tag,
             mode,
             from: self.connection,
         };
-        session.prompt(prompted, &self.http).await
+        session.prompt(prompted, &self.http, respond).await;
     }
 
     async fn set_config_option(

@@ -152,7 +152,7 @@ pub struct Prompted {
 /// connection) tells it the prompt was cancelled, so every prompt request
 /// gets exactly one [`Observed::PromptEnded`].
 struct Reply {
-    tx: Option<tokio::sync::oneshot::Sender<Result<PromptResponse, Error>>>,
+    respond: Option<Respond>,
     tag: Option<String>,
     session: SessionId,
     bus: Arc<Bus>,
@@ -161,8 +161,8 @@ struct Reply {
 impl Reply {
     fn send(mut self, result: Result<PromptResponse, Error>) {
         self.tell(&result);
-        if let Some(tx) = self.tx.take() {
-            let _ = tx.send(result);
+        if let Some(respond) = self.respond.take() {
+            respond(result);
         }
     }
 
@@ -177,11 +177,18 @@ impl Reply {
 
 impl Drop for Reply {
     fn drop(&mut self) {
-        if self.tx.is_some() {
-            self.tell(&Ok(PromptResponse::new(StopReason::Cancelled)));
+        if let Some(respond) = self.respond.take() {
+            let cancelled = Ok(PromptResponse::new(StopReason::Cancelled));
+            self.tell(&cancelled);
+            respond(cancelled);
         }
     }
 }
+
+/// Answers one prompt request. It queues the response on the prompting
+/// connection at once, so that on the owner's connection a request whose
+/// part of a run is over answers before the next part streams.
+pub(crate) type Respond = Box<dyn FnOnce(Result<PromptResponse, Error>) + Send>;
 
 /// A prompt's result as the observer hears it.
 pub(super) fn ended(result: &Result<PromptResponse, Error>) -> Result<StopReason, String> {
@@ -194,13 +201,6 @@ pub(super) fn ended(result: &Result<PromptResponse, Error>) -> Result<StopReason
             .and_then(serde_json::Value::as_str)
             .map_or_else(|| e.message.clone(), str::to_string)),
     }
-}
-
-/// How a prompt request was answered: by its run, which told the
-/// observer, or here, before it ran (a command, a refusal).
-enum Answered {
-    Told(Result<PromptResponse, Error>),
-    Here(Result<PromptResponse, Error>),
 }
 
 /// A prompt request on its way into the session ([`Turns::arrive`]),
@@ -453,21 +453,13 @@ impl Session {
     }
 
     /// A prompt request's answer, which tells the observer when it is sent.
-    fn reply(
-        &self,
-        tag: Option<String>,
-    ) -> (
-        Reply,
-        tokio::sync::oneshot::Receiver<Result<PromptResponse, Error>>,
-    ) {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let reply = Reply {
-            tx: Some(tx),
+    fn reply(&self, tag: Option<String>, respond: Respond) -> Reply {
+        Reply {
+            respond: Some(respond),
             tag,
             session: self.id.clone(),
             bus: self.bus.clone(),
-        };
-        (reply, rx)
+        }
     }
 
     /// The session's settings as they are now.
@@ -913,14 +905,15 @@ impl Session {
         }
     }
 
-    /// Runs one prompt (a model turn, or a command) to its end. Whichever
-    /// connection sent it, the work talks to the session's owner; the
-    /// answer goes back to the caller.
+    /// Takes one prompt (a model turn, or a command) and answers it with
+    /// `respond` when it ends. Whichever connection sent it, the work
+    /// talks to the session's owner; the answer goes back to the caller.
     pub async fn prompt(
         self: &Arc<Self>,
         request: Prompted,
         http: &reqwest::Client,
-    ) -> Result<PromptResponse, Error> {
+        respond: Respond,
+    ) {
         // Not idle (nor unloaded) while the prompt is on its way in.
         let _arriving = Arriving::new(self);
         let owner = self.owner();
@@ -930,29 +923,32 @@ impl Session {
             echo: request.from != owner.connection,
         };
         let tag = request.tag.clone();
-        let answered = self
-            .run_prompt(request.blocks, start, request.mode, http, &owner)
+        let here = self
+            .run_prompt(request.blocks, start, request.mode, http, &owner, respond)
             .await;
-        // Skills and prompt templates may have come or gone meanwhile (the
-        // turn wrote one, or the user did): the menu is checked after every
-        // prompt, commands included, before the prompt answers. The files
-        // are read off the runtime's workers.
+        // A prompt a run took answers when its part ends.
+        let Some((result, respond)) = here else {
+            return;
+        };
+        self.refresh_commands(&owner).await;
+        self.bus.tell(Observed::PromptEnded {
+            session: self.id.clone(),
+            tag,
+            result: ended(&result),
+        });
+        respond(result);
+    }
+
+    /// Skills and prompt templates may have come or gone meanwhile (the
+    /// turn wrote one, or the user did): the menu is checked after every
+    /// prompt, commands included, before the prompt answers. The files are
+    /// read off the runtime's workers.
+    async fn refresh_commands(self: &Arc<Self>, owner: &Owner) {
         let me = self.clone();
         if let Ok((commands, problems)) =
             crate::parallel::file_work(move || me.discover_commands()).await
         {
             self.announce_found(&owner.cx, &owner.client, commands, problems);
-        }
-        match answered {
-            Answered::Told(result) => result,
-            Answered::Here(result) => {
-                self.bus.tell(Observed::PromptEnded {
-                    session: self.id.clone(),
-                    tag,
-                    result: ended(&result),
-                });
-                result
-            }
         }
     }
 
@@ -963,7 +959,8 @@ impl Session {
         mode: Option<agent::QueueMode>,
         http: &reqwest::Client,
         owner: &Owner,
-    ) -> Answered {
+        respond: Respond,
+    ) -> Option<(Result<PromptResponse, Error>, Respond)> {
         let Owner {
             cx, client, drain, ..
         } = owner.clone();
@@ -973,7 +970,7 @@ impl Session {
             .await
             .is_err()
         {
-            return Answered::Here(Ok(PromptResponse::new(StopReason::Cancelled)));
+            return Some((Ok(PromptResponse::new(StopReason::Cancelled)), respond));
         }
         let mut prompt = prompt;
         if let Some(ContentBlock::Text(first)) = prompt.first()
@@ -990,9 +987,9 @@ impl Session {
             })
             .await;
             let Ok((skills, templates)) = found else {
-                return Answered::Here(Err(
-                    Error::internal_error().data("reading the skills and prompt templates failed")
-                ));
+                let failed =
+                    Error::internal_error().data("reading the skills and prompt templates failed");
+                return Some((Err(failed), respond));
             };
             match commands::parse(&first.text, &skills, &templates) {
                 Ok(None) => {}
@@ -1001,19 +998,20 @@ impl Session {
                 }
                 Ok(Some(command)) => {
                     self.begin(&cx, start);
-                    return Answered::Here(self.command(command, http, cx, client, drain).await);
+                    let result = self.command(command, http, cx, client, drain).await;
+                    return Some((result, respond));
                 }
                 Err(message) => {
                     self.say(&cx, &message);
-                    return Answered::Here(Ok(PromptResponse::new(StopReason::EndTurn)));
+                    return Some((Ok(PromptResponse::new(StopReason::EndTurn)), respond));
                 }
             }
         }
         let content = match updates::prompt_content(prompt, &self.cwd).await {
             Ok(content) => content,
-            Err(e) => return Answered::Here(Err(invalid_params(e.to_string()))),
+            Err(e) => return Some((Err(invalid_params(e.to_string())), respond)),
         };
-        let (reply, answer) = self.reply(start.tag.clone());
+        let reply = self.reply(start.tag.clone(), respond);
         // A prompt the gateway cancelled while it was on its way in is
         // answered here; the check and the submit are one step, so that a
         // cancel comes either before (and is found) or after (and finds it
@@ -1033,20 +1031,12 @@ impl Session {
         let submitted = match submitted {
             Ok(submitted) => submitted,
             Err(reply) => {
-                let cancelled = Ok(PromptResponse::new(StopReason::Cancelled));
-                reply.send(cancelled.clone());
-                return Answered::Told(cancelled);
+                reply.send(Ok(PromptResponse::new(StopReason::Cancelled)));
+                return None;
             }
         };
-        let answer = async move {
-            Answered::Told(
-                answer
-                    .await
-                    .unwrap_or_else(|_| Ok(PromptResponse::new(StopReason::Cancelled))),
-            )
-        };
         let Submitted::Run(Pending { content, start }) = submitted else {
-            return answer.await;
+            return None;
         };
         // The runs go on in a task of the owner's connection, so that this
         // request can answer as soon as a later prompt takes over.
@@ -1063,7 +1053,7 @@ impl Session {
                 reply.send(Err(e));
             }
         }
-        answer.await
+        None
     }
 
     /// Runs `content`, then whatever prompts queued up meanwhile that no
@@ -1082,6 +1072,7 @@ impl Session {
             let result = self
                 .run_content(content, http, cx.clone(), client.clone(), drain.clone())
                 .await;
+            self.refresh_commands(&self.owner()).await;
             let finished = self.turns.lock().finish();
             if let Some(reply) = finished.done {
                 reply.send(result);
