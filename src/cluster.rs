@@ -8,10 +8,14 @@
 //! - [`Claims`]: work that must happen once across the cluster (a cron
 //!   job's run at its time, the heartbeat in its interval). The database
 //!   decides who has it, by a unique key: no consensus of pincer's own.
+//! - [`bus::Bus`]: the NATS server (`[cluster] bus`) that carries what
+//!   the sessions of each replica do to the others, live, and the
+//!   requests one replica makes of the replica running a session.
 //!
 //! Credentials stay in each replica's own config and environment: none is
 //! ever written to the store.
 
+pub mod bus;
 pub mod postgres;
 
 use std::sync::Arc;
@@ -48,33 +52,62 @@ impl Claims for Alone {
 /// What this gateway shares with the other replicas.
 pub struct Cluster {
     pub claims: Arc<dyn Claims>,
+    /// The bus to the other replicas (`[cluster] bus`), if any.
+    pub bus: Option<Arc<bus::Bus>>,
     /// `replica `NAME` on store URL` (the URL without its password), or
     /// `None` for a gateway alone.
     pub joined: Option<String>,
 }
 
-/// The cluster this gateway belongs to, from `[cluster]` (`--store`
-/// overrides its `store`): connected, with the store's schema brought up
-/// to date, or alone when no store is configured.
+/// How long a replica waits for the bus when it starts.
+const BUS_JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The cluster this gateway belongs to, from `[cluster]` (`--store` and
+/// `--bus` override its `store` and `bus`): connected, with the store's
+/// schema brought up to date, or alone when no store is configured. A bus
+/// without a store is refused: the store is what makes replicas one
+/// cluster (who runs what), the bus only carries what happens.
 pub async fn join(
     config: &crate::config::cluster::ClusterConfig,
     store: Option<&str>,
+    bus: Option<&str>,
 ) -> Result<Cluster, String> {
+    let bus_url = bus.or(config.bus.as_deref());
     let Some(url) = store.or(config.store.as_deref()) else {
+        if bus_url.is_some() {
+            return Err(
+                "[cluster] bus needs [cluster] store too: the replicas share their sessions' state in the store"
+                    .to_string(),
+            );
+        }
         return Ok(Cluster {
             claims: Arc::new(Alone),
+            bus: None,
             joined: None,
         });
     };
     let replica = config.replica.clone().unwrap_or_else(default_replica);
     let store = postgres::Store::connect(url, &replica).await?;
     store.keep_alive(std::time::Duration::from_secs(config.lease_seconds()).div_f32(3.0));
+    let mut joined = format!(
+        "replica `{replica}` on store {}",
+        crate::config::cluster::redacted(url)
+    );
+    let bus = match bus_url {
+        Some(bus_url) => {
+            let bus = bus::Bus::connect(bus_url, &replica, BUS_JOIN_TIMEOUT).await?;
+            joined.push_str(&format!(
+                " and bus {}",
+                crate::config::cluster::redacted(bus_url)
+            ));
+            Some(Arc::new(bus))
+        }
+        None => None,
+    };
     Ok(Cluster {
         claims: store,
-        joined: Some(format!(
-            "replica `{replica}` on store {}",
-            crate::config::cluster::redacted(url)
-        )),
+        bus,
+        joined: Some(joined),
     })
 }
 

@@ -71,6 +71,8 @@ pub struct Options {
     pub model: Option<String>,
     /// `--store`: the cluster's database (else `[cluster] store`).
     pub store: Option<String>,
+    /// `--bus`: the cluster's NATS server (else `[cluster] bus`).
+    pub bus: Option<String>,
 }
 
 /// A running gateway.
@@ -178,9 +180,17 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
         &settings.paths.data_dir,
     ));
     let _ = hub.scheduled.set(plan.clone());
-    let cluster = crate::cluster::join(&settings.config.cluster, options.store.as_deref()).await?;
+    let cluster = crate::cluster::join(
+        &settings.config.cluster,
+        options.store.as_deref(),
+        options.bus.as_deref(),
+    )
+    .await?;
     if let Some(joined) = &cluster.joined {
         eprintln_log(&format!("cluster: {joined}"));
+    }
+    if let Some(bus) = cluster.bus {
+        hub.join_bus(bus).await?;
     }
     scheduler::start(&hub, channels.clone(), plan, cluster.claims);
     let control_ui = match &config.control_ui {

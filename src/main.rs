@@ -162,6 +162,10 @@ enum Command {
         /// replicas of a team gateway (`[cluster] store`).
         #[arg(long, value_name = "postgres://…")]
         store: Option<String>,
+        /// The NATS server over which the replicas of a team gateway tell
+        /// each other what their sessions do (`[cluster] bus`).
+        #[arg(long, value_name = "nats://…")]
+        bus: Option<String>,
     },
     /// Run one prompt headless and print the answer. The prompt is the
     /// argument, or what is piped to stdin (`echo … | pincer run`, `pincer
@@ -696,12 +700,14 @@ async fn dispatch(command: Command) -> i32 {
             port,
             model,
             store,
+            bus,
         } => exit_code(
             pincer::gateway::serve(pincer::gateway::Options {
                 bind,
                 port,
                 model,
                 store,
+                bus,
             })
             .await,
         ),
@@ -887,6 +893,7 @@ async fn start_gateway(
         port,
         model,
         store: None,
+        bus: None,
     };
     if let Err(e) = pincer::gateway::start(options, registry.clone()).await {
         eprintln!("pincer: {e}");

@@ -51,6 +51,7 @@ use crate::gateway::protocol::events::{
 };
 
 mod approvals;
+mod cluster;
 mod events;
 mod helpers;
 mod idle;
@@ -147,6 +148,8 @@ pub struct Hub {
     pub scheduled: OnceLock<Arc<dyn Scheduled>>,
     /// The chat channels the gateway runs (`channels.status`).
     pub channels: OnceLock<Arc<dyn ChannelsStatus>>,
+    /// The other replicas of a cluster, once on its bus.
+    peers: OnceLock<cluster::Peers>,
 }
 
 /// What `channels.status` shows of the chat channels. They sit above the
@@ -441,6 +444,7 @@ impl Hub {
             scans: Mutex::new(usage::Scans::default()),
             scheduled: OnceLock::new(),
             channels: OnceLock::new(),
+            peers: OnceLock::new(),
         })
     }
 
@@ -456,7 +460,8 @@ impl Hub {
         let _ = self.link.set(link);
         let hub = self.clone();
         tokio::spawn(async move {
-            while let Some(event) = observed.recv().await {
+            while let Some(mut event) = observed.recv().await {
+                hub.tell_peers(&mut event);
                 hub.observe(event);
             }
         });

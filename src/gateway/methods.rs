@@ -226,7 +226,13 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let query: chat::AbortParams = typed("chat.abort", params)?;
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("sessionKey", &query.session_key)?;
-            let runs = hub.abort_key(key, query.run_id.as_deref())?;
+            let runs = match hub.elsewhere(key) {
+                Some(elsewhere) => {
+                    hub.abort_elsewhere(&elsewhere, query.run_id.as_deref())
+                        .await?
+                }
+                None => hub.abort_key(key, query.run_id.as_deref())?,
+            };
             answer(&chat::Aborted {
                 ok: true,
                 aborted: runs.is_some(),
@@ -583,18 +589,28 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
                 need(conn, Need::Approvals)?;
             }
             let query: approvals::GetParams = typed("exec.approval.get", params)?;
-            answer(
-                &hub.approval(&query.id)
-                    .ok_or_else(|| not_found(&query.id))?,
-            )
+            match hub.approval(&query.id) {
+                Some(approval) => answer(&approval),
+                None => answer(
+                    &hub.approval_elsewhere(&query.id)
+                        .ok_or_else(|| not_found(&query.id))?,
+                ),
+            }
         }
         "exec.approval.list" => {
             if !conn.scopes.allows(Need::Read) {
                 need(conn, Need::Approvals)?;
             }
             let _: NoParams = typed("exec.approval.list", params)?;
-            // OpenClaw's shape: the pending approvals themselves.
-            answer(&hub.approvals())
+            // OpenClaw's shape: the pending approvals themselves, this
+            // replica's and those of the cluster's other replicas.
+            let mut all: Vec<Box<serde_json::value::RawValue>> = hub
+                .approvals()
+                .iter()
+                .filter_map(|a| serde_json::value::to_raw_value(a).ok())
+                .collect();
+            all.extend(hub.approvals_elsewhere());
+            answer(&all)
         }
         // pincer's questions are all `exec` approvals: it has no plugins
         // and no system agent to ask anything else (OpenClaw's clients
@@ -609,7 +625,11 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         "exec.approval.resolve" => {
             need(conn, Need::Approvals)?;
             let query: approvals::ResolveParams = typed("exec.approval.resolve", params)?;
-            hub.resolve_approval(&query.id, &query.decision)?;
+            if hub.is_asked_elsewhere(&query.id) {
+                hub.resolve_elsewhere(&query.id, &query.decision).await?;
+            } else {
+                hub.resolve_approval(&query.id, &query.decision)?;
+            }
             answer(&Ack::OK)
         }
         "cron.list" => {
@@ -985,7 +1005,13 @@ async fn send(
             ErrorShape::invalid("`queueMode` must be steer, followup, collect or interrupt")
         })?),
     };
-    let status = hub.submit(conn, key, run, blocks, mode).await?;
+    let status = match hub.elsewhere(key) {
+        Some(elsewhere) => {
+            hub.send_elsewhere(conn, &elsewhere, run, blocks, mode)
+                .await?
+        }
+        None => hub.submit(conn, key, run, blocks, mode).await?,
+    };
     // A run that outlives its timeout is stopped, as OpenClaw's agent
     // timeout stops it.
     if let Some(timeout) = timeout {

@@ -127,6 +127,9 @@ impl Hub {
             title: tool["title"].clone(),
             tool_call_id: approval.tool_call_id.clone(),
         };
+        let listed = listed(&id, &approval);
+        let phase = legacy.clone();
+        let offered: Vec<String> = approval.decisions.iter().map(|(d, _)| d.clone()).collect();
         {
             let mut state = self.state();
             state
@@ -144,6 +147,17 @@ impl Hub {
             }
         }
         self.broadcast("exec.approval.requested", &payload, Audience::Approvers);
+        self.tell_asked(
+            &id,
+            &session,
+            &key,
+            super::cluster::AskedHere {
+                event: &payload,
+                listed: &listed,
+                phase: &phase,
+                decisions: offered,
+            },
+        );
         let chosen = match tokio::time::timeout(self.approval_timeout, rx).await {
             Ok(Ok(chosen)) => chosen,
             Ok(Err(_)) => None,
@@ -186,6 +200,7 @@ impl Hub {
             ts: now_ms(),
         };
         self.broadcast("exec.approval.resolved", &payload, Audience::Approvers);
+        self.tell_settled(id, &payload);
         true
     }
 
@@ -250,25 +265,28 @@ impl Hub {
         self.state()
             .approvals
             .iter()
-            .map(|(id, a)| {
-                let mut entry = a.describe(id);
-                // OpenClaw's list entries carry the question as `request`.
-                entry.request = Some(approvals::Request {
-                    command: entry.command_text.clone(),
-                    command_preview: entry.command_preview.clone(),
-                    session_key: entry.session_key.clone(),
-                    agent_id: "main",
-                    host: "gateway",
-                    tool_call_id: entry.tool_call_id.clone(),
-                    tool_name: entry.tool_name.clone(),
-                    cwd: None,
-                    details: None,
-                    diffs: None,
-                });
-                entry
-            })
+            .map(|(id, a)| listed(id, a))
             .collect()
     }
+}
+
+/// An approval as `exec.approvals.list` lists it: OpenClaw's entries
+/// carry the question as `request` too.
+fn listed(id: &str, approval: &Approval) -> approvals::Approval {
+    let mut entry = approval.describe(id);
+    entry.request = Some(approvals::Request {
+        command: entry.command_text.clone(),
+        command_preview: entry.command_preview.clone(),
+        session_key: entry.session_key.clone(),
+        agent_id: "main",
+        host: "gateway",
+        tool_call_id: entry.tool_call_id.clone(),
+        tool_name: entry.tool_name.clone(),
+        cwd: None,
+        details: None,
+        diffs: None,
+    });
+    entry
 }
 
 /// The error for an approval that is not waiting (answered, expired or

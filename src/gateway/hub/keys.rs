@@ -180,10 +180,9 @@ impl Hub {
     /// The key events of a session carry: the one it was given to, else
     /// its id.
     pub fn key_of(&self, session: &str) -> String {
-        self.keys()
-            .by_session
-            .get(session)
-            .cloned()
+        let known = self.keys().by_session.get(session).cloned();
+        known
+            .or_else(|| self.key_elsewhere(session))
             .unwrap_or_else(|| session.to_string())
     }
 

@@ -104,6 +104,29 @@ impl Hub {
         Ok("started")
     }
 
+    /// A message another replica took for a session this one runs
+    /// ([`Hub::send_elsewhere`]): sent as its client's would be, with no
+    /// client of this replica's to follow it.
+    pub(super) async fn submit_for_peer(
+        self: &Arc<Self>,
+        key: &str,
+        run: &str,
+        content: Vec<ContentBlock>,
+        mode: Option<QueueMode>,
+    ) -> Result<&'static str, Failure> {
+        check_key("sessionKey", key)?;
+        check_run_id(run)?;
+        if let Some(status) = self.known_run(run) {
+            return Ok(status);
+        }
+        let session = self.open(key).await?;
+        if let Some(status) = self.known_run(run) {
+            return Ok(status);
+        }
+        self.send_from(None, &session, key, run, content, mode)?;
+        Ok("started")
+    }
+
     /// Stops what runs for the session `key` names (`chat.abort`): every
     /// run of it, or with `run`, that run alone if it is one of the
     /// session's (as OpenClaw's gateway does: a message sent after it

@@ -1,0 +1,735 @@
+//! The hub in a cluster (`[cluster] bus`): what its sessions do is told
+//! to the other replicas, and what theirs do reaches its own clients as if
+//! the sessions ran here.
+//!
+//! A session runs on one replica, the one that opened it. That replica
+//! publishes the session's events on the bus ([`Told`]), in the order its
+//! registry told them; every other replica feeds them to its own
+//! [`Hub::observe`], so a client on any replica gets the same `chat` and
+//! `agent` events, from the same run ids, in the same order. The
+//! approvals a run asks for are told the same way, and a client anywhere
+//! answers them, aborts a run or sends a message: the replica it is
+//! connected to asks the session's own replica ([`Asked`]), which acts as
+//! if its own client had.
+//!
+//! A replica remembers the sessions it heard of (at most
+//! [`MAX_REMOTE_SESSIONS`], the one that least recently changed its key or
+//! replica forgotten first) and
+//! the approvals waiting elsewhere (at most [`MAX_REMOTE_APPROVALS`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, PermissionOptionKind, SessionId, SessionNotification, StopReason,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::{Audience, Failure, Hub, QueueMode};
+use crate::acp::registry::Observed;
+use crate::cluster::bus::{Bus, EVENTS};
+use crate::gateway::frames::{APPROVAL_NOT_FOUND, FORBIDDEN, INVALID_REQUEST, UNAVAILABLE};
+
+/// The sessions of other replicas a replica remembers.
+const MAX_REMOTE_SESSIONS: usize = 65_536;
+/// The approvals waiting on other replicas a replica remembers.
+const MAX_REMOTE_APPROVALS: usize = 4_096;
+
+/// The hub's part of the cluster: the bus and what it heard.
+pub(crate) struct Peers {
+    bus: Arc<Bus>,
+    heard: parking_lot::Mutex<Heard>,
+}
+
+/// What this replica knows of the other replicas' sessions.
+#[derive(Default)]
+struct Heard {
+    /// Session id → its key and the replica that runs it.
+    sessions: HashMap<String, Elsewhere>,
+    /// Key → session id, for the sessions above.
+    keys: HashMap<String, String>,
+    /// The sessions in the order they were last heard of.
+    order: VecDeque<String>,
+    /// Approval id → the question, waiting on another replica.
+    approvals: HashMap<String, RemoteApproval>,
+    approval_order: VecDeque<String>,
+}
+
+/// A session that runs on another replica.
+#[derive(Clone, Debug)]
+pub struct Elsewhere {
+    pub session: String,
+    pub key: String,
+    pub replica: String,
+}
+
+struct RemoteApproval {
+    replica: String,
+    decisions: Vec<String>,
+    /// The question as `exec.approvals.list` lists it.
+    listed: Box<RawValue>,
+}
+
+/// One message on [`EVENTS`].
+#[derive(Serialize, Deserialize)]
+struct Envelope {
+    from: String,
+    told: Told,
+}
+
+/// What happened in a session, as its replica tells the others.
+#[derive(Serialize, Deserialize)]
+// Externally tagged: an internally tagged enum buffers its content,
+// which a `RawValue` inside cannot be read from.
+#[serde(rename_all = "camelCase")]
+enum Told {
+    Started {
+        session: String,
+        key: String,
+        run: String,
+        text: String,
+    },
+    Update {
+        key: String,
+        notification: Box<SessionNotification>,
+    },
+    Ended {
+        session: String,
+        key: String,
+        run: Option<String>,
+        result: Result<StopReason, String>,
+    },
+    PermissionResolved {
+        session: String,
+        key: String,
+        tool_call_id: String,
+        option: Option<(String, PermissionOptionKind)>,
+    },
+    Closed {
+        session: String,
+        key: String,
+    },
+    /// A run asks a question: `event` is `exec.approval.requested`'s
+    /// payload, `listed` its entry in `exec.approvals.list`.
+    /// `phase` is the older `agent` approval event of the run, which
+    /// every replica sends in its place in the run's `agent` events.
+    Asked {
+        id: String,
+        session: String,
+        key: String,
+        decisions: Vec<String>,
+        event: Box<RawValue>,
+        listed: Box<RawValue>,
+        phase: Box<RawValue>,
+    },
+    /// It was answered (or expired): `exec.approval.resolved`'s payload.
+    Settled {
+        id: String,
+        event: Box<RawValue>,
+    },
+}
+
+/// An approval asked here, as [`Hub::tell_asked`] tells it: the
+/// `exec.approval.requested` payload, the `exec.approvals.list` entry, the
+/// run's `agent` approval event, and the decisions offered.
+pub(super) struct AskedHere<'a, E, L, P> {
+    pub event: &'a E,
+    pub listed: &'a L,
+    pub phase: &'a P,
+    pub decisions: Vec<String>,
+}
+
+/// What one replica asks the replica that runs a session.
+#[derive(Serialize, Deserialize)]
+// Externally tagged: an internally tagged enum buffers its content,
+// which a `RawValue` inside cannot be read from.
+#[serde(rename_all = "camelCase")]
+enum Asked {
+    Send {
+        key: String,
+        run: String,
+        content: Vec<ContentBlock>,
+        mode: Option<String>,
+    },
+    Abort {
+        key: String,
+        run: Option<String>,
+    },
+    Resolve {
+        id: String,
+        decision: String,
+    },
+}
+
+/// Its answer: the method's result, or its error.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+enum Answer {
+    Ok(serde_json::Value),
+    Error { code: String, message: String },
+}
+
+impl Peers {
+    pub(crate) fn new(bus: Arc<Bus>) -> Self {
+        Self {
+            bus,
+            heard: parking_lot::Mutex::new(Heard::default()),
+        }
+    }
+}
+
+impl Heard {
+    /// Notes a session heard of. Cheap for one already known as it was
+    /// (every event of a run comes through here).
+    fn remember(&mut self, elsewhere: Elsewhere) {
+        if self
+            .sessions
+            .get(&elsewhere.session)
+            .is_some_and(|known| known.key == elsewhere.key && known.replica == elsewhere.replica)
+        {
+            return;
+        }
+        let session = elsewhere.session.clone();
+        match self.sessions.insert(session.clone(), elsewhere.clone()) {
+            Some(old) => {
+                if old.key != elsewhere.key && self.keys.get(&old.key) == Some(&session) {
+                    self.keys.remove(&old.key);
+                }
+                if let Some(at) = self.order.iter().position(|s| *s == session) {
+                    self.order.remove(at);
+                }
+            }
+            None => {
+                while self.sessions.len() > MAX_REMOTE_SESSIONS {
+                    let Some(oldest) = self.order.pop_front() else {
+                        break;
+                    };
+                    self.forget(&oldest);
+                }
+            }
+        }
+        self.keys.insert(elsewhere.key, session.clone());
+        self.order.push_back(session);
+    }
+
+    fn forget(&mut self, session: &str) {
+        if let Some(old) = self.sessions.remove(session)
+            && self.keys.get(&old.key).map(String::as_str) == Some(session)
+        {
+            self.keys.remove(&old.key);
+        }
+    }
+}
+
+impl Hub {
+    /// Joins the cluster's bus: this hub's sessions are told on it, and
+    /// the other replicas' are heard from it and acted on when asked.
+    pub async fn join_bus(self: &Arc<Self>, bus: Arc<Bus>) -> Result<(), String> {
+        let mut events = bus.hear(EVENTS).await?;
+        let mut requests = bus.requests().await?;
+        bus.flush().await?;
+        if self.peers.set(Peers::new(bus.clone())).is_err() {
+            return Err("the hub is on a bus already".to_string());
+        }
+        let hub = self.clone();
+        tokio::spawn(async move {
+            while let Some(payload) = events.recv().await {
+                match serde_json::from_slice::<Envelope>(&payload) {
+                    Ok(envelope) => hub.heard(envelope),
+                    Err(e) => tracing::warn!(error = %e, "a malformed event on the cluster's bus"),
+                }
+            }
+        });
+        let hub = self.clone();
+        tokio::spawn(async move {
+            while let Some(asked) = requests.recv().await {
+                let hub = hub.clone();
+                let bus = bus.clone();
+                tokio::spawn(async move {
+                    let answer = match serde_json::from_slice::<Asked>(&asked.payload) {
+                        Ok(request) => hub.act(request).await,
+                        Err(e) => Answer::Error {
+                            code: INVALID_REQUEST.to_string(),
+                            message: format!("a malformed request from a replica: {e}"),
+                        },
+                    };
+                    bus.answer(asked, serde_json::to_vec(&answer).unwrap_or_default())
+                        .await;
+                });
+            }
+        });
+        Ok(())
+    }
+
+    /// Tells the other replicas what the registry told this hub. An
+    /// editor's prompt (no tag) gets its run id here, so that every
+    /// replica names its run alike.
+    pub(super) fn tell_peers(&self, event: &mut Observed) {
+        let Some(peers) = self.peers.get() else {
+            return;
+        };
+        let told = match event {
+            Observed::PromptStarted { session, tag, text } => {
+                let run = tag
+                    .get_or_insert_with(|| uuid::Uuid::new_v4().to_string())
+                    .clone();
+                let session = session.0.to_string();
+                Told::Started {
+                    key: self.key_of(&session),
+                    session,
+                    run,
+                    text: text.clone(),
+                }
+            }
+            Observed::Update(notification) => Told::Update {
+                key: self.key_of(&notification.session_id.0),
+                notification: Box::new(notification.clone()),
+            },
+            Observed::PromptEnded {
+                session,
+                tag,
+                result,
+            } => Told::Ended {
+                key: self.key_of(&session.0),
+                session: session.0.to_string(),
+                run: tag.clone(),
+                result: result.clone(),
+            },
+            Observed::PermissionResolved {
+                session,
+                tool_call_id,
+                option,
+            } => Told::PermissionResolved {
+                key: self.key_of(&session.0),
+                session: session.0.to_string(),
+                tool_call_id: tool_call_id.clone(),
+                option: option.clone(),
+            },
+            Observed::Closed { session } => Told::Closed {
+                key: self.key_of(&session.0),
+                session: session.0.to_string(),
+            },
+            // Helpers and background work stay with their replica for now;
+            // a session opened is told with its first run.
+            Observed::BackgroundFinished { .. }
+            | Observed::HelperStarted { .. }
+            | Observed::HelperEnded { .. }
+            | Observed::Opened { .. } => return,
+        };
+        peers.publish(told);
+    }
+
+    /// Tells the other replicas about an approval asked here.
+    pub(super) fn tell_asked<E: Serialize, L: Serialize, P: Serialize>(
+        &self,
+        id: &str,
+        session: &str,
+        key: &str,
+        asked: AskedHere<'_, E, L, P>,
+    ) {
+        let Some(peers) = self.peers.get() else {
+            return;
+        };
+        let (Some(event), Some(listed), Some(phase)) =
+            (raw(asked.event), raw(asked.listed), raw(asked.phase))
+        else {
+            return;
+        };
+        peers.publish(Told::Asked {
+            id: id.to_string(),
+            session: session.to_string(),
+            key: key.to_string(),
+            decisions: asked.decisions,
+            event,
+            listed,
+            phase,
+        });
+    }
+
+    /// Tells the other replicas an approval asked here was settled.
+    pub(super) fn tell_settled(&self, id: &str, event: &impl Serialize) {
+        let Some(peers) = self.peers.get() else {
+            return;
+        };
+        if let Some(event) = raw(event) {
+            peers.publish(Told::Settled {
+                id: id.to_string(),
+                event,
+            });
+        }
+    }
+
+    /// What another replica told: its sessions' events reach this hub's
+    /// clients as if they ran here.
+    fn heard(self: &Arc<Self>, envelope: Envelope) {
+        let Some(peers) = self.peers.get() else {
+            return;
+        };
+        let from = envelope.from;
+        if from == peers.bus.replica() {
+            return;
+        }
+        let remember = |session: &str, key: &str| {
+            peers.heard.lock().remember(Elsewhere {
+                session: session.to_string(),
+                key: key.to_string(),
+                replica: from.clone(),
+            });
+        };
+        let observed = match envelope.told {
+            Told::Started {
+                session,
+                key,
+                run,
+                text,
+            } => {
+                remember(&session, &key);
+                Observed::PromptStarted {
+                    session: SessionId::new(session),
+                    tag: Some(run),
+                    text,
+                }
+            }
+            Told::Update { key, notification } => {
+                remember(&notification.session_id.0, &key);
+                Observed::Update(*notification)
+            }
+            Told::Ended {
+                session,
+                key,
+                run,
+                result,
+            } => {
+                remember(&session, &key);
+                Observed::PromptEnded {
+                    session: SessionId::new(session),
+                    tag: run,
+                    result,
+                }
+            }
+            Told::PermissionResolved {
+                session,
+                key,
+                tool_call_id,
+                option,
+            } => {
+                remember(&session, &key);
+                Observed::PermissionResolved {
+                    session: SessionId::new(session),
+                    tool_call_id,
+                    option,
+                }
+            }
+            Told::Closed { session, key } => {
+                self.session_changed_as("close", &key, &session);
+                peers.heard.lock().forget(&session);
+                return;
+            }
+            Told::Asked {
+                id,
+                session,
+                key,
+                decisions,
+                event,
+                listed,
+                phase,
+            } => {
+                remember(&session, &key);
+                {
+                    let mut state = self.state();
+                    let active = state.live.get(&session).and_then(|l| l.active.clone());
+                    if let Some(run_id) = active
+                        && let Some(run) = state.runs.get_mut(&run_id)
+                    {
+                        self.agent(&run_id, run, "approval", &phase);
+                    }
+                }
+                {
+                    let mut heard = peers.heard.lock();
+                    while heard.approvals.len() >= MAX_REMOTE_APPROVALS {
+                        let Some(oldest) = heard.approval_order.pop_front() else {
+                            break;
+                        };
+                        heard.approvals.remove(&oldest);
+                    }
+                    heard.approval_order.push_back(id.clone());
+                    heard.approvals.insert(
+                        id,
+                        RemoteApproval {
+                            replica: from.clone(),
+                            decisions,
+                            listed,
+                        },
+                    );
+                }
+                self.broadcast("exec.approval.requested", &event, Audience::Approvers);
+                return;
+            }
+            Told::Settled { id, event } => {
+                {
+                    let mut heard = peers.heard.lock();
+                    heard.approvals.remove(&id);
+                    heard.approval_order.retain(|a| *a != id);
+                }
+                self.broadcast("exec.approval.resolved", &event, Audience::Approvers);
+                return;
+            }
+        };
+        self.observe(observed);
+    }
+
+    /// The session `key` names when it runs on another replica (and not
+    /// here).
+    pub fn elsewhere(&self, key: &str) -> Option<Elsewhere> {
+        let peers = self.peers.get()?;
+        let found = {
+            let heard = peers.heard.lock();
+            let session = heard.keys.get(key)?;
+            heard.sessions.get(session).cloned()
+        }?;
+        (!self.registry.is_open(&found.session)).then_some(found)
+    }
+
+    /// The key of a session another replica runs, if this one heard of it.
+    pub(super) fn key_elsewhere(&self, session: &str) -> Option<String> {
+        let peers = self.peers.get()?;
+        let heard = peers.heard.lock();
+        heard.sessions.get(session).map(|e| e.key.clone())
+    }
+
+    /// The approvals waiting on other replicas, as `exec.approvals.list`
+    /// lists them.
+    pub fn approvals_elsewhere(&self) -> Vec<Box<RawValue>> {
+        let Some(peers) = self.peers.get() else {
+            return Vec::new();
+        };
+        let heard = peers.heard.lock();
+        heard
+            .approval_order
+            .iter()
+            .filter_map(|id| heard.approvals.get(id))
+            .map(|a| a.listed.clone())
+            .collect()
+    }
+
+    /// Whether approval `id` waits on another replica.
+    pub fn is_asked_elsewhere(&self, id: &str) -> bool {
+        self.peers
+            .get()
+            .is_some_and(|p| p.heard.lock().approvals.contains_key(id))
+    }
+
+    /// Approval `id`, waiting on another replica, as `exec.approval.get`
+    /// gives it.
+    pub fn approval_elsewhere(&self, id: &str) -> Option<Box<RawValue>> {
+        let peers = self.peers.get()?;
+        let heard = peers.heard.lock();
+        heard.approvals.get(id).map(|a| a.listed.clone())
+    }
+
+    /// `exec.approval.resolve` of a question another replica asked: the
+    /// decision is checked here, then answered there.
+    pub async fn resolve_elsewhere(&self, id: &str, decision: &str) -> Result<(), Failure> {
+        let (replica, decisions) = {
+            let peers = self.peers.get().ok_or_else(|| super::not_found(id))?;
+            let heard = peers.heard.lock();
+            let approval = heard
+                .approvals
+                .get(id)
+                .ok_or_else(|| super::not_found(id))?;
+            (approval.replica.clone(), approval.decisions.clone())
+        };
+        if !decisions.iter().any(|d| d == decision) {
+            return Err(Failure::invalid(format!(
+                "`decision` must be one of: {}",
+                decisions.join(", ")
+            )));
+        }
+        let asked = Asked::Resolve {
+            id: id.to_string(),
+            decision: decision.to_string(),
+        };
+        self.ask_replica(&replica, &asked).await.map(drop)
+    }
+
+    /// `chat.abort` of a session another replica runs.
+    pub async fn abort_elsewhere(
+        &self,
+        elsewhere: &Elsewhere,
+        run: Option<&str>,
+    ) -> Result<Option<Vec<String>>, Failure> {
+        let asked = Asked::Abort {
+            key: elsewhere.key.clone(),
+            run: run.map(str::to_string),
+        };
+        let value = self.ask_replica(&elsewhere.replica, &asked).await?;
+        serde_json::from_value(value).map_err(|e| {
+            Failure::new(
+                UNAVAILABLE,
+                format!("a malformed answer from a replica: {e}"),
+            )
+        })
+    }
+
+    /// A message for a session another replica runs: `conn` follows the
+    /// session here, and the replica that runs it sends it.
+    pub async fn send_elsewhere(
+        &self,
+        conn: &Arc<crate::gateway::conn::Conn>,
+        elsewhere: &Elsewhere,
+        run: &str,
+        content: Vec<ContentBlock>,
+        mode: Option<QueueMode>,
+    ) -> Result<&'static str, Failure> {
+        super::check_run_id(run)?;
+        self.follow(conn, &elsewhere.session);
+        let asked = Asked::Send {
+            key: elsewhere.key.clone(),
+            run: run.to_string(),
+            content,
+            mode: mode.map(|m| m.wire().to_string()),
+        };
+        let value = self.ask_replica(&elsewhere.replica, &asked).await?;
+        Ok(match value.as_str() {
+            Some("in_flight") => "in_flight",
+            Some("ok") => "ok",
+            _ => "started",
+        })
+    }
+
+    async fn ask_replica(
+        &self,
+        replica: &str,
+        asked: &Asked,
+    ) -> Result<serde_json::Value, Failure> {
+        let peers = self
+            .peers
+            .get()
+            .ok_or_else(|| Failure::new(UNAVAILABLE, "this gateway is not on a cluster's bus"))?;
+        let payload = serde_json::to_vec(asked).unwrap_or_default();
+        let answered = peers
+            .bus
+            .ask(replica, payload)
+            .await
+            .map_err(|e| Failure::new(UNAVAILABLE, e))?;
+        match serde_json::from_slice::<Answer>(&answered) {
+            Ok(Answer::Ok(value)) => Ok(value),
+            Ok(Answer::Error { code, message }) => Err(Failure::new(code_of(&code), message)),
+            Err(e) => Err(Failure::new(
+                UNAVAILABLE,
+                format!("a malformed answer from replica `{replica}`: {e}"),
+            )),
+        }
+    }
+
+    /// Does what another replica asked of a session this one runs.
+    async fn act(self: &Arc<Self>, asked: Asked) -> Answer {
+        let result = match asked {
+            Asked::Send {
+                key,
+                run,
+                content,
+                mode,
+            } => {
+                let mode = match mode.as_deref().map(QueueMode::from_wire) {
+                    Some(None) => Err(Failure::invalid("an unknown queue mode")),
+                    Some(Some(mode)) => Ok(Some(mode)),
+                    None => Ok(None),
+                };
+                match mode {
+                    Ok(mode) => self
+                        .submit_for_peer(&key, &run, content, mode)
+                        .await
+                        .map(serde_json::Value::from),
+                    Err(e) => Err(e),
+                }
+            }
+            Asked::Abort { key, run } => self
+                .abort_key(&key, run.as_deref())
+                .map(|runs| serde_json::to_value(runs).unwrap_or_default()),
+            Asked::Resolve { id, decision } => self
+                .resolve_approval(&id, &decision)
+                .map(|()| serde_json::Value::Null),
+        };
+        match result {
+            Ok(value) => Answer::Ok(value),
+            Err(e) => Answer::Error {
+                code: e.code.to_string(),
+                message: e.message,
+            },
+        }
+    }
+}
+
+impl Peers {
+    fn publish(&self, told: Told) {
+        let envelope = Envelope {
+            from: self.bus.replica().to_string(),
+            told,
+        };
+        match serde_json::to_vec(&envelope) {
+            Ok(payload) => self.bus.tell(EVENTS, payload),
+            Err(e) => tracing::warn!(error = %e, "cannot encode an event for the cluster"),
+        }
+    }
+}
+
+fn raw(value: &impl Serialize) -> Option<Box<RawValue>> {
+    serde_json::value::to_raw_value(value).ok()
+}
+
+/// A forwarded error's code, as one of the protocol's.
+fn code_of(code: &str) -> &'static str {
+    [INVALID_REQUEST, FORBIDDEN, UNAVAILABLE, APPROVAL_NOT_FOUND]
+        .into_iter()
+        .find(|c| *c == code)
+        .unwrap_or(UNAVAILABLE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn elsewhere(session: &str, key: &str) -> Elsewhere {
+        Elsewhere {
+            session: session.to_string(),
+            key: key.to_string(),
+            replica: "r1".to_string(),
+        }
+    }
+
+    #[test]
+    fn a_session_heard_again_under_a_new_key_is_found_by_the_new_key_only() {
+        let mut heard = Heard::default();
+        heard.remember(elsewhere("s1", "k1"));
+        heard.remember(elsewhere("s1", "k2"));
+        assert_eq!(heard.keys.get("k2").map(String::as_str), Some("s1"));
+        assert!(!heard.keys.contains_key("k1"));
+        assert_eq!(heard.order.len(), 1);
+        heard.forget("s1");
+        assert!(heard.sessions.is_empty() && heard.keys.is_empty());
+    }
+
+    #[test]
+    fn the_sessions_heard_of_are_bounded_the_oldest_forgotten() {
+        let mut heard = Heard::default();
+        for n in 0..MAX_REMOTE_SESSIONS + 10 {
+            heard.remember(elsewhere(&format!("s{n}"), &format!("k{n}")));
+        }
+        assert_eq!(heard.sessions.len(), MAX_REMOTE_SESSIONS);
+        assert_eq!(heard.keys.len(), MAX_REMOTE_SESSIONS);
+        assert!(!heard.sessions.contains_key("s0"));
+        assert!(
+            heard
+                .sessions
+                .contains_key(&format!("s{}", MAX_REMOTE_SESSIONS + 9))
+        );
+    }
+
+    #[test]
+    fn a_forwarded_error_keeps_a_known_code_only() {
+        assert_eq!(code_of(APPROVAL_NOT_FOUND), APPROVAL_NOT_FOUND);
+        assert_eq!(code_of("SOMETHING_ELSE"), UNAVAILABLE);
+    }
+}

@@ -1,0 +1,233 @@
+//! Sessions shared by the replicas of a team gateway, on a real
+//! PostgreSQL store and a real NATS bus (both started by the test): a
+//! client on any replica follows, answers, aborts and sends to a session
+//! that runs on another.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support;
+
+use serde_json::{Value, json};
+
+use support::acp_client::{Sandbox, TIMEOUT};
+use support::gateway::{Client, Gateway, gateway_command, new_key, new_token};
+use support::mock_model::{MockModel, Reply, fixture};
+use support::services::{Nats, Postgres};
+use support::sse::{anthropic_deltas, anthropic_text, anthropic_tool_call};
+
+/// Replica `name`'s home, on `store` and `bus`.
+fn replica_home(name: &str, store: &str, bus: &str) -> Sandbox {
+    let sandbox = Sandbox::new();
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        format!(
+            "title_model = \"none\"\n[gateway]\n\n[cluster]\nstore = \"{store}\"\nbus = \"{bus}\"\nreplica = \"{name}\"\n"
+        ),
+    )
+    .unwrap();
+    sandbox
+}
+
+async fn launch(sandbox: &Sandbox, mock: &MockModel, name: &str, bus: &str) -> Gateway {
+    let token = new_token();
+    let cmd = gateway_command(sandbox, mock, Some(&token), &[]);
+    let gateway = Gateway::spawn(cmd, Some(&token)).await;
+    let said = format!("cluster: replica `{name}` on store");
+    let line = gateway
+        .stderr
+        .wait_line(TIMEOUT, |l| l.contains(&said).then(|| l.to_string()))
+        .await
+        .unwrap_or_else(|| panic!("no {said:?} in:\n{}", gateway.stderr.text()));
+    assert!(line.ends_with(&format!("and bus {bus}")), "{line}");
+    gateway
+}
+
+/// A run's `chat` events and its `agent` events of the streams every
+/// replica tells, as a client received them, without the times (each
+/// replica stamps its own).
+fn run_events(client: &Client, run: &str) -> Vec<Value> {
+    client
+        .events
+        .iter()
+        .filter(|e| e["payload"]["runId"] == run)
+        .filter(|e| {
+            e["event"] == "chat"
+                || (e["event"] == "agent"
+                    && ["assistant", "tool", "lifecycle"]
+                        .contains(&e["payload"]["stream"].as_str().unwrap_or_default()))
+        })
+        .map(|e| {
+            let mut e = json!({"event": e["event"], "payload": e["payload"]});
+            untimed(&mut e);
+            e
+        })
+        .collect()
+}
+
+/// The transcripts under `dir`, at any depth.
+fn transcripts(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(transcripts(&path));
+        } else if path.extension().is_some_and(|e| e == "jsonl") {
+            found.push(path);
+        }
+    }
+    found
+}
+
+fn untimed(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for key in ["ts", "timestamp", "startedAt", "endedAt"] {
+                map.remove(key);
+            }
+            map.values_mut().for_each(untimed);
+        }
+        Value::Array(items) => items.iter_mut().for_each(untimed),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn a_session_on_one_replica_is_followed_answered_aborted_and_sent_to_from_the_others() {
+    let (postgres, nats) = tokio::join!(
+        tokio::task::spawn_blocking(Postgres::start),
+        tokio::task::spawn_blocking(Nats::start)
+    );
+    let (postgres, nats) = (postgres.unwrap(), nats.unwrap());
+    let mock = MockModel::start().await;
+    let homes: Vec<Sandbox> = (1..=3)
+        .map(|i| replica_home(&format!("r{i}"), &postgres.url(), &nats.url()))
+        .collect();
+    let marker = homes[0].work().join("ran");
+    let command = format!("touch {}", marker.display());
+    mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_b",
+        "bash",
+        &json!({"command": command}),
+    )));
+    mock.push(Reply::sse(anthropic_deltas(&[
+        "The file ",
+        "is ",
+        "there.",
+    ])));
+    mock.push(Reply::Stall {
+        body: fixture("anthropic/text.sse"),
+        events: 4,
+    });
+    mock.push(Reply::sse(anthropic_text("Sent from the second.", 20)));
+    let bus = nats.url();
+    let (r1, r2, r3) = tokio::join!(
+        launch(&homes[0], &mock, "r1", &bus),
+        launch(&homes[1], &mock, "r2", &bus),
+        launch(&homes[2], &mock, "r3", &bus)
+    );
+    let mut sender = r1.admin().await;
+    let mut watcher_here = r1.operator(&["operator.read"], &["tool-events"]).await;
+    let mut there = r2
+        .operator(&["operator.read", "operator.write"], &["tool-events"])
+        .await;
+    let mut approver = r3
+        .operator(&["operator.approvals", "operator.read"], &[])
+        .await;
+    let key = new_key();
+
+    // A run on r1 asks; r3 answers.
+    let run = sender.chat_send(&key, "touch it").await;
+    let requested = approver.next_event("exec.approval.requested").await["payload"].clone();
+    let id = requested["id"].as_str().unwrap().to_string();
+    assert_eq!(requested["request"]["sessionKey"], key, "{requested}");
+    assert_eq!(requested["request"]["command"], command, "{requested}");
+    let listed = approver.call_ok("exec.approval.list", json!({})).await;
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed[0]["id"], id, "{listed}");
+    let got = approver
+        .call_ok("exec.approval.get", json!({"id": id}))
+        .await;
+    assert_eq!(got["commandText"], command, "{got}");
+    // A decision the question does not offer is refused where it is made.
+    let wrong = approver
+        .call(
+            "exec.approval.resolve",
+            json!({"id": id, "decision": "maybe"}),
+        )
+        .await;
+    assert_eq!(wrong["ok"], false, "{wrong}");
+    assert!(!marker.exists(), "the command ran before it was approved");
+    let resolved = approver
+        .call_ok(
+            "exec.approval.resolve",
+            json!({"id": id, "decision": "allow-once"}),
+        )
+        .await;
+    assert_eq!(resolved, json!({"ok": true}));
+    let event = approver.next_event("exec.approval.resolved").await;
+    assert_eq!(event["payload"]["id"], id);
+    assert_eq!(event["payload"]["resolvedBy"], "client");
+    for client in [&mut sender, &mut watcher_here, &mut there] {
+        let end = client.chat_end(&run).await;
+        assert_eq!(end["payload"]["state"], "final", "{end}");
+        assert_eq!(end["payload"]["sessionKey"], key, "{end}");
+    }
+    assert!(marker.exists(), "the approved command did not run");
+    // Every delta and the final, in order, the same on both replicas.
+    let seen_here = run_events(&watcher_here, &run);
+    let seen_there = run_events(&there, &run);
+    let deltas = seen_there
+        .iter()
+        .filter(|e| e["event"] == "chat" && e["payload"]["state"] == "delta")
+        .count();
+    assert!(deltas >= 2, "{seen_there:#?}");
+    assert_eq!(seen_there, seen_here);
+    let resolved_again = approver
+        .call(
+            "exec.approval.resolve",
+            json!({"id": id, "decision": "deny"}),
+        )
+        .await;
+    assert_eq!(resolved_again["ok"], false, "{resolved_again}");
+    assert_eq!(
+        approver.call_ok("exec.approval.list", json!({})).await,
+        json!([])
+    );
+
+    // A run on r1 that streams on and on; r2 stops it.
+    let long = sender.chat_send(&key, "talk forever").await;
+    there.chat_state(&long, "delta").await;
+    let aborted = there
+        .call_ok("chat.abort", json!({"sessionKey": key, "runId": long}))
+        .await;
+    assert_eq!(
+        aborted,
+        json!({"ok": true, "aborted": true, "runIds": [long]})
+    );
+    for client in [&mut sender, &mut there] {
+        let end = client.chat_end(&long).await;
+        assert_eq!(end["payload"]["state"], "aborted", "{end}");
+    }
+
+    // r2 sends to the session r1 runs: r1 runs it, both see it.
+    let third = there.chat_send(&key, "from the second replica").await;
+    for client in [&mut there, &mut watcher_here] {
+        let end = client.chat_end(&third).await;
+        assert_eq!(end["payload"]["state"], "final", "{end}");
+    }
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    // One transcript, on r1; r2 and r3 ran nothing.
+    let on_r1 = transcripts(&homes[0].home().join("sessions"));
+    assert_eq!(on_r1.len(), 1, "{on_r1:?}");
+    let text = std::fs::read_to_string(&on_r1[0]).unwrap();
+    assert!(text.contains("from the second replica"), "{text}");
+    for home in &homes[1..] {
+        let none: Vec<std::path::PathBuf> = Vec::new();
+        assert_eq!(transcripts(&home.home().join("sessions")), none);
+    }
+    assert_eq!(mock.violations(), Vec::<String>::new());
+    for replica in [r1, r2, r3] {
+        replica.stop().await;
+    }
+}
