@@ -35,6 +35,84 @@ pub trait Claims: Send + Sync {
     async fn last(&self, name: &str) -> Result<Option<i64>, String>;
 }
 
+/// The sessions of a cluster: each runs on one replica at a time, under
+/// a lease that lasts while that replica renews its presence; the store
+/// keeps every session's transcript, so that another replica can take a
+/// session over when its replica is gone.
+#[async_trait::async_trait]
+pub trait Sessions: Send + Sync {
+    /// Takes the session `key` names for this replica, if no live replica
+    /// has it.
+    async fn take(&self, key: &str) -> Result<Placed, String>;
+    /// Gives the new session `session` to `key`, on this replica: `false`
+    /// if another replica gave the key one first.
+    async fn bind(&self, key: &str, session: &str) -> Result<bool, String>;
+    /// The session `key` names, its replica and whether that replica is
+    /// alive.
+    async fn locate(&self, key: &str) -> Result<Option<(String, String, bool)>, String>;
+    /// The session's transcript, line by line.
+    async fn lines(&self, session: &str) -> Result<Vec<String>, String>;
+    /// The run this replica has going in `session` (`None`: none now).
+    async fn running(&self, session: &str, run: Option<&str>) -> Result<(), String>;
+    /// Takes over the sessions whose replica went while a run was going.
+    async fn orphans(&self) -> Result<Vec<Orphan>, String>;
+    /// Where the transcripts' lines go: `(session, lines)`, queued.
+    fn write_lines(&self) -> Option<LineSink>;
+}
+
+/// Where a session is, as [`Sessions::take`] found it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Placed {
+    /// The key names no session yet.
+    Vacant,
+    /// This replica has it already.
+    Mine { session: String },
+    /// This replica took it from `from`, which is gone; `running` is the
+    /// run `from` had going, interrupted.
+    TakenOver {
+        session: String,
+        from: String,
+        running: Option<String>,
+    },
+    /// A live replica has it.
+    Elsewhere { session: String, replica: String },
+}
+
+/// A session taken over from a replica that went while it ran `run`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Orphan {
+    pub key: String,
+    pub session: String,
+    pub run: Option<String>,
+    pub from: String,
+}
+
+/// Where the transcripts written in this process are copied to (the
+/// cluster's store), once set.
+static TRANSCRIPTS: std::sync::OnceLock<LineSink> = std::sync::OnceLock::new();
+
+/// Takes a transcript's lines, `(session, lines)`, for the store.
+pub type LineSink = Arc<dyn Fn(&str, Vec<String>) + Send + Sync>;
+
+/// A transcript at `path` was written `bytes` (whole lines): in a cluster
+/// they are stored too, under the session's id (the file's name).
+pub fn transcript_written(path: &std::path::Path, bytes: &[u8]) {
+    let Some(sink) = TRANSCRIPTS.get() else {
+        return;
+    };
+    let Some(session) = path.file_stem().and_then(|s| s.to_str()) else {
+        return;
+    };
+    let lines: Vec<String> = bytes
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| String::from_utf8_lossy(line).into_owned())
+        .collect();
+    if !lines.is_empty() {
+        sink(session, lines);
+    }
+}
+
 /// One gateway on its own: everything is its to do.
 pub struct Alone;
 
@@ -52,6 +130,12 @@ impl Claims for Alone {
 /// What this gateway shares with the other replicas.
 pub struct Cluster {
     pub claims: Arc<dyn Claims>,
+    /// The sessions shared through the store (`None`: a gateway alone).
+    pub sessions: Option<Arc<dyn Sessions>>,
+    /// This replica's name (empty for a gateway alone).
+    pub replica: String,
+    /// How long its claims last without being renewed.
+    pub lease: std::time::Duration,
     /// The bus to the other replicas (`[cluster] bus`), if any.
     pub bus: Option<Arc<bus::Bus>>,
     /// `replica `NAME` on store URL` (the URL without its password), or
@@ -82,13 +166,21 @@ pub async fn join(
         }
         return Ok(Cluster {
             claims: Arc::new(Alone),
+            sessions: None,
+            replica: String::new(),
+            lease: std::time::Duration::from_secs(config.lease_seconds()),
             bus: None,
             joined: None,
         });
     };
     let replica = config.replica.clone().unwrap_or_else(default_replica);
     let store = postgres::Store::connect(url, &replica).await?;
+    store.set_lease(config.lease_seconds());
     store.keep_alive(std::time::Duration::from_secs(config.lease_seconds()).div_f32(3.0));
+    store.store_lines();
+    if let Some(sink) = store.write_lines() {
+        let _ = TRANSCRIPTS.set(sink);
+    }
     let mut joined = format!(
         "replica `{replica}` on store {}",
         crate::config::cluster::redacted(url)
@@ -105,7 +197,10 @@ pub async fn join(
         None => None,
     };
     Ok(Cluster {
-        claims: store,
+        claims: store.clone(),
+        sessions: Some(store),
+        replica,
+        lease: std::time::Duration::from_secs(config.lease_seconds()),
         bus,
         joined: Some(joined),
     })

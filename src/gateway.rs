@@ -189,6 +189,9 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
     if let Some(joined) = &cluster.joined {
         eprintln_log(&format!("cluster: {joined}"));
     }
+    if let Some(sessions) = cluster.sessions {
+        hub.use_store(sessions, &cluster.replica, cluster.lease);
+    }
     if let Some(bus) = cluster.bus {
         hub.join_bus(bus).await?;
     }

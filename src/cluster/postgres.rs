@@ -9,12 +9,17 @@ use tokio_postgres::{Client, NoTls};
 
 use crate::config::cluster::redacted;
 
+mod sessions;
+
 /// The schema's versions, oldest first: each applied once, in order.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "schedule claims",
-    include_str!("migrations/0001_schedule_claims.sql"),
-)];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "schedule claims",
+        include_str!("migrations/0001_schedule_claims.sql"),
+    ),
+    (2, "sessions", include_str!("migrations/0002_sessions.sql")),
+];
 
 /// The advisory lock replicas take while they bring the schema up to
 /// date, so that two starting at once do not both apply a migration.
@@ -27,6 +32,11 @@ pub struct Store {
     timeout: std::time::Duration,
     /// The connection, made again after it was lost.
     client: Mutex<Option<Client>>,
+    /// How long a replica's claims last without being renewed, in seconds.
+    lease_seconds: std::sync::atomic::AtomicI64,
+    /// The transcripts' lines on their way to the store, once
+    /// [`Store::store_lines`] started their writer.
+    lines: std::sync::OnceLock<tokio::sync::mpsc::Sender<(String, String)>>,
 }
 
 /// What `pincer cluster status` shows: each replica that ever joined, and
@@ -76,16 +86,24 @@ const KEEP_CLAIMS_MS: i64 = 7 * 24 * 3600 * 1000;
 const STATUS_CLAIMS: i64 = 20;
 
 impl Store {
+    fn new(url: &str, replica: &str, timeout: std::time::Duration) -> Self {
+        Self {
+            url: url.to_string(),
+            replica: replica.to_string(),
+            timeout,
+            client: Mutex::new(None),
+            lease_seconds: std::sync::atomic::AtomicI64::new(
+                i64::try_from(crate::config::cluster::DEFAULT_LEASE_SECONDS).unwrap_or(15),
+            ),
+            lines: std::sync::OnceLock::new(),
+        }
+    }
+
     /// The store at `url`, for reading its state (`pincer cluster
     /// status`): no replica joins, and the schema must be there already.
     pub async fn open_to_read(url: &str) -> Result<Self, String> {
         refuse_tls(url)?;
-        let store = Self {
-            url: url.to_string(),
-            replica: String::new(),
-            timeout: STORE_TIMEOUT,
-            client: Mutex::new(None),
-        };
+        let store = Self::new(url, "", STORE_TIMEOUT);
         let client = store.open().await?;
         *store.client.lock().await = Some(client);
         Ok(store)
@@ -132,6 +150,14 @@ impl Store {
             Ok(Status { replicas, claims })
         })
         .await
+    }
+
+    /// How long a replica's claims last without being renewed.
+    pub fn set_lease(&self, seconds: u64) {
+        self.lease_seconds.store(
+            i64::try_from(seconds).unwrap_or(i64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// Says every `every` that this replica is alive, for as long as the
@@ -190,12 +216,7 @@ impl Store {
         timeout: std::time::Duration,
     ) -> Result<Arc<Self>, String> {
         refuse_tls(url)?;
-        let store = Arc::new(Self {
-            url: url.to_string(),
-            replica: replica.to_string(),
-            timeout,
-            client: Mutex::new(None),
-        });
+        let store = Arc::new(Self::new(url, replica, timeout));
         {
             let mut client = store.client.lock().await;
             let connected = store.open().await?;

@@ -150,6 +150,8 @@ pub struct Hub {
     pub channels: OnceLock<Arc<dyn ChannelsStatus>>,
     /// The other replicas of a cluster, once on its bus.
     peers: OnceLock<cluster::Peers>,
+    /// The cluster's store of sessions, in a cluster.
+    stored: OnceLock<cluster::Stored>,
 }
 
 /// What `channels.status` shows of the chat channels. They sit above the
@@ -445,6 +447,7 @@ impl Hub {
             scheduled: OnceLock::new(),
             channels: OnceLock::new(),
             peers: OnceLock::new(),
+            stored: OnceLock::new(),
         })
     }
 
@@ -462,6 +465,7 @@ impl Hub {
         tokio::spawn(async move {
             while let Some(mut event) = observed.recv().await {
                 hub.tell_peers(&mut event);
+                hub.mark_run(&event);
                 hub.observe(event);
             }
         });

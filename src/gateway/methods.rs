@@ -226,7 +226,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let query: chat::AbortParams = typed("chat.abort", params)?;
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("sessionKey", &query.session_key)?;
-            let runs = match hub.elsewhere(key) {
+            let runs = match hub.elsewhere(key).await {
                 Some(elsewhere) => {
                     hub.abort_elsewhere(&elsewhere, query.run_id.as_deref())
                         .await?
@@ -1005,7 +1005,7 @@ async fn send(
             ErrorShape::invalid("`queueMode` must be steer, followup, collect or interrupt")
         })?),
     };
-    let status = match hub.elsewhere(key) {
+    let status = match hub.elsewhere(key).await {
         Some(elsewhere) => {
             hub.send_elsewhere(conn, &elsewhere, run, blocks, mode)
                 .await?

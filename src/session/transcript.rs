@@ -353,10 +353,12 @@ impl Writer {
             next: 1,
         };
         let mut file = writer.open_new()?;
-        write_bytes(&mut file, &writer.header_bytes()).map_err(|source| TranscriptError::Io {
+        let header = writer.header_bytes();
+        write_bytes(&mut file, &header).map_err(|source| TranscriptError::Io {
             path: writer.path.clone(),
             source,
         })?;
+        crate::cluster::transcript_written(&writer.path, &header);
         Ok(writer)
     }
 
@@ -522,6 +524,7 @@ impl Writer {
             self.check_end = true;
             return Err(io(e));
         }
+        crate::cluster::transcript_written(&self.path, &bytes);
         Ok(())
     }
 }

@@ -231,3 +231,87 @@ async fn a_session_on_one_replica_is_followed_answered_aborted_and_sent_to_from_
         replica.stop().await;
     }
 }
+
+/// Replica `name`'s home with a lease of `lease` seconds.
+fn replica_home_with_lease(name: &str, store: &str, bus: &str, lease: u64) -> Sandbox {
+    let sandbox = replica_home(name, store, bus);
+    let config = sandbox.home().join("config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!("lease_seconds = {lease}\n"));
+    std::fs::write(config, text).unwrap();
+    sandbox
+}
+
+#[tokio::test]
+async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() {
+    let (postgres, nats) = tokio::join!(
+        tokio::task::spawn_blocking(Postgres::start),
+        tokio::task::spawn_blocking(Nats::start)
+    );
+    let (postgres, nats) = (postgres.unwrap(), nats.unwrap());
+    let mock = MockModel::start().await;
+    mock.push(Reply::Stall {
+        body: fixture("anthropic/text.sse"),
+        events: 4,
+    });
+    mock.push(Reply::sse(anthropic_text("Back again.", 20)));
+    let bus = nats.url();
+    let homes: Vec<Sandbox> = (1..=3)
+        .map(|i| replica_home_with_lease(&format!("r{i}"), &postgres.url(), &bus, 2))
+        .collect();
+    let (r1, r2, r3) = tokio::join!(
+        launch(&homes[0], &mock, "r1", &bus),
+        launch(&homes[1], &mock, "r2", &bus),
+        launch(&homes[2], &mock, "r3", &bus)
+    );
+    let mut sender = r1.admin().await;
+    let mut there = r2.admin().await;
+    let key = new_key();
+    let run = sender.chat_send(&key, "talk forever").await;
+    there.chat_state(&run, "delta").await;
+    let killed = std::time::Instant::now();
+    r1.stop().await;
+    // The run ends as interrupted for the client elsewhere, within a few
+    // leases (the presence renewed every third of one, looked for every
+    // half).
+    let end = there.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "error", "{end}");
+    let message = end["payload"]["errorMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("interrupted") && message.contains("`r1`"),
+        "{end}"
+    );
+    assert!(killed.elapsed() < std::time::Duration::from_secs(10));
+    // The session goes on from another replica, with its history.
+    let next = there.chat_send(&key, "are you there?").await;
+    let end = there.chat_end(&next).await;
+    assert_eq!(end["payload"]["state"], "final", "{end}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "one request per turn, none run twice");
+    let body = requests[1].body.to_string();
+    assert!(
+        body.contains("talk forever") && body.contains("are you there?"),
+        "{body}"
+    );
+    // The store's transcript says so; it loads on the replica that has it.
+    let notice = postgres.psql(
+        "SELECT count(*) FROM pincer_session_lines WHERE line LIKE '%interrupted: replica `r1`%'",
+    );
+    assert_eq!(notice, "1");
+    let holder = postgres.psql(&format!(
+        "SELECT replica FROM pincer_sessions WHERE key = '{key}'"
+    ));
+    assert!(holder == "r2" || holder == "r3", "{holder}");
+    let home = if holder == "r2" { &homes[1] } else { &homes[2] };
+    let found = transcripts(&home.home().join("sessions"));
+    assert_eq!(found.len(), 1, "{found:?}");
+    let text = std::fs::read_to_string(&found[0]).unwrap();
+    assert!(
+        text.contains("talk forever") && text.contains("are you there?"),
+        "{text}"
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+    for replica in [r2, r3] {
+        replica.stop().await;
+    }
+}

@@ -26,9 +26,13 @@ use agent_client_protocol::v1::schema::{
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use std::path::PathBuf;
+use std::time::Duration;
+
 use super::{Audience, Failure, Hub, QueueMode};
 use crate::acp::registry::Observed;
 use crate::cluster::bus::{Bus, EVENTS};
+use crate::cluster::{Orphan, Placed, Sessions};
 use crate::gateway::frames::{APPROVAL_NOT_FOUND, FORBIDDEN, INVALID_REQUEST, UNAVAILABLE};
 
 /// The sessions of other replicas a replica remembers.
@@ -480,9 +484,29 @@ impl Hub {
     }
 
     /// The session `key` names when it runs on another replica (and not
-    /// here).
-    pub fn elsewhere(&self, key: &str) -> Option<Elsewhere> {
+    /// here): as the store says, when there is one (a replica that is gone
+    /// runs nothing), else as the bus told.
+    pub async fn elsewhere(&self, key: &str) -> Option<Elsewhere> {
         let peers = self.peers.get()?;
+        if self
+            .lookup(key)
+            .is_some_and(|id| self.registry.is_open(&id))
+        {
+            return None;
+        }
+        if let Some(stored) = self.stored.get() {
+            match stored.sessions.locate(key).await {
+                Ok(Some((session, replica, alive))) => {
+                    return (alive && replica != stored.replica).then(|| Elsewhere {
+                        session,
+                        key: key.to_string(),
+                        replica,
+                    });
+                }
+                Ok(None) => return None,
+                Err(e) => tracing::warn!("cluster: cannot ask the store where {key} runs: {e}"),
+            }
+        }
         let found = {
             let heard = peers.heard.lock();
             let session = heard.keys.get(key)?;
@@ -659,6 +683,276 @@ impl Hub {
                 message: e.message,
             },
         }
+    }
+}
+
+/// The hub's part of the cluster's store: who runs which session.
+pub(crate) struct Stored {
+    sessions: Arc<dyn Sessions>,
+    replica: String,
+    /// The runs started and ended here, in order, for the store
+    /// ([`Sessions::running`]).
+    marks: tokio::sync::mpsc::Sender<(String, Option<String>)>,
+}
+
+/// The run marks waiting for the store, at most.
+const MARKS_QUEUE: usize = 65_536;
+
+impl Hub {
+    /// Keeps this hub's sessions in the cluster's store: a session is
+    /// opened where the store says it runs (or taken over from a replica
+    /// that is gone), each run's start and end are marked there, and every
+    /// `lease / 2` the sessions a gone replica was running are taken over
+    /// here, their runs ended as interrupted.
+    pub fn use_store(
+        self: &Arc<Self>,
+        sessions: Arc<dyn Sessions>,
+        replica: &str,
+        lease: Duration,
+    ) {
+        let (marks, mut marked) =
+            tokio::sync::mpsc::channel::<(String, Option<String>)>(MARKS_QUEUE);
+        let stored = Stored {
+            sessions: sessions.clone(),
+            replica: replica.to_string(),
+            marks,
+        };
+        if self.stored.set(stored).is_err() {
+            return;
+        }
+        let store = sessions.clone();
+        tokio::spawn(async move {
+            while let Some((session, run)) = marked.recv().await {
+                if let Err(e) = store.running(&session, run.as_deref()).await {
+                    tracing::warn!("cluster: cannot mark a run in the store: {e}");
+                }
+            }
+        });
+        let hub = self.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval((lease / 2).max(Duration::from_millis(500)));
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                match sessions.orphans().await {
+                    Ok(orphans) => {
+                        for orphan in orphans {
+                            hub.adopt(orphan).await;
+                        }
+                    }
+                    Err(e) => tracing::warn!(
+                        "cluster: cannot look for sessions left by a gone replica: {e}"
+                    ),
+                }
+            }
+        });
+    }
+
+    /// Marks a run of a session this replica runs as started or ended.
+    pub(super) fn mark_run(&self, event: &Observed) {
+        let Some(stored) = self.stored.get() else {
+            return;
+        };
+        let mark = match event {
+            Observed::PromptStarted {
+                session,
+                tag: Some(run),
+                ..
+            } => (session.0.to_string(), Some(run.clone())),
+            Observed::PromptEnded { session, .. } => (session.0.to_string(), None),
+            _ => return,
+        };
+        if stored.marks.try_send(mark).is_err() {
+            tracing::warn!("cluster: the store is not keeping up with the runs' marks");
+        }
+    }
+
+    /// A session whose replica went while it ran: its transcript comes
+    /// from the store, says the run was interrupted, and the run ends as
+    /// an error for every client of every replica.
+    async fn adopt(self: &Arc<Self>, orphan: Orphan) {
+        let Some(stored) = self.stored.get() else {
+            return;
+        };
+        let why = format!(
+            "interrupted: replica `{}` stopped while this run went on",
+            orphan.from
+        );
+        if let Err(e) = self
+            .restore_transcript(
+                stored,
+                &orphan.session,
+                orphan.run.as_ref().map(|_| why.as_str()),
+            )
+            .await
+        {
+            tracing::warn!(
+                session = orphan.session,
+                "cluster: cannot take the session over: {e}"
+            );
+        }
+        self.keys().insert(&orphan.key, &orphan.session);
+        self.key_made();
+        if let Some(peers) = self.peers.get() {
+            peers.heard.lock().forget(&orphan.session);
+        }
+        if let Some(run) = orphan.run {
+            let mut ended = Observed::PromptEnded {
+                session: SessionId::new(orphan.session.clone()),
+                tag: Some(run),
+                result: Err(why),
+            };
+            self.tell_peers(&mut ended);
+            self.observe(ended);
+        }
+    }
+
+    /// Writes the store's transcript of `session` here, with a notice
+    /// that its run was interrupted when `interrupted` says why; returns
+    /// the session's working directory.
+    async fn restore_transcript(
+        &self,
+        stored: &Stored,
+        session: &str,
+        interrupted: Option<&str>,
+    ) -> Result<PathBuf, String> {
+        let lines = stored.sessions.lines(session).await?;
+        let header: crate::session::transcript::Header = lines
+            .first()
+            .and_then(|line| serde_json::from_str(line).ok())
+            .ok_or_else(|| format!("the store has no transcript of session {session}"))?;
+        if header.id != session {
+            return Err(format!(
+                "the store's transcript of {session} names session {}",
+                header.id
+            ));
+        }
+        let cwd = if header.cwd.is_dir() {
+            header.cwd.clone()
+        } else {
+            self.cwd.clone()
+        };
+        let path = crate::session::find(&self.data_dir, session).unwrap_or_else(|| {
+            crate::session::transcript_path(&self.data_dir, &header.cwd, session)
+        });
+        let interrupted = interrupted.map(str::to_string);
+        crate::parallel::file_work(move || -> Result<(), String> {
+            let mut text = lines.join("\n");
+            text.push('\n');
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+            }
+            std::fs::write(&path, text).map_err(|e| e.to_string())?;
+            if let Some(why) = interrupted {
+                let loaded = crate::session::transcript::load(&path).map_err(|e| e.to_string())?;
+                let mut writer = crate::session::transcript::Writer::append_to(&path, &loaded)
+                    .map_err(|e| e.to_string())?;
+                writer
+                    .append(crate::session::transcript::Record::Notice { text: why })
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| format!("{e:?}"))??;
+        Ok(cwd)
+    }
+
+    /// [`Hub::open`] in a cluster: the session `key` names is opened here
+    /// if the store gives it to this replica (a new one, one of its own,
+    /// or one whose replica is gone, taken over with its transcript).
+    pub(super) async fn open_stored(
+        self: &Arc<Self>,
+        key: &str,
+    ) -> Result<Option<String>, Failure> {
+        let Some(stored) = self.stored.get() else {
+            return Ok(None);
+        };
+        if let Some(id) = self.lookup(key)
+            && self.registry.is_open(&id)
+        {
+            return Ok(Some(id));
+        }
+        let unavailable = |e: String| Failure::new(UNAVAILABLE, e);
+        let link = self.link()?;
+        let (session, interrupted) = match stored.sessions.take(key).await.map_err(unavailable)? {
+            Placed::Elsewhere { replica, .. } => {
+                return Err(Failure::new(
+                    UNAVAILABLE,
+                    format!("the session of {key} runs on replica `{replica}`; send to it there"),
+                ));
+            }
+            Placed::Vacant => {
+                let id = link.new_session(self.cwd.clone()).await.map_err(|e| {
+                    Failure::invalid(format!(
+                        "cannot create a session for {key}: {}",
+                        crate::gateway::link::error_text(&e)
+                    ))
+                })?;
+                if !stored.sessions.bind(key, &id).await.map_err(unavailable)? {
+                    // Never prompted: unloaded now, its file swept later.
+                    self.registry.unload_idle(&id);
+                    return Err(Failure::new(
+                        UNAVAILABLE,
+                        format!(
+                            "another replica opened the session of {key} at the same moment; send again"
+                        ),
+                    ));
+                }
+                return Ok(Some(id));
+            }
+            Placed::Mine { session } => (session, None),
+            Placed::TakenOver {
+                session,
+                from,
+                running,
+            } => {
+                let why = running.map(|run| {
+                    (
+                        run,
+                        format!("interrupted: replica `{from}` stopped while this run went on"),
+                    )
+                });
+                (session, Some(why))
+            }
+        };
+        // A session of this replica's is read from its own file when it
+        // has one; one taken over from the store.
+        let local = crate::session::find(&self.data_dir, &session)
+            .and_then(|path| crate::session::read_header(&path));
+        let cwd = match (&interrupted, local) {
+            (None, Some(header)) => header.cwd,
+            _ => {
+                let why = interrupted
+                    .as_ref()
+                    .and_then(|i| i.as_ref())
+                    .map(|(_, why)| why.as_str());
+                self.restore_transcript(stored, &session, why)
+                    .await
+                    .map_err(unavailable)?
+            }
+        };
+        link.load_session(&session, cwd).await.map_err(|e| {
+            Failure::invalid(format!(
+                "cannot open session {key}: {}",
+                crate::gateway::link::error_text(&e)
+            ))
+        })?;
+        self.keys().insert(key, &session);
+        self.key_made();
+        if let Some(peers) = self.peers.get() {
+            peers.heard.lock().forget(&session);
+        }
+        if let Some(Some((run, why))) = interrupted {
+            let mut ended = Observed::PromptEnded {
+                session: SessionId::new(session.clone()),
+                tag: Some(run),
+                result: Err(why),
+            };
+            self.tell_peers(&mut ended);
+            self.observe(ended);
+        }
+        Ok(Some(session))
     }
 }
 

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -241,9 +242,22 @@ impl Hub {
     }
 
     /// The session a key names, opened (created on first use).
-    pub async fn open(&self, key: &str) -> Result<String, Failure> {
+    pub async fn open(self: &Arc<Self>, key: &str) -> Result<String, Failure> {
         let _one = self.opening.lock().await;
         let link = self.link()?;
+        // In a cluster, the store says which replica runs the session.
+        if let Some(id) = self.open_stored(key).await? {
+            self.used(&id);
+            if self.keys().insert(key, &id).is_none() {
+                self.key_made();
+                let waiting = self.conns().by_new_key.remove(key).unwrap_or_default();
+                for conn in waiting {
+                    self.follow(&conn, &id);
+                }
+                self.session_changed("create", &id);
+            }
+            return Ok(id);
+        }
         if let Some(id) = self.lookup(key) {
             if self.registry.is_open(&id) {
                 self.used(&id);

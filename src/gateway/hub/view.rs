@@ -7,6 +7,7 @@
 //! not read whole transcripts.
 
 use serde_json::Value;
+use std::sync::Arc;
 
 use super::{Failure, Hub, QueueMode, check_key};
 use crate::gateway::protocol::models::Model;
@@ -355,7 +356,7 @@ impl Hub {
     /// and tells the clients that watch sessions; returns the session and
     /// its row. The checks of who may ask are the caller's.
     pub async fn patch(
-        &self,
+        self: &Arc<Self>,
         key: &str,
         patch: Patch<'_>,
     ) -> Result<(String, Option<Row>), Failure> {

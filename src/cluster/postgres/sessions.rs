@@ -1,0 +1,312 @@
+//! The sessions' part of the store: which replica runs each session (a
+//! lease that lasts while its replica renews its presence), the run it has
+//! going, and every session's transcript, line by line.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_postgres::Client;
+
+use super::Store;
+use crate::cluster::{LineSink, Orphan, Placed, Sessions};
+use crate::config::cluster::redacted;
+
+/// The transcript lines waiting for the writer, at most.
+const LINES_QUEUE: usize = 262_144;
+/// The most lines one write takes.
+const BATCH: usize = 2_000;
+/// The sessions whose next line number the writer keeps (it reads the
+/// number again for one it forgot).
+const KNOWN_SESSIONS: usize = 16_384;
+/// How long the writer waits before it tries again after a failed write.
+const RETRY: Duration = Duration::from_millis(500);
+
+#[async_trait::async_trait]
+impl Sessions for Store {
+    async fn take(&self, key: &str) -> Result<Placed, String> {
+        let replica = self.replica.clone();
+        let lease = self.lease();
+        let row = self
+            .with_client(async |client| {
+                client
+                    .query_opt(
+                        "WITH current AS (
+                            SELECT s.session_id, s.replica, s.running,
+                                   (s.replica = $2 OR r.seen_at IS NULL
+                                    OR r.seen_at <= now() - make_interval(secs => $3::bigint)) AS free
+                            FROM pincer_sessions s
+                            LEFT JOIN pincer_replicas r ON r.name = s.replica
+                            WHERE s.key = $1
+                            FOR UPDATE OF s
+                        ), moved AS (
+                            UPDATE pincer_sessions s
+                            SET replica = $2, running = NULL, updated_at = now()
+                            FROM current c
+                            WHERE s.key = $1 AND c.free
+                            RETURNING s.key
+                        )
+                        SELECT session_id, replica, running, free FROM current",
+                        &[&key, &replica, &lease],
+                    )
+                    .await
+            })
+            .await?;
+        let Some(row) = row else {
+            return Ok(Placed::Vacant);
+        };
+        let session: String = row.get(0);
+        let held_by: String = row.get(1);
+        let running: Option<String> = row.get(2);
+        let free: bool = row.get(3);
+        Ok(if !free {
+            Placed::Elsewhere {
+                session,
+                replica: held_by,
+            }
+        } else if held_by == replica {
+            Placed::Mine { session }
+        } else {
+            Placed::TakenOver {
+                session,
+                from: held_by,
+                running,
+            }
+        })
+    }
+
+    async fn bind(&self, key: &str, session: &str) -> Result<bool, String> {
+        let replica = self.replica.clone();
+        let written = self
+            .with_client(async |client| {
+                client
+                    .execute(
+                        "INSERT INTO pincer_sessions (key, session_id, replica)
+                         VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING",
+                        &[&key, &session, &replica],
+                    )
+                    .await
+            })
+            .await?;
+        Ok(written == 1)
+    }
+
+    async fn locate(&self, key: &str) -> Result<Option<(String, String, bool)>, String> {
+        let lease = self.lease();
+        let row = self
+            .with_client(async |client| {
+                client
+                    .query_opt(
+                        "SELECT s.session_id, s.replica,
+                                coalesce(r.seen_at > now() - make_interval(secs => $2::bigint), false)
+                         FROM pincer_sessions s
+                         LEFT JOIN pincer_replicas r ON r.name = s.replica
+                         WHERE s.key = $1",
+                        &[&key, &lease],
+                    )
+                    .await
+            })
+            .await?;
+        Ok(row.map(|row| (row.get(0), row.get(1), row.get(2))))
+    }
+
+    async fn lines(&self, session: &str) -> Result<Vec<String>, String> {
+        let rows = self
+            .with_client(async |client| {
+                client
+                    .query(
+                        "SELECT line FROM pincer_session_lines WHERE session_id = $1 ORDER BY seq",
+                        &[&session],
+                    )
+                    .await
+            })
+            .await?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    async fn running(&self, session: &str, run: Option<&str>) -> Result<(), String> {
+        let replica = self.replica.clone();
+        self.with_client(async |client| {
+            client
+                .execute(
+                    "UPDATE pincer_sessions SET running = $2, updated_at = now()
+                     WHERE session_id = $1 AND replica = $3",
+                    &[&session, &run, &replica],
+                )
+                .await
+        })
+        .await
+        .map(drop)
+    }
+
+    async fn orphans(&self) -> Result<Vec<Orphan>, String> {
+        let replica = self.replica.clone();
+        let lease = self.lease();
+        let rows = self
+            .with_client(async |client| {
+                client
+                    .query(
+                        "UPDATE pincer_sessions s
+                         SET replica = $1, running = NULL, updated_at = now()
+                         FROM (
+                            SELECT o.key, o.running, o.replica
+                            FROM pincer_sessions o
+                            LEFT JOIN pincer_replicas r ON r.name = o.replica
+                            WHERE o.running IS NOT NULL AND o.replica <> $1
+                              AND (r.seen_at IS NULL
+                                   OR r.seen_at <= now() - make_interval(secs => $2::bigint))
+                            ORDER BY o.updated_at
+                            LIMIT 100
+                            FOR UPDATE OF o SKIP LOCKED
+                         ) gone
+                         WHERE s.key = gone.key
+                         RETURNING s.key, s.session_id, gone.running, gone.replica",
+                        &[&replica, &lease],
+                    )
+                    .await
+            })
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| Orphan {
+                key: row.get(0),
+                session: row.get(1),
+                run: row.get(2),
+                from: row.get(3),
+            })
+            .collect())
+    }
+
+    fn write_lines(&self) -> Option<LineSink> {
+        let tx = self.lines.get()?.clone();
+        Some(Arc::new(move |session: &str, lines: Vec<String>| {
+            for line in lines {
+                if tx.try_send((session.to_string(), line)).is_err() {
+                    tracing::warn!(
+                        session,
+                        "the cluster store is not keeping up with the transcripts; a line was not stored"
+                    );
+                    return;
+                }
+            }
+        }))
+    }
+}
+
+impl Store {
+    /// The lease in seconds, as the queries take it.
+    fn lease(&self) -> i64 {
+        self.lease_seconds
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Starts the task that stores the transcripts' lines, on a
+    /// connection of its own, many lines a write.
+    pub fn store_lines(self: &Arc<Self>) {
+        let (tx, rx) = mpsc::channel(LINES_QUEUE);
+        if self.lines.set(tx).is_err() {
+            return;
+        }
+        let store = self.clone();
+        tokio::spawn(async move { store.write_lines_from(rx).await });
+    }
+
+    async fn write_lines_from(&self, mut rx: mpsc::Receiver<(String, String)>) {
+        let mut client: Option<Client> = None;
+        let mut next: HashMap<String, i64> = HashMap::new();
+        let mut batch: Vec<(String, String)> = Vec::with_capacity(BATCH);
+        loop {
+            if batch.is_empty() {
+                let Some(first) = rx.recv().await else { return };
+                batch.push(first);
+                while batch.len() < BATCH {
+                    match rx.try_recv() {
+                        Ok(line) => batch.push(line),
+                        Err(_) => break,
+                    }
+                }
+            }
+            if client.as_ref().is_none_or(Client::is_closed) {
+                match self.open().await {
+                    Ok(opened) => client = Some(opened),
+                    Err(e) => {
+                        tracing::warn!("cluster: cannot store transcript lines: {e}");
+                        tokio::time::sleep(RETRY).await;
+                        continue;
+                    }
+                }
+            }
+            let Some(connected) = client.as_ref() else {
+                continue;
+            };
+            if next.len() > KNOWN_SESSIONS {
+                next.clear();
+            }
+            match tokio::time::timeout(self.timeout, write_batch(connected, &mut next, &batch))
+                .await
+            {
+                Ok(Ok(())) => batch.clear(),
+                Ok(Err(e)) => {
+                    tracing::warn!(
+                        "cluster store {}: cannot store transcript lines: {e}",
+                        redacted(&self.url)
+                    );
+                    // The numbers are read again: the failed write may
+                    // have been half done.
+                    next.clear();
+                    client = None;
+                    tokio::time::sleep(RETRY).await;
+                }
+                Err(_) => {
+                    next.clear();
+                    client = None;
+                }
+            }
+        }
+    }
+}
+
+/// Stores `batch` in one statement, numbering each session's lines on
+/// from the last it has.
+async fn write_batch(
+    client: &Client,
+    next: &mut HashMap<String, i64>,
+    batch: &[(String, String)],
+) -> Result<(), tokio_postgres::Error> {
+    let mut numbered: HashMap<String, i64> = HashMap::new();
+    let mut sessions = Vec::with_capacity(batch.len());
+    let mut seqs = Vec::with_capacity(batch.len());
+    let mut lines = Vec::with_capacity(batch.len());
+    for (session, line) in batch {
+        let seq = match numbered
+            .get(session)
+            .copied()
+            .or_else(|| next.get(session).copied())
+        {
+            Some(seq) => seq,
+            None => {
+                let row = client
+                    .query_one(
+                        "SELECT coalesce(max(seq), 0) + 1 FROM pincer_session_lines WHERE session_id = $1",
+                        &[session],
+                    )
+                    .await?;
+                row.get(0)
+            }
+        };
+        numbered.insert(session.clone(), seq + 1);
+        sessions.push(session.as_str());
+        seqs.push(seq);
+        lines.push(line.as_str());
+    }
+    client
+        .execute(
+            "INSERT INTO pincer_session_lines (session_id, seq, line)
+             SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])",
+            &[&sessions, &seqs, &lines],
+        )
+        .await?;
+    next.extend(numbered);
+    Ok(())
+}
