@@ -255,6 +255,7 @@ async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() 
         events: 4,
     });
     mock.push(Reply::sse(anthropic_text("Back again.", 20)));
+    mock.push(Reply::sse(anthropic_text("Still here.", 30)));
     let bus = nats.url();
     let homes: Vec<Sandbox> = (1..=3)
         .map(|i| replica_home_with_lease(&format!("r{i}"), &postgres.url(), &bus, 2))
@@ -310,8 +311,27 @@ async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() 
         text.contains("talk forever") && text.contains("are you there?"),
         "{text}"
     );
+    // The replica that has it now goes too, the session idle: the other
+    // takes it over with the next message for it, once the lease ran out.
+    let (holder, mut last, other) = if holder == "r2" {
+        (r2, r3.admin().await, r3)
+    } else {
+        (r3, there, r2)
+    };
+    holder.stop().await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let after = last.chat_send(&key, "and now?").await;
+    let end = last.chat_end(&after).await;
+    assert_eq!(end["payload"]["state"], "final", "{end}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    let body = requests[2].body.to_string();
+    assert!(
+        ["talk forever", "are you there?", "Back again.", "and now?"]
+            .iter()
+            .all(|said| body.contains(said)),
+        "{body}"
+    );
     assert_eq!(mock.violations(), Vec::<String>::new());
-    for replica in [r2, r3] {
-        replica.stop().await;
-    }
+    other.stop().await;
 }
