@@ -1,5 +1,7 @@
-//! `pincer cluster status`: the replicas of a team gateway and the
-//! scheduled runs they claimed, read from the cluster's store.
+//! `pincer cluster status`: the replicas of a team gateway (the sessions
+//! each holds and the runs it has going), the runs a gone replica left
+//! waiting, and the scheduled runs they claimed, read from the cluster's
+//! store.
 #![allow(clippy::print_stdout)]
 
 use anyhow::{Context, anyhow};
@@ -39,12 +41,18 @@ pub async fn status(store: Option<String>, json: bool) -> anyhow::Result<()> {
     for replica in &status.replicas {
         let state = if replica.alive { "alive" } else { "gone" };
         println!(
-            "replica {}: {state}, pincer {}, last seen {}",
+            "replica {}: {state}, pincer {}, last seen {}, {} sessions, {} running",
             replica.name,
             replica.version,
-            time(replica.seen_at)
+            time(replica.seen_at),
+            replica.sessions,
+            replica.running
         );
     }
+    println!(
+        "runs waiting for a replica to take them over: {}",
+        status.waiting
+    );
     for claim in &status.claims {
         println!(
             "claimed {} at {} by {}",

@@ -46,6 +46,9 @@ pub struct Store {
 pub struct Status {
     pub replicas: Vec<Replica>,
     pub claims: Vec<Claimed>,
+    /// The sessions whose replica is gone while a run of theirs went on:
+    /// the runs waiting for another replica to take them over.
+    pub waiting: i64,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -58,6 +61,9 @@ pub struct Replica {
     pub seen_at: i64,
     /// It renewed its presence within the lease.
     pub alive: bool,
+    /// The sessions it holds (their leases), and the runs it has going.
+    pub sessions: i64,
+    pub running: i64,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -116,11 +122,14 @@ impl Store {
         self.with_client(async |client| {
             let replicas = client
                 .query(
-                    "SELECT name, version,
-                            (extract(epoch FROM started_at) * 1000)::bigint,
-                            (extract(epoch FROM seen_at) * 1000)::bigint,
-                            seen_at > now() - make_interval(secs => $1::bigint)
-                     FROM pincer_replicas ORDER BY name",
+                    "SELECT r.name, r.version,
+                            (extract(epoch FROM r.started_at) * 1000)::bigint,
+                            (extract(epoch FROM r.seen_at) * 1000)::bigint,
+                            r.seen_at > now() - make_interval(secs => $1::bigint),
+                            (SELECT count(*) FROM pincer_sessions s WHERE s.replica = r.name),
+                            (SELECT count(*) FROM pincer_sessions s
+                             WHERE s.replica = r.name AND s.running IS NOT NULL)
+                     FROM pincer_replicas r ORDER BY r.name",
                     &[&lease],
                 )
                 .await?
@@ -131,8 +140,21 @@ impl Store {
                     started_at: row.get(2),
                     seen_at: row.get(3),
                     alive: row.get(4),
+                    sessions: row.get(5),
+                    running: row.get(6),
                 })
                 .collect();
+            let waiting = client
+                .query_one(
+                    "SELECT count(*) FROM pincer_sessions s
+                     LEFT JOIN pincer_replicas r ON r.name = s.replica
+                     WHERE s.running IS NOT NULL
+                       AND (r.seen_at IS NULL
+                            OR r.seen_at <= now() - make_interval(secs => $1::bigint))",
+                    &[&lease],
+                )
+                .await?
+                .get(0);
             let claims = client
                 .query(
                     "SELECT name, slot_ms, replica FROM pincer_schedule_claims
@@ -147,7 +169,11 @@ impl Store {
                     replica: row.get(2),
                 })
                 .collect();
-            Ok(Status { replicas, claims })
+            Ok(Status {
+                replicas,
+                claims,
+                waiting,
+            })
         })
         .await
     }

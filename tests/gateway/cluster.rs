@@ -8,6 +8,8 @@ use crate::support;
 
 use std::time::Duration;
 
+use serde_json::json;
+
 use support::acp_client::{Sandbox, TIMEOUT};
 use support::gateway::{Gateway, gateway_command, new_token};
 use support::mock_model::{MockModel, Reply};
@@ -232,5 +234,22 @@ async fn cluster_status_shows_the_replicas_and_one_killed_is_gone_after_its_leas
     );
     assert!(text.contains("replica a: alive"), "{text}");
     assert!(text.contains("replica b: gone"), "{text}");
+    assert!(
+        text.contains("runs waiting for a replica to take them over: 0"),
+        "{text}"
+    );
     a.stop().await;
+    // A session b held with a run going, and no replica left to take it
+    // over: the run waits, and the counts say so.
+    postgres.psql(
+        "INSERT INTO pincer_sessions (key, session_id, replica, running) VALUES ('k1', 's1', 'b', 'run-1'), ('k2', 's2', 'b', NULL)",
+    );
+    let left = status(&homes[0], &postgres.url()).await;
+    assert_eq!(left["waiting"], 1, "{left}");
+    let b = &left["replicas"][1];
+    assert_eq!(
+        (&b["name"], &b["sessions"], &b["running"]),
+        (&json!("b"), &json!(2), &json!(1)),
+        "{left}"
+    );
 }

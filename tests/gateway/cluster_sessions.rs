@@ -270,6 +270,17 @@ async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() 
     let key = new_key();
     let run = sender.chat_send(&key, "talk forever").await;
     there.chat_state(&run, "delta").await;
+    // The store knows r1 holds the session and runs it.
+    let query = format!("SELECT replica, running FROM pincer_sessions WHERE key = '{key}'");
+    let mut held = postgres.psql(&query);
+    for _ in 0..50 {
+        if held == format!("r1|{run}") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        held = postgres.psql(&query);
+    }
+    assert_eq!(held, format!("r1|{run}"));
     let killed = std::time::Instant::now();
     r1.stop().await;
     // The run ends as interrupted for the client elsewhere, within a few
