@@ -33,6 +33,7 @@ mod claude_code_cli;
 mod cli;
 mod cli_tools;
 mod cluster_services;
+mod cluster_store;
 mod commands;
 mod compaction;
 mod editor_fixes;
