@@ -64,6 +64,37 @@ fn run_events(client: &Client, run: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Publishes junk on the events' subject and sends r1 a request that is
+/// not one; returns r1's answer to it.
+fn garbage_on_the_bus(port: u16) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.starts_with("INFO "), "{line}");
+    // r1's subject is its name in hex.
+    reader
+        .get_mut()
+        .write_all(
+            b"CONNECT {\"verbose\":false}\r\nSUB junk.reply 1\r\nPUB pincer.events 9\r\n{\"from\":1\r\nPUB pincer.replica.7231 junk.reply 5\r\nhello\r\n",
+        )
+        .unwrap();
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        if line.starts_with("MSG junk.reply") {
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            return line;
+        }
+        if line.starts_with("PING") {
+            reader.get_mut().write_all(b"PONG\r\n").unwrap();
+        }
+    }
+}
+
 /// The transcripts under `dir`, at any depth.
 fn transcripts(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
@@ -193,6 +224,16 @@ async fn a_session_on_one_replica_is_followed_answered_aborted_and_sent_to_from_
         approver.call_ok("exec.approval.list", json!({})).await,
         json!([])
     );
+
+    // Garbage on the bus (an event no replica wrote, a request that is no
+    // request) is refused and changes nothing.
+    let answer = tokio::task::spawn_blocking({
+        let port = nats.port();
+        move || garbage_on_the_bus(port)
+    })
+    .await
+    .unwrap();
+    assert!(answer.contains("malformed request"), "{answer}");
 
     // A run on r1 that streams on and on; r2 stops it.
     let long = sender.chat_send(&key, "talk forever").await;
@@ -345,4 +386,49 @@ async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() 
     );
     assert_eq!(mock.violations(), Vec::<String>::new());
     other.stop().await;
+}
+
+#[tokio::test]
+async fn a_bus_that_cannot_be_reached_or_has_no_store_stops_the_start_without_its_password() {
+    let postgres = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    let mut nats = tokio::task::spawn_blocking(Nats::start).await.unwrap();
+    let mock = MockModel::start().await;
+    // Nothing listens on the bus's port once it is stopped.
+    let port = nats.port();
+    nats.stop();
+    let bus = format!("nats://pincer:hunter2-secret@127.0.0.1:{port}");
+    let refused = |home: &Sandbox| {
+        let token = new_token();
+        let mut command = gateway_command(home, &mock, Some(&token), &[]);
+        async move {
+            let out = tokio::time::timeout(TIMEOUT, command.output())
+                .await
+                .expect("the gateway gave up in time")
+                .unwrap();
+            assert!(!out.status.success());
+            String::from_utf8_lossy(&out.stderr).to_string()
+        }
+    };
+    let home = replica_home("r1", &postgres.url(), &bus);
+    let stderr = refused(&home).await;
+    assert!(
+        stderr.contains(&format!(
+            "cannot reach the cluster's bus nats://pincer:***@127.0.0.1:{port}"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2-secret"), "{stderr}");
+    // A bus without a store is no cluster.
+    let home = Sandbox::new();
+    std::fs::write(
+        home.home().join("config.toml"),
+        format!("title_model = \"none\"\n[gateway]\n\n[cluster]\nbus = \"{bus}\"\n"),
+    )
+    .unwrap();
+    let stderr = refused(&home).await;
+    assert!(
+        stderr.contains("[cluster] bus needs [cluster] store too"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2-secret"), "{stderr}");
 }
