@@ -732,8 +732,8 @@ async fn dispatch(command: Command) -> i32 {
             ChannelsCommand::List => pincer::cli::channels::list(),
         }),
         Command::Sessions { command } => report(match command {
-            SessionsCommand::List { cwd, json } => pincer::cli::sessions::list(cwd, json),
-            SessionsCommand::Show { id } => pincer::cli::sessions::show(&id),
+            SessionsCommand::List { cwd, json } => pincer::cli::sessions::list(cwd, json).await,
+            SessionsCommand::Show { id } => pincer::cli::sessions::show(&id).await,
             SessionsCommand::Delete { id } => pincer::cli::sessions::delete(&id),
             SessionsCommand::Rewind {
                 id,

@@ -4,6 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
+
+use crate::cluster::Sessions;
+
 use crate::agent::AgentMessage;
 use crate::cli::shown;
 use crate::config::Paths;
@@ -15,8 +19,74 @@ fn data_dir() -> anyhow::Result<PathBuf> {
     Ok(Paths::from_env(&env)?.data_dir)
 }
 
-/// Lists sessions, newest first: of `cwd` when given, else all.
-pub fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
+/// The sessions a list shows from the cluster's store, at most.
+const CLUSTER_LIST: i64 = 500;
+
+/// The cluster's store (`[cluster] store` in the user's config), opened
+/// for reading; `None` when there is none.
+async fn cluster_store() -> anyhow::Result<Option<crate::cluster::postgres::Store>> {
+    let cwd = std::env::current_dir()?;
+    let settings = crate::config::Settings::load_from_process(&cwd)?;
+    let Some(url) = settings.config.cluster.store.clone() else {
+        return Ok(None);
+    };
+    let store = crate::cluster::postgres::Store::open_to_read(&url)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    Ok(Some(store))
+}
+
+/// Lists sessions, newest first: of `cwd` when given, else all; with a
+/// cluster's store configured, then the sessions of the cluster that are
+/// not here (which replica has each, and the run it has going).
+pub async fn list(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
+    list_here(cwd.clone(), json)?;
+    if cwd.is_some() {
+        return Ok(());
+    }
+    let Some(store) = cluster_store().await? else {
+        return Ok(());
+    };
+    let data = data_dir()?;
+    let listed = store
+        .listed(CLUSTER_LIST)
+        .await
+        .map_err(anyhow::Error::msg)
+        .context("listing the cluster's sessions")?;
+    let elsewhere: Vec<_> = listed
+        .into_iter()
+        .filter(|l| session::find(&data, &l.session_id).is_none())
+        .collect();
+    if json {
+        for l in &elsewhere {
+            let line = serde_json::json!({
+                "sessionId": l.session_id,
+                "key": l.key,
+                "replica": l.replica,
+                "running": l.running,
+                "updatedAtMs": l.updated_at,
+                "inCluster": true,
+            });
+            println!("{line}");
+        }
+        return Ok(());
+    }
+    if !elsewhere.is_empty() {
+        println!("\nIn the cluster (`pincer sessions show ID` reads one):");
+    }
+    for l in &elsewhere {
+        let state = if l.running.is_some() { ", running" } else { "" };
+        println!(
+            "{}  on replica {}{state}  [{}]",
+            shown(&l.session_id),
+            shown(&l.replica),
+            shown(&l.key)
+        );
+    }
+    Ok(())
+}
+
+fn list_here(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     let cwd = cwd.map(|c| c.canonicalize().unwrap_or(c));
     let data = data_dir()?;
     let sessions = session::list(&data, cwd.as_deref());
@@ -143,10 +213,28 @@ fn find(id: &str) -> anyhow::Result<PathBuf> {
     Ok(resolve(&data_dir()?, id)?)
 }
 
-/// Prints a session's transcript for reading.
-pub fn show(id: &str) -> anyhow::Result<()> {
-    let path = find(id)?;
-    let loaded = transcript::load(&path)?;
+/// Prints a session's transcript for reading: one here, else (with a
+/// cluster's store configured) the store's, by its whole id.
+pub async fn show(id: &str) -> anyhow::Result<()> {
+    let path = match find(id) {
+        Ok(path) => path,
+        Err(not_here) => {
+            let Some(store) = cluster_store().await? else {
+                return Err(not_here);
+            };
+            let lines = store.lines(id.trim()).await.map_err(anyhow::Error::msg)?;
+            if lines.is_empty() {
+                return Err(not_here);
+            }
+            let text = lines.join("\n") + "\n";
+            let name = PathBuf::from(format!("the cluster's store, session {}", id.trim()));
+            return show_loaded(transcript::parse(&name, text.as_bytes())?);
+        }
+    };
+    show_loaded(transcript::load(&path)?)
+}
+
+fn show_loaded(loaded: transcript::Transcript) -> anyhow::Result<()> {
     let restored = session::restore(loaded.entries);
     if let Some(title) = &restored.title {
         println!("# {}\n", shown(title));

@@ -11,6 +11,8 @@ use crate::config::cluster::redacted;
 
 mod sessions;
 
+pub use sessions::Listed;
+
 /// The schema's versions, oldest first: each applied once, in order.
 const MIGRATIONS: &[(i32, &str, &str)] = &[
     (

@@ -585,9 +585,15 @@ pub fn load(path: &Path) -> Result<Transcript, TranscriptError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let (first, rest) = match memchr::memchr(b'\n', &bytes) {
+    parse(path, &bytes)
+}
+
+/// A transcript's text read from elsewhere than a file (a cluster's
+/// store): `path` only names it in errors.
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<Transcript, TranscriptError> {
+    let (first, rest) = match memchr::memchr(b'\n', bytes) {
         Some(end) => (&bytes[..end], &bytes[end + 1..]),
-        None => (&bytes[..], &[][..]),
+        None => (bytes, &[][..]),
     };
     let not_a_transcript = |message: String| TranscriptError::NotATranscript {
         path: path.to_path_buf(),

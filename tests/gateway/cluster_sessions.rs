@@ -267,6 +267,54 @@ async fn a_session_on_one_replica_is_followed_answered_aborted_and_sent_to_from_
         let none: Vec<std::path::PathBuf> = Vec::new();
         assert_eq!(transcripts(&home.home().join("sessions")), none);
     }
+    // On a machine without the session (r3's home), the CLI lists and
+    // shows it from the store.
+    let session = postgres.psql(&format!(
+        "SELECT session_id FROM pincer_sessions WHERE key = '{key}'"
+    ));
+    let out = homes[2]
+        .command(&["sessions", "list", "--json"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(
+        (
+            &listed[0]["sessionId"],
+            &listed[0]["key"],
+            &listed[0]["replica"],
+            &listed[0]["inCluster"]
+        ),
+        (&json!(session), &json!(key), &json!("r1"), &json!(true))
+    );
+    let out = homes[2]
+        .command(&["sessions", "show", &session])
+        .output()
+        .await
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for said in [
+        "touch it",
+        "The file is there.",
+        "from the second replica",
+        "Sent from the second.",
+    ] {
+        assert!(shown.contains(said), "{said:?} not in:\n{shown}");
+    }
     assert_eq!(mock.violations(), Vec::<String>::new());
     for replica in [r1, r2, r3] {
         replica.stop().await;

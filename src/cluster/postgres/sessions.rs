@@ -194,7 +194,47 @@ impl Sessions for Store {
     }
 }
 
+/// A session as the store lists it (`pincer sessions list`).
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listed {
+    pub key: String,
+    pub session_id: String,
+    pub replica: String,
+    /// The run it has going, if any.
+    pub running: Option<String>,
+    /// Milliseconds since the epoch.
+    pub updated_at: i64,
+}
+
 impl Store {
+    /// The sessions of the cluster, the most recently used first (at most
+    /// `limit`).
+    pub async fn listed(&self, limit: i64) -> Result<Vec<Listed>, String> {
+        let rows = self
+            .with_client(async |client| {
+                client
+                    .query(
+                        "SELECT key, session_id, replica, running,
+                                (extract(epoch FROM updated_at) * 1000)::bigint
+                         FROM pincer_sessions ORDER BY updated_at DESC, key LIMIT $1",
+                        &[&limit],
+                    )
+                    .await
+            })
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| Listed {
+                key: row.get(0),
+                session_id: row.get(1),
+                replica: row.get(2),
+                running: row.get(3),
+                updated_at: row.get(4),
+            })
+            .collect())
+    }
+
     /// The lease in seconds, as the queries take it.
     fn lease(&self) -> i64 {
         self.lease_seconds
