@@ -267,6 +267,15 @@ async fn a_session_on_one_replica_is_followed_answered_aborted_and_sent_to_from_
         let none: Vec<std::path::PathBuf> = Vec::new();
         assert_eq!(transcripts(&home.home().join("sessions")), none);
     }
+    // The approval was settled once, by the client: no replica tells it
+    // again as an editor's answer. (A call reads what came before it.)
+    approver.call_ok("health", json!({})).await;
+    sender.call_ok("health", json!({})).await;
+    for client in [&approver, &sender] {
+        let resolved = client.payloads_of("exec.approval.resolved");
+        assert_eq!(resolved.len(), 1, "{resolved:?}");
+        assert_eq!(resolved[0]["resolvedBy"], "client", "{resolved:?}");
+    }
     // On a machine without the session (r3's home), the CLI lists and
     // shows it from the store.
     let session = postgres.psql(&format!(

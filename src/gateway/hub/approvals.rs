@@ -129,6 +129,7 @@ impl Hub {
         };
         let listed = listed(&id, &approval);
         let phase = legacy.clone();
+        let tool_call_id_told = approval.tool_call_id.clone();
         let offered: Vec<String> = approval.decisions.iter().map(|(d, _)| d.clone()).collect();
         {
             let mut state = self.state();
@@ -151,6 +152,7 @@ impl Hub {
             &id,
             &session,
             &key,
+            &tool_call_id_told,
             super::cluster::AskedHere {
                 event: &payload,
                 listed: &listed,

@@ -122,6 +122,7 @@ enum Told {
         id: String,
         session: String,
         key: String,
+        tool_call_id: String,
         decisions: Vec<String>,
         event: Box<RawValue>,
         listed: Box<RawValue>,
@@ -330,6 +331,7 @@ impl Hub {
         id: &str,
         session: &str,
         key: &str,
+        tool_call_id: &str,
         asked: AskedHere<'_, E, L, P>,
     ) {
         let Some(peers) = self.peers.get() else {
@@ -344,6 +346,7 @@ impl Hub {
             id: id.to_string(),
             session: session.to_string(),
             key: key.to_string(),
+            tool_call_id: tool_call_id.to_string(),
             decisions: asked.decisions,
             event,
             listed,
@@ -434,6 +437,7 @@ impl Hub {
                 id,
                 session,
                 key,
+                tool_call_id,
                 decisions,
                 event,
                 listed,
@@ -442,6 +446,9 @@ impl Hub {
                 remember(&session, &key);
                 {
                     let mut state = self.state();
+                    // Asked by the gateway (there): its settling is told
+                    // as such, not as an editor's answer.
+                    state.asked.insert((session.clone(), tool_call_id));
                     let active = state.live.get(&session).and_then(|l| l.active.clone());
                     if let Some(run_id) = active
                         && let Some(run) = state.runs.get_mut(&run_id)
@@ -615,11 +622,16 @@ impl Hub {
             mode: mode.map(|m| m.wire().to_string()),
         };
         let value = self.ask_replica(&elsewhere.replica, &asked).await?;
-        Ok(match value.as_str() {
-            Some("in_flight") => "in_flight",
-            Some("ok") => "ok",
-            _ => "started",
-        })
+        // The statuses `Hub::submit` answers with.
+        Ok(
+            match ["in_flight", "ok", "error", "timeout"]
+                .into_iter()
+                .find(|status| value.as_str() == Some(status))
+            {
+                Some(status) => status,
+                None => "started",
+            },
+        )
     }
 
     async fn ask_replica(
