@@ -83,9 +83,15 @@ pub fn transcript_path(data_dir: &Path, cwd: &Path, id: &str) -> PathBuf {
         .join(format!("{id}.jsonl"))
 }
 
+/// Whether `id` can name a transcript file: nothing that could leave the
+/// sessions directory (a separator, a leading dot) or name no file.
+pub fn is_file_id(id: &str) -> bool {
+    !(id.is_empty() || id.contains(['/', '\\', '\0']) || id.starts_with('.'))
+}
+
 /// Finds a session's transcript in any cwd's directory.
 pub fn find(data_dir: &Path, id: &str) -> Option<PathBuf> {
-    if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
+    if !is_file_id(id) {
         return None;
     }
     let file = format!("{id}.jsonl");
@@ -962,6 +968,14 @@ fn sweep(path: &Path, modified: std::time::SystemTime, ttl: std::time::Duration)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_id_that_could_leave_the_sessions_directory_names_no_file() {
+        assert!(is_file_id("sess_0123"));
+        for bad in ["", "../../etc/passwd", "a/b", "a\\b", ".hidden", "a\0b"] {
+            assert!(!is_file_id(bad), "{bad:?}");
+        }
+    }
 
     /// One session's summary is the one the list gives, without reading
     /// the others; a session never prompted, or an unknown id, has none.

@@ -828,6 +828,13 @@ impl Hub {
         session: &str,
         interrupted: Option<&str>,
     ) -> Result<PathBuf, String> {
+        // The id names a file here: one the store holds that could leave
+        // the sessions directory is refused, whoever wrote it there.
+        if !crate::session::is_file_id(session) {
+            return Err(format!(
+                "the store names a session {session:?} that cannot be a file here"
+            ));
+        }
         let lines = stored.sessions.lines(session).await?;
         let header: crate::session::transcript::Header = lines
             .first()
