@@ -8,6 +8,9 @@
 //! - [`Claims`]: work that must happen once across the cluster (a cron
 //!   job's run at its time, the heartbeat in its interval). The database
 //!   decides who has it, by a unique key: no consensus of pincer's own.
+//! - [`Claims::hold`] and [`Claims::first`]: a chat channel's receiving
+//!   runs on one replica at a time (a lease), and what it receives is
+//!   taken once across the cluster, whichever replica it reached.
 //! - [`bus::Bus`]: the NATS server (`[cluster] bus`) that carries what
 //!   the sessions of each replica do to the others, live, and the
 //!   requests one replica makes of the replica running a session.
@@ -33,6 +36,17 @@ pub trait Claims: Send + Sync {
     /// The latest run of `name` any replica claimed (`None`: none, or a
     /// gateway alone, which keeps its own record).
     async fn last(&self, name: &str) -> Result<Option<i64>, String>;
+
+    /// Holds the lease `name` (a channel's receiving, which one replica
+    /// does at a time): `Ok(true)` while it is this replica's. It stays
+    /// this replica's while this replica renews its presence, and is the
+    /// next replica's to take once that ran out.
+    async fn hold(&self, name: &str) -> Result<bool, String>;
+
+    /// Something a channel received, by the platform's id of it: `Ok(true)`
+    /// if no replica took it before, so that one delivered twice is
+    /// answered once.
+    async fn first(&self, id: &str) -> Result<bool, String>;
 }
 
 /// The sessions of a cluster: each runs on one replica at a time, under
@@ -124,6 +138,15 @@ impl Claims for Alone {
 
     async fn last(&self, _name: &str) -> Result<Option<i64>, String> {
         Ok(None)
+    }
+
+    async fn hold(&self, _name: &str) -> Result<bool, String> {
+        Ok(true)
+    }
+
+    async fn first(&self, _id: &str) -> Result<bool, String> {
+        // Each channel keeps its own record of what it took.
+        Ok(true)
     }
 }
 

@@ -167,19 +167,6 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
     );
     hub.start(options.model.clone()).await?;
     hub.unload_idle_after(Duration::from_secs(config.session_idle_secs()));
-    let built = channels::build(&settings.config.channels, &env, &settings.paths.data_dir);
-    let channels = channels::runner::start(&hub, built);
-    let _ = hub.channels.set(Arc::new(channels.clone()));
-    for name in channels.names() {
-        eprintln_log(&format!("channel {name} started"));
-    }
-    let plan = Arc::new(scheduler::Plan::new(
-        &settings.config.cron,
-        settings.config.heartbeat.as_ref(),
-        &settings.paths.config_dir,
-        &settings.paths.data_dir,
-    ));
-    let _ = hub.scheduled.set(plan.clone());
     let cluster = crate::cluster::join(
         &settings.config.cluster,
         options.store.as_deref(),
@@ -195,6 +182,24 @@ pub async fn start(options: Options, registry: Arc<Registry>) -> Result<Running,
     if let Some(bus) = cluster.bus {
         hub.join_bus(bus).await?;
     }
+    // In a cluster, a channel's receiving waits for its lease.
+    let shared = cluster.joined.is_some().then(|| channels::runner::Shared {
+        claims: cluster.claims.clone(),
+        every: cluster.lease.div_f32(3.0),
+    });
+    let built = channels::build(&settings.config.channels, &env, &settings.paths.data_dir);
+    let channels = channels::runner::start(&hub, built, shared);
+    let _ = hub.channels.set(Arc::new(channels.clone()));
+    for name in channels.names() {
+        eprintln_log(&format!("channel {name} started"));
+    }
+    let plan = Arc::new(scheduler::Plan::new(
+        &settings.config.cron,
+        settings.config.heartbeat.as_ref(),
+        &settings.paths.config_dir,
+        &settings.paths.data_dir,
+    ));
+    let _ = hub.scheduled.set(plan.clone());
     scheduler::start(&hub, channels.clone(), plan, cluster.claims);
     let control_ui = match &config.control_ui {
         None => None,

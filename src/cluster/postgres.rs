@@ -21,6 +21,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("migrations/0001_schedule_claims.sql"),
     ),
     (2, "sessions", include_str!("migrations/0002_sessions.sql")),
+    (3, "channels", include_str!("migrations/0003_channels.sql")),
 ];
 
 /// The advisory lock replicas take while they bring the schema up to
@@ -89,6 +90,11 @@ const JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// A scheduled run's claim is kept this long after the run's time (the
 /// latest claim of each name, which catching up reads, is newer).
 const KEEP_CLAIMS_MS: i64 = 7 * 24 * 3600 * 1000;
+
+/// What the channels received is remembered this long: a platform
+/// delivers a message again within minutes (Slack), hours (Telegram's
+/// unconfirmed updates) or 36 hours (WhatsApp's webhook retries).
+const KEEP_INBOUND: &str = "3 days";
 
 /// The most claims `status` lists, newest first.
 const STATUS_CLAIMS: i64 = 20;
@@ -363,6 +369,64 @@ impl super::Claims for Store {
             row.try_get::<_, Option<i64>>(0)
         })
         .await
+    }
+
+    async fn hold(&self, name: &str) -> Result<bool, String> {
+        let replica = self.replica.clone();
+        let lease = self
+            .lease_seconds
+            .load(std::sync::atomic::Ordering::Relaxed);
+        self.with_client(async |client| {
+            // This replica's already, or nobody's, or its holder's whose
+            // presence ran out; and only while this replica's own has not.
+            let rows = client
+                .query(
+                    "INSERT INTO pincer_leases AS l (name, replica)
+                     SELECT $1, $2 WHERE EXISTS (
+                         SELECT 1 FROM pincer_replicas
+                         WHERE name = $2 AND seen_at > now() - make_interval(secs => $3::bigint))
+                     ON CONFLICT (name) DO UPDATE
+                     SET replica = EXCLUDED.replica,
+                         taken_at = CASE WHEN l.replica = EXCLUDED.replica THEN l.taken_at ELSE now() END
+                     WHERE l.replica = EXCLUDED.replica
+                        OR NOT EXISTS (
+                            SELECT 1 FROM pincer_replicas r
+                            WHERE r.name = l.replica
+                              AND r.seen_at > now() - make_interval(secs => $3::bigint))
+                     RETURNING replica",
+                    &[&name, &replica, &lease],
+                )
+                .await?;
+            Ok(!rows.is_empty())
+        })
+        .await
+    }
+
+    async fn first(&self, id: &str) -> Result<bool, String> {
+        let replica = self.replica.clone();
+        let written = self
+            .with_client(async |client| {
+                let written = client
+                    .execute(
+                        "INSERT INTO pincer_inbound (id, replica) VALUES ($1, $2)
+                         ON CONFLICT DO NOTHING",
+                        &[&id, &replica],
+                    )
+                    .await?;
+                if written == 1 {
+                    client
+                        .execute(
+                            &format!(
+                                "DELETE FROM pincer_inbound WHERE taken_at < now() - interval '{KEEP_INBOUND}'"
+                            ),
+                            &[],
+                        )
+                        .await?;
+                }
+                Ok(written)
+            })
+            .await?;
+        Ok(written == 1)
     }
 }
 

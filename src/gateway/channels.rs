@@ -405,6 +405,14 @@ pub trait Platform: Send + Sync + 'static {
     /// platform keeps `deliveries` for [`Platform::webhook`] and waits.
     async fn receive(self: Arc<Self>, deliveries: Deliveries) -> Result<(), Failure>;
 
+    /// Its receiving is a connection the platform allows one of per bot
+    /// (Telegram's `getUpdates`, Discord's gateway): in a cluster, one
+    /// replica at a time receives, under a lease. A webhook's requests
+    /// land on any replica.
+    fn exclusive(&self) -> bool {
+        false
+    }
+
     async fn send(&self, chat: &Chat, text: &str, buttons: &[Button]) -> Result<Sent, Failure>;
 
     /// Replaces a sent message's text (and buttons: none removes them).

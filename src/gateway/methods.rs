@@ -1007,7 +1007,7 @@ async fn send(
     };
     let status = match hub.elsewhere(key).await {
         Some(elsewhere) => {
-            hub.send_elsewhere(conn, &elsewhere, run, blocks, mode)
+            hub.send_elsewhere(conn, &elsewhere, run, blocks, mode, None)
                 .await?
         }
         None => hub.submit(conn, key, run, blocks, mode).await?,

@@ -21,6 +21,7 @@ mod channels_telegram;
 mod channels_together;
 mod channels_whatsapp;
 mod cluster;
+mod cluster_channels;
 mod cluster_sessions;
 mod connect_acp;
 mod gateway;

@@ -8,7 +8,8 @@
 //!
 //! `getUpdates` is a long poll with Telegram's confirmation rule: an update
 //! stays until a call's `offset` passes it, so a client that does not store
-//! its offset is given the same updates again. Sent messages are kept per
+//! its offset is given the same updates again; a second poll ends the one
+//! waiting with 409 Conflict, as Telegram does with two bot instances. Sent messages are kept per
 //! chat with their current text and keyboard, so a test reads a chat as
 //! its user sees it.
 #![allow(dead_code)]
@@ -79,6 +80,13 @@ struct Shared {
     next_message: AtomicI64,
     /// `getUpdates` calls waiting in their long poll now.
     polling: AtomicI64,
+    /// The latest `getUpdates` call: an earlier one still waiting is
+    /// ended with 409 Conflict, as Telegram ends it when a second bot
+    /// instance polls.
+    latest_poll: AtomicI64,
+    /// A `getUpdates` that would confirm an update fails (502), as when
+    /// the network breaks right after a poll.
+    refuse_confirmations: std::sync::atomic::AtomicBool,
     changed: Notify,
 }
 
@@ -103,6 +111,8 @@ impl TelegramApi {
             next_update: AtomicI64::new(812_345_679),
             next_message: AtomicI64::new(100),
             polling: AtomicI64::new(0),
+            latest_poll: AtomicI64::new(0),
+            refuse_confirmations: std::sync::atomic::AtomicBool::new(false),
             changed: Notify::new(),
         });
         let app = axum::Router::new()
@@ -213,6 +223,28 @@ impl TelegramApi {
             .entry(method.to_string())
             .or_default()
             .push_back(status);
+    }
+
+    /// While `refuse` holds, a `getUpdates` whose offset would confirm an
+    /// update fails with 502: the updates given stay unconfirmed.
+    pub fn refuse_confirmations(&self, refuse: bool) {
+        self.state
+            .refuse_confirmations
+            .store(refuse, Ordering::SeqCst);
+        self.state.changed.notify_waiters();
+    }
+
+    /// `getUpdates` long polls waiting now.
+    pub fn pollers(&self) -> i64 {
+        self.state.polling.load(Ordering::SeqCst)
+    }
+
+    /// `getUpdates` calls ended by a later one (409 Conflict).
+    pub fn conflicts(&self) -> usize {
+        self.calls_of("getupdates")
+            .iter()
+            .filter(|c| c.error == Some(409))
+            .count()
     }
 
     pub fn calls(&self) -> Vec<Call> {
@@ -513,18 +545,47 @@ async fn get_updates(state: &Arc<Shared>, body: &Value) -> (u16, Value) {
             None,
         );
     }
+    if state.refuse_confirmations.load(Ordering::SeqCst)
+        && let Some(offset) = body["offset"].as_i64()
+        && state
+            .lock()
+            .updates
+            .iter()
+            .any(|u| u["update_id"].as_i64().unwrap_or(0) < offset)
+    {
+        return error(502, "Bad Gateway", None);
+    }
     let timeout = body["timeout"].as_u64().unwrap_or(0).min(60);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+    let mine = state.latest_poll.fetch_add(1, Ordering::SeqCst) + 1;
     state.polling.fetch_add(1, Ordering::SeqCst);
     state.changed.notify_waiters();
-    let answer = poll(state, body, deadline).await;
-    state.polling.fetch_sub(1, Ordering::SeqCst);
-    answer
+    // Counted out also when the server drops the call (its client went).
+    struct Waiting<'a>(&'a Shared);
+    impl Drop for Waiting<'_> {
+        fn drop(&mut self) {
+            self.0.polling.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    let _waiting = Waiting(state);
+    poll(state, body, deadline, mine).await
 }
 
-async fn poll(state: &Arc<Shared>, body: &Value, deadline: tokio::time::Instant) -> (u16, Value) {
+async fn poll(
+    state: &Arc<Shared>,
+    body: &Value,
+    deadline: tokio::time::Instant,
+    mine: i64,
+) -> (u16, Value) {
     loop {
         let changed = state.changed.notified();
+        if state.latest_poll.load(Ordering::SeqCst) != mine {
+            return error(
+                409,
+                "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+                None,
+            );
+        }
         {
             let mut inner = state.lock();
             if let Some(offset) = body["offset"].as_i64() {

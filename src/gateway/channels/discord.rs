@@ -780,6 +780,11 @@ impl Platform for Discord {
         markdown.to_string()
     }
 
+    fn exclusive(&self) -> bool {
+        // Each connection to Discord's gateway gets every event.
+        true
+    }
+
     async fn receive(self: Arc<Self>, deliveries: Deliveries) -> Result<(), Failure> {
         let (keeper, taken) = mpsc::unbounded_channel();
         let _keeping = AbortOnDrop(tokio::spawn(self.clone().keep(taken)));

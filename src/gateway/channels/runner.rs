@@ -123,10 +123,21 @@ impl Channels {
     }
 }
 
+/// What a channel shares with the other replicas of a cluster.
+#[derive(Clone)]
+pub struct Shared {
+    pub claims: Arc<dyn crate::cluster::Claims>,
+    /// How often a replica that waits for an exclusive channel's lease
+    /// asks for it again, and one that holds it checks it still does.
+    pub every: Duration,
+}
+
 /// Starts each channel: its connection to the hub, its receiving loop
 /// (restarted with backoff when it fails; a fatal failure stops that
-/// channel only) and its runner.
-pub fn start(hub: &Arc<Hub>, built: super::Built) -> Channels {
+/// channel only) and its runner. In a cluster (`shared`), an exclusive
+/// platform's receiving runs on one replica at a time, and what any
+/// replica receives is taken once.
+pub fn start(hub: &Arc<Hub>, built: super::Built, shared: Option<Shared>) -> Channels {
     let mut channels = HashMap::new();
     for (platform, settings) in built.platforms {
         let name = platform.name();
@@ -144,8 +155,10 @@ pub fn start(hub: &Arc<Hub>, built: super::Built) -> Channels {
             },
         );
         let (deliveries, received) = mpsc::channel(1024);
-        tokio::spawn(receive(platform.clone(), deliveries, state.clone()));
-        let runner = Runner::new(hub, platform, settings, chats, state);
+        let lease = shared.clone().filter(|_| platform.exclusive());
+        tokio::spawn(receive(platform.clone(), deliveries, state.clone(), lease));
+        let mut runner = Runner::new(hub, platform, settings, chats, state);
+        runner.shared = shared.clone();
         tokio::spawn(runner.run(received));
     }
     let failed = built
@@ -168,8 +181,10 @@ async fn receive(
     platform: Arc<dyn Platform>,
     deliveries: mpsc::Sender<Delivery>,
     state: Arc<Mutex<ChannelState>>,
+    lease: Option<Shared>,
 ) {
     let name = platform.name();
+    let lease_name = format!("channel:{name}");
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
     let stopped = |why: Option<String>| {
         let mut state = state.lock();
@@ -180,13 +195,27 @@ async fn receive(
         }
     };
     loop {
+        if let Some(lease) = &lease {
+            wait_for_lease(lease, &lease_name, &state, &deliveries).await;
+            if deliveries.is_closed() {
+                stopped(None);
+                return;
+            }
+        }
         let started = Instant::now();
         {
             let mut state = state.lock();
             state.running = true;
             state.last_start_ms = Some(now_ms());
         }
-        let result = platform.clone().receive(deliveries.clone()).await;
+        let receiving = platform.clone().receive(deliveries.clone());
+        let result = match &lease {
+            None => receiving.await,
+            Some(lease) => tokio::select! {
+                result = receiving => result,
+                lost = lease_lost(lease, &lease_name) => Err(Failure::Transient(lost)),
+            },
+        };
         if let Err(failure) = &result {
             state.lock().last_error = Some(failure.to_string());
         }
@@ -226,8 +255,65 @@ async fn receive(
     }
 }
 
+/// Waits until this replica holds the channel's lease `name` (another
+/// replica receives meanwhile), or the runner is gone.
+async fn wait_for_lease(
+    lease: &Shared,
+    name: &str,
+    state: &Mutex<ChannelState>,
+    deliveries: &mpsc::Sender<Delivery>,
+) {
+    let mut said = false;
+    loop {
+        match lease.claims.hold(name).await {
+            Ok(true) => {
+                if said {
+                    tracing::info!(lease = name, "this replica receives now");
+                }
+                return;
+            }
+            Ok(false) => {
+                if !said {
+                    tracing::info!(lease = name, "another replica receives");
+                    said = true;
+                }
+                let mut state = state.lock();
+                state.running = false;
+                state.last_error = Some("another replica of the cluster receives".to_string());
+            }
+            Err(e) => {
+                tracing::warn!(
+                    lease = name,
+                    "cannot ask the cluster's store for the lease: {e}"
+                );
+                state.lock().last_error = Some(format!("the cluster's store: {e}"));
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(lease.every) => {}
+            () = deliveries.closed() => return,
+        }
+    }
+}
+
+/// Returns (why) once this replica no longer holds the lease `name`, or
+/// cannot tell: a replica cut off from the store stops receiving before
+/// its lease runs out for the others.
+async fn lease_lost(lease: &Shared, name: &str) -> String {
+    loop {
+        tokio::time::sleep(lease.every).await;
+        match lease.claims.hold(name).await {
+            Ok(true) => {}
+            Ok(false) => return "another replica of the cluster took the channel".to_string(),
+            Err(e) => return format!("the cluster's store cannot say who receives: {e}"),
+        }
+    }
+}
+
 struct Runner {
     hub: Arc<Hub>,
+    /// The cluster's claims, in a cluster.
+    shared: Option<Shared>,
     conn: Arc<Conn>,
     platform: Arc<dyn Platform>,
     name: &'static str,
@@ -283,6 +369,7 @@ impl Runner {
         let name = platform.name();
         Self {
             hub: hub.clone(),
+            shared: None,
             conn,
             access: access_file(hub),
             name,
@@ -363,9 +450,52 @@ impl Runner {
             .push(&self.platform, chat.clone(), Op::Text(text.into()));
     }
 
+    /// Whether this replica takes what it received (`id`, the platform's),
+    /// in a cluster: another replica may have been given it too (a
+    /// webhook retried elsewhere, an update polled again after its poller
+    /// died). A store that cannot say is told to the chat: the message is
+    /// not run twice, nor lost without a word.
+    async fn first(&self, chat: Option<&Chat>, id: &str) -> bool {
+        let Some(shared) = &self.shared else {
+            return true;
+        };
+        let id = if id.len() > 200 {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(id.as_bytes());
+            digest.iter().map(|b| format!("{b:02x}")).collect()
+        } else {
+            id.to_string()
+        };
+        match shared.claims.first(&format!("{}:{id}", self.name)).await {
+            Ok(first) => {
+                if !first {
+                    tracing::debug!(channel = self.name, "another replica took {id}");
+                }
+                first
+            }
+            Err(e) => {
+                tracing::warn!(channel = self.name, "cannot take {id}: {e}");
+                if let Some(chat) = chat {
+                    self.say(
+                        chat,
+                        "⚠️ The gateway cannot reach its cluster's store right now; send that again in a moment.",
+                    );
+                }
+                false
+            }
+        }
+    }
+
     async fn message(&mut self, message: Message) {
         let chat = message.chat.clone();
         if message.user.is_empty() || message.text.trim().is_empty() {
+            return;
+        }
+        if !message.id.is_empty()
+            && !self
+                .first(Some(&chat), &format!("{}:{}", chat.id, message.id))
+                .await
+        {
             return;
         }
         if chat.kind != ChatKind::Dm {
@@ -512,6 +642,9 @@ impl Runner {
     }
 
     async fn press(&mut self, press: Press) {
+        if !press.handle.is_empty() && !self.first(None, &format!("press:{}", press.handle)).await {
+            return;
+        }
         let note = if !self.allowed(&press.user) {
             "You may not answer this.".to_string()
         } else if let Some((id, decision)) = parse_answer(&press.data) {

@@ -391,6 +391,12 @@ impl Platform for Telegram {
         super::format::telegram_html(markdown)
     }
 
+    fn exclusive(&self) -> bool {
+        // Telegram ends a `getUpdates` with 409 Conflict when another
+        // starts; a webhook is set once, for every replica behind it.
+        self.mode == TelegramMode::Polling
+    }
+
     async fn receive(self: Arc<Self>, deliveries: Deliveries) -> Result<(), Failure> {
         match self.mode {
             TelegramMode::Polling => self.poll(deliveries).await,

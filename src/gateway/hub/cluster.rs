@@ -156,6 +156,10 @@ enum Asked {
         run: String,
         content: Vec<ContentBlock>,
         mode: Option<String>,
+        /// A channel's message: the session runs unattended, in the
+        /// channel's sandbox (its replica's `[channels.*] sandbox`).
+        #[serde(default)]
+        unattended: Option<crate::tools::sandbox::SandboxConfig>,
     },
     Abort {
         key: String,
@@ -612,6 +616,7 @@ impl Hub {
         run: &str,
         content: Vec<ContentBlock>,
         mode: Option<QueueMode>,
+        unattended: Option<&crate::tools::sandbox::SandboxConfig>,
     ) -> Result<&'static str, Failure> {
         super::check_run_id(run)?;
         self.follow(conn, &elsewhere.session);
@@ -620,6 +625,7 @@ impl Hub {
             run: run.to_string(),
             content,
             mode: mode.map(|m| m.wire().to_string()),
+            unattended: unattended.cloned(),
         };
         let value = self.ask_replica(&elsewhere.replica, &asked).await?;
         // The statuses `Hub::submit` answers with.
@@ -667,6 +673,7 @@ impl Hub {
                 run,
                 content,
                 mode,
+                unattended,
             } => {
                 let mode = match mode.as_deref().map(QueueMode::from_wire) {
                     Some(None) => Err(Failure::invalid("an unknown queue mode")),
@@ -675,7 +682,7 @@ impl Hub {
                 };
                 match mode {
                     Ok(mode) => self
-                        .submit_for_peer(&key, &run, content, mode)
+                        .submit_for_peer(&key, &run, content, mode, unattended.as_ref())
                         .await
                         .map(serde_json::Value::from),
                     Err(e) => Err(e),

@@ -78,6 +78,15 @@ impl Hub {
         if let Some(status) = self.known_run(run) {
             return Ok(status);
         }
+        // A channel's session that another replica of the cluster runs
+        // (a chat's message reached this one): sent to it there.
+        if unattended.is_some()
+            && let Some(elsewhere) = self.elsewhere(key).await
+        {
+            return self
+                .send_elsewhere(conn, &elsewhere, run, content, mode, unattended)
+                .await;
+        }
         if self
             .lookup(key)
             .is_some_and(|id| self.is_running_helper(&id))
@@ -113,6 +122,7 @@ impl Hub {
         run: &str,
         content: Vec<ContentBlock>,
         mode: Option<QueueMode>,
+        unattended: Option<&crate::tools::sandbox::SandboxConfig>,
     ) -> Result<&'static str, Failure> {
         check_key("sessionKey", key)?;
         check_run_id(run)?;
@@ -122,6 +132,13 @@ impl Hub {
         let session = self.open(key).await?;
         if let Some(status) = self.known_run(run) {
             return Ok(status);
+        }
+        if let Some(sandbox) = unattended
+            && !self.registry.make_unattended(&session, sandbox)
+        {
+            return Err(Failure::invalid(format!(
+                "the session of {key} closed before its run could start"
+            )));
         }
         self.send_from(None, &session, key, run, content, mode)?;
         Ok("started")

@@ -683,6 +683,14 @@ impl crate::cluster::Claims for SharedClaims {
             .map(|(_, slot)| *slot)
             .max())
     }
+
+    async fn hold(&self, _name: &str) -> Result<bool, String> {
+        Ok(!self.down.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    async fn first(&self, id: &str) -> Result<bool, String> {
+        self.claim(id, 0).await
+    }
 }
 
 #[tokio::test]

@@ -1,0 +1,224 @@
+//! A chat channel on a team gateway, on a real PostgreSQL store and a
+//! real NATS bus (both started by the test): three replicas configured
+//! with the same Telegram bot. One replica at a time polls (Telegram ends
+//! a second bot instance's poll with 409 Conflict, as the mock does); when
+//! it is killed another takes over; every message is answered once, also
+//! one the killed poller had taken but not yet confirmed to Telegram.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support;
+
+use std::time::Duration;
+
+use support::acp_client::{Sandbox, TIMEOUT};
+use support::gateway::{Gateway, gateway_command, new_token};
+use support::mock_model::{MockModel, Reply, fixture};
+use support::services::{Nats, Postgres};
+use support::sse::anthropic_text;
+use support::telegram_api::TelegramApi;
+
+const OWNER: i64 = 111_222_333;
+
+fn replica_home(name: &str, store: &str, bus: &str, api: &TelegramApi) -> Sandbox {
+    let sandbox = Sandbox::new();
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        format!(
+            "title_model = \"none\"\n[gateway]\n\n[channels.telegram]\napi_url = \"{}\"\nallow = [\"{OWNER}\"]\npoll_timeout_secs = 5\nedit_interval_ms = 200\n\n[cluster]\nstore = \"{store}\"\nbus = \"{bus}\"\nreplica = \"{name}\"\nlease_seconds = 2\n",
+            api.url
+        ),
+    )
+    .unwrap();
+    sandbox
+}
+
+async fn launch(sandbox: &Sandbox, mock: &MockModel, api: &TelegramApi, name: &str) -> Gateway {
+    let token = new_token();
+    let mut cmd = gateway_command(sandbox, mock, Some(&token), &[]);
+    cmd.env("TELEGRAM_BOT_TOKEN", &api.token);
+    let gateway = Gateway::spawn(cmd, Some(&token)).await;
+    let said = format!("cluster: replica `{name}` on store");
+    gateway
+        .stderr
+        .wait_line(TIMEOUT, |l| l.contains(&said).then_some(()))
+        .await
+        .unwrap_or_else(|| panic!("no {said:?} in:\n{}", gateway.stderr.text()));
+    gateway
+}
+
+/// The replica holding the channel's lease.
+fn holder(postgres: &Postgres) -> String {
+    postgres.psql("SELECT replica FROM pincer_leases WHERE name = 'channel:telegram'")
+}
+
+/// How many of the bot's messages in the owner's chat read `text`.
+fn answers(api: &TelegramApi, text: &str) -> usize {
+    api.chat(OWNER).iter().filter(|m| m.text == text).count()
+}
+
+async fn answered(api: &TelegramApi, text: &str) {
+    api.until_chat(OWNER, text, |shown| shown.iter().any(|m| m.text == text))
+        .await;
+}
+
+/// The model requests that end with the user's `text` (the last block
+/// of the last message but the time: a message after an interrupted turn
+/// is joined to the one before it).
+fn turns_for(mock: &MockModel, text: &str) -> usize {
+    mock.requests()
+        .iter()
+        .filter(|r| {
+            let last = &r.body["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .cloned();
+            let content = last.as_ref().map(|m| &m["content"]);
+            let said = match content {
+                Some(serde_json::Value::Array(blocks)) => blocks
+                    .iter()
+                    .rev()
+                    .find(|b| {
+                        !b["text"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .starts_with("Current time:")
+                    })
+                    .map(|b| b["text"].clone()),
+                other => other.cloned(),
+            };
+            said.is_some_and(|said| said.to_string().contains(text))
+        })
+        .count()
+}
+
+/// Watches the poll for `how_long`: never more than one replica polls.
+async fn one_poller(api: &TelegramApi, how_long: Duration) {
+    let conflicts = api.conflicts();
+    let until = std::time::Instant::now() + how_long;
+    while std::time::Instant::now() < until {
+        assert!(
+            api.pollers() <= 1,
+            "{} replicas poll at once: {:?}",
+            api.pollers(),
+            api.calls()
+                .iter()
+                .map(|c| format!("{} {} {:?}", c.method, c.body, c.error))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(api.conflicts(), conflicts, "a poll was ended by another");
+}
+
+#[tokio::test]
+async fn one_replica_polls_telegram_and_each_message_is_answered_once_across_kills_and_restarts() {
+    let (postgres, nats) = tokio::join!(
+        tokio::task::spawn_blocking(Postgres::start),
+        tokio::task::spawn_blocking(Nats::start)
+    );
+    let (postgres, nats) = (postgres.unwrap(), nats.unwrap());
+    let mock = MockModel::start().await;
+    let api = TelegramApi::start().await;
+    for text in ["Answer one.", "Answer two.", "Answer three."] {
+        mock.push(Reply::sse(anthropic_text(text, 30)));
+    }
+    mock.push(Reply::Stall {
+        body: fixture("anthropic/text.sse"),
+        events: 4,
+    });
+    mock.push(Reply::sse(anthropic_text("Answer five.", 40)));
+    let bus = nats.url();
+    let names = ["r1", "r2", "r3"];
+    let homes: Vec<Sandbox> = names
+        .iter()
+        .map(|name| replica_home(name, &postgres.url(), &bus, &api))
+        .collect();
+    let (r1, r2, r3) = tokio::join!(
+        launch(&homes[0], &mock, &api, "r1"),
+        launch(&homes[1], &mock, &api, "r2"),
+        launch(&homes[2], &mock, &api, "r3")
+    );
+    let mut replicas: Vec<Option<Gateway>> = vec![Some(r1), Some(r2), Some(r3)];
+    api.until("a poll", |api| api.is_polling().then_some(()))
+        .await;
+    // Three replicas run; one polls, for many lease checks.
+    one_poller(&api, Duration::from_secs(3)).await;
+    api.dm(OWNER, "first");
+    answered(&api, "Answer one.").await;
+
+    // The poller is killed; a message comes while nobody polls.
+    let first = holder(&postgres);
+    let index = names.iter().position(|n| *n == first).unwrap();
+    replicas[index].take().unwrap().stop().await;
+    api.dm(OWNER, "second");
+    answered(&api, "Answer two.").await;
+    let second = holder(&postgres);
+    assert_ne!(second, first, "the dead replica's lease was taken");
+
+    // It comes back: the living poller keeps the channel.
+    replicas[index] = Some(launch(&homes[index], &mock, &api, &first).await);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let settled = api.conflicts();
+    one_poller(&api, Duration::from_secs(3)).await;
+    api.dm(OWNER, "third");
+    answered(&api, "Answer three.").await;
+    assert_eq!(holder(&postgres), second);
+
+    // The poller takes a message and is killed before it confirmed it to
+    // Telegram (its next polls fail): the next poller is given it again,
+    // and leaves it, the turn having started on the dead replica.
+    api.refuse_confirmations(true);
+    let before = mock.requests().len();
+    api.dm(OWNER, "fourth");
+    for _ in 0..200 {
+        if mock.requests().len() > before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(mock.requests().len(), before + 1, "the turn started");
+    assert_eq!(api.unconfirmed(), 1, "the update is not confirmed");
+    let index = names.iter().position(|n| *n == second).unwrap();
+    replicas[index].take().unwrap().stop().await;
+    api.refuse_confirmations(false);
+    // Given again to the next poller, which confirms it without a turn.
+    api.until("the update confirmed", |api| {
+        (api.unconfirmed() == 0).then_some(())
+    })
+    .await;
+    let third = holder(&postgres);
+    assert!(third != second, "{third}");
+    api.dm(OWNER, "fifth");
+    answered(&api, "Answer five.").await;
+    assert_eq!(turns_for(&mock, "fourth"), 1, "the message ran once");
+    let last = mock.requests().pop().unwrap().body.to_string();
+    assert!(
+        ["first", "Answer one.", "second", "third", "fourth", "fifth"]
+            .iter()
+            .all(|said| last.contains(said)),
+        "the session's history went with it: {last}"
+    );
+
+    // Every message was answered once, by exactly one turn each.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for (asked, answer) in [
+        ("first", "Answer one."),
+        ("second", "Answer two."),
+        ("third", "Answer three."),
+        ("fifth", "Answer five."),
+    ] {
+        assert_eq!(answers(&api, answer), 1, "{answer}");
+        assert_eq!(turns_for(&mock, asked), 1, "{asked}");
+    }
+    assert_eq!(mock.requests().len(), 5);
+    assert!(api.conflicts() <= settled + 1, "{}", api.conflicts());
+    assert_eq!(
+        postgres.psql("SELECT count(*) FROM pincer_inbound WHERE id LIKE 'telegram:%'"),
+        "5"
+    );
+    assert_eq!(mock.violations(), Vec::<String>::new());
+    for replica in replicas.into_iter().flatten() {
+        replica.stop().await;
+    }
+}
