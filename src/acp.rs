@@ -370,7 +370,7 @@ impl Server {
         responder: Responder<ListSessionsResponse>,
         _cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        answer(responder, self.list_sessions(req))
+        answer(responder, self.list_sessions(req).await)
     }
 
     async fn on_close_session(
@@ -866,7 +866,23 @@ impl Server {
                 plan_operations: client.plan.is_some(),
             }
         };
-        let Some(path) = crate::session::find(&settings.paths.data_dir, &id) else {
+        let mut found = crate::session::find(&settings.paths.data_dir, &id);
+        // Not here: a session of the cluster (`[cluster] store`, which
+        // only the user's own config names) is copied here first.
+        if found.is_none()
+            && open.is_none()
+            && let Some(url) = settings.config.cluster.store.as_deref()
+        {
+            found = crate::cluster::copy_from_store(url, &settings.paths.data_dir, &id)
+                .await
+                .map_err(|e| {
+                    Error::new(
+                        Error::internal_error().code,
+                        format!("session {id} is not here, and the cluster's store: {e}"),
+                    )
+                })?;
+        }
+        let Some(path) = found else {
             // A session this process opened whose transcript is not on
             // disk (a never-prompted one swept as abandoned; its next write
             // brings it back) is still the same, empty session, with
@@ -1074,8 +1090,11 @@ impl Server {
         }
     }
 
-    /// `session/list`: stored sessions, newest first, a page at a time.
-    fn list_sessions(&self, req: ListSessionsRequest) -> Result<ListSessionsResponse, Error> {
+    /// `session/list`: stored sessions, newest first, a page at a time;
+    /// with a cluster's store in the user's config (`[cluster] store`),
+    /// then the cluster's sessions that are not here (`session/load`
+    /// copies one here).
+    async fn list_sessions(&self, req: ListSessionsRequest) -> Result<ListSessionsResponse, Error> {
         let cwd = req
             .cwd
             .clone()
@@ -1089,18 +1108,24 @@ impl Server {
         };
         // Helpers are reached through the session that started them (its
         // replay announces them), not listed beside it.
-        let mut all = crate::session::list(&settings.paths.data_dir, req.cwd.as_deref());
-        all.retain(|s| s.spawned_by.is_none());
-        let page: Vec<SessionInfo> = all
+        let mut here = crate::session::list(&settings.paths.data_dir, req.cwd.as_deref());
+        here.retain(|s| s.spawned_by.is_none());
+        let mut all: Vec<SessionInfo> = here
             .iter()
-            .skip(start)
-            .take(LIST_PAGE)
             .map(|s| {
                 SessionInfo::new(s.id.clone(), s.cwd.clone())
                     .title(s.title.clone())
                     .updated_at(s.updated_at.clone())
             })
             .collect();
+        if let Some(url) = settings.config.cluster.store.as_deref() {
+            match cluster_sessions(url, &settings.paths.data_dir, req.cwd.as_deref()).await {
+                Ok(elsewhere) => all.extend(elsewhere),
+                // The sessions here are listed still.
+                Err(e) => tracing::warn!("cannot list the cluster's sessions: {e}"),
+            }
+        }
+        let page: Vec<SessionInfo> = all.iter().skip(start).take(LIST_PAGE).cloned().collect();
         let next = start + page.len();
         Ok(ListSessionsResponse::new(page)
             .next_cursor((next < all.len()).then(|| next.to_string())))
@@ -1407,6 +1432,42 @@ impl Server {
 
 /// Sessions per `session/list` page.
 const LIST_PAGE: usize = 50;
+
+/// The cluster's most recent sessions `session/list` adds, at most.
+const CLUSTER_LIST: i64 = 500;
+
+/// The sessions of the cluster's store at `url` that are not in
+/// `data_dir` (of `cwd` when given), newest first, each titled with the
+/// key its clients name it by, and its key, replica and run going in
+/// `_meta["pincer/cluster"]`.
+async fn cluster_sessions(
+    url: &str,
+    data_dir: &std::path::Path,
+    cwd: Option<&std::path::Path>,
+) -> Result<Vec<SessionInfo>, String> {
+    let store = crate::cluster::postgres::Store::open_to_read(url).await?;
+    let listed = store.listed(CLUSTER_LIST).await?;
+    Ok(listed
+        .into_iter()
+        .filter(|l| crate::session::is_file_id(&l.session_id))
+        .filter(|l| crate::session::find(data_dir, &l.session_id).is_none())
+        .filter(|l| cwd.is_none_or(|cwd| l.cwd.as_deref() == Some(cwd)))
+        .map(|l| {
+            let updated = jiff::Timestamp::from_millisecond(l.updated_at)
+                .map(|t| t.to_string())
+                .unwrap_or_default();
+            let mut meta = serde_json::Map::new();
+            meta.insert(
+                "pincer/cluster".to_string(),
+                serde_json::json!({"key": l.key, "replica": l.replica, "running": l.running}),
+            );
+            SessionInfo::new(l.session_id, l.cwd.unwrap_or_default())
+                .title(l.key)
+                .updated_at(updated)
+                .meta(meta)
+        })
+        .collect())
+}
 
 /// The editor's MCP servers as pincer starts them, with the timeouts the
 /// config gives them. SSE servers (deprecated, and not advertised) are

@@ -250,8 +250,9 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             // history, the session's state and the defaults it shows. All
             // of it is read from files, off the runtime's workers.
             let startup = request.method == "chat.startup";
+            let elsewhere = hub.transcript_elsewhere(key).await;
             let answer = off_runtime(hub, key, move |hub, key| {
-                let (session, mut messages) = history(hub, key, limit)?;
+                let (session, mut messages) = history(hub, key, limit, elsewhere)?;
                 let total = messages.len();
                 let has_more = cut_to_bytes(&mut messages, max_bytes);
                 let startup = startup.then(|| chat::Startup {
@@ -326,8 +327,11 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("key", &query.key)?;
             let limit = query.limit.map_or(1000, |n| n as usize);
-            let (session, messages) =
-                off_runtime(hub, key, move |hub, key| history(hub, key, limit)).await?;
+            let elsewhere = hub.transcript_elsewhere(key).await;
+            let (session, messages) = off_runtime(hub, key, move |hub, key| {
+                history(hub, key, limit, elsewhere)
+            })
+            .await?;
             if let Some(session) = &session {
                 hub.follow(conn, session);
             }

@@ -281,6 +281,20 @@ async fn a_session_on_one_replica_is_followed_answered_aborted_and_sent_to_from_
     let session = postgres.psql(&format!(
         "SELECT session_id FROM pincer_sessions WHERE key = '{key}'"
     ));
+    // A replica that never had it (r3) reads its history from the store.
+    let history = approver
+        .call_ok("chat.history", json!({"sessionKey": key}))
+        .await;
+    assert_eq!(history["sessionId"], json!(session), "{history}");
+    let messages = history["messages"].to_string();
+    for said in [
+        "touch it",
+        "The file is there.",
+        "from the second replica",
+        "Sent from the second.",
+    ] {
+        assert!(messages.contains(said), "{said:?} not in {messages}");
+    }
     let out = homes[2]
         .command(&["sessions", "list", "--json"])
         .output()
@@ -324,6 +338,51 @@ async fn a_session_on_one_replica_is_followed_answered_aborted_and_sent_to_from_
     ] {
         assert!(shown.contains(said), "{said:?} not in:\n{shown}");
     }
+    // An editor there lists it (`pincer acp`, the same config) and loads
+    // it: the transcript is copied from the store, replayed, and goes on
+    // in the editor.
+    let mut acp = support::spawn_anthropic(&homes[2], &mock);
+    acp.initialize().await;
+    let listed = acp.call("session/list", json!({})).await;
+    let sessions = listed["sessions"].as_array().cloned().unwrap_or_default();
+    let found: Vec<&Value> = sessions
+        .iter()
+        .filter(|s| s["sessionId"] == session)
+        .collect();
+    assert_eq!(found.len(), 1, "{listed}");
+    assert_eq!(found[0]["title"], json!(key), "{listed}");
+    assert_eq!(
+        found[0]["_meta"]["pincer/cluster"]["replica"], "r1",
+        "{listed}"
+    );
+    let id = acp
+        .send(
+            "session/load",
+            json!({"sessionId": session, "cwd": homes[2].work(), "mcpServers": []}),
+        )
+        .await;
+    let (response, before) = acp.until_response(id).await;
+    assert!(response.get("error").is_none(), "{response}");
+    let replayed = serde_json::to_string(&support::acp_client::updates_of(&before)).unwrap();
+    for said in ["touch it", "The file is there.", "Sent from the second."] {
+        assert!(replayed.contains(said), "{said:?} not replayed: {replayed}");
+    }
+    mock.push(Reply::sse(anthropic_text("In the editor now.", 20)));
+    let id = acp
+        .send(
+            "session/prompt",
+            support::prompt(&session, "and in my editor?"),
+        )
+        .await;
+    let (response, _) = acp.drive(id, |method, _| panic!("asked {method}")).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let body = mock.requests().last().unwrap().body.to_string();
+    assert!(
+        body.contains("touch it") && body.contains("and in my editor?"),
+        "{body}"
+    );
+    acp.assert_stdout_was_json_rpc();
+    drop(acp);
     assert_eq!(mock.violations(), Vec::<String>::new());
     for replica in [r1, r2, r3] {
         replica.stop().await;

@@ -205,6 +205,8 @@ pub struct Listed {
     pub running: Option<String>,
     /// Milliseconds since the epoch.
     pub updated_at: i64,
+    /// The directory it works in, as its transcript's header says.
+    pub cwd: Option<std::path::PathBuf>,
 }
 
 impl Store {
@@ -215,9 +217,11 @@ impl Store {
             .with_client(async |client| {
                 client
                     .query(
-                        "SELECT key, session_id, replica, running,
-                                (extract(epoch FROM updated_at) * 1000)::bigint
-                         FROM pincer_sessions ORDER BY updated_at DESC, key LIMIT $1",
+                        "SELECT s.key, s.session_id, s.replica, s.running,
+                                (extract(epoch FROM s.updated_at) * 1000)::bigint,
+                                (SELECT l.line FROM pincer_session_lines l
+                                 WHERE l.session_id = s.session_id AND l.seq = 1)
+                         FROM pincer_sessions s ORDER BY s.updated_at DESC, s.key LIMIT $1",
                         &[&limit],
                     )
                     .await
@@ -231,6 +235,12 @@ impl Store {
                 replica: row.get(2),
                 running: row.get(3),
                 updated_at: row.get(4),
+                cwd: row
+                    .get::<_, Option<String>>(5)
+                    .and_then(|line| {
+                        serde_json::from_str::<crate::session::transcript::Header>(&line).ok()
+                    })
+                    .map(|header| header.cwd),
             })
             .collect())
     }

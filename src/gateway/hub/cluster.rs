@@ -526,6 +526,38 @@ impl Hub {
         (!self.registry.is_open(&found.session)).then_some(found)
     }
 
+    /// The session `key` names and its transcript's text, from the
+    /// cluster's store, when this replica has no session by that key
+    /// (another replica has it, or had it): what `chat.history` reads of
+    /// it. `None` alone, or when the store has none or cannot say.
+    pub async fn transcript_elsewhere(&self, key: &str) -> Option<(String, String)> {
+        let stored = self.stored.get()?;
+        if self.lookup(key).is_some() {
+            return None;
+        }
+        let (session, _, _) = match stored.sessions.locate(key).await {
+            Ok(found) => found?,
+            Err(e) => {
+                tracing::warn!("cluster: cannot ask the store where {key} runs: {e}");
+                return None;
+            }
+        };
+        let lines = match stored.sessions.lines(&session).await {
+            Ok(lines) => lines,
+            Err(e) => {
+                tracing::warn!("cluster: cannot read session {session} from the store: {e}");
+                return None;
+            }
+        };
+        match crate::cluster::stored_transcript(&session, &lines) {
+            Ok((_, text)) => Some((session, text)),
+            Err(e) => {
+                tracing::warn!("cluster: {e}");
+                None
+            }
+        }
+    }
+
     /// The key of a session another replica runs, if this one heard of it.
     pub(super) fn key_elsewhere(&self, session: &str) -> Option<String> {
         let peers = self.peers.get()?;
@@ -843,16 +875,7 @@ impl Hub {
             ));
         }
         let lines = stored.sessions.lines(session).await?;
-        let header: crate::session::transcript::Header = lines
-            .first()
-            .and_then(|line| serde_json::from_str(line).ok())
-            .ok_or_else(|| format!("the store has no transcript of session {session}"))?;
-        if header.id != session {
-            return Err(format!(
-                "the store's transcript of {session} names session {}",
-                header.id
-            ));
-        }
+        let (header, text) = crate::cluster::stored_transcript(session, &lines)?;
         let cwd = if header.cwd.is_dir() {
             header.cwd.clone()
         } else {
@@ -863,8 +886,6 @@ impl Hub {
         });
         let interrupted = interrupted.map(str::to_string);
         crate::parallel::file_work(move || -> Result<(), String> {
-            let mut text = lines.join("\n");
-            text.push('\n');
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
             }

@@ -76,7 +76,7 @@ pub(super) async fn run(hub: &Arc<Hub>, conn: &Arc<Conn>, method: &str, params: 
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("sessionKey", &query.session_key)?;
             let (_, messages) =
-                off_runtime(hub, key, |hub, key| history(hub, key, usize::MAX)).await?;
+                off_runtime(hub, key, |hub, key| history(hub, key, usize::MAX, None)).await?;
             answer(&Branches {
                 branches: branch(&messages).into_iter().collect(),
             })

@@ -32,19 +32,34 @@ pub(super) fn cut_to_bytes(
 }
 
 /// A session's messages from its transcript (none for a key not used yet).
+/// `elsewhere`: the session and its transcript's text as the cluster's
+/// store holds it, for a key another replica has
+/// ([`Hub::transcript_elsewhere`]).
 pub(super) fn history(
     hub: &Hub,
     key: &str,
     limit: usize,
+    elsewhere: Option<(String, String)>,
 ) -> Result<(Option<String>, Vec<chat::HistoryMessage>), ErrorShape> {
-    let Some(session) = hub.lookup(key) else {
-        return Ok((None, Vec::new()));
+    let unreadable = |e: crate::session::transcript::TranscriptError| {
+        ErrorShape::invalid(format!("cannot read the session: {e}"))
     };
-    let Some(path) = crate::session::find(hub.data_dir(), &session) else {
-        return Ok((Some(session), Vec::new()));
+    let (session, loaded) = match (hub.lookup(key), elsewhere) {
+        (Some(session), _) => {
+            let Some(path) = crate::session::find(hub.data_dir(), &session) else {
+                return Ok((Some(session), Vec::new()));
+            };
+            let loaded = crate::session::transcript::load(&path).map_err(unreadable)?;
+            (session, loaded)
+        }
+        (None, Some((session, text))) => {
+            let loaded =
+                crate::session::transcript::parse(std::path::Path::new(&session), text.as_bytes())
+                    .map_err(unreadable)?;
+            (session, loaded)
+        }
+        (None, None) => return Ok((None, Vec::new())),
     };
-    let loaded = crate::session::transcript::load(&path)
-        .map_err(|e| ErrorShape::invalid(format!("cannot read the session: {e}")))?;
     let times: std::collections::HashMap<String, u64> = loaded
         .entries
         .iter()
