@@ -72,6 +72,9 @@ pub trait Sessions: Send + Sync {
     async fn orphans(&self) -> Result<Vec<Orphan>, String>;
     /// Where the transcripts' lines go: `(session, lines)`, queued.
     fn write_lines(&self) -> Option<LineSink>;
+    /// The other replicas that are alive (renewed their presence within
+    /// the lease).
+    async fn others(&self) -> Result<Vec<String>, String>;
 }
 
 /// Where a session is, as [`Sessions::take`] found it.

@@ -62,6 +62,7 @@ mod usage;
 mod view;
 
 pub use approvals::not_found;
+pub use cluster::{RowsAsked, RowsElsewhere};
 pub use usage::Used;
 pub(super) use view::millis;
 pub use view::{Archived, Patch, RowQuery};

@@ -343,8 +343,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
         }
         "sessions.list" => {
             need(conn, Need::Read)?;
-            let query = typed("sessions.list", params)?;
-            answer(&reading(hub, move |hub| list(hub, query)).await?)
+            let query: sessions::ListParams = typed("sessions.list", params)?;
+            // In a team gateway, the other replicas' sessions too.
+            let elsewhere = hub.rows_elsewhere(rows_asked(&query)).await;
+            answer(&reading(hub, move |hub| list(hub, query, elsewhere)).await?)
         }
         "sessions.resolve" => {
             need(conn, Need::Read)?;
@@ -1412,7 +1414,35 @@ fn turn_param(
         })
 }
 
-fn list(hub: &Hub, query: sessions::ListParams) -> Result<sessions::Listed, ErrorShape> {
+/// What `sessions.list` asks the other replicas of a team gateway for:
+/// the same sessions, from the first up to the end of the page asked for
+/// (the pages are cut once the rows are merged).
+fn rows_asked(query: &sessions::ListParams) -> hub::RowsAsked {
+    let limit = query.limit.map_or(100, |n| n.min(1000) as usize);
+    let offset = usize::try_from(query.offset.unwrap_or(0)).unwrap_or(usize::MAX);
+    let archived = match query.archived.as_ref() {
+        Some(Value::Bool(true)) => "only",
+        Some(Value::String(s)) if s == "all" => "include",
+        Some(Value::String(s)) if s == "only" => "only",
+        _ => "exclude",
+    };
+    hub::RowsAsked {
+        search: query.search.as_deref().map(str::to_lowercase),
+        archived: archived.to_string(),
+        limit: offset.saturating_add(limit).min(1000),
+        active_minutes: query.active_minutes.filter(|m| *m > 0),
+        last_message: query.include_last_message == Some(true),
+        spawned_by: query.spawned_by.clone(),
+        no_helpers: query.exclude_subagents == Some(true),
+        busy_only: query.active_only == Some(true),
+    }
+}
+
+fn list(
+    hub: &Hub,
+    query: sessions::ListParams,
+    elsewhere: Vec<hub::RowsElsewhere>,
+) -> Result<sessions::Listed, ErrorShape> {
     only_main(query.agent_id.as_deref())?;
     let limit = query.limit.map_or(100, |n| n.min(1000) as usize);
     let offset = usize::try_from(query.offset.unwrap_or(0)).unwrap_or(usize::MAX);
@@ -1440,15 +1470,23 @@ fn list(hub: &Hub, query: sessions::ListParams) -> Result<sessions::Listed, Erro
         }
         minutes => minutes,
     };
+    // Alone, the page is cut here; in a cluster, once this replica's rows
+    // are merged with the others'.
+    let alone = elsewhere.is_empty();
+    let (here_offset, here_limit) = if alone {
+        (offset, limit)
+    } else {
+        (0, offset.saturating_add(limit).min(1000))
+    };
     // No pincer session has a dashboard board.
-    let (mut page, count) = if query.has_board == Some(true) {
+    let (page, count) = if query.has_board == Some(true) {
         (Vec::new(), 0)
     } else {
         hub.session_rows_with(&hub::RowQuery {
             search: search.as_deref(),
             archived,
-            offset,
-            limit,
+            offset: here_offset,
+            limit: here_limit,
             active_minutes,
             last_message: query.include_last_message == Some(true),
             spawned_by: query.spawned_by.as_deref(),
@@ -1456,10 +1494,41 @@ fn list(hub: &Hub, query: sessions::ListParams) -> Result<sessions::Listed, Erro
             busy_only: query.active_only == Some(true),
         })
     };
+    let mut page: Vec<sessions::ListedRow> = page
+        .into_iter()
+        .map(|row| sessions::ListedRow::Here(Box::new(row)))
+        .collect();
+    let mut count = count;
+    if !alone && query.has_board != Some(true) {
+        for there in elsewhere {
+            count += there.count;
+            page.extend(there.rows.into_iter().map(sessions::ListedRow::Elsewhere));
+        }
+        // Newest first; a session two replicas list (one took it over
+        // from the other) once, as the one that changed it last has it.
+        page.sort_by_key(|row| {
+            let (key, time) = row.key_and_time();
+            (std::cmp::Reverse(time), key)
+        });
+        let mut seen = std::collections::HashSet::new();
+        let before = page.len();
+        page.retain(|row| seen.insert(row.key_and_time().0));
+        count = count.saturating_sub(before - page.len());
+        page = page.into_iter().skip(offset).take(limit).collect();
+    }
     let more = offset.saturating_add(limit) < count;
     if query.include_activity_summary == Some(true) {
         for row in &mut page {
-            row.activity_summary = Some(sessions::ActivitySummary::UNAVAILABLE);
+            match row {
+                sessions::ListedRow::Here(row) => {
+                    row.activity_summary = Some(sessions::ActivitySummary::UNAVAILABLE);
+                }
+                sessions::ListedRow::Elsewhere(row) => {
+                    row["activitySummary"] =
+                        serde_json::to_value(sessions::ActivitySummary::UNAVAILABLE)
+                            .unwrap_or_default();
+                }
+            }
         }
     }
     let people = query.include_people == Some(true);

@@ -281,6 +281,20 @@ async fn a_session_on_one_replica_is_followed_answered_aborted_and_sent_to_from_
     let session = postgres.psql(&format!(
         "SELECT session_id FROM pincer_sessions WHERE key = '{key}'"
     ));
+    // Every replica lists it, once, with the row its replica wrote.
+    for client in [&mut approver, &mut there, &mut sender] {
+        let listed = client.call_ok("sessions.list", json!({})).await;
+        let rows: Vec<&Value> = listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|row| row["key"] == key)
+            .collect();
+        assert_eq!(rows.len(), 1, "{listed}");
+        assert_eq!(rows[0]["sessionId"], json!(session), "{listed}");
+        assert_eq!(rows[0]["derivedTitle"], "touch it", "{listed}");
+        assert_eq!(listed["count"], 1, "{listed}");
+    }
     // A replica that never had it (r3) reads its history from the store.
     let history = approver
         .call_ok("chat.history", json!({"sessionKey": key}))

@@ -806,11 +806,11 @@ async fn transcripts_titles_and_session_directories_are_private_whatever_the_uma
     acp.initialize().await;
     let session = acp.new_session(&sandbox.work()).await;
     let id = acp.send("session/prompt", prompt(&session, "hello")).await;
-    acp.until_response(id).await;
-    // The model's title is saved beside the transcript when it arrives.
-    let mut later = Vec::new();
-    while titles(&later).is_empty() {
-        later.push(acp.next().await);
+    // The model's title (after the prompt's own, "hello") is saved beside
+    // the transcript when it arrives, before the turn's end or after it.
+    let (_, mut seen) = acp.until_response(id).await;
+    while !titles(&seen).iter().any(|t| t != "hello") {
+        seen.push(acp.next().await);
     }
     acp.close_stdin();
     assert!(acp.wait_exit().await.success());

@@ -111,6 +111,23 @@ impl Sessions for Store {
         Ok(row.map(|row| (row.get(0), row.get(1), row.get(2))))
     }
 
+    async fn others(&self) -> Result<Vec<String>, String> {
+        let (replica, lease) = (self.replica.clone(), self.lease());
+        let rows = self
+            .with_client(async |client| {
+                client
+                    .query(
+                        "SELECT name FROM pincer_replicas
+                         WHERE name <> $1 AND seen_at > now() - make_interval(secs => $2::bigint)
+                         ORDER BY name",
+                        &[&replica, &lease],
+                    )
+                    .await
+            })
+            .await?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
     async fn lines(&self, session: &str) -> Result<Vec<String>, String> {
         let rows = self
             .with_client(async |client| {

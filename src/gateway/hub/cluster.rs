@@ -169,7 +169,37 @@ enum Asked {
         id: String,
         decision: String,
     },
+    /// Its own sessions' rows, as `sessions.list` lists them.
+    Rows(RowsAsked),
 }
+
+/// What `sessions.list` asks of every other replica: the rows of its own
+/// sessions, from the first, to merge with this replica's
+/// ([`Hub::rows_elsewhere`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RowsAsked {
+    pub search: Option<String>,
+    /// `exclude`, `include` or `only`.
+    pub archived: String,
+    pub limit: usize,
+    pub active_minutes: Option<u64>,
+    pub last_message: bool,
+    pub spawned_by: Option<String>,
+    pub no_helpers: bool,
+    pub busy_only: bool,
+}
+
+/// The rows another replica answered with, and how many sessions matched
+/// there.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct RowsElsewhere {
+    pub rows: Vec<serde_json::Value>,
+    pub count: usize,
+}
+
+/// How long `sessions.list` waits for the other replicas' rows.
+const ROWS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Its answer: the method's result, or its error.
 #[derive(Serialize, Deserialize)]
@@ -558,6 +588,57 @@ impl Hub {
         }
     }
 
+    /// The rows of the other live replicas' sessions, as `asked`, for
+    /// `sessions.list`: each replica's answer, and how many matched there.
+    /// A replica that does not answer within a few seconds is left out
+    /// (and logged): the list shows what it can.
+    pub async fn rows_elsewhere(&self, asked: RowsAsked) -> Vec<RowsElsewhere> {
+        let (Some(stored), Some(_)) = (self.stored.get(), self.peers.get()) else {
+            return Vec::new();
+        };
+        let others = match stored.sessions.others().await {
+            Ok(others) => others,
+            Err(e) => {
+                tracing::warn!("cluster: cannot ask the store for the other replicas: {e}");
+                return Vec::new();
+            }
+        };
+        let asked = Asked::Rows(asked);
+        let answers =
+            futures::future::join_all(others.iter().map(|replica| {
+                tokio::time::timeout(ROWS_TIMEOUT, self.ask_replica(replica, &asked))
+            }))
+            .await;
+        others
+            .iter()
+            .zip(answers)
+            .filter_map(|(replica, answer)| match answer {
+                Ok(Ok(value)) => match serde_json::from_value::<RowsElsewhere>(value) {
+                    Ok(rows) => Some(rows),
+                    Err(e) => {
+                        tracing::warn!(
+                            "cluster: replica `{replica}` listed rows that do not read: {e}"
+                        );
+                        None
+                    }
+                },
+                Ok(Err(e)) => {
+                    tracing::warn!(
+                        "cluster: replica `{replica}` did not list its sessions: {}",
+                        e.message
+                    );
+                    None
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        "cluster: replica `{replica}` did not list its sessions in time"
+                    );
+                    None
+                }
+            })
+            .collect()
+    }
+
     /// The key of a session another replica runs, if this one heard of it.
     pub(super) fn key_elsewhere(&self, session: &str) -> Option<String> {
         let peers = self.peers.get()?;
@@ -723,6 +804,31 @@ impl Hub {
             Asked::Abort { key, run } => self
                 .abort_key(&key, run.as_deref())
                 .map(|runs| serde_json::to_value(runs).unwrap_or_default()),
+            Asked::Rows(asked) => {
+                let hub = self.clone();
+                crate::parallel::ANSWERS
+                    .run(move || {
+                        let archived = match asked.archived.as_str() {
+                            "include" => super::Archived::Include,
+                            "only" => super::Archived::Only,
+                            _ => super::Archived::Exclude,
+                        };
+                        let (rows, count) = hub.session_rows_with(&super::RowQuery {
+                            search: asked.search.as_deref(),
+                            archived,
+                            offset: 0,
+                            limit: asked.limit.min(1000),
+                            active_minutes: asked.active_minutes,
+                            last_message: asked.last_message,
+                            spawned_by: asked.spawned_by.as_deref(),
+                            no_helpers: asked.no_helpers,
+                            busy_only: asked.busy_only,
+                        });
+                        serde_json::json!({"rows": rows, "count": count})
+                    })
+                    .await
+                    .map_err(|e| Failure::new(UNAVAILABLE, format!("listing failed: {e}")))
+            }
             Asked::Resolve { id, decision } => self
                 .resolve_approval(&id, &decision)
                 .map(|()| serde_json::Value::Null),

@@ -437,7 +437,7 @@ pub struct RowDefaults {
 #[serde(rename_all = "camelCase")]
 pub struct Listed {
     pub defaults: RowDefaults,
-    pub sessions: Vec<Row>,
+    pub sessions: Vec<ListedRow>,
     pub has_more: bool,
     pub count: usize,
     pub ts: u64,
@@ -449,6 +449,28 @@ pub struct Listed {
     pub people_incomplete: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub people_session_count: Option<usize>,
+}
+
+/// A row of `sessions.list`: one of this gateway's sessions, or, in a
+/// team gateway, one another replica listed (its row as it wrote it).
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum ListedRow {
+    Here(Box<Row>),
+    Elsewhere(serde_json::Value),
+}
+
+impl ListedRow {
+    /// Its key and when its transcript last changed (ms), to merge by.
+    pub fn key_and_time(&self) -> (String, u64) {
+        match self {
+            ListedRow::Here(row) => (row.key.clone(), row.updated_at),
+            ListedRow::Elsewhere(row) => (
+                row["key"].as_str().unwrap_or_default().to_string(),
+                row["updatedAt"].as_u64().unwrap_or(0),
+            ),
+        }
+    }
 }
 
 /// `sessions.resolve`'s answer: the session found, or `{ok: false}` for
