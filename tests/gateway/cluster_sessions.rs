@@ -421,10 +421,12 @@ async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() 
     );
     let (postgres, nats) = (postgres.unwrap(), nats.unwrap());
     let mock = MockModel::start().await;
-    mock.push(Reply::Stall {
-        body: fixture("anthropic/text.sse"),
-        events: 4,
-    });
+    // r1's run asks before a command, and r1 dies with the question open.
+    mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_k",
+        "bash",
+        &json!({"command": "echo never"}),
+    )));
     mock.push(Reply::sse(anthropic_text("Back again.", 20)));
     mock.push(Reply::sse(anthropic_text("Still here.", 30)));
     let bus = nats.url();
@@ -440,7 +442,9 @@ async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() 
     let mut there = r2.admin().await;
     let key = new_key();
     let run = sender.chat_send(&key, "talk forever").await;
-    there.chat_state(&run, "delta").await;
+    there.next_event("exec.approval.requested").await;
+    let listed = there.call_ok("exec.approval.list", json!({})).await;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
     // The store knows r1 holds the session and runs it.
     let query = format!("SELECT replica, running FROM pincer_sessions WHERE key = '{key}'");
     let mut held = postgres.psql(&query);
@@ -465,6 +469,9 @@ async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() 
         "{end}"
     );
     assert!(killed.elapsed() < std::time::Duration::from_secs(10));
+    // Its question went with it, on every replica.
+    let listed = there.call_ok("exec.approval.list", json!({})).await;
+    assert_eq!(listed, json!([]), "{listed}");
     // The session goes on from another replica, with its history.
     let next = there.chat_send(&key, "are you there?").await;
     let end = there.chat_end(&next).await;

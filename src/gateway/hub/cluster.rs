@@ -70,6 +70,9 @@ pub struct Elsewhere {
 
 struct RemoteApproval {
     replica: String,
+    /// The session whose run asked: its end, or its replica's, ends the
+    /// question.
+    session: String,
     decisions: Vec<String>,
     /// The question as `exec.approvals.list` lists it.
     listed: Box<RawValue>,
@@ -258,6 +261,19 @@ impl Heard {
         {
             self.keys.remove(&old.key);
         }
+        self.end_approvals(session);
+    }
+
+    /// The questions `session`'s run asked are over: its run ended (on
+    /// its replica, or as interrupted by the replica that took the
+    /// session over from a dead one).
+    fn end_approvals(&mut self, session: &str) {
+        let before = self.approvals.len();
+        self.approvals.retain(|_, a| a.session != session);
+        if self.approvals.len() != before {
+            let approvals = &self.approvals;
+            self.approval_order.retain(|id| approvals.contains_key(id));
+        }
     }
 }
 
@@ -443,6 +459,7 @@ impl Hub {
                 result,
             } => {
                 remember(&session, &key);
+                peers.heard.lock().end_approvals(&session);
                 Observed::PromptEnded {
                     session: SessionId::new(session),
                     tag: run,
@@ -503,6 +520,7 @@ impl Hub {
                         id,
                         RemoteApproval {
                             replica: from.clone(),
+                            session: session.clone(),
                             decisions,
                             listed,
                         },
