@@ -873,7 +873,7 @@ impl Server {
             && open.is_none()
             && let Some(url) = settings.config.cluster.store.as_deref()
         {
-            found = crate::cluster::copy_from_store(url, &settings.paths.data_dir, &id)
+            found = crate::session::stored::copy_from_store(url, &settings.paths.data_dir, &id)
                 .await
                 .map_err(|e| {
                     Error::new(
@@ -1451,8 +1451,16 @@ async fn cluster_sessions(
         .into_iter()
         .filter(|l| crate::session::is_file_id(&l.session_id))
         .filter(|l| crate::session::find(data_dir, &l.session_id).is_none())
-        .filter(|l| cwd.is_none_or(|cwd| l.cwd.as_deref() == Some(cwd)))
         .map(|l| {
+            let cwd = l
+                .header
+                .as_deref()
+                .and_then(|line| serde_json::from_str::<transcript::Header>(line).ok())
+                .map(|header| header.cwd);
+            (l, cwd)
+        })
+        .filter(|(_, found)| cwd.is_none_or(|cwd| found.as_deref() == Some(cwd)))
+        .map(|(l, cwd)| {
             let updated = jiff::Timestamp::from_millisecond(l.updated_at)
                 .map(|t| t.to_string())
                 .unwrap_or_default();
@@ -1461,7 +1469,7 @@ async fn cluster_sessions(
                 "pincer/cluster".to_string(),
                 serde_json::json!({"key": l.key, "replica": l.replica, "running": l.running}),
             );
-            SessionInfo::new(l.session_id, l.cwd.unwrap_or_default())
+            SessionInfo::new(l.session_id, cwd.unwrap_or_default())
                 .title(l.key)
                 .updated_at(updated)
                 .meta(meta)

@@ -6,6 +6,7 @@
 //! works on.
 
 pub mod rewind;
+pub mod stored;
 pub mod transcript;
 
 use std::collections::HashMap;

@@ -286,7 +286,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             if request.method == "sessions.messages.subscribe" {
                 match &session {
                     Some(session) => hub.follow(conn, session),
-                    None => hub.follow_key(conn, key),
+                    None => match hub.elsewhere(key).await {
+                        Some(elsewhere) => hub.follow(conn, &elsewhere.session),
+                        None => hub.follow_key(conn, key),
+                    },
                 }
             } else {
                 hub.unfollow(conn, key, session.as_deref());
@@ -303,6 +306,10 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let key = checked_key("sessionKey", &query.session_key)?;
             if let Some(session) = hub.lookup(key) {
                 hub.follow(conn, &session);
+            } else if let Some(elsewhere) = hub.elsewhere(key).await {
+                // Another replica of the cluster runs it: its events come
+                // over the bus.
+                hub.follow(conn, &elsewhere.session);
             } else if conn.scopes.allows(Need::Write) {
                 let session = hub.open(key).await?;
                 hub.follow(conn, &session);

@@ -250,9 +250,20 @@ async fn a_session_on_one_replica_is_followed_answered_aborted_and_sent_to_from_
         assert_eq!(end["payload"]["state"], "aborted", "{end}");
     }
 
-    // r2 sends to the session r1 runs: r1 runs it, both see it.
+    // A client on r2 that takes only the sessions it follows subscribes
+    // to the session r1 runs.
+    let mut follower = r2
+        .operator(
+            &["operator.read", "operator.write"],
+            &["session-scoped-events"],
+        )
+        .await;
+    follower
+        .call_ok("chat.subscribe", json!({"sessionKey": key}))
+        .await;
+    // r2 sends to the session r1 runs: r1 runs it, all see it.
     let third = there.chat_send(&key, "from the second replica").await;
-    for client in [&mut there, &mut watcher_here] {
+    for client in [&mut there, &mut watcher_here, &mut follower] {
         let end = client.chat_end(&third).await;
         assert_eq!(end["payload"]["state"], "final", "{end}");
     }

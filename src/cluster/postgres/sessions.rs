@@ -222,8 +222,9 @@ pub struct Listed {
     pub running: Option<String>,
     /// Milliseconds since the epoch.
     pub updated_at: i64,
-    /// The directory it works in, as its transcript's header says.
-    pub cwd: Option<std::path::PathBuf>,
+    /// Its transcript's first line (its header), if stored.
+    #[serde(skip)]
+    pub header: Option<String>,
 }
 
 impl Store {
@@ -252,12 +253,7 @@ impl Store {
                 replica: row.get(2),
                 running: row.get(3),
                 updated_at: row.get(4),
-                cwd: row
-                    .get::<_, Option<String>>(5)
-                    .and_then(|line| {
-                        serde_json::from_str::<crate::session::transcript::Header>(&line).ok()
-                    })
-                    .map(|header| header.cwd),
+                header: row.get(5),
             })
             .collect())
     }

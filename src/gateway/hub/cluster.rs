@@ -597,7 +597,7 @@ impl Hub {
                 return None;
             }
         };
-        match crate::cluster::stored_transcript(&session, &lines) {
+        match crate::session::stored::stored_transcript(&session, &lines) {
             Ok((_, text)) => Some((session, text)),
             Err(e) => {
                 tracing::warn!("cluster: {e}");
@@ -999,7 +999,7 @@ impl Hub {
             ));
         }
         let lines = stored.sessions.lines(session).await?;
-        let (header, text) = crate::cluster::stored_transcript(session, &lines)?;
+        let (header, text) = crate::session::stored::stored_transcript(session, &lines)?;
         let cwd = if header.cwd.is_dir() {
             header.cwd.clone()
         } else {
