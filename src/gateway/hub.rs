@@ -161,6 +161,10 @@ pub trait ChannelsStatus: Send + Sync {
     /// Each configured channel: those running, then those that could not
     /// start.
     fn status(&self) -> Vec<ChannelState>;
+    /// The sandbox of the channel `name` as this gateway's config sets it
+    /// (its sessions run unattended in it); `None` when it runs no such
+    /// channel.
+    fn sandbox(&self, name: &str) -> Option<crate::tools::sandbox::SandboxConfig>;
 }
 
 /// One chat channel's state (milliseconds since the epoch).

@@ -1020,7 +1020,7 @@ async fn send(
     };
     let status = match hub.elsewhere(key).await {
         Some(elsewhere) => {
-            hub.send_elsewhere(conn, &elsewhere, run, blocks, mode, None)
+            hub.send_elsewhere(conn, &elsewhere, run, blocks, mode, false)
                 .await?
         }
         None => hub.submit(conn, key, run, blocks, mode).await?,

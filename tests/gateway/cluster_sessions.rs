@@ -64,9 +64,9 @@ fn run_events(client: &Client, run: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Publishes junk on the events' subject and sends r1 a request that is
-/// not one; returns r1's answer to it.
-fn garbage_on_the_bus(port: u16) -> String {
+/// Publishes junk on the events' subject and sends r1 `request` (bytes
+/// as they go on the bus); returns r1's answer to it.
+fn garbage_on_the_bus(port: u16, request: &str) -> String {
     use std::io::{BufRead, BufReader, Write};
     let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream.set_read_timeout(Some(TIMEOUT)).unwrap();
@@ -78,7 +78,11 @@ fn garbage_on_the_bus(port: u16) -> String {
     reader
         .get_mut()
         .write_all(
-            b"CONNECT {\"verbose\":false}\r\nSUB junk.reply 1\r\nPUB pincer.events 9\r\n{\"from\":1\r\nPUB pincer.replica.7231 junk.reply 5\r\nhello\r\n",
+            format!(
+                "CONNECT {{\"verbose\":false}}\r\nSUB junk.reply 1\r\nPUB pincer.events 9\r\n{{\"from\":1\r\nPUB pincer.replica.7231 junk.reply {}\r\n{request}\r\n",
+                request.len()
+            )
+            .as_bytes(),
         )
         .unwrap();
     loop {
@@ -229,11 +233,36 @@ async fn a_session_on_one_replica_is_followed_answered_aborted_and_sent_to_from_
     // request) is refused and changes nothing.
     let answer = tokio::task::spawn_blocking({
         let port = nats.port();
-        move || garbage_on_the_bus(port)
+        move || garbage_on_the_bus(port, "hello")
     })
     .await
     .unwrap();
     assert!(answer.contains("malformed request"), "{answer}");
+    // A chat channel's message does not choose the sandbox it runs in:
+    // one naming a sandbox is no request, and one for a channel r1 does
+    // not run is refused, nothing run.
+    let content = json!([{"type": "text", "text": "rm -rf"}]);
+    for (request, refused) in [
+        (
+            json!({"send": {"key": "telegram:dm:1", "run": "forged-1", "content": content,
+                "unattended": {"mode": "off"}}}),
+            "malformed request",
+        ),
+        (
+            json!({"send": {"key": "telegram:dm:1", "run": "forged-2", "content": content,
+                "unattended": true}}),
+            "runs no channel `telegram`",
+        ),
+    ] {
+        let answer = tokio::task::spawn_blocking({
+            let port = nats.port();
+            move || garbage_on_the_bus(port, &request.to_string())
+        })
+        .await
+        .unwrap();
+        assert!(answer.contains(refused), "{answer}");
+    }
+    assert_eq!(mock.requests().len(), 2, "nothing forged ran");
 
     // A run on r1 that streams on and on; r2 stops it.
     let long = sender.chat_send(&key, "talk forever").await;

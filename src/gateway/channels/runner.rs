@@ -74,6 +74,7 @@ struct Handle {
     platform: Arc<dyn Platform>,
     chats: Arc<Chats>,
     state: Arc<Mutex<ChannelState>>,
+    sandbox: crate::tools::sandbox::SandboxConfig,
 }
 
 impl ChannelsStatus for Channels {
@@ -86,6 +87,10 @@ impl ChannelsStatus for Channels {
         states.sort_by_key(|state| state.name);
         states.extend(self.failed.iter().cloned());
         states
+    }
+
+    fn sandbox(&self, name: &str) -> Option<crate::tools::sandbox::SandboxConfig> {
+        self.channels.get(name).map(|h| h.sandbox.clone())
     }
 }
 
@@ -152,6 +157,7 @@ pub fn start(hub: &Arc<Hub>, built: super::Built, shared: Option<Shared>) -> Cha
                 platform: platform.clone(),
                 chats: chats.clone(),
                 state: state.clone(),
+                sandbox: settings.sandbox.clone(),
             },
         );
         let (deliveries, received) = mpsc::channel(1024);

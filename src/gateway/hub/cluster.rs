@@ -159,10 +159,11 @@ enum Asked {
         run: String,
         content: Vec<ContentBlock>,
         mode: Option<String>,
-        /// A channel's message: the session runs unattended, in the
-        /// channel's sandbox (its replica's `[channels.*] sandbox`).
+        /// A chat channel's message: the session runs unattended, in the
+        /// sandbox the replica that runs it sets for that channel (never
+        /// one the message names).
         #[serde(default)]
-        unattended: Option<crate::tools::sandbox::SandboxConfig>,
+        unattended: bool,
     },
     Abort {
         key: String,
@@ -747,7 +748,7 @@ impl Hub {
         run: &str,
         content: Vec<ContentBlock>,
         mode: Option<QueueMode>,
-        unattended: Option<&crate::tools::sandbox::SandboxConfig>,
+        unattended: bool,
     ) -> Result<&'static str, Failure> {
         super::check_run_id(run)?;
         self.follow(conn, &elsewhere.session);
@@ -756,7 +757,7 @@ impl Hub {
             run: run.to_string(),
             content,
             mode: mode.map(|m| m.wire().to_string()),
-            unattended: unattended.cloned(),
+            unattended,
         };
         let value = self.ask_replica(&elsewhere.replica, &asked).await?;
         // The statuses `Hub::submit` answers with.
@@ -813,7 +814,7 @@ impl Hub {
                 };
                 match mode {
                     Ok(mode) => self
-                        .submit_for_peer(&key, &run, content, mode, unattended.as_ref())
+                        .submit_for_peer(&key, &run, content, mode, unattended)
                         .await
                         .map(serde_json::Value::from),
                     Err(e) => Err(e),

@@ -84,8 +84,63 @@ impl Hub {
             && let Some(elsewhere) = self.elsewhere(key).await
         {
             return self
-                .send_elsewhere(conn, &elsewhere, run, content, mode, unattended)
+                .send_elsewhere(conn, &elsewhere, run, content, mode, true)
                 .await;
+        }
+        self.submit_here(Some(conn), key, run, content, mode, unattended)
+            .await
+    }
+
+    /// A message another replica took for a session this one runs
+    /// ([`Hub::send_elsewhere`]): sent as its client's would be, with no
+    /// client of this replica's to follow it. A chat channel's
+    /// (`unattended`) runs in this replica's own sandbox for that channel;
+    /// one this replica does not run is refused.
+    pub(super) async fn submit_for_peer(
+        self: &Arc<Self>,
+        key: &str,
+        run: &str,
+        content: Vec<ContentBlock>,
+        mode: Option<QueueMode>,
+        unattended: bool,
+    ) -> Result<&'static str, Failure> {
+        let sandbox = if unattended {
+            let channel = key.split(':').next().unwrap_or_default();
+            let sandbox = self
+                .channels
+                .get()
+                .and_then(|channels| channels.sandbox(channel));
+            match sandbox {
+                Some(sandbox) => Some(sandbox),
+                None => {
+                    return Err(Failure::invalid(format!(
+                        "this replica runs no channel `{channel}` for {key}"
+                    )));
+                }
+            }
+        } else {
+            None
+        };
+        self.submit_here(None, key, run, content, mode, sandbox.as_ref())
+            .await
+    }
+
+    /// Sends to the session `key` names, opened here: followed by `conn`
+    /// (none for another replica's message), unattended in `unattended`'s
+    /// sandbox for a chat channel's.
+    async fn submit_here(
+        self: &Arc<Self>,
+        conn: Option<&Arc<Conn>>,
+        key: &str,
+        run: &str,
+        content: Vec<ContentBlock>,
+        mode: Option<QueueMode>,
+        unattended: Option<&crate::tools::sandbox::SandboxConfig>,
+    ) -> Result<&'static str, Failure> {
+        check_key("sessionKey", key)?;
+        check_run_id(run)?;
+        if let Some(status) = self.known_run(run) {
+            return Ok(status);
         }
         if self
             .lookup(key)
@@ -103,44 +158,15 @@ impl Hub {
                 "the session of {key} closed before its run could start"
             )));
         }
-        self.follow(conn, &session);
+        if let Some(conn) = conn {
+            self.follow(conn, &session);
+        }
         // Two sends with one run id racing past the check above: the
         // first wins.
         if let Some(status) = self.known_run(run) {
             return Ok(status);
         }
-        self.send_from(Some(conn.id), &session, key, run, content, mode)?;
-        Ok("started")
-    }
-
-    /// A message another replica took for a session this one runs
-    /// ([`Hub::send_elsewhere`]): sent as its client's would be, with no
-    /// client of this replica's to follow it.
-    pub(super) async fn submit_for_peer(
-        self: &Arc<Self>,
-        key: &str,
-        run: &str,
-        content: Vec<ContentBlock>,
-        mode: Option<QueueMode>,
-        unattended: Option<&crate::tools::sandbox::SandboxConfig>,
-    ) -> Result<&'static str, Failure> {
-        check_key("sessionKey", key)?;
-        check_run_id(run)?;
-        if let Some(status) = self.known_run(run) {
-            return Ok(status);
-        }
-        let session = self.open(key).await?;
-        if let Some(status) = self.known_run(run) {
-            return Ok(status);
-        }
-        if let Some(sandbox) = unattended
-            && !self.registry.make_unattended(&session, sandbox)
-        {
-            return Err(Failure::invalid(format!(
-                "the session of {key} closed before its run could start"
-            )));
-        }
-        self.send_from(None, &session, key, run, content, mode)?;
+        self.send_from(conn.map(|c| c.id), &session, key, run, content, mode)?;
         Ok("started")
     }
 
