@@ -75,7 +75,38 @@ pub trait Sessions: Send + Sync {
     /// The other replicas that are alive (renewed their presence within
     /// the lease).
     async fn others(&self) -> Result<Vec<String>, String>;
+    /// The sink that stores the runs' events this replica tells, once its
+    /// writer runs.
+    fn write_events(&self) -> Option<EventSink>;
+    /// The events of `run` after `after`, in order, at most `limit`:
+    /// `(seq, event)`, the event as it was told on the bus.
+    async fn events(
+        &self,
+        run: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, String)>, String>;
+    /// The runs going on the other live replicas.
+    async fn runs_elsewhere(&self) -> Result<Vec<String>, String>;
 }
+
+/// What the replica running a session hands the store of its runs'
+/// events ([`Sessions::write_events`]).
+#[derive(Clone, Debug)]
+pub enum RunEvent {
+    /// The run's `seq`th event, as told on the bus.
+    Told {
+        run: String,
+        seq: u64,
+        event: String,
+    },
+    /// The run ended: its events are kept a little longer, for a replica
+    /// still catching up, then deleted.
+    Ended { run: String },
+}
+
+/// Where [`RunEvent`]s go; never waits.
+pub type EventSink = Arc<dyn Fn(RunEvent) + Send + Sync>;
 
 /// Where a session is, as [`Sessions::take`] found it.
 #[derive(Clone, Debug, PartialEq)]
@@ -204,6 +235,7 @@ pub async fn join(
     store.set_lease(config.lease_seconds());
     store.keep_alive(std::time::Duration::from_secs(config.lease_seconds()).div_f32(3.0));
     store.store_lines();
+    store.store_events();
     if let Some(sink) = store.write_lines() {
         let _ = TRANSCRIPTS.set(sink);
     }

@@ -9,6 +9,7 @@ use tokio_postgres::{Client, NoTls};
 
 use crate::config::cluster::redacted;
 
+mod events;
 mod sessions;
 
 pub use sessions::Listed;
@@ -22,6 +23,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     ),
     (2, "sessions", include_str!("migrations/0002_sessions.sql")),
     (3, "channels", include_str!("migrations/0003_channels.sql")),
+    (
+        4,
+        "run events",
+        include_str!("migrations/0004_run_events.sql"),
+    ),
 ];
 
 /// The advisory lock replicas take while they bring the schema up to
@@ -40,6 +46,9 @@ pub struct Store {
     /// The transcripts' lines on their way to the store, once
     /// [`Store::store_lines`] started their writer.
     lines: std::sync::OnceLock<tokio::sync::mpsc::Sender<(String, String)>>,
+    /// The runs' events on their way to the store, once
+    /// [`Store::store_events`] started their writer.
+    events: std::sync::OnceLock<tokio::sync::mpsc::Sender<crate::cluster::RunEvent>>,
 }
 
 /// What `pincer cluster status` shows: each replica that ever joined, and
@@ -110,6 +119,7 @@ impl Store {
                 i64::try_from(crate::config::cluster::DEFAULT_LEASE_SECONDS).unwrap_or(15),
             ),
             lines: std::sync::OnceLock::new(),
+            events: std::sync::OnceLock::new(),
         }
     }
 

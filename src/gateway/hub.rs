@@ -57,6 +57,7 @@ mod helpers;
 mod idle;
 mod keys;
 mod presence;
+mod replay;
 mod runs;
 mod usage;
 mod view;

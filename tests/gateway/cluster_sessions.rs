@@ -13,7 +13,9 @@ use support::acp_client::{Sandbox, TIMEOUT};
 use support::gateway::{Client, Gateway, gateway_command, new_key, new_token};
 use support::mock_model::{MockModel, Reply, fixture};
 use support::services::{Nats, Postgres};
-use support::sse::{anthropic_deltas, anthropic_text, anthropic_tool_call};
+use support::sse::{
+    anthropic_deltas, anthropic_text, anthropic_text_then_tool_call, anthropic_tool_call,
+};
 
 /// Replica `name`'s home, on `store` and `bus`.
 fn replica_home(name: &str, store: &str, bus: &str) -> Sandbox {
@@ -438,6 +440,167 @@ async fn a_session_on_one_replica_is_followed_answered_aborted_and_sent_to_from_
     acp.assert_stdout_was_json_rpc();
     drop(acp);
     assert_eq!(mock.violations(), Vec::<String>::new());
+    for replica in [r1, r2, r3] {
+        replica.stop().await;
+    }
+}
+
+/// The text of a `chat` event's message.
+fn chat_text(event: &Value) -> String {
+    event["payload"]["message"]["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|block| block["text"].as_str())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_replica_that_starts_while_a_run_goes_on_reads_the_run_from_the_store_then_follows_it() {
+    let (postgres, nats) = tokio::join!(
+        tokio::task::spawn_blocking(Postgres::start),
+        tokio::task::spawn_blocking(Nats::start)
+    );
+    let (postgres, nats) = (postgres.unwrap(), nats.unwrap());
+    let mock = MockModel::start().await;
+    let homes: Vec<Sandbox> = (1..=3)
+        .map(|i| replica_home(&format!("r{i}"), &postgres.url(), &nats.url()))
+        .collect();
+    let marker = homes[0].work().join("ran");
+    let command = format!("touch {}", marker.display());
+    mock.push(Reply::sse(anthropic_text_then_tool_call(
+        &["Before ", "the question."],
+        "toolu_q",
+        "bash",
+        &json!({"command": command}),
+    )));
+    mock.push(Reply::sse(anthropic_deltas(&["After ", "it ", "ran."])));
+    let bus = nats.url();
+    let r1 = launch(&homes[0], &mock, "r1", &bus).await;
+    let mut sender = r1.admin().await;
+    let mut watcher = r1
+        .operator(&["operator.approvals", "operator.read"], &["tool-events"])
+        .await;
+    let key = new_key();
+
+    // A run on r1 says something and asks; only then does r2 start.
+    let run = sender.chat_send(&key, "touch it").await;
+    let requested = watcher.next_event("exec.approval.requested").await["payload"].clone();
+    let id = requested["id"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        let running = postgres.psql("SELECT coalesce(running, '') FROM pincer_sessions");
+        let stored = postgres.psql(&format!(
+            "SELECT count(*) FROM pincer_run_events WHERE run = '{run}'"
+        ));
+        if running == run && stored.parse::<u64>().unwrap() >= 3 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run was not marked and its events not stored: {running:?}, {stored}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let r2 = launch(&homes[1], &mock, "r2", &bus).await;
+    let mut there = r2
+        .operator(
+            &["operator.read", "operator.write", "operator.approvals"],
+            &["tool-events"],
+        )
+        .await;
+
+    // r2 read the run from the store: it lists the question asked before
+    // it started, and its answer there reaches the run on r1.
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        let listed = there.call_ok("exec.approval.list", json!({})).await;
+        if listed.as_array().unwrap().iter().any(|a| a["id"] == id) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "r2 never listed the question asked before it started: {listed}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    there
+        .call_ok(
+            "exec.approval.resolve",
+            json!({"id": id, "decision": "allow-once"}),
+        )
+        .await;
+    let mut ends = Vec::new();
+    for client in [&mut sender, &mut there] {
+        let end = client.chat_end(&run).await;
+        assert_eq!(end["payload"]["state"], "final", "{end}");
+        ends.push(end);
+    }
+    assert!(marker.exists(), "the approved command did not run");
+
+    // What r2's client got of the run is the end of what r1's got, event
+    // for event: the same numbers, nothing lost or doubled, and its first
+    // text carries what the run said before r2 started.
+    let seen_here = run_events(&sender, &run);
+    let seen_there = run_events(&there, &run);
+    assert!(seen_there.len() >= 3, "{seen_there:#?}");
+    assert!(
+        seen_here.ends_with(&seen_there),
+        "r1's client:\n{seen_here:#?}\nr2's client:\n{seen_there:#?}"
+    );
+    let first = there
+        .events
+        .iter()
+        .find(|e| e["event"] == "chat" && e["payload"]["runId"] == run)
+        .unwrap();
+    let text = chat_text(first);
+    assert!(text.starts_with("Before the question."), "{first}");
+    let last = chat_text(&ends[1]);
+    assert!(
+        last.starts_with("Before the question.") && last.ends_with("After it ran."),
+        "{}",
+        ends[1]
+    );
+    assert_eq!(chat_text(&ends[0]), last);
+
+    // r3 starts while the next run streams: it reads what it missed from
+    // the store (at its start, or at the first event it hears after a
+    // gap), and its client's first text is the whole text so far.
+    let parts: Vec<String> = (0..60).map(|i| format!("w{i} ")).collect();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    mock.push(Reply::Sse {
+        body: anthropic_deltas(&parts),
+        delay: std::time::Duration::from_millis(50),
+        gate: None,
+    });
+    let run = sender.chat_send(&key, "go on").await;
+    sender
+        .next_where("the fifth word", |f| {
+            f["event"] == "chat" && f["payload"]["runId"] == run && chat_text(f).contains("w4 ")
+        })
+        .await;
+    let r3 = launch(&homes[2], &mock, "r3", &bus).await;
+    let mut third = r3.operator(&["operator.read"], &[]).await;
+    let end = third.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "final", "{end}");
+    let here_end = sender.chat_end(&run).await;
+    assert_eq!(chat_text(&end), chat_text(&here_end));
+    let seen_here = run_events(&sender, &run);
+    let seen_third = run_events(&third, &run);
+    let deltas = seen_third
+        .iter()
+        .filter(|e| e["event"] == "chat" && e["payload"]["state"] == "delta")
+        .count();
+    assert!(deltas >= 2, "r3 started too late: {seen_third:#?}");
+    assert!(
+        seen_here.ends_with(&seen_third),
+        "r1's client:\n{seen_here:#?}\nr3's client:\n{seen_third:#?}"
+    );
+    // Its first text starts with the first word, streamed before r3 was
+    // there (all of it when r3 read the run before the client came; the
+    // first word when the client saw the catching up).
+    let first = seen_third.iter().find(|e| e["event"] == "chat").unwrap();
+    assert!(chat_text(first).starts_with("w0 "), "{first}");
     for replica in [r1, r2, r3] {
         replica.stop().await;
     }

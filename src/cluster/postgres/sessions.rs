@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
 use super::Store;
-use crate::cluster::{LineSink, Orphan, Placed, Sessions};
+use crate::cluster::{EventSink, LineSink, Orphan, Placed, Sessions};
 use crate::config::cluster::redacted;
 
 /// The transcript lines waiting for the writer, at most.
@@ -121,6 +121,38 @@ impl Sessions for Store {
                          WHERE name <> $1 AND seen_at > now() - make_interval(secs => $2::bigint)
                          ORDER BY name",
                         &[&replica, &lease],
+                    )
+                    .await
+            })
+            .await?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    fn write_events(&self) -> Option<EventSink> {
+        self.event_sink()
+    }
+
+    async fn events(
+        &self,
+        run: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, String)>, String> {
+        self.run_events(run, after, limit).await
+    }
+
+    async fn runs_elsewhere(&self) -> Result<Vec<String>, String> {
+        let (replica, lease) = (self.replica.clone(), self.lease());
+        let rows = self
+            .with_client(async |client| {
+                client
+                    .query(
+                        "SELECT s.running FROM pincer_sessions s
+                         JOIN pincer_replicas r ON r.name = s.replica
+                         WHERE s.running IS NOT NULL AND s.replica <> $1
+                           AND r.seen_at > now() - make_interval(secs => $2::bigint)
+                         ORDER BY s.updated_at DESC LIMIT $3",
+                        &[&replica, &lease, &super::events::CATCH_UP_RUNS],
                     )
                     .await
             })
@@ -259,7 +291,7 @@ impl Store {
     }
 
     /// The lease in seconds, as the queries take it.
-    fn lease(&self) -> i64 {
+    pub(super) fn lease(&self) -> i64 {
         self.lease_seconds
             .load(std::sync::atomic::Ordering::Relaxed)
     }

@@ -29,10 +29,11 @@ use serde_json::value::RawValue;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::replay::{Arrival, At, Following, Telling};
 use super::{Audience, Failure, Hub, QueueMode};
 use crate::acp::registry::Observed;
 use crate::cluster::bus::{Bus, EVENTS};
-use crate::cluster::{Orphan, Placed, Sessions};
+use crate::cluster::{EventSink, Orphan, Placed, RunEvent, Sessions};
 use crate::gateway::frames::{APPROVAL_NOT_FOUND, FORBIDDEN, INVALID_REQUEST, UNAVAILABLE};
 
 /// The sessions of other replicas a replica remembers.
@@ -44,6 +45,10 @@ const MAX_REMOTE_APPROVALS: usize = 4_096;
 pub(crate) struct Peers {
     bus: Arc<Bus>,
     heard: parking_lot::Mutex<Heard>,
+    /// The runs going here, numbering their events as they are told.
+    telling: parking_lot::Mutex<Telling>,
+    /// Where the told events are stored, with a store.
+    events: Option<EventSink>,
 }
 
 /// What this replica knows of the other replicas' sessions.
@@ -83,6 +88,9 @@ struct RemoteApproval {
 struct Envelope {
     from: String,
     told: Told,
+    /// A run's event: its number in the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    at: Option<At>,
 }
 
 /// What happened in a session, as its replica tells the others.
@@ -202,6 +210,26 @@ pub struct RowsElsewhere {
     pub count: usize,
 }
 
+/// A page of a run's events read from the store, for [`Hub::follow_peers`].
+struct Replayed {
+    run: String,
+    events: Vec<(u64, Envelope)>,
+    /// The page was full: more may follow.
+    full: bool,
+    /// The tries so far to find the events missing before those held.
+    attempt: u32,
+    /// The store could not be read.
+    failed: bool,
+}
+
+/// The most events read from the store at once.
+const REPLAY_PAGE: usize = 2_000;
+/// How long to wait before reading the store again for events not yet
+/// there (their replica writes them a batch at a time), and how many
+/// times: 3 seconds in all.
+const REPLAY_WAIT: Duration = Duration::from_millis(25);
+const REPLAY_ATTEMPTS: u32 = 120;
+
 /// How long `sessions.list` waits for the other replicas' rows.
 const ROWS_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -214,10 +242,12 @@ enum Answer {
 }
 
 impl Peers {
-    pub(crate) fn new(bus: Arc<Bus>) -> Self {
+    pub(crate) fn new(bus: Arc<Bus>, events: Option<EventSink>) -> Self {
         Self {
             bus,
             heard: parking_lot::Mutex::new(Heard::default()),
+            telling: parking_lot::Mutex::new(Telling::default()),
+            events,
         }
     }
 }
@@ -282,21 +312,29 @@ impl Hub {
     /// Joins the cluster's bus: this hub's sessions are told on it, and
     /// the other replicas' are heard from it and acted on when asked.
     pub async fn join_bus(self: &Arc<Self>, bus: Arc<Bus>) -> Result<(), String> {
-        let mut events = bus.hear(EVENTS).await?;
+        let events = bus.hear(EVENTS).await?;
         let mut requests = bus.requests().await?;
         bus.flush().await?;
-        if self.peers.set(Peers::new(bus.clone())).is_err() {
+        let sink = self.stored.get().and_then(|s| s.sessions.write_events());
+        if self.peers.set(Peers::new(bus.clone(), sink)).is_err() {
             return Err("the hub is on a bus already".to_string());
         }
-        let hub = self.clone();
-        tokio::spawn(async move {
-            while let Some(payload) = events.recv().await {
-                match serde_json::from_slice::<Envelope>(&payload) {
-                    Ok(envelope) => hub.heard(envelope),
-                    Err(e) => tracing::warn!(error = %e, "a malformed event on the cluster's bus"),
+        // The runs going elsewhere now are read from their first event;
+        // what the bus tells of them meanwhile waits.
+        let going = match self.stored.get() {
+            Some(stored) => match stored.sessions.runs_elsewhere().await {
+                Ok(runs) => runs,
+                Err(e) => {
+                    tracing::warn!(
+                        "cluster: cannot read the runs going on the other replicas: {e}"
+                    );
+                    Vec::new()
                 }
-            }
-        });
+            },
+            None => Vec::new(),
+        };
+        let hub = self.clone();
+        tokio::spawn(async move { hub.follow_peers(events, going).await });
         let hub = self.clone();
         tokio::spawn(async move {
             while let Some(asked) = requests.recv().await {
@@ -316,6 +354,135 @@ impl Hub {
             }
         });
         Ok(())
+    }
+
+    /// Follows what the other replicas tell: their runs' events in each
+    /// run's order, the ones missed read from the store first (those of
+    /// the runs in `going` from their first).
+    async fn follow_peers(
+        self: Arc<Self>,
+        mut events: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+        going: Vec<String>,
+    ) {
+        let (tx, mut replayed) = tokio::sync::mpsc::unbounded_channel::<Replayed>();
+        let mut following: Following<Envelope> = Following::default();
+        for run in going {
+            if following.catch_up(&run) {
+                self.read_run(run, 0, 0, tx.clone());
+            }
+        }
+        let me = self.peers.get().map(|p| p.bus.replica().to_string());
+        loop {
+            tokio::select! {
+                payload = events.recv() => {
+                    let Some(payload) = payload else { return };
+                    let envelope = match serde_json::from_slice::<Envelope>(&payload) {
+                        Ok(envelope) => envelope,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "a malformed event on the cluster's bus");
+                            continue;
+                        }
+                    };
+                    if me.as_deref() == Some(envelope.from.as_str()) {
+                        continue;
+                    }
+                    let Some(at) = envelope.at.clone() else {
+                        self.apply_told(&mut following, envelope);
+                        continue;
+                    };
+                    match following.arrive(&at, envelope) {
+                        Arrival::Apply(envelope) => self.apply_told(&mut following, envelope),
+                        Arrival::Stale | Arrival::Held => {}
+                        Arrival::CatchUp { after } => self.read_run(at.run, after, 0, tx.clone()),
+                    }
+                }
+                Some(page) = replayed.recv() => {
+                    let Replayed { run, events, full, attempt, failed } = page;
+                    for envelope in following.replayed(&run, events) {
+                        self.apply_told(&mut following, envelope);
+                    }
+                    if full && !failed {
+                        self.read_run(run.clone(), following.last(&run), attempt, tx.clone());
+                        continue;
+                    }
+                    let give_up = failed || attempt >= REPLAY_ATTEMPTS;
+                    let before = following.last(&run);
+                    let (held, done) = following.release(&run, give_up);
+                    let gap = held.first().and_then(|e| e.at.as_ref()).is_some_and(|at| at.seq > before + 1);
+                    if gap {
+                        tracing::warn!(run, "cluster: events of a run were not in the store; its clients here miss them");
+                    }
+                    for envelope in held {
+                        self.apply_told(&mut following, envelope);
+                    }
+                    if !done {
+                        self.read_run(run.clone(), following.last(&run), attempt + 1, tx.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies an event another replica told, in its place.
+    fn apply_told(self: &Arc<Self>, following: &mut Following<Envelope>, envelope: Envelope) {
+        if let Told::Ended { run: Some(run), .. } = &envelope.told {
+            following.ended(run);
+        }
+        self.heard(envelope);
+    }
+
+    /// Reads `run`'s events after `after` from the store (after a pause
+    /// when it is not the first try) and hands them to [`Self::follow_peers`].
+    fn read_run(
+        self: &Arc<Self>,
+        run: String,
+        after: u64,
+        attempt: u32,
+        tx: tokio::sync::mpsc::UnboundedSender<Replayed>,
+    ) {
+        let Some(sessions) = self.stored.get().map(|s| s.sessions.clone()) else {
+            let _ = tx.send(Replayed {
+                run,
+                events: Vec::new(),
+                full: false,
+                attempt,
+                failed: true,
+            });
+            return;
+        };
+        tokio::spawn(async move {
+            if attempt > 0 {
+                tokio::time::sleep(REPLAY_WAIT).await;
+            }
+            let (events, full, failed) = match sessions.events(&run, after, REPLAY_PAGE).await {
+                Ok(rows) => {
+                    let full = rows.len() >= REPLAY_PAGE;
+                    let events = rows
+                        .into_iter()
+                        .filter_map(|(seq, event)| {
+                            serde_json::from_str::<Envelope>(&event)
+                                .ok()
+                                .map(|e| (seq, e))
+                        })
+                        .collect();
+                    (events, full, false)
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        run,
+                        "cluster: cannot read a run's events from the store: {e}"
+                    );
+                    (Vec::new(), false, true)
+                }
+            };
+            let _ = tx.send(Replayed {
+                run,
+                events,
+                full,
+                attempt,
+                failed,
+            });
+        });
     }
 
     /// Tells the other replicas what the registry told this hub. An
@@ -1129,15 +1296,51 @@ impl Hub {
 }
 
 impl Peers {
+    /// Tells the other replicas; a run's event is numbered, and stored
+    /// too. Numbered and queued under one lock, so that the numbers go on
+    /// the bus in order.
     fn publish(&self, told: Told) {
+        let mut telling = self.telling.lock();
+        let (at, ended) = match &told {
+            Told::Started { session, run, .. } => (Some(telling.started(session, run)), None),
+            Told::Update { notification, .. } => (telling.next(&notification.session_id.0), None),
+            Told::PermissionResolved { session, .. } | Told::Asked { session, .. } => {
+                (telling.next(session), None)
+            }
+            Told::Ended { session, run, .. } => {
+                (telling.ended(session, run.as_deref()), run.clone())
+            }
+            Told::Closed { session, .. } => {
+                telling.closed(session);
+                (None, None)
+            }
+            Told::Settled { .. } => (None, None),
+        };
         let envelope = Envelope {
             from: self.bus.replica().to_string(),
             told,
+            at,
         };
-        match serde_json::to_vec(&envelope) {
-            Ok(payload) => self.bus.tell(EVENTS, payload),
-            Err(e) => tracing::warn!(error = %e, "cannot encode an event for the cluster"),
+        let payload = match serde_json::to_vec(&envelope) {
+            Ok(payload) => payload,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot encode an event for the cluster");
+                return;
+            }
+        };
+        if let Some(sink) = &self.events {
+            if let Some(at) = envelope.at {
+                sink(RunEvent::Told {
+                    run: at.run,
+                    seq: at.seq,
+                    event: String::from_utf8_lossy(&payload).into_owned(),
+                });
+            }
+            if let Some(run) = ended {
+                sink(RunEvent::Ended { run });
+            }
         }
+        self.bus.tell(EVENTS, payload);
     }
 }
 
