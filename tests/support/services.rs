@@ -55,6 +55,8 @@ pub struct Postgres {
     /// Holds `data/` (the cluster), the server's Unix socket and
     /// `postgres.log`.
     dir: tempfile::TempDir,
+    /// Started with PostgreSQL's durability, not `fsync=off`.
+    durable: bool,
 }
 
 impl Postgres {
@@ -62,6 +64,18 @@ impl Postgres {
     /// server on a free loopback port; panics, with the server's log, when
     /// that fails.
     pub fn start() -> Postgres {
+        Self::start_with(false)
+    }
+
+    /// [`Postgres::start`], with PostgreSQL's own durability (each commit
+    /// flushed to disk, its default shared buffers): for benchmarks of
+    /// what the store costs. Tests run with `fsync=off`.
+    #[allow(dead_code)]
+    pub fn start_durable() -> Postgres {
+        Self::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> Postgres {
         let bin = ensure_postgres();
         let account = if running_as_root() {
             Some(Account::unprivileged())
@@ -88,6 +102,7 @@ impl Postgres {
             account,
             server: None,
             dir,
+            durable,
         };
         postgres.initdb();
         let mut attempts = 0;
@@ -251,7 +266,11 @@ impl Postgres {
                 "unix_socket_directories={}",
                 self.dir.path().display()
             ))
-            .args(["-c", "fsync=off", "-c", "shared_buffers=16MB"])
+            .args(if self.durable {
+                &[][..]
+            } else {
+                &["-c", "fsync=off", "-c", "shared_buffers=16MB"][..]
+            })
             .stdout(clone(&log))
             .stderr(log)
             .spawn()
