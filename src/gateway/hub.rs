@@ -166,6 +166,9 @@ pub trait ChannelsStatus: Send + Sync {
     /// (its sessions run unattended in it); `None` when it runs no such
     /// channel.
     fn sandbox(&self, name: &str) -> Option<crate::tools::sandbox::SandboxConfig>;
+    /// The connection through which the channel `name` follows its
+    /// sessions: a session it follows has its replies sent to its chat.
+    fn conn(&self, name: &str) -> Option<Arc<crate::gateway::conn::Conn>>;
 }
 
 /// One chat channel's state (milliseconds since the epoch).

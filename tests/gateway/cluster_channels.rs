@@ -21,11 +21,22 @@ use support::telegram_api::TelegramApi;
 const OWNER: i64 = 111_222_333;
 
 fn replica_home(name: &str, store: &str, bus: &str, api: &TelegramApi) -> Sandbox {
+    replica_home_with(name, store, bus, api, "poll_timeout_secs = 5")
+}
+
+/// Replica `name`'s home, its Telegram channel with `telegram` besides.
+fn replica_home_with(
+    name: &str,
+    store: &str,
+    bus: &str,
+    api: &TelegramApi,
+    telegram: &str,
+) -> Sandbox {
     let sandbox = Sandbox::new();
     std::fs::write(
         sandbox.home().join("config.toml"),
         format!(
-            "title_model = \"none\"\n[gateway]\n\n[channels.telegram]\napi_url = \"{}\"\nallow = [\"{OWNER}\"]\npoll_timeout_secs = 5\nedit_interval_ms = 200\n\n[cluster]\nstore = \"{store}\"\nbus = \"{bus}\"\nreplica = \"{name}\"\nlease_seconds = 2\n",
+            "title_model = \"none\"\n[gateway]\n\n[channels.telegram]\napi_url = \"{}\"\nallow = [\"{OWNER}\"]\n{telegram}\nedit_interval_ms = 200\n\n[cluster]\nstore = \"{store}\"\nbus = \"{bus}\"\nreplica = \"{name}\"\nlease_seconds = 2\n",
             api.url
         ),
     )
@@ -219,6 +230,168 @@ async fn one_replica_polls_telegram_and_each_message_is_answered_once_across_kil
     );
     assert_eq!(mock.violations(), Vec::<String>::new());
     for replica in replicas.into_iter().flatten() {
+        replica.stop().await;
+    }
+}
+
+/// An update the platform delivers by webhook.
+fn update(id: i64, message: i64, text: &str) -> serde_json::Value {
+    serde_json::json!({"update_id": id, "message": {
+        "message_id": message, "from": {"id": OWNER, "is_bot": false, "first_name": "Owner"},
+        "chat": {"id": OWNER, "type": "private"}, "date": 1_764_020_000, "text": text}})
+}
+
+/// Posts `update` to `gateway`'s Telegram webhook with `secret`; the
+/// response's status.
+async fn post_update(gateway: &Gateway, secret: &str, update: &serde_json::Value) -> u16 {
+    reqwest::Client::new()
+        .post(format!("http://{}/channels/telegram", gateway.addr))
+        .header("X-Telegram-Bot-Api-Secret-Token", secret)
+        .json(update)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn a_webhook_delivered_to_two_replicas_is_answered_once_and_a_store_down_asks_to_send_again()
+{
+    let (postgres, nats) = tokio::join!(
+        tokio::task::spawn_blocking(Postgres::start),
+        tokio::task::spawn_blocking(Nats::start)
+    );
+    let (mut postgres, nats) = (postgres.unwrap(), nats.unwrap());
+    let mock = MockModel::start().await;
+    let api = TelegramApi::start().await;
+    let secret = format!("s_{}", uuid::Uuid::new_v4().simple());
+    let webhook = "mode = \"webhook\"\nwebhook_secret_env = \"TG_HOOK_SECRET\"\nwebhook_url = \"https://bot.example.com/channels/telegram\"";
+    let bus = nats.url();
+    let homes: Vec<Sandbox> = ["r1", "r2"]
+        .iter()
+        .map(|name| replica_home_with(name, &postgres.url(), &bus, &api, webhook))
+        .collect();
+    let launch_hooked = async |home: &Sandbox, name: &str| {
+        let token = new_token();
+        let mut cmd = gateway_command(home, &mock, Some(&token), &[]);
+        cmd.env("TELEGRAM_BOT_TOKEN", &api.token)
+            .env("TG_HOOK_SECRET", &secret);
+        let gateway = Gateway::spawn(cmd, Some(&token)).await;
+        let said = format!("cluster: replica `{name}` on store");
+        gateway
+            .stderr
+            .wait_line(TIMEOUT, |l| l.contains(&said).then_some(()))
+            .await
+            .unwrap_or_else(|| panic!("no {said:?} in:\n{}", gateway.stderr.text()));
+        gateway
+    };
+    let (r1, r2) = tokio::join!(
+        launch_hooked(&homes[0], "r1"),
+        launch_hooked(&homes[1], "r2")
+    );
+    // Both take webhooks once their channel runs.
+    for replica in [&r1, &r2] {
+        let mut admin = replica.admin().await;
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        loop {
+            let status = admin
+                .call_ok("channels.status", serde_json::json!({}))
+                .await;
+            if status["channelAccounts"]["telegram"][0]["running"] == true {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{status}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    mock.push(Reply::sse(anthropic_text("Hooked once.", 20)));
+    mock.push(Reply::sse(anthropic_text("Hooked twice.", 30)));
+
+    // Telegram retries an update whose delivery it thought failed; behind
+    // a load balancer the retry lands on the other replica, here at once.
+    let first = update(100, 1, "first by hook");
+    let (a, b) = tokio::join!(
+        post_update(&r1, &secret, &first),
+        post_update(&r2, &secret, &first)
+    );
+    assert_eq!((a, b), (200, 200));
+    answered(&api, "Hooked once.").await;
+    // And once more to each, later.
+    assert_eq!(post_update(&r2, &secret, &first).await, 200);
+    assert_eq!(post_update(&r1, &secret, &first).await, 200);
+
+    // The next message reaches the other replica than the one that ran
+    // the first: the session's replica answers it, with its history, and
+    // the reply is sent once.
+    let ran_first =
+        postgres.psql("SELECT replica FROM pincer_sessions WHERE key LIKE 'telegram:%'");
+    let other = if ran_first == "r1" { &r2 } else { &r1 };
+    assert_eq!(
+        post_update(other, &secret, &update(101, 2, "second by hook")).await,
+        200
+    );
+    answered(&api, "Hooked twice.").await;
+    let last = mock.requests().pop().unwrap().body.to_string();
+    assert!(
+        ["first by hook", "Hooked once.", "second by hook"]
+            .iter()
+            .all(|said| last.contains(said)),
+        "{last}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(answers(&api, "Hooked once."), 1);
+    assert_eq!(answers(&api, "Hooked twice."), 1);
+    assert_eq!(
+        turns_for(&mock, "first by hook"),
+        1,
+        "{:#?}",
+        mock.requests()
+            .iter()
+            .map(|r| r.body["messages"].clone())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(mock.requests().len(), 2);
+    assert_eq!(
+        postgres.psql("SELECT count(*) FROM pincer_inbound WHERE id LIKE 'telegram:%'"),
+        "2"
+    );
+
+    // With the store down, a message is not run, and the chat is told to
+    // send it again; once the store is back, it is answered.
+    postgres.stop();
+    assert_eq!(
+        post_update(&r1, &secret, &update(102, 3, "third by hook")).await,
+        200
+    );
+    api.until_chat(OWNER, "the store-down notice", |shown| {
+        shown.iter().any(|m| {
+            m.text.contains("cannot reach its cluster's store")
+                && m.text.contains("send that again")
+        })
+    })
+    .await;
+    assert_eq!(mock.requests().len(), 2, "run without the store");
+    postgres.start_again();
+    mock.push(Reply::sse(anthropic_text("Hooked thrice.", 40)));
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let mut id = 103;
+    while answers(&api, "Hooked thrice.") == 0 {
+        // Sent again, as the user does, until the replica reaches the
+        // store again.
+        assert_eq!(
+            post_update(&r1, &secret, &update(id, id, "third by hook")).await,
+            200
+        );
+        id += 1;
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never answered once the store was back"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(mock.violations(), Vec::<String>::new());
+    for replica in [r1, r2] {
         replica.stop().await;
     }
 }

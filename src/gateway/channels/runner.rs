@@ -75,6 +75,8 @@ struct Handle {
     chats: Arc<Chats>,
     state: Arc<Mutex<ChannelState>>,
     sandbox: crate::tools::sandbox::SandboxConfig,
+    /// The runner's connection to the hub.
+    conn: Arc<Conn>,
 }
 
 impl ChannelsStatus for Channels {
@@ -91,6 +93,10 @@ impl ChannelsStatus for Channels {
 
     fn sandbox(&self, name: &str) -> Option<crate::tools::sandbox::SandboxConfig> {
         self.channels.get(name).map(|h| h.sandbox.clone())
+    }
+
+    fn conn(&self, name: &str) -> Option<Arc<Conn>> {
+        self.channels.get(name).map(|h| h.conn.clone())
     }
 }
 
@@ -151,19 +157,27 @@ pub fn start(hub: &Arc<Hub>, built: super::Built, shared: Option<Shared>) -> Cha
             name,
             ..ChannelState::default()
         }));
-        channels.insert(
-            name,
-            Handle {
-                platform: platform.clone(),
-                chats: chats.clone(),
-                state: state.clone(),
-                sandbox: settings.sandbox.clone(),
-            },
-        );
+        let sandbox = settings.sandbox.clone();
         let (deliveries, received) = mpsc::channel(1024);
         let lease = shared.clone().filter(|_| platform.exclusive());
         tokio::spawn(receive(platform.clone(), deliveries, state.clone(), lease));
-        let mut runner = Runner::new(hub, platform, settings, chats, state);
+        let mut runner = Runner::new(
+            hub,
+            platform.clone(),
+            settings,
+            chats.clone(),
+            state.clone(),
+        );
+        channels.insert(
+            name,
+            Handle {
+                platform,
+                chats,
+                state,
+                sandbox,
+                conn: runner.conn.clone(),
+            },
+        );
         runner.shared = shared.clone();
         tokio::spawn(runner.run(received));
     }

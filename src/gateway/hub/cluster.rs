@@ -918,7 +918,11 @@ impl Hub {
         unattended: bool,
     ) -> Result<&'static str, Failure> {
         super::check_run_id(run)?;
-        self.follow(conn, &elsewhere.session);
+        // A chat's replies are sent by the replica that runs its session
+        // (its own channel follows it there), so that they are sent once.
+        if !unattended {
+            self.follow(conn, &elsewhere.session);
+        }
         let asked = Asked::Send {
             key: elsewhere.key.clone(),
             run: run.to_string(),

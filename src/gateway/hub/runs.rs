@@ -92,10 +92,11 @@ impl Hub {
     }
 
     /// A message another replica took for a session this one runs
-    /// ([`Hub::send_elsewhere`]): sent as its client's would be, with no
-    /// client of this replica's to follow it. A chat channel's
-    /// (`unattended`) runs in this replica's own sandbox for that channel;
-    /// one this replica does not run is refused.
+    /// ([`Hub::send_elsewhere`]): sent as its client's would be. A chat
+    /// channel's (`unattended`) runs in this replica's own sandbox for
+    /// that channel, and this replica's channel follows the session: the
+    /// replica that runs a chat's session sends its replies there, once.
+    /// One for a channel this replica does not run is refused.
     pub(super) async fn submit_for_peer(
         self: &Arc<Self>,
         key: &str,
@@ -104,14 +105,14 @@ impl Hub {
         mode: Option<QueueMode>,
         unattended: bool,
     ) -> Result<&'static str, Failure> {
-        let sandbox = if unattended {
+        let (sandbox, conn) = if unattended {
             let channel = key.split(':').next().unwrap_or_default();
-            let sandbox = self
+            let found = self
                 .channels
                 .get()
-                .and_then(|channels| channels.sandbox(channel));
-            match sandbox {
-                Some(sandbox) => Some(sandbox),
+                .and_then(|channels| Some((channels.sandbox(channel)?, channels.conn(channel)?)));
+            match found {
+                Some((sandbox, conn)) => (Some(sandbox), Some(conn)),
                 None => {
                     return Err(Failure::invalid(format!(
                         "this replica runs no channel `{channel}` for {key}"
@@ -119,9 +120,9 @@ impl Hub {
                 }
             }
         } else {
-            None
+            (None, None)
         };
-        self.submit_here(None, key, run, content, mode, sandbox.as_ref())
+        self.submit_here(conn.as_ref(), key, run, content, mode, sandbox.as_ref())
             .await
     }
 
