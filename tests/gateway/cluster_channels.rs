@@ -15,7 +15,7 @@ use support::acp_client::{Sandbox, TIMEOUT};
 use support::gateway::{Gateway, gateway_command, new_token};
 use support::mock_model::{MockModel, Reply, fixture};
 use support::services::{Nats, Postgres};
-use support::sse::anthropic_text;
+use support::sse::{anthropic_text, anthropic_tool_call};
 use support::telegram_api::TelegramApi;
 
 const OWNER: i64 = 111_222_333;
@@ -266,7 +266,8 @@ async fn a_webhook_delivered_to_two_replicas_is_answered_once_and_a_store_down_a
     let mock = MockModel::start().await;
     let api = TelegramApi::start().await;
     let secret = format!("s_{}", uuid::Uuid::new_v4().simple());
-    let webhook = "mode = \"webhook\"\nwebhook_secret_env = \"TG_HOOK_SECRET\"\nwebhook_url = \"https://bot.example.com/channels/telegram\"";
+    // Unsandboxed: a command is asked about in the chat.
+    let webhook = "sandbox = { mode = \"off\" }\nmode = \"webhook\"\nwebhook_secret_env = \"TG_HOOK_SECRET\"\nwebhook_url = \"https://bot.example.com/channels/telegram\"";
     let bus = nats.url();
     let homes: Vec<Sandbox> = ["r1", "r2"]
         .iter()
@@ -357,6 +358,50 @@ async fn a_webhook_delivered_to_two_replicas_is_answered_once_and_a_store_down_a
         "2"
     );
 
+    // A question the session's replica asks in the chat is answered by a
+    // press that reaches the other replica.
+    let owner = if ran_first == "r1" { &r1 } else { &r2 };
+    let marker = homes[if ran_first == "r1" { 0 } else { 1 }]
+        .work()
+        .join("pressed");
+    mock.push(Reply::sse(anthropic_tool_call(
+        "toolu_hook",
+        "bash",
+        &serde_json::json!({"command": format!("echo ran > {}", marker.display())}),
+    )));
+    mock.push(Reply::sse(anthropic_text("Ran it.", 50)));
+    assert_eq!(
+        post_update(owner, &secret, &update(110, 10, "make the marker")).await,
+        200
+    );
+    let question = api
+        .until_chat(OWNER, "the question", |m| {
+            m.iter().any(|m| !m.buttons.is_empty())
+        })
+        .await
+        .into_iter()
+        .find(|m| !m.buttons.is_empty())
+        .unwrap();
+    let allow = question.buttons[0].1.clone();
+    let press = serde_json::json!({"update_id": 111, "callback_query": {
+        "id": "cq-elsewhere",
+        "from": {"id": OWNER, "is_bot": false, "first_name": "Owner"},
+        "message": {"message_id": question.id, "chat": {"id": OWNER, "type": "private"},
+            "date": 1_764_020_001, "text": question.text},
+        "data": allow}});
+    assert_eq!(post_update(other, &secret, &press).await, 200);
+    answered(&api, "Ran it.").await;
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
+    let pressed = api
+        .until("the press answered", |api| {
+            api.calls_of("answercallbackquery")
+                .into_iter()
+                .find(|c| c.body["callback_query_id"] == "cq-elsewhere")
+        })
+        .await;
+    assert_eq!(pressed.body["text"], "✅ Allowed once.");
+    assert_eq!(mock.requests().len(), 4);
+
     // With the store down, a message is not run, and the chat is told to
     // send it again; once the store is back, it is answered.
     postgres.stop();
@@ -371,7 +416,7 @@ async fn a_webhook_delivered_to_two_replicas_is_answered_once_and_a_store_down_a
         })
     })
     .await;
-    assert_eq!(mock.requests().len(), 2, "run without the store");
+    assert_eq!(mock.requests().len(), 4, "run without the store");
     postgres.start_again();
     mock.push(Reply::sse(anthropic_text("Hooked thrice.", 40)));
     let deadline = std::time::Instant::now() + TIMEOUT;

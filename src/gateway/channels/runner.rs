@@ -691,6 +691,18 @@ impl Runner {
         let key = chat.key(self.name);
         let asked_here = self.hub.approval(id).is_some_and(|a| a.session_key == key);
         if !asked_here {
+            // Asked by the chat's session on another replica of the
+            // cluster (a webhook may bring the press to any): answered
+            // there.
+            if self.hub.approval_key_elsewhere(id).as_deref() == Some(key.as_str()) {
+                return match self.hub.resolve_elsewhere(id, decision).await {
+                    Ok(()) => {
+                        self.answered.insert(id.to_string());
+                        decision_text(decision).to_string()
+                    }
+                    Err(e) => format!("⚠️ {}", e.message),
+                };
+            }
             return "This question was already answered or has expired.".to_string();
         }
         match self.hub.resolve_approval(id, decision) {

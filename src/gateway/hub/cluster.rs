@@ -864,6 +864,15 @@ impl Hub {
 
     /// `exec.approval.resolve` of a question another replica asked: the
     /// decision is checked here, then answered there.
+    /// The key of the session whose run asked approval `id` on another
+    /// replica.
+    pub fn approval_key_elsewhere(&self, id: &str) -> Option<String> {
+        let peers = self.peers.get()?;
+        let heard = peers.heard.lock();
+        let approval = heard.approvals.get(id)?;
+        heard.sessions.get(&approval.session).map(|s| s.key.clone())
+    }
+
     pub async fn resolve_elsewhere(&self, id: &str, decision: &str) -> Result<(), Failure> {
         let (replica, decisions) = {
             let peers = self.peers.get().ok_or_else(|| super::not_found(id))?;
