@@ -88,6 +88,16 @@ pub trait Sessions: Send + Sync {
     ) -> Result<Vec<(u64, String)>, String>;
     /// The runs going on the other live replicas.
     async fn runs_elsewhere(&self) -> Result<Vec<String>, String>;
+    /// Queues `message` (opaque to the store) as run `run` of the session
+    /// `key` names, for the replica that runs it to claim. False when a
+    /// run with that id was queued already.
+    async fn enqueue(&self, run: &str, key: &str, message: &str) -> Result<bool, String>;
+    /// Claims the queued run `run` for this replica: its key and message,
+    /// or `None` when another claim took it (or it was never queued).
+    async fn claim(&self, run: &str) -> Result<Option<(String, String)>, String>;
+    /// Claims the queued runs of the sessions this replica holds, oldest
+    /// first: `(run, key, message)`.
+    async fn claim_waiting(&self) -> Result<Vec<(String, String, String)>, String>;
 }
 
 /// What the replica running a session hands the store of its runs'

@@ -53,6 +53,10 @@ pub async fn status(store: Option<String>, json: bool) -> anyhow::Result<()> {
         "runs waiting for a replica to take them over: {}",
         status.waiting
     );
+    println!(
+        "messages queued for a session's replica, not yet claimed: {}",
+        status.queued
+    );
     for claim in &status.claims {
         println!(
             "claimed {} at {} by {}",

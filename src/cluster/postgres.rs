@@ -28,6 +28,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "run events",
         include_str!("migrations/0004_run_events.sql"),
     ),
+    (
+        5,
+        "run queue",
+        include_str!("migrations/0005_run_queue.sql"),
+    ),
 ];
 
 /// The advisory lock replicas take while they bring the schema up to
@@ -61,6 +66,9 @@ pub struct Status {
     /// The sessions whose replica is gone while a run of theirs went on:
     /// the runs waiting for another replica to take them over.
     pub waiting: i64,
+    /// The messages queued for a session's replica that no replica has
+    /// claimed yet.
+    pub queued: i64,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -173,6 +181,13 @@ impl Store {
                 )
                 .await?
                 .get(0);
+            let queued = client
+                .query_one(
+                    "SELECT count(*) FROM pincer_run_queue WHERE claimed_by IS NULL",
+                    &[],
+                )
+                .await?
+                .get(0);
             let claims = client
                 .query(
                     "SELECT name, slot_ms, replica FROM pincer_schedule_claims
@@ -191,6 +206,7 @@ impl Store {
                 replicas,
                 claims,
                 waiting,
+                queued,
             })
         })
         .await

@@ -141,6 +141,79 @@ impl Sessions for Store {
         self.run_events(run, after, limit).await
     }
 
+    async fn enqueue(&self, run: &str, key: &str, message: &str) -> Result<bool, String> {
+        let replica = self.replica.clone();
+        let written = self
+            .with_client(async |client| {
+                client
+                    .execute(
+                        "INSERT INTO pincer_run_queue (run, key, message, queued_by)
+                         VALUES ($1, $2, $3, $4) ON CONFLICT (run) DO NOTHING",
+                        &[&run, &key, &message, &replica],
+                    )
+                    .await
+            })
+            .await?;
+        Ok(written == 1)
+    }
+
+    async fn claim(&self, run: &str) -> Result<Option<(String, String)>, String> {
+        let replica = self.replica.clone();
+        let row = self
+            .with_client(async |client| {
+                client
+                    .query_opt(
+                        "UPDATE pincer_run_queue q SET claimed_by = $2, claimed_at = now()
+                         FROM (SELECT run FROM pincer_run_queue
+                               WHERE run = $1 AND claimed_by IS NULL
+                               FOR UPDATE SKIP LOCKED) waiting
+                         WHERE q.run = waiting.run
+                         RETURNING q.key, q.message",
+                        &[&run, &replica],
+                    )
+                    .await
+            })
+            .await?;
+        Ok(row.map(|row| (row.get(0), row.get(1))))
+    }
+
+    async fn claim_waiting(&self) -> Result<Vec<(String, String, String)>, String> {
+        let replica = self.replica.clone();
+        let rows = self
+            .with_client(async |client| {
+                let rows = client
+                    .query(
+                        "UPDATE pincer_run_queue q SET claimed_by = $1, claimed_at = now()
+                         FROM (SELECT w.run FROM pincer_run_queue w
+                               JOIN pincer_sessions s ON s.key = w.key
+                               WHERE w.claimed_by IS NULL AND s.replica = $1
+                               ORDER BY w.queued_at
+                               LIMIT 100
+                               FOR UPDATE OF w SKIP LOCKED) waiting
+                         WHERE q.run = waiting.run
+                         RETURNING q.run, q.key, q.message, q.queued_at",
+                        &[&replica],
+                    )
+                    .await?;
+                client
+                    .execute(
+                        "DELETE FROM pincer_run_queue
+                         WHERE (claimed_at < now() - interval '1 day')
+                            OR (claimed_by IS NULL AND queued_at < now() - interval '7 days')",
+                        &[],
+                    )
+                    .await?;
+                Ok(rows)
+            })
+            .await?;
+        let mut claimed: Vec<(std::time::SystemTime, (String, String, String))> = rows
+            .iter()
+            .map(|row| (row.get(3), (row.get(0), row.get(1), row.get(2))))
+            .collect();
+        claimed.sort_by_key(|(at, _)| *at);
+        Ok(claimed.into_iter().map(|(_, run)| run).collect())
+    }
+
     async fn runs_elsewhere(&self) -> Result<Vec<String>, String> {
         let (replica, lease) = (self.replica.clone(), self.lease());
         let rows = self
@@ -202,7 +275,10 @@ impl Sessions for Store {
                             SELECT o.key, o.running, o.replica
                             FROM pincer_sessions o
                             LEFT JOIN pincer_replicas r ON r.name = o.replica
-                            WHERE o.running IS NOT NULL AND o.replica <> $1
+                            WHERE (o.running IS NOT NULL
+                                   OR EXISTS (SELECT 1 FROM pincer_run_queue q
+                                              WHERE q.key = o.key AND q.claimed_by IS NULL))
+                              AND o.replica <> $1
                               AND (r.seen_at IS NULL
                                    OR r.seen_at <= now() - make_interval(secs => $2::bigint))
                             ORDER BY o.updated_at

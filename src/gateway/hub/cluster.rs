@@ -172,6 +172,10 @@ enum Asked {
         /// one the message names).
         #[serde(default)]
         unattended: bool,
+        /// The message is in the store's run queue: it runs where it is
+        /// claimed.
+        #[serde(default)]
+        queued: bool,
     },
     Abort {
         key: String,
@@ -220,6 +224,15 @@ struct Replayed {
     attempt: u32,
     /// The store could not be read.
     failed: bool,
+}
+
+/// A message in the store's run queue ([`Sessions::enqueue`]).
+#[derive(Serialize, Deserialize)]
+struct Queued {
+    content: Vec<ContentBlock>,
+    mode: Option<String>,
+    #[serde(default)]
+    unattended: bool,
 }
 
 /// The most events read from the store at once.
@@ -932,14 +945,50 @@ impl Hub {
         if !unattended {
             self.follow(conn, &elsewhere.session);
         }
+        let mode = mode.map(|m| m.wire().to_string());
+        // Queued in the store first: if the session's replica does not
+        // take it (it died), the replica that takes the session over runs
+        // it. Without the store at hand it is only sent.
+        let queued = match self.stored.get() {
+            Some(stored) => {
+                let message = Queued {
+                    content: content.clone(),
+                    mode: mode.clone(),
+                    unattended,
+                };
+                let message = serde_json::to_string(&message).unwrap_or_default();
+                match stored.sessions.enqueue(run, &elsewhere.key, &message).await {
+                    Ok(_) => true,
+                    Err(e) => {
+                        tracing::warn!("cluster: cannot queue a message in the store: {e}");
+                        false
+                    }
+                }
+            }
+            None => false,
+        };
         let asked = Asked::Send {
             key: elsewhere.key.clone(),
             run: run.to_string(),
             content,
-            mode: mode.map(|m| m.wire().to_string()),
+            mode,
             unattended,
+            queued,
         };
-        let value = self.ask_replica(&elsewhere.replica, &asked).await?;
+        let value = match self.ask_replica(&elsewhere.replica, &asked).await {
+            Ok(value) => value,
+            // It waits in the queue for the replica that takes the
+            // session over (or the store, for the replica that has it).
+            Err(e) if queued && e.code == UNAVAILABLE => {
+                tracing::info!(
+                    run,
+                    "cluster: {}; the message waits in the store's queue",
+                    e.message
+                );
+                return Ok("started");
+            }
+            Err(e) => return Err(e),
+        };
         // The statuses `Hub::submit` answers with.
         Ok(
             match ["in_flight", "ok", "error", "timeout"]
@@ -986,7 +1035,25 @@ impl Hub {
                 content,
                 mode,
                 unattended,
-            } => {
+                queued,
+            } => 'send: {
+                // A queued message runs where it is claimed, once.
+                if queued && let Some(stored) = self.stored.get() {
+                    match stored.sessions.claim(&run).await {
+                        Ok(Some(_)) => {}
+                        Ok(None) => {
+                            break 'send Ok(serde_json::Value::from(
+                                self.known_run(&run).unwrap_or("in_flight"),
+                            ));
+                        }
+                        Err(e) => {
+                            break 'send Err(Failure::new(
+                                UNAVAILABLE,
+                                format!("cannot claim the message in the cluster's store: {e}"),
+                            ));
+                        }
+                    }
+                }
                 let mode = match mode.as_deref().map(QueueMode::from_wire) {
                     Some(None) => Err(Failure::invalid("an unknown queue mode")),
                     Some(Some(mode)) => Ok(Some(mode)),
@@ -1100,8 +1167,47 @@ impl Hub {
                         "cluster: cannot look for sessions left by a gone replica: {e}"
                     ),
                 }
+                match sessions.claim_waiting().await {
+                    Ok(waiting) => {
+                        for (run, key, message) in waiting {
+                            hub.run_queued(&run, &key, &message).await;
+                        }
+                    }
+                    Err(e) => tracing::warn!("cluster: cannot claim the queued messages: {e}"),
+                }
             }
         });
+    }
+
+    /// Runs a message claimed from the store's queue (its replica died
+    /// before it took it, or never heard of it).
+    async fn run_queued(self: &Arc<Self>, run: &str, key: &str, message: &str) {
+        let Ok(queued) = serde_json::from_str::<Queued>(message) else {
+            tracing::warn!(run, "cluster: a queued message that is not one; dropped");
+            return;
+        };
+        let mode = match queued.mode.as_deref().map(QueueMode::from_wire) {
+            Some(None) => {
+                tracing::warn!(
+                    run,
+                    "cluster: a queued message with an unknown mode; dropped"
+                );
+                return;
+            }
+            Some(Some(mode)) => Some(mode),
+            None => None,
+        };
+        if let Err(e) = self
+            .submit_for_peer(key, run, queued.content, mode, queued.unattended)
+            .await
+        {
+            tracing::warn!(
+                run,
+                key,
+                "cluster: a queued message could not run: {}",
+                e.message
+            );
+        }
     }
 
     /// Marks a run of a session this replica runs as started or ended.
