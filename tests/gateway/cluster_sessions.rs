@@ -255,6 +255,13 @@ async fn a_session_on_one_replica_is_followed_answered_aborted_and_sent_to_from_
                 "unattended": true}}),
             "runs no channel `telegram`",
         ),
+        // One that says it is queued runs only if the store's queue has
+        // it, to be claimed.
+        (
+            json!({"send": {"key": key, "run": "forged-3", "content": content,
+                "queued": true}}),
+            "in_flight",
+        ),
     ] {
         let answer = tokio::task::spawn_blocking({
             let port = nats.port();
