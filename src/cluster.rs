@@ -68,7 +68,9 @@ pub trait Sessions: Send + Sync {
     async fn lines(&self, session: &str) -> Result<Vec<String>, String>;
     /// The run this replica has going in `session` (`None`: none now).
     async fn running(&self, session: &str, run: Option<&str>) -> Result<(), String>;
-    /// Takes over the sessions whose replica went while a run was going.
+    /// Takes over the sessions whose replica is gone (at most a hundred
+    /// a call: those whose run was going first, then the most recently
+    /// used).
     async fn orphans(&self) -> Result<Vec<Orphan>, String>;
     /// Where the transcripts' lines go: `(session, lines)`, queued.
     fn write_lines(&self) -> Option<LineSink>;

@@ -634,7 +634,9 @@ async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() 
     );
     let (postgres, nats) = (postgres.unwrap(), nats.unwrap());
     let mock = MockModel::start().await;
-    // r1's run asks before a command, and r1 dies with the question open.
+    // r1 has an idle session, and a run that asks before a command; r1
+    // dies with the question open.
+    mock.push(Reply::sse(anthropic_text("Idle now.", 10)));
     mock.push(Reply::sse(anthropic_tool_call(
         "toolu_k",
         "bash",
@@ -653,6 +655,9 @@ async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() 
     );
     let mut sender = r1.admin().await;
     let mut there = r2.admin().await;
+    let idle_key = new_key();
+    let idle = sender.chat_send(&idle_key, "say one thing").await;
+    assert_eq!(sender.chat_end(&idle).await["payload"]["state"], "final");
     let key = new_key();
     let run = sender.chat_send(&key, "talk forever").await;
     there.next_event("exec.approval.requested").await;
@@ -685,13 +690,32 @@ async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() 
     // Its question went with it, on every replica.
     let listed = there.call_ok("exec.approval.list", json!({})).await;
     assert_eq!(listed, json!([]), "{listed}");
+    // r1's idle session is taken over too: r2 lists it, though no
+    // message came for it.
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        let listed = there.call_ok("sessions.list", json!({})).await;
+        let found = listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|row| row["key"] == idle_key.as_str());
+        if found {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "r1's idle session was never listed again: {listed}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     // The session goes on from another replica, with its history.
     let next = there.chat_send(&key, "are you there?").await;
     let end = there.chat_end(&next).await;
     assert_eq!(end["payload"]["state"], "final", "{end}");
     let requests = mock.requests();
-    assert_eq!(requests.len(), 2, "one request per turn, none run twice");
-    let body = requests[1].body.to_string();
+    assert_eq!(requests.len(), 3, "one request per turn, none run twice");
+    let body = requests[2].body.to_string();
     assert!(
         body.contains("talk forever") && body.contains("are you there?"),
         "{body}"
@@ -706,15 +730,17 @@ async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() 
     ));
     assert!(holder == "r2" || holder == "r3", "{holder}");
     let home = if holder == "r2" { &homes[1] } else { &homes[2] };
+    // It has the session's transcript (and maybe the idle one's).
     let found = transcripts(&home.home().join("sessions"));
-    assert_eq!(found.len(), 1, "{found:?}");
-    let text = std::fs::read_to_string(&found[0]).unwrap();
-    assert!(
-        text.contains("talk forever") && text.contains("are you there?"),
-        "{text}"
-    );
+    let texts: Vec<String> = found
+        .iter()
+        .map(|path| std::fs::read_to_string(path).unwrap())
+        .filter(|text| text.contains("talk forever"))
+        .collect();
+    assert_eq!(texts.len(), 1, "{found:?}");
+    assert!(texts[0].contains("are you there?"), "{}", texts[0]);
     // The replica that has it now goes too, the session idle: the other
-    // takes it over with the next message for it, once the lease ran out.
+    // takes it over once the lease ran out.
     let (holder, mut last, other) = if holder == "r2" {
         (r2, r3.admin().await, r3)
     } else {
@@ -747,8 +773,8 @@ async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() 
         "t"
     );
     let requests = mock.requests();
-    assert_eq!(requests.len(), 3);
-    let body = requests[2].body.to_string();
+    assert_eq!(requests.len(), 4);
+    let body = requests[3].body.to_string();
     assert!(
         ["talk forever", "are you there?", "Back again.", "and now?"]
             .iter()

@@ -275,13 +275,10 @@ impl Sessions for Store {
                             SELECT o.key, o.running, o.replica
                             FROM pincer_sessions o
                             LEFT JOIN pincer_replicas r ON r.name = o.replica
-                            WHERE (o.running IS NOT NULL
-                                   OR EXISTS (SELECT 1 FROM pincer_run_queue q
-                                              WHERE q.key = o.key AND q.claimed_by IS NULL))
-                              AND o.replica <> $1
+                            WHERE o.replica <> $1
                               AND (r.seen_at IS NULL
                                    OR r.seen_at <= now() - make_interval(secs => $2::bigint))
-                            ORDER BY o.updated_at
+                            ORDER BY o.running IS NULL, o.updated_at DESC
                             LIMIT 100
                             FOR UPDATE OF o SKIP LOCKED
                          ) gone
