@@ -151,6 +151,13 @@ pub struct Orphan {
 /// cluster's store), once set.
 static TRANSCRIPTS: std::sync::OnceLock<LineSink> = std::sync::OnceLock::new();
 
+/// Sets where [`transcript_written`] hands the lines (unit tests, whose
+/// process has no store).
+#[cfg(test)]
+pub(crate) fn hand_transcripts_to(sink: LineSink) {
+    let _ = TRANSCRIPTS.set(sink);
+}
+
 /// Takes a transcript's lines, `(session, lines)`, for the store.
 pub type LineSink = Arc<dyn Fn(&str, Vec<String>) + Send + Sync>;
 

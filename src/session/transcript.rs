@@ -524,7 +524,9 @@ impl Writer {
             self.check_end = true;
             return Err(io(e));
         }
-        crate::cluster::transcript_written(&self.path, &bytes);
+        // The header went to the cluster's store when the transcript was
+        // created: one written again after a sweep is not stored twice.
+        crate::cluster::transcript_written(&self.path, line);
         Ok(())
     }
 }
@@ -898,6 +900,37 @@ mod tests {
             .map(|e| e.record)
             .collect();
         assert_eq!(got, vec![user("one"), user("two")]);
+    }
+
+    /// In a cluster every line also goes to the store: a transcript
+    /// swept before its first prompt and written again gives it the
+    /// header once.
+    #[test]
+    fn a_transcript_written_again_after_a_sweep_gives_the_store_its_header_once() {
+        let stored: std::sync::Arc<parking_lot::Mutex<Vec<String>>> = Default::default();
+        let into = stored.clone();
+        crate::cluster::hand_transcripts_to(std::sync::Arc::new(
+            move |session: &str, lines: Vec<String>| {
+                if session == "sess_swept" {
+                    into.lock().extend(lines);
+                }
+            },
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sess_swept.jsonl");
+        let mut writer = Writer::create(&path, &Header::new("sess_swept", "/p", None)).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        writer.append(user("hello")).unwrap();
+        writer.append(user("again")).unwrap();
+        let lines = stored.lock().clone();
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert!(lines[0].contains("sess_swept"), "{}", lines[0]);
+        assert!(
+            lines[1].contains("hello") && lines[2].contains("again"),
+            "{lines:#?}"
+        );
+        // The file has it once too.
+        assert_eq!(load(&path).unwrap().entries.len(), 2);
     }
 
     /// A new session is on disk before its first prompt (another process
