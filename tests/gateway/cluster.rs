@@ -157,7 +157,7 @@ async fn the_store_s_password_is_never_printed_and_an_unreachable_store_stops_th
 }
 
 /// `pincer cluster status --json` in `sandbox`, for `store`.
-async fn status(sandbox: &Sandbox, store: &str) -> serde_json::Value {
+pub(crate) async fn status(sandbox: &Sandbox, store: &str) -> serde_json::Value {
     let out = sandbox
         .command(&["cluster", "status", "--store", store, "--json"])
         .output()

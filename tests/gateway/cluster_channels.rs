@@ -45,9 +45,23 @@ fn replica_home_with(
 }
 
 async fn launch(sandbox: &Sandbox, mock: &MockModel, api: &TelegramApi, name: &str) -> Gateway {
+    launch_with(sandbox, mock, api, name, &[]).await
+}
+
+/// [`launch`], with `env` besides the bot's token.
+async fn launch_with(
+    sandbox: &Sandbox,
+    mock: &MockModel,
+    api: &TelegramApi,
+    name: &str,
+    env: &[(&str, &str)],
+) -> Gateway {
     let token = new_token();
     let mut cmd = gateway_command(sandbox, mock, Some(&token), &[]);
     cmd.env("TELEGRAM_BOT_TOKEN", &api.token);
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
     let gateway = Gateway::spawn(cmd, Some(&token)).await;
     let said = format!("cluster: replica `{name}` on store");
     gateway
@@ -273,23 +287,10 @@ async fn a_webhook_delivered_to_two_replicas_is_answered_once_and_a_store_down_a
         .iter()
         .map(|name| replica_home_with(name, &postgres.url(), &bus, &api, webhook))
         .collect();
-    let launch_hooked = async |home: &Sandbox, name: &str| {
-        let token = new_token();
-        let mut cmd = gateway_command(home, &mock, Some(&token), &[]);
-        cmd.env("TELEGRAM_BOT_TOKEN", &api.token)
-            .env("TG_HOOK_SECRET", &secret);
-        let gateway = Gateway::spawn(cmd, Some(&token)).await;
-        let said = format!("cluster: replica `{name}` on store");
-        gateway
-            .stderr
-            .wait_line(TIMEOUT, |l| l.contains(&said).then_some(()))
-            .await
-            .unwrap_or_else(|| panic!("no {said:?} in:\n{}", gateway.stderr.text()));
-        gateway
-    };
+    let env = [("TG_HOOK_SECRET", secret.as_str())];
     let (r1, r2) = tokio::join!(
-        launch_hooked(&homes[0], "r1"),
-        launch_hooked(&homes[1], "r2")
+        launch_with(&homes[0], &mock, &api, "r1", &env),
+        launch_with(&homes[1], &mock, &api, "r2", &env)
     );
     // Both take webhooks once their channel runs.
     for replica in [&r1, &r2] {

@@ -752,17 +752,7 @@ async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() 
     // status` counts it), and the other replica runs it once it has
     // taken the session over.
     let after = last.chat_send(&key, "and now?").await;
-    let out = homes[0]
-        .command(&["cluster", "status", "--store", &postgres.url(), "--json"])
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = crate::cluster::status(&homes[0], &postgres.url()).await;
     assert_eq!(status["queued"], 1, "{status}");
     let end = last.chat_end(&after).await;
     assert_eq!(end["payload"]["state"], "final", "{end}");
