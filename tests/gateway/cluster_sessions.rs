@@ -819,3 +819,76 @@ async fn a_bus_that_cannot_be_reached_or_has_no_store_stops_the_start_without_it
     );
     assert!(!stderr.contains("hunter2-secret"), "{stderr}");
 }
+
+#[tokio::test]
+async fn a_workflow_whose_replica_died_resumes_on_another_from_the_steps_the_store_kept() {
+    let (postgres, nats) = tokio::join!(
+        tokio::task::spawn_blocking(Postgres::start),
+        tokio::task::spawn_blocking(Nats::start)
+    );
+    let (postgres, nats) = (postgres.unwrap(), nats.unwrap());
+    let mock = MockModel::start().await;
+    let bus = nats.url();
+    let homes: Vec<Sandbox> = (1..=2)
+        .map(|i| replica_home_with_lease(&format!("r{i}"), &postgres.url(), &bus, 2))
+        .collect();
+    // A model step, then a command that asks; the same workflow on both.
+    let marker = homes[1].work().join("noted");
+    for home in &homes {
+        let dir = home.home().join("workflows");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("note.toml"),
+            format!(
+                "description = \"Note a word\"\n[[steps]]\nid = \"think\"\nkind = \"llm\"\nprompt = \"Say one word.\"\nnext = \"write\"\n[[steps]]\nid = \"write\"\nkind = \"tool\"\ntool = \"bash\"\nparams = {{ command = \"echo {{{{ steps.think.output }}}} > {}\" }}\n",
+                marker.display()
+            ),
+        )
+        .unwrap();
+    }
+    mock.push_side(Reply::sse(anthropic_text("Pelican", 10)));
+    let (r1, r2) = tokio::join!(
+        launch(&homes[0], &mock, "r1", &bus),
+        launch(&homes[1], &mock, "r2", &bus)
+    );
+    let mut sender = r1.admin().await;
+    let mut there = r2.admin().await;
+    let key = new_key();
+    let run = sender.chat_send(&key, "/workflow note").await;
+    // The model step is done and the command asks: r1 dies there.
+    there.next_event("exec.approval.requested").await;
+    assert_eq!(mock.side_requests().len(), 1);
+    r1.stop().await;
+    let end = there.chat_end(&run).await;
+    assert_eq!(end["payload"]["state"], "error", "{end}");
+    assert!(!marker.exists());
+
+    // r2 has the session, and the steps r1 finished, from the store:
+    // the run resumes at the command, the model not asked again.
+    let resumed = there.chat_send(&key, "/workflow resume").await;
+    let requested = there.next_event("exec.approval.requested").await["payload"].clone();
+    let id = requested["id"].as_str().unwrap().to_string();
+    assert!(
+        requested["request"]["command"]
+            .as_str()
+            .is_some_and(|c| c.contains("echo Pelican")),
+        "{requested}"
+    );
+    there
+        .call_ok(
+            "exec.approval.resolve",
+            json!({"id": id, "decision": "allow-once"}),
+        )
+        .await;
+    let end = there.chat_end(&resumed).await;
+    assert_eq!(end["payload"]["state"], "final", "{end}");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "Pelican\n");
+    assert_eq!(mock.side_requests().len(), 1, "the model step ran once");
+    assert_eq!(
+        postgres.psql(&format!(
+            "SELECT replica FROM pincer_sessions WHERE key = '{key}'"
+        )),
+        "r2"
+    );
+    r2.stop().await;
+}
