@@ -746,14 +746,25 @@ async fn a_replica_killed_mid_run_leaves_a_session_another_replica_takes_over() 
     } else {
         (r3, there, r2)
     };
+    let holder_name = postgres.psql(&format!(
+        "SELECT replica FROM pincer_sessions WHERE key = '{key}'"
+    ));
     holder.stop().await;
-    // Sent at once, while the store still counts the killed replica as
-    // alive: the message waits in the store's queue (`pincer cluster
-    // status` counts it), and the other replica runs it once it has
-    // taken the session over.
+    // Sent while the store still counts the killed replica as alive (as
+    // in the moments before its lease runs out; here made to last, so
+    // that a slow machine does not decide the test): the message waits
+    // in the store's queue, which `pincer cluster status` counts, and
+    // the other replica runs it once it has taken the session over.
+    let seen = |when: &str| {
+        postgres.psql(&format!(
+            "UPDATE pincer_replicas SET seen_at = now() {when} WHERE name = '{holder_name}'"
+        ))
+    };
+    seen("+ interval '1 hour'");
     let after = last.chat_send(&key, "and now?").await;
     let status = crate::cluster::status(&homes[0], &postgres.url()).await;
     assert_eq!(status["queued"], 1, "{status}");
+    seen("- interval '1 hour'");
     let end = last.chat_end(&after).await;
     assert_eq!(end["payload"]["state"], "final", "{end}");
     assert_eq!(
