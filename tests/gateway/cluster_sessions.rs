@@ -573,14 +573,16 @@ async fn a_replica_that_starts_while_a_run_goes_on_reads_the_run_from_the_store_
     );
     assert_eq!(chat_text(&ends[0]), last);
 
-    // r3 starts while the next run streams: it reads what it missed from
-    // the store (at its start, or at the first event it hears after a
-    // gap), and its client's first text is the whole text so far.
+    // r3 starts while the next run streams (60 words, 100 ms apart, so
+    // that a slow machine still starts r3 in time): it reads what it
+    // missed from the store (at its start, or at the first event it hears
+    // after a gap), and its client gets the run's text from the first
+    // word.
     let parts: Vec<String> = (0..60).map(|i| format!("w{i} ")).collect();
     let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     mock.push(Reply::Sse {
         body: anthropic_deltas(&parts),
-        delay: std::time::Duration::from_millis(50),
+        delay: std::time::Duration::from_millis(100),
         gate: None,
     });
     let run = sender.chat_send(&key, "go on").await;
