@@ -57,6 +57,14 @@ pub async fn status(store: Option<String>, json: bool) -> anyhow::Result<()> {
         "messages queued for a session's replica, not yet claimed: {}",
         status.queued
     );
+    for lease in &status.leases {
+        println!(
+            "lease {}: held by {} since {}",
+            lease.name,
+            lease.replica,
+            time(lease.taken_at)
+        );
+    }
     for claim in &status.claims {
         println!(
             "claimed {} at {} by {}",

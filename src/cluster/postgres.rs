@@ -62,6 +62,9 @@ pub struct Store {
 #[serde(rename_all = "camelCase")]
 pub struct Status {
     pub replicas: Vec<Replica>,
+    /// The work one replica does at a time (a chat channel's receiving),
+    /// and who does it.
+    pub leases: Vec<Lease>,
     pub claims: Vec<Claimed>,
     /// The sessions whose replica is gone while a run of theirs went on:
     /// the runs waiting for another replica to take them over.
@@ -84,6 +87,16 @@ pub struct Replica {
     /// The sessions it holds (their leases), and the runs it has going.
     pub sessions: i64,
     pub running: i64,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    /// `channel:<name>`.
+    pub name: String,
+    pub replica: String,
+    /// Milliseconds since the epoch.
+    pub taken_at: i64,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -181,6 +194,20 @@ impl Store {
                 )
                 .await?
                 .get(0);
+            let leases = client
+                .query(
+                    "SELECT name, replica, (extract(epoch FROM taken_at) * 1000)::bigint
+                     FROM pincer_leases ORDER BY name",
+                    &[],
+                )
+                .await?
+                .iter()
+                .map(|row| Lease {
+                    name: row.get(0),
+                    replica: row.get(1),
+                    taken_at: row.get(2),
+                })
+                .collect();
             let queued = client
                 .query_one(
                     "SELECT count(*) FROM pincer_run_queue WHERE claimed_by IS NULL",
@@ -204,6 +231,7 @@ impl Store {
                 .collect();
             Ok(Status {
                 replicas,
+                leases,
                 claims,
                 waiting,
                 queued,

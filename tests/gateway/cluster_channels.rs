@@ -174,6 +174,15 @@ async fn one_replica_polls_telegram_and_each_message_is_answered_once_across_kil
 
     // The poller is killed; a message comes while nobody polls.
     let first = holder(&postgres);
+    // `pincer cluster status` shows who holds the channel.
+    let status = crate::cluster::status(&homes[0], &postgres.url()).await;
+    assert_eq!(
+        status["leases"].as_array().map(Vec::len),
+        Some(1),
+        "{status}"
+    );
+    assert_eq!(status["leases"][0]["name"], "channel:telegram", "{status}");
+    assert_eq!(status["leases"][0]["replica"], first.as_str(), "{status}");
     let index = names.iter().position(|n| *n == first).unwrap();
     replicas[index].take().unwrap().stop().await;
     api.dm(OWNER, "second");
