@@ -68,9 +68,10 @@ pub trait Sessions: Send + Sync {
     async fn lines(&self, session: &str) -> Result<Vec<String>, String>;
     /// The run this replica has going in `session` (`None`: none now).
     async fn running(&self, session: &str, run: Option<&str>) -> Result<(), String>;
-    /// Takes over the sessions whose replica is gone (at most a hundred
-    /// a call: those whose run was going first, then the most recently
-    /// used).
+    /// Takes over the sessions whose replica is gone, those running,
+    /// with queued messages or used in the last week (at most a hundred a
+    /// call: those whose run was going first, then the most recently
+    /// used); older ones are taken over by the next message for them.
     async fn orphans(&self) -> Result<Vec<Orphan>, String>;
     /// Where the transcripts' lines go: `(session, lines)`, queued.
     fn write_lines(&self) -> Option<LineSink>;

@@ -54,6 +54,10 @@ pub struct Store {
     /// The runs' events on their way to the store, once
     /// [`Store::store_events`] started their writer.
     events: std::sync::OnceLock<tokio::sync::mpsc::Sender<crate::cluster::RunEvent>>,
+    /// How long an ended run's events stay, in milliseconds.
+    keep_ended: std::sync::atomic::AtomicU64,
+    /// When this replica last deleted the run queue's old rows.
+    queue_pruned: parking_lot::Mutex<Option<std::time::Instant>>,
 }
 
 /// What `pincer cluster status` shows: each replica that ever joined, and
@@ -141,6 +145,10 @@ impl Store {
             ),
             lines: std::sync::OnceLock::new(),
             events: std::sync::OnceLock::new(),
+            keep_ended: std::sync::atomic::AtomicU64::new(
+                u64::try_from(events::KEEP_ENDED.as_millis()).unwrap_or(60_000),
+            ),
+            queue_pruned: parking_lot::Mutex::new(None),
         }
     }
 

@@ -67,3 +67,103 @@ async fn transcript_lines_are_stored_at_five_thousand_a_second_numbered_per_sess
     assert_eq!(lines.len(), LINES);
     assert!(lines[LINES - 1].contains(&format!("\"n\":{LINES},")));
 }
+
+/// A run's events, as the replica running it hands them to the store:
+/// each stored once under its number (one handed again, as a write tried
+/// again after a failure does, is not doubled), read back in order from
+/// any number, and deleted once the run has ended and its keep is over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_events_are_stored_by_number_read_in_order_and_deleted_after_the_run() {
+    use pincer::cluster::RunEvent;
+    let postgres = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    let store = Store::connect(&postgres.url(), "events").await.unwrap();
+    store.keep_ended_runs(Duration::from_millis(300));
+    store.store_events();
+    let sink = store.event_sink().expect("the writer runs");
+    for run in ["ends", "goes-on"] {
+        for seq in 1..=5u64 {
+            sink(RunEvent::Told {
+                run: run.to_string(),
+                seq,
+                event: format!("{{\"n\":{seq}}}"),
+            });
+        }
+    }
+    sink(RunEvent::Told {
+        run: "ends".to_string(),
+        seq: 3,
+        event: "{\"n\":3}".to_string(),
+    });
+    let started = Instant::now();
+    while postgres.psql("SELECT count(*) FROM pincer_run_events") != "10" {
+        assert!(started.elapsed() < Duration::from_secs(20), "not stored");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let read = store.events("ends", 2, 2).await.unwrap();
+    assert_eq!(
+        read,
+        vec![(3, "{\"n\":3}".to_string()), (4, "{\"n\":4}".to_string())]
+    );
+    sink(RunEvent::Ended {
+        run: "ends".to_string(),
+    });
+    // Kept a while for a replica still catching up, then deleted; the
+    // run going on keeps its events.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(store.events("ends", 0, 100).await.unwrap().len(), 5);
+    while postgres.psql("SELECT count(*) FROM pincer_run_events WHERE run = 'ends'") != "0" {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "an ended run's events were not deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(store.events("goes-on", 0, 100).await.unwrap().len(), 5);
+}
+
+/// A gone replica's sessions: those running, with a queued message or
+/// used in the last week are taken over by the sweep; an older idle one
+/// is left to the next message for it, which takes it over then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gone_replica_s_recent_sessions_are_swept_up_and_an_old_one_is_taken_on_its_next_message()
+{
+    use pincer::cluster::Placed;
+    let postgres = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    let store = Store::connect(&postgres.url(), "here").await.unwrap();
+    postgres.psql(
+        "INSERT INTO pincer_sessions (key, session_id, replica, running, updated_at) VALUES
+         ('recent', 's1', 'gone', NULL, now() - interval '1 day'),
+         ('running', 's2', 'gone', 'run-2', now() - interval '30 days'),
+         ('queued', 's3', 'gone', NULL, now() - interval '30 days'),
+         ('old', 's4', 'gone', NULL, now() - interval '30 days');
+         INSERT INTO pincer_run_queue (run, key, message, queued_by) VALUES ('q1', 'queued', '{}', 'there')",
+    );
+    let mut swept: Vec<(String, Option<String>)> = store
+        .orphans()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| (o.key, o.run))
+        .collect();
+    swept.sort();
+    assert_eq!(
+        swept,
+        vec![
+            ("queued".to_string(), None),
+            ("recent".to_string(), None),
+            ("running".to_string(), Some("run-2".to_string())),
+        ]
+    );
+    assert_eq!(
+        store.take("old").await.unwrap(),
+        Placed::TakenOver {
+            session: "s4".to_string(),
+            from: "gone".to_string(),
+            running: None,
+        }
+    );
+    assert_eq!(
+        postgres.psql("SELECT string_agg(replica, ',') FROM pincer_sessions"),
+        "here,here,here,here"
+    );
+}

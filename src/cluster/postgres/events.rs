@@ -25,8 +25,8 @@ const EVENTS_QUEUE: usize = 262_144;
 /// The most events one statement writes.
 const BATCH: usize = 4_000;
 /// How long a run's events stay after it ended, for a replica catching up
-/// with it.
-const KEEP_ENDED: Duration = Duration::from_secs(60);
+/// with it ([`Store::keep_ended_runs`] changes it).
+pub(super) const KEEP_ENDED: Duration = Duration::from_secs(60);
 /// How often the writer deletes what is due without events to write.
 const PRUNE_TICK: Duration = Duration::from_secs(5);
 /// How often events older than a day (a run whose replica died before it
@@ -47,6 +47,19 @@ impl Store {
         }
         let store = self.clone();
         tokio::spawn(async move { store.write_events_from(rx).await });
+    }
+
+    /// How long a run's events stay after it ended (a minute unless
+    /// changed; tests shorten it).
+    pub fn keep_ended_runs(&self, keep: Duration) {
+        self.keep_ended.store(
+            u64::try_from(keep.as_millis()).unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    fn kept_ended(&self) -> Duration {
+        Duration::from_millis(self.keep_ended.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Where the runs' events go, once their writer runs.
@@ -93,8 +106,9 @@ impl Store {
         let mut ended: VecDeque<(Instant, String)> = VecDeque::new();
         let mut pruned_old: Option<Instant> = None;
         loop {
+            let keep = self.kept_ended();
             if batch.is_empty() {
-                match tokio::time::timeout(PRUNE_TICK, rx.recv()).await {
+                match tokio::time::timeout(PRUNE_TICK.min(keep), rx.recv()).await {
                     Ok(Some(event)) => batch.take(event, &mut ended),
                     Ok(None) => return,
                     Err(_) => {}
@@ -109,9 +123,7 @@ impl Store {
             let now = Instant::now();
             let due: Vec<String> = ended
                 .iter()
-                .take_while(|(at, _)| {
-                    now.duration_since(*at) >= KEEP_ENDED || ended.len() > MAX_ENDED
-                })
+                .take_while(|(at, _)| now.duration_since(*at) >= keep || ended.len() > MAX_ENDED)
                 .map(|(_, run)| run.clone())
                 .collect();
             let old_due = pruned_old.is_none_or(|at| now.duration_since(at) >= PRUNE_OLD_EVERY);

@@ -20,6 +20,8 @@ const BATCH: usize = 2_000;
 /// The sessions whose next line number the writer keeps (it reads the
 /// number again for one it forgot).
 const KNOWN_SESSIONS: usize = 16_384;
+/// How often a replica deletes the run queue's old rows.
+const QUEUE_PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// How long the writer waits before it tries again after a failed write.
 const RETRY: Duration = Duration::from_millis(500);
 
@@ -179,6 +181,15 @@ impl Sessions for Store {
 
     async fn claim_waiting(&self) -> Result<Vec<(String, String, String)>, String> {
         let replica = self.replica.clone();
+        // The old rows go once an hour, not every sweep.
+        let prune = {
+            let mut pruned = self.queue_pruned.lock();
+            let due = pruned.is_none_or(|at| at.elapsed() >= QUEUE_PRUNE_EVERY);
+            if due {
+                *pruned = Some(std::time::Instant::now());
+            }
+            due
+        };
         let rows = self
             .with_client(async |client| {
                 let rows = client
@@ -195,14 +206,16 @@ impl Sessions for Store {
                         &[&replica],
                     )
                     .await?;
-                client
-                    .execute(
-                        "DELETE FROM pincer_run_queue
-                         WHERE (claimed_at < now() - interval '1 day')
-                            OR (claimed_by IS NULL AND queued_at < now() - interval '7 days')",
-                        &[],
-                    )
-                    .await?;
+                if prune {
+                    client
+                        .execute(
+                            "DELETE FROM pincer_run_queue
+                             WHERE (claimed_at < now() - interval '1 day')
+                                OR (claimed_by IS NULL AND queued_at < now() - interval '7 days')",
+                            &[],
+                        )
+                        .await?;
+                }
                 Ok(rows)
             })
             .await?;
@@ -276,6 +289,10 @@ impl Sessions for Store {
                             FROM pincer_sessions o
                             LEFT JOIN pincer_replicas r ON r.name = o.replica
                             WHERE o.replica <> $1
+                              AND (o.running IS NOT NULL
+                                   OR o.updated_at > now() - interval '7 days'
+                                   OR EXISTS (SELECT 1 FROM pincer_run_queue q
+                                              WHERE q.key = o.key AND q.claimed_by IS NULL))
                               AND (r.seen_at IS NULL
                                    OR r.seen_at <= now() - make_interval(secs => $2::bigint))
                             ORDER BY o.running IS NULL, o.updated_at DESC

@@ -875,8 +875,6 @@ impl Hub {
         heard.approvals.get(id).map(|a| a.listed.clone())
     }
 
-    /// `exec.approval.resolve` of a question another replica asked: the
-    /// decision is checked here, then answered there.
     /// The key of the session whose run asked approval `id` on another
     /// replica.
     pub fn approval_key_elsewhere(&self, id: &str) -> Option<String> {
@@ -886,6 +884,8 @@ impl Hub {
         heard.sessions.get(&approval.session).map(|s| s.key.clone())
     }
 
+    /// `exec.approval.resolve` of a question another replica asked: the
+    /// decision is checked here, then answered there.
     pub async fn resolve_elsewhere(&self, id: &str, decision: &str) -> Result<(), Failure> {
         let (replica, decisions) = {
             let peers = self.peers.get().ok_or_else(|| super::not_found(id))?;
