@@ -59,6 +59,7 @@ mod keys;
 mod presence;
 mod replay;
 mod runs;
+mod told;
 mod usage;
 mod view;
 

@@ -20,16 +20,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use agent_client_protocol::v1::schema::{
-    ContentBlock, PermissionOptionKind, SessionId, SessionNotification, StopReason,
-};
+use agent_client_protocol::v1::schema::{ContentBlock, SessionId};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::replay::{Arrival, At, Following, Telling};
+use super::told::{Envelope, Telling, Told};
 use super::{Audience, Failure, Hub, QueueMode};
 use crate::acp::registry::Observed;
 use crate::cluster::bus::{Bus, EVENTS};
@@ -81,69 +79,6 @@ struct RemoteApproval {
     decisions: Vec<String>,
     /// The question as `exec.approvals.list` lists it.
     listed: Box<RawValue>,
-}
-
-/// One message on [`EVENTS`].
-#[derive(Serialize, Deserialize)]
-struct Envelope {
-    from: String,
-    told: Told,
-    /// A run's event: its number in the run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    at: Option<At>,
-}
-
-/// What happened in a session, as its replica tells the others.
-#[derive(Serialize, Deserialize)]
-// Externally tagged: an internally tagged enum buffers its content,
-// which a `RawValue` inside cannot be read from.
-#[serde(rename_all = "camelCase")]
-enum Told {
-    Started {
-        session: String,
-        key: String,
-        run: String,
-        text: String,
-    },
-    Update {
-        key: String,
-        notification: Box<SessionNotification>,
-    },
-    Ended {
-        session: String,
-        key: String,
-        run: Option<String>,
-        result: Result<StopReason, String>,
-    },
-    PermissionResolved {
-        session: String,
-        key: String,
-        tool_call_id: String,
-        option: Option<(String, PermissionOptionKind)>,
-    },
-    Closed {
-        session: String,
-        key: String,
-    },
-    /// A run asks a question: `event` is `exec.approval.requested`'s
-    /// payload, `listed` its entry in `exec.approvals.list`.
-    /// `phase` is the older `agent` approval event of the run, which
-    /// every replica sends in its place in the run's `agent` events.
-    Asked {
-        id: String,
-        session: String,
-        key: String,
-        tool_call_id: String,
-        decisions: Vec<String>,
-        event: Box<RawValue>,
-        listed: Box<RawValue>,
-        phase: Box<RawValue>,
-    },
-    /// It was answered (or expired): `exec.approval.resolved`'s payload.
-    Settled {
-        id: String,
-        event: Box<RawValue>,
-    },
 }
 
 /// An approval asked here, as [`Hub::tell_asked`] tells it: the
@@ -214,18 +149,6 @@ pub struct RowsElsewhere {
     pub count: usize,
 }
 
-/// A page of a run's events read from the store, for [`Hub::follow_peers`].
-struct Replayed {
-    run: String,
-    events: Vec<(u64, Envelope)>,
-    /// The page was full: more may follow.
-    full: bool,
-    /// The tries so far to find the events missing before those held.
-    attempt: u32,
-    /// The store could not be read.
-    failed: bool,
-}
-
 /// A message in the store's run queue ([`Sessions::enqueue`]).
 #[derive(Serialize, Deserialize)]
 struct Queued {
@@ -234,14 +157,6 @@ struct Queued {
     #[serde(default)]
     unattended: bool,
 }
-
-/// The most events read from the store at once.
-const REPLAY_PAGE: usize = 2_000;
-/// How long to wait before reading the store again for events not yet
-/// there (their replica writes them a batch at a time), and how many
-/// times: 3 seconds in all.
-const REPLAY_WAIT: Duration = Duration::from_millis(25);
-const REPLAY_ATTEMPTS: u32 = 120;
 
 /// How long `sessions.list` waits for the other replicas' rows.
 const ROWS_TIMEOUT: Duration = Duration::from_secs(5);
@@ -255,6 +170,11 @@ enum Answer {
 }
 
 impl Peers {
+    /// This replica's name on the bus.
+    pub(super) fn replica(&self) -> &str {
+        self.bus.replica()
+    }
+
     pub(crate) fn new(bus: Arc<Bus>, events: Option<EventSink>) -> Self {
         Self {
             bus,
@@ -369,135 +289,6 @@ impl Hub {
         Ok(())
     }
 
-    /// Follows what the other replicas tell: their runs' events in each
-    /// run's order, the ones missed read from the store first (those of
-    /// the runs in `going` from their first).
-    async fn follow_peers(
-        self: Arc<Self>,
-        mut events: tokio::sync::mpsc::Receiver<bytes::Bytes>,
-        going: Vec<String>,
-    ) {
-        let (tx, mut replayed) = tokio::sync::mpsc::unbounded_channel::<Replayed>();
-        let mut following: Following<Envelope> = Following::default();
-        for run in going {
-            if following.catch_up(&run) {
-                self.read_run(run, 0, 0, tx.clone());
-            }
-        }
-        let me = self.peers.get().map(|p| p.bus.replica().to_string());
-        loop {
-            tokio::select! {
-                payload = events.recv() => {
-                    let Some(payload) = payload else { return };
-                    let envelope = match serde_json::from_slice::<Envelope>(&payload) {
-                        Ok(envelope) => envelope,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "a malformed event on the cluster's bus");
-                            continue;
-                        }
-                    };
-                    if me.as_deref() == Some(envelope.from.as_str()) {
-                        continue;
-                    }
-                    let Some(at) = envelope.at.clone() else {
-                        self.apply_told(&mut following, envelope);
-                        continue;
-                    };
-                    match following.arrive(&at, envelope) {
-                        Arrival::Apply(envelope) => self.apply_told(&mut following, envelope),
-                        Arrival::Stale | Arrival::Held => {}
-                        Arrival::CatchUp { after } => self.read_run(at.run, after, 0, tx.clone()),
-                    }
-                }
-                Some(page) = replayed.recv() => {
-                    let Replayed { run, events, full, attempt, failed } = page;
-                    for envelope in following.replayed(&run, events) {
-                        self.apply_told(&mut following, envelope);
-                    }
-                    if full && !failed {
-                        self.read_run(run.clone(), following.last(&run), attempt, tx.clone());
-                        continue;
-                    }
-                    let give_up = failed || attempt >= REPLAY_ATTEMPTS;
-                    let before = following.last(&run);
-                    let (held, done) = following.release(&run, give_up);
-                    let gap = held.first().and_then(|e| e.at.as_ref()).is_some_and(|at| at.seq > before + 1);
-                    if gap {
-                        tracing::warn!(run, "cluster: events of a run were not in the store; its clients here miss them");
-                    }
-                    for envelope in held {
-                        self.apply_told(&mut following, envelope);
-                    }
-                    if !done {
-                        self.read_run(run.clone(), following.last(&run), attempt + 1, tx.clone());
-                    }
-                }
-            }
-        }
-    }
-
-    /// Applies an event another replica told, in its place.
-    fn apply_told(self: &Arc<Self>, following: &mut Following<Envelope>, envelope: Envelope) {
-        if let Told::Ended { run: Some(run), .. } = &envelope.told {
-            following.ended(run);
-        }
-        self.heard(envelope);
-    }
-
-    /// Reads `run`'s events after `after` from the store (after a pause
-    /// when it is not the first try) and hands them to [`Self::follow_peers`].
-    fn read_run(
-        self: &Arc<Self>,
-        run: String,
-        after: u64,
-        attempt: u32,
-        tx: tokio::sync::mpsc::UnboundedSender<Replayed>,
-    ) {
-        let Some(sessions) = self.stored.get().map(|s| s.sessions.clone()) else {
-            let _ = tx.send(Replayed {
-                run,
-                events: Vec::new(),
-                full: false,
-                attempt,
-                failed: true,
-            });
-            return;
-        };
-        tokio::spawn(async move {
-            if attempt > 0 {
-                tokio::time::sleep(REPLAY_WAIT).await;
-            }
-            let (events, full, failed) = match sessions.events(&run, after, REPLAY_PAGE).await {
-                Ok(rows) => {
-                    let full = rows.len() >= REPLAY_PAGE;
-                    let events = rows
-                        .into_iter()
-                        .filter_map(|(seq, event)| {
-                            serde_json::from_str::<Envelope>(&event)
-                                .ok()
-                                .map(|e| (seq, e))
-                        })
-                        .collect();
-                    (events, full, false)
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        run,
-                        "cluster: cannot read a run's events from the store: {e}"
-                    );
-                    (Vec::new(), false, true)
-                }
-            };
-            let _ = tx.send(Replayed {
-                run,
-                events,
-                full,
-                attempt,
-                failed,
-            });
-        });
-    }
-
     /// Tells the other replicas what the registry told this hub. An
     /// editor's prompt (no tag) gets its run id here, so that every
     /// replica names its run alike.
@@ -600,7 +391,7 @@ impl Hub {
 
     /// What another replica told: its sessions' events reach this hub's
     /// clients as if they ran here.
-    fn heard(self: &Arc<Self>, envelope: Envelope) {
+    pub(super) fn heard(self: &Arc<Self>, envelope: Envelope) {
         let Some(peers) = self.peers.get() else {
             return;
         };
@@ -1116,6 +907,12 @@ pub(crate) struct Stored {
     /// The runs started and ended here, in order, for the store
     /// ([`Sessions::running`]).
     marks: tokio::sync::mpsc::Sender<(String, Option<String>)>,
+}
+
+impl Stored {
+    pub(super) fn sessions(&self) -> Arc<dyn Sessions> {
+        self.sessions.clone()
+    }
 }
 
 /// The run marks waiting for the store, at most.

@@ -1,6 +1,6 @@
 //! Following other replicas' runs in order, whatever the bus lost: every
 //! event of a run is numbered from 1 on the replica that runs it
-//! ([`Telling`]) and stored in the cluster's store as well as told on the
+//! ([`super::told::Telling`]) and stored in the cluster's store as well as told on the
 //! bus. A replica applies a run's events in that order ([`Following`]):
 //! one it hears after a gap (it started while the run went on, or the bus
 //! dropped some) is held while the missing ones are read from the store,
@@ -9,63 +9,11 @@
 //! names every event as the run's own replica does.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
 
-/// A run's event's place: the run and its number in it.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub(super) struct At {
-    pub run: String,
-    pub seq: u64,
-}
-
-/// The runs this replica tells of: each session's run going and the
-/// number its last event had.
-#[derive(Default)]
-pub(super) struct Telling {
-    runs: HashMap<String, (String, u64)>,
-}
-
-/// The sessions with a run going that [`Telling`] keeps at most.
-const MAX_TOLD_RUNS: usize = 65_536;
-
-impl Telling {
-    /// A run of `session` starts: its first event.
-    pub fn started(&mut self, session: &str, run: &str) -> At {
-        if self.runs.len() >= MAX_TOLD_RUNS && !self.runs.contains_key(session) {
-            self.runs.clear();
-        }
-        self.runs.insert(session.to_string(), (run.to_string(), 1));
-        At {
-            run: run.to_string(),
-            seq: 1,
-        }
-    }
-
-    /// The next event of `session`'s run, if one goes.
-    pub fn next(&mut self, session: &str) -> Option<At> {
-        let (run, seq) = self.runs.get_mut(session)?;
-        *seq += 1;
-        Some(At {
-            run: run.clone(),
-            seq: *seq,
-        })
-    }
-
-    /// `session`'s run `run` ends: its last event.
-    pub fn ended(&mut self, session: &str, run: Option<&str>) -> Option<At> {
-        let (going, _) = self.runs.get(session)?;
-        if run.is_some_and(|run| run != going) {
-            return None;
-        }
-        let at = self.next(session);
-        self.runs.remove(session);
-        at
-    }
-
-    /// `session` is closed.
-    pub fn closed(&mut self, session: &str) {
-        self.runs.remove(session);
-    }
-}
+use super::Hub;
+use super::told::{At, Envelope, Told};
 
 /// What to do with a run's event just heard.
 #[derive(Debug, PartialEq)]
@@ -239,6 +187,157 @@ impl<E> Following<E> {
     }
 }
 
+/// A page of a run's events read from the store, for [`Hub::follow_peers`].
+struct Replayed {
+    run: String,
+    events: Vec<(u64, Envelope)>,
+    /// The page was full: more may follow.
+    full: bool,
+    /// The tries so far to find the events missing before those held.
+    attempt: u32,
+    /// The store could not be read.
+    failed: bool,
+}
+
+/// The most events read from the store at once.
+const REPLAY_PAGE: usize = 2_000;
+/// How long to wait before reading the store again for events not yet
+/// there (their replica writes them a batch at a time), and how many
+/// times: 3 seconds in all.
+const REPLAY_WAIT: Duration = Duration::from_millis(25);
+const REPLAY_ATTEMPTS: u32 = 120;
+
+impl Hub {
+    /// Follows what the other replicas tell: their runs' events in each
+    /// run's order, the ones missed read from the store first (those of
+    /// the runs in `going` from their first).
+    pub(super) async fn follow_peers(
+        self: Arc<Self>,
+        mut events: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+        going: Vec<String>,
+    ) {
+        let (tx, mut replayed) = tokio::sync::mpsc::unbounded_channel::<Replayed>();
+        let mut following: Following<Envelope> = Following::default();
+        for run in going {
+            if following.catch_up(&run) {
+                self.read_run(run, 0, 0, tx.clone());
+            }
+        }
+        let me = self.peers.get().map(|p| p.replica().to_string());
+        loop {
+            tokio::select! {
+                payload = events.recv() => {
+                    let Some(payload) = payload else { return };
+                    let envelope = match serde_json::from_slice::<Envelope>(&payload) {
+                        Ok(envelope) => envelope,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "a malformed event on the cluster's bus");
+                            continue;
+                        }
+                    };
+                    if me.as_deref() == Some(envelope.from.as_str()) {
+                        continue;
+                    }
+                    let Some(at) = envelope.at.clone() else {
+                        self.apply_told(&mut following, envelope);
+                        continue;
+                    };
+                    match following.arrive(&at, envelope) {
+                        Arrival::Apply(envelope) => self.apply_told(&mut following, envelope),
+                        Arrival::Stale | Arrival::Held => {}
+                        Arrival::CatchUp { after } => self.read_run(at.run, after, 0, tx.clone()),
+                    }
+                }
+                Some(page) = replayed.recv() => {
+                    let Replayed { run, events, full, attempt, failed } = page;
+                    for envelope in following.replayed(&run, events) {
+                        self.apply_told(&mut following, envelope);
+                    }
+                    if full && !failed {
+                        self.read_run(run.clone(), following.last(&run), attempt, tx.clone());
+                        continue;
+                    }
+                    let give_up = failed || attempt >= REPLAY_ATTEMPTS;
+                    let before = following.last(&run);
+                    let (held, done) = following.release(&run, give_up);
+                    let gap = held.first().and_then(|e| e.at.as_ref()).is_some_and(|at| at.seq > before + 1);
+                    if gap {
+                        tracing::warn!(run, "cluster: events of a run were not in the store; its clients here miss them");
+                    }
+                    for envelope in held {
+                        self.apply_told(&mut following, envelope);
+                    }
+                    if !done {
+                        self.read_run(run.clone(), following.last(&run), attempt + 1, tx.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies an event another replica told, in its place.
+    fn apply_told(self: &Arc<Self>, following: &mut Following<Envelope>, envelope: Envelope) {
+        if let Told::Ended { run: Some(run), .. } = &envelope.told {
+            following.ended(run);
+        }
+        self.heard(envelope);
+    }
+
+    /// Reads `run`'s events after `after` from the store (after a pause
+    /// when it is not the first try) and hands them to [`Self::follow_peers`].
+    fn read_run(
+        self: &Arc<Self>,
+        run: String,
+        after: u64,
+        attempt: u32,
+        tx: tokio::sync::mpsc::UnboundedSender<Replayed>,
+    ) {
+        let Some(sessions) = self.stored.get().map(|s| s.sessions()) else {
+            let _ = tx.send(Replayed {
+                run,
+                events: Vec::new(),
+                full: false,
+                attempt,
+                failed: true,
+            });
+            return;
+        };
+        tokio::spawn(async move {
+            if attempt > 0 {
+                tokio::time::sleep(REPLAY_WAIT).await;
+            }
+            let (events, full, failed) = match sessions.events(&run, after, REPLAY_PAGE).await {
+                Ok(rows) => {
+                    let full = rows.len() >= REPLAY_PAGE;
+                    let events = rows
+                        .into_iter()
+                        .filter_map(|(seq, event)| {
+                            serde_json::from_str::<Envelope>(&event)
+                                .ok()
+                                .map(|e| (seq, e))
+                        })
+                        .collect();
+                    (events, full, false)
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        run,
+                        "cluster: cannot read a run's events from the store: {e}"
+                    );
+                    (Vec::new(), false, true)
+                }
+            };
+            let _ = tx.send(Replayed {
+                run,
+                events,
+                full,
+                attempt,
+                failed,
+            });
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,18 +347,6 @@ mod tests {
             run: "r".to_string(),
             seq,
         }
-    }
-
-    #[test]
-    fn a_run_is_told_in_numbers_from_one_and_its_end_is_its_last() {
-        let mut telling = Telling::default();
-        assert_eq!(telling.next("s"), None, "no run goes");
-        assert_eq!(telling.started("s", "r"), at(1));
-        assert_eq!(telling.next("s"), Some(at(2)));
-        assert_eq!(telling.next("other"), None);
-        assert_eq!(telling.ended("s", Some("another run")), None);
-        assert_eq!(telling.ended("s", Some("r")), Some(at(3)));
-        assert_eq!(telling.next("s"), None);
     }
 
     #[test]
