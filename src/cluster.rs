@@ -265,7 +265,13 @@ pub async fn join(
     );
     let bus = match bus_url {
         Some(bus_url) => {
-            let bus = bus::Bus::connect(bus_url, &replica, BUS_JOIN_TIMEOUT).await?;
+            let bus = bus::Bus::connect(
+                bus_url,
+                &replica,
+                config.bus_ca.as_deref(),
+                BUS_JOIN_TIMEOUT,
+            )
+            .await?;
             joined.push_str(&format!(
                 " and bus {}",
                 crate::config::cluster::redacted(bus_url)

@@ -47,9 +47,31 @@ impl Bus {
     /// `user:password@` if it asks for them) as replica `replica`. Fails
     /// if the server cannot be reached within `within`; once connected,
     /// the client reconnects by itself when the connection drops.
-    pub async fn connect(url: &str, replica: &str, within: Duration) -> Result<Self, String> {
+    ///
+    /// TLS: a server that requires it (or a `tls://` URL) is reached over
+    /// it, its certificate checked against the system's roots, or those
+    /// in `ca` (PEM); with `ca`, a server that does not speak TLS is
+    /// refused.
+    pub async fn connect(
+        url: &str,
+        replica: &str,
+        ca: Option<&std::path::Path>,
+        within: Duration,
+    ) -> Result<Self, String> {
         let shown = crate::config::cluster::redacted(url);
-        let connecting = async_nats::ConnectOptions::new()
+        let mut options = async_nats::ConnectOptions::new();
+        if let Some(ca) = ca {
+            if !ca.is_file() {
+                return Err(format!(
+                    "[cluster] bus_ca: {} is not a file of certificates",
+                    ca.display()
+                ));
+            }
+            options = options
+                .add_root_certificates(ca.to_path_buf())
+                .require_tls(true);
+        }
+        let connecting = options
             .no_echo()
             .name(format!("pincer {replica}"))
             .connection_timeout(within)

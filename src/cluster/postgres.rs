@@ -5,12 +5,13 @@
 use std::sync::Arc;
 
 use tokio::sync::Mutex;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use crate::config::cluster::redacted;
 
 mod events;
 mod sessions;
+mod tls;
 
 pub use sessions::Listed;
 
@@ -155,7 +156,6 @@ impl Store {
     /// The store at `url`, for reading its state (`pincer cluster
     /// status`): no replica joins, and the schema must be there already.
     pub async fn open_to_read(url: &str) -> Result<Self, String> {
-        refuse_tls(url)?;
         let store = Self::new(url, "", STORE_TIMEOUT);
         let client = store.open().await?;
         *store.client.lock().await = Some(client);
@@ -311,7 +311,6 @@ impl Store {
         replica: &str,
         timeout: std::time::Duration,
     ) -> Result<Arc<Self>, String> {
-        refuse_tls(url)?;
         let store = Arc::new(Self::new(url, replica, timeout));
         {
             let mut client = store.client.lock().await;
@@ -349,11 +348,13 @@ impl Store {
                 redacted(&self.url)
             )
         };
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let dial = tls::plan(&self.url, home.as_deref())?;
         let (client, connection) =
-            tokio::time::timeout(self.timeout, tokio_postgres::connect(&self.url, NoTls))
+            tokio::time::timeout(self.timeout, dial.config.connect(dial.tls))
                 .await
                 .map_err(|_| unreachable(format!("no answer within {:?}", self.timeout)))?
-                .map_err(|e| unreachable(e.to_string()))?;
+                .map_err(|e| unreachable(with_causes(&e)))?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::warn!("the cluster store's connection ended: {e}");
@@ -546,41 +547,25 @@ async fn apply(client: &Client) -> Result<(), tokio_postgres::Error> {
     Ok(())
 }
 
-/// pincer connects to the store without TLS for now: a URL that asks for
-/// it is refused rather than connected in the clear.
-fn refuse_tls(url: &str) -> Result<(), String> {
-    let asks = url
-        .split_once('?')
-        .map(|(_, query)| query)
-        .unwrap_or_default()
-        .split('&')
-        .any(|pair| {
-            matches!(
-                pair,
-                "sslmode=require" | "sslmode=verify-ca" | "sslmode=verify-full"
-            )
-        });
-    if asks {
-        return Err(format!(
-            "cluster store {}: TLS to the store (`sslmode=require`) is not supported by pincer yet; reach the database over a private network or a local tunnel",
-            redacted(url)
-        ));
+/// An error with what caused it (tokio-postgres says only "error
+/// performing TLS handshake"; the certificate's fault is its cause).
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut said = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let more = e.to_string();
+        if !said.contains(&more) {
+            said.push_str(": ");
+            said.push_str(&more);
+        }
+        cause = e.source();
     }
-    Ok(())
+    said
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_store_that_asks_for_tls_is_refused_not_connected_in_the_clear() {
-        let error = refuse_tls("postgres://u:pw@db/pincer?sslmode=require").unwrap_err();
-        assert!(error.contains("not supported"), "{error}");
-        assert!(!error.contains("pw"), "{error}");
-        assert!(refuse_tls("postgres://u@db/pincer?sslmode=disable").is_ok());
-        assert!(refuse_tls("postgres://u@db/pincer").is_ok());
-    }
 
     /// A server that takes the connection and never answers (a half-open
     /// line, a wrong port) is unreachable after the timeout, not waited on

@@ -19,8 +19,12 @@ pub const DEFAULT_LEASE_SECONDS: u64 = 15;
 pub struct ClusterConfig {
     /// `postgres://user[:password]@host[:port]/database`.
     pub store: Option<String>,
-    /// `nats://host[:port]`.
+    /// `nats://host[:port]` (`tls://host[:port]` to insist on TLS).
     pub bus: Option<String>,
+    /// A PEM file of the certificates that vouch for the bus's server,
+    /// instead of the system's roots; the bus is then reached over TLS
+    /// only.
+    pub bus_ca: Option<std::path::PathBuf>,
     /// This replica's name in the cluster (its host name and process id
     /// by default).
     pub replica: Option<String>,

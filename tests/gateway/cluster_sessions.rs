@@ -905,3 +905,129 @@ async fn a_workflow_whose_replica_died_resumes_on_another_from_the_steps_the_sto
     );
     r2.stop().await;
 }
+
+/// Replica `name`'s home, on a store and a bus reached over TLS: `store`
+/// (its URL says how the server is checked) and `bus`, whose server is
+/// vouched for by the roots in `bus_ca`.
+fn replica_home_tls(name: &str, store: &str, bus: &str, bus_ca: &std::path::Path) -> Sandbox {
+    let sandbox = Sandbox::new();
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        format!(
+            "title_model = \"none\"\n[gateway]\n\n[cluster]\nstore = \"{store}\"\nbus = \"{bus}\"\nbus_ca = \"{}\"\nreplica = \"{name}\"\n",
+            bus_ca.display()
+        ),
+    )
+    .unwrap();
+    sandbox
+}
+
+/// A team whose database and NATS server take TLS only: two replicas
+/// check both servers against the team's CA (the store's password
+/// exchange bound to the connection), share a session over them, and a
+/// replica that trusts another CA does not start.
+#[tokio::test]
+async fn replicas_on_a_store_and_a_bus_that_take_tls_only_check_them_and_share_sessions() {
+    let ca = std::sync::Arc::new(support::bridge::TestCa::new());
+    let (postgres, nats) = tokio::join!(
+        tokio::task::spawn_blocking({
+            let ca = ca.clone();
+            move || Postgres::start_tls(&ca)
+        }),
+        tokio::task::spawn_blocking({
+            let ca = ca.clone();
+            move || Nats::start_tls(&ca)
+        })
+    );
+    let (postgres, nats) = (postgres.unwrap(), nats.unwrap());
+    let roots = tempfile::tempdir().unwrap();
+    let team_ca = roots.path().join("team-ca.pem");
+    std::fs::write(&team_ca, &ca.ca_pem).unwrap();
+    let other_ca = roots.path().join("other-ca.pem");
+    std::fs::write(
+        &other_ca,
+        support::bridge::TestCa::named("another CA").ca_pem,
+    )
+    .unwrap();
+    let store_trusting = |roots: &std::path::Path| {
+        format!(
+            "postgres://teller:teller-secret@localhost:{}/pincer?sslmode=verify-full&sslrootcert={}&channel_binding=require",
+            postgres.port(),
+            roots.display()
+        )
+    };
+    let store = store_trusting(&team_ca);
+    let bus = format!("tls://localhost:{}", nats.port());
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_deltas(&[
+        "Over ",
+        "TLS ",
+        "both ways.",
+    ])));
+    mock.push(Reply::sse(anthropic_text("Sent from the second.", 20)));
+    let homes = [
+        replica_home_tls("r1", &store, &bus, &team_ca),
+        replica_home_tls("r2", &store, &bus, &team_ca),
+    ];
+    let (r1, r2) = tokio::join!(
+        launch(&homes[0], &mock, "r1", &bus),
+        launch(&homes[1], &mock, "r2", &bus)
+    );
+    let mut sender = r1.admin().await;
+    let mut there = r2
+        .operator(&["operator.read", "operator.write"], &["tool-events"])
+        .await;
+    let key = new_key();
+    let run = sender.chat_send(&key, "say it").await;
+    for client in [&mut sender, &mut there] {
+        let end = client.chat_end(&run).await;
+        assert_eq!(end["payload"]["state"], "final", "{end}");
+    }
+    assert_eq!(run_events(&there, &run), run_events(&sender, &run));
+    // r2 sends to the session r1 runs, through the queue in the store.
+    let second = there.chat_send(&key, "and again").await;
+    for client in [&mut there, &mut sender] {
+        let end = client.chat_end(&second).await;
+        assert_eq!(end["payload"]["state"], "final", "{end}");
+    }
+    assert_eq!(mock.requests().len(), 2);
+    // Both replicas' connections to the store are encrypted (the server
+    // takes no other).
+    let encrypted = postgres.psql(
+        "SELECT count(DISTINCT application_name) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid)
+         WHERE usename = 'teller' AND ssl",
+    );
+    assert_ne!(encrypted, "0");
+
+    // A replica that trusts another CA reaches neither server.
+    let refused = async |home: &Sandbox| {
+        let token = new_token();
+        let mut command = gateway_command(home, &mock, Some(&token), &[]);
+        let out = tokio::time::timeout(TIMEOUT, command.output())
+            .await
+            .expect("the gateway gave up in time")
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let stderr = refused(&replica_home_tls("r3", &store, &bus, &other_ca)).await;
+    assert!(
+        stderr.contains("cannot reach the cluster's bus"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("UnknownIssuer"), "{stderr}");
+    let stderr = refused(&replica_home_tls(
+        "r4",
+        &store_trusting(&other_ca),
+        &bus,
+        &team_ca,
+    ))
+    .await;
+    assert!(
+        stderr.contains("cannot reach the cluster store"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("UnknownIssuer"), "{stderr}");
+    assert!(!stderr.contains("teller-secret"), "{stderr}");
+    assert_eq!(mock.requests().len(), 2, "a refused replica ran nothing");
+}

@@ -167,3 +167,94 @@ async fn a_gone_replica_s_recent_sessions_are_swept_up_and_an_old_one_is_taken_o
         "here,here,here,here"
     );
 }
+
+/// The store over TLS, checked as libpq's `sslmode` says, against a real
+/// PostgreSQL that takes TLS connections only. Its certificate is for
+/// `localhost`, signed by a test CA whose key is P-384, so the
+/// certificate's signature hashes with SHA-384: the SCRAM exchange bound
+/// to the connection (`channel_binding=require`) succeeds only when pincer
+/// hashes the certificate as the server does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_over_tls_checks_the_server_as_sslmode_says_and_binds_the_password_to_it() {
+    use crate::support::bridge::TestCa;
+    let ca = TestCa::signing_with("pincer store CA", &rcgen::PKCS_ECDSA_P384_SHA384);
+    let stranger = TestCa::named("someone else's CA");
+    let (tls, plain) = tokio::join!(
+        tokio::task::spawn_blocking(move || {
+            let postgres = Postgres::start_tls(&ca);
+            (postgres, ca)
+        }),
+        tokio::task::spawn_blocking(Postgres::start)
+    );
+    let ((tls, ca), plain) = (tls.unwrap(), plain.unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let roots = dir.path().join("ca.pem");
+    std::fs::write(&roots, &ca.ca_pem).unwrap();
+    let wrong_roots = dir.path().join("stranger.pem");
+    std::fs::write(&wrong_roots, &stranger.ca_pem).unwrap();
+    let port = tls.port();
+    let url = |host: &str, options: &str| {
+        format!("postgres://teller:teller-secret@{host}:{port}/pincer?{options}")
+    };
+    let connect = async |url: String| Store::connect(&url, "tls").await.map(|_| ());
+
+    // Checked in full, and the password bound to the connection.
+    let full = format!(
+        "sslmode=verify-full&sslrootcert={}&channel_binding=require",
+        roots.display()
+    );
+    let store = Store::connect(&url("localhost", &full), "tls")
+        .await
+        .unwrap();
+    let encrypted = tls.psql(
+        "SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid)
+         WHERE usename = 'teller' AND ssl",
+    );
+    assert_ne!(encrypted, "0", "no TLS connection of teller's");
+    // The schema is there: the store works over it.
+    assert_eq!(
+        tls.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM pincer_migrations"),
+        "1,2,3,4,5"
+    );
+    drop(store);
+
+    // The certificate is for `localhost`, not for the address.
+    let error = connect(url("127.0.0.1", &full)).await.unwrap_err();
+    assert!(error.contains("cannot reach the cluster store"), "{error}");
+    assert!(error.to_lowercase().contains("not valid for"), "{error}");
+    assert!(!error.contains("teller-secret"), "{error}");
+    // verify-ca checks the chain only.
+    let chain_only = format!("sslmode=verify-ca&sslrootcert={}", roots.display());
+    connect(url("127.0.0.1", &chain_only)).await.unwrap();
+    // Another CA's roots do not vouch for it, in either mode.
+    for mode in ["verify-ca", "verify-full"] {
+        let options = format!("sslmode={mode}&sslrootcert={}", wrong_roots.display());
+        let error = connect(url("localhost", &options)).await.unwrap_err();
+        assert!(error.contains("UnknownIssuer"), "{mode}: {error}");
+    }
+    // `require` encrypts without checking; so does the default, `prefer`,
+    // with a server that offers TLS (this one refuses anything else).
+    connect(url("127.0.0.1", "sslmode=require")).await.unwrap();
+    connect(format!(
+        "postgres://teller:teller-secret@127.0.0.1:{port}/pincer"
+    ))
+    .await
+    .unwrap();
+    // `disable` is refused by this server, which takes TLS only.
+    let error = connect(url("127.0.0.1", "sslmode=disable"))
+        .await
+        .unwrap_err();
+    assert!(error.contains("no encryption"), "{error}");
+
+    // A server without TLS: `require` does not fall back to the clear.
+    let plain_url = format!("{}?sslmode=require", plain.url());
+    let error = connect(plain_url).await.unwrap_err();
+    assert!(error.contains("cannot reach the cluster store"), "{error}");
+    assert_eq!(
+        plain.psql("SELECT count(*) FROM pg_tables WHERE tablename = 'pincer_migrations'"),
+        "0",
+        "pincer reached the server in the clear"
+    );
+    // `prefer` does.
+    connect(plain.url()).await.unwrap();
+}

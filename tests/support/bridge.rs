@@ -349,6 +349,10 @@ pub struct TestCa {
     pub ca_pem: String,
     pub chain: Vec<rustls::pki_types::CertificateDer<'static>>,
     pub key: rustls::pki_types::PrivateKeyDer<'static>,
+    /// The server's certificate and its key, PEM, for servers that read
+    /// files (PostgreSQL, NATS).
+    pub cert_pem: String,
+    pub key_pem: String,
 }
 
 impl TestCa {
@@ -359,6 +363,12 @@ impl TestCa {
     /// A CA whose name is `name` (two CAs of one name would make a
     /// verifier try the wrong one's key).
     pub fn named(name: &str) -> Self {
+        Self::signing_with(name, &rcgen::PKCS_ECDSA_P256_SHA256)
+    }
+
+    /// A CA named `name` whose key (and so whose signature on the server's
+    /// certificate) is of `algorithm`.
+    pub fn signing_with(name: &str, algorithm: &'static rcgen::SignatureAlgorithm) -> Self {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         params
@@ -369,14 +379,16 @@ impl TestCa {
             rcgen::KeyUsagePurpose::CrlSign,
             rcgen::KeyUsagePurpose::DigitalSignature,
         ];
-        let ca = rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap())
-            .unwrap();
+        let ca_key = rcgen::KeyPair::generate_for(algorithm).unwrap();
+        let ca = rcgen::CertifiedIssuer::self_signed(params, ca_key).unwrap();
         let mut leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
         leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
         let leaf_key = rcgen::KeyPair::generate().unwrap();
         let leaf = leaf.signed_by(&leaf_key, &ca).unwrap();
         Self {
             ca_pem: ca.pem(),
+            cert_pem: leaf.pem(),
+            key_pem: leaf_key.serialize_pem(),
             chain: vec![leaf.der().clone(), ca.der().clone()],
             key: rustls::pki_types::PrivateKeyDer::Pkcs8(
                 rustls::pki_types::PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),

@@ -57,6 +57,8 @@ pub struct Postgres {
     dir: tempfile::TempDir,
     /// Started with PostgreSQL's durability, not `fsync=off`.
     durable: bool,
+    /// Serving TLS (`server.crt`, `server.key` in its data directory).
+    tls: bool,
 }
 
 impl Postgres {
@@ -64,7 +66,16 @@ impl Postgres {
     /// server on a free loopback port; panics, with the server's log, when
     /// that fails.
     pub fn start() -> Postgres {
-        Self::start_with(false)
+        Self::start_with(false, None)
+    }
+
+    /// [`Postgres::start`] with TLS: the server presents `ca`'s
+    /// certificate for `localhost` and takes connections over TLS only
+    /// (`hostssl`; `hostnossl` is rejected). The user `teller` (password
+    /// `teller-secret`, SCRAM-SHA-256) owns the database `pincer`; the
+    /// superuser keeps trust authentication.
+    pub fn start_tls(ca: &super::bridge::TestCa) -> Postgres {
+        Self::start_with(false, Some(ca))
     }
 
     /// [`Postgres::start`], with PostgreSQL's own durability (each commit
@@ -72,10 +83,10 @@ impl Postgres {
     /// what the store costs. Tests run with `fsync=off`.
     #[allow(dead_code)]
     pub fn start_durable() -> Postgres {
-        Self::start_with(true)
+        Self::start_with(true, None)
     }
 
-    fn start_with(durable: bool) -> Postgres {
+    fn start_with(durable: bool, tls: Option<&super::bridge::TestCa>) -> Postgres {
         let bin = ensure_postgres();
         let account = if running_as_root() {
             Some(Account::unprivileged())
@@ -103,8 +114,12 @@ impl Postgres {
             server: None,
             dir,
             durable,
+            tls: tls.is_some(),
         };
         postgres.initdb();
+        if let Some(ca) = tls {
+            postgres.serve_tls(ca);
+        }
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -119,7 +134,44 @@ impl Postgres {
             );
         }
         postgres.psql_in("postgres", &format!("CREATE DATABASE {NAME}"));
+        if tls.is_some() {
+            postgres.psql_in(
+                "postgres",
+                &format!(
+                    "SET password_encryption = 'scram-sha-256';
+                     CREATE ROLE teller LOGIN PASSWORD 'teller-secret';
+                     ALTER DATABASE {NAME} OWNER TO teller"
+                ),
+            );
+        }
         postgres
+    }
+
+    /// Puts `ca`'s server certificate and key in the data directory,
+    /// owned by the server's account, and lets clients in over TLS only.
+    fn serve_tls(&self, ca: &super::bridge::TestCa) {
+        use std::os::unix::fs::PermissionsExt;
+        let data = self.data();
+        for (file, text) in [("server.crt", &ca.cert_pem), ("server.key", &ca.key_pem)] {
+            let path = data.join(file);
+            std::fs::write(&path, text)
+                .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .unwrap_or_else(|e| panic!("cannot restrict {}: {e}", path.display()));
+            if let Some(account) = &self.account {
+                std::os::unix::fs::chown(&path, Some(account.uid), Some(account.gid))
+                    .unwrap_or_else(|e| panic!("cannot give {} away: {e}", path.display()));
+            }
+        }
+        let hba = data.join("pg_hba.conf");
+        let rules = format!(
+            "local all all trust\n\
+             hostssl all teller 127.0.0.1/32 scram-sha-256\n\
+             hostssl all {NAME} 127.0.0.1/32 trust\n\
+             hostnossl all all 0.0.0.0/0 reject\n"
+        );
+        std::fs::write(&hba, rules)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", hba.display()));
     }
 
     /// The connection URL of the database `pincer`, as user `pincer`.
@@ -271,6 +323,11 @@ impl Postgres {
             } else {
                 &["-c", "fsync=off", "-c", "shared_buffers=16MB"][..]
             })
+            .args(if self.tls {
+                &["-c", "ssl=on"][..]
+            } else {
+                &[][..]
+            })
             .stdout(clone(&log))
             .stderr(log)
             .spawn()
@@ -307,8 +364,10 @@ pub struct Nats {
     program: PathBuf,
     port: u16,
     server: Option<Child>,
-    /// Holds `nats.log`.
+    /// Holds `nats.log` (and, with TLS, `server.crt` and `server.key`).
     dir: tempfile::TempDir,
+    /// Requiring TLS of its clients.
+    tls: bool,
 }
 
 impl Nats {
@@ -316,16 +375,33 @@ impl Nats {
     /// a client with its `INFO` line; panics, with its log, when that
     /// fails.
     pub fn start() -> Nats {
+        Self::start_with(None)
+    }
+
+    /// [`Nats::start`], requiring TLS of every client: the server
+    /// presents `ca`'s certificate for `localhost`.
+    pub fn start_tls(ca: &super::bridge::TestCa) -> Nats {
+        Self::start_with(Some(ca))
+    }
+
+    fn start_with(tls: Option<&super::bridge::TestCa>) -> Nats {
         let program = ensure_nats();
         let dir = tempfile::Builder::new()
             .prefix("pincer-nats-")
             .tempdir()
             .unwrap_or_else(|e| panic!("cannot create a temporary directory for NATS: {e}"));
+        if let Some(ca) = tls {
+            for (file, text) in [("server.crt", &ca.cert_pem), ("server.key", &ca.key_pem)] {
+                std::fs::write(dir.path().join(file), text)
+                    .unwrap_or_else(|e| panic!("cannot write NATS's {file}: {e}"));
+            }
+        }
         let mut nats = Nats {
             program,
             port: 0,
             server: None,
             dir,
+            tls: tls.is_some(),
         };
         let mut attempts = 0;
         loop {
@@ -386,8 +462,17 @@ impl Nats {
             .open(self.dir.path().join("nats.log"))
             .unwrap_or_else(|e| panic!("cannot open nats-server's log: {e}"));
         let start_of_log = log_length(&log);
-        let server = Command::new(&self.program)
-            .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
+        let mut command = Command::new(&self.program);
+        command.args(["-a", "127.0.0.1", "-p", &self.port.to_string()]);
+        if self.tls {
+            command
+                .arg("--tls")
+                .arg("--tlscert")
+                .arg(self.dir.path().join("server.crt"))
+                .arg("--tlskey")
+                .arg(self.dir.path().join("server.key"));
+        }
+        let server = command
             .stdin(Stdio::null())
             .stdout(clone(&log))
             .stderr(log)
