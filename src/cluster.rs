@@ -61,6 +61,16 @@ pub trait Sessions: Send + Sync {
     /// Gives the new session `session` to `key`, on this replica: `false`
     /// if another replica gave the key one first.
     async fn bind(&self, key: &str, session: &str) -> Result<bool, String>;
+    /// Gives `key` the new session `session` on this replica in place of
+    /// the one it named (a reset), when this replica has the key or its
+    /// replica is gone: `false` when a live replica has it.
+    async fn rebind(&self, key: &str, session: &str) -> Result<bool, String>;
+    /// Forgets the session `key` names, when this replica has it or its
+    /// replica is gone: its lines are deleted, and lines still on their
+    /// way are not written, nor the key's queued messages run. The
+    /// session forgotten, or `None` when the store names none (or a live
+    /// replica has it).
+    async fn forget(&self, key: &str) -> Result<Option<String>, String>;
     /// The session `key` names, its replica and whether that replica is
     /// alive.
     async fn locate(&self, key: &str) -> Result<Option<(String, String, bool)>, String>;

@@ -34,6 +34,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "run queue",
         include_str!("migrations/0005_run_queue.sql"),
     ),
+    (
+        6,
+        "deleted sessions",
+        include_str!("migrations/0006_deleted_sessions.sql"),
+    ),
 ];
 
 /// The advisory lock replicas take while they bring the schema up to

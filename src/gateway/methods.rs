@@ -398,8 +398,7 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             let query: sessions::ResetParams = typed("sessions.reset", params)?;
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("key", &query.key)?;
-            expected_session(hub, key, query.expected_session_id.as_deref())?;
-            let session = hub.reset(key).await?;
+            let session = hub.reset(key, query.expected_session_id.as_deref()).await?;
             answer(&sessions::Changed {
                 ok: true,
                 key: key.to_string(),
@@ -422,34 +421,14 @@ async fn dispatch(hub: &Arc<Hub>, conn: &Arc<Conn>, request: Request) -> Reply {
             )?;
             only_main(query.agent_id.as_deref())?;
             let key = checked_key("key", &query.key)?;
-            if archived_only && !hub.lookup(key).is_some_and(|s| hub.is_archived(&s)) {
-                return Err(ErrorShape::invalid(format!(
-                    "Session {key} is not archived. Archive it first, then delete it."
-                )));
-            }
             if query.delete_transcript == Some(false) {
                 return Err(ErrorShape::invalid(
                     "sessions.delete: keeping the transcript (`deleteTranscript: false`) is not supported by pincer, which deletes a session with its transcript; archive it to keep it (sessions.patch `archived`)",
                 ));
             }
-            expected_session(hub, key, query.expected_session_id.as_deref())?;
-            let Some(session) = hub.lookup(key) else {
-                return answer(&sessions::Deleted {
-                    ok: true,
-                    key: key.to_string(),
-                    deleted: false,
-                });
-            };
-            let _ = hub.abort(&session);
-            let transcript = crate::session::find(hub.data_dir(), &session);
-            let deleted = hub.link()?.delete_session(&session).await.is_ok();
-            if let Some(transcript) = &transcript {
-                hub.forget_usage(transcript);
-            }
-            hub.forget_key(key);
-            if deleted {
-                hub.deleted(key, &session);
-            }
+            let deleted = hub
+                .delete_key(key, archived_only, query.expected_session_id.as_deref())
+                .await?;
             answer(&sessions::Deleted {
                 ok: true,
                 key: key.to_string(),

@@ -101,7 +101,7 @@ async fn a_cron_job_due_on_three_replicas_of_one_store_runs_once() {
     assert_eq!(
         postgres
             .psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM pincer_migrations"),
-        "1,2,3,4,5"
+        "1,2,3,4,5,6"
     );
     assert_eq!(
         postgres.psql("SELECT string_agg(name, ',' ORDER BY name) FROM pincer_replicas"),

@@ -1031,3 +1031,104 @@ async fn replicas_on_a_store_and_a_bus_that_take_tls_only_check_them_and_share_s
     assert!(!stderr.contains("teller-secret"), "{stderr}");
     assert_eq!(mock.requests().len(), 2, "a refused replica ran nothing");
 }
+
+/// The history a session's model request carried, as one string.
+fn asked_with(mock: &MockModel, n: usize) -> String {
+    mock.requests()[n].body["messages"].to_string()
+}
+
+/// `sessions.reset` and `sessions.delete` from any replica act on the
+/// cluster's session: the replica that runs it resets or deletes it, the
+/// store forgets the old history (a deleted session's lines are gone), and
+/// no replica brings it back: not the one that ran it, nor one that takes
+/// its key later.
+#[tokio::test]
+async fn a_session_reset_or_deleted_from_any_replica_is_so_everywhere_and_never_comes_back() {
+    let (postgres, nats) = tokio::join!(
+        tokio::task::spawn_blocking(Postgres::start),
+        tokio::task::spawn_blocking(Nats::start)
+    );
+    let (postgres, nats) = (postgres.unwrap(), nats.unwrap());
+    let mock = MockModel::start().await;
+    for said in ["One.", "Two.", "Three.", "Four."] {
+        mock.push(Reply::sse(anthropic_text(said, 20)));
+    }
+    let bus = nats.url();
+    let homes = [
+        replica_home("r1", &postgres.url(), &bus),
+        replica_home("r2", &postgres.url(), &bus),
+    ];
+    let (r1, r2) = tokio::join!(
+        launch(&homes[0], &mock, "r1", &bus),
+        launch(&homes[1], &mock, "r2", &bus)
+    );
+    let mut here = r1.admin().await;
+    let mut there = r2.admin().await;
+    let key = new_key();
+    let first = here.chat_send(&key, "remember pelicans").await;
+    here.chat_end(&first).await;
+    let old = postgres.psql(&format!(
+        "SELECT session_id FROM pincer_sessions WHERE key = '{key}'"
+    ));
+
+    // r2 resets the session r1 runs: r1 gives the key a new session, and
+    // the store says so.
+    let reset = there
+        .call_ok("sessions.reset", json!({"key": key, "reason": "new"}))
+        .await;
+    let new = reset["sessionId"].as_str().unwrap().to_string();
+    assert_ne!(new, old, "{reset}");
+    assert_eq!(
+        postgres.psql(&format!(
+            "SELECT session_id || ' ' || replica FROM pincer_sessions WHERE key = '{key}'"
+        )),
+        format!("{new} r1")
+    );
+    let history = there
+        .call_ok("chat.history", json!({"sessionKey": key}))
+        .await;
+    assert!(
+        !history["messages"].to_string().contains("pelicans"),
+        "{history}"
+    );
+    let second = there.chat_send(&key, "what did I say?").await;
+    there.chat_end(&second).await;
+    assert!(
+        !asked_with(&mock, 1).contains("pelicans"),
+        "the reset session remembered"
+    );
+
+    // r2 deletes it: it is gone from r1 and from the store, lines and all.
+    let deleted = there.call_ok("sessions.delete", json!({"key": key})).await;
+    assert_eq!(deleted["deleted"], true, "{deleted}");
+    assert_eq!(
+        postgres.psql(&format!(
+            "SELECT count(*) FROM pincer_sessions WHERE key = '{key}'"
+        )),
+        "0"
+    );
+    assert_eq!(
+        postgres.psql(&format!(
+            "SELECT count(*) FROM pincer_session_lines WHERE session_id = '{new}'"
+        )),
+        "0"
+    );
+    // The next message, on either replica, starts afresh.
+    let third = here.chat_send(&key, "anything before?").await;
+    here.chat_end(&third).await;
+    assert!(
+        !asked_with(&mock, 2).contains("what did I say"),
+        "the deleted session came back"
+    );
+
+    // Deleted where it runs: the store forgets it too, and r1 does not
+    // bring it back from the store on the next message.
+    let deleted = here.call_ok("sessions.delete", json!({"key": key})).await;
+    assert_eq!(deleted["deleted"], true, "{deleted}");
+    let fourth = here.chat_send(&key, "and now?").await;
+    here.chat_end(&fourth).await;
+    assert!(
+        !asked_with(&mock, 3).contains("anything before"),
+        "the deleted session came back"
+    );
+}

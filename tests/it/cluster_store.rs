@@ -214,7 +214,7 @@ async fn the_store_over_tls_checks_the_server_as_sslmode_says_and_binds_the_pass
     // The schema is there: the store works over it.
     assert_eq!(
         tls.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM pincer_migrations"),
-        "1,2,3,4,5"
+        "1,2,3,4,5,6"
     );
     drop(store);
 
@@ -257,4 +257,71 @@ async fn the_store_over_tls_checks_the_server_as_sslmode_says_and_binds_the_pass
     );
     // `prefer` does.
     connect(plain.url()).await.unwrap();
+}
+
+/// A deleted session's lines go, a line still on its way is not written,
+/// its queued messages go, and a live replica's session is not deleted
+/// by another replica (that one is asked to instead).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_session_loses_its_lines_even_those_on_their_way_and_a_live_replica_s_is_kept()
+{
+    use pincer::cluster::Placed;
+    let postgres = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    let store = Store::connect(&postgres.url(), "here").await.unwrap();
+    let other = Store::connect(&postgres.url(), "there").await.unwrap();
+    store.store_lines();
+    let sink = store.write_lines().expect("the writer runs");
+    assert!(store.bind("mine", "s-mine").await.unwrap());
+    assert!(other.bind("theirs", "s-theirs").await.unwrap());
+    sink(
+        "s-mine",
+        vec!["{\"n\":1}".to_string(), "{\"n\":2}".to_string()],
+    );
+    sink("s-theirs", vec!["{\"n\":1}".to_string()]);
+    let count = |session: &str| {
+        format!("SELECT count(*) FROM pincer_session_lines WHERE session_id = '{session}'")
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while postgres.psql(&count("s-mine")) != "2" || postgres.psql(&count("s-theirs")) != "1" {
+        assert!(Instant::now() < deadline, "the lines were never written");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    postgres.psql("INSERT INTO pincer_run_queue (run, key, message, queued_by) VALUES ('q1', 'mine', '{}', 'there')");
+
+    // Another live replica's session is not this one's to forget.
+    assert_eq!(store.forget("theirs").await.unwrap(), None);
+    assert_eq!(postgres.psql(&count("s-theirs")), "1");
+    assert!(
+        !store.rebind("theirs", "s-new").await.unwrap(),
+        "a reset took a live replica's key"
+    );
+    // Its own is.
+    assert_eq!(
+        store.forget("mine").await.unwrap(),
+        Some("s-mine".to_string())
+    );
+    assert_eq!(postgres.psql(&count("s-mine")), "0");
+    assert_eq!(postgres.psql("SELECT count(*) FROM pincer_run_queue"), "0");
+    assert_eq!(store.take("mine").await.unwrap(), Placed::Vacant);
+    // A line written after the deletion (a run's last, racing it) is not
+    // stored; another session's line after it is.
+    sink("s-mine", vec!["{\"n\":3}".to_string()]);
+    sink("s-theirs", vec!["{\"n\":2}".to_string()]);
+    while postgres.psql(&count("s-theirs")) != "2" {
+        assert!(
+            Instant::now() < deadline,
+            "the later line was never written"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(postgres.psql(&count("s-mine")), "0");
+    // A reset gives its own key a new session.
+    assert!(store.bind("reset", "s-old").await.unwrap());
+    assert!(store.rebind("reset", "s-new").await.unwrap());
+    assert_eq!(
+        store.take("reset").await.unwrap(),
+        Placed::Mine {
+            session: "s-new".to_string()
+        }
+    );
 }

@@ -94,6 +94,62 @@ impl Sessions for Store {
         Ok(written == 1)
     }
 
+    async fn rebind(&self, key: &str, session: &str) -> Result<bool, String> {
+        let (replica, lease) = (self.replica.clone(), self.lease());
+        let written = self
+            .with_client(async |client| {
+                client
+                    .execute(
+                        "INSERT INTO pincer_sessions (key, session_id, replica)
+                         VALUES ($1, $2, $3)
+                         ON CONFLICT (key) DO UPDATE
+                         SET session_id = EXCLUDED.session_id, replica = EXCLUDED.replica,
+                             running = NULL, updated_at = now()
+                         WHERE pincer_sessions.replica = $3 OR NOT EXISTS (
+                             SELECT 1 FROM pincer_replicas r
+                             WHERE r.name = pincer_sessions.replica
+                               AND r.seen_at > now() - make_interval(secs => $4::bigint))",
+                        &[&key, &session, &replica, &lease],
+                    )
+                    .await
+            })
+            .await?;
+        Ok(written == 1)
+    }
+
+    async fn forget(&self, key: &str) -> Result<Option<String>, String> {
+        let (replica, lease) = (self.replica.clone(), self.lease());
+        let row = self
+            .with_client(async |client| {
+                client
+                    .query_opt(
+                        "WITH gone AS (
+                             DELETE FROM pincer_sessions s
+                             WHERE s.key = $1 AND (s.replica = $2 OR NOT EXISTS (
+                                 SELECT 1 FROM pincer_replicas r
+                                 WHERE r.name = s.replica
+                                   AND r.seen_at > now() - make_interval(secs => $3::bigint)))
+                             RETURNING s.session_id
+                         ), marked AS (
+                             INSERT INTO pincer_deleted_sessions (session_id)
+                             SELECT session_id FROM gone ON CONFLICT DO NOTHING
+                         ), lines AS (
+                             DELETE FROM pincer_session_lines l USING gone
+                             WHERE l.session_id = gone.session_id
+                         ), queued AS (
+                             DELETE FROM pincer_run_queue q
+                             WHERE q.key = $1 AND q.claimed_by IS NULL
+                               AND EXISTS (SELECT 1 FROM gone)
+                         )
+                         SELECT session_id FROM gone",
+                        &[&key, &replica, &lease],
+                    )
+                    .await
+            })
+            .await?;
+        Ok(row.map(|row| row.get(0)))
+    }
+
     async fn locate(&self, key: &str) -> Result<Option<(String, String, bool)>, String> {
         let lease = self.lease();
         let row = self
@@ -212,6 +268,22 @@ impl Sessions for Store {
                             "DELETE FROM pincer_run_queue
                              WHERE (claimed_at < now() - interval '1 day')
                                 OR (claimed_by IS NULL AND queued_at < now() - interval '7 days')",
+                            &[],
+                        )
+                        .await?;
+                    // Lines that raced their session's deletion, and the
+                    // deletions a day old.
+                    client
+                        .execute(
+                            "DELETE FROM pincer_session_lines l USING pincer_deleted_sessions d
+                             WHERE l.session_id = d.session_id",
+                            &[],
+                        )
+                        .await?;
+                    client
+                        .execute(
+                            "DELETE FROM pincer_deleted_sessions
+                             WHERE deleted_at < now() - interval '1 day'",
                             &[],
                         )
                         .await?;
@@ -488,7 +560,9 @@ async fn write_batch(
     client
         .execute(
             "INSERT INTO pincer_session_lines (session_id, seq, line)
-             SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])",
+             SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[]) AS t(session_id, seq, line)
+             WHERE NOT EXISTS (
+                 SELECT 1 FROM pincer_deleted_sessions d WHERE d.session_id = t.session_id)",
             &[&sessions, &seqs, &lines],
         )
         .await?;

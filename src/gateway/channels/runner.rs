@@ -602,7 +602,7 @@ impl Runner {
         let hub = &self.hub;
         let reply = match word {
             "new" | "reset" => {
-                match hub.reset(&key).await {
+                match hub.reset(&key, None).await {
                     Ok(_) => "Started a new session.".to_string(),
                     Err(e) => format!("⚠️ {}", e.message),
                 }

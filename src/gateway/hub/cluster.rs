@@ -120,6 +120,18 @@ enum Asked {
         id: String,
         decision: String,
     },
+    /// `sessions.reset` of a session the replica runs: the new session.
+    Reset {
+        key: String,
+        expected: Option<String>,
+    },
+    /// `sessions.delete` of a session the replica runs: whether it was
+    /// deleted.
+    Delete {
+        key: String,
+        archived_only: bool,
+        expected: Option<String>,
+    },
     /// Its own sessions' rows, as `sessions.list` lists them.
     Rows(RowsAsked),
 }
@@ -700,6 +712,80 @@ impl Hub {
         self.ask_replica(&replica, &asked).await.map(drop)
     }
 
+    /// `sessions.reset` of a session another replica runs: that replica
+    /// resets it; the new session's id.
+    pub(super) async fn reset_elsewhere(
+        &self,
+        elsewhere: &Elsewhere,
+        expected: Option<&str>,
+    ) -> Result<String, Failure> {
+        let asked = Asked::Reset {
+            key: elsewhere.key.clone(),
+            expected: expected.map(str::to_string),
+        };
+        match self.ask_replica(&elsewhere.replica, &asked).await? {
+            serde_json::Value::String(session) => Ok(session),
+            other => Err(Failure::new(
+                UNAVAILABLE,
+                format!("a malformed answer from a replica: {other}"),
+            )),
+        }
+    }
+
+    /// `sessions.delete` of a session another replica runs: that replica
+    /// deletes it; whether it did.
+    pub(super) async fn delete_elsewhere(
+        &self,
+        elsewhere: &Elsewhere,
+        archived_only: bool,
+        expected: Option<&str>,
+    ) -> Result<bool, Failure> {
+        let asked = Asked::Delete {
+            key: elsewhere.key.clone(),
+            archived_only,
+            expected: expected.map(str::to_string),
+        };
+        match self.ask_replica(&elsewhere.replica, &asked).await? {
+            serde_json::Value::Bool(deleted) => Ok(deleted),
+            other => Err(Failure::new(
+                UNAVAILABLE,
+                format!("a malformed answer from a replica: {other}"),
+            )),
+        }
+    }
+
+    /// A reset's new session `session` for `key`, in the store: refused
+    /// when a live replica has the key (the caller asks that one), or
+    /// when the store cannot be reached (nothing is reset then).
+    pub(super) async fn rebind_stored(&self, key: &str, session: &str) -> Result<(), Failure> {
+        let Some(stored) = self.stored.get() else {
+            return Ok(());
+        };
+        match stored.sessions.rebind(key, session).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Failure::new(
+                UNAVAILABLE,
+                format!("the session of {key} runs on another replica; reset it there"),
+            )),
+            Err(e) => Err(Failure::new(UNAVAILABLE, e)),
+        }
+    }
+
+    /// A deletion of the session `key` names, in the store first: its
+    /// lines go, and no replica brings it back. The session the store
+    /// forgot (`None`: it named none, or this is no cluster); an error
+    /// when the store cannot be reached, so that nothing is deleted.
+    pub(super) async fn forget_stored(&self, key: &str) -> Result<Option<String>, Failure> {
+        let Some(stored) = self.stored.get() else {
+            return Ok(None);
+        };
+        stored
+            .sessions
+            .forget(key)
+            .await
+            .map_err(|e| Failure::new(UNAVAILABLE, e))
+    }
+
     /// `chat.abort` of a session another replica runs.
     pub async fn abort_elsewhere(
         &self,
@@ -861,6 +947,24 @@ impl Hub {
             Asked::Abort { key, run } => self
                 .abort_key(&key, run.as_deref())
                 .map(|runs| serde_json::to_value(runs).unwrap_or_default()),
+            Asked::Reset { key, expected } => match super::check_key("key", &key) {
+                Ok(()) => self
+                    .reset_here(&key, expected.as_deref())
+                    .await
+                    .map(serde_json::Value::from),
+                Err(e) => Err(e),
+            },
+            Asked::Delete {
+                key,
+                archived_only,
+                expected,
+            } => match super::check_key("key", &key) {
+                Ok(()) => self
+                    .delete_here(&key, archived_only, expected.as_deref())
+                    .await
+                    .map(serde_json::Value::from),
+                Err(e) => Err(e),
+            },
             Asked::Rows(asked) => {
                 let hub = self.clone();
                 crate::parallel::ANSWERS

@@ -295,18 +295,49 @@ impl Hub {
         Ok(id)
     }
 
-    /// Gives `key` a fresh session; the old transcript stays.
-    pub async fn reset(&self, key: &str) -> Result<String, Failure> {
+    /// Gives `key` a new session (`/new`, `/reset`, `sessions.reset`),
+    /// the old one archived; in a cluster, on the replica that runs the
+    /// key's session. With `expected`, only while `key` names that
+    /// session.
+    pub async fn reset(&self, key: &str, expected: Option<&str>) -> Result<String, Failure> {
         check_key("key", key)?;
-        if let Some(old) = self.lookup(key) {
-            self.link()?.cancel(&old);
+        if let Some(elsewhere) = self.elsewhere(key).await {
+            if let Some(expected) = expected
+                && expected != elsewhere.session
+            {
+                return Err(no_longer(key, expected));
+            }
+            return self.reset_elsewhere(&elsewhere, expected).await;
+        }
+        self.reset_here(key, expected).await
+    }
+
+    /// [`Hub::reset`] on this replica.
+    pub(super) async fn reset_here(
+        &self,
+        key: &str,
+        expected: Option<&str>,
+    ) -> Result<String, Failure> {
+        if let Some(expected) = expected
+            && self.lookup(key).as_deref() != Some(expected)
+        {
+            return Err(no_longer(key, expected));
         }
         let _one = self.opening.lock().await;
-        let id = self
-            .link()?
+        let link = self.link()?;
+        let id = link
             .new_session(self.cwd.clone())
             .await
             .map_err(|e| Failure::invalid(crate::gateway::link::error_text(&e)))?;
+        // The store gives the key the new session first: when it cannot,
+        // the old one goes on.
+        if let Err(e) = self.rebind_stored(key, &id).await {
+            self.registry.unload_idle(&id);
+            return Err(e);
+        }
+        if let Some(old) = self.lookup(key) {
+            link.cancel(&old);
+        }
         self.used(&id);
         {
             let mut keys = self.keys();
@@ -317,6 +348,73 @@ impl Hub {
         self.key_made();
         self.session_changed("reset", &id);
         Ok(id)
+    }
+
+    /// Deletes the session `key` names, with its transcript
+    /// (`sessions.delete`); with `archived_only`, only an archived one,
+    /// and with `expected`, only while `key` names that session. In a
+    /// cluster, the replica that runs it deletes it, and the store forgets
+    /// it first. Whether a session was deleted.
+    pub async fn delete_key(
+        self: &Arc<Self>,
+        key: &str,
+        archived_only: bool,
+        expected: Option<&str>,
+    ) -> Result<bool, Failure> {
+        check_key("key", key)?;
+        if let Some(elsewhere) = self.elsewhere(key).await {
+            if let Some(expected) = expected
+                && expected != elsewhere.session
+            {
+                return Err(no_longer(key, expected));
+            }
+            return self
+                .delete_elsewhere(&elsewhere, archived_only, expected)
+                .await;
+        }
+        self.delete_here(key, archived_only, expected).await
+    }
+
+    /// [`Hub::delete_key`] on this replica.
+    pub(super) async fn delete_here(
+        self: &Arc<Self>,
+        key: &str,
+        archived_only: bool,
+        expected: Option<&str>,
+    ) -> Result<bool, Failure> {
+        let local = self.lookup(key);
+        if archived_only && !local.as_ref().is_some_and(|s| self.is_archived(s)) {
+            return Err(Failure::invalid(format!(
+                "Session {key} is not archived. Archive it first, then delete it."
+            )));
+        }
+        if let Some(expected) = expected
+            && local.as_deref() != Some(expected)
+        {
+            return Err(no_longer(key, expected));
+        }
+        // The store forgets it first: when it cannot be reached, nothing
+        // is deleted.
+        let forgotten = self.forget_stored(key).await?;
+        let Some(session) = local else {
+            // A gone replica's session, forgotten by the store alone.
+            if let Some(session) = forgotten {
+                self.deleted(key, &session);
+                return Ok(true);
+            }
+            return Ok(false);
+        };
+        let _ = self.abort(&session);
+        let transcript = crate::session::find(self.data_dir(), &session);
+        let deleted = self.link()?.delete_session(&session).await.is_ok();
+        if let Some(transcript) = &transcript {
+            self.forget_usage(transcript);
+        }
+        self.forget_key(key);
+        if deleted {
+            self.deleted(key, &session);
+        }
+        Ok(deleted)
     }
 
     /// Forks the session `key` names at `point` into a new session, given
@@ -439,6 +537,10 @@ pub struct KeysCleaned {
     /// Keys of sessions whose transcript is gone.
     pub missing: usize,
     pub after: usize,
+}
+
+fn no_longer(key: &str, expected: &str) -> Failure {
+    Failure::invalid(format!("{key} no longer names session {expected}"))
 }
 
 #[cfg(test)]
