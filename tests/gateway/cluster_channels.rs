@@ -450,3 +450,94 @@ async fn a_webhook_delivered_to_two_replicas_is_answered_once_and_a_store_down_a
         replica.stop().await;
     }
 }
+
+/// Discord allows a bot one gateway connection per shard: three replicas
+/// configured with the same bot hold one connection between them (its
+/// lease in the store). When its replica is killed, another identifies
+/// once the lease has run out, and each message is answered once.
+#[tokio::test]
+async fn one_replica_holds_discord_s_connection_and_another_takes_it_when_that_one_dies() {
+    use support::discord_api::DiscordApi;
+    const USER: &str = "1000000000000000001";
+    const DM: &str = "1200000000000000001";
+    let (postgres, nats) = tokio::join!(
+        tokio::task::spawn_blocking(Postgres::start),
+        tokio::task::spawn_blocking(Nats::start)
+    );
+    let (postgres, nats) = (postgres.unwrap(), nats.unwrap());
+    let mock = MockModel::start().await;
+    for text in ["Answer one.", "Answer two."] {
+        mock.push(Reply::sse(anthropic_text(text, 30)));
+    }
+    let bot_token = format!("bot-{}", uuid::Uuid::new_v4().simple());
+    let discord = DiscordApi::start(&bot_token).await;
+    let names = ["r1", "r2", "r3"];
+    let homes: Vec<Sandbox> = names
+        .iter()
+        .map(|name| {
+            let sandbox = Sandbox::new();
+            std::fs::write(
+                sandbox.home().join("config.toml"),
+                format!(
+                    "title_model = \"none\"\n[gateway]\n\n[channels.discord]\ntoken_env = \"PINCER_TEST_DISCORD\"\napi_url = \"{}\"\ngateway_url = \"\"\nallow = [\"{USER}\"]\nedit_interval_ms = 100\nsandbox = {{ mode = \"off\" }}\n\n[cluster]\nstore = \"{}\"\nbus = \"{}\"\nreplica = \"{name}\"\nlease_seconds = 2\n",
+                    discord.api_url,
+                    postgres.url(),
+                    nats.url()
+                ),
+            )
+            .unwrap();
+            sandbox
+        })
+        .collect();
+    let launch = async |home: &Sandbox| {
+        let token = new_token();
+        let mut cmd = gateway_command(home, &mock, Some(&token), &[]);
+        cmd.env("PINCER_TEST_DISCORD", &bot_token);
+        Gateway::spawn(cmd, Some(&token)).await
+    };
+    let (r1, r2, r3) = tokio::join!(launch(&homes[0]), launch(&homes[1]), launch(&homes[2]));
+    let mut replicas = [Some(r1), Some(r2), Some(r3)];
+    let identified = |discord: &DiscordApi| {
+        discord
+            .connections()
+            .iter()
+            .filter(|c| c.sent.iter().any(|p| p["op"] == 2))
+            .count()
+    };
+    support::wait_until("a replica identifies", TIMEOUT, || discord.live().is_some()).await;
+    // Many lease checks later, still one connection.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(identified(&discord), 1, "{:?}", discord.connections());
+    assert_eq!(discord.connections().len(), 1);
+    let first = postgres.psql("SELECT replica FROM pincer_leases WHERE name = 'channel:discord'");
+    discord.dm(USER, DM, "first");
+    let answered = |text: &'static str| {
+        let discord = discord.clone();
+        move || discord.texts().iter().any(|t| t == text)
+    };
+    support::wait_until("the first answer", TIMEOUT, answered("Answer one.")).await;
+
+    // Its replica is killed: another identifies once the lease is out.
+    let index = names.iter().position(|n| *n == first).unwrap();
+    replicas[index].take().unwrap().stop().await;
+    support::wait_until("another replica identifies", TIMEOUT, || {
+        identified(&discord) == 2 && discord.live() == Some(1)
+    })
+    .await;
+    let second = postgres.psql("SELECT replica FROM pincer_leases WHERE name = 'channel:discord'");
+    assert_ne!(second, first);
+    discord.dm(USER, DM, "second");
+    support::wait_until("the second answer", TIMEOUT, answered("Answer two.")).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(identified(&discord), 2, "a third connection");
+    for text in ["Answer one.", "Answer two."] {
+        let shown = discord.texts().iter().filter(|t| *t == text).count();
+        assert_eq!(
+            shown,
+            1,
+            "{text:?} shown {shown} times: {:?}",
+            discord.texts()
+        );
+    }
+    assert_eq!(mock.requests().len(), 2, "a message ran twice");
+}
