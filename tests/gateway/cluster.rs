@@ -253,3 +253,102 @@ async fn cluster_status_shows_the_replicas_and_one_killed_is_gone_after_its_leas
         "{left}"
     );
 }
+
+/// The heartbeat, overdue on three replicas when they start, runs once.
+/// The replica that ran it is killed before it recorded the run and
+/// starts again, overdue again, and a fourth replica joins: every run is
+/// one interval's, claimed once (in the same half hour: none again).
+#[tokio::test]
+async fn the_heartbeat_runs_once_per_interval_across_replicas_and_a_replica_s_death() {
+    let postgres = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    let mock = MockModel::start().await;
+    for _ in 0..4 {
+        mock.push(Reply::sse(anthropic_text("HEARTBEAT_OK", 5)));
+    }
+    let marker = uuid::Uuid::new_v4().simple().to_string();
+    let long_ago = jiff::Timestamp::now().as_millisecond() - 2 * 365 * 24 * 3600 * 1000;
+    let overdue = |home: &Sandbox| {
+        std::fs::write(
+            home.home().join("cron.json"),
+            json!({"heartbeat": {"lastRunMs": long_ago}}).to_string(),
+        )
+        .unwrap();
+    };
+    let homes: Vec<Sandbox> = (1..=4)
+        .map(|i| {
+            let home = replica_home(
+                &format!(
+                    "store = \"{}\"\nreplica = \"r{i}\"\nlease_seconds = 2",
+                    postgres.url()
+                ),
+                "[heartbeat]\nevery_minutes = 30\n",
+            );
+            let workspace = home.home().join("agents/main/workspace");
+            std::fs::create_dir_all(&workspace).unwrap();
+            std::fs::write(
+                workspace.join("HEARTBEAT.md"),
+                format!("# Checks\n- Is build {marker} red?\n"),
+            )
+            .unwrap();
+            overdue(&home);
+            home
+        })
+        .collect();
+    let joined = async |gateway: &Gateway, i: usize| {
+        let said = format!("cluster: replica `r{i}` on store");
+        gateway
+            .stderr
+            .wait_line(TIMEOUT, |l| l.contains(&said).then_some(()))
+            .await
+            .unwrap_or_else(|| panic!("no {said:?} in:\n{}", gateway.stderr.text()));
+    };
+    let (a, b, c) = tokio::join!(
+        launch(&homes[0], &mock),
+        launch(&homes[1], &mock),
+        launch(&homes[2], &mock)
+    );
+    let mut replicas = vec![Some(a), Some(b), Some(c)];
+    for (i, replica) in replicas.iter().enumerate() {
+        joined(replica.as_ref().unwrap(), i + 1).await;
+    }
+    mock.wait_for_requests(1, Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let runs = || {
+        mock.requests()
+            .iter()
+            .filter(|r| r.body.to_string().contains(&marker))
+            .count()
+    };
+    let slots = || {
+        postgres
+            .psql("SELECT count(*) FROM pincer_schedule_claims WHERE name = 'heartbeat'")
+            .parse::<usize>()
+            .unwrap()
+    };
+    assert_eq!(
+        runs(),
+        1,
+        "three replicas ran the heartbeat {} times",
+        runs()
+    );
+    assert_eq!(slots(), 1);
+    let ran = postgres.psql("SELECT replica FROM pincer_schedule_claims WHERE name = 'heartbeat'");
+    let index: usize = ran.trim_start_matches('r').parse::<usize>().unwrap() - 1;
+
+    // Killed before it wrote down the run: it comes back overdue.
+    replicas[index].take().unwrap().stop().await;
+    overdue(&homes[index]);
+    let (again, fourth) = tokio::join!(launch(&homes[index], &mock), launch(&homes[3], &mock));
+    joined(&again, index + 1).await;
+    joined(&fourth, 4).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Runs only of intervals claimed, each once: one, unless the test
+    // crossed into the next half hour, whose run is due.
+    assert_eq!(runs(), slots(), "a run that was not claimed");
+    assert!(slots() <= 2, "{} intervals claimed", slots());
+    replicas.push(Some(again));
+    replicas.push(Some(fourth));
+    for replica in replicas.into_iter().flatten() {
+        replica.stop().await;
+    }
+}
