@@ -541,3 +541,113 @@ async fn one_replica_holds_discord_s_connection_and_another_takes_it_when_that_o
     }
     assert_eq!(mock.requests().len(), 2, "a message ran twice");
 }
+
+/// Slack's Events API on two replicas behind one URL: an event posted to
+/// both at once (Slack's retry landing on the other) is answered once, and
+/// the next one, posted to the replica that does not run the chat's
+/// session, is answered once by the one that does, with the history.
+#[tokio::test]
+async fn a_slack_event_posted_to_two_replicas_is_answered_once_by_the_session_s_replica() {
+    use support::slack_api::{SlackApi, dm, event_callback, sign};
+    const BOT: &str = "xoxb-cluster-bot";
+    const APP: &str = "xapp-cluster-app";
+    const SECRET: &str = "0123456789abcdef0123456789abcdef";
+    let (postgres, nats) = tokio::join!(
+        tokio::task::spawn_blocking(Postgres::start),
+        tokio::task::spawn_blocking(Nats::start)
+    );
+    let (postgres, nats) = (postgres.unwrap(), nats.unwrap());
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("Slacked once.", 20)));
+    mock.push(Reply::sse(anthropic_text("Slacked twice.", 30)));
+    let slack = SlackApi::start(BOT, APP).await;
+    let homes: Vec<Sandbox> = ["r1", "r2"]
+        .iter()
+        .map(|name| {
+            let sandbox = Sandbox::new();
+            std::fs::write(
+                sandbox.home().join("config.toml"),
+                format!(
+                    "title_model = \"none\"\n[gateway]\n\n[channels.slack]\napi_url = \"{}\"\nallow = [\"U1\"]\nmode = \"events\"\nedit_interval_ms = 150\nsandbox = {{ mode = \"off\" }}\n\n[cluster]\nstore = \"{}\"\nbus = \"{}\"\nreplica = \"{name}\"\nlease_seconds = 2\n",
+                    slack.url,
+                    postgres.url(),
+                    nats.url()
+                ),
+            )
+            .unwrap();
+            sandbox
+        })
+        .collect();
+    let launch = async |home: &Sandbox| {
+        let token = new_token();
+        let mut cmd = gateway_command(home, &mock, Some(&token), &[]);
+        cmd.env("SLACK_BOT_TOKEN", BOT)
+            .env("SLACK_APP_TOKEN", APP)
+            .env("SLACK_SIGNING_SECRET", SECRET);
+        Gateway::spawn(cmd, Some(&token)).await
+    };
+    let (r1, r2) = tokio::join!(launch(&homes[0]), launch(&homes[1]));
+    // Signed now, posted again while the channel still starts (503).
+    let post = async |gateway: &Gateway, body: &str| -> u16 {
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        loop {
+            let ts = jiff::Timestamp::now().as_second().to_string();
+            let status = reqwest::Client::new()
+                .post(format!("http://{}/channels/slack", gateway.addr))
+                .header("content-type", "application/json")
+                .header("x-slack-request-timestamp", &ts)
+                .header("x-slack-signature", sign(SECRET, &ts, body.as_bytes()))
+                .body(body.to_string())
+                .timeout(TIMEOUT)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16();
+            if status != 503 || std::time::Instant::now() > deadline {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let first = event_callback(dm("D1", "U1", "first by event", "9.000100"), "EvC1").to_string();
+    let (a, b) = tokio::join!(post(&r1, &first), post(&r2, &first));
+    assert_eq!((a, b), (200, 200));
+    slack
+        .wait("the first answer", |s| {
+            s.texts().iter().any(|t| t == "Slacked once.")
+        })
+        .await;
+    assert_eq!(post(&r2, &first).await, 200);
+    assert_eq!(post(&r1, &first).await, 200);
+
+    let ran_first = postgres.psql("SELECT replica FROM pincer_sessions WHERE key LIKE 'slack:%'");
+    let other = if ran_first == "r1" { &r2 } else { &r1 };
+    let second = event_callback(dm("D1", "U1", "second by event", "9.000200"), "EvC2").to_string();
+    assert_eq!(post(other, &second).await, 200);
+    slack
+        .wait("the second answer", |s| {
+            s.texts().iter().any(|t| t == "Slacked twice.")
+        })
+        .await;
+    let last = mock.requests().pop().unwrap().body.to_string();
+    assert!(
+        ["first by event", "Slacked once.", "second by event"]
+            .iter()
+            .all(|said| last.contains(said)),
+        "{last}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(mock.requests().len(), 2, "an event ran twice");
+    // One message posted per reply (then edited as it streams), each
+    // showing its whole text once.
+    assert_eq!(slack.calls_of("chat.postMessage").len(), 2);
+    for text in ["Slacked once.", "Slacked twice."] {
+        let shown = slack.texts().iter().filter(|t| *t == text).count();
+        assert_eq!(shown, 1, "{text:?}: {:?}", slack.texts());
+    }
+    assert_eq!(
+        postgres.psql("SELECT count(*) FROM pincer_inbound WHERE id LIKE 'slack:%'"),
+        "2"
+    );
+}
