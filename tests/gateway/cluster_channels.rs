@@ -651,3 +651,100 @@ async fn a_slack_event_posted_to_two_replicas_is_answered_once_by_the_session_s_
         "2"
     );
 }
+
+/// WhatsApp's webhook on two replicas behind one URL: a notification
+/// posted to both at once, and again to each, is answered once, and the
+/// next, posted to the replica without the chat's session, is answered
+/// once by the one with it, with the history.
+#[tokio::test]
+async fn a_whatsapp_notification_posted_to_two_replicas_is_answered_once() {
+    use support::whatsapp_api::{GraphApi, Meta, text_message};
+    const PHONE_ID: &str = "106540352242922";
+    const USER: &str = "16505551234";
+    let (postgres, nats) = tokio::join!(
+        tokio::task::spawn_blocking(Postgres::start),
+        tokio::task::spawn_blocking(Nats::start)
+    );
+    let (postgres, nats) = (postgres.unwrap(), nats.unwrap());
+    let mock = MockModel::start().await;
+    mock.push(Reply::sse(anthropic_text("Sent once.", 20)));
+    mock.push(Reply::sse(anthropic_text("Sent twice.", 30)));
+    let unique = uuid::Uuid::new_v4().simple().to_string();
+    let token = format!("EAAG-{unique}");
+    let secret = format!("secret-{unique}");
+    let api = GraphApi::start(&token, PHONE_ID).await;
+    let homes: Vec<Sandbox> = ["r1", "r2"]
+        .iter()
+        .map(|name| {
+            let sandbox = Sandbox::new();
+            std::fs::write(
+                sandbox.home().join("config.toml"),
+                format!(
+                    "title_model = \"none\"\n[gateway]\n\n[channels.whatsapp]\nphone_number_id = \"{PHONE_ID}\"\napi_url = \"{}\"\nallow = [\"{USER}\"]\nsandbox = {{ mode = \"off\" }}\n\n[cluster]\nstore = \"{}\"\nbus = \"{}\"\nreplica = \"{name}\"\nlease_seconds = 2\n",
+                    api.url(),
+                    postgres.url(),
+                    nats.url()
+                ),
+            )
+            .unwrap();
+            sandbox
+        })
+        .collect();
+    let launch = async |home: &Sandbox| {
+        let gateway_token = new_token();
+        let mut cmd = gateway_command(home, &mock, Some(&gateway_token), &[]);
+        cmd.env("WHATSAPP_TOKEN", &token)
+            .env("WHATSAPP_VERIFY_TOKEN", format!("verify-{unique}"))
+            .env("WHATSAPP_APP_SECRET", &secret);
+        let gateway = Gateway::spawn(cmd, Some(&gateway_token)).await;
+        gateway
+            .stderr
+            .wait_line(TIMEOUT, |l| {
+                l.contains("channel whatsapp started").then_some(())
+            })
+            .await
+            .unwrap_or_else(|| panic!("no WhatsApp channel: {}", gateway.stderr.text()));
+        gateway
+    };
+    let (r1, r2) = tokio::join!(launch(&homes[0]), launch(&homes[1]));
+    let (to_r1, to_r2) = (
+        Meta::new(r1.addr, &secret, PHONE_ID),
+        Meta::new(r2.addr, &secret, PHONE_ID),
+    );
+    let said = |wamid: &str, text: &str| {
+        to_r1.envelope(USER, "Sheena Nelson", vec![text_message(USER, wamid, text)])
+    };
+    let first = said("wamid.C1", "first by hook");
+    let (a, b) = tokio::join!(to_r1.notify(&api, &first), to_r2.notify(&api, &first));
+    assert_eq!((a.0, b.0), (200, 200));
+    api.wait_messages(1, TIMEOUT).await;
+    assert_eq!(to_r2.notify(&api, &first).await.0, 200);
+    assert_eq!(to_r1.notify(&api, &first).await.0, 200);
+
+    let ran_first =
+        postgres.psql("SELECT replica FROM pincer_sessions WHERE key LIKE 'whatsapp:%'");
+    let other = if ran_first == "r1" { &to_r2 } else { &to_r1 };
+    assert_eq!(
+        other
+            .notify(&api, &said("wamid.C2", "second by hook"))
+            .await
+            .0,
+        200
+    );
+    api.wait_messages(2, TIMEOUT).await;
+    let last = mock.requests().pop().unwrap().body.to_string();
+    assert!(
+        ["first by hook", "Sent once.", "second by hook"]
+            .iter()
+            .all(|said| last.contains(said)),
+        "{last}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let texts: Vec<String> = api
+        .messages()
+        .iter()
+        .filter_map(|m| m["text"]["body"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(texts, ["Sent once.", "Sent twice."]);
+    assert_eq!(mock.requests().len(), 2, "a notification ran twice");
+}
