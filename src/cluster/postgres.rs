@@ -50,8 +50,14 @@ pub struct Store {
     replica: String,
     /// [`STORE_TIMEOUT`], shorter in tests.
     timeout: std::time::Duration,
-    /// The connection, made again after it was lost.
-    client: Mutex<Option<Client>>,
+    /// The connections, each made when first needed and again after it
+    /// was lost. A request takes one that is free: one that waits on a
+    /// lock in the database (PostgreSQL runs a connection's requests one
+    /// after another) does not hold back the others, such as the renewal
+    /// of this replica's presence.
+    clients: Vec<Mutex<Option<Client>>>,
+    /// Where a request waits when every connection is busy.
+    next_client: std::sync::atomic::AtomicUsize,
     /// How long a replica's claims last without being renewed, in seconds.
     lease_seconds: std::sync::atomic::AtomicI64,
     /// The transcripts' lines on their way to the store, once
@@ -121,6 +127,10 @@ pub struct Claimed {
 /// How long the store may take to answer one request (or to connect)
 /// before it counts as unreachable: a half-open connection must not hold
 /// the scheduler for good.
+/// How many connections a replica's requests share (besides the two
+/// writers' own, of transcript lines and of run events).
+const CONNECTIONS: usize = 4;
+
 const STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long joining may take: bringing the schema up to date waits for
@@ -145,7 +155,8 @@ impl Store {
             url: url.to_string(),
             replica: replica.to_string(),
             timeout,
-            client: Mutex::new(None),
+            clients: (0..CONNECTIONS).map(|_| Mutex::new(None)).collect(),
+            next_client: std::sync::atomic::AtomicUsize::new(0),
             lease_seconds: std::sync::atomic::AtomicI64::new(
                 i64::try_from(crate::config::cluster::DEFAULT_LEASE_SECONDS).unwrap_or(15),
             ),
@@ -163,7 +174,7 @@ impl Store {
     pub async fn open_to_read(url: &str) -> Result<Self, String> {
         let store = Self::new(url, "", STORE_TIMEOUT);
         let client = store.open().await?;
-        *store.client.lock().await = Some(client);
+        *store.slot().await = Some(client);
         Ok(store)
     }
 
@@ -318,7 +329,7 @@ impl Store {
     ) -> Result<Arc<Self>, String> {
         let store = Arc::new(Self::new(url, replica, timeout));
         {
-            let mut client = store.client.lock().await;
+            let mut client = store.slot().await;
             let connected = store.open().await?;
             migrate(&connected).await.map_err(|e| {
                 format!(
@@ -368,13 +379,28 @@ impl Store {
         Ok(client)
     }
 
-    /// Runs `work` on the connection, connecting again first if it was
-    /// lost.
+    /// A free connection's slot (the first free, so that more are made
+    /// only when requests overlap), or, when all are busy, the next in
+    /// turn once it is free.
+    async fn slot(&self) -> tokio::sync::MutexGuard<'_, Option<Client>> {
+        for slot in &self.clients {
+            if let Ok(free) = slot.try_lock() {
+                return free;
+            }
+        }
+        let next = self
+            .next_client
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.clients[next % self.clients.len()].lock().await
+    }
+
+    /// Runs `work` on a free connection, connecting first if it was not
+    /// made yet or was lost.
     async fn with_client<T>(
         &self,
         work: impl AsyncFnOnce(&Client) -> Result<T, tokio_postgres::Error>,
     ) -> Result<T, String> {
-        let mut client = self.client.lock().await;
+        let mut client = self.slot().await;
         if client.as_ref().is_none_or(Client::is_closed) {
             *client = Some(self.open().await?);
         }

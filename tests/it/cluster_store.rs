@@ -325,3 +325,56 @@ async fn a_forgotten_session_loses_its_lines_even_those_on_their_way_and_a_live_
         }
     );
 }
+
+/// The replica's requests share its connection: one that waits on a lock
+/// another transaction holds (here a `psql` holding the sessions' table)
+/// does not hold back the others, such as reading the replicas, and
+/// finishes once the lock is let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_waiting_on_a_lock_does_not_hold_back_the_replica_s_other_requests() {
+    use std::io::Write;
+    let postgres = tokio::task::spawn_blocking(Postgres::start).await.unwrap();
+    let store = Store::connect(&postgres.url(), "here").await.unwrap();
+    let mut holder = postgres.open_psql();
+    let mut input = holder.stdin.take().unwrap();
+    writeln!(
+        input,
+        "BEGIN; LOCK TABLE pincer_sessions IN ACCESS EXCLUSIVE MODE; SELECT 1;"
+    )
+    .unwrap();
+    input.flush().unwrap();
+    let held = "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                WHERE c.relname = 'pincer_sessions' AND l.mode = 'AccessExclusiveLock' AND l.granted";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while postgres.psql(held) != "1" {
+        assert!(Instant::now() < deadline, "psql never took the lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let waiting = tokio::spawn({
+        let store = store.clone();
+        async move { store.take("k").await }
+    });
+    // The take is on its way, and waits for the lock.
+    let waits = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'";
+    while postgres.psql(waits) != "1" {
+        assert!(Instant::now() < deadline, "the take never waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = Instant::now();
+    assert_eq!(store.others().await.unwrap(), Vec::<String>::new());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "reading the replicas waited {:?} behind the take",
+        started.elapsed()
+    );
+    assert!(!waiting.is_finished());
+    writeln!(input, "COMMIT;").unwrap();
+    drop(input);
+    let taken = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the take finished once the lock went")
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken, pincer::cluster::Placed::Vacant);
+    let _ = holder.wait();
+}

@@ -235,6 +235,22 @@ impl Postgres {
         );
     }
 
+    /// A `psql` on the database that stays open until it is killed (or
+    /// its stdin closed), running what is written to its stdin: for a
+    /// test to hold a transaction, and its locks, while pincer works.
+    pub fn open_psql(&self) -> Child {
+        let mut command = Command::new(self.bin.join("psql"));
+        without_pg_env(&mut command);
+        command
+            .env("LC_ALL", "C")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &self.url()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}/psql: {e}", self.bin.display()))
+    }
+
     fn url_of(&self, database: &str) -> String {
         format!("postgres://{NAME}@127.0.0.1:{}/{database}", self.port)
     }
