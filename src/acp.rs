@@ -259,7 +259,7 @@ impl Server {
     ) -> Result<(), Error> {
         // The session's commands follow its answer: pincer does not end
         // at the end of stdin in between.
-        let _hold = self.drain.hold();
+        let _hold = self.drain.hold_until_written(&cx);
         // Reading the settings and creating the transcript is file work:
         // on the blocking pool, so that the streams a runtime worker
         // serves (the gateway's other sessions) do not wait for it.
@@ -286,7 +286,7 @@ impl Server {
     ) -> Result<(), Error> {
         // The session's commands follow its answer: pincer does not end
         // at the end of stdin in between.
-        let _hold = self.drain.hold();
+        let _hold = self.drain.hold_until_written(&cx);
         let id = req.session_id.clone();
         match self.load_session(req, &cx).await {
             Ok(response) => {
@@ -306,7 +306,7 @@ impl Server {
     ) -> Result<(), Error> {
         // The session's commands follow its answer: pincer does not end
         // at the end of stdin in between.
-        let _hold = self.drain.hold();
+        let _hold = self.drain.hold_until_written(&cx);
         let id = req.session_id.clone();
         match self.resume_session(req, &cx).await {
             Ok(response) => {
@@ -324,7 +324,7 @@ impl Server {
         responder: Responder<ForkSessionResponse>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        let _hold = self.drain.hold();
+        let _hold = self.drain.hold_until_written(&cx);
         match self.fork_session(req, &cx).await {
             Ok(response) => {
                 let id = response.session_id.clone();

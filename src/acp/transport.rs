@@ -69,14 +69,35 @@ impl DrainState {
 
 /// While it lives, the end of stdin does not end pincer: what a handler
 /// sends after its answer (a new session's slash commands) is queued
-/// before the connection closes, and the connection writes what it queued.
-pub struct Hold(Arc<Drain>);
+/// before the connection closes. One made by [`Drain::hold_until_written`]
+/// lasts until what was queued before its end has been written: its end
+/// is a marker queued behind it ([`HELD`]), which the writer drops.
+pub struct Hold {
+    drain: Arc<Drain>,
+    cx: Option<agent_client_protocol::v1::ConnectionTo<agent_client_protocol::Client>>,
+}
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        self.0.lock().holds -= 1;
-        self.0.changed.notify_waiters();
+        if let Some(cx) = self.cx.take()
+            && let Ok(marker) =
+                agent_client_protocol::UntypedMessage::new(HELD, serde_json::json!({}))
+            && cx.send_notification(marker).is_ok()
+        {
+            return;
+        }
+        self.drain.released();
     }
+}
+
+/// The method of the marker that ends a [`Hold`] once the writer reaches
+/// it; never written to stdout.
+const HELD: &str = "_pincer/held";
+
+/// Whether an outgoing line is a [`HELD`] marker. (Inside a JSON string
+/// the quotes would be escaped, so text cannot look like one.)
+fn is_held_marker(line: &str) -> bool {
+    line.contains("\"method\":\"_pincer/held\"")
 }
 
 /// Just enough of an outgoing JSON-RPC message to see which request it
@@ -253,7 +274,35 @@ impl Drain {
     /// out cannot let pincer end before what follows it is queued.
     pub fn hold(self: &Arc<Self>) -> Hold {
         self.lock().holds += 1;
-        Hold(self.clone())
+        Hold {
+            drain: self.clone(),
+            cx: None,
+        }
+    }
+
+    /// [`Drain::hold`] that ends only once what `cx` queued before its end
+    /// has been written to stdout.
+    pub fn hold_until_written(
+        self: &Arc<Self>,
+        cx: &agent_client_protocol::v1::ConnectionTo<agent_client_protocol::Client>,
+    ) -> Hold {
+        let mut hold = self.hold();
+        // Only this module's writer drops the markers: on another
+        // transport (the gateway's in-process connection) the hold ends
+        // when dropped, as a plain one.
+        if self.outgoing.get().is_some() {
+            hold.cx = Some(cx.clone());
+        }
+        hold
+    }
+
+    /// A hold ended.
+    fn released(&self) {
+        {
+            let mut state = self.lock();
+            state.holds = state.holds.saturating_sub(1);
+        }
+        self.changed.notify_waiters();
     }
 
     /// Counts an answer that must go out before pincer may end.
@@ -326,6 +375,9 @@ fn write_lines(
                 Err(_) => break,
             }
         }
+        let before = batch.len();
+        batch.retain(|line| !is_held_marker(line));
+        let markers = before - batch.len();
         if let Err(e) = write_batch(&batch, &mut buffer, &mut writer) {
             tracing::debug!(error = %e, "stdout is closed");
             drain.stdout_gone();
@@ -333,6 +385,9 @@ fn write_lines(
         }
         for line in batch.drain(..) {
             drain.on_outgoing(&line);
+        }
+        for _ in 0..markers {
+            drain.released();
         }
     }
 }

@@ -384,3 +384,47 @@ fn the_doc_shows_each_example_file_exactly() {
         );
     }
 }
+
+/// What follows an answer is written before pincer ends at the end of
+/// stdin, however the threads are scheduled: a new session's slash
+/// commands come after its answer, every time of many, also with a
+/// busy machine's timing (the runs overlap).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_follows_an_answer_is_written_before_the_end_of_stdin_ends_pincer() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start().await;
+    let input = format!(
+        "{}\n{}\n",
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}),
+        json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd": sandbox.work(),"mcpServers":[]}}),
+    );
+    let runs = (0..40).map(|_| {
+        let mut cmd = script(&sandbox, &mock, env!("CARGO_BIN_EXE_pincer"), &["acp"]);
+        let input = input.clone();
+        async move {
+            let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(input.as_bytes()).await.unwrap();
+            drop(stdin);
+            let out = tokio::time::timeout(RUN_TIMEOUT, child.wait_with_output())
+                .await
+                .expect("pincer did not end")
+                .unwrap();
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            text(&out.stdout)
+        }
+    });
+    let outputs = futures::future::join_all(runs).await;
+    let missing = outputs
+        .iter()
+        .filter(|out| !out.contains("available_commands_update"))
+        .count();
+    assert_eq!(
+        missing, 0,
+        "{missing} of 40 runs ended before the session's commands"
+    );
+    assert!(
+        outputs.iter().all(|out| !out.contains("_pincer/held")),
+        "a hold's marker was written"
+    );
+}
