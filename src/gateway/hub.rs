@@ -64,7 +64,7 @@ mod usage;
 mod view;
 
 pub use approvals::not_found;
-pub use cluster::{RowsAsked, RowsElsewhere};
+pub use cluster::{PatchAsked, RowsAsked, RowsElsewhere};
 pub use usage::Used;
 pub(super) use view::millis;
 pub use view::{Archived, Patch, RowQuery};

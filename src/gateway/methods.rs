@@ -1691,9 +1691,18 @@ fn permission_mode(
 async fn patch(hub: &Arc<Hub>, conn: &Conn, query: sessions::PatchParams) -> Reply {
     only_main(query.agent_id.as_deref())?;
     let key = checked_key("key", &query.key)?;
+    let elsewhere = hub.elsewhere(key).await;
     // OpenClaw's CLI names the session it means: a key that names another
     // one by now is not changed.
-    expected_session(hub, key, query.expected_session_id.as_deref())?;
+    match (&elsewhere, query.expected_session_id.as_deref()) {
+        (Some(elsewhere), Some(expected)) if elsewhere.session != expected => {
+            return Err(ErrorShape::invalid(format!(
+                "{key} no longer names session {expected}"
+            )));
+        }
+        (Some(_), _) => {}
+        (None, expected) => expected_session(hub, key, expected)?,
+    }
     // Everything is checked before anything changes.
     let label = checked_label(query.label.as_deref())?;
     let mode = permission_mode(hub, query.permission_mode.as_ref().map(Option::as_deref))?;
@@ -1713,6 +1722,26 @@ async fn patch(hub: &Arc<Hub>, conn: &Conn, query: sessions::PatchParams) -> Rep
     // approval to come, so it takes the scope that answers approvals.
     if mode == Some(crate::agent::Mode::Bypass) {
         need(conn, Need::Approvals)?;
+    }
+    // A session another replica runs is changed there, as checked here.
+    if let Some(elsewhere) = elsewhere {
+        let asked = hub::PatchAsked {
+            label: label.map(str::to_string),
+            model,
+            thinking: query.thinking_level.clone(),
+            permission_mode: mode.map(|m| m.id().to_string()),
+            queue_mode: query.queue_mode.clone(),
+            verbose: query.verbose_level.clone(),
+            archived: query.archived,
+            expected: query.expected_session_id.clone(),
+        };
+        let (session, entry) = hub.patch_elsewhere(&elsewhere, asked).await?;
+        return answer(&json!({
+            "ok": true,
+            "key": key,
+            "sessionId": session,
+            "entry": entry,
+        }));
     }
     if let Some(archived) = query.archived {
         let session = hub

@@ -1037,13 +1037,15 @@ fn asked_with(mock: &MockModel, n: usize) -> String {
     mock.requests()[n].body["messages"].to_string()
 }
 
-/// `sessions.reset` and `sessions.delete` from any replica act on the
-/// cluster's session: the replica that runs it resets or deletes it, the
+/// `sessions.patch`, `sessions.reset` and `sessions.delete` from any
+/// replica act on the cluster's session: the replica that runs it changes,
+/// resets or deletes it, the
 /// store forgets the old history (a deleted session's lines are gone), and
 /// no replica brings it back: not the one that ran it, nor one that takes
 /// its key later.
 #[tokio::test]
-async fn a_session_reset_or_deleted_from_any_replica_is_so_everywhere_and_never_comes_back() {
+async fn a_session_patched_reset_or_deleted_from_any_replica_is_so_everywhere_and_never_comes_back()
+{
     let (postgres, nats) = tokio::join!(
         tokio::task::spawn_blocking(Postgres::start),
         tokio::task::spawn_blocking(Nats::start)
@@ -1070,6 +1072,32 @@ async fn a_session_reset_or_deleted_from_any_replica_is_so_everywhere_and_never_
     let old = postgres.psql(&format!(
         "SELECT session_id FROM pincer_sessions WHERE key = '{key}'"
     ));
+
+    // r2 renames the session r1 runs: r1 changes it.
+    let patched = there
+        .call_ok(
+            "sessions.patch",
+            json!({"key": key, "label": "Pelican notes", "expectedSessionId": old}),
+        )
+        .await;
+    assert_eq!(patched["sessionId"], json!(old), "{patched}");
+    assert_eq!(patched["entry"]["label"], "Pelican notes", "{patched}");
+    let listed = here.call_ok("sessions.list", json!({})).await;
+    let row = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["key"] == key)
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(row["label"], "Pelican notes", "{listed}");
+    let stale = there
+        .call(
+            "sessions.patch",
+            json!({"key": key, "label": "x", "expectedSessionId": "sess_other"}),
+        )
+        .await;
+    assert_eq!(stale["ok"], false, "{stale}");
 
     // r2 resets the session r1 runs: r1 gives the key a new session, and
     // the store says so.

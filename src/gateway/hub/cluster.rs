@@ -125,6 +125,12 @@ enum Asked {
         key: String,
         expected: Option<String>,
     },
+    /// `sessions.patch` of a session the replica runs, checked by the
+    /// replica the client asked: its id and row.
+    Patch {
+        key: String,
+        patch: PatchAsked,
+    },
     /// `sessions.delete` of a session the replica runs: whether it was
     /// deleted.
     Delete {
@@ -134,6 +140,23 @@ enum Asked {
     },
     /// Its own sessions' rows, as `sessions.list` lists them.
     Rows(RowsAsked),
+}
+
+/// A `sessions.patch` for a session another replica runs, as the
+/// replica the client asked checked it (the model resolved, the scopes
+/// met); [`super::Patch`] with owned fields, `archived` and the session
+/// the key must name.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchAsked {
+    pub label: Option<String>,
+    pub model: Option<String>,
+    pub thinking: Option<String>,
+    pub permission_mode: Option<String>,
+    pub queue_mode: Option<String>,
+    pub verbose: Option<String>,
+    pub archived: Option<bool>,
+    pub expected: Option<String>,
 }
 
 /// What `sessions.list` asks of every other replica: the rows of its own
@@ -732,6 +755,62 @@ impl Hub {
         }
     }
 
+    /// `sessions.patch` of a session another replica runs: that replica
+    /// changes it; the session's id and its row.
+    pub async fn patch_elsewhere(
+        &self,
+        elsewhere: &Elsewhere,
+        patch: PatchAsked,
+    ) -> Result<(String, serde_json::Value), Failure> {
+        let asked = Asked::Patch {
+            key: elsewhere.key.clone(),
+            patch,
+        };
+        let mut answered = self.ask_replica(&elsewhere.replica, &asked).await?;
+        match answered["sessionId"].take() {
+            serde_json::Value::String(session) => Ok((session, answered["entry"].take())),
+            _ => Err(Failure::new(
+                UNAVAILABLE,
+                format!("a malformed answer from a replica: {answered}"),
+            )),
+        }
+    }
+
+    /// [`Hub::patch`] of a session of this replica's, as another replica
+    /// asked: archived or not, and only while the key names `expected`.
+    async fn patch_here(
+        self: &Arc<Self>,
+        key: &str,
+        patch: &PatchAsked,
+    ) -> Result<(String, Option<crate::gateway::protocol::sessions::Row>), Failure> {
+        let session = self.lookup(key);
+        if let Some(expected) = &patch.expected
+            && session.as_deref() != Some(expected.as_str())
+        {
+            return Err(Failure::invalid(format!(
+                "{key} no longer names session {expected}"
+            )));
+        }
+        if let Some(archived) = patch.archived {
+            let session = session
+                .as_deref()
+                .ok_or_else(|| Failure::invalid(format!("no session is named {key}")))?;
+            self.set_archived(session, archived);
+        }
+        self.patch(
+            key,
+            super::Patch {
+                label: patch.label.as_deref(),
+                model: patch.model.as_deref(),
+                thinking: patch.thinking.as_deref(),
+                permission_mode: patch.permission_mode.as_deref(),
+                queue_mode: patch.queue_mode.as_deref(),
+                verbose: patch.verbose.as_deref(),
+            },
+        )
+        .await
+    }
+
     /// `sessions.delete` of a session another replica runs: that replica
     /// deletes it; whether it did.
     pub(super) async fn delete_elsewhere(
@@ -952,6 +1031,12 @@ impl Hub {
                     .reset_here(&key, expected.as_deref())
                     .await
                     .map(serde_json::Value::from),
+                Err(e) => Err(e),
+            },
+            Asked::Patch { key, patch } => match super::check_key("key", &key) {
+                Ok(()) => self.patch_here(&key, &patch).await.map(
+                    |(session, entry)| serde_json::json!({"sessionId": session, "entry": entry}),
+                ),
                 Err(e) => Err(e),
             },
             Asked::Delete {
