@@ -72,6 +72,32 @@ async fn launch_with(
     gateway
 }
 
+/// Replica `name`'s home on `postgres` and `nats`, with a two-second
+/// lease and `channel` (a `[channels.…]` table) in its config.
+fn replica_with_channel(name: &str, postgres: &Postgres, nats: &Nats, channel: &str) -> Sandbox {
+    let sandbox = Sandbox::new();
+    std::fs::write(
+        sandbox.home().join("config.toml"),
+        format!(
+            "title_model = \"none\"\n[gateway]\n\n{channel}\n\n[cluster]\nstore = \"{}\"\nbus = \"{}\"\nreplica = \"{name}\"\nlease_seconds = 2\n",
+            postgres.url(),
+            nats.url()
+        ),
+    )
+    .unwrap();
+    sandbox
+}
+
+/// A gateway on `home` with `env` (the channel's credentials) besides.
+async fn spawn_replica(home: &Sandbox, mock: &MockModel, env: &[(&str, &str)]) -> Gateway {
+    let token = new_token();
+    let mut cmd = gateway_command(home, mock, Some(&token), &[]);
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    Gateway::spawn(cmd, Some(&token)).await
+}
+
 /// The replica holding the channel's lease.
 fn holder(postgres: &Postgres) -> String {
     postgres.psql("SELECT replica FROM pincer_leases WHERE name = 'channel:telegram'")
@@ -472,29 +498,16 @@ async fn one_replica_holds_discord_s_connection_and_another_takes_it_when_that_o
     let bot_token = format!("bot-{}", uuid::Uuid::new_v4().simple());
     let discord = DiscordApi::start(&bot_token).await;
     let names = ["r1", "r2", "r3"];
+    let discord_table = format!(
+        "[channels.discord]\ntoken_env = \"PINCER_TEST_DISCORD\"\napi_url = \"{}\"\ngateway_url = \"\"\nallow = [\"{USER}\"]\nedit_interval_ms = 100\nsandbox = {{ mode = \"off\" }}",
+        discord.api_url
+    );
     let homes: Vec<Sandbox> = names
         .iter()
-        .map(|name| {
-            let sandbox = Sandbox::new();
-            std::fs::write(
-                sandbox.home().join("config.toml"),
-                format!(
-                    "title_model = \"none\"\n[gateway]\n\n[channels.discord]\ntoken_env = \"PINCER_TEST_DISCORD\"\napi_url = \"{}\"\ngateway_url = \"\"\nallow = [\"{USER}\"]\nedit_interval_ms = 100\nsandbox = {{ mode = \"off\" }}\n\n[cluster]\nstore = \"{}\"\nbus = \"{}\"\nreplica = \"{name}\"\nlease_seconds = 2\n",
-                    discord.api_url,
-                    postgres.url(),
-                    nats.url()
-                ),
-            )
-            .unwrap();
-            sandbox
-        })
+        .map(|name| replica_with_channel(name, &postgres, &nats, &discord_table))
         .collect();
-    let launch = async |home: &Sandbox| {
-        let token = new_token();
-        let mut cmd = gateway_command(home, &mock, Some(&token), &[]);
-        cmd.env("PINCER_TEST_DISCORD", &bot_token);
-        Gateway::spawn(cmd, Some(&token)).await
-    };
+    let env = [("PINCER_TEST_DISCORD", bot_token.as_str())];
+    let launch = async |home: &Sandbox| spawn_replica(home, &mock, &env).await;
     let (r1, r2, r3) = tokio::join!(launch(&homes[0]), launch(&homes[1]), launch(&homes[2]));
     let mut replicas = [Some(r1), Some(r2), Some(r3)];
     let identified = |discord: &DiscordApi| {
@@ -561,31 +574,20 @@ async fn a_slack_event_posted_to_two_replicas_is_answered_once_by_the_session_s_
     mock.push(Reply::sse(anthropic_text("Slacked once.", 20)));
     mock.push(Reply::sse(anthropic_text("Slacked twice.", 30)));
     let slack = SlackApi::start(BOT, APP).await;
+    let slack_table = format!(
+        "[channels.slack]\napi_url = \"{}\"\nallow = [\"U1\"]\nmode = \"events\"\nedit_interval_ms = 150\nsandbox = {{ mode = \"off\" }}",
+        slack.url
+    );
     let homes: Vec<Sandbox> = ["r1", "r2"]
         .iter()
-        .map(|name| {
-            let sandbox = Sandbox::new();
-            std::fs::write(
-                sandbox.home().join("config.toml"),
-                format!(
-                    "title_model = \"none\"\n[gateway]\n\n[channels.slack]\napi_url = \"{}\"\nallow = [\"U1\"]\nmode = \"events\"\nedit_interval_ms = 150\nsandbox = {{ mode = \"off\" }}\n\n[cluster]\nstore = \"{}\"\nbus = \"{}\"\nreplica = \"{name}\"\nlease_seconds = 2\n",
-                    slack.url,
-                    postgres.url(),
-                    nats.url()
-                ),
-            )
-            .unwrap();
-            sandbox
-        })
+        .map(|name| replica_with_channel(name, &postgres, &nats, &slack_table))
         .collect();
-    let launch = async |home: &Sandbox| {
-        let token = new_token();
-        let mut cmd = gateway_command(home, &mock, Some(&token), &[]);
-        cmd.env("SLACK_BOT_TOKEN", BOT)
-            .env("SLACK_APP_TOKEN", APP)
-            .env("SLACK_SIGNING_SECRET", SECRET);
-        Gateway::spawn(cmd, Some(&token)).await
-    };
+    let env = [
+        ("SLACK_BOT_TOKEN", BOT),
+        ("SLACK_APP_TOKEN", APP),
+        ("SLACK_SIGNING_SECRET", SECRET),
+    ];
+    let launch = async |home: &Sandbox| spawn_replica(home, &mock, &env).await;
     let (r1, r2) = tokio::join!(launch(&homes[0]), launch(&homes[1]));
     // Signed now, posted again while the channel still starts (503).
     let post = async |gateway: &Gateway, body: &str| -> u16 {
@@ -673,30 +675,22 @@ async fn a_whatsapp_notification_posted_to_two_replicas_is_answered_once() {
     let token = format!("EAAG-{unique}");
     let secret = format!("secret-{unique}");
     let api = GraphApi::start(&token, PHONE_ID).await;
+    let whatsapp_table = format!(
+        "[channels.whatsapp]\nphone_number_id = \"{PHONE_ID}\"\napi_url = \"{}\"\nallow = [\"{USER}\"]\nsandbox = {{ mode = \"off\" }}",
+        api.url()
+    );
     let homes: Vec<Sandbox> = ["r1", "r2"]
         .iter()
-        .map(|name| {
-            let sandbox = Sandbox::new();
-            std::fs::write(
-                sandbox.home().join("config.toml"),
-                format!(
-                    "title_model = \"none\"\n[gateway]\n\n[channels.whatsapp]\nphone_number_id = \"{PHONE_ID}\"\napi_url = \"{}\"\nallow = [\"{USER}\"]\nsandbox = {{ mode = \"off\" }}\n\n[cluster]\nstore = \"{}\"\nbus = \"{}\"\nreplica = \"{name}\"\nlease_seconds = 2\n",
-                    api.url(),
-                    postgres.url(),
-                    nats.url()
-                ),
-            )
-            .unwrap();
-            sandbox
-        })
+        .map(|name| replica_with_channel(name, &postgres, &nats, &whatsapp_table))
         .collect();
+    let verify = format!("verify-{unique}");
+    let env = [
+        ("WHATSAPP_TOKEN", token.as_str()),
+        ("WHATSAPP_VERIFY_TOKEN", verify.as_str()),
+        ("WHATSAPP_APP_SECRET", secret.as_str()),
+    ];
     let launch = async |home: &Sandbox| {
-        let gateway_token = new_token();
-        let mut cmd = gateway_command(home, &mock, Some(&gateway_token), &[]);
-        cmd.env("WHATSAPP_TOKEN", &token)
-            .env("WHATSAPP_VERIFY_TOKEN", format!("verify-{unique}"))
-            .env("WHATSAPP_APP_SECRET", &secret);
-        let gateway = Gateway::spawn(cmd, Some(&gateway_token)).await;
+        let gateway = spawn_replica(home, &mock, &env).await;
         gateway
             .stderr
             .wait_line(TIMEOUT, |l| {
