@@ -437,6 +437,19 @@ async fn a_webhook_delivered_to_two_replicas_is_answered_once_and_a_store_down_a
         .await;
     assert_eq!(pressed.body["text"], "✅ Allowed once.");
     assert_eq!(mock.requests().len(), 4);
+    // Asked in the chat once: the other replica, which heard the question
+    // too, left it to the session's.
+    let asked = api
+        .calls_of("sendmessage")
+        .iter()
+        .filter(|c| {
+            c.body["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("asks to run")
+        })
+        .count();
+    assert_eq!(asked, 1, "the question was put in the chat {asked} times");
 
     // With the store down, a message is not run, and the chat is told to
     // send it again; once the store is back, it is answered.

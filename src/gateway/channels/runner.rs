@@ -330,6 +330,10 @@ async fn lease_lost(lease: &Shared, name: &str) -> String {
     }
 }
 
+/// How long a press on a question this replica has not heard of waits
+/// for it to be told over the cluster's bus.
+const HEAR_QUESTION: Duration = Duration::from_secs(3);
+
 struct Runner {
     hub: Arc<Hub>,
     /// The cluster's claims, in a cluster.
@@ -694,7 +698,15 @@ impl Runner {
             // Asked by the chat's session on another replica of the
             // cluster (a webhook may bring the press to any): answered
             // there.
-            if self.hub.approval_key_elsewhere(id).as_deref() == Some(key.as_str()) {
+            // The press may come before the question, told over the bus,
+            // reached this replica: it is waited for a moment.
+            if self
+                .hub
+                .approval_key_elsewhere_within(id, HEAR_QUESTION)
+                .await
+                .as_deref()
+                == Some(key.as_str())
+            {
                 return match self.hub.resolve_elsewhere(id, decision).await {
                     Ok(()) => {
                         self.answered.insert(id.to_string());
@@ -812,6 +824,12 @@ impl Runner {
                 let Some(id) = payload["id"].as_str() else {
                     return;
                 };
+                // In a cluster, a question another replica asked is heard
+                // here too: that replica's channel puts it in the chat,
+                // once.
+                if self.hub.approval(id).is_none() {
+                    return;
+                }
                 let request = &payload["request"];
                 let what = request["command"]
                     .as_str()
@@ -881,6 +899,15 @@ impl Runner {
                 let Some(id) = payload["id"].as_str() else {
                     return;
                 };
+                // Settled where it was put in the chat (in a cluster, the
+                // replica that asked it).
+                if !self
+                    .asked
+                    .get(&chat)
+                    .is_some_and(|ids| ids.iter().any(|i| i == id))
+                {
+                    return;
+                }
                 if let Some(ids) = self.asked.get_mut(&chat) {
                     ids.retain(|i| i != id);
                     if ids.is_empty() {

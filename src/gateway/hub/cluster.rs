@@ -710,6 +710,27 @@ impl Hub {
         heard.sessions.get(&approval.session).map(|s| s.key.clone())
     }
 
+    /// [`Hub::approval_key_elsewhere`], waiting up to `within` for the
+    /// question to be heard (at once when this gateway is on no bus, or
+    /// the question is this replica's own).
+    pub async fn approval_key_elsewhere_within(
+        &self,
+        id: &str,
+        within: std::time::Duration,
+    ) -> Option<String> {
+        self.peers.get()?;
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(key) = self.approval_key_elsewhere(id) {
+                return Some(key);
+            }
+            if self.approval(id).is_some() || tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+    }
+
     /// `exec.approval.resolve` of a question another replica asked: the
     /// decision is checked here, then answered there.
     pub async fn resolve_elsewhere(&self, id: &str, decision: &str) -> Result<(), Failure> {
