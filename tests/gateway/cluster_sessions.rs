@@ -1030,6 +1030,27 @@ async fn replicas_on_a_store_and_a_bus_that_take_tls_only_check_them_and_share_s
     assert!(stderr.contains("UnknownIssuer"), "{stderr}");
     assert!(!stderr.contains("teller-secret"), "{stderr}");
     assert_eq!(mock.requests().len(), 2, "a refused replica ran nothing");
+
+    // The system's roots (here `SSL_CERT_FILE`, which they honour, names
+    // the team's CA): `sslrootcert=system` for the store, and no `bus_ca`.
+    let system = replica_home(
+        "r5",
+        &format!(
+            "postgres://teller:teller-secret@localhost:{}/pincer?sslrootcert=system",
+            postgres.port()
+        ),
+        &bus,
+    );
+    let token = new_token();
+    let mut command = gateway_command(&system, &mock, Some(&token), &[]);
+    command.env("SSL_CERT_FILE", &team_ca);
+    let r5 = Gateway::spawn(command, Some(&token)).await;
+    let said = "cluster: replica `r5` on store";
+    r5.stderr
+        .wait_line(TIMEOUT, |l| l.contains(said).then_some(()))
+        .await
+        .unwrap_or_else(|| panic!("no {said:?} in:\n{}", r5.stderr.text()));
+    r5.stop().await;
 }
 
 /// The history a session's model request carried, as one string.
