@@ -1445,7 +1445,7 @@ async fn cluster_sessions(
     data_dir: &std::path::Path,
     cwd: Option<&std::path::Path>,
 ) -> Result<Vec<SessionInfo>, String> {
-    let store = crate::cluster::postgres::Store::open_to_read(url).await?;
+    let store = crate::cluster::postgres::Store::reader(url).await?;
     let listed = store.listed(CLUSTER_LIST).await?;
     Ok(listed
         .into_iter()

@@ -178,6 +178,21 @@ impl Store {
         Ok(store)
     }
 
+    /// [`Store::open_to_read`], kept for the next call with the same URL
+    /// (`pincer acp`'s `session/list` and `session/load`, which an editor
+    /// calls again and again): connected once, its connections made again
+    /// when lost.
+    pub async fn reader(url: &str) -> Result<Arc<Self>, String> {
+        static READER: std::sync::OnceLock<Mutex<Option<Arc<Store>>>> = std::sync::OnceLock::new();
+        let mut kept = READER.get_or_init(Mutex::default).lock().await;
+        if let Some(store) = kept.as_ref().filter(|store| store.url == url) {
+            return Ok(store.clone());
+        }
+        let store = Arc::new(Self::open_to_read(url).await?);
+        *kept = Some(store.clone());
+        Ok(store)
+    }
+
     /// The replicas and the latest claims; a replica is alive when it
     /// renewed its presence within `lease_seconds`.
     pub async fn status(&self, lease_seconds: u64) -> Result<Status, String> {
@@ -365,7 +380,17 @@ impl Store {
             )
         };
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-        let dial = tls::plan(&self.url, home.as_deref())?;
+        let mut dial = tls::plan(&self.url, home.as_deref())?;
+        // Which replica a connection is, in `pg_stat_activity`, unless
+        // the URL names it.
+        if dial.config.get_application_name().is_none() {
+            let name = if self.replica.is_empty() {
+                "pincer (reading)".to_string()
+            } else {
+                format!("pincer replica {}", self.replica)
+            };
+            dial.config.application_name(&name);
+        }
         let (client, connection) =
             tokio::time::timeout(self.timeout, dial.config.connect(dial.tls))
                 .await

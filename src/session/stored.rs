@@ -43,7 +43,7 @@ pub async fn copy_from_store(
     if !super::is_file_id(session) {
         return Ok(None);
     }
-    let store = crate::cluster::postgres::Store::open_to_read(url).await?;
+    let store = crate::cluster::postgres::Store::reader(url).await?;
     let lines = store.lines(session).await?;
     if lines.is_empty() {
         return Ok(None);

@@ -418,6 +418,24 @@ async fn a_session_on_one_replica_is_followed_answered_aborted_and_sent_to_from_
         found[0]["_meta"]["pincer/cluster"]["replica"], "r1",
         "{listed}"
     );
+    // Listed again and again, over one connection kept to the store.
+    for _ in 0..3 {
+        let again = acp.call("session/list", json!({})).await;
+        assert_eq!(again["sessions"], listed["sessions"], "{again}");
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        postgres.psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pincer (reading)'"
+        ),
+        "1"
+    );
+    assert_ne!(
+        postgres.psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pincer replica r1'"
+        ),
+        "0"
+    );
     let id = acp
         .send(
             "session/load",
