@@ -64,7 +64,7 @@ pub fn plan(root: &Path, store: &Store, steps: Vec<Step>) -> io::Result<Plan> {
         {
             plan.not_restorable.push((
                 step.path,
-                "its copy was dropped to keep the checkpoint store under [checkpoints] max_size"
+                "its copy is not in this machine's checkpoint store: dropped to keep it under [checkpoints] max_size, or kept on the machine that recorded it (another replica of a team gateway)"
                     .into(),
             ));
             continue;

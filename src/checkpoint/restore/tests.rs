@@ -169,6 +169,33 @@ fn a_file_too_large_to_keep_is_reported_not_restored() {
     assert_eq!(std::fs::read(f.at("small.txt")).unwrap(), b"0123");
 }
 
+/// A checkpoint whose copies are elsewhere (another replica's store, or
+/// dropped for the size) restores nothing, and says why.
+#[test]
+fn a_copy_not_in_this_store_is_not_restorable_and_says_where_it_may_be() {
+    let f = fixture(1 << 20);
+    let elsewhere = fixture(1 << 20);
+    f.write("notes.txt", b"first");
+    let before = f.scan(None);
+    f.write("notes.txt", b"second");
+    let after = f.scan(Some(&before));
+    let turn = TurnChanges::between(&before, &after);
+    let undo = plan(f.root(), &elsewhere.store, turn.undo()).unwrap();
+    assert!(undo.ready.is_empty(), "{undo:?}");
+    assert_eq!(undo.not_restorable.len(), 1, "{undo:?}");
+    assert!(
+        undo.not_restorable[0]
+            .1
+            .contains("the machine that recorded it"),
+        "{undo:?}"
+    );
+    // Nothing was touched.
+    assert_eq!(
+        std::fs::read(f.root().join("notes.txt")).unwrap(),
+        b"second"
+    );
+}
+
 #[test]
 fn a_step_outside_the_root_is_refused() {
     let f = fixture(1 << 20);
