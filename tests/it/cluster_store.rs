@@ -240,6 +240,13 @@ async fn the_store_over_tls_checks_the_server_as_sslmode_says_and_binds_the_pass
     ))
     .await
     .unwrap();
+    // Over its Unix socket there is no TLS, whatever the mode (libpq's
+    // rule): the store is reached.
+    for mode in ["", "?sslmode=require"] {
+        connect(format!("{}{mode}", tls.socket_url()))
+            .await
+            .unwrap();
+    }
     // `disable` is refused by this server, which takes TLS only.
     let error = connect(url("127.0.0.1", "sslmode=disable"))
         .await

@@ -251,6 +251,12 @@ impl Postgres {
             .unwrap_or_else(|e| panic!("cannot run {}/psql: {e}", self.bin.display()))
     }
 
+    /// The database `pincer` over the server's Unix socket.
+    pub fn socket_url(&self) -> String {
+        let dir = self.dir.path().display().to_string().replace('/', "%2F");
+        format!("postgres://{NAME}@{dir}:{}/{NAME}", self.port)
+    }
+
     fn url_of(&self, database: &str) -> String {
         format!("postgres://{NAME}@127.0.0.1:{}/{database}", self.port)
     }

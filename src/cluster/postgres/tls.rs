@@ -146,7 +146,16 @@ pub(super) fn plan(url: &str, home: Option<&Path>) -> Result<Dial, String> {
     };
     let check_name = mode == Mode::VerifyFull;
     let passed = passed_on(&rest, &options, mode);
-    let config: tokio_postgres::Config = passed.parse().map_err(|e| refuse(format!("{e}")))?;
+    let mut config: tokio_postgres::Config = passed.parse().map_err(|e| refuse(format!("{e}")))?;
+    // Over a Unix socket there is no TLS, and libpq ignores `sslmode`.
+    let hosts = config.get_hosts();
+    if !hosts.is_empty()
+        && hosts
+            .iter()
+            .all(|host| matches!(host, tokio_postgres::config::Host::Unix(_)))
+    {
+        config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+    }
     let tls = Tls::new(&roots, check_name).map_err(refuse)?;
     Ok(Dial { config, tls })
 }
@@ -452,6 +461,9 @@ impl MakeTlsConnect<Socket> for Tls {
     type Error = io::Error;
 
     fn make_tls_connect(&mut self, host: &str) -> Result<Connect, io::Error> {
+        // No name for a Unix socket (a list of hosts that mixes them with
+        // TCP ones): the server refuses TLS there anyway.
+        let host = if host.is_empty() { "localhost" } else { host };
         let name = ServerName::try_from(host.to_string())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         Ok(Connect {
@@ -673,6 +685,20 @@ mod tests {
         if let Ok(dial) = plan("postgres://u@db/p?sslrootcert=system", None) {
             assert_eq!(dial.config.get_ssl_mode(), SslMode::Require);
         }
+    }
+
+    #[test]
+    fn a_unix_socket_has_no_tls_whatever_the_mode_as_in_libpq() {
+        for url in [
+            "postgres://u@%2Fvar%2Frun%2Fpostgresql/p?sslmode=require",
+            "host=/var/run/postgresql user=u dbname=p sslmode=prefer",
+        ] {
+            assert_eq!(mode_of(url), SslMode::Disable, "{url}");
+        }
+        assert_eq!(
+            mode_of("postgres://u@db/p?sslmode=require"),
+            SslMode::Require
+        );
     }
 
     #[test]
