@@ -95,10 +95,15 @@ impl Drop for Hold {
 const HELD: &str = "_pincer/held";
 
 /// Whether an outgoing line is a [`HELD`] marker. (Inside a JSON string
-/// the quotes would be escaped, so text cannot look like one.)
+/// the quotes would be escaped, so text cannot look like one.) Every line
+/// pincer writes passes here: a marker is short (about 55 bytes), so the
+/// streamed updates, all longer, are not searched.
 fn is_held_marker(line: &str) -> bool {
-    line.contains("\"method\":\"_pincer/held\"")
+    line.len() <= MARKER_MAX && line.contains("\"method\":\"_pincer/held\"")
 }
+
+/// The longest a [`HELD`] marker line is.
+const MARKER_MAX: usize = 80;
 
 /// Just enough of an outgoing JSON-RPC message to see which request it
 /// answers.
@@ -703,6 +708,23 @@ mod tests {
         }
         drain.on_incoming(r#"{"jsonrpc":"2.0","id":-5,"method":"initialize","x":1}"#);
         assert_eq!(drain.lock().initializing, id(-5));
+    }
+
+    #[test]
+    fn only_a_hold_s_own_marker_is_taken_for_one() {
+        assert!(is_held_marker(
+            r#"{"jsonrpc":"2.0","method":"_pincer/held","params":{}}"#
+        ));
+        // Text that quotes it is escaped; a long line is never one.
+        assert!(!is_held_marker(
+            r#"{"jsonrpc":"2.0","method":"x","params":{"t":"\"method\":\"_pincer/held\""}}"#
+        ));
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","method":"_pincer/held","params":{{"pad":"{}"}}}}"#,
+            "x".repeat(100)
+        );
+        assert!(!is_held_marker(&long));
+        assert!(!is_held_marker(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
     }
 
     #[tokio::test]

@@ -343,10 +343,7 @@ mod tests {
     use super::*;
 
     fn at(seq: u64) -> At {
-        At {
-            run: "r".to_string(),
-            seq,
-        }
+        At::of_r(seq)
     }
 
     #[test]

@@ -79,6 +79,18 @@ pub(super) struct At {
     pub seq: u64,
 }
 
+#[cfg(test)]
+impl At {
+    /// Event `seq` of run `r`, for the tests of the numbering and of its
+    /// following.
+    pub(super) fn of_r(seq: u64) -> At {
+        At {
+            run: "r".to_string(),
+            seq,
+        }
+    }
+}
+
 /// The runs this replica tells of: each session's run going and the
 /// number its last event had.
 #[derive(Default)]
@@ -134,10 +146,7 @@ mod tests {
     use super::*;
 
     fn at(seq: u64) -> At {
-        At {
-            run: "r".to_string(),
-            seq,
-        }
+        At::of_r(seq)
     }
 
     #[test]
